@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* The policy: one JSON document saying what a sandbox may do (docs/policy.md).
+ * policy_new() gives the safe defaults; policy_load_*() overlays a document
+ * (unknown keys are errors naming their path); the CLI then overrides fields
+ * directly; policy_finalize() applies the resource class, expands "~", and
+ * validates the whole. Every string is owned by the policy. */
+
+enum policy_read_mode {
+        POLICY_READ_SYSTEM = 0, /* /usr /bin /sbin /lib* /etc /opt */
+        POLICY_READ_HOST,       /* all of / */
+};
+
+enum policy_workspace_mode {
+        POLICY_WORKSPACE_RW = 0,
+        POLICY_WORKSPACE_RO,
+        POLICY_WORKSPACE_OVERLAY,
+};
+
+enum policy_net_mode {
+        POLICY_NET_NONE = 0,
+        POLICY_NET_GATED,
+};
+
+struct policy_mount {
+        char *source; /* host path, absolute after finalize */
+        char *target; /* absolute path inside the sandbox */
+        bool readonly;
+};
+
+struct policy_kv {
+        char *key;
+        char *value;
+};
+
+struct policy_route {
+        char *name;     /* first path segment: http://127.0.0.1:8080/<name>/... */
+        char *upstream; /* http:// or https:// URL, no query */
+        struct policy_kv *inject;
+        size_t n_inject;
+        char **strip; /* header patterns, "prefix*" allowed */
+        size_t n_strip;
+        char **record; /* response header names recorded in the audit log */
+        size_t n_record;
+        char *ca_file; /* NULL: system store */
+};
+
+struct policy_limits {
+        uint64_t timeout_ms;  /* wall clock; 0 = none */
+        uint64_t cpu_time_s;  /* RLIMIT_CPU; 0 = none */
+        uint64_t memory;      /* bytes; cgroup limit, no swap */
+        uint64_t pids;        /* cgroup pids.max */
+        uint64_t cpus_milli;  /* 1000 = one cpu */
+        uint64_t disk;        /* size of each of /tmp and $HOME (tmpfs) */
+        uint64_t open_files;  /* RLIMIT_NOFILE */
+        uint64_t file_size;   /* RLIMIT_FSIZE */
+        uint64_t output;      /* captured stdout+stderr bytes */
+};
+
+struct policy_budget {
+        uint64_t requests; /* 0 = unlimited */
+        uint64_t bytes;
+        uint64_t rate; /* bytes per second */
+};
+
+struct policy {
+        /* workspace */
+        char *workspace;  /* host path; NULL = none */
+        enum policy_workspace_mode workspace_mode;
+        bool protect_git; /* .git/hooks and .git/config read-only (default true) */
+
+        /* filesystem */
+        enum policy_read_mode read;
+        char **deny_read; /* host paths, in addition to the mandatory list */
+        size_t n_deny_read;
+        char **allow_write; /* sandbox paths for the Landlock write allow-list */
+        size_t n_allow_write;
+        struct policy_mount *mounts;
+        size_t n_mounts;
+
+        /* network */
+        enum policy_net_mode net_mode;
+        bool net_mode_set; /* mode given explicitly (else gated iff allow rules exist) */
+        char **net_allow;
+        size_t n_net_allow;
+        char **net_deny;
+        size_t n_net_deny;
+        char **net_allow_private; /* CIDRs */
+        size_t n_net_allow_private;
+        struct policy_kv *net_hosts; /* name -> IP literal */
+        size_t n_net_hosts;
+        struct policy_route *routes;
+        size_t n_routes;
+        struct policy_budget budget;
+
+        /* limits */
+        struct policy_limits limits;
+        char *class_name; /* small, medium (default), large, xlarge */
+        unsigned limits_set; /* POLICY_LIMIT_* bits set explicitly, kept over the class */
+
+        /* process */
+        struct policy_kv *env;
+        size_t n_env;
+        uint32_t uid; /* inside the sandbox; default 1000 */
+        uint32_t gid;
+
+        char **tools_allow;
+        size_t n_tools_allow;
+};
+
+enum {
+        POLICY_LIMIT_TIMEOUT = 1u << 0,
+        POLICY_LIMIT_CPU_TIME = 1u << 1,
+        POLICY_LIMIT_MEMORY = 1u << 2,
+        POLICY_LIMIT_PIDS = 1u << 3,
+        POLICY_LIMIT_CPUS = 1u << 4,
+        POLICY_LIMIT_DISK = 1u << 5,
+        POLICY_LIMIT_OPEN_FILES = 1u << 6,
+        POLICY_LIMIT_FILE_SIZE = 1u << 7,
+        POLICY_LIMIT_OUTPUT = 1u << 8,
+};
+
+struct policy_class {
+        const char *name;
+        uint64_t memory;
+        uint64_t cpus_milli;
+        uint64_t timeout_ms;
+};
+
+/* The defaults every policy starts from. */
+struct policy *policy_new(void);
+struct policy *policy_free(struct policy *p);
+
+/* Overlay a JSON document. `origin` names it in messages (a file name). */
+int policy_load_file(struct policy *p, const char *path, struct al_error *err);
+int policy_load_string(struct policy *p, const char *json, const char *origin,
+                       struct al_error *err);
+
+/* Apply the class to limits not set explicitly, make paths absolute (relative
+ * host paths against `base_dir`, "~" against `home`), pick the net mode, and
+ * validate. */
+int policy_finalize(struct policy *p, const char *base_dir, const char *home,
+                    struct al_error *err);
+
+const struct policy_class *policy_class_find(const char *name);
+
+/* Setters used by the CLI; each validates its argument. */
+int policy_set_class(struct policy *p, const char *name, struct al_error *err);
+void policy_add_env(struct policy *p, const char *key, const char *value);
+void policy_add_mount(struct policy *p, const char *source, const char *target, bool readonly);
+void policy_add_deny_read(struct policy *p, const char *path);
+
+/* The policy as canonical JSON (for the result, the audit log's digest, the
+ * daemon). Caller frees. */
+char *policy_to_json(const struct policy *p);
+
+/* The mandatory deny-read entries, relative to each home ("~/" prefix) or
+ * absolute, NULL-terminated. Glob patterns allowed in the last component. */
+extern const char *const policy_mandatory_deny[];

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <ctype.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "util.h"
+
+void strv_free(char **v)
+{
+        if (!v)
+                return;
+        for (char **i = v; *i; i++)
+                free(*i);
+        free(v);
+}
+
+static void oom(void)
+{
+        /* The one place library code may stop the process: an allocation
+         * failure leaves nothing safe to do. */
+        abort();
+}
+
+char *xstrdup(const char *s)
+{
+        if (!s)
+                return NULL;
+        char *r = strdup(s);
+        if (!r)
+                oom();
+        return r;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+        char *r = NULL;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vasprintf(&r, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                oom();
+        return r;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+        void *r = calloc(n ? n : 1, size ? size : 1);
+        if (!r)
+                oom();
+        return r;
+}
+
+void *xrealloc(void *p, size_t n, size_t size)
+{
+        if (size && n > SIZE_MAX / size)
+                oom();
+        size_t total = n * size;
+        void *r = realloc(p, total > 0 ? total : 1);
+        if (!r)
+                oom();
+        return r;
+}
+
+char **strv_append(char **v, size_t *n, const char *s)
+{
+        v = xrealloc(v, *n + 2, sizeof(char *));
+        v[(*n)++] = xstrdup(s);
+        v[*n] = NULL;
+        return v;
+}
+
+size_t strv_length(char *const *v)
+{
+        size_t n = 0;
+        while (v && v[n])
+                n++;
+        return n;
+}
+
+int safe_atou64(const char *s, uint64_t *ret)
+{
+        if (!s || !isdigit((unsigned char)s[0]))
+                return -EINVAL;
+        errno = 0;
+        char *end = NULL;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (!end || *end != '\0')
+                return -EINVAL;
+        *ret = (uint64_t)v;
+        return 0;
+}
+
+int safe_atoi(const char *s, int *ret)
+{
+        if (!s || !*s)
+                return -EINVAL;
+        errno = 0;
+        char *end = NULL;
+        long v = strtol(s, &end, 10);
+        if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
+                return -ERANGE;
+        if (!end || *end != '\0' || isspace((unsigned char)s[0]))
+                return -EINVAL;
+        *ret = (int)v;
+        return 0;
+}
+
+/* Parse "<digits>[.<digits>]" into an integer count of 1/1000 units. */
+static int parse_milli(const char **p, uint64_t *ret)
+{
+        const char *s = *p;
+        uint64_t whole = 0, frac = 0, scale = 1000;
+        if (!isdigit((unsigned char)*s))
+                return -EINVAL;
+        while (isdigit((unsigned char)*s)) {
+                if (whole > (UINT64_MAX / 10000) - 10)
+                        return -ERANGE;
+                whole = whole * 10 + (uint64_t)(*s++ - '0');
+        }
+        if (*s == '.') {
+                s++;
+                if (!isdigit((unsigned char)*s))
+                        return -EINVAL;
+                while (isdigit((unsigned char)*s)) {
+                        if (scale > 1) {
+                                scale /= 10;
+                                frac += (uint64_t)(*s - '0') * scale;
+                        }
+                        s++;
+                }
+        }
+        *ret = whole * 1000 + frac;
+        *p = s;
+        return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret)
+{
+        if (!s)
+                return -EINVAL;
+        const char *p = s;
+        uint64_t milli;
+        int r = parse_milli(&p, &milli);
+        if (r < 0)
+                return r;
+        uint64_t mult = 1;
+        switch (*p) {
+        case '\0':
+                break;
+        case 'k': case 'K': mult = 1ULL << 10; p++; break;
+        case 'm': case 'M': mult = 1ULL << 20; p++; break;
+        case 'g': case 'G': mult = 1ULL << 30; p++; break;
+        case 't': case 'T': mult = 1ULL << 40; p++; break;
+        default:
+                return -EINVAL;
+        }
+        if (mult > 1 && (*p == 'i' || *p == 'I'))
+                p++;
+        if (*p == 'b' || *p == 'B')
+                p++;
+        if (*p != '\0')
+                return -EINVAL;
+        if (mult == 1 && milli % 1000 != 0)
+                return -EINVAL; /* fractional bytes */
+        if (milli / 1000 > UINT64_MAX / mult)
+                return -ERANGE;
+        uint64_t v = (milli / 1000) * mult + ((milli % 1000) * mult) / 1000;
+        *ret = v;
+        return 0;
+}
+
+int parse_duration_ms(const char *s, uint64_t *ret)
+{
+        if (!s)
+                return -EINVAL;
+        const char *p = s;
+        uint64_t milli;
+        int r = parse_milli(&p, &milli);
+        if (r < 0)
+                return r;
+        uint64_t mult = 1;
+        if (STREQ(p, "") || STREQ(p, "s"))
+                mult = 1;
+        else if (STREQ(p, "ms")) {
+                *ret = milli / 1000;
+                return 0;
+        } else if (STREQ(p, "m"))
+                mult = 60;
+        else if (STREQ(p, "h"))
+                mult = 3600;
+        else
+                return -EINVAL;
+        if (milli > UINT64_MAX / mult)
+                return -ERANGE;
+        *ret = milli * mult;
+        return 0;
+}
+
+int write_full(int fd, const void *buf, size_t len)
+{
+        const char *p = buf;
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+int write_file_at(int dirfd, const char *path, const char *content)
+{
+        _cleanup_close_ int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return write_full(fd, content, strlen(content));
+}
+
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len)
+{
+        _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        size_t cap = 4096 < max + 1 ? 4096 : max + 1, len = 0;
+        _cleanup_free_ char *buf = xcalloc(cap, 1);
+        for (;;) {
+                if (len + 1 >= cap) {
+                        if (cap >= max + 1)
+                                return -EFBIG;
+                        cap = cap * 2 < max + 1 ? cap * 2 : max + 1;
+                        buf = xrealloc(buf, cap, 1);
+                }
+                ssize_t n = read(fd, buf + len, cap - 1 - len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        buf[len] = '\0';
+        if (ret_len)
+                *ret_len = len;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+int random_hex(char *buf, size_t n)
+{
+        static const char hex[] = "0123456789abcdef";
+        uint8_t raw[32];
+        if (n > 64 || n % 2)
+                return -EINVAL;
+        size_t got = 0;
+        while (got < n / 2) {
+                ssize_t r = getrandom(raw + got, n / 2 - got, 0);
+                if (r < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                got += (size_t)r;
+        }
+        for (size_t i = 0; i < n / 2; i++) {
+                buf[2 * i] = hex[raw[i] >> 4];
+                buf[2 * i + 1] = hex[raw[i] & 15];
+        }
+        buf[n] = '\0';
+        return 0;
+}
+
+static uint64_t clock_us(clockid_t id)
+{
+        struct timespec ts;
+        clock_gettime(id, &ts);
+        return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+uint64_t now_monotonic_us(void)
+{
+        return clock_us(CLOCK_MONOTONIC);
+}
+
+uint64_t now_realtime_us(void)
+{
+        return clock_us(CLOCK_REALTIME);
+}

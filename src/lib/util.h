@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+
+static inline void freep(void *p)
+{
+        free(*(void **)p);
+}
+
+static inline void closep(int *fd)
+{
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+
+static inline void fclosep(FILE **f)
+{
+        if (*f)
+                fclose(*f);
+}
+
+void strv_free(char **v);
+static inline void strv_freep(char ***v)
+{
+        strv_free(*v);
+}
+
+#define _cleanup_free_   _cleanup_(freep)
+#define _cleanup_close_  _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+#define _cleanup_strv_   _cleanup_(strv_freep)
+
+/* Hand ownership of a pointer or fd on: the variable is reset so that its
+ * cleanup handler does nothing. */
+#define TAKE_PTR(p)                                                                                \
+        ({                                                                                         \
+                __typeof__(p) _p = (p);                                                            \
+                (p) = NULL;                                                                        \
+                _p;                                                                                \
+        })
+#define TAKE_FD(fd)                                                                                \
+        ({                                                                                         \
+                int _fd = (fd);                                                                    \
+                (fd) = -1;                                                                         \
+                _fd;                                                                               \
+        })
+
+#define STREQ(a, b) (strcmp((a), (b)) == 0)
+
+/* Checked number parsing: the whole string must be a number in range. */
+int safe_atou64(const char *s, uint64_t *ret);
+int safe_atoi(const char *s, int *ret);
+
+/* Sizes such as "512M", "1G", "64k", "1024": binary multiples, bytes. */
+int parse_size(const char *s, uint64_t *ret);
+/* Durations in seconds with an optional fraction and unit: "1.5", "30s", "5m", "1h". */
+int parse_duration_ms(const char *s, uint64_t *ret);
+
+/* Write a whole buffer / string to a path or fd; -errno on failure. */
+int write_full(int fd, const void *buf, size_t len);
+int write_file_at(int dirfd, const char *path, const char *content);
+/* Read a small file (at most max bytes) into a NUL-terminated buffer. */
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* Allocating string helpers; they abort only on allocation failure. */
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n, size_t size);
+char **strv_append(char **v, size_t *n, const char *s);
+size_t strv_length(char *const *v);
+
+/* Random id of n hex characters (n even, at most 64). */
+int random_hex(char *buf, size_t n);
+
+/* Monotonic and wall clocks in microseconds. */
+uint64_t now_monotonic_us(void);
+uint64_t now_realtime_us(void);
