@@ -1,0 +1,7 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Each subcommand of `airlock` parses its own arguments (argv[0] is the
+ * subcommand's name), prints its own messages, and returns the exit code. */
+int cmd_run(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
