@@ -11,3 +11,10 @@
  * libcs fall back to clone, whose flags are checked; TIOCSTI and TIOCLINUX are
  * refused on the low 32 bits of the ioctl request; other ABIs are killed. */
 int seccomp_install(struct al_error *err);
+
+/* This header shadows libseccomp's <seccomp.h> on the include path
+ * (src/lib is an include directory); seccomp.c includes it as <seccomp.h>
+ * with AIRLOCK_SECCOMP_IMPL defined to get the library's header too. */
+#ifdef AIRLOCK_SECCOMP_IMPL
+#include_next <seccomp.h>
+#endif
