@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* The audit log: append-only JSON lines, one event per line, hash-chained.
+ *
+ *   {"seq":7,"ts":"2026-11-22T10:00:00.123456Z","sandbox":"…","kind":"…",
+ *    <the event's fields>,"prev":"<sha256 hex of line 6 without its newline>"}
+ *
+ * seq starts at 1 and the first line's prev is AUDIT_GENESIS. Rotation renames
+ * the file to FILE.1 (shifting FILE.1 to FILE.2, …); the chain and seq simply
+ * continue in the new FILE. Several writers may share one file: each append
+ * takes flock(LOCK_EX) and picks up the chain from whatever the file ends with.
+ *
+ * What verification can prove: any edited, inserted, reordered or deleted line
+ * before the last one, a partial last line, and a missing start of the chain.
+ * What it cannot: removal of whole lines at the end of the newest file, or a
+ * change to the last line's content, or a rewrite of every line from some
+ * point on (the chain has no key). Record the last seq and hash elsewhere
+ * (audit_last_seq(), audit_last_hash()) and pass them as expect_last_* to
+ * close that gap. */
+
+#define AUDIT_GENESIS  "0000000000000000000000000000000000000000000000000000000000000000"
+#define AUDIT_LINE_MAX (1024 * 1024) /* bytes per line, newline included */
+#define AUDIT_HASH_HEX 64
+
+enum audit_sync {
+        AUDIT_SYNC_EVENT = 0, /* fdatasync after every event */
+        AUDIT_SYNC_BATCH,     /* fdatasync at most batch_ms after an event */
+};
+
+struct audit_options {
+        enum audit_sync sync;
+        uint64_t batch_ms;    /* AUDIT_SYNC_BATCH: 0 means 100 */
+        uint64_t rotate_size; /* rotate before a line would make the file larger; 0 = never */
+        unsigned rotate_keep; /* rotated files kept (FILE.1 … FILE.N); 0 = all */
+        /* Applied to every string value of an event's fields (recursively)
+         * before it is written. Set *ret to a malloc'd replacement, or to NULL
+         * to keep the value. Returns 0 or -errno. */
+        int (*redact)(void *userdata, const char *in, size_t len, char **ret, size_t *ret_len);
+        void *redact_userdata;
+};
+
+struct audit;
+
+/* Create missing parent directories (0700) and open (creating, 0600) the log
+ * at path; the chain continues from the last line of the file, or of FILE.1
+ * when the file is empty. opt may be NULL for the defaults. */
+int audit_open(const char *path, const struct audit_options *opt, struct audit **ret,
+               struct al_error *err);
+
+/* Append one event. fields (borrowed, may be NULL) must be an object; its
+ * keys must not be seq, ts, sandbox, kind or prev. */
+int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t *fields,
+                 struct al_error *err);
+
+/* Batch mode: fdatasync what is pending. audit_flush_deadline() is the
+ * CLOCK_MONOTONIC time in µs (as now_monotonic_us()) by which audit_flush()
+ * must run, or 0 when nothing is pending. audit_append() flushes by itself
+ * when it finds the deadline passed. */
+int audit_flush(struct audit *a);
+uint64_t audit_flush_deadline(const struct audit *a);
+bool audit_needs_flush(const struct audit *a, uint64_t now_us);
+
+/* The seq and hash (hex) of the last line this writer appended or found. */
+uint64_t audit_last_seq(const struct audit *a);
+const char *audit_last_hash(const struct audit *a);
+
+/* Flush and close; returns NULL. */
+struct audit *audit_close(struct audit *a);
+
+/* /var/lib/airlock/audit/audit.jsonl for root, else
+ * <home>/.local/state/airlock/audit/audit.jsonl; NULL when home is not an
+ * absolute path. Caller frees. */
+char *audit_default_path(uid_t uid, const char *home);
+
+/* The existing rotated files of path, oldest first, then path itself:
+ * { "FILE.3", "FILE.2", "FILE.1", "FILE" }. NULL-terminated; strv_free(). */
+int audit_rotated_paths(const char *path, char ***ret, size_t *ret_n);
+
+/* Call cb for every line of a file (without its newline; NUL-terminated for
+ * convenience). `complete` is false only for a last line lacking its newline.
+ * Lines longer than AUDIT_LINE_MAX are an error. A negative return from cb
+ * stops the walk and is returned. */
+int audit_foreach_line(const char *path,
+                       int (*cb)(const char *line, size_t len, uint64_t lineno, bool complete,
+                                 void *userdata),
+                       void *userdata, struct al_error *err);
+
+/* SHA-256 of buf as 64 lowercase hex digits and a NUL. */
+void audit_hash_hex(const void *buf, size_t len, char ret[static AUDIT_HASH_HEX + 1]);
+
+struct audit_verify_options {
+        /* The chain may start after seq 1 (older files rotated away): accept
+         * the first line's seq and prev as given. */
+        bool from_rotated;
+        /* When non-zero, the chain must reach this seq; when expect_last_hash
+         * is also set, that line's hash must equal it. Catches lines cut off
+         * at the end. */
+        uint64_t expect_last_seq;
+        const char *expect_last_hash;
+};
+
+struct audit_verify_result {
+        bool ok;
+        uint64_t lines; /* lines read, all files */
+        uint64_t first_seq;
+        uint64_t last_seq;
+        char last_hash[AUDIT_HASH_HEX + 1];
+        /* When !ok: the first bad line. */
+        size_t bad_file;   /* index into paths */
+        uint64_t bad_line; /* 1-based, within that file */
+        uint64_t bad_seq;  /* 0 when unreadable */
+        char reason[256];
+};
+
+/* Verify files holding one chain, oldest first. Returns 0 with ret->ok telling
+ * whether the chain holds, or -errno (err set) when a file cannot be read. */
+int audit_verify_files(const char *const *paths, size_t n, const struct audit_verify_options *opt,
+                       struct audit_verify_result *ret, struct al_error *err);
