@@ -13,6 +13,12 @@ int landlock_abi(void);
  * beneath the given paths (which must exist; missing ones are skipped) and
  * to the character devices under /dev that a process needs (null, zero, full,
  * tty, ptmx, pts). Call after the new root is in place, before seccomp.
- * Returns 0 when Landlock is unavailable and `required` is false. */
+ * Returns 0 when Landlock is unavailable and `required` is false.
+ *
+ * The caller sets PR_SET_NO_NEW_PRIVS first: landlock_restrict_self needs it
+ * (or CAP_SYS_ADMIN). Write rights the running ABI does not know are left
+ * unhandled: REFER (cross-directory rename and link) needs ABI 2, TRUNCATE
+ * ABI 3, IOCTL_DEV ABI 5. The restriction applies to the calling thread and
+ * its future children only, and to files opened after it. */
 int landlock_restrict_writes(const char *const *paths, size_t n, bool required,
                              struct al_error *err);
