@@ -1,8 +1,44 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const struct {
+        const char *name;
+        int (*fn)(int argc, char **argv);
+        const char *help;
+} commands[] = {
+        {"run", cmd_run, "run a command in a new sandbox"},
+        {"audit", cmd_audit, "verify or show an audit log"},
+};
+
+static void usage(FILE *f)
+{
+        fprintf(f, "Usage: airlock COMMAND [OPTIONS]\n\nRun AI agents under hard isolation.\n\nCommands:\n");
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+        fprintf(f, "\nSee 'airlock COMMAND --help'.\n");
+}
 
 int main(int argc, char **argv)
 {
-        fprintf(stderr, "airlock: not built yet\n");
-        return 125;
+        if (argc < 2) {
+                usage(stderr);
+                return 2;
+        }
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+            strcmp(argv[1], "help") == 0) {
+                usage(stdout);
+                return 0;
+        }
+        if (strcmp(argv[1], "--version") == 0) {
+                printf("airlock 0.1.0\n");
+                return 0;
+        }
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (strcmp(argv[1], commands[i].name) == 0)
+                        return commands[i].fn(argc - 1, argv + 1);
+        fprintf(stderr, "airlock: unknown command \"%s\" (see 'airlock --help')\n", argv[1]);
+        return 2;
 }

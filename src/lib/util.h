@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,6 +32,12 @@ static inline void fclosep(FILE **f)
 {
         if (*f)
                 fclose(*f);
+}
+
+static inline void closedirp(DIR **d)
+{
+        if (*d)
+                closedir(*d);
 }
 
 void strv_free(char **v);

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cgroup-internal.h"
+#include "util.h"
+
+/* In the v1 layout each controller has its own tree; the leaf exists once per
+ * tree and the file names tell which tree a setting belongs to. */
+static const char *dir_with(struct cgroup *cg, const char *file)
+{
+        for (size_t i = 0; i < cg->n_dirs; i++) {
+                _cleanup_free_ char *p = xasprintf("%s/%s", cg->dirs[i], file);
+                if (access(p, F_OK) == 0)
+                        return cg->dirs[i];
+        }
+        return NULL;
+}
+
+static int v1_create(struct cgroup *cg, struct al_error *err)
+{
+        for (size_t i = 0; i < cg->n_dirs; i++) {
+                if (mkdir(cg->dirs[i], 0755) < 0) {
+                        int r = al_error_set(err, errno, "cgroup: creating %s", cg->dirs[i]);
+                        for (size_t j = 0; j < i; j++)
+                                rmdir(cg->dirs[j]);
+                        return r;
+                }
+        }
+        return 0;
+}
+
+static int v1_set(struct cgroup *cg, const char *file, uint64_t v, bool required,
+                  struct al_error *err)
+{
+        const char *dir = dir_with(cg, file);
+        if (!dir && cg->fake) {
+                /* A fake tree has no control files yet: the first directory
+                 * whose name says which controller it is takes them. */
+                char ctrl[32];
+                size_t n = strcspn(file, ".");
+                snprintf(ctrl, sizeof(ctrl), "/%.*s/", (int)n, file);
+                for (size_t i = 0; i < cg->n_dirs && !dir; i++)
+                        if (strstr(cg->dirs[i], ctrl))
+                                dir = cg->dirs[i];
+        }
+        if (!dir)
+                return required ? al_error_set(err, ENOENT, "cgroup: no %s control file", file) : 0;
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%" PRIu64, v);
+        int r = cgroup_write(cg, dir, file, buf);
+        if (r < 0 && required)
+                return al_error_set(err, r, "cgroup: writing %s to %s/%s", buf, dir, file);
+        return 0;
+}
+
+static int v1_apply(struct cgroup *cg, const struct cgroup_limits *l, struct al_error *err)
+{
+        int r;
+        if (l->memory) {
+                r = v1_set(cg, "memory.limit_in_bytes", l->memory, true, err);
+                if (r < 0)
+                        return r;
+                /* memsw counts memory plus swap; equal to the memory limit
+                 * means no swap. Without swap accounting, refuse swap through
+                 * swappiness instead. */
+                if (dir_with(cg, "memory.memsw.limit_in_bytes") || cg->fake)
+                        r = v1_set(cg, "memory.memsw.limit_in_bytes", l->memory, true, err);
+                else
+                        r = v1_set(cg, "memory.swappiness", 0, false, err);
+                if (r < 0)
+                        return r;
+        }
+        if (l->pids) {
+                r = v1_set(cg, "pids.max", l->pids, true, err);
+                if (r < 0)
+                        return r;
+        }
+        if (l->cpus_milli) {
+                r = v1_set(cg, "cpu.cfs_period_us", 100000, true, err);
+                if (r >= 0)
+                        r = v1_set(cg, "cpu.cfs_quota_us", l->cpus_milli * 100, true, err);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int v1_attach(struct cgroup *cg, pid_t pid, struct al_error *err)
+{
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%d", (int)pid);
+        for (size_t i = 0; i < cg->n_dirs; i++) {
+                int r = cgroup_write(cg, cg->dirs[i], "cgroup.procs", buf);
+                if (r < 0)
+                        return al_error_set(err, r, "cgroup: moving %d into %s", (int)pid,
+                                            cg->dirs[i]);
+        }
+        return 0;
+}
+
+static int v1_usage(struct cgroup *cg, struct cgroup_usage *ret)
+{
+        const char *d;
+        uint64_t v;
+        memset(ret, 0, sizeof(*ret));
+        if ((d = dir_with(cg, "cpuacct.usage")) && cgroup_read_u64(d, "cpuacct.usage", &v) >= 0)
+                ret->cpu_usec = v / 1000;
+        if ((d = dir_with(cg, "memory.max_usage_in_bytes")) &&
+            cgroup_read_u64(d, "memory.max_usage_in_bytes", &v) >= 0)
+                ret->memory_peak = v;
+        if ((d = dir_with(cg, "memory.oom_control")) &&
+            cgroup_read_keyed(d, "memory.oom_control", "oom_kill", &v) >= 0)
+                ret->oom_kills = v;
+        if ((d = dir_with(cg, "pids.current")) && cgroup_read_u64(d, "pids.current", &v) >= 0)
+                ret->pids_current = v;
+        return 0;
+}
+
+static int v1_kill(struct cgroup *cg)
+{
+        /* Without cgroup.kill, signal what is listed until nothing is. The
+         * sandbox's pid namespace usually empties itself when its pid 1 dies;
+         * this catches stragglers. */
+        for (int round = 0; round < 100; round++) {
+                bool any = false;
+                for (size_t i = 0; i < cg->n_dirs; i++) {
+                        _cleanup_free_ char *path = xasprintf("%s/cgroup.procs", cg->dirs[i]);
+                        _cleanup_free_ char *s = NULL;
+                        if (read_file_at(AT_FDCWD, path, 1 << 20, &s, NULL) < 0)
+                                continue;
+                        for (char *line = s; *line;) {
+                                char *nl = strchr(line, '\n');
+                                if (nl)
+                                        *nl = '\0';
+                                int pid;
+                                if (safe_atoi(line, &pid) >= 0 && pid > 0 && !cg->fake) {
+                                        kill(pid, SIGKILL);
+                                        any = true;
+                                }
+                                if (!nl)
+                                        break;
+                                line = nl + 1;
+                        }
+                }
+                if (!any)
+                        return 0;
+                usleep(1000);
+        }
+        return -EBUSY;
+}
+
+static int v1_destroy(struct cgroup *cg)
+{
+        int ret = 0;
+        for (size_t i = 0; i < cg->n_dirs; i++) {
+                int r = cgroup_rmdir(cg, cg->dirs[i]);
+                if (r < 0)
+                        ret = r;
+        }
+        cg->created = false;
+        return ret;
+}
+
+const struct cgroup_ops cgroup_v1_ops = {
+        .name = "v1",
+        .create = v1_create,
+        .apply = v1_apply,
+        .attach = v1_attach,
+        .usage = v1_usage,
+        .kill = v1_kill,
+        .destroy = v1_destroy,
+};
+
+int cgroup_v1_new(char *const *parent_dirs, size_t n, const char *name, bool fake,
+                  struct cgroup **ret)
+{
+        if (n == 0 || n > CGROUP_V1_MAX)
+                return -EINVAL;
+        struct cgroup *cg = xcalloc(1, sizeof(*cg));
+        cg->ops = &cgroup_v1_ops;
+        cg->name = xstrdup(name);
+        cg->dir_fd = -1;
+        cg->fake = fake;
+        for (size_t i = 0; i < n; i++)
+                cg->dirs[cg->n_dirs++] = xasprintf("%s/%s", parent_dirs[i], name);
+        *ret = cg;
+        return 0;
+}

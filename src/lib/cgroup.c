@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+
+#include "cgroup.h"
+#include "cgroup-internal.h"
+#include "util.h"
+
+int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret)
+{
+        size_t klen = strlen(key);
+        for (const char *line = content; line && *line;) {
+                const char *nl = strchr(line, '\n');
+                size_t len = nl ? (size_t)(nl - line) : strlen(line);
+                if (len > klen && strncmp(line, key, klen) == 0 && line[klen] == ' ') {
+                        char num[32];
+                        size_t nlen = len - klen - 1;
+                        if (nlen == 0 || nlen >= sizeof(num))
+                                return -EINVAL;
+                        memcpy(num, line + klen + 1, nlen);
+                        num[nlen] = '\0';
+                        return safe_atou64(num, ret);
+                }
+                line = nl ? nl + 1 : NULL;
+        }
+        return -ENOENT;
+}
+
+int cgroup_write(struct cgroup *cg, const char *dir, const char *file, const char *value)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | (cg->fake ? O_CREAT | O_TRUNC : 0);
+        _cleanup_close_ int fd = open(path, flags, 0644);
+        if (fd < 0)
+                return -errno;
+        return write_full(fd, value, strlen(value));
+}
+
+int cgroup_read_u64(const char *dir, const char *file, uint64_t *ret)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        _cleanup_free_ char *s = NULL;
+        int r = read_file_at(AT_FDCWD, path, 4096, &s, NULL);
+        if (r < 0)
+                return r;
+        s[strcspn(s, "\n")] = '\0';
+        if (STREQ(s, "max")) {
+                *ret = UINT64_MAX;
+                return 0;
+        }
+        return safe_atou64(s, ret);
+}
+
+int cgroup_read_keyed(const char *dir, const char *file, const char *key, uint64_t *ret)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        _cleanup_free_ char *s = NULL;
+        int r = read_file_at(AT_FDCWD, path, 64 * 1024, &s, NULL);
+        if (r < 0)
+                return r;
+        return cgroup_parse_keyed(s, key, ret);
+}
+
+/* Remove a leaf directory; the kernel refuses with EBUSY while a dying task
+ * is still being torn down, so retry for a while. */
+int cgroup_rmdir(struct cgroup *cg, const char *dir)
+{
+        for (int i = 0; i < 500; i++) {
+                if (rmdir(dir) == 0 || errno == ENOENT)
+                        return 0;
+                if (errno != EBUSY)
+                        break;
+                usleep(2000);
+        }
+        if (cg->fake) {
+                /* A fake hierarchy holds plain files: remove them first. */
+                _cleanup_free_ char *cmd = NULL;
+                int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (dfd >= 0) {
+                        DIR *d = fdopendir(dfd);
+                        struct dirent *de;
+                        while (d && (de = readdir(d)))
+                                if (de->d_name[0] != '.')
+                                        unlinkat(dfd, de->d_name, 0);
+                        if (d)
+                                closedir(d);
+                        else
+                                close(dfd);
+                }
+                if (rmdir(dir) == 0)
+                        return 0;
+        }
+        return -errno;
+}
+
+int cgroup_create(struct cgroup *cg, const struct cgroup_limits *l, struct al_error *err)
+{
+        int r = cg->ops->create(cg, err);
+        if (r < 0)
+                return r;
+        cg->created = true;
+        return cg->ops->apply(cg, l, err);
+}
+
+struct cgroup *cgroup_free(struct cgroup *cg)
+{
+        if (!cg)
+                return NULL;
+        if (cg->created) {
+                cg->ops->kill(cg);
+                cg->ops->destroy(cg);
+        }
+        if (cg->dir_fd >= 0)
+                close(cg->dir_fd);
+        for (size_t i = 0; i < cg->n_dirs; i++)
+                free(cg->dirs[i]);
+        free(cg->parent_v2);
+        free(cg->name);
+        free(cg);
+        return NULL;
+}
+
+/* The caller's cgroup in the hierarchy that holds `controller` ("" for the
+ * unified one), from /proc/self/cgroup. */
+static int own_cgroup_path(const char *controller, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        int r = read_file_at(AT_FDCWD, "/proc/self/cgroup", 1 << 20, &s, NULL);
+        if (r < 0)
+                return r;
+        for (char *line = s; line && *line;) {
+                char *nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                char *c1 = strchr(line, ':');
+                char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                if (c1 && c2) {
+                        *c2 = '\0';
+                        const char *ctrls = c1 + 1;
+                        bool match = false;
+                        if (!*controller)
+                                match = (*ctrls == '\0');
+                        else {
+                                _cleanup_free_ char *copy = xstrdup(ctrls);
+                                char *save = NULL;
+                                for (char *t = strtok_r(copy, ",", &save); t;
+                                     t = strtok_r(NULL, ",", &save))
+                                        if (STREQ(t, controller))
+                                                match = true;
+                        }
+                        if (match) {
+                                *ret = xstrdup(c2 + 1);
+                                return 0;
+                        }
+                }
+                line = nl ? nl + 1 : NULL;
+        }
+        return -ENOENT;
+}
+
+/* The mount point of the v1 hierarchy carrying `controller`, from mountinfo. */
+static int v1_mount_point(const char *controller, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        int r = read_file_at(AT_FDCWD, "/proc/self/mountinfo", 4 << 20, &s, NULL);
+        if (r < 0)
+                return r;
+        for (char *line = s; line && *line;) {
+                char *nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                /* id parent maj:min root mountpoint opts [optional...] - fstype source superopts */
+                char *sep = strstr(line, " - ");
+                if (sep) {
+                        char *fields[6] = {0};
+                        char *save = NULL, *copy = line;
+                        for (int i = 0; i < 5; i++)
+                                fields[i] = strtok_r(i ? NULL : copy, " ", &save);
+                        char *fstype = sep + 3;
+                        char *src = strchr(fstype, ' ');
+                        char *super = src ? strchr(src + 1, ' ') : NULL;
+                        if (fields[4] && src && super && strncmp(fstype, "cgroup ", 7) == 0) {
+                                super++;
+                                char *save2 = NULL;
+                                for (char *t = strtok_r(super, ",", &save2); t;
+                                     t = strtok_r(NULL, ",", &save2))
+                                        if (STREQ(t, controller)) {
+                                                *ret = xstrdup(fields[4]);
+                                                return 0;
+                                        }
+                        }
+                }
+                line = nl ? nl + 1 : NULL;
+        }
+        return -ENOENT;
+}
+
+int cgroup_setup(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
+                 struct al_error *err)
+{
+        struct statfs sfs;
+        struct cgroup *cg = NULL;
+        int r;
+
+        if (statfs("/sys/fs/cgroup", &sfs) < 0)
+                return al_error_set(err, errno, "cgroup: /sys/fs/cgroup");
+
+        if (sfs.f_type == CGROUP2_SUPER_MAGIC) {
+                _cleanup_free_ char *own = NULL;
+                r = own_cgroup_path("", &own);
+                if (r < 0)
+                        return al_error_set(err, r, "cgroup: finding own cgroup");
+                _cleanup_free_ char *parent = xasprintf("/sys/fs/cgroup%s", own);
+                r = cgroup_v2_new(parent, name, false, &cg);
+        } else {
+                static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct"};
+                char *parents[CGROUP_V1_MAX] = {0};
+                size_t n = 0;
+                r = 0;
+                for (size_t i = 0; i < ARRAY_SIZE(ctrls) && r >= 0; i++) {
+                        _cleanup_free_ char *mnt = NULL, *own = NULL;
+                        r = v1_mount_point(ctrls[i], &mnt);
+                        if (r < 0) {
+                                al_error_set(err, r, "cgroup: no v1 hierarchy with the %s controller",
+                                             ctrls[i]);
+                                break;
+                        }
+                        r = own_cgroup_path(ctrls[i], &own);
+                        if (r < 0) {
+                                al_error_set(err, r, "cgroup: finding own %s cgroup", ctrls[i]);
+                                break;
+                        }
+                        char *dir = xasprintf("%s%s", mnt, STREQ(own, "/") ? "" : own);
+                        bool dup = false;
+                        for (size_t j = 0; j < n; j++)
+                                dup = dup || STREQ(parents[j], dir);
+                        if (dup)
+                                free(dir);
+                        else
+                                parents[n++] = dir;
+                }
+                if (r >= 0)
+                        r = cgroup_v1_new(parents, n, name, false, &cg);
+                for (size_t j = 0; j < n; j++)
+                        free(parents[j]);
+                if (r < 0)
+                        return err && err->msg[0] ? r : al_error_set(err, r, "cgroup");
+        }
+        if (r < 0)
+                return al_error_set(err, r, "cgroup");
+
+        r = cgroup_create(cg, l, err);
+        if (r < 0) {
+                cgroup_free(cg);
+                return r;
+        }
+        *ret = cg;
+        return 0;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* One cgroup per sandbox, created beneath the caller's own cgroup (which must
+ * be writable: root, or a delegated subtree for an ordinary user), removed
+ * when the sandbox ends. cgroup v2 is the primary backend; v1 (the hybrid
+ * layout) is the fallback. Both sit behind struct cgroup_ops. */
+
+struct cgroup_limits {
+        uint64_t memory;     /* bytes, 0 = none; swap is always refused */
+        uint64_t pids;       /* 0 = none */
+        uint64_t cpus_milli; /* 1000 = one cpu, 0 = none */
+};
+
+struct cgroup_usage {
+        uint64_t cpu_usec;
+        uint64_t memory_peak;
+        uint64_t pids_current;
+        uint64_t oom_kills;
+};
+
+struct cgroup;
+
+struct cgroup_ops {
+        const char *name;
+        int (*create)(struct cgroup *cg, struct al_error *err);
+        int (*apply)(struct cgroup *cg, const struct cgroup_limits *l, struct al_error *err);
+        int (*attach)(struct cgroup *cg, pid_t pid, struct al_error *err);
+        int (*usage)(struct cgroup *cg, struct cgroup_usage *ret);
+        int (*kill)(struct cgroup *cg);
+        int (*destroy)(struct cgroup *cg);
+};
+
+enum { CGROUP_V1_MAX = 4 };
+
+struct cgroup {
+        const struct cgroup_ops *ops;
+        char *name; /* leaf name, "airlock-<id>" */
+        /* v2: one directory; v1: one per controller hierarchy (memory, pids,
+         * cpu, cpuacct; co-mounted controllers share one). */
+        char *dirs[CGROUP_V1_MAX];
+        size_t n_dirs;
+        char *parent_v2; /* v2: the directory the leaf is created in */
+        int dir_fd;      /* v2: the leaf, for CLONE_INTO_CGROUP; else -1 */
+        bool created;
+        bool fake; /* unit tests: control files are plain files */
+};
+
+extern const struct cgroup_ops cgroup_v1_ops;
+extern const struct cgroup_ops cgroup_v2_ops;
+
+/* Detect the host's layout, find the caller's cgroup, create the leaf and
+ * apply the limits. On failure nothing is left behind. */
+int cgroup_setup(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
+                 struct al_error *err);
+
+/* The v2 backend on an explicit hierarchy root and parent (unit tests, and
+ * cgroup_setup on a unified host). */
+int cgroup_v2_new(const char *parent_dir, const char *name, bool fake, struct cgroup **ret);
+/* The v1 backend on explicit per-controller parent directories. */
+int cgroup_v1_new(char *const *parent_dirs, size_t n, const char *name, bool fake,
+                  struct cgroup **ret);
+
+int cgroup_create(struct cgroup *cg, const struct cgroup_limits *l, struct al_error *err);
+
+/* Kill every process left, remove the leaf; safe to call twice. */
+struct cgroup *cgroup_free(struct cgroup *cg);
+
+/* "oom_kill N" style key lookup in a flat keyed file's contents. */
+int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret);

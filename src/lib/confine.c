@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+#include "confine.h"
+#include "landlock.h"
+#include "seccomp.h"
+#include "util.h"
+
+extern char **environ;
+
+static int set_rlimit(int resource, uint64_t value, const char *name, struct al_error *err)
+{
+        struct rlimit rl = {.rlim_cur = value, .rlim_max = value};
+        if (setrlimit(resource, &rl) < 0)
+                return al_error_set(err, errno, "setting %s", name);
+        return 0;
+}
+
+static int last_cap(void)
+{
+        _cleanup_free_ char *s = NULL;
+        int v;
+        if (read_file_at(AT_FDCWD, "/proc/sys/kernel/cap_last_cap", 64, &s, NULL) >= 0) {
+                s[strcspn(s, "\n")] = '\0';
+                if (safe_atoi(s, &v) >= 0 && v > 0 && v < 64)
+                        return v;
+        }
+        return CAP_LAST_CAP;
+}
+
+int confine_drop_caps(struct al_error *err)
+{
+        int last = last_cap();
+        for (int cap = 0; cap <= last; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                        return al_error_set(err, errno, "dropping capability %d from the bounding set",
+                                            cap);
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+                return al_error_set(err, errno, "clearing ambient capabilities");
+        /* A uid 0 inside regains nothing on execve, and the bits stay set. */
+        unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                             SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                             SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+        if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+                return al_error_set(err, errno, "setting securebits");
+        struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+        struct __user_cap_data_struct data[2];
+        memset(data, 0, sizeof(data));
+        if (syscall(SYS_capset, &hdr, data) < 0)
+                return al_error_set(err, errno, "clearing capabilities");
+        return 0;
+}
+
+int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err)
+{
+        const struct policy_limits *l = &c->policy->limits;
+        int r;
+
+        *ret_exec_errno = 0;
+
+        /* A new session: no controlling terminal to push input into. */
+        if (setsid() < 0)
+                return al_error_set(err, errno, "setsid");
+
+        /* Nothing but stdio (and the error channel, closed by execve) crosses
+         * into the command: a leaked fd is an escape (CVE-2024-21626). */
+        if (c->keep_fd > 3)
+                close_range(3, (unsigned)c->keep_fd - 1, 0);
+        if (c->keep_fd >= 3)
+                close_range((unsigned)c->keep_fd + 1, ~0U, 0);
+        else
+                close_range(3, ~0U, 0);
+
+        if (l->open_files && (r = set_rlimit(RLIMIT_NOFILE, l->open_files, "the open files limit", err)) < 0)
+                return r;
+        if (l->file_size && (r = set_rlimit(RLIMIT_FSIZE, l->file_size, "the file size limit", err)) < 0)
+                return r;
+        if (l->cpu_time_s && (r = set_rlimit(RLIMIT_CPU, l->cpu_time_s, "the cpu time limit", err)) < 0)
+                return r;
+        if ((r = set_rlimit(RLIMIT_CORE, 0, "the core size limit", err)) < 0)
+                return r;
+
+        if (c->cwd && chdir(c->cwd) < 0)
+                return al_error_set(err, errno, "changing to %s", c->cwd);
+
+        if (setresgid(c->gid, c->gid, c->gid) < 0)
+                return al_error_set(err, errno, "setting gid %u", (unsigned)c->gid);
+        if (setresuid(c->uid, c->uid, c->uid) < 0)
+                return al_error_set(err, errno, "setting uid %u", (unsigned)c->uid);
+
+        /* Landlock wants no_new_privs (or CAP_SYS_ADMIN, about to go). */
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return al_error_set(err, errno, "setting no_new_privs");
+
+        r = landlock_restrict_writes((const char *const *)c->write_paths, c->n_write_paths, true, err);
+        if (r < 0)
+                return r;
+
+        if ((r = confine_drop_caps(err)) < 0)
+                return r;
+
+        r = seccomp_install(err);
+        if (r < 0)
+                return r;
+
+        /* execvp searches the sandbox's PATH, so the clean environment must
+         * already be ours. */
+        environ = (char **)c->envp;
+        execvp(c->argv[0], c->argv);
+        *ret_exec_errno = errno;
+        return al_error_set(err, errno, "%s", c->argv[0]);
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "policy.h"
+
+/* The last steps of the spawn sequence, in the command's own process:
+ * setsid, close_range, rlimits, Landlock, every capability dropped,
+ * no_new_privs, seccomp last, then execve with the clean environment. */
+struct confine_config {
+        const struct policy *policy;
+        uid_t uid;
+        gid_t gid;
+        const char *cwd;
+        const char *const *write_paths; /* Landlock allow-list */
+        size_t n_write_paths;
+        char *const *argv;
+        char *const *envp;
+        int keep_fd; /* kept open across close_range (CLOEXEC), or -1 */
+};
+
+/* Returns only on failure, with `err` set; *ret_exec_errno is non-zero when
+ * execve itself failed. */
+int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err);
+
+/* Drop every capability from every set, lock the securebits. */
+int confine_drop_caps(struct al_error *err);

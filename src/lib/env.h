@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+
+#include "error.h"
+#include "policy.h"
+
+/* The sandbox's environment, built from nothing: PATH, HOME, USER, TERM,
+ * LANG, the proxy variables of a gated sandbox, then the policy's env. The
+ * host's environment never leaks in. A value that names a secret is refused:
+ * secrets stay on the host (a route injects them). */
+int env_build(const struct policy *p, const char *home, const char *user, const char *term,
+              char ***ret, struct al_error *err);
+
+/* The HOME and user name inside for a uid. */
+const char *env_home_for_uid(unsigned uid);
+const char *env_user_for_uid(unsigned uid);

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "policy.h"
+
+struct mounts_config {
+        const struct policy *policy;
+        const char *home;   /* $HOME inside the sandbox */
+        uid_t uid;          /* owner of $HOME inside */
+        gid_t gid;
+        const char *caller_home; /* the caller's home on the host, for "~" in deny entries */
+        /* Detached mounts prepared by the parent (idmapped for a root caller),
+         * or -1 to bind the host path directly: the workspace, and one per
+         * policy mount. */
+        int workspace_fd;
+        const int *mount_fds;
+};
+
+/* In the parent, before the sandbox starts: make the workspace's .git/hooks
+ * and .git/config exist (so that they can be covered read-only) and refuse
+ * them as symbolic links. */
+int mounts_prepare_workspace(const struct policy *p, struct al_error *err);
+
+/* In the child, inside its new user and mount namespaces: build the new root
+ * on a tmpfs and pivot into it. Every bind source is opened with
+ * O_PATH|O_NOFOLLOW before anything is mounted; every target is resolved
+ * inside the new root (RESOLVE_IN_ROOT), so no symlink on either side can
+ * redirect a mount. */
+int mounts_build_root(const struct mounts_config *c, struct al_error *err);
+
+/* The sandbox paths the Landlock write allow-list starts from (NULL-terminated,
+ * static storage): /tmp, $HOME, /dev/shm, the workspace when writable. */
+size_t mounts_writable_paths(const struct mounts_config *c, const char **ret, size_t max);

@@ -1,0 +1,697 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cgroup.h"
+#include "confine.h"
+#include "mounts.h"
+#include "spawn.h"
+#include "util.h"
+
+const uint16_t spawn_listen_ports[SPAWN_LISTEN_MAX] = {3128, 1080, 8080};
+
+enum sync_type {
+        SYNC_GO = 1,    /* parent -> child: maps written, cgroup joined */
+        SYNC_LISTENERS, /* child -> parent: gate listener fds attached */
+        SYNC_STARTED,   /* pid 1 -> parent: the command passed execve */
+        SYNC_ERROR,     /* child or pid 1 -> parent: a step failed */
+        SYNC_EXIT,      /* pid 1 -> parent: the command's wait status */
+};
+
+struct sync_msg {
+        uint32_t type;
+        int32_t code;  /* errno */
+        int32_t value; /* enum spawn_failure, or a wait status */
+        char text[AL_ERROR_MAX];
+};
+
+static int sync_send(int fd, uint32_t type, int code, int value, const char *text)
+{
+        struct sync_msg m = {.type = type, .code = code, .value = value};
+        if (text)
+                snprintf(m.text, sizeof(m.text), "%s", text);
+        ssize_t n;
+        do
+                n = send(fd, &m, sizeof(m), MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        return n == (ssize_t)sizeof(m) ? 0 : -EIO;
+}
+
+static int sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t *ret_nfds)
+{
+        char control[CMSG_SPACE(sizeof(int) * SPAWN_LISTEN_MAX)];
+        struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+                            .msg_control = control, .msg_controllen = sizeof(control)};
+        ssize_t n;
+        do
+                n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        if (n == 0)
+                return -ECONNRESET;
+        if (n != (ssize_t)sizeof(*m))
+                return -EBADMSG;
+        m->text[sizeof(m->text) - 1] = '\0';
+        if (ret_nfds)
+                *ret_nfds = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                int *in = (int *)CMSG_DATA(c);
+                for (size_t i = 0; i < k; i++) {
+                        if (fds && ret_nfds && *ret_nfds < max_fds)
+                                fds[(*ret_nfds)++] = in[i];
+                        else
+                                close(in[i]);
+                }
+        }
+        return 0;
+}
+
+static int send_fds(int sock, const int *fds, size_t n)
+{
+        struct sync_msg m = {.type = SYNC_LISTENERS};
+        char control[CMSG_SPACE(sizeof(int) * SPAWN_LISTEN_MAX)];
+        memset(control, 0, sizeof(control));
+        struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+                            .msg_control = control, .msg_controllen = CMSG_SPACE(sizeof(int) * n)};
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+        return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+const char *spawn_userns_disabled_reason(void)
+{
+        _cleanup_free_ char *s = NULL;
+        if (read_file_at(AT_FDCWD, "/proc/sys/user/max_user_namespaces", 64, &s, NULL) >= 0 &&
+            strncmp(s, "0\n", 2) == 0)
+                return "user namespaces are disabled (sysctl user.max_user_namespaces = 0)";
+        free(s);
+        s = NULL;
+        if (geteuid() != 0 &&
+            read_file_at(AT_FDCWD, "/proc/sys/kernel/unprivileged_userns_clone", 64, &s, NULL) >= 0 &&
+            strncmp(s, "0\n", 2) == 0)
+                return "unprivileged user namespaces are disabled (sysctl "
+                       "kernel.unprivileged_userns_clone = 0)";
+        free(s);
+        s = NULL;
+        if (geteuid() != 0 &&
+            read_file_at(AT_FDCWD, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns", 64, &s,
+                         NULL) >= 0 &&
+            strncmp(s, "1\n", 2) == 0)
+                return "AppArmor restricts unprivileged user namespaces (sysctl "
+                       "kernel.apparmor_restrict_unprivileged_userns = 1)";
+        return NULL;
+}
+
+static int write_proc(pid_t pid, const char *file, const char *content)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+        return write_file_at(AT_FDCWD, path, content);
+}
+
+static int write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
+                      bool deny_setgroups)
+{
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%u %u 1\n", (unsigned)uid_in, (unsigned)uid_out);
+        int r = write_proc(pid, "uid_map", buf);
+        if (r < 0)
+                return r;
+        if (deny_setgroups) {
+                r = write_proc(pid, "setgroups", "deny");
+                if (r < 0 && r != -ENOENT)
+                        return r;
+        }
+        snprintf(buf, sizeof(buf), "%u %u 1\n", (unsigned)gid_in, (unsigned)gid_out);
+        return write_proc(pid, "gid_map", buf);
+}
+
+static pid_t sys_clone3(struct clone_args *args)
+{
+        return (pid_t)syscall(SYS_clone3, args, sizeof(*args));
+}
+
+/* A user namespace that maps the host owner of a tree to the sandbox's host
+ * uid, for an idmapped mount: files owned by the caller's workspace owner
+ * look like the sandbox user's own, and what the sandbox creates lands on
+ * disk as that owner. Only root can make idmapped mounts. */
+static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to_gid)
+{
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
+        pid_t pid = sys_clone3(&args);
+        if (pid < 0) {
+                int r = -errno;
+                close(pipefd[0]);
+                close(pipefd[1]);
+                return r;
+        }
+        if (pid == 0) {
+                char c;
+                close(pipefd[1]);
+                while (read(pipefd[0], &c, 1) < 0 && errno == EINTR)
+                        ;
+                _exit(0);
+        }
+        close(pipefd[0]);
+        int r = write_maps(pid, owner_uid, to_uid, owner_gid, to_gid, false);
+        int fd = -1;
+        if (r >= 0) {
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        r = -errno;
+        }
+        close(pipefd[1]);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        return r < 0 ? r : fd;
+}
+
+/* For a root caller: the tree at `path` as a detached mount idmapped to the
+ * sandbox's host uid, or -1 when a plain bind will do. */
+static int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al_error *err)
+{
+        _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return al_error_set(err, errno, "mount %s", path);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "mount %s", path);
+        if (S_ISLNK(st.st_mode))
+                return al_error_set(err, ELOOP, "mount %s: is a symbolic link; give its target",
+                                    path);
+        if (st.st_uid == host_uid)
+                return -1;
+        _cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, host_uid, host_gid);
+        if (userns < 0)
+                return -1; /* a plain bind: the sandbox then sees the tree as not its own */
+        int mnt = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                            AT_RECURSIVE);
+        if (mnt < 0)
+                return -1;
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+        if (mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0 &&
+            mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+                close(mnt);
+                return -1; /* the filesystem cannot be idmapped */
+        }
+        return mnt;
+}
+
+static int loopback_up(void)
+{
+        _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return -errno;
+        struct ifreq ifr;
+        memset(&ifr, 0, sizeof(ifr));
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+                return -errno;
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+                return -errno;
+        return 0;
+}
+
+static int make_listener(uint16_t port)
+{
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (s < 0)
+                return -errno;
+        int one = 1;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 256) < 0) {
+                int r = -errno;
+                close(s);
+                return r;
+        }
+        return s;
+}
+
+struct child_ctx {
+        const struct spawn_config *cfg;
+        int sync;
+        uid_t uid;
+        gid_t gid;
+        bool cgroup_in_clone;
+        int workspace_fd;
+        const int *mount_fds;
+};
+
+static _Noreturn void child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
+                                 int exit_code)
+{
+        sync_send(sync, SYNC_ERROR, e->code, kind, e->msg);
+        _exit(exit_code);
+}
+
+static void set_stdio(int fd, int target)
+{
+        if (fd == target) {
+                int fl = fcntl(fd, F_GETFD);
+                if (fl >= 0)
+                        fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
+        } else
+                dup2(fd, target);
+}
+
+/* The command's process: stdio, then confine_and_exec(). Failures go to
+ * pid 1 over `errfd` (close-on-exec: silence means execve worked). */
+static _Noreturn void command_main(struct child_ctx *ctx, int errfd)
+{
+        const struct spawn_config *cfg = ctx->cfg;
+        struct al_error err = {0};
+        const char *paths[64];
+
+        sigset_t none;
+        sigemptyset(&none);
+        for (int sig = 1; sig < NSIG; sig++)
+                signal(sig, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+
+        /* Move stdio sources out of the way of 0-2 before placing them. */
+        int in = fcntl(cfg->stdin_fd, F_DUPFD_CLOEXEC, 10);
+        int out = fcntl(cfg->stdout_fd, F_DUPFD_CLOEXEC, 10);
+        int errout = fcntl(cfg->stderr_fd, F_DUPFD_CLOEXEC, 10);
+        set_stdio(in, 0);
+        set_stdio(out, 1);
+        set_stdio(errout, 2);
+
+        struct mounts_config mc = {.policy = cfg->policy, .home = cfg->home};
+        size_t n = mounts_writable_paths(&mc, paths, ARRAY_SIZE(paths));
+        struct confine_config cc = {
+                .policy = cfg->policy,
+                .uid = ctx->uid,
+                .gid = ctx->gid,
+                .cwd = cfg->policy->workspace ? "/workspace" : cfg->home,
+                .write_paths = paths,
+                .n_write_paths = n,
+                .argv = cfg->argv,
+                .envp = cfg->envp,
+                .keep_fd = errfd,
+        };
+        int exec_errno = 0;
+        confine_and_exec(&cc, &exec_errno, &err);
+
+        enum spawn_failure kind = SPAWN_FAILED_SETUP;
+        int code = 125;
+        if (exec_errno == ENOENT) {
+                kind = SPAWN_FAILED_EXEC_NOT_FOUND;
+                code = 127;
+                al_error_set(&err, 0, "%s: command not found", cfg->argv[0]);
+        } else if (exec_errno) {
+                kind = SPAWN_FAILED_EXEC;
+                code = 126;
+        }
+        sync_send(errfd, SYNC_ERROR, err.code, kind, err.msg);
+        _exit(code);
+}
+
+/* The sandbox's pid 1: starts the command, forwards signals to it, reaps
+ * everything, and when the command ends, ends the rest of the tree. */
+static _Noreturn void init_main(struct child_ctx *ctx)
+{
+        int sync = ctx->sync;
+        int pair[2];
+        struct al_error err = {0};
+
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+                al_error_set(&err, errno, "socketpair");
+                child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+        pid_t cmd = fork();
+        if (cmd < 0) {
+                al_error_set(&err, errno, "fork");
+                child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+        if (cmd == 0) {
+                close(pair[0]);
+                close(sync);
+                command_main(ctx, pair[1]);
+        }
+        close(pair[1]);
+
+        /* pid 1 needs nothing from here on: no privileges, no stdio, and not
+         * dumpable, so the agent cannot reach into it through /proc. */
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        confine_drop_caps(&err);
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        for (int fd = 0; fd < 3 && devnull >= 0; fd++)
+                dup2(devnull, fd);
+        int lo = sync < pair[0] ? sync : pair[0], hi = sync < pair[0] ? pair[0] : sync;
+        if (lo > 3)
+                close_range(3, (unsigned)lo - 1, 0);
+        if (hi > lo + 1)
+                close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+        close_range((unsigned)hi + 1, ~0U, 0);
+
+        struct sync_msg m;
+        int r = sync_recv(pair[0], &m, NULL, 0, NULL);
+        close(pair[0]);
+        if (r == 0 && m.type == SYNC_ERROR) {
+                sync_send(sync, SYNC_ERROR, m.code, m.value, m.text);
+                int st;
+                while (waitpid(cmd, &st, 0) < 0 && errno == EINTR)
+                        ;
+                _exit(125);
+        }
+        sync_send(sync, SYNC_STARTED, 0, 0, NULL);
+
+        int status = 0;
+        bool done = false;
+        sigset_t waitset;
+        sigfillset(&waitset);
+        while (!done) {
+                siginfo_t si;
+                int sig = sigwaitinfo(&waitset, &si);
+                if (sig < 0)
+                        continue;
+                if (sig == SIGCHLD) {
+                        int st;
+                        pid_t p;
+                        while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+                                if (p == cmd) {
+                                        status = st;
+                                        done = true;
+                                }
+                } else if (sig != SIGKILL && sig != SIGSTOP)
+                        kill(cmd, sig);
+        }
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
+        sync_send(sync, SYNC_EXIT, 0, status, NULL);
+        _exit(0);
+}
+
+static _Noreturn void child_main(struct child_ctx *ctx)
+{
+        const struct spawn_config *cfg = ctx->cfg;
+        const struct policy *p = cfg->policy;
+        struct al_error err = {0};
+        struct sync_msg m;
+        int r;
+
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+
+        r = sync_recv(ctx->sync, &m, NULL, 0, NULL);
+        if (r < 0 || m.type != SYNC_GO)
+                _exit(125);
+
+        /* Become the sandbox user now: files and mount points made during
+         * setup must belong to an id mapped in the namespace. The map has
+         * no uid 0 (or the caller is not it), so the capabilities of the
+         * namespace's creator survive the change until dropped explicitly. */
+        if (setresgid(ctx->gid, ctx->gid, ctx->gid) < 0 ||
+            setresuid(ctx->uid, ctx->uid, ctx->uid) < 0) {
+                al_error_set(&err, errno, "switching to uid %u", (unsigned)ctx->uid);
+                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+
+        /* On v1 the cgroup was joined after clone: root the cgroup namespace
+         * there now, so the sandbox sees its own cgroup as "/". */
+        if (!ctx->cgroup_in_clone && unshare(CLONE_NEWCGROUP) < 0) {
+                al_error_set(&err, errno, "creating the cgroup namespace");
+                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+
+        r = loopback_up();
+        if (r < 0) {
+                al_error_set(&err, r, "bringing up lo");
+                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+
+        if (p->net_mode == POLICY_NET_GATED) {
+                int fds[SPAWN_LISTEN_MAX];
+                for (int i = 0; i < SPAWN_LISTEN_MAX; i++) {
+                        fds[i] = make_listener(spawn_listen_ports[i]);
+                        if (fds[i] < 0) {
+                                al_error_set(&err, fds[i], "listening on 127.0.0.1:%u",
+                                             spawn_listen_ports[i]);
+                                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                        }
+                }
+                r = send_fds(ctx->sync, fds, SPAWN_LISTEN_MAX);
+                for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                        close(fds[i]);
+                if (r < 0)
+                        _exit(125);
+        }
+
+        struct mounts_config mc = {
+                .policy = p,
+                .home = cfg->home,
+                .uid = ctx->uid,
+                .gid = ctx->gid,
+                .caller_home = cfg->caller_home,
+                .workspace_fd = ctx->workspace_fd,
+                .mount_fds = ctx->mount_fds,
+        };
+        r = mounts_build_root(&mc, &err);
+        if (r < 0)
+                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+
+        if (sethostname("airlock", 7) < 0) {
+                al_error_set(&err, errno, "setting the host name");
+                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+
+        init_main(ctx);
+}
+
+static void kill_and_reap(pid_t pid)
+{
+        if (pid <= 0)
+                return;
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+}
+
+int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, struct al_error *err)
+{
+        const struct policy *p = cfg->policy;
+        struct child_ctx ctx = {.cfg = cfg, .uid = p->uid, .gid = p->gid, .workspace_fd = -1};
+        _cleanup_free_ int *mount_fds = NULL;
+        int sp[2] = {-1, -1};
+        int r;
+
+        ret->pid = -1;
+        ret->sync_fd = -1;
+        ret->pidfd = -1;
+        ret->failure = SPAWN_FAILED_SETUP;
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                ret->listen_fds[i] = -1;
+
+        bool root = (geteuid() == 0);
+        uid_t host_uid = root ? SPAWN_ROOT_HOST_UID : geteuid();
+        gid_t host_gid = root ? SPAWN_ROOT_HOST_GID : getegid();
+        ret->host_uid = host_uid;
+
+        if (p->workspace) {
+                struct stat st;
+                if (stat(p->workspace, &st) < 0)
+                        return al_error_set(err, errno, "workspace %s", p->workspace);
+                if (!S_ISDIR(st.st_mode))
+                        return al_error_set(err, ENOTDIR, "workspace %s", p->workspace);
+        }
+        r = mounts_prepare_workspace(p, err);
+        if (r < 0)
+                return r;
+
+        if (root) {
+                /* The sandbox keeps its creator's supplementary groups for good
+                 * (setgroups is denied inside): root's must not go with it. */
+                if (setgroups(0, NULL) < 0)
+                        return al_error_set(err, errno, "dropping supplementary groups");
+                if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO) {
+                        ctx.workspace_fd = prepare_idmapped(p->workspace, host_uid, host_gid, err);
+                        if (ctx.workspace_fd < -1)
+                                return ctx.workspace_fd;
+                }
+                mount_fds = xcalloc(p->n_mounts + 1, sizeof(int));
+                for (size_t i = 0; i < p->n_mounts; i++) {
+                        mount_fds[i] = -1;
+                        if (p->mounts[i].readonly)
+                                continue;
+                        mount_fds[i] = prepare_idmapped(p->mounts[i].source, host_uid, host_gid, err);
+                        if (mount_fds[i] < -1) {
+                                r = mount_fds[i];
+                                mount_fds[i] = -1;
+                                goto fail;
+                        }
+                }
+                ctx.mount_fds = mount_fds;
+        }
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+                r = al_error_set(err, errno, "socketpair");
+                goto fail;
+        }
+
+        struct clone_args args = {
+                .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                         CLONE_NEWUTS | CLONE_PIDFD,
+                .exit_signal = SIGCHLD,
+        };
+        int pidfd = -1;
+        args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+        if (cfg->cgroup && cfg->cgroup->dir_fd >= 0) {
+                args.flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
+                args.cgroup = (uint64_t)cfg->cgroup->dir_fd;
+                ctx.cgroup_in_clone = true;
+        }
+        ctx.sync = sp[1];
+
+        pid_t pid = sys_clone3(&args);
+        if (pid < 0) {
+                r = -errno;
+                const char *why = spawn_userns_disabled_reason();
+                if (r == -ENOSYS)
+                        r = al_error_set(err, ENOSYS, "this kernel lacks clone3 (Linux 5.3 or later is needed)");
+                else if (why && (r == -EPERM || r == -ENOSPC || r == -EACCES || r == -EINVAL))
+                        r = al_error_set(err, 0, "cannot create the sandbox: %s", why);
+                else
+                        r = al_error_set(err, r, "creating the sandbox's namespaces");
+                goto fail;
+        }
+        if (pid == 0) {
+                close(sp[0]);
+                child_main(&ctx);
+        }
+        close(sp[1]);
+        sp[1] = -1;
+        ret->pid = pid;
+        ret->pidfd = pidfd;
+
+        r = write_maps(pid, p->uid, host_uid, p->gid, host_gid, true);
+        if (r < 0) {
+                const char *why = spawn_userns_disabled_reason();
+                if (why)
+                        r = al_error_set(err, 0, "cannot create the sandbox: %s", why);
+                else
+                        r = al_error_set(err, r, "writing the sandbox's uid/gid maps");
+                goto fail;
+        }
+        if (cfg->cgroup && !ctx.cgroup_in_clone) {
+                r = cfg->cgroup->ops->attach(cfg->cgroup, pid, err);
+                if (r < 0)
+                        goto fail;
+        }
+        r = sync_send(sp[0], SYNC_GO, 0, 0, NULL);
+        if (r < 0) {
+                r = al_error_set(err, r, "starting the sandbox");
+                goto fail;
+        }
+
+        for (;;) {
+                struct sync_msg m;
+                int fds[SPAWN_LISTEN_MAX];
+                size_t nfds = 0;
+                r = sync_recv(sp[0], &m, fds, SPAWN_LISTEN_MAX, &nfds);
+                if (r < 0) {
+                        r = al_error_set(err, r, "sandbox setup ended unexpectedly");
+                        goto fail;
+                }
+                if (m.type == SYNC_LISTENERS) {
+                        for (size_t i = 0; i < nfds; i++)
+                                ret->listen_fds[i] = fds[i];
+                        continue;
+                }
+                if (m.type == SYNC_STARTED)
+                        break;
+                if (m.type == SYNC_ERROR) {
+                        if (err) {
+                                err->code = m.code;
+                                snprintf(err->msg, sizeof(err->msg), "%s", m.text);
+                        }
+                        ret->failure = (enum spawn_failure)m.value;
+                        r = m.code ? -m.code : -EINVAL;
+                        if (m.value == SPAWN_FAILED_SETUP && (m.code == EPERM || m.code == EACCES)) {
+                                const char *why = spawn_userns_disabled_reason();
+                                if (why)
+                                        al_error_wrap(err, "%s", why);
+                        }
+                        goto fail;
+                }
+                r = al_error_set(err, EBADMSG, "sandbox setup sent an unexpected message");
+                goto fail;
+        }
+
+        ret->sync_fd = sp[0];
+        ret->failure = SPAWN_OK;
+        if (ctx.workspace_fd >= 0)
+                close(ctx.workspace_fd);
+        for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
+                if (mount_fds[i] >= 0)
+                        close(mount_fds[i]);
+        return 0;
+
+fail:
+        if (ret->pid > 0)
+                kill_and_reap(ret->pid);
+        ret->pid = -1;
+        if (ret->pidfd >= 0)
+                close(ret->pidfd);
+        ret->pidfd = -1;
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                if (ret->listen_fds[i] >= 0) {
+                        close(ret->listen_fds[i]);
+                        ret->listen_fds[i] = -1;
+                }
+        if (sp[0] >= 0)
+                close(sp[0]);
+        if (sp[1] >= 0)
+                close(sp[1]);
+        if (ctx.workspace_fd >= 0)
+                close(ctx.workspace_fd);
+        for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
+                if (mount_fds[i] >= 0)
+                        close(mount_fds[i]);
+        return r;
+}
+
+int spawn_read_exit(int sync_fd, int *ret_status)
+{
+        struct sync_msg m;
+        int r = sync_recv(sync_fd, &m, NULL, 0, NULL);
+        if (r < 0)
+                return r;
+        if (m.type != SYNC_EXIT)
+                return -EBADMSG;
+        *ret_status = m.value;
+        return 0;
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "policy.h"
+
+struct cgroup;
+
+/* The host uid/gid a sandbox started by root runs as: never a privileged one. */
+#define SPAWN_ROOT_HOST_UID 65534
+#define SPAWN_ROOT_HOST_GID 65534
+
+/* Listeners a gated sandbox gets, created inside its network namespace. */
+enum spawn_listener {
+        SPAWN_LISTEN_HTTP = 0, /* 127.0.0.1:3128 */
+        SPAWN_LISTEN_SOCKS,    /* 127.0.0.1:1080 */
+        SPAWN_LISTEN_ROUTES,   /* 127.0.0.1:8080 */
+        SPAWN_LISTEN_MAX,
+};
+
+extern const uint16_t spawn_listen_ports[SPAWN_LISTEN_MAX];
+
+/* Which step failed, for exit codes: setup (125), exec (126/127). */
+enum spawn_failure {
+        SPAWN_OK = 0,
+        SPAWN_FAILED_SETUP,
+        SPAWN_FAILED_EXEC_NOT_FOUND,
+        SPAWN_FAILED_EXEC,
+};
+
+struct spawn_config {
+        const struct policy *policy;
+        char *const *argv;
+        char *const *envp;     /* the clean environment */
+        const char *home;      /* $HOME inside */
+        const char *caller_home;
+        int stdin_fd;          /* given to the command as 0 */
+        int stdout_fd;         /* write ends, given as 1 and 2 */
+        int stderr_fd;
+        struct cgroup *cgroup; /* may be NULL */
+};
+
+struct spawn_result {
+        pid_t pid;      /* the sandbox's pid 1, as the host sees it */
+        int sync_fd;    /* pid 1 reports the command's wait status here */
+        int pidfd;      /* of pid 1 */
+        int listen_fds[SPAWN_LISTEN_MAX]; /* -1 when network mode is none */
+        enum spawn_failure failure;
+        uid_t host_uid; /* what the sandbox user is on the host */
+};
+
+/* Run the spawn sequence up to the command's successful execve. On failure
+ * `ret->failure` says which kind and `err` says why; a sandbox that was
+ * started is already killed and reaped. */
+int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, struct al_error *err);
+
+/* Read pid 1's report of the command's end from the sync fd: its wait status. */
+int spawn_read_exit(int sync_fd, int *ret_status);
+
+/* A short explanation when user namespaces are switched off on this host. */
+const char *spawn_userns_disabled_reason(void);

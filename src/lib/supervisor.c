@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <event2/event.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cgroup.h"
+#include "env.h"
+#include "spawn.h"
+#include "supervisor.h"
+#include "util.h"
+
+struct stream {
+        struct supervisor *sv;
+        int fd;
+        int out;
+        struct event *ev;
+};
+
+struct supervisor {
+        const struct supervisor_config *cfg;
+        struct supervisor_result *res;
+        struct event_base *base;
+        struct spawn_result sp;
+        struct stream streams[2];
+        struct event *ev_sync;
+        struct event *ev_timeout;
+        struct event *ev_signals[3];
+        bool exited;        /* pid 1 reported, or is gone */
+        bool have_status;
+        int status;
+        bool timed_out;
+        bool output_exceeded;
+        int interrupts;
+        uint64_t output;
+};
+
+static void kill_sandbox(struct supervisor *sv)
+{
+        if (sv->sp.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, sv->sp.pidfd, SIGKILL, NULL, 0);
+        else if (sv->sp.pid > 0)
+                kill(sv->sp.pid, SIGKILL);
+}
+
+static void maybe_finish(struct supervisor *sv)
+{
+        if (sv->exited && sv->streams[0].fd < 0 && sv->streams[1].fd < 0)
+                event_base_loopexit(sv->base, NULL);
+}
+
+static void close_stream(struct stream *s)
+{
+        if (s->ev) {
+                event_free(s->ev);
+                s->ev = NULL;
+        }
+        if (s->fd >= 0) {
+                close(s->fd);
+                s->fd = -1;
+        }
+}
+
+static void on_output(evutil_socket_t fd, short what, void *arg)
+{
+        struct stream *s = arg;
+        struct supervisor *sv = s->sv;
+        char buf[64 * 1024];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                close_stream(s);
+                maybe_finish(sv);
+                return;
+        }
+        uint64_t limit = sv->cfg->policy->limits.output;
+        size_t keep = (size_t)n;
+        if (limit && sv->output + keep > limit) {
+                keep = (size_t)(limit - sv->output);
+                if (!sv->output_exceeded) {
+                        sv->output_exceeded = true;
+                        kill_sandbox(sv);
+                }
+        }
+        sv->output += keep;
+        if (keep > 0 && s->out >= 0)
+                (void)write_full(s->out, buf, keep);
+}
+
+static void on_sync(evutil_socket_t fd, short what, void *arg)
+{
+        struct supervisor *sv = arg;
+        int status;
+        if (spawn_read_exit(fd, &status) == 0) {
+                sv->status = status;
+                sv->have_status = true;
+        }
+        /* One report, or the end of pid 1: either way the sandbox is over. */
+        event_del(sv->ev_sync);
+        sv->exited = true;
+        maybe_finish(sv);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct supervisor *sv = arg;
+        sv->timed_out = true;
+        kill_sandbox(sv);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+        struct supervisor *sv = arg;
+        /* The first interrupt goes to the command through pid 1; the next
+         * ends the sandbox. */
+        if (sv->interrupts++ > 0)
+                kill_sandbox(sv);
+        else if (sv->sp.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, sv->sp.pidfd, (int)sig, NULL, 0);
+}
+
+static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct rusage *ru)
+{
+        struct supervisor_usage *u = &sv->res->usage;
+        u->cpu_user_ms = (uint64_t)ru->ru_utime.tv_sec * 1000 + (uint64_t)ru->ru_utime.tv_usec / 1000;
+        u->cpu_system_ms =
+                (uint64_t)ru->ru_stime.tv_sec * 1000 + (uint64_t)ru->ru_stime.tv_usec / 1000;
+        u->max_rss_kb = (uint64_t)ru->ru_maxrss;
+        u->output_bytes = sv->output;
+        if (cg) {
+                struct cgroup_usage cu;
+                cg->ops->usage(cg, &cu);
+                u->cpu_ms = cu.cpu_usec / 1000;
+                u->memory_peak = cu.memory_peak;
+        }
+}
+
+static void set_failure(struct supervisor_result *res, int exit_code, const char *code,
+                        const char *msg)
+{
+        res->exit_code = exit_code;
+        res->error_code = code;
+        snprintf(res->message, sizeof(res->message), "%s", msg ? msg : "");
+}
+
+int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result *res,
+                   struct al_error *err)
+{
+        const struct policy *p = cfg->policy;
+        struct supervisor sv = {.cfg = cfg, .res = res};
+        struct cgroup *cg = NULL;
+        _cleanup_strv_ char **envp = NULL;
+        int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+        struct al_error e = {0};
+        int r;
+
+        memset(res, 0, sizeof(*res));
+        sv.sp.pid = -1;
+        sv.sp.pidfd = -1;
+        sv.sp.sync_fd = -1;
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                sv.sp.listen_fds[i] = -1;
+        sv.streams[0].fd = sv.streams[1].fd = -1;
+
+        uint64_t start = now_monotonic_us();
+        r = random_hex(res->sandbox, 16);
+        if (r < 0)
+                return al_error_set(err, r, "generating a sandbox id");
+
+        const char *home = env_home_for_uid(p->uid);
+        r = env_build(p, home, env_user_for_uid(p->uid), cfg->term, &envp, err);
+        if (r < 0)
+                return r;
+
+        /* A broken pipe on the host's side must not kill the supervisor and
+         * orphan the sandbox. */
+        signal(SIGPIPE, SIG_IGN);
+
+        struct cgroup_limits lim = {
+                .memory = p->limits.memory,
+                .pids = p->limits.pids,
+                .cpus_milli = p->limits.cpus_milli,
+        };
+        _cleanup_free_ char *cg_name = xasprintf("airlock-%s", res->sandbox);
+        r = cgroup_setup(cg_name, &lim, &cg, &e);
+        if (r < 0) {
+                set_failure(res, 125, "setup_failed", e.msg);
+                goto done;
+        }
+
+        if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0) {
+                al_error_set(&e, errno, "creating output pipes");
+                set_failure(res, 125, "internal", e.msg);
+                goto done;
+        }
+
+        struct spawn_config sc = {
+                .policy = p,
+                .argv = cfg->argv,
+                .envp = envp,
+                .home = home,
+                .caller_home = cfg->caller_home,
+                .stdin_fd = cfg->stdin_fd,
+                .stdout_fd = out_pipe[1],
+                .stderr_fd = err_pipe[1],
+                .cgroup = cg,
+        };
+        r = spawn_sandbox(&sc, &sv.sp, &e);
+        close(out_pipe[1]);
+        close(err_pipe[1]);
+        out_pipe[1] = err_pipe[1] = -1;
+        sv.streams[0] = (struct stream){.sv = &sv, .fd = out_pipe[0], .out = cfg->stdout_fd};
+        sv.streams[1] = (struct stream){.sv = &sv, .fd = err_pipe[0], .out = cfg->stderr_fd};
+        out_pipe[0] = err_pipe[0] = -1;
+        if (r < 0) {
+                switch (sv.sp.failure) {
+                case SPAWN_FAILED_EXEC_NOT_FOUND:
+                        set_failure(res, 127, "exec_failed", e.msg);
+                        break;
+                case SPAWN_FAILED_EXEC:
+                        set_failure(res, 126, "exec_failed", e.msg);
+                        break;
+                default:
+                        set_failure(res, 125, "setup_failed", e.msg);
+                }
+                /* Whatever the command printed before failing still counts. */
+                for (int i = 0; i < 2; i++) {
+                        char buf[4096];
+                        ssize_t n;
+                        while ((n = read(sv.streams[i].fd, buf, sizeof(buf))) > 0)
+                                if (sv.streams[i].out >= 0)
+                                        (void)write_full(sv.streams[i].out, buf, (size_t)n);
+                }
+                goto done;
+        }
+
+        /* The gates are not part of this loop yet: their listeners are
+         * closed, so every connection attempt is refused. */
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                if (sv.sp.listen_fds[i] >= 0) {
+                        close(sv.sp.listen_fds[i]);
+                        sv.sp.listen_fds[i] = -1;
+                }
+
+        sv.base = event_base_new();
+        if (!sv.base) {
+                kill_sandbox(&sv);
+                set_failure(res, 125, "internal", "creating the event loop");
+                goto done;
+        }
+        for (int i = 0; i < 2; i++) {
+                evutil_make_socket_nonblocking(sv.streams[i].fd);
+                sv.streams[i].ev = event_new(sv.base, sv.streams[i].fd, EV_READ | EV_PERSIST,
+                                             on_output, &sv.streams[i]);
+                event_add(sv.streams[i].ev, NULL);
+        }
+        sv.ev_sync = event_new(sv.base, sv.sp.sync_fd, EV_READ | EV_PERSIST, on_sync, &sv);
+        event_add(sv.ev_sync, NULL);
+        if (p->limits.timeout_ms) {
+                uint64_t elapsed_ms = (now_monotonic_us() - start) / 1000;
+                uint64_t left = p->limits.timeout_ms > elapsed_ms ? p->limits.timeout_ms - elapsed_ms : 0;
+                struct timeval tv = {.tv_sec = (time_t)(left / 1000),
+                                     .tv_usec = (suseconds_t)(left % 1000) * 1000};
+                sv.ev_timeout = evtimer_new(sv.base, on_timeout, &sv);
+                evtimer_add(sv.ev_timeout, &tv);
+        }
+        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+        for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+                sv.ev_signals[i] = evsignal_new(sv.base, sigs[i], on_signal, &sv);
+                event_add(sv.ev_signals[i], NULL);
+        }
+
+        event_base_dispatch(sv.base);
+
+        struct rusage ru;
+        memset(&ru, 0, sizeof(ru));
+        int pid1_status = 0;
+        while (wait4(sv.sp.pid, &pid1_status, 0, &ru) < 0 && errno == EINTR)
+                ;
+        sv.sp.pid = -1;
+
+        struct cgroup_usage cu = {0};
+        if (cg)
+                cg->ops->usage(cg, &cu);
+        fill_usage(&sv, cg, &ru);
+
+        int st = sv.have_status ? sv.status : pid1_status;
+        if (sv.timed_out) {
+                snprintf(e.msg, sizeof(e.msg), "the command ran past its %" PRIu64 " ms timeout",
+                         p->limits.timeout_ms);
+                set_failure(res, 124, "timeout", e.msg);
+                res->signal = SIGKILL;
+        } else if (cu.oom_kills > 0) {
+                set_failure(res, WIFEXITED(st) ? WEXITSTATUS(st) : 137, "oom_killed",
+                            "the memory limit was reached and the kernel killed the command");
+                if (WIFSIGNALED(st))
+                        res->signal = WTERMSIG(st);
+                if (!WIFEXITED(st) || WEXITSTATUS(st) == 0)
+                        res->exit_code = 137;
+        } else if (sv.output_exceeded) {
+                snprintf(e.msg, sizeof(e.msg), "the output passed its %" PRIu64 " byte limit",
+                         p->limits.output);
+                set_failure(res, 128 + SIGKILL, "output_limit", e.msg);
+                res->signal = SIGKILL;
+        } else if (!sv.have_status) {
+                set_failure(res, 125, "internal", "the sandbox's init ended without a report");
+        } else if (WIFSIGNALED(st)) {
+                res->signal = WTERMSIG(st);
+                res->exit_code = 128 + res->signal;
+        } else {
+                res->exit_code = WEXITSTATUS(st);
+        }
+
+done:
+        for (int i = 0; i < 2; i++)
+                close_stream(&sv.streams[i]);
+        if (sv.sp.pid > 0) {
+                kill_sandbox(&sv);
+                while (waitpid(sv.sp.pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        if (sv.sp.sync_fd >= 0)
+                close(sv.sp.sync_fd);
+        if (sv.sp.pidfd >= 0)
+                close(sv.sp.pidfd);
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                if (sv.sp.listen_fds[i] >= 0)
+                        close(sv.sp.listen_fds[i]);
+        for (int i = 0; i < 2; i++) {
+                if (out_pipe[i] >= 0)
+                        close(out_pipe[i]);
+                if (err_pipe[i] >= 0)
+                        close(err_pipe[i]);
+        }
+        if (sv.ev_sync)
+                event_free(sv.ev_sync);
+        if (sv.ev_timeout)
+                event_free(sv.ev_timeout);
+        for (size_t i = 0; i < ARRAY_SIZE(sv.ev_signals); i++)
+                if (sv.ev_signals[i])
+                        event_free(sv.ev_signals[i]);
+        if (sv.base)
+                event_base_free(sv.base);
+        cgroup_free(cg);
+        res->duration_ms = (now_monotonic_us() - start) / 1000;
+        return 0;
+}
+
+char *supervisor_result_json(const struct supervisor_result *r)
+{
+        json_t *u = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+                              "cpuMs", (json_int_t)r->usage.cpu_ms,
+                              "cpuUserMs", (json_int_t)r->usage.cpu_user_ms,
+                              "cpuSystemMs", (json_int_t)r->usage.cpu_system_ms,
+                              "memoryPeakBytes", (json_int_t)r->usage.memory_peak,
+                              "maxRssKb", (json_int_t)r->usage.max_rss_kb,
+                              "outputBytes", (json_int_t)r->usage.output_bytes);
+        json_t *o = json_pack("{s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
+                              "ok", r->exit_code == 0 && !r->error_code,
+                              "exitCode", r->exit_code,
+                              "signal", r->signal ? json_integer(r->signal) : json_null(),
+                              "errorCode", r->error_code ? json_string(r->error_code) : json_null(),
+                              "durationMs", (json_int_t)r->duration_ms,
+                              "usage", u,
+                              "sandbox", r->sandbox);
+        if (!o)
+                return NULL;
+        if (r->message[0])
+                json_object_set_new(o, "message", json_string(r->message));
+        char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_decref(o);
+        return s;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "policy.h"
+
+/* The host-side owner of one sandbox: creates its cgroup, spawns it, moves
+ * its output, enforces the wall clock and the output limit, and reports how
+ * it ended. One libevent loop; the gates join it. */
+
+struct supervisor_usage {
+        uint64_t cpu_user_ms;
+        uint64_t cpu_system_ms;
+        uint64_t cpu_ms; /* cgroup total */
+        uint64_t memory_peak;
+        uint64_t max_rss_kb;
+        uint64_t output_bytes;
+};
+
+struct supervisor_result {
+        char sandbox[32];
+        int exit_code;
+        int signal;             /* 0 = none */
+        const char *error_code; /* NULL, "timeout", "oom_killed", ... */
+        uint64_t duration_ms;
+        struct supervisor_usage usage;
+        char message[AL_ERROR_MAX]; /* why, when error_code is set */
+};
+
+struct supervisor_config {
+        const struct policy *policy;
+        char *const *argv;
+        const char *caller_home;
+        const char *term;
+        int stdin_fd;
+        int stdout_fd; /* where the command's output goes on the host */
+        int stderr_fd;
+};
+
+/* Run to the end. Returns 0 whenever a result was produced (including setup
+ * and exec failures, described by the result); -errno only for failures
+ * before a sandbox could even be attempted, with `err` set. */
+int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result *ret,
+                   struct al_error *err);
+
+/* The result as the JSON document of docs/cli.md; caller frees. */
+char *supervisor_result_json(const struct supervisor_result *r);
