@@ -156,6 +156,10 @@ int policy_set_class(struct policy *p, const char *name, struct al_error *err);
 void policy_add_env(struct policy *p, const char *key, const char *value);
 void policy_add_mount(struct policy *p, const char *source, const char *target, bool readonly);
 void policy_add_deny_read(struct policy *p, const char *path);
+/* Set one of `limits` from text as a flag gives it: `key` is the key in the
+ * "limits" object ("memory", "timeout", ...), `value` is written as in a
+ * policy ("512M", "5m", "1.5"). Marks the limit as set explicitly. */
+int policy_set_limit(struct policy *p, const char *key, const char *value, struct al_error *err);
 
 /* The policy as canonical JSON (for the result, the audit log's digest, the
  * daemon). Caller frees. */
