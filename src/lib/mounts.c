@@ -178,7 +178,9 @@ static int check_not_denied(struct builder *b, const char *host)
         return 0;
 }
 
-/* Bind a host path at `target`. A symlink is recreated, not followed. */
+/* Bind a host path at `target`. For the system directories (`optional`), a
+ * symlink is recreated inside; for anything the user named it is refused:
+ * a link swapped in must not redirect a mount. */
 static int bind_host(struct builder *b, const char *host, const char *target, bool readonly,
                      bool optional)
 {
@@ -191,6 +193,9 @@ static int bind_host(struct builder *b, const char *host, const char *target, bo
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return al_error_set(b->err, errno, "mount %s at %s", host, target);
+        if (S_ISLNK(st.st_mode) && !optional)
+                return al_error_set(b->err, 0, "mount %s: is a symbolic link; give its target",
+                                    host);
         if (S_ISLNK(st.st_mode)) {
                 char link[PATH_MAX];
                 ssize_t n = readlinkat(fd, "", link, sizeof(link) - 1);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/sched.h>
@@ -336,6 +337,25 @@ static _Noreturn void command_main(struct child_ctx *ctx, int errfd)
         _exit(code);
 }
 
+extern char **environ;
+
+/* pid 1's command line and environment are the supervisor's, inherited by
+ * fork: the host's paths, flags and variables. /proc/1/cmdline is readable by
+ * everyone inside, so wipe both and call it airlock-init. */
+static void wipe_host_identity(void)
+{
+        _cleanup_free_ char *cmdline = NULL;
+        size_t len = 0;
+        prctl(PR_SET_NAME, "airlock-init", 0, 0, 0);
+        if (read_file_at(AT_FDCWD, "/proc/self/cmdline", 1 << 20, &cmdline, &len) >= 0 && len > 0) {
+                char *start = program_invocation_name;
+                memset(start, 0, len);
+                snprintf(start, len, "airlock-init");
+        }
+        for (char **e = environ; e && *e; e++)
+                memset(*e, 0, strlen(*e));
+}
+
 /* The sandbox's pid 1: starts the command, forwards signals to it, reaps
  * everything, and when the command ends, ends the rest of the tree. */
 static _Noreturn void init_main(struct child_ctx *ctx)
@@ -367,6 +387,7 @@ static _Noreturn void init_main(struct child_ctx *ctx)
         /* pid 1 needs nothing from here on: no privileges, no stdio, and not
          * dumpable, so the agent cannot reach into it through /proc. */
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        wipe_host_identity();
         confine_drop_caps(&err);
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)

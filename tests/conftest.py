@@ -1,0 +1,116 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shared fixtures: run the real `airlock` binary, as root and as an
+ordinary user, against real workspaces."""
+
+import json
+import os
+import pathlib
+import pwd
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+BUILD = pathlib.Path(os.environ.get("AIRLOCK_BUILD", REPO / "build"))
+AIRLOCK_BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", BUILD / "src/cli/airlock"))
+RUNAS = REPO / "tests/runas.sh"
+TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
+
+# Which identities to test as: "root,user" by default.
+MODES = [m for m in os.environ.get("AIRLOCK_TEST_MODES", "root,user").split(",") if m]
+
+
+def _ensure_user():
+    try:
+        return pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", TEST_USER], check=True)
+        return pwd.getpwnam(TEST_USER)
+
+
+class Airlock:
+    def __init__(self, mode, base):
+        self.mode = mode
+        self.base = base
+        self.user = None
+        if mode == "user":
+            if os.geteuid() != 0:
+                self.user = None  # already an ordinary user
+            else:
+                self.user = _ensure_user()
+
+    @property
+    def rootless(self):
+        return self.mode == "user" or os.geteuid() != 0
+
+    def make_dir(self, name="ws"):
+        d = pathlib.Path(tempfile.mkdtemp(prefix=name + "-", dir=self.base))
+        d.chmod(0o755)
+        if self.user:
+            os.chown(d, self.user.pw_uid, self.user.pw_gid)
+        return d
+
+    def chown(self, path):
+        """Give a tree made by the test to the identity airlock runs as."""
+        if not self.user:
+            return
+        for root, dirs, files in os.walk(path):
+            os.chown(root, self.user.pw_uid, self.user.pw_gid)
+            for f in files:
+                os.lchown(os.path.join(root, f), self.user.pw_uid, self.user.pw_gid)
+
+    def cmd(self, args):
+        argv = [str(AIRLOCK_BIN)] + [str(a) for a in args]
+        if self.user:
+            argv = [str(RUNAS), self.user.pw_name] + argv
+        return argv
+
+    def run(self, args, cwd=None, timeout=120, input=None, check_setup=True, env=None):
+        """Run `airlock ARGS...`; returns CompletedProcess with text output."""
+        p = subprocess.run(
+            self.cmd(args),
+            cwd=str(cwd or self.base),
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
+        if check_setup and p.returncode == 125:
+            raise AssertionError(f"sandbox setup failed: {p.stderr.strip()}")
+        return p
+
+    def sandbox(self, script, *opts, workspace=None, **kw):
+        """Run a shell script inside a sandbox over `workspace`."""
+        ws = workspace or self.make_dir()
+        return self.run(["run", "-q", "-w", ws, *opts, "--", "/bin/sh", "-c", script], **kw)
+
+    def result(self, args, **kw):
+        """Run with --result and return (CompletedProcess, result dict)."""
+        rdir = self.make_dir("result")
+        rfile = rdir / "result.json"
+        p = self.run(["run", "--result", rfile, *args], **kw)
+        with open(rfile) as f:
+            return p, json.load(f)
+
+
+@pytest.fixture(scope="session")
+def test_base():
+    if not AIRLOCK_BIN.exists():
+        pytest.skip(f"{AIRLOCK_BIN} is not built (run 'make build')")
+    base = pathlib.Path(tempfile.mkdtemp(prefix="airlock-tests-", dir="/tmp"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=MODES)
+def airlock(request, test_base):
+    mode = request.param
+    if mode == "root" and os.geteuid() != 0:
+        pytest.skip("needs root")
+    if mode == "user" and os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("needs setpriv (util-linux) to run as an ordinary user")
+    return Airlock(mode, test_base)
