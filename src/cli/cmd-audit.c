@@ -52,20 +52,28 @@ static const char show_usage[] =
     "      --json         print the matching lines as they are stored\n"
     "  -h, --help         show this help\n";
 
-static int usage_error(const char *usage, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static int usage_error(const char *usage, const char *fmt, ...)
+/* One line saying what is wrong, and where the help is. */
+static int usage_error(const char *cmd, const char *fmt, ...)
 {
         va_list ap;
 
-        fputs("airlock: ", stderr);
+        fprintf(stderr, "airlock: %s: ", cmd);
         va_start(ap, fmt);
         vfprintf(stderr, fmt, ap);
         va_end(ap);
-        fputc('\n', stderr);
-        fputs(usage, stderr);
+        fprintf(stderr, "\nTry `airlock %s --help`.\n", cmd);
         return EXIT_USAGE;
+}
+
+static int bad_option(const char *cmd, int c, char **argv)
+{
+        if (c == ':')
+                return usage_error(cmd, "option \"%s\" needs an argument", argv[optind - 1]);
+        if (optopt)
+                return usage_error(cmd, "unknown option \"-%c\"", optopt);
+        return usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
 }
 
 static int verify_main(int argc, char **argv)
@@ -84,7 +92,7 @@ static int verify_main(int argc, char **argv)
         int c;
 
         optind = 0;
-        while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
                 switch (c) {
                 case 'h':
                         fputs(verify_usage, stdout);
@@ -102,7 +110,7 @@ static int verify_main(int argc, char **argv)
                                 *colon = '\0';
                                 if (strlen(colon + 1) != AUDIT_HASH_HEX ||
                                     strspn(colon + 1, "0123456789abcdef") != AUDIT_HASH_HEX)
-                                        return usage_error(verify_usage,
+                                        return usage_error("audit verify",
                                                            "--expect-last: \"%s\" is not a "
                                                            "SHA-256 in lowercase hex",
                                                            colon + 1);
@@ -111,20 +119,18 @@ static int verify_main(int argc, char **argv)
                         }
                         if (safe_atou64(seq, &vopt.expect_last_seq) < 0 ||
                             vopt.expect_last_seq == 0)
-                                return usage_error(verify_usage,
+                                return usage_error("audit verify",
                                                    "--expect-last: \"%s\" is not a seq", optarg);
                         break;
                 }
                 default:
-                        fputs(verify_usage, stderr);
-                        return EXIT_USAGE;
+                        return bad_option("audit verify", c, argv);
                 }
         }
         if (optind >= argc)
-                return usage_error(verify_usage, "audit verify: %s", "no FILE given");
+                return usage_error("audit verify", "no FILE given");
         if (rotated && argc - optind != 1)
-                return usage_error(verify_usage, "audit verify: %s",
-                                   "--rotated takes exactly one FILE");
+                return usage_error("audit verify", "--rotated takes exactly one FILE");
 
         _cleanup_strv_ char **paths = NULL;
         size_t n = 0;
@@ -226,7 +232,9 @@ static int show_line(const char *line, size_t len, uint64_t lineno, bool complet
         const char *kind = json_string_value(json_object_get(o, "kind"));
 
         if (!complete || !json_is_object(o) || !ts || !sandbox || !kind) {
-                fprintf(stderr, "airlock: %s: line %" PRIu64 " is not an audit record%s\n",
+                fprintf(stderr,
+                        "airlock: %s: line %" PRIu64
+                        " is not an audit record%s; check the log with `airlock audit verify`\n",
                         ctx->path, lineno, complete ? "" : " (incomplete)");
                 ctx->bad++;
                 json_decref(o);
@@ -292,7 +300,7 @@ static int show_main(int argc, char **argv)
         int c;
 
         optind = 0;
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
                 switch (c) {
                 case 'h':
                         fputs(show_usage, stdout);
@@ -307,12 +315,11 @@ static int show_main(int argc, char **argv)
                         ctx.json = true;
                         break;
                 default:
-                        fputs(show_usage, stderr);
-                        return EXIT_USAGE;
+                        return bad_option("audit show", c, argv);
                 }
         }
         if (argc - optind != 1)
-                return usage_error(show_usage, "audit show: %s", "expected exactly one FILE");
+                return usage_error("audit show", "expected exactly one FILE");
         ctx.path = argv[optind];
 
         struct al_error err = {0};
@@ -328,9 +335,7 @@ static int show_main(int argc, char **argv)
 int cmd_audit(int argc, char **argv)
 {
         if (argc < 2) {
-                fputs("airlock: audit: no command given\n", stderr);
-                fputs(audit_usage, stderr);
-                return EXIT_USAGE;
+                return usage_error("audit", "no command given (verify or show)");
         }
         if (STREQ(argv[1], "-h") || STREQ(argv[1], "--help") || STREQ(argv[1], "help")) {
                 fputs(audit_usage, stdout);
@@ -340,5 +345,5 @@ int cmd_audit(int argc, char **argv)
                 return verify_main(argc - 1, argv + 1);
         if (STREQ(argv[1], "show"))
                 return show_main(argc - 1, argv + 1);
-        return usage_error(audit_usage, "audit: unknown command \"%s\"", argv[1]);
+        return usage_error("audit", "unknown command \"%s\"", argv[1]);
 }

@@ -166,9 +166,12 @@ int redactor_add(struct redactor *r, const char *value, size_t len)
 static int redact_into(const struct redactor *r, const char *data, size_t len, bool final,
                        struct sbuf *out, size_t *ret_consumed, size_t *ret_hits)
 {
+        static const struct redactor none = {0};
         size_t i = 0, lit = 0, hits = 0;
         int ret;
 
+        if (!r)
+                r = &none;
         while (i < len) {
                 if (!final && len - i < r->max_len)
                         break;
@@ -209,7 +212,7 @@ int redactor_apply(const struct redactor *r, const char *in, size_t len, char **
         struct sbuf out = {.max = SIZE_MAX - 1};
         size_t consumed;
 
-        if (!r || (!in && len))
+        if (!in && len)
                 return -EINVAL;
         int e = redact_into(r, in ? in : "", len, true, &out, &consumed, NULL);
         if (e < 0) {
@@ -226,7 +229,9 @@ int redactor_audit_hook(void *userdata, const char *in, size_t len, char **ret, 
         struct sbuf out = {.max = SIZE_MAX - 1};
         size_t consumed, hits;
 
-        int e = redact_into(r, in, len, true, &out, &consumed, &hits);
+        if (!in && len)
+                return -EINVAL;
+        int e = redact_into(r, in ? in : "", len, true, &out, &consumed, &hits);
         if (e < 0) {
                 sbuf_wipe(&out);
                 return e;

@@ -62,6 +62,7 @@ int secrets_expand(const struct secrets *s, const char *template, const struct s
 #define REDACTOR_VALUE_MAX    (256 * 1024)
 #define REDACTOR_PATTERNS_MAX 4096
 
+/* A NULL redactor knows no values: output equals input. */
 struct redactor *redactor_new(void);
 struct redactor *redactor_free(struct redactor *r);
 /* Add a value and its base64 forms; adding a known value again is a no-op. */

@@ -390,7 +390,15 @@ Test(secrets, redaction_stream_holds_back_little)
         free(out);
         redactor_stream_free(st);
 
-        /* With no patterns nothing is held back. */
+        /* With no patterns, or no redactor, nothing is held back. */
+        char *copy = redact(NULL, "as is");
+        cr_assert_str_eq(copy, "as is");
+        free(copy);
+        st = redactor_stream_new(NULL);
+        cr_assert_eq(redactor_stream_feed(st, in, 20, &out, &n), 0);
+        cr_assert_eq(n, 20);
+        free(out);
+        redactor_stream_free(st);
         struct redactor *empty = redactor_new();
         st = redactor_stream_new(empty);
         cr_assert_eq(redactor_stream_feed(st, in, 20, &out, &n), 0);
