@@ -25,7 +25,8 @@
 const uint16_t spawn_listen_ports[SPAWN_LISTEN_MAX] = {3128, 1080, 8080};
 
 enum sync_type {
-        SYNC_GO = 1,    /* parent -> child: maps written, cgroup joined */
+        SYNC_GO = 1,    /* parent -> child: maps written */
+        SYNC_CGROUP,    /* parent -> child: cgroup joined (v1) */
         SYNC_LISTENERS, /* child -> parent: gate listener fds attached */
         SYNC_STARTED,   /* pid 1 -> parent: the command passed execve */
         SYNC_ERROR,     /* child or pid 1 -> parent: a step failed */
@@ -462,13 +463,6 @@ static _Noreturn void child_main(struct child_ctx *ctx)
                 child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         }
 
-        /* On v1 the cgroup was joined after clone: root the cgroup namespace
-         * there now, so the sandbox sees its own cgroup as "/". */
-        if (!ctx->cgroup_in_clone && unshare(CLONE_NEWCGROUP) < 0) {
-                al_error_set(&err, errno, "creating the cgroup namespace");
-                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
-        }
-
         r = loopback_up();
         if (r < 0) {
                 al_error_set(&err, r, "bringing up lo");
@@ -508,6 +502,22 @@ static _Noreturn void child_main(struct child_ctx *ctx)
         if (sethostname("airlock", 7) < 0) {
                 al_error_set(&err, errno, "setting the host name");
                 child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+
+        /* On v1 the parent moves this process into the cgroup while the
+         * root is being built (the move waits for an RCU grace period, so it
+         * runs in parallel); wait for it, then root the cgroup namespace
+         * there, so the sandbox sees its own cgroup as "/". */
+        if (!ctx->cgroup_in_clone) {
+                if (cfg->cgroup) {
+                        r = sync_recv(ctx->sync, &m, NULL, 0, NULL);
+                        if (r < 0 || m.type != SYNC_CGROUP)
+                                _exit(125);
+                }
+                if (unshare(CLONE_NEWCGROUP) < 0) {
+                        al_error_set(&err, errno, "creating the cgroup namespace");
+                        child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                }
         }
 
         init_main(ctx);
@@ -627,15 +637,20 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                         r = al_error_set(err, r, "writing the sandbox's uid/gid maps");
                 goto fail;
         }
-        if (cfg->cgroup && !ctx.cgroup_in_clone) {
-                r = cfg->cgroup->ops->attach(cfg->cgroup, pid, err);
-                if (r < 0)
-                        goto fail;
-        }
         r = sync_send(sp[0], SYNC_GO, 0, 0, NULL);
         if (r < 0) {
                 r = al_error_set(err, r, "starting the sandbox");
                 goto fail;
+        }
+        if (cfg->cgroup && !ctx.cgroup_in_clone) {
+                r = cfg->cgroup->ops->attach(cfg->cgroup, pid, err);
+                if (r < 0)
+                        goto fail;
+                r = sync_send(sp[0], SYNC_CGROUP, 0, 0, NULL);
+                if (r < 0) {
+                        r = al_error_set(err, r, "starting the sandbox");
+                        goto fail;
+                }
         }
 
         for (;;) {

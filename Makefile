@@ -1,0 +1,60 @@
+# Airlock: `make demo` and `make test` work on a fresh Debian 12 machine as root.
+
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+
+# Everything the build, the tests, the demo and the benchmarks need.
+PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev \
+	libevent-dev libseccomp-dev libssl-dev libsqlite3-dev libjansson-dev \
+	libgit2-dev libcriterion-dev python3 python3-pytest \
+	bubblewrap hyperfine iproute2 curl wget git procps util-linux \
+	ca-certificates openssl
+
+.PHONY: all deps build test unit integration asan demo bench fuzz format clean
+
+all: build
+
+deps:
+	@if dpkg-query -W -f='$${Status}\n' $(PKGS) 2>/dev/null | grep -qv 'install ok installed' || \
+	    [ $$(dpkg-query -W -f='$${Status}\n' $(PKGS) 2>/dev/null | wc -l) -ne $(words $(PKGS)) ]; then \
+		if [ $$(id -u) -ne 0 ]; then \
+			echo "make deps: missing packages; run as root: apt-get install $(PKGS)" >&2; exit 1; \
+		fi; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(PKGS); \
+	fi
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+# Unit tests, then the integration and escape suites as root and as an
+# ordinary user, then all of it again under ASan+UBSan.
+test: build
+	tests/run-all.sh
+
+unit: build
+	meson test -C $(BUILD) --suite unit --print-errorlogs
+
+integration: build
+	/usr/bin/python3 -m pytest -q tests/integration tests/escape
+
+asan: deps
+	test -f $(ASAN_BUILD)/build.ninja || meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false
+	ninja -C $(ASAN_BUILD)
+
+demo: build
+	examples/demo.sh
+
+bench: build
+	bench/spawn.sh
+
+fuzz: deps
+	tests/fuzz/run.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,5 @@
+#!/bin/sh
+# make bench: every benchmark, each a ratio against a reference in the same run.
+set -eu
+cd "$(dirname "$0")"
+/usr/bin/python3 spawn.py

@@ -1,0 +1,27 @@
+#!/bin/sh
+# The whole suite: unit tests, integration and escape tests (as root and as
+# an ordinary user when run as root), then the same under ASan+UBSan.
+set -eu
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+ASAN_BUILD=${ASAN_BUILD:-build-asan}
+PYTEST="/usr/bin/python3 -m pytest -q -p no:cacheprovider"
+
+echo "== unit tests"
+meson test -C "$BUILD" --suite unit --print-errorlogs
+
+echo "== integration and escape tests"
+$PYTEST tests/integration tests/escape
+
+if [ "${AIRLOCK_SKIP_ASAN:-0}" != 1 ]; then
+        echo "== ASan+UBSan build"
+        [ -f "$ASAN_BUILD/build.ninja" ] ||
+                meson setup "$ASAN_BUILD" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+        ninja -C "$ASAN_BUILD"
+        echo "== unit tests under ASan+UBSan"
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+                meson test -C "$ASAN_BUILD" --suite unit --print-errorlogs
+        echo "== integration and escape tests under ASan+UBSan"
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+                AIRLOCK_BUILD="$ASAN_BUILD" $PYTEST tests/integration tests/escape
+fi
