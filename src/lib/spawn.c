@@ -646,11 +646,9 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                 r = cfg->cgroup->ops->attach(cfg->cgroup, pid, err);
                 if (r < 0)
                         goto fail;
-                r = sync_send(sp[0], SYNC_CGROUP, 0, 0, NULL);
-                if (r < 0) {
-                        r = al_error_set(err, r, "starting the sandbox");
-                        goto fail;
-                }
+                /* A child that already failed has closed its end; its
+                 * report is read below. */
+                (void)sync_send(sp[0], SYNC_CGROUP, 0, 0, NULL);
         }
 
         for (;;) {

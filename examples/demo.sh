@@ -1,0 +1,37 @@
+#!/bin/sh
+# make demo: run a small shell "agent" in a sandbox over a demo workspace,
+# show what it could and could not do, and the result JSON.
+set -eu
+cd "$(dirname "$0")/.."
+AIRLOCK=${AIRLOCK_BIN:-$PWD/build/src/cli/airlock}
+demo=$(mktemp -d /tmp/airlock-demo-XXXXXX)
+trap 'rm -rf "$demo"' EXIT
+chmod 755 "$demo"
+
+# The demo workspace: a tiny repository.
+ws=$demo/project
+mkdir -p "$ws"
+printf '# demo project\n\nThe agent works here.\n' >"$ws/README.md"
+git -C "$ws" init -q
+cp examples/agent.sh "$demo/agent.sh"
+
+echo "== airlock run: the agent in a sandbox over $ws"
+echo "   (--memory 256M --pids 64 --timeout 60; read-only system, no network)"
+"$AIRLOCK" run -q -w "$ws" --ro "$demo/agent.sh:/agent/agent.sh" \
+        --memory 256M --pids 64 --timeout 60 --result "$demo/result.json" \
+        -- /bin/sh /agent/agent.sh
+echo
+echo "== the result"
+cat "$demo/result.json"
+echo
+echo "== on the host afterwards"
+echo "   workspace: $(cd "$ws" && ls | tr '\n' ' ')"
+echo "   .git/hooks: $(ls -A "$ws/.git/hooks" | grep -cx pre-commit || true) pre-commit hook(s) planted by the agent"
+echo
+echo "== a memory hog, a runaway and a missing command"
+"$AIRLOCK" run -q -w "$ws" --memory 64M --result "$demo/oom.json" -- python3 -c 'a = bytearray(1 << 30)' || true
+echo "   memory hog:   $(cat "$demo/oom.json")"
+"$AIRLOCK" run -q -w "$ws" --timeout 1 --result "$demo/timeout.json" -- sleep 100 || true
+echo "   sleep 100:    $(cat "$demo/timeout.json")"
+"$AIRLOCK" run -q -w "$ws" --result "$demo/missing.json" -- no-such-agent 2>/dev/null || true
+echo "   missing:      $(cat "$demo/missing.json")"
