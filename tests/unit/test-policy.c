@@ -678,7 +678,7 @@ Test(policy, json_syntax)
         cr_assert_eq(
             policy_load_string(p, "{\n  \"class\": \"small\",\n  \"uid\" 5\n}", "p.json", &e),
             -EINVAL);
-        cr_assert(strncmp(e.msg, "p.json:3:", 9) == 0, "no file:line:column in \"%s\"", e.msg);
+        cr_assert(strncmp(e.msg, "p.json:3:9: ", 12) == 0, "no file:line:column in \"%s\"", e.msg);
         cr_assert_str_eq(p->class_name, "medium");
 
         cr_assert_eq(policy_load_string(p, "{\"a\": 1,}", "p.json", &e), -EINVAL);
@@ -1415,4 +1415,39 @@ Test(policy, to_json_round_trip)
         free(sb);
         policy_free(a);
         policy_free(b);
+}
+
+/* The example in docs/policy.md. */
+Test(policy, docs_example)
+{
+        struct policy *p = load_ok(
+            "{\"workspace\": {\"path\": \".\", \"mode\": \"rw\"},"
+            " \"filesystem\": {\"read\": \"system\","
+            "  \"denyRead\": [\"~/.config/private\", \"./secrets\"],"
+            "  \"allowWrite\": [\"/workspace\", \"/tmp\"],"
+            "  \"mounts\": [{\"source\": \"./fixtures\", \"target\": \"/fixtures\","
+            "   \"readonly\": true}]},"
+            " \"network\": {"
+            "  \"allow\": [\"api.example.com\", \"*.pkg.example.org\", "
+            "\"registry.example.net:443\"],"
+            "  \"deny\": [\"uploads.pkg.example.org\"], \"allowPrivate\": [\"10.200.0.0/24\"],"
+            "  \"hosts\": {\"upstream.test\": \"10.200.0.2\"},"
+            "  \"routes\": [{\"name\": \"llm\", \"upstream\": \"https://api.example.com\","
+            "   \"inject\": {\"authorization\": \"Bearer ${secret:LLM_API_KEY}\"},"
+            "   \"strip\": [\"authorization\", \"x-upstream-*\"], \"record\": [\"request-id\"]}],"
+            "  \"budget\": {\"requests\": 1000, \"bytes\": \"1G\", \"rate\": \"10M\"}},"
+            " \"limits\": {\"timeout\": \"10m\", \"cpuTime\": 600, \"memory\": \"768M\","
+            "  \"pids\": 128, \"disk\": \"2G\", \"output\": \"16M\"},"
+            " \"class\": \"small\", \"env\": {\"NODE_ENV\": \"development\"},"
+            " \"tools\": {\"allow\": [\"core.time\"]}}");
+        struct al_error e = {0};
+        cr_assert_eq(policy_finalize(p, "/srv/proj", "/home/u", &e), 0, "%s", e.msg);
+        cr_assert_eq(p->net_mode, POLICY_NET_GATED);
+        cr_assert_eq(p->limits.cpus_milli, 500);
+        cr_assert_eq(p->limits.memory, 768 * MiB);
+        cr_assert_eq(p->limits.timeout_ms, 600000);
+        cr_assert_eq(p->limits.file_size, 2 * GiB);
+        cr_assert_str_eq(p->workspace, "/srv/proj");
+        cr_assert_str_eq(p->deny_read[1], "/srv/proj/secrets");
+        policy_free(p);
 }
