@@ -59,9 +59,13 @@ static int sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
                             .msg_control = control, .msg_controllen = sizeof(control)};
         ssize_t n;
+        int resets = 0;
+        /* A peer that exits with our message unread in its queue makes the
+         * kernel report ECONNRESET once, ahead of what it sent us before:
+         * read on to get its last report. */
         do
                 n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-        while (n < 0 && errno == EINTR);
+        while (n < 0 && (errno == EINTR || (errno == ECONNRESET && resets++ < 1)));
         if (n < 0)
                 return -errno;
         if (n == 0)

@@ -236,8 +236,19 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
         _cleanup_free_ char *buf = xcalloc(cap, 1);
         for (;;) {
                 if (len + 1 >= cap) {
-                        if (cap >= max + 1)
-                                return -EFBIG;
+                        if (cap >= max + 1) {
+                                /* Exactly max bytes is fine: look for the end. */
+                                char extra;
+                                ssize_t m;
+                                do
+                                        m = read(fd, &extra, 1);
+                                while (m < 0 && errno == EINTR);
+                                if (m < 0)
+                                        return -errno;
+                                if (m > 0)
+                                        return -EFBIG;
+                                break;
+                        }
                         cap = cap * 2 < max + 1 ? cap * 2 : max + 1;
                         buf = xrealloc(buf, cap, 1);
                 }
