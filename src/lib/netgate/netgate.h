@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdint.h>
+
+#include "error.h"
+
+/* The network gate: an HTTP/1.1 forward proxy (absolute-URI requests and
+ * CONNECT tunnels) and a SOCKS5 CONNECT server, run on the supervisor's event
+ * loop, accepting on listeners that live in the sandbox's network namespace.
+ * Every request is checked against the policy's allow and deny rules, its
+ * name is resolved by the gate, every address is checked against the private
+ * ranges, and the gate connects to exactly the address it checked. */
+
+struct event_base;
+struct policy;
+struct netgate;
+
+enum netgate_proto {
+        NETGATE_PROTO_HTTP,
+        NETGATE_PROTO_SOCKS5,
+};
+
+#define NETGATE_MAX_CONNECTIONS 256
+
+/* One per decision: denied requests when refused, allowed ones when they end
+ * (an HTTP request when its response is done, a tunnel when it closes).
+ * Strings are valid during the call only. */
+struct netgate_record {
+        const char *sandbox;
+        const char *protocol; /* "http", "connect" or "socks5" */
+        const char *method;   /* HTTP method; NULL for SOCKS5 */
+        const char *host;     /* canonical; escaped raw bytes when refused as bad_host */
+        uint16_t port;
+        const char *address;  /* the address connected to or refused; "" when none */
+        const char *decision; /* "allow" or "deny" */
+        /* Machine-readable. For "deny": not_allowed, denied_by_rule, bad_host,
+         * port_not_allowed, ip_literal_not_listed, private_address,
+         * budget_requests, budget_bytes, bad_request, head_too_large,
+         * unsupported, command_not_supported, address_type_not_supported.
+         * For "allow": NULL when it completed, else how it ended early:
+         * dns_failed, upstream_failed, budget_bytes, client_closed, timeout,
+         * shutdown. */
+        const char *reason;
+        const char *rule;    /* the rule (or private range, or budget) that decided; NULL if none */
+        int status;          /* HTTP status sent to the client, or the SOCKS5 reply code */
+        uint64_t bytes_up;   /* client to upstream */
+        uint64_t bytes_down; /* upstream to client */
+        uint64_t duration_ms;
+};
+
+struct netgate_stats {
+        uint64_t connections; /* client connections accepted */
+        uint64_t active;      /* client connections open now */
+        uint64_t requests;    /* decisions: allowed + denied */
+        uint64_t allowed;
+        uint64_t denied;
+        uint64_t bytes_up;
+        uint64_t bytes_down;
+};
+
+/* The gate copies what it needs from the policy (rules, allowPrivate, hosts,
+ * budget); errors name the policy field. */
+struct netgate *netgate_new(struct event_base *base, const struct policy *p, const char *sandbox_id,
+                            struct al_error *err);
+
+/* Accept on listen_fd, a bound, listening stream socket. On success the gate
+ * owns it and closes it in netgate_free(); on failure the caller still does. */
+int netgate_add_listener(struct netgate *g, enum netgate_proto proto, int listen_fd,
+                         struct al_error *err);
+
+void netgate_set_recorder(struct netgate *g, void (*fn)(void *ud, const struct netgate_record *rec),
+                          void *ud);
+
+/* Resolve through this name server ("IP" or "IP:port") instead of the ones in
+ * /etc/resolv.conf. */
+int netgate_set_nameserver(struct netgate *g, const char *server, struct al_error *err);
+
+void netgate_get_stats(const struct netgate *g, struct netgate_stats *ret);
+
+/* Closes every connection (recording the allowed ones still open) and the
+ * listeners. */
+struct netgate *netgate_free(struct netgate *g);
