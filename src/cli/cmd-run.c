@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "audit.h"
 #include "policy.h"
+#include "secrets.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -39,6 +41,14 @@ static const char run_usage[] =
         "      --deny HOST          deny a destination\n"
         "      --allow-private CIDR let the gate reach a private range\n"
         "      --host NAME=IP       answer NAME with IP without DNS\n"
+        "      --net-log FILE       append every network decision to FILE as JSON lines\n"
+        "      --route NAME=URL     a route: http://127.0.0.1:8080/NAME/... goes to URL\n"
+        "      --inject NAME:HEADER=VALUE  add HEADER to requests through route NAME\n"
+        "                           (VALUE may use ${secret:KEY}, ${sandbox.id}, ${account})\n"
+        "      --secrets FILE       host-side secrets (JSON or KEY=VALUE, mode 0600)\n"
+        "      --account ID         the account that ${account} stands for\n"
+        "      --audit FILE         the audit log (default: /var/lib/airlock/audit/audit.jsonl\n"
+        "                           for root, ~/.local/state/airlock/audit/audit.jsonl otherwise)\n"
         "      --result FILE        write the result JSON to FILE\n"
         "  -q, --quiet              print nothing of Airlock's own but errors\n"
         "  -h, --help               show this help\n"
@@ -65,6 +75,12 @@ enum {
         OPT_ALLOW_PRIVATE,
         OPT_HOST,
         OPT_RESULT,
+        OPT_NET_LOG,
+        OPT_ROUTE,
+        OPT_INJECT,
+        OPT_SECRETS,
+        OPT_ACCOUNT,
+        OPT_AUDIT,
 };
 
 static const struct option run_options[] = {
@@ -87,6 +103,12 @@ static const struct option run_options[] = {
         {"allow-private", required_argument, NULL, OPT_ALLOW_PRIVATE},
         {"host", required_argument, NULL, OPT_HOST},
         {"result", required_argument, NULL, OPT_RESULT},
+        {"net-log", required_argument, NULL, OPT_NET_LOG},
+        {"route", required_argument, NULL, OPT_ROUTE},
+        {"inject", required_argument, NULL, OPT_INJECT},
+        {"secrets", required_argument, NULL, OPT_SECRETS},
+        {"account", required_argument, NULL, OPT_ACCOUNT},
+        {"audit", required_argument, NULL, OPT_AUDIT},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -95,8 +117,64 @@ static const struct option run_options[] = {
 struct run_args {
         const char *policy_file;
         const char *result_file;
+        const char *net_log;
+        const char *secrets_file;
+        const char *account;
+        const char *audit;
         bool quiet;
 };
+
+static struct policy_route *find_route(struct policy *p, const char *name)
+{
+        for (size_t i = 0; i < p->n_routes; i++)
+                if (STREQ(p->routes[i].name, name))
+                        return &p->routes[i];
+        return NULL;
+}
+
+/* --route NAME=URL */
+static int add_route(struct policy *p, const char *arg, char *msg, size_t msglen)
+{
+        const char *eq = strchr(arg, '=');
+        if (!eq || eq == arg || !eq[1]) {
+                snprintf(msg, msglen, "--route \"%s\": expected NAME=URL", arg);
+                return -EINVAL;
+        }
+        _cleanup_free_ char *name = strndup(arg, (size_t)(eq - arg));
+        struct policy_route *r = find_route(p, name);
+        if (!r) {
+                p->routes = xrealloc(p->routes, p->n_routes + 1, sizeof(*p->routes));
+                r = &p->routes[p->n_routes++];
+                memset(r, 0, sizeof(*r));
+                r->name = xstrdup(name);
+        }
+        free(r->upstream);
+        r->upstream = xstrdup(eq + 1);
+        return 0;
+}
+
+/* --inject NAME:HEADER=VALUE */
+static int add_inject(struct policy *p, const char *arg, char *msg, size_t msglen)
+{
+        const char *colon = strchr(arg, ':');
+        const char *eq = colon ? strchr(colon, '=') : NULL;
+        if (!colon || colon == arg || !eq || eq == colon + 1) {
+                snprintf(msg, msglen, "--inject \"%s\": expected ROUTE:HEADER=VALUE", arg);
+                return -EINVAL;
+        }
+        _cleanup_free_ char *name = strndup(arg, (size_t)(colon - arg));
+        struct policy_route *r = find_route(p, name);
+        if (!r) {
+                snprintf(msg, msglen, "--inject \"%s\": no route \"%s\" (give --route first)", arg,
+                         name);
+                return -EINVAL;
+        }
+        r->inject = xrealloc(r->inject, r->n_inject + 1, sizeof(*r->inject));
+        r->inject[r->n_inject].key = strndup(colon + 1, (size_t)(eq - colon - 1));
+        r->inject[r->n_inject].value = xstrdup(eq + 1);
+        r->n_inject++;
+        return 0;
+}
 
 /* Write the result file whole or not at all. */
 static int write_result(const char *path, const char *json)
@@ -287,6 +365,24 @@ int cmd_run(int argc, char **argv)
                 case OPT_RESULT:
                         a.result_file = optarg;
                         break;
+                case OPT_NET_LOG:
+                        a.net_log = optarg;
+                        break;
+                case OPT_ROUTE:
+                        r = add_route(p, optarg, msg, sizeof(msg));
+                        break;
+                case OPT_INJECT:
+                        r = add_inject(p, optarg, msg, sizeof(msg));
+                        break;
+                case OPT_SECRETS:
+                        a.secrets_file = optarg;
+                        break;
+                case OPT_ACCOUNT:
+                        a.account = optarg;
+                        break;
+                case OPT_AUDIT:
+                        a.audit = optarg;
+                        break;
                 case 'q':
                         a.quiet = true;
                         break;
@@ -324,8 +420,25 @@ int cmd_run(int argc, char **argv)
                 return fail_setup(&a, err.msg);
         }
 
+        struct secrets *secrets = NULL;
+        if (a.secrets_file)
+                r = secrets_load_file(a.secrets_file, &secrets, &err);
+        else {
+                secrets = secrets_new();
+                r = 0;
+        }
+        if (r < 0) {
+                policy_free(p);
+                return fail_setup(&a, err.msg);
+        }
+        _cleanup_free_ char *audit_path = a.audit ? xstrdup(a.audit) : audit_default_path(geteuid(), home);
+
         struct supervisor_config cfg = {
                 .policy = p,
+                .audit_path = audit_path,
+                .net_log_path = a.net_log,
+                .secrets = secrets,
+                .account = a.account,
                 .argv = argv + optind,
                 .caller_home = home,
                 .term = getenv("TERM"),
@@ -336,6 +449,7 @@ int cmd_run(int argc, char **argv)
         struct supervisor_result res;
         r = supervisor_run(&cfg, &res, &err);
         if (r < 0) {
+                secrets_free(secrets);
                 policy_free(p);
                 return fail_setup(&a, err.msg);
         }
@@ -350,6 +464,7 @@ int cmd_run(int argc, char **argv)
                 if (!json || write_result(a.result_file, json) < 0)
                         fprintf(stderr, "airlock: writing %s: %s\n", a.result_file, strerror(errno));
         }
+        secrets_free(secrets);
         policy_free(p);
         return res.exit_code;
 }

@@ -416,6 +416,21 @@ static int protect_git(struct builder *b)
         struct stat st;
         if (fstat(git, &st) < 0 || !S_ISDIR(st.st_mode))
                 return 0;
+        /* .git itself becomes a mount point, so that it cannot be renamed
+         * aside and rebuilt with hooks of the agent's choosing. */
+        {
+                _cleanup_close_ int mnt = open_tree(git, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                                     AT_EMPTY_PATH | AT_RECURSIVE);
+                if (mnt < 0)
+                        return al_error_set(b->err, errno, "protecting %s/.git", WORKSPACE);
+                int r = attach(b, mnt, WORKSPACE "/.git", false);
+                if (r < 0)
+                        return r;
+                close(git);
+                git = open_in_root(b, WORKSPACE "/.git", O_PATH | O_NOFOLLOW | O_DIRECTORY);
+                if (git < 0)
+                        return al_error_set(b->err, errno, "protecting %s/.git", WORKSPACE);
+        }
         static const char *const parts[] = {"hooks", "config"};
         for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
                 bool dir = (i == 0);

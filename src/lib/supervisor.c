@@ -9,8 +9,12 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "audit.h"
 #include "cgroup.h"
 #include "env.h"
+#include "events.h"
+#include "netgate/netgate.h"
+#include "secrets.h"
 #include "spawn.h"
 #include "supervisor.h"
 #include "util.h"
@@ -20,6 +24,7 @@ struct stream {
         int fd;
         int out;
         struct event *ev;
+        struct redactor_stream *redact; /* known secrets never reach the host's output */
 };
 
 struct supervisor {
@@ -36,9 +41,52 @@ struct supervisor {
         int status;
         bool timed_out;
         bool output_exceeded;
+        bool audit_failed;
         int interrupts;
         uint64_t output;
+        struct audit *audit;
+        struct event *ev_flush;
+        int net_log_fd;
+        struct netgate *gate;
 };
+
+static void record(struct supervisor *sv, const char *kind, json_t *fields)
+{
+        if (!fields)
+                return;
+        if (sv->audit) {
+                struct al_error e = {0};
+                /* An event that cannot be written is not silently lost: the
+                 * sandbox ends rather than run unrecorded. */
+                if (audit_append(sv->audit, sv->res->sandbox, kind, fields, &e) < 0) {
+                        al_error_wrap(&e, "audit");
+                        memcpy(sv->res->message, e.msg, sizeof(sv->res->message));
+                        sv->audit_failed = true;
+                        if (sv->sp.pid > 0)
+                                kill(sv->sp.pid, SIGKILL);
+                }
+        }
+        json_decref(fields);
+}
+
+static void on_net_decision(void *ud, const struct netgate_record *rec)
+{
+        struct supervisor *sv = ud;
+        json_t *ev = events_net_decision(rec);
+        if (sv->net_log_fd >= 0 && ev) {
+                json_t *line = json_deep_copy(ev);
+                json_object_set_new(line, "sandbox", json_string(rec->sandbox));
+                char *s = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                if (s) {
+                        size_t n = strlen(s);
+                        s[n] = '\n';
+                        (void)write_full(sv->net_log_fd, s, n + 1);
+                        free(s);
+                }
+                json_decref(line);
+        }
+        record(sv, "net.decision", ev);
+}
 
 static void kill_sandbox(struct supervisor *sv)
 {
@@ -64,6 +112,29 @@ static void close_stream(struct stream *s)
                 close(s->fd);
                 s->fd = -1;
         }
+        if (s->redact) {
+                char *tail = NULL;
+                size_t tlen = 0;
+                if (redactor_stream_finish(s->redact, &tail, &tlen) >= 0 && tlen && s->out >= 0)
+                        (void)write_full(s->out, tail, tlen);
+                free(tail);
+                s->redact = redactor_stream_free(s->redact);
+        }
+}
+
+static void forward(struct stream *s, const char *buf, size_t len)
+{
+        if (s->out < 0 || len == 0)
+                return;
+        if (!s->redact) {
+                (void)write_full(s->out, buf, len);
+                return;
+        }
+        char *clean = NULL;
+        size_t clen = 0;
+        if (redactor_stream_feed(s->redact, buf, len, &clean, &clen) >= 0 && clen)
+                (void)write_full(s->out, clean, clen);
+        free(clean);
 }
 
 static void on_output(evutil_socket_t fd, short what, void *arg)
@@ -89,8 +160,7 @@ static void on_output(evutil_socket_t fd, short what, void *arg)
                 }
         }
         sv->output += keep;
-        if (keep > 0 && s->out >= 0)
-                (void)write_full(s->out, buf, keep);
+        forward(s, buf, keep);
 }
 
 static void on_sync(evutil_socket_t fd, short what, void *arg)
@@ -105,6 +175,13 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
         event_del(sv->ev_sync);
         sv->exited = true;
         maybe_finish(sv);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+        struct supervisor *sv = arg;
+        if (sv->audit && audit_needs_flush(sv->audit, now_monotonic_us()))
+                audit_flush(sv->audit);
 }
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
@@ -167,6 +244,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 sv.sp.listen_fds[i] = -1;
         sv.streams[0].fd = sv.streams[1].fd = -1;
+        sv.net_log_fd = -1;
 
         uint64_t start = now_monotonic_us();
         r = random_hex(res->sandbox, 16);
@@ -181,6 +259,44 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         /* A broken pipe on the host's side must not kill the supervisor and
          * orphan the sandbox. */
         signal(SIGPIPE, SIG_IGN);
+
+        /* Every route template is expanded once now: a missing secret is a
+         * setup error naming it, and every secret that will be used is known
+         * to the redactor before the sandbox prints anything. */
+        struct redactor *redactor = cfg->secrets ? secrets_redactor(cfg->secrets) : NULL;
+        for (size_t i = 0; cfg->secrets && i < p->n_routes; i++)
+                for (size_t j = 0; j < p->routes[i].n_inject; j++) {
+                        struct secrets_vars vars = {.run_id = res->sandbox, .run_attempt = "1",
+                                                    .sandbox_id = res->sandbox,
+                                                    .account = cfg->account ? cfg->account : ""};
+                        char *v = NULL;
+                        r = secrets_expand(cfg->secrets, p->routes[i].inject[j].value, &vars, &v, err);
+                        free(v);
+                        if (r < 0)
+                                return al_error_wrap(err, "route %s, header %s", p->routes[i].name,
+                                                     p->routes[i].inject[j].key);
+                }
+
+        if (cfg->audit_path) {
+                struct audit_options ao = {.sync = AUDIT_SYNC_BATCH};
+                if (redactor) {
+                        ao.redact = redactor_audit_hook;
+                        ao.redact_userdata = redactor;
+                }
+                r = audit_open(cfg->audit_path, &ao, &sv.audit, err);
+                if (r < 0)
+                        return r;
+        }
+        if (cfg->net_log_path) {
+                sv.net_log_fd = open(cfg->net_log_path,
+                                     O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (sv.net_log_fd < 0) {
+                        r = al_error_set(err, errno, "net log %s", cfg->net_log_path);
+                        sv.audit = audit_close(sv.audit);
+                        return r;
+                }
+        }
+        record(&sv, "sandbox.created", events_sandbox_created(p));
 
         struct cgroup_limits lim = {
                 .memory = p->limits.memory,
@@ -217,6 +333,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         out_pipe[1] = err_pipe[1] = -1;
         sv.streams[0] = (struct stream){.sv = &sv, .fd = out_pipe[0], .out = cfg->stdout_fd};
         sv.streams[1] = (struct stream){.sv = &sv, .fd = err_pipe[0], .out = cfg->stderr_fd};
+        if (redactor)
+                for (int i = 0; i < 2; i++)
+                        sv.streams[i].redact = redactor_stream_new(redactor);
         out_pipe[0] = err_pipe[0] = -1;
         if (r < 0) {
                 switch (sv.sp.failure) {
@@ -234,25 +353,40 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                         char buf[4096];
                         ssize_t n;
                         while ((n = read(sv.streams[i].fd, buf, sizeof(buf))) > 0)
-                                if (sv.streams[i].out >= 0)
-                                        (void)write_full(sv.streams[i].out, buf, (size_t)n);
+                                forward(&sv.streams[i], buf, (size_t)n);
                 }
                 goto done;
         }
-
-        /* The gates are not part of this loop yet: their listeners are
-         * closed, so every connection attempt is refused. */
-        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
-                if (sv.sp.listen_fds[i] >= 0) {
-                        close(sv.sp.listen_fds[i]);
-                        sv.sp.listen_fds[i] = -1;
-                }
+        record(&sv, "process.started", events_process_started(cfg->argv));
 
         sv.base = event_base_new();
         if (!sv.base) {
                 kill_sandbox(&sv);
                 set_failure(res, 125, "internal", "creating the event loop");
                 goto done;
+        }
+
+        /* The gate accepts on listeners that live in the sandbox's network
+         * namespace; the routes listener stays closed (connections refused)
+         * until routes are configured. */
+        if (sv.sp.listen_fds[SPAWN_LISTEN_HTTP] >= 0) {
+                sv.gate = netgate_new(sv.base, p, res->sandbox, &e);
+                if (sv.gate && netgate_add_listener(sv.gate, NETGATE_PROTO_HTTP,
+                                                    sv.sp.listen_fds[SPAWN_LISTEN_HTTP], &e) >= 0)
+                        sv.sp.listen_fds[SPAWN_LISTEN_HTTP] = -1;
+                else
+                        sv.gate = netgate_free(sv.gate);
+                if (sv.gate && netgate_add_listener(sv.gate, NETGATE_PROTO_SOCKS5,
+                                                    sv.sp.listen_fds[SPAWN_LISTEN_SOCKS], &e) >= 0)
+                        sv.sp.listen_fds[SPAWN_LISTEN_SOCKS] = -1;
+                else
+                        sv.gate = netgate_free(sv.gate);
+                if (!sv.gate) {
+                        kill_sandbox(&sv);
+                        set_failure(res, 125, "setup_failed", e.msg);
+                        goto done;
+                }
+                netgate_set_recorder(sv.gate, on_net_decision, &sv);
         }
         for (int i = 0; i < 2; i++) {
                 evutil_make_socket_nonblocking(sv.streams[i].fd);
@@ -276,7 +410,15 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 event_add(sv.ev_signals[i], NULL);
         }
 
+        if (sv.audit) {
+                sv.ev_flush = event_new(sv.base, -1, EV_PERSIST, on_flush, &sv);
+                struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+                event_add(sv.ev_flush, &tv);
+        }
+
         event_base_dispatch(sv.base);
+        /* Connections still open are closed and recorded now. */
+        sv.gate = netgate_free(sv.gate);
 
         struct rusage ru;
         memset(&ru, 0, sizeof(ru));
@@ -308,6 +450,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                          p->limits.output);
                 set_failure(res, 128 + SIGKILL, "output_limit", e.msg);
                 res->signal = SIGKILL;
+        } else if (sv.audit_failed) {
+                res->exit_code = 125;
+                res->error_code = "internal";
         } else if (!sv.have_status) {
                 set_failure(res, 125, "internal", "the sandbox's init ended without a report");
         } else if (WIFSIGNALED(st)) {
@@ -317,9 +462,23 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 res->exit_code = WEXITSTATUS(st);
         }
 
+        if (res->error_code && (STREQ(res->error_code, "timeout") ||
+                                STREQ(res->error_code, "oom_killed") ||
+                                STREQ(res->error_code, "output_limit")))
+                record(&sv, "limit.hit",
+                       json_pack("{s:s, s:s}", "limit",
+                                 STREQ(res->error_code, "timeout")      ? "timeout"
+                                 : STREQ(res->error_code, "oom_killed") ? "memory"
+                                                                        : "output",
+                                 "message", res->message));
+        if (res->signal == SIGSYS)
+                record(&sv, "violation",
+                       json_pack("{s:s, s:i}", "what", "seccomp", "signal", SIGSYS));
+
 done:
         for (int i = 0; i < 2; i++)
                 close_stream(&sv.streams[i]);
+        sv.gate = netgate_free(sv.gate);
         if (sv.sp.pid > 0) {
                 kill_sandbox(&sv);
                 while (waitpid(sv.sp.pid, NULL, 0) < 0 && errno == EINTR)
@@ -342,6 +501,8 @@ done:
                 event_free(sv.ev_sync);
         if (sv.ev_timeout)
                 event_free(sv.ev_timeout);
+        if (sv.ev_flush)
+                event_free(sv.ev_flush);
         for (size_t i = 0; i < ARRAY_SIZE(sv.ev_signals); i++)
                 if (sv.ev_signals[i])
                         event_free(sv.ev_signals[i]);
@@ -349,6 +510,12 @@ done:
                 event_base_free(sv.base);
         cgroup_free(cg);
         res->duration_ms = (now_monotonic_us() - start) / 1000;
+        res->usage.output_bytes = sv.output;
+        record(&sv, "process.ended", events_process_ended(res));
+        record(&sv, "sandbox.destroyed", json_pack("{s:I}", "durationMs", (json_int_t)res->duration_ms));
+        sv.audit = audit_close(sv.audit);
+        if (sv.net_log_fd >= 0)
+                close(sv.net_log_fd);
         return 0;
 }
 

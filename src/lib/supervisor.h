@@ -30,8 +30,14 @@ struct supervisor_result {
         char message[AL_ERROR_MAX]; /* why, when error_code is set */
 };
 
+struct secrets;
+
 struct supervisor_config {
         const struct policy *policy;
+        const char *audit_path;   /* the audit log; NULL: none */
+        const char *net_log_path; /* network decisions as JSON lines; NULL: none */
+        struct secrets *secrets;  /* host-side secrets; NULL: none */
+        const char *account;      /* ${account} in route templates */
         char *const *argv;
         const char *caller_home;
         const char *term;

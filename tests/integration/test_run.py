@@ -319,19 +319,20 @@ def test_killed_by_signal_128_plus_n(airlock):
 
 
 def test_nothing_left_behind(airlock):
-    def airlock_cgroups():
-        found = []
-        for root, dirs, _ in os.walk("/sys/fs/cgroup"):
-            found += [d for d in dirs if d.startswith("airlock-") and not d.startswith(("airlock-user-", "airlock-supervisor-"))]
-        return found
-
-    before = airlock_cgroups()
-    airlock.sandbox("true")
-    airlock.result(["-q", "--timeout", "1", "--", "sleep", "10"])
-    airlock.result(["-q", "--memory", "32M", "--", "python3", "-c", "a = bytearray(1 << 29)"])
-    assert airlock_cgroups() == before
+    ids = []
+    for args in (["--", "true"], ["--timeout", "1", "--", "sleep", "10"],
+                 ["--memory", "32M", "--", "python3", "-c", "a = bytearray(1 << 29)"],
+                 ["-w", "/nonexistent", "--", "true"]):
+        p, r = airlock.result(["-q", *args], check_setup=False)
+        if r.get("sandbox"):
+            ids.append(r["sandbox"])
+    assert len(ids) >= 3
+    left = []
+    for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+        left += [os.path.join(root, d) for d in dirs if any(d == f"airlock-{i}" for i in ids)]
+    assert left == []
     with open("/proc/self/mountinfo") as f:
-        assert "airlock" not in f.read()
+        assert not any(i in f.read() for i in ids)
 
 
 def test_help(airlock):
