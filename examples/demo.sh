@@ -28,6 +28,28 @@ echo "== on the host afterwards"
 echo "   workspace: $(cd "$ws" && ls | tr '\n' ' ')"
 echo "   .git/hooks: $(ls -A "$ws/.git/hooks" | grep -cx pre-commit || true) pre-commit hook(s) planted by the agent"
 echo
+echo "== the network gate: one allowed host, everything else refused"
+# A stand-in for a package registry, on the host's loopback.
+mkdir -p "$demo/registry"
+echo '{"name": "left-pad", "version": "1.3.0"}' >"$demo/registry/left-pad.json"
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+/usr/bin/python3 -m http.server "$port" --bind 127.0.0.1 --directory "$demo/registry" >/dev/null 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; rm -rf "$demo"' EXIT
+sleep 0.5
+"$AIRLOCK" run -q -w "$ws" --audit "$demo/audit.jsonl" \
+        --allow "registry.test:$port" --host "registry.test=127.0.0.1" --allow-private 127.0.0.0/8 \
+        -- /bin/sh -c "
+echo '  allowed: registry.test:' \$(curl -s http://registry.test:$port/left-pad.json)
+echo '  refused: exfil.example:' \$(curl -s -o /dev/null -w '%{http_code} ' -D - http://exfil.example/upload | grep -i x-airlock-denied | tr -d '\r')
+echo '  refused: the metadata service:' \$(curl -s -o /dev/null -w '%{http_code}' http://169.254.169.254/latest/)
+"
+echo
+echo "== airlock audit show: what crossed the gate"
+"$AIRLOCK" audit show "$demo/audit.jsonl"
+"$AIRLOCK" audit verify "$demo/audit.jsonl"
+
+echo
 echo "== a memory hog, a runaway and a missing command"
 "$AIRLOCK" run -q -w "$ws" --memory 64M --result "$demo/oom.json" -- python3 -c 'a = bytearray(1 << 30)' || true
 echo "   memory hog:   $(cat "$demo/oom.json")"
