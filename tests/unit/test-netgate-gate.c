@@ -215,6 +215,8 @@ static void dns_read(evutil_socket_t fd, short what, void *ud)
                 memcpy(a, (uint8_t[]){169, 254, 169, 254}, 4);
                 known = true;
         }
+        if (strcasecmp(name, "slow.test") == 0)
+                return; /* never answered */
         if (!known)
                 r[3] |= 3; /* NXDOMAIN */
         else if (qtype == 1) {
@@ -332,6 +334,7 @@ static void setup_servers(void)
         strv_add(&pol->net_allow, n, "dns.test:%u", up_port);
         strv_add(&pol->net_allow, n, "nx.test:%u", up_port);
         strv_add(&pol->net_allow, n, "rebind.test:%u", up_port);
+        strv_add(&pol->net_allow, n, "slow.test:%u", up_port);
         strv_add(&pol->net_allow, n, "closed.test:%u", closed_port);
         strv_add(&pol->net_allow, n, "evil.test");
         strv_add(&pol->net_deny, &pol->n_net_deny, "evil.test");
@@ -351,6 +354,9 @@ static void setup(void)
 static void teardown(void)
 {
         gate = netgate_free(gate);
+        /* Let queries failed by the shutdown call back and free themselves. */
+        for (int i = 0; i < 10; i++)
+                event_base_loop(base, EVLOOP_NONBLOCK);
         pol = policy_free(pol);
         evhttp_free(upstream);
         evconnlistener_free(echo);
@@ -1155,4 +1161,42 @@ Test(netgate_gate, bad_policy_is_named)
         netgate_free(g);
         policy_free(p);
         event_base_free(b);
+}
+
+Test(netgate_gate, dns_in_flight_when_client_leaves_and_at_shutdown, .init = setup,
+     .fini = teardown)
+{
+        char *get = xasprintf("GET http://slow.test:%u/ HTTP/1.1\r\n\r\n", up_port);
+        char *tunnel = xasprintf("CONNECT slow.test:%u HTTP/1.1\r\n\r\n", up_port);
+        struct tc *a = tc_open(gate_http_port);
+        tc_sends(a, tunnel);
+        struct tc *b = tc_open(gate_http_port);
+        tc_sends(b, get);
+        /* Send both and let the queries go out; nobody answers them. */
+        for (int i = 0; i < 50; i++) {
+                tc_drive(a, have_bytes, 0);
+                tc_drive(b, have_bytes, 0);
+                poll(NULL, 0, 2);
+        }
+        cr_expect_eq(n_recs, 0);
+        tc_close(a);
+        for (int i = 0; i < 200 && n_recs == 0; i++) {
+                event_base_loop(base, EVLOOP_NONBLOCK);
+                poll(NULL, 0, 1);
+        }
+        cr_assert_eq(n_recs, 1, "a tunnel client that leaves is noticed while resolving");
+        cr_expect_str_eq(last_rec()->protocol, "connect");
+        cr_expect_str_eq(last_rec()->reason, "client_closed");
+        struct netgate_stats st;
+        netgate_get_stats(gate, &st);
+        cr_expect_eq(st.active, 1);
+
+        gate = netgate_free(gate);
+        cr_assert_eq(n_recs, 2);
+        cr_expect_str_eq(last_rec()->protocol, "http");
+        cr_expect_str_eq(last_rec()->reason, "shutdown");
+        cr_expect_str_eq(last_rec()->decision, "allow");
+        tc_close(b);
+        free(get);
+        free(tunnel);
 }

@@ -64,7 +64,6 @@ struct splice_dir {
 
 struct dns_query {
         struct conn *c; /* NULL once the connection is gone */
-        struct evdns_getaddrinfo_request *req;
         bool in_call, answered;
         int err;
         struct evutil_addrinfo *res;
@@ -295,10 +294,11 @@ static void conn_free(struct conn *c, const char *end_reason)
 {
         struct netgate *g = c->g;
         finish_in_flight(c, end_reason);
+        /* A query in flight is left to finish and free itself: a canceled
+         * one calls back later through its evdns base, which netgate_free()
+         * may have freed by then; shutdown fails the rest safely. */
         if (c->dnsq) {
                 c->dnsq->c = NULL;
-                if (c->dnsq->req)
-                        evdns_getaddrinfo_cancel(c->dnsq->req);
                 c->dnsq = NULL;
         }
         if (c->client)
@@ -610,7 +610,9 @@ static void resolve(struct conn *c)
         struct netgate *g = c->g;
         c->state = C_RESOLVING;
         c->n_cand = c->i_cand = 0;
-        bufferevent_disable(c->client, EV_READ);
+        /* Reading on (bytes wait in the bounded input) notices a client
+         * that leaves while the gate resolves and connects. */
+        bufferevent_enable(c->client, EV_READ);
 
         /* Numeric spellings are never handed to a resolver. */
         if (c->d.host.kind != NETGATE_HOST_NAME) {
@@ -638,8 +640,7 @@ static void resolve(struct conn *c)
         struct dns_query *q = xcalloc(1, sizeof(*q));
         q->c = c;
         q->in_call = true;
-        struct evdns_getaddrinfo_request *req =
-            evdns_getaddrinfo(g->dns, c->d.host.name, NULL, &hints, dns_cb, q);
+        (void)evdns_getaddrinfo(g->dns, c->d.host.name, NULL, &hints, dns_cb, q);
         q->in_call = false;
         if (q->answered) {
                 int err = q->err;
@@ -648,7 +649,6 @@ static void resolve(struct conn *c)
                 dns_answer(c, err, res);
                 return;
         }
-        q->req = req;
         c->dnsq = q;
 }
 
@@ -847,7 +847,6 @@ static void http_request(struct conn *c)
         begin_request(c, h->is_connect ? "connect" : "http", method);
         if (!decide(c, h->host, h->host_len, h->port))
                 return;
-        bufferevent_disable(c->client, EV_READ);
         c->close_after = h->conn_close || c->client_eof;
 
         if (!h->is_connect && c->up && c->up_idle && c->up_port == c->port &&
@@ -1109,7 +1108,8 @@ static void http_pump(struct conn *c)
                         c->status = h->status;
                         c->resp_sent = true;
                         if (h->status < 200) {
-                                write_response_head(c);
+                                if (c->reqp->head.minor == 1)
+                                        write_response_head(c);
                                 netgate_http_parser_init(c->respp, NETGATE_HTTP_RESPONSE);
                                 c->respp->head_request =
                                     c->reqp->head.method_len == 4 &&
@@ -1490,6 +1490,16 @@ static void client_event_cb(struct bufferevent *bev, short what, void *ud)
         case C_CLOSING:
                 if (c->lingering || evbuffer_get_length(bufferevent_get_output(c->client)) == 0)
                         conn_free(c, NULL);
+                break;
+        case C_RESOLVING:
+        case C_CONNECTING:
+                /* A half-closed HTTP client still gets its answer; a tunnel
+                 * nobody will use is dropped. */
+                if (c->proto == NETGATE_PROTO_HTTP && !c->reqp->head.is_connect) {
+                        c->close_after = true;
+                        break;
+                }
+                conn_free(c, "client_closed");
                 break;
         default:
                 conn_free(c, "client_closed");
