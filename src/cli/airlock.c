@@ -11,6 +11,9 @@ static const struct {
 } commands[] = {
         {"run", cmd_run, "run a command in a new sandbox"},
         {"audit", cmd_audit, "verify or show an audit log"},
+        {"diff", cmd_diff, "show what a review sandbox changed"},
+        {"accept", cmd_accept, "apply a review sandbox's changes to its workspace"},
+        {"discard", cmd_discard, "drop a review sandbox's changes"},
 };
 
 static void usage(FILE *f)

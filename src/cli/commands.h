@@ -5,3 +5,6 @@
  * subcommand's name), prints its own messages, and returns the exit code. */
 int cmd_run(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_accept(int argc, char **argv);
+int cmd_discard(int argc, char **argv);

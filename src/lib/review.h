@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Reviewable workspaces: a sandbox run with `--review` writes to an overlay
+ * whose upper layer is captured into a state directory when it ends; the
+ * user then diffs, accepts (all or some paths) or discards the changes.
+ *
+ * State layout, every directory 0700:
+ *
+ *   <state_root>/sandboxes/<id>/
+ *     meta.json      {"id", "workspace": absolute host path,
+ *                     "startedNs": CLOCK_REALTIME ns when the sandbox started,
+ *                     "state": "pending" | "accepted" | "discarded",
+ *                     "accepted": [paths taken by partial accepts]}
+ *     manifest.json  {"deleted": [paths], "opaque": [dir paths],
+ *                     "entries": [{"path", "type": "file"|"dir"|"symlink",
+ *                                  "mode"}],
+ *                     "skipped": [{"path", "reason"}]}
+ *     changes/       the new and modified files, directories and symlinks as
+ *                    the upper layer held them (files at least 0600, dirs
+ *                    0700; the manifest holds the real modes)
+ *
+ * Paths are relative to the workspace, '/'-separated, sorted, without "."
+ * or ".." components or control characters. "deleted" are whiteouts (the
+ * path, file or whole directory, is gone); "opaque" directories replace the
+ * workspace's directory of that name instead of merging with it.
+ *
+ * state_root is /var/lib/airlock for root and ~/.local/state/airlock for
+ * everyone else. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* Bounds on what a capture walks: the upper layer is the agent's. */
+#define REVIEW_MAX_DEPTH   256
+#define REVIEW_MAX_ENTRIES 1000000
+
+struct review_summary {
+        uint64_t added;    /* files and symlinks the workspace lacks */
+        uint64_t modified; /* files and symlinks that replace a workspace entry */
+        uint64_t deleted;  /* whiteouts */
+        uint64_t bytes;    /* file content captured */
+        uint64_t skipped;  /* special files and bad names, not captured */
+};
+
+struct review_report {
+        uint64_t written;   /* files and symlinks written */
+        uint64_t removed;   /* workspace entries removed */
+        uint64_t dirs;      /* directories created or given a new mode */
+        uint64_t bytes;     /* file content written */
+        uint64_t remaining; /* changes left for a later accept */
+        bool complete;      /* nothing is left: the state is now "accepted" */
+};
+
+/* /var/lib/airlock for root, else <home>/.local/state/airlock; NULL when
+ * home is not an absolute path. Caller frees. */
+char *review_state_root(uid_t uid, const char *home);
+
+/* Create <state_root>/sandboxes/<id>/ (missing parents included) with
+ * meta.json in state "pending", an empty manifest and changes/. id is 1 to
+ * 64 of [A-Za-z0-9_-]; workspace an absolute path. -EEXIST when id is taken.
+ * ret_dir (may be NULL) gets the directory's path; caller frees. */
+int review_create(const char *state_root, const char *id, const char *workspace,
+                  uint64_t started_ns, char **ret_dir, struct al_error *err);
+
+/* Copy the overlay upper directory upper_fd (any open fd of it; it is
+ * neither closed nor moved) into state_dir: changes/ and manifest.json.
+ * Nothing in the upper layer is trusted: no symlink is followed, depth and
+ * entry count are bounded, names with control characters or invalid UTF-8
+ * are skipped. Whiteouts (character device 0:0) become "deleted", opaque
+ * directories "opaque"; a file or symlink whose workspace counterpart is
+ * identical in content and mode is left out. A redirected directory or a
+ * metadata-only copy (overlay features review does not use) fails the
+ * capture. On failure changes/ is left empty. */
+int review_capture(int upper_fd, const char *state_dir, struct review_summary *ret,
+                   struct al_error *err);
+
+/* Write a git-style unified diff of the workspace as it is now (a/) against
+ * the result of accepting what is left (b/) to out. Files are compared with
+ * /usr/bin/diff. Content is written as it is: a caller printing to a
+ * terminal should neutralize control characters. */
+int review_diff(const char *state_dir, FILE *out, struct al_error *err);
+
+/* Apply the pending changes to the workspace: all of them (n == 0) or those
+ * at or beneath each of paths (relative to the workspace, or absolute inside
+ * it; "." is everything), plus the directories they need. Every workspace
+ * path is resolved beneath the workspace without following any symlink;
+ * each file and symlink is written to a temporary name and renamed into
+ * place. Before anything is applied, every workspace entry about to be
+ * overwritten or removed is checked: one whose ctime is later than the
+ * sandbox's start (and whose content is not already the proposed one)
+ * refuses the whole accept with -EBUSY, naming it.
+ * Other errors: -ENOENT a path names no pending change, -EINVAL a path is
+ * malformed or outside the workspace, -EALREADY the sandbox is not pending,
+ * -ELOOP a workspace path turned into a symlink while accepting. */
+int review_accept(const char *state_dir, char *const *paths, size_t n, struct review_report *ret,
+                  struct al_error *err);
+
+/* Remove changes/ and mark the sandbox "discarded"; meta.json and the
+ * manifest stay. -EALREADY when it was accepted. Discarding twice is fine. */
+int review_discard(const char *state_dir, struct al_error *err);
+
+/* Resolve a sandbox id, or a prefix of at least 4 characters naming one
+ * sandbox, to its state directory. -ENOENT when there is none, -EINVAL when
+ * the id is malformed or the prefix ambiguous. Caller frees ret_dir. */
+int review_find(const char *state_root, const char *id, char **ret_dir, struct al_error *err);
