@@ -1200,3 +1200,40 @@ Test(netgate_gate, dns_in_flight_when_client_leaves_and_at_shutdown, .init = set
         free(get);
         free(tunnel);
 }
+
+Test(netgate_gate, connection_limit, .init = setup, .fini = teardown)
+{
+        struct tc *conns[NETGATE_MAX_CONNECTIONS];
+        for (int i = 0; i < NETGATE_MAX_CONNECTIONS; i++) {
+                conns[i] = tc_open(gate_http_port);
+                for (int k = 0; k < 4; k++)
+                        event_base_loop(base, EVLOOP_NONBLOCK);
+        }
+        struct netgate_stats st;
+        netgate_get_stats(gate, &st);
+        cr_assert_eq(st.active, NETGATE_MAX_CONNECTIONS);
+
+        /* One more waits in the listen queue, not accepted... */
+        char *req = xasprintf("GET http://upstream.test:%u/late HTTP/1.1\r\n\r\n", up_port);
+        struct tc *late = tc_open(gate_http_port);
+        tc_sends(late, req);
+        for (int i = 0; i < 50; i++) {
+                tc_drive(late, have_bytes, 0);
+                poll(NULL, 0, 1);
+        }
+        netgate_get_stats(gate, &st);
+        cr_expect_eq(st.active, NETGATE_MAX_CONNECTIONS);
+        cr_expect_eq(st.connections, NETGATE_MAX_CONNECTIONS);
+        cr_expect_eq(late->in_len, 0);
+
+        /* ...until a slot frees. */
+        tc_close(conns[0]);
+        cr_assert(tc_drive(late, have_response, 0), "%s", late->in);
+        cr_expect_eq(status_of(late), 200);
+        netgate_get_stats(gate, &st);
+        cr_expect_eq(st.connections, NETGATE_MAX_CONNECTIONS + 1);
+        tc_close(late);
+        for (int i = 1; i < NETGATE_MAX_CONNECTIONS; i++)
+                tc_close(conns[i]);
+        free(req);
+}
