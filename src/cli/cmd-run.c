@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include "commands.h"
 #include "audit.h"
 #include "policy.h"
+#include "review.h"
 #include "secrets.h"
 #include "supervisor.h"
 #include "util.h"
@@ -25,6 +27,8 @@ static const char run_usage[] =
         "Options:\n"
         "  -p, --policy FILE        load a JSON policy (docs/policy.md); flags override it\n"
         "  -w, --workspace DIR      the workspace, mounted read-write at /workspace (default: .)\n"
+        "      --review             mount the workspace copy-on-write; changes wait for\n"
+        "                           'airlock accept ID' (or 'airlock discard ID')\n"
         "      --ro SRC[:DST]       bind SRC read-only at DST (default DST: SRC)\n"
         "      --rw SRC[:DST]       bind SRC read-write at DST\n"
         "      --deny-read PATH     hide PATH (file or directory) inside the sandbox\n"
@@ -81,6 +85,7 @@ enum {
         OPT_SECRETS,
         OPT_ACCOUNT,
         OPT_AUDIT,
+        OPT_REVIEW,
 };
 
 static const struct option run_options[] = {
@@ -109,6 +114,7 @@ static const struct option run_options[] = {
         {"secrets", required_argument, NULL, OPT_SECRETS},
         {"account", required_argument, NULL, OPT_ACCOUNT},
         {"audit", required_argument, NULL, OPT_AUDIT},
+        {"review", no_argument, NULL, OPT_REVIEW},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -383,6 +389,9 @@ int cmd_run(int argc, char **argv)
                 case OPT_AUDIT:
                         a.audit = optarg;
                         break;
+                case OPT_REVIEW:
+                        p->workspace_mode = POLICY_WORKSPACE_OVERLAY;
+                        break;
                 case 'q':
                         a.quiet = true;
                         break;
@@ -433,8 +442,10 @@ int cmd_run(int argc, char **argv)
         }
         _cleanup_free_ char *audit_path = a.audit ? xstrdup(a.audit) : audit_default_path(geteuid(), home);
 
+        _cleanup_free_ char *state_root = review_state_root(geteuid(), home);
         struct supervisor_config cfg = {
                 .policy = p,
+                .state_root = state_root,
                 .audit_path = audit_path,
                 .net_log_path = a.net_log,
                 .secrets = secrets,
@@ -458,6 +469,16 @@ int cmd_run(int argc, char **argv)
                                res.exit_code == 127))
                 fprintf(stderr, "airlock: %s%s%s\n", res.error_code, res.message[0] ? ": " : "",
                         res.message);
+
+        if (res.review_dir[0])
+                fprintf(stderr,
+                        "airlock: the workspace is unchanged; the sandbox proposed %" PRIu64
+                        " added, %" PRIu64 " modified and %" PRIu64 " deleted file(s).\n"
+                        "  review:  airlock diff %s\n"
+                        "  accept:  airlock accept %s [PATH...]\n"
+                        "  discard: airlock discard %s\n",
+                        res.review_added, res.review_modified, res.review_deleted, res.sandbox,
+                        res.sandbox, res.sandbox);
 
         if (a.result_file) {
                 _cleanup_free_ char *json = supervisor_result_json(&res);

@@ -453,6 +453,72 @@ static int protect_git(struct builder *b)
         return 0;
 }
 
+/* The workspace copy-on-write: the host directory is the lower layer, the
+ * agent's changes go to an upper layer on a tmpfs of limits.disk, so the host
+ * is untouched until the user accepts. The tmpfs is never attached anywhere;
+ * overlayfs reaches its directories through /proc/self/fd, and the caller
+ * gets an fd of the upper directory to hand to the supervisor, which keeps
+ * the layer alive past the sandbox and captures it. */
+static int mount_overlay(struct builder *b, int *ret_upper_fd)
+{
+        const struct policy *p = b->c->policy;
+        char size[32];
+        snprintf(size, sizeof(size), "%" PRIu64, p->limits.disk);
+        char u[16], g[16];
+        snprintf(u, sizeof(u), "%u", (unsigned)b->c->uid);
+        snprintf(g, sizeof(g), "%u", (unsigned)b->c->gid);
+        const char *opts[] = {"size", size, "mode", "0700", "uid", u, "gid", g, NULL};
+        _cleanup_close_ int layer = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (layer < 0)
+                return al_error_set(b->err, layer, "creating the review layer");
+        if (mkdirat(layer, "upper", 0755) < 0 || mkdirat(layer, "work", 0700) < 0)
+                return al_error_set(b->err, errno, "creating the review layer");
+        _cleanup_close_ int upper = openat(layer, "upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int work = openat(layer, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (upper < 0 || work < 0)
+                return al_error_set(b->err, errno, "opening the review layer");
+
+        int r = check_not_denied(b, p->workspace);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int lower = -1;
+        if (b->c->workspace_fd >= 0) {
+                /* overlayfs clones its lower layer, which it may only do for a
+                 * mount in this namespace: attach the idmapped tree first and
+                 * stack the overlay on top of it. */
+                r = attach(b, b->c->workspace_fd, WORKSPACE, false);
+                if (r < 0)
+                        return r;
+                lower = open_in_root(b, WORKSPACE, O_PATH | O_DIRECTORY);
+        } else
+                lower = open(p->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (lower < 0)
+                return al_error_set(b->err, errno, "workspace %s", p->workspace);
+
+        char lp[64], up[64], wp[64];
+        snprintf(lp, sizeof(lp), "/proc/self/fd/%d", lower);
+        snprintf(up, sizeof(up), "/proc/self/fd/%d", upper);
+        snprintf(wp, sizeof(wp), "/proc/self/fd/%d", work);
+        _cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return al_error_set(b->err, errno, "overlayfs");
+        if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", lp, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", up, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "workdir", wp, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return al_error_set(b->err, errno, "mounting the workspace copy-on-write");
+        _cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (mnt < 0)
+                return al_error_set(b->err, errno, "mounting the workspace copy-on-write");
+        r = attach(b, mnt, WORKSPACE, false);
+        if (r < 0)
+                return r;
+        add_mapping(b, p->workspace, WORKSPACE);
+        *ret_upper_fd = TAKE_FD(upper);
+        return 0;
+}
+
 static int build_proc(struct builder *b)
 {
         _cleanup_close_ int mnt =
@@ -530,7 +596,7 @@ static int build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
         return 0;
 }
 
-int mounts_build_root(const struct mounts_config *c, struct al_error *err)
+int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct al_error *err)
 {
         const struct policy *p = c->policy;
         struct builder b = {.c = c, .err = err, .root = -1};
@@ -586,7 +652,16 @@ int mounts_build_root(const struct mounts_config *c, struct al_error *err)
         if (r < 0)
                 goto out;
 
-        if (p->workspace) {
+        if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
+                r = mount_overlay(&b, ret_upper_fd);
+                if (r < 0)
+                        goto out;
+                if (p->protect_git) {
+                        r = protect_git(&b);
+                        if (r < 0)
+                                goto out;
+                }
+        } else if (p->workspace) {
                 bool ro = (p->workspace_mode == POLICY_WORKSPACE_RO);
                 if (c->workspace_fd >= 0)
                         r = bind_prepared(&b, c->workspace_fd, p->workspace, WORKSPACE, ro);

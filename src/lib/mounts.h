@@ -29,8 +29,9 @@ int mounts_prepare_workspace(const struct policy *p, struct al_error *err);
  * on a tmpfs and pivot into it. Every bind source is opened with
  * O_PATH|O_NOFOLLOW before anything is mounted; every target is resolved
  * inside the new root (RESOLVE_IN_ROOT), so no symlink on either side can
- * redirect a mount. */
-int mounts_build_root(const struct mounts_config *c, struct al_error *err);
+ * redirect a mount. With an overlay workspace, *ret_upper_fd receives the
+ * upper layer's directory. */
+int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct al_error *err);
 
 /* The sandbox paths the Landlock write allow-list starts from (NULL-terminated,
  * static storage): /tmp, $HOME, /dev/shm, the workspace when writable. */

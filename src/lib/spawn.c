@@ -28,6 +28,7 @@ enum sync_type {
         SYNC_GO = 1,    /* parent -> child: maps written */
         SYNC_CGROUP,    /* parent -> child: cgroup joined (v1) */
         SYNC_LISTENERS, /* child -> parent: gate listener fds attached */
+        SYNC_UPPER,     /* child -> parent: the review layer's upper directory */
         SYNC_STARTED,   /* pid 1 -> parent: the command passed execve */
         SYNC_ERROR,     /* child or pid 1 -> parent: a step failed */
         SYNC_EXIT,      /* pid 1 -> parent: the command's wait status */
@@ -90,9 +91,9 @@ static int sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_
         return 0;
 }
 
-static int send_fds(int sock, const int *fds, size_t n)
+static int send_fds(int sock, uint32_t type, const int *fds, size_t n)
 {
-        struct sync_msg m = {.type = SYNC_LISTENERS};
+        struct sync_msg m = {.type = type};
         char control[CMSG_SPACE(sizeof(int) * SPAWN_LISTEN_MAX)];
         memset(control, 0, sizeof(control));
         struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
@@ -483,7 +484,7 @@ static _Noreturn void child_main(struct child_ctx *ctx)
                                 child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
                         }
                 }
-                r = send_fds(ctx->sync, fds, SPAWN_LISTEN_MAX);
+                r = send_fds(ctx->sync, SYNC_LISTENERS, fds, SPAWN_LISTEN_MAX);
                 for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                         close(fds[i]);
                 if (r < 0)
@@ -499,9 +500,16 @@ static _Noreturn void child_main(struct child_ctx *ctx)
                 .workspace_fd = ctx->workspace_fd,
                 .mount_fds = ctx->mount_fds,
         };
-        r = mounts_build_root(&mc, &err);
+        int upper = -1;
+        r = mounts_build_root(&mc, &upper, &err);
         if (r < 0)
                 child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        if (upper >= 0) {
+                r = send_fds(ctx->sync, SYNC_UPPER, &upper, 1);
+                close(upper);
+                if (r < 0)
+                        _exit(125);
+        }
 
         if (sethostname("airlock", 7) < 0) {
                 al_error_set(&err, errno, "setting the host name");
@@ -547,6 +555,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ret->pid = -1;
         ret->sync_fd = -1;
         ret->pidfd = -1;
+        ret->upper_fd = -1;
         ret->failure = SPAWN_FAILED_SETUP;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 ret->listen_fds[i] = -1;
@@ -669,6 +678,15 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                                 ret->listen_fds[i] = fds[i];
                         continue;
                 }
+                if (m.type == SYNC_UPPER) {
+                        for (size_t i = 0; i < nfds; i++) {
+                                if (ret->upper_fd < 0)
+                                        ret->upper_fd = fds[i];
+                                else
+                                        close(fds[i]);
+                        }
+                        continue;
+                }
                 if (m.type == SYNC_STARTED)
                         break;
                 if (m.type == SYNC_ERROR) {
@@ -710,6 +728,9 @@ fail:
                         close(ret->listen_fds[i]);
                         ret->listen_fds[i] = -1;
                 }
+        if (ret->upper_fd >= 0)
+                close(ret->upper_fd);
+        ret->upper_fd = -1;
         if (sp[0] >= 0)
                 close(sp[0]);
         if (sp[1] >= 0)

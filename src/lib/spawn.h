@@ -49,6 +49,7 @@ struct spawn_result {
         int sync_fd;    /* pid 1 reports the command's wait status here */
         int pidfd;      /* of pid 1 */
         int listen_fds[SPAWN_LISTEN_MAX]; /* -1 when network mode is none */
+        int upper_fd;   /* overlay workspace: the upper layer's directory, else -1 */
         enum spawn_failure failure;
         uid_t host_uid; /* what the sandbox user is on the host */
 };

@@ -14,6 +14,7 @@
 #include "env.h"
 #include "events.h"
 #include "netgate/netgate.h"
+#include "review.h"
 #include "secrets.h"
 #include "spawn.h"
 #include "supervisor.h"
@@ -241,12 +242,14 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         sv.sp.pid = -1;
         sv.sp.pidfd = -1;
         sv.sp.sync_fd = -1;
+        sv.sp.upper_fd = -1;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 sv.sp.listen_fds[i] = -1;
         sv.streams[0].fd = sv.streams[1].fd = -1;
         sv.net_log_fd = -1;
 
         uint64_t start = now_monotonic_us();
+        uint64_t started_ns = now_realtime_us() * 1000;
         r = random_hex(res->sandbox, 16);
         if (r < 0)
                 return al_error_set(err, r, "generating a sandbox id");
@@ -430,6 +433,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         struct cgroup_usage cu = {0};
         if (cg)
                 cg->ops->usage(cg, &cu);
+
         fill_usage(&sv, cg, &ru);
 
         int st = sv.have_status ? sv.status : pid1_status;
@@ -462,6 +466,30 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 res->exit_code = WEXITSTATUS(st);
         }
 
+        /* The review layer outlives the sandbox through this fd: keep what
+         * the agent proposed. */
+        if (sv.sp.upper_fd >= 0 && cfg->state_root) {
+                _cleanup_free_ char *dir = NULL;
+                struct review_summary sum = {0};
+                struct al_error re = {0};
+                r = review_create(cfg->state_root, res->sandbox, p->workspace, started_ns, &dir, &re);
+                if (r >= 0)
+                        r = review_capture(sv.sp.upper_fd, dir, &sum, &re);
+                if (r < 0) {
+                        set_failure(res, 125, "internal", re.msg);
+                } else {
+                        snprintf(res->review_dir, sizeof(res->review_dir), "%s", dir);
+                        res->review_added = sum.added;
+                        res->review_modified = sum.modified;
+                        res->review_deleted = sum.deleted;
+                        record(&sv, "review.kept",
+                               json_pack("{s:s, s:I, s:I, s:I}", "dir", dir, "added",
+                                         (json_int_t)sum.added, "modified",
+                                         (json_int_t)sum.modified, "deleted",
+                                         (json_int_t)sum.deleted));
+                }
+        }
+
         if (res->error_code && (STREQ(res->error_code, "timeout") ||
                                 STREQ(res->error_code, "oom_killed") ||
                                 STREQ(res->error_code, "output_limit")))
@@ -488,6 +516,8 @@ done:
                 close(sv.sp.sync_fd);
         if (sv.sp.pidfd >= 0)
                 close(sv.sp.pidfd);
+        if (sv.sp.upper_fd >= 0)
+                close(sv.sp.upper_fd);
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 if (sv.sp.listen_fds[i] >= 0)
                         close(sv.sp.listen_fds[i]);

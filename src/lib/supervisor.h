@@ -28,6 +28,9 @@ struct supervisor_result {
         uint64_t duration_ms;
         struct supervisor_usage usage;
         char message[AL_ERROR_MAX]; /* why, when error_code is set */
+        /* An overlay workspace: where the proposed changes were kept. */
+        char review_dir[512];
+        uint64_t review_added, review_modified, review_deleted;
 };
 
 struct secrets;
@@ -38,6 +41,7 @@ struct supervisor_config {
         const char *net_log_path; /* network decisions as JSON lines; NULL: none */
         struct secrets *secrets;  /* host-side secrets; NULL: none */
         const char *account;      /* ${account} in route templates */
+        const char *state_root;   /* where review state is kept (overlay workspace) */
         char *const *argv;
         const char *caller_home;
         const char *term;
