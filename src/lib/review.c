@@ -138,6 +138,17 @@ static int cmp_entry(const void *a, const void *b)
         return strcmp(((const struct entry *)a)->path, ((const struct entry *)b)->path);
 }
 
+static void manifest_sort(struct manifest *m)
+{
+        /* qsort() wants a valid pointer even for nothing. */
+        if (m->n_e > 1)
+                qsort(m->e, m->n_e, sizeof(struct entry), cmp_entry);
+        if (m->deleted.n > 1)
+                qsort(m->deleted.v, m->deleted.n, sizeof(char *), cmp_str);
+        if (m->opaque.n > 1)
+                qsort(m->opaque.v, m->opaque.n, sizeof(char *), cmp_str);
+}
+
 static const struct entry *manifest_find(const struct manifest *m, const char *path)
 {
         struct entry key = {.path = (char *)path};
@@ -583,9 +594,7 @@ static int load_manifest(struct review *rv, const char *state_dir, struct al_err
                         goto bad;
                 strarr_add(&rv->m.opaque, json_string_value(v));
         }
-        qsort(rv->m.e, rv->m.n_e, sizeof(struct entry), cmp_entry);
-        qsort(rv->m.deleted.v, rv->m.deleted.n, sizeof(char *), cmp_str);
-        qsort(rv->m.opaque.v, rv->m.opaque.n, sizeof(char *), cmp_str);
+        manifest_sort(&rv->m);
         for (i = 1; i < rv->m.n_e; i++)
                 if (STREQ(rv->m.e[i - 1].path, rv->m.e[i].path))
                         goto bad;
@@ -809,11 +818,25 @@ static const char *special_kind(mode_t mode)
         return "unknown file type";
 }
 
+/* Open a file or directory of the upper layer for reading. The agent may
+ * have taken away its owner's read permission, which stops an unprivileged
+ * capture; the upper layer is about to go, so give it back there. */
+static int open_upper(int dfd, const char *name, int flags, const struct stat *st)
+{
+        flags |= O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+        int fd = openat(dfd, name, flags);
+        if (fd >= 0 || errno != EACCES || st->st_uid != geteuid())
+                return fd;
+        mode_t need = S_ISDIR(st->st_mode) ? S_IRUSR | S_IXUSR : S_IRUSR;
+        if (fchmodat(dfd, name, (st->st_mode & 07777) | need, AT_SYMLINK_NOFOLLOW) < 0)
+                return -1;
+        return openat(dfd, name, flags);
+}
+
 static int capture_file(struct capture *c, int dfd, int out_fd, const char *name,
                         const struct stat *st, enum hstate ps)
 {
-        _cleanup_close_ int in =
-            openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        _cleanup_close_ int in = open_upper(dfd, name, O_NONBLOCK | O_NOCTTY, st);
         if (in < 0)
                 return al_error_set(c->err, errno, "opening \"%s\" in the upper layer", c->path);
         struct stat st2;
@@ -826,7 +849,7 @@ static int capture_file(struct capture *c, int dfd, int out_fd, const char *name
                             "\"%s\" is a metadata-only copy-up, which review does not "
                             "support",
                             c->path);
-        mode_t mode = st2.st_mode & 0777;
+        mode_t mode = st->st_mode & 0777;
 
         bool exists = false;
         if (ps != H_NONE) {
@@ -937,8 +960,7 @@ static int capture_dir(struct capture *c, int fd, int out_fd, size_t plen, unsig
                                 return fail(c->err, ELOOP,
                                             "the upper layer is deeper than %d levels",
                                             REVIEW_MAX_DEPTH);
-                        int sub =
-                            openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        int sub = open_upper(dirfd(d), name, O_DIRECTORY, &st);
                         if (sub < 0)
                                 return al_error_set(c->err, errno, "opening \"%s\"", c->path);
                         struct stat st2;
@@ -972,7 +994,7 @@ static int capture_dir(struct capture *c, int fd, int out_fd, size_t plen, unsig
                                 return al_error_set(c->err, errno, "opening \"%s\" in changes/",
                                                     c->path);
                         }
-                        manifest_add(&c->m, c->path, T_DIR, st2.st_mode);
+                        manifest_add(&c->m, c->path, T_DIR, st.st_mode);
                         if (opaque)
                                 strarr_add(&c->m.opaque, c->path);
                         r = capture_dir(c, sub, out_sub, len, depth + 1, child);
@@ -1063,9 +1085,7 @@ int review_capture(int upper_fd, const char *state_dir, struct review_summary *r
         r = capture_dir(&c, root, rv.changes_fd, 0, 0, c.ws_fd >= 0 ? H_MERGE : H_NONE);
         closep(&c.ws_fd);
         if (r >= 0) {
-                qsort(c.m.e, c.m.n_e, sizeof(struct entry), cmp_entry);
-                qsort(c.m.deleted.v, c.m.deleted.n, sizeof(char *), cmp_str);
-                qsort(c.m.opaque.v, c.m.opaque.n, sizeof(char *), cmp_str);
+                manifest_sort(&c.m);
                 r = save_manifest(rv.dir_fd, &c.m);
                 if (r < 0)
                         al_error_set(err, r, "writing %s/%s", state_dir, MANIFEST_FILE);
@@ -1301,7 +1321,8 @@ static int plan_build(struct review *rv, struct plan *p, struct al_error *err)
                         return r;
         }
 
-        qsort(p->v, p->n, sizeof(struct item), cmp_item);
+        if (p->n > 1)
+                qsort(p->v, p->n, sizeof(struct item), cmp_item);
         size_t o = 0;
         for (i = 0; i < p->n; i++) {
                 if ((o > 0 && cmp_item(&p->v[o - 1], &p->v[i]) == 0) ||
@@ -1700,6 +1721,29 @@ static void select_ancestors(struct plan *p, const char *path)
         }
 }
 
+/* Whether a diff shows the item: a directory that is created or removed
+ * shows through what it holds, unless it is empty. */
+static bool item_visible(struct plan *p, size_t i)
+{
+        const struct item *it = &p->v[i];
+        bool dir_op = (it->op == OP_REMOVE && S_ISDIR(it->host.mode)) ||
+                      (it->op == OP_DIR && !S_ISDIR(it->host.mode));
+        if (!dir_op)
+                return true;
+        char child[PATH_MAX];
+        if (snprintf(child, sizeof(child), "%s/", it->path) >= (int)sizeof(child))
+                return true;
+        size_t lo = i + 1, hi = p->n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(p->v[mid].path, child) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return !(lo < p->n && is_beneath(p->v[lo].path, it->path));
+}
+
 static int same_as_proposed(struct review *rv, const struct item *it, bool *ret)
 {
         *ret = false;
@@ -2042,8 +2086,10 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
                 return al_error_set(err, sync_fd < 0 ? -sync_fd : errno,
                                     "accept: syncing the workspace");
 
-        a.rep.remaining = p.n - selected;
-        a.rep.complete = a.rep.remaining == 0;
+        for (size_t i = 0; i < p.n; i++)
+                if (!p.v[i].selected && item_visible(&p, i))
+                        a.rep.remaining++;
+        a.rep.complete = selected == p.n;
         if (a.rep.complete)
                 json_object_set_new(rv.meta, "state", json_string("accepted"));
         else

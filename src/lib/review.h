@@ -52,7 +52,7 @@ struct review_report {
         uint64_t removed;   /* workspace entries removed */
         uint64_t dirs;      /* directories created or given a new mode */
         uint64_t bytes;     /* file content written */
-        uint64_t remaining; /* changes left for a later accept */
+        uint64_t remaining; /* changes left for a later accept, as a diff shows them */
         bool complete;      /* nothing is left: the state is now "accepted" */
 };
 

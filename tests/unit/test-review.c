@@ -417,7 +417,7 @@ Test(review, accept_subset)
         cr_assert_eq(accept_(paths, 1, &rep, &err), 0, "%s", err.msg);
         cr_assert(!rep.complete);
         cr_assert_eq(rep.written, 2);
-        cr_assert_gt(rep.remaining, 0);
+        cr_assert_eq(rep.remaining, 4, "remaining %lu", (unsigned long)rep.remaining);
         expect_content(ws, "src/main.c", MAIN_NEW);
         expect_content(ws, "src/new.c", "/* new */\n");
         cr_assert_eq(mode_of(ws, "script.sh") & 0777, 0644);
@@ -801,4 +801,48 @@ Test(review, capture_twice_refused)
         struct review_summary sum;
         cr_assert_eq(review_capture(fd, sdir, &sum, &err), -EEXIST);
         close(fd);
+}
+
+Test(review, unreadable_upper_entries)
+{
+        /* chmod 000 in the sandbox must not stop an unprivileged capture. */
+        dir(upper, "locked", 0755);
+        put(upper, "locked/inner", "inner\n", 0644);
+        put(upper, "secret", "s\n", 0644);
+        cr_assert_eq(chmod(at(upper, "secret"), 0), 0);
+        cr_assert_eq(chmod(at(upper, "locked"), 0), 0);
+        started = now_ns();
+        struct review_summary sum = capture("sb1");
+        cr_assert_eq(sum.added, 2);
+        char *man = slurp(sdir, "manifest.json");
+        cr_assert(strstr(man, "\"mode\": 0,\n   \"path\": \"locked\""), "%s", man);
+        cr_assert(strstr(man, "\"mode\": 0,\n   \"path\": \"secret\""), "%s", man);
+        free(man);
+
+        struct al_error err = {0};
+        cr_assert_eq(accept_(NULL, 0, NULL, &err), 0, "%s", err.msg);
+        cr_assert_eq(mode_of(ws, "secret") & 07777, 0);
+        cr_assert_eq(mode_of(ws, "locked") & 07777, 0);
+        cr_assert_eq(chmod(at(ws, "locked"), 0700), 0);
+        expect_content(ws, "locked/inner", "inner\n");
+}
+
+Test(review, owner_kept_when_root)
+{
+        if (geteuid() != 0)
+                cr_skip_test("only root writes files for another user");
+        fixture();
+        cr_assert_eq(chown(ws, 1234, 1234), 0);
+        cr_assert_eq(chown(at(ws, "src"), 1234, 1234), 0);
+        cr_assert_eq(chown(at(ws, "src/main.c"), 4321, 4321), 0);
+        capture("sb1");
+        struct al_error err = {0};
+        cr_assert_eq(accept_(NULL, 0, NULL, &err), 0, "%s", err.msg);
+        struct stat st;
+        cr_assert_eq(stat(at(ws, "src/new.c"), &st), 0);
+        cr_assert_eq(st.st_uid, 1234);
+        cr_assert_eq(stat(at(ws, "src/main.c"), &st), 0);
+        cr_assert_eq(st.st_uid, 4321);
+        cr_assert_eq(lstat(at(ws, "newlink"), &st), 0);
+        cr_assert_eq(st.st_uid, 1234);
 }
