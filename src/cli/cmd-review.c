@@ -95,7 +95,7 @@ static int parse_common(const char *cmd, const char *usage, int argc, char **arg
                 }
         }
         if (!*ret_root) {
-                *ret_root = review_state_root(getuid(), getenv("HOME"));
+                *ret_root = review_state_root(geteuid(), getenv("HOME"));
                 if (!*ret_root)
                         return -1 - usage_error(cmd, "HOME is not set; give --state-root");
         }
