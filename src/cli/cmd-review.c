@@ -114,19 +114,71 @@ static int find_sandbox(const char *cmd, const char *root, const char *id, char 
 
 /* The diff holds the agent's bytes. On a terminal, control characters are
  * shown in caret notation so that a carriage return or an escape sequence
- * cannot hide a line from the reviewer or drive the terminal. */
+ * cannot hide a line from the reviewer or drive the terminal, and
+ * bidirectional formatting characters, which make code display in another
+ * order than it compiles (CVE-2021-42574), as <U+XXXX>. */
+struct caret {
+        FILE *f;
+        unsigned char pend[2]; /* the start of a UTF-8 sequence */
+        size_t n;
+};
+
+static void caret_put(FILE *f, unsigned char c)
+{
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+                putc('^', f);
+                putc(c ^ 0x40, f);
+        } else
+                putc(c, f);
+}
+
+static void caret_feed(struct caret *c, unsigned char b)
+{
+        if (c->n == 0) {
+                if (b == 0xd8 || b == 0xe2)
+                        c->pend[c->n++] = b;
+                else
+                        caret_put(c->f, b);
+                return;
+        }
+        uint32_t cp = 0;
+        if (c->n == 1 && c->pend[0] == 0xd8 && b == 0x9c)
+                cp = 0x061c;
+        else if (c->n == 1 && c->pend[0] == 0xe2 && (b == 0x80 || b == 0x81)) {
+                c->pend[c->n++] = b;
+                return;
+        } else if (c->n == 2) {
+                uint32_t x = 0x2000 | (uint32_t)(c->pend[1] & 0x3f) << 6 | (b & 0x3f);
+                if (x == 0x200e || x == 0x200f || (x >= 0x202a && x <= 0x202e) ||
+                    (x >= 0x2066 && x <= 0x2069))
+                        cp = x;
+        }
+        if (cp) {
+                fprintf(c->f, "<U+%04X>", (unsigned)cp);
+                c->n = 0;
+                return;
+        }
+        for (size_t i = 0; i < c->n; i++)
+                caret_put(c->f, c->pend[i]);
+        c->n = 0;
+        caret_feed(c, b);
+}
+
 static ssize_t caret_write(void *cookie, const char *buf, size_t size)
 {
-        FILE *f = cookie;
-        for (size_t i = 0; i < size; i++) {
-                unsigned char c = (unsigned char)buf[i];
-                if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
-                        putc('^', f);
-                        putc(c ^ 0x40, f);
-                } else
-                        putc(c, f);
-        }
-        return ferror(f) ? -1 : (ssize_t)size;
+        struct caret *c = cookie;
+        for (size_t i = 0; i < size; i++)
+                caret_feed(c, (unsigned char)buf[i]);
+        return ferror(c->f) ? -1 : (ssize_t)size;
+}
+
+static int caret_close(void *cookie)
+{
+        struct caret *c = cookie;
+        for (size_t i = 0; i < c->n; i++)
+                caret_put(c->f, c->pend[i]);
+        c->n = 0;
+        return ferror(c->f) ? EOF : 0;
 }
 
 int cmd_diff(int argc, char **argv)
@@ -141,16 +193,18 @@ int cmd_diff(int argc, char **argv)
         if (r)
                 return r;
 
-        FILE *out = stdout;
-        _cleanup_fclose_ FILE *filter = NULL;
+        FILE *out = stdout, *filter = NULL;
+        struct caret caret = {.f = stdout};
         if (isatty(STDOUT_FILENO)) {
-                filter = fopencookie(stdout, "w", (cookie_io_functions_t){.write = caret_write});
+                filter = fopencookie(
+                    &caret, "w",
+                    (cookie_io_functions_t){.write = caret_write, .close = caret_close});
                 if (filter)
                         out = filter;
         }
         struct al_error err = {0};
         r = review_diff(dir, out, &err);
-        if (filter && fflush(filter) != 0 && r >= 0)
+        if (filter && fclose(filter) != 0 && r >= 0)
                 r = -EIO;
         if (fflush(stdout) != 0 && r >= 0)
                 r = -EIO;

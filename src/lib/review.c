@@ -197,7 +197,7 @@ static int host_stat(int dirfd, const char *path, struct host *ret)
                 return fd;
         struct statx stx;
         if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-                  STATX_TYPE | STATX_MODE | STATX_CTIME, &stx) < 0)
+                  STATX_TYPE | STATX_MODE | STATX_CTIME | STATX_UID | STATX_GID, &stx) < 0)
                 return -errno;
         ret->mode = stx.stx_mode;
         ret->ctime_ns = (uint64_t)stx.stx_ctime.tv_sec * 1000000000ULL + stx.stx_ctime.tv_nsec;
@@ -228,6 +228,15 @@ static bool is_beneath(const char *path, const char *top)
         return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+/* Bidirectional formatting characters make text display in another order
+ * than it reads (CVE-2021-42574, "Trojan Source"). */
+static bool is_bidi_control(uint32_t cp)
+{
+        return cp == 0x200e || cp == 0x200f || cp == 0x061c || (cp >= 0x202a && cp <= 0x202e) ||
+               (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* Valid UTF-8 without bidirectional formatting characters. */
 static bool utf8_valid(const unsigned char *s, size_t n)
 {
         for (size_t i = 0; i < n;) {
@@ -257,6 +266,8 @@ static bool utf8_valid(const unsigned char *s, size_t n)
                 }
                 if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
                     (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+                        return false;
+                if (is_bidi_control(cp))
                         return false;
                 i += len;
         }
@@ -2029,7 +2040,7 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         }
         if (n_unknown)
                 return fail(err, ENOENT, "accept: no pending change at %s", unknown);
-        for (size_t i = 0; i < p.n; i++)
+        for (size_t i = 0; i < p.n && n > 0; i++)
                 if (p.v[i].selected)
                         select_ancestors(&p, p.v[i].path);
 

@@ -70,9 +70,9 @@ int review_create(const char *state_root, const char *id, const char *workspace,
 /* Copy the overlay upper directory upper_fd (any open fd of it; it is
  * neither closed nor moved) into state_dir: changes/ and manifest.json.
  * Nothing in the upper layer is trusted: no symlink is followed, depth and
- * entry count are bounded, names with control characters or invalid UTF-8
- * are skipped. Whiteouts (character device 0:0) become "deleted", opaque
- * directories "opaque"; a file or symlink whose workspace counterpart is
+ * entry count are bounded, names with control characters, bidirectional
+ * formatting characters or invalid UTF-8 are skipped. Whiteouts (character device 0:0) become
+ * "deleted", opaque directories "opaque"; a file or symlink whose workspace counterpart is
  * identical in content and mode is left out. A redirected directory or a
  * metadata-only copy (overlay features review does not use) fails the
  * capture. On failure changes/ is left empty. */

@@ -664,14 +664,21 @@ Test(review, hostile_symlinks)
         link_(upper, "root", "/");
         put(upper, "bad\nname", "x\n", 0644);
         put(upper, "bad\x1b[2Jname", "x\n", 0644);
+        put(upper, "invoice\xe2\x80\xaetxt.sh", "x\n", 0644); /* shows as "invoicehs.txt" */
+        put(upper, "bad\xffutf8", "x\n", 0644);
+        put(upper, "caf\xc3\xa9", "fine\n", 0644);
 
         struct review_summary sum = capture("sb1");
-        cr_assert_eq(sum.skipped, 2);
+        cr_assert_eq(sum.skipped, 4);
+        cr_assert(exists(sdir, "changes/caf\xc3\xa9"));
         cr_assert(S_ISLNK(mode_of(sdir, "changes/root")));
         cr_assert(S_ISLNK(mode_of(sdir, "changes/esc")));
         char *d = diff();
         cr_assert(strstr(d, "Not captured: bad\\x0aname (name not allowed)\n"), "%s", d);
         cr_assert(strstr(d, "Not captured: bad\\x1b[2Jname (name not allowed)\n"), "%s", d);
+        cr_assert(strstr(d, "Not captured: invoice\\xe2\\x80\\xaetxt.sh (name not allowed)\n"),
+                  "%s", d);
+        cr_assert(strstr(d, "Not captured: bad\\xffutf8 (name not allowed)\n"), "%s", d);
         cr_assert(strstr(d, "diff --git a/dir b/dir\ndeleted file mode 120000\n"), "%s", d);
         cr_assert(strstr(d, "diff --git a/dir/file b/dir/file\nnew file mode 100644\n"), "%s", d);
         free(d);
