@@ -20,8 +20,9 @@ Servers, all one Python process per namespace, run as root:
 
     10.231.7.2:8080 and [fd7a:1e57:7::2]:8080
                      HTTP/1.1: static files (hello.txt, big.bin, repo.git as
-                     a dumb-HTTP git repository), POST/PUT /upload answering {"bytes": N, "sha256": HEX} (Content-Length or
-                     chunked bodies), GET /peer answering the client address,
+                     a dumb-HTTP git repository), POST/PUT /upload answering
+                     {"bytes": N, "sha256": HEX} (Content-Length or chunked
+                     bodies), GET /peer answering the client address,
                      GET /chunked/N a chunked body of N bytes (chunked_body),
                      GET /status/N an empty answer with that status,
                      GET /headers the request's headers as [[name, value]...]
