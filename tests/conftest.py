@@ -13,8 +13,9 @@ import tempfile
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-BUILD = pathlib.Path(os.environ.get("AIRLOCK_BUILD", REPO / "build"))
-AIRLOCK_BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", BUILD / "src/cli/airlock"))
+# Relative paths are taken from the repository, whatever the test's cwd.
+BUILD = REPO / os.environ.get("AIRLOCK_BUILD", "build")
+AIRLOCK_BIN = REPO / os.environ.get("AIRLOCK_BIN", BUILD / "src/cli/airlock")
 RUNAS = REPO / "tests/runas.sh"
 TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
 

@@ -178,6 +178,13 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
         maybe_finish(sv);
 }
 
+/* libevent's own diagnostics (a name server that failed, say) would land on
+ * the host's stderr, mixed into the command's output: they are not for the
+ * user, and library code does not print. */
+static void drop_event_log(int severity, const char *msg)
+{
+}
+
 static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct supervisor *sv = arg;
@@ -362,6 +369,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
         record(&sv, "process.started", events_process_started(cfg->argv));
 
+        event_set_log_callback(drop_event_log);
         sv.base = event_base_new();
         if (!sv.base) {
                 kill_sandbox(&sv);

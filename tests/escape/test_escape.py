@@ -15,8 +15,8 @@ import subprocess
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent.parent
-BUILD = pathlib.Path(os.environ.get("AIRLOCK_BUILD", REPO / "build"))
-PROBE = pathlib.Path(os.environ.get("AIRLOCK_ESCAPE_PROBE", BUILD / "tests/escape/escape-probe"))
+BUILD = REPO / os.environ.get("AIRLOCK_BUILD", "build")
+PROBE = REPO / os.environ.get("AIRLOCK_ESCAPE_PROBE", BUILD / "tests/escape/escape-probe")
 # Where the probe is bound inside the sandbox. It must be a path whose mount
 # point the sandbox can create: a file inside a read-only system directory
 # (such as /opt/probe) is not one.
