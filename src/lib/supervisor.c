@@ -257,9 +257,17 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
 
         uint64_t start = now_monotonic_us();
         uint64_t started_ns = now_realtime_us() * 1000;
-        r = random_hex(res->sandbox, 16);
-        if (r < 0)
-                return al_error_set(err, r, "generating a sandbox id");
+        if (cfg->sandbox_id) {
+                size_t n = strspn(cfg->sandbox_id, "0123456789abcdef");
+                if (n != 16 || cfg->sandbox_id[16] != '\0')
+                        return al_error_set(err, 0, "sandbox id \"%s\": expected 16 hex digits",
+                                            cfg->sandbox_id);
+                memcpy(res->sandbox, cfg->sandbox_id, 17);
+        } else {
+                r = random_hex(res->sandbox, 16);
+                if (r < 0)
+                        return al_error_set(err, r, "generating a sandbox id");
+        }
 
         const char *home = env_home_for_uid(p->uid);
         r = env_build(p, home, env_user_for_uid(p->uid), cfg->term, &envp, err);

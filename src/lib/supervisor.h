@@ -42,6 +42,7 @@ struct supervisor_config {
         struct secrets *secrets;  /* host-side secrets; NULL: none */
         const char *account;      /* ${account} in route templates */
         const char *state_root;   /* where review state is kept (overlay workspace) */
+        const char *sandbox_id;   /* 16 lowercase hex digits chosen by the caller; NULL: random */
         char *const *argv;
         const char *caller_home;
         const char *term;
