@@ -11,6 +11,7 @@
  *   sandbox.created    policy digest and summary
  *   process.started    argv
  *   net.decision       one per network gate decision
+ *   route.call         one per call through a route (protocol "route")
  *   limit.hit          a limit ended the command: timeout, memory, output
  *   violation          the kernel stopped the command: seccomp
  *   process.ended      exit code, signal, errorCode, usage
@@ -23,3 +24,4 @@ json_t *events_sandbox_created(const struct policy *p);
 json_t *events_process_started(char *const *argv);
 json_t *events_process_ended(const struct supervisor_result *r);
 json_t *events_net_decision(const struct netgate_record *rec);
+json_t *events_route_call(const struct netgate_record *rec);

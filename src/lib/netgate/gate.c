@@ -18,6 +18,7 @@
 #include "netgate/addr.h"
 #include "netgate/http.h"
 #include "netgate/netgate.h"
+#include "netgate/route.h"
 #include "netgate/rules.h"
 #include "netgate/socks5.h"
 #include "policy.h"
@@ -151,6 +152,8 @@ struct netgate {
         void (*recorder)(void *ud, const struct netgate_record *rec);
         void *recorder_ud;
         struct netgate_stats stats;
+
+        struct netgate_routes *routes;
 };
 
 static void conn_free(struct conn *c, const char *end_reason);
@@ -1518,6 +1521,10 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 pause_listeners(g);
                 return;
         }
+        if (lst->proto == NETGATE_PROTO_ROUTES) {
+                netgate_routes_accept(g->routes, fd);
+                return;
+        }
         struct bufferevent *bev =
             bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
         if (!bev) {
@@ -1659,7 +1666,8 @@ int netgate_add_listener(struct netgate *g, enum netgate_proto proto, int listen
         socklen_t len = sizeof(accepting);
         if (g->n_listeners >= LISTENERS_MAX)
                 return al_error_set(err, ENOSPC, "adding a gate listener");
-        if (proto != NETGATE_PROTO_HTTP && proto != NETGATE_PROTO_SOCKS5)
+        if (proto != NETGATE_PROTO_HTTP && proto != NETGATE_PROTO_SOCKS5 &&
+            !(proto == NETGATE_PROTO_ROUTES && g->routes))
                 return al_error_set(err, EINVAL, "adding a gate listener");
         if (getsockopt(listen_fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) < 0)
                 return al_error_set(err, errno, "adding gate listener fd %d", listen_fd);
@@ -1692,6 +1700,19 @@ void netgate_set_recorder(struct netgate *g, void (*fn)(void *ud, const struct n
         g->recorder_ud = ud;
 }
 
+int netgate_set_routes(struct netgate *g, const struct policy_route *routes, size_t n,
+                       const struct secrets *s, const struct secrets_vars *vars,
+                       struct al_error *err)
+{
+        struct netgate_routes *rs = NULL;
+        int r = netgate_routes_new(g, g->base, routes, n, s, vars, &rs, err);
+        if (r < 0)
+                return r;
+        netgate_routes_free(g->routes);
+        g->routes = rs;
+        return 0;
+}
+
 int netgate_set_nameserver(struct netgate *g, const char *server, struct al_error *err)
 {
         int r = ensure_dns(g);
@@ -1718,6 +1739,7 @@ struct netgate *netgate_free(struct netgate *g)
                 return NULL;
         while (g->conns)
                 conn_free(g->conns, "shutdown");
+        g->routes = netgate_routes_free(g->routes);
         for (size_t i = 0; i < g->n_listeners; i++)
                 evconnlistener_free(g->listeners[i].l);
         if (g->resume_timer)
@@ -1734,4 +1756,83 @@ struct netgate *netgate_free(struct netgate *g)
         free(g->sandbox);
         free(g);
         return NULL;
+}
+
+/* ---- for the routes engine ---- */
+
+struct evdns_base *netgate_resolver(struct netgate *g)
+{
+        if (!g->dns && load_resolv_conf(g) < 0)
+                return NULL;
+        return g->dns;
+}
+
+bool netgate_fixed_host(const struct netgate *g, const char *name, struct netgate_addr *ret)
+{
+        for (size_t i = 0; i < g->n_hosts; i++)
+                if (STREQ(g->hosts[i].name, name)) {
+                        *ret = g->hosts[i].addr;
+                        return true;
+                }
+        return false;
+}
+
+const char *netgate_address_refused(const struct netgate *g, const struct netgate_addr *a)
+{
+        return netgate_addr_check(a, g->allow_private, g->n_allow_private);
+}
+
+void netgate_emit(struct netgate *g, struct netgate_record *rec)
+{
+        rec->sandbox = g->sandbox;
+        g->stats.requests++;
+        if (STREQ(rec->decision, "allow"))
+                g->stats.allowed++;
+        else
+                g->stats.denied++;
+        if (g->recorder)
+                g->recorder(g->recorder_ud, rec);
+}
+
+void netgate_conn_count(struct netgate *g, int delta)
+{
+        if (delta > 0) {
+                g->n_conns++;
+                g->stats.connections++;
+                if (g->n_conns >= NETGATE_MAX_CONNECTIONS)
+                        pause_listeners(g);
+        } else {
+                g->n_conns--;
+                resume_listeners(g);
+        }
+        g->stats.active = g->n_conns;
+}
+
+const char *netgate_budget_take(struct netgate *g)
+{
+        if (g->budget.requests && g->requests_used >= g->budget.requests)
+                return "budget_requests";
+        if (budget_bytes_exhausted(g))
+                return "budget_bytes";
+        g->requests_used++;
+        return NULL;
+}
+
+size_t netgate_budget_allows(const struct netgate *g, size_t want)
+{
+        return budget_room(g, want);
+}
+
+void netgate_count_bytes(struct netgate *g, bool up, size_t n)
+{
+        g->bytes_used += n;
+        if (up)
+                g->stats.bytes_up += n;
+        else
+                g->stats.bytes_down += n;
+}
+
+void netgate_setup_bufferevent(struct netgate *g, struct bufferevent *bev)
+{
+        setup_bev(g, bev);
 }

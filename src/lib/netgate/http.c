@@ -146,6 +146,13 @@ static int parse_request_line(struct netgate_http_parser *p, const char *line, s
         h->method = line;
         h->method_len = (size_t)(sp1 - line);
         h->is_connect = h->method_len == 7 && memcmp(line, "CONNECT", 7) == 0;
+        if (p->origin_form) {
+                if (h->is_connect || target[0] != '/' || memchr(target, '#', tlen))
+                        return -EBADMSG;
+                h->path = target;
+                h->path_len = tlen;
+                return 0;
+        }
         if (h->is_connect)
                 return parse_authority(h, target, tlen, true);
 

@@ -69,6 +69,10 @@ struct netgate_http_head {
 struct netgate_http_parser {
         enum netgate_http_kind kind;
         bool head_request; /* RESPONSE: the request was HEAD, so no body */
+        /* REQUEST: take origin-form targets ("/path?query", as a server
+         * does) instead of absolute URIs; anything else is -EBADMSG. Set
+         * after netgate_http_parser_init(). */
+        bool origin_form;
         int state;
         int error;
         size_t len;

@@ -10,15 +10,25 @@
  * loop, accepting on listeners that live in the sandbox's network namespace.
  * Every request is checked against the policy's allow and deny rules, its
  * name is resolved by the gate, every address is checked against the private
- * ranges, and the gate connects to exactly the address it checked. */
+ * ranges, and the gate connects to exactly the address it checked. Routes
+ * (netgate/route.h) forward origin-form requests to configured upstreams. */
 
 struct event_base;
 struct policy;
+struct policy_route;
 struct netgate;
+struct secrets;
+struct secrets_vars;
 
 enum netgate_proto {
         NETGATE_PROTO_HTTP,
         NETGATE_PROTO_SOCKS5,
+        NETGATE_PROTO_ROUTES, /* http://127.0.0.1:8080/<route>/...; needs netgate_set_routes() */
+};
+
+struct netgate_header {
+        const char *name;
+        const char *value;
 };
 
 #define NETGATE_MAX_CONNECTIONS 256
@@ -28,7 +38,7 @@ enum netgate_proto {
  * Strings are valid during the call only. */
 struct netgate_record {
         const char *sandbox;
-        const char *protocol; /* "http", "connect" or "socks5" */
+        const char *protocol; /* "http", "connect", "socks5" or "route" */
         const char *method;   /* HTTP method; NULL for SOCKS5 */
         const char *host;     /* canonical; escaped raw bytes when refused as bad_host */
         uint16_t port;
@@ -47,6 +57,15 @@ struct netgate_record {
         uint64_t bytes_up;   /* client to upstream */
         uint64_t bytes_down; /* upstream to client */
         uint64_t duration_ms;
+
+        /* Protocol "route" only; NULL and 0 otherwise. Reasons there also:
+         * unknown_route, bad_path, bad_inject_value, inject_failed (deny),
+         * upstream_tls (allow). */
+        const char *route;    /* the route's name; escaped raw bytes when unknown */
+        const char *path;     /* path and query below the route; escaped */
+        const char *upstream; /* the route's upstream URL */
+        const struct netgate_header *recorded; /* response headers the route's "record" names */
+        size_t n_recorded;
 };
 
 struct netgate_stats {
@@ -71,6 +90,13 @@ int netgate_add_listener(struct netgate *g, enum netgate_proto proto, int listen
 
 void netgate_set_recorder(struct netgate *g, void (*fn)(void *ud, const struct netgate_record *rec),
                           void *ud);
+
+/* Serve these routes on NETGATE_PROTO_ROUTES listeners (call before adding
+ * one). Route strings are copied; `s` must outlive the gate (NULL: secrets
+ * from the environment only), `vars` is copied. Errors name the route. */
+int netgate_set_routes(struct netgate *g, const struct policy_route *routes, size_t n,
+                       const struct secrets *s, const struct secrets_vars *vars,
+                       struct al_error *err);
 
 /* Resolve through this name server ("IP" or "IP:port") instead of the ones in
  * /etc/resolv.conf. */
