@@ -14,6 +14,7 @@ static const struct {
         {"diff", cmd_diff, "show what a review sandbox changed"},
         {"accept", cmd_accept, "apply a review sandbox's changes to its workspace"},
         {"discard", cmd_discard, "drop a review sandbox's changes"},
+        {"supervise", cmd_supervise, "run one long-lived sandbox (used by airlockd)"},
 };
 
 static void usage(FILE *f)

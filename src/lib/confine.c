@@ -38,8 +38,12 @@ static int last_cap(void)
 int confine_drop_caps(struct al_error *err)
 {
         int last = last_cap();
+        /* Processes that an idle sandbox's pid 1 starts come from a parent
+         * that has dropped everything already: what is gone needs no
+         * CAP_SETPCAP to stay gone. */
         for (int cap = 0; cap <= last; cap++)
-                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
+                    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
                         return al_error_set(err, errno, "dropping capability %d from the bounding set",
                                             cap);
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
@@ -48,7 +52,9 @@ int confine_drop_caps(struct al_error *err)
         unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
                              SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
                              SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-        if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+        int cur = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
+        if ((cur < 0 || ((unsigned long)cur & bits) != bits) &&
+            prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
                 return al_error_set(err, errno, "setting securebits");
         struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
         struct __user_cap_data_struct data[2];

@@ -10,7 +10,10 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -32,14 +35,22 @@ enum sync_type {
         SYNC_STARTED,   /* pid 1 -> parent: the command passed execve */
         SYNC_ERROR,     /* child or pid 1 -> parent: a step failed */
         SYNC_EXIT,      /* pid 1 -> parent: the command's wait status */
+        SYNC_EXEC,      /* parent -> pid 1: start a process (idle sandboxes) */
+        SYNC_KILL,      /* parent -> pid 1: signal a process's group */
 };
 
 struct sync_msg {
         uint32_t type;
         int32_t code;  /* errno */
-        int32_t value; /* enum spawn_failure, or a wait status */
+        int32_t value; /* enum spawn_failure, or a wait status, or a signal */
+        int32_t id;    /* the process, in an idle sandbox */
+        uint64_t usage[3]; /* SYNC_EXIT: user ms, system ms, max RSS KiB */
         char text[AL_ERROR_MAX];
 };
+
+/* An exec request's payload after the header: u32 argc, u32 envc, then
+ * NUL-terminated cwd, argv and env strings. */
+#define EXEC_PAYLOAD_MAX (128 * 1024)
 
 static int sync_send(int fd, uint32_t type, int code, int value, const char *text)
 {
@@ -293,7 +304,14 @@ static void set_stdio(int fd, int target)
 
 /* The command's process: stdio, then confine_and_exec(). Failures go to
  * pid 1 over `errfd` (close-on-exec: silence means execve worked). */
-static _Noreturn void command_main(struct child_ctx *ctx, int errfd)
+struct command {
+        char *const *argv;
+        char *const *envp;
+        const char *cwd;
+        int fds[3];
+};
+
+static _Noreturn void command_main(struct child_ctx *ctx, const struct command *cmd, int errfd)
 {
         const struct spawn_config *cfg = ctx->cfg;
         struct al_error err = {0};
@@ -306,9 +324,9 @@ static _Noreturn void command_main(struct child_ctx *ctx, int errfd)
         sigprocmask(SIG_SETMASK, &none, NULL);
 
         /* Move stdio sources out of the way of 0-2 before placing them. */
-        int in = fcntl(cfg->stdin_fd, F_DUPFD_CLOEXEC, 10);
-        int out = fcntl(cfg->stdout_fd, F_DUPFD_CLOEXEC, 10);
-        int errout = fcntl(cfg->stderr_fd, F_DUPFD_CLOEXEC, 10);
+        int in = fcntl(cmd->fds[0], F_DUPFD_CLOEXEC, 10);
+        int out = fcntl(cmd->fds[1], F_DUPFD_CLOEXEC, 10);
+        int errout = fcntl(cmd->fds[2], F_DUPFD_CLOEXEC, 10);
         set_stdio(in, 0);
         set_stdio(out, 1);
         set_stdio(errout, 2);
@@ -319,11 +337,11 @@ static _Noreturn void command_main(struct child_ctx *ctx, int errfd)
                 .policy = cfg->policy,
                 .uid = ctx->uid,
                 .gid = ctx->gid,
-                .cwd = cfg->policy->workspace ? "/workspace" : cfg->home,
+                .cwd = cmd->cwd ? cmd->cwd : cfg->policy->workspace ? "/workspace" : cfg->home,
                 .write_paths = paths,
                 .n_write_paths = n,
-                .argv = cfg->argv,
-                .envp = cfg->envp,
+                .argv = cmd->argv,
+                .envp = cmd->envp,
                 .keep_fd = errfd,
         };
         int exec_errno = 0;
@@ -334,7 +352,7 @@ static _Noreturn void command_main(struct child_ctx *ctx, int errfd)
         if (exec_errno == ENOENT) {
                 kind = SPAWN_FAILED_EXEC_NOT_FOUND;
                 code = 127;
-                al_error_set(&err, 0, "%s: command not found", cfg->argv[0]);
+                al_error_set(&err, 0, "%s: command not found", cmd->argv[0]);
         } else if (exec_errno) {
                 kind = SPAWN_FAILED_EXEC;
                 code = 126;
@@ -362,6 +380,224 @@ static void wipe_host_identity(void)
                 memset(*e, 0, strlen(*e));
 }
 
+enum { INIT_MAX_PROCS = 256 };
+
+struct init_proc {
+        pid_t pid;
+        int id;
+};
+
+static int send_msg(int fd, const struct sync_msg *m)
+{
+        ssize_t n;
+        do
+                n = send(fd, m, sizeof(*m), MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        return n == (ssize_t)sizeof(*m) ? 0 : -EIO;
+}
+
+/* Parse an exec request's payload into argv/env arrays pointing into buf. */
+static int parse_exec(char *buf, size_t len, const char **cwd, char ***argv, char ***envp)
+{
+        uint32_t argc, envc;
+        if (len < 8)
+                return -EBADMSG;
+        memcpy(&argc, buf, 4);
+        memcpy(&envc, buf + 4, 4);
+        if (argc == 0 || argc > 4096 || envc > 4096 || buf[len - 1] != '\0')
+                return -EBADMSG;
+        char **a = xcalloc(argc + 1, sizeof(char *));
+        char **e = xcalloc(envc + 1, sizeof(char *));
+        char *p = buf + 8, *end = buf + len;
+        *cwd = p;
+        p += strlen(p) + 1;
+        for (uint32_t i = 0; i < argc + envc; i++) {
+                if (p >= end) {
+                        free(a);
+                        free(e);
+                        return -EBADMSG;
+                }
+                if (i < argc)
+                        a[i] = p;
+                else
+                        e[i - argc] = p;
+                p += strlen(p) + 1;
+        }
+        *argv = a;
+        *envp = e;
+        return 0;
+}
+
+/* Start one requested process: it goes through command_main() exactly as a
+ * sandbox's first command does. */
+static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc *procs,
+                      int id, char *payload, size_t len, const int *fds, size_t nfds)
+{
+        struct sync_msg m = {.type = SYNC_ERROR, .id = id, .value = SPAWN_FAILED_SETUP};
+        const char *cwd;
+        char **argv = NULL, **envp = NULL;
+        int pair[2] = {-1, -1};
+        int slot = -1;
+        for (int i = 0; i < INIT_MAX_PROCS && slot < 0; i++)
+                if (procs[i].pid == 0)
+                        slot = i;
+        if (nfds != 3 || slot < 0 || parse_exec(payload, len, &cwd, &argv, &envp) < 0) {
+                m.code = slot < 0 ? EAGAIN : EBADMSG;
+                snprintf(m.text, sizeof(m.text), "%s",
+                         slot < 0 ? "too many processes" : "malformed exec request");
+                send_msg(sync, &m);
+                return;
+        }
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+                m.code = errno;
+                snprintf(m.text, sizeof(m.text), "socketpair: %s", strerror(errno));
+                send_msg(sync, &m);
+                goto out;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                m.code = errno;
+                snprintf(m.text, sizeof(m.text), "fork: %s", strerror(errno));
+                send_msg(sync, &m);
+                goto out;
+        }
+        if (pid == 0) {
+                close(pair[0]);
+                close(sync);
+                close(sfd);
+                struct command c = {.argv = argv, .envp = envp, .cwd = *cwd ? cwd : NULL,
+                                    .fds = {fds[0], fds[1], fds[2]}};
+                command_main(ctx, &c, pair[1]);
+        }
+        close(pair[1]);
+        pair[1] = -1;
+        procs[slot].pid = pid;
+        procs[slot].id = id;
+        struct sync_msg r;
+        if (sync_recv(pair[0], &r, NULL, 0, NULL) == 0 && r.type == SYNC_ERROR) {
+                /* It ends by itself; its exit is not reported, its failure is. */
+                procs[slot].id = -1;
+                r.id = id;
+                send_msg(sync, &r);
+        } else {
+                m.type = SYNC_STARTED;
+                send_msg(sync, &m);
+        }
+out:
+        if (pair[0] >= 0)
+                close(pair[0]);
+        if (pair[1] >= 0)
+                close(pair[1]);
+        free(argv);
+        free(envp);
+}
+
+/* pid 1 of an idle sandbox: runs processes on the supervisor's request,
+ * reports each one's end, and takes the sandbox down when the supervisor
+ * goes away. */
+static _Noreturn void init_serve(struct child_ctx *ctx)
+{
+        int sync = ctx->sync;
+        struct al_error err = {0};
+        static struct init_proc procs[INIT_MAX_PROCS];
+
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+        sigset_t chld;
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        wipe_host_identity();
+        confine_drop_caps(&err);
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        for (int fd = 0; fd < 3 && devnull >= 0; fd++)
+                dup2(devnull, fd);
+        int lo = sync < sfd ? sync : sfd, hi = sync < sfd ? sfd : sync;
+        if (lo > 3)
+                close_range(3, (unsigned)lo - 1, 0);
+        if (hi > lo + 1)
+                close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+        close_range((unsigned)hi + 1, ~0U, 0);
+        if (sfd < 0)
+                _exit(125);
+
+        sync_send(sync, SYNC_STARTED, 0, 0, NULL);
+
+        _cleanup_free_ char *buf = xcalloc(1, sizeof(struct sync_msg) + EXEC_PAYLOAD_MAX);
+        for (;;) {
+                struct pollfd pfd[2] = {{.fd = sync, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+                if (poll(pfd, 2, -1) < 0)
+                        continue;
+                if (pfd[1].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+                        while (read(sfd, &si, sizeof(si)) > 0)
+                                ;
+                        int st;
+                        struct rusage ru;
+                        pid_t pid;
+                        while ((pid = wait4(-1, &st, WNOHANG, &ru)) > 0)
+                                for (int i = 0; i < INIT_MAX_PROCS; i++) {
+                                        if (procs[i].pid != pid)
+                                                continue;
+                                        if (procs[i].id >= 0) {
+                                                struct sync_msg m = {.type = SYNC_EXIT, .id = procs[i].id, .value = st};
+                                                m.usage[0] = (uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000;
+                                                m.usage[1] = (uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000;
+                                                m.usage[2] = (uint64_t)ru.ru_maxrss;
+                                                send_msg(sync, &m);
+                                        }
+                                        procs[i].pid = 0;
+                                }
+                }
+                if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+                        int fds[3];
+                        size_t nfds = 0;
+                        char control[CMSG_SPACE(sizeof(int) * 3)];
+                        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(struct sync_msg) + EXEC_PAYLOAD_MAX};
+                        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                                            .msg_controllen = sizeof(control)};
+                        ssize_t n = recvmsg(sync, &mh, MSG_CMSG_CLOEXEC);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0)
+                                break; /* the supervisor is gone */
+                        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                                        int *in = (int *)CMSG_DATA(c);
+                                        for (size_t i = 0; i < k; i++) {
+                                                if (nfds < 3)
+                                                        fds[nfds++] = in[i];
+                                                else
+                                                        close(in[i]);
+                                        }
+                                }
+                        struct sync_msg m;
+                        if ((size_t)n >= sizeof(m)) {
+                                memcpy(&m, buf, sizeof(m));
+                                if (m.type == SYNC_EXEC)
+                                        init_exec(ctx, sync, sfd, procs, m.id, buf + sizeof(m),
+                                                  (size_t)n - sizeof(m), fds, nfds);
+                                else if (m.type == SYNC_KILL)
+                                        for (int i = 0; i < INIT_MAX_PROCS; i++)
+                                                if (procs[i].pid > 0 && procs[i].id == m.id) {
+                                                        kill(-procs[i].pid, m.value);
+                                                        kill(procs[i].pid, m.value);
+                                                }
+                        }
+                        for (size_t i = 0; i < nfds; i++)
+                                close(fds[i]);
+                }
+        }
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
+        _exit(0);
+}
+
 /* The sandbox's pid 1: starts the command, forwards signals to it, reaps
  * everything, and when the command ends, ends the rest of the tree. */
 static _Noreturn void init_main(struct child_ctx *ctx)
@@ -386,7 +622,10 @@ static _Noreturn void init_main(struct child_ctx *ctx)
         if (cmd == 0) {
                 close(pair[0]);
                 close(sync);
-                command_main(ctx, pair[1]);
+                struct command c = {.argv = ctx->cfg->argv, .envp = ctx->cfg->envp,
+                                    .fds = {ctx->cfg->stdin_fd, ctx->cfg->stdout_fd,
+                                            ctx->cfg->stderr_fd}};
+                command_main(ctx, &c, pair[1]);
         }
         close(pair[1]);
 
@@ -532,7 +771,9 @@ static _Noreturn void child_main(struct child_ctx *ctx)
                 }
         }
 
-        init_main(ctx);
+        if (cfg->argv)
+                init_main(ctx);
+        init_serve(ctx);
 }
 
 static void kill_and_reap(pid_t pid)
@@ -752,5 +993,79 @@ int spawn_read_exit(int sync_fd, int *ret_status)
         if (m.type != SYNC_EXIT)
                 return -EBADMSG;
         *ret_status = m.value;
+        return 0;
+}
+
+int spawn_exec_request(int sync_fd, int id, char *const *argv, char *const *envp, const char *cwd,
+                       const int fds[3])
+{
+        size_t argc = strv_length(argv), envc = strv_length(envp);
+        size_t len = 8 + strlen(cwd ? cwd : "") + 1;
+        for (size_t i = 0; i < argc; i++)
+                len += strlen(argv[i]) + 1;
+        for (size_t i = 0; i < envc; i++)
+                len += strlen(envp[i]) + 1;
+        if (argc == 0 || len > EXEC_PAYLOAD_MAX)
+                return -E2BIG;
+        _cleanup_free_ char *payload = xcalloc(1, len);
+        uint32_t a = (uint32_t)argc, e = (uint32_t)envc;
+        memcpy(payload, &a, 4);
+        memcpy(payload + 4, &e, 4);
+        char *p = payload + 8;
+        p = stpcpy(p, cwd ? cwd : "") + 1;
+        for (size_t i = 0; i < argc; i++)
+                p = stpcpy(p, argv[i]) + 1;
+        for (size_t i = 0; i < envc; i++)
+                p = stpcpy(p, envp[i]) + 1;
+
+        struct sync_msg m = {.type = SYNC_EXEC, .id = id};
+        char control[CMSG_SPACE(sizeof(int) * 3)];
+        memset(control, 0, sizeof(control));
+        struct iovec iov[2] = {{.iov_base = &m, .iov_len = sizeof(m)},
+                               {.iov_base = payload, .iov_len = len}};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = control,
+                            .msg_controllen = CMSG_SPACE(sizeof(int) * 3)};
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * 3);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * 3);
+        return sendmsg(sync_fd, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+int spawn_kill_request(int sync_fd, int id, int sig)
+{
+        struct sync_msg m = {.type = SYNC_KILL, .id = id, .value = sig};
+        return send_msg(sync_fd, &m);
+}
+
+int spawn_read_event(int sync_fd, struct spawn_event *ev)
+{
+        struct sync_msg m;
+        int r = sync_recv(sync_fd, &m, NULL, 0, NULL);
+        if (r < 0)
+                return r;
+        memset(ev, 0, sizeof(*ev));
+        ev->id = m.id;
+        switch (m.type) {
+        case SYNC_STARTED:
+                ev->type = SPAWN_EVENT_STARTED;
+                break;
+        case SYNC_ERROR:
+                ev->type = SPAWN_EVENT_FAILED;
+                ev->failure = (enum spawn_failure)m.value;
+                ev->err = m.code;
+                snprintf(ev->message, sizeof(ev->message), "%s", m.text);
+                break;
+        case SYNC_EXIT:
+                ev->type = SPAWN_EVENT_EXIT;
+                ev->status = m.value;
+                ev->cpu_user_ms = m.usage[0];
+                ev->cpu_system_ms = m.usage[1];
+                ev->max_rss_kb = m.usage[2];
+                break;
+        default:
+                return -EBADMSG;
+        }
         return 0;
 }

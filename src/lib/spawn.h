@@ -34,7 +34,8 @@ enum spawn_failure {
 
 struct spawn_config {
         const struct policy *policy;
-        char *const *argv;
+        char *const *argv;     /* the first command; NULL: an idle sandbox whose pid 1
+                                * runs processes on request (spawn_exec_request) */
         char *const *envp;     /* the clean environment */
         const char *home;      /* $HOME inside */
         const char *caller_home;
@@ -64,3 +65,30 @@ int spawn_read_exit(int sync_fd, int *ret_status);
 
 /* A short explanation when user namespaces are switched off on this host. */
 const char *spawn_userns_disabled_reason(void);
+
+/* Idle sandboxes: ask pid 1 to start a process with the same confinement as
+ * a first command. `id` names it in the events; fds are its stdin, stdout
+ * and stderr (pid 1 gets copies). */
+int spawn_exec_request(int sync_fd, int id, char *const *argv, char *const *envp, const char *cwd,
+                       const int fds[3]);
+/* Signal a started process's group. */
+int spawn_kill_request(int sync_fd, int id, int sig);
+
+enum spawn_event_type {
+        SPAWN_EVENT_STARTED = 1,
+        SPAWN_EVENT_FAILED,
+        SPAWN_EVENT_EXIT,
+};
+
+struct spawn_event {
+        enum spawn_event_type type;
+        int id;
+        int status; /* EXIT: wait status */
+        enum spawn_failure failure; /* FAILED */
+        int err;
+        char message[1024];
+        uint64_t cpu_user_ms, cpu_system_ms, max_rss_kb;
+};
+
+/* Read pid 1's next report on the sync fd. -ECONNRESET when pid 1 is gone. */
+int spawn_read_event(int sync_fd, struct spawn_event *ev);

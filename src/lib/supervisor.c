@@ -13,6 +13,7 @@
 #include "cgroup.h"
 #include "env.h"
 #include "events.h"
+#include "gates.h"
 #include "netgate/netgate.h"
 #include "review.h"
 #include "secrets.h"
@@ -278,30 +279,12 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
          * orphan the sandbox. */
         signal(SIGPIPE, SIG_IGN);
 
-        /* Every route template is expanded once now: a missing secret is a
-         * setup error naming it, and every secret that will be used is known
-         * to the redactor before the sandbox prints anything. */
         struct redactor *redactor = cfg->secrets ? secrets_redactor(cfg->secrets) : NULL;
-        for (size_t i = 0; cfg->secrets && i < p->n_routes; i++)
-                for (size_t j = 0; j < p->routes[i].n_inject; j++) {
-                        struct secrets_vars vars = {.run_id = res->sandbox, .run_attempt = "1",
-                                                    .sandbox_id = res->sandbox,
-                                                    .account = cfg->account ? cfg->account : ""};
-                        char *v = NULL;
-                        r = secrets_expand(cfg->secrets, p->routes[i].inject[j].value, &vars, &v, err);
-                        free(v);
-                        if (r < 0)
-                                return al_error_wrap(err, "route %s, header %s", p->routes[i].name,
-                                                     p->routes[i].inject[j].key);
-                }
-
+        r = gates_check_routes(p, cfg->secrets, res->sandbox, cfg->account, err);
+        if (r < 0)
+                return r;
         if (cfg->audit_path) {
-                struct audit_options ao = {.sync = AUDIT_SYNC_BATCH};
-                if (redactor) {
-                        ao.redact = redactor_audit_hook;
-                        ao.redact_userdata = redactor;
-                }
-                r = audit_open(cfg->audit_path, &ao, &sv.audit, err);
+                r = gates_open_audit(cfg->audit_path, cfg->secrets, &sv.audit, err);
                 if (r < 0)
                         return r;
         }
@@ -388,24 +371,11 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         /* The gate accepts on listeners that live in the sandbox's network
          * namespace; the routes listener stays closed (connections refused)
          * until routes are configured. */
-        if (sv.sp.listen_fds[SPAWN_LISTEN_HTTP] >= 0) {
-                sv.gate = netgate_new(sv.base, p, res->sandbox, &e);
-                if (sv.gate && netgate_add_listener(sv.gate, NETGATE_PROTO_HTTP,
-                                                    sv.sp.listen_fds[SPAWN_LISTEN_HTTP], &e) >= 0)
-                        sv.sp.listen_fds[SPAWN_LISTEN_HTTP] = -1;
-                else
-                        sv.gate = netgate_free(sv.gate);
-                if (sv.gate && netgate_add_listener(sv.gate, NETGATE_PROTO_SOCKS5,
-                                                    sv.sp.listen_fds[SPAWN_LISTEN_SOCKS], &e) >= 0)
-                        sv.sp.listen_fds[SPAWN_LISTEN_SOCKS] = -1;
-                else
-                        sv.gate = netgate_free(sv.gate);
-                if (!sv.gate) {
-                        kill_sandbox(&sv);
-                        set_failure(res, 125, "setup_failed", e.msg);
-                        goto done;
-                }
-                netgate_set_recorder(sv.gate, on_net_decision, &sv);
+        if (gates_start_netgate(sv.base, p, res->sandbox, sv.sp.listen_fds, on_net_decision, &sv,
+                                &sv.gate, &e) < 0) {
+                kill_sandbox(&sv);
+                set_failure(res, 125, "setup_failed", e.msg);
+                goto done;
         }
         for (int i = 0; i < 2; i++) {
                 evutil_make_socket_nonblocking(sv.streams[i].fd);

@@ -1,0 +1,895 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "audit.h"
+#include "cgroup.h"
+#include "control.h"
+#include "env.h"
+#include "events.h"
+#include "gates.h"
+#include "netgate/netgate.h"
+#include "secrets.h"
+#include "spawn.h"
+#include "util.h"
+
+enum {
+        CONTROL_MAX_PROCS = 128,
+        CONTROL_MAX_CLIENTS = 64,
+        CONTROL_LINE_MAX = 4 * 1024 * 1024,
+        CONTROL_KEPT_MAX = 2 * 1024 * 1024, /* a background process's kept output */
+};
+
+struct control;
+struct client;
+
+struct proc {
+        struct control *ctl;
+        int id;
+        json_t *argv;
+        int in_fd;     /* our end of its stdin, -1 when closed */
+        int out_fd[2]; /* our ends of its stdout and stderr */
+        struct event *ev_out[2];
+        struct event *ev_timeout;
+        struct event *ev_linger;
+        struct evbuffer *kept; /* the event lines, for attach */
+        struct client *attached[8];
+        bool started, exited, failed, background;
+        const char *error_code;
+        int exit_code, signal;
+        uint64_t start_us, output, oom_before;
+        struct spawn_event end;
+};
+
+struct client {
+        struct control *ctl;
+        struct bufferevent *bev;
+        struct proc *streaming;
+        bool closing;
+};
+
+struct control {
+        const struct control_config *cfg;
+        const struct policy *policy;
+        struct event_base *base;
+        struct spawn_result sp;
+        struct cgroup *cg;
+        struct audit *audit;
+        struct netgate *gate;
+        struct evconnlistener *listener;
+        struct event *ev_sync, *ev_flush, *ev_signals[3];
+        char **envp; /* the clean environment every process starts from */
+        struct proc *procs[CONTROL_MAX_PROCS];
+        int next_id;
+        int n_clients;
+        char dir[4096], sock_path[4200];
+        char started_at[64];
+        bool destroying;
+};
+
+static void record(struct control *c, const char *kind, json_t *fields)
+{
+        if (!fields)
+                return;
+        if (c->audit) {
+                struct al_error e = {0};
+                audit_append(c->audit, c->cfg->id, kind, fields, &e);
+        }
+        json_decref(fields);
+}
+
+static void on_net_decision(void *ud, const struct netgate_record *rec)
+{
+        record(ud, "net.decision", events_net_decision(rec));
+}
+
+static char *b64(const void *data, size_t len)
+{
+        char *out = xcalloc(4 * ((len + 2) / 3) + 1, 1);
+        EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+        return out;
+}
+
+static int unb64(const char *in, unsigned char **ret, size_t *ret_len)
+{
+        size_t n = strlen(in);
+        if (n % 4 != 0)
+                return -EINVAL;
+        unsigned char *out = xcalloc(n / 4 * 3 + 1, 1);
+        int m = n ? EVP_DecodeBlock(out, (const unsigned char *)in, (int)n) : 0;
+        if (m < 0) {
+                free(out);
+                return -EINVAL;
+        }
+        size_t pad = (n >= 1 && in[n - 1] == '=') + (n >= 2 && in[n - 2] == '=');
+        *ret = out;
+        *ret_len = (size_t)m - pad;
+        return 0;
+}
+
+static void send_json(struct client *cl, json_t *o)
+{
+        char *s = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        if (!s || !cl->bev)
+                goto out;
+        evbuffer_add(bufferevent_get_output(cl->bev), s, strlen(s));
+        evbuffer_add(bufferevent_get_output(cl->bev), "\n", 1);
+out:
+        free(s);
+}
+
+static void client_free(struct client *cl)
+{
+        if (cl->streaming)
+                for (size_t i = 0; i < ARRAY_SIZE(cl->streaming->attached); i++)
+                        if (cl->streaming->attached[i] == cl)
+                                cl->streaming->attached[i] = NULL;
+        if (cl->bev)
+                bufferevent_free(cl->bev);
+        cl->ctl->n_clients--;
+        free(cl);
+}
+
+/* Close once what is queued has been written. */
+static void client_finish(struct client *cl)
+{
+        cl->closing = true;
+        if (evbuffer_get_length(bufferevent_get_output(cl->bev)) == 0)
+                client_free(cl);
+}
+
+static void send_error(struct client *cl, const char *code, const char *msg)
+{
+        send_json(cl, json_pack("{s:b, s:s, s:s}", "ok", 0, "error", code, "message", msg));
+        client_finish(cl);
+}
+
+/* One event of a process: kept for attach, and sent to whoever streams it. */
+static void proc_event(struct proc *p, json_t *o)
+{
+        char *s = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        if (!s)
+                return;
+        size_t n = strlen(s);
+        if (p->background) {
+                evbuffer_add(p->kept, s, n);
+                evbuffer_add(p->kept, "\n", 1);
+                /* Oldest output goes first once the kept log is full. */
+                while (evbuffer_get_length(p->kept) > CONTROL_KEPT_MAX) {
+                        size_t len;
+                        char *line = evbuffer_readln(p->kept, &len, EVBUFFER_EOL_LF);
+                        if (!line)
+                                break;
+                        free(line);
+                }
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
+                if (p->attached[i]) {
+                        struct evbuffer *out = bufferevent_get_output(p->attached[i]->bev);
+                        evbuffer_add(out, s, n);
+                        evbuffer_add(out, "\n", 1);
+                }
+        free(s);
+}
+
+static void proc_free(struct proc *p)
+{
+        for (int i = 0; i < 2; i++) {
+                if (p->ev_out[i])
+                        event_free(p->ev_out[i]);
+                if (p->out_fd[i] >= 0)
+                        close(p->out_fd[i]);
+        }
+        if (p->in_fd >= 0)
+                close(p->in_fd);
+        if (p->ev_timeout)
+                event_free(p->ev_timeout);
+        if (p->ev_linger)
+                event_free(p->ev_linger);
+        if (p->kept)
+                evbuffer_free(p->kept);
+        json_decref(p->argv);
+        free(p);
+}
+
+/* The process is over when pid 1 has reported its end and both of its
+ * output pipes are drained. */
+static void proc_maybe_done(struct proc *p)
+{
+        struct control *c = p->ctl;
+        if (!(p->exited || p->failed) || p->out_fd[0] >= 0 || p->out_fd[1] >= 0)
+                return;
+        if (p->exited) {
+                int st = p->end.status;
+                struct cgroup_usage cu = {0};
+                if (c->cg)
+                        c->cg->ops->usage(c->cg, &cu);
+                if (p->error_code) {
+                        /* timeout or output_limit, decided when we killed it */
+                } else if (cu.oom_kills > p->oom_before && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+                        p->error_code = "oom_killed";
+                }
+                if (WIFSIGNALED(st)) {
+                        p->signal = WTERMSIG(st);
+                        p->exit_code = 128 + p->signal;
+                } else
+                        p->exit_code = WEXITSTATUS(st);
+                if (p->error_code && STREQ(p->error_code, "timeout"))
+                        p->exit_code = 124;
+        }
+        uint64_t dur = (now_monotonic_us() - p->start_us) / 1000;
+        json_t *ev = json_pack("{s:s, s:i, s:i, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I}}",
+                               "type", "exit", "pid", p->id, "exitCode", p->exit_code,
+                               "signal", p->signal ? json_integer(p->signal) : json_null(),
+                               "errorCode", p->error_code ? json_string(p->error_code) : json_null(),
+                               "durationMs", (json_int_t)dur,
+                               "usage",
+                               "cpuUserMs", (json_int_t)p->end.cpu_user_ms,
+                               "cpuSystemMs", (json_int_t)p->end.cpu_system_ms,
+                               "maxRssKb", (json_int_t)p->end.max_rss_kb,
+                               "outputBytes", (json_int_t)p->output);
+        record(c, "process.ended", json_pack("{s:i, s:i, s:o, s:o, s:I}", "pid", p->id,
+                                             "exitCode", p->exit_code,
+                                             "signal", p->signal ? json_integer(p->signal) : json_null(),
+                                             "errorCode", p->error_code ? json_string(p->error_code) : json_null(),
+                                             "durationMs", (json_int_t)dur));
+        if (p->error_code && (STREQ(p->error_code, "timeout") || STREQ(p->error_code, "oom_killed") ||
+                              STREQ(p->error_code, "output_limit")))
+                record(c, "limit.hit", json_pack("{s:i, s:s}", "pid", p->id, "limit",
+                                                 STREQ(p->error_code, "timeout")      ? "timeout"
+                                                 : STREQ(p->error_code, "oom_killed") ? "memory"
+                                                                                      : "output"));
+        if (p->signal == SIGSYS)
+                record(c, "violation", json_pack("{s:i, s:s}", "pid", p->id, "what", "seccomp"));
+        proc_event(p, ev);
+        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
+                if (p->attached[i]) {
+                        struct client *cl = p->attached[i];
+                        p->attached[i] = NULL;
+                        cl->streaming = NULL;
+                        client_finish(cl);
+                }
+        if (p->ev_timeout)
+                evtimer_del(p->ev_timeout);
+        /* A finished background process stays listed (for attach) until
+         * the sandbox ends; a foreground one is gone with its client. */
+        if (!p->background) {
+                c->procs[p->id % CONTROL_MAX_PROCS] = NULL;
+                proc_free(p);
+        }
+}
+
+static void on_proc_output(evutil_socket_t fd, short what, void *arg)
+{
+        struct proc *p = arg;
+        int which = (fd == p->out_fd[0]) ? 0 : 1;
+        char buf[32 * 1024];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                event_free(p->ev_out[which]);
+                p->ev_out[which] = NULL;
+                close(p->out_fd[which]);
+                p->out_fd[which] = -1;
+                proc_maybe_done(p);
+                return;
+        }
+        uint64_t limit = p->ctl->policy->limits.output;
+        size_t keep = (size_t)n;
+        if (limit && p->output + keep > limit) {
+                keep = (size_t)(limit - p->output);
+                if (!p->error_code) {
+                        p->error_code = "output_limit";
+                        spawn_kill_request(p->ctl->sp.sync_fd, p->id, SIGKILL);
+                }
+        }
+        p->output += keep;
+        if (keep == 0)
+                return;
+        _cleanup_free_ char *data = b64(buf, keep);
+        proc_event(p, json_pack("{s:s, s:s}", "type", which ? "stderr" : "stdout", "data", data));
+}
+
+/* A process that left children behind (`cmd &`) has ended all the same:
+ * what they still hold open is read for a moment, then let go. */
+static void on_proc_linger(evutil_socket_t fd, short what, void *arg)
+{
+        struct proc *p = arg;
+        for (int k = 0; k < 2; k++)
+                if (p->out_fd[k] >= 0) {
+                        event_free(p->ev_out[k]);
+                        p->ev_out[k] = NULL;
+                        close(p->out_fd[k]);
+                        p->out_fd[k] = -1;
+                }
+        proc_maybe_done(p);
+}
+
+static void on_proc_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct proc *p = arg;
+        if (!p->error_code)
+                p->error_code = "timeout";
+        spawn_kill_request(p->ctl->sp.sync_fd, p->id, SIGKILL);
+}
+
+static struct proc *find_proc(struct control *c, int id)
+{
+        if (id <= 0)
+                return NULL;
+        struct proc *p = c->procs[id % CONTROL_MAX_PROCS];
+        return p && p->id == id ? p : NULL;
+}
+
+static void destroy(struct control *c);
+
+static void on_sync(evutil_socket_t fd, short what, void *arg)
+{
+        struct control *c = arg;
+        struct spawn_event ev;
+        if (spawn_read_event(fd, &ev) < 0) {
+                /* pid 1 is gone: the sandbox is over. */
+                destroy(c);
+                return;
+        }
+        struct proc *p = find_proc(c, ev.id);
+        if (!p)
+                return;
+        switch (ev.type) {
+        case SPAWN_EVENT_STARTED:
+                p->started = true;
+                record(c, "process.started", json_pack("{s:i, s:O}", "pid", p->id, "argv", p->argv));
+                proc_event(p, json_pack("{s:s, s:i}", "type", "started", "pid", p->id));
+                if (p->background)
+                        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
+                                if (p->attached[i]) {
+                                        struct client *cl = p->attached[i];
+                                        p->attached[i] = NULL;
+                                        cl->streaming = NULL;
+                                        client_finish(cl);
+                                }
+                break;
+        case SPAWN_EVENT_FAILED:
+                p->failed = true;
+                p->error_code = "exec_failed";
+                p->exit_code = ev.failure == SPAWN_FAILED_EXEC_NOT_FOUND ? 127
+                               : ev.failure == SPAWN_FAILED_EXEC       ? 126
+                                                                       : 125;
+                proc_event(p, json_pack("{s:s, s:s}", "type", "error", "message", ev.message));
+                proc_maybe_done(p);
+                break;
+        case SPAWN_EVENT_EXIT:
+                p->exited = true;
+                p->end = ev;
+                if (p->out_fd[0] >= 0 || p->out_fd[1] >= 0) {
+                        struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+                        p->ev_linger = evtimer_new(c->base, on_proc_linger, p);
+                        evtimer_add(p->ev_linger, &tv);
+                }
+                proc_maybe_done(p);
+                break;
+        }
+}
+
+static int pipe_pair(int fds[2])
+{
+        return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
+}
+
+static void do_exec(struct client *cl, json_t *req)
+{
+        struct control *c = cl->ctl;
+        json_t *argv = json_object_get(req, "argv");
+        json_t *env = json_object_get(req, "env");
+        json_t *cwd = json_object_get(req, "cwd");
+        json_t *stdin_data = json_object_get(req, "stdin");
+        json_t *timeout = json_object_get(req, "timeout");
+        bool background = json_is_true(json_object_get(req, "background"));
+
+        if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > 4096)
+                return send_error(cl, "bad_request", "\"argv\" must be a non-empty array of strings");
+        if (env && !json_is_null(env) && !json_is_object(env))
+                return send_error(cl, "bad_request", "\"env\" must be an object of strings");
+        if (cwd && !json_is_null(cwd) && (!json_is_string(cwd) || json_string_value(cwd)[0] != '/'))
+                return send_error(cl, "bad_request", "\"cwd\" must be an absolute path");
+        if (stdin_data && !json_is_null(stdin_data) && !json_is_string(stdin_data))
+                return send_error(cl, "bad_request", "\"stdin\" must be base64 or null");
+        if (timeout && !json_is_null(timeout) && (!json_is_number(timeout) || json_number_value(timeout) <= 0))
+                return send_error(cl, "bad_request", "\"timeout\" must be a positive number of seconds");
+
+        int slot = -1, id = 0;
+        for (int tries = 0; tries < CONTROL_MAX_PROCS && slot < 0; tries++) {
+                id = ++c->next_id;
+                if (!c->procs[id % CONTROL_MAX_PROCS])
+                        slot = id % CONTROL_MAX_PROCS;
+        }
+        if (slot < 0)
+                return send_error(cl, "too_many_processes", "too many processes in this sandbox");
+
+        _cleanup_strv_ char **av = NULL, **ev = NULL;
+        size_t n_av = 0, n_ev = 0;
+        size_t i;
+        json_t *v;
+        json_array_foreach(argv, i, v) {
+                if (!json_is_string(v))
+                        return send_error(cl, "bad_request", "\"argv\" must be a non-empty array of strings");
+                av = strv_append(av, &n_av, json_string_value(v));
+        }
+        for (char **e = c->envp; e && *e; e++)
+                ev = strv_append(ev, &n_ev, *e);
+        const char *key;
+        json_object_foreach(env, key, v) {
+                if (!json_is_string(v) || !*key || strchr(key, '='))
+                        return send_error(cl, "bad_request", "\"env\" must be an object of strings");
+                if (strstr(json_string_value(v), "${secret:"))
+                        return send_error(cl, "bad_request",
+                                          "env values may not name a secret: secrets never enter the sandbox");
+                _cleanup_free_ char *kv = xasprintf("%s=%s", key, json_string_value(v));
+                ev = strv_append(ev, &n_ev, kv);
+        }
+        _cleanup_free_ unsigned char *in = NULL;
+        size_t in_len = 0;
+        if (json_is_string(stdin_data) && unb64(json_string_value(stdin_data), &in, &in_len) < 0)
+                return send_error(cl, "bad_request", "\"stdin\" is not valid base64");
+
+        int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
+        if (pipe_pair(pin) < 0 || pipe_pair(pout) < 0 || pipe_pair(perr) < 0) {
+                for (int k = 0; k < 2; k++) {
+                        if (pin[k] >= 0)
+                                close(pin[k]);
+                        if (pout[k] >= 0)
+                                close(pout[k]);
+                        if (perr[k] >= 0)
+                                close(perr[k]);
+                }
+                return send_error(cl, "internal", "creating pipes");
+        }
+        struct proc *p = xcalloc(1, sizeof(*p));
+        p->ctl = c;
+        p->id = id;
+        p->argv = json_incref(argv);
+        p->background = background;
+        p->in_fd = pin[1];
+        p->out_fd[0] = pout[0];
+        p->out_fd[1] = perr[0];
+        p->kept = evbuffer_new();
+        p->start_us = now_monotonic_us();
+        if (c->cg) {
+                struct cgroup_usage cu;
+                c->cg->ops->usage(c->cg, &cu);
+                p->oom_before = cu.oom_kills;
+        }
+        c->procs[slot] = p;
+
+        int fds[3] = {pin[0], pout[1], perr[1]};
+        int r = spawn_exec_request(c->sp.sync_fd, id, av, ev,
+                                   json_is_string(cwd) ? json_string_value(cwd) : "/workspace", fds);
+        close(pin[0]);
+        close(pout[1]);
+        close(perr[1]);
+        if (r < 0) {
+                c->procs[slot] = NULL;
+                proc_free(p);
+                return send_error(cl, r == -E2BIG ? "bad_request" : "internal",
+                                  r == -E2BIG ? "argv and env are too large" : "asking pid 1 to start it");
+        }
+        for (int k = 0; k < 2; k++) {
+                evutil_make_socket_nonblocking(p->out_fd[k]);
+                p->ev_out[k] = event_new(c->base, p->out_fd[k], EV_READ | EV_PERSIST, on_proc_output, p);
+                event_add(p->ev_out[k], NULL);
+        }
+        if (json_is_number(timeout)) {
+                double t = json_number_value(timeout);
+                struct timeval tv = {.tv_sec = (time_t)t, .tv_usec = (suseconds_t)((t - (double)(time_t)t) * 1e6)};
+                p->ev_timeout = evtimer_new(c->base, on_proc_timeout, p);
+                evtimer_add(p->ev_timeout, &tv);
+        }
+        /* Small stdin goes in at once; the rest of a background process's
+         * input comes through "stdin" requests. */
+        if (in_len > 0)
+                (void)write_full(p->in_fd, in, in_len);
+        if (!background) {
+                close(p->in_fd);
+                p->in_fd = -1;
+        }
+        p->attached[0] = cl;
+        cl->streaming = p;
+}
+
+static void do_attach(struct client *cl, json_t *req)
+{
+        struct proc *p = find_proc(cl->ctl, (int)json_integer_value(json_object_get(req, "pid")));
+        if (!p)
+                return send_error(cl, "unknown_process", "no such process");
+        size_t kept = evbuffer_get_length(p->kept);
+        if (kept)
+                evbuffer_add(bufferevent_get_output(cl->bev), evbuffer_pullup(p->kept, -1), kept);
+        if (p->exited || p->failed) {
+                client_finish(cl);
+                return;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
+                if (!p->attached[i]) {
+                        p->attached[i] = cl;
+                        cl->streaming = p;
+                        return;
+                }
+        send_error(cl, "internal", "too many clients attached");
+}
+
+static void do_stdin(struct client *cl, json_t *req)
+{
+        struct proc *p = find_proc(cl->ctl, (int)json_integer_value(json_object_get(req, "pid")));
+        if (!p)
+                return send_error(cl, "unknown_process", "no such process");
+        const char *data = json_string_value(json_object_get(req, "data"));
+        _cleanup_free_ unsigned char *in = NULL;
+        size_t len = 0;
+        if (data && unb64(data, &in, &len) < 0)
+                return send_error(cl, "bad_request", "\"data\" is not valid base64");
+        if (p->in_fd < 0)
+                return send_error(cl, "bad_request", "the process's stdin is closed");
+        if (len > 0 && write_full(p->in_fd, in, len) < 0)
+                return send_error(cl, "bad_request", "the process no longer reads its stdin");
+        if (json_is_true(json_object_get(req, "eof"))) {
+                close(p->in_fd);
+                p->in_fd = -1;
+        }
+        send_json(cl, json_pack("{s:b}", "ok", 1));
+        client_finish(cl);
+}
+
+static void do_signal(struct client *cl, json_t *req)
+{
+        struct proc *p = find_proc(cl->ctl, (int)json_integer_value(json_object_get(req, "pid")));
+        json_int_t sig = json_integer_value(json_object_get(req, "signal"));
+        if (!p)
+                return send_error(cl, "unknown_process", "no such process");
+        if (sig <= 0 || sig >= NSIG)
+                return send_error(cl, "bad_request", "\"signal\" must be a signal number");
+        if (!p->exited && !p->failed)
+                spawn_kill_request(cl->ctl->sp.sync_fd, p->id, (int)sig);
+        send_json(cl, json_pack("{s:b}", "ok", 1));
+        client_finish(cl);
+}
+
+static void do_status(struct client *cl)
+{
+        struct control *c = cl->ctl;
+        struct cgroup_usage cu = {0};
+        if (c->cg)
+                c->cg->ops->usage(c->cg, &cu);
+        struct netgate_stats ns = {0};
+        if (c->gate)
+                netgate_get_stats(c->gate, &ns);
+        json_t *procs = json_array();
+        for (int i = 0; i < CONTROL_MAX_PROCS; i++)
+                if (c->procs[i])
+                        json_array_append_new(procs, json_pack("{s:i, s:O, s:b}", "pid", c->procs[i]->id,
+                                                               "argv", c->procs[i]->argv, "running",
+                                                               !(c->procs[i]->exited || c->procs[i]->failed)));
+        send_json(cl, json_pack("{s:b, s:s, s:s, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:I}",
+                                "ok", 1, "sandbox", c->cfg->id, "state", "running",
+                                "startedAt", c->started_at,
+                                "usage",
+                                "cpuMs", (json_int_t)(cu.cpu_usec / 1000),
+                                "memoryPeakBytes", (json_int_t)cu.memory_peak,
+                                "pids", (json_int_t)cu.pids_current,
+                                "network",
+                                "requests", (json_int_t)ns.requests,
+                                "allowed", (json_int_t)ns.allowed,
+                                "denied", (json_int_t)ns.denied,
+                                "bytesUp", (json_int_t)ns.bytes_up,
+                                "bytesDown", (json_int_t)ns.bytes_down,
+                                "processes", procs,
+                                "oomKills", (json_int_t)cu.oom_kills));
+        client_finish(cl);
+}
+
+static void on_client_read(struct bufferevent *bev, void *arg)
+{
+        struct client *cl = arg;
+        if (cl->streaming || cl->closing)
+                return; /* one request per connection */
+        struct evbuffer *in = bufferevent_get_input(bev);
+        size_t len;
+        char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
+        if (!line) {
+                if (evbuffer_get_length(in) > CONTROL_LINE_MAX)
+                        send_error(cl, "bad_request", "request line too long");
+                return;
+        }
+        json_error_t jerr;
+        json_t *req = json_loadb(line, len, 0, &jerr);
+        free(line);
+        const char *op = json_string_value(json_object_get(req, "op"));
+        if (!req || !op)
+                send_error(cl, "bad_request", "expected a JSON object with \"op\"");
+        else if (cl->ctl->destroying)
+                send_error(cl, "destroyed", "the sandbox is being destroyed");
+        else if (STREQ(op, "status"))
+                do_status(cl);
+        else if (STREQ(op, "exec"))
+                do_exec(cl, req);
+        else if (STREQ(op, "attach"))
+                do_attach(cl, req);
+        else if (STREQ(op, "stdin"))
+                do_stdin(cl, req);
+        else if (STREQ(op, "signal"))
+                do_signal(cl, req);
+        else if (STREQ(op, "destroy")) {
+                send_json(cl, json_pack("{s:b}", "ok", 1));
+                client_finish(cl);
+                destroy(cl->ctl);
+        } else
+                send_error(cl, "bad_request", "unknown op");
+        json_decref(req);
+}
+
+static void on_client_write(struct bufferevent *bev, void *arg)
+{
+        struct client *cl = arg;
+        if (cl->closing)
+                client_free(cl);
+}
+
+static void on_client_event(struct bufferevent *bev, short what, void *arg)
+{
+        struct client *cl = arg;
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+                /* A client that leaves does not stop what it started. */
+                client_free(cl);
+        }
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+                      void *arg)
+{
+        struct control *c = arg;
+        if (c->n_clients >= CONTROL_MAX_CLIENTS) {
+                close(fd);
+                return;
+        }
+        struct client *cl = xcalloc(1, sizeof(*cl));
+        cl->ctl = c;
+        cl->bev = bufferevent_socket_new(c->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        c->n_clients++;
+        bufferevent_setcb(cl->bev, on_client_read, on_client_write, on_client_event, cl);
+        bufferevent_setwatermark(cl->bev, EV_READ, 0, CONTROL_LINE_MAX + 1);
+        bufferevent_enable(cl->bev, EV_READ | EV_WRITE);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+        struct control *c = arg;
+        if (c->audit && audit_needs_flush(c->audit, now_monotonic_us()))
+                audit_flush(c->audit);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+        destroy(arg);
+}
+
+static void destroy(struct control *c)
+{
+        if (c->destroying)
+                return;
+        c->destroying = true;
+        if (c->sp.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, c->sp.pidfd, SIGKILL, NULL, 0);
+        /* Let queued answers go out, then stop. */
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+        event_base_loopexit(c->base, &tv);
+}
+
+static void drop_event_log(int severity, const char *msg)
+{
+}
+
+static int write_state(struct control *c, struct al_error *err)
+{
+        json_t *o = json_pack("{s:s, s:i, s:s, s:s}", "sandbox", c->cfg->id, "pid", (int)getpid(),
+                              "startedAt", c->started_at, "controlSocket", c->sock_path);
+        char *s = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        _cleanup_free_ char *path = xasprintf("%s/supervisor.json", c->dir);
+        _cleanup_free_ char *tmp = xasprintf("%s.tmp", path);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int r = fd < 0 ? -errno : write_full(fd, s, strlen(s));
+        if (fd >= 0)
+                close(fd);
+        free(s);
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = -errno;
+        return r < 0 ? al_error_set(err, r, "writing %s", path) : 0;
+}
+
+static void tell_ready(int fd, const char *error)
+{
+        if (fd < 0)
+                return;
+        char buf[AL_ERROR_MAX + 16];
+        snprintf(buf, sizeof(buf), error ? "error: %s\n" : "ok\n", error);
+        (void)write_full(fd, buf, strlen(buf));
+        close(fd);
+}
+
+int control_serve(const struct control_config *cfg, struct al_error *err)
+{
+        const struct policy *p = cfg->policy;
+        struct control c = {.cfg = cfg, .policy = p};
+        _cleanup_free_ char *cg_name = NULL, *state = NULL;
+        int r;
+
+        c.sp.pid = c.sp.pidfd = c.sp.sync_fd = c.sp.upper_fd = -1;
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                c.sp.listen_fds[i] = -1;
+        signal(SIGPIPE, SIG_IGN);
+        event_set_log_callback(drop_event_log);
+
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(c.started_at, sizeof(c.started_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+        if (strspn(cfg->id, "0123456789abcdef") != 16 || cfg->id[16]) {
+                r = al_error_set(err, 0, "sandbox id \"%s\": expected 16 hex digits", cfg->id);
+                goto fail_early;
+        }
+        snprintf(c.dir, sizeof(c.dir), "%s/%s", cfg->run_dir, cfg->id);
+        snprintf(c.sock_path, sizeof(c.sock_path), "%s/control.sock", c.dir);
+        if (strlen(c.sock_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+                r = al_error_set(err, ENAMETOOLONG, "control socket %s", c.sock_path);
+                goto fail_early;
+        }
+        if (mkdir(cfg->run_dir, 0700) < 0 && errno != EEXIST) {
+                r = al_error_set(err, errno, "creating %s", cfg->run_dir);
+                goto fail_early;
+        }
+        if (mkdir(c.dir, 0700) < 0) {
+                r = al_error_set(err, errno, "creating %s", c.dir);
+                goto fail_early;
+        }
+
+        const char *home = env_home_for_uid(p->uid);
+        r = env_build(p, home, env_user_for_uid(p->uid), NULL, &c.envp, err);
+        if (r >= 0)
+                r = gates_check_routes(p, cfg->secrets, cfg->id, cfg->account, err);
+        if (r >= 0 && cfg->audit_path)
+                r = gates_open_audit(cfg->audit_path, cfg->secrets, &c.audit, err);
+        if (r < 0)
+                goto fail;
+        record(&c, "sandbox.created", events_sandbox_created(p));
+
+        struct cgroup_limits lim = {.memory = p->limits.memory, .pids = p->limits.pids,
+                                    .cpus_milli = p->limits.cpus_milli};
+        cg_name = xasprintf("airlock-%s", cfg->id);
+        r = cgroup_setup(cg_name, &lim, &c.cg, err);
+        if (r < 0)
+                goto fail;
+
+        struct spawn_config sc = {
+                .policy = p,
+                .argv = NULL,
+                .envp = c.envp,
+                .home = home,
+                .caller_home = cfg->caller_home,
+                .stdin_fd = -1,
+                .stdout_fd = -1,
+                .stderr_fd = -1,
+                .cgroup = c.cg,
+        };
+        r = spawn_sandbox(&sc, &c.sp, err);
+        if (r < 0)
+                goto fail;
+
+        c.base = event_base_new();
+        if (!c.base) {
+                r = al_error_set(err, ENOMEM, "creating the event loop");
+                goto fail;
+        }
+        r = gates_start_netgate(c.base, p, cfg->id, c.sp.listen_fds, on_net_decision, &c, &c.gate, err);
+        if (r < 0)
+                goto fail;
+
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", c.sock_path);
+        unlink(c.sock_path);
+        mode_t old = umask(0177);
+        c.listener = evconnlistener_new_bind(c.base, on_accept, &c,
+                                             LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 64,
+                                             (struct sockaddr *)&sun, sizeof(sun));
+        umask(old);
+        if (!c.listener) {
+                r = al_error_set(err, errno, "listening on %s", c.sock_path);
+                goto fail;
+        }
+        r = write_state(&c, err);
+        if (r < 0)
+                goto fail;
+
+        c.ev_sync = event_new(c.base, c.sp.sync_fd, EV_READ | EV_PERSIST, on_sync, &c);
+        event_add(c.ev_sync, NULL);
+        if (c.audit) {
+                c.ev_flush = event_new(c.base, -1, EV_PERSIST, on_flush, &c);
+                struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+                event_add(c.ev_flush, &tv);
+        }
+        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+        for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+                c.ev_signals[i] = evsignal_new(c.base, sigs[i], on_signal, &c);
+                event_add(c.ev_signals[i], NULL);
+        }
+
+        tell_ready(cfg->ready_fd, NULL);
+        event_base_dispatch(c.base);
+        r = 0;
+        goto cleanup;
+
+fail:
+        tell_ready(cfg->ready_fd, err->msg);
+cleanup:
+        if (c.listener)
+                evconnlistener_free(c.listener);
+        unlink(c.sock_path);
+        for (int i = 0; i < CONTROL_MAX_PROCS; i++)
+                if (c.procs[i]) {
+                        for (size_t k = 0; k < ARRAY_SIZE(c.procs[i]->attached); k++)
+                                if (c.procs[i]->attached[k])
+                                        c.procs[i]->attached[k]->streaming = NULL;
+                        proc_free(c.procs[i]);
+                }
+        c.gate = netgate_free(c.gate);
+        if (c.sp.pid > 0) {
+                if (c.sp.pidfd >= 0)
+                        syscall(SYS_pidfd_send_signal, c.sp.pidfd, SIGKILL, NULL, 0);
+                while (waitpid(c.sp.pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        if (c.ev_sync)
+                event_free(c.ev_sync);
+        if (c.ev_flush)
+                event_free(c.ev_flush);
+        for (size_t i = 0; i < ARRAY_SIZE(c.ev_signals); i++)
+                if (c.ev_signals[i])
+                        event_free(c.ev_signals[i]);
+        if (c.base)
+                event_base_free(c.base);
+        if (c.sp.sync_fd >= 0)
+                close(c.sp.sync_fd);
+        if (c.sp.pidfd >= 0)
+                close(c.sp.pidfd);
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                if (c.sp.listen_fds[i] >= 0)
+                        close(c.sp.listen_fds[i]);
+        c.cg = cgroup_free(c.cg);
+        record(&c, "sandbox.destroyed", json_pack("{}"));
+        c.audit = audit_close(c.audit);
+        strv_free(c.envp);
+        state = xasprintf("%s/supervisor.json", c.dir);
+        unlink(state);
+        rmdir(c.dir);
+        return r;
+
+fail_early:
+        tell_ready(cfg->ready_fd, err->msg);
+        return r;
+}

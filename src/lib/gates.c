@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "audit.h"
+#include "gates.h"
+#include "netgate/netgate.h"
+#include "secrets.h"
+#include "spawn.h"
+#include "util.h"
+
+int gates_check_routes(const struct policy *p, struct secrets *s, const char *sandbox,
+                       const char *account, struct al_error *err)
+{
+        struct secrets_vars vars = {.run_id = sandbox, .run_attempt = "1", .sandbox_id = sandbox,
+                                    .account = account ? account : ""};
+        for (size_t i = 0; s && i < p->n_routes; i++)
+                for (size_t j = 0; j < p->routes[i].n_inject; j++) {
+                        char *v = NULL;
+                        int r = secrets_expand(s, p->routes[i].inject[j].value, &vars, &v, err);
+                        free(v);
+                        if (r < 0)
+                                return al_error_wrap(err, "route %s, header %s", p->routes[i].name,
+                                                     p->routes[i].inject[j].key);
+                }
+        return 0;
+}
+
+int gates_open_audit(const char *path, struct secrets *s, struct audit **ret, struct al_error *err)
+{
+        struct audit_options ao = {.sync = AUDIT_SYNC_BATCH};
+        struct redactor *redactor = s ? secrets_redactor(s) : NULL;
+        if (redactor) {
+                ao.redact = redactor_audit_hook;
+                ao.redact_userdata = redactor;
+        }
+        return audit_open(path, &ao, ret, err);
+}
+
+int gates_start_netgate(struct event_base *base, const struct policy *p, const char *sandbox,
+                        int *listen_fds, void (*recorder)(void *ud, const struct netgate_record *rec),
+                        void *ud, struct netgate **ret, struct al_error *err)
+{
+        static const struct {
+                enum spawn_listener which;
+                enum netgate_proto proto;
+        } listeners[] = {
+                {SPAWN_LISTEN_HTTP, NETGATE_PROTO_HTTP},
+                {SPAWN_LISTEN_SOCKS, NETGATE_PROTO_SOCKS5},
+        };
+        *ret = NULL;
+        if (listen_fds[SPAWN_LISTEN_HTTP] < 0)
+                return 0;
+        struct netgate *g = netgate_new(base, p, sandbox, err);
+        if (!g)
+                return -EINVAL;
+        for (size_t i = 0; i < ARRAY_SIZE(listeners); i++) {
+                int r = netgate_add_listener(g, listeners[i].proto, listen_fds[listeners[i].which], err);
+                if (r < 0) {
+                        netgate_free(g);
+                        return r;
+                }
+                listen_fds[listeners[i].which] = -1;
+        }
+        netgate_set_recorder(g, recorder, ud);
+        *ret = g;
+        return 0;
+}

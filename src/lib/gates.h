@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include "error.h"
+#include "policy.h"
+
+/* What both supervisors (airlock run's and a long-lived sandbox's) set up
+ * around a sandbox: the audit log, the routes' secrets, the network gate. */
+
+struct audit;
+struct event_base;
+struct netgate;
+struct netgate_record;
+struct secrets;
+
+/* Expand every route template once, so that a missing secret is a setup
+ * error naming it and every secret in use is known to the redactor before
+ * the sandbox prints anything. */
+int gates_check_routes(const struct policy *p, struct secrets *s, const char *sandbox,
+                       const char *account, struct al_error *err);
+
+/* Open the audit log with the secrets' redactor on every field. */
+int gates_open_audit(const char *path, struct secrets *s, struct audit **ret, struct al_error *err);
+
+/* Start the network gate on the listeners the spawner handed over (taking
+ * the ones it uses: they are set to -1). */
+int gates_start_netgate(struct event_base *base, const struct policy *p, const char *sandbox,
+                        int *listen_fds, void (*recorder)(void *ud, const struct netgate_record *rec),
+                        void *ud, struct netgate **ret, struct al_error *err);
