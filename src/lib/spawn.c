@@ -142,6 +142,21 @@ const char *spawn_userns_disabled_reason(void)
         return NULL;
 }
 
+/* True when the only supplementary group is the caller's own gid: nothing
+ * more would go into the sandbox (a root inside a user namespace that denies
+ * setgroups is in this case). */
+static bool only_own_group(void)
+{
+        gid_t groups[64];
+        int n = getgroups(ARRAY_SIZE(groups), groups);
+        if (n < 0)
+                return false;
+        for (int i = 0; i < n; i++)
+                if (groups[i] != getegid())
+                        return false;
+        return true;
+}
+
 static int write_proc(pid_t pid, const char *file, const char *content)
 {
         char path[64];
@@ -820,7 +835,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         if (root) {
                 /* The sandbox keeps its creator's supplementary groups for good
                  * (setgroups is denied inside): root's must not go with it. */
-                if (setgroups(0, NULL) < 0)
+                if (setgroups(0, NULL) < 0 && !only_own_group())
                         return al_error_set(err, errno, "dropping supplementary groups");
                 if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO) {
                         ctx.workspace_fd = prepare_idmapped(p->workspace, host_uid, host_gid, err);

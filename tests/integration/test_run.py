@@ -346,3 +346,20 @@ def _policy(airlock, text):
     f.write_text(text)
     airlock.chown(d)
     return f
+
+
+def test_user_namespaces_disabled_named(airlock):
+    # The limit is per user namespace: switch it off in one made for the
+    # test, and run Airlock there.
+    import shutil
+    if not shutil.which("unshare"):
+        pytest.skip("needs unshare (util-linux)")
+    script = 'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"'
+    argv = ["unshare", "-U", "--map-user=0", "--map-group=0", "sh", "-c", script, "sh",
+            *airlock.cmd(["run", "-q", "--", "true"])]
+    if airlock.user:
+        pytest.skip("the test's outer namespace is made as root")
+    import subprocess
+    p = subprocess.run(argv, cwd=airlock.make_dir(), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 125, p.stderr
+    assert "user.max_user_namespaces" in p.stderr and p.stderr.count("\n") == 1
