@@ -188,6 +188,18 @@ static void proc_event(struct proc *p, json_t *o)
         free(s);
 }
 
+/* Let every client streaming this process go, once its lines are out. */
+static void detach_all(struct proc *p)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
+                if (p->attached[i]) {
+                        struct client *cl = p->attached[i];
+                        p->attached[i] = NULL;
+                        cl->streaming = NULL;
+                        client_finish(cl);
+                }
+}
+
 static void proc_free(struct proc *p)
 {
         for (int i = 0; i < 2; i++) {
@@ -258,13 +270,7 @@ static void proc_maybe_done(struct proc *p)
         if (p->signal == SIGSYS)
                 record(c, "violation", json_pack("{s:i, s:s}", "pid", p->id, "what", "seccomp"));
         proc_event(p, ev);
-        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
-                if (p->attached[i]) {
-                        struct client *cl = p->attached[i];
-                        p->attached[i] = NULL;
-                        cl->streaming = NULL;
-                        client_finish(cl);
-                }
+        detach_all(p);
         if (p->ev_timeout)
                 evtimer_del(p->ev_timeout);
         /* A finished background process stays listed (for attach) until
@@ -358,13 +364,7 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
                 record(c, "process.started", json_pack("{s:i, s:O}", "pid", p->id, "argv", p->argv));
                 proc_event(p, json_pack("{s:s, s:i}", "type", "started", "pid", p->id));
                 if (p->background)
-                        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
-                                if (p->attached[i]) {
-                                        struct client *cl = p->attached[i];
-                                        p->attached[i] = NULL;
-                                        cl->streaming = NULL;
-                                        client_finish(cl);
-                                }
+                        detach_all(p); /* a background exec answers "started" only */
                 break;
         case SPAWN_EVENT_FAILED:
                 p->failed = true;

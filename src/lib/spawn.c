@@ -395,6 +395,17 @@ static void wipe_host_identity(void)
                 memset(*e, 0, strlen(*e));
 }
 
+/* Close every fd from 3 up but a and b. */
+static void close_all_but(int a, int b)
+{
+        int lo = a < b ? a : b, hi = a < b ? b : a;
+        if (lo > 3)
+                close_range(3, (unsigned)lo - 1, 0);
+        if (hi > lo + 1)
+                close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+        close_range((unsigned)hi + 1, ~0U, 0);
+}
+
 enum { INIT_MAX_PROCS = 256 };
 
 struct init_proc {
@@ -530,12 +541,7 @@ static _Noreturn void init_serve(struct child_ctx *ctx)
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
-        int lo = sync < sfd ? sync : sfd, hi = sync < sfd ? sfd : sync;
-        if (lo > 3)
-                close_range(3, (unsigned)lo - 1, 0);
-        if (hi > lo + 1)
-                close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
-        close_range((unsigned)hi + 1, ~0U, 0);
+        close_all_but(sync, sfd);
         if (sfd < 0)
                 _exit(125);
 
@@ -652,12 +658,7 @@ static _Noreturn void init_main(struct child_ctx *ctx)
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
-        int lo = sync < pair[0] ? sync : pair[0], hi = sync < pair[0] ? pair[0] : sync;
-        if (lo > 3)
-                close_range(3, (unsigned)lo - 1, 0);
-        if (hi > lo + 1)
-                close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
-        close_range((unsigned)hi + 1, ~0U, 0);
+        close_all_but(sync, pair[0]);
 
         struct sync_msg m;
         int r = sync_recv(pair[0], &m, NULL, 0, NULL);
