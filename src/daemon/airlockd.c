@@ -1,0 +1,477 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "audit.h"
+#include "daemon.h"
+#include "store.h"
+#include "util.h"
+
+static const char usage_text[] =
+        "Usage: airlockd [OPTIONS]\n"
+        "\n"
+        "Serve Airlock's HTTP API (docs/api.md): sandboxes that outlive the request that made\n"
+        "them, each owned by its own supervisor, behind bearer-token grants\n"
+        "('airlock grant create').\n"
+        "\n"
+        "Options:\n"
+        "      --socket PATH        the API's unix socket (default: /run/airlock/airlockd.sock\n"
+        "                           for root, $XDG_RUNTIME_DIR/airlock/airlockd.sock otherwise)\n"
+        "      --listen HOST:PORT   also serve on TCP, e.g. 127.0.0.1:7070\n"
+        "      --state-dir DIR      the database and daemon-made workspaces (default:\n"
+        "                           /var/lib/airlock/daemon, or ~/.local/state/airlock/daemon)\n"
+        "      --run-dir DIR        the supervisors' control sockets (default:\n"
+        "                           /run/airlock/sandboxes, or $XDG_RUNTIME_DIR/airlock/sandboxes)\n"
+        "      --audit FILE         the audit log (default: as 'airlock run')\n"
+        "      --airlock PATH       the airlock binary that supervises sandboxes (default: the\n"
+        "                           one next to airlockd)\n"
+        "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
+        "      --max-sandboxes N    live sandboxes at most, pooled ones included (default: 1000;\n"
+        "                           0: no maximum)\n"
+        "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
+        "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
+        "  -h, --help               show this help\n";
+
+static bool quiet_logs;
+
+uint64_t daemon_now_ms(void)
+{
+        return now_realtime_us() / 1000;
+}
+
+void daemon_log(struct daemon *d, const char *fmt, ...)
+{
+        if (quiet_logs)
+                return;
+        char ts[64];
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "%s airlockd: ", ts);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+        _cleanup_free_ char *p = xstrdup(path);
+        for (char *s = p + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = '\0';
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *s = '/';
+        }
+        if (mkdir(p, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+static int parse_pool(const char *arg, struct pool_spec *ret)
+{
+        const char *eq = strchr(arg, '=');
+        if (!eq || (size_t)(eq - arg) >= sizeof(ret->class_name))
+                return -EINVAL;
+        char cls[sizeof(ret->class_name)];
+        memcpy(cls, arg, (size_t)(eq - arg));
+        cls[eq - arg] = '\0';
+        if (!policy_class_find(cls))
+                return -EINVAL;
+        uint64_t n;
+        if (safe_atou64(eq + 1, &n) < 0 || n > 1000)
+                return -ERANGE;
+        memcpy(ret->class_name, cls, sizeof(cls));
+        ret->size = (unsigned)n;
+        return 0;
+}
+
+static int parse_seconds_ms(const char *s, uint64_t *ret)
+{
+        uint64_t ms;
+        if (parse_duration_ms(s, &ms) < 0 || ms == 0)
+                return -EINVAL;
+        *ret = ms;
+        return 0;
+}
+
+/* The airlock binary: next to airlockd when installed, in the build tree's
+ * src/cli/ when run from there. */
+static char *find_airlock(void)
+{
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0)
+                return NULL;
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (!slash)
+                return NULL;
+        *slash = '\0';
+        char *c = xasprintf("%s/airlock", self);
+        if (access(c, X_OK) == 0)
+                return c;
+        free(c);
+        c = xasprintf("%s/../cli/airlock", self);
+        if (access(c, X_OK) == 0) {
+                char real[PATH_MAX];
+                if (realpath(c, real)) {
+                        free(c);
+                        return xstrdup(real);
+                }
+                return c;
+        }
+        free(c);
+        return NULL;
+}
+
+static int listen_unix(struct daemon *d, const char *path, struct evconnlistener **ret,
+                       struct al_error *err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return al_error_set(err, ENAMETOOLONG, "socket %s", path);
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+
+        _cleanup_free_ char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = '\0';
+                int r = mkdir_p(dir, geteuid() == 0 ? 0755 : 0700);
+                if (r < 0)
+                        return al_error_set(err, r, "creating %s", dir);
+        }
+
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return al_error_set(err, errno, "socket");
+        struct stat st;
+        if (lstat(path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode))
+                        return al_error_set(err, EEXIST, "%s exists and is not a socket", path);
+                _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+                        return al_error_set(err, EADDRINUSE, "another airlockd listens on %s", path);
+                unlink(path);
+        }
+        mode_t old = umask(0117);
+        int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+        umask(old);
+        if (r < 0)
+                return al_error_set(err, errno, "binding %s", path);
+        if (chmod(path, 0660) < 0)
+                return al_error_set(err, errno, "chmod %s", path);
+        if (listen(fd, 512) < 0)
+                return al_error_set(err, errno, "listening on %s", path);
+        *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                                  -1, fd);
+        if (!*ret)
+                return al_error_set(err, ENOMEM, "listening on %s", path);
+        TAKE_FD(fd);
+        return 0;
+}
+
+static int listen_tcp(struct daemon *d, const char *addr, struct evconnlistener **ret,
+                      struct al_error *err)
+{
+        struct sockaddr_storage ss;
+        int len = sizeof(ss);
+        if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &len) < 0 ||
+            (ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_port == 0) ||
+            (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port == 0))
+                return al_error_set(err, 0, "--listen \"%s\": expected HOST:PORT, e.g. 127.0.0.1:7070",
+                                    addr);
+        _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return al_error_set(err, errno, "socket");
+        int one = 1;
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *)&ss, (socklen_t)len) < 0)
+                return al_error_set(err, errno, "binding %s", addr);
+        if (listen(fd, 512) < 0)
+                return al_error_set(err, errno, "listening on %s", addr);
+        *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                                  -1, fd);
+        if (!*ret)
+                return al_error_set(err, ENOMEM, "listening on %s", addr);
+        TAKE_FD(fd);
+        return 0;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+        struct daemon *d = arg;
+        if (sig == SIGCHLD) {
+                /* Supervisors' ends are seen through their pidfds; this only
+                 * reaps them and the workers that remove workspaces. */
+                while (waitpid(-1, NULL, WNOHANG) > 0)
+                        ;
+                return;
+        }
+        daemon_log(d, "stopping on signal %d; sandboxes keep running", (int)sig);
+        d->shutting_down = true;
+        event_base_loopexit(d->base, NULL);
+}
+
+static void raise_nofile(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+}
+
+int main(int argc, char **argv)
+{
+        enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
+               OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET };
+        static const struct option opts[] = {
+                {"socket", required_argument, NULL, OPT_SOCKET},
+                {"listen", required_argument, NULL, OPT_LISTEN},
+                {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+                {"run-dir", required_argument, NULL, OPT_RUN_DIR},
+                {"audit", required_argument, NULL, OPT_AUDIT},
+                {"airlock", required_argument, NULL, OPT_AIRLOCK},
+                {"pool", required_argument, NULL, OPT_POOL},
+                {"max-sandboxes", required_argument, NULL, OPT_MAX},
+                {"ready-timeout", required_argument, NULL, OPT_READY},
+                {"gc-interval", required_argument, NULL, OPT_GC},
+                {"quiet", no_argument, NULL, OPT_QUIET},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0},
+        };
+        struct daemon_options o = {.max_sandboxes = 1000, .ready_timeout_ms = 30000,
+                                   .gc_interval_ms = 1000};
+        int c;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case OPT_SOCKET:
+                        o.socket_path = optarg;
+                        break;
+                case OPT_LISTEN:
+                        o.listen = optarg;
+                        break;
+                case OPT_STATE_DIR:
+                        o.state_dir = optarg;
+                        break;
+                case OPT_RUN_DIR:
+                        o.run_dir = optarg;
+                        break;
+                case OPT_AUDIT:
+                        o.audit_path = optarg;
+                        break;
+                case OPT_AIRLOCK:
+                        o.airlock_bin = optarg;
+                        break;
+                case OPT_POOL:
+                        if (o.n_pools >= DAEMON_POOL_CLASSES ||
+                            parse_pool(optarg, &o.pools[o.n_pools]) < 0) {
+                                fprintf(stderr, "airlockd: --pool \"%s\": expected CLASS=N with CLASS one "
+                                                "of small, medium, large, xlarge and N up to 1000\n",
+                                        optarg);
+                                return 2;
+                        }
+                        o.n_pools++;
+                        break;
+                case OPT_MAX:
+                        if (safe_atou64(optarg, &o.max_sandboxes) < 0) {
+                                fprintf(stderr, "airlockd: --max-sandboxes \"%s\": expected a number\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case OPT_READY:
+                        if (parse_seconds_ms(optarg, &o.ready_timeout_ms) < 0) {
+                                fprintf(stderr, "airlockd: --ready-timeout \"%s\": expected seconds\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case OPT_GC:
+                        if (parse_seconds_ms(optarg, &o.gc_interval_ms) < 0) {
+                                fprintf(stderr, "airlockd: --gc-interval \"%s\": expected seconds\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case OPT_QUIET:
+                        quiet_logs = true;
+                        break;
+                case 'h':
+                        fputs(usage_text, stdout);
+                        return 0;
+                default:
+                        fprintf(stderr, "airlockd: unknown or incomplete option \"%s\" (see --help)\n",
+                                argv[optind - 1]);
+                        return 2;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "airlockd: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+                return 2;
+        }
+
+        bool root = geteuid() == 0;
+        const char *home = getenv("HOME");
+        if (!home || home[0] != '/') {
+                struct passwd *pw = getpwuid(geteuid());
+                home = pw ? pw->pw_dir : "/";
+        }
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (!root && (!xdg || xdg[0] != '/') && (!o.socket_path || !o.run_dir)) {
+                fprintf(stderr, "airlockd: XDG_RUNTIME_DIR is not set; give --socket and --run-dir\n");
+                return 2;
+        }
+
+        struct daemon d = {0};
+        d.home = xstrdup(home);
+        d.socket_path = o.socket_path ? xstrdup(o.socket_path)
+                        : root        ? xstrdup("/run/airlock/airlockd.sock")
+                                      : xasprintf("%s/airlock/airlockd.sock", xdg);
+        d.state_dir = o.state_dir ? xstrdup(o.state_dir)
+                      : root      ? xstrdup("/var/lib/airlock/daemon")
+                                  : xasprintf("%s/.local/state/airlock/daemon", home);
+        d.run_dir = o.run_dir ? xstrdup(o.run_dir)
+                    : root    ? xstrdup("/run/airlock/sandboxes")
+                              : xasprintf("%s/airlock/sandboxes", xdg);
+        d.audit_path = o.audit_path ? xstrdup(o.audit_path) : audit_default_path(geteuid(), home);
+        d.airlock_bin = o.airlock_bin ? xstrdup(o.airlock_bin) : find_airlock();
+        d.max_sandboxes = o.max_sandboxes;
+        d.ready_timeout_ms = o.ready_timeout_ms;
+        d.gc_interval_ms = o.gc_interval_ms;
+        memcpy(d.pools, o.pools, sizeof(d.pools));
+        d.n_pools = o.n_pools;
+
+        struct al_error err = {0};
+        struct evconnlistener *lu = NULL, *lt = NULL;
+        _cleanup_free_ char *db = NULL;
+        int r = 0;
+        if (!d.airlock_bin || access(d.airlock_bin, X_OK) < 0) {
+                r = al_error_set(&err, ENOENT, "the airlock binary %s (give --airlock PATH)",
+                                 d.airlock_bin ? d.airlock_bin : "next to airlockd");
+                goto out;
+        }
+        if (d.state_dir[0] != '/' || d.run_dir[0] != '/') {
+                r = al_error_set(&err, EINVAL, "--state-dir and --run-dir must be absolute paths");
+                goto out;
+        }
+        if (strlen(d.run_dir) + sizeof("/0123456789abcdef/control.sock") >
+            sizeof(((struct sockaddr_un *)0)->sun_path)) {
+                r = al_error_set(&err, ENAMETOOLONG, "--run-dir %s: too long for the control sockets",
+                                 d.run_dir);
+                goto out;
+        }
+        static const char *const subdirs[] = {"", "/sandboxes", "/workspaces"};
+        for (size_t i = 0; i < ARRAY_SIZE(subdirs) && r >= 0; i++) {
+                _cleanup_free_ char *p = xasprintf("%s%s", d.state_dir, subdirs[i]);
+                r = mkdir_p(p, 0700);
+                if (r < 0)
+                        al_error_set(&err, r, "creating %s", p);
+        }
+        /* Workspaces are reached by the sandbox's unprivileged host uid
+         * through idmapped mounts, and by nobody else. */
+        if (r >= 0)
+                r = mkdir_p(d.run_dir, 0700);
+        if (r < 0) {
+                if (!err.msg[0])
+                        al_error_set(&err, r, "creating %s", d.run_dir);
+                goto out;
+        }
+        db = xasprintf("%s/%s", d.state_dir, STORE_FILE);
+        r = store_open(db, &d.store, &err);
+        if (r < 0)
+                goto out;
+
+        signal(SIGPIPE, SIG_IGN);
+        raise_nofile();
+        d.base = event_base_new();
+        if (!d.base) {
+                r = al_error_set(&err, ENOMEM, "creating the event loop");
+                goto out;
+        }
+        static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGCHLD};
+        for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+                d.sig_events[i] = evsignal_new(d.base, sigs[i], on_signal, &d);
+                event_add(d.sig_events[i], NULL);
+        }
+        r = api_setup(&d, &err);
+        if (r >= 0)
+                r = listen_unix(&d, d.socket_path, &lu, &err);
+        if (r >= 0 && lu && !evhttp_bind_listener(d.http, lu))
+                r = al_error_set(&err, ENOMEM, "serving %s", d.socket_path);
+        if (r >= 0 && o.listen) {
+                r = listen_tcp(&d, o.listen, &lt, &err);
+                if (r >= 0 && !evhttp_bind_listener(d.http, lt))
+                        r = al_error_set(&err, ENOMEM, "serving %s", o.listen);
+        }
+        if (r < 0)
+                goto out;
+
+        r = sandbox_reattach_all(&d);
+        if (r < 0) {
+                al_error_set(&err, r, "reading the sandbox records");
+                goto out;
+        }
+        pool_refill(&d);
+        gc_start(&d);
+        daemon_log(&d, "listening on %s%s%s", d.socket_path, o.listen ? " and " : "",
+                   o.listen ? o.listen : "");
+        event_base_dispatch(d.base);
+        r = 0;
+
+out:
+        d.shutting_down = true;
+        if (d.http)
+                evhttp_free(d.http);
+        if (lu || d.http)
+                unlink(d.socket_path);
+        while (d.sandboxes) {
+                struct sandbox *sb = d.sandboxes;
+                d.sandboxes = sb->next;
+                sb->next = NULL;
+                /* Left running: the next airlockd re-attaches them. */
+                sb->refs = 0;
+                sb->freed_pending = true;
+                sandbox_ref(sb);
+                sandbox_unref(sb);
+        }
+        if (d.gc_timer)
+                event_free(d.gc_timer);
+        for (size_t i = 0; i < ARRAY_SIZE(d.sig_events); i++)
+                if (d.sig_events[i])
+                        event_free(d.sig_events[i]);
+        if (d.base)
+                event_base_free(d.base);
+        d.store = store_close(d.store);
+        if (r < 0)
+                fprintf(stderr, "airlockd: %s\n", err.msg);
+        free(d.home);
+        free(d.socket_path);
+        free(d.state_dir);
+        free(d.run_dir);
+        free(d.audit_path);
+        free(d.airlock_bin);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include "files.h"
+#include "util.h"
+
+#define RESOLVE_READ  (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+#define RESOLVE_WRITE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS)
+
+static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve)
+{
+        struct open_how how = {.flags = flags, .mode = 0, .resolve = resolve};
+        int fd;
+        do
+                fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        while (fd < 0 && errno == EAGAIN);
+        return fd < 0 ? -errno : fd;
+}
+
+/* A message that says it all, with the errno kept for the caller. */
+static int fail(struct al_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct al_error *err, int code, const char *fmt, ...)
+{
+        if (err) {
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+                va_end(ap);
+                err->code = code;
+        }
+        return -code;
+}
+
+/* One message per failure the client can cause. */
+static int path_error(struct al_error *err, int r, const char *rel)
+{
+        switch (-r) {
+        case EXDEV:
+                return fail(err, EXDEV, "%s: leads out of the workspace", rel);
+        case ELOOP:
+                return fail(err, ELOOP, "%s: a symbolic link is in the way", rel);
+        default:
+                return al_error_set(err, -r, "%s", rel);
+        }
+}
+
+int files_clean_path(const char *path, bool allow_root, char **ret, struct al_error *err)
+{
+        if (!path || !*path)
+                return fail(err, EINVAL, "path: empty");
+        if (strlen(path) >= 4096)
+                return fail(err, ENAMETOOLONG, "path: too long");
+        json_t *utf8 = json_string(path);
+        if (!utf8)
+                return fail(err, EINVAL, "path: not UTF-8");
+        json_decref(utf8);
+        const char *p = path;
+        if (p[0] == '/') {
+                if (strncmp(p, "/workspace", 10) != 0 || (p[10] != '/' && p[10] != '\0'))
+                        return fail(err, EXDEV, "%s: not beneath /workspace", path);
+                p += 10;
+        }
+        /* Join the components, dropping "." and empty ones. */
+        char *out = xcalloc(strlen(p) + 2, 1);
+        size_t o = 0;
+        while (*p) {
+                while (*p == '/')
+                        p++;
+                size_t n = strcspn(p, "/");
+                if (n == 0)
+                        break;
+                if (n == 2 && p[0] == '.' && p[1] == '.') {
+                        free(out);
+                        return fail(err, EXDEV, "%s: \"..\" is not allowed", path);
+                }
+                if (!(n == 1 && p[0] == '.')) {
+                        if (o > 0)
+                                out[o++] = '/';
+                        memcpy(out + o, p, n);
+                        o += n;
+                }
+                p += n;
+        }
+        if (o == 0) {
+                if (!allow_root) {
+                        free(out);
+                        return fail(err, EINVAL, "%s: names the workspace itself", path);
+                }
+                out[o++] = '.';
+        }
+        out[o] = '\0';
+        *ret = out;
+        return 0;
+}
+
+int files_open_root(const char *workspace, int *ret_fd, struct al_error *err)
+{
+        int fd = open(workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return al_error_set(err, errno, "workspace %s", workspace);
+        *ret_fd = fd;
+        return 0;
+}
+
+int files_read(int root, const char *rel, size_t max, char **ret, size_t *ret_len,
+               struct al_error *err)
+{
+        /* O_NONBLOCK: a FIFO the sandbox left must not hang the daemon. */
+        _cleanup_close_ int fd =
+                sys_openat2(root, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, RESOLVE_READ);
+        if (fd < 0)
+                return path_error(err, fd, rel);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "%s", rel);
+        if (S_ISDIR(st.st_mode))
+                return al_error_set(err, EISDIR, "%s", rel);
+        if (!S_ISREG(st.st_mode))
+                return fail(err, EINVAL, "%s: not a regular file", rel);
+        if ((uint64_t)st.st_size > max)
+                return fail(err, EFBIG, "%s: larger than %zu bytes", rel, max);
+        size_t cap = (size_t)st.st_size + 1, len = 0;
+        char *buf = malloc(cap + 1);
+        if (!buf)
+                return al_error_set(err, ENOMEM, "%s", rel);
+        for (;;) {
+                ssize_t n = read(fd, buf + len, cap - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        int e = errno;
+                        free(buf);
+                        return al_error_set(err, e, "reading %s", rel);
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+                if (len == cap) {
+                        /* Grown since fstat: still bounded by max. */
+                        if (cap > max) {
+                                free(buf);
+                                return fail(err, EFBIG, "%s: larger than %zu bytes", rel, max);
+                        }
+                        cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+                        char *nb = realloc(buf, cap + 1);
+                        if (!nb) {
+                                free(buf);
+                                return al_error_set(err, ENOMEM, "%s", rel);
+                        }
+                        buf = nb;
+                }
+        }
+        buf[len] = '\0';
+        *ret = buf;
+        *ret_len = len;
+        return 0;
+}
+
+static void split(const char *rel, char **ret_dir, const char **ret_name)
+{
+        const char *slash = strrchr(rel, '/');
+        if (!slash) {
+                *ret_dir = xstrdup(".");
+                *ret_name = rel;
+                return;
+        }
+        *ret_dir = xasprintf("%.*s", (int)(slash - rel), rel);
+        *ret_name = slash + 1;
+}
+
+/* The directory `dir` beneath root, as a real fd, following no symlink;
+ * created (with its missing parents) when `create`. */
+static int open_dir(int root, const char *dir, bool create, struct al_error *err)
+{
+        int fd = sys_openat2(root, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_WRITE);
+        if (fd >= 0 || fd != -ENOENT || !create)
+                return fd < 0 ? path_error(err, fd, dir) : fd;
+
+        _cleanup_close_ int cur = sys_openat2(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                                              RESOLVE_WRITE);
+        if (cur < 0)
+                return path_error(err, cur, ".");
+        const char *p = dir;
+        unsigned depth = 0;
+        while (*p) {
+                size_t n = strcspn(p, "/");
+                _cleanup_free_ char *comp = xasprintf("%.*s", (int)n, p);
+                if (++depth > FILES_DEPTH_MAX)
+                        return fail(err, ELOOP, "%s: too deep", dir);
+                int next = sys_openat2(cur, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_WRITE);
+                if (next == -ENOENT) {
+                        struct stat pst;
+                        if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
+                                return al_error_set(err, errno, "creating %s", dir);
+                        if (fstat(cur, &pst) == 0)
+                                if (fchownat(cur, comp, pst.st_uid, pst.st_gid,
+                                             AT_SYMLINK_NOFOLLOW) < 0 &&
+                                    errno != EPERM)
+                                        return al_error_set(err, errno, "creating %s", dir);
+                        next = sys_openat2(cur, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                                           RESOLVE_WRITE);
+                }
+                if (next < 0)
+                        return path_error(err, next, dir);
+                close(cur);
+                cur = next;
+                p += n;
+                while (*p == '/')
+                        p++;
+        }
+        return TAKE_FD(cur);
+}
+
+int files_write(int root, const char *rel, const void *data, size_t len, bool parents,
+                struct al_error *err)
+{
+        if (STREQ(rel, "."))
+                return fail(err, EISDIR, "the workspace itself is a directory");
+        _cleanup_free_ char *dir = NULL;
+        const char *name;
+        split(rel, &dir, &name);
+        _cleanup_close_ int dfd = open_dir(root, dir, parents, err);
+        if (dfd < 0)
+                return dfd;
+
+        struct stat st, dst;
+        bool exists = false;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (S_ISLNK(st.st_mode))
+                        return fail(err, ELOOP, "%s: is a symbolic link; writes do not follow links", rel);
+                if (S_ISDIR(st.st_mode))
+                        return al_error_set(err, EISDIR, "%s", rel);
+                if (!S_ISREG(st.st_mode))
+                        return fail(err, EINVAL, "%s: not a regular file", rel);
+                exists = true;
+        } else if (errno != ENOENT)
+                return al_error_set(err, errno, "%s", rel);
+        if (fstat(dfd, &dst) < 0)
+                return al_error_set(err, errno, "%s", dir);
+
+        char tmp[32];
+        _cleanup_close_ int fd = -1;
+        for (int tries = 0; tries < 16 && fd < 0; tries++) {
+                char hex[13];
+                int r = random_hex(hex, 12);
+                if (r < 0)
+                        return al_error_set(err, -r, "random name");
+                snprintf(tmp, sizeof(tmp), ".airlock-%s", hex);
+                fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0 && errno != EEXIST)
+                        return al_error_set(err, errno, "creating a file in %s", dir);
+        }
+        if (fd < 0)
+                return al_error_set(err, EEXIST, "creating a file in %s", dir);
+        int r = write_full(fd, data, len);
+        uid_t uid = exists ? st.st_uid : dst.st_uid;
+        gid_t gid = exists ? st.st_gid : dst.st_gid;
+        mode_t mode = exists ? (st.st_mode & 0777) : 0644;
+        if (r >= 0 && fchown(fd, uid, gid) < 0 && errno != EPERM)
+                r = -errno;
+        if (r >= 0 && fchmod(fd, mode) < 0)
+                r = -errno;
+        if (r >= 0 && renameat(dfd, tmp, dfd, name) < 0)
+                r = -errno;
+        if (r < 0) {
+                unlinkat(dfd, tmp, 0);
+                return al_error_set(err, r, "writing %s", rel);
+        }
+        return 0;
+}
+
+static int remove_tree(int parent, const char *name, unsigned depth)
+{
+        struct stat st;
+        if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISDIR(st.st_mode))
+                return unlinkat(parent, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+        if (depth >= FILES_DEPTH_MAX)
+                return -ELOOP;
+        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int e = errno;
+                close(fd);
+                return -e;
+        }
+        int r = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                int k = remove_tree(dirfd(d), de->d_name, depth + 1);
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        closedir(d);
+        if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+                r = -errno;
+        return r;
+}
+
+int files_remove_tree(int dirfd, const char *name)
+{
+        return remove_tree(dirfd, name, 0);
+}
+
+int files_delete(int root, const char *rel, bool recursive, struct al_error *err)
+{
+        if (STREQ(rel, "."))
+                return fail(err, EINVAL, "the workspace itself cannot be removed");
+        _cleanup_free_ char *dir = NULL;
+        const char *name;
+        split(rel, &dir, &name);
+        _cleanup_close_ int dfd = open_dir(root, dir, false, err);
+        if (dfd < 0)
+                return dfd;
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return al_error_set(err, errno, "%s", rel);
+        int r;
+        if (!S_ISDIR(st.st_mode))
+                r = unlinkat(dfd, name, 0) < 0 ? -errno : 0;
+        else if (recursive)
+                r = remove_tree(dfd, name, 0);
+        else
+                r = unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+        return r < 0 ? al_error_set(err, r, "removing %s", rel) : 0;
+}
+
+static const char *type_name(mode_t m)
+{
+        return S_ISREG(m) ? "file" : S_ISDIR(m) ? "dir" : S_ISLNK(m) ? "symlink" : "other";
+}
+
+static int cmp_entries(const void *a, const void *b)
+{
+        json_t *const *x = a, *const *y = b;
+        return strcmp(json_string_value(json_object_get(*x, "name")),
+                      json_string_value(json_object_get(*y, "name")));
+}
+
+int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_error *err)
+{
+        int fd = sys_openat2(root, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC,
+                             RESOLVE_READ);
+        if (fd < 0)
+                return path_error(err, fd, rel);
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int e = errno;
+                close(fd);
+                return al_error_set(err, e, "%s", rel);
+        }
+        json_t **v = NULL;
+        size_t n = 0, skipped = 0;
+        bool truncated = false;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                if (n >= max) {
+                        truncated = true;
+                        break;
+                }
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                json_t *name = json_string(de->d_name);
+                if (!name) {
+                        skipped++;
+                        continue;
+                }
+                char mtime[32];
+                struct tm tm;
+                gmtime_r(&st.st_mtime, &tm);
+                strftime(mtime, sizeof(mtime), "%Y-%m-%dT%H:%M:%SZ", &tm);
+                v = xrealloc(v, n + 1, sizeof(*v));
+                v[n++] = json_pack("{s:o, s:s, s:I, s:i, s:s}", "name", name, "type",
+                                   type_name(st.st_mode), "size", (json_int_t)st.st_size, "mode",
+                                   (int)(st.st_mode & 07777), "mtime", mtime);
+        }
+        closedir(d);
+        if (n > 1)
+                qsort(v, n, sizeof(*v), cmp_entries);
+        json_t *entries = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(entries, v[i]);
+        free(v);
+        *ret = json_pack("{s:s, s:o, s:b, s:I}", "path", rel, "entries", entries, "truncated",
+                         truncated, "skipped", (json_int_t)skipped);
+        return 0;
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* The files API's operations on a sandbox's host workspace. Every path is
+ * resolved beneath the workspace with openat2(RESOLVE_BENEATH): no `..`, no
+ * symbolic link and no /proc magic link leads out of it, and writes follow no
+ * symbolic link at all. The workspace is written to by the sandbox, so none of
+ * what is found there is trusted. */
+
+#define FILES_MAX_SIZE  (16u << 20) /* bytes per file read or written */
+#define FILES_LIST_MAX  10000       /* entries per listing */
+#define FILES_DEPTH_MAX 256         /* directories deep, for recursive removal */
+
+/* A client's path, checked and made relative to the workspace: either
+ * relative, or absolute beneath /workspace (where the sandbox sees it).
+ * No `..` components, no empty path; "." is the workspace itself (allowed
+ * only where `allow_root`). Returns -EINVAL or -EXDEV (outside) with `err`
+ * naming the path. */
+int files_clean_path(const char *path, bool allow_root, char **ret, struct al_error *err);
+
+/* O_PATH handle on the workspace directory. */
+int files_open_root(const char *workspace, int *ret_fd, struct al_error *err);
+
+/* A regular file of at most `max` bytes. -EFBIG when larger, -EINVAL when not
+ * a regular file, -EXDEV when the path leads out of the workspace. */
+int files_read(int root, const char *rel, size_t max, char **ret, size_t *ret_len,
+               struct al_error *err);
+
+/* Replace or create a regular file atomically (a temporary file renamed into
+ * place). Missing parent directories are created when `parents`. A symbolic
+ * link anywhere on the path is refused (-ELOOP), so is a directory or special
+ * file at the target. New entries get the owner of their directory. */
+int files_write(int root, const char *rel, const void *data, size_t len, bool parents,
+                struct al_error *err);
+
+/* Remove a file, a symbolic link (not what it points to) or an empty
+ * directory; a whole tree when `recursive`. */
+int files_delete(int root, const char *rel, bool recursive, struct al_error *err);
+
+/* {"path", "entries": [{"name", "type", "size", "mode", "mtime"}], "truncated"}
+ * sorted by name; names that are not UTF-8 are left out and counted in
+ * "skipped". */
+int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_error *err);
+
+/* Remove `name` in `dirfd` and, if it is a directory, all of it, without
+ * following any symbolic link. */
+int files_remove_tree(int dirfd, const char *name);

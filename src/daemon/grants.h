@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "util.h"
+
+/* A grant: what one bearer token may do through the daemon's API. The token
+ * is shown once when the grant is made; only its SHA-256 is stored. */
+
+#define GRANT_TOKEN_PREFIX "alk_"
+#define GRANT_TOKEN_LEN    (4 + 64) /* prefix and 32 random bytes in hex */
+#define GRANT_TOKEN_MAX    256      /* longest Authorization token looked at */
+#define GRANT_HASH_HEX     64
+#define GRANT_NAME_MAX     64
+#define GRANT_CLASSES_MAX  8
+
+struct grant {
+        char *name;
+        char token_hash[GRANT_HASH_HEX + 1];
+        bool allow_sandbox;        /* create and destroy sandboxes, set their TTL */
+        bool allow_exec;           /* run commands, write and delete files */
+        bool allow_host_workspace; /* name host paths: a workspace, mounts, read=host */
+        uint64_t max_sandboxes;    /* live sandboxes this grant made; 0 = no own maximum */
+        char **classes;            /* allowed classes, NULL-terminated; NULL = any */
+        size_t n_classes;
+        uint64_t created_ms;
+        uint64_t revoked_ms; /* 0 = in force */
+};
+
+struct grant *grant_free(struct grant *g);
+static inline void grant_freep(struct grant **g)
+{
+        grant_free(*g);
+}
+#define _cleanup_grant_ _cleanup_(grant_freep)
+
+/* A new random token, GRANT_TOKEN_LEN characters and a NUL. */
+int grant_token_new(char ret[static GRANT_TOKEN_LEN + 1]);
+/* SHA-256 of the token as lowercase hex. */
+void grant_token_hash(const char *token, size_t len, char ret[static GRANT_HASH_HEX + 1]);
+/* The token of an "Authorization: Bearer TOKEN" header value: -EINVAL when the
+ * scheme is not Bearer or the token is empty, too long or not printable. */
+int grant_bearer_token(const char *header, const char **ret, size_t *ret_len);
+
+/* 1 to GRANT_NAME_MAX of [A-Za-z0-9._-], not starting with '.' or '-'. */
+bool grant_name_valid(const char *name);
+/* "small,medium": known class names, no repeats, at most GRANT_CLASSES_MAX. */
+int grant_parse_classes(const char *csv, char ***ret, size_t *ret_n, struct al_error *err);
+bool grant_allows_class(const struct grant *g, const char *class_name);
+/* The comma-joined classes, or "" for any; caller frees. */
+char *grant_classes_string(const struct grant *g);

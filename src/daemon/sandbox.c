@@ -1,0 +1,1056 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "ctl.h"
+#include "daemon.h"
+#include "files.h"
+#include "util.h"
+
+extern char **environ;
+
+const char *const sandbox_state_names[SANDBOX_STATE_COUNT] = {
+        [SANDBOX_STARTING] = "starting",   [SANDBOX_POOLED] = "pooled",
+        [SANDBOX_RUNNING] = "running",     [SANDBOX_STOPPING] = "stopping",
+        [SANDBOX_DESTROYED] = "destroyed", [SANDBOX_FAILED] = "failed",
+};
+
+#define STATUS_TIMEOUT_MS  5000
+#define DESTROY_TIMEOUT_MS 5000
+#define KILL_GRACE_MS      10000
+
+struct sandbox_waiter {
+        struct sandbox_waiter *next;
+        sandbox_cb cb;
+        void *userdata;
+};
+
+static void finalize(struct sandbox *sb);
+
+static int pidfd_open(pid_t pid)
+{
+        int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        return fd < 0 ? -errno : fd;
+}
+
+static void pidfd_kill(struct sandbox *sb, int sig)
+{
+        if (sb->pidfd >= 0)
+                (void)syscall(SYS_pidfd_send_signal, sb->pidfd, sig, NULL, 0);
+}
+
+struct sandbox *sandbox_find(struct daemon *d, const char *id)
+{
+        for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
+                if (STREQ(sb->id, id))
+                        return sb;
+        return NULL;
+}
+
+size_t sandbox_count(struct daemon *d, const char *grant, bool include_pooled)
+{
+        size_t n = 0;
+        for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+                if (sb->state == SANDBOX_FAILED || sb->state == SANDBOX_DESTROYED)
+                        continue;
+                if (sb->state == SANDBOX_POOLED && !include_pooled)
+                        continue;
+                if (grant && (!sb->grant || !STREQ(sb->grant, grant)))
+                        continue;
+                n++;
+        }
+        return n;
+}
+
+static void unlink_live(struct sandbox *sb)
+{
+        for (struct sandbox **p = &sb->d->sandboxes; *p; p = &(*p)->next)
+                if (*p == sb) {
+                        *p = sb->next;
+                        sb->next = NULL;
+                        return;
+                }
+}
+
+static void sandbox_free(struct sandbox *sb)
+{
+        if (sb->exit_ev)
+                event_free(sb->exit_ev);
+        if (sb->ready_ev)
+                event_free(sb->ready_ev);
+        if (sb->destroy_timer)
+                event_free(sb->destroy_timer);
+        if (sb->ready_fd >= 0)
+                close(sb->ready_fd);
+        if (sb->pidfd >= 0)
+                close(sb->pidfd);
+        ctl_call_cancel(sb->status_call);
+        ctl_call_cancel(sb->destroy_call);
+        json_decref(sb->status.doc);
+        json_decref(sb->metadata);
+        policy_free(sb->policy);
+        free(sb->grant);
+        free(sb->class_name);
+        free(sb->policy_json);
+        free(sb->workspace);
+        free(sb->dir);
+        free(sb->control_path);
+        free(sb->end_reason);
+        while (sb->waiters) {
+                struct sandbox_waiter *w = sb->waiters;
+                sb->waiters = w->next;
+                free(w);
+        }
+        free(sb);
+}
+
+void sandbox_ref(struct sandbox *sb)
+{
+        sb->refs++;
+}
+
+void sandbox_unref(struct sandbox *sb)
+{
+        if (--sb->refs == 0 && sb->freed_pending)
+                sandbox_free(sb);
+}
+
+static void release(struct sandbox *sb)
+{
+        unlink_live(sb);
+        if (sb->refs > 0)
+                sb->freed_pending = true;
+        else
+                sandbox_free(sb);
+}
+
+static struct sandbox *sandbox_alloc(struct daemon *d, const char *id)
+{
+        struct sandbox *sb = xcalloc(1, sizeof(*sb));
+        sb->d = d;
+        snprintf(sb->id, sizeof(sb->id), "%s", id);
+        sb->pidfd = -1;
+        sb->ready_fd = -1;
+        sb->dir = xasprintf("%s/sandboxes/%s", d->state_dir, id);
+        sb->control_path = xasprintf("%s/%s/control.sock", d->run_dir, id);
+        return sb;
+}
+
+int sandbox_save(struct sandbox *sb)
+{
+        _cleanup_free_ char *meta = json_dumps(sb->metadata ? sb->metadata : json_object(),
+                                               JSON_COMPACT | JSON_SORT_KEYS);
+        struct store_sandbox r = {
+                .state = (char *)sandbox_state_names[sb->state],
+                .grant = sb->grant,
+                .class_name = sb->class_name,
+                .metadata = meta,
+                .policy = sb->policy_json,
+                .workspace = sb->workspace,
+                .workspace_owned = sb->workspace_owned,
+                .pid = sb->pid,
+                .created_ms = sb->created_ms,
+                .ended_ms = sb->ended_ms,
+                .expires_ms = sb->expires_ms,
+                .idle_timeout_ms = sb->idle_timeout_ms,
+                .last_active_ms = sb->last_active_ms,
+                .reason = sb->end_reason,
+        };
+        memcpy(r.id, sb->id, sizeof(r.id));
+        int k = store_sandbox_put(sb->d->store, &r);
+        if (k < 0)
+                daemon_log(sb->d, "sandbox %s: recording it: %s", sb->id, strerror(-k));
+        return k;
+}
+
+void sandbox_set_reason(struct sandbox *sb, const char *reason)
+{
+        char *r = xstrdup(reason);
+        free(sb->end_reason);
+        sb->end_reason = r;
+}
+
+void sandbox_touch(struct sandbox *sb)
+{
+        sb->last_active_ms = daemon_now_ms();
+}
+
+/* cgroups a dead supervisor left */
+
+static bool is_cgroupfs(int fd)
+{
+        struct statfs s;
+        return fstatfs(fd, &s) == 0 &&
+               ((unsigned long)s.f_type == CGROUP_SUPER_MAGIC ||
+                (unsigned long)s.f_type == CGROUP2_SUPER_MAGIC);
+}
+
+static void cgroup_remove(int parent, const char *name, unsigned depth)
+{
+        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        DIR *dir = fdopendir(fd);
+        if (!dir) {
+                close(fd);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(dir)))
+                if (de->d_type == DT_DIR && !STREQ(de->d_name, ".") && !STREQ(de->d_name, "..") &&
+                    depth < 8)
+                        cgroup_remove(dirfd(dir), de->d_name, depth + 1);
+        int kfd = openat(dirfd(dir), "cgroup.kill", O_WRONLY | O_CLOEXEC);
+        if (kfd >= 0) {
+                /* Without cgroup.kill (v1) the processes are killed below. */
+                (void)write_full(kfd, "1", 1);
+                close(kfd);
+        }
+        for (int tries = 0; tries < 50; tries++) {
+                _cleanup_free_ char *procs = NULL;
+                if (read_file_at(dirfd(dir), "cgroup.procs", 1 << 20, &procs, NULL) == 0) {
+                        for (char *p = procs; *p;) {
+                                char *nl = strchr(p, '\n');
+                                if (nl)
+                                        *nl = '\0';
+                                int pid;
+                                if (safe_atoi(p, &pid) == 0 && pid > 1)
+                                        kill(pid, SIGKILL);
+                                if (!nl)
+                                        break;
+                                p = nl + 1;
+                        }
+                }
+                if (unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+                        break;
+                struct timespec ts = {.tv_sec = 0, .tv_nsec = 2 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        closedir(dir);
+}
+
+/* Find directories named `name` at most `depth` levels down, within a budget
+ * of directories looked at, and remove them. */
+static void cgroup_search(int fd, const char *name, unsigned depth, unsigned *budget)
+{
+        int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dup < 0)
+                return;
+        DIR *dir = fdopendir(dup);
+        if (!dir) {
+                close(dup);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(dir)) && *budget > 0) {
+                if (de->d_type != DT_DIR || STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                (*budget)--;
+                if (STREQ(de->d_name, name)) {
+                        cgroup_remove(dirfd(dir), de->d_name, 0);
+                        continue;
+                }
+                if (depth == 0 || strncmp(de->d_name, "airlock-", 8) == 0)
+                        continue;
+                int sub = openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+                                                                 O_CLOEXEC);
+                if (sub >= 0) {
+                        cgroup_search(sub, name, depth - 1, budget);
+                        close(sub);
+                }
+        }
+        closedir(dir);
+}
+
+static void cgroups_remove_named(const char *name)
+{
+        _cleanup_close_ int root = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return;
+        unsigned budget = 20000;
+        if (is_cgroupfs(root)) {
+                cgroup_search(root, name, 6, &budget);
+                return;
+        }
+        _cleanup_(closedirp) DIR *dir = fdopendir(fcntl(root, F_DUPFD_CLOEXEC, 3));
+        if (!dir)
+                return;
+        struct dirent *de;
+        while ((de = readdir(dir))) {
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                _cleanup_close_ int h = openat(dirfd(dir), de->d_name,
+                                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (h >= 0 && is_cgroupfs(h)) {
+                        unsigned b = budget;
+                        cgroup_search(h, name, 6, &b);
+                }
+        }
+}
+
+/* Remove a tree in a child process, so that a large workspace does not hold
+ * up the loop: the directory is first renamed out of the way. */
+static void remove_tree_async(struct daemon *d, const char *path)
+{
+        _cleanup_free_ char *parent = xstrdup(path);
+        char *slash = strrchr(parent, '/');
+        if (!slash || slash == parent)
+                return;
+        *slash = '\0';
+        const char *name = slash + 1;
+        _cleanup_close_ int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (pfd < 0)
+                return;
+        char hex[13] = "";
+        (void)random_hex(hex, 12);
+        _cleanup_free_ char *trash = xasprintf(".trash-%s-%s", name, hex);
+        if (renameat(pfd, name, pfd, trash) < 0) {
+                if (errno != ENOENT)
+                        (void)files_remove_tree(pfd, name);
+                return;
+        }
+        pid_t pid = fork();
+        if (pid == 0) {
+                (void)files_remove_tree(pfd, trash);
+                _exit(0);
+        }
+        if (pid < 0)
+                (void)files_remove_tree(pfd, trash);
+}
+
+void sandbox_cleanup_leftovers(struct daemon *d, const char *id, pid_t pid, const char *workspace,
+                               bool workspace_owned)
+{
+        _cleanup_free_ char *cg = xasprintf("airlock-%s", id);
+        cgroups_remove_named(cg);
+        if (pid > 0) {
+                _cleanup_free_ char *leaf = xasprintf("airlock-supervisor-%d", (int)pid);
+                cgroups_remove_named(leaf);
+        }
+        _cleanup_close_ int run = open(d->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (run >= 0)
+                (void)files_remove_tree(run, id);
+        if (workspace_owned && workspace)
+                remove_tree_async(d, workspace);
+}
+
+/* The end of a sandbox: its supervisor is gone. */
+static void finalize(struct sandbox *sb)
+{
+        struct daemon *d = sb->d;
+        if (sb->finalized)
+                return;
+        sb->finalized = true;
+        if (sb->exit_ev)
+                event_del(sb->exit_ev);
+        if (sb->destroy_timer)
+                event_del(sb->destroy_timer);
+        if (sb->ready_ev)
+                event_del(sb->ready_ev);
+
+        /* A supervisor that ended cleanly removed its run directory. */
+        _cleanup_free_ char *rundir = xasprintf("%s/%s", d->run_dir, sb->id);
+        struct stat st;
+        bool unclean = stat(rundir, &st) == 0;
+        if (unclean) {
+                sandbox_cleanup_leftovers(d, sb->id, sb->pid, sb->workspace, sb->workspace_owned);
+        } else if (sb->workspace_owned && sb->workspace)
+                remove_tree_async(d, sb->workspace);
+        _cleanup_close_ int sdir = open(d->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sdir >= 0) {
+                _cleanup_free_ char *rel = xasprintf("sandboxes/%s", sb->id);
+                (void)files_remove_tree(sdir, rel);
+        }
+
+        enum sandbox_state was = sb->state;
+        sb->ended_ms = daemon_now_ms();
+        if (was == SANDBOX_STOPPING) {
+                sb->state = SANDBOX_DESTROYED;
+        } else if (was == SANDBOX_RUNNING || was == SANDBOX_POOLED) {
+                sb->state = SANDBOX_DESTROYED;
+                sandbox_set_reason(sb, unclean ? "supervisor_died" : "exited");
+        }
+        if (sb->state == SANDBOX_DESTROYED) {
+                if (was != SANDBOX_POOLED)
+                        d->metrics.destroys++;
+                d->metrics.gate_allowed += sb->status.allowed;
+                d->metrics.gate_denied += sb->status.denied;
+                d->metrics.gate_bytes_up += sb->status.bytes_up;
+                d->metrics.gate_bytes_down += sb->status.bytes_down;
+                d->metrics.oom_kills += sb->status.oom_kills;
+        }
+        if (was == SANDBOX_POOLED && sb->state == SANDBOX_DESTROYED && !d->shutting_down)
+                (void)store_sandbox_delete(d->store, sb->id);
+        else
+                sandbox_save(sb);
+        if (was != SANDBOX_POOLED)
+                daemon_log(d, "sandbox %s: %s (%s)", sb->id, sandbox_state_names[sb->state],
+                           sb->end_reason ? sb->end_reason : "-");
+
+        sandbox_ref(sb);
+        if (sb->start_cb) {
+                sandbox_cb cb = sb->start_cb;
+                sb->start_cb = NULL;
+                cb(sb, -ECHILD, "the supervisor exited before the sandbox was ready",
+                   sb->start_ud);
+        }
+        while (sb->waiters) {
+                struct sandbox_waiter *w = sb->waiters;
+                sb->waiters = w->next;
+                if (w->cb)
+                        w->cb(sb, 0, NULL, w->userdata);
+                free(w);
+        }
+        release(sb);
+        sandbox_unref(sb);
+        if (was == SANDBOX_POOLED)
+                pool_refill(d);
+}
+
+static void on_ready(evutil_socket_t fd, short what, void *arg);
+
+static void on_exit_event(evutil_socket_t fd, short what, void *arg)
+{
+        struct sandbox *sb = arg;
+        if (sb->exited)
+                return;
+        sb->exited = true;
+        if (sb->pid > 0)
+                (void)waitpid(sb->pid, NULL, WNOHANG);
+        sandbox_ref(sb);
+        /* What the supervisor said on the ready pipe before it went explains
+         * a failed start better than its exit does. */
+        if (sb->ready_fd >= 0 && sb->start_cb)
+                on_ready(sb->ready_fd, EV_READ, sb);
+        finalize(sb);
+        sandbox_unref(sb);
+}
+
+static int watch_exit(struct sandbox *sb)
+{
+        if (sb->pidfd < 0) {
+                int fd = pidfd_open(sb->pid);
+                if (fd < 0)
+                        return fd;
+                sb->pidfd = fd;
+        }
+        sb->exit_ev = event_new(sb->d->base, sb->pidfd, EV_READ, on_exit_event, sb);
+        if (!sb->exit_ev)
+                return -ENOMEM;
+        event_add(sb->exit_ev, NULL);
+        return 0;
+}
+
+static void on_kill_timer(evutil_socket_t fd, short what, void *arg)
+{
+        struct sandbox *sb = arg;
+        daemon_log(sb->d, "sandbox %s: the supervisor did not end; killing it", sb->id);
+        pidfd_kill(sb, SIGKILL);
+}
+
+static void arm_kill_timer(struct sandbox *sb, uint64_t ms)
+{
+        if (!sb->destroy_timer)
+                sb->destroy_timer = evtimer_new(sb->d->base, on_kill_timer, sb);
+        struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+        evtimer_add(sb->destroy_timer, &tv);
+}
+
+/* start */
+
+static void start_failed(struct sandbox *sb, int error, const char *message)
+{
+        struct daemon *d = sb->d;
+        d->metrics.create_failures++;
+        sb->state = SANDBOX_FAILED;
+        sb->ended_ms = daemon_now_ms();
+        _cleanup_free_ char *reason = xasprintf("start_failed: %s", message);
+        sandbox_set_reason(sb, reason);
+        sandbox_save(sb);
+        daemon_log(d, "sandbox %s: %s", sb->id, reason);
+        if (sb->ready_ev)
+                event_del(sb->ready_ev);
+        if (sb->ready_fd >= 0) {
+                close(sb->ready_fd);
+                sb->ready_fd = -1;
+        }
+        sandbox_ref(sb);
+        if (sb->start_cb) {
+                sandbox_cb cb = sb->start_cb;
+                sb->start_cb = NULL;
+                cb(sb, error, message, sb->start_ud);
+        }
+        /* The supervisor cleans up after a failed start and exits; the exit
+         * watch finishes the record. */
+        if (sb->exited || sb->pidfd < 0)
+                finalize(sb);
+        else
+                arm_kill_timer(sb, DESTROY_TIMEOUT_MS);
+        sandbox_unref(sb);
+}
+
+static void ready_line(struct sandbox *sb, const char *line)
+{
+        if (STREQ(line, "ok")) {
+                if (sb->ready_ev)
+                        event_del(sb->ready_ev);
+                close(sb->ready_fd);
+                sb->ready_fd = -1;
+                sb->state = sb->for_pool ? SANDBOX_POOLED : SANDBOX_RUNNING;
+                sandbox_touch(sb);
+                sandbox_save(sb);
+                sandbox_cb cb = sb->start_cb;
+                sb->start_cb = NULL;
+                if (cb)
+                        cb(sb, 0, NULL, sb->start_ud);
+                return;
+        }
+        const char *msg = strncmp(line, "error: ", 7) == 0 ? line + 7 : line;
+        start_failed(sb, -EIO, msg);
+}
+
+/* The last line of the supervisor's log, for a start that ended without a
+ * word on the ready pipe. */
+static char *log_tail(struct sandbox *sb)
+{
+        _cleanup_free_ char *path = xasprintf("%s/supervisor.log", sb->dir);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        char buf[1024];
+        off_t size = lseek(fd, 0, SEEK_END);
+        off_t from = size > (off_t)sizeof(buf) - 1 ? size - (off_t)sizeof(buf) + 1 : 0;
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, from);
+        if (n <= 0)
+                return NULL;
+        buf[n] = '\0';
+        while (n > 0 && buf[n - 1] == '\n')
+                buf[--n] = '\0';
+        char *nl = strrchr(buf, '\n');
+        return xstrdup(nl ? nl + 1 : buf);
+}
+
+static void on_ready(evutil_socket_t fd, short what, void *arg)
+{
+        struct sandbox *sb = arg;
+        if (what & EV_TIMEOUT) {
+                pidfd_kill(sb, SIGKILL);
+                start_failed(sb, -ETIMEDOUT, "the sandbox was not ready in time");
+                return;
+        }
+        ssize_t n = read(fd, sb->ready_buf + sb->ready_len, sizeof(sb->ready_buf) - 1 - sb->ready_len);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n > 0) {
+                sb->ready_len += (size_t)n;
+                sb->ready_buf[sb->ready_len] = '\0';
+                char *nl = strchr(sb->ready_buf, '\n');
+                if (nl) {
+                        *nl = '\0';
+                        ready_line(sb, sb->ready_buf);
+                        return;
+                }
+                if (sb->ready_len < sizeof(sb->ready_buf) - 1)
+                        return;
+                ready_line(sb, sb->ready_buf);
+                return;
+        }
+        _cleanup_free_ char *tail = log_tail(sb);
+        _cleanup_free_ char *msg = xasprintf("the supervisor exited before the sandbox was ready%s%s",
+                                             tail ? ": " : "", tail ? tail : "");
+        start_failed(sb, -ECHILD, msg);
+}
+
+static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
+{
+        struct daemon *d = sb->d;
+        _cleanup_free_ char *policy_path = xasprintf("%s/policy.json", sb->dir);
+        _cleanup_free_ char *log_path = xasprintf("%s/supervisor.log", sb->dir);
+        _cleanup_close_ int pfd =
+                open(policy_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int r = pfd < 0 ? -errno : write_full(pfd, sb->policy_json, strlen(sb->policy_json));
+        if (r < 0)
+                return al_error_set(err, r, "writing %s", policy_path);
+
+        int p[2];
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+                return al_error_set(err, errno, "pipe");
+        _cleanup_close_ int rd = p[0], wr = p[1];
+        /* dup2 onto its own number would keep FD_CLOEXEC. */
+        if (wr <= 3) {
+                int k = fcntl(wr, F_DUPFD_CLOEXEC, 10);
+                if (k < 0)
+                        return al_error_set(err, errno, "fcntl");
+                close(wr);
+                wr = k;
+        }
+        if (fcntl(wr, F_SETFL, 0) < 0)
+                return al_error_set(err, errno, "fcntl");
+        _cleanup_close_ int logfd =
+                open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (logfd < 0)
+                return al_error_set(err, errno, "opening %s", log_path);
+
+        char *argv[] = {
+                d->airlock_bin, "supervise",       "--id",   sb->id,     "--policy",
+                policy_path,    "--run-dir",       d->run_dir, "--ready-fd", "3",
+                d->audit_path ? "--audit" : NULL, d->audit_path, NULL,
+        };
+        /* A clean environment: the supervisor needs HOME (the mandatory deny
+         * list) and PATH; sanitizer settings pass through for test builds. */
+        char **envp = NULL;
+        size_t n_env = 0;
+        envp = strv_append(envp, &n_env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        _cleanup_free_ char *home = xasprintf("HOME=%s", d->home);
+        envp = strv_append(envp, &n_env, home);
+        for (char **e = environ; e && *e; e++)
+                if (strncmp(*e, "ASAN_OPTIONS=", 13) == 0 || strncmp(*e, "UBSAN_OPTIONS=", 14) == 0 ||
+                    strncmp(*e, "LSAN_OPTIONS=", 13) == 0)
+                        envp = strv_append(envp, &n_env, *e);
+        _cleanup_strv_ char **envp_free = envp;
+
+        /* Built before fork: the child only makes system calls. */
+        sigset_t none;
+        sigemptyset(&none);
+        pid_t pid = fork();
+        if (pid < 0)
+                return al_error_set(err, errno, "fork");
+        if (pid == 0) {
+                int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (null < 0 || setsid() < 0 || dup2(null, 0) < 0 || dup2(logfd, 1) < 0 ||
+                    dup2(logfd, 2) < 0 || dup2(wr, 3) < 0 ||
+                    syscall(SYS_close_range, 4, ~0U, 0) < 0 || chdir("/") < 0)
+                        _exit(125);
+                for (int sig = 1; sig < NSIG; sig++)
+                        signal(sig, SIG_DFL);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                execve(d->airlock_bin, argv, envp);
+                _exit(127);
+        }
+        sb->pid = pid;
+        sb->pidfd = pidfd_open(pid);
+        sb->ready_fd = TAKE_FD(rd);
+        return 0;
+}
+
+int sandbox_start(struct daemon *d, struct policy *p, const struct sandbox_params *params,
+                  sandbox_cb cb, void *userdata, struct sandbox **ret, struct al_error *err)
+{
+        char id[17];
+        int r;
+        do {
+                r = random_hex(id, 16);
+                if (r < 0) {
+                        policy_free(p);
+                        return al_error_set(err, r, "picking an id");
+                }
+        } while (sandbox_find(d, id));
+
+        struct sandbox *sb = sandbox_alloc(d, id);
+        sb->policy = p;
+        sb->grant = xstrdup(params->grant);
+        sb->class_name = xstrdup(p->class_name ? p->class_name : "medium");
+        sb->metadata = params->metadata ? json_deep_copy(params->metadata) : json_object();
+        sb->created_ms = daemon_now_ms();
+        sb->last_active_ms = sb->created_ms;
+        sb->expires_ms = params->ttl_ms ? sb->created_ms + params->ttl_ms : 0;
+        sb->idle_timeout_ms = params->idle_timeout_ms;
+        sb->start_cb = cb;
+        sb->start_ud = userdata;
+
+        if (mkdir(sb->dir, 0700) < 0) {
+                r = al_error_set(err, errno, "creating %s", sb->dir);
+                goto fail;
+        }
+        if (params->workspace) {
+                sb->workspace = xstrdup(params->workspace);
+        } else {
+                sb->workspace = xasprintf("%s/workspaces/%s", d->state_dir, id);
+                if (mkdir(sb->workspace, 0755) < 0) {
+                        r = al_error_set(err, errno, "creating %s", sb->workspace);
+                        goto fail_dir;
+                }
+                sb->workspace_owned = true;
+        }
+        free(p->workspace);
+        p->workspace = xstrdup(sb->workspace);
+        sb->policy_json = policy_to_json(p);
+
+        r = spawn_supervisor(sb, err);
+        if (r < 0)
+                goto fail_ws;
+        sb->state = SANDBOX_STARTING;
+        sb->for_pool = params->pooled;
+        sb->next = d->sandboxes;
+        d->sandboxes = sb;
+        sandbox_save(sb);
+
+        sb->ready_ev = event_new(d->base, sb->ready_fd, EV_READ | EV_PERSIST, on_ready, sb);
+        struct timeval tv = {.tv_sec = (time_t)(d->ready_timeout_ms / 1000),
+                             .tv_usec = (suseconds_t)(d->ready_timeout_ms % 1000) * 1000};
+        event_add(sb->ready_ev, &tv);
+        if (sb->pidfd >= 0)
+                (void)watch_exit(sb);
+        *ret = sb;
+        return 0;
+
+fail_ws:
+        if (sb->workspace_owned) {
+                _cleanup_close_ int wdir = open(d->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                _cleanup_free_ char *rel = xasprintf("workspaces/%s", id);
+                if (wdir >= 0)
+                        (void)files_remove_tree(wdir, rel);
+        }
+fail_dir:
+        {
+                _cleanup_close_ int sdir = open(d->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                _cleanup_free_ char *rel = xasprintf("sandboxes/%s", id);
+                if (sdir >= 0)
+                        (void)files_remove_tree(sdir, rel);
+        }
+fail:
+        d->metrics.create_failures++;
+        sandbox_free(sb);
+        return r;
+}
+
+/* destroy */
+
+static void on_destroy_done(struct ctl_call *c, int error, void *userdata)
+{
+        struct sandbox *sb = userdata;
+        sb->destroy_call = NULL;
+        if (error < 0 && !sb->exited)
+                pidfd_kill(sb, SIGTERM);
+}
+
+static void on_destroy_line(struct ctl_call *c, json_t *msg, void *userdata)
+{
+}
+
+static const struct ctl_call_ops destroy_ops = {
+        .line = on_destroy_line,
+        .done = on_destroy_done,
+};
+
+void sandbox_destroy(struct sandbox *sb, const char *reason, sandbox_cb cb, void *userdata)
+{
+        if (cb) {
+                struct sandbox_waiter *w = xcalloc(1, sizeof(*w));
+                w->cb = cb;
+                w->userdata = userdata;
+                w->next = sb->waiters;
+                sb->waiters = w;
+        }
+        if (sb->state == SANDBOX_STOPPING || sb->state == SANDBOX_FAILED ||
+            sb->state == SANDBOX_DESTROYED)
+                return;
+        if (sb->state == SANDBOX_STARTING) {
+                /* Not ready yet: the supervisor has no control socket to ask. */
+                sandbox_set_reason(sb, reason);
+                pidfd_kill(sb, SIGTERM);
+                arm_kill_timer(sb, KILL_GRACE_MS);
+                return;
+        }
+        sb->state = SANDBOX_STOPPING;
+        sandbox_set_reason(sb, reason);
+        sandbox_save(sb);
+        arm_kill_timer(sb, KILL_GRACE_MS);
+        if (sb->exited) {
+                finalize(sb);
+                return;
+        }
+        json_t *req = json_pack("{s:s}", "op", "destroy");
+        int r = ctl_call_start(sb->d->base, sb->control_path, req, DESTROY_TIMEOUT_MS, &destroy_ops,
+                               sb, &sb->destroy_call);
+        json_decref(req);
+        if (r < 0) {
+                sb->destroy_call = NULL;
+                pidfd_kill(sb, SIGTERM);
+        }
+}
+
+/* status */
+
+struct status_req {
+        struct sandbox *sb;
+        sandbox_cb cb;
+        void *userdata;
+        json_t *answer;
+};
+
+static uint64_t get_u64(json_t *o, const char *a, const char *b)
+{
+        json_t *v = json_object_get(o, a);
+        if (b)
+                v = json_object_get(v, b);
+        json_int_t n = json_integer_value(v);
+        return n > 0 ? (uint64_t)n : 0;
+}
+
+static void on_status_line(struct ctl_call *c, json_t *msg, void *userdata)
+{
+        struct status_req *s = userdata;
+        if (!s->answer)
+                s->answer = json_incref(msg);
+}
+
+static void on_status_done(struct ctl_call *c, int error, void *userdata)
+{
+        struct status_req *s = userdata;
+        struct sandbox *sb = s->sb;
+        if (sb->status_call == c)
+                sb->status_call = NULL;
+        json_t *a = s->answer;
+        if (error >= 0 && (!a || !json_is_true(json_object_get(a, "ok"))))
+                error = -EPROTO;
+        if (error >= 0) {
+                json_decref(sb->status.doc);
+                sb->status.doc = json_incref(a);
+                sb->status.valid = true;
+                sb->status.at_ms = daemon_now_ms();
+                sb->status.allowed = get_u64(a, "network", "allowed");
+                sb->status.denied = get_u64(a, "network", "denied");
+                sb->status.bytes_up = get_u64(a, "network", "bytesUp");
+                sb->status.bytes_down = get_u64(a, "network", "bytesDown");
+                sb->status.oom_kills = get_u64(a, "oomKills", NULL);
+                bool busy = false;
+                size_t i;
+                json_t *p;
+                json_array_foreach(json_object_get(a, "processes"), i, p)
+                        busy = busy || json_is_true(json_object_get(p, "running"));
+                sb->status.busy = busy;
+        }
+        json_decref(a);
+        if (s->cb)
+                s->cb(sb, error, NULL, s->userdata);
+        sandbox_unref(sb);
+        free(s);
+}
+
+static const struct ctl_call_ops status_ops = {
+        .line = on_status_line,
+        .done = on_status_done,
+};
+
+int sandbox_refresh_status(struct sandbox *sb, sandbox_cb cb, void *userdata)
+{
+        if (sb->state != SANDBOX_RUNNING && sb->state != SANDBOX_POOLED)
+                return -ESRCH;
+        struct status_req *s = xcalloc(1, sizeof(*s));
+        s->sb = sb;
+        s->cb = cb;
+        s->userdata = userdata;
+        json_t *req = json_pack("{s:s}", "op", "status");
+        struct ctl_call *c = NULL;
+        int r = ctl_call_start(sb->d->base, sb->control_path, req, STATUS_TIMEOUT_MS, &status_ops, s,
+                               &c);
+        json_decref(req);
+        if (r < 0) {
+                free(s);
+                return r;
+        }
+        sandbox_ref(sb);
+        if (!sb->status_call)
+                sb->status_call = c;
+        return 0;
+}
+
+/* re-attach after a restart */
+
+/* Whether pid is the supervisor of this sandbox: its command line names the
+ * id, so a recycled pid is not taken for it. */
+static bool is_our_supervisor(pid_t pid, const char *id)
+{
+        _cleanup_free_ char *path = xasprintf("/proc/%d/cmdline", (int)pid);
+        _cleanup_free_ char *cmd = NULL;
+        size_t len = 0;
+        if (pid <= 0 || read_file_at(AT_FDCWD, path, 64 * 1024, &cmd, &len) < 0)
+                return false;
+        bool supervise = false, idarg = false;
+        for (size_t off = 0; off < len;) {
+                const char *a = cmd + off;
+                size_t n = strnlen(a, len - off);
+                if (STREQ(a, "supervise"))
+                        supervise = true;
+                if (STREQ(a, "--id") && off + n + 1 < len && STREQ(a + n + 1, id))
+                        idarg = true;
+                off += n + 1;
+        }
+        return supervise && idarg;
+}
+
+struct reattach {
+        struct daemon *d;
+        struct sandbox *sb;
+};
+
+static void on_reattach_status(struct sandbox *sb, int error, const char *message, void *userdata)
+{
+        if (error >= 0)
+                return;
+        /* Alive by its pid but not answering: end it. */
+        daemon_log(sb->d, "sandbox %s: the supervisor does not answer (%s); destroying it", sb->id,
+                   strerror(-error));
+        pidfd_kill(sb, SIGKILL);
+        if (sb->state == SANDBOX_RUNNING || sb->state == SANDBOX_POOLED) {
+                sb->state = SANDBOX_STOPPING;
+                sandbox_set_reason(sb, "supervisor_lost");
+        }
+}
+
+static struct sandbox *from_record(struct daemon *d, const struct store_sandbox *r)
+{
+        struct sandbox *sb = sandbox_alloc(d, r->id);
+        sb->grant = xstrdup(r->grant);
+        sb->class_name = xstrdup(r->class_name);
+        json_error_t jerr;
+        sb->metadata = json_loads(r->metadata ? r->metadata : "{}", 0, &jerr);
+        if (!sb->metadata)
+                sb->metadata = json_object();
+        sb->policy_json = xstrdup(r->policy);
+        sb->policy = policy_new();
+        struct al_error e = {0};
+        if (policy_load_string(sb->policy, r->policy ? r->policy : "{}", "policy", &e) < 0 ||
+            policy_finalize(sb->policy, "/", d->home, &e) < 0) {
+                /* Kept only for its limits; the supervisor has its own copy. */
+                sb->policy = policy_free(sb->policy);
+                sb->policy = policy_new();
+        }
+        sb->workspace = xstrdup(r->workspace);
+        sb->workspace_owned = r->workspace_owned;
+        sb->pid = (pid_t)r->pid;
+        sb->created_ms = r->created_ms;
+        sb->expires_ms = r->expires_ms;
+        sb->idle_timeout_ms = r->idle_timeout_ms;
+        sb->last_active_ms = r->last_active_ms;
+        return sb;
+}
+
+int sandbox_reattach_all(struct daemon *d)
+{
+        static const char *const live[] = {"starting", "pooled", "running", "stopping"};
+        size_t attached = 0, lost = 0;
+        for (size_t k = 0; k < ARRAY_SIZE(live); k++) {
+                struct store_filter f = {.state = live[k], .limit = 1000000};
+                struct store_sandbox **v = NULL;
+                size_t n = 0;
+                int r = store_sandbox_list(d->store, &f, &v, &n);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < n; i++) {
+                        struct store_sandbox *rec = v[i];
+                        struct sandbox *sb = from_record(d, rec);
+                        bool alive = is_our_supervisor(sb->pid, sb->id);
+                        if (alive) {
+                                sb->pidfd = pidfd_open(sb->pid);
+                                alive = sb->pidfd >= 0 && is_our_supervisor(sb->pid, sb->id);
+                        }
+                        if (!alive) {
+                                lost++;
+                                sb->state = STREQ(live[k], "stopping") ? SANDBOX_DESTROYED
+                                                                        : SANDBOX_FAILED;
+                                sandbox_set_reason(sb, STREQ(live[k], "stopping") && rec->reason
+                                                               ? rec->reason
+                                                               : "supervisor_lost");
+                                daemon_log(d, "sandbox %s: the supervisor is gone; cleaning up",
+                                           sb->id);
+                                sandbox_cleanup_leftovers(d, sb->id, sb->pid, sb->workspace,
+                                                          sb->workspace_owned);
+                                _cleanup_close_ int sdir =
+                                        open(d->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                                _cleanup_free_ char *rel = xasprintf("sandboxes/%s", sb->id);
+                                if (sdir >= 0)
+                                        (void)files_remove_tree(sdir, rel);
+                                if (STREQ(live[k], "pooled"))
+                                        (void)store_sandbox_delete(d->store, sb->id);
+                                else
+                                        sandbox_save(sb);
+                                sandbox_free(sb);
+                                continue;
+                        }
+                        sb->next = d->sandboxes;
+                        d->sandboxes = sb;
+                        if (watch_exit(sb) < 0) {
+                                pidfd_kill(sb, SIGKILL);
+                                continue;
+                        }
+                        if (STREQ(live[k], "starting")) {
+                                /* Whoever asked for it never learnt its id. */
+                                sb->state = SANDBOX_RUNNING;
+                                sandbox_destroy(sb, "daemon_restart", NULL, NULL);
+                                continue;
+                        }
+                        if (STREQ(live[k], "stopping")) {
+                                sb->state = SANDBOX_RUNNING;
+                                sandbox_destroy(sb, rec->reason ? rec->reason : "destroy", NULL,
+                                                NULL);
+                                continue;
+                        }
+                        sb->state = STREQ(live[k], "pooled") ? SANDBOX_POOLED : SANDBOX_RUNNING;
+                        attached++;
+                        if (sandbox_refresh_status(sb, on_reattach_status, NULL) < 0)
+                                on_reattach_status(sb, -ECONNREFUSED, NULL, NULL);
+                }
+                store_sandboxes_free(v, n);
+        }
+        if (attached || lost)
+                daemon_log(d, "re-attached %zu sandbox(es); %zu had lost their supervisor", attached,
+                           lost);
+        return 0;
+}
+
+/* the API's view */
+
+static json_t *time_json(uint64_t ms)
+{
+        if (!ms)
+                return json_null();
+        time_t s = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&s, &tm);
+        char buf[64], out[80];
+        strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(out, sizeof(out), "%s.%03uZ", buf, (unsigned)(ms % 1000));
+        return json_string(out);
+}
+
+json_t *sandbox_record_json(const struct store_sandbox *r, const struct sandbox *live)
+{
+        json_error_t jerr;
+        json_t *meta = json_loads(r->metadata ? r->metadata : "{}", 0, &jerr);
+        json_t *policy = json_loads(r->policy ? r->policy : "{}", 0, &jerr);
+        json_t *limits = json_incref(json_object_get(policy, "limits"));
+        json_t *network = json_object_get(policy, "network");
+        json_t *o = json_pack(
+                "{s:s, s:s, s:s?, s:s?, s:o, s:s?, s:b, s:o, s:o, s:o, s:o?, s:o, s:s?, s:o}",
+                "id", r->id, "state", r->state, "class", r->class_name, "grant", r->grant,
+                "metadata", meta ? meta : json_object(), "workspace", r->workspace,
+                "workspaceOwned", r->workspace_owned, "createdAt", time_json(r->created_ms),
+                "expiresAt", time_json(r->expires_ms), "lastActiveAt",
+                time_json(r->last_active_ms), "idleTimeout",
+                r->idle_timeout_ms ? json_real((double)r->idle_timeout_ms / 1000.0) : json_null(),
+                "endedAt", time_json(r->ended_ms), "reason", r->reason, "limits",
+                limits ? limits : json_object());
+        json_object_set_new(o, "networkMode",
+                            json_incref(json_object_get(network, "mode")) ?: json_null());
+        if (live && live->status.valid && live->status.doc) {
+                json_t *doc = live->status.doc;
+                json_object_set(o, "usage", json_object_get(doc, "usage") ?: json_null());
+                json_object_set(o, "network", json_object_get(doc, "network") ?: json_null());
+                json_object_set(o, "processes", json_object_get(doc, "processes") ?: json_array());
+                json_object_set_new(o, "oomKills",
+                                    json_integer((json_int_t)live->status.oom_kills));
+                json_object_set_new(o, "statusAt", time_json(live->status.at_ms));
+        }
+        json_decref(policy);
+        return o;
+}

@@ -1,0 +1,533 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <sqlite3.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "store.h"
+#include "util.h"
+
+struct store {
+        sqlite3 *db;
+};
+
+#define SCHEMA_VERSION 1
+
+static const char schema[] =
+        "CREATE TABLE IF NOT EXISTS grants ("
+        " name TEXT PRIMARY KEY,"
+        " token_hash TEXT NOT NULL UNIQUE,"
+        " allow_sandbox INTEGER NOT NULL,"
+        " allow_exec INTEGER NOT NULL,"
+        " allow_host_workspace INTEGER NOT NULL,"
+        " max_sandboxes INTEGER NOT NULL,"
+        " classes TEXT NOT NULL,"
+        " created_ms INTEGER NOT NULL,"
+        " revoked_ms INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE IF NOT EXISTS sandboxes ("
+        " id TEXT PRIMARY KEY,"
+        " state TEXT NOT NULL,"
+        " grant_name TEXT,"
+        " class TEXT NOT NULL,"
+        " metadata TEXT NOT NULL,"
+        " policy TEXT NOT NULL,"
+        " workspace TEXT,"
+        " workspace_owned INTEGER NOT NULL,"
+        " pid INTEGER NOT NULL,"
+        " created_ms INTEGER NOT NULL,"
+        " ended_ms INTEGER NOT NULL,"
+        " expires_ms INTEGER NOT NULL,"
+        " idle_timeout_ms INTEGER NOT NULL,"
+        " last_active_ms INTEGER NOT NULL,"
+        " reason TEXT);"
+        "CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes (state);"
+        "CREATE TABLE IF NOT EXISTS processes ("
+        " sandbox TEXT NOT NULL,"
+        " pid INTEGER NOT NULL,"
+        " argv TEXT NOT NULL,"
+        " background INTEGER NOT NULL,"
+        " state TEXT NOT NULL,"
+        " exit_code INTEGER NOT NULL,"
+        " error_code TEXT,"
+        " started_ms INTEGER NOT NULL,"
+        " ended_ms INTEGER NOT NULL,"
+        " PRIMARY KEY (sandbox, pid));";
+
+static int sql_error(struct store *s, int rc, struct al_error *err, const char *what)
+{
+        int e = (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) ? EBUSY
+                : rc == SQLITE_CONSTRAINT                  ? EEXIST
+                : rc == SQLITE_NOMEM                       ? ENOMEM
+                : rc == SQLITE_READONLY || rc == SQLITE_PERM ? EACCES
+                                                           : EIO;
+        if (err)
+                al_error_set(err, 0, "%s: %s", what, s && s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        if (err)
+                err->code = e;
+        return -e;
+}
+
+int store_open(const char *path, struct store **ret, struct al_error *err)
+{
+        struct store *s = xcalloc(1, sizeof(*s));
+        int rc = sqlite3_open_v2(path, &s->db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+                                         SQLITE_OPEN_EXRESCODE,
+                                 NULL);
+        if (rc != SQLITE_OK) {
+                int r = sql_error(s, rc, err, "opening the database");
+                al_error_wrap(err, "%s", path);
+                store_close(s);
+                return r;
+        }
+        (void)chmod(path, 0600);
+        sqlite3_busy_timeout(s->db, 2000);
+        char *emsg = NULL;
+        rc = sqlite3_exec(s->db,
+                          "PRAGMA journal_mode=WAL;"
+                          "PRAGMA synchronous=NORMAL;"
+                          "PRAGMA foreign_keys=ON;",
+                          NULL, NULL, &emsg);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, schema, NULL, NULL, &emsg);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_exec(s->db, "PRAGMA user_version=1;", NULL, NULL, &emsg);
+        if (rc != SQLITE_OK) {
+                int r = al_error_set(err, 0, "%s: setting up the database: %s", path,
+                                     emsg ? emsg : sqlite3_errstr(rc));
+                if (err)
+                        err->code = EIO;
+                sqlite3_free(emsg);
+                store_close(s);
+                return r == -EINVAL ? -EIO : r;
+        }
+        *ret = s;
+        return 0;
+}
+
+struct store *store_close(struct store *s)
+{
+        if (!s)
+                return NULL;
+        sqlite3_close_v2(s->db);
+        free(s);
+        return NULL;
+}
+
+static void finalizep(sqlite3_stmt **st)
+{
+        if (*st)
+                sqlite3_finalize(*st);
+}
+#define _cleanup_stmt_ _cleanup_(finalizep)
+
+static int prepare(struct store *s, const char *sql, sqlite3_stmt **ret)
+{
+        int rc = sqlite3_prepare_v2(s->db, sql, -1, ret, NULL);
+        return rc == SQLITE_OK ? 0 : sql_error(s, rc, NULL, "prepare");
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+        if (v)
+                sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+        else
+                sqlite3_bind_null(st, i);
+}
+
+static char *col_text(sqlite3_stmt *st, int i)
+{
+        const unsigned char *t = sqlite3_column_text(st, i);
+        return t ? xstrdup((const char *)t) : NULL;
+}
+
+static int step_done(struct store *s, sqlite3_stmt *st, struct al_error *err, const char *what)
+{
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return 0;
+        return sql_error(s, rc & 0xff, err, what);
+}
+
+/* grants */
+
+int store_grant_add(struct store *s, const struct grant *g, struct al_error *err)
+{
+        _cleanup_stmt_ sqlite3_stmt *del = NULL;
+        int r = prepare(s, "DELETE FROM grants WHERE name = ?1 AND revoked_ms != 0", &del);
+        if (r < 0)
+                return al_error_set(err, -r, "adding grant \"%s\"", g->name);
+        bind_text(del, 1, g->name);
+        r = step_done(s, del, err, "adding grant");
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = prepare(s,
+                    "INSERT INTO grants (name, token_hash, allow_sandbox, allow_exec,"
+                    " allow_host_workspace, max_sandboxes, classes, created_ms)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    &st);
+        if (r < 0)
+                return al_error_set(err, -r, "adding grant \"%s\"", g->name);
+        _cleanup_free_ char *classes = grant_classes_string(g);
+        bind_text(st, 1, g->name);
+        bind_text(st, 2, g->token_hash);
+        sqlite3_bind_int(st, 3, g->allow_sandbox);
+        sqlite3_bind_int(st, 4, g->allow_exec);
+        sqlite3_bind_int(st, 5, g->allow_host_workspace);
+        sqlite3_bind_int64(st, 6, (sqlite3_int64)g->max_sandboxes);
+        bind_text(st, 7, classes);
+        sqlite3_bind_int64(st, 8, (sqlite3_int64)g->created_ms);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return 0;
+        if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+                if (err) {
+                        al_error_set(err, 0, "a grant named \"%s\" exists", g->name);
+                        err->code = EEXIST;
+                }
+                return -EEXIST;
+        }
+        return sql_error(s, rc & 0xff, err, "adding grant");
+}
+
+static struct grant *grant_from_row(sqlite3_stmt *st)
+{
+        struct grant *g = xcalloc(1, sizeof(*g));
+        g->name = col_text(st, 0);
+        const unsigned char *h = sqlite3_column_text(st, 1);
+        snprintf(g->token_hash, sizeof(g->token_hash), "%s", h ? (const char *)h : "");
+        g->allow_sandbox = sqlite3_column_int(st, 2) != 0;
+        g->allow_exec = sqlite3_column_int(st, 3) != 0;
+        g->allow_host_workspace = sqlite3_column_int(st, 4) != 0;
+        g->max_sandboxes = (uint64_t)sqlite3_column_int64(st, 5);
+        const unsigned char *classes = sqlite3_column_text(st, 6);
+        if (classes && classes[0]) {
+                struct al_error e;
+                if (grant_parse_classes((const char *)classes, &g->classes, &g->n_classes, &e) < 0) {
+                        /* A class list that no longer parses allows nothing. */
+                        g->classes = strv_append(NULL, &g->n_classes, "");
+                }
+        }
+        g->created_ms = (uint64_t)sqlite3_column_int64(st, 7);
+        g->revoked_ms = (uint64_t)sqlite3_column_int64(st, 8);
+        return g;
+}
+
+#define GRANT_COLUMNS                                                                              \
+        "name, token_hash, allow_sandbox, allow_exec, allow_host_workspace, max_sandboxes,"        \
+        " classes, created_ms, revoked_ms"
+
+int store_grant_by_hash(struct store *s, const char *hash, struct grant **ret)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT " GRANT_COLUMNS " FROM grants WHERE token_hash = ?1 AND revoked_ms = 0",
+                        &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, hash);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(s, rc & 0xff, NULL, "grant");
+        *ret = grant_from_row(st);
+        return 0;
+}
+
+int store_grant_revoke(struct store *s, const char *name, uint64_t now_ms)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "UPDATE grants SET revoked_ms = ?2 WHERE name = ?1 AND revoked_ms = 0", &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, name);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)(now_ms ? now_ms : 1));
+        r = step_done(s, st, NULL, "revoke");
+        if (r < 0)
+                return r;
+        return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
+}
+
+void store_grants_free(struct grant **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                grant_free(v[i]);
+        free(v);
+}
+
+int store_grant_list(struct store *s, struct grant ***ret, size_t *ret_n)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT " GRANT_COLUMNS " FROM grants ORDER BY name", &st);
+        if (r < 0)
+                return r;
+        struct grant **v = NULL;
+        size_t n = 0;
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                v = xrealloc(v, n + 1, sizeof(*v));
+                v[n++] = grant_from_row(st);
+        }
+        if (rc != SQLITE_DONE) {
+                store_grants_free(v, n);
+                return sql_error(s, rc & 0xff, NULL, "grants");
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* sandboxes */
+
+struct store_sandbox *store_sandbox_free(struct store_sandbox *sb)
+{
+        if (!sb)
+                return NULL;
+        free(sb->state);
+        free(sb->grant);
+        free(sb->class_name);
+        free(sb->metadata);
+        free(sb->policy);
+        free(sb->workspace);
+        free(sb->reason);
+        free(sb);
+        return NULL;
+}
+
+void store_sandboxes_free(struct store_sandbox **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                store_sandbox_free(v[i]);
+        free(v);
+}
+
+#define SANDBOX_COLUMNS                                                                            \
+        "id, state, grant_name, class, metadata, policy, workspace, workspace_owned, pid,"         \
+        " created_ms, ended_ms, expires_ms, idle_timeout_ms, last_active_ms, reason"
+
+int store_sandbox_put(struct store *s, const struct store_sandbox *sb)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "INSERT OR REPLACE INTO sandboxes (" SANDBOX_COLUMNS ")"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                        &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, sb->id);
+        bind_text(st, 2, sb->state);
+        bind_text(st, 3, sb->grant);
+        bind_text(st, 4, sb->class_name ? sb->class_name : "");
+        bind_text(st, 5, sb->metadata ? sb->metadata : "{}");
+        bind_text(st, 6, sb->policy ? sb->policy : "{}");
+        bind_text(st, 7, sb->workspace);
+        sqlite3_bind_int(st, 8, sb->workspace_owned);
+        sqlite3_bind_int64(st, 9, sb->pid);
+        sqlite3_bind_int64(st, 10, (sqlite3_int64)sb->created_ms);
+        sqlite3_bind_int64(st, 11, (sqlite3_int64)sb->ended_ms);
+        sqlite3_bind_int64(st, 12, (sqlite3_int64)sb->expires_ms);
+        sqlite3_bind_int64(st, 13, (sqlite3_int64)sb->idle_timeout_ms);
+        sqlite3_bind_int64(st, 14, (sqlite3_int64)sb->last_active_ms);
+        bind_text(st, 15, sb->reason);
+        return step_done(s, st, NULL, "sandbox");
+}
+
+static struct store_sandbox *sandbox_from_row(sqlite3_stmt *st)
+{
+        struct store_sandbox *sb = xcalloc(1, sizeof(*sb));
+        const unsigned char *id = sqlite3_column_text(st, 0);
+        snprintf(sb->id, sizeof(sb->id), "%s", id ? (const char *)id : "");
+        sb->state = col_text(st, 1);
+        sb->grant = col_text(st, 2);
+        sb->class_name = col_text(st, 3);
+        sb->metadata = col_text(st, 4);
+        sb->policy = col_text(st, 5);
+        sb->workspace = col_text(st, 6);
+        sb->workspace_owned = sqlite3_column_int(st, 7) != 0;
+        sb->pid = sqlite3_column_int64(st, 8);
+        sb->created_ms = (uint64_t)sqlite3_column_int64(st, 9);
+        sb->ended_ms = (uint64_t)sqlite3_column_int64(st, 10);
+        sb->expires_ms = (uint64_t)sqlite3_column_int64(st, 11);
+        sb->idle_timeout_ms = (uint64_t)sqlite3_column_int64(st, 12);
+        sb->last_active_ms = (uint64_t)sqlite3_column_int64(st, 13);
+        sb->reason = col_text(st, 14);
+        return sb;
+}
+
+int store_sandbox_get(struct store *s, const char *id, struct store_sandbox **ret)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = ?1", &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, id);
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(s, rc & 0xff, NULL, "sandbox");
+        *ret = sandbox_from_row(st);
+        return 0;
+}
+
+int store_sandbox_delete(struct store *s, const char *id)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "DELETE FROM sandboxes WHERE id = ?1", &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, id);
+        r = step_done(s, st, NULL, "sandbox");
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *pr = NULL;
+        r = prepare(s, "DELETE FROM processes WHERE sandbox = ?1", &pr);
+        if (r < 0)
+                return r;
+        bind_text(pr, 1, id);
+        return step_done(s, pr, NULL, "processes");
+}
+
+int store_sandbox_count_state(struct store *s, const char *state, uint64_t *ret)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, "SELECT count(*) FROM sandboxes WHERE state = ?1", &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, state);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW)
+                return sql_error(s, rc & 0xff, NULL, "count");
+        *ret = (uint64_t)sqlite3_column_int64(st, 0);
+        return 0;
+}
+
+int store_sandbox_list(struct store *s, const struct store_filter *f, struct store_sandbox ***ret,
+                       size_t *ret_n)
+{
+        /* Parameters: 1 state, 2 grant, 3 limit, then a key path and a value
+         * per metadata filter. */
+        char sql[4096];
+        int off = snprintf(sql, sizeof(sql),
+                           "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE"
+                           " (CASE WHEN ?1 IS NULL THEN state != 'pooled' ELSE state = ?1 END)"
+                           " AND (?2 IS NULL OR grant_name = ?2)");
+        if (f->n_meta > STORE_META_MAX)
+                return -E2BIG;
+        for (size_t i = 0; i < f->n_meta; i++)
+                off += snprintf(sql + off, sizeof(sql) - (size_t)off,
+                                " AND json_extract(metadata, ?%zu) IS ?%zu", 4 + 2 * i, 5 + 2 * i);
+        snprintf(sql + off, sizeof(sql) - (size_t)off, " ORDER BY created_ms DESC, id LIMIT ?3");
+
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s, sql, &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, f->state);
+        bind_text(st, 2, f->grant);
+        sqlite3_bind_int64(st, 3, (sqlite3_int64)(f->limit ? f->limit : 1000));
+        for (size_t i = 0; i < f->n_meta; i++) {
+                /* The key is quoted as a JSON path member; callers allow only
+                 * [A-Za-z0-9_.-] in keys, so no quote can end it early. */
+                _cleanup_free_ char *path = xasprintf("$.\"%s\"", f->meta_key[i]);
+                bind_text(st, (int)(4 + 2 * i), path);
+                bind_text(st, (int)(5 + 2 * i), f->meta_value[i]);
+        }
+        struct store_sandbox **v = NULL;
+        size_t n = 0;
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                v = xrealloc(v, n + 1, sizeof(*v));
+                v[n++] = sandbox_from_row(st);
+        }
+        if (rc != SQLITE_DONE) {
+                store_sandboxes_free(v, n);
+                return sql_error(s, rc & 0xff, NULL, "sandboxes");
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+/* processes */
+
+struct store_process *store_process_free(struct store_process *p)
+{
+        if (!p)
+                return NULL;
+        free(p->argv);
+        free(p->state);
+        free(p->error_code);
+        free(p);
+        return NULL;
+}
+
+void store_processes_free(struct store_process **v, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                store_process_free(v[i]);
+        free(v);
+}
+
+int store_process_put(struct store *s, const struct store_process *p)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "INSERT OR REPLACE INTO processes (sandbox, pid, argv, background, state,"
+                        " exit_code, error_code, started_ms, ended_ms)"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                        &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, p->sandbox);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)p->pid);
+        bind_text(st, 3, p->argv ? p->argv : "[]");
+        sqlite3_bind_int(st, 4, p->background);
+        bind_text(st, 5, p->state ? p->state : "running");
+        sqlite3_bind_int64(st, 6, p->exit_code);
+        bind_text(st, 7, p->error_code);
+        sqlite3_bind_int64(st, 8, (sqlite3_int64)p->started_ms);
+        sqlite3_bind_int64(st, 9, (sqlite3_int64)p->ended_ms);
+        return step_done(s, st, NULL, "process");
+}
+
+int store_process_list(struct store *s, const char *sandbox, size_t limit,
+                       struct store_process ***ret, size_t *ret_n)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "SELECT sandbox, pid, argv, background, state, exit_code, error_code,"
+                        " started_ms, ended_ms FROM processes WHERE sandbox = ?1"
+                        " ORDER BY pid DESC LIMIT ?2",
+                        &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, sandbox);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)(limit ? limit : 1000));
+        struct store_process **v = NULL;
+        size_t n = 0;
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                struct store_process *p = xcalloc(1, sizeof(*p));
+                const unsigned char *sb = sqlite3_column_text(st, 0);
+                snprintf(p->sandbox, sizeof(p->sandbox), "%s", sb ? (const char *)sb : "");
+                p->pid = (uint64_t)sqlite3_column_int64(st, 1);
+                p->argv = col_text(st, 2);
+                p->background = sqlite3_column_int(st, 3) != 0;
+                p->state = col_text(st, 4);
+                p->exit_code = sqlite3_column_int64(st, 5);
+                p->error_code = col_text(st, 6);
+                p->started_ms = (uint64_t)sqlite3_column_int64(st, 7);
+                p->ended_ms = (uint64_t)sqlite3_column_int64(st, 8);
+                v = xrealloc(v, n + 1, sizeof(*v));
+                v[n++] = p;
+        }
+        if (rc != SQLITE_DONE) {
+                store_processes_free(v, n);
+                return sql_error(s, rc & 0xff, NULL, "processes");
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "grants.h"
+#include "util.h"
+
+/* The daemon's state in one SQLite database (WAL): grants, sandboxes and the
+ * processes run in them. The daemon and `airlock grant` open it; each write is
+ * one statement, durable when it returns. Times are milliseconds since the
+ * epoch. */
+
+#define STORE_FILE "airlockd.db"
+
+struct store;
+
+int store_open(const char *path, struct store **ret, struct al_error *err);
+struct store *store_close(struct store *s);
+
+/* -EEXIST when a grant in force has that name; a revoked one is replaced. */
+int store_grant_add(struct store *s, const struct grant *g, struct al_error *err);
+/* The grant in force with that token hash, or -ENOENT. */
+int store_grant_by_hash(struct store *s, const char *hash, struct grant **ret);
+int store_grant_revoke(struct store *s, const char *name, uint64_t now_ms);
+/* Every grant, revoked ones too, by name. */
+int store_grant_list(struct store *s, struct grant ***ret, size_t *ret_n);
+void store_grants_free(struct grant **v, size_t n);
+
+struct store_sandbox {
+        char id[17];
+        char *state;      /* starting pooled running stopping destroyed failed */
+        char *grant;      /* the grant that made it; NULL while pooled */
+        char *class_name;
+        char *metadata;   /* JSON object of strings */
+        char *policy;     /* canonical JSON */
+        char *workspace;  /* host path */
+        bool workspace_owned; /* made by the daemon, removed with the sandbox */
+        int64_t pid;      /* the supervisor; 0 when unknown */
+        uint64_t created_ms;
+        uint64_t ended_ms;
+        uint64_t expires_ms;      /* 0: no TTL */
+        uint64_t idle_timeout_ms; /* 0: none */
+        uint64_t last_active_ms;
+        char *reason; /* why it ended, or the start error */
+};
+
+struct store_sandbox *store_sandbox_free(struct store_sandbox *sb);
+void store_sandboxes_free(struct store_sandbox **v, size_t n);
+
+/* Insert or replace the whole record. */
+int store_sandbox_put(struct store *s, const struct store_sandbox *sb);
+int store_sandbox_get(struct store *s, const char *id, struct store_sandbox **ret);
+int store_sandbox_delete(struct store *s, const char *id);
+int store_sandbox_count_state(struct store *s, const char *state, uint64_t *ret);
+
+#define STORE_META_MAX 32
+
+struct store_filter {
+        const char *state;     /* NULL: every state but pooled */
+        const char *grant;     /* NULL: any */
+        const char *meta_key[STORE_META_MAX];
+        const char *meta_value[STORE_META_MAX];
+        size_t n_meta;
+        size_t limit;          /* 0: 1000 */
+};
+
+/* Newest first. */
+int store_sandbox_list(struct store *s, const struct store_filter *f, struct store_sandbox ***ret,
+                       size_t *ret_n);
+
+struct store_process {
+        char sandbox[17];
+        uint64_t pid;   /* the process's number within the sandbox */
+        char *argv;     /* JSON array */
+        bool background;
+        char *state;    /* running exited */
+        int64_t exit_code; /* -1 while running or unknown */
+        char *error_code;
+        uint64_t started_ms;
+        uint64_t ended_ms;
+};
+
+struct store_process *store_process_free(struct store_process *p);
+void store_processes_free(struct store_process **v, size_t n);
+int store_process_put(struct store *s, const struct store_process *p);
+int store_process_list(struct store *s, const char *sandbox, size_t limit,
+                       struct store_process ***ret, size_t *ret_n);
