@@ -51,6 +51,7 @@ struct builder {
         size_t n_maps;
         char **deny; /* real host paths to mask */
         size_t n_deny;
+        size_t internal_lo, internal_hi; /* deny[lo..hi) hold Airlock's own state */
 };
 
 static int sys_openat2(int dirfd, const char *path, int flags, uint64_t resolve)
@@ -165,6 +166,25 @@ static bool path_under(const char *path, const char *dir)
         return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+/* A clone made by `airlock run --repo` is the workspace and lives in
+ * Airlock's state at <state>/sandboxes/<16 hex>/repo; binding exactly that
+ * directory shows nothing else of the state. */
+static bool is_state_workspace(const struct builder *b, const char *real, size_t deny_index)
+{
+        if (deny_index < b->internal_lo || deny_index >= b->internal_hi ||
+            !b->c->policy->workspace)
+                return false;
+        const char *state = b->deny[deny_index];
+        size_t n = strlen(state);
+        if (strncmp(real, state, n) != 0 || strncmp(real + n, "/sandboxes/", 11) != 0)
+                return false;
+        const char *id = real + n + 11;
+        if (strspn(id, "0123456789abcdef") != 16 || !STREQ(id + 16, "/repo"))
+                return false;
+        char ws[PATH_MAX];
+        return realpath(b->c->policy->workspace, ws) && STREQ(ws, real);
+}
+
 /* Refuse a bind whose source lies inside a denied path: deny wins. */
 static int check_not_denied(struct builder *b, const char *host)
 {
@@ -172,7 +192,7 @@ static int check_not_denied(struct builder *b, const char *host)
         if (!realpath(host, real))
                 return 0;
         for (size_t i = 0; i < b->n_deny; i++)
-                if (path_under(real, b->deny[i]))
+                if (path_under(real, b->deny[i]) && !is_state_workspace(b, real, i))
                         return al_error_set(b->err, EACCES, "mount source %s is under the denied path %s",
                                             host, b->deny[i]);
         return 0;
@@ -613,8 +633,10 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
 
         for (size_t i = 0; policy_mandatory_deny[i]; i++)
                 add_deny(&b, policy_mandatory_deny[i]);
+        b.internal_lo = b.n_deny;
         for (size_t i = 0; i < ARRAY_SIZE(internal_deny); i++)
                 add_deny(&b, internal_deny[i]);
+        b.internal_hi = b.n_deny;
         for (size_t i = 0; i < p->n_deny_read; i++)
                 add_deny(&b, p->deny_read[i]);
 
