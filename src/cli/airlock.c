@@ -14,6 +14,8 @@ static const struct {
         {"diff", cmd_diff, "show what a review sandbox changed"},
         {"accept", cmd_accept, "apply a review sandbox's changes to its workspace"},
         {"discard", cmd_discard, "drop a review sandbox's changes"},
+        {"export", cmd_export, "write a sandbox's new commits as patches (mbox)"},
+        {"push", cmd_push, "push a sandbox's new commits to a new branch"},
         {"supervise", cmd_supervise, "run one long-lived sandbox (used by airlockd)"},
 };
 

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "audit.h"
+#include "cmd-git.h"
 #include "policy.h"
 #include "review.h"
 #include "secrets.h"
@@ -29,6 +30,10 @@ static const char run_usage[] =
         "  -w, --workspace DIR      the workspace, mounted read-write at /workspace (default: .)\n"
         "      --review             mount the workspace copy-on-write; changes wait for\n"
         "                           'airlock accept ID' (or 'airlock discard ID')\n"
+        "      --repo URL           clone URL on the host and use the clone as the workspace;\n"
+        "                           then 'airlock export ID' or 'airlock push ID' (docs/git.md)\n"
+        "      --rev REV            the branch, tag or commit to check out (default: the\n"
+        "                           remote's default branch)\n"
         "      --ro SRC[:DST]       bind SRC read-only at DST (default DST: SRC)\n"
         "      --rw SRC[:DST]       bind SRC read-write at DST\n"
         "      --deny-read PATH     hide PATH (file or directory) inside the sandbox\n"
@@ -86,6 +91,8 @@ enum {
         OPT_ACCOUNT,
         OPT_AUDIT,
         OPT_REVIEW,
+        OPT_REPO,
+        OPT_REV,
 };
 
 static const struct option run_options[] = {
@@ -115,6 +122,8 @@ static const struct option run_options[] = {
         {"account", required_argument, NULL, OPT_ACCOUNT},
         {"audit", required_argument, NULL, OPT_AUDIT},
         {"review", no_argument, NULL, OPT_REVIEW},
+        {"repo", required_argument, NULL, OPT_REPO},
+        {"rev", required_argument, NULL, OPT_REV},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -127,6 +136,8 @@ struct run_args {
         const char *secrets_file;
         const char *account;
         const char *audit;
+        const char *repo;
+        const char *rev;
         bool quiet;
 };
 
@@ -392,6 +403,12 @@ int cmd_run(int argc, char **argv)
                 case OPT_REVIEW:
                         p->workspace_mode = POLICY_WORKSPACE_OVERLAY;
                         break;
+                case OPT_REPO:
+                        a.repo = optarg;
+                        break;
+                case OPT_REV:
+                        a.rev = optarg;
+                        break;
                 case 'q':
                         a.quiet = true;
                         break;
@@ -414,6 +431,24 @@ int cmd_run(int argc, char **argv)
         if (optind >= argc) {
                 policy_free(p);
                 return fail_setup(&a, "run: no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
+        }
+
+        _cleanup_(run_git_done) struct run_git git = {0};
+        if (a.repo || a.rev) {
+                if (!a.repo || workspace || p->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
+                        policy_free(p);
+                        return fail_setup(&a, a.repo ? "run: --repo cannot be combined with -w "
+                                                       "or --review"
+                                                     : "run: --rev needs --repo");
+                }
+                struct run_git_args ga = {.repo = a.repo, .rev = a.rev,
+                                          .secrets_file = a.secrets_file, .audit = a.audit,
+                                          .home = getenv("HOME")};
+                if (run_git_clone(&git, &ga, msg, sizeof(msg)) < 0) {
+                        policy_free(p);
+                        return fail_setup(&a, msg);
+                }
+                workspace = git.workspace;
         }
 
         if (workspace) {
@@ -447,6 +482,7 @@ int cmd_run(int argc, char **argv)
                 .policy = p,
                 .state_root = state_root,
                 .audit_path = audit_path,
+                .sandbox_id = a.repo ? git.id : NULL,
                 .net_log_path = a.net_log,
                 .secrets = secrets,
                 .account = a.account,
@@ -479,6 +515,8 @@ int cmd_run(int argc, char **argv)
                         "  discard: airlock discard %s\n",
                         res.review_added, res.review_modified, res.review_deleted, res.sandbox,
                         res.sandbox, res.sandbox);
+        if (a.repo)
+                run_git_report(&git, a.quiet);
 
         if (a.result_file) {
                 _cleanup_free_ char *json = supervisor_result_json(&res);

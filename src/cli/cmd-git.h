@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* `airlock run --repo`: the host clones into the sandbox's state directory
+ * before the sandbox starts, and the clone becomes the workspace. */
+struct run_git {
+        char id[17];     /* the sandbox id, chosen here */
+        char *state_dir; /* <state_root>/sandboxes/<id> */
+        char *workspace; /* <state_dir>/repo */
+        char *base;      /* the commit checked out */
+};
+
+struct run_git_args {
+        const char *repo;
+        const char *rev;          /* NULL: the default branch */
+        const char *secrets_file; /* GIT_TOKEN, GIT_USERNAME; NULL: none */
+        const char *audit;        /* --audit; NULL: the default log */
+        const char *home;
+};
+
+/* Clone, write git.json and audit "git.clone". On failure msg holds one
+ * line and nothing is left behind. */
+int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, size_t msglen);
+
+/* After the run: the agent's new commits and how to export or push them. */
+void run_git_report(const struct run_git *g, bool quiet);
+
+void run_git_done(struct run_git *g);
