@@ -17,6 +17,13 @@ static const struct {
         {"export", cmd_export, "write a sandbox's new commits as patches (mbox)"},
         {"push", cmd_push, "push a sandbox's new commits to a new branch"},
         {"supervise", cmd_supervise, "run one long-lived sandbox (used by airlockd)"},
+        {"create", cmd_create, "ask airlockd for a sandbox"},
+        {"ls", cmd_ls, "list airlockd's sandboxes"},
+        {"exec", cmd_exec, "run a command in one of airlockd's sandboxes"},
+        {"cp", cmd_cp, "copy a file into or out of a sandbox's workspace"},
+        {"rm", cmd_rm, "destroy airlockd's sandboxes"},
+        {"logs", cmd_logs, "show a sandbox's audit lines or a process's output"},
+        {"grant", cmd_grant, "manage the tokens airlockd accepts"},
 };
 
 static void usage(FILE *f)

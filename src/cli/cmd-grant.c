@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "commands.h"
+#include "grants.h"
+#include "store.h"
+#include "util.h"
+
+#define EXIT_FAIL  1
+#define EXIT_USAGE 2
+
+static const char grant_usage[] =
+        "Usage: airlock grant COMMAND ...\n"
+        "\n"
+        "Manage the bearer tokens that airlockd's API accepts (docs/api.md). The grants\n"
+        "live in the daemon's database, which this command opens directly: run it as\n"
+        "the user the daemon runs as.\n"
+        "\n"
+        "Commands:\n"
+        "  create --name NAME [OPTIONS]   make a grant and print its token, once\n"
+        "  revoke NAME                    stop accepting a grant's token at once\n"
+        "  ls                             list the grants\n"
+        "\n"
+        "Options of every command:\n"
+        "      --state-dir DIR   the daemon's state directory (default: /var/lib/airlock/daemon\n"
+        "                        for root, ~/.local/state/airlock/daemon otherwise)\n"
+        "\n"
+        "Options of create:\n"
+        "      --allow-sandbox          create and destroy sandboxes, set their TTL\n"
+        "      --allow-exec             run commands in sandboxes, write and delete their files\n"
+        "      --allow-host-workspace   name host paths: an existing workspace, mounts,\n"
+        "                               filesystem.read \"host\"\n"
+        "      --max-sandboxes N        live sandboxes this grant may hold (default: no own\n"
+        "                               maximum; the daemon's applies)\n"
+        "      --classes LIST           allowed classes, e.g. small,medium (default: all); a\n"
+        "                               policy may not exceed the largest of them\n";
+
+static char *default_state_dir(void)
+{
+        if (geteuid() == 0)
+                return xstrdup("/var/lib/airlock/daemon");
+        const char *home = getenv("HOME");
+        if (!home || home[0] != '/') {
+                struct passwd *pw = getpwuid(geteuid());
+                home = pw ? pw->pw_dir : NULL;
+        }
+        return home ? xasprintf("%s/.local/state/airlock/daemon", home) : NULL;
+}
+
+static int mkdir_p(const char *path)
+{
+        _cleanup_free_ char *p = xstrdup(path);
+        for (char *s = p + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = '\0';
+                if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                        return -errno;
+                *s = '/';
+        }
+        return mkdir(p, 0700) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+static int open_store(const char *state_dir, bool create, struct store **ret)
+{
+        _cleanup_free_ char *dflt = state_dir ? NULL : default_state_dir();
+        const char *dir = state_dir ? state_dir : dflt;
+        if (!dir) {
+                fprintf(stderr, "airlock: grant: no home directory; give --state-dir\n");
+                return -EINVAL;
+        }
+        _cleanup_free_ char *db = xasprintf("%s/%s", dir, STORE_FILE);
+        if (!create && access(db, F_OK) < 0) {
+                fprintf(stderr, "airlock: grant: %s: no daemon database (%s)\n", db, strerror(errno));
+                return -ENOENT;
+        }
+        if (create) {
+                int r = mkdir_p(dir);
+                if (r < 0) {
+                        fprintf(stderr, "airlock: grant: creating %s: %s\n", dir, strerror(-r));
+                        return r;
+                }
+        }
+        struct al_error err = {0};
+        int r = store_open(db, ret, &err);
+        if (r < 0)
+                fprintf(stderr, "airlock: grant: %s\n", err.msg);
+        return r;
+}
+
+static int grant_create(int argc, char **argv)
+{
+        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_MAX, O_CLASSES, O_STATE };
+        static const struct option opts[] = {
+                {"name", required_argument, NULL, O_NAME},
+                {"allow-sandbox", no_argument, NULL, O_SANDBOX},
+                {"allow-exec", no_argument, NULL, O_EXEC},
+                {"allow-host-workspace", no_argument, NULL, O_HOST},
+                {"max-sandboxes", required_argument, NULL, O_MAX},
+                {"classes", required_argument, NULL, O_CLASSES},
+                {"state-dir", required_argument, NULL, O_STATE},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0},
+        };
+        struct grant g = {0};
+        const char *state_dir = NULL;
+        _cleanup_strv_ char **classes = NULL;
+        struct al_error err = {0};
+        int c;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case O_NAME:
+                        g.name = optarg;
+                        break;
+                case O_SANDBOX:
+                        g.allow_sandbox = true;
+                        break;
+                case O_EXEC:
+                        g.allow_exec = true;
+                        break;
+                case O_HOST:
+                        g.allow_host_workspace = true;
+                        break;
+                case O_MAX:
+                        if (safe_atou64(optarg, &g.max_sandboxes) < 0 || g.max_sandboxes == 0) {
+                                fprintf(stderr, "airlock: grant create: --max-sandboxes \"%s\": expected a "
+                                                "positive number\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case O_CLASSES:
+                        strv_free(classes);
+                        classes = NULL;
+                        if (grant_parse_classes(optarg, &classes, &g.n_classes, &err) < 0) {
+                                fprintf(stderr, "airlock: grant create: --%s\n", err.msg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case O_STATE:
+                        state_dir = optarg;
+                        break;
+                case 'h':
+                        fputs(grant_usage, stdout);
+                        return 0;
+                default:
+                        fprintf(stderr, "airlock: grant create: unknown or incomplete option \"%s\" "
+                                        "(see --help)\n",
+                                argv[optind - 1]);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "airlock: grant create: unexpected argument \"%s\"\n", argv[optind]);
+                return EXIT_USAGE;
+        }
+        if (!g.name) {
+                fprintf(stderr, "airlock: grant create: --name is required\n");
+                return EXIT_USAGE;
+        }
+        if (!grant_name_valid(g.name)) {
+                fprintf(stderr, "airlock: grant create: name \"%s\": expected 1 to 64 of A-Z a-z 0-9 . _ -\n",
+                        g.name);
+                return EXIT_USAGE;
+        }
+        g.classes = classes;
+
+        char token[GRANT_TOKEN_LEN + 1];
+        int r = grant_token_new(token);
+        if (r < 0) {
+                fprintf(stderr, "airlock: grant create: random token: %s\n", strerror(-r));
+                return EXIT_FAIL;
+        }
+        grant_token_hash(token, strlen(token), g.token_hash);
+        g.created_ms = now_realtime_us() / 1000;
+
+        struct store *s = NULL;
+        if (open_store(state_dir, true, &s) < 0)
+                return EXIT_FAIL;
+        r = store_grant_add(s, &g, &err);
+        store_close(s);
+        if (r < 0) {
+                fprintf(stderr, "airlock: grant create: %s\n", err.msg);
+                return EXIT_FAIL;
+        }
+        printf("%s\n", token);
+        explicit_bzero(token, sizeof(token));
+        return 0;
+}
+
+static int parse_common(int argc, char **argv, const char *cmd, const char **state_dir, bool *json)
+{
+        enum { O_STATE = 256, O_JSON };
+        static const struct option opts[] = {
+                {"state-dir", required_argument, NULL, O_STATE},
+                {"json", no_argument, NULL, O_JSON},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0},
+        };
+        int c;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case O_STATE:
+                        *state_dir = optarg;
+                        break;
+                case O_JSON:
+                        if (!json)
+                                goto bad;
+                        *json = true;
+                        break;
+                case 'h':
+                        fputs(grant_usage, stdout);
+                        return 0;
+                default:
+                        goto bad;
+                }
+        }
+        return 1;
+bad:
+        fprintf(stderr, "airlock: grant %s: unknown or incomplete option \"%s\" (see --help)\n", cmd,
+                argv[optind - 1]);
+        return -EXIT_USAGE;
+}
+
+static int grant_revoke(int argc, char **argv)
+{
+        const char *state_dir = NULL;
+        int r = parse_common(argc, argv, "revoke", &state_dir, NULL);
+        if (r <= 0)
+                return -r;
+        if (optind + 1 != argc) {
+                fprintf(stderr, "airlock: grant revoke: expected one NAME\n");
+                return EXIT_USAGE;
+        }
+        const char *name = argv[optind];
+        struct store *s = NULL;
+        if (open_store(state_dir, false, &s) < 0)
+                return EXIT_FAIL;
+        r = store_grant_revoke(s, name, now_realtime_us() / 1000);
+        store_close(s);
+        if (r == -ENOENT) {
+                fprintf(stderr, "airlock: grant revoke: no grant in force named \"%s\"\n", name);
+                return EXIT_FAIL;
+        }
+        if (r < 0) {
+                fprintf(stderr, "airlock: grant revoke: %s: %s\n", name, strerror(-r));
+                return EXIT_FAIL;
+        }
+        return 0;
+}
+
+static void format_time(uint64_t ms, char *buf, size_t size)
+{
+        time_t t = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int grant_ls(int argc, char **argv)
+{
+        const char *state_dir = NULL;
+        bool json = false;
+        int r = parse_common(argc, argv, "ls", &state_dir, &json);
+        if (r <= 0)
+                return -r;
+        if (optind != argc) {
+                fprintf(stderr, "airlock: grant ls: unexpected argument \"%s\"\n", argv[optind]);
+                return EXIT_USAGE;
+        }
+        struct store *s = NULL;
+        if (open_store(state_dir, false, &s) < 0)
+                return EXIT_FAIL;
+        struct grant **v = NULL;
+        size_t n = 0;
+        r = store_grant_list(s, &v, &n);
+        store_close(s);
+        if (r < 0) {
+                fprintf(stderr, "airlock: grant ls: %s\n", strerror(-r));
+                return EXIT_FAIL;
+        }
+        if (!json)
+                printf("%-24s %-8s %-30s %-6s %-16s %s\n", "NAME", "STATE", "ALLOWS", "MAX",
+                       "CLASSES", "CREATED");
+        json_t *arr = json ? json_array() : NULL;
+        for (size_t i = 0; i < n; i++) {
+                struct grant *g = v[i];
+                _cleanup_free_ char *classes = grant_classes_string(g);
+                char created[32], allows[64] = "", max[24];
+                format_time(g->created_ms, created, sizeof(created));
+                snprintf(allows, sizeof(allows), "%s%s%s", g->allow_sandbox ? "sandbox," : "",
+                         g->allow_exec ? "exec," : "", g->allow_host_workspace ? "host-workspace," : "");
+                if (allows[0])
+                        allows[strlen(allows) - 1] = '\0';
+                snprintf(max, sizeof(max), "%" PRIu64, g->max_sandboxes);
+                if (json) {
+                        json_array_append_new(
+                                arr, json_pack("{s:s, s:b, s:b, s:b, s:b, s:I, s:s, s:s}", "name",
+                                               g->name, "revoked", g->revoked_ms != 0, "allowSandbox",
+                                               g->allow_sandbox, "allowExec", g->allow_exec,
+                                               "allowHostWorkspace", g->allow_host_workspace,
+                                               "maxSandboxes", (json_int_t)g->max_sandboxes,
+                                               "classes", classes, "createdAt", created));
+                        continue;
+                }
+                printf("%-24s %-8s %-30s %-6s %-16s %s\n", g->name, g->revoked_ms ? "revoked" : "active",
+                       allows[0] ? allows : "-", g->max_sandboxes ? max : "-",
+                       classes[0] ? classes : "any", created);
+        }
+        store_grants_free(v, n);
+        if (json) {
+                char *text = json_dumps(arr, JSON_INDENT(2));
+                json_decref(arr);
+                printf("%s\n", text ? text : "[]");
+                free(text);
+        }
+        return 0;
+}
+
+int cmd_grant(int argc, char **argv)
+{
+        if (argc < 2) {
+                fputs(grant_usage, stderr);
+                return EXIT_USAGE;
+        }
+        const char *sub = argv[1];
+        if (STREQ(sub, "--help") || STREQ(sub, "-h") || STREQ(sub, "help")) {
+                fputs(grant_usage, stdout);
+                return 0;
+        }
+        if (STREQ(sub, "create"))
+                return grant_create(argc - 1, argv + 1);
+        if (STREQ(sub, "revoke"))
+                return grant_revoke(argc - 1, argv + 1);
+        if (STREQ(sub, "ls") || STREQ(sub, "list"))
+                return grant_ls(argc - 1, argv + 1);
+        fprintf(stderr, "airlock: grant: unknown command \"%s\" (see 'airlock grant --help')\n", sub);
+        return EXIT_USAGE;
+}
