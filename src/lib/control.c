@@ -94,7 +94,7 @@ static void record(struct control *c, const char *kind, json_t *fields)
 
 static void on_net_decision(void *ud, const struct netgate_record *rec)
 {
-        record(ud, "net.decision", events_net_decision(rec));
+        record(ud, events_net_kind(rec), events_net_decision(rec));
 }
 
 static char *b64(const void *data, size_t len)
@@ -806,7 +806,8 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 r = al_error_set(err, ENOMEM, "creating the event loop");
                 goto fail;
         }
-        r = gates_start_netgate(c.base, p, cfg->id, c.sp.listen_fds, on_net_decision, &c, &c.gate, err);
+        r = gates_start_netgate(c.base, p, cfg->id, cfg->secrets, cfg->account, c.sp.listen_fds,
+                                on_net_decision, &c, &c.gate, err);
         if (r < 0)
                 goto fail;
 

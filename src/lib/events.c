@@ -65,8 +65,15 @@ static json_t *str_or_null(const char *s)
         return s ? json_string(s) : json_null();
 }
 
+const char *events_net_kind(const struct netgate_record *rec)
+{
+        return STREQ(rec->protocol, "route") ? "route.call" : "net.decision";
+}
+
 json_t *events_net_decision(const struct netgate_record *rec)
 {
+        if (STREQ(rec->protocol, "route"))
+                return events_route_call(rec);
         return json_pack("{s:s, s:o, s:o, s:i, s:o, s:s, s:o, s:o, s:i, s:I, s:I, s:I}",
                          "protocol", rec->protocol,
                          "method", str_or_null(rec->method),

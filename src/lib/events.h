@@ -23,5 +23,8 @@ struct netgate_record;
 json_t *events_sandbox_created(const struct policy *p);
 json_t *events_process_started(char *const *argv);
 json_t *events_process_ended(const struct supervisor_result *r);
+/* A gate record's kind: "route.call" for protocol "route", else
+ * "net.decision"; events_net_decision() gives the fields for either. */
+const char *events_net_kind(const struct netgate_record *rec);
 json_t *events_net_decision(const struct netgate_record *rec);
 json_t *events_route_call(const struct netgate_record *rec);

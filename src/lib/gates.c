@@ -6,11 +6,16 @@
 #include "spawn.h"
 #include "util.h"
 
+static struct secrets_vars route_vars(const char *sandbox, const char *account)
+{
+        return (struct secrets_vars){.run_id = sandbox, .run_attempt = "1", .sandbox_id = sandbox,
+                                     .account = account ? account : ""};
+}
+
 int gates_check_routes(const struct policy *p, struct secrets *s, const char *sandbox,
                        const char *account, struct al_error *err)
 {
-        struct secrets_vars vars = {.run_id = sandbox, .run_attempt = "1", .sandbox_id = sandbox,
-                                    .account = account ? account : ""};
+        struct secrets_vars vars = route_vars(sandbox, account);
         for (size_t i = 0; s && i < p->n_routes; i++)
                 for (size_t j = 0; j < p->routes[i].n_inject; j++) {
                         char *v = NULL;
@@ -35,8 +40,9 @@ int gates_open_audit(const char *path, struct secrets *s, struct audit **ret, st
 }
 
 int gates_start_netgate(struct event_base *base, const struct policy *p, const char *sandbox,
-                        int *listen_fds, void (*recorder)(void *ud, const struct netgate_record *rec),
-                        void *ud, struct netgate **ret, struct al_error *err)
+                        struct secrets *s, const char *account, int *listen_fds,
+                        void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
+                        struct netgate **ret, struct al_error *err)
 {
         static const struct {
                 enum spawn_listener which;
@@ -58,6 +64,18 @@ int gates_start_netgate(struct event_base *base, const struct policy *p, const c
                         return r;
                 }
                 listen_fds[listeners[i].which] = -1;
+        }
+        if (p->n_routes > 0 && listen_fds[SPAWN_LISTEN_ROUTES] >= 0) {
+                struct secrets_vars vars = route_vars(sandbox, account);
+                int r = netgate_set_routes(g, p->routes, p->n_routes, s, &vars, err);
+                if (r >= 0)
+                        r = netgate_add_listener(g, NETGATE_PROTO_ROUTES,
+                                                 listen_fds[SPAWN_LISTEN_ROUTES], err);
+                if (r < 0) {
+                        netgate_free(g);
+                        return r;
+                }
+                listen_fds[SPAWN_LISTEN_ROUTES] = -1;
         }
         netgate_set_recorder(g, recorder, ud);
         *ret = g;

@@ -23,7 +23,10 @@ int gates_check_routes(const struct policy *p, struct secrets *s, const char *sa
 int gates_open_audit(const char *path, struct secrets *s, struct audit **ret, struct al_error *err);
 
 /* Start the network gate on the listeners the spawner handed over (taking
- * the ones it uses: they are set to -1). */
+ * the ones it uses: they are set to -1); the routes listener when the policy
+ * has routes, their templates expanded from `s` (which must outlive the
+ * gate) and `account`. */
 int gates_start_netgate(struct event_base *base, const struct policy *p, const char *sandbox,
-                        int *listen_fds, void (*recorder)(void *ud, const struct netgate_record *rec),
-                        void *ud, struct netgate **ret, struct al_error *err);
+                        struct secrets *s, const char *account, int *listen_fds,
+                        void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
+                        struct netgate **ret, struct al_error *err);

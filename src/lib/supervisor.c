@@ -87,7 +87,7 @@ static void on_net_decision(void *ud, const struct netgate_record *rec)
                 }
                 json_decref(line);
         }
-        record(sv, "net.decision", ev);
+        record(sv, events_net_kind(rec), ev);
 }
 
 static void kill_sandbox(struct supervisor *sv)
@@ -370,9 +370,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
 
         /* The gate accepts on listeners that live in the sandbox's network
          * namespace; the routes listener stays closed (connections refused)
-         * until routes are configured. */
-        if (gates_start_netgate(sv.base, p, res->sandbox, sv.sp.listen_fds, on_net_decision, &sv,
-                                &sv.gate, &e) < 0) {
+         * when the policy has no routes. */
+        if (gates_start_netgate(sv.base, p, res->sandbox, cfg->secrets, cfg->account,
+                                sv.sp.listen_fds, on_net_decision, &sv, &sv.gate, &e) < 0) {
                 kill_sandbox(&sv);
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;

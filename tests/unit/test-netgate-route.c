@@ -248,7 +248,7 @@ static struct {
 
 struct rec {
         char protocol[16], decision[8], reason[64], route[80], path[256], method[16], rule[64];
-        char recorded[256];
+        char recorded[256], address[64];
         int status;
         uint64_t up, down;
 };
@@ -271,6 +271,7 @@ static void recorder(void *ud, const struct netgate_record *r)
         copy(x->path, sizeof(x->path), r->path);
         copy(x->method, sizeof(x->method), r->method);
         copy(x->rule, sizeof(x->rule), r->rule);
+        copy(x->address, sizeof(x->address), r->address);
         for (size_t i = 0; i < r->n_recorded; i++) {
                 size_t l = strlen(x->recorded);
                 snprintf(x->recorded + l, sizeof(x->recorded) - l, "%s=%s;", r->recorded[i].name,
@@ -608,6 +609,8 @@ Test(netgate_route_e2e, call_strips_injects_records, .init = setup, .fini = tear
         cr_expect_str_eq(seen.uri, "/v1/again");
         wait_records(2);
         cr_expect_str_eq(recs[1].path, "/again");
+        cr_expect_str_eq(recs[0].address, "127.0.0.1");
+        cr_expect_str_eq(recs[1].address, "127.0.0.1", "a reused upstream keeps its address");
         tc_close(t);
 }
 

@@ -112,6 +112,7 @@ struct rconn {
 
         /* The upstream connection, kept between calls to the same route. */
         const struct netgate_route *up_rt;
+        struct netgate_addr up_addr;
         bool up_idle, up_reused;
 
         bool lingering;
@@ -777,6 +778,8 @@ static void handle_request(struct rconn *c)
 
         if (c->up && c->up_idle && c->up_rt == c->rt) {
                 struct timeval tv;
+                c->addr = c->up_addr;
+                c->have_addr = true;
                 c->up_reused = true;
                 c->up_idle = false;
                 bufferevent_set_timeouts(c->up, secs(&tv, IO_TIMEOUT_S), secs(&tv, IO_TIMEOUT_S));
@@ -990,6 +993,7 @@ static void connected(struct rconn *c, int fd)
                 return;
         }
         c->up_rt = c->rt;
+        c->up_addr = c->addr;
         c->up_reused = false;
         netgate_setup_bufferevent(c->rs->g, c->up);
         bufferevent_setcb(c->up, up_read_cb, up_write_cb, up_event_cb, c);
