@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "netgate/rules.h"
 #include "policy.h"
 #include "util.h"
 
@@ -516,50 +517,25 @@ static const char *check_mount_target(const char *s)
         return "must not be \"/\"";
 }
 
+/* The gate's own parser decides: a policy that loads is one the gate
+ * accepts, with the same host-name grammar. */
 static const char *check_net_rule(const char *r)
 {
         static const char why[] =
             "must be a host name, \"*.\" and a domain, or an IP address, optionally with \":port\"";
-        char host[256];
-        const char *port = NULL;
-        size_t n;
-
         if (!r || !*r)
                 return why;
         if (strstr(r, "://"))
                 return "must be a host name or host:port, not a URL";
-        if (r[0] == '[') {
-                const char *end = strchr(r, ']');
-                if (!end)
-                        return why;
-                n = (size_t)(end - r - 1);
-                if (n >= sizeof(host))
-                        return why;
-                memcpy(host, r + 1, n);
-                host[n] = '\0';
-                if (!is_ip(host, AF_INET6))
-                        return why;
-                if (end[1] == ':')
-                        port = end + 2;
-                else if (end[1] != '\0')
-                        return why;
-        } else {
-                const char *colon = strchr(r, ':');
-                if (colon && strchr(colon + 1, ':'))
-                        return is_ip(r, AF_INET6) ? NULL : why;
-                n = colon ? (size_t)(colon - r) : strlen(r);
-                if (n >= sizeof(host))
-                        return why;
-                memcpy(host, r, n);
-                host[n] = '\0';
-                if (colon)
-                        port = colon + 1;
-                const char *name = strncmp(host, "*.", 2) == 0 ? host + 2 : host;
-                if (!is_hostname(name))
-                        return why;
-        }
-        if (port && !is_port(port))
+        /* A port after the host (not inside a bare IPv6 address) must be one. */
+        const char *colon = strrchr(r, ':');
+        bool bare_v6 = colon && r[0] != '[' && strchr(r, ':') != colon;
+        if (colon && !bare_v6 && (r[0] != '[' || colon[-1] == ']') && !is_port(colon + 1))
                 return "must have a port from 1 to 65535";
+        struct netgate_rule rule;
+        if (netgate_rule_parse(r, &rule) < 0)
+                return why;
+        netgate_rule_done(&rule);
         return NULL;
 }
 
