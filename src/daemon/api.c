@@ -787,11 +787,20 @@ struct call_ctx {
         bool streaming; /* a chunked NDJSON body is open */
         bool gone;      /* the client went away */
         bool saw_exit;
+        bool saw_started;
+        bool counted;
         uint64_t t0_us;
         uint64_t pid;
         json_t *argv;
         char *grant;
+        /* A command's output may overtake its "started" line on the way
+         * from the supervisor; it waits here so that clients see started
+         * first. */
+        json_t *held;
+        size_t held_bytes;
 };
+
+#define HELD_MAX_BYTES (1u << 20)
 
 /* Before the last word to the client: the connection may carry the client's
  * next request, whose close callback is not ours to clear later. */
@@ -812,6 +821,7 @@ static void call_ctx_free(struct call_ctx *c)
                 sandbox_unref(c->sb);
         }
         json_decref(c->argv);
+        json_decref(c->held);
         free(c->grant);
         free(c);
 }
@@ -915,65 +925,11 @@ static void start_stream(struct call_ctx *c)
 
 static void kill_orphan(struct sandbox *sb, uint64_t pid);
 
-static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
+/* One event to the client, with the accounting of its end. */
+static void relay(struct call_ctx *c, json_t *msg)
 {
-        struct call_ctx *c = userdata;
         struct daemon *d = c->d;
-        json_t *ok = json_object_get(msg, "ok");
         const char *type = json_string_value(json_object_get(msg, "type"));
-
-        if (!c->replied) {
-                if (json_is_false(ok)) {
-                        const char *code = json_string_value(json_object_get(msg, "error"));
-                        const char *m = json_string_value(json_object_get(msg, "message"));
-                        c->replied = true;
-                        detach_conn(c);
-                        if (code && STREQ(code, "unknown_process"))
-                                reply_error(d, c->req, 404, "not_found", "%s", m ? m : "no such process");
-                        else
-                                reply_error(d, c->req, control_http_status(code),
-                                            code ? code : "internal", "%s", m ? m : "the supervisor refused");
-                        return;
-                }
-                if (c->kind == CALL_SIMPLE) {
-                        c->replied = true;
-                        detach_conn(c);
-                        reply_json(d, c->req, 200, json_pack("{s:b}", "ok", 1));
-                        return;
-                }
-                if (c->kind == CALL_EXEC)
-                        d->metrics.execs++;
-                if (c->kind == CALL_EXEC && type && STREQ(type, "started")) {
-                        c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
-                        histogram_observe(&d->metrics.exec_start,
-                                          (double)(now_monotonic_us() - c->t0_us) / 1e6);
-                        record_process(c, "running", NULL);
-                        if (c->gone && !c->background) {
-                                /* Its client left before it started. */
-                                kill_orphan(c->sb, c->pid);
-                        }
-                        if (c->background) {
-                                c->replied = true;
-                                detach_conn(c);
-                                reply_json(d, c->req, 201,
-                                           json_pack("{s:I}", "pid", (json_int_t)c->pid));
-                                return;
-                        }
-                } else if (c->kind == CALL_EXEC && c->background && type && STREQ(type, "error")) {
-                        const char *m = json_string_value(json_object_get(msg, "message"));
-                        d->metrics.exec_failures++;
-                        c->replied = true;
-                        detach_conn(c);
-                        reply_error(d, c->req, 400, "exec_failed", "%s", m ? m : "exec failed");
-                        return;
-                }
-                start_stream(c);
-        }
-        if (!c->streaming)
-                return;
-
-        json_t *out = json_deep_copy(msg);
-        json_object_del(out, "ok");
         if (type && STREQ(type, "exit")) {
                 c->saw_exit = true;
                 const char *ec = json_string_value(json_object_get(msg, "errorCode"));
@@ -989,11 +945,121 @@ static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
                 }
                 if (!c->pid)
                         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
-                if (c->pid)
+                if (c->pid && c->kind == CALL_EXEC)
                         record_process(c, "exited", msg);
         }
+        json_t *out = json_deep_copy(msg);
+        json_object_del(out, "ok");
         send_line(c, out);
         json_decref(out);
+}
+
+static void flush_held(struct call_ctx *c)
+{
+        if (!c->held)
+                return;
+        json_t *held = c->held;
+        c->held = NULL;
+        c->held_bytes = 0;
+        size_t i;
+        json_t *m;
+        json_array_foreach(held, i, m)
+                relay(c, m);
+        json_decref(held);
+}
+
+static void on_started(struct call_ctx *c, json_t *msg)
+{
+        struct daemon *d = c->d;
+        c->saw_started = true;
+        c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
+        histogram_observe(&d->metrics.exec_start, (double)(now_monotonic_us() - c->t0_us) / 1e6);
+        record_process(c, "running", NULL);
+        /* Its client left before it started. */
+        if (c->gone && !c->background)
+                kill_orphan(c->sb, c->pid);
+}
+
+static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
+{
+        struct call_ctx *c = userdata;
+        struct daemon *d = c->d;
+        json_t *ok = json_object_get(msg, "ok");
+        const char *type = json_string_value(json_object_get(msg, "type"));
+
+        if (!c->replied && json_is_false(ok)) {
+                const char *code = json_string_value(json_object_get(msg, "error"));
+                const char *m = json_string_value(json_object_get(msg, "message"));
+                c->replied = true;
+                detach_conn(c);
+                if (code && STREQ(code, "unknown_process"))
+                        reply_error(d, c->req, 404, "not_found", "%s", m ? m : "no such process");
+                else
+                        reply_error(d, c->req, control_http_status(code), code ? code : "internal",
+                                    "%s", m ? m : "the supervisor refused");
+                return;
+        }
+        if (c->kind == CALL_SIMPLE) {
+                if (!c->replied) {
+                        c->replied = true;
+                        detach_conn(c);
+                        reply_json(d, c->req, 200, json_pack("{s:b}", "ok", 1));
+                }
+                return;
+        }
+        if (c->kind == CALL_EXEC && !c->counted) {
+                c->counted = true;
+                d->metrics.execs++;
+        }
+        if (c->kind == CALL_EXEC && !c->saw_started) {
+                if (type && STREQ(type, "started")) {
+                        on_started(c, msg);
+                        if (c->background) {
+                                c->replied = true;
+                                detach_conn(c);
+                                reply_json(d, c->req, 201, json_pack("{s:I}", "pid", (json_int_t)c->pid));
+                                return;
+                        }
+                        start_stream(c);
+                        relay(c, msg);
+                        flush_held(c);
+                        return;
+                }
+                if (c->background) {
+                        if (!c->replied && type && STREQ(type, "error")) {
+                                const char *m = json_string_value(json_object_get(msg, "message"));
+                                d->metrics.exec_failures++;
+                                c->replied = true;
+                                detach_conn(c);
+                                reply_error(d, c->req, 400, "exec_failed", "%s", m ? m : "exec failed");
+                        }
+                        /* Output before "started" is kept by the supervisor
+                         * for whoever attaches. */
+                        return;
+                }
+                bool final = type && (STREQ(type, "error") || STREQ(type, "exit"));
+                if (!final) {
+                        _cleanup_free_ char *text = json_dumps(msg, JSON_COMPACT);
+                        size_t n = text ? strlen(text) : 0;
+                        if (c->held_bytes + n <= HELD_MAX_BYTES) {
+                                if (!c->held)
+                                        c->held = json_array();
+                                json_array_append(c->held, msg);
+                                c->held_bytes += n;
+                                return;
+                        }
+                }
+                /* It never started (exec failed), or "started" is late. */
+                if (!c->replied)
+                        start_stream(c);
+                flush_held(c);
+                relay(c, msg);
+                return;
+        }
+        if (!c->replied)
+                start_stream(c);
+        if (c->streaming)
+                relay(c, msg);
 }
 
 static void on_call_done(struct ctl_call *call, int error, void *userdata)
@@ -1001,6 +1067,8 @@ static void on_call_done(struct ctl_call *call, int error, void *userdata)
         struct call_ctx *c = userdata;
         struct daemon *d = c->d;
         c->call = NULL;
+        if (!c->replied && c->held)
+                start_stream(c);
         if (!c->replied) {
                 if (c->kind == CALL_ATTACH && error == 0) {
                         /* Nothing kept and nothing running. */
@@ -1014,6 +1082,8 @@ static void on_call_done(struct ctl_call *call, int error, void *userdata)
                         return;
                 }
         }
+        if (c->streaming)
+                flush_held(c);
         if (c->streaming) {
                 if (!c->saw_exit && c->kind == CALL_EXEC && !c->gone) {
                         json_t *o = json_pack("{s:s, s:s, s:s}", "type", "error", "error",
