@@ -996,6 +996,7 @@ int sandbox_reattach_all(struct daemon *d)
                                 continue;
                         }
                         sb->state = STREQ(live[k], "pooled") ? SANDBOX_POOLED : SANDBOX_RUNNING;
+                        sb->for_pool = sb->state == SANDBOX_POOLED;
                         attached++;
                         if (sandbox_refresh_status(sb, on_reattach_status, NULL) < 0)
                                 on_reattach_status(sb, -ECONNREFUSED, NULL, NULL);
