@@ -27,6 +27,7 @@ static size_t feed_head(const uint8_t *data, size_t size, size_t step, enum netg
 {
         netgate_http_parser_init(&parser, kind);
         parser.head_request = step % 2 == 0;
+        parser.origin_form = kind == NETGATE_HTTP_REQUEST && step % 3 == 0; /* as routes read */
         head_done = false;
         size_t pos = 0;
         while (pos < size) {

@@ -249,9 +249,7 @@ static int parse_upstream(struct netgate_route *rt, struct al_error *err)
         size_t n = strlen(path);
         while (n > 0 && path[n - 1] == '/')
                 n--;
-        rt->base = strndup(path, n);
-        if (!rt->base)
-                abort();
+        rt->base = xasprintf("%.*s", (int)n, path);
         return 0;
 bad:
         return al_error_set(err, 0, "route \"%s\": upstream \"%s\": bad host or port", rt->name, u);
