@@ -10,8 +10,8 @@ PYTEST="/usr/bin/python3 -m pytest -q -p no:cacheprovider"
 echo "== unit tests"
 meson test -C "$BUILD" --suite unit --print-errorlogs
 
-echo "== integration and escape tests"
-$PYTEST tests/integration tests/escape
+echo "== integration, escape and daemon tests"
+$PYTEST tests/integration tests/escape tests/daemon
 
 if [ "${AIRLOCK_SKIP_ASAN:-0}" != 1 ]; then
         echo "== ASan+UBSan build"
@@ -23,5 +23,5 @@ if [ "${AIRLOCK_SKIP_ASAN:-0}" != 1 ]; then
                 meson test -C "$ASAN_BUILD" --suite unit --print-errorlogs
         echo "== integration and escape tests under ASan+UBSan"
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-                AIRLOCK_BUILD="$ASAN_BUILD" $PYTEST tests/integration tests/escape
+                AIRLOCK_BUILD="$ASAN_BUILD" $PYTEST tests/integration tests/escape tests/daemon
 fi

@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 
-from conftest import AIRLOCK
+from daemonlib import AIRLOCK
 
 
 def cli(d, token, *args, input=None):

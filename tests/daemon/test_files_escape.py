@@ -4,7 +4,7 @@ makes, `..`, absolute paths and special files lead nowhere else."""
 
 import pytest
 
-from conftest import AirlockError
+from daemonlib import AirlockError
 
 SECRET = "/etc/airlock-test-secret"
 

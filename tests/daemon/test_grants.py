@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import AirlockError, Client
+from daemonlib import AirlockError, Client
 
 
 def status_of(f):

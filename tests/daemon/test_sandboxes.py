@@ -2,12 +2,11 @@
 """Sandboxes through the API: create, exec with streaming, files, processes,
 audit, destroy."""
 
-import base64
 import os
 
 import pytest
 
-from conftest import AirlockError, wait_for
+from daemonlib import AirlockError, wait_for
 
 
 def test_create_get_list_destroy(shared_daemon, api):
