@@ -249,10 +249,6 @@ def test_keep_alive_checks_every_request(gate, net):
     assert only(r.records, host="other.test")["reason"] == "not_allowed"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "gate bug: a request that reuses an idle keep-alive upstream connection is recorded "
-    "(net-log and audit net.decision) with address \"\" instead of the address the gate "
-    "connected to; only the request that opened the upstream connection carries it"))
 def test_keep_alive_records_address_of_every_request(gate, net):
     r = gate.run(f"curl -s -o /dev/null -o /dev/null -w '%{{num_connects}}\\n' {URL}/hello.txt {URL}/hello.txt",
                  *UPSTREAM)

@@ -104,6 +104,7 @@ struct conn {
         bool client_eof, up_eof;
         bool up_idle, up_reused;
         char up_host[NETGATE_HOST_MAX + 1];
+        struct netgate_addr up_addr; /* what the kept upstream is connected to */
         uint16_t up_port;
 
         /* tunnels */
@@ -744,6 +745,7 @@ static void on_connected(struct conn *c)
         } else {
                 snprintf(c->up_host, sizeof(c->up_host), "%s", c->d.host.name);
                 c->up_port = c->port;
+                c->up_addr = c->addr;
                 c->up_reused = false;
                 start_exchange(c);
         }
@@ -857,6 +859,10 @@ static void http_request(struct conn *c)
                 struct timeval tv;
                 c->up_reused = true;
                 c->up_idle = false;
+                /* The request goes to the address the kept connection
+                 * reaches, checked when it was opened: record that. */
+                c->addr = c->up_addr;
+                c->have_addr = true;
                 bufferevent_set_timeouts(c->up, secs(&tv, IO_TIMEOUT_S), secs(&tv, IO_TIMEOUT_S));
                 start_exchange(c);
                 return;
