@@ -45,6 +45,26 @@ echo '  refused: exfil.example:' \$(curl -s -o /dev/null -w '%{http_code} ' -D -
 echo '  refused: the metadata service:' \$(curl -s -o /dev/null -w '%{http_code}' http://169.254.169.254/latest/)
 "
 echo
+echo "== a route: the agent calls a model API; the host injects the key"
+mport=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+key="sk-demo-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+/usr/bin/python3 examples/model-upstream.py "$mport" "$key" &
+model=$!
+trap 'kill $server $model 2>/dev/null; rm -rf "$demo"' EXIT
+printf 'MODEL_API_KEY=%s\n' "$key" >"$demo/secrets.env"
+chmod 600 "$demo/secrets.env"
+sleep 0.5
+"$AIRLOCK" run -q -w "$ws" --audit "$demo/audit.jsonl" --secrets "$demo/secrets.env" \
+        --route "model=http://model.test:$mport" --host "model.test=127.0.0.1" --allow-private 127.0.0.0/8 \
+        --inject 'model:x-api-key=${secret:MODEL_API_KEY}' --inject 'model:x-billing-account=${account}' \
+        --account team-demo --env ANTHROPIC_BASE_URL=http://127.0.0.1:8080/model \
+        -- /bin/sh -c '
+echo "  the agent asks:  POST $ANTHROPIC_BASE_URL/v1/messages (with a made-up x-api-key)"
+echo "  the model says: " $(curl -s -H "x-api-key: agent-made-up-key" -d "{\"prompt\": \"hi\"}" "$ANTHROPIC_BASE_URL/v1/messages")
+echo "  key in the sandbox environment: $(env | grep -c sk-demo) occurrence(s)"
+'
+
+echo
 echo "== airlock audit show: what crossed the gate"
 "$AIRLOCK" audit show "$demo/audit.jsonl"
 "$AIRLOCK" audit verify "$demo/audit.jsonl"
