@@ -8,7 +8,7 @@ PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev \
 	libevent-dev libseccomp-dev libssl-dev libsqlite3-dev libjansson-dev \
 	libgit2-dev libcriterion-dev python3 python3-pytest \
 	bubblewrap hyperfine iproute2 curl wget git procps util-linux \
-	ca-certificates openssl
+	ca-certificates openssl tinyproxy wrk
 
 .PHONY: all deps build test unit integration asan demo bench fuzz format clean
 
