@@ -717,8 +717,14 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
                 } else {
                         if (git_branch_create(&branch, repo, rev, commit, 0) < 0)
                                 return fail_git(err, EIO, "creating the branch");
-                        _cleanup_free_ char *up = xasprintf("origin/%s", rev);
-                        if (git_branch_set_upstream(branch, up) < 0)
+                        /* As git_branch_set_upstream() would, without its remote
+                         * lookup (which leaks in libgit2 1.5). */
+                        _cleanup_(config_freep) git_config *cfg = NULL;
+                        _cleanup_free_ char *k_remote = xasprintf("branch.%s.remote", rev);
+                        _cleanup_free_ char *k_merge = xasprintf("branch.%s.merge", rev);
+                        if (git_repository_config(&cfg, repo) < 0 ||
+                            git_config_set_string(cfg, k_remote, "origin") < 0 ||
+                            git_config_set_string(cfg, k_merge, local) < 0)
                                 return fail_git(err, EIO, "setting the branch's upstream");
                 }
                 if (git_repository_set_head(repo, local) < 0)

@@ -403,3 +403,46 @@ def test_http_user_in_url_is_kept_out_of_the_clone(airlock, http_remote):
     state = json.loads((workspace_of(p).parent / "git.json").read_text())
     assert state["url"] == url and state["user"] == "alice"
     assert srv.granted > 0
+
+
+def test_http_credential_helper(airlock, http_remote):
+    """Without a token, the host's git credential helper is asked once, and
+    told whether its credential worked."""
+    if airlock.mode != "root":
+        pytest.skip("the helper is configured through the caller's environment, which the "
+                    "ordinary-user runner resets")
+    srv, bare, base, token, url = http_remote
+    d = airlock.make_dir("helper")
+    log = d / "log"
+    helper = d / "helper.sh"
+    password = d / "password"
+    helper.write_text(
+        "#!/bin/sh\n"
+        f"echo \"$1\" >> {log}\n"
+        "cat > /dev/null\n"
+        f"if [ \"$1\" = get ]; then echo username=x-access-token; echo password=$(cat {password}); fi\n"
+    )
+    helper.chmod(0o700)
+    cfg = d / "gitconfig"
+    cfg.write_text(f"[credential]\n\thelper = {helper}\n")
+    env = dict(os.environ, GIT_CONFIG_GLOBAL=str(cfg))
+    audit = audit_file(airlock)
+
+    password.write_text("wrong\n")
+    argv = ["run", "--audit", audit, "--repo", url, "--", "/bin/sh", "-c", AGENT]
+    bad = airlock.run(argv, input="", env=env, check_setup=False)
+    assert bad.returncode == 125
+    assert "refused the credential from the git credential helper" in bad.stderr
+    assert log.read_text().split() == ["get", "erase"]
+
+    log.unlink()
+    password.write_text(token + "\n")
+    p = airlock.run(argv, input="", env=env)
+    assert p.returncode == 0, p.stderr
+    assert log.read_text().split() == ["get", "store"]
+    sid = re.search(r"airlock push (\w+) --branch", p.stderr).group(1)
+
+    pushed = airlock.run(["push", sid, "--branch", "agent/helper"], input="", env=env)
+    assert pushed.returncode == 0, pushed.stderr
+    subjects, _ = branch_commits(bare, base, "agent/helper")
+    assert subjects == ["agent: first change", "agent: second change"]
