@@ -7,7 +7,8 @@ same run, interleaved:
       against the same curl downloading directly on loopback;
   (b) keep-alive HTTP requests per second through the gate against tinyproxy
       with an equivalent allow rule, both driven by the same wrk and script
-      (absolute-URI requests), wrk inside the sandbox for the gate;
+      (absolute-URI requests), wrk inside the sandbox for the gate; and the
+      CPU time each proxy spends per request (less sensitive to a busy machine);
   (c) the latency the gate adds per request, p50 and p99: sequential
       keep-alive requests on one connection through the gate and directly.
 
@@ -62,15 +63,32 @@ def wait_listening(port, proc, what):
     raise BenchError(f"{what} is not listening on 127.0.0.1:{port}")
 
 
-def run(argv, what):
+def run(argv, what, during=None):
+    """Run argv and return its output; `during(popen)` is called while it runs."""
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
     try:
-        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=STEP_TIMEOUT)
+        if during:
+            during(p)
+        out, err = p.communicate(timeout=STEP_TIMEOUT)
     except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
         raise BenchError(f"{what}: timed out after {STEP_TIMEOUT} s")
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
     if p.returncode != 0:
-        raise BenchError(f"{what}: exit code {p.returncode}: {p.stderr.strip()[-500:]}")
-    return p.stdout
+        raise BenchError(f"{what}: exit code {p.returncode}: {err.strip()[-500:]}")
+    return out
+
+
+def cpu_seconds(pid):
+    """User plus system time of a process, all its threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # ---- the latency client; also runs inside the sandbox (a copy of this file) ----
@@ -110,6 +128,8 @@ class Bench:
         self.tmp = tmp
         self.ws = os.path.join(tmp, "ws")
         self.procs = []
+        self.audit = os.path.join(tmp, "audit.jsonl")
+        self.gate_cpu_per_req = []
 
     def start(self, argv, **kw):
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kw)
@@ -160,16 +180,43 @@ class Bench:
                     f'Filter "{filt}"\nFilterType ere\nFilterDefaultDeny Yes\n')
         for p in (filt, conf):
             os.chmod(p, 0o644)
-        tp = self.start(["tinyproxy", "-d", "-c", conf],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_listening(self.tp_port, tp, "tinyproxy")
+        self.tinyproxy = self.start(["tinyproxy", "-d", "-c", conf],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_listening(self.tp_port, self.tinyproxy, "tinyproxy")
 
-    def sandbox(self, argv, what):
+    def sandbox(self, argv, what, during=None):
         """Run argv in a gated sandbox allowed to reach the upstream only."""
         return run([AIRLOCK, "run", "-q", "-w", self.ws, "--cpus", str(os.cpu_count() or 1),
-                    "--timeout", str(STEP_TIMEOUT), "--audit", os.path.join(self.tmp, "audit.jsonl"),
+                    "--timeout", str(STEP_TIMEOUT), "--audit", self.audit,
                     "--allow", f"127.0.0.1:{self.port}", "--allow-private", "127.0.0.0/8",
-                    "--", *argv], what)
+                    "--", *argv], what, during)
+
+    def decisions(self):
+        """Requests the gates of this run have recorded so far."""
+        try:
+            with open(self.audit, "rb") as f:
+                return f.read().count(b'"kind":"net.decision"')
+        except FileNotFoundError:
+            return 0
+
+    def gate_cpu(self, p):
+        """While wrk runs through the gate: the supervisor's (`airlock run`'s)
+        CPU time per request, over a window inside wrk's run."""
+        base = self.decisions()
+        deadline = time.monotonic() + 5
+        while self.decisions() == base:
+            if p.poll() is not None or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        time.sleep(0.5)
+        try:
+            c0, n0 = cpu_seconds(p.pid), self.decisions()
+            time.sleep(WRK_SECONDS - 1.5)
+            c1, n1 = cpu_seconds(p.pid), self.decisions()
+        except OSError:
+            return
+        if n1 > n0:
+            self.gate_cpu_per_req.append((c1 - c0) / (n1 - n0))
 
     # (a)
     def tunnel(self):
@@ -196,9 +243,12 @@ class Bench:
     @staticmethod
     def wrk_rate(out, what):
         rate = errors = None
+        total = 0
         for line in out.splitlines():
             line = line.strip()
-            if line.startswith("Requests/sec:"):
+            if " requests in " in line:
+                total = int(line.split()[0])
+            elif line.startswith("Requests/sec:"):
                 rate = float(line.split()[1])
             elif line.startswith("Non-2xx or 3xx responses:"):
                 raise BenchError(f"{what}: {line}")
@@ -211,20 +261,24 @@ class Bench:
         if not rate:
             raise BenchError(f"{what}: no requests completed")
         # wrk counts a connection the server closed as a read error.
-        return rate, (errors or {}).get("read", 0)
+        return rate, (errors or {}).get("read", 0), total
 
     def requests(self):
         script = os.path.join(self.ws, "req.lua")
-        direct, _ = self.wrk_rate(run(["wrk", *WRK_ARGS, self.url], "wrk direct"), "wrk direct")
-        gate, tp, gate_closed, tp_closed = [], [], 0, 0
+        direct, _, _ = self.wrk_rate(run(["wrk", *WRK_ARGS, self.url], "wrk direct"), "wrk direct")
+        gate, tp, gate_closed, tp_closed, tp_cpu = [], [], 0, 0, []
         for _ in range(WRK_ROUNDS):
-            r, c = self.wrk_rate(self.sandbox(["wrk", *WRK_ARGS, "-s", "/workspace/req.lua",
-                                               "http://127.0.0.1:3128/"], "wrk through the gate"),
-                                 "wrk through the gate")
+            r, c, _ = self.wrk_rate(self.sandbox(["wrk", *WRK_ARGS, "-s", "/workspace/req.lua",
+                                                  "http://127.0.0.1:3128/"], "wrk through the gate",
+                                                 self.gate_cpu),
+                                    "wrk through the gate")
             gate.append(r)
             gate_closed += c
-            r, c = self.wrk_rate(run(["wrk", *WRK_ARGS, "-s", script, f"http://127.0.0.1:{self.tp_port}/"],
-                                     "wrk through tinyproxy"), "wrk through tinyproxy")
+            c0 = cpu_seconds(self.tinyproxy.pid)
+            r, c, n = self.wrk_rate(run(["wrk", *WRK_ARGS, "-s", script,
+                                         f"http://127.0.0.1:{self.tp_port}/"], "wrk through tinyproxy"),
+                                    "wrk through tinyproxy")
+            tp_cpu.append((cpu_seconds(self.tinyproxy.pid) - c0) / n)
             tp.append(r)
             tp_closed += c
         g, t = statistics.median(gate), statistics.median(tp)
@@ -233,6 +287,12 @@ class Bench:
               f"ratio {g / t:.2f}x (target >= 2x), wrk {' '.join(WRK_ARGS)}, "
               f"median of {WRK_ROUNDS} interleaved; connections closed by the proxy: "
               f"gate {gate_closed}, tinyproxy {tp_closed}")
+        if self.gate_cpu_per_req:
+            gc, tc = statistics.median(self.gate_cpu_per_req) * 1e6, statistics.median(tp_cpu) * 1e6
+            print(f"netgate: CPU per keep-alive request: gate {gc:.1f} us, tinyproxy {tc:.1f} us, "
+                  f"tinyproxy/gate {tc / gc:.2f}x (user+system time of the proxy's process)")
+        else:
+            print("netgate: CPU per keep-alive request: no sample of the gate (wrk ended too soon)")
 
     # (c)
     def latency(self):
