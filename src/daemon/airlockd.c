@@ -443,20 +443,13 @@ int main(int argc, char **argv)
 
 out:
         d.shutting_down = true;
+        api_shutdown(&d);
+        /* Left running: the next airlockd re-attaches them. */
+        sandbox_shutdown_all(&d);
         if (d.http)
                 evhttp_free(d.http);
-        if (lu || d.http)
+        if (lu)
                 unlink(d.socket_path);
-        while (d.sandboxes) {
-                struct sandbox *sb = d.sandboxes;
-                d.sandboxes = sb->next;
-                sb->next = NULL;
-                /* Left running: the next airlockd re-attaches them. */
-                sb->refs = 0;
-                sb->freed_pending = true;
-                sandbox_ref(sb);
-                sandbox_unref(sb);
-        }
         if (d.gc_timer)
                 event_free(d.gc_timer);
         for (size_t i = 0; i < ARRAY_SIZE(d.sig_events); i++)

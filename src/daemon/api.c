@@ -776,6 +776,7 @@ out:
 enum call_kind { CALL_EXEC, CALL_ATTACH, CALL_SIMPLE };
 
 struct call_ctx {
+        struct call_ctx *prev, *next;
         struct daemon *d;
         struct evhttp_request *req;
         struct evhttp_connection *conn;
@@ -813,6 +814,12 @@ static void detach_conn(struct call_ctx *c)
 
 static void call_ctx_free(struct call_ctx *c)
 {
+        if (c->prev)
+                c->prev->next = c->next;
+        else if (c->d->calls == c)
+                c->d->calls = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
         detach_conn(c);
         if (c->sb) {
                 if (c->kind != CALL_SIMPLE && c->sb->streams > 0)
@@ -1135,6 +1142,10 @@ static void start_call(struct daemon *d, struct evhttp_request *req, struct sand
         if (kind != CALL_SIMPLE)
                 sb->streams++;
         sandbox_touch(sb);
+        c->next = d->calls;
+        if (c->next)
+                c->next->prev = c;
+        d->calls = c;
         int r = ctl_call_start(d->base, sb->control_path, ctl_req,
                                kind == CALL_SIMPLE ? 10000 : 0, &call_ops, c, &c->call);
         if (r < 0) {
@@ -1730,6 +1741,27 @@ out:
 static void on_request(struct evhttp_request *req, void *arg)
 {
         route(arg, req);
+}
+
+void api_shutdown(struct daemon *d)
+{
+        while (d->calls) {
+                struct call_ctx *c = d->calls;
+                ctl_call_cancel(c->call);
+                c->call = NULL;
+                if (c->streaming) {
+                        json_t *o = json_pack("{s:s, s:s, s:s}", "type", "error", "error",
+                                              "shutting_down", "message", "the daemon is stopping");
+                        send_line(c, o);
+                        json_decref(o);
+                        detach_conn(c);
+                        evhttp_send_reply_end(c->req);
+                } else if (!c->replied) {
+                        detach_conn(c);
+                        reply_error(d, c->req, 503, "shutting_down", "the daemon is stopping");
+                }
+                call_ctx_free(c);
+        }
 }
 
 int api_setup(struct daemon *d, struct al_error *err)

@@ -53,6 +53,8 @@ extern const char *const sandbox_state_names[SANDBOX_STATE_COUNT];
 
 struct sandbox;
 struct sandbox_waiter;
+struct status_req;
+struct call_ctx;
 
 /* Called once a start or a destroy is over. `error` is 0 or -errno, with a
  * message. After a failed start or any destroy the sandbox is freed when the
@@ -103,7 +105,6 @@ struct sandbox {
         unsigned streams; /* execs and attaches in progress */
 
         struct sandbox_status status;
-        struct ctl_call *status_call;
 
         struct ctl_call *destroy_call;
         struct event *destroy_timer;
@@ -132,6 +133,8 @@ struct daemon {
         size_t n_pools;
 
         struct sandbox *sandboxes; /* live: starting, pooled, running, stopping */
+        struct status_req *status_reqs; /* status calls in flight */
+        struct call_ctx *calls;         /* exec, attach, stdin, signal calls in flight */
         struct metrics metrics;
         struct event *gc_timer;
         struct event *sig_events[4];
@@ -179,6 +182,9 @@ json_t *sandbox_record_json(const struct store_sandbox *r, const struct sandbox 
 void sandbox_cleanup_leftovers(struct daemon *d, const char *id, pid_t pid, const char *workspace,
                                bool workspace_owned);
 size_t sandbox_count(struct daemon *d, const char *grant, bool include_pooled);
+/* Stopping: end what waits (callbacks get -ECANCELED) and free every
+ * sandbox; the sandboxes themselves keep running for the next daemon. */
+void sandbox_shutdown_all(struct daemon *d);
 
 /* pool.c */
 /* A pooled sandbox for this create, or NULL. */
@@ -192,3 +198,5 @@ void gc_run(struct daemon *d);
 
 /* api.c */
 int api_setup(struct daemon *d, struct al_error *err);
+/* Stopping: answer the requests still waiting on a supervisor. */
+void api_shutdown(struct daemon *d);

@@ -34,10 +34,38 @@ static void on_pool_started(struct sandbox *sb, int error, const char *message, 
                            message ? message : strerror(-error));
 }
 
+/* Pooled sandboxes of a class no longer pooled, or more than asked for (a
+ * restart with another --pool), are destroyed. */
+static void pool_trim(struct daemon *d)
+{
+        for (struct sandbox *sb = d->sandboxes; sb;) {
+                struct sandbox *next = sb->next;
+                if (sb->state != SANDBOX_POOLED) {
+                        sb = next;
+                        continue;
+                }
+                size_t want = 0, have = 0;
+                for (size_t i = 0; i < d->n_pools; i++)
+                        if (STREQ(d->pools[i].class_name, sb->class_name))
+                                want = d->pools[i].size;
+                for (struct sandbox *o = d->sandboxes; o; o = o->next)
+                        if (o->state == SANDBOX_POOLED && STREQ(o->class_name, sb->class_name))
+                                have++;
+                if (have > want) {
+                        sandbox_destroy(sb, "pool_trim", NULL, NULL);
+                        /* The destroy may have ended and unlinked it. */
+                        sb = d->sandboxes;
+                        continue;
+                }
+                sb = next;
+        }
+}
+
 void pool_refill(struct daemon *d)
 {
         if (d->shutting_down)
                 return;
+        pool_trim(d);
         for (size_t i = 0; i < d->n_pools; i++) {
                 const struct pool_spec *spec = &d->pools[i];
                 size_t have = 0;

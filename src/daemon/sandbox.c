@@ -92,7 +92,6 @@ static void sandbox_free(struct sandbox *sb)
                 close(sb->ready_fd);
         if (sb->pidfd >= 0)
                 close(sb->pidfd);
-        ctl_call_cancel(sb->status_call);
         ctl_call_cancel(sb->destroy_call);
         json_decref(sb->status.doc);
         json_decref(sb->metadata);
@@ -379,7 +378,7 @@ static void finalize(struct sandbox *sb)
                 sandbox_set_reason(sb, unclean ? "supervisor_died" : "exited");
         }
         if (sb->state == SANDBOX_DESTROYED) {
-                if (was != SANDBOX_POOLED)
+                if (!(sb->for_pool && !sb->grant))
                         d->metrics.destroys++;
                 d->metrics.gate_allowed += sb->status.allowed;
                 d->metrics.gate_denied += sb->status.denied;
@@ -387,11 +386,13 @@ static void finalize(struct sandbox *sb)
                 d->metrics.gate_bytes_down += sb->status.bytes_down;
                 d->metrics.oom_kills += sb->status.oom_kills;
         }
-        if (was == SANDBOX_POOLED && sb->state == SANDBOX_DESTROYED && !d->shutting_down)
+        /* A pool sandbox nobody took leaves no record. */
+        bool unclaimed = sb->for_pool && !sb->grant;
+        if (unclaimed)
                 (void)store_sandbox_delete(d->store, sb->id);
         else
                 sandbox_save(sb);
-        if (was != SANDBOX_POOLED)
+        if (!unclaimed)
                 daemon_log(d, "sandbox %s: %s (%s)", sb->id, sandbox_state_names[sb->state],
                            sb->end_reason ? sb->end_reason : "-");
 
@@ -781,6 +782,8 @@ void sandbox_destroy(struct sandbox *sb, const char *reason, sandbox_cb cb, void
 /* status */
 
 struct status_req {
+        struct status_req *prev, *next;
+        struct ctl_call *call;
         struct sandbox *sb;
         sandbox_cb cb;
         void *userdata;
@@ -803,12 +806,22 @@ static void on_status_line(struct ctl_call *c, json_t *msg, void *userdata)
                 s->answer = json_incref(msg);
 }
 
+static void status_req_unlink(struct daemon *d, struct status_req *s)
+{
+        if (s->prev)
+                s->prev->next = s->next;
+        else if (d->status_reqs == s)
+                d->status_reqs = s->next;
+        if (s->next)
+                s->next->prev = s->prev;
+        s->prev = s->next = NULL;
+}
+
 static void on_status_done(struct ctl_call *c, int error, void *userdata)
 {
         struct status_req *s = userdata;
         struct sandbox *sb = s->sb;
-        if (sb->status_call == c)
-                sb->status_call = NULL;
+        status_req_unlink(sb->d, s);
         json_t *a = s->answer;
         if (error >= 0 && (!a || !json_is_true(json_object_get(a, "ok"))))
                 error = -EPROTO;
@@ -858,10 +871,45 @@ int sandbox_refresh_status(struct sandbox *sb, sandbox_cb cb, void *userdata)
                 free(s);
                 return r;
         }
+        s->call = c;
+        s->next = sb->d->status_reqs;
+        if (s->next)
+                s->next->prev = s;
+        sb->d->status_reqs = s;
         sandbox_ref(sb);
-        if (!sb->status_call)
-                sb->status_call = c;
         return 0;
+}
+
+void sandbox_shutdown_all(struct daemon *d)
+{
+        while (d->status_reqs) {
+                struct status_req *s = d->status_reqs;
+                status_req_unlink(d, s);
+                ctl_call_cancel(s->call);
+                json_decref(s->answer);
+                if (s->cb)
+                        s->cb(s->sb, -ECANCELED, "the daemon is stopping", s->userdata);
+                sandbox_unref(s->sb);
+                free(s);
+        }
+        while (d->sandboxes) {
+                struct sandbox *sb = d->sandboxes;
+                sandbox_ref(sb);
+                if (sb->start_cb) {
+                        sandbox_cb cb = sb->start_cb;
+                        sb->start_cb = NULL;
+                        cb(sb, -ECANCELED, "the daemon is stopping", sb->start_ud);
+                }
+                while (sb->waiters) {
+                        struct sandbox_waiter *w = sb->waiters;
+                        sb->waiters = w->next;
+                        if (w->cb)
+                                w->cb(sb, -ECANCELED, "the daemon is stopping", w->userdata);
+                        free(w);
+                }
+                release(sb);
+                sandbox_unref(sb);
+        }
 }
 
 /* re-attach after a restart */
@@ -948,6 +996,9 @@ int sandbox_reattach_all(struct daemon *d)
                         return r;
                 for (size_t i = 0; i < n; i++) {
                         struct store_sandbox *rec = v[i];
+                        /* A destroy begun above has moved it to "stopping". */
+                        if (sandbox_find(d, rec->id))
+                                continue;
                         struct sandbox *sb = from_record(d, rec);
                         bool alive = is_our_supervisor(sb->pid, sb->id);
                         if (alive) {

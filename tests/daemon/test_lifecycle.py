@@ -175,3 +175,8 @@ def test_warm_pool(make_daemon):
     d.start()
     wait_for(ready, what="the pool after a restart")
     assert set(d.supervisors()) == before
+    # Restarted without a pool, the daemon lets the pooled ones go.
+    d.stop()
+    d.start([])
+    wait_for(lambda: set(d.supervisors()) == {sb["id"], cold["id"]}, what="the pool to go")
+    assert {s["id"] for s in c.list()} == {sb["id"], cold["id"]}
