@@ -156,8 +156,9 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
         struct al_error err = {0};
         _cleanup_free_ char *root = review_state_root(geteuid(), a->home);
         if (!root) {
-                snprintf(msg, msglen, "run: --repo: HOME is not an absolute path; the clone "
-                                      "has nowhere to go");
+                snprintf(msg, msglen,
+                         "run: --repo: HOME is not an absolute path; the clone "
+                         "has nowhere to go");
                 return -EINVAL;
         }
         _cleanup_free_ char *clean = NULL, *user = NULL;
@@ -198,9 +199,9 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
 
         _cleanup_free_ char *audit_path =
             a->audit ? xstrdup(a->audit) : audit_default_path(geteuid(), a->home);
-        json_t *fields = json_pack("{s:s, s:o, s:s}", "url", clean, "rev",
-                                   a->rev ? json_string(a->rev) : json_null(), "workspace",
-                                   g->workspace);
+        json_t *fields =
+            json_pack("{s:s, s:o, s:s}", "url", clean, "rev",
+                      a->rev ? json_string(a->rev) : json_null(), "workspace", g->workspace);
         if (r >= 0)
                 json_object_set_new(fields, "base", json_string(base));
         set_error(fields, r, &err);
@@ -248,8 +249,8 @@ void run_git_report(const struct run_git *g, bool quiet)
                 fprintf(stderr, "airlock: sandbox %s: %s\n", g->id, err.msg);
         else
                 fprintf(stderr,
-                        "airlock: the sandbox made %zu new commit(s) on top of %.12s in %s\n",
-                        n, g->base, g->workspace);
+                        "airlock: the sandbox made %zu new commit(s) on top of %.12s in %s\n", n,
+                        g->base, g->workspace);
         fprintf(stderr,
                 "  export: airlock export %s [-o FILE]\n"
                 "  push:   airlock push %s --branch NAME\n",
@@ -577,9 +578,9 @@ int cmd_push(int argc, char **argv)
                 r = gitops_push(c.st.workspace, c.st.url, c.st.base, branch, force, &creds, &res,
                                 &err);
 
-        json_t *fields = json_pack("{s:s, s:s, s:s, s:I, s:b}", "url", c.st.url, "branch",
-                                   branch, "base", c.st.base, "commits",
-                                   (json_int_t)(r >= 0 ? res.commits : n), "force", force);
+        json_t *fields =
+            json_pack("{s:s, s:s, s:s, s:I, s:b}", "url", c.st.url, "branch", branch, "base",
+                      c.st.base, "commits", (json_int_t)(r >= 0 ? res.commits : n), "force", force);
         if (head[0])
                 json_object_set_new(fields, "head", json_string(r >= 0 ? res.head : head));
         if (r >= 0)
@@ -600,13 +601,14 @@ int cmd_push(int argc, char **argv)
                 return r == -EINVAL ? EXIT_USAGE : EXIT_BAD;
         }
         if (ar < 0) {
-                fprintf(stderr, "airlock: push: the branch was pushed, but the audit log "
-                                "failed: %s\n",
+                fprintf(stderr,
+                        "airlock: push: the branch was pushed, but the audit log "
+                        "failed: %s\n",
                         aerr.msg);
                 return EXIT_BAD;
         }
-        printf("push: %zu commit(s) to branch %s at %s (%.12s)%s\n", res.commits, branch,
-               c.st.url, res.head, res.replaced ? ", replacing it" : "");
+        printf("push: %zu commit(s) to branch %s at %s (%.12s)%s\n", res.commits, branch, c.st.url,
+               res.head, res.replaced ? ", replacing it" : "");
 
         if (pr) {
                 int code = open_pr(forge, &c, branch, res.head);

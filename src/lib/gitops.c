@@ -15,18 +15,18 @@
 #include "gitops.h"
 #include "util.h"
 
-#define REV_MAX         1024
-#define BRANCH_MAX      1024
-#define COMMITS_MAX     10000
-#define HELPER_OUT_MAX  (64 * 1024)
-#define STATE_MAX       (64 * 1024)
-#define PUSH_REF        "refs/heads/airlock-push"
-#define SHORT_OID       12
+#define REV_MAX        1024
+#define BRANCH_MAX     1024
+#define COMMITS_MAX    10000
+#define HELPER_OUT_MAX (64 * 1024)
+#define STATE_MAX      (64 * 1024)
+#define PUSH_REF       "refs/heads/airlock-push"
+#define SHORT_OID      12
 
 extern char **environ;
 
 static int fail(struct al_error *err, int code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static int fail(struct al_error *err, int code, const char *fmt, ...)
 {
@@ -143,8 +143,8 @@ static void url_clear(struct url *u)
 
 static bool scheme_char(char c, bool first)
 {
-        return isalpha((unsigned char)c) || (!first && (isdigit((unsigned char)c) || c == '+' ||
-                                                        c == '-' || c == '.'));
+        return isalpha((unsigned char)c) ||
+               (!first && (isdigit((unsigned char)c) || c == '+' || c == '-' || c == '.'));
 }
 
 /* Length of "scheme" when s starts with "scheme://", else 0. */
@@ -355,9 +355,9 @@ static void helper_cred_clear(struct helper_cred *c)
  * be an agent's workspace, whose config could name a helper of its choosing. */
 static int helper_run(const char *action, const char *input, bool interactive, char **ret_out)
 {
-        static const char *const drop[] = {"GIT_DIR=",        "GIT_WORK_TREE=",
-                                           "GIT_COMMON_DIR=", "GIT_TERMINAL_PROMPT=",
-                                           "GIT_CONFIG=",     "GIT_NAMESPACE="};
+        static const char *const drop[] = {
+            "GIT_DIR=",    "GIT_WORK_TREE=", "GIT_COMMON_DIR=", "GIT_TERMINAL_PROMPT=",
+            "GIT_CONFIG=", "GIT_NAMESPACE="};
         _cleanup_strv_ char **env = NULL;
         size_t n_env = 0;
         for (char **e = environ; e && *e; e++) {
@@ -384,8 +384,8 @@ static int helper_run(const char *action, const char *input, bool interactive, c
                 return -errno;
         if (pid == 0) {
                 int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-                if (dup2(theirs, 0) < 0 || dup2(theirs, 1) < 0 || null < 0 ||
-                    dup2(null, 2) < 0 || chdir("/") < 0)
+                if (dup2(theirs, 0) < 0 || dup2(theirs, 1) < 0 || null < 0 || dup2(null, 2) < 0 ||
+                    chdir("/") < 0)
                         _exit(127);
                 execvpe("git", argv, env);
                 _exit(127);
@@ -522,7 +522,8 @@ static void cred_state_finish(struct cred_state *cs, bool ok)
                 helper_tell(&cs->helper, "approve", interactive);
 }
 
-static int give_up(struct cred_state *cs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int give_up(struct cred_state *cs, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static int give_up(struct cred_state *cs, const char *fmt, ...)
 {
@@ -549,19 +550,21 @@ static int cred_cb(git_credential **out, const char *url, const char *username_f
                         return give_up(cs, "refusing a credential request for \"%s\"", url);
                 bool same = same_origin(&u, &cs->origin);
                 bool plain = STREQ(u.scheme, "http") && !is_loopback(u.host);
-                _cleanup_free_ char *host = u.port ? xasprintf("%s:%s", u.host, u.port)
-                                                   : xstrdup(u.host);
+                _cleanup_free_ char *host =
+                    u.port ? xasprintf("%s:%s", u.host, u.port) : xstrdup(u.host);
                 _cleanup_free_ char *path = xstrdup(u.path[0] == '/' ? u.path + 1 : u.path);
                 _cleanup_free_ char *scheme = xstrdup(u.scheme);
                 url_clear(&u);
                 /* A redirect must not carry the credential to another host. */
                 if (!same)
-                        return give_up(cs, "refusing to send a credential to %s://%s, which is "
-                                           "not where the repository is",
+                        return give_up(cs,
+                                       "refusing to send a credential to %s://%s, which is "
+                                       "not where the repository is",
                                        scheme, host);
                 if (plain)
-                        return give_up(cs, "refusing to send a credential over unencrypted "
-                                           "http to %s",
+                        return give_up(cs,
+                                       "refusing to send a credential over unencrypted "
+                                       "http to %s",
                                        host);
                 const char *user = creds && creds->username ? creds->username : cs->url_user;
 
@@ -595,21 +598,22 @@ static int cred_cb(git_credential **out, const char *url, const char *username_f
                         return git_credential_userpass_plaintext_new(out, cs->helper.username,
                                                                      cs->helper.password);
                 }
-                return give_up(cs, "%s asks for a credential; give GIT_TOKEN in a secrets file "
-                                   "(--secrets)",
+                return give_up(cs,
+                               "%s asks for a credential; give GIT_TOKEN in a secrets file "
+                               "(--secrets)",
                                host);
         }
         if (allowed & GIT_CREDENTIAL_SSH_KEY) {
                 if (cs->ssh_tries++)
                         return give_up(cs, "the ssh agent's keys were refused for \"%s\"", url);
-                return git_credential_ssh_key_from_agent(
-                    out, username_from_url ? username_from_url : "git");
+                return git_credential_ssh_key_from_agent(out, username_from_url ? username_from_url
+                                                                                : "git");
         }
         if (allowed & GIT_CREDENTIAL_USERNAME) {
                 if (cs->user_tries++)
                         return give_up(cs, "no user name for \"%s\"", url);
-                return git_credential_username_new(out, username_from_url ? username_from_url
-                                                                          : "git");
+                return git_credential_username_new(out,
+                                                   username_from_url ? username_from_url : "git");
         }
         return give_up(cs, "\"%s\" asks for a kind of credential Airlock does not give", url);
 }
@@ -636,8 +640,8 @@ static void rm_rf(const char *path)
         nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static int create_origin(git_remote **out, git_repository *repo, const char *name,
-                         const char *url, void *payload)
+static int create_origin(git_remote **out, git_repository *repo, const char *name, const char *url,
+                         void *payload)
 {
         /* The URL used is the URL given: no insteadOf rewriting. */
         git_remote_create_options o = GIT_REMOTE_CREATE_OPTIONS_INIT;
@@ -791,8 +795,7 @@ int gitops_clone(const char *url, const char *rev, const char *dest,
 
 /* ---- the agent's repository ---- */
 
-static int expect_type(int dfd, const char *name, mode_t type, const char *ws,
-                       struct al_error *err)
+static int expect_type(int dfd, const char *name, mode_t type, const char *ws, struct al_error *err)
 {
         struct stat st;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -863,9 +866,8 @@ static int open_workspace(const char *workspace, git_repository **ret, struct al
         _cleanup_free_ char *gitdir = xasprintf("%s/.git", workspace);
         _cleanup_free_ char *objects = xasprintf("%s/.git/objects", workspace);
         _cleanup_(repo_freep) git_repository *repo = NULL;
-        if (git_repository_open_ext(&repo, gitdir,
-                                    GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE,
-                                    NULL) < 0)
+        if (git_repository_open_ext(
+                &repo, gitdir, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
                 return fail_git(err, EIO, gitdir);
         _cleanup_(config_freep) git_config *cfg = NULL;
         if (git_config_open_default(&cfg) < 0 || git_repository_set_config(repo, cfg) < 0)
@@ -1014,9 +1016,8 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                 if (git_diff_tree_to_tree(&diff, repo, ptree, tree, &eo.diff_opts) < 0)
                         return fail_git(err, EIO, id);
                 const char *summary = git_commit_summary(c);
-                if (git_email_create_from_diff(&buf, diff, i + 1, m, &v[i],
-                                               summary ? summary : "", git_commit_body(c),
-                                               git_commit_author(c), &eo) < 0)
+                if (git_email_create_from_diff(&buf, diff, i + 1, m, &v[i], summary ? summary : "",
+                                               git_commit_body(c), git_commit_author(c), &eo) < 0)
                         return fail_git(err, EIO, id);
                 if (fwrite(buf.ptr, 1, buf.size, out) != buf.size)
                         return fail(err, EIO, "writing the patches: %s", strerror(errno));
@@ -1183,8 +1184,9 @@ int gitops_push(const char *workspace, const char *url, const char *base, const 
         if (r < 0)
                 return r;
         if (n == 0)
-                return fail(err, ENODATA, "nothing to push: the workspace's HEAD is the base "
-                                          "commit");
+                return fail(err, ENODATA,
+                            "nothing to push: the workspace's HEAD is the base "
+                            "commit");
         git_repository_free(TAKE_PTR(ws));
 
         _cleanup_free_ char *dir = NULL;
@@ -1219,9 +1221,9 @@ static json_t *jstr_or_null(const char *s)
 int gitops_state_write(const char *state_dir, const struct gitops_state *st, struct al_error *err)
 {
         json_t *j = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "url", jstr_or_null(st->url),
-                              "user", jstr_or_null(st->user), "rev", jstr_or_null(st->rev),
-                              "base", jstr_or_null(st->base), "workspace",
-                              jstr_or_null(st->workspace), "audit", jstr_or_null(st->audit));
+                              "user", jstr_or_null(st->user), "rev", jstr_or_null(st->rev), "base",
+                              jstr_or_null(st->base), "workspace", jstr_or_null(st->workspace),
+                              "audit", jstr_or_null(st->audit));
         if (!j)
                 return fail(err, EINVAL, "%s/%s: a value is not valid UTF-8", state_dir,
                             GITOPS_STATE);

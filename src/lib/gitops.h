@@ -22,9 +22,9 @@
 
 #include "error.h"
 
-#define GITOPS_OID_HEX   40
-#define GITOPS_URL_MAX   4096
-#define GITOPS_STATE     "git.json"
+#define GITOPS_OID_HEX    40
+#define GITOPS_URL_MAX    4096
+#define GITOPS_STATE      "git.json"
 #define GITOPS_TOKEN_USER "x-access-token"
 
 struct gitops_creds {
@@ -66,9 +66,9 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                   struct al_error *err);
 
 struct gitops_push_result {
-        size_t commits;                 /* commits new on top of base */
-        char head[GITOPS_OID_HEX + 1];  /* what the branch now points at */
-        bool replaced;                  /* the branch existed (force) */
+        size_t commits;                /* commits new on top of base */
+        char head[GITOPS_OID_HEX + 1]; /* what the branch now points at */
+        bool replaced;                 /* the branch existed (force) */
 };
 
 /* Push the workspace's HEAD, which must descend from base, to

@@ -415,9 +415,9 @@ Test(gitops, urls)
 
         /* A clone from a URL with a password is refused before anything. */
         char base[GITOPS_OID_HEX + 1];
-        cr_assert_eq(gitops_clone("https://bob:hunter2@127.0.0.1:1/r.git", NULL, ws, NULL, base,
-                                  &err),
-                     -EINVAL);
+        cr_assert_eq(
+            gitops_clone("https://bob:hunter2@127.0.0.1:1/r.git", NULL, ws, NULL, base, &err),
+            -EINVAL);
         cr_assert_eq(access(ws, F_OK), -1);
 }
 
@@ -437,8 +437,11 @@ Test(gitops, state_round_trip)
 {
         cr_assert_eq(mkdir(ws, 0700), 0);
         struct al_error err = {0};
-        struct gitops_state st = {.url = (char *)"https://example.com/r", .rev = NULL,
-                                  .base = seed, .workspace = ws, .audit = (char *)"/a/log"};
+        struct gitops_state st = {.url = (char *)"https://example.com/r",
+                                  .rev = NULL,
+                                  .base = seed,
+                                  .workspace = ws,
+                                  .audit = (char *)"/a/log"};
         cr_assert_eq(gitops_state_write(ws, &st, &err), 0, "%s", err.msg);
         struct stat sb;
         cr_assert_eq(stat(at(ws, GITOPS_STATE), &sb), 0);
