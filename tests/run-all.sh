@@ -18,6 +18,8 @@ if [ "${AIRLOCK_SKIP_ASAN:-0}" != 1 ]; then
         [ -f "$ASAN_BUILD/build.ninja" ] ||
                 meson setup "$ASAN_BUILD" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
         ninja -C "$ASAN_BUILD"
+        LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+        export LSAN_OPTIONS
         echo "== unit tests under ASan+UBSan"
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
                 meson test -C "$ASAN_BUILD" --suite unit --print-errorlogs

@@ -23,4 +23,7 @@ else
                 echo $$ >"$dir/cgroup.procs"
         done
 fi
-exec setpriv --reuid="$user" --regid="$user" --init-groups --reset-env -- "$@"
+# The sanitizers' settings go along; nothing else of the environment does.
+exec setpriv --reuid="$user" --regid="$user" --init-groups --reset-env -- \
+        env ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} \
+        ${LSAN_OPTIONS:+LSAN_OPTIONS="$LSAN_OPTIONS"} "$@"

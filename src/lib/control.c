@@ -49,6 +49,7 @@ struct proc {
         struct evbuffer *kept; /* the event lines, for attach */
         struct client *attached[8];
         bool started, exited, failed, background;
+        bool done; /* its exit event has gone out */
         const char *error_code;
         int exit_code, signal;
         uint64_t start_us, output, oom_before;
@@ -270,6 +271,7 @@ static void proc_maybe_done(struct proc *p)
         if (p->signal == SIGSYS)
                 record(c, "violation", json_pack("{s:i, s:s}", "pid", p->id, "what", "seccomp"));
         proc_event(p, ev);
+        p->done = true;
         detach_all(p);
         if (p->ev_timeout)
                 evtimer_del(p->ev_timeout);
@@ -521,7 +523,7 @@ static void do_attach(struct client *cl, json_t *req)
         size_t kept = evbuffer_get_length(p->kept);
         if (kept)
                 evbuffer_add(bufferevent_get_output(cl->bev), evbuffer_pullup(p->kept, -1), kept);
-        if (p->exited || p->failed) {
+        if (p->done) {
                 client_finish(cl);
                 return;
         }
