@@ -4,3 +4,4 @@ set -eu
 cd "$(dirname "$0")"
 /usr/bin/python3 spawn.py
 /usr/bin/python3 netgate.py
+/usr/bin/python3 daemon.py

@@ -403,6 +403,12 @@ int main(int argc, char **argv)
         r = store_open(db, &d.store, &err);
         if (r < 0)
                 goto out;
+        if (d.audit_path) {
+                struct audit_options ao = {.sync = AUDIT_SYNC_BATCH, .batch_ms = AUDIT_BATCH_MS};
+                r = audit_open(d.audit_path, &ao, &d.audit, &err);
+                if (r < 0)
+                        goto out;
+        }
 
         signal(SIGPIPE, SIG_IGN);
         raise_nofile();
@@ -452,6 +458,11 @@ out:
                 unlink(d.socket_path);
         if (d.gc_timer)
                 event_free(d.gc_timer);
+        if (d.audit_timer)
+                event_free(d.audit_timer);
+        if (d.pool_timer)
+                event_free(d.pool_timer);
+        d.audit = audit_close(d.audit);
         for (size_t i = 0; i < ARRAY_SIZE(d.sig_events); i++)
                 if (d.sig_events[i])
                         event_free(d.sig_events[i]);

@@ -297,22 +297,30 @@ static bool require(struct daemon *d, struct evhttp_request *req, const struct g
         return false;
 }
 
+static void on_audit_flush(evutil_socket_t fd, short what, void *arg)
+{
+        struct daemon *d = arg;
+        if (d->audit)
+                audit_flush(d->audit);
+}
+
+/* Who asked for what, next to the supervisors' own events. Synced in
+ * batches (AUDIT_BATCH_MS): an fdatasync per request would double the time
+ * of an exec. */
 static void record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields)
 {
-        if (!d->audit_path) {
-                json_decref(fields);
-                return;
-        }
-        struct audit *a = NULL;
         struct al_error e = {0};
-        if (audit_open(d->audit_path, NULL, &a, &e) >= 0) {
-                if (audit_append(a, sandbox, kind, fields, &e) < 0)
-                        daemon_log(d, "audit: %s", e.msg);
-                audit_close(a);
-        } else {
+        if (d->audit && audit_append(d->audit, sandbox, kind, fields, &e) < 0)
                 daemon_log(d, "audit: %s", e.msg);
-        }
         json_decref(fields);
+        if (!d->audit || !audit_flush_deadline(d->audit))
+                return;
+        if (!d->audit_timer)
+                d->audit_timer = evtimer_new(d->base, on_audit_flush, d);
+        if (d->audit_timer && !evtimer_pending(d->audit_timer, NULL)) {
+                struct timeval tv = {.tv_sec = 0, .tv_usec = AUDIT_BATCH_MS * 1000};
+                evtimer_add(d->audit_timer, &tv);
+        }
 }
 
 /* the sandbox's view */
@@ -591,7 +599,7 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 record_audit(d, pooled->id, "api.create",
                              json_pack("{s:s, s:s, s:b}", "grant", g->name, "class", cls, "pool", true));
                 reply_json(d, req, 201, live_json(pooled));
-                pool_refill(d);
+                pool_refill_later(d);
                 goto out;
         }
 
@@ -878,38 +886,31 @@ static void send_line(struct call_ctx *c, json_t *o)
                 ctl_call_pause(c->call, true);
 }
 
-static void record_process(struct call_ctx *c, const char *state, json_t *exit)
+static void record_process(struct call_ctx *c, json_t *exit)
 {
+        struct store *st = c->d->store;
+        uint64_t now = daemon_now_ms();
+        if (exit) {
+                int64_t code = json_integer_value(json_object_get(exit, "exitCode"));
+                const char *ec = json_string_value(json_object_get(exit, "errorCode"));
+                if (store_process_end(st, c->sb->id, c->pid, code, ec, now) != -ENOENT)
+                        return;
+        }
+        /* Its start, or an end whose start was never seen (exec failed). */
         _cleanup_free_ char *argv = c->argv ? json_dumps(c->argv, JSON_COMPACT) : NULL;
         struct store_process p = {
                 .pid = c->pid,
                 .argv = argv,
                 .background = c->background,
-                .state = (char *)state,
+                .state = exit ? "exited" : "running",
                 .exit_code = exit ? json_integer_value(json_object_get(exit, "exitCode")) : -1,
-                .error_code = (char *)(exit ? json_string_value(json_object_get(exit, "errorCode")) : NULL),
-                .started_ms = daemon_now_ms(),
-                .ended_ms = exit ? daemon_now_ms() : 0,
+                .error_code = (char *)(exit ? json_string_value(json_object_get(exit, "errorCode"))
+                                            : NULL),
+                .started_ms = now,
+                .ended_ms = exit ? now : 0,
         };
         memcpy(p.sandbox, c->sb->id, sizeof(p.sandbox));
-        if (exit) {
-                /* Keep the start time recorded when it began. */
-                struct store_process **v = NULL;
-                size_t n = 0;
-                if (store_process_list(c->d->store, c->sb->id, 0, &v, &n) >= 0)
-                        for (size_t i = 0; i < n; i++)
-                                if (v[i]->pid == c->pid) {
-                                        p.started_ms = v[i]->started_ms;
-                                        if (!argv && v[i]->argv)
-                                                p.argv = v[i]->argv;
-                                        p.background = v[i]->background;
-                                        store_process_put(c->d->store, &p);
-                                        store_processes_free(v, n);
-                                        return;
-                                }
-                store_processes_free(v, n);
-        }
-        store_process_put(c->d->store, &p);
+        store_process_put(st, &p);
 }
 
 static void start_stream(struct call_ctx *c)
@@ -953,7 +954,7 @@ static void relay(struct call_ctx *c, json_t *msg)
                 if (!c->pid)
                         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
                 if (c->pid && c->kind == CALL_EXEC)
-                        record_process(c, "exited", msg);
+                        record_process(c, msg);
         }
         json_t *out = json_deep_copy(msg);
         json_object_del(out, "ok");
@@ -981,7 +982,7 @@ static void on_started(struct call_ctx *c, json_t *msg)
         c->saw_started = true;
         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
         histogram_observe(&d->metrics.exec_start, (double)(now_monotonic_us() - c->t0_us) / 1e6);
-        record_process(c, "running", NULL);
+        record_process(c, NULL);
         /* Its client left before it started. */
         if (c->gone && !c->background)
                 kill_orphan(c->sb, c->pid);

@@ -19,6 +19,7 @@
  * records (SQLite), the grants, the warm pool and the HTTP API. */
 
 #define DAEMON_POOL_CLASSES 4
+#define AUDIT_BATCH_MS      100
 
 struct pool_spec {
         char class_name[16];
@@ -55,6 +56,7 @@ struct sandbox;
 struct sandbox_waiter;
 struct status_req;
 struct call_ctx;
+struct audit;
 
 /* Called once a start or a destroy is over. `error` is 0 or -errno, with a
  * message. After a failed start or any destroy the sandbox is freed when the
@@ -123,6 +125,8 @@ struct daemon {
         char *state_dir;
         char *run_dir;
         char *audit_path;
+        struct audit *audit; /* the daemon's own writer; supervisors have theirs */
+        struct event *audit_timer;
         char *airlock_bin;
         char *socket_path;
         char *home;
@@ -137,6 +141,7 @@ struct daemon {
         struct call_ctx *calls;         /* exec, attach, stdin, signal calls in flight */
         struct metrics metrics;
         struct event *gc_timer;
+        struct event *pool_timer;
         struct event *sig_events[4];
         bool shutting_down;
 };
@@ -190,6 +195,7 @@ void sandbox_shutdown_all(struct daemon *d);
 /* A pooled sandbox for this create, or NULL. */
 struct sandbox *pool_take(struct daemon *d, const char *class_name);
 void pool_refill(struct daemon *d);
+void pool_refill_later(struct daemon *d);
 size_t pool_ready(struct daemon *d);
 
 /* gc.c */

@@ -97,3 +97,21 @@ void pool_refill(struct daemon *d)
                 }
         }
 }
+
+static void on_refill(evutil_socket_t fd, short what, void *arg)
+{
+        pool_refill(arg);
+}
+
+void pool_refill_later(struct daemon *d)
+{
+        if (d->shutting_down)
+                return;
+        if (!d->pool_timer)
+                d->pool_timer = evtimer_new(d->base, on_refill, d);
+        /* After the answer that emptied a slot has gone out: starting a
+         * supervisor forks, which holds up the loop for a moment. */
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 5000};
+        if (d->pool_timer && !evtimer_pending(d->pool_timer, NULL))
+                evtimer_add(d->pool_timer, &tv);
+}

@@ -492,6 +492,27 @@ int store_process_put(struct store *s, const struct store_process *p)
         return step_done(s, st, NULL, "process");
 }
 
+int store_process_end(struct store *s, const char *sandbox, uint64_t pid, int64_t exit_code,
+                      const char *error_code, uint64_t ended_ms)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "UPDATE processes SET state = 'exited', exit_code = ?3, error_code = ?4,"
+                        " ended_ms = ?5 WHERE sandbox = ?1 AND pid = ?2",
+                        &st);
+        if (r < 0)
+                return r;
+        bind_text(st, 1, sandbox);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)pid);
+        sqlite3_bind_int64(st, 3, exit_code);
+        bind_text(st, 4, error_code);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)ended_ms);
+        r = step_done(s, st, NULL, "process");
+        if (r < 0)
+                return r;
+        return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
+}
+
 int store_process_list(struct store *s, const char *sandbox, size_t limit,
                        struct store_process ***ret, size_t *ret_n)
 {

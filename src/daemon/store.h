@@ -87,5 +87,8 @@ struct store_process {
 struct store_process *store_process_free(struct store_process *p);
 void store_processes_free(struct store_process **v, size_t n);
 int store_process_put(struct store *s, const struct store_process *p);
+/* Record how a process ended; -ENOENT when it was never recorded. */
+int store_process_end(struct store *s, const char *sandbox, uint64_t pid, int64_t exit_code,
+                      const char *error_code, uint64_t ended_ms);
 int store_process_list(struct store *s, const char *sandbox, size_t limit,
                        struct store_process ***ret, size_t *ret_n);
