@@ -49,10 +49,29 @@ struct builder {
         int root; /* the new root's tmpfs, attached over "/" */
         struct mapping *maps;
         size_t n_maps;
-        char **deny; /* real host paths to mask */
+        char *const *deny; /* real host paths to mask (the plan's) */
         size_t n_deny;
         size_t internal_lo, internal_hi; /* deny[lo..hi) hold Airlock's own state */
 };
+
+/* A host path's real form: the plan's for what the user named (resolved by
+ * the caller, who may see more than the sandbox user does), realpath() for
+ * the rest. */
+static bool real_path(const struct builder *b, const char *host, char real[PATH_MAX])
+{
+        const struct mounts_plan *plan = b->c->plan;
+        const struct policy *p = b->c->policy;
+        if (plan && p->workspace && plan->workspace_real && STREQ(host, p->workspace)) {
+                snprintf(real, PATH_MAX, "%s", plan->workspace_real);
+                return true;
+        }
+        for (size_t i = 0; plan && plan->mount_reals && i < p->n_mounts; i++)
+                if (STREQ(host, p->mounts[i].source) && plan->mount_reals[i]) {
+                        snprintf(real, PATH_MAX, "%s", plan->mount_reals[i]);
+                        return true;
+                }
+        return realpath(host, real) != NULL;
+}
 
 static int sys_openat2(int dirfd, const char *path, int flags, uint64_t resolve)
 {
@@ -150,7 +169,7 @@ static int clone_tree(int fd, uint64_t attrs)
 static void add_mapping(struct builder *b, const char *host, const char *target)
 {
         char real[PATH_MAX];
-        if (!realpath(host, real))
+        if (!real_path(b, host, real))
                 return;
         b->maps = xrealloc(b->maps, b->n_maps + 1, sizeof(*b->maps));
         b->maps[b->n_maps].host = xstrdup(real);
@@ -182,15 +201,15 @@ static bool is_state_workspace(const struct builder *b, const char *real, size_t
         if (strspn(id, "0123456789abcdef") != 16 || !STREQ(id + 16, "/repo"))
                 return false;
         char ws[PATH_MAX];
-        return realpath(b->c->policy->workspace, ws) && STREQ(ws, real);
+        return real_path(b, b->c->policy->workspace, ws) && STREQ(ws, real);
 }
 
 /* Refuse a bind whose source lies inside a denied path: deny wins. */
 static int check_not_denied(struct builder *b, const char *host)
 {
         char real[PATH_MAX];
-        if (!realpath(host, real))
-                return 0;
+        if (!real_path(b, host, real))
+                return 0; /* what the user named was resolved and checked by the plan */
         for (size_t i = 0; i < b->n_deny; i++)
                 if (path_under(real, b->deny[i]) && !is_state_workspace(b, real, i))
                         return al_error_set(b->err, EACCES, "mount source %s is under the denied path %s",
@@ -291,14 +310,14 @@ static int mount_tmpfs(struct builder *b, const char *target, const char *size, 
 
 /* Expand one deny entry ("~/x" for every home, globs in the last part) into
  * real host paths. */
-static void add_deny(struct builder *b, const char *entry)
+static void add_deny(char ***deny, size_t *n_deny, const char *caller_home, const char *entry)
 {
         char **homes = NULL;
         size_t n_homes = 0;
         if (strncmp(entry, "~/", 2) == 0) {
                 homes = strv_append(homes, &n_homes, "/root");
-                if (b->c->caller_home)
-                        homes = strv_append(homes, &n_homes, b->c->caller_home);
+                if (caller_home)
+                        homes = strv_append(homes, &n_homes, caller_home);
                 _cleanup_(closedirp) DIR *d = opendir("/home");
                 struct dirent *de;
                 while (d && (de = readdir(d)))
@@ -318,7 +337,7 @@ static void add_deny(struct builder *b, const char *entry)
                 for (size_t j = 0; j < g.gl_pathc; j++) {
                         char real[PATH_MAX];
                         if (realpath(g.gl_pathv[j], real))
-                                b->deny = strv_append(b->deny, &b->n_deny, real);
+                                *deny = strv_append(*deny, n_deny, real);
                 }
                 globfree(&g);
         }
@@ -631,14 +650,12 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
         if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
                 return al_error_set(err, errno, "making / a slave mount");
 
-        for (size_t i = 0; policy_mandatory_deny[i]; i++)
-                add_deny(&b, policy_mandatory_deny[i]);
-        b.internal_lo = b.n_deny;
-        for (size_t i = 0; i < ARRAY_SIZE(internal_deny); i++)
-                add_deny(&b, internal_deny[i]);
-        b.internal_hi = b.n_deny;
-        for (size_t i = 0; i < p->n_deny_read; i++)
-                add_deny(&b, p->deny_read[i]);
+        if (c->plan) {
+                b.deny = c->plan->deny;
+                b.n_deny = c->plan->n_deny;
+                b.internal_lo = c->plan->internal_lo;
+                b.internal_hi = c->plan->internal_hi;
+        }
 
         /* Device nodes are bound from the host: a user namespace cannot mknod. */
         for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
@@ -758,7 +775,6 @@ out:
                 free(b.maps[i].target);
         }
         free(b.maps);
-        strv_free(b.deny);
         return r;
 }
 
@@ -814,4 +830,67 @@ int mounts_prepare_workspace(const struct policy *p, struct al_error *err)
                         close(r);
         }
         return 0;
+}
+
+int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
+                    struct al_error *err)
+{
+        struct mounts_plan *plan = xcalloc(1, sizeof(*plan));
+        for (size_t i = 0; policy_mandatory_deny[i]; i++)
+                add_deny(&plan->deny, &plan->n_deny, caller_home, policy_mandatory_deny[i]);
+        plan->internal_lo = plan->n_deny;
+        for (size_t i = 0; i < ARRAY_SIZE(internal_deny); i++)
+                add_deny(&plan->deny, &plan->n_deny, caller_home, internal_deny[i]);
+        plan->internal_hi = plan->n_deny;
+        for (size_t i = 0; i < p->n_deny_read; i++)
+                add_deny(&plan->deny, &plan->n_deny, caller_home, p->deny_read[i]);
+
+        /* What the user named is resolved here, with the caller's view, and a
+         * path that cannot be resolved is refused rather than let through
+         * unchecked (the sandbox user may not see where it leads). */
+        struct mounts_config c = {.policy = p, .plan = plan};
+        struct builder b = {.c = &c, .err = err, .deny = plan->deny, .n_deny = plan->n_deny,
+                            .internal_lo = plan->internal_lo, .internal_hi = plan->internal_hi};
+        char real[PATH_MAX];
+        int r = 0;
+        if (p->workspace) {
+                if (!realpath(p->workspace, real)) {
+                        r = al_error_set(err, errno, "workspace %s", p->workspace);
+                        goto fail;
+                }
+                plan->workspace_real = xstrdup(real);
+                r = check_not_denied(&b, p->workspace);
+                if (r < 0)
+                        goto fail;
+        }
+        plan->mount_reals = xcalloc(p->n_mounts + 1, sizeof(char *));
+        for (size_t i = 0; i < p->n_mounts; i++) {
+                if (!realpath(p->mounts[i].source, real)) {
+                        r = al_error_set(err, errno, "mount %s at %s", p->mounts[i].source,
+                                         p->mounts[i].target);
+                        goto fail;
+                }
+                plan->mount_reals[i] = xstrdup(real);
+                r = check_not_denied(&b, p->mounts[i].source);
+                if (r < 0)
+                        goto fail;
+        }
+        *ret = plan;
+        return 0;
+fail:
+        mounts_plan_free(plan, p->n_mounts);
+        return r;
+}
+
+struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts)
+{
+        if (!plan)
+                return NULL;
+        strv_free(plan->deny);
+        free(plan->workspace_real);
+        for (size_t i = 0; plan->mount_reals && i < n_mounts; i++)
+                free(plan->mount_reals[i]);
+        free(plan->mount_reals);
+        free(plan);
+        return NULL;
 }

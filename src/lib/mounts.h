@@ -7,7 +7,23 @@
 #include "error.h"
 #include "policy.h"
 
+/* What the parent resolves before the sandbox starts, with the caller's own
+ * view of the host: the deny list as real paths, and the real paths of the
+ * workspace and the mount sources, each checked against it. */
+struct mounts_plan {
+        char **deny;
+        size_t n_deny;
+        size_t internal_lo, internal_hi; /* deny[lo..hi) hold Airlock's own state */
+        char *workspace_real;
+        char **mount_reals; /* one per policy mount */
+};
+
+int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
+                    struct al_error *err);
+struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts);
+
 struct mounts_config {
+        const struct mounts_plan *plan;
         const struct policy *policy;
         const char *home;   /* $HOME inside the sandbox */
         uid_t uid;          /* owner of $HOME inside */

@@ -298,6 +298,7 @@ struct child_ctx {
         bool cgroup_in_clone;
         int workspace_fd;
         const int *mount_fds;
+        const struct mounts_plan *plan;
 };
 
 static _Noreturn void child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
@@ -747,6 +748,7 @@ static _Noreturn void child_main(struct child_ctx *ctx)
         }
 
         struct mounts_config mc = {
+                .plan = ctx->plan,
                 .policy = p,
                 .home = cfg->home,
                 .uid = ctx->uid,
@@ -805,6 +807,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
 {
         const struct policy *p = cfg->policy;
         struct child_ctx ctx = {.cfg = cfg, .uid = p->uid, .gid = p->gid, .workspace_fd = -1};
+        struct mounts_plan *plan = NULL;
         _cleanup_free_ int *mount_fds = NULL;
         int sp[2] = {-1, -1};
         int r;
@@ -832,16 +835,25 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         r = mounts_prepare_workspace(p, err);
         if (r < 0)
                 return r;
+        r = mounts_plan_new(p, cfg->caller_home, &plan, err);
+        if (r < 0)
+                return r;
+        ctx.plan = plan;
 
         if (root) {
                 /* The sandbox keeps its creator's supplementary groups for good
                  * (setgroups is denied inside): root's must not go with it. */
-                if (setgroups(0, NULL) < 0 && !only_own_group())
-                        return al_error_set(err, errno, "dropping supplementary groups");
+                if (setgroups(0, NULL) < 0 && !only_own_group()) {
+                        r = al_error_set(err, errno, "dropping supplementary groups");
+                        goto fail;
+                }
                 if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO) {
                         ctx.workspace_fd = prepare_idmapped(p->workspace, host_uid, host_gid, err);
-                        if (ctx.workspace_fd < -1)
-                                return ctx.workspace_fd;
+                        if (ctx.workspace_fd < -1) {
+                                r = ctx.workspace_fd;
+                                ctx.workspace_fd = -1;
+                                goto fail;
+                        }
                 }
                 mount_fds = xcalloc(p->n_mounts + 1, sizeof(int));
                 for (size_t i = 0; i < p->n_mounts; i++) {
@@ -966,6 +978,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
 
         ret->sync_fd = sp[0];
         ret->failure = SPAWN_OK;
+        mounts_plan_free(plan, p->n_mounts);
         if (ctx.workspace_fd >= 0)
                 close(ctx.workspace_fd);
         for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
@@ -997,6 +1010,7 @@ fail:
         for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
                 if (mount_fds[i] >= 0)
                         close(mount_fds[i]);
+        mounts_plan_free(plan, p->n_mounts);
         return r;
 }
 

@@ -363,3 +363,19 @@ def test_user_namespaces_disabled_named(airlock):
     p = subprocess.run(argv, cwd=airlock.make_dir(), capture_output=True, text=True, timeout=60)
     assert p.returncode == 125, p.stderr
     assert "user.max_user_namespaces" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_state_directories_cannot_be_mounted(airlock):
+    # Airlock's own state (the audit log among it) is denied to every bind,
+    # even where the sandbox user could not resolve the path by itself.
+    state = "/var/lib/airlock" if not airlock.rootless else os.path.expanduser("~airlock-test/.local/state/airlock")
+    if airlock.rootless and not airlock.user:
+        pytest.skip("needs the test user's home")
+    os.makedirs(state + "/audit", exist_ok=True)
+    if airlock.user:
+        for d in (state.rsplit("/", 2)[0], state.rsplit("/", 1)[0], state, state + "/audit"):
+            os.chown(d, airlock.user.pw_uid, airlock.user.pw_gid)
+    for args in (["-w", state + "/audit"], ["--ro", f"{state}:/x"]):
+        p = airlock.run(["run", "-q", *args, "--", "ls", "/"], check_setup=False)
+        assert p.returncode == 125, (args, p.stdout)
+        assert "denied path" in p.stderr
