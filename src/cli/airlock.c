@@ -3,6 +3,17 @@
 #include <string.h>
 
 #include "commands.h"
+#include "tools.h"
+
+static int tools_export(int argc, char **argv)
+{
+        return tools_exec("export", argc, argv);
+}
+
+static int tools_push(int argc, char **argv)
+{
+        return tools_exec("push", argc, argv);
+}
 
 static const struct {
         const char *name;
@@ -14,8 +25,8 @@ static const struct {
         {"diff", cmd_diff, "show what a review sandbox changed"},
         {"accept", cmd_accept, "apply a review sandbox's changes to its workspace"},
         {"discard", cmd_discard, "drop a review sandbox's changes"},
-        {"export", cmd_export, "write a sandbox's new commits as patches (mbox)"},
-        {"push", cmd_push, "push a sandbox's new commits to a new branch"},
+        {"export", tools_export, "write a sandbox's new commits as patches (mbox)"},
+        {"push", tools_push, "push a sandbox's new commits to a new branch"},
         {"supervise", cmd_supervise, "run one long-lived sandbox (used by airlockd)"},
         {"create", cmd_create, "ask airlockd for a sandbox"},
         {"ls", cmd_ls, "list airlockd's sandboxes"},

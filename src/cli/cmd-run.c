@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "audit.h"
-#include "cmd-git.h"
+#include "tools.h"
 #include "policy.h"
 #include "review.h"
 #include "secrets.h"
@@ -433,7 +433,7 @@ int cmd_run(int argc, char **argv)
                 return fail_setup(&a, "run: no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
         }
 
-        _cleanup_(run_git_done) struct run_git git = {0};
+        _cleanup_(tools_clone_done) struct tools_clone git = {0};
         if (a.repo || a.rev) {
                 if (!a.repo || workspace || p->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
                         policy_free(p);
@@ -441,10 +441,8 @@ int cmd_run(int argc, char **argv)
                                                        "or --review"
                                                      : "run: --rev needs --repo");
                 }
-                struct run_git_args ga = {.repo = a.repo, .rev = a.rev,
-                                          .secrets_file = a.secrets_file, .audit = a.audit,
-                                          .home = getenv("HOME")};
-                if (run_git_clone(&git, &ga, msg, sizeof(msg)) < 0) {
+                if (tools_git_clone(a.repo, a.rev, a.secrets_file, a.audit, &git, msg,
+                                    sizeof(msg)) < 0) {
                         policy_free(p);
                         return fail_setup(&a, msg);
                 }
@@ -516,7 +514,7 @@ int cmd_run(int argc, char **argv)
                         res.review_added, res.review_modified, res.review_deleted, res.sandbox,
                         res.sandbox, res.sandbox);
         if (a.repo)
-                run_git_report(&git, a.quiet);
+                tools_git_report(git.id, a.quiet);
 
         if (a.result_file) {
                 _cleanup_free_ char *json = supervisor_result_json(&res);

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* airlock-tools: the commands that need libgit2, run by `airlock` (see
+ * tools.h). Not meant to be called by hand. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd-git.h"
+#include "commands.h"
+#include "gitops.h"
+#include "review.h"
+#include "util.h"
+
+/* git-clone --repo URL [--rev REV] [--secrets FILE] [--audit FILE]: one JSON
+ * line on stdout, {"id", "workspace"} or {"error"}. */
+static int git_clone(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                {"repo", required_argument, NULL, 'r'},
+                {"rev", required_argument, NULL, 'v'},
+                {"secrets", required_argument, NULL, 's'},
+                {"audit", required_argument, NULL, 'a'},
+                {NULL, 0, NULL, 0},
+        };
+        struct run_git_args ga = {.home = getenv("HOME")};
+        int c;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+                switch (c) {
+                case 'r':
+                        ga.repo = optarg;
+                        break;
+                case 'v':
+                        ga.rev = optarg;
+                        break;
+                case 's':
+                        ga.secrets_file = optarg;
+                        break;
+                case 'a':
+                        ga.audit = optarg;
+                        break;
+                default:
+                        printf("{\"error\": \"git-clone: bad arguments\"}\n");
+                        return 2;
+                }
+        }
+        if (!ga.repo) {
+                printf("{\"error\": \"git-clone: --repo is required\"}\n");
+                return 2;
+        }
+        struct run_git g = {0};
+        char msg[1024];
+        json_t *o;
+        int rc = 0;
+        if (run_git_clone(&g, &ga, msg, sizeof(msg)) < 0) {
+                o = json_pack("{s:s}", "error", msg);
+                rc = 1;
+        } else
+                o = json_pack("{s:s, s:s}", "id", g.id, "workspace", g.workspace);
+        char *s = json_dumps(o, JSON_COMPACT);
+        printf("%s\n", s ? s : "{}");
+        free(s);
+        json_decref(o);
+        run_git_done(&g);
+        return rc;
+}
+
+/* git-report ID: after the run, what the agent committed and what next. */
+static int git_report(int argc, char **argv)
+{
+        if (argc != 2)
+                return 2;
+        struct al_error err = {0};
+        _cleanup_free_ char *root = review_state_root(geteuid(), getenv("HOME"));
+        if (!root)
+                return 2;
+        _cleanup_free_ char *dir = xasprintf("%s/sandboxes/%s", root, argv[1]);
+        struct gitops_state st = {0};
+        if (gitops_state_read(dir, &st, &err) < 0) {
+                fprintf(stderr, "airlock: sandbox %s: %s\n", argv[1], err.msg);
+                return 1;
+        }
+        struct run_git g = {.state_dir = dir, .workspace = st.workspace, .base = st.base};
+        snprintf(g.id, sizeof(g.id), "%s", argv[1]);
+        run_git_report(&g, false);
+        gitops_state_clear(&st);
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        if (argc < 2) {
+                fprintf(stderr, "airlock-tools: run by airlock; see 'airlock --help'\n");
+                return 2;
+        }
+        if (STREQ(argv[1], "export"))
+                return cmd_export(argc - 1, argv + 1);
+        if (STREQ(argv[1], "push"))
+                return cmd_push(argc - 1, argv + 1);
+        if (STREQ(argv[1], "git-clone"))
+                return git_clone(argc - 1, argv + 1);
+        if (STREQ(argv[1], "git-report"))
+                return git_report(argc - 1, argv + 1);
+        fprintf(stderr, "airlock-tools: unknown command \"%s\"\n", argv[1]);
+        return 2;
+}

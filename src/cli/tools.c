@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "tools.h"
+#include "util.h"
+
+static int tools_path(char buf[PATH_MAX])
+{
+        ssize_t n = readlink("/proc/self/exe", buf, PATH_MAX - 16);
+        if (n <= 0)
+                return -errno;
+        buf[n] = '\0';
+        char *slash = strrchr(buf, '/');
+        snprintf(slash + 1, (size_t)(PATH_MAX - (slash + 1 - buf)), "airlock-tools");
+        return 0;
+}
+
+int tools_exec(const char *name, int argc, char **argv)
+{
+        char path[PATH_MAX];
+        if (tools_path(path) < 0) {
+                fprintf(stderr, "airlock: %s: cannot find airlock-tools\n", name);
+                return 2;
+        }
+        char **av = xcalloc((size_t)argc + 2, sizeof(char *));
+        av[0] = path;
+        for (int i = 0; i < argc; i++)
+                av[i + 1] = argv[i];
+        execv(path, av);
+        fprintf(stderr, "airlock: %s: running %s: %s\n", name, path, strerror(errno));
+        free(av);
+        return 2;
+}
+
+/* Run airlock-tools with args, collecting its stdout (bounded). */
+static int run_tools(char *const *args, char **ret_out, int *ret_status)
+{
+        char path[PATH_MAX];
+        int r = tools_path(path);
+        if (r < 0)
+                return r;
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        pid_t pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(pipefd[0]);
+                close(pipefd[1]);
+                return r;
+        }
+        if (pid == 0) {
+                dup2(pipefd[1], 1);
+                size_t n = strv_length(args);
+                char **av = xcalloc(n + 2, sizeof(char *));
+                av[0] = path;
+                for (size_t i = 0; i < n; i++)
+                        av[i + 1] = args[i];
+                execv(path, av);
+                _exit(127);
+        }
+        close(pipefd[1]);
+        char *out = NULL;
+        size_t len = 0;
+        char buf[4096];
+        ssize_t k;
+        while ((k = read(pipefd[0], buf, sizeof(buf))) > 0 && len < 64 * 1024) {
+                out = xrealloc(out, len + (size_t)k + 1, 1);
+                memcpy(out + len, buf, (size_t)k);
+                len += (size_t)k;
+                out[len] = '\0';
+        }
+        close(pipefd[0]);
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        *ret_out = out;
+        *ret_status = st;
+        return 0;
+}
+
+int tools_git_clone(const char *repo, const char *rev, const char *secrets_file, const char *audit,
+                    struct tools_clone *ret, char *msg, size_t msglen)
+{
+        char *args[12];
+        size_t n = 0;
+        args[n++] = "git-clone";
+        args[n++] = "--repo";
+        args[n++] = (char *)repo;
+        if (rev) {
+                args[n++] = "--rev";
+                args[n++] = (char *)rev;
+        }
+        if (secrets_file) {
+                args[n++] = "--secrets";
+                args[n++] = (char *)secrets_file;
+        }
+        if (audit) {
+                args[n++] = "--audit";
+                args[n++] = (char *)audit;
+        }
+        args[n] = NULL;
+        _cleanup_free_ char *out = NULL;
+        int st;
+        int r = run_tools(args, &out, &st);
+        if (r < 0) {
+                snprintf(msg, msglen, "run: --repo: running airlock-tools: %s", strerror(-r));
+                return r;
+        }
+        json_t *o = out ? json_loads(out, 0, NULL) : NULL;
+        const char *error = json_string_value(json_object_get(o, "error"));
+        const char *id = json_string_value(json_object_get(o, "id"));
+        const char *ws = json_string_value(json_object_get(o, "workspace"));
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !id || !ws || strlen(id) != 16) {
+                snprintf(msg, msglen, "%s", error ? error : "run: --repo: the clone failed");
+                json_decref(o);
+                return -EIO;
+        }
+        memcpy(ret->id, id, 17);
+        ret->workspace = xstrdup(ws);
+        json_decref(o);
+        return 0;
+}
+
+void tools_git_report(const char *id, bool quiet)
+{
+        if (quiet)
+                return;
+        char *args[] = {"git-report", (char *)id, NULL};
+        _cleanup_free_ char *out = NULL;
+        int st;
+        (void)run_tools(args, &out, &st);
+}
+
+void tools_clone_done(struct tools_clone *c)
+{
+        free(c->workspace);
+        memset(c, 0, sizeof(*c));
+}
