@@ -198,8 +198,36 @@ static int v1_mount_point(const char *controller, char **ret)
         return -ENOENT;
 }
 
+int cgroup_realize(struct cgroup *cg, struct al_error *err)
+{
+        if (cg->created)
+                return 0;
+        int r = cgroup_create(cg, &cg->limits, err);
+        if (r < 0 && cg->created) {
+                cg->ops->destroy(cg);
+                cg->created = false;
+        }
+        return r;
+}
+
 int cgroup_setup(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
                  struct al_error *err)
+{
+        struct cgroup *cg = NULL;
+        int r = cgroup_open(name, l, &cg, err);
+        if (r < 0)
+                return r;
+        r = cgroup_realize(cg, err);
+        if (r < 0) {
+                cgroup_free(cg);
+                return r;
+        }
+        *ret = cg;
+        return 0;
+}
+
+int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
+                struct al_error *err)
 {
         struct statfs sfs;
         struct cgroup *cg = NULL;
@@ -251,12 +279,7 @@ int cgroup_setup(const char *name, const struct cgroup_limits *l, struct cgroup 
         }
         if (r < 0)
                 return al_error_set(err, r, "cgroup");
-
-        r = cgroup_create(cg, l, err);
-        if (r < 0) {
-                cgroup_free(cg);
-                return r;
-        }
+        cg->limits = *l;
         *ret = cg;
         return 0;
 }

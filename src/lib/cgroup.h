@@ -50,13 +50,20 @@ struct cgroup {
         int dir_fd;      /* v2: the leaf, for CLONE_INTO_CGROUP; else -1 */
         bool created;
         bool fake; /* unit tests: control files are plain files */
+        struct cgroup_limits limits; /* applied by cgroup_realize() */
 };
 
 extern const struct cgroup_ops cgroup_v1_ops;
 extern const struct cgroup_ops cgroup_v2_ops;
 
-/* Detect the host's layout, find the caller's cgroup, create the leaf and
- * apply the limits. On failure nothing is left behind. */
+/* Detect the host's layout and find the caller's cgroup; nothing is created
+ * yet. */
+int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
+                struct al_error *err);
+/* Create the leaf and apply the limits given to cgroup_open(), once. On v1
+ * the spawner does this after clone, while the child builds its root. */
+int cgroup_realize(struct cgroup *cg, struct al_error *err);
+/* Both: on failure nothing is left behind. */
 int cgroup_setup(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
                  struct al_error *err);
 

@@ -186,6 +186,8 @@ static pid_t sys_clone3(struct clone_args *args)
         return (pid_t)syscall(SYS_clone3, args, sizeof(*args));
 }
 
+static pid_t idmap_helper = -1;
+
 /* A user namespace that maps the host owner of a tree to the sandbox's host
  * uid, for an idmapped mount: files owned by the caller's workspace owner
  * look like the sandbox user's own, and what the sandbox creates lands on
@@ -221,8 +223,10 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
                         r = -errno;
         }
         close(pipefd[1]);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                ;
+        /* It exits as soon as it reads EOF; reap it without waiting when
+         * it already has, else later (spawn_reap_helpers). */
+        if (waitpid(pid, NULL, WNOHANG) == 0)
+                idmap_helper = pid;
         return r < 0 ? r : fd;
 }
 
@@ -882,6 +886,12 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         };
         int pidfd = -1;
         args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+        /* v2 places the child at clone: the cgroup must exist first. */
+        if (cfg->cgroup && cfg->cgroup->ops == &cgroup_v2_ops) {
+                r = cgroup_realize(cfg->cgroup, err);
+                if (r < 0)
+                        goto fail;
+        }
         if (cfg->cgroup && cfg->cgroup->dir_fd >= 0) {
                 args.flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
                 args.cgroup = (uint64_t)cfg->cgroup->dir_fd;
@@ -925,6 +935,9 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                 goto fail;
         }
         if (cfg->cgroup && !ctx.cgroup_in_clone) {
+                r = cgroup_realize(cfg->cgroup, err);
+                if (r < 0)
+                        goto fail;
                 r = cfg->cgroup->ops->attach(cfg->cgroup, pid, err);
                 if (r < 0)
                         goto fail;
@@ -978,6 +991,11 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
 
         ret->sync_fd = sp[0];
         ret->failure = SPAWN_OK;
+        if (idmap_helper > 0) {
+                while (waitpid(idmap_helper, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                idmap_helper = -1;
+        }
         mounts_plan_free(plan, p->n_mounts);
         if (ctx.workspace_fd >= 0)
                 close(ctx.workspace_fd);

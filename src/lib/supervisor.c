@@ -305,7 +305,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 .cpus_milli = p->limits.cpus_milli,
         };
         _cleanup_free_ char *cg_name = xasprintf("airlock-%s", res->sandbox);
-        r = cgroup_setup(cg_name, &lim, &cg, &e);
+        r = cgroup_open(cg_name, &lim, &cg, &e);
         if (r < 0) {
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
