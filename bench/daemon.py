@@ -43,7 +43,7 @@ class Daemon:
             [AIRLOCKD, "--quiet", "--socket", self.sock, "--state-dir", state, "--run-dir",
              os.path.join(base, "run"), "--audit", os.path.join(base, "audit.jsonl"),
              "--airlock", AIRLOCK, "--max-sandboxes", str(IDLE + 50)] + list(args),
-            stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.c = Client(socket_path=self.sock, token=tok, timeout=300)
         end = time.monotonic() + 30
         while True:
@@ -62,10 +62,16 @@ class Daemon:
         return 0
 
     def stop(self):
-        for sb in self.c.list(state="running"):
-            self.c.delete(sb["id"])
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait()
+        """Destroy what is left, pooled ones included (a restart without
+        --pool lets them go), and stop."""
+        if self.proc.poll() is not None:
+            return
+        try:
+            for sb in self.c.list(state="running"):
+                self.c.delete(sb["id"])
+        finally:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait()
 
 
 def one_shot(ws):
@@ -123,6 +129,7 @@ def main():
         return 1
     base = tempfile.mkdtemp(prefix="airlock-bench-daemon-")
     ws = tempfile.mkdtemp(prefix="airlock-bench-ws-")
+    cold = warm = None
     try:
         os.makedirs(os.path.join(base, "cold"))
         cold = Daemon(os.path.join(base, "cold"))
@@ -181,6 +188,18 @@ def main():
                  rss(cold.proc.pid) / 2**20))
         cold.stop()
     finally:
+        for d in (warm, cold):
+            if d:
+                d.stop()
+        if warm:
+            # Its pool: a daemon without --pool destroys pooled sandboxes.
+            warm.proc = subprocess.Popen(warm.proc.args[:-2], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            end = time.monotonic() + 30
+            while os.listdir(os.path.join(base, "warm", "run")) and time.monotonic() < end:
+                time.sleep(0.05)
+            warm.proc.send_signal(signal.SIGTERM)
+            warm.proc.wait()
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(ws, ignore_errors=True)
     return 0
