@@ -142,7 +142,8 @@ static void client_free(struct client *cl)
                                 cl->streaming->attached[i] = NULL;
         if (cl->bev)
                 bufferevent_free(cl->bev);
-        cl->ctl->n_clients--;
+        if (--cl->ctl->n_clients == 0 && cl->ctl->destroying)
+                event_base_loopexit(cl->ctl->base, NULL);
         free(cl);
 }
 
@@ -363,6 +364,9 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
         switch (ev.type) {
         case SPAWN_EVENT_STARTED:
                 p->started = true;
+                for (int k = 0; k < 2; k++)
+                        if (p->ev_out[k])
+                                event_add(p->ev_out[k], NULL);
                 record(c, "process.started", json_pack("{s:i, s:O}", "pid", p->id, "argv", p->argv));
                 proc_event(p, json_pack("{s:s, s:i}", "type", "started", "pid", p->id));
                 if (p->background)
@@ -370,6 +374,9 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
                 break;
         case SPAWN_EVENT_FAILED:
                 p->failed = true;
+                for (int k = 0; k < 2; k++)
+                        if (p->ev_out[k])
+                                event_add(p->ev_out[k], NULL);
                 p->error_code = "exec_failed";
                 p->exit_code = ev.failure == SPAWN_FAILED_EXEC_NOT_FOUND ? 127
                                : ev.failure == SPAWN_FAILED_EXEC       ? 126
@@ -495,7 +502,8 @@ static void do_exec(struct client *cl, json_t *req)
         for (int k = 0; k < 2; k++) {
                 evutil_make_socket_nonblocking(p->out_fd[k]);
                 p->ev_out[k] = event_new(c->base, p->out_fd[k], EV_READ | EV_PERSIST, on_proc_output, p);
-                event_add(p->ev_out[k], NULL);
+                /* Armed once pid 1 says it started (or failed): no output
+                 * line may come before "started". */
         }
         if (json_is_number(timeout)) {
                 double t = json_number_value(timeout);
@@ -697,9 +705,10 @@ static void destroy(struct control *c)
         c->destroying = true;
         if (c->sp.pidfd >= 0)
                 syscall(SYS_pidfd_send_signal, c->sp.pidfd, SIGKILL, NULL, 0);
-        /* Let queued answers go out, then stop. */
-        struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-        event_base_loopexit(c->base, &tv);
+        /* Stop once the queued answers are out (client_free), or after a
+         * second whatever a client still holds. */
+        struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
+        event_base_loopexit(c->base, c->n_clients > 0 ? &tv : NULL);
 }
 
 static void drop_event_log(int severity, const char *msg)
