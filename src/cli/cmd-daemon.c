@@ -6,7 +6,6 @@
 #include <jansson.h>
 #include <limits.h>
 #include <netdb.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -358,30 +357,6 @@ static bool valid_id(const char *s)
         return true;
 }
 
-static char *b64_encode(const void *data, size_t len)
-{
-        char *out = xcalloc(4 * ((len + 2) / 3) + 1, 1);
-        EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-        return out;
-}
-
-static int b64_decode(const char *in, unsigned char **ret, size_t *ret_len)
-{
-        size_t n = strlen(in);
-        if (n % 4 != 0)
-                return -EINVAL;
-        unsigned char *out = xcalloc(n / 4 * 3 + 1, 1);
-        int m = n ? EVP_DecodeBlock(out, (const unsigned char *)in, (int)n) : 0;
-        if (m < 0) {
-                free(out);
-                return -EINVAL;
-        }
-        size_t pad = (n >= 1 && in[n - 1] == '=') + (n >= 2 && in[n - 2] == '=');
-        *ret = out;
-        *ret_len = (size_t)m - pad;
-        return 0;
-}
-
 /* Options every command takes. */
 enum { O_SOCKET = 1000, O_URL, O_TOKEN };
 #define COMMON_OPTIONS                                                                             \
@@ -725,7 +700,7 @@ static int handle_event(const char *cmd, json_t *ev, struct stream_state *st)
                 const char *data = json_string_value(json_object_get(ev, "data"));
                 unsigned char *bytes = NULL;
                 size_t len = 0;
-                if (data && b64_decode(data, &bytes, &len) == 0) {
+                if (data && base64_decode(data, &bytes, &len) == 0) {
                         (void)write_full(STREQ(type, "stdout") ? 1 : 2, bytes, len);
                         free(bytes);
                 }
@@ -919,7 +894,7 @@ int cmd_exec(int argc, char **argv)
                         ret = EXIT_SETUP;
                         goto out;
                 }
-                _cleanup_free_ char *enc = b64_encode(in, len);
+                _cleanup_free_ char *enc = base64_encode(in, len);
                 json_object_set_new(body, "stdin", json_string(enc));
         }
         struct target t;

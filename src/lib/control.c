@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -96,30 +95,6 @@ static void record(struct control *c, const char *kind, json_t *fields)
 static void on_net_decision(void *ud, const struct netgate_record *rec)
 {
         record(ud, events_net_kind(rec), events_net_decision(rec));
-}
-
-static char *b64(const void *data, size_t len)
-{
-        char *out = xcalloc(4 * ((len + 2) / 3) + 1, 1);
-        EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-        return out;
-}
-
-static int unb64(const char *in, unsigned char **ret, size_t *ret_len)
-{
-        size_t n = strlen(in);
-        if (n % 4 != 0)
-                return -EINVAL;
-        unsigned char *out = xcalloc(n / 4 * 3 + 1, 1);
-        int m = n ? EVP_DecodeBlock(out, (const unsigned char *)in, (int)n) : 0;
-        if (m < 0) {
-                free(out);
-                return -EINVAL;
-        }
-        size_t pad = (n >= 1 && in[n - 1] == '=') + (n >= 2 && in[n - 2] == '=');
-        *ret = out;
-        *ret_len = (size_t)m - pad;
-        return 0;
 }
 
 static void send_json(struct client *cl, json_t *o)
@@ -312,7 +287,7 @@ static void on_proc_output(evutil_socket_t fd, short what, void *arg)
         p->output += keep;
         if (keep == 0)
                 return;
-        _cleanup_free_ char *data = b64(buf, keep);
+        _cleanup_free_ char *data = base64_encode(buf, keep);
         proc_event(p, json_pack("{s:s, s:s}", "type", which ? "stderr" : "stdout", "data", data));
 }
 
@@ -455,7 +430,7 @@ static void do_exec(struct client *cl, json_t *req)
         }
         _cleanup_free_ unsigned char *in = NULL;
         size_t in_len = 0;
-        if (json_is_string(stdin_data) && unb64(json_string_value(stdin_data), &in, &in_len) < 0)
+        if (json_is_string(stdin_data) && base64_decode(json_string_value(stdin_data), &in, &in_len) < 0)
                 return send_error(cl, "bad_request", "\"stdin\" is not valid base64");
 
         int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
@@ -552,7 +527,7 @@ static void do_stdin(struct client *cl, json_t *req)
         const char *data = json_string_value(json_object_get(req, "data"));
         _cleanup_free_ unsigned char *in = NULL;
         size_t len = 0;
-        if (data && unb64(data, &in, &len) < 0)
+        if (data && base64_decode(data, &in, &len) < 0)
                 return send_error(cl, "bad_request", "\"data\" is not valid base64");
         if (p->in_fd < 0)
                 return send_error(cl, "bad_request", "the process's stdin is closed");

@@ -103,7 +103,9 @@ static void add_pattern(struct redactor *r, const char *p, size_t len)
                 r->max_len = len;
 }
 
-static size_t base64_encode(const unsigned char *in, size_t len, bool url, bool pad, char *out)
+/* base64 in the four spellings a secret may leak in: standard or URL-safe
+ * alphabet, padded or not. */
+static size_t base64_variant(const unsigned char *in, size_t len, bool url, bool pad, char *out)
 {
         static const char std[] =
             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -153,7 +155,7 @@ int redactor_add(struct redactor *r, const char *value, size_t len)
         _cleanup_free_ char *enc = xcalloc((len + 2) / 3 * 4 + 1, 1);
         for (int url = 0; url <= 1; url++)
                 for (int pad = 0; pad <= 1; pad++) {
-                        size_t n = base64_encode((const unsigned char *)value, len, url, pad, enc);
+                        size_t n = base64_variant((const unsigned char *)value, len, url, pad, enc);
                         add_pattern(r, enc, n);
                         explicit_bzero(enc, n);
                 }

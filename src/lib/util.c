@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/random.h>
@@ -290,6 +291,31 @@ int random_hex(char *buf, size_t n)
                 buf[2 * i + 1] = hex[raw[i] & 15];
         }
         buf[n] = '\0';
+        return 0;
+}
+
+char *base64_encode(const void *data, size_t len)
+{
+        char *out = xcalloc(4 * ((len + 2) / 3) + 1, 1);
+        EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+        return out;
+}
+
+int base64_decode(const char *in, unsigned char **ret, size_t *ret_len)
+{
+        size_t n = strlen(in);
+        if (n % 4 != 0)
+                return -EINVAL;
+        unsigned char *out = xcalloc(n / 4 * 3 + 1, 1);
+        int m = n ? EVP_DecodeBlock(out, (const unsigned char *)in, (int)n) : 0;
+        if (m < 0) {
+                free(out);
+                return -EINVAL;
+        }
+        /* EVP_DecodeBlock counts the padding as zero bytes of data. */
+        size_t pad = (n >= 1 && in[n - 1] == '=') + (n >= 2 && in[n - 2] == '=');
+        *ret = out;
+        *ret_len = (size_t)m - pad;
         return 0;
 }
 

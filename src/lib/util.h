@@ -94,6 +94,12 @@ size_t strv_length(char *const *v);
 /* Random id of n hex characters (n even, at most 64). */
 int random_hex(char *buf, size_t n);
 
+/* Standard base64 (RFC 4648, padded, no line breaks). The encoding is
+ * NUL-terminated; the decoding is too, one byte past *ret_len. Decoding fails
+ * with -EINVAL on a length that is not a multiple of 4 or a bad character. */
+char *base64_encode(const void *data, size_t len);
+int base64_decode(const char *in, unsigned char **ret, size_t *ret_len);
+
 /* Monotonic and wall clocks in microseconds. */
 uint64_t now_monotonic_us(void);
 uint64_t now_realtime_us(void);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -65,4 +66,50 @@ Test(util, safe_atou64)
         cr_assert_eq(safe_atoi("-42", &i), 0);
         cr_assert_eq(i, -42);
         cr_assert_lt(safe_atoi("4294967296", &i), 0);
+}
+
+Test(util, base64_encode)
+{
+        static const struct {
+                const char *in, *out;
+        } v[] = {
+                /* RFC 4648, section 10. */
+                {"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},         {"foo", "Zm9v"},
+                {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
+                _cleanup_free_ char *s = base64_encode(v[i].in, strlen(v[i].in));
+                cr_assert_str_eq(s, v[i].out);
+        }
+        static const unsigned char bin[] = {0x00, 0xff, 0xfe, 0x3e, 0x3f};
+        _cleanup_free_ char *s = base64_encode(bin, sizeof(bin));
+        cr_assert_str_eq(s, "AP/+Pj8=");
+}
+
+Test(util, base64_round_trip)
+{
+        unsigned char bin[256];
+        for (size_t i = 0; i < sizeof(bin); i++)
+                bin[i] = (unsigned char)(255 - i);
+        for (size_t len = 0; len <= sizeof(bin); len++) {
+                _cleanup_free_ char *s = base64_encode(bin, len);
+                _cleanup_free_ unsigned char *out = NULL;
+                size_t n = 1;
+                cr_assert_eq(base64_decode(s, &out, &n), 0);
+                cr_assert_eq(n, len);
+                cr_assert_eq(memcmp(out, bin, len), 0);
+                cr_assert_eq(out[len], 0, "the decoding is NUL-terminated");
+        }
+}
+
+Test(util, base64_decode_rejects)
+{
+        unsigned char *out = NULL;
+        size_t n = 7;
+        cr_assert_lt(base64_decode("Zg=", &out, &n), 0);
+        cr_assert_lt(base64_decode("Zm9", &out, &n), 0);
+        cr_assert_lt(base64_decode("Zm9v!A==", &out, &n), 0);
+        cr_assert_lt(base64_decode("Zm*v", &out, &n), 0);
+        cr_assert_null(out, "failure must leave the output untouched");
+        cr_assert_eq(n, 7);
 }
