@@ -76,46 +76,17 @@ static int gitlib_up(struct gitlib *g, struct al_error *err)
 
 #define _cleanup_gitlib_ _cleanup_(gitlib_down)
 
-static void repo_freep(git_repository **r)
-{
-        git_repository_free(*r);
-}
-static void remote_freep(git_remote **r)
-{
-        git_remote_free(*r);
-}
-static void object_freep(git_object **o)
-{
-        git_object_free(*o);
-}
-static void commit_freep(git_commit **c)
-{
-        git_commit_free(*c);
-}
-static void ref_freep(git_reference **r)
-{
-        git_reference_free(*r);
-}
-static void tree_freep(git_tree **t)
-{
-        git_tree_free(*t);
-}
-static void diff_freep(git_diff **d)
-{
-        git_diff_free(*d);
-}
-static void revwalk_freep(git_revwalk **w)
-{
-        git_revwalk_free(*w);
-}
-static void odb_freep(git_odb **o)
-{
-        git_odb_free(*o);
-}
-static void config_freep(git_config **c)
-{
-        git_config_free(*c);
-}
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_repository *, git_repository_free, repo_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_remote *, git_remote_free, remote_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_object *, git_object_free, object_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_commit *, git_commit_free, commit_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_reference *, git_reference_free, ref_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_tree *, git_tree_free, tree_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_diff *, git_diff_free, diff_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_revwalk *, git_revwalk_free, revwalk_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_odb *, git_odb_free, odb_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_config *, git_config_free, config_freep)
+
 static void buf_disposep(git_buf *b)
 {
         git_buf_dispose(b);

@@ -46,6 +46,14 @@ static inline void strv_freep(char ***v)
         strv_free(*v);
 }
 
+/* A cleanup handler "name" that calls func on a pointer of type; func must
+ * accept NULL, as free() does. */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func, name)                                              \
+        static inline void name(type *p)                                                           \
+        {                                                                                          \
+                func(*p);                                                                          \
+        }
+
 #define _cleanup_free_   _cleanup_(freep)
 #define _cleanup_close_  _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(fclosep)
