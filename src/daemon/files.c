@@ -26,28 +26,14 @@ static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t res
         return fd < 0 ? -errno : fd;
 }
 
-/* A message that says it all, with the errno kept for the caller. */
-static int fail(struct al_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct al_error *err, int code, const char *fmt, ...)
-{
-        if (err) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-                va_end(ap);
-                err->code = code;
-        }
-        return -code;
-}
-
 /* One message per failure the client can cause. */
 static int path_error(struct al_error *err, int r, const char *rel)
 {
         switch (-r) {
         case EXDEV:
-                return fail(err, EXDEV, "%s: leads out of the workspace", rel);
+                return al_error_set_message(err, EXDEV, "%s: leads out of the workspace", rel);
         case ELOOP:
-                return fail(err, ELOOP, "%s: a symbolic link is in the way", rel);
+                return al_error_set_message(err, ELOOP, "%s: a symbolic link is in the way", rel);
         default:
                 return al_error_set(err, -r, "%s", rel);
         }
@@ -56,17 +42,17 @@ static int path_error(struct al_error *err, int r, const char *rel)
 int files_clean_path(const char *path, bool allow_root, char **ret, struct al_error *err)
 {
         if (!path || !*path)
-                return fail(err, EINVAL, "path: empty");
+                return al_error_set_message(err, EINVAL, "path: empty");
         if (strlen(path) >= 4096)
-                return fail(err, ENAMETOOLONG, "path: too long");
+                return al_error_set_message(err, ENAMETOOLONG, "path: too long");
         json_t *utf8 = json_string(path);
         if (!utf8)
-                return fail(err, EINVAL, "path: not UTF-8");
+                return al_error_set_message(err, EINVAL, "path: not UTF-8");
         json_decref(utf8);
         const char *p = path;
         if (p[0] == '/') {
                 if (strncmp(p, "/workspace", 10) != 0 || (p[10] != '/' && p[10] != '\0'))
-                        return fail(err, EXDEV, "%s: not beneath /workspace", path);
+                        return al_error_set_message(err, EXDEV, "%s: not beneath /workspace", path);
                 p += 10;
         }
         /* Join the components, dropping "." and empty ones. */
@@ -80,7 +66,7 @@ int files_clean_path(const char *path, bool allow_root, char **ret, struct al_er
                         break;
                 if (n == 2 && p[0] == '.' && p[1] == '.') {
                         free(out);
-                        return fail(err, EXDEV, "%s: \"..\" is not allowed", path);
+                        return al_error_set_message(err, EXDEV, "%s: \"..\" is not allowed", path);
                 }
                 if (!(n == 1 && p[0] == '.')) {
                         if (o > 0)
@@ -93,7 +79,8 @@ int files_clean_path(const char *path, bool allow_root, char **ret, struct al_er
         if (o == 0) {
                 if (!allow_root) {
                         free(out);
-                        return fail(err, EINVAL, "%s: names the workspace itself", path);
+                        return al_error_set_message(err, EINVAL, "%s: names the workspace itself",
+                                                    path);
                 }
                 out[o++] = '.';
         }
@@ -125,9 +112,9 @@ int files_read(int root, const char *rel, size_t max, char **ret, size_t *ret_le
         if (S_ISDIR(st.st_mode))
                 return al_error_set(err, EISDIR, "%s", rel);
         if (!S_ISREG(st.st_mode))
-                return fail(err, EINVAL, "%s: not a regular file", rel);
+                return al_error_set_message(err, EINVAL, "%s: not a regular file", rel);
         if ((uint64_t)st.st_size > max)
-                return fail(err, EFBIG, "%s: larger than %zu bytes", rel, max);
+                return al_error_set_message(err, EFBIG, "%s: larger than %zu bytes", rel, max);
         size_t cap = (size_t)st.st_size + 1, len = 0;
         char *buf = malloc(cap + 1);
         if (!buf)
@@ -148,7 +135,8 @@ int files_read(int root, const char *rel, size_t max, char **ret, size_t *ret_le
                         /* Grown since fstat: still bounded by max. */
                         if (cap > max) {
                                 free(buf);
-                                return fail(err, EFBIG, "%s: larger than %zu bytes", rel, max);
+                                return al_error_set_message(err, EFBIG, "%s: larger than %zu bytes",
+                                                            rel, max);
                         }
                         cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
                         char *nb = realloc(buf, cap + 1);
@@ -195,7 +183,7 @@ static int open_dir(int root, const char *dir, bool create, struct al_error *err
                 size_t n = strcspn(p, "/");
                 _cleanup_free_ char *comp = xasprintf("%.*s", (int)n, p);
                 if (++depth > FILES_DEPTH_MAX)
-                        return fail(err, ELOOP, "%s: too deep", dir);
+                        return al_error_set_message(err, ELOOP, "%s: too deep", dir);
                 int next = sys_openat2(cur, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_WRITE);
                 if (next == -ENOENT) {
                         struct stat pst;
@@ -224,7 +212,7 @@ int files_write(int root, const char *rel, const void *data, size_t len, bool pa
                 struct al_error *err)
 {
         if (STREQ(rel, "."))
-                return fail(err, EISDIR, "the workspace itself is a directory");
+                return al_error_set_message(err, EISDIR, "the workspace itself is a directory");
         _cleanup_free_ char *dir = NULL;
         const char *name;
         split(rel, &dir, &name);
@@ -236,11 +224,12 @@ int files_write(int root, const char *rel, const void *data, size_t len, bool pa
         bool exists = false;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
                 if (S_ISLNK(st.st_mode))
-                        return fail(err, ELOOP, "%s: is a symbolic link; writes do not follow links", rel);
+                        return al_error_set_message(
+                            err, ELOOP, "%s: is a symbolic link; writes do not follow links", rel);
                 if (S_ISDIR(st.st_mode))
                         return al_error_set(err, EISDIR, "%s", rel);
                 if (!S_ISREG(st.st_mode))
-                        return fail(err, EINVAL, "%s: not a regular file", rel);
+                        return al_error_set_message(err, EINVAL, "%s: not a regular file", rel);
                 exists = true;
         } else if (errno != ENOENT)
                 return al_error_set(err, errno, "%s", rel);
@@ -319,7 +308,7 @@ int files_remove_tree(int dirfd, const char *name)
 int files_delete(int root, const char *rel, bool recursive, struct al_error *err)
 {
         if (STREQ(rel, "."))
-                return fail(err, EINVAL, "the workspace itself cannot be removed");
+                return al_error_set_message(err, EINVAL, "the workspace itself cannot be removed");
         _cleanup_free_ char *dir = NULL;
         const char *name;
         split(rel, &dir, &name);

@@ -22,6 +22,18 @@ int al_error_set(struct al_error *e, int errnum, const char *fmt, ...)
         return errnum != 0 ? -errnum : -EINVAL;
 }
 
+int al_error_set_message(struct al_error *e, int code, const char *fmt, ...)
+{
+        if (e) {
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+                va_end(ap);
+                e->code = code;
+        }
+        return -code;
+}
+
 int al_error_wrap(struct al_error *e, const char *fmt, ...)
 {
         if (!e)

@@ -17,6 +17,11 @@ struct al_error {
 int al_error_set(struct al_error *e, int errnum, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* Set a message that says it all (no errno text appended) and keep code for
+ * the caller. Returns -code. */
+int al_error_set_message(struct al_error *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Put context in front of an existing message: "ctx: old". Returns -code. */
 int al_error_wrap(struct al_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -25,26 +25,12 @@
 
 extern char **environ;
 
-static int fail(struct al_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(struct al_error *err, int code, const char *fmt, ...)
-{
-        if (err) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-                va_end(ap);
-                err->code = code;
-        }
-        return -code;
-}
-
 /* A libgit2 failure: "<what>: <libgit2's message>". */
 static int fail_git(struct al_error *err, int code, const char *what)
 {
         const git_error *e = git_error_last();
-        return fail(err, code, "%s: %s", what, e && e->message ? e->message : "unknown error");
+        return al_error_set_message(err, code, "%s: %s", what,
+                                    e && e->message ? e->message : "unknown error");
 }
 
 static void wipe_free(char *s)
@@ -239,41 +225,47 @@ static int percent_decode(const char *s, char **ret)
 int gitops_url_clean(const char *url, char **ret_url, char **ret_user, struct al_error *err)
 {
         if (!url || !*url)
-                return fail(err, EINVAL, "empty repository URL");
+                return al_error_set_message(err, EINVAL, "empty repository URL");
         size_t n = strnlen(url, GITOPS_URL_MAX + 1);
         if (n > GITOPS_URL_MAX)
-                return fail(err, EINVAL, "repository URL longer than %d bytes", GITOPS_URL_MAX);
+                return al_error_set_message(err, EINVAL, "repository URL longer than %d bytes",
+                                            GITOPS_URL_MAX);
         for (size_t i = 0; i < n; i++)
                 if ((unsigned char)url[i] <= 0x20 || url[i] == 0x7f)
-                        return fail(err, EINVAL,
-                                    "repository URL holds a space or a control character");
+                        return al_error_set_message(
+                            err, EINVAL, "repository URL holds a space or a control character");
         if (url[0] == '-')
-                return fail(err, EINVAL, "repository URL \"%s\" starts with '-'", url);
+                return al_error_set_message(err, EINVAL, "repository URL \"%s\" starts with '-'",
+                                            url);
 
         if (scheme_len(url)) {
                 struct url u = {0};
                 if (url_parse(url, &u) < 0)
-                        return fail(err, EINVAL, "malformed repository URL \"%s\"", url);
+                        return al_error_set_message(err, EINVAL, "malformed repository URL \"%s\"",
+                                                    url);
                 if (u.userinfo && strchr(u.userinfo, ':')) {
                         size_t ul = strcspn(u.userinfo, ":");
-                        int r = fail(err, EINVAL,
-                                     "the repository URL \"%s://%.*s:***@%s%s%s%s\" holds a "
-                                     "password; give it as GIT_TOKEN in the secrets file instead",
-                                     u.scheme, (int)ul, u.userinfo, u.host, u.port ? ":" : "",
-                                     u.port ? u.port : "", u.path);
+                        int r = al_error_set_message(
+                            err, EINVAL,
+                            "the repository URL \"%s://%.*s:***@%s%s%s%s\" holds a "
+                            "password; give it as GIT_TOKEN in the secrets file instead",
+                            u.scheme, (int)ul, u.userinfo, u.host, u.port ? ":" : "",
+                            u.port ? u.port : "", u.path);
                         url_clear(&u);
                         return r;
                 }
                 if (!*u.host && !STREQ(u.scheme, "file")) {
                         url_clear(&u);
-                        return fail(err, EINVAL, "repository URL \"%s\" names no host", url);
+                        return al_error_set_message(err, EINVAL,
+                                                    "repository URL \"%s\" names no host", url);
                 }
                 _cleanup_free_ char *user = NULL;
                 char *clean;
                 if (is_http(u.scheme) && u.userinfo) {
                         if (percent_decode(u.userinfo, &user) < 0) {
                                 url_clear(&u);
-                                return fail(err, EINVAL, "malformed user name in \"%s\"", url);
+                                return al_error_set_message(err, EINVAL,
+                                                            "malformed user name in \"%s\"", url);
                         }
                         clean = xasprintf("%s://%s%s%s%s", u.scheme, u.host, u.port ? ":" : "",
                                           u.port ? u.port : "", u.path);
@@ -593,7 +585,7 @@ static int cred_cb(git_credential **out, const char *url, const char *username_f
 static int fail_net(struct al_error *err, int gr, const struct cred_state *cs, const char *what)
 {
         if (cs->gave_up)
-                return fail(err, EACCES, "%s: %s", what, cs->msg);
+                return al_error_set_message(err, EACCES, "%s: %s", what, cs->msg);
         if (gr == GIT_EAUTH)
                 return fail_git(err, EACCES, what);
         return fail_git(err, EIO, what);
@@ -661,7 +653,7 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
                 return 0;
         }
         if (!rev_ok(rev))
-                return fail(err, EINVAL, "bad revision \"%s\"", rev);
+                return al_error_set_message(err, EINVAL, "bad revision \"%s\"", rev);
 
         _cleanup_free_ char *remote_ref = xasprintf("refs/remotes/origin/%s", rev);
         _cleanup_free_ char *tag_ref = xasprintf("refs/tags/%s", rev);
@@ -676,7 +668,8 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
                 if (lookup_commit(repo, tag_ref, &commit) < 0)
                         return fail_git(err, EINVAL, rev);
         } else if (lookup_commit(repo, rev, &commit) < 0)
-                return fail(err, ENOENT, "revision \"%s\" is not in the repository", rev);
+                return al_error_set_message(err, ENOENT, "revision \"%s\" is not in the repository",
+                                            rev);
 
         git_checkout_options co = GIT_CHECKOUT_OPTIONS_INIT;
         co.checkout_strategy = GIT_CHECKOUT_FORCE;
@@ -687,8 +680,8 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
                 _cleanup_(ref_freep) git_reference *branch = NULL;
                 if (git_reference_lookup(&branch, repo, local) == 0) {
                         if (!git_oid_equal(git_reference_target(branch), git_commit_id(commit)))
-                                return fail(err, EEXIST, "a local branch \"%s\" already exists",
-                                            rev);
+                                return al_error_set_message(
+                                    err, EEXIST, "a local branch \"%s\" already exists", rev);
                 } else {
                         if (git_branch_create(&branch, repo, rev, commit, 0) < 0)
                                 return fail_git(err, EIO, "creating the branch");
@@ -720,7 +713,8 @@ int gitops_clone(const char *url, const char *rev, const char *dest,
                 return r;
         struct stat st;
         if (lstat(dest, &st) == 0)
-                return fail(err, EEXIST, "clone destination \"%s\" already exists", dest);
+                return al_error_set_message(err, EEXIST, "clone destination \"%s\" already exists",
+                                            dest);
         if (errno != ENOENT)
                 return al_error_set(err, errno, "clone destination \"%s\"", dest);
 
@@ -772,8 +766,9 @@ static int expect_type(int dfd, const char *name, mode_t type, const char *ws, s
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return al_error_set(err, errno, "%s/.git/%s", ws, name);
         if ((st.st_mode & S_IFMT) != type)
-                return fail(err, EPERM, "%s/.git/%s is not a plain %s; refusing to use it", ws,
-                            name, type == S_IFDIR ? "directory" : "file");
+                return al_error_set_message(err, EPERM,
+                                            "%s/.git/%s is not a plain %s; refusing to use it", ws,
+                                            name, type == S_IFDIR ? "directory" : "file");
         return 0;
 }
 
@@ -781,10 +776,11 @@ static int expect_absent(int dfd, const char *name, const char *ws, struct al_er
 {
         struct stat st;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                return fail(err, EPERM,
-                            "%s/.git/%s exists: the repository reads objects or refs from "
-                            "elsewhere; refusing to use it",
-                            ws, name);
+                return al_error_set_message(
+                    err, EPERM,
+                    "%s/.git/%s exists: the repository reads objects or refs from "
+                    "elsewhere; refusing to use it",
+                    ws, name);
         if (errno != ENOENT)
                 return al_error_set(err, errno, "%s/.git/%s", ws, name);
         return 0;
@@ -819,8 +815,8 @@ static int open_workspace(const char *workspace, git_repository **ret, struct al
         if (fstatat(wfd, ".git", &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return al_error_set(err, errno, "%s/.git", workspace);
         if (!S_ISDIR(st.st_mode))
-                return fail(err, EPERM, "%s/.git is not a directory; refusing to use it",
-                            workspace);
+                return al_error_set_message(
+                    err, EPERM, "%s/.git is not a directory; refusing to use it", workspace);
         _cleanup_close_ int gfd =
             openat(wfd, ".git", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (gfd < 0)
@@ -857,7 +853,7 @@ static int parse_oid(const char *hex, git_oid *ret, struct al_error *err)
 {
         if (!hex || strlen(hex) != GITOPS_OID_HEX ||
             strspn(hex, "0123456789abcdef") != GITOPS_OID_HEX || git_oid_fromstr(ret, hex) < 0)
-                return fail(err, EINVAL, "bad commit id \"%s\"", hex ? hex : "");
+                return al_error_set_message(err, EINVAL, "bad commit id \"%s\"", hex ? hex : "");
         return 0;
 }
 
@@ -889,10 +885,11 @@ static int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_
         if (d < 0)
                 return fail_git(err, EIO, "walking the workspace's history");
         if (d == 0)
-                return fail(err, EPERM,
-                            "the workspace's HEAD (%s) does not descend from the base commit "
-                            "(%s)",
-                            hs, bs);
+                return al_error_set_message(
+                    err, EPERM,
+                    "the workspace's HEAD (%s) does not descend from the base commit "
+                    "(%s)",
+                    hs, bs);
 
         _cleanup_(revwalk_freep) git_revwalk *walk = NULL;
         if (git_revwalk_new(&walk, repo) < 0 ||
@@ -905,7 +902,8 @@ static int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_
         int gr;
         while ((gr = git_revwalk_next(&id, walk)) == 0) {
                 if (n == COMMITS_MAX)
-                        return fail(err, E2BIG, "more than %d new commits", COMMITS_MAX);
+                        return al_error_set_message(err, E2BIG, "more than %d new commits",
+                                                    COMMITS_MAX);
                 if (n == cap) {
                         cap = cap ? cap * 2 : 16;
                         v = xrealloc(v, cap, sizeof(*v));
@@ -991,10 +989,11 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                                                git_commit_body(c), git_commit_author(c), &eo) < 0)
                         return fail_git(err, EIO, id);
                 if (fwrite(buf.ptr, 1, buf.size, out) != buf.size)
-                        return fail(err, EIO, "writing the patches: %s", strerror(errno));
+                        return al_error_set_message(err, EIO, "writing the patches: %s",
+                                                    strerror(errno));
         }
         if (fflush(out) != 0)
-                return fail(err, EIO, "writing the patches: %s", strerror(errno));
+                return al_error_set_message(err, EIO, "writing the patches: %s", strerror(errno));
         if (ret_n)
                 *ret_n = m;
         return 0;
@@ -1110,8 +1109,8 @@ static int push_to(git_repository *repo, const char *url, const char *refname, b
                         existed = true;
         *ret_existed = existed;
         if (existed && !force)
-                return fail(err, EEXIST, "branch \"%s\" already exists at %s",
-                            refname + strlen("refs/heads/"), url);
+                return al_error_set_message(err, EEXIST, "branch \"%s\" already exists at %s",
+                                            refname + strlen("refs/heads/"), url);
 
         _cleanup_free_ char *spec = xasprintf("%s%s:%s", force ? "+" : "", PUSH_REF, refname);
         char *specs[] = {spec};
@@ -1124,7 +1123,8 @@ static int push_to(git_repository *repo, const char *url, const char *refname, b
                 return fail_net(err, gr, &ps->cs, what);
         git_remote_disconnect(remote);
         if (ps->rejected[0])
-                return fail(err, EREMOTEIO, "%s: the remote refused %s", what, ps->rejected);
+                return al_error_set_message(err, EREMOTEIO, "%s: the remote refused %s", what,
+                                            ps->rejected);
         return 0;
 }
 
@@ -1138,7 +1138,8 @@ int gitops_push(const char *workspace, const char *url, const char *base, const 
                 return r;
         _cleanup_free_ char *refname = xasprintf("refs/heads/%s", branch ? branch : "");
         if (!branch || !branch_ok(branch, refname))
-                return fail(err, EINVAL, "bad branch name \"%s\"", branch ? branch : "");
+                return al_error_set_message(err, EINVAL, "bad branch name \"%s\"",
+                                            branch ? branch : "");
         _cleanup_free_ char *clean = NULL, *user = NULL;
         r = gitops_url_clean(url, &clean, &user, err);
         if (r < 0)
@@ -1155,9 +1156,9 @@ int gitops_push(const char *workspace, const char *url, const char *base, const 
         if (r < 0)
                 return r;
         if (n == 0)
-                return fail(err, ENODATA,
-                            "nothing to push: the workspace's HEAD is the base "
-                            "commit");
+                return al_error_set_message(err, ENODATA,
+                                            "nothing to push: the workspace's HEAD is the base "
+                                            "commit");
         git_repository_free(TAKE_PTR(ws));
 
         _cleanup_free_ char *dir = NULL;
@@ -1196,12 +1197,12 @@ int gitops_state_write(const char *state_dir, const struct gitops_state *st, str
                               jstr_or_null(st->base), "workspace", jstr_or_null(st->workspace),
                               "audit", jstr_or_null(st->audit));
         if (!j)
-                return fail(err, EINVAL, "%s/%s: a value is not valid UTF-8", state_dir,
-                            GITOPS_STATE);
+                return al_error_set_message(err, EINVAL, "%s/%s: a value is not valid UTF-8",
+                                            state_dir, GITOPS_STATE);
         _cleanup_free_ char *s = json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS);
         json_decref(j);
         if (!s)
-                return fail(err, ENOMEM, "%s/%s", state_dir, GITOPS_STATE);
+                return al_error_set_message(err, ENOMEM, "%s/%s", state_dir, GITOPS_STATE);
 
         _cleanup_close_ int dfd = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
@@ -1247,13 +1248,15 @@ int gitops_state_read(const char *state_dir, struct gitops_state *ret, struct al
         size_t len;
         int r = read_file_at(dfd, GITOPS_STATE, STATE_MAX, &buf, &len);
         if (r == -ENOENT)
-                return fail(err, ENOENT, "%s/%s: no such file", state_dir, GITOPS_STATE);
+                return al_error_set_message(err, ENOENT, "%s/%s: no such file", state_dir,
+                                            GITOPS_STATE);
         if (r < 0)
                 return al_error_set(err, r, "reading %s/%s", state_dir, GITOPS_STATE);
         json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
         if (!json_is_object(j)) {
                 json_decref(j);
-                return fail(err, EINVAL, "%s/%s is not a JSON object", state_dir, GITOPS_STATE);
+                return al_error_set_message(err, EINVAL, "%s/%s is not a JSON object", state_dir,
+                                            GITOPS_STATE);
         }
         bool ok = true;
         struct gitops_state st = {
@@ -1267,8 +1270,8 @@ int gitops_state_read(const char *state_dir, struct gitops_state *ret, struct al
         json_decref(j);
         if (!ok || !st.url || !st.base || !st.workspace || st.workspace[0] != '/') {
                 gitops_state_clear(&st);
-                return fail(err, EINVAL, "%s/%s: missing or malformed fields", state_dir,
-                            GITOPS_STATE);
+                return al_error_set_message(err, EINVAL, "%s/%s: missing or malformed fields",
+                                            state_dir, GITOPS_STATE);
         }
         *ret = st;
         return 0;

@@ -70,22 +70,6 @@ enum hstate {
         H_REPLACE, /* opaque: the workspace's entries it lacks are removed */
 };
 
-/* An error whose message says it all: no errno text appended. */
-static int fail(struct al_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(struct al_error *err, int code, const char *fmt, ...)
-{
-        if (err) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-                va_end(ap);
-                err->code = code;
-        }
-        return -code;
-}
-
 static void strarr_add(struct strarr *a, const char *s)
 {
         if (a->n == a->cap) {
@@ -528,8 +512,9 @@ static int review_open(const char *state_dir, bool exclusive, struct review *rv,
                 return al_error_set(err, errno, "opening \"%s\"", state_dir);
         if (flock(rv->dir_fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) < 0) {
                 if (errno == EWOULDBLOCK)
-                        return fail(err, EBUSY, "sandbox state \"%s\" is in use by another airlock",
-                                    state_dir);
+                        return al_error_set_message(
+                            err, EBUSY, "sandbox state \"%s\" is in use by another airlock",
+                            state_dir);
                 return al_error_set(err, errno, "locking \"%s\"", state_dir);
         }
         int r = read_json_at(rv->dir_fd, META_FILE, &rv->meta);
@@ -545,7 +530,7 @@ static int review_open(const char *state_dir, bool exclusive, struct review *rv,
             !(STREQ(rv->state, "pending") || STREQ(rv->state, "accepted") ||
               STREQ(rv->state, "discarded")) ||
             (acc && !json_is_array(acc)))
-                return fail(err, EBADMSG, "%s/%s", state_dir, META_FILE);
+                return al_error_set_message(err, EBADMSG, "%s/%s", state_dir, META_FILE);
         rv->started_ns = (uint64_t)json_integer_value(started);
         size_t i;
         json_t *v;
@@ -553,7 +538,8 @@ static int review_open(const char *state_dir, bool exclusive, struct review *rv,
         {
                 const char *p = json_string_value(v);
                 if (!p || !(p[0] == '\0' || path_valid(p)))
-                        return fail(err, EBADMSG, "%s/%s: \"accepted\"", state_dir, META_FILE);
+                        return al_error_set_message(err, EBADMSG, "%s/%s: \"accepted\"", state_dir,
+                                                    META_FILE);
         }
         return 0;
 }
@@ -614,7 +600,7 @@ static int load_manifest(struct review *rv, const char *state_dir, struct al_err
         return 0;
 bad:
         json_decref(j);
-        return fail(err, EBADMSG, "%s/%s", state_dir, MANIFEST_FILE);
+        return al_error_set_message(err, EBADMSG, "%s/%s", state_dir, MANIFEST_FILE);
 }
 
 static int save_manifest(int dir_fd, const struct manifest *m)
@@ -673,15 +659,15 @@ int review_create(const char *state_root, const char *id, const char *workspace,
                   uint64_t started_ns, char **ret_dir, struct al_error *err)
 {
         if (!state_root || state_root[0] != '/')
-                return fail(err, EINVAL, "state directory \"%s\" is not absolute",
-                            state_root ? state_root : "");
+                return al_error_set_message(err, EINVAL, "state directory \"%s\" is not absolute",
+                                            state_root ? state_root : "");
         if (!id_valid(id))
-                return fail(err, EINVAL, "bad sandbox id \"%s\"", id);
+                return al_error_set_message(err, EINVAL, "bad sandbox id \"%s\"", id);
         if (!workspace || workspace[0] != '/')
-                return fail(err, EINVAL, "workspace \"%s\" is not an absolute path",
-                            workspace ? workspace : "");
+                return al_error_set_message(err, EINVAL, "workspace \"%s\" is not an absolute path",
+                                            workspace ? workspace : "");
         if (started_ns > INT64_MAX)
-                return fail(err, ERANGE, "start time %" PRIu64, started_ns);
+                return al_error_set_message(err, ERANGE, "start time %" PRIu64, started_ns);
 
         _cleanup_free_ char *sandboxes = xasprintf("%s/sandboxes", state_root);
         int r = mkdir_parents(sandboxes);
@@ -706,7 +692,7 @@ int review_create(const char *state_root, const char *id, const char *workspace,
         json_t *meta = json_pack("{s:s, s:s, s:I, s:s}", "id", id, "workspace", workspace,
                                  "startedNs", (json_int_t)started_ns, "state", "pending");
         if (!meta)
-                return fail(err, EINVAL, "workspace path is not valid UTF-8");
+                return al_error_set_message(err, EINVAL, "workspace path is not valid UTF-8");
         r = write_json_at(dfd, META_FILE, meta);
         json_decref(meta);
         if (r < 0)
@@ -719,12 +705,12 @@ int review_create(const char *state_root, const char *id, const char *workspace,
 int review_find(const char *state_root, const char *id, char **ret_dir, struct al_error *err)
 {
         if (!id_valid(id))
-                return fail(err, EINVAL, "bad sandbox ID \"%s\"", id);
+                return al_error_set_message(err, EINVAL, "bad sandbox ID \"%s\"", id);
         _cleanup_free_ char *sandboxes = xasprintf("%s/sandboxes", state_root);
         int fd = open(sandboxes, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0) {
                 if (errno == ENOENT)
-                        return fail(err, ENOENT, "no sandbox \"%s\"", id);
+                        return al_error_set_message(err, ENOENT, "no sandbox \"%s\"", id);
                 return al_error_set(err, errno, "opening \"%s\"", sandboxes);
         }
         _cleanup_(closedirp) DIR *d = fdopendir(fd);
@@ -738,7 +724,7 @@ int review_find(const char *state_root, const char *id, char **ret_dir, struct a
                 return 0;
         }
         if (strlen(id) < PREFIX_MIN)
-                return fail(err, ENOENT, "no sandbox \"%s\"", id);
+                return al_error_set_message(err, ENOENT, "no sandbox \"%s\"", id);
 
         _cleanup_free_ char *found = NULL;
         size_t n = strlen(id);
@@ -750,16 +736,17 @@ int review_find(const char *state_root, const char *id, char **ret_dir, struct a
                     !S_ISDIR(st.st_mode))
                         continue;
                 if (found)
-                        return fail(err, EINVAL,
-                                    "sandbox ID prefix \"%s\" is ambiguous (\"%s\", "
-                                    "\"%s\", ...)",
-                                    id, found, de->d_name);
+                        return al_error_set_message(
+                            err, EINVAL,
+                            "sandbox ID prefix \"%s\" is ambiguous (\"%s\", "
+                            "\"%s\", ...)",
+                            id, found, de->d_name);
                 found = xstrdup(de->d_name);
         }
         if (errno)
                 return al_error_set(err, errno, "reading \"%s\"", sandboxes);
         if (!found)
-                return fail(err, ENOENT, "no sandbox \"%s\"", id);
+                return al_error_set_message(err, ENOENT, "no sandbox \"%s\"", id);
         *ret_dir = xasprintf("%s/%s", sandboxes, found);
         return 0;
 }
@@ -854,12 +841,14 @@ static int capture_file(struct capture *c, int dfd, int out_fd, const char *name
         if (fstat(in, &st2) < 0)
                 return al_error_set(c->err, errno, "reading \"%s\"", c->path);
         if (!S_ISREG(st2.st_mode) || st2.st_ino != st->st_ino || st2.st_dev != st->st_dev)
-                return fail(c->err, EAGAIN, "\"%s\" changed while being captured", c->path);
+                return al_error_set_message(c->err, EAGAIN, "\"%s\" changed while being captured",
+                                            c->path);
         if (has_overlay_xattr(in, "metacopy", NULL))
-                return fail(c->err, EOPNOTSUPP,
-                            "\"%s\" is a metadata-only copy-up, which review does not "
-                            "support",
-                            c->path);
+                return al_error_set_message(
+                    c->err, EOPNOTSUPP,
+                    "\"%s\" is a metadata-only copy-up, which review does not "
+                    "support",
+                    c->path);
         mode_t mode = st->st_mode & 0777;
 
         bool exists = false;
@@ -902,7 +891,8 @@ static int capture_symlink(struct capture *c, int dfd, int out_fd, const char *n
         if (n < 0)
                 return al_error_set(c->err, errno, "reading the symlink \"%s\"", c->path);
         if (n >= (ssize_t)sizeof(target))
-                return fail(c->err, ENAMETOOLONG, "reading the symlink \"%s\"", c->path);
+                return al_error_set_message(c->err, ENAMETOOLONG, "reading the symlink \"%s\"",
+                                            c->path);
         target[n] = '\0';
 
         bool exists = false;
@@ -942,8 +932,9 @@ static int capture_dir(struct capture *c, int fd, int out_fd, size_t plen, unsig
                 if (STREQ(name, ".") || STREQ(name, ".."))
                         continue;
                 if (++c->count > REVIEW_MAX_ENTRIES)
-                        return fail(c->err, E2BIG, "the upper layer holds more than %d entries",
-                                    REVIEW_MAX_ENTRIES);
+                        return al_error_set_message(c->err, E2BIG,
+                                                    "the upper layer holds more than %d entries",
+                                                    REVIEW_MAX_ENTRIES);
                 c->path[plen] = '\0';
                 if (!name_valid(name)) {
                         capture_skip(c, plen, name, "name not allowed");
@@ -951,7 +942,8 @@ static int capture_dir(struct capture *c, int fd, int out_fd, size_t plen, unsig
                 }
                 size_t nlen = strlen(name);
                 if (plen + 1 + nlen >= sizeof(c->path))
-                        return fail(c->err, ENAMETOOLONG, "a path beneath \"%s\"", c->path);
+                        return al_error_set_message(c->err, ENAMETOOLONG, "a path beneath \"%s\"",
+                                                    c->path);
                 size_t len = plen;
                 if (plen)
                         c->path[len++] = '/';
@@ -968,24 +960,25 @@ static int capture_dir(struct capture *c, int fd, int out_fd, size_t plen, unsig
                         c->sum.deleted++;
                 } else if (S_ISDIR(st.st_mode)) {
                         if (depth + 1 > REVIEW_MAX_DEPTH)
-                                return fail(c->err, ELOOP,
-                                            "the upper layer is deeper than %d levels",
-                                            REVIEW_MAX_DEPTH);
+                                return al_error_set_message(
+                                    c->err, ELOOP, "the upper layer is deeper than %d levels",
+                                    REVIEW_MAX_DEPTH);
                         int sub = open_upper(dirfd(d), name, O_DIRECTORY, &st);
                         if (sub < 0)
                                 return al_error_set(c->err, errno, "opening \"%s\"", c->path);
                         struct stat st2;
                         if (fstat(sub, &st2) < 0 || st2.st_ino != st.st_ino) {
                                 close(sub);
-                                return fail(c->err, EAGAIN, "\"%s\" changed while being captured",
-                                            c->path);
+                                return al_error_set_message(
+                                    c->err, EAGAIN, "\"%s\" changed while being captured", c->path);
                         }
                         if (has_overlay_xattr(sub, "redirect", NULL)) {
                                 close(sub);
-                                return fail(c->err, EOPNOTSUPP,
-                                            "\"%s\" is a redirected (renamed) directory, "
-                                            "which review does not support",
-                                            c->path);
+                                return al_error_set_message(
+                                    c->err, EOPNOTSUPP,
+                                    "\"%s\" is a redirected (renamed) directory, "
+                                    "which review does not support",
+                                    c->path);
                         }
                         bool opaque = has_overlay_xattr(sub, "opaque", "y");
                         enum hstate child = H_NONE;
@@ -1074,7 +1067,7 @@ int review_capture(int upper_fd, const char *state_dir, struct review_summary *r
         if (r < 0)
                 return r;
         if (!STREQ(rv.state, "pending"))
-                return fail(err, EALREADY, "sandbox %s is %s", rv.id, rv.state);
+                return al_error_set_message(err, EALREADY, "sandbox %s is %s", rv.id, rv.state);
         rv.changes_fd =
             openat(rv.dir_fd, CHANGES_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (rv.changes_fd < 0)
@@ -1084,7 +1077,8 @@ int review_capture(int upper_fd, const char *state_dir, struct review_summary *r
         if (r < 0)
                 return al_error_set(err, r, "reading %s/%s", state_dir, CHANGES_DIR);
         if (!empty)
-                return fail(err, EEXIST, "sandbox %s already holds captured changes", rv.id);
+                return al_error_set_message(err, EEXIST,
+                                            "sandbox %s already holds captured changes", rv.id);
 
         /* A fresh open file description: the caller's offset stays put. */
         int root = openat(upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1191,7 +1185,8 @@ static int plan_remove(struct planner *pl, int at, const char *name, char *path,
         if (!S_ISDIR(h.mode))
                 return 0;
         if (depth >= REVIEW_MAX_DEPTH)
-                return fail(pl->err, ELOOP, "\"%s\" in the workspace is too deep", path);
+                return al_error_set_message(pl->err, ELOOP, "\"%s\" in the workspace is too deep",
+                                            path);
         int fd = open_beneath(at, name, O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return al_error_set(pl->err, fd, "opening \"%s\" in the workspace", path);
@@ -1206,7 +1201,8 @@ static int plan_remove(struct planner *pl, int at, const char *name, char *path,
                         continue;
                 size_t nlen = strlen(de->d_name);
                 if (plen + 1 + nlen >= PATH_MAX)
-                        return fail(pl->err, ENAMETOOLONG, "a path beneath \"%s\"", path);
+                        return al_error_set_message(pl->err, ENAMETOOLONG, "a path beneath \"%s\"",
+                                                    path);
                 path[plen] = '/';
                 memcpy(path + plen + 1, de->d_name, nlen + 1);
                 r = plan_remove(pl, dirfd(d), de->d_name, path, plen + 1 + nlen, depth + 1);
@@ -1244,7 +1240,8 @@ static int plan_replace_children(struct planner *pl, const char *dir)
                 if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
                         continue;
                 if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
-                        return fail(pl->err, ENAMETOOLONG, "a path beneath \"%s\"", dir);
+                        return al_error_set_message(pl->err, ENAMETOOLONG, "a path beneath \"%s\"",
+                                                    dir);
                 if (manifest_find(&pl->rv->m, path))
                         continue;
                 int r = plan_remove(pl, dirfd(d), de->d_name, path, strlen(path), 0);
@@ -1354,7 +1351,8 @@ static int review_load(const char *state_dir, bool exclusive, struct review *rv,
         if (r < 0)
                 return r;
         if (!STREQ(rv->state, "pending"))
-                return fail(err, EALREADY, "sandbox %s was %s already", rv->id, rv->state);
+                return al_error_set_message(err, EALREADY, "sandbox %s was %s already", rv->id,
+                                            rv->state);
         r = load_manifest(rv, state_dir, err);
         if (r < 0)
                 return r;
@@ -1540,7 +1538,8 @@ static int diff_file(struct differ *d, const struct item *it)
         if (fstat(b, &bst) < 0 || is_binary(b, &bbin) < 0)
                 return al_error_set(d->err, errno, "reading \"%s\" in changes/", path);
         if (!S_ISREG(bst.st_mode))
-                return fail(d->err, EBADMSG, "\"%s\" in changes/ is not a file", path);
+                return al_error_set_message(d->err, EBADMSG, "\"%s\" in changes/ is not a file",
+                                            path);
         _cleanup_free_ char *alabel = xasprintf("a/%s", path);
         _cleanup_free_ char *blabel = xasprintf("b/%s", path);
         unsigned bmode = git_mode(S_IFREG, it->mode);
@@ -1837,8 +1836,8 @@ static int apply_remove(struct applier *a, const struct item *it)
                                        : al_error_set(a->err, errno, "inspecting \"%s\"", it->path);
         if (unlinkat(parent, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0) {
                 if (errno == ENOTEMPTY || errno == EEXIST)
-                        return fail(a->err, EBUSY, "\"%s\" changed on the host while accepting",
-                                    it->path);
+                        return al_error_set_message(
+                            a->err, EBUSY, "\"%s\" changed on the host while accepting", it->path);
                 return al_error_set(a->err, errno, "removing \"%s\"", it->path);
         }
         if (!S_ISDIR(st.st_mode))
@@ -1857,7 +1856,8 @@ static int apply_dir(struct applier *a, const struct item *it)
         if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
                 if (S_ISDIR(st.st_mode))
                         return 0; /* the mode is set in the last pass */
-                return fail(a->err, EBUSY, "\"%s\" changed on the host while accepting", it->path);
+                return al_error_set_message(a->err, EBUSY,
+                                            "\"%s\" changed on the host while accepting", it->path);
         }
         if (errno != ENOENT)
                 return al_error_set(a->err, errno, "inspecting \"%s\"", it->path);
@@ -1903,7 +1903,8 @@ static int apply_file(struct applier *a, const struct item *it)
                 return al_error_set(a->err, src, "opening \"%s\" in changes/", it->path);
         struct stat st;
         if (fstat(src, &st) < 0 || !S_ISREG(st.st_mode))
-                return fail(a->err, EBADMSG, "\"%s\" in changes/ is not a file", it->path);
+                return al_error_set_message(a->err, EBADMSG, "\"%s\" in changes/ is not a file",
+                                            it->path);
 
         _cleanup_close_ int fd = -1;
         int r = make_temp(parent, tmp, &fd);
@@ -1955,8 +1956,8 @@ static int apply_symlink(struct applier *a, const struct item *it)
                 r = errno;
                 unlinkat(parent, tmp, 0);
                 if (r == EISDIR || r == ENOTEMPTY || r == EEXIST)
-                        return fail(a->err, EBUSY, "\"%s\" changed on the host while accepting",
-                                    it->path);
+                        return al_error_set_message(
+                            a->err, EBUSY, "\"%s\" changed on the host while accepting", it->path);
                 return al_error_set(a->err, r, "writing the symlink \"%s\"", it->path);
         }
         a->rep.written++;
@@ -2014,10 +2015,12 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
                 char norm[PATH_MAX];
                 r = normalize_request(rv.workspace, paths[i], norm);
                 if (r == -EXDEV)
-                        return fail(err, EINVAL, "accept: \"%s\" is outside the workspace %s",
-                                    paths[i], rv.workspace);
+                        return al_error_set_message(err, EINVAL,
+                                                    "accept: \"%s\" is outside the workspace %s",
+                                                    paths[i], rv.workspace);
                 if (r < 0)
-                        return fail(err, EINVAL, "accept: bad path \"%s\"", paths[i]);
+                        return al_error_set_message(err, EINVAL, "accept: bad path \"%s\"",
+                                                    paths[i]);
                 strarr_add(&req, norm);
         }
 
@@ -2039,7 +2042,8 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
                 }
         }
         if (n_unknown)
-                return fail(err, ENOENT, "accept: no pending change at %s", unknown);
+                return al_error_set_message(err, ENOENT, "accept: no pending change at %s",
+                                            unknown);
         for (size_t i = 0; i < p.n && n > 0; i++)
                 if (p.v[i].selected)
                         select_ancestors(&p, p.v[i].path);
@@ -2064,8 +2068,9 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
                                 continue;
                         }
                 }
-                return fail(err, EBUSY, "accept: %s changed on the host since the sandbox started",
-                            it->path);
+                return al_error_set_message(
+                    err, EBUSY, "accept: %s changed on the host since the sandbox started",
+                    it->path);
         }
 
         struct applier a = {.rv = &rv, .err = err, .root = geteuid() == 0};
@@ -2120,7 +2125,8 @@ int review_discard(const char *state_dir, struct al_error *err)
         if (r < 0)
                 return r;
         if (STREQ(rv.state, "accepted"))
-                return fail(err, EALREADY, "discard: sandbox %s was accepted already", rv.id);
+                return al_error_set_message(err, EALREADY,
+                                            "discard: sandbox %s was accepted already", rv.id);
         json_object_set_new(rv.meta, "state", json_string("discarded"));
         r = write_json_at(rv.dir_fd, META_FILE, rv.meta);
         if (r < 0)
