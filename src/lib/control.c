@@ -430,7 +430,8 @@ static void do_exec(struct client *cl, json_t *req)
         }
         _cleanup_free_ unsigned char *in = NULL;
         size_t in_len = 0;
-        if (json_is_string(stdin_data) && base64_decode(json_string_value(stdin_data), &in, &in_len) < 0)
+        if (json_is_string(stdin_data) &&
+            base64_decode(json_string_value(stdin_data), &in, &in_len) < 0)
                 return send_error(cl, "bad_request", "\"stdin\" is not valid base64");
 
         int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};

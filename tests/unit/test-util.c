@@ -73,9 +73,14 @@ Test(util, base64_encode)
         static const struct {
                 const char *in, *out;
         } v[] = {
-                /* RFC 4648, section 10. */
-                {"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},         {"foo", "Zm9v"},
-                {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"},
+            /* RFC 4648, section 10. */
+            {"", ""},
+            {"f", "Zg=="},
+            {"fo", "Zm8="},
+            {"foo", "Zm9v"},
+            {"foob", "Zm9vYg=="},
+            {"fooba", "Zm9vYmE="},
+            {"foobar", "Zm9vYmFy"},
         };
         for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
                 _cleanup_free_ char *s = base64_encode(v[i].in, strlen(v[i].in));
