@@ -16,6 +16,7 @@
 #include <event2/util.h>
 
 #include "netgate/addr.h"
+#include "netgate/exchange.h"
 #include "netgate/http.h"
 #include "netgate/netgate.h"
 #include "netgate/route.h"
@@ -24,20 +25,12 @@
 #include "policy.h"
 #include "util.h"
 
-#define LISTENERS_MAX     8
-#define CANDIDATES_MAX    16
-#define BUF_HIGH          (256 * 1024) /* per direction, per side */
-#define SPLICE_PIPE_SIZE  (256 * 1024)
-#define SPLICE_ROUNDS     16 /* reads per callback before yielding to the loop */
-#define LINGER_MAX        (1024 * 1024)
-#define HEAD_TIMEOUT_S    60
-#define SOCKS_TIMEOUT_S   30
-#define CONNECT_TIMEOUT_S 30
-#define IO_TIMEOUT_S      300
-#define IDLE_UP_TIMEOUT_S 60
-#define LINGER_TIMEOUT_S  2
-#define DNS_TIMEOUT_S     "5"
-#define RATE_TICK_MS      100
+#define LISTENERS_MAX    8
+#define SPLICE_PIPE_SIZE (256 * 1024)
+#define SPLICE_ROUNDS    16 /* reads per callback before yielding to the loop */
+#define SOCKS_TIMEOUT_S  30
+#define DNS_TIMEOUT_S    "5"
+#define RATE_TICK_MS     100
 
 enum conn_state {
         C_HTTP_HEAD,
@@ -63,13 +56,6 @@ struct splice_dir {
         struct event *ev_rd, *ev_wr;
 };
 
-struct dns_query {
-        struct conn *c; /* NULL once the connection is gone */
-        bool in_call, answered;
-        int err;
-        struct evutil_addrinfo *res;
-};
-
 struct conn {
         struct netgate *g;
         struct conn *prev, *next;
@@ -87,21 +73,12 @@ struct conn {
         bool have_addr;
         bool in_flight; /* allowed and not yet recorded */
         uint64_t t0;
-        uint64_t bytes_up, bytes_down;
-        int status;
 
-        struct dns_query *dnsq;
-        struct netgate_addr cand[CANDIDATES_MAX];
-        size_t n_cand, i_cand;
-        int last_errno;
+        struct netgate_dns_query *dnsq;
+        struct netgate_candidates cand;
 
-        /* HTTP */
-        struct netgate_http_parser *reqp, *respp;
-        struct netgate_http_body req_body, resp_body;
-        bool req_done, resp_head_done, resp_done, resp_started, resp_sent;
-        bool req_encode, resp_encode;
-        bool close_after;
-        bool client_eof, up_eof;
+        /* HTTP; status, byte counts and client_eof serve every protocol */
+        struct netgate_exchange x;
         bool up_idle, up_reused;
         char up_host[NETGATE_HOST_MAX + 1];
         struct netgate_addr up_addr; /* what the kept upstream is connected to */
@@ -111,8 +88,7 @@ struct conn {
         bool shut_up, shut_client;
         struct splice_dir dir[2];
         int client_fd, up_fd; /* owned in C_SPLICE */
-        bool lingering;
-        size_t lingered;
+        struct netgate_linger linger;
 
         struct netgate_socks5 *socks;
 };
@@ -165,13 +141,6 @@ static void socks_read(struct conn *c);
 static void connect_next(struct conn *c);
 static void splice_run(struct splice_dir *d);
 
-static const struct timeval *secs(struct timeval *tv, long s)
-{
-        tv->tv_sec = s;
-        tv->tv_usec = 0;
-        return tv;
-}
-
 static const char *host_name(const struct conn *c)
 {
         return c->d.host.name;
@@ -197,9 +166,9 @@ static void record(struct conn *c, bool allow, const char *reason, const char *r
             .decision = allow ? "allow" : "deny",
             .reason = reason,
             .rule = rule,
-            .status = c->status,
-            .bytes_up = c->bytes_up,
-            .bytes_down = c->bytes_down,
+            .status = c->x.status,
+            .bytes_up = c->x.bytes_up,
+            .bytes_down = c->x.bytes_down,
             .duration_ms = c->t0 && now > c->t0 ? (now - c->t0) / 1000 : 0,
         };
         g->stats.requests++;
@@ -232,18 +201,6 @@ static size_t budget_room(const struct netgate *g, size_t want)
 static bool budget_bytes_exhausted(const struct netgate *g)
 {
         return g->budget.bytes != 0 && g->bytes_used >= g->budget.bytes;
-}
-
-static void account(struct conn *c, bool up, size_t n)
-{
-        c->g->bytes_used += n;
-        if (up) {
-                c->bytes_up += n;
-                c->g->stats.bytes_up += n;
-        } else {
-                c->bytes_down += n;
-                c->g->stats.bytes_down += n;
-        }
 }
 
 /* ---- closing ---- */
@@ -298,13 +255,9 @@ static void conn_free(struct conn *c, const char *end_reason)
 {
         struct netgate *g = c->g;
         finish_in_flight(c, end_reason);
-        /* A query in flight is left to finish and free itself: a canceled
-         * one calls back later through its evdns base, which netgate_free()
-         * may have freed by then; shutdown fails the rest safely. */
-        if (c->dnsq) {
-                c->dnsq->c = NULL;
-                c->dnsq = NULL;
-        }
+        /* A query in flight finishes and frees itself. */
+        netgate_dns_detach(c->dnsq);
+        c->dnsq = NULL;
         if (c->client)
                 bufferevent_free(c->client);
         drop_upstream(c);
@@ -314,8 +267,8 @@ static void conn_free(struct conn *c, const char *end_reason)
                 close(c->client_fd);
         if (c->up_fd >= 0)
                 close(c->up_fd);
-        free(c->reqp);
-        free(c->respp);
+        free(c->x.reqp);
+        free(c->x.respp);
         free(c->socks);
         if (c->prev)
                 c->prev->next = c->next;
@@ -329,78 +282,22 @@ static void conn_free(struct conn *c, const char *end_reason)
         resume_listeners(g);
 }
 
-/* Answer, then close without resetting: stop writing, read and discard what
- * the client still sends for a moment, so that unread request bytes do not
- * turn the close into a reset that destroys the answer in flight. */
+/* Answer, then close without resetting (netgate_linger_start()). */
 static void close_after_flush(struct conn *c)
 {
-        struct timeval tv;
         drop_upstream(c);
         c->state = C_CLOSING;
-        c->lingering = false;
-        if (c->client_eof) {
-                bufferevent_disable(c->client, EV_READ);
-                if (evbuffer_get_length(bufferevent_get_output(c->client)) == 0) {
-                        conn_free(c, NULL);
-                        return;
-                }
-        } else
-                bufferevent_enable(c->client, EV_READ);
-        bufferevent_set_timeouts(c->client, secs(&tv, LINGER_TIMEOUT_S),
-                                 secs(&tv, LINGER_TIMEOUT_S));
-        bufferevent_enable(c->client, EV_WRITE);
-        if (evbuffer_get_length(bufferevent_get_output(c->client)) == 0) {
-                shutdown(bufferevent_getfd(c->client), SHUT_WR);
-                c->lingering = true;
-        }
-}
-
-static void closing_read(struct conn *c)
-{
-        struct evbuffer *in = bufferevent_get_input(c->client);
-        c->lingered += evbuffer_get_length(in);
-        evbuffer_drain(in, evbuffer_get_length(in));
-        if (c->lingered > LINGER_MAX)
+        if (netgate_linger_start(&c->linger, c->client, c->x.client_eof))
                 conn_free(c, NULL);
-}
-
-static void closing_write(struct conn *c)
-{
-        if (evbuffer_get_length(bufferevent_get_output(c->client)) > 0)
-                return;
-        if (c->client_eof) {
-                conn_free(c, NULL);
-                return;
-        }
-        if (!c->lingering) {
-                shutdown(bufferevent_getfd(c->client), SHUT_WR);
-                c->lingering = true;
-        }
 }
 
 /* ---- refusals ---- */
-
-static void http_answer(struct conn *c, int status, const char *phrase, const char *header,
-                        const char *reason, const char *line)
-{
-        struct evbuffer *out = bufferevent_get_output(c->client);
-        c->status = status;
-        evbuffer_add_printf(out,
-                            "HTTP/1.1 %d %s\r\n"
-                            "%s: %s\r\n"
-                            "Content-Type: text/plain; charset=utf-8\r\n"
-                            "Content-Length: %zu\r\n"
-                            "Connection: close\r\n"
-                            "\r\n"
-                            "%s",
-                            status, phrase, header, reason, strlen(line), line);
-}
 
 static void socks_answer(struct conn *c, uint8_t rep)
 {
         uint8_t msg[22];
         size_t n = netgate_socks5_reply(rep, NULL, 0, msg);
-        c->status = rep;
+        c->x.status = rep;
         bufferevent_write(c->client, msg, n);
 }
 
@@ -410,9 +307,9 @@ static void deny(struct conn *c, int status, const char *reason, const char *rul
         char line[NETGATE_HOST_MAX * 2 + 512];
         c->in_flight = false;
         if (c->proto == NETGATE_PROTO_SOCKS5)
-                c->status = NETGATE_SOCKS5_REP_NOT_ALLOWED;
+                c->x.status = NETGATE_SOCKS5_REP_NOT_ALLOWED;
         else
-                c->status = status;
+                c->x.status = status;
         record(c, false, reason, rule);
         if (c->proto == NETGATE_PROTO_SOCKS5)
                 socks_answer(c, NETGATE_SOCKS5_REP_NOT_ALLOWED);
@@ -425,8 +322,9 @@ static void deny(struct conn *c, int status, const char *reason, const char *rul
                 } else
                         snprintf(line, sizeof(line), "airlock: denied %s:%u (%s), rule: %s\n",
                                  host_name(c), c->port, reason, rule ? rule : "none");
-                http_answer(c, status, status == 429 ? "Too Many Requests" : "Forbidden",
-                            "X-Airlock-Denied", reason, line);
+                netgate_exchange_answer(&c->x, c->client, status,
+                                        status == 429 ? "Too Many Requests" : "Forbidden",
+                                        "X-Airlock-Denied", reason, line);
         }
         close_after_flush(c);
 }
@@ -452,17 +350,18 @@ static uint8_t socks_code_for(int err)
 static void fail_upstream(struct conn *c, const char *reason, int err)
 {
         char line[NETGATE_HOST_MAX + 256];
-        c->status = c->proto == NETGATE_PROTO_SOCKS5
-                        ? (STREQ(reason, "dns_failed") ? NETGATE_SOCKS5_REP_HOST_UNREACHABLE
-                                                       : socks_code_for(err))
-                        : 502;
+        c->x.status = c->proto == NETGATE_PROTO_SOCKS5
+                          ? (STREQ(reason, "dns_failed") ? NETGATE_SOCKS5_REP_HOST_UNREACHABLE
+                                                         : socks_code_for(err))
+                          : 502;
         finish_in_flight(c, reason);
         if (c->proto == NETGATE_PROTO_SOCKS5)
-                socks_answer(c, (uint8_t)c->status);
+                socks_answer(c, (uint8_t)c->x.status);
         else {
                 snprintf(line, sizeof(line), "airlock: %s:%u: %s%s%s\n", host_name(c), c->port,
                          reason, err ? ": " : "", err ? strerror(err) : "");
-                http_answer(c, 502, "Bad Gateway", "X-Airlock-Error", reason, line);
+                netgate_exchange_answer(&c->x, c->client, 502, "Bad Gateway", "X-Airlock-Error",
+                                        reason, line);
         }
         close_after_flush(c);
 }
@@ -489,8 +388,8 @@ static void begin_request(struct conn *c, const char *protocol, const char *meth
         c->protocol = protocol;
         snprintf(c->method, sizeof(c->method), "%s", method ? method : "");
         c->t0 = now_monotonic_us();
-        c->bytes_up = c->bytes_down = 0;
-        c->status = 0;
+        c->x.bytes_up = c->x.bytes_down = 0;
+        c->x.status = 0;
         c->have_addr = false;
         c->rule = NULL;
         c->in_flight = false;
@@ -513,74 +412,35 @@ static bool decide(struct conn *c, const char *host, size_t host_len, uint16_t p
         return true;
 }
 
-static void add_candidate(struct conn *c, const struct netgate_addr *a)
-{
-        if (c->n_cand >= CANDIDATES_MAX)
-                return;
-        for (size_t i = 0; i < c->n_cand; i++)
-                if (netgate_addr_equal(&c->cand[i], a))
-                        return;
-        c->cand[c->n_cand++] = *a;
-}
-
 /* Every answer is checked, and one private answer refuses the name: a name
  * that resolves to a public and a private address at once is a rebinding
  * attempt, not a name to pick a safe answer from. */
 static void check_and_connect(struct conn *c)
 {
-        for (size_t i = 0; i < c->n_cand; i++) {
-                const char *range =
-                    netgate_addr_check(&c->cand[i], c->g->allow_private, c->g->n_allow_private);
+        for (size_t i = 0; i < c->cand.n; i++) {
+                const char *range = netgate_addr_check(&c->cand.addr[i], c->g->allow_private,
+                                                       c->g->n_allow_private);
                 if (range) {
-                        c->addr = c->cand[i];
+                        c->addr = c->cand.addr[i];
                         c->have_addr = true;
                         deny(c, 403, "private_address", range);
                         return;
                 }
         }
-        c->i_cand = 0;
+        c->cand.i = 0;
         connect_next(c);
 }
 
-static void dns_answer(struct conn *c, int err, struct evutil_addrinfo *res)
+static void dns_answer(void *ud, int err, struct evutil_addrinfo *res)
 {
-        /* IPv4 first: it is what the host most likely routes. */
-        for (int pass = 0; pass < 2; pass++)
-                for (struct evutil_addrinfo *ai = res; ai; ai = ai->ai_next) {
-                        struct netgate_addr a;
-                        if (netgate_addr_from_sockaddr(ai->ai_addr, (socklen_t)ai->ai_addrlen, &a) <
-                            0)
-                                continue;
-                        if ((pass == 0) == (a.family == AF_INET))
-                                add_candidate(c, &a);
-                }
-        if (res)
-                evutil_freeaddrinfo(res);
-        if (err || c->n_cand == 0) {
+        struct conn *c = ud;
+        c->dnsq = NULL;
+        netgate_candidates_add_answers(&c->cand, res);
+        if (err || c->cand.n == 0) {
                 fail_upstream(c, "dns_failed", 0);
                 return;
         }
         check_and_connect(c);
-}
-
-static void dns_cb(int err, struct evutil_addrinfo *res, void *ud)
-{
-        struct dns_query *q = ud;
-        if (q->in_call) {
-                q->answered = true;
-                q->err = err;
-                q->res = res;
-                return;
-        }
-        struct conn *c = q->c;
-        free(q);
-        if (!c) {
-                if (res)
-                        evutil_freeaddrinfo(res);
-                return;
-        }
-        c->dnsq = NULL;
-        dns_answer(c, err, res);
 }
 
 static int ensure_dns(struct netgate *g)
@@ -613,20 +473,20 @@ static void resolve(struct conn *c)
 {
         struct netgate *g = c->g;
         c->state = C_RESOLVING;
-        c->n_cand = c->i_cand = 0;
+        c->cand.n = c->cand.i = 0;
         /* Reading on (bytes wait in the bounded input) notices a client
          * that leaves while the gate resolves and connects. */
         bufferevent_enable(c->client, EV_READ);
 
         /* Numeric spellings are never handed to a resolver. */
         if (c->d.host.kind != NETGATE_HOST_NAME) {
-                add_candidate(c, &c->d.host.addr);
+                netgate_candidates_add(&c->cand, &c->d.host.addr);
                 check_and_connect(c);
                 return;
         }
         for (size_t i = 0; i < g->n_hosts; i++)
                 if (STREQ(g->hosts[i].name, c->d.host.name)) {
-                        add_candidate(c, &g->hosts[i].addr);
+                        netgate_candidates_add(&c->cand, &g->hosts[i].addr);
                         check_and_connect(c);
                         return;
                 }
@@ -634,35 +494,10 @@ static void resolve(struct conn *c)
                 fail_upstream(c, "dns_failed", ENOMEM);
                 return;
         }
-
-        struct evutil_addrinfo hints = {
-            .ai_family = AF_UNSPEC,
-            .ai_socktype = SOCK_STREAM,
-            .ai_protocol = IPPROTO_TCP,
-            .ai_flags = EVUTIL_AI_ADDRCONFIG,
-        };
-        struct dns_query *q = xcalloc(1, sizeof(*q));
-        q->c = c;
-        q->in_call = true;
-        (void)evdns_getaddrinfo(g->dns, c->d.host.name, NULL, &hints, dns_cb, q);
-        q->in_call = false;
-        if (q->answered) {
-                int err = q->err;
-                struct evutil_addrinfo *res = q->res;
-                free(q);
-                dns_answer(c, err, res);
-                return;
-        }
-        c->dnsq = q;
+        netgate_dns_resolve(g->dns, c->d.host.name, dns_answer, c, &c->dnsq);
 }
 
 /* ---- connecting ---- */
-
-static void set_nodelay(int fd)
-{
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 static void up_read_cb(struct bufferevent *bev, void *ud);
 static void up_write_cb(struct bufferevent *bev, void *ud);
@@ -670,7 +505,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *ud);
 
 static void setup_bev(struct netgate *g, struct bufferevent *bev)
 {
-        bufferevent_setwatermark(bev, EV_READ, 0, BUF_HIGH);
+        bufferevent_setwatermark(bev, EV_READ, 0, NETGATE_BUF_HIGH);
         if (g->rate_group)
                 bufferevent_add_to_rate_limit_group(bev, g->rate_group);
 }
@@ -679,28 +514,28 @@ static void connect_next(struct conn *c)
 {
         struct netgate *g = c->g;
         struct timeval tv;
-        while (c->i_cand < c->n_cand) {
-                c->addr = c->cand[c->i_cand++];
+        while (c->cand.i < c->cand.n) {
+                c->addr = c->cand.addr[c->cand.i++];
                 c->have_addr = true;
                 struct sockaddr_storage ss;
                 socklen_t len = netgate_addr_to_sockaddr(&c->addr, c->port, &ss);
                 int fd =
                     socket(c->addr.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
                 if (fd < 0) {
-                        c->last_errno = errno;
+                        c->x.last_errno = errno;
                         continue;
                 }
                 struct bufferevent *bev = bufferevent_socket_new(
                     g->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
                 if (!bev) {
                         close(fd);
-                        c->last_errno = ENOMEM;
+                        c->x.last_errno = ENOMEM;
                         continue;
                 }
                 bufferevent_setcb(bev, up_read_cb, up_write_cb, up_event_cb, c);
-                bufferevent_set_timeouts(bev, NULL, secs(&tv, CONNECT_TIMEOUT_S));
+                bufferevent_set_timeouts(bev, NULL, netgate_secs(&tv, NETGATE_CONNECT_TIMEOUT_S));
                 if (bufferevent_socket_connect(bev, (struct sockaddr *)&ss, (int)len) < 0) {
-                        c->last_errno = errno ? errno : ECONNREFUSED;
+                        c->x.last_errno = errno ? errno : ECONNREFUSED;
                         bufferevent_free(bev);
                         continue;
                 }
@@ -708,7 +543,7 @@ static void connect_next(struct conn *c)
                 c->state = C_CONNECTING;
                 return;
         }
-        fail_upstream(c, "upstream_failed", c->last_errno);
+        fail_upstream(c, "upstream_failed", c->x.last_errno);
 }
 
 static void start_exchange(struct conn *c);
@@ -718,10 +553,11 @@ static void on_connected(struct conn *c)
 {
         struct timeval tv;
         int fd = bufferevent_getfd(c->up);
-        c->last_errno = 0;
-        set_nodelay(fd);
+        c->x.last_errno = 0;
+        netgate_set_nodelay(fd);
         setup_bev(c->g, c->up);
-        bufferevent_set_timeouts(c->up, secs(&tv, IO_TIMEOUT_S), secs(&tv, IO_TIMEOUT_S));
+        bufferevent_set_timeouts(c->up, netgate_secs(&tv, NETGATE_IO_TIMEOUT_S),
+                                 netgate_secs(&tv, NETGATE_IO_TIMEOUT_S));
 
         if (c->proto == NETGATE_PROTO_SOCKS5) {
                 struct sockaddr_storage ss;
@@ -736,11 +572,11 @@ static void on_connected(struct conn *c)
                 uint8_t msg[22];
                 size_t n = netgate_socks5_reply(NETGATE_SOCKS5_REP_OK, bnd.family ? &bnd : NULL,
                                                 port, msg);
-                c->status = NETGATE_SOCKS5_REP_OK;
+                c->x.status = NETGATE_SOCKS5_REP_OK;
                 start_tunnel(c, msg, n);
-        } else if (c->reqp->head.is_connect) {
+        } else if (c->x.reqp->head.is_connect) {
                 static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-                c->status = 200;
+                c->x.status = 200;
                 start_tunnel(c, ok, sizeof(ok) - 1);
         } else {
                 snprintf(c->up_host, sizeof(c->up_host), "%s", c->d.host.name);
@@ -761,7 +597,8 @@ static void up_event_cb(struct bufferevent *bev, short what, void *ud)
                         on_connected(c);
                         return;
                 }
-                c->last_errno = (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : (err ? err : ECONNREFUSED);
+                c->x.last_errno =
+                    (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : (err ? err : ECONNREFUSED);
                 bufferevent_free(c->up);
                 c->up = NULL;
                 connect_next(c);
@@ -774,18 +611,18 @@ static void up_event_cb(struct bufferevent *bev, short what, void *ud)
         }
         if (c->state == C_HTTP_EXCHANGE) {
                 if (what & BEV_EVENT_EOF) {
-                        c->up_eof = true;
+                        c->x.up_eof = true;
                         http_pump(c);
                         return;
                 }
-                c->up_eof = true;
-                c->last_errno = (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : err;
+                c->x.up_eof = true;
+                c->x.last_errno = (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : err;
                 http_pump(c);
                 return;
         }
         if (c->state == C_TUNNEL) {
                 if (what & BEV_EVENT_EOF) {
-                        c->up_eof = true;
+                        c->x.up_eof = true;
                         tunnel_pump(c);
                         return;
                 }
@@ -818,41 +655,29 @@ static void up_write_cb(struct bufferevent *bev, void *ud)
 
 static void http_bad_request(struct conn *c, int r)
 {
-        const char *reason = "bad_request", *phrase = "Bad Request";
-        int status = 400;
-        if (r == -EMSGSIZE) {
-                reason = "head_too_large";
-                phrase = "Request Header Fields Too Large";
-                status = 431;
-        } else if (r == -ENOTSUP) {
-                reason = "unsupported";
-                phrase = "Not Implemented";
-                status = 501;
-        } else if (r == -EPROTONOSUPPORT) {
-                reason = "unsupported";
-                phrase = "HTTP Version Not Supported";
-                status = 505;
-        }
+        const char *reason, *phrase;
+        int status;
+        netgate_http_refusal(r, &status, &phrase, &reason);
         begin_request(c, "http", NULL);
-        c->status = status;
+        c->x.status = status;
         record(c, false, reason, NULL);
         char line[256];
         snprintf(line, sizeof(line), "airlock: request refused (%s)%s\n", reason,
                  r == -ENOTSUP ? ": use CONNECT for https, absolute http:// URIs otherwise" : "");
-        http_answer(c, status, phrase, "X-Airlock-Denied", reason, line);
+        netgate_exchange_answer(&c->x, c->client, status, phrase, "X-Airlock-Denied", reason, line);
         close_after_flush(c);
 }
 
 static void http_request(struct conn *c)
 {
-        struct netgate_http_head *h = &c->reqp->head;
+        struct netgate_http_head *h = &c->x.reqp->head;
         char method[NETGATE_HTTP_METHOD_MAX + 1];
         memcpy(method, h->method, h->method_len);
         method[h->method_len] = '\0';
         begin_request(c, h->is_connect ? "connect" : "http", method);
         if (!decide(c, h->host, h->host_len, h->port))
                 return;
-        c->close_after = h->conn_close || c->client_eof;
+        c->x.close_after = h->conn_close || c->x.client_eof;
 
         if (!h->is_connect && c->up && c->up_idle && c->up_port == c->port &&
             STREQ(c->up_host, c->d.host.name)) {
@@ -863,7 +688,8 @@ static void http_request(struct conn *c)
                  * reaches, checked when it was opened: record that. */
                 c->addr = c->up_addr;
                 c->have_addr = true;
-                bufferevent_set_timeouts(c->up, secs(&tv, IO_TIMEOUT_S), secs(&tv, IO_TIMEOUT_S));
+                bufferevent_set_timeouts(c->up, netgate_secs(&tv, NETGATE_IO_TIMEOUT_S),
+                                         netgate_secs(&tv, NETGATE_IO_TIMEOUT_S));
                 start_exchange(c);
                 return;
         }
@@ -873,28 +699,16 @@ static void http_request(struct conn *c)
 
 static void http_read_head(struct conn *c)
 {
-        struct evbuffer *in = bufferevent_get_input(c->client);
-        while (c->state == C_HTTP_HEAD) {
-                struct evbuffer_iovec v;
-                if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
-                        return;
-                size_t used = 0;
-                int r = netgate_http_parser_feed(c->reqp, v.iov_base, v.iov_len, &used);
-                evbuffer_drain(in, used);
-                if (r < 0) {
-                        http_bad_request(c, r);
-                        return;
-                }
-                if (r > 0) {
-                        http_request(c);
-                        return;
-                }
-        }
+        int r = netgate_read_head(c->x.reqp, bufferevent_get_input(c->client));
+        if (r < 0)
+                http_bad_request(c, r);
+        else if (r > 0)
+                http_request(c);
 }
 
 static void write_request_head(struct conn *c)
 {
-        const struct netgate_http_head *h = &c->reqp->head;
+        const struct netgate_http_head *h = &c->x.reqp->head;
         struct evbuffer *out = bufferevent_get_output(c->up);
         size_t before = evbuffer_get_length(out);
         const char *slash = (h->path_len == 0 || h->path_needs_slash) ? "/" : "";
@@ -917,133 +731,37 @@ static void write_request_head(struct conn *c)
                 evbuffer_add_printf(out, "Content-Length: %" PRIu64 "\r\n", h->length);
         else if (h->framing == NETGATE_HTTP_BODY_CHUNKED)
                 evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
-        if (c->close_after && h->minor == 1)
+        if (c->x.close_after && h->minor == 1)
                 evbuffer_add(out, "Connection: close\r\n", 19);
         evbuffer_add(out, "\r\n", 2);
-        account(c, true, evbuffer_get_length(out) - before);
-}
-
-static void write_response_head(struct conn *c)
-{
-        const struct netgate_http_head *h = &c->respp->head;
-        struct evbuffer *out = bufferevent_get_output(c->client);
-        size_t before = evbuffer_get_length(out);
-        bool interim = h->status < 200;
-
-        evbuffer_add_printf(out, "HTTP/1.1 %03d %.*s\r\n", h->status, (int)h->reason_len,
-                            h->reason);
-        for (size_t i = 0; i < h->n_fields; i++) {
-                const struct netgate_http_field *f = &h->fields[i];
-                /* A HEAD or 304 answer's length describes a body not sent. */
-                bool keep_length = h->framing == NETGATE_HTTP_BODY_NONE && !interim &&
-                                   h->status != 204 &&
-                                   netgate_http_name_eq(f->name, f->name_len, "content-length");
-                if (!keep_length && netgate_http_field_is_hop(h, f->name, f->name_len))
-                        continue;
-                evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name_len, f->name,
-                                    (int)f->value_len, f->value);
-        }
-        if (!interim) {
-                if (h->framing == NETGATE_HTTP_BODY_LENGTH)
-                        evbuffer_add_printf(out, "Content-Length: %" PRIu64 "\r\n", h->length);
-                else if (c->resp_encode)
-                        evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
-                if (c->close_after)
-                        evbuffer_add(out, "Connection: close\r\n", 19);
-        }
-        evbuffer_add(out, "\r\n", 2);
-        account(c, false, evbuffer_get_length(out) - before);
+        netgate_exchange_account(&c->x, true, evbuffer_get_length(out) - before);
 }
 
 static void start_exchange(struct conn *c)
 {
-        const struct netgate_http_head *h = &c->reqp->head;
         c->state = C_HTTP_EXCHANGE;
-        c->up_eof = false;
-        c->resp_started = c->resp_sent = false;
-        c->resp_head_done = c->resp_done = false;
-        c->resp_encode = false;
         write_request_head(c);
-        netgate_http_body_init(&c->req_body, h->framing, h->length);
-        c->req_done = h->framing == NETGATE_HTTP_BODY_NONE;
-        c->req_encode = h->framing == NETGATE_HTTP_BODY_CHUNKED;
-        if (!c->respp)
-                c->respp = xcalloc(1, sizeof(*c->respp));
-        netgate_http_parser_init(c->respp, NETGATE_HTTP_RESPONSE);
-        c->respp->head_request = h->method_len == 4 && memcmp(h->method, "HEAD", 4) == 0;
-        bufferevent_enable(c->up, EV_READ | EV_WRITE);
-        http_pump(c);
+        netgate_exchange_start(&c->x, c->client, c->up);
 }
 
-/* Move one body from src to dst within dst's bound and the byte budget,
- * re-encoding chunks when `encode`. 1: body complete; 0: waiting; <0: bad
- * framing, or -EDQUOT when the byte budget ran out. */
-static int move_body(struct conn *c, struct evbuffer *src, struct evbuffer *dst,
-                     struct netgate_http_body *b, bool encode, bool up)
+static void exchange_done(void *ud)
 {
-        for (;;) {
-                size_t dlen = evbuffer_get_length(dst);
-                size_t room = dlen < BUF_HIGH ? BUF_HIGH - dlen : 0;
-                size_t allowed = budget_room(c->g, room);
-                struct evbuffer_iovec v = {0};
-                if (evbuffer_peek(src, -1, NULL, &v, 1) < 1)
-                        v.iov_len = 0;
-                size_t used = 0, off = 0, run = 0;
-                int r =
-                    netgate_http_body_feed(b, v.iov_base, v.iov_len, allowed, &used, &off, &run);
-                if (r < 0)
-                        return r;
-                if (off)
-                        evbuffer_drain(src, off);
-                if (run) {
-                        if (encode)
-                                evbuffer_add_printf(dst, "%zx\r\n", run);
-                        evbuffer_remove_buffer(src, dst, run);
-                        if (encode)
-                                evbuffer_add(dst, "\r\n", 2);
-                }
-                if (used > off + run)
-                        evbuffer_drain(src, used - off - run);
-                if (r == 1 && encode)
-                        evbuffer_add(dst, "0\r\n\r\n", 5);
-                account(c, up, evbuffer_get_length(dst) - dlen);
-                if (r == 1)
-                        return 1;
-                if (used == 0) {
-                        if (allowed == 0 && room > 0 && v.iov_len > 0)
-                                return -EDQUOT;
-                        return 0;
-                }
-        }
-}
-
-static void exchange_done(struct conn *c)
-{
+        struct conn *c = ud;
         struct timeval tv;
-        const struct netgate_http_head *req = &c->reqp->head, *resp = &c->respp->head;
         finish_in_flight(c, NULL);
-        /* Bytes past the end of the response (a body sent after a HEAD
-         * answer) would be read as the next response: such an upstream is
-         * not reused. */
-        bool reusable = c->req_done && !c->up_eof && !c->close_after && !resp->conn_close &&
-                        evbuffer_get_length(bufferevent_get_input(c->up)) == 0 &&
-                        resp->framing != NETGATE_HTTP_BODY_CLOSE && req->minor == 1 &&
-                        resp->minor == 1;
-        if (reusable && c->up) {
+        if (c->up && netgate_exchange_keep_upstream(&c->x, c->up)) {
                 c->up_idle = true;
                 c->up_reused = false;
-                bufferevent_set_timeouts(c->up, secs(&tv, IDLE_UP_TIMEOUT_S), NULL);
-                bufferevent_enable(c->up, EV_READ);
         } else
                 drop_upstream(c);
-        if (c->close_after || !c->req_done) {
+        if (c->x.close_after || !c->x.req_done) {
                 close_after_flush(c);
                 return;
         }
         c->state = C_HTTP_HEAD;
         c->method[0] = '\0';
-        netgate_http_parser_init(c->reqp, NETGATE_HTTP_REQUEST);
-        bufferevent_set_timeouts(c->client, secs(&tv, HEAD_TIMEOUT_S), NULL);
+        netgate_http_parser_init(c->x.reqp, NETGATE_HTTP_REQUEST);
+        bufferevent_set_timeouts(c->client, netgate_secs(&tv, NETGATE_HEAD_TIMEOUT_S), NULL);
         bufferevent_enable(c->client, EV_READ);
         http_read_head(c);
 }
@@ -1051,129 +769,39 @@ static void exchange_done(struct conn *c)
 /* The upstream failed during an exchange. A reused keep-alive connection that
  * the server closed before answering a body-less request is retried once on
  * a fresh connection to the same checked address. */
-static void exchange_upstream_failed(struct conn *c)
+static void exchange_upstream_failed(void *ud)
 {
-        if (c->up_reused && !c->resp_started && c->reqp->head.framing == NETGATE_HTTP_BODY_NONE) {
+        struct conn *c = ud;
+        if (netgate_exchange_retryable(&c->x, c->up_reused)) {
                 drop_upstream(c);
-                c->n_cand = 0;
-                add_candidate(c, &c->addr);
-                c->i_cand = 0;
+                c->cand.n = 0;
+                netgate_candidates_add(&c->cand, &c->addr);
+                c->cand.i = 0;
                 c->state = C_CONNECTING;
                 connect_next(c);
                 return;
         }
-        if (!c->resp_sent) {
-                fail_upstream(c, "upstream_failed", c->last_errno);
+        if (!c->x.resp_sent) {
+                fail_upstream(c, "upstream_failed", c->x.last_errno);
                 return;
         }
         conn_free(c, "upstream_failed");
 }
 
+static void exchange_end(void *ud, const char *reason)
+{
+        conn_free(ud, reason);
+}
+
+static const struct netgate_exchange_ops http_ops = {
+    .done = exchange_done,
+    .upstream_failed = exchange_upstream_failed,
+    .end = exchange_end,
+};
+
 static void http_pump(struct conn *c)
 {
-        struct evbuffer *cin = bufferevent_get_input(c->client);
-        struct evbuffer *cout = bufferevent_get_output(c->client);
-        struct evbuffer *uin = bufferevent_get_input(c->up);
-        struct evbuffer *uout = bufferevent_get_output(c->up);
-
-        if (!c->req_done) {
-                int r = move_body(c, cin, uout, &c->req_body, c->req_encode, true);
-                if (r == -EDQUOT) {
-                        conn_free(c, "budget_bytes");
-                        return;
-                }
-                if (r < 0) {
-                        conn_free(c, "bad_request");
-                        return;
-                }
-                c->req_done = r == 1;
-                if (!c->req_done && c->client_eof && evbuffer_get_length(cin) == 0) {
-                        conn_free(c, "client_closed");
-                        return;
-                }
-        }
-
-        if (evbuffer_get_length(uin) > 0)
-                c->resp_started = true;
-        while (!c->resp_done) {
-                if (!c->resp_head_done) {
-                        struct evbuffer_iovec v;
-                        if (evbuffer_peek(uin, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
-                                break;
-                        size_t used = 0;
-                        int r = netgate_http_parser_feed(c->respp, v.iov_base, v.iov_len, &used);
-                        evbuffer_drain(uin, used);
-                        if (r < 0 || (r > 0 && c->respp->head.status == 101)) {
-                                /* The gate never asks for an upgrade; an
-                                 * unasked-for 101 or a malformed head ends it. */
-                                c->up_eof = true;
-                                c->last_errno = EPROTO;
-                                exchange_upstream_failed(c);
-                                return;
-                        }
-                        if (r == 0)
-                                break;
-                        const struct netgate_http_head *h = &c->respp->head;
-                        c->status = h->status;
-                        c->resp_sent = true;
-                        if (h->status < 200) {
-                                if (c->reqp->head.minor == 1)
-                                        write_response_head(c);
-                                netgate_http_parser_init(c->respp, NETGATE_HTTP_RESPONSE);
-                                c->respp->head_request =
-                                    c->reqp->head.method_len == 4 &&
-                                    memcmp(c->reqp->head.method, "HEAD", 4) == 0;
-                                continue;
-                        }
-                        /* An HTTP/1.1 client keeps its connection even when
-                         * the upstream delimits by closing: the gate re-chunks. */
-                        c->resp_encode =
-                            c->reqp->head.minor == 1 && (h->framing == NETGATE_HTTP_BODY_CHUNKED ||
-                                                         h->framing == NETGATE_HTTP_BODY_CLOSE);
-                        if (c->reqp->head.minor == 0)
-                                c->close_after = true;
-                        write_response_head(c);
-                        netgate_http_body_init(&c->resp_body, h->framing, h->length);
-                        c->resp_head_done = true;
-                }
-                int r = move_body(c, uin, cout, &c->resp_body, c->resp_encode, false);
-                if (r == -EDQUOT) {
-                        conn_free(c, "budget_bytes");
-                        return;
-                }
-                if (r < 0) {
-                        conn_free(c, "upstream_failed");
-                        return;
-                }
-                if (r == 1) {
-                        c->resp_done = true;
-                        break;
-                }
-                if (c->resp_body.framing == NETGATE_HTTP_BODY_CLOSE && c->up_eof &&
-                    evbuffer_get_length(uin) == 0 && c->last_errno == 0) {
-                        if (c->resp_encode)
-                                evbuffer_add(cout, "0\r\n\r\n", 5);
-                        c->resp_done = true;
-                }
-                break;
-        }
-
-        if (c->resp_done) {
-                exchange_done(c);
-                return;
-        }
-        if (c->up_eof && evbuffer_get_length(uin) == 0) {
-                exchange_upstream_failed(c);
-                return;
-        }
-        if (!c->req_done && evbuffer_get_length(uout) < BUF_HIGH)
-                bufferevent_enable(c->client, EV_READ);
-        else
-                bufferevent_disable(c->client, EV_READ);
-        if (evbuffer_get_length(cout) < BUF_HIGH)
-                bufferevent_enable(c->up, EV_READ);
-        else
-                bufferevent_disable(c->up, EV_READ);
+        netgate_exchange_pump(&c->x, c->client, c->up);
 }
 
 /* ---- tunnels ---- */
@@ -1181,11 +809,11 @@ static void http_pump(struct conn *c)
 static int relay(struct conn *c, struct evbuffer *src, struct evbuffer *dst, bool up)
 {
         size_t dlen = evbuffer_get_length(dst), slen = evbuffer_get_length(src);
-        size_t room = dlen < BUF_HIGH ? BUF_HIGH - dlen : 0;
+        size_t room = dlen < NETGATE_BUF_HIGH ? NETGATE_BUF_HIGH - dlen : 0;
         size_t n = budget_room(c->g, slen < room ? slen : room);
         if (n > 0) {
                 evbuffer_remove_buffer(src, dst, n);
-                account(c, up, n);
+                netgate_exchange_account(&c->x, up, n);
         }
         if (n == 0 && slen > 0 && room > 0)
                 return -EDQUOT;
@@ -1203,12 +831,12 @@ static void tunnel_pump(struct conn *c)
                 conn_free(c, "budget_bytes");
                 return;
         }
-        if (c->client_eof && !c->shut_up && evbuffer_get_length(cin) == 0 &&
+        if (c->x.client_eof && !c->shut_up && evbuffer_get_length(cin) == 0 &&
             evbuffer_get_length(uout) == 0) {
                 shutdown(bufferevent_getfd(c->up), SHUT_WR);
                 c->shut_up = true;
         }
-        if (c->up_eof && !c->shut_client && evbuffer_get_length(uin) == 0 &&
+        if (c->x.up_eof && !c->shut_client && evbuffer_get_length(uin) == 0 &&
             evbuffer_get_length(cout) == 0) {
                 shutdown(bufferevent_getfd(c->client), SHUT_WR);
                 c->shut_client = true;
@@ -1217,11 +845,11 @@ static void tunnel_pump(struct conn *c)
                 conn_free(c, NULL);
                 return;
         }
-        if (!c->client_eof && evbuffer_get_length(uout) < BUF_HIGH)
+        if (!c->x.client_eof && evbuffer_get_length(uout) < NETGATE_BUF_HIGH)
                 bufferevent_enable(c->client, EV_READ);
         else
                 bufferevent_disable(c->client, EV_READ);
-        if (!c->up_eof && evbuffer_get_length(cout) < BUF_HIGH)
+        if (!c->x.up_eof && evbuffer_get_length(cout) < NETGATE_BUF_HIGH)
                 bufferevent_enable(c->up, EV_READ);
         else
                 bufferevent_disable(c->up, EV_READ);
@@ -1290,7 +918,7 @@ static void splice_run(struct splice_dir *d)
                     splice(d->src, NULL, d->pipe_w, NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                 if (n > 0) {
                         d->in_pipe += (size_t)n;
-                        account(c, d->up, (size_t)n);
+                        netgate_exchange_account(&c->x, d->up, (size_t)n);
                         continue;
                 }
                 if (n == 0) {
@@ -1355,8 +983,8 @@ static int start_splice(struct conn *c, const void *reply, size_t n)
          * reply followed by any upstream greeting. */
         struct evbuffer *cin = bufferevent_get_input(c->client);
         struct evbuffer *uin = bufferevent_get_input(c->up);
-        account(c, true, evbuffer_get_length(cin));
-        account(c, false, evbuffer_get_length(uin));
+        netgate_exchange_account(&c->x, true, evbuffer_get_length(cin));
+        netgate_exchange_account(&c->x, false, evbuffer_get_length(uin));
         evbuffer_add_buffer(c->dir[0].pre, cin);
         evbuffer_add(c->dir[1].pre, reply, n);
         evbuffer_add_buffer(c->dir[1].pre, uin);
@@ -1375,7 +1003,7 @@ static void start_tunnel(struct conn *c, const void *reply, size_t n)
 {
         c->state = C_TUNNEL;
         c->shut_up = c->shut_client = false;
-        c->client_eof = c->up_eof = false;
+        c->x.client_eof = c->x.up_eof = false;
         if (!c->g->rate_group && start_splice(c, reply, n) == 0)
                 return;
         bufferevent_set_timeouts(c->client, NULL, NULL);
@@ -1424,7 +1052,7 @@ static void socks_read(struct conn *c)
                 c->port = c->socks->port;
                 netgate_escape(c->socks->host, c->socks->host_len, c->d.host.name,
                                sizeof(c->d.host.name));
-                c->status = c->socks->reply;
+                c->x.status = c->socks->reply;
                 record(c, false,
                        r == -EOPNOTSUPP     ? "command_not_supported"
                        : r == -EAFNOSUPPORT ? "address_type_not_supported"
@@ -1455,7 +1083,8 @@ static void client_read_cb(struct bufferevent *bev, void *ud)
                 tunnel_pump(c);
                 break;
         case C_CLOSING:
-                closing_read(c);
+                if (netgate_linger_read(&c->linger, c->client))
+                        conn_free(c, NULL);
                 break;
         default:
                 break;
@@ -1473,7 +1102,8 @@ static void client_write_cb(struct bufferevent *bev, void *ud)
                 tunnel_pump(c);
                 break;
         case C_CLOSING:
-                closing_write(c);
+                if (netgate_linger_write(&c->linger, c->client, c->x.client_eof))
+                        conn_free(c, NULL);
                 break;
         default:
                 break;
@@ -1487,25 +1117,25 @@ static void client_event_cb(struct bufferevent *bev, short what, void *ud)
                 conn_free(c, (what & BEV_EVENT_TIMEOUT) ? "timeout" : "client_closed");
                 return;
         }
-        c->client_eof = true;
+        c->x.client_eof = true;
         switch (c->state) {
         case C_HTTP_EXCHANGE:
-                c->close_after = true;
+                c->x.close_after = true;
                 http_pump(c);
                 break;
         case C_TUNNEL:
                 tunnel_pump(c);
                 break;
         case C_CLOSING:
-                if (c->lingering || evbuffer_get_length(bufferevent_get_output(c->client)) == 0)
+                if (netgate_linger_eof(&c->linger, c->client))
                         conn_free(c, NULL);
                 break;
         case C_RESOLVING:
         case C_CONNECTING:
                 /* A half-closed HTTP client still gets its answer; a tunnel
                  * nobody will use is dropped. */
-                if (c->proto == NETGATE_PROTO_HTTP && !c->reqp->head.is_connect) {
-                        c->close_after = true;
+                if (c->proto == NETGATE_PROTO_HTTP && !c->x.reqp->head.is_connect) {
+                        c->x.close_after = true;
                         break;
                 }
                 conn_free(c, "client_closed");
@@ -1537,11 +1167,14 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 close(fd);
                 return;
         }
-        set_nodelay(fd);
+        netgate_set_nodelay(fd);
         struct conn *c = xcalloc(1, sizeof(*c));
         c->g = g;
         c->proto = lst->proto;
         c->client = bev;
+        c->x.g = g;
+        c->x.ops = &http_ops;
+        c->x.ud = c;
         c->client_fd = c->up_fd = -1;
         for (int i = 0; i < 2; i++)
                 c->dir[i].pipe_r = c->dir[i].pipe_w = -1;
@@ -1561,12 +1194,12 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 c->state = C_SOCKS_HANDSHAKE;
                 c->socks = xcalloc(1, sizeof(*c->socks));
                 netgate_socks5_init(c->socks);
-                bufferevent_set_timeouts(bev, secs(&tv, SOCKS_TIMEOUT_S), NULL);
+                bufferevent_set_timeouts(bev, netgate_secs(&tv, SOCKS_TIMEOUT_S), NULL);
         } else {
                 c->state = C_HTTP_HEAD;
-                c->reqp = xcalloc(1, sizeof(*c->reqp));
-                netgate_http_parser_init(c->reqp, NETGATE_HTTP_REQUEST);
-                bufferevent_set_timeouts(bev, secs(&tv, HEAD_TIMEOUT_S), NULL);
+                c->x.reqp = xcalloc(1, sizeof(*c->x.reqp));
+                netgate_http_parser_init(c->x.reqp, NETGATE_HTTP_REQUEST);
+                bufferevent_set_timeouts(bev, netgate_secs(&tv, NETGATE_HEAD_TIMEOUT_S), NULL);
         }
         bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
@@ -1586,7 +1219,7 @@ static void accept_error_cb(struct evconnlistener *l, void *ud)
         if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
                 struct timeval tv;
                 pause_listeners(g);
-                evtimer_add(g->resume_timer, secs(&tv, 1));
+                evtimer_add(g->resume_timer, netgate_secs(&tv, 1));
         }
 }
 

@@ -19,6 +19,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "netgate/exchange.h"
 #include "netgate/netgate.h"
 #include "netgate/route.h"
 #include "netgate/rules.h"
@@ -26,17 +27,9 @@
 #include "secrets.h"
 #include "util.h"
 
-#define BUF_HIGH          (256 * 1024) /* per direction, per side */
-#define CANDIDATES_MAX    16
-#define RECORDED_MAX      16
-#define RECORDED_VALUE    512
-#define PATH_SHOWN        1024
-#define LINGER_MAX        (1024 * 1024)
-#define HEAD_TIMEOUT_S    60
-#define CONNECT_TIMEOUT_S 30
-#define IO_TIMEOUT_S      300
-#define IDLE_UP_TIMEOUT_S 60
-#define LINGER_TIMEOUT_S  2
+#define RECORDED_MAX   16
+#define RECORDED_VALUE 512
+#define PATH_SHOWN     1024
 
 struct netgate_route {
         char *name;
@@ -66,13 +59,6 @@ enum rstate {
 
 struct rconn;
 
-struct dns_query {
-        struct rconn *c; /* NULL once the connection is gone */
-        bool in_call, answered;
-        int err;
-        struct evutil_addrinfo *res;
-};
-
 struct rconn {
         struct netgate_routes *rs;
         struct rconn *prev, *next;
@@ -86,37 +72,28 @@ struct rconn {
         char path[PATH_SHOWN]; /* below the route, escaped */
         const char *rule;
         bool in_flight;
-        uint64_t t0, bytes_up, bytes_down;
-        int status;
+        uint64_t t0;
         struct netgate_addr addr;
         bool have_addr;
         struct netgate_header recorded[RECORDED_MAX];
         char recorded_value[RECORDED_MAX][RECORDED_VALUE];
         size_t n_recorded;
 
-        struct dns_query *dnsq;
-        struct netgate_addr cand[CANDIDATES_MAX];
-        size_t n_cand, i_cand;
-        int last_errno;
+        struct netgate_dns_query *dnsq;
+        struct netgate_candidates cand;
         int connect_fd;
         struct event *ev_connect;
         char tls_error[256];
 
         struct evbuffer *head_out; /* the upstream request head, built before connecting */
-        struct netgate_http_parser *reqp, *respp;
-        struct netgate_http_body req_body, resp_body;
-        bool req_done, resp_head_done, resp_done, resp_started, resp_sent;
-        bool req_encode, resp_encode;
-        bool close_after;
-        bool client_eof, up_eof;
+        struct netgate_exchange x;
 
         /* The upstream connection, kept between calls to the same route. */
         const struct netgate_route *up_rt;
         struct netgate_addr up_addr;
         bool up_idle, up_reused;
 
-        bool lingering;
-        size_t lingered;
+        struct netgate_linger linger;
 };
 
 struct netgate_routes {
@@ -135,13 +112,6 @@ static void conn_free(struct rconn *c, const char *end_reason);
 static void read_head(struct rconn *c);
 static void pump(struct rconn *c);
 static void connect_next(struct rconn *c);
-
-static const struct timeval *secs(struct timeval *tv, long s)
-{
-        tv->tv_sec = s;
-        tv->tv_usec = 0;
-        return tv;
-}
 
 /* Bytes from the sandbox or the upstream as printable ASCII for a record:
  * others as \xNN, truncated to fit. */
@@ -443,9 +413,9 @@ static void emit(struct rconn *c, bool allow, const char *reason)
             .decision = allow ? "allow" : "deny",
             .reason = reason,
             .rule = c->rule,
-            .status = c->status,
-            .bytes_up = c->bytes_up,
-            .bytes_down = c->bytes_down,
+            .status = c->x.status,
+            .bytes_up = c->x.bytes_up,
+            .bytes_down = c->x.bytes_down,
             .duration_ms = c->t0 && now > c->t0 ? (now - c->t0) / 1000 : 0,
             .route = c->name[0] ? c->name : NULL,
             .path = c->path[0] ? c->path : NULL,
@@ -462,15 +432,6 @@ static void finish_in_flight(struct rconn *c, const char *end_reason)
                 return;
         c->in_flight = false;
         emit(c, true, end_reason);
-}
-
-static void account(struct rconn *c, bool up, size_t n)
-{
-        netgate_count_bytes(c->rs->g, up, n);
-        if (up)
-                c->bytes_up += n;
-        else
-                c->bytes_down += n;
 }
 
 /* ---- closing ---- */
@@ -503,11 +464,9 @@ static void conn_free(struct rconn *c, const char *end_reason)
 {
         struct netgate_routes *rs = c->rs;
         finish_in_flight(c, end_reason);
-        /* A query in flight finishes and frees itself (see gate.c). */
-        if (c->dnsq) {
-                c->dnsq->c = NULL;
-                c->dnsq = NULL;
-        }
+        /* A query in flight finishes and frees itself. */
+        netgate_dns_detach(c->dnsq);
+        c->dnsq = NULL;
         drop_upstream(c);
         if (c->client)
                 bufferevent_free(c->client);
@@ -515,8 +474,8 @@ static void conn_free(struct rconn *c, const char *end_reason)
                 wipe_buffer(c->head_out);
                 evbuffer_free(c->head_out);
         }
-        free(c->reqp);
-        free(c->respp);
+        free(c->x.reqp);
+        free(c->x.respp);
         if (c->prev)
                 c->prev->next = c->next;
         else
@@ -528,51 +487,13 @@ static void conn_free(struct rconn *c, const char *end_reason)
         netgate_conn_count(rs->g, -1);
 }
 
-/* Answer, then close without resetting (as gate.c does). */
+/* Answer, then close without resetting (netgate_linger_start()). */
 static void close_after_flush(struct rconn *c)
 {
-        struct timeval tv;
         drop_upstream(c);
         c->state = R_CLOSING;
-        c->lingering = false;
-        if (c->client_eof) {
-                bufferevent_disable(c->client, EV_READ);
-                if (evbuffer_get_length(bufferevent_get_output(c->client)) == 0) {
-                        conn_free(c, NULL);
-                        return;
-                }
-        } else
-                bufferevent_enable(c->client, EV_READ);
-        bufferevent_set_timeouts(c->client, secs(&tv, LINGER_TIMEOUT_S),
-                                 secs(&tv, LINGER_TIMEOUT_S));
-        bufferevent_enable(c->client, EV_WRITE);
-        if (evbuffer_get_length(bufferevent_get_output(c->client)) == 0) {
-                shutdown(bufferevent_getfd(c->client), SHUT_WR);
-                c->lingering = true;
-        }
-}
-
-static void closing_read(struct rconn *c)
-{
-        struct evbuffer *in = bufferevent_get_input(c->client);
-        c->lingered += evbuffer_get_length(in);
-        evbuffer_drain(in, evbuffer_get_length(in));
-        if (c->lingered > LINGER_MAX)
+        if (netgate_linger_start(&c->linger, c->client, c->x.client_eof))
                 conn_free(c, NULL);
-}
-
-static void closing_write(struct rconn *c)
-{
-        if (evbuffer_get_length(bufferevent_get_output(c->client)) > 0)
-                return;
-        if (c->client_eof) {
-                conn_free(c, NULL);
-                return;
-        }
-        if (!c->lingering) {
-                shutdown(bufferevent_getfd(c->client), SHUT_WR);
-                c->lingering = true;
-        }
 }
 
 /* ---- answers the gate writes ---- */
@@ -581,24 +502,14 @@ static void closing_write(struct rconn *c)
 static void answer(struct rconn *c, int status, const char *phrase, const char *header,
                    const char *reason, const char *line)
 {
-        struct evbuffer *out = bufferevent_get_output(c->client);
-        c->status = status;
-        evbuffer_add_printf(out,
-                            "HTTP/1.1 %d %s\r\n"
-                            "%s: %s\r\n"
-                            "Content-Type: text/plain; charset=utf-8\r\n"
-                            "Content-Length: %zu\r\n"
-                            "Connection: close\r\n"
-                            "\r\n"
-                            "%s",
-                            status, phrase, header, reason, strlen(line), line);
+        netgate_exchange_answer(&c->x, c->client, status, phrase, header, reason, line);
 }
 
 static void refuse(struct rconn *c, int status, const char *phrase, const char *reason,
                    const char *line)
 {
         c->in_flight = false;
-        c->status = status;
+        c->x.status = status;
         emit(c, false, reason);
         answer(c, status, phrase, "X-Airlock-Denied", reason, line);
         close_after_flush(c);
@@ -607,7 +518,7 @@ static void refuse(struct rconn *c, int status, const char *phrase, const char *
 static void fail_upstream(struct rconn *c, const char *reason, const char *detail)
 {
         char line[512];
-        c->status = 502;
+        c->x.status = 502;
         finish_in_flight(c, reason);
         snprintf(line, sizeof(line), "airlock: route %s: %s: %s\n", c->rt->name, c->rt->upstream,
                  detail);
@@ -625,8 +536,8 @@ static void fail_errno(struct rconn *c, const char *reason, int err)
 static void begin(struct rconn *c)
 {
         c->t0 = now_monotonic_us();
-        c->bytes_up = c->bytes_down = 0;
-        c->status = 0;
+        c->x.bytes_up = c->x.bytes_down = 0;
+        c->x.status = 0;
         c->have_addr = false;
         c->rule = NULL;
         c->in_flight = false;
@@ -637,21 +548,9 @@ static void begin(struct rconn *c)
 
 static void bad_request(struct rconn *c, int r)
 {
-        const char *reason = "bad_request", *phrase = "Bad Request";
-        int status = 400;
-        if (r == -EMSGSIZE) {
-                reason = "head_too_large";
-                phrase = "Request Header Fields Too Large";
-                status = 431;
-        } else if (r == -EPROTONOSUPPORT) {
-                reason = "unsupported";
-                phrase = "HTTP Version Not Supported";
-                status = 505;
-        } else if (r == -ENOTSUP) {
-                reason = "unsupported";
-                phrase = "Not Implemented";
-                status = 501;
-        }
+        const char *reason, *phrase;
+        int status;
+        netgate_http_refusal(r, &status, &phrase, &reason);
         begin(c);
         char line[256];
         snprintf(line, sizeof(line), "airlock: request refused (%s)%s\n", reason,
@@ -710,7 +609,7 @@ static void start_exchange(struct rconn *c);
 static void handle_request(struct rconn *c)
 {
         struct netgate_routes *rs = c->rs;
-        const struct netgate_http_head *h = &c->reqp->head;
+        const struct netgate_http_head *h = &c->x.reqp->head;
         char line[512];
 
         begin(c);
@@ -748,14 +647,14 @@ static void handle_request(struct rconn *c)
                 refuse(c, 429, "Too Many Requests", spent, line);
                 return;
         }
-        c->close_after = h->conn_close || c->client_eof;
+        c->x.close_after = h->conn_close || c->x.client_eof;
 
         if (!c->head_out)
                 c->head_out = evbuffer_new();
         else
                 wipe_buffer(c->head_out);
         const char *field = NULL;
-        int r = c->head_out ? netgate_route_write_head(c->rt, h, rest, rest_len, c->close_after,
+        int r = c->head_out ? netgate_route_write_head(c->rt, h, rest, rest_len, c->x.close_after,
                                                        rs->secrets, &rs->vars, c->head_out, &field)
                             : -ENOMEM;
         if (r < 0) {
@@ -765,9 +664,9 @@ static void handle_request(struct rconn *c)
                              : "airlock: route %s: header %s: the value could not be expanded\n",
                          c->rt->name, field ? field : "?");
                 c->in_flight = false;
-                c->status = bad ? 400 : 500;
+                c->x.status = bad ? 400 : 500;
                 emit(c, false, bad ? "bad_inject_value" : "inject_failed");
-                answer(c, c->status, bad ? "Bad Request" : "Internal Server Error",
+                answer(c, c->x.status, bad ? "Bad Request" : "Internal Server Error",
                        "X-Airlock-Error", bad ? "bad_inject_value" : "inject_failed", line);
                 close_after_flush(c);
                 return;
@@ -780,7 +679,8 @@ static void handle_request(struct rconn *c)
                 c->have_addr = true;
                 c->up_reused = true;
                 c->up_idle = false;
-                bufferevent_set_timeouts(c->up, secs(&tv, IO_TIMEOUT_S), secs(&tv, IO_TIMEOUT_S));
+                bufferevent_set_timeouts(c->up, netgate_secs(&tv, NETGATE_IO_TIMEOUT_S),
+                                         netgate_secs(&tv, NETGATE_IO_TIMEOUT_S));
                 start_exchange(c);
                 return;
         }
@@ -790,45 +690,23 @@ static void handle_request(struct rconn *c)
 
 static void read_head(struct rconn *c)
 {
-        struct evbuffer *in = bufferevent_get_input(c->client);
-        while (c->state == R_HEAD) {
-                struct evbuffer_iovec v;
-                if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
-                        return;
-                size_t used = 0;
-                int r = netgate_http_parser_feed(c->reqp, v.iov_base, v.iov_len, &used);
-                evbuffer_drain(in, used);
-                if (r < 0) {
-                        bad_request(c, r);
-                        return;
-                }
-                if (r > 0) {
-                        handle_request(c);
-                        return;
-                }
-        }
+        int r = netgate_read_head(c->x.reqp, bufferevent_get_input(c->client));
+        if (r < 0)
+                bad_request(c, r);
+        else if (r > 0)
+                handle_request(c);
 }
 
 /* ---- resolving and connecting ---- */
-
-static void add_candidate(struct rconn *c, const struct netgate_addr *a)
-{
-        if (c->n_cand >= CANDIDATES_MAX)
-                return;
-        for (size_t i = 0; i < c->n_cand; i++)
-                if (netgate_addr_equal(&c->cand[i], a))
-                        return;
-        c->cand[c->n_cand++] = *a;
-}
 
 /* Every answer is checked; one private answer refuses the upstream. */
 static void check_and_connect(struct rconn *c)
 {
         char line[512], addr[NETGATE_ADDR_STRLEN];
-        for (size_t i = 0; i < c->n_cand; i++) {
-                const char *range = netgate_address_refused(c->rs->g, &c->cand[i]);
+        for (size_t i = 0; i < c->cand.n; i++) {
+                const char *range = netgate_address_refused(c->rs->g, &c->cand.addr[i]);
                 if (range) {
-                        c->addr = c->cand[i];
+                        c->addr = c->cand.addr[i];
                         c->have_addr = true;
                         c->rule = range;
                         netgate_addr_format(&c->addr, addr);
@@ -840,64 +718,35 @@ static void check_and_connect(struct rconn *c)
                         return;
                 }
         }
-        c->i_cand = 0;
+        c->cand.i = 0;
         connect_next(c);
 }
 
-static void dns_answer(struct rconn *c, int err, struct evutil_addrinfo *res)
+static void dns_answer(void *ud, int err, struct evutil_addrinfo *res)
 {
-        /* IPv4 first, as the gate does. */
-        for (int pass = 0; pass < 2; pass++)
-                for (struct evutil_addrinfo *ai = res; ai; ai = ai->ai_next) {
-                        struct netgate_addr a;
-                        if (netgate_addr_from_sockaddr(ai->ai_addr, (socklen_t)ai->ai_addrlen,
-                                                       &a) < 0)
-                                continue;
-                        if ((pass == 0) == (a.family == AF_INET))
-                                add_candidate(c, &a);
-                }
-        if (res)
-                evutil_freeaddrinfo(res);
-        if (err || c->n_cand == 0) {
+        struct rconn *c = ud;
+        c->dnsq = NULL;
+        netgate_candidates_add_answers(&c->cand, res);
+        if (err || c->cand.n == 0) {
                 fail_upstream(c, "dns_failed", "the name does not resolve");
                 return;
         }
         check_and_connect(c);
 }
 
-static void dns_cb(int err, struct evutil_addrinfo *res, void *ud)
-{
-        struct dns_query *q = ud;
-        if (q->in_call) {
-                q->answered = true;
-                q->err = err;
-                q->res = res;
-                return;
-        }
-        struct rconn *c = q->c;
-        free(q);
-        if (!c) {
-                if (res)
-                        evutil_freeaddrinfo(res);
-                return;
-        }
-        c->dnsq = NULL;
-        dns_answer(c, err, res);
-}
-
 static void resolve(struct rconn *c)
 {
         struct netgate_addr a;
         c->state = R_RESOLVING;
-        c->n_cand = c->i_cand = 0;
+        c->cand.n = c->cand.i = 0;
         bufferevent_enable(c->client, EV_READ);
         if (c->rt->host.kind != NETGATE_HOST_NAME) {
-                add_candidate(c, &c->rt->host.addr);
+                netgate_candidates_add(&c->cand, &c->rt->host.addr);
                 check_and_connect(c);
                 return;
         }
         if (netgate_fixed_host(c->rs->g, c->rt->host.name, &a)) {
-                add_candidate(c, &a);
+                netgate_candidates_add(&c->cand, &a);
                 check_and_connect(c);
                 return;
         }
@@ -906,36 +755,12 @@ static void resolve(struct rconn *c)
                 fail_errno(c, "dns_failed", ENOMEM);
                 return;
         }
-        struct evutil_addrinfo hints = {
-            .ai_family = AF_UNSPEC,
-            .ai_socktype = SOCK_STREAM,
-            .ai_protocol = IPPROTO_TCP,
-            .ai_flags = EVUTIL_AI_ADDRCONFIG,
-        };
-        struct dns_query *q = xcalloc(1, sizeof(*q));
-        q->c = c;
-        q->in_call = true;
-        (void)evdns_getaddrinfo(dns, c->rt->host.name, NULL, &hints, dns_cb, q);
-        q->in_call = false;
-        if (q->answered) {
-                int err = q->err;
-                struct evutil_addrinfo *res = q->res;
-                free(q);
-                dns_answer(c, err, res);
-                return;
-        }
-        c->dnsq = q;
+        netgate_dns_resolve(dns, c->rt->host.name, dns_answer, c, &c->dnsq);
 }
 
 static void up_read_cb(struct bufferevent *bev, void *ud);
 static void up_write_cb(struct bufferevent *bev, void *ud);
 static void up_event_cb(struct bufferevent *bev, short what, void *ud);
-
-static void set_nodelay(int fd)
-{
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 static int tls_wrap(struct rconn *c, int fd)
 {
@@ -974,9 +799,9 @@ static int tls_wrap(struct rconn *c, int fd)
 static void connected(struct rconn *c, int fd)
 {
         struct timeval tv;
-        c->last_errno = 0;
+        c->x.last_errno = 0;
         c->tls_error[0] = '\0';
-        set_nodelay(fd);
+        netgate_set_nodelay(fd);
         int r;
         if (c->rt->tls)
                 r = tls_wrap(c, fd);
@@ -997,12 +822,13 @@ static void connected(struct rconn *c, int fd)
         bufferevent_setcb(c->up, up_read_cb, up_write_cb, up_event_cb, c);
         if (c->rt->tls) {
                 c->state = R_HANDSHAKE;
-                bufferevent_set_timeouts(c->up, secs(&tv, CONNECT_TIMEOUT_S),
-                                         secs(&tv, CONNECT_TIMEOUT_S));
+                bufferevent_set_timeouts(c->up, netgate_secs(&tv, NETGATE_CONNECT_TIMEOUT_S),
+                                         netgate_secs(&tv, NETGATE_CONNECT_TIMEOUT_S));
                 bufferevent_enable(c->up, EV_READ | EV_WRITE);
                 return;
         }
-        bufferevent_set_timeouts(c->up, secs(&tv, IO_TIMEOUT_S), secs(&tv, IO_TIMEOUT_S));
+        bufferevent_set_timeouts(c->up, netgate_secs(&tv, NETGATE_IO_TIMEOUT_S),
+                                 netgate_secs(&tv, NETGATE_IO_TIMEOUT_S));
         start_exchange(c);
 }
 
@@ -1020,7 +846,7 @@ static void connect_cb(evutil_socket_t fd, short what, void *ud)
         int cfd = TAKE_FD(c->connect_fd);
         if (err) {
                 close(cfd);
-                c->last_errno = err;
+                c->x.last_errno = err;
                 connect_next(c);
                 return;
         }
@@ -1031,33 +857,33 @@ static void connect_next(struct rconn *c)
 {
         struct timeval tv;
         c->state = R_CONNECTING;
-        while (c->i_cand < c->n_cand) {
-                c->addr = c->cand[c->i_cand++];
+        while (c->cand.i < c->cand.n) {
+                c->addr = c->cand.addr[c->cand.i++];
                 c->have_addr = true;
                 struct sockaddr_storage ss;
                 socklen_t len = netgate_addr_to_sockaddr(&c->addr, c->rt->port, &ss);
                 _cleanup_close_ int fd =
                     socket(c->addr.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
                 if (fd < 0) {
-                        c->last_errno = errno;
+                        c->x.last_errno = errno;
                         continue;
                 }
                 if (connect(fd, (struct sockaddr *)&ss, len) < 0 && errno != EINPROGRESS) {
-                        c->last_errno = errno;
+                        c->x.last_errno = errno;
                         continue;
                 }
                 /* Even a connection made at once is taken up from the loop:
                  * the caller still holds the connection. */
                 c->ev_connect = event_new(c->rs->base, fd, EV_WRITE, connect_cb, c);
                 if (!c->ev_connect) {
-                        c->last_errno = ENOMEM;
+                        c->x.last_errno = ENOMEM;
                         continue;
                 }
-                event_add(c->ev_connect, secs(&tv, CONNECT_TIMEOUT_S));
+                event_add(c->ev_connect, netgate_secs(&tv, NETGATE_CONNECT_TIMEOUT_S));
                 c->connect_fd = TAKE_FD(fd);
                 return;
         }
-        fail_errno(c, "upstream_failed", c->last_errno);
+        fail_errno(c, "upstream_failed", c->x.last_errno);
 }
 
 static void tls_failed(struct rconn *c)
@@ -1074,7 +900,8 @@ static void tls_failed(struct rconn *c)
                 snprintf(c->tls_error, sizeof(c->tls_error), "TLS handshake failed: %s", buf);
         } else
                 snprintf(c->tls_error, sizeof(c->tls_error), "TLS handshake failed%s%s",
-                         c->last_errno ? ": " : "", c->last_errno ? strerror(c->last_errno) : "");
+                         c->x.last_errno ? ": " : "",
+                         c->x.last_errno ? strerror(c->x.last_errno) : "");
         while (bufferevent_get_openssl_error(c->up))
                 ;
         ERR_clear_error();
@@ -1083,288 +910,109 @@ static void tls_failed(struct rconn *c)
 
 /* ---- the exchange ---- */
 
-static void write_response_head(struct rconn *c)
+/* The upstream's answer passes as it is, except that a known secret value in
+ * its head is masked: an upstream echoing the injected key in a field must
+ * not hand it to the sandbox. */
+static char *mask(void *ud, const char *value, size_t len, size_t *ret_len)
 {
-        const struct netgate_http_head *h = &c->respp->head;
+        struct rconn *c = ud;
         const struct redactor *red = secrets_redactor(c->rs->secrets);
-        struct evbuffer *out = bufferevent_get_output(c->client);
-        size_t before = evbuffer_get_length(out);
-        bool interim = h->status < 200;
         char *v = NULL;
-        size_t vlen = 0;
+        if (red && redactor_audit_hook((void *)red, value, len, &v, ret_len) >= 0)
+                return v;
+        return NULL;
+}
 
-        /* The upstream's answer passes as it is, except that a known secret
-         * value in its head is masked: an upstream echoing the injected key
-         * in a field must not hand it to the sandbox. */
-        if (red && redactor_audit_hook((void *)red, h->reason, h->reason_len, &v, &vlen) >= 0 && v)
-                evbuffer_add_printf(out, "HTTP/1.1 %03d %.*s\r\n", h->status, (int)vlen, v);
-        else
-                evbuffer_add_printf(out, "HTTP/1.1 %03d %.*s\r\n", h->status, (int)h->reason_len,
-                                    h->reason);
-        free(v);
-        for (size_t i = 0; i < h->n_fields; i++) {
-                const struct netgate_http_field *f = &h->fields[i];
-                bool keep_length = h->framing == NETGATE_HTTP_BODY_NONE && !interim &&
-                                   h->status != 204 &&
-                                   netgate_http_name_eq(f->name, f->name_len, "content-length");
-                if (!keep_length && netgate_http_field_is_hop(h, f->name, f->name_len))
+/* Keep the fields the route's "record" names for the call's record. */
+static void record_field(void *ud, const struct netgate_http_field *f, const char *val, size_t len)
+{
+        struct rconn *c = ud;
+        for (size_t k = 0; k < c->rt->n_record && c->n_recorded < RECORDED_MAX; k++) {
+                const char *want = c->rt->record[k];
+                bool dup = false;
+                if (!netgate_http_name_eq(f->name, f->name_len, want))
                         continue;
-                const char *val = f->value;
-                size_t len = f->value_len;
-                v = NULL;
-                if (red && redactor_audit_hook((void *)red, f->value, f->value_len, &v, &vlen) >= 0 &&
-                    v) {
-                        val = v;
-                        len = vlen;
-                }
-                evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name_len, f->name, (int)len,
-                                    val);
-                if (!interim)
-                        for (size_t k = 0; k < c->rt->n_record && c->n_recorded < RECORDED_MAX;
-                             k++) {
-                                const char *want = c->rt->record[k];
-                                bool dup = false;
-                                if (!netgate_http_name_eq(f->name, f->name_len, want))
-                                        continue;
-                                for (size_t j = 0; j < c->n_recorded; j++)
-                                        dup = dup || STREQ(c->recorded[j].name, want);
-                                if (dup)
-                                        continue;
-                                show(val, len, c->recorded_value[c->n_recorded],
-                                     RECORDED_VALUE);
-                                c->recorded[c->n_recorded].name = want;
-                                c->recorded[c->n_recorded].value =
-                                    c->recorded_value[c->n_recorded];
-                                c->n_recorded++;
-                        }
-                free(v);
+                for (size_t j = 0; j < c->n_recorded; j++)
+                        dup = dup || STREQ(c->recorded[j].name, want);
+                if (dup)
+                        continue;
+                show(val, len, c->recorded_value[c->n_recorded], RECORDED_VALUE);
+                c->recorded[c->n_recorded].name = want;
+                c->recorded[c->n_recorded].value = c->recorded_value[c->n_recorded];
+                c->n_recorded++;
         }
-        if (!interim) {
-                if (h->framing == NETGATE_HTTP_BODY_LENGTH)
-                        evbuffer_add_printf(out, "Content-Length: %" PRIu64 "\r\n", h->length);
-                else if (c->resp_encode)
-                        evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
-                if (c->close_after)
-                        evbuffer_add(out, "Connection: close\r\n", 19);
-        }
-        evbuffer_add(out, "\r\n", 2);
-        account(c, false, evbuffer_get_length(out) - before);
 }
 
 static void start_exchange(struct rconn *c)
 {
-        const struct netgate_http_head *h = &c->reqp->head;
         struct evbuffer *uout = bufferevent_get_output(c->up);
         c->state = R_EXCHANGE;
-        c->up_eof = false;
-        c->resp_started = c->resp_sent = false;
-        c->resp_head_done = c->resp_done = false;
-        c->resp_encode = false;
         /* A copy: a retry on a fresh connection sends the head again. */
         size_t n = evbuffer_get_length(c->head_out);
         evbuffer_add(uout, evbuffer_pullup(c->head_out, -1), n);
-        account(c, true, n);
-        netgate_http_body_init(&c->req_body, h->framing, h->length);
-        c->req_done = h->framing == NETGATE_HTTP_BODY_NONE;
-        c->req_encode = h->framing == NETGATE_HTTP_BODY_CHUNKED;
-        if (!c->respp)
-                c->respp = xcalloc(1, sizeof(*c->respp));
-        netgate_http_parser_init(c->respp, NETGATE_HTTP_RESPONSE);
-        c->respp->head_request = h->method_len == 4 && memcmp(h->method, "HEAD", 4) == 0;
-        bufferevent_enable(c->up, EV_READ | EV_WRITE);
-        pump(c);
+        netgate_exchange_account(&c->x, true, n);
+        netgate_exchange_start(&c->x, c->client, c->up);
 }
 
-/* Move one body from src to dst within dst's bound and the byte budget,
- * re-encoding chunks when `encode`: each run that arrives leaves at once as
- * one chunk, so a streamed answer reaches the client as it is produced.
- * 1: body complete; 0: waiting; <0: bad framing, or -EDQUOT. */
-static int move_body(struct rconn *c, struct evbuffer *src, struct evbuffer *dst,
-                     struct netgate_http_body *b, bool encode, bool up)
+static void exchange_done(void *ud)
 {
-        for (;;) {
-                size_t dlen = evbuffer_get_length(dst);
-                size_t room = dlen < BUF_HIGH ? BUF_HIGH - dlen : 0;
-                size_t allowed = netgate_budget_allows(c->rs->g, room);
-                struct evbuffer_iovec v = {0};
-                if (evbuffer_peek(src, -1, NULL, &v, 1) < 1)
-                        v.iov_len = 0;
-                size_t used = 0, off = 0, run = 0;
-                int r =
-                    netgate_http_body_feed(b, v.iov_base, v.iov_len, allowed, &used, &off, &run);
-                if (r < 0)
-                        return r;
-                if (off)
-                        evbuffer_drain(src, off);
-                if (run) {
-                        if (encode)
-                                evbuffer_add_printf(dst, "%zx\r\n", run);
-                        evbuffer_remove_buffer(src, dst, run);
-                        if (encode)
-                                evbuffer_add(dst, "\r\n", 2);
-                }
-                if (used > off + run)
-                        evbuffer_drain(src, used - off - run);
-                if (r == 1 && encode)
-                        evbuffer_add(dst, "0\r\n\r\n", 5);
-                account(c, up, evbuffer_get_length(dst) - dlen);
-                if (r == 1)
-                        return 1;
-                if (used == 0) {
-                        if (allowed == 0 && room > 0 && v.iov_len > 0)
-                                return -EDQUOT;
-                        return 0;
-                }
-        }
-}
-
-static void exchange_done(struct rconn *c)
-{
+        struct rconn *c = ud;
         struct timeval tv;
-        const struct netgate_http_head *req = &c->reqp->head, *resp = &c->respp->head;
+        const struct netgate_http_head *req = &c->x.reqp->head;
         finish_in_flight(c, NULL);
-        bool reusable = c->req_done && !c->up_eof && !c->close_after && !resp->conn_close &&
-                        evbuffer_get_length(bufferevent_get_input(c->up)) == 0 &&
-                        resp->framing != NETGATE_HTTP_BODY_CLOSE && resp->minor == 1;
-        if (reusable && c->up) {
+        if (c->up && netgate_exchange_keep_upstream(&c->x, c->up)) {
                 c->up_idle = true;
                 c->up_reused = false;
-                bufferevent_set_timeouts(c->up, secs(&tv, IDLE_UP_TIMEOUT_S), NULL);
-                bufferevent_enable(c->up, EV_READ);
         } else
                 drop_upstream(c);
-        if (c->close_after || !c->req_done || req->minor == 0) {
+        if (c->x.close_after || !c->x.req_done || req->minor == 0) {
                 close_after_flush(c);
                 return;
         }
         c->state = R_HEAD;
-        netgate_http_parser_init(c->reqp, NETGATE_HTTP_REQUEST);
-        c->reqp->origin_form = true;
-        bufferevent_set_timeouts(c->client, secs(&tv, HEAD_TIMEOUT_S), NULL);
+        netgate_http_parser_init(c->x.reqp, NETGATE_HTTP_REQUEST);
+        c->x.reqp->origin_form = true;
+        bufferevent_set_timeouts(c->client, netgate_secs(&tv, NETGATE_HEAD_TIMEOUT_S), NULL);
         bufferevent_enable(c->client, EV_READ);
         read_head(c);
 }
 
 /* A reused keep-alive upstream that closed before answering a body-less
  * request is retried once on a fresh connection to the same address. */
-static void exchange_upstream_failed(struct rconn *c)
+static void exchange_upstream_failed(void *ud)
 {
-        if (c->up_reused && !c->resp_started && c->reqp->head.framing == NETGATE_HTTP_BODY_NONE) {
+        struct rconn *c = ud;
+        if (netgate_exchange_retryable(&c->x, c->up_reused)) {
                 drop_upstream(c);
-                c->n_cand = 0;
-                add_candidate(c, &c->addr);
-                c->i_cand = 0;
+                c->cand.n = 0;
+                netgate_candidates_add(&c->cand, &c->addr);
+                c->cand.i = 0;
                 connect_next(c);
                 return;
         }
-        if (!c->resp_sent) {
-                fail_errno(c, "upstream_failed", c->last_errno ? c->last_errno : ECONNRESET);
+        if (!c->x.resp_sent) {
+                fail_errno(c, "upstream_failed", c->x.last_errno ? c->x.last_errno : ECONNRESET);
                 return;
         }
         conn_free(c, "upstream_failed");
 }
 
+static void exchange_end(void *ud, const char *reason)
+{
+        conn_free(ud, reason);
+}
+
+static const struct netgate_exchange_ops route_ops = {
+    .mask = mask,
+    .field = record_field,
+    .done = exchange_done,
+    .upstream_failed = exchange_upstream_failed,
+    .end = exchange_end,
+};
+
 static void pump(struct rconn *c)
 {
-        struct evbuffer *cin = bufferevent_get_input(c->client);
-        struct evbuffer *cout = bufferevent_get_output(c->client);
-        struct evbuffer *uin = bufferevent_get_input(c->up);
-        struct evbuffer *uout = bufferevent_get_output(c->up);
-
-        if (!c->req_done) {
-                int r = move_body(c, cin, uout, &c->req_body, c->req_encode, true);
-                if (r == -EDQUOT) {
-                        conn_free(c, "budget_bytes");
-                        return;
-                }
-                if (r < 0) {
-                        conn_free(c, "bad_request");
-                        return;
-                }
-                c->req_done = r == 1;
-                if (!c->req_done && c->client_eof && evbuffer_get_length(cin) == 0) {
-                        conn_free(c, "client_closed");
-                        return;
-                }
-        }
-
-        if (evbuffer_get_length(uin) > 0)
-                c->resp_started = true;
-        while (!c->resp_done) {
-                if (!c->resp_head_done) {
-                        struct evbuffer_iovec v;
-                        if (evbuffer_peek(uin, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
-                                break;
-                        size_t used = 0;
-                        int r = netgate_http_parser_feed(c->respp, v.iov_base, v.iov_len, &used);
-                        evbuffer_drain(uin, used);
-                        if (r < 0 || (r > 0 && c->respp->head.status == 101)) {
-                                c->up_eof = true;
-                                c->last_errno = EPROTO;
-                                exchange_upstream_failed(c);
-                                return;
-                        }
-                        if (r == 0)
-                                break;
-                        const struct netgate_http_head *h = &c->respp->head;
-                        c->status = h->status;
-                        c->resp_sent = true;
-                        if (h->status < 200) {
-                                if (c->reqp->head.minor == 1)
-                                        write_response_head(c);
-                                netgate_http_parser_init(c->respp, NETGATE_HTTP_RESPONSE);
-                                c->respp->head_request =
-                                    c->reqp->head.method_len == 4 &&
-                                    memcmp(c->reqp->head.method, "HEAD", 4) == 0;
-                                continue;
-                        }
-                        c->resp_encode =
-                            c->reqp->head.minor == 1 && (h->framing == NETGATE_HTTP_BODY_CHUNKED ||
-                                                         h->framing == NETGATE_HTTP_BODY_CLOSE);
-                        if (c->reqp->head.minor == 0)
-                                c->close_after = true;
-                        write_response_head(c);
-                        netgate_http_body_init(&c->resp_body, h->framing, h->length);
-                        c->resp_head_done = true;
-                }
-                int r = move_body(c, uin, cout, &c->resp_body, c->resp_encode, false);
-                if (r == -EDQUOT) {
-                        conn_free(c, "budget_bytes");
-                        return;
-                }
-                if (r < 0) {
-                        conn_free(c, "upstream_failed");
-                        return;
-                }
-                if (r == 1) {
-                        c->resp_done = true;
-                        break;
-                }
-                if (c->resp_body.framing == NETGATE_HTTP_BODY_CLOSE && c->up_eof &&
-                    evbuffer_get_length(uin) == 0 && c->last_errno == 0) {
-                        if (c->resp_encode)
-                                evbuffer_add(cout, "0\r\n\r\n", 5);
-                        c->resp_done = true;
-                }
-                break;
-        }
-
-        if (c->resp_done) {
-                exchange_done(c);
-                return;
-        }
-        if (c->up_eof && evbuffer_get_length(uin) == 0) {
-                exchange_upstream_failed(c);
-                return;
-        }
-        if (!c->req_done && evbuffer_get_length(uout) < BUF_HIGH)
-                bufferevent_enable(c->client, EV_READ);
-        else
-                bufferevent_disable(c->client, EV_READ);
-        if (evbuffer_get_length(cout) < BUF_HIGH)
-                bufferevent_enable(c->up, EV_READ);
-        else
-                bufferevent_disable(c->up, EV_READ);
+        netgate_exchange_pump(&c->x, c->client, c->up);
 }
 
 /* ---- callbacks ---- */
@@ -1377,12 +1025,12 @@ static void up_event_cb(struct bufferevent *bev, short what, void *ud)
         if (c->state == R_HANDSHAKE) {
                 if (what & BEV_EVENT_CONNECTED) {
                         struct timeval tv;
-                        bufferevent_set_timeouts(c->up, secs(&tv, IO_TIMEOUT_S),
-                                                 secs(&tv, IO_TIMEOUT_S));
+                        bufferevent_set_timeouts(c->up, netgate_secs(&tv, NETGATE_IO_TIMEOUT_S),
+                                                 netgate_secs(&tv, NETGATE_IO_TIMEOUT_S));
                         start_exchange(c);
                         return;
                 }
-                c->last_errno = (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : err;
+                c->x.last_errno = (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : err;
                 tls_failed(c);
                 return;
         }
@@ -1391,9 +1039,10 @@ static void up_event_cb(struct bufferevent *bev, short what, void *ud)
                 return;
         }
         if (c->state == R_EXCHANGE) {
-                c->up_eof = true;
+                c->x.up_eof = true;
                 if (!(what & BEV_EVENT_EOF)) {
-                        c->last_errno = (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : (err ? err : EIO);
+                        c->x.last_errno =
+                            (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : (err ? err : EIO);
                         while (bufferevent_get_openssl_error(c->up))
                                 ;
                 }
@@ -1428,7 +1077,8 @@ static void client_read_cb(struct bufferevent *bev, void *ud)
                 pump(c);
                 break;
         case R_CLOSING:
-                closing_read(c);
+                if (netgate_linger_read(&c->linger, c->client))
+                        conn_free(c, NULL);
                 break;
         default:
                 break;
@@ -1441,7 +1091,8 @@ static void client_write_cb(struct bufferevent *bev, void *ud)
         if (c->state == R_EXCHANGE)
                 pump(c);
         else if (c->state == R_CLOSING)
-                closing_write(c);
+                if (netgate_linger_write(&c->linger, c->client, c->x.client_eof))
+                        conn_free(c, NULL);
 }
 
 static void client_event_cb(struct bufferevent *bev, short what, void *ud)
@@ -1451,21 +1102,21 @@ static void client_event_cb(struct bufferevent *bev, short what, void *ud)
                 conn_free(c, (what & BEV_EVENT_TIMEOUT) ? "timeout" : "client_closed");
                 return;
         }
-        c->client_eof = true;
+        c->x.client_eof = true;
         switch (c->state) {
         case R_EXCHANGE:
-                c->close_after = true;
+                c->x.close_after = true;
                 pump(c);
                 break;
         case R_CLOSING:
-                if (c->lingering || evbuffer_get_length(bufferevent_get_output(c->client)) == 0)
+                if (netgate_linger_eof(&c->linger, c->client))
                         conn_free(c, NULL);
                 break;
         case R_RESOLVING:
         case R_CONNECTING:
         case R_HANDSHAKE:
                 /* A half-closed client still gets its answer. */
-                c->close_after = true;
+                c->x.close_after = true;
                 break;
         default:
                 conn_free(c, "client_closed");
@@ -1484,15 +1135,18 @@ void netgate_routes_accept(struct netgate_routes *rs, int fd)
                 close(fd);
                 return;
         }
-        set_nodelay(fd);
+        netgate_set_nodelay(fd);
         struct rconn *c = xcalloc(1, sizeof(*c));
         c->rs = rs;
+        c->x.g = rs->g;
+        c->x.ops = &route_ops;
+        c->x.ud = c;
         c->client = bev;
         c->connect_fd = -1;
         c->state = R_HEAD;
-        c->reqp = xcalloc(1, sizeof(*c->reqp));
-        netgate_http_parser_init(c->reqp, NETGATE_HTTP_REQUEST);
-        c->reqp->origin_form = true;
+        c->x.reqp = xcalloc(1, sizeof(*c->x.reqp));
+        netgate_http_parser_init(c->x.reqp, NETGATE_HTTP_REQUEST);
+        c->x.reqp->origin_form = true;
         c->next = rs->conns;
         if (rs->conns)
                 rs->conns->prev = c;
@@ -1501,7 +1155,7 @@ void netgate_routes_accept(struct netgate_routes *rs, int fd)
 
         netgate_setup_bufferevent(rs->g, bev);
         bufferevent_setcb(bev, client_read_cb, client_write_cb, client_event_cb, c);
-        bufferevent_set_timeouts(bev, secs(&tv, HEAD_TIMEOUT_S), NULL);
+        bufferevent_set_timeouts(bev, netgate_secs(&tv, NETGATE_HEAD_TIMEOUT_S), NULL);
         bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 

@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include "netgate/exchange.h"
+#include "netgate/route.h"
+#include "util.h"
+
+const struct timeval *netgate_secs(struct timeval *tv, long s)
+{
+        tv->tv_sec = s;
+        tv->tv_usec = 0;
+        return tv;
+}
+
+void netgate_set_nodelay(int fd)
+{
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* ---- one exchange ---- */
+
+void netgate_exchange_account(struct netgate_exchange *x, bool up, size_t n)
+{
+        netgate_count_bytes(x->g, up, n);
+        if (up)
+                x->bytes_up += n;
+        else
+                x->bytes_down += n;
+}
+
+static bool is_head_request(const struct netgate_http_head *h)
+{
+        return h->method_len == 4 && memcmp(h->method, "HEAD", 4) == 0;
+}
+
+static void write_response_head(struct netgate_exchange *x, struct evbuffer *out)
+{
+        const struct netgate_http_head *h = &x->respp->head;
+        size_t before = evbuffer_get_length(out);
+        bool interim = h->status < 200;
+        char *v = NULL;
+        size_t vlen = 0;
+
+        if (x->ops->mask && (v = x->ops->mask(x->ud, h->reason, h->reason_len, &vlen)))
+                evbuffer_add_printf(out, "HTTP/1.1 %03d %.*s\r\n", h->status, (int)vlen, v);
+        else
+                evbuffer_add_printf(out, "HTTP/1.1 %03d %.*s\r\n", h->status, (int)h->reason_len,
+                                    h->reason);
+        free(v);
+        for (size_t i = 0; i < h->n_fields; i++) {
+                const struct netgate_http_field *f = &h->fields[i];
+                /* A HEAD or 304 answer's length describes a body not sent. */
+                bool keep_length = h->framing == NETGATE_HTTP_BODY_NONE && !interim &&
+                                   h->status != 204 &&
+                                   netgate_http_name_eq(f->name, f->name_len, "content-length");
+                if (!keep_length && netgate_http_field_is_hop(h, f->name, f->name_len))
+                        continue;
+                const char *val = f->value;
+                size_t len = f->value_len;
+                v = NULL;
+                if (x->ops->mask && (v = x->ops->mask(x->ud, f->value, f->value_len, &vlen))) {
+                        val = v;
+                        len = vlen;
+                }
+                evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name_len, f->name, (int)len,
+                                    val);
+                if (!interim && x->ops->field)
+                        x->ops->field(x->ud, f, val, len);
+                free(v);
+        }
+        if (!interim) {
+                if (h->framing == NETGATE_HTTP_BODY_LENGTH)
+                        evbuffer_add_printf(out, "Content-Length: %" PRIu64 "\r\n", h->length);
+                else if (x->resp_encode)
+                        evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+                if (x->close_after)
+                        evbuffer_add(out, "Connection: close\r\n", 19);
+        }
+        evbuffer_add(out, "\r\n", 2);
+        netgate_exchange_account(x, false, evbuffer_get_length(out) - before);
+}
+
+void netgate_exchange_start(struct netgate_exchange *x, struct bufferevent *client,
+                            struct bufferevent *up)
+{
+        const struct netgate_http_head *h = &x->reqp->head;
+        x->up_eof = false;
+        x->resp_started = x->resp_sent = false;
+        x->resp_head_done = x->resp_done = false;
+        x->resp_encode = false;
+        netgate_http_body_init(&x->req_body, h->framing, h->length);
+        x->req_done = h->framing == NETGATE_HTTP_BODY_NONE;
+        x->req_encode = h->framing == NETGATE_HTTP_BODY_CHUNKED;
+        if (!x->respp)
+                x->respp = xcalloc(1, sizeof(*x->respp));
+        netgate_http_parser_init(x->respp, NETGATE_HTTP_RESPONSE);
+        x->respp->head_request = is_head_request(h);
+        bufferevent_enable(up, EV_READ | EV_WRITE);
+        netgate_exchange_pump(x, client, up);
+}
+
+/* Move one body from src to dst within dst's bound and the byte budget,
+ * re-encoding chunks when `encode`: each run that arrives leaves at once as
+ * one chunk, so a streamed answer reaches the client as it is produced.
+ * 1: body complete; 0: waiting; <0: bad framing, or -EDQUOT when the byte
+ * budget ran out. */
+static int move_body(struct netgate_exchange *x, struct evbuffer *src, struct evbuffer *dst,
+                     struct netgate_http_body *b, bool encode, bool up)
+{
+        for (;;) {
+                size_t dlen = evbuffer_get_length(dst);
+                size_t room = dlen < NETGATE_BUF_HIGH ? NETGATE_BUF_HIGH - dlen : 0;
+                size_t allowed = netgate_budget_allows(x->g, room);
+                struct evbuffer_iovec v = {0};
+                if (evbuffer_peek(src, -1, NULL, &v, 1) < 1)
+                        v.iov_len = 0;
+                size_t used = 0, off = 0, run = 0;
+                int r =
+                    netgate_http_body_feed(b, v.iov_base, v.iov_len, allowed, &used, &off, &run);
+                if (r < 0)
+                        return r;
+                if (off)
+                        evbuffer_drain(src, off);
+                if (run) {
+                        if (encode)
+                                evbuffer_add_printf(dst, "%zx\r\n", run);
+                        evbuffer_remove_buffer(src, dst, run);
+                        if (encode)
+                                evbuffer_add(dst, "\r\n", 2);
+                }
+                if (used > off + run)
+                        evbuffer_drain(src, used - off - run);
+                if (r == 1 && encode)
+                        evbuffer_add(dst, "0\r\n\r\n", 5);
+                netgate_exchange_account(x, up, evbuffer_get_length(dst) - dlen);
+                if (r == 1)
+                        return 1;
+                if (used == 0) {
+                        if (allowed == 0 && room > 0 && v.iov_len > 0)
+                                return -EDQUOT;
+                        return 0;
+                }
+        }
+}
+
+void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *client,
+                           struct bufferevent *up)
+{
+        struct evbuffer *cin = bufferevent_get_input(client);
+        struct evbuffer *cout = bufferevent_get_output(client);
+        struct evbuffer *uin = bufferevent_get_input(up);
+        struct evbuffer *uout = bufferevent_get_output(up);
+        const struct netgate_http_head *req = &x->reqp->head;
+
+        if (!x->req_done) {
+                int r = move_body(x, cin, uout, &x->req_body, x->req_encode, true);
+                if (r == -EDQUOT) {
+                        x->ops->end(x->ud, "budget_bytes");
+                        return;
+                }
+                if (r < 0) {
+                        x->ops->end(x->ud, "bad_request");
+                        return;
+                }
+                x->req_done = r == 1;
+                if (!x->req_done && x->client_eof && evbuffer_get_length(cin) == 0) {
+                        x->ops->end(x->ud, "client_closed");
+                        return;
+                }
+        }
+
+        if (evbuffer_get_length(uin) > 0)
+                x->resp_started = true;
+        while (!x->resp_done) {
+                if (!x->resp_head_done) {
+                        struct evbuffer_iovec v;
+                        if (evbuffer_peek(uin, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+                                break;
+                        size_t used = 0;
+                        int r = netgate_http_parser_feed(x->respp, v.iov_base, v.iov_len, &used);
+                        evbuffer_drain(uin, used);
+                        if (r < 0 || (r > 0 && x->respp->head.status == 101)) {
+                                /* The gate never asks for an upgrade; an
+                                 * unasked-for 101 or a malformed head ends it. */
+                                x->up_eof = true;
+                                x->last_errno = EPROTO;
+                                x->ops->upstream_failed(x->ud);
+                                return;
+                        }
+                        if (r == 0)
+                                break;
+                        const struct netgate_http_head *h = &x->respp->head;
+                        x->status = h->status;
+                        x->resp_sent = true;
+                        if (h->status < 200) {
+                                if (req->minor == 1)
+                                        write_response_head(x, cout);
+                                netgate_http_parser_init(x->respp, NETGATE_HTTP_RESPONSE);
+                                x->respp->head_request = is_head_request(req);
+                                continue;
+                        }
+                        /* An HTTP/1.1 client keeps its connection even when
+                         * the upstream delimits by closing: the gate re-chunks. */
+                        x->resp_encode =
+                            req->minor == 1 && (h->framing == NETGATE_HTTP_BODY_CHUNKED ||
+                                                h->framing == NETGATE_HTTP_BODY_CLOSE);
+                        if (req->minor == 0)
+                                x->close_after = true;
+                        write_response_head(x, cout);
+                        netgate_http_body_init(&x->resp_body, h->framing, h->length);
+                        x->resp_head_done = true;
+                }
+                int r = move_body(x, uin, cout, &x->resp_body, x->resp_encode, false);
+                if (r == -EDQUOT) {
+                        x->ops->end(x->ud, "budget_bytes");
+                        return;
+                }
+                if (r < 0) {
+                        x->ops->end(x->ud, "upstream_failed");
+                        return;
+                }
+                if (r == 1) {
+                        x->resp_done = true;
+                        break;
+                }
+                if (x->resp_body.framing == NETGATE_HTTP_BODY_CLOSE && x->up_eof &&
+                    evbuffer_get_length(uin) == 0 && x->last_errno == 0) {
+                        if (x->resp_encode)
+                                evbuffer_add(cout, "0\r\n\r\n", 5);
+                        x->resp_done = true;
+                }
+                break;
+        }
+
+        if (x->resp_done) {
+                x->ops->done(x->ud);
+                return;
+        }
+        if (x->up_eof && evbuffer_get_length(uin) == 0) {
+                x->ops->upstream_failed(x->ud);
+                return;
+        }
+        if (!x->req_done && evbuffer_get_length(uout) < NETGATE_BUF_HIGH)
+                bufferevent_enable(client, EV_READ);
+        else
+                bufferevent_disable(client, EV_READ);
+        if (evbuffer_get_length(cout) < NETGATE_BUF_HIGH)
+                bufferevent_enable(up, EV_READ);
+        else
+                bufferevent_disable(up, EV_READ);
+}
+
+bool netgate_exchange_keep_upstream(struct netgate_exchange *x, struct bufferevent *up)
+{
+        struct timeval tv;
+        const struct netgate_http_head *req = &x->reqp->head, *resp = &x->respp->head;
+        /* Bytes past the end of the response (a body sent after a HEAD
+         * answer) would be read as the next response: such an upstream is
+         * not reused. */
+        bool reusable = x->req_done && !x->up_eof && !x->close_after && !resp->conn_close &&
+                        evbuffer_get_length(bufferevent_get_input(up)) == 0 &&
+                        resp->framing != NETGATE_HTTP_BODY_CLOSE && req->minor == 1 &&
+                        resp->minor == 1;
+        if (!reusable)
+                return false;
+        bufferevent_set_timeouts(up, netgate_secs(&tv, NETGATE_IDLE_UP_TIMEOUT_S), NULL);
+        bufferevent_enable(up, EV_READ);
+        return true;
+}
+
+bool netgate_exchange_retryable(const struct netgate_exchange *x, bool up_reused)
+{
+        return up_reused && !x->resp_started && x->reqp->head.framing == NETGATE_HTTP_BODY_NONE;
+}
+
+/* ---- the gate's own answers ---- */
+
+void netgate_exchange_answer(struct netgate_exchange *x, struct bufferevent *client, int status,
+                             const char *phrase, const char *header, const char *reason,
+                             const char *line)
+{
+        struct evbuffer *out = bufferevent_get_output(client);
+        x->status = status;
+        evbuffer_add_printf(out,
+                            "HTTP/1.1 %d %s\r\n"
+                            "%s: %s\r\n"
+                            "Content-Type: text/plain; charset=utf-8\r\n"
+                            "Content-Length: %zu\r\n"
+                            "Connection: close\r\n"
+                            "\r\n"
+                            "%s",
+                            status, phrase, header, reason, strlen(line), line);
+}
+
+void netgate_http_refusal(int r, int *ret_status, const char **ret_phrase, const char **ret_reason)
+{
+        const char *reason = "bad_request", *phrase = "Bad Request";
+        int status = 400;
+        if (r == -EMSGSIZE) {
+                reason = "head_too_large";
+                phrase = "Request Header Fields Too Large";
+                status = 431;
+        } else if (r == -ENOTSUP) {
+                reason = "unsupported";
+                phrase = "Not Implemented";
+                status = 501;
+        } else if (r == -EPROTONOSUPPORT) {
+                reason = "unsupported";
+                phrase = "HTTP Version Not Supported";
+                status = 505;
+        }
+        *ret_status = status;
+        *ret_phrase = phrase;
+        *ret_reason = reason;
+}
+
+int netgate_read_head(struct netgate_http_parser *p, struct evbuffer *in)
+{
+        for (;;) {
+                struct evbuffer_iovec v;
+                if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+                        return 0;
+                size_t used = 0;
+                int r = netgate_http_parser_feed(p, v.iov_base, v.iov_len, &used);
+                evbuffer_drain(in, used);
+                if (r != 0)
+                        return r;
+        }
+}
+
+/* ---- closing ---- */
+
+#define LINGER_MAX       (1024 * 1024)
+#define LINGER_TIMEOUT_S 2
+
+bool netgate_linger_start(struct netgate_linger *l, struct bufferevent *client, bool client_eof)
+{
+        struct timeval tv;
+        l->lingering = false;
+        if (client_eof) {
+                bufferevent_disable(client, EV_READ);
+                if (evbuffer_get_length(bufferevent_get_output(client)) == 0)
+                        return true;
+        } else
+                bufferevent_enable(client, EV_READ);
+        bufferevent_set_timeouts(client, netgate_secs(&tv, LINGER_TIMEOUT_S),
+                                 netgate_secs(&tv, LINGER_TIMEOUT_S));
+        bufferevent_enable(client, EV_WRITE);
+        if (evbuffer_get_length(bufferevent_get_output(client)) == 0) {
+                shutdown(bufferevent_getfd(client), SHUT_WR);
+                l->lingering = true;
+        }
+        return false;
+}
+
+bool netgate_linger_read(struct netgate_linger *l, struct bufferevent *client)
+{
+        struct evbuffer *in = bufferevent_get_input(client);
+        l->lingered += evbuffer_get_length(in);
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return l->lingered > LINGER_MAX;
+}
+
+bool netgate_linger_write(struct netgate_linger *l, struct bufferevent *client, bool client_eof)
+{
+        if (evbuffer_get_length(bufferevent_get_output(client)) > 0)
+                return false;
+        if (client_eof)
+                return true;
+        if (!l->lingering) {
+                shutdown(bufferevent_getfd(client), SHUT_WR);
+                l->lingering = true;
+        }
+        return false;
+}
+
+bool netgate_linger_eof(const struct netgate_linger *l, struct bufferevent *client)
+{
+        return l->lingering || evbuffer_get_length(bufferevent_get_output(client)) == 0;
+}
+
+/* ---- resolving ---- */
+
+void netgate_candidates_add(struct netgate_candidates *cs, const struct netgate_addr *a)
+{
+        if (cs->n >= NETGATE_CANDIDATES_MAX)
+                return;
+        for (size_t i = 0; i < cs->n; i++)
+                if (netgate_addr_equal(&cs->addr[i], a))
+                        return;
+        cs->addr[cs->n++] = *a;
+}
+
+void netgate_candidates_add_answers(struct netgate_candidates *cs, struct evutil_addrinfo *res)
+{
+        for (int pass = 0; pass < 2; pass++)
+                for (struct evutil_addrinfo *ai = res; ai; ai = ai->ai_next) {
+                        struct netgate_addr a;
+                        if (netgate_addr_from_sockaddr(ai->ai_addr, (socklen_t)ai->ai_addrlen, &a) <
+                            0)
+                                continue;
+                        if ((pass == 0) == (a.family == AF_INET))
+                                netgate_candidates_add(cs, &a);
+                }
+        if (res)
+                evutil_freeaddrinfo(res);
+}
+
+struct netgate_dns_query {
+        void (*cb)(void *ud, int err, struct evutil_addrinfo *res);
+        void *ud; /* NULL once the connection is gone */
+        bool in_call, answered;
+        int err;
+        struct evutil_addrinfo *res;
+};
+
+static void dns_cb(int err, struct evutil_addrinfo *res, void *arg)
+{
+        struct netgate_dns_query *q = arg;
+        if (q->in_call) {
+                q->answered = true;
+                q->err = err;
+                q->res = res;
+                return;
+        }
+        void (*cb)(void *, int, struct evutil_addrinfo *) = q->cb;
+        void *ud = q->ud;
+        free(q);
+        if (!ud) {
+                if (res)
+                        evutil_freeaddrinfo(res);
+                return;
+        }
+        cb(ud, err, res);
+}
+
+void netgate_dns_resolve(struct evdns_base *dns, const char *name,
+                         void (*cb)(void *ud, int err, struct evutil_addrinfo *res), void *ud,
+                         struct netgate_dns_query **ret_q)
+{
+        struct evutil_addrinfo hints = {
+            .ai_family = AF_UNSPEC,
+            .ai_socktype = SOCK_STREAM,
+            .ai_protocol = IPPROTO_TCP,
+            .ai_flags = EVUTIL_AI_ADDRCONFIG,
+        };
+        struct netgate_dns_query *q = xcalloc(1, sizeof(*q));
+        q->cb = cb;
+        q->ud = ud;
+        q->in_call = true;
+        (void)evdns_getaddrinfo(dns, name, NULL, &hints, dns_cb, q);
+        q->in_call = false;
+        if (q->answered) {
+                int err = q->err;
+                struct evutil_addrinfo *res = q->res;
+                free(q);
+                *ret_q = NULL;
+                cb(ud, err, res);
+                return;
+        }
+        *ret_q = q;
+}
+
+void netgate_dns_detach(struct netgate_dns_query *q)
+{
+        if (q)
+                q->ud = NULL;
+}

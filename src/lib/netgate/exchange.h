@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netgate/addr.h"
+#include "netgate/http.h"
+
+/* What the HTTP proxy (gate.c) and the routes engine (route.c) share: one
+ * request/response exchange between a client and an upstream bufferevent
+ * (bodies streamed both ways through bounded buffers, chunks re-encoded,
+ * interim answers passed on), the gate's own plain-text answers, the linger
+ * before a close, and the resolving of an upstream name to checked
+ * candidate addresses. Internal to the network gate. */
+
+struct bufferevent;
+struct evbuffer;
+struct evdns_base;
+struct evutil_addrinfo;
+struct netgate;
+struct timeval;
+
+#define NETGATE_BUF_HIGH          (256 * 1024) /* per direction, per side */
+#define NETGATE_CANDIDATES_MAX    16
+#define NETGATE_HEAD_TIMEOUT_S    60
+#define NETGATE_CONNECT_TIMEOUT_S 30
+#define NETGATE_IO_TIMEOUT_S      300
+#define NETGATE_IDLE_UP_TIMEOUT_S 60
+
+const struct timeval *netgate_secs(struct timeval *tv, long s);
+void netgate_set_nodelay(int fd);
+
+/* ---- one exchange ---- */
+
+struct netgate_exchange_ops {
+        /* Optional: a masked copy (malloc'd) of a value from the upstream's
+         * response head, or NULL to pass it as it is. */
+        char *(*mask)(void *ud, const char *value, size_t len, size_t *ret_len);
+        /* Optional: a field of a final response head as it was passed on. */
+        void (*field)(void *ud, const struct netgate_http_field *f, const char *value, size_t len);
+        /* The response is complete. */
+        void (*done)(void *ud);
+        /* The upstream closed, failed, or answered with a bad head. */
+        void (*upstream_failed)(void *ud);
+        /* Close the connection, ending the record with `reason`. */
+        void (*end)(void *ud, const char *reason);
+};
+
+struct netgate_exchange {
+        struct netgate *g;
+        const struct netgate_exchange_ops *ops;
+        void *ud;
+
+        /* The request being served, for its record. */
+        int status; /* sent to the client */
+        uint64_t bytes_up, bytes_down;
+        int last_errno;
+
+        struct netgate_http_parser *reqp, *respp;
+        struct netgate_http_body req_body, resp_body;
+        bool req_done, resp_head_done, resp_done, resp_started, resp_sent;
+        bool req_encode, resp_encode;
+        bool close_after;
+        bool client_eof, up_eof;
+};
+
+/* Count bytes against the gate's budget and this request. */
+void netgate_exchange_account(struct netgate_exchange *x, bool up, size_t n);
+
+/* Start the exchange of the request in x->reqp, whose head the caller has
+ * already written to `up`, and pump it. */
+void netgate_exchange_start(struct netgate_exchange *x, struct bufferevent *client,
+                            struct bufferevent *up);
+
+/* Move what can move, then call one of the ops or set the read sides for
+ * flow control. */
+void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *client,
+                           struct bufferevent *up);
+
+/* Whether a finished exchange leaves `up` ready for the next request; when it
+ * does, `up` is set to wait idle for it. */
+bool netgate_exchange_keep_upstream(struct netgate_exchange *x, struct bufferevent *up);
+
+/* Whether a failed exchange may be sent again on a fresh connection: the
+ * kept upstream it went to closed before answering a body-less request. */
+bool netgate_exchange_retryable(const struct netgate_exchange *x, bool up_reused);
+
+/* ---- the gate's own answers ---- */
+
+/* A plain-text answer that closes the connection; `line` is its body. */
+void netgate_exchange_answer(struct netgate_exchange *x, struct bufferevent *client, int status,
+                             const char *phrase, const char *header, const char *reason,
+                             const char *line);
+
+/* The status, phrase and record reason for a request head the parser
+ * refused with `r`. */
+void netgate_http_refusal(int r, int *ret_status, const char **ret_phrase, const char **ret_reason);
+
+/* Feed the client's bytes to a request parser: <0 refused, 0 more needed,
+ * 1 the head is complete. */
+int netgate_read_head(struct netgate_http_parser *p, struct evbuffer *in);
+
+/* ---- closing ---- */
+
+/* Answer, then close without resetting: stop writing, read and discard what
+ * the client still sends for a moment, so that unread request bytes do not
+ * turn the close into a reset that destroys the answer in flight. Each
+ * returns true when the connection is to be freed now. */
+struct netgate_linger {
+        bool lingering;
+        size_t lingered;
+};
+
+bool netgate_linger_start(struct netgate_linger *l, struct bufferevent *client, bool client_eof);
+bool netgate_linger_read(struct netgate_linger *l, struct bufferevent *client);
+bool netgate_linger_write(struct netgate_linger *l, struct bufferevent *client, bool client_eof);
+/* The client closed its side while lingering. */
+bool netgate_linger_eof(const struct netgate_linger *l, struct bufferevent *client);
+
+/* ---- resolving ---- */
+
+struct netgate_candidates {
+        struct netgate_addr addr[NETGATE_CANDIDATES_MAX];
+        size_t n, i;
+};
+
+void netgate_candidates_add(struct netgate_candidates *cs, const struct netgate_addr *a);
+/* Add every answer, IPv4 first (it is what the host most likely routes),
+ * and free `res`. */
+void netgate_candidates_add_answers(struct netgate_candidates *cs, struct evutil_addrinfo *res);
+
+struct netgate_dns_query;
+
+/* Look `name` up; `cb` gets the answer (and owns `res`) from the loop, or
+ * before this returns, as its last act, when the resolver answers at once.
+ * *ret_q is the query in flight, or NULL when it was answered. */
+void netgate_dns_resolve(struct evdns_base *dns, const char *name,
+                         void (*cb)(void *ud, int err, struct evutil_addrinfo *res), void *ud,
+                         struct netgate_dns_query **ret_q);
+/* The connection is gone: the query in flight finishes and frees itself. A
+ * canceled one would call back later through its evdns base, which
+ * netgate_free() may have freed by then; shutdown fails the rest safely. */
+void netgate_dns_detach(struct netgate_dns_query *q);
