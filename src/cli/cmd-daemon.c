@@ -437,6 +437,27 @@ static int bad_option(const char *cmd, char **argv)
         return EXIT_USAGE;
 }
 
+/* For the commands that take only the common options. Returns the exit
+ * status when the command is done (help, or a bad option), else -1. */
+static int common_options_only(const char *cmd, const char *usage, int argc, char **argv,
+                               struct common *co)
+{
+        static const struct option opts[] = {COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+        int c;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                if (common_opt(c, co))
+                        continue;
+                if (c == 'h') {
+                        printf("%s%s", usage, common_help);
+                        return 0;
+                }
+                return bad_option(cmd, argv);
+        }
+        return -1;
+}
+
 /* airlock create */
 
 static const char create_usage[] =
@@ -949,20 +970,10 @@ static bool split_remote(const char *arg, char id[17], const char **path)
 
 int cmd_cp(int argc, char **argv)
 {
-        static const struct option opts[] = {COMMON_OPTIONS, {NULL, 0, NULL, 0}};
         struct common co = {0};
-        int c;
-        optind = 1;
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                if (common_opt(c, &co))
-                        continue;
-                if (c == 'h') {
-                        printf("%s%s", cp_usage, common_help);
-                        return 0;
-                }
-                return bad_option("cp", argv);
-        }
+        int done = common_options_only("cp", cp_usage, argc, argv, &co);
+        if (done >= 0)
+                return done;
         if (argc - optind != 2) {
                 fprintf(stderr, "airlock: cp: expected SRC and DST (see 'airlock cp --help')\n");
                 return EXIT_USAGE;
@@ -1021,20 +1032,10 @@ static const char rm_usage[] =
 
 int cmd_rm(int argc, char **argv)
 {
-        static const struct option opts[] = {COMMON_OPTIONS, {NULL, 0, NULL, 0}};
         struct common co = {0};
-        int c;
-        optind = 1;
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                if (common_opt(c, &co))
-                        continue;
-                if (c == 'h') {
-                        printf("%s%s", rm_usage, common_help);
-                        return 0;
-                }
-                return bad_option("rm", argv);
-        }
+        int done = common_options_only("rm", rm_usage, argc, argv, &co);
+        if (done >= 0)
+                return done;
         if (optind >= argc) {
                 fprintf(stderr, "airlock: rm: expected at least one sandbox ID\n");
                 return EXIT_USAGE;
@@ -1067,20 +1068,10 @@ static const char logs_usage[] =
 
 int cmd_logs(int argc, char **argv)
 {
-        static const struct option opts[] = {COMMON_OPTIONS, {NULL, 0, NULL, 0}};
         struct common co = {0};
-        int c;
-        optind = 1;
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                if (common_opt(c, &co))
-                        continue;
-                if (c == 'h') {
-                        printf("%s%s", logs_usage, common_help);
-                        return 0;
-                }
-                return bad_option("logs", argv);
-        }
+        int done = common_options_only("logs", logs_usage, argc, argv, &co);
+        if (done >= 0)
+                return done;
         int n = argc - optind;
         if ((n != 1 && n != 2) || !valid_id(argv[optind])) {
                 fprintf(stderr, "airlock: logs: expected a sandbox ID and optionally a PID\n");
