@@ -77,25 +77,6 @@ static int usage_error(const char *cmd, const char *fmt, ...)
         return EXIT_USAGE;
 }
 
-/* mkdir -p, each directory it creates 0700. */
-static int mkdir_parents(const char *path)
-{
-        char buf[PATH_MAX];
-        if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-                return -ENAMETOOLONG;
-        for (char *p = buf + 1;; p++) {
-                if (*p != '/' && *p != '\0')
-                        continue;
-                char c = *p;
-                *p = '\0';
-                if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = c;
-                if (!c)
-                        return 0;
-        }
-}
-
 static int load_secrets(const char *file, struct secrets **ret, struct al_error *err)
 {
         if (file)
@@ -173,7 +154,7 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
                 return r;
         }
         _cleanup_free_ char *sandboxes = xasprintf("%s/sandboxes", root);
-        r = mkdir_parents(sandboxes);
+        r = mkdir_p(sandboxes, 0700, 0700);
         if (r < 0) {
                 snprintf(msg, msglen, "run: creating %s: %s", sandboxes, strerror(-r));
                 return r;
@@ -337,6 +318,28 @@ static int bad_option(const char *cmd, int c, char **argv)
         return usage_error(cmd, "unknown option \"%s\"", argv[optind - 1]);
 }
 
+/* The options export and push share: --audit, --state-root, --help; anything
+ * else is a bad option. Returns the exit status when the command is done,
+ * else -1. */
+static int git_cmd_opt(struct git_cmd *c, int opt, const char *usage, char **argv)
+{
+        switch (opt) {
+        case OPT_AUDIT:
+                c->audit = optarg;
+                return -1;
+        case OPT_STATE_ROOT:
+                free(c->root);
+                c->root = xstrdup(optarg);
+                return -1;
+        case 'h':
+                fputs(usage, stdout);
+                fputs(common_help, stdout);
+                return 0;
+        default:
+                return bad_option(c->cmd, opt, argv);
+        }
+}
+
 /* Write to a temporary name beside path, renamed into place by commit. */
 struct out_file {
         char *path;
@@ -399,19 +402,12 @@ int cmd_export(int argc, char **argv)
                 case 'o':
                         output = optarg;
                         break;
-                case OPT_AUDIT:
-                        c.audit = optarg;
+                default: {
+                        int done = git_cmd_opt(&c, opt, export_usage, argv);
+                        if (done >= 0)
+                                return done;
                         break;
-                case OPT_STATE_ROOT:
-                        free(c.root);
-                        c.root = xstrdup(optarg);
-                        break;
-                case 'h':
-                        fputs(export_usage, stdout);
-                        fputs(common_help, stdout);
-                        return 0;
-                default:
-                        return bad_option("export", opt, argv);
+                }
                 }
         }
         if (argc - optind != 1)
@@ -536,19 +532,12 @@ int cmd_push(int argc, char **argv)
                 case OPT_SECRETS:
                         secrets_file = optarg;
                         break;
-                case OPT_AUDIT:
-                        c.audit = optarg;
+                default: {
+                        int done = git_cmd_opt(&c, opt, push_usage, argv);
+                        if (done >= 0)
+                                return done;
                         break;
-                case OPT_STATE_ROOT:
-                        free(c.root);
-                        c.root = xstrdup(optarg);
-                        break;
-                case 'h':
-                        fputs(push_usage, stdout);
-                        fputs(common_help, stdout);
-                        return 0;
-                default:
-                        return bad_option("push", opt, argv);
+                }
                 }
         }
         if (argc - optind != 1)

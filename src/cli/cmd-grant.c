@@ -54,20 +54,6 @@ static char *default_state_dir(void)
         return home ? xasprintf("%s/.local/state/airlock/daemon", home) : NULL;
 }
 
-static int mkdir_p(const char *path)
-{
-        _cleanup_free_ char *p = xstrdup(path);
-        for (char *s = p + 1; *s; s++) {
-                if (*s != '/')
-                        continue;
-                *s = '\0';
-                if (mkdir(p, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *s = '/';
-        }
-        return mkdir(p, 0700) < 0 && errno != EEXIST ? -errno : 0;
-}
-
 static int open_store(const char *state_dir, bool create, struct store **ret)
 {
         _cleanup_free_ char *dflt = state_dir ? NULL : default_state_dir();
@@ -82,7 +68,7 @@ static int open_store(const char *state_dir, bool create, struct store **ret)
                 return -ENOENT;
         }
         if (create) {
-                int r = mkdir_p(dir);
+                int r = mkdir_p(dir, 0755, 0700);
                 if (r < 0) {
                         fprintf(stderr, "airlock: grant: creating %s: %s\n", dir, strerror(-r));
                         return r;

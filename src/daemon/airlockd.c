@@ -72,22 +72,6 @@ void daemon_log(struct daemon *d, const char *fmt, ...)
         va_end(ap);
 }
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-        _cleanup_free_ char *p = xstrdup(path);
-        for (char *s = p + 1; *s; s++) {
-                if (*s != '/')
-                        continue;
-                *s = '\0';
-                if (mkdir(p, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *s = '/';
-        }
-        if (mkdir(p, mode) < 0 && errno != EEXIST)
-                return -errno;
-        return 0;
-}
-
 static int parse_pool(const char *arg, struct pool_spec *ret)
 {
         const char *eq = strchr(arg, '=');
@@ -157,7 +141,7 @@ static int listen_unix(struct daemon *d, const char *path, struct evconnlistener
         char *slash = strrchr(dir, '/');
         if (slash && slash != dir) {
                 *slash = '\0';
-                int r = mkdir_p(dir, geteuid() == 0 ? 0755 : 0700);
+                int r = mkdir_p(dir, 0755, geteuid() == 0 ? 0755 : 0700);
                 if (r < 0)
                         return al_error_set(err, r, "creating %s", dir);
         }
@@ -386,14 +370,14 @@ int main(int argc, char **argv)
         static const char *const subdirs[] = {"", "/sandboxes", "/workspaces"};
         for (size_t i = 0; i < ARRAY_SIZE(subdirs) && r >= 0; i++) {
                 _cleanup_free_ char *p = xasprintf("%s%s", d.state_dir, subdirs[i]);
-                r = mkdir_p(p, 0700);
+                r = mkdir_p(p, 0755, 0700);
                 if (r < 0)
                         al_error_set(&err, r, "creating %s", p);
         }
         /* Workspaces are reached by the sandbox's unprivileged host uid
          * through idmapped mounts, and by nobody else. */
         if (r >= 0)
-                r = mkdir_p(d.run_dir, 0700);
+                r = mkdir_p(d.run_dir, 0755, 0700);
         if (r < 0) {
                 if (!err.msg[0])
                         al_error_set(&err, r, "creating %s", d.run_dir);

@@ -2,10 +2,12 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "util.h"
@@ -291,6 +293,24 @@ int random_hex(char *buf, size_t n)
                 buf[2 * i + 1] = hex[raw[i] & 15];
         }
         buf[n] = '\0';
+        return 0;
+}
+
+int mkdir_p(const char *path, mode_t parent_mode, mode_t mode)
+{
+        char buf[PATH_MAX];
+        if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+                return -ENAMETOOLONG;
+        for (char *p = buf[0] ? buf + 1 : buf; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                if (mkdir(buf, parent_mode) < 0 && errno != EEXIST)
+                        return -errno;
+                *p = '/';
+        }
+        if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                return -errno;
         return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -90,6 +91,10 @@ int write_full(int fd, const void *buf, size_t len);
 int write_file_at(int dirfd, const char *path, const char *content);
 /* Read a small file (at most max bytes) into a NUL-terminated buffer. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* mkdir -p: the missing parents made with parent_mode, path itself with mode.
+ * -ENAMETOOLONG, before anything is made, when path is PATH_MAX or longer. */
+int mkdir_p(const char *path, mode_t parent_mode, mode_t mode);
 
 /* Allocating string helpers; they abort only on allocation failure. */
 char *xstrdup(const char *s);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util.h"
 
@@ -117,4 +119,34 @@ Test(util, base64_decode_rejects)
         cr_assert_lt(base64_decode("Zm*v", &out, &n), 0);
         cr_assert_null(out, "failure must leave the output untouched");
         cr_assert_eq(n, 7);
+}
+
+Test(util, mkdir_p)
+{
+        char tmp[] = "/tmp/test-util-XXXXXX";
+        cr_assert_not_null(mkdtemp(tmp));
+        _cleanup_free_ char *deep = xasprintf("%s/a/b/c", tmp);
+        cr_assert_eq(mkdir_p(deep, 0755, 0700), 0);
+        cr_assert_eq(mkdir_p(deep, 0755, 0700), 0, "existing directories are fine");
+        struct stat st;
+        cr_assert_eq(stat(deep, &st), 0);
+        cr_assert(S_ISDIR(st.st_mode));
+        mode_t mask = umask(0);
+        umask(mask);
+        cr_assert_eq(st.st_mode & 0777, 0700 & ~mask);
+        _cleanup_free_ char *mid = xasprintf("%s/a/b", tmp);
+        cr_assert_eq(stat(mid, &st), 0);
+        cr_assert_eq(st.st_mode & 0777, 0755 & ~mask);
+
+        char too_long[PATH_MAX + 8];
+        memset(too_long, 'x', sizeof(too_long) - 1);
+        too_long[0] = '/';
+        too_long[sizeof(too_long) - 1] = '\0';
+        cr_assert_eq(mkdir_p(too_long, 0700, 0700), -ENAMETOOLONG);
+
+        static const char *const made[] = {"/a/b/c", "/a/b", "/a", ""};
+        for (size_t i = 0; i < ARRAY_SIZE(made); i++) {
+                _cleanup_free_ char *d = xasprintf("%s%s", tmp, made[i]);
+                cr_assert_eq(rmdir(d), 0);
+        }
 }
