@@ -23,6 +23,8 @@
 #include "policy.h"
 #include "util.h"
 
+#include "netgate-test-util.h"
+
 /* Everything runs in this process on one event loop: the gate, an HTTP
  * upstream, a TCP echo server and a tiny DNS server, all on 127.0.0.1. The
  * test client is a non-blocking socket that steps the loop while it waits. */
@@ -55,32 +57,22 @@ static struct {
         size_t connections;
 } seen;
 
-static void copy(char *dst, size_t n, const char *src)
-{
-        snprintf(dst, n, "%s", src ? src : "");
-}
-
 static void recorder(void *ud, const struct netgate_record *r)
 {
         cr_assert_lt(n_recs, sizeof(recs) / sizeof(recs[0]));
         struct rec *x = &recs[n_recs++];
-        copy(x->protocol, sizeof(x->protocol), r->protocol);
-        copy(x->method, sizeof(x->method), r->method);
-        copy(x->host, sizeof(x->host), r->host);
-        copy(x->address, sizeof(x->address), r->address);
-        copy(x->decision, sizeof(x->decision), r->decision);
-        copy(x->reason, sizeof(x->reason), r->reason);
-        copy(x->rule, sizeof(x->rule), r->rule);
+        ngt_copy(x->protocol, sizeof(x->protocol), r->protocol);
+        ngt_copy(x->method, sizeof(x->method), r->method);
+        ngt_copy(x->host, sizeof(x->host), r->host);
+        ngt_copy(x->address, sizeof(x->address), r->address);
+        ngt_copy(x->decision, sizeof(x->decision), r->decision);
+        ngt_copy(x->reason, sizeof(x->reason), r->reason);
+        ngt_copy(x->rule, sizeof(x->rule), r->rule);
         x->port = r->port;
         x->status = r->status;
         x->up = r->bytes_up;
         x->down = r->bytes_down;
         cr_expect_str_eq(r->sandbox, "sbx-test");
-}
-
-static uint8_t pattern(size_t i)
-{
-        return (uint8_t)((i * 7 + 3) ^ (i >> 9));
 }
 
 /* ---- the upstream HTTP server ---- */
@@ -89,8 +81,8 @@ static void up_handler(struct evhttp_request *req, void *ud)
 {
         struct evkeyvalq *h = evhttp_request_get_input_headers(req);
         seen.count++;
-        copy(seen.uri, sizeof(seen.uri), evhttp_request_get_uri(req));
-        copy(seen.host, sizeof(seen.host), evhttp_find_header(h, "Host"));
+        ngt_copy(seen.uri, sizeof(seen.uri), evhttp_request_get_uri(req));
+        ngt_copy(seen.host, sizeof(seen.host), evhttp_find_header(h, "Host"));
         seen.proxy_auth = evhttp_find_header(h, "Proxy-Authorization") != NULL;
         seen.proxy_conn = evhttp_find_header(h, "Proxy-Connection") != NULL;
         seen.secret = evhttp_find_header(h, "X-Secret") != NULL;
@@ -102,7 +94,7 @@ static void up_handler(struct evhttp_request *req, void *ud)
                 size_t n = strtoul(uri + 5, NULL, 10);
                 uint8_t *buf = malloc(n);
                 for (size_t i = 0; i < n; i++)
-                        buf[i] = pattern(i);
+                        buf[i] = ngt_pattern(i);
                 evbuffer_add(out, buf, n);
                 free(buf);
         } else if (strcmp(uri, "/chunked") == 0) {
@@ -231,30 +223,11 @@ static void dns_read(evutil_socket_t fd, short what, void *ud)
 
 /* ---- sockets ---- */
 
-static uint16_t local_port(int fd)
-{
-        struct sockaddr_in sin;
-        socklen_t len = sizeof(sin);
-        cr_assert_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-        return ntohs(sin.sin_port);
-}
-
-static int loopback_socket(int type)
-{
-        int fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        cr_assert_geq(fd, 0);
-        struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-        if (type == SOCK_STREAM)
-                cr_assert_eq(listen(fd, 64), 0);
-        return fd;
-}
-
 static void add_listener(enum netgate_proto proto, uint16_t *ret_port)
 {
         struct al_error err = {0};
-        int fd = loopback_socket(SOCK_STREAM);
-        *ret_port = local_port(fd);
+        int fd = ngt_loopback_socket(SOCK_STREAM);
+        *ret_port = ngt_local_port(fd);
         cr_assert_eq(netgate_add_listener(gate, proto, fd, &err), 0, "%s", err.msg);
 }
 
@@ -301,24 +274,24 @@ static void setup_servers(void)
         upstream = evhttp_new(base);
         struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(upstream, "127.0.0.1", 0);
         cr_assert_not_null(bs);
-        up_port = local_port(evhttp_bound_socket_get_fd(bs));
+        up_port = ngt_local_port(evhttp_bound_socket_get_fd(bs));
         evhttp_set_gencb(upstream, up_handler, NULL);
         evhttp_set_allowed_methods(upstream, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                                  EVHTTP_REQ_PUT);
 
-        int efd = loopback_socket(SOCK_STREAM);
-        echo_port = local_port(efd);
+        int efd = ngt_loopback_socket(SOCK_STREAM);
+        echo_port = ngt_local_port(efd);
         echo = evconnlistener_new(base, echo_accept, NULL, LEV_OPT_CLOSE_ON_FREE, 0, efd);
         cr_assert_not_null(echo);
 
-        dns_fd = loopback_socket(SOCK_DGRAM);
-        dns_port = local_port(dns_fd);
+        dns_fd = ngt_loopback_socket(SOCK_DGRAM);
+        dns_port = ngt_local_port(dns_fd);
         dns_ev = event_new(base, dns_fd, EV_READ | EV_PERSIST, dns_read, NULL);
         event_add(dns_ev, NULL);
 
         /* A port nobody listens on. */
-        int cfd = loopback_socket(SOCK_STREAM);
-        closed_port = local_port(cfd);
+        int cfd = ngt_loopback_socket(SOCK_STREAM);
+        closed_port = ngt_local_port(cfd);
         close(cfd);
 
         memset(&seen, 0, sizeof(seen));
@@ -479,41 +452,23 @@ static bool have_head(struct tc *t, size_t n)
 /* Records for tunnels come when both sides have closed. */
 static void wait_records(size_t n)
 {
-        uint64_t deadline = now_monotonic_us() + 5000000;
-        while (n_recs < n && now_monotonic_us() < deadline) {
-                event_base_loop(base, EVLOOP_NONBLOCK);
-                poll(NULL, 0, 1);
-        }
-        cr_assert_geq(n_recs, n, "waiting for %zu records", n);
+        ngt_wait_records(base, &n_recs, n);
 }
 
 static const char *body_of(struct tc *t)
 {
-        const char *e = strstr(t->in, "\r\n\r\n");
-        return e ? e + 4 : NULL;
+        return ngt_body_of(t->in);
 }
 
 /* A whole response: Content-Length, or the end of chunked framing. */
 static bool have_response(struct tc *t, size_t unused)
 {
-        const char *body = body_of(t);
-        if (!body)
-                return false;
-        size_t head = (size_t)(body - t->in);
-        const char *cl = strcasestr(t->in, "\r\nContent-Length:");
-        if (cl && cl < body)
-                return t->in_len - head >= strtoul(cl + 17, NULL, 10);
-        const char *te = strcasestr(t->in, "\r\nTransfer-Encoding: chunked");
-        if (te && te < body)
-                return t->in_len >= head + 5 && memcmp(t->in + t->in_len - 5, "0\r\n\r\n", 5) == 0;
-        return t->eof;
+        return ngt_response_complete(t->in, t->in_len, t->eof);
 }
 
 static int status_of(struct tc *t)
 {
-        if (t->in_len < 12 || strncmp(t->in, "HTTP/1.1 ", 9) != 0)
-                return -1;
-        return atoi(t->in + 9);
+        return ngt_status_of(t->in, t->in_len);
 }
 
 static bool has_header(struct tc *t, const char *line)
@@ -619,7 +574,7 @@ Test(netgate_gate, request_bodies, .init = setup, .fini = teardown)
         size_t n = 3 * 1024 * 1024 + 17;
         char *body = malloc(n);
         for (size_t i = 0; i < n; i++)
-                body[i] = (char)pattern(i);
+                body[i] = (char)ngt_pattern(i);
 
         struct tc *t = tc_open(gate_http_port);
         char *req = xasprintf("POST http://upstream.test:%u/echo HTTP/1.1\r\n"
@@ -670,7 +625,7 @@ Test(netgate_gate, large_and_chunked_downloads, .init = setup, .fini = teardown)
         cr_assert_eq(got, n);
         size_t bad = 0;
         for (size_t i = 0; i < n; i++)
-                bad += (uint8_t)b[i] != pattern(i);
+                bad += (uint8_t)b[i] != ngt_pattern(i);
         cr_expect_eq(bad, 0);
         cr_expect_geq(last_rec()->down, n);
         tc_close(t);
@@ -748,7 +703,7 @@ Test(netgate_gate, connect_tunnel, .init = setup, .fini = teardown)
         size_t n = 2 * 1024 * 1024;
         char *data = malloc(n);
         for (size_t i = 0; i < n; i++)
-                data[i] = (char)pattern(i);
+                data[i] = (char)ngt_pattern(i);
         tc_reset(t);
         tc_send(t, data, n);
         cr_assert(tc_drive(t, have_bytes, n));
@@ -1119,7 +1074,7 @@ Test(netgate_gate, rate_limited_tunnel)
         size_t n = 512 * 1024;
         char *data = malloc(n);
         for (size_t i = 0; i < n; i++)
-                data[i] = (char)pattern(i);
+                data[i] = (char)ngt_pattern(i);
         tc_send(t, data, n);
         cr_assert(tc_drive(t, have_bytes, n));
         cr_expect_eq(memcmp(t->in, data, n), 0);

@@ -26,6 +26,8 @@
 #include "secrets.h"
 #include "util.h"
 
+#include "netgate-test-util.h"
+
 #define KEY_VAR "AIRLOCK_ROUTE_TEST_KEY"
 #define KEY     "sk-route-test-8d7c6b5a4f3e"
 
@@ -75,11 +77,6 @@ static void parse(struct netgate_http_parser *p, const char *req)
         cr_assert_eq(netgate_http_parser_feed(p, req, strlen(req), &used), 1, "%s", req);
 }
 
-static void copy_field(char *dst, size_t n, const char *src)
-{
-        snprintf(dst, n, "%s", src ? src : "");
-}
-
 /* The upstream head for `req` through the route, or NULL with *ret_r set. */
 static char *head_for(const char *upstream, const char *req, const char *rest, int *ret_r,
                       const char **ret_field)
@@ -96,7 +93,7 @@ static char *head_for(const char *upstream, const char *req, const char *rest, i
         const char *f = NULL;
         int r = netgate_route_write_head(rt, &p->head, rest, strlen(rest), false, s, &vars, out,
                                          &f);
-        copy_field(field, sizeof(field), f);
+        ngt_copy(field, sizeof(field), f);
         if (ret_field)
                 *ret_field = field;
         if (ret_r)
@@ -255,23 +252,18 @@ struct rec {
 static struct rec recs[32];
 static size_t n_recs;
 
-static void copy(char *dst, size_t n, const char *src)
-{
-        snprintf(dst, n, "%s", src ? src : "");
-}
-
 static void recorder(void *ud, const struct netgate_record *r)
 {
         cr_assert_lt(n_recs, ARRAY_SIZE(recs));
         struct rec *x = &recs[n_recs++];
-        copy(x->protocol, sizeof(x->protocol), r->protocol);
-        copy(x->decision, sizeof(x->decision), r->decision);
-        copy(x->reason, sizeof(x->reason), r->reason);
-        copy(x->route, sizeof(x->route), r->route);
-        copy(x->path, sizeof(x->path), r->path);
-        copy(x->method, sizeof(x->method), r->method);
-        copy(x->rule, sizeof(x->rule), r->rule);
-        copy(x->address, sizeof(x->address), r->address);
+        ngt_copy(x->protocol, sizeof(x->protocol), r->protocol);
+        ngt_copy(x->decision, sizeof(x->decision), r->decision);
+        ngt_copy(x->reason, sizeof(x->reason), r->reason);
+        ngt_copy(x->route, sizeof(x->route), r->route);
+        ngt_copy(x->path, sizeof(x->path), r->path);
+        ngt_copy(x->method, sizeof(x->method), r->method);
+        ngt_copy(x->rule, sizeof(x->rule), r->rule);
+        ngt_copy(x->address, sizeof(x->address), r->address);
         for (size_t i = 0; i < r->n_recorded; i++) {
                 size_t l = strlen(x->recorded);
                 snprintf(x->recorded + l, sizeof(x->recorded) - l, "%s=%s;", r->recorded[i].name,
@@ -284,11 +276,6 @@ static void recorder(void *ud, const struct netgate_record *r)
 }
 
 #define BIG_SIZE (8u << 20)
-
-static uint8_t pattern(size_t i)
-{
-        return (uint8_t)((i * 7 + 3) ^ (i >> 9));
-}
 
 struct stream {
         struct evhttp_request *req;
@@ -317,7 +304,7 @@ static void up_handler(struct evhttp_request *req, void *ud)
         struct evkeyvalq *h = evhttp_request_get_input_headers(req);
         struct evkeyval *kv;
         seen.count++;
-        copy(seen.uri, sizeof(seen.uri), evhttp_request_get_uri(req));
+        ngt_copy(seen.uri, sizeof(seen.uri), evhttp_request_get_uri(req));
         seen.headers[0] = '\0';
         TAILQ_FOREACH(kv, h, next)
         {
@@ -342,7 +329,7 @@ static void up_handler(struct evhttp_request *req, void *ud)
                 for (size_t i = 0; i < BIG_SIZE; i += 4096) {
                         uint8_t block[4096];
                         for (size_t k = 0; k < sizeof(block); k++)
-                                block[k] = pattern(i + k);
+                                block[k] = ngt_pattern(i + k);
                         evbuffer_add(big, block, sizeof(block));
                 }
                 evhttp_send_reply(req, 200, "OK", big);
@@ -357,24 +344,6 @@ static void up_handler(struct evhttp_request *req, void *ud)
         evbuffer_add_printf(out, "upstream got %s with %zu bytes", seen.uri, seen.body_len);
         evhttp_send_reply(req, 200, "OK", out);
         evbuffer_free(out);
-}
-
-static uint16_t local_port(int fd)
-{
-        struct sockaddr_in sin;
-        socklen_t len = sizeof(sin);
-        cr_assert_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-        return ntohs(sin.sin_port);
-}
-
-static int loopback_listener(void)
-{
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        cr_assert_geq(fd, 0);
-        struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-        cr_assert_eq(listen(fd, 64), 0);
-        return fd;
 }
 
 static void add_route(const char *name, const char *upstream_url)
@@ -406,12 +375,12 @@ static void start_gate(bool allow_loopback)
         gate = netgate_new(base, pol, "sbx-route", &err);
         cr_assert_not_null(gate, "%s", err.msg);
         netgate_set_recorder(gate, recorder, NULL);
-        int fd = loopback_listener();
+        int fd = ngt_loopback_socket(SOCK_STREAM);
         cr_expect_lt(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0,
                      "routes first");
         cr_assert_eq(netgate_set_routes(gate, pol->routes, pol->n_routes, secrets, &vars, &err), 0,
                      "%s", err.msg);
-        routes_port = local_port(fd);
+        routes_port = ngt_local_port(fd);
         cr_assert_eq(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0, "%s",
                      err.msg);
 }
@@ -425,7 +394,7 @@ static void setup_common(bool allow_loopback)
         upstream = evhttp_new(base);
         struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(upstream, "127.0.0.1", 0);
         cr_assert_not_null(bs);
-        up_port = local_port(evhttp_bound_socket_get_fd(bs));
+        up_port = ngt_local_port(evhttp_bound_socket_get_fd(bs));
         evhttp_set_gencb(upstream, up_handler, NULL);
         evhttp_set_allowed_methods(upstream, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
         memset(&seen, 0, sizeof(seen));
@@ -524,25 +493,9 @@ static bool tc_drive(struct tc *t, tc_done_fn done, const void *arg)
         return false;
 }
 
-static const char *body_of(struct tc *t)
-{
-        const char *e = strstr(t->in, "\r\n\r\n");
-        return e ? e + 4 : NULL;
-}
-
 static bool have_response(struct tc *t, const void *unused)
 {
-        const char *body = body_of(t);
-        if (!body)
-                return false;
-        size_t head = (size_t)(body - t->in);
-        const char *cl = strcasestr(t->in, "\r\nContent-Length:");
-        if (cl && cl < body)
-                return t->in_len - head >= strtoul(cl + 17, NULL, 10);
-        const char *te = strcasestr(t->in, "\r\nTransfer-Encoding: chunked");
-        if (te && te < body)
-                return t->in_len >= head + 5 && memcmp(t->in + t->in_len - 5, "0\r\n\r\n", 5) == 0;
-        return t->eof;
+        return ngt_response_complete(t->in, t->in_len, t->eof);
 }
 
 static bool has_text(struct tc *t, const void *s)
@@ -552,19 +505,12 @@ static bool has_text(struct tc *t, const void *s)
 
 static int status_of(struct tc *t)
 {
-        if (t->in_len < 12 || strncmp(t->in, "HTTP/1.1 ", 9) != 0)
-                return -1;
-        return atoi(t->in + 9);
+        return ngt_status_of(t->in, t->in_len);
 }
 
 static void wait_records(size_t n)
 {
-        uint64_t deadline = now_monotonic_us() + 5000000;
-        while (n_recs < n && now_monotonic_us() < deadline) {
-                event_base_loop(base, EVLOOP_NONBLOCK);
-                poll(NULL, 0, 1);
-        }
-        cr_assert_geq(n_recs, n, "waiting for %zu records", n);
+        ngt_wait_records(base, &n_recs, n);
 }
 
 static struct tc *call(const char *req)
@@ -760,13 +706,13 @@ Test(netgate_route_e2e, large_bodies_both_ways, .init = setup, .fini = teardown)
         const char *body = strstr(t->in, "\r\n\r\n") + 4;
         size_t got = 0, bad = 0;
         for (const char *p = body; p < t->in + t->in_len; p++, got++)
-                bad += (uint8_t)*p != pattern(got);
+                bad += (uint8_t)*p != ngt_pattern(got);
         uint64_t deadline = now_monotonic_us() + 20 * 1000000ULL;
         while (got < BIG_SIZE && now_monotonic_us() < deadline) {
                 event_base_loop(base, EVLOOP_NONBLOCK);
                 ssize_t n = recv(t->fd, block, sizeof(block), MSG_DONTWAIT);
                 for (ssize_t i = 0; i < n; i++, got++)
-                        bad += (uint8_t)block[i] != pattern(got);
+                        bad += (uint8_t)block[i] != ngt_pattern(got);
                 if (n <= 0)
                         poll(NULL, 0, 1);
         }
