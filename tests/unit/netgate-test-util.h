@@ -7,6 +7,7 @@
 
 #include <criterion/criterion.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -49,6 +50,18 @@ static inline int ngt_loopback_socket(int type)
         cr_assert_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
         if (type == SOCK_STREAM)
                 cr_assert_eq(listen(fd, 64), 0);
+        return fd;
+}
+
+/* A non-blocking client socket connected to 127.0.0.1:port. */
+static inline int ngt_connect_loopback(uint16_t port)
+{
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sin = {.sin_family = AF_INET,
+                                  .sin_port = htons(port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        cr_assert_eq(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+        fcntl(fd, F_SETFL, O_NONBLOCK);
         return fd;
 }
 

@@ -355,12 +355,7 @@ struct tc {
 static struct tc *tc_open(uint16_t port)
 {
         struct tc *t = xcalloc(1, sizeof(*t));
-        t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in sin = {.sin_family = AF_INET,
-                                  .sin_port = htons(port),
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        cr_assert_eq(connect(t->fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-        fcntl(t->fd, F_SETFL, O_NONBLOCK);
+        t->fd = ngt_connect_loopback(port);
         return t;
 }
 

@@ -437,12 +437,7 @@ struct tc {
 static struct tc *tc_open(void)
 {
         struct tc *t = xcalloc(1, sizeof(*t));
-        t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in sin = {.sin_family = AF_INET,
-                                  .sin_port = htons(routes_port),
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        cr_assert_eq(connect(t->fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-        fcntl(t->fd, F_SETFL, O_NONBLOCK);
+        t->fd = ngt_connect_loopback(routes_port);
         return t;
 }
 
