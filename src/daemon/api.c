@@ -348,6 +348,20 @@ static json_t *live_json(struct sandbox *sb)
         return sandbox_record_json(&r, sb);
 }
 
+/* The store's record of a sandbox the API shows (not pooled), for the caller
+ * to free; NULL with a 404 sent. */
+static struct store_sandbox *find_recorded(struct daemon *d, struct evhttp_request *req,
+                                           const char *id)
+{
+        struct store_sandbox *r = NULL;
+        if (store_sandbox_get(d->store, id, &r) < 0 || STREQ(r->state, "pooled")) {
+                store_sandbox_free(r);
+                reply_error(d, req, 404, "not_found", "no sandbox %s", id);
+                return NULL;
+        }
+        return r;
+}
+
 /* A sandbox the API may act on: live and handed out (not pooled). NULL with
  * a 404 or 409 sent. */
 static struct sandbox *find_running(struct daemon *d, struct evhttp_request *req, const char *id)
@@ -356,12 +370,9 @@ static struct sandbox *find_running(struct daemon *d, struct evhttp_request *req
         if (sb && sb->state == SANDBOX_RUNNING)
                 return sb;
         if (!sb || sb->state == SANDBOX_POOLED) {
-                struct store_sandbox *r = NULL;
-                if (store_sandbox_get(d->store, id, &r) < 0 || STREQ(r->state, "pooled")) {
-                        store_sandbox_free(r);
-                        reply_error(d, req, 404, "not_found", "no sandbox %s", id);
+                struct store_sandbox *r = find_recorded(d, req, id);
+                if (!r)
                         return NULL;
-                }
                 reply_error_fields(d, req, 409, "not_running", json_pack("{s:s}", "state", r->state),
                                    "sandbox %s is %s", id, r->state);
                 store_sandbox_free(r);
@@ -714,12 +725,9 @@ static void handle_get(struct daemon *d, struct evhttp_request *req, const char 
                 reply_json(d, req, 200, live_json(sb));
                 return;
         }
-        struct store_sandbox *r = NULL;
-        if (store_sandbox_get(d->store, id, &r) < 0 || STREQ(r->state, "pooled")) {
-                store_sandbox_free(r);
-                reply_error(d, req, 404, "not_found", "no sandbox %s", id);
+        struct store_sandbox *r = find_recorded(d, req, id);
+        if (!r)
                 return;
-        }
         reply_json(d, req, 200, sandbox_record_json(r, NULL));
         store_sandbox_free(r);
 }
@@ -1346,12 +1354,9 @@ out:
 
 static void handle_processes(struct daemon *d, struct evhttp_request *req, const char *id)
 {
-        struct store_sandbox *r = NULL;
-        if (store_sandbox_get(d->store, id, &r) < 0 || STREQ(r->state, "pooled")) {
-                store_sandbox_free(r);
-                reply_error(d, req, 404, "not_found", "no sandbox %s", id);
+        struct store_sandbox *r = find_recorded(d, req, id);
+        if (!r)
                 return;
-        }
         store_sandbox_free(r);
         struct store_process **v = NULL;
         size_t n = 0;
@@ -1549,12 +1554,9 @@ static int audit_line(const char *line, size_t len, uint64_t lineno, bool comple
 
 static void handle_audit(struct daemon *d, struct evhttp_request *req, const char *id)
 {
-        struct store_sandbox *r = NULL;
-        if (store_sandbox_get(d->store, id, &r) < 0 || STREQ(r->state, "pooled")) {
-                store_sandbox_free(r);
-                reply_error(d, req, 404, "not_found", "no sandbox %s", id);
+        struct store_sandbox *r = find_recorded(d, req, id);
+        if (!r)
                 return;
-        }
         store_sandbox_free(r);
         struct evbuffer *out = evbuffer_new();
         struct audit_scan s = {.id = id, .out = out};

@@ -636,25 +636,6 @@ char *review_state_root(uid_t uid, const char *home)
         return xasprintf("%.*s/.local/state/airlock", (int)n, home);
 }
 
-/* mkdir -p, each directory it creates 0700. */
-static int mkdir_parents(const char *path)
-{
-        char buf[PATH_MAX];
-        if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-                return -ENAMETOOLONG;
-        for (char *p = buf + 1;; p++) {
-                if (*p != '/' && *p != '\0')
-                        continue;
-                char c = *p;
-                *p = '\0';
-                if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = c;
-                if (!c)
-                        return 0;
-        }
-}
-
 int review_create(const char *state_root, const char *id, const char *workspace,
                   uint64_t started_ns, char **ret_dir, struct al_error *err)
 {
@@ -670,7 +651,7 @@ int review_create(const char *state_root, const char *id, const char *workspace,
                 return al_error_set_message(err, ERANGE, "start time %" PRIu64, started_ns);
 
         _cleanup_free_ char *sandboxes = xasprintf("%s/sandboxes", state_root);
-        int r = mkdir_parents(sandboxes);
+        int r = mkdir_p(sandboxes, 0700, 0700);
         if (r < 0)
                 return al_error_set(err, r, "creating \"%s\"", sandboxes);
         _cleanup_close_ int sfd = open(sandboxes, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -1018,21 +999,32 @@ static int capture_dir(struct capture *c, int fd, int out_fd, size_t plen, unsig
         return 0;
 }
 
-static int clear_dir(int fd)
+/* A DIR on fd's directory that leaves fd itself open. */
+static int opendir_at(int fd, DIR **ret)
 {
         int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dup_fd < 0)
                 return -errno;
-        _cleanup_(closedirp) DIR *d = fdopendir(dup_fd);
+        DIR *d = fdopendir(dup_fd);
         if (!d) {
                 close(dup_fd);
                 return -errno;
         }
+        *ret = d;
+        return 0;
+}
+
+static int clear_dir(int fd)
+{
+        _cleanup_(closedirp) DIR *d = NULL;
+        int r = opendir_at(fd, &d);
+        if (r < 0)
+                return r;
         struct dirent *de;
         while ((errno = 0, de = readdir(d))) {
                 if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
                         continue;
-                int r = remove_tree_at(fd, de->d_name, 0);
+                r = remove_tree_at(fd, de->d_name, 0);
                 if (r < 0)
                         return r;
         }
@@ -1041,14 +1033,10 @@ static int clear_dir(int fd)
 
 static int dir_is_empty(int fd, bool *ret)
 {
-        int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dup_fd < 0)
-                return -errno;
-        _cleanup_(closedirp) DIR *d = fdopendir(dup_fd);
-        if (!d) {
-                close(dup_fd);
-                return -errno;
-        }
+        _cleanup_(closedirp) DIR *d = NULL;
+        int r = opendir_at(fd, &d);
+        if (r < 0)
+                return r;
         struct dirent *de;
         *ret = true;
         while ((errno = 0, de = readdir(d)))
