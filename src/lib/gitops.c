@@ -917,21 +917,35 @@ static int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_
         return 0;
 }
 
-int gitops_count(const char *workspace, const char *base, size_t *ret_n,
-                 char ret_head[GITOPS_OID_HEX + 1], struct al_error *err)
+/* Start libgit2, open the agent's workspace, and list its commits since
+ * base: what export and count both begin with. */
+static int workspace_commits(struct gitlib *lib, const char *workspace, const char *base,
+                             git_repository **ret_repo, git_oid *ret_head, git_oid **ret_v,
+                             size_t *ret_n, struct al_error *err)
 {
-        _cleanup_gitlib_ struct gitlib lib = {0};
-        int r = gitlib_up(&lib, err);
+        int r = gitlib_up(lib, err);
         if (r < 0)
                 return r;
         _cleanup_(repo_freep) git_repository *repo = NULL;
         r = open_workspace(workspace, &repo, err);
         if (r < 0)
                 return r;
+        r = new_commits(repo, base, ret_head, ret_v, ret_n, err);
+        if (r < 0)
+                return r;
+        *ret_repo = TAKE_PTR(repo);
+        return 0;
+}
+
+int gitops_count(const char *workspace, const char *base, size_t *ret_n,
+                 char ret_head[GITOPS_OID_HEX + 1], struct al_error *err)
+{
+        _cleanup_gitlib_ struct gitlib lib = {0};
+        _cleanup_(repo_freep) git_repository *repo = NULL;
         git_oid head;
         _cleanup_free_ git_oid *v = NULL;
         size_t n;
-        r = new_commits(repo, base, &head, &v, &n, err);
+        int r = workspace_commits(&lib, workspace, base, &repo, &head, &v, &n, err);
         if (r < 0)
                 return r;
         *ret_n = n;
@@ -944,17 +958,11 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                   struct al_error *err)
 {
         _cleanup_gitlib_ struct gitlib lib = {0};
-        int r = gitlib_up(&lib, err);
-        if (r < 0)
-                return r;
         _cleanup_(repo_freep) git_repository *repo = NULL;
-        r = open_workspace(workspace, &repo, err);
-        if (r < 0)
-                return r;
         git_oid head;
         _cleanup_free_ git_oid *v = NULL;
         size_t n;
-        r = new_commits(repo, base, &head, &v, &n, err);
+        int r = workspace_commits(&lib, workspace, base, &repo, &head, &v, &n, err);
         if (r < 0)
                 return r;
 
