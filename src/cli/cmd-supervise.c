@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "control.h"
 #include "policy.h"
+#include "review.h"
 #include "secrets.h"
 #include "util.h"
 
@@ -23,7 +24,10 @@ static const char supervise_usage[] =
         "      --audit FILE       the audit log\n"
         "      --secrets FILE     host-side secrets (mode 0600)\n"
         "      --account ID       what ${account} stands for in route templates\n"
-        "      --ready-fd N       write \"ok\" or \"error: ...\" to fd N once started\n";
+        "      --ready-fd N       write \"ok\" or \"error: ...\" to fd N once started\n"
+        "      --keep-root DIR    a copy-on-write workspace's changes are kept in\n"
+        "                         DIR/sandboxes/ID/ (default: /var/lib/airlock as root,\n"
+        "                         else ~/.local/state/airlock)\n";
 
 int cmd_supervise(int argc, char **argv)
 {
@@ -35,6 +39,7 @@ int cmd_supervise(int argc, char **argv)
                 {"secrets", required_argument, NULL, 's'},
                 {"account", required_argument, NULL, 'c'},
                 {"ready-fd", required_argument, NULL, 'f'},
+                {"keep-root", required_argument, NULL, 'k'},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
@@ -64,6 +69,13 @@ int cmd_supervise(int argc, char **argv)
                         break;
                 case 'c':
                         cfg.account = optarg;
+                        break;
+                case 'k':
+                        if (optarg[0] != '/') {
+                                fprintf(stderr, "airlock: supervise: --keep-root \"%s\": expected an absolute path\n", optarg);
+                                return 2;
+                        }
+                        cfg.keep_root = optarg;
                         break;
                 case 'f':
                         if (safe_atoi(optarg, &cfg.ready_fd) < 0 || cfg.ready_fd < 3) {
@@ -99,6 +111,9 @@ int cmd_supervise(int argc, char **argv)
         if (r >= 0)
                 r = secrets_file ? secrets_load_file(secrets_file, &secrets, &err)
                                  : (secrets = secrets_new(), 0);
+        _cleanup_free_ char *keep_root = NULL;
+        if (r >= 0 && !cfg.keep_root)
+                cfg.keep_root = keep_root = review_state_root(geteuid(), home);
         if (r >= 0) {
                 cfg.policy = p;
                 cfg.secrets = secrets;

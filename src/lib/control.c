@@ -22,6 +22,7 @@
 #include "events.h"
 #include "gates.h"
 #include "netgate/netgate.h"
+#include "review.h"
 #include "secrets.h"
 #include "spawn.h"
 #include "util.h"
@@ -79,6 +80,12 @@ struct control {
         char dir[4096], sock_path[4200];
         char started_at[64];
         bool destroying;
+        char *review_dir;       /* overlay workspace: where its changes are kept */
+        pid_t snap_pid;         /* a snapshot of them in progress, or 0 */
+        int snap_fd;            /* its report */
+        struct event *ev_snap;
+        struct evbuffer *snap_out;
+        struct client *snap_client; /* who asked for it; NULL once gone */
 };
 
 static void record(struct control *c, const char *kind, json_t *fields)
@@ -111,6 +118,8 @@ out:
 
 static void client_free(struct client *cl)
 {
+        if (cl->ctl->snap_client == cl)
+                cl->ctl->snap_client = NULL;
         if (cl->streaming)
                 for (size_t i = 0; i < ARRAY_SIZE(cl->streaming->attached); i++)
                         if (cl->streaming->attached[i] == cl)
@@ -589,6 +598,114 @@ static void do_status(struct client *cl)
         client_finish(cl);
 }
 
+/* review: copy the overlay's upper layer, as it is now, over the kept
+ * changes. A child process does the copying, so a large layer does not
+ * stall the sandbox's other requests and streams. */
+
+static json_t *review_counts(const struct review_summary *sum)
+{
+        return json_pack("{s:I, s:I, s:I, s:I, s:I}", "added", (json_int_t)sum->added,
+                         "modified", (json_int_t)sum->modified, "deleted",
+                         (json_int_t)sum->deleted, "bytes", (json_int_t)sum->bytes, "skipped",
+                         (json_int_t)sum->skipped);
+}
+
+static void snap_reap(struct control *c, bool kill_it)
+{
+        if (!c->snap_pid)
+                return;
+        if (kill_it)
+                kill(c->snap_pid, SIGKILL);
+        while (waitpid(c->snap_pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        c->snap_pid = 0;
+        if (c->ev_snap)
+                event_free(c->ev_snap);
+        c->ev_snap = NULL;
+        if (c->snap_fd >= 0)
+                close(c->snap_fd);
+        c->snap_fd = -1;
+        if (c->snap_out)
+                evbuffer_free(c->snap_out);
+        c->snap_out = NULL;
+}
+
+static void on_snap(evutil_socket_t fd, short what, void *arg)
+{
+        struct control *c = arg;
+        char buf[4096];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n > 0) {
+                if (evbuffer_get_length(c->snap_out) < 64 * 1024)
+                        evbuffer_add(c->snap_out, buf, (size_t)n);
+                return;
+        }
+        size_t len = evbuffer_get_length(c->snap_out);
+        json_t *o = json_loadb((const char *)evbuffer_pullup(c->snap_out, -1), len, 0, NULL);
+        snap_reap(c, false);
+        if (!json_is_object(o)) {
+                json_decref(o);
+                o = json_pack("{s:b, s:s, s:s}", "ok", 0, "error", "internal", "message",
+                              "copying the changes ended without a report");
+        } else if (json_is_true(json_object_get(o, "ok")))
+                record(c, "review.snapshot", json_deep_copy(json_object_get(o, "changes")));
+        struct client *cl = c->snap_client;
+        c->snap_client = NULL;
+        if (cl) {
+                send_json(cl, o);
+                client_finish(cl);
+        } else
+                json_decref(o);
+}
+
+static void do_review(struct client *cl)
+{
+        struct control *c = cl->ctl;
+        if (!c->review_dir) {
+                send_error(cl, "not_reviewable", "the sandbox's workspace is not copy-on-write");
+                return;
+        }
+        if (c->snap_pid) {
+                send_error(cl, "busy", "the changes are being copied for another request");
+                return;
+        }
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0) {
+                send_error(cl, "internal", strerror(errno));
+                return;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                close(p[0]);
+                close(p[1]);
+                send_error(cl, "internal", strerror(errno));
+                return;
+        }
+        if (pid == 0) {
+                close(p[0]);
+                struct review_summary sum = {0};
+                struct al_error e = {0};
+                json_t *o;
+                if (review_recapture(c->sp.upper_fd, c->review_dir, &sum, &e) < 0)
+                        o = json_pack("{s:b, s:s, s:s}", "ok", 0, "error", "internal", "message",
+                                      e.msg);
+                else
+                        o = json_pack("{s:b, s:s, s:o}", "ok", 1, "dir", c->review_dir, "changes",
+                                      review_counts(&sum));
+                char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+                _exit(text && write_full(p[1], text, strlen(text)) >= 0 ? 0 : 1);
+        }
+        close(p[1]);
+        c->snap_pid = pid;
+        c->snap_fd = p[0];
+        c->snap_out = evbuffer_new();
+        c->snap_client = cl;
+        c->ev_snap = event_new(c->base, p[0], EV_READ | EV_PERSIST, on_snap, c);
+        event_add(c->ev_snap, NULL);
+}
+
 static void on_client_read(struct bufferevent *bev, void *arg)
 {
         struct client *cl = arg;
@@ -620,6 +737,8 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                 do_stdin(cl, req);
         else if (STREQ(op, "signal"))
                 do_signal(cl, req);
+        else if (STREQ(op, "review"))
+                do_review(cl);
         else if (STREQ(op, "destroy")) {
                 send_json(cl, json_pack("{s:b}", "ok", 1));
                 client_finish(cl);
@@ -727,6 +846,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         int r;
 
         c.sp.pid = c.sp.pidfd = c.sp.sync_fd = c.sp.upper_fd = -1;
+        c.snap_fd = -1;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c.sp.listen_fds[i] = -1;
         signal(SIGPIPE, SIG_IGN);
@@ -784,9 +904,22 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 .stderr_fd = -1,
                 .cgroup = c.cg,
         };
+        uint64_t started_ns = now_realtime_us() * 1000;
         r = spawn_sandbox(&sc, &c.sp, err);
         if (r < 0)
                 goto fail;
+        if (c.sp.upper_fd >= 0) {
+                /* Fail closed: changes with nowhere to be kept are not
+                 * worth the agent's work. */
+                if (!cfg->keep_root)
+                        r = al_error_set(err, 0, "the copy-on-write workspace needs a place "
+                                                 "to keep its changes (--keep-root)");
+                else
+                        r = review_create(cfg->keep_root, cfg->id, p->workspace, started_ns,
+                                          &c.review_dir, err);
+                if (r < 0)
+                        goto fail;
+        }
 
         c.base = event_base_new();
         if (!c.base) {
@@ -852,6 +985,23 @@ cleanup:
                 while (waitpid(c.sp.pid, NULL, 0) < 0 && errno == EINTR)
                         ;
         }
+        snap_reap(&c, true);
+        if (c.review_dir && c.sp.upper_fd >= 0) {
+                /* Every process of the sandbox is gone: this copy is final. */
+                struct review_summary sum = {0};
+                struct al_error re = {0};
+                if (review_recapture(c.sp.upper_fd, c.review_dir, &sum, &re) < 0)
+                        record(&c, "review.failed", json_pack("{s:s, s:s}", "dir", c.review_dir,
+                                                              "message", re.msg));
+                else {
+                        json_t *f = review_counts(&sum);
+                        json_object_set_new(f, "dir", json_string(c.review_dir));
+                        record(&c, "review.kept", f);
+                }
+        }
+        if (c.sp.upper_fd >= 0)
+                close(c.sp.upper_fd);
+        free(c.review_dir);
         if (c.ev_sync)
                 event_free(c.ev_sync);
         if (c.ev_flush)

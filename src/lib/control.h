@@ -15,6 +15,8 @@ struct control_config {
         const char *id;              /* 16 lowercase hex digits */
         const char *run_dir;         /* the socket and state go to run_dir/id/ */
         const char *audit_path;      /* NULL: none */
+        const char *keep_root;       /* an overlay workspace's changes go to
+                                      * keep_root/sandboxes/id/ (review.h) */
         struct secrets *secrets;
         const char *account;
         const char *caller_home;

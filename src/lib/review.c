@@ -1047,7 +1047,7 @@ static int dir_is_empty(int fd, bool *ret)
         return -errno;
 }
 
-int review_capture(int upper_fd, const char *state_dir, struct review_summary *ret,
+static int capture(int upper_fd, const char *state_dir, bool replace, struct review_summary *ret,
                    struct al_error *err)
 {
         _cleanup_(review_done) struct review rv;
@@ -1064,9 +1064,14 @@ int review_capture(int upper_fd, const char *state_dir, struct review_summary *r
         r = dir_is_empty(rv.changes_fd, &empty);
         if (r < 0)
                 return al_error_set(err, r, "reading %s/%s", state_dir, CHANGES_DIR);
-        if (!empty)
+        if (!empty && !replace)
                 return al_error_set_message(err, EEXIST,
                                             "sandbox %s already holds captured changes", rv.id);
+        if (!empty) {
+                r = clear_dir(rv.changes_fd);
+                if (r < 0)
+                        return al_error_set(err, r, "clearing %s/%s", state_dir, CHANGES_DIR);
+        }
 
         /* A fresh open file description: the caller's offset stays put. */
         int root = openat(upper_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1092,6 +1097,18 @@ int review_capture(int upper_fd, const char *state_dir, struct review_summary *r
         if (ret)
                 *ret = c.sum;
         return 0;
+}
+
+int review_capture(int upper_fd, const char *state_dir, struct review_summary *ret,
+                   struct al_error *err)
+{
+        return capture(upper_fd, state_dir, false, ret, err);
+}
+
+int review_recapture(int upper_fd, const char *state_dir, struct review_summary *ret,
+                     struct al_error *err)
+{
+        return capture(upper_fd, state_dir, true, ret, err);
 }
 
 /* ---- plan: what accepting would do to the workspace as it is now ---- */

@@ -79,6 +79,13 @@ int review_create(const char *state_root, const char *id, const char *workspace,
 int review_capture(int upper_fd, const char *state_dir, struct review_summary *ret,
                    struct al_error *err);
 
+/* The same, for a sandbox that still runs: what an earlier capture left in
+ * changes/ is replaced by the upper layer as it is now. The agent may be
+ * writing meanwhile, so a file it is changing can be caught half-written;
+ * the capture its sandbox's end makes is the one to accept. */
+int review_recapture(int upper_fd, const char *state_dir, struct review_summary *ret,
+                     struct al_error *err);
+
 /* Write a git-style unified diff of the workspace as it is now (a/) against
  * the result of accepting what is left (b/) to out. Files are compared with
  * /usr/bin/diff. Content is written as it is: a caller printing to a

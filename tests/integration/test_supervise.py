@@ -13,7 +13,7 @@ import pytest
 
 
 class Supervisor:
-    def __init__(self, airlock, policy=None):
+    def __init__(self, airlock, policy=None, review=False):
         self.airlock = airlock
         self.ws = airlock.make_dir()
         (self.ws / "hello.txt").write_text("hi\n")
@@ -23,12 +23,16 @@ class Supervisor:
         pol = airlock.make_dir("policy") / "policy.json"
         doc = {"workspace": {"path": str(self.ws)}}
         doc.update(policy or {})
+        if review:
+            doc["workspace"]["mode"] = "overlay"
         pol.write_text(json.dumps(doc))
         airlock.chown(pol.parent)
+        self.keep = airlock.make_dir("keep")
         self.id = os.urandom(8).hex()
         r, w = os.pipe()
         argv = airlock.cmd(["supervise", "--id", self.id, "--policy", pol, "--run-dir", self.run_dir,
-                            "--audit", self.audit, "--ready-fd", str(w)])
+                            "--audit", self.audit, "--ready-fd", str(w),
+                            "--keep-root", self.keep])
         self.proc = subprocess.Popen(argv, pass_fds=(w,), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         os.close(w)
@@ -172,3 +176,39 @@ def test_setup_failure_is_reported_on_the_ready_fd(airlock):
     s = Supervisor(airlock, {"workspace": {"path": "/nonexistent/ws"}})
     assert s.ready.startswith("error: ") and "/nonexistent/ws" in s.ready
     assert s.proc.wait(timeout=10) == 125
+
+
+def test_review_copies_the_changes_while_running_and_at_the_end(airlock):
+    s = Supervisor(airlock, review=True)
+    try:
+        assert s.ready == "ok"
+        _, _, err = s.exec(["sh", "-c", "echo new > new.txt; echo changed > hello.txt; rm -f gone"])
+        assert err == ""
+        [ans] = s.request({"op": "review"})
+        assert ans["ok"] and ans["changes"]["added"] == 1 and ans["changes"]["modified"] == 1
+        kept = s.keep / "sandboxes" / s.id
+        assert ans["dir"] == str(kept)
+        assert (s.ws / "hello.txt").read_text() == "hi\n" and not (s.ws / "new.txt").exists()
+        # A second copy replaces the first.
+        s.exec(["sh", "-c", "echo more > more.txt"])
+        [ans] = s.request({"op": "review"})
+        assert ans["changes"]["added"] == 2
+    finally:
+        s.close()
+    # The end makes the final copy: what the agent wrote after the last one
+    # is in it.
+    manifest = json.loads((kept / "manifest.json").read_text())
+    paths = sorted(e["path"] for e in manifest["entries"])
+    assert paths == ["hello.txt", "more.txt", "new.txt"]
+    diff = airlock.run(["diff", "--state-root", s.keep, s.id], check_setup=False)
+    assert diff.returncode == 0 and "+changed" in diff.stdout and "+more" in diff.stdout
+    assert (s.ws / "hello.txt").read_text() == "hi\n"
+    events = [json.loads(l) for l in s.audit.read_text().splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert "review.snapshot" in kinds and "review.kept" in kinds
+
+
+def test_review_of_a_plain_workspace_is_refused(sup):
+    [ans] = sup.request({"op": "review"})
+    assert ans == {"ok": False, "error": "not_reviewable",
+                   "message": "the sandbox's workspace is not copy-on-write"}
