@@ -37,6 +37,9 @@ static const char grant_usage[] =
         "      --allow-exec             run commands in sandboxes, write and delete their files\n"
         "      --allow-host-workspace   name host paths: an existing workspace, mounts,\n"
         "                               filesystem.read \"host\"\n"
+        "      --allow-git              create sandboxes from a repository, which the daemon\n"
+        "                               clones with its own git credentials, and push\n"
+        "                               their commits\n"
         "      --max-sandboxes N        live sandboxes this grant may hold (default: no own\n"
         "                               maximum; the daemon's applies)\n"
         "      --classes LIST           allowed classes, e.g. small,medium (default: all); a\n"
@@ -83,12 +86,13 @@ static int open_store(const char *state_dir, bool create, struct store **ret)
 
 static int grant_create(int argc, char **argv)
 {
-        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_MAX, O_CLASSES, O_STATE };
+        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_MAX, O_CLASSES, O_STATE };
         static const struct option opts[] = {
                 {"name", required_argument, NULL, O_NAME},
                 {"allow-sandbox", no_argument, NULL, O_SANDBOX},
                 {"allow-exec", no_argument, NULL, O_EXEC},
                 {"allow-host-workspace", no_argument, NULL, O_HOST},
+                {"allow-git", no_argument, NULL, O_GIT},
                 {"max-sandboxes", required_argument, NULL, O_MAX},
                 {"classes", required_argument, NULL, O_CLASSES},
                 {"state-dir", required_argument, NULL, O_STATE},
@@ -115,6 +119,9 @@ static int grant_create(int argc, char **argv)
                         break;
                 case O_HOST:
                         g.allow_host_workspace = true;
+                        break;
+                case O_GIT:
+                        g.allow_git = true;
                         break;
                 case O_MAX:
                         if (safe_atou64(optarg, &g.max_sandboxes) < 0 || g.max_sandboxes == 0) {
@@ -277,7 +284,7 @@ static int grant_ls(int argc, char **argv)
                 return EXIT_FAIL;
         }
         if (!json)
-                printf("%-24s %-8s %-30s %-6s %-16s %s\n", "NAME", "STATE", "ALLOWS", "MAX",
+                printf("%-24s %-8s %-32s %-6s %-16s %s\n", "NAME", "STATE", "ALLOWS", "MAX",
                        "CLASSES", "CREATED");
         json_t *arr = json ? json_array() : NULL;
         for (size_t i = 0; i < n; i++) {
@@ -285,22 +292,24 @@ static int grant_ls(int argc, char **argv)
                 _cleanup_free_ char *classes = grant_classes_string(g);
                 char created[32], allows[64] = "", max[24];
                 format_time(g->created_ms, created, sizeof(created));
-                snprintf(allows, sizeof(allows), "%s%s%s", g->allow_sandbox ? "sandbox," : "",
-                         g->allow_exec ? "exec," : "", g->allow_host_workspace ? "host-workspace," : "");
+                snprintf(allows, sizeof(allows), "%s%s%s%s", g->allow_sandbox ? "sandbox," : "",
+                         g->allow_exec ? "exec," : "",
+                         g->allow_host_workspace ? "host-workspace," : "", g->allow_git ? "git," : "");
                 if (allows[0])
                         allows[strlen(allows) - 1] = '\0';
                 snprintf(max, sizeof(max), "%" PRIu64, g->max_sandboxes);
                 if (json) {
                         json_array_append_new(
-                                arr, json_pack("{s:s, s:b, s:b, s:b, s:b, s:I, s:s, s:s}", "name",
-                                               g->name, "revoked", g->revoked_ms != 0, "allowSandbox",
-                                               g->allow_sandbox, "allowExec", g->allow_exec,
-                                               "allowHostWorkspace", g->allow_host_workspace,
+                                arr, json_pack("{s:s, s:b, s:b, s:b, s:b, s:b, s:I, s:s, s:s}",
+                                               "name", g->name, "revoked", g->revoked_ms != 0,
+                                               "allowSandbox", g->allow_sandbox, "allowExec",
+                                               g->allow_exec, "allowHostWorkspace",
+                                               g->allow_host_workspace, "allowGit", g->allow_git,
                                                "maxSandboxes", (json_int_t)g->max_sandboxes,
                                                "classes", classes, "createdAt", created));
                         continue;
                 }
-                printf("%-24s %-8s %-30s %-6s %-16s %s\n", g->name, g->revoked_ms ? "revoked" : "active",
+                printf("%-24s %-8s %-32s %-6s %-16s %s\n", g->name, g->revoked_ms ? "revoked" : "active",
                        allows[0] ? allows : "-", g->max_sandboxes ? max : "-",
                        classes[0] ? classes : "any", created);
         }

@@ -10,7 +10,7 @@ struct store {
         sqlite3 *db;
 };
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS grants ("
@@ -22,7 +22,8 @@ static const char schema[] =
         " max_sandboxes INTEGER NOT NULL,"
         " classes TEXT NOT NULL,"
         " created_ms INTEGER NOT NULL,"
-        " revoked_ms INTEGER NOT NULL DEFAULT 0);"
+        " revoked_ms INTEGER NOT NULL DEFAULT 0,"
+        " allow_git INTEGER NOT NULL DEFAULT 0);"
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         " id TEXT PRIMARY KEY,"
         " state TEXT NOT NULL,"
@@ -66,6 +67,51 @@ static int sql_error(struct store *s, int rc, struct al_error *err, const char *
         return -e;
 }
 
+/* Whether table has a column of that name: 1, 0, or an SQLite error code
+ * negated. */
+static int has_column(struct store *s, const char *table, const char *column)
+{
+        _cleanup_free_ char *sql = xasprintf("PRAGMA table_info(%s)", table);
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+        if (rc != SQLITE_OK)
+                return -rc;
+        int found = 0;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+                const unsigned char *name = sqlite3_column_text(st, 1);
+                if (name && STREQ((const char *)name, column))
+                        found = 1;
+        }
+        sqlite3_finalize(st);
+        return rc == SQLITE_DONE ? found : -rc;
+}
+
+/* Bring a database an older version made up to this schema: grants gained
+ * allow_git in version 2. The check and the ALTER share one write
+ * transaction, so that the daemon and `airlock grant` opening the same old
+ * file at once do not both add the column. */
+static int migrate(struct store *s, char **emsg)
+{
+        int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE;", NULL, NULL, emsg);
+        if (rc != SQLITE_OK)
+                return rc;
+        int has = has_column(s, "grants", "allow_git");
+        if (has < 0)
+                rc = -has;
+        else if (has == 0)
+                rc = sqlite3_exec(s->db,
+                                  "ALTER TABLE grants ADD COLUMN allow_git INTEGER NOT NULL DEFAULT 0;",
+                                  NULL, NULL, emsg);
+        if (rc == SQLITE_OK) {
+                _cleanup_free_ char *version = xasprintf("PRAGMA user_version=%d;", SCHEMA_VERSION);
+                rc = sqlite3_exec(s->db, version, NULL, NULL, emsg);
+        }
+        if (rc == SQLITE_OK)
+                return sqlite3_exec(s->db, "COMMIT;", NULL, NULL, emsg);
+        (void)sqlite3_exec(s->db, "ROLLBACK;", NULL, NULL, NULL);
+        return rc;
+}
+
 int store_open(const char *path, struct store **ret, struct al_error *err)
 {
         struct store *s = xcalloc(1, sizeof(*s));
@@ -90,7 +136,7 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
         if (rc == SQLITE_OK)
                 rc = sqlite3_exec(s->db, schema, NULL, NULL, &emsg);
         if (rc == SQLITE_OK)
-                rc = sqlite3_exec(s->db, "PRAGMA user_version=1;", NULL, NULL, &emsg);
+                rc = migrate(s, &emsg);
         if (rc != SQLITE_OK) {
                 int r = al_error_set(err, 0, "%s: setting up the database: %s", path,
                                      emsg ? emsg : sqlite3_errstr(rc));
@@ -164,8 +210,8 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         r = prepare(s,
                     "INSERT INTO grants (name, token_hash, allow_sandbox, allow_exec,"
-                    " allow_host_workspace, max_sandboxes, classes, created_ms)"
-                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    " allow_host_workspace, max_sandboxes, classes, created_ms, allow_git)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                     &st);
         if (r < 0)
                 return al_error_set(err, -r, "adding grant \"%s\"", g->name);
@@ -178,6 +224,7 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
         sqlite3_bind_int64(st, 6, (sqlite3_int64)g->max_sandboxes);
         bind_text(st, 7, classes);
         sqlite3_bind_int64(st, 8, (sqlite3_int64)g->created_ms);
+        sqlite3_bind_int(st, 9, g->allow_git);
         int rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 return 0;
@@ -211,12 +258,13 @@ static struct grant *grant_from_row(sqlite3_stmt *st)
         }
         g->created_ms = (uint64_t)sqlite3_column_int64(st, 7);
         g->revoked_ms = (uint64_t)sqlite3_column_int64(st, 8);
+        g->allow_git = sqlite3_column_int(st, 9) != 0;
         return g;
 }
 
 #define GRANT_COLUMNS                                                                              \
         "name, token_hash, allow_sandbox, allow_exec, allow_host_workspace, max_sandboxes,"        \
-        " classes, created_ms, revoked_ms"
+        " classes, created_ms, revoked_ms, allow_git"
 
 int store_grant_by_hash(struct store *s, const char *hash, struct grant **ret)
 {

@@ -2,11 +2,14 @@
 """Grants: every call needs a token in force; what a grant allows is what
 it says, and nothing more."""
 
+import json
 import os
+import sqlite3
+import subprocess
 
 import pytest
 
-from daemonlib import AirlockError, Client
+from daemonlib import AIRLOCK, AirlockError, Client
 
 
 def status_of(f):
@@ -140,6 +143,63 @@ def test_only_the_hash_is_stored(shared_daemon):
     assert tok.encode() not in db
     assert tok.startswith("alk_") and len(tok) == 68
     assert oct(os.stat(shared_daemon.state / "airlockd.db").st_mode & 0o777) == "0o600"
+
+
+def grant_ls(state_dir, *args):
+    p = subprocess.run([str(AIRLOCK), "grant", "ls", "--state-dir", str(state_dir), *args],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_allow_git_is_stored_and_listed(shared_daemon):
+    shared_daemon.grant("gitter", "--allow-sandbox", "--allow-git")
+    shared_daemon.grant("nogit", "--allow-sandbox")
+    grants = {g["name"]: g for g in json.loads(grant_ls(shared_daemon.state, "--json"))}
+    assert grants["gitter"]["allowGit"] is True and grants["gitter"]["allowSandbox"] is True
+    assert grants["nogit"]["allowGit"] is False
+    assert grants["admin"]["allowGit"] is False
+    rows = {line.split()[0]: line.split()[2] for line in grant_ls(shared_daemon.state).splitlines()[1:]}
+    assert rows["gitter"] == "sandbox,git" and rows["nogit"] == "sandbox"
+
+
+# The grants table as the version before allowGit made it.
+OLD_GRANTS = """CREATE TABLE grants (
+ name TEXT PRIMARY KEY,
+ token_hash TEXT NOT NULL UNIQUE,
+ allow_sandbox INTEGER NOT NULL,
+ allow_exec INTEGER NOT NULL,
+ allow_host_workspace INTEGER NOT NULL,
+ max_sandboxes INTEGER NOT NULL,
+ classes TEXT NOT NULL,
+ created_ms INTEGER NOT NULL,
+ revoked_ms INTEGER NOT NULL DEFAULT 0)"""
+
+
+def test_database_without_allow_git_is_migrated(tmp_path):
+    db = tmp_path / "airlockd.db"
+    con = sqlite3.connect(db)
+    con.execute(OLD_GRANTS)
+    con.execute("INSERT INTO grants VALUES ('old', ?, 1, 1, 0, 0, '', 1000, 0)", ("ab" * 32,))
+    con.execute("PRAGMA user_version=1")
+    con.commit()
+    con.close()
+
+    grants = {g["name"]: g for g in json.loads(grant_ls(tmp_path, "--json"))}
+    assert grants["old"]["allowGit"] is False and grants["old"]["allowExec"] is True
+    con = sqlite3.connect(db)
+    cols = [r[1] for r in con.execute("PRAGMA table_info(grants)")]
+    assert cols.count("allow_git") == 1
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 2
+    con.close()
+
+    # A migrated database takes the new flag, and opening it again is no
+    # second migration.
+    p = subprocess.run([str(AIRLOCK), "grant", "create", "--name", "new", "--allow-git",
+                        "--state-dir", str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    grants = {g["name"]: g for g in json.loads(grant_ls(tmp_path, "--json"))}
+    assert grants["new"]["allowGit"] is True and grants["old"]["allowGit"] is False
 
 
 @pytest.mark.parametrize("body,field", [

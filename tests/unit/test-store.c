@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
 #include <ftw.h>
+#include <sqlite3.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -58,6 +59,7 @@ Test(store, grants_add_find_revoke_list)
         g.classes = classes;
         g.n_classes = 2;
         g.allow_host_workspace = true;
+        g.allow_git = true;
         cr_assert_eq(store_grant_add(st, &g, &err), 0, "%s", err.msg);
 
         struct grant *found = NULL;
@@ -66,6 +68,7 @@ Test(store, grants_add_find_revoke_list)
         cr_assert(found->allow_sandbox);
         cr_assert_not(found->allow_exec);
         cr_assert(found->allow_host_workspace);
+        cr_assert(found->allow_git);
         cr_assert_eq(found->max_sandboxes, 3);
         cr_assert_eq(found->n_classes, 2);
         cr_assert_str_eq(found->classes[1], "large");
@@ -88,6 +91,7 @@ Test(store, grants_add_find_revoke_list)
         cr_assert_eq(store_grant_by_hash(st, "cc", &found), 0);
         cr_assert_eq(found->n_classes, 0);
         cr_assert_null(found->classes);
+        cr_assert_not(found->allow_git);
         grant_free(found);
 
         struct grant **v = NULL;
@@ -99,6 +103,48 @@ Test(store, grants_add_find_revoke_list)
         cr_assert_str_eq(v[0]->name, "alpha");
         cr_assert_str_eq(v[1]->name, "ci");
         store_grants_free(v, n);
+}
+
+/* A database the version before allow_git made: opening it adds the
+ * column, the old grants allow no git, and a second open changes nothing. */
+Test(store, grants_without_allow_git_are_migrated)
+{
+        _cleanup_free_ char *old = xasprintf("%s/old.db", dir);
+        sqlite3 *db = NULL;
+        cr_assert_eq(sqlite3_open(old, &db), SQLITE_OK);
+        cr_assert_eq(sqlite3_exec(db,
+                                  "CREATE TABLE grants (name TEXT PRIMARY KEY,"
+                                  " token_hash TEXT NOT NULL UNIQUE,"
+                                  " allow_sandbox INTEGER NOT NULL, allow_exec INTEGER NOT NULL,"
+                                  " allow_host_workspace INTEGER NOT NULL,"
+                                  " max_sandboxes INTEGER NOT NULL, classes TEXT NOT NULL,"
+                                  " created_ms INTEGER NOT NULL,"
+                                  " revoked_ms INTEGER NOT NULL DEFAULT 0);"
+                                  "INSERT INTO grants VALUES ('old', 'ee', 1, 1, 0, 0, '', 5, 0);"
+                                  "PRAGMA user_version=1;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+        sqlite3_close(db);
+
+        for (int i = 0; i < 2; i++) {
+                struct al_error err = {0};
+                struct store *o = NULL;
+                cr_assert_eq(store_open(old, &o, &err), 0, "open %d: %s", i, err.msg);
+                struct grant *found = NULL;
+                cr_assert_eq(store_grant_by_hash(o, "ee", &found), 0);
+                cr_assert(found->allow_exec);
+                cr_assert_not(found->allow_git);
+                grant_free(found);
+                if (i == 0) {
+                        struct grant g = make_grant("new", "ff");
+                        g.allow_git = true;
+                        cr_assert_eq(store_grant_add(o, &g, &err), 0, "%s", err.msg);
+                }
+                cr_assert_eq(store_grant_by_hash(o, "ff", &found), 0);
+                cr_assert(found->allow_git);
+                grant_free(found);
+                store_close(o);
+        }
 }
 
 static struct store_sandbox make_sb(const char *id, const char *state, const char *meta,
