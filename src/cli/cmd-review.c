@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <getopt.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,7 +25,9 @@ static const char diff_usage[] =
     "it is now (a/) against the result of accepting (b/). ID may be a unique\n"
     "prefix of at least 4 characters.\n"
     "\n"
-    "Options:\n";
+    "Options:\n"
+    "      --json             on failure, print {\"error\", \"message\"} as one JSON\n"
+    "                         line on stdout instead of a message on stderr\n";
 
 static const char accept_usage[] =
     "Usage: airlock accept [OPTIONS] ID [PATH...]\n"
@@ -35,14 +38,21 @@ static const char accept_usage[] =
     "if a file to be replaced or removed changed on the host since the sandbox\n"
     "started.\n"
     "\n"
-    "Options:\n";
+    "Options:\n"
+    "      --json             print one JSON line on stdout: {\"sandbox\", \"written\",\n"
+    "                         \"removed\", \"dirs\", \"bytes\", \"remaining\", \"complete\"},\n"
+    "                         or on failure {\"error\", \"message\"}, error being\n"
+    "                         conflict, already, not_found, bad_path or failed\n";
 
 static const char discard_usage[] =
     "Usage: airlock discard [OPTIONS] ID\n"
     "\n"
     "Drop the changes of review sandbox ID; the workspace stays as it is.\n"
     "\n"
-    "Options:\n";
+    "Options:\n"
+    "      --json             print one JSON line on stdout: {\"sandbox\", \"state\"},\n"
+    "                         or on failure {\"error\", \"message\"}, error being\n"
+    "                         already, not_found or failed\n";
 
 static const char exit_help[] = "\nExit status: 0 on success, 1 when refused or failed, 2 on usage "
                                 "errors or an unknown ID.\n";
@@ -61,13 +71,49 @@ static int usage_error(const char *cmd, const char *fmt, ...)
         return EXIT_USAGE;
 }
 
+/* A JSON string of s. Messages quote host paths, which need not be UTF-8:
+ * such bytes become '?' rather than lose the message. */
+static json_t *json_text(const char *s)
+{
+        json_t *v = json_string(s);
+        if (v)
+                return v;
+        _cleanup_free_ char *copy = xstrdup(s);
+        for (char *p = copy; *p; p++)
+                if ((unsigned char)*p >= 0x80)
+                        *p = '?';
+        return json_string(copy);
+}
+
+/* Print o as one line on stdout and free it. */
+static void json_line(json_t *o)
+{
+        _cleanup_free_ char *text = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        printf("%s\n", text ? text : "{\"error\":\"failed\",\"message\":\"out of memory\"}");
+        fflush(stdout);
+}
+
+/* Report a failure: {"error": code, "message": msg} on stdout with --json,
+ * else a line on stderr. Returns status. */
+static int fail(const char *cmd, bool json, const char *code, const char *msg, int status)
+{
+        if (json)
+                json_line(json_pack("{s:s, s:o}", "error", code, "message", json_text(msg)));
+        else
+                fprintf(stderr, "airlock: %s: %s\n", cmd, msg);
+        return status;
+}
+
 /* Parse the options every review command shares. Returns the index of the
  * first operand, or -1 - the exit code when the command is done. */
-static int parse_common(const char *cmd, const char *usage, int argc, char **argv, char **ret_root)
+static int parse_common(const char *cmd, const char *usage, int argc, char **argv, char **ret_root,
+                        bool *ret_json)
 {
-        enum { OPT_STATE_ROOT = 256 };
+        enum { OPT_STATE_ROOT = 256, OPT_JSON };
         static const struct option options[] = {
             {"state-root", required_argument, NULL, OPT_STATE_ROOT},
+            {"json", no_argument, NULL, OPT_JSON},
             {"help", no_argument, NULL, 'h'},
             {},
         };
@@ -85,6 +131,9 @@ static int parse_common(const char *cmd, const char *usage, int argc, char **arg
                         free(*ret_root);
                         *ret_root = xstrdup(optarg);
                         break;
+                case OPT_JSON:
+                        *ret_json = true;
+                        break;
                 case ':':
                         return -1 - usage_error(cmd, "option \"%s\" needs an argument",
                                                 argv[optind - 1]);
@@ -96,19 +145,35 @@ static int parse_common(const char *cmd, const char *usage, int argc, char **arg
         }
         if (!*ret_root) {
                 *ret_root = review_state_root(geteuid(), getenv("HOME"));
-                if (!*ret_root)
+                if (!*ret_root) {
+                        if (*ret_json)
+                                return -1 - fail(cmd, true, "failed",
+                                                 "HOME is not set; give --state-root", EXIT_USAGE);
                         return -1 - usage_error(cmd, "HOME is not set; give --state-root");
+                }
         }
         return optind;
 }
 
-static int find_sandbox(const char *cmd, const char *root, const char *id, char **ret_dir)
+/* A wrong number of operands: text, or with --json the error line. */
+static int operand_error(const char *cmd, bool json, const char *msg)
+{
+        if (json)
+                return fail(cmd, true, "failed", msg, EXIT_USAGE);
+        return usage_error(cmd, "%s", msg);
+}
+
+/* Resolve id to its state directory; ret_id points at the full id in it.
+ * An id that names no one sandbox, being unknown, malformed or an
+ * ambiguous prefix, is "not_found". Returns 0 or the exit code. */
+static int find_sandbox(const char *cmd, bool json, const char *root, const char *id,
+                        char **ret_dir, const char **ret_id)
 {
         struct al_error err = {0};
-        if (review_find(root, id, ret_dir, &err) < 0) {
-                fprintf(stderr, "airlock: %s: %s\n", cmd, err.msg);
-                return EXIT_USAGE;
-        }
+        if (review_find(root, id, ret_dir, &err) < 0)
+                return fail(cmd, json, "not_found", err.msg, EXIT_USAGE);
+        const char *slash = strrchr(*ret_dir, '/');
+        *ret_id = slash ? slash + 1 : *ret_dir;
         return 0;
 }
 
@@ -181,20 +246,38 @@ static int caret_close(void *cookie)
         return ferror(c->f) ? EOF : 0;
 }
 
+/* With --json, a failure's line follows whatever part of the diff was
+ * written; this notes whether that part ended a line. */
+struct tail {
+        FILE *f;
+        bool open_line;
+};
+
+static ssize_t tail_write(void *cookie, const char *buf, size_t size)
+{
+        struct tail *t = cookie;
+        if (size > 0)
+                t->open_line = buf[size - 1] != '\n';
+        return fwrite(buf, 1, size, t->f) == size ? (ssize_t)size : -1;
+}
+
 int cmd_diff(int argc, char **argv)
 {
         _cleanup_free_ char *root = NULL, *dir = NULL;
-        int first = parse_common("diff", diff_usage, argc, argv, &root);
+        bool json = false;
+        const char *id;
+        int first = parse_common("diff", diff_usage, argc, argv, &root, &json);
         if (first < 0)
                 return -1 - first;
         if (argc - first != 1)
-                return usage_error("diff", "expected exactly one sandbox ID");
-        int r = find_sandbox("diff", root, argv[first], &dir);
+                return operand_error("diff", json, "expected exactly one sandbox ID");
+        int r = find_sandbox("diff", json, root, argv[first], &dir, &id);
         if (r)
                 return r;
 
-        FILE *out = stdout, *filter = NULL;
+        FILE *out = stdout, *filter = NULL, *tailf = NULL;
         struct caret caret = {.f = stdout};
+        struct tail tail = {.f = stdout};
         if (isatty(STDOUT_FILENO)) {
                 filter = fopencookie(
                     &caret, "w",
@@ -202,15 +285,24 @@ int cmd_diff(int argc, char **argv)
                 if (filter)
                         out = filter;
         }
+        if (json) {
+                tail.f = out;
+                tailf = fopencookie(&tail, "w", (cookie_io_functions_t){.write = tail_write});
+                if (tailf)
+                        out = tailf;
+        }
         struct al_error err = {0};
         r = review_diff(dir, out, &err);
+        if (tailf && fclose(tailf) != 0 && r >= 0)
+                r = -EIO;
         if (filter && fclose(filter) != 0 && r >= 0)
                 r = -EIO;
         if (fflush(stdout) != 0 && r >= 0)
                 r = -EIO;
         if (r < 0) {
-                fprintf(stderr, "airlock: diff: %s\n", err.msg[0] ? err.msg : strerror(-r));
-                return EXIT_BAD;
+                if (tail.open_line)
+                        putchar('\n');
+                return fail("diff", json, "failed", err.msg[0] ? err.msg : strerror(-r), EXIT_BAD);
         }
         return 0;
 }
@@ -220,16 +312,35 @@ static const char *plural(uint64_t n, const char *one, const char *many)
         return n == 1 ? one : many;
 }
 
+/* The --json error code of review_accept's and review_discard's errors. */
+static const char *error_code(int r)
+{
+        switch (r) {
+        case -EBUSY:
+                return "conflict";
+        case -EALREADY:
+                return "already";
+        case -ENOENT:
+                return "not_found";
+        case -EINVAL:
+                return "bad_path";
+        default:
+                return "failed";
+        }
+}
+
 int cmd_accept(int argc, char **argv)
 {
         _cleanup_free_ char *root = NULL, *dir = NULL;
-        int first = parse_common("accept", accept_usage, argc, argv, &root);
+        bool json = false;
+        const char *full_id;
+        int first = parse_common("accept", accept_usage, argc, argv, &root, &json);
         if (first < 0)
                 return -1 - first;
         if (argc - first < 1)
-                return usage_error("accept", "no sandbox ID given");
+                return operand_error("accept", json, "no sandbox ID given");
         const char *id = argv[first];
-        int r = find_sandbox("accept", root, id, &dir);
+        int r = find_sandbox("accept", json, root, id, &dir, &full_id);
         if (r)
                 return r;
 
@@ -241,8 +352,16 @@ int cmd_accept(int argc, char **argv)
                 const char *msg = err.msg[0] ? err.msg : strerror(-r);
                 if (strncmp(msg, "accept: ", 8) == 0)
                         msg += 8;
-                fprintf(stderr, "airlock: accept: %s\n", msg);
-                return r == -ENOENT || r == -EINVAL ? EXIT_USAGE : EXIT_BAD;
+                return fail("accept", json, error_code(r), msg,
+                            r == -ENOENT || r == -EINVAL ? EXIT_USAGE : EXIT_BAD);
+        }
+        if (json) {
+                json_line(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "sandbox", full_id,
+                                    "written", (json_int_t)rep.written, "removed",
+                                    (json_int_t)rep.removed, "dirs", (json_int_t)rep.dirs, "bytes",
+                                    (json_int_t)rep.bytes, "remaining", (json_int_t)rep.remaining,
+                                    "complete", rep.complete));
+                return 0;
         }
         printf("accept: %" PRIu64 " %s written, %" PRIu64 " removed, %" PRIu64 " %s", rep.written,
                plural(rep.written, "file", "files"), rep.removed, rep.dirs,
@@ -258,21 +377,27 @@ int cmd_accept(int argc, char **argv)
 int cmd_discard(int argc, char **argv)
 {
         _cleanup_free_ char *root = NULL, *dir = NULL;
-        int first = parse_common("discard", discard_usage, argc, argv, &root);
+        bool json = false;
+        const char *full_id;
+        int first = parse_common("discard", discard_usage, argc, argv, &root, &json);
         if (first < 0)
                 return -1 - first;
         if (argc - first != 1)
-                return usage_error("discard", "expected exactly one sandbox ID");
-        int r = find_sandbox("discard", root, argv[first], &dir);
+                return operand_error("discard", json, "expected exactly one sandbox ID");
+        int r = find_sandbox("discard", json, root, argv[first], &dir, &full_id);
         if (r)
                 return r;
         struct al_error err = {0};
-        if (review_discard(dir, &err) < 0) {
-                const char *msg = err.msg;
+        r = review_discard(dir, &err);
+        if (r < 0) {
+                const char *msg = err.msg[0] ? err.msg : strerror(-r);
                 if (strncmp(msg, "discard: ", 9) == 0)
                         msg += 9;
-                fprintf(stderr, "airlock: discard: %s\n", msg);
-                return EXIT_BAD;
+                return fail("discard", json, r == -EALREADY ? "already" : "failed", msg, EXIT_BAD);
+        }
+        if (json) {
+                json_line(json_pack("{s:s, s:s}", "sandbox", full_id, "state", "discarded"));
+                return 0;
         }
         printf("discard: the changes of sandbox %s are gone; the workspace is as it was\n",
                argv[first]);

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Reviewable workspaces: `airlock run --review`, then diff, accept, discard."""
 
+import json
 import os
 import re
 import time
@@ -143,3 +144,76 @@ def test_git_hooks_still_read_only_in_review(airlock):
     p, sid = _run_review(airlock, ws, "echo evil > .git/hooks/pre-commit; echo rc=$?")
     assert p.stdout.strip() != "rc=0"
     assert "pre-commit" not in airlock.run(["diff", sid]).stdout
+
+
+# ---- --json: what the daemon reads ----
+
+
+def _json_line(p):
+    """The one JSON line a --json command prints on stdout."""
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1, p.stdout + p.stderr
+    return json.loads(lines[0])
+
+
+def test_accept_json(airlock):
+    ws = _workspace(airlock)
+    _, sid = _run_review(airlock, ws)
+    part = airlock.run(["accept", "--json", sid[:6], "added.txt", "docs"])
+    assert part.returncode == 0, part.stderr
+    doc = _json_line(part)
+    assert set(doc) == {"sandbox", "written", "removed", "dirs", "bytes", "remaining", "complete"}
+    assert doc["sandbox"] == sid and re.fullmatch(r"[0-9a-f]{16}", sid)
+    assert (doc["written"], doc["removed"], doc["dirs"], doc["bytes"]) == (2, 0, 1, 8)
+    assert doc["remaining"] > 0 and doc["complete"] is False
+
+    rest = _json_line(airlock.run(["accept", "--json", sid]))
+    assert rest["removed"] == 2 and rest["remaining"] == 0 and rest["complete"] is True
+    assert rest["written"] >= 3 and (ws / "change.txt").read_text() == "one\ntwo\n"
+
+    again = airlock.run(["accept", "--json", sid])
+    assert again.returncode == 1 and again.stderr == ""
+    doc = _json_line(again)
+    assert doc["error"] == "already" and doc["message"]
+    assert _json_line(airlock.run(["discard", "--json", sid]))["error"] == "already"
+
+
+def test_accept_json_errors(airlock):
+    ws = _workspace(airlock)
+    _, sid = _run_review(airlock, ws)
+    for args, code, status in [
+        (["0123456789abcdef"], "not_found", 2),
+        ([sid, "no-such-file"], "not_found", 2),
+        ([sid, "../outside"], "bad_path", 2),
+    ]:
+        p = airlock.run(["accept", "--json", *args])
+        assert p.returncode == status and p.stderr == "", (args, p.stderr)
+        doc = _json_line(p)
+        assert set(doc) == {"error", "message"} and doc["error"] == code, (args, doc)
+
+    time.sleep(0.01)
+    (ws / "change.txt").write_text("edited on the host\n")
+    before = _snapshot(ws)
+    p = airlock.run(["accept", "--json", sid])
+    assert p.returncode == 1 and p.stderr == ""
+    doc = _json_line(p)
+    assert doc["error"] == "conflict" and "change.txt" in doc["message"]
+    assert not doc["message"].startswith("accept:")
+    assert _snapshot(ws) == before
+
+
+def test_discard_and_diff_json(airlock):
+    ws = _workspace(airlock)
+    before = _snapshot(ws)
+    _, sid = _run_review(airlock, ws)
+    d = airlock.run(["diff", "--json", sid])
+    assert d.returncode == 0 and "+two" in d.stdout
+    unknown = airlock.run(["diff", "--json", "0123456789abcdef"])
+    assert unknown.returncode == 2 and unknown.stderr == ""
+    assert _json_line(unknown)["error"] == "not_found"
+
+    p = airlock.run(["discard", "--json", sid[:5]])
+    assert p.returncode == 0, p.stderr
+    assert _json_line(p) == {"sandbox": sid, "state": "discarded"}
+    assert _snapshot(ws) == before
+    assert _json_line(airlock.run(["discard", "--json", "0123456789abcdef"]))["error"] == "not_found"
