@@ -144,8 +144,14 @@ class Client:
     # sandboxes
 
     def create(self, policy=None, sandbox_class=None, metadata=None, ttl=None,
-               idle_timeout=None, workspace=None):
+               idle_timeout=None, workspace=None, review=None, repo=None, rev=None):
         body = {}
+        if review is not None:
+            body["review"] = review
+        if repo is not None:
+            body["repo"] = repo
+        if rev is not None:
+            body["rev"] = rev
         if policy is not None:
             body["policy"] = policy
         if sandbox_class is not None:
@@ -297,6 +303,37 @@ class Client:
 
     def list_files(self, sandbox_id, path="."):
         return self._json("GET", self._files_path(sandbox_id, path, "/list"))
+
+    # review and git
+
+    def _raw(self, method, path, body=None):
+        status, _, data = self.request(method, path, body)
+        if status != 200:
+            raise AirlockError(status, json.loads(data) if data else {})
+        return data
+
+    def diff(self, sandbox_id):
+        """The unified diff of a review sandbox's changes (bytes)."""
+        return self._raw("GET", "/v1/sandboxes/%s/diff" % sandbox_id)
+
+    def accept(self, sandbox_id, paths=None):
+        body = {"paths": list(paths)} if paths else {}
+        return self._json("POST", "/v1/sandboxes/%s/accept" % sandbox_id, body)
+
+    def discard(self, sandbox_id):
+        return self._json("POST", "/v1/sandboxes/%s/discard" % sandbox_id, {})
+
+    def export(self, sandbox_id):
+        """The agent's new commits as an mbox of patches (bytes)."""
+        return self._raw("POST", "/v1/sandboxes/%s/export" % sandbox_id, {})
+
+    def push(self, sandbox_id, branch, force=False, open_pr=False):
+        body = {"branch": branch}
+        if force:
+            body["force"] = True
+        if open_pr:
+            body["openPr"] = True
+        return self._json("POST", "/v1/sandboxes/%s/push" % sandbox_id, body)
 
     # the rest
 

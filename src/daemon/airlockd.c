@@ -20,6 +20,8 @@
 
 #include "audit.h"
 #include "daemon.h"
+#include "jobs.h"
+#include "secrets.h"
 #include "store.h"
 #include "util.h"
 
@@ -46,9 +48,30 @@ static const char usage_text[] =
         "                           0: no maximum)\n"
         "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
         "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
+        "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
+        "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
+        "      --git-host HOST      repositories may be cloned from HOST, which gets the\n"
+        "                           daemon's git credentials (repeatable; without it only\n"
+        "                           local repositories can be named)\n"
+        "      --no-git-helper      do not ask the git credential helper\n"
         "  -h, --help               show this help\n";
 
 static bool quiet_logs;
+
+/* A DNS name: letters, digits, '-' and '.', at most 253 characters. */
+static bool git_host_valid(const char *h)
+{
+        size_t n = strlen(h);
+        return n > 0 && n <= 253 && strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789-.") == n && h[0] != '-' && h[0] != '.';
+}
+
+/* NAME in the directory of path. */
+static char *sibling_path(const char *path, const char *name)
+{
+        const char *slash = strrchr(path, '/');
+        return slash ? xasprintf("%.*s/%s", (int)(slash - path), path, name) : xstrdup(name);
+}
 
 uint64_t daemon_now_ms(void)
 {
@@ -208,6 +231,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         if (sig == SIGCHLD) {
                 /* Supervisors' ends are seen through their pidfds; this only
                  * reaps them and the workers that remove workspaces. */
+                jobs_reap(d);
                 while (waitpid(-1, NULL, WNOHANG) > 0)
                         ;
                 return;
@@ -229,7 +253,8 @@ static void raise_nofile(void)
 int main(int argc, char **argv)
 {
         enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
-               OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET };
+               OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_GIT_HOST,
+               OPT_NO_GIT_HELPER };
         static const struct option opts[] = {
                 {"socket", required_argument, NULL, OPT_SOCKET},
                 {"listen", required_argument, NULL, OPT_LISTEN},
@@ -242,11 +267,16 @@ int main(int argc, char **argv)
                 {"ready-timeout", required_argument, NULL, OPT_READY},
                 {"gc-interval", required_argument, NULL, OPT_GC},
                 {"quiet", no_argument, NULL, OPT_QUIET},
+                {"secrets", required_argument, NULL, OPT_SECRETS},
+                {"git-host", required_argument, NULL, OPT_GIT_HOST},
+                {"no-git-helper", no_argument, NULL, OPT_NO_GIT_HELPER},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
         struct daemon_options o = {.max_sandboxes = 1000, .ready_timeout_ms = 30000,
-                                   .gc_interval_ms = 1000};
+                                   .gc_interval_ms = 1000, .git_helper = true};
+        size_t n_git_hosts = 0;
+        _cleanup_strv_ char **git_hosts = NULL;
         int c;
         opterr = 0;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -303,6 +333,20 @@ int main(int argc, char **argv)
                 case OPT_QUIET:
                         quiet_logs = true;
                         break;
+                case OPT_SECRETS:
+                        o.secrets_path = optarg;
+                        break;
+                case OPT_GIT_HOST:
+                        if (!git_host_valid(optarg)) {
+                                fprintf(stderr, "airlockd: --git-host \"%s\": expected a host name "
+                                                "such as git.example.com\n", optarg);
+                                return 2;
+                        }
+                        git_hosts = strv_append(git_hosts, &n_git_hosts, optarg);
+                        break;
+                case OPT_NO_GIT_HELPER:
+                        o.git_helper = false;
+                        break;
                 case 'h':
                         fputs(usage_text, stdout);
                         return 0;
@@ -342,6 +386,10 @@ int main(int argc, char **argv)
                               : xasprintf("%s/airlock/sandboxes", xdg);
         d.audit_path = o.audit_path ? xstrdup(o.audit_path) : audit_default_path(geteuid(), home);
         d.airlock_bin = o.airlock_bin ? xstrdup(o.airlock_bin) : find_airlock();
+        d.keep_dir = xasprintf("%s/kept", d.state_dir);
+        d.tools_bin = d.airlock_bin ? sibling_path(d.airlock_bin, "airlock-tools") : NULL;
+        d.git_hosts = TAKE_PTR(git_hosts);
+        d.git_helper = o.git_helper;
         d.max_sandboxes = o.max_sandboxes;
         d.ready_timeout_ms = o.ready_timeout_ms;
         d.gc_interval_ms = o.gc_interval_ms;
@@ -357,6 +405,17 @@ int main(int argc, char **argv)
                                  d.airlock_bin ? d.airlock_bin : "next to airlockd");
                 goto out;
         }
+        if (o.secrets_path) {
+                /* Checked now, so a bad file is one clear error at start
+                 * rather than one per sandbox. */
+                struct secrets *sec = NULL;
+                d.secrets_path = realpath(o.secrets_path, NULL);
+                r = d.secrets_path ? secrets_load_file(d.secrets_path, &sec, &err)
+                                   : al_error_set(&err, errno, "--secrets %s", o.secrets_path);
+                secrets_free(sec);
+                if (r < 0)
+                        goto out;
+        }
         if (d.state_dir[0] != '/' || d.run_dir[0] != '/') {
                 r = al_error_set(&err, EINVAL, "--state-dir and --run-dir must be absolute paths");
                 goto out;
@@ -367,7 +426,7 @@ int main(int argc, char **argv)
                                  d.run_dir);
                 goto out;
         }
-        static const char *const subdirs[] = {"", "/sandboxes", "/workspaces"};
+        static const char *const subdirs[] = {"", "/sandboxes", "/workspaces", "/kept"};
         for (size_t i = 0; i < ARRAY_SIZE(subdirs) && r >= 0; i++) {
                 _cleanup_free_ char *p = xasprintf("%s%s", d.state_dir, subdirs[i]);
                 r = mkdir_p(p, 0755, 0700);
@@ -433,6 +492,7 @@ int main(int argc, char **argv)
 
 out:
         d.shutting_down = true;
+        jobs_shutdown(&d);
         api_shutdown(&d);
         /* Left running: the next airlockd re-attaches them. */
         sandbox_shutdown_all(&d);
@@ -461,5 +521,9 @@ out:
         free(d.run_dir);
         free(d.audit_path);
         free(d.airlock_bin);
+        free(d.tools_bin);
+        free(d.keep_dir);
+        free(d.secrets_path);
+        strv_free(d.git_hosts);
         return r < 0 ? 1 : 0;
 }

@@ -11,10 +11,12 @@
 #include <sys/stat.h>
 
 #include "audit.h"
+#include "changes.h"
 #include "ctl.h"
 #include "daemon.h"
 #include "files.h"
 #include "grants.h"
+#include "http.h"
 #include "util.h"
 
 #define JSON_BODY_MAX    (1u << 20)   /* a JSON request body */
@@ -35,7 +37,7 @@ static void count_reply(struct daemon *d, int code)
                 d->metrics.http_errors++;
 }
 
-static void reply_json(struct daemon *d, struct evhttp_request *req, int code, json_t *body)
+void reply_json(struct daemon *d, struct evhttp_request *req, int code, json_t *body)
 {
         struct evbuffer *buf = evbuffer_new();
         char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -45,19 +47,20 @@ static void reply_json(struct daemon *d, struct evhttp_request *req, int code, j
                 evbuffer_add(buf, "\n", 1);
                 free(text);
         }
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "application/json");
-        count_reply(d, code);
-        evhttp_send_reply(req, code, NULL, buf);
+        reply_body(d, req, code, "application/json", buf);
         evbuffer_free(buf);
 }
 
-/* {"error": CODE, "message": ..., and the extra fields}: `extra` is stolen. */
-static void reply_error_fields(struct daemon *d, struct evhttp_request *req, int code,
-                               const char *error, json_t *extra, const char *fmt, ...)
-        __attribute__((format(printf, 6, 7)));
-static void reply_error_fields(struct daemon *d, struct evhttp_request *req, int code,
-                               const char *error, json_t *extra, const char *fmt, ...)
+void reply_body(struct daemon *d, struct evhttp_request *req, int code, const char *type,
+                struct evbuffer *body)
+{
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", type);
+        count_reply(d, code);
+        evhttp_send_reply(req, code, NULL, body);
+}
+
+void reply_error_fields(struct daemon *d, struct evhttp_request *req, int code, const char *error,
+                        json_t *extra, const char *fmt, ...)
 {
         char msg[AL_ERROR_MAX + 256];
         va_list ap;
@@ -77,9 +80,7 @@ static void reply_error_fields(struct daemon *d, struct evhttp_request *req, int
         reply_json(d, req, code, o);
 }
 
-#define reply_error(d, req, code, error, ...) reply_error_fields(d, req, code, error, NULL, __VA_ARGS__)
-
-static void reply_bad_field(struct daemon *d, struct evhttp_request *req, const char *field,
+void reply_bad_field(struct daemon *d, struct evhttp_request *req, const char *field,
                             const char *what)
 {
         reply_error_fields(d, req, 400, "bad_request", json_pack("{s:s}", "field", field),
@@ -164,8 +165,7 @@ static int query_bool(const struct query *q, const char *key, bool dflt, bool *r
         return -EINVAL;
 }
 
-/* The body as JSON: NULL with a 400 or 413 already sent. */
-static json_t *read_json_body(struct daemon *d, struct evhttp_request *req, bool allow_empty)
+json_t *read_json_body(struct daemon *d, struct evhttp_request *req, bool allow_empty)
 {
         struct evbuffer *in = evhttp_request_get_input_buffer(req);
         size_t len = evbuffer_get_length(in);
@@ -208,7 +208,7 @@ static const char *unknown_key(json_t *o, const char *const *allowed)
         return NULL;
 }
 
-static bool reject_unknown(struct daemon *d, struct evhttp_request *req, json_t *o,
+bool reject_unknown(struct daemon *d, struct evhttp_request *req, json_t *o,
                            const char *const *allowed)
 {
         const char *k = unknown_key(o, allowed);
@@ -287,7 +287,7 @@ static struct grant *authenticate(struct daemon *d, struct evhttp_request *req)
         return g;
 }
 
-static bool require(struct daemon *d, struct evhttp_request *req, const struct grant *g, bool allowed,
+bool require(struct daemon *d, struct evhttp_request *req, const struct grant *g, bool allowed,
                     const char *permission)
 {
         if (allowed)
@@ -307,7 +307,7 @@ static void on_audit_flush(evutil_socket_t fd, short what, void *arg)
 /* Who asked for what, next to the supervisors' own events. Synced in
  * batches (AUDIT_BATCH_MS): an fdatasync per request would double the time
  * of an exec. */
-static void record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields)
+void record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields)
 {
         struct al_error e = {0};
         if (d->audit && audit_append(d->audit, sandbox, kind, fields, &e) < 0)
@@ -325,7 +325,7 @@ static void record_audit(struct daemon *d, const char *sandbox, const char *kind
 
 /* the sandbox's view */
 
-static json_t *live_json(struct sandbox *sb)
+json_t *live_json(struct sandbox *sb)
 {
         _cleanup_free_ char *meta = json_dumps(sb->metadata, JSON_COMPACT | JSON_SORT_KEYS);
         struct store_sandbox r = {
@@ -348,9 +348,7 @@ static json_t *live_json(struct sandbox *sb)
         return sandbox_record_json(&r, sb);
 }
 
-/* The store's record of a sandbox the API shows (not pooled), for the caller
- * to free; NULL with a 404 sent. */
-static struct store_sandbox *find_recorded(struct daemon *d, struct evhttp_request *req,
+struct store_sandbox *find_recorded(struct daemon *d, struct evhttp_request *req,
                                            const char *id)
 {
         struct store_sandbox *r = NULL;
@@ -390,7 +388,21 @@ struct create_ctx {
         struct daemon *d;
         struct evhttp_request *req;
         char *grant;
+        json_t *repo; /* {"url", "rev", "base"} of a clone */
+        /* While a clone runs: what the start takes then. */
+        struct policy *policy;
+        json_t *metadata;
+        uint64_t ttl_ms, idle_ms;
 };
+
+static void create_ctx_free(struct create_ctx *c)
+{
+        json_decref(c->repo);
+        json_decref(c->metadata);
+        policy_free(c->policy);
+        free(c->grant);
+        free(c);
+}
 
 static void on_created(struct sandbox *sb, int error, const char *message, void *userdata)
 {
@@ -408,10 +420,46 @@ static void on_created(struct sandbox *sb, int error, const char *message, void 
                         /* Nobody will learn the id. */
                         sandbox_destroy(sb, "abandoned", NULL, NULL);
                 }
-                reply_json(d, c->req, 201, live_json(sb));
+                json_t *rec = live_json(sb);
+                if (c->repo)
+                        json_object_set(rec, "repo", c->repo);
+                reply_json(d, c->req, 201, rec);
         }
-        free(c->grant);
-        free(c);
+        create_ctx_free(c);
+}
+
+static void on_cloned(const char *id, const char *workspace, const char *base, int error,
+                      const char *message, void *userdata)
+{
+        struct create_ctx *c = userdata;
+        struct daemon *d = c->d;
+        if (error < 0) {
+                if (error == -ECANCELED)
+                        reply_error(d, c->req, 503, "shutting_down", "%s", message);
+                else if (error == -EINVAL)
+                        reply_error_fields(d, c->req, 400, "bad_request",
+                                           json_pack("{s:s}", "field", "repo"), "%s", message);
+                else
+                        reply_error(d, c->req, 502, "clone_failed", "%s", message);
+                d->metrics.create_failures++;
+                create_ctx_free(c);
+                return;
+        }
+        json_object_set_new(c->repo, "base", json_string(base));
+        struct sandbox_params params = {
+                .grant = c->grant,
+                .metadata = c->metadata,
+                .ttl_ms = c->ttl_ms,
+                .idle_timeout_ms = c->idle_ms,
+                .workspace = workspace,
+                .id = id,
+        };
+        struct al_error err = {0};
+        struct sandbox *sb = NULL;
+        if (sandbox_start(d, TAKE_PTR(c->policy), &params, on_created, c, &sb, &err) < 0) {
+                reply_error(d, c->req, 500, "setup_failed", "%s", err.msg);
+                create_ctx_free(c);
+        }
 }
 
 /* The largest limits of the classes a grant allows. */
@@ -439,8 +487,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         json_t *body = read_json_body(d, req, true);
         if (!body)
                 return;
-        static const char *const keys[] = {"policy", "class", "metadata", "ttl", "idleTimeout",
-                                           "workspace", NULL};
+        static const char *const keys[] = {"policy", "class",     "metadata", "ttl", "idleTimeout",
+                                           "workspace", "review", "repo", "rev", NULL};
         struct policy *p = NULL;
         _cleanup_free_ char *ws = NULL;
         if (reject_unknown(d, req, body, keys))
@@ -450,6 +498,9 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         json_t *jclass = json_object_get(body, "class");
         json_t *jmeta = json_object_get(body, "metadata");
         json_t *jws = json_object_get(body, "workspace");
+        json_t *jreview = json_object_get(body, "review");
+        json_t *jrepo = json_object_get(body, "repo");
+        json_t *jrev = json_object_get(body, "rev");
         double ttl, idle;
         if (jpolicy && !json_is_null(jpolicy) && !json_is_object(jpolicy)) {
                 reply_bad_field(d, req, "policy", "must be a policy object (docs/policy.md)");
@@ -493,10 +544,34 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 reply_bad_field(d, req, "workspace", "must be an absolute host path");
                 goto out;
         }
+        if (jreview && !json_is_boolean(jreview)) {
+                reply_bad_field(d, req, "review", "must be true or false");
+                goto out;
+        }
+        if (jrepo && !json_is_null(jrepo) &&
+            (!json_is_string(jrepo) || json_string_length(jrepo) == 0 ||
+             json_string_length(jrepo) > 4096)) {
+                reply_bad_field(d, req, "repo", "must be a repository URL of at most 4096 bytes");
+                goto out;
+        }
+        if (jrev && !json_is_null(jrev) &&
+            (!json_is_string(jrev) || json_string_length(jrev) == 0 ||
+             json_string_length(jrev) > 256 || json_string_value(jrev)[0] == '-' ||
+             strlen(json_string_value(jrev)) != json_string_length(jrev))) {
+                reply_bad_field(d, req, "rev", "must be a branch, tag or commit of at most 256 bytes");
+                goto out;
+        }
+        bool repo = json_is_string(jrepo);
+        if (json_is_string(jrev) && !repo) {
+                reply_bad_field(d, req, "rev", "needs \"repo\"");
+                goto out;
+        }
+        if (repo && !require(d, req, g, g->allow_git, "allowGit"))
+                goto out;
 
         /* The pool serves creates that ask for nothing but a class. */
         bool plain = (!jpolicy || json_is_null(jpolicy) || json_object_size(jpolicy) == 0) &&
-                     (!jws || json_is_null(jws));
+                     (!jws || json_is_null(jws)) && !json_is_true(jreview) && !repo;
         const char *class_name = json_is_string(jclass) ? json_string_value(jclass) : NULL;
 
         struct al_error err = {0};
@@ -509,6 +584,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                         goto out;
                 }
         }
+        if (json_is_true(jreview))
+                p->workspace_mode = POLICY_WORKSPACE_OVERLAY;
         if (class_name && policy_set_class(p, class_name, &err) < 0) {
                 reply_error_fields(d, req, 400, "bad_request", json_pack("{s:s}", "field", "class"),
                                    "%s", err.msg);
@@ -556,6 +633,32 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 }
         }
         const char *host_ws = json_is_string(jws) ? json_string_value(jws) : p->workspace;
+        if (p->workspace_mode == POLICY_WORKSPACE_OVERLAY && !host_ws && !repo) {
+                reply_bad_field(d, req, "review",
+                                "needs a workspace: the host directory the changes are proposed for");
+                goto out;
+        }
+        if (repo && (host_ws || p->workspace_mode == POLICY_WORKSPACE_OVERLAY)) {
+                reply_bad_field(d, req, "repo",
+                                host_ws ? "cannot be combined with a workspace: the clone is the workspace"
+                                        : "cannot be combined with review: the agent's commits are what "
+                                          "is reviewed (export, push)");
+                goto out;
+        }
+        if (repo) {
+                struct changes_refusal why;
+                if (changes_check_repo(d, g, json_string_value(jrepo), &why) < 0) {
+                        if (why.status == 400)
+                                reply_error_fields(d, req, 400, "bad_request",
+                                                   json_pack("{s:s}", "field", "repo"), "%s",
+                                                   why.message);
+                        else if (why.limit)
+                                over_limit(d, req, why.limit, "%s", why.message);
+                        else
+                                reply_error(d, req, why.status, why.code, "%s", why.message);
+                        goto out;
+                }
+        }
         bool host_paths = host_ws || p->n_mounts > 0 || p->read == POLICY_READ_HOST;
         if (host_paths && !g->allow_host_workspace) {
                 over_limit(d, req, "allowHostWorkspace", "%s%s",
@@ -625,11 +728,25 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         c->d = d;
         c->req = req;
         c->grant = xstrdup(g->name);
+        if (repo) {
+                /* The host clones first; the sandbox starts on the clone. */
+                c->repo = json_pack("{s:O, s:O?}", "url", jrepo, "rev", jrev);
+                c->policy = TAKE_PTR(p);
+                c->metadata = json_incref(params.metadata);
+                c->ttl_ms = params.ttl_ms;
+                c->idle_ms = params.idle_timeout_ms;
+                if (changes_clone(d, json_string_value(jrepo),
+                                  json_is_string(jrev) ? json_string_value(jrev) : NULL, on_cloned,
+                                  c, &err) < 0) {
+                        create_ctx_free(c);
+                        reply_error(d, req, 500, "setup_failed", "%s", err.msg);
+                }
+                goto out;
+        }
         struct sandbox *sb = NULL;
         int r = sandbox_start(d, TAKE_PTR(p), &params, on_created, c, &sb, &err);
         if (r < 0) {
-                free(c->grant);
-                free(c);
+                create_ctx_free(c);
                 reply_error(d, req, 500, "setup_failed", "%s", err.msg);
         }
 out:
@@ -1457,6 +1574,16 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 return;
+        if (sb->policy && sb->policy->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
+                /* These endpoints work on the host's directory: they would
+                 * neither see the agent's changes nor go through review. */
+                reply_error(d, req, 409, "review_workspace",
+                            "the workspace of sandbox %s is copy-on-write: the files endpoints "
+                            "would bypass review; use exec (cat, tee) inside it, and GET "
+                            ".../diff for its changes",
+                            id);
+                return;
+        }
         _cleanup_close_ int root = -1;
         if (files_open_root(sb->workspace, &root, &err) < 0) {
                 reply_error(d, req, 500, "internal", "%s", err.msg);
@@ -1481,10 +1608,7 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                 }
                 struct evbuffer *buf = evbuffer_new();
                 evbuffer_add_reference(buf, data, len, free_reference, NULL);
-                evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                                  "application/octet-stream");
-                count_reply(d, 200);
-                evhttp_send_reply(req, 200, NULL, buf);
+                reply_body(d, req, 200, "application/octet-stream", buf);
                 evbuffer_free(buf);
                 return;
         }
@@ -1604,14 +1728,11 @@ static void handle_metrics(struct daemon *d, struct evhttp_request *req)
         (void)store_sandbox_count_state(d->store, "failed", &failed);
         live.by_state[SANDBOX_DESTROYED] = destroyed;
         live.by_state[SANDBOX_FAILED] = failed;
-        count_reply(d, 200);
         char *text = metrics_render(&d->metrics, &live);
         struct evbuffer *buf = evbuffer_new();
         evbuffer_add(buf, text, strlen(text));
         free(text);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "text/plain; version=0.0.4");
-        evhttp_send_reply(req, 200, NULL, buf);
+        reply_body(d, req, 200, "text/plain; version=0.0.4", buf);
         evbuffer_free(buf);
 }
 
@@ -1709,6 +1830,18 @@ static void route(struct daemon *d, struct evhttp_request *req)
         } else if (STREQ(rest, "/files/list")) {
                 if (method_is(d, req, EVHTTP_REQ_GET, "GET"))
                         handle_files(d, req, g, id, &q, true);
+        } else if (STREQ(rest, "/diff")) {
+                if (method_is(d, req, EVHTTP_REQ_GET, "GET"))
+                        changes_diff(d, req, g, id);
+        } else if (STREQ(rest, "/accept") || STREQ(rest, "/discard")) {
+                if (method_is(d, req, EVHTTP_REQ_POST, "POST"))
+                        changes_decide(d, req, g, id, STREQ(rest, "/accept"));
+        } else if (STREQ(rest, "/export")) {
+                if (method_is(d, req, EVHTTP_REQ_POST, "POST"))
+                        changes_export(d, req, g, id);
+        } else if (STREQ(rest, "/push")) {
+                if (method_is(d, req, EVHTTP_REQ_POST, "POST"))
+                        changes_push(d, req, g, id);
         } else if (STREQ(rest, "/audit")) {
                 if (method_is(d, req, EVHTTP_REQ_GET, "GET"))
                         handle_audit(d, req, id);

@@ -33,6 +33,9 @@ struct daemon_options {
         const char *run_dir;
         const char *audit_path;
         const char *airlock_bin;
+        const char *secrets_path; /* GIT_TOKEN for clones and pushes; route secrets */
+        char **git_hosts;         /* the hosts repositories may be cloned from */
+        bool git_helper;          /* ask the git credential helper */
         uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
         uint64_t ready_timeout_ms;
         uint64_t gc_interval_ms;
@@ -128,6 +131,12 @@ struct daemon {
         struct audit *audit; /* the daemon's own writer; supervisors have theirs */
         struct event *audit_timer;
         char *airlock_bin;
+        char *tools_bin;     /* airlock-tools, beside airlock */
+        char *keep_dir;      /* state_dir/kept: reviewed changes and clones */
+        char *secrets_path;  /* NULL: none */
+        char **git_hosts;    /* NULL-terminated; NULL: network repositories refused */
+        bool git_helper;
+        struct job *jobs;    /* children doing host-side work (jobs.h) */
         char *socket_path;
         char *home;
         uint64_t max_sandboxes;
@@ -157,6 +166,7 @@ struct sandbox_params {
         uint64_t ttl_ms;
         uint64_t idle_timeout_ms;
         const char *workspace; /* host path the grant may name; NULL: make one */
+        const char *id;        /* chosen beforehand (a clone waits under it); NULL: pick one */
         bool pooled;
 };
 

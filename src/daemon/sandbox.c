@@ -13,6 +13,7 @@
 #include "ctl.h"
 #include "daemon.h"
 #include "files.h"
+#include "jobs.h"
 #include "util.h"
 
 extern char **environ;
@@ -600,23 +601,22 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
         if (logfd < 0)
                 return al_error_set(err, errno, "opening %s", log_path);
 
-        char *argv[] = {
-                d->airlock_bin, "supervise",       "--id",   sb->id,     "--policy",
-                policy_path,    "--run-dir",       d->run_dir, "--ready-fd", "3",
-                d->audit_path ? "--audit" : NULL, d->audit_path, NULL,
+        char *argv[16] = {
+                d->airlock_bin, "supervise", "--id",      sb->id,     "--policy", policy_path,
+                "--run-dir",    d->run_dir,  "--ready-fd", "3",       "--keep-root", d->keep_dir,
         };
+        size_t n_argv = 12;
+        if (d->audit_path) {
+                argv[n_argv++] = "--audit";
+                argv[n_argv++] = d->audit_path;
+        }
+        if (d->secrets_path) {
+                argv[n_argv++] = "--secrets";
+                argv[n_argv++] = d->secrets_path;
+        }
         /* A clean environment: the supervisor needs HOME (the mandatory deny
-         * list) and PATH; sanitizer settings pass through for test builds. */
-        char **envp = NULL;
-        size_t n_env = 0;
-        envp = strv_append(envp, &n_env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-        _cleanup_free_ char *home = xasprintf("HOME=%s", d->home);
-        envp = strv_append(envp, &n_env, home);
-        for (char **e = environ; e && *e; e++)
-                if (strncmp(*e, "ASAN_OPTIONS=", 13) == 0 || strncmp(*e, "UBSAN_OPTIONS=", 14) == 0 ||
-                    strncmp(*e, "LSAN_OPTIONS=", 13) == 0)
-                        envp = strv_append(envp, &n_env, *e);
-        _cleanup_strv_ char **envp_free = envp;
+         * list) and PATH. */
+        _cleanup_strv_ char **envp = daemon_child_env(d);
 
         /* Built before fork: the child only makes system calls. */
         sigset_t none;
@@ -647,13 +647,16 @@ int sandbox_start(struct daemon *d, struct policy *p, const struct sandbox_param
 {
         char id[17];
         int r;
-        do {
-                r = random_hex(id, 16);
-                if (r < 0) {
-                        policy_free(p);
-                        return al_error_set(err, r, "picking an id");
-                }
-        } while (sandbox_find(d, id));
+        if (params->id) {
+                snprintf(id, sizeof(id), "%s", params->id);
+        } else
+                do {
+                        r = random_hex(id, 16);
+                        if (r < 0) {
+                                policy_free(p);
+                                return al_error_set(err, r, "picking an id");
+                        }
+                } while (sandbox_find(d, id));
 
         struct sandbox *sb = sandbox_alloc(d, id);
         sb->policy = p;
@@ -1092,6 +1095,9 @@ json_t *sandbox_record_json(const struct store_sandbox *r, const struct sandbox 
                 r->idle_timeout_ms ? json_real((double)r->idle_timeout_ms / 1000.0) : json_null(),
                 "endedAt", time_json(r->ended_ms), "reason", r->reason, "limits",
                 limits ? limits : json_object());
+        json_object_set_new(o, "workspaceMode",
+                            json_incref(json_object_get(json_object_get(policy, "workspace"),
+                                                        "mode")) ?: json_string("rw"));
         json_object_set_new(o, "networkMode",
                             json_incref(json_object_get(network, "mode")) ?: json_null());
         if (live && live->status.valid && live->status.doc) {

@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "jobs.h"
+#include "util.h"
+
+#define JOB_ERR_MAX (64u * 1024)
+
+extern char **environ;
+
+struct job {
+        struct job *next;
+        struct daemon *d;
+        pid_t pid;
+        int pidfd;
+        int fd[2]; /* stdout, stderr; -1 once drained */
+        struct event *ev[2];
+        struct event *ev_exit;
+        struct evbuffer *out, *err;
+        size_t out_max;
+        bool truncated;
+        bool exited;
+        int status;
+        job_done_fn done;
+        void *userdata;
+};
+
+char **daemon_child_env(const struct daemon *d)
+{
+        char **envp = NULL;
+        size_t n = 0;
+        envp = strv_append(envp, &n,
+                           "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        _cleanup_free_ char *home = xasprintf("HOME=%s", d->home);
+        envp = strv_append(envp, &n, home);
+        static const char *const kept[] = {"ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=",
+                                           "AIRLOCK_FORGE_COMMAND="};
+        for (char **e = environ; e && *e; e++)
+                for (size_t i = 0; i < ARRAY_SIZE(kept); i++)
+                        if (strncmp(*e, kept[i], strlen(kept[i])) == 0)
+                                envp = strv_append(envp, &n, *e);
+        return envp;
+}
+
+static void job_unlink(struct job *j)
+{
+        for (struct job **p = &j->d->jobs; *p; p = &(*p)->next)
+                if (*p == j) {
+                        *p = j->next;
+                        return;
+                }
+}
+
+static void job_free(struct job *j)
+{
+        for (int i = 0; i < 2; i++) {
+                if (j->ev[i])
+                        event_free(j->ev[i]);
+                if (j->fd[i] >= 0)
+                        close(j->fd[i]);
+        }
+        if (j->ev_exit)
+                event_free(j->ev_exit);
+        if (j->pidfd >= 0)
+                close(j->pidfd);
+        evbuffer_free(j->out);
+        evbuffer_free(j->err);
+        free(j);
+}
+
+static void finish(struct job *j, int exit_code)
+{
+        job_unlink(j);
+        evbuffer_add(j->err, "", 1);
+        struct job_result res = {
+                .exit_code = exit_code,
+                .out = j->out,
+                .out_truncated = j->truncated,
+                .err = (const char *)evbuffer_pullup(j->err, -1),
+        };
+        j->done(&res, j->userdata);
+        job_free(j);
+}
+
+static void maybe_done(struct job *j)
+{
+        if (!j->exited || j->fd[0] >= 0 || j->fd[1] >= 0)
+                return;
+        int st = j->status;
+        finish(j, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+static void collect(struct job *j)
+{
+        if (j->exited)
+                return;
+        int st;
+        pid_t r = waitpid(j->pid, &st, WNOHANG);
+        if (r == j->pid) {
+                j->exited = true;
+                j->status = st;
+        } else if (r < 0 && errno == ECHILD) {
+                /* Reaped elsewhere: the status is lost, so it failed. */
+                j->exited = true;
+                j->status = 125 << 8;
+        }
+}
+
+static void on_output(evutil_socket_t fd, short what, void *arg)
+{
+        struct job *j = arg;
+        int k = fd == j->fd[0] ? 0 : 1;
+        char buf[64 * 1024];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                event_free(j->ev[k]);
+                j->ev[k] = NULL;
+                close(j->fd[k]);
+                j->fd[k] = -1;
+                maybe_done(j);
+                return;
+        }
+        struct evbuffer *b = k == 0 ? j->out : j->err;
+        size_t max = k == 0 ? j->out_max : JOB_ERR_MAX;
+        size_t have = evbuffer_get_length(b);
+        size_t keep = have >= max ? 0 : (size_t)n > max - have ? max - have : (size_t)n;
+        if (keep < (size_t)n && k == 0)
+                j->truncated = true;
+        evbuffer_add(b, buf, keep);
+}
+
+static void on_exit_ready(evutil_socket_t fd, short what, void *arg)
+{
+        struct job *j = arg;
+        collect(j);
+        maybe_done(j);
+}
+
+void jobs_reap(struct daemon *d)
+{
+        for (struct job *j = d->jobs; j; j = j->next)
+                collect(j);
+        /* A job whose pipes were drained first ends here; a callback may
+         * start another job, so look again from the top after each. */
+        bool again = true;
+        while (again) {
+                again = false;
+                for (struct job *j = d->jobs; j; j = j->next)
+                        if (j->exited && j->fd[0] < 0 && j->fd[1] < 0) {
+                                maybe_done(j);
+                                again = true;
+                                break;
+                        }
+        }
+}
+
+int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn done,
+              void *userdata, struct al_error *err)
+{
+        int out[2] = {-1, -1}, errp[2] = {-1, -1};
+        if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(errp, O_CLOEXEC | O_NONBLOCK) < 0) {
+                int e = errno;
+                for (int i = 0; i < 2; i++) {
+                        if (out[i] >= 0)
+                                close(out[i]);
+                        if (errp[i] >= 0)
+                                close(errp[i]);
+                }
+                return al_error_set(err, e, "pipe");
+        }
+        _cleanup_strv_ char **envp = daemon_child_env(d);
+        sigset_t none;
+        sigemptyset(&none);
+        pid_t pid = fork();
+        if (pid == 0) {
+                int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(errp[1], 2) < 0 ||
+                    syscall(SYS_close_range, 3, ~0U, 0) < 0 || chdir("/") < 0)
+                        _exit(125);
+                for (int sig = 1; sig < NSIG; sig++)
+                        signal(sig, SIG_DFL);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                execve(argv[0], argv, envp);
+                _exit(127);
+        }
+        int e = errno;
+        close(out[1]);
+        close(errp[1]);
+        if (pid < 0) {
+                close(out[0]);
+                close(errp[0]);
+                return al_error_set(err, e, "fork");
+        }
+
+        struct job *j = xcalloc(1, sizeof(*j));
+        j->d = d;
+        j->pid = pid;
+        j->fd[0] = out[0];
+        j->fd[1] = errp[0];
+        j->out = evbuffer_new();
+        j->err = evbuffer_new();
+        j->out_max = out_max;
+        j->done = done;
+        j->userdata = userdata;
+        j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        for (int i = 0; i < 2; i++) {
+                j->ev[i] = event_new(d->base, j->fd[i], EV_READ | EV_PERSIST, on_output, j);
+                event_add(j->ev[i], NULL);
+        }
+        /* Without a pidfd the SIGCHLD handler's jobs_reap sees the end, and
+         * the pipes' EOF comes with it or after it. */
+        if (j->pidfd >= 0) {
+                j->ev_exit = event_new(d->base, j->pidfd, EV_READ, on_exit_ready, j);
+                event_add(j->ev_exit, NULL);
+        }
+        j->next = d->jobs;
+        d->jobs = j;
+        return 0;
+}
+
+void jobs_shutdown(struct daemon *d)
+{
+        while (d->jobs) {
+                struct job *j = d->jobs;
+                kill(j->pid, SIGKILL);
+                while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                finish(j, -1);
+        }
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <event2/buffer.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* Host-side work the daemon hands to a child process: a diff, an accept, a
+ * clone, a push. Each can take long (a large workspace, a slow remote), and
+ * the daemon's one loop must keep serving everyone else meanwhile. The child
+ * is the airlock CLI or airlock-tools, started with a clean environment, its
+ * stdin on /dev/null; its stdout and stderr are collected here. */
+
+struct daemon;
+struct job;
+
+struct job_result {
+        int exit_code;          /* its exit status, 128+N for signal N */
+        struct evbuffer *out;   /* stdout, up to out_max bytes */
+        bool out_truncated;     /* there was more */
+        const char *err;        /* stderr (up to 64 KiB), NUL-terminated */
+};
+
+/* Called once, when the child has exited and both pipes are drained. The
+ * result is freed after it returns; `out` may be taken with
+ * evbuffer_add_buffer. */
+typedef void (*job_done_fn)(const struct job_result *res, void *userdata);
+
+/* Start argv[0] (an absolute path) with argv. */
+int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn done,
+              void *userdata, struct al_error *err);
+
+/* The environment children of the daemon start with: PATH, HOME, and the
+ * sanitizer settings of a test build. Caller frees (strv_free). */
+char **daemon_child_env(const struct daemon *d);
+
+/* SIGCHLD: collect the exit status of the jobs that ended, before anything
+ * else reaps them. */
+void jobs_reap(struct daemon *d);
+
+/* Stopping: kill every job and call its callback with exit code -1. */
+void jobs_shutdown(struct daemon *d);
