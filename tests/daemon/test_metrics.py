@@ -92,4 +92,5 @@ def test_metrics_parse_and_count(api, sandbox):
     counts = [v for _, v in buckets]
     assert counts == sorted(counts), "buckets are cumulative"
     assert counts[-1] == value(after, h + "_count") >= 2
-    assert value(after, h + "_sum") > 0.2
+    # The 0.2 s timeout, give or take the loop timer's millisecond granularity.
+    assert value(after, h + "_sum") > 0.19
