@@ -12,15 +12,23 @@
 #include "review.h"
 #include "util.h"
 
-/* git-clone --repo URL [--rev REV] [--secrets FILE] [--audit FILE]: one JSON
- * line on stdout, {"id", "workspace"} or {"error"}. */
+/* git-clone --repo URL [--rev REV] [--secrets FILE] [--audit FILE]
+ *           [--state-root DIR] [--id ID] [--no-helper]:
+ * one JSON line on stdout, {"id", "workspace", "base"} or {"error"}.
+ * --state-root and --id put the clone at DIR/sandboxes/ID/repo (ID: 16 of
+ * 0-9 a-f, not taken); --no-helper never asks the git credential helper.
+ * airlockd passes them; `airlock run --repo` does not. */
 static int git_clone(int argc, char **argv)
 {
+        enum { OPT_STATE_ROOT = 256, OPT_ID, OPT_NO_HELPER };
         static const struct option opts[] = {
                 {"repo", required_argument, NULL, 'r'},
                 {"rev", required_argument, NULL, 'v'},
                 {"secrets", required_argument, NULL, 's'},
                 {"audit", required_argument, NULL, 'a'},
+                {"state-root", required_argument, NULL, OPT_STATE_ROOT},
+                {"id", required_argument, NULL, OPT_ID},
+                {"no-helper", no_argument, NULL, OPT_NO_HELPER},
                 {NULL, 0, NULL, 0},
         };
         struct run_git_args ga = {.home = getenv("HOME")};
@@ -41,13 +49,26 @@ static int git_clone(int argc, char **argv)
                 case 'a':
                         ga.audit = optarg;
                         break;
+                case OPT_STATE_ROOT:
+                        ga.state_root = optarg;
+                        break;
+                case OPT_ID:
+                        ga.id = optarg;
+                        break;
+                case OPT_NO_HELPER:
+                        ga.no_helper = true;
+                        break;
                 default:
                         printf("{\"error\": \"git-clone: bad arguments\"}\n");
                         return 2;
                 }
         }
-        if (!ga.repo) {
-                printf("{\"error\": \"git-clone: --repo is required\"}\n");
+        if (!ga.repo || optind != argc) {
+                printf("{\"error\": \"git-clone: --repo is required, and nothing else\"}\n");
+                return 2;
+        }
+        if (ga.state_root && ga.state_root[0] != '/') {
+                printf("{\"error\": \"git-clone: --state-root must be an absolute path\"}\n");
                 return 2;
         }
         struct run_git g = {0};
@@ -58,7 +79,8 @@ static int git_clone(int argc, char **argv)
                 o = json_pack("{s:s}", "error", msg);
                 rc = 1;
         } else
-                o = json_pack("{s:s, s:s}", "id", g.id, "workspace", g.workspace);
+                o = json_pack("{s:s, s:s, s:s}", "id", g.id, "workspace", g.workspace, "base",
+                              g.base);
         char *s = json_dumps(o, JSON_COMPACT);
         printf("%s\n", s ? s : "{}");
         free(s);

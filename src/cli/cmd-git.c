@@ -53,7 +53,12 @@ static const char push_usage[] =
     "      --secrets FILE     host-side secrets: GIT_TOKEN (HTTP password) and\n"
     "                         GIT_USERNAME; without a token the git credential\n"
     "                         helper is asked\n"
-    "      --audit FILE       the audit log (default: the one the run used)\n";
+    "      --no-helper        never ask the git credential helper\n"
+    "      --audit FILE       the audit log (default: the one the run used)\n"
+    "      --json             print one JSON line on stdout: {\"sandbox\", \"branch\",\n"
+    "                         \"url\", \"base\", \"head\", \"commits\", \"replaced\", \"pr\"},\n"
+    "                         or on failure {\"error\", \"message\"} (docs/git.md);\n"
+    "                         the forge command's output goes to stderr\n";
 
 static const char common_help[] =
     "      --state-root DIR   where sandboxes are kept (default: /var/lib/airlock\n"
@@ -132,10 +137,21 @@ static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *
         return remove(p) < 0 && errno != ENOENT ? -1 : 0;
 }
 
+static bool sandbox_id_valid(const char *id)
+{
+        if (strlen(id) != 16)
+                return false;
+        for (const char *p = id; *p; p++)
+                if (!strchr("0123456789abcdef", *p))
+                        return false;
+        return true;
+}
+
 int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, size_t msglen)
 {
         struct al_error err = {0};
-        _cleanup_free_ char *root = review_state_root(geteuid(), a->home);
+        _cleanup_free_ char *root =
+            a->state_root ? xstrdup(a->state_root) : review_state_root(geteuid(), a->home);
         if (!root) {
                 snprintf(msg, msglen,
                          "run: --repo: HOME is not an absolute path; the clone "
@@ -148,10 +164,19 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
                 snprintf(msg, msglen, "run: --repo: %s", err.msg);
                 return r;
         }
-        r = random_hex(g->id, 16);
-        if (r < 0) {
-                snprintf(msg, msglen, "run: choosing a sandbox id: %s", strerror(-r));
-                return r;
+        if (a->id) {
+                if (!sandbox_id_valid(a->id)) {
+                        snprintf(msg, msglen, "run: sandbox id \"%s\": expected 16 of 0-9 a-f",
+                                 a->id);
+                        return -EINVAL;
+                }
+                memcpy(g->id, a->id, sizeof(g->id));
+        } else {
+                r = random_hex(g->id, 16);
+                if (r < 0) {
+                        snprintf(msg, msglen, "run: choosing a sandbox id: %s", strerror(-r));
+                        return r;
+                }
         }
         _cleanup_free_ char *sandboxes = xasprintf("%s/sandboxes", root);
         r = mkdir_p(sandboxes, 0700, 0700);
@@ -160,9 +185,17 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
                 return r;
         }
         g->state_dir = xasprintf("%s/%s", sandboxes, g->id);
+        /* A given id that is taken is refused here, before anything of that
+         * sandbox could be touched, let alone removed on failure. */
         if (mkdir(g->state_dir, 0700) < 0) {
-                snprintf(msg, msglen, "run: creating %s: %s", g->state_dir, strerror(errno));
-                return -errno;
+                r = -errno;
+                if (r == -EEXIST)
+                        snprintf(msg, msglen, "run: sandbox %s exists", g->id);
+                else
+                        snprintf(msg, msglen, "run: creating %s: %s", g->state_dir, strerror(-r));
+                free(g->state_dir);
+                g->state_dir = NULL;
+                return r;
         }
         g->workspace = xasprintf("%s/repo", g->state_dir);
 
@@ -174,6 +207,7 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
                 return r;
         }
         struct gitops_creds creds = creds_from(s, user);
+        creds.helper = !a->no_helper;
         char base[GITOPS_OID_HEX + 1] = "";
         r = gitops_clone(a->repo, a->rev, g->workspace, &creds, base, &err);
         struct al_error clone_err = err;
@@ -255,6 +289,7 @@ struct git_cmd {
         const char *id;
         struct gitops_state st;
         const char *audit;
+        bool json; /* push --json: the outcome as one JSON line on stdout */
 };
 
 static void git_cmd_done(struct git_cmd *c)
@@ -264,6 +299,56 @@ static void git_cmd_done(struct git_cmd *c)
         gitops_state_clear(&c->st);
 }
 
+/* A JSON string of s. Messages quote paths and URLs, which need not be
+ * UTF-8: such bytes become '?' rather than lose the message. */
+static json_t *json_text(const char *s)
+{
+        json_t *v = json_string(s);
+        if (v)
+                return v;
+        _cleanup_free_ char *copy = xstrdup(s);
+        for (char *p = copy; *p; p++)
+                if ((unsigned char)*p >= 0x80)
+                        *p = '?';
+        return json_string(copy);
+}
+
+/* Print o as one line on stdout and free it. */
+static void json_line(json_t *o)
+{
+        _cleanup_free_ char *text = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        printf("%s\n", text ? text : "{\"error\":\"failed\",\"message\":\"out of memory\"}");
+        fflush(stdout);
+}
+
+/* Report a failure: with --json {"error": code, "message"} on stdout, else
+ * "airlock: CMD: message" on stderr. Returns status. */
+static int git_fail(const struct git_cmd *c, const char *code, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int git_fail(const struct git_cmd *c, const char *code, int status, const char *fmt, ...)
+{
+        char msg[2048];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (c->json)
+                json_line(json_pack("{s:s, s:o}", "error", code, "message", json_text(msg)));
+        else
+                fprintf(stderr, "airlock: %s: %s\n", c->cmd, msg);
+        return status;
+}
+
+/* A usage error found after the options: with --json, the error line. */
+static int git_usage(const struct git_cmd *c, const char *msg)
+{
+        if (c->json)
+                return git_fail(c, "failed", EXIT_USAGE, "%s", msg);
+        return usage_error(c->cmd, "%s", msg);
+}
+
 /* Resolve ID to its state and git.json. Returns 0 or an exit code. */
 static int git_cmd_load(struct git_cmd *c, const char *id)
 {
@@ -271,24 +356,18 @@ static int git_cmd_load(struct git_cmd *c, const char *id)
         if (!c->root) {
                 c->root = review_state_root(geteuid(), getenv("HOME"));
                 if (!c->root)
-                        return usage_error(c->cmd, "HOME is not set; give --state-root");
+                        return git_usage(c, "HOME is not set; give --state-root");
         }
-        if (review_find(c->root, id, &c->dir, &err) < 0) {
-                fprintf(stderr, "airlock: %s: %s\n", c->cmd, err.msg);
-                return EXIT_USAGE;
-        }
+        if (review_find(c->root, id, &c->dir, &err) < 0)
+                return git_fail(c, "not_found", EXIT_USAGE, "%s", err.msg);
         const char *slash = strrchr(c->dir, '/');
         c->id = slash ? slash + 1 : c->dir;
         int r = gitops_state_read(c->dir, &c->st, &err);
-        if (r == -ENOENT) {
-                fprintf(stderr, "airlock: %s: sandbox %s was not started with --repo\n", c->cmd,
-                        c->id);
-                return EXIT_USAGE;
-        }
-        if (r < 0) {
-                fprintf(stderr, "airlock: %s: %s\n", c->cmd, err.msg);
-                return EXIT_BAD;
-        }
+        if (r == -ENOENT)
+                return git_fail(c, "not_found", EXIT_USAGE,
+                                "sandbox %s was not started with --repo", c->id);
+        if (r < 0)
+                return git_fail(c, "failed", EXIT_BAD, "%s", err.msg);
         return 0;
 }
 
@@ -307,6 +386,8 @@ enum {
         OPT_FORCE,
         OPT_OPEN_PR,
         OPT_SECRETS,
+        OPT_JSON,
+        OPT_NO_HELPER,
 };
 
 static int bad_option(const char *cmd, int c, char **argv)
@@ -462,7 +543,8 @@ int cmd_export(int argc, char **argv)
         return 0;
 }
 
-/* Run the forge command with the push's facts in its environment. */
+/* Run the forge command with the push's facts in its environment. With
+ * --json its stdout goes to stderr: stdout holds the one JSON line. */
 static int open_pr(const char *command, const struct git_cmd *c, const char *branch,
                    const char *head)
 {
@@ -488,6 +570,8 @@ static int open_pr(const char *command, const struct git_cmd *c, const char *bra
         if (pid < 0)
                 return -errno;
         if (pid == 0) {
+                if (c->json && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+                        _exit(127);
                 execle("/bin/sh", "sh", "-c", command, (char *)NULL, env);
                 _exit(127);
         }
@@ -500,6 +584,27 @@ static int open_pr(const char *command, const struct git_cmd *c, const char *bra
         return 128 + WTERMSIG(status);
 }
 
+/* The push --json error code of gitops_count's and gitops_push's errors. */
+static const char *push_error_code(int r)
+{
+        switch (r) {
+        case -EINVAL:
+                return "bad_branch";
+        case -ENODATA:
+                return "nothing_to_push";
+        case -EPERM:
+                return "not_descendant";
+        case -EEXIST:
+                return "branch_exists";
+        case -EACCES:
+                return "auth_failed";
+        case -EREMOTEIO:
+                return "remote_refused";
+        default:
+                return "failed";
+        }
+}
+
 int cmd_push(int argc, char **argv)
 {
         static const struct option options[] = {
@@ -509,12 +614,14 @@ int cmd_push(int argc, char **argv)
             {"secrets", required_argument, NULL, OPT_SECRETS},
             {"audit", required_argument, NULL, OPT_AUDIT},
             {"state-root", required_argument, NULL, OPT_STATE_ROOT},
+            {"json", no_argument, NULL, OPT_JSON},
+            {"no-helper", no_argument, NULL, OPT_NO_HELPER},
             {"help", no_argument, NULL, 'h'},
             {},
         };
         _cleanup_(git_cmd_done) struct git_cmd c = {.cmd = "push"};
         const char *branch = NULL, *secrets_file = NULL;
-        bool force = false, pr = false;
+        bool force = false, pr = false, no_helper = false;
         int opt;
 
         optind = 0;
@@ -532,6 +639,12 @@ int cmd_push(int argc, char **argv)
                 case OPT_SECRETS:
                         secrets_file = optarg;
                         break;
+                case OPT_JSON:
+                        c.json = true;
+                        break;
+                case OPT_NO_HELPER:
+                        no_helper = true;
+                        break;
                 default: {
                         int done = git_cmd_opt(&c, opt, push_usage, argv);
                         if (done >= 0)
@@ -541,24 +654,23 @@ int cmd_push(int argc, char **argv)
                 }
         }
         if (argc - optind != 1)
-                return usage_error("push", "expected exactly one sandbox ID");
+                return git_usage(&c, "expected exactly one sandbox ID");
         if (!branch)
-                return usage_error("push", "no --branch given");
+                return git_usage(&c, "no --branch given");
         const char *forge = getenv("AIRLOCK_FORGE_COMMAND");
         if (pr && (!forge || !*forge))
-                return usage_error("push", "--open-pr needs AIRLOCK_FORGE_COMMAND set to the "
-                                           "command that opens it");
+                return git_usage(&c, "--open-pr needs AIRLOCK_FORGE_COMMAND set to the "
+                                     "command that opens it");
         int r = git_cmd_load(&c, argv[optind]);
         if (r)
                 return r;
 
         struct al_error err = {0};
         struct secrets *s = NULL;
-        if (load_secrets(secrets_file, &s, &err) < 0) {
-                fprintf(stderr, "airlock: push: %s\n", err.msg);
-                return EXIT_USAGE;
-        }
+        if (load_secrets(secrets_file, &s, &err) < 0)
+                return git_fail(&c, "failed", EXIT_USAGE, "%s", err.msg);
         struct gitops_creds creds = creds_from(s, c.st.user);
+        creds.helper = !no_helper;
         struct gitops_push_result res = {0};
         size_t n = 0;
         char head[GITOPS_OID_HEX + 1] = "";
@@ -583,39 +695,42 @@ int cmd_push(int argc, char **argv)
 
         if (r < 0) {
                 const char *m = err.msg[0] ? err.msg : strerror(-r);
-                if (r == -EEXIST)
-                        fprintf(stderr, "airlock: push: %s; give --force to replace it\n", m);
-                else
-                        fprintf(stderr, "airlock: push: %s\n", m);
-                return r == -EINVAL ? EXIT_USAGE : EXIT_BAD;
+                int status = r == -EINVAL ? EXIT_USAGE : EXIT_BAD;
+                if (r == -EEXIST && !c.json)
+                        return git_fail(&c, "branch_exists", status,
+                                        "%s; give --force to replace it", m);
+                return git_fail(&c, push_error_code(r), status, "%s", m);
         }
-        if (ar < 0) {
-                fprintf(stderr,
-                        "airlock: push: the branch was pushed, but the audit log "
-                        "failed: %s\n",
-                        aerr.msg);
-                return EXIT_BAD;
-        }
-        printf("push: %zu commit(s) to branch %s at %s (%.12s)%s\n", res.commits, branch, c.st.url,
-               res.head, res.replaced ? ", replacing it" : "");
+        if (ar < 0)
+                return git_fail(&c, "failed", EXIT_BAD,
+                                "the branch was pushed, but the audit log failed: %s", aerr.msg);
+        if (!c.json)
+                printf("push: %zu commit(s) to branch %s at %s (%.12s)%s\n", res.commits, branch,
+                       c.st.url, res.head, res.replaced ? ", replacing it" : "");
 
+        int code = 0;
         if (pr) {
-                int code = open_pr(forge, &c, branch, res.head);
+                code = open_pr(forge, &c, branch, res.head);
                 json_t *pf = json_pack("{s:s, s:s, s:i}", "url", c.st.url, "branch", branch,
                                        "exitCode", code < 0 ? -1 : code);
                 audit_event(audit_path, NULL, c.id, "git.pr", pf, &aerr);
                 json_decref(pf);
-                if (code != 0) {
-                        if (code < 0)
-                                fprintf(stderr, "airlock: push: running the forge command: %s\n",
-                                        strerror(-code));
-                        else
-                                fprintf(stderr,
-                                        "airlock: push: the forge command (AIRLOCK_FORGE_COMMAND) "
-                                        "failed with status %d\n",
-                                        code);
-                        return EXIT_BAD;
-                }
+                if (code < 0)
+                        fprintf(stderr, "airlock: push: running the forge command: %s\n",
+                                strerror(-code));
+                else if (code > 0)
+                        fprintf(stderr,
+                                "airlock: push: the forge command (AIRLOCK_FORGE_COMMAND) "
+                                "failed with status %d\n",
+                                code);
         }
-        return 0;
+        /* The push happened even when the forge command failed: the line
+         * says so, with that command's status, and the exit status is 1. */
+        if (c.json)
+                json_line(json_pack(
+                    "{s:s, s:o, s:o, s:s, s:s, s:I, s:b, s:o}", "sandbox", c.id, "branch",
+                    json_text(branch), "url", json_text(c.st.url), "base", c.st.base, "head",
+                    res.head, "commits", (json_int_t)res.commits, "replaced", res.replaced, "pr",
+                    pr ? json_pack("{s:i}", "exitCode", code < 0 ? -1 : code) : json_null()));
+        return code != 0 ? EXIT_BAD : 0;
 }

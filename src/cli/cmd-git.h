@@ -7,7 +7,7 @@
 /* `airlock run --repo`: the host clones into the sandbox's state directory
  * before the sandbox starts, and the clone becomes the workspace. */
 struct run_git {
-        char id[17];     /* the sandbox id, chosen here */
+        char id[17];     /* the sandbox id, chosen here unless given */
         char *state_dir; /* <state_root>/sandboxes/<id> */
         char *workspace; /* <state_dir>/repo */
         char *base;      /* the commit checked out */
@@ -19,10 +19,14 @@ struct run_git_args {
         const char *secrets_file; /* GIT_TOKEN, GIT_USERNAME; NULL: none */
         const char *audit;        /* --audit; NULL: the default log */
         const char *home;
+        const char *state_root; /* NULL: review_state_root() of the user and home */
+        const char *id;         /* 16 lowercase hex digits; NULL: a random one */
+        bool no_helper;         /* never ask the git credential helper */
 };
 
-/* Clone, write git.json and audit "git.clone". On failure msg holds one
- * line and nothing is left behind. */
+/* Clone, write git.json and audit "git.clone". A given id that is malformed
+ * is -EINVAL, one whose state directory exists -EEXIST. On failure msg holds
+ * one line and nothing is left behind. */
 int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, size_t msglen);
 
 /* After the run: the agent's new commits and how to export or push them. */

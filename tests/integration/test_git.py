@@ -219,6 +219,143 @@ def test_rev_and_url_checks(airlock):
     assert both.returncode == 125 and "--repo" in both.stderr
 
 
+# ---- what airlockd runs: git-clone --state-root --id, push --json ----
+
+
+def tools(airlock, args, env=None):
+    """Run `airlock-tools ARGS...` (beside airlock) as the test's identity."""
+    argv = airlock.cmd([])
+    argv[-1] = str(pathlib.Path(argv[-1]).parent / "airlock-tools")
+    return subprocess.run(argv + [str(a) for a in args], cwd=str(airlock.base), input="",
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def json_line(p):
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1, p.stdout + p.stderr
+    return json.loads(lines[0])
+
+
+def clone_at(airlock, url, root, sid, *opts):
+    p = tools(airlock, ["git-clone", "--repo", url, "--state-root", root, "--id", sid,
+                        "--audit", root / "audit.jsonl", *opts])
+    return p, json_line(p)
+
+
+def agent_commit(airlock, ws, name, orphan=False):
+    """Commit in the clone as the agent would, without a sandbox."""
+    if orphan:
+        git("checkout", "-q", "--orphan", "other", cwd=ws)
+    (ws / name).write_text(name + "\n")
+    git("add", name, cwd=ws)
+    git("commit", "-q", "-m", "agent: " + name, cwd=ws)
+    airlock.chown(ws.parent)
+    return git("rev-parse", "HEAD", cwd=ws).stdout.strip()
+
+
+def test_git_clone_at_a_given_state_root_and_id(airlock):
+    bare, base = make_remote(airlock)
+    root = airlock.make_dir("state")
+    sid = secrets.token_hex(8)
+    p, doc = clone_at(airlock, f"file://{bare}", root, sid, "--no-helper")
+    assert p.returncode == 0, p.stdout + p.stderr
+    ws = root / "sandboxes" / sid / "repo"
+    assert doc == {"id": sid, "workspace": str(ws), "base": base}
+    assert (ws / "README").read_text() == "hello\n"
+    state = json.loads((ws.parent / "git.json").read_text())
+    assert state["base"] == base and state["workspace"] == str(ws)
+    assert state["audit"] == str(root / "audit.jsonl")
+    assert not sandboxes_dir(airlock).joinpath(sid).exists()
+
+    # A taken id is refused, and what holds it is left alone.
+    p, doc = clone_at(airlock, f"file://{bare}", root, sid)
+    assert p.returncode == 1 and sid in doc["error"] and "exists" in doc["error"]
+    assert (ws.parent / "git.json").exists() and (ws / "README").exists()
+
+    for bad in ["0123", "0123456789ABCDEF", "0123456789abcdeg", "../../../../tmp/x",
+                "0123456789abcdef0"]:
+        p, doc = clone_at(airlock, f"file://{bare}", root, bad)
+        assert p.returncode == 1 and "error" in doc, bad
+    assert sorted(os.listdir(root / "sandboxes")) == [sid]
+
+    rel = tools(airlock, ["git-clone", "--repo", f"file://{bare}", "--state-root", "rel",
+                          "--id", secrets.token_hex(8)])
+    assert rel.returncode == 2 and "error" in json_line(rel)
+
+    # export and push find it with --state-root.
+    head = agent_commit(airlock, ws, "one.txt")
+    ex = al(airlock, ["export", "--state-root", root, sid])
+    assert ex.returncode == 0, ex.stderr
+    assert re.search(r"^Subject: \[PATCH[^\]]*\] agent: one.txt$", ex.stdout, re.M), ex.stdout
+    pushed = al(airlock, ["push", "--state-root", root, "--json", sid, "--branch", "agent/one"])
+    assert pushed.returncode == 0, pushed.stderr
+    assert json_line(pushed)["head"] == head
+
+
+def test_push_json(airlock):
+    bare, base = make_remote(airlock)
+    root = airlock.make_dir("state")
+    sid = secrets.token_hex(8)
+    url = f"file://{bare}"
+    assert clone_at(airlock, url, root, sid)[0].returncode == 0
+    ws = root / "sandboxes" / sid / "repo"
+
+    def push(*args, env=None):
+        p = airlock.run(["push", "--state-root", root, "--json", *args], input="", env=env)
+        return p, json_line(p)
+
+    p, doc = push(sid, "--branch", "agent/x")
+    assert (p.returncode, doc["error"]) == (1, "nothing_to_push"), doc
+    assert set(doc) == {"error", "message"} and p.stderr == ""
+
+    head = agent_commit(airlock, ws, "a.txt")
+    p, doc = push(sid[:6], "--branch", "agent/x")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert doc == {"sandbox": sid, "branch": "agent/x", "url": url, "base": base, "head": head,
+                   "commits": 1, "replaced": False, "pr": None}
+    assert git("-C", bare, "rev-parse", "refs/heads/agent/x").stdout.strip() == head
+
+    p, doc = push(sid, "--branch", "agent/x")
+    assert (p.returncode, doc["error"]) == (1, "branch_exists") and p.stderr == ""
+    assert "agent/x" in doc["message"] and "--force" not in doc["message"]
+    head2 = agent_commit(airlock, ws, "b.txt")
+    p, doc = push(sid, "--branch", "agent/x", "--force")
+    assert p.returncode == 0, p.stderr
+    assert (doc["replaced"], doc["commits"], doc["head"]) == (True, 2, head2)
+
+    for args, status, code in [
+        ([sid, "--branch", "bad..name"], 2, "bad_branch"),
+        (["0123456789abcdef", "--branch", "x"], 2, "not_found"),
+        ([sid], 2, "failed"),
+    ]:
+        p, doc = push(*args)
+        assert (p.returncode, doc["error"]) == (status, code), (args, doc)
+
+    if airlock.mode == "root":
+        # The forge command's output stays off stdout; its status is in the line.
+        env = dict(os.environ, AIRLOCK_FORGE_COMMAND='echo "pr for $AIRLOCK_BRANCH"; exit 3')
+        p, doc = push(sid, "--branch", "agent/pr", "--open-pr", env=env)
+        assert p.returncode == 1
+        assert doc["pr"] == {"exitCode": 3} and doc["branch"] == "agent/pr"
+        assert "pr for agent/pr" in p.stderr
+        env["AIRLOCK_FORGE_COMMAND"] = "true"
+        p, doc = push(sid, "--branch", "agent/pr2", "--open-pr", env=env)
+        assert p.returncode == 0 and doc["pr"] == {"exitCode": 0}
+
+    agent_commit(airlock, ws, "c.txt", orphan=True)
+    p, doc = push(sid, "--branch", "agent/orphan")
+    assert (p.returncode, doc["error"]) == (1, "not_descendant")
+    assert "does not descend" in doc["message"]
+
+    # A sandbox without git.json is unknown to push.
+    other = airlock.make_dir("state")
+    (other / "sandboxes" / "0123456789abcdef").mkdir(parents=True)
+    airlock.chown(other)
+    p = airlock.run(["push", "--state-root", other, "--json", "0123456789abcdef", "--branch", "x"],
+                    input="")
+    assert p.returncode == 2 and json_line(p)["error"] == "not_found"
+
+
 # ---- smart HTTP with a credential only the host holds ----
 
 
@@ -405,13 +542,10 @@ def test_http_user_in_url_is_kept_out_of_the_clone(airlock, http_remote):
     assert srv.granted > 0
 
 
-def test_http_credential_helper(airlock, http_remote):
-    """Without a token, the host's git credential helper is asked once, and
-    told whether its credential worked."""
-    if airlock.mode != "root":
-        pytest.skip("the helper is configured through the caller's environment, which the "
-                    "ordinary-user runner resets")
-    srv, bare, base, token, url = http_remote
+def credential_helper(airlock):
+    """A git credential helper that logs each call and gives the password in
+    a file; returns the environment that configures it, the log and that
+    file."""
     d = airlock.make_dir("helper")
     log = d / "log"
     helper = d / "helper.sh"
@@ -425,7 +559,17 @@ def test_http_credential_helper(airlock, http_remote):
     helper.chmod(0o700)
     cfg = d / "gitconfig"
     cfg.write_text(f"[credential]\n\thelper = {helper}\n")
-    env = dict(os.environ, GIT_CONFIG_GLOBAL=str(cfg))
+    return dict(os.environ, GIT_CONFIG_GLOBAL=str(cfg)), log, password
+
+
+def test_http_credential_helper(airlock, http_remote):
+    """Without a token, the host's git credential helper is asked once, and
+    told whether its credential worked."""
+    if airlock.mode != "root":
+        pytest.skip("the helper is configured through the caller's environment, which the "
+                    "ordinary-user runner resets")
+    srv, bare, base, token, url = http_remote
+    env, log, password = credential_helper(airlock)
     audit = audit_file(airlock)
 
     password.write_text("wrong\n")
@@ -446,3 +590,37 @@ def test_http_credential_helper(airlock, http_remote):
     assert pushed.returncode == 0, pushed.stderr
     subjects, _ = branch_commits(bare, base, "agent/helper")
     assert subjects == ["agent: first change", "agent: second change"]
+
+
+def test_no_helper(airlock, http_remote):
+    """--no-helper: git-clone and push never ask the credential helper, and
+    push --json says auth_failed."""
+    if airlock.mode != "root":
+        pytest.skip("the helper is configured through the caller's environment, which the "
+                    "ordinary-user runner resets")
+    srv, bare, base, token, url = http_remote
+    env, log, password = credential_helper(airlock)
+    password.write_text(token + "\n")
+    root = airlock.make_dir("state")
+
+    sid = secrets.token_hex(8)
+    p = tools(airlock, ["git-clone", "--repo", url, "--state-root", root, "--id", sid,
+                        "--no-helper"], env=env)
+    assert p.returncode == 1 and "credential" in json_line(p)["error"]
+    assert not log.exists() and not (root / "sandboxes" / sid).exists()
+
+    p = tools(airlock, ["git-clone", "--repo", url, "--state-root", root, "--id", sid], env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json_line(p)["base"] == base
+    assert log.read_text().split() == ["get", "store"]
+    agent_commit(airlock, root / "sandboxes" / sid / "repo", "a.txt")
+
+    log.unlink()
+    p = airlock.run(["push", "--state-root", root, "--json", "--no-helper", sid, "--branch", "x"],
+                    input="", env=env)
+    assert p.returncode == 1 and json_line(p)["error"] == "auth_failed"
+    assert not log.exists()
+    p = airlock.run(["push", "--state-root", root, "--json", sid, "--branch", "x"], input="",
+                    env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert json_line(p)["commits"] == 1 and log.read_text().split() == ["get", "store"]
