@@ -474,6 +474,10 @@ static const char create_usage[] =
         "      --idle-timeout SEC    destroy it after this long without a request\n"
         "  -w, --workspace DIR       an existing host directory as its workspace (the grant\n"
         "                            must allow it); default: a new empty one\n"
+        "      --review              mount the workspace copy-on-write; its changes wait\n"
+        "                            for POST .../accept (docs/api.md)\n"
+        "      --repo URL            the daemon clones URL on the host as the workspace\n"
+        "      --rev REV             the branch, tag or commit of --repo to check out\n"
         "      --json                print the whole record\n";
 
 static int parse_seconds(const char *s, double *ret)
@@ -487,7 +491,7 @@ static int parse_seconds(const char *s, double *ret)
 
 int cmd_create(int argc, char **argv)
 {
-        enum { O_CLASS = 1, O_META, O_TTL, O_IDLE, O_JSON };
+        enum { O_CLASS = 1, O_META, O_TTL, O_IDLE, O_JSON, O_REVIEW, O_REPO, O_REV };
         static const struct option opts[] = {
                 {"class", required_argument, NULL, O_CLASS},
                 {"policy", required_argument, NULL, 'p'},
@@ -496,6 +500,9 @@ int cmd_create(int argc, char **argv)
                 {"idle-timeout", required_argument, NULL, O_IDLE},
                 {"workspace", required_argument, NULL, 'w'},
                 {"json", no_argument, NULL, O_JSON},
+                {"review", no_argument, NULL, O_REVIEW},
+                {"repo", required_argument, NULL, O_REPO},
+                {"rev", required_argument, NULL, O_REV},
                 COMMON_OPTIONS,
                 {NULL, 0, NULL, 0},
         };
@@ -564,6 +571,13 @@ int cmd_create(int argc, char **argv)
                 }
                 case O_JSON:
                         json_out = true;
+                        break;
+                case O_REVIEW:
+                        json_object_set_new(body, "review", json_true());
+                        break;
+                case O_REPO:
+                case O_REV:
+                        json_object_set_new(body, c == O_REPO ? "repo" : "rev", json_string(optarg));
                         break;
                 case 'h':
                         printf("%s%s", create_usage, common_help);

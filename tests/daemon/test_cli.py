@@ -95,3 +95,31 @@ def test_grant_cli(make_daemon):
     assert p.returncode == 1
     p = subprocess.run([str(AIRLOCK), "grant", "ls"] + st, capture_output=True)
     assert b"revoked" in p.stdout
+
+
+def test_cli_create_review_and_repo(make_daemon, tmp_path):
+    d = make_daemon()
+    tok = d.grant("rv", "--allow-sandbox", "--allow-exec", "--allow-host-workspace", "--allow-git")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    ws.chmod(0o755)
+    (ws / "a.txt").write_text("a\n")
+    p = cli(d, tok, "create", "--class", "small", "--review", "-w", ws, "--json")
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["workspaceMode"] == "overlay"
+    p = cli(d, tok, "exec", rec["id"], "--", "sh", "-c", "echo b > a.txt")
+    assert p.returncode == 0 and (ws / "a.txt").read_text() == "a\n"
+    assert cli(d, tok, "rm", rec["id"]).returncode == 0
+    # The host's own review commands read what the daemon kept.
+    p = subprocess.run([str(AIRLOCK), "diff", "--state-root", str(d.state / "kept"), rec["id"]],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "+b" in p.stdout
+
+    bare = tmp_path / "r.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    p = cli(d, tok, "create", "--class", "small", "--repo", bare, "--rev", "main", "--json")
+    # An empty repository has no main to check out: the clone's own words.
+    assert p.returncode != 0 and b"main" in p.stderr
+    p = cli(d, tok, "create", "--rev", "main")
+    assert p.returncode != 0 and b"rev" in p.stderr
