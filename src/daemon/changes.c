@@ -198,7 +198,9 @@ static void on_json_done(const struct job_result *res, void *userdata)
                 audit_outcome(c, 500, "internal");
                 reply_error(d, c->req, 500, "internal", "sandbox %s: %s", c->id,
                             cli_message(res->err, msg, sizeof(msg)));
-        } else if (res->exit_code == 0 && !code) {
+        } else if (!code) {
+                /* A push whose forge command failed exits 1 all the same:
+                 * the push is done and "pr" says how the command ended. */
                 audit_outcome(c, 200, NULL);
                 reply_json(d, c->req, 200, json_incref(o));
         } else {
@@ -476,6 +478,8 @@ void changes_push(struct daemon *d, struct evhttp_request *req, const struct gra
                 argv[argc++] = "--secrets";
                 argv[argc++] = d->secrets_path;
         }
+        if (!d->git_helper)
+                argv[argc++] = "--no-helper";
         argv[argc++] = (char *)id;
         struct job_ctx *c = job_ctx_new(d, req, id, g, "push");
         json_object_set(c->audit, "branch", branch);
