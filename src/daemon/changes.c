@@ -467,7 +467,7 @@ void changes_push(struct daemon *d, struct evhttp_request *req, const struct gra
         }
         if (!find_target(d, req, id, &t) || !check_repository(d, req, id))
                 goto out;
-        char *argv[16] = {d->airlock_bin, "push", "--json", "--state-root", d->keep_dir,
+        char *argv[20] = {d->airlock_bin, "push", "--json", "--state-root", d->keep_dir,
                           "--branch", (char *)json_string_value(branch)};
         size_t argc = 7;
         if (json_is_true(force))

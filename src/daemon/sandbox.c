@@ -601,7 +601,7 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
         if (logfd < 0)
                 return al_error_set(err, errno, "opening %s", log_path);
 
-        char *argv[16] = {
+        char *argv[20] = {
                 d->airlock_bin, "supervise", "--id",      sb->id,     "--policy", policy_path,
                 "--run-dir",    d->run_dir,  "--ready-fd", "3",       "--keep-root", d->keep_dir,
         };
