@@ -13,6 +13,7 @@
 #include "audit.h"
 #include "cmd-git.h"
 #include "commands.h"
+#include "jsonout.h"
 #include "gitops.h"
 #include "review.h"
 #include "secrets.h"
@@ -299,28 +300,6 @@ static void git_cmd_done(struct git_cmd *c)
         gitops_state_clear(&c->st);
 }
 
-/* A JSON string of s. Messages quote paths and URLs, which need not be
- * UTF-8: such bytes become '?' rather than lose the message. */
-static json_t *json_text(const char *s)
-{
-        json_t *v = json_string(s);
-        if (v)
-                return v;
-        _cleanup_free_ char *copy = xstrdup(s);
-        for (char *p = copy; *p; p++)
-                if ((unsigned char)*p >= 0x80)
-                        *p = '?';
-        return json_string(copy);
-}
-
-/* Print o as one line on stdout and free it. */
-static void json_line(json_t *o)
-{
-        _cleanup_free_ char *text = json_dumps(o, JSON_COMPACT);
-        json_decref(o);
-        printf("%s\n", text ? text : "{\"error\":\"failed\",\"message\":\"out of memory\"}");
-        fflush(stdout);
-}
 
 /* Report a failure: with --json {"error": code, "message"} on stdout, else
  * "airlock: CMD: message" on stderr. Returns status. */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "jsonout.h"
 #include "review.h"
 #include "util.h"
 
@@ -71,28 +72,6 @@ static int usage_error(const char *cmd, const char *fmt, ...)
         return EXIT_USAGE;
 }
 
-/* A JSON string of s. Messages quote host paths, which need not be UTF-8:
- * such bytes become '?' rather than lose the message. */
-static json_t *json_text(const char *s)
-{
-        json_t *v = json_string(s);
-        if (v)
-                return v;
-        _cleanup_free_ char *copy = xstrdup(s);
-        for (char *p = copy; *p; p++)
-                if ((unsigned char)*p >= 0x80)
-                        *p = '?';
-        return json_string(copy);
-}
-
-/* Print o as one line on stdout and free it. */
-static void json_line(json_t *o)
-{
-        _cleanup_free_ char *text = json_dumps(o, JSON_COMPACT);
-        json_decref(o);
-        printf("%s\n", text ? text : "{\"error\":\"failed\",\"message\":\"out of memory\"}");
-        fflush(stdout);
-}
 
 /* Report a failure: {"error": code, "message": msg} on stdout with --json,
  * else a line on stderr. Returns status. */
