@@ -72,7 +72,6 @@ static int usage_error(const char *cmd, const char *fmt, ...)
         return EXIT_USAGE;
 }
 
-
 /* Report a failure: {"error": code, "message": msg} on stdout with --json,
  * else a line on stderr. Returns status. */
 static int fail(const char *cmd, bool json, const char *code, const char *msg, int status)
@@ -156,15 +155,17 @@ static int find_sandbox(const char *cmd, bool json, const char *root, const char
         return 0;
 }
 
-/* The diff holds the agent's bytes. On a terminal, control characters are
- * shown in caret notation so that a carriage return or an escape sequence
- * cannot hide a line from the reviewer or drive the terminal, and
- * bidirectional formatting characters, which make code display in another
- * order than it compiles (CVE-2021-42574), as <U+XXXX>. */
+/* The diff holds the agent's bytes. On a terminal, C0 control characters
+ * are shown in caret notation (^M, ^[) so that a carriage return or an
+ * escape sequence cannot hide a line from the reviewer or drive the
+ * terminal; C1 control characters (U+0080 to U+009F: U+009B is CSI) and
+ * code points that reorder text (CVE-2021-42574) or draw nothing as
+ * <U+XXXX>; and bytes that are not UTF-8, which a terminal may take for C1
+ * controls too (0x9b), as \xNN. */
 struct caret {
         FILE *f;
-        unsigned char pend[2]; /* the start of a UTF-8 sequence */
-        size_t n;
+        unsigned char pend[4]; /* a UTF-8 sequence being read */
+        size_t n, want;
 };
 
 static void caret_put(FILE *f, unsigned char c)
@@ -172,40 +173,75 @@ static void caret_put(FILE *f, unsigned char c)
         if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
                 putc('^', f);
                 putc(c ^ 0x40, f);
-        } else
+        } else if (c >= 0x80)
+                fprintf(f, "\\x%02x", c);
+        else
                 putc(c, f);
+}
+
+static bool caret_shown_as_number(uint32_t cp)
+{
+        return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) ||
+               (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff ||
+               (cp >= 0xfff9 && cp <= 0xfffb) || (cp >= 0xe0000 && cp <= 0xe007f);
+}
+
+/* Whether b may follow the bytes pending, as UTF-8 (no overlong forms, no
+ * surrogates, nothing past U+10FFFF). */
+static bool caret_continues(const struct caret *c, unsigned char b)
+{
+        if ((b & 0xc0) != 0x80)
+                return false;
+        if (c->n != 1)
+                return true;
+        switch (c->pend[0]) {
+        case 0xe0:
+                return b >= 0xa0;
+        case 0xed:
+                return b <= 0x9f;
+        case 0xf0:
+                return b >= 0x90;
+        case 0xf4:
+                return b <= 0x8f;
+        default:
+                return true;
+        }
 }
 
 static void caret_feed(struct caret *c, unsigned char b)
 {
         if (c->n == 0) {
-                if (b == 0xd8 || b == 0xe2)
-                        c->pend[c->n++] = b;
-                else
+                if (b >= 0xc2 && b <= 0xdf)
+                        c->want = 2;
+                else if (b >= 0xe0 && b <= 0xef)
+                        c->want = 3;
+                else if (b >= 0xf0 && b <= 0xf4)
+                        c->want = 4;
+                else {
                         caret_put(c->f, b);
-                return;
-        }
-        uint32_t cp = 0;
-        if (c->n == 1 && c->pend[0] == 0xd8 && b == 0x9c)
-                cp = 0x061c;
-        else if (c->n == 1 && c->pend[0] == 0xe2 && (b == 0x80 || b == 0x81)) {
+                        return;
+                }
                 c->pend[c->n++] = b;
                 return;
-        } else if (c->n == 2) {
-                uint32_t x = 0x2000 | (uint32_t)(c->pend[1] & 0x3f) << 6 | (b & 0x3f);
-                if (x == 0x200e || x == 0x200f || (x >= 0x202a && x <= 0x202e) ||
-                    (x >= 0x2066 && x <= 0x2069))
-                        cp = x;
         }
-        if (cp) {
-                fprintf(c->f, "<U+%04X>", (unsigned)cp);
+        if (!caret_continues(c, b)) {
+                for (size_t i = 0; i < c->n; i++)
+                        caret_put(c->f, c->pend[i]);
                 c->n = 0;
+                caret_feed(c, b);
                 return;
         }
-        for (size_t i = 0; i < c->n; i++)
-                caret_put(c->f, c->pend[i]);
+        c->pend[c->n++] = b;
+        if (c->n < c->want)
+                return;
+        uint32_t cp = c->pend[0] & (0x7f >> c->want);
+        for (size_t i = 1; i < c->n; i++)
+                cp = cp << 6 | (c->pend[i] & 0x3f);
+        if (caret_shown_as_number(cp))
+                fprintf(c->f, "<U+%04X>", (unsigned)cp);
+        else
+                fwrite(c->pend, 1, c->n, c->f);
         c->n = 0;
-        caret_feed(c, b);
 }
 
 static ssize_t caret_write(void *cookie, const char *buf, size_t size)
@@ -335,11 +371,15 @@ int cmd_accept(int argc, char **argv)
                             r == -ENOENT || r == -EINVAL ? EXIT_USAGE : EXIT_BAD);
         }
         if (json) {
-                json_line(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "sandbox", full_id,
-                                    "written", (json_int_t)rep.written, "removed",
-                                    (json_int_t)rep.removed, "dirs", (json_int_t)rep.dirs, "bytes",
-                                    (json_int_t)rep.bytes, "remaining", (json_int_t)rep.remaining,
-                                    "complete", rep.complete));
+                json_t *o =
+                    json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b}", "sandbox", full_id, "written",
+                              (json_int_t)rep.written, "removed", (json_int_t)rep.removed, "dirs",
+                              (json_int_t)rep.dirs, "bytes", (json_int_t)rep.bytes, "remaining",
+                              (json_int_t)rep.remaining, "complete", rep.complete);
+                /* Only when there are some, so that the usual line stays as it was. */
+                if (o && rep.held)
+                        json_object_set_new(o, "held", json_integer((json_int_t)rep.held));
+                json_line(o);
                 return 0;
         }
         printf("accept: %" PRIu64 " %s written, %" PRIu64 " removed, %" PRIu64 " %s", rep.written,
@@ -350,6 +390,11 @@ int cmd_accept(int argc, char **argv)
         else
                 printf("; %" PRIu64 " %s left (airlock diff %s)\n", rep.remaining,
                        plural(rep.remaining, "change", "changes"), id);
+        if (rep.held)
+                printf("accept: %" PRIu64 " %s not taken: %s hidden characters; name each "
+                       "one to take it, e.g. airlock accept %s $'name\\u200b'\n",
+                       rep.held, plural(rep.held, "change was", "changes were"),
+                       plural(rep.held, "its name holds", "their names hold"), id);
         return 0;
 }
 

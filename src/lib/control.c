@@ -688,7 +688,8 @@ static void do_review(struct client *cl)
                 struct review_summary sum = {0};
                 struct al_error e = {0};
                 json_t *o;
-                if (review_recapture(c->sp.upper_fd, c->review_dir, &sum, &e) < 0)
+                if (review_recapture(c->sp.upper_fd, c->review_dir, c->policy->limits.disk, &sum,
+                                     &e) < 0)
                         o = json_pack("{s:b, s:s, s:s}", "ok", 0, "error", "internal", "message",
                                       e.msg);
                 else
@@ -990,9 +991,11 @@ cleanup:
                 /* Every process of the sandbox is gone: this copy is final. */
                 struct review_summary sum = {0};
                 struct al_error re = {0};
-                if (review_recapture(c.sp.upper_fd, c.review_dir, &sum, &re) < 0)
-                        record(&c, "review.failed", json_pack("{s:s, s:s}", "dir", c.review_dir,
-                                                              "message", re.msg));
+                int rr = review_recapture(c.sp.upper_fd, c.review_dir, p->limits.disk, &sum, &re);
+                if (rr < 0)
+                        record(&c, "review.failed",
+                               json_pack("{s:s, s:s, s:s}", "dir", c.review_dir, "reason",
+                                         rr == -EDQUOT ? "disk_limit" : "error", "message", re.msg));
                 else {
                         json_t *f = review_counts(&sum);
                         json_object_set_new(f, "dir", json_string(c.review_dir));

@@ -103,7 +103,7 @@ static void manifest_add(struct manifest *m, const char *path, enum etype type, 
                 m->cap_e = m->cap_e ? m->cap_e * 2 : 64;
                 m->e = xrealloc(m->e, m->cap_e, sizeof(struct entry));
         }
-        m->e[m->n_e++] = (struct entry){.path = xstrdup(path), .type = type, .mode = mode & 0777};
+        m->e[m->n_e++] = (struct entry){.path = xstrdup(path), .type = type, .mode = mode & 07777};
 }
 
 static void manifest_done(struct manifest *m)
@@ -212,46 +212,69 @@ static bool is_beneath(const char *path, const char *top)
         return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* Bidirectional formatting characters make text display in another order
- * than it reads (CVE-2021-42574, "Trojan Source"). */
-static bool is_bidi_control(uint32_t cp)
+/* Decode the UTF-8 sequence at s (n bytes left): its length, or 0 when it
+ * is not valid UTF-8 (overlong, a surrogate, past U+10FFFF, cut short). */
+static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *ret_cp)
 {
-        return cp == 0x200e || cp == 0x200f || cp == 0x061c || (cp >= 0x202a && cp <= 0x202e) ||
-               (cp >= 0x2066 && cp <= 0x2069);
+        unsigned char c = s[0];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) {
+                *ret_cp = c;
+                return 1;
+        } else if ((c & 0xe0) == 0xc0) {
+                len = 2;
+                cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+                len = 3;
+                cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+                len = 4;
+                cp = c & 0x07;
+        } else
+                return 0;
+        if (len > n)
+                return 0;
+        for (size_t k = 1; k < len; k++) {
+                if ((s[k] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (s[k] & 0x3f);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        *ret_cp = cp;
+        return len;
 }
 
-/* Valid UTF-8 without bidirectional formatting characters. */
+/* Code points that draw nothing, or look like a space, or make text display
+ * in another order than it reads (CVE-2021-42574, "Trojan Source"): in a
+ * name they make "a.txt" + U+200B look like "a.txt", or "invoice" U+202E
+ * "txt.sh" look like "invoicehs.txt". */
+static bool is_hidden_codepoint(uint32_t cp)
+{
+        static const uint32_t ranges[][2] = {
+            {0x00a0, 0x00a0},   {0x00ad, 0x00ad}, {0x034f, 0x034f},   {0x061c, 0x061c},
+            {0x115f, 0x1160},   {0x1680, 0x1680}, {0x17b4, 0x17b5},   {0x180b, 0x180f},
+            {0x2000, 0x200f},   {0x2028, 0x202f}, {0x205f, 0x206f},   {0x2800, 0x2800},
+            {0x3000, 0x3000},   {0x3164, 0x3164}, {0xfe00, 0xfe0f},   {0xfeff, 0xfeff},
+            {0xffa0, 0xffa0},   {0xfff9, 0xfffb}, {0x1bca0, 0x1bca3}, {0x1d173, 0x1d17a},
+            {0xe0000, 0xe0fff},
+        };
+        for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+                if (cp >= ranges[i][0] && cp <= ranges[i][1])
+                        return true;
+        return false;
+}
+
+/* Valid UTF-8 without C1 control characters (U+0080 to U+009F, which a
+ * terminal may take for an escape sequence's start, as 0x9b is CSI). */
 static bool utf8_valid(const unsigned char *s, size_t n)
 {
         for (size_t i = 0; i < n;) {
-                unsigned char c = s[i];
-                size_t len;
                 uint32_t cp;
-                if (c < 0x80) {
-                        i++;
-                        continue;
-                } else if ((c & 0xe0) == 0xc0) {
-                        len = 2;
-                        cp = c & 0x1f;
-                } else if ((c & 0xf0) == 0xe0) {
-                        len = 3;
-                        cp = c & 0x0f;
-                } else if ((c & 0xf8) == 0xf0) {
-                        len = 4;
-                        cp = c & 0x07;
-                } else
-                        return false;
-                if (i + len > n)
-                        return false;
-                for (size_t k = 1; k < len; k++) {
-                        if ((s[i + k] & 0xc0) != 0x80)
-                                return false;
-                        cp = (cp << 6) | (s[i + k] & 0x3f);
-                }
-                if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                    (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
-                        return false;
-                if (is_bidi_control(cp))
+                size_t len = utf8_next(s + i, n - i, &cp);
+                if (len == 0 || (cp >= 0x80 && cp <= 0x9f))
                         return false;
                 i += len;
         }
@@ -259,7 +282,8 @@ static bool utf8_valid(const unsigned char *s, size_t n)
 }
 
 /* A file name from the upper layer: printable, valid UTF-8, so that it can
- * be stored in JSON and shown in a diff as it is. */
+ * be stored in JSON and shown in a diff. Hidden code points are allowed
+ * here; the diff flags them and accept takes them only when named. */
 static bool name_valid(const char *name)
 {
         size_t n = strlen(name);
@@ -269,6 +293,32 @@ static bool name_valid(const char *name)
                 if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f || name[i] == '/')
                         return false;
         return utf8_valid((const unsigned char *)name, n);
+}
+
+/* Where the last component of path holding a hidden code point ends (0:
+ * none, or path is not valid UTF-8, as only host names can be). A request
+ * takes such a path only when it names it that far. */
+static size_t hidden_end(const char *path)
+{
+        const unsigned char *s = (const unsigned char *)path;
+        size_t n = strlen(path), end = 0;
+        bool in = false;
+        for (size_t i = 0; i <= n;) {
+                if (i == n || s[i] == '/') {
+                        if (in)
+                                end = i;
+                        in = false;
+                        i++;
+                        continue;
+                }
+                uint32_t cp;
+                size_t len = utf8_next(s + i, n - i, &cp);
+                if (len == 0)
+                        return 0;
+                in = in || is_hidden_codepoint(cp);
+                i += len;
+        }
+        return end;
 }
 
 static bool path_valid(const char *path)
@@ -528,7 +578,7 @@ static int review_open(const char *state_dir, bool exclusive, struct review *rv,
         if (!rv->id || !rv->workspace || rv->workspace[0] != '/' || !json_is_integer(started) ||
             json_integer_value(started) < 0 || !rv->state ||
             !(STREQ(rv->state, "pending") || STREQ(rv->state, "accepted") ||
-              STREQ(rv->state, "discarded")) ||
+              STREQ(rv->state, "discarded") || STREQ(rv->state, "failed")) ||
             (acc && !json_is_array(acc)))
                 return al_error_set_message(err, EBADMSG, "%s/%s", state_dir, META_FILE);
         rv->started_ns = (uint64_t)json_integer_value(started);
@@ -566,7 +616,7 @@ static int load_manifest(struct review *rv, const char *state_dir, struct al_err
                 const char *type = json_string_value(json_object_get(v, "type"));
                 json_t *mode = json_object_get(v, "mode");
                 if (!path || !path_valid(path) || !type || !json_is_integer(mode) ||
-                    json_integer_value(mode) < 0 || json_integer_value(mode) > 0777)
+                    json_integer_value(mode) < 0 || json_integer_value(mode) > 07777)
                         goto bad;
                 enum etype t;
                 if (STREQ(type, "file"))
@@ -734,14 +784,106 @@ int review_find(const char *state_root, const char *id, char **ret_dir, struct a
 
 /* ---- capture ---- */
 
+/* Files with more than one name, by inode, and the path of the copy made
+ * of them first: in changes/ for a capture, in the workspace (with the
+ * copy's own inode) for an accept. */
+struct link_slot {
+        dev_t dev;
+        ino_t ino;
+        dev_t to_dev;
+        ino_t to_ino;
+        char *path;
+};
+
+struct linktab {
+        struct link_slot *v; /* open addressing, n < cap / 2 */
+        size_t n, cap;
+};
+
+static void linktab_done(struct linktab *t)
+{
+        for (size_t i = 0; i < t->cap; i++)
+                free(t->v[i].path);
+        free(t->v);
+        *t = (struct linktab){0};
+}
+
+static size_t link_hash(dev_t dev, ino_t ino, size_t cap)
+{
+        uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ULL ^ (uint64_t)dev * 0xc2b2ae3d27d4eb4fULL;
+        return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+/* The slot of (dev, ino), empty (path NULL) when it is not there yet. */
+static struct link_slot *link_find(struct linktab *t, dev_t dev, ino_t ino)
+{
+        if (t->n + 1 > t->cap / 2) {
+                size_t cap = t->cap ? t->cap * 2 : 256;
+                struct link_slot *v = xcalloc(cap, sizeof(*v));
+                for (size_t i = 0; i < t->cap; i++) {
+                        struct link_slot *o = &t->v[i];
+                        if (!o->path)
+                                continue;
+                        size_t k = link_hash(o->dev, o->ino, cap);
+                        while (v[k].path)
+                                k = (k + 1) & (cap - 1);
+                        v[k] = *o;
+                }
+                free(t->v);
+                t->v = v;
+                t->cap = cap;
+        }
+        size_t k = link_hash(dev, ino, t->cap);
+        while (t->v[k].path && !(t->v[k].dev == dev && t->v[k].ino == ino))
+                k = (k + 1) & (t->cap - 1);
+        return &t->v[k];
+}
+
+static void link_set(struct linktab *t, struct link_slot *s, const struct link_slot *val)
+{
+        if (!s->path)
+                t->n++;
+        free(s->path);
+        *s = *val;
+        s->path = xstrdup(val->path);
+}
+
 struct capture {
-        int ws_fd; /* -1 when the workspace is gone: everything is new */
+        int ws_fd;      /* -1 when the workspace is gone: everything is new */
+        int changes_fd; /* changes/, where hard links are made */
         struct manifest m;
         struct review_summary sum;
         size_t count;
+        uint64_t max_bytes; /* what the copy may cost the host */
+        uint64_t charged;
+        struct linktab links;
         char path[PATH_MAX];
         struct al_error *err;
 };
+
+/* What keeping an entry costs the host, charged before it is written: a
+ * file its apparent size, so that a sparse file counts as what it becomes
+ * wherever it is copied without holes, in whole blocks; a directory or a
+ * symlink one block. */
+#define CHARGE_BLOCK 4096u
+
+static int capture_charge(struct capture *c, uint64_t size)
+{
+        uint64_t cost = size > UINT64_MAX - CHARGE_BLOCK
+                            ? UINT64_MAX
+                            : (size + CHARGE_BLOCK - 1) / CHARGE_BLOCK * CHARGE_BLOCK;
+        if (cost < CHARGE_BLOCK)
+                cost = CHARGE_BLOCK;
+        if (cost > c->max_bytes || c->charged > c->max_bytes - cost)
+                return al_error_set_message(
+                    c->err, EDQUOT,
+                    "the changes are larger than the limit of %" PRIu64
+                    " bytes (limits.disk) at \"%s\", which alone counts %" PRIu64
+                    " bytes; nothing was kept, the workspace is unchanged",
+                    c->max_bytes, c->path, size);
+        c->charged += cost;
+        return 0;
+}
 
 static bool has_xattr(int fd, const char *name, const char *want)
 {
@@ -837,7 +979,8 @@ static int capture_file(struct capture *c, int dfd, int out_fd, const char *name
                 struct host h;
                 int r = host_stat(c->ws_fd, c->path, &h);
                 exists = r >= 0 && h.mode != 0;
-                if (ps == H_MERGE && exists && S_ISREG(h.mode) && (h.mode & 0777) == mode) {
+                if (ps == H_MERGE && exists && S_ISREG(h.mode) &&
+                    (h.mode & 07777) == (st->st_mode & 07777)) {
                         _cleanup_close_ int hfd =
                             open_beneath(c->ws_fd, c->path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
                         bool same = false;
@@ -848,16 +991,39 @@ static int capture_file(struct capture *c, int dfd, int out_fd, const char *name
                 }
         }
 
+        /* A file with several names is copied once; its other names become
+         * hard links to that copy, as they were in the upper layer. */
+        struct link_slot *slot = NULL;
+        if (st2.st_nlink > 1) {
+                slot = link_find(&c->links, st2.st_dev, st2.st_ino);
+                if (slot->path && linkat(c->changes_fd, slot->path, out_fd, name, 0) == 0) {
+                        manifest_add(&c->m, c->path, T_FILE, st->st_mode);
+                        if (exists)
+                                c->sum.modified++;
+                        else
+                                c->sum.added++;
+                        return 0;
+                }
+                if (slot->path && errno != EMLINK)
+                        return al_error_set(c->err, errno, "linking \"%s\" in changes/", c->path);
+        }
+        int r = capture_charge(c, (uint64_t)st2.st_size);
+        if (r < 0)
+                return r;
         _cleanup_close_ int out =
             openat(out_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)
                 return al_error_set(c->err, errno, "creating \"%s\" in changes/", c->path);
-        int r = copy_data(in, out, &c->sum.bytes);
+        r = copy_data(in, out, &c->sum.bytes);
         if (r < 0)
                 return al_error_set(c->err, r, "copying \"%s\"", c->path);
         if (fchmod(out, mode | 0600) < 0)
                 return al_error_set(c->err, errno, "setting the mode of \"%s\"", c->path);
-        manifest_add(&c->m, c->path, T_FILE, mode);
+        if (slot)
+                link_set(
+                    &c->links, slot,
+                    &(struct link_slot){.dev = st2.st_dev, .ino = st2.st_ino, .path = c->path});
+        manifest_add(&c->m, c->path, T_FILE, st->st_mode);
         if (exists)
                 c->sum.modified++;
         else
@@ -885,6 +1051,9 @@ static int capture_symlink(struct capture *c, int dfd, int out_fd, const char *n
                     read_link(c->ws_fd, c->path, old) >= 0 && STREQ(old, target))
                         return 0;
         }
+        int r = capture_charge(c, (uint64_t)n);
+        if (r < 0)
+                return r;
         if (symlinkat(target, out_fd, name) < 0)
                 return al_error_set(c->err, errno, "creating \"%s\" in changes/", c->path);
         manifest_add(&c->m, c->path, T_SYMLINK, 0777);
@@ -967,6 +1136,10 @@ static int capture_dir(struct capture *c, int fd, int out_fd, size_t plen, unsig
                         if (ps != H_NONE && host_stat(c->ws_fd, c->path, &h) >= 0 &&
                             S_ISDIR(h.mode))
                                 child = ps == H_REPLACE || opaque ? H_REPLACE : H_MERGE;
+                        if ((r = capture_charge(c, 0)) < 0) {
+                                close(sub);
+                                return r;
+                        }
                         if (mkdirat(out_fd, name, 0700) < 0) {
                                 close(sub);
                                 return al_error_set(c->err, errno, "creating \"%s\" in changes/",
@@ -1047,14 +1220,24 @@ static int dir_is_empty(int fd, bool *ret)
         return -errno;
 }
 
-static int capture(int upper_fd, const char *state_dir, bool replace, struct review_summary *ret,
-                   struct al_error *err)
+/* A capture that failed keeps nothing; meta.json says why, so that diff
+ * and accept name the cause instead of showing no change. */
+static void mark_failed(struct review *rv, const char *why)
+{
+        json_object_set_new(rv->meta, "state", json_string("failed"));
+        json_object_set_new(rv->meta, "error", json_string(why));
+        write_json_at(rv->dir_fd, META_FILE, rv->meta);
+}
+
+static int capture(int upper_fd, const char *state_dir, bool replace, uint64_t max_bytes,
+                   struct review_summary *ret, struct al_error *err)
 {
         _cleanup_(review_done) struct review rv;
         int r = review_open(state_dir, true, &rv, err);
         if (r < 0)
                 return r;
-        if (!STREQ(rv.state, "pending"))
+        /* A snapshot of a running sandbox that failed may be taken again. */
+        if (!STREQ(rv.state, "pending") && !(replace && STREQ(rv.state, "failed")))
                 return al_error_set_message(err, EALREADY, "sandbox %s is %s", rv.id, rv.state);
         rv.changes_fd =
             openat(rv.dir_fd, CHANGES_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1078,10 +1261,15 @@ static int capture(int upper_fd, const char *state_dir, bool replace, struct rev
         if (root < 0)
                 return al_error_set(err, errno, "opening the upper layer");
 
-        struct capture c = {.err = err};
+        struct capture c = {
+            .err = err,
+            .changes_fd = rv.changes_fd,
+            .max_bytes = max_bytes ? max_bytes : REVIEW_DEFAULT_MAX_BYTES,
+        };
         c.ws_fd = open(rv.workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
         r = capture_dir(&c, root, rv.changes_fd, 0, 0, c.ws_fd >= 0 ? H_MERGE : H_NONE);
         closep(&c.ws_fd);
+        linktab_done(&c.links);
         if (r >= 0) {
                 manifest_sort(&c.m);
                 r = save_manifest(rv.dir_fd, &c.m);
@@ -1091,24 +1279,35 @@ static int capture(int upper_fd, const char *state_dir, bool replace, struct rev
         if (r < 0) {
                 clear_dir(rv.changes_fd);
                 manifest_done(&c.m);
-                return al_error_wrap(err, "capturing the changes of sandbox %s", rv.id);
+                struct manifest none = {0};
+                save_manifest(rv.dir_fd, &none);
+                al_error_wrap(err, "capturing the changes of sandbox %s", rv.id);
+                mark_failed(&rv, err->msg);
+                return r;
         }
         manifest_done(&c.m);
+        if (STREQ(rv.state, "failed")) {
+                json_object_set_new(rv.meta, "state", json_string("pending"));
+                json_object_del(rv.meta, "error");
+                r = write_json_at(rv.dir_fd, META_FILE, rv.meta);
+                if (r < 0)
+                        return al_error_set(err, r, "writing %s/%s", state_dir, META_FILE);
+        }
         if (ret)
                 *ret = c.sum;
         return 0;
 }
 
-int review_capture(int upper_fd, const char *state_dir, struct review_summary *ret,
-                   struct al_error *err)
+int review_capture(int upper_fd, const char *state_dir, uint64_t max_bytes,
+                   struct review_summary *ret, struct al_error *err)
 {
-        return capture(upper_fd, state_dir, false, ret, err);
+        return capture(upper_fd, state_dir, false, max_bytes, ret, err);
 }
 
-int review_recapture(int upper_fd, const char *state_dir, struct review_summary *ret,
-                     struct al_error *err)
+int review_recapture(int upper_fd, const char *state_dir, uint64_t max_bytes,
+                     struct review_summary *ret, struct al_error *err)
 {
-        return capture(upper_fd, state_dir, true, ret, err);
+        return capture(upper_fd, state_dir, true, max_bytes, ret, err);
 }
 
 /* ---- plan: what accepting would do to the workspace as it is now ---- */
@@ -1158,10 +1357,19 @@ static int cmp_item(const void *a, const void *b)
         return c ? c : (int)x->op - (int)y->op;
 }
 
+/* Whether a request for req takes path: path is at or beneath it and, if
+ * path holds hidden code points, req names every one of them. Such a name
+ * is never taken by a request for a directory above it, nor by accepting
+ * everything. */
+static bool request_takes(const char *req, const char *path)
+{
+        return is_beneath(path, req) && strlen(req) >= hidden_end(path);
+}
+
 static bool plan_covered(const struct plan *p, const char *path)
 {
         for (size_t i = 0; i < p->accepted.n; i++)
-                if (is_beneath(path, p->accepted.v[i]))
+                if (request_takes(p->accepted.v[i], path))
                         return true;
         return false;
 }
@@ -1299,7 +1507,10 @@ static int plan_build(struct review *rv, struct plan *p, struct al_error *err)
                         if (S_ISDIR(h.mode)) {
                                 bool opaque = strarr_has(&rv->m.opaque, e->path);
                                 hs[i] = ps == H_REPLACE || opaque ? H_REPLACE : H_MERGE;
-                                if ((h.mode & 0777) != e->mode &&
+                                /* A mode change, or set-id bits the diff
+                                 * must show even though accept drops them. */
+                                if (((h.mode & 0777) != (e->mode & 0777) ||
+                                     (e->mode & 07000 & ~h.mode)) &&
                                     (r = plan_add(p, e->path, OP_DIR, e->mode, &h)) < 0)
                                         return al_error_set(err, r, "too many changes");
                                 if (hs[i] == H_REPLACE &&
@@ -1355,6 +1566,12 @@ static int review_load(const char *state_dir, bool exclusive, struct review *rv,
         int r = review_open(state_dir, exclusive, rv, err);
         if (r < 0)
                 return r;
+        if (STREQ(rv->state, "failed")) {
+                const char *why = json_string_value(json_object_get(rv->meta, "error"));
+                return al_error_set_message(err, ENODATA,
+                                            "the changes of sandbox %s were not kept: %s", rv->id,
+                                            why ? why : "the capture failed");
+        }
         if (!STREQ(rv->state, "pending"))
                 return al_error_set_message(err, EALREADY, "sandbox %s was %s already", rv->id,
                                             rv->state);
@@ -1466,16 +1683,136 @@ static void put_escaped(FILE *out, const char *s, bool backslash)
         }
 }
 
+#define QUOTED_MAX (PATH_MAX * 4 + 8)
+
+/* Whether a name must be quoted in a diff: it holds a hidden code point, a
+ * control character, bytes that are not UTF-8 (only a host name can), a
+ * double quote or a backslash. */
+static bool needs_quote(const char *path)
+{
+        const unsigned char *s = (const unsigned char *)path;
+        size_t n = strlen(path);
+        for (size_t i = 0; i < n;) {
+                uint32_t cp;
+                size_t len = utf8_next(s + i, n - i, &cp);
+                if (len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == '"' ||
+                    cp == '\\' || is_hidden_codepoint(cp))
+                        return true;
+                i += len;
+        }
+        return false;
+}
+
+/* prefix and path as the diff names them: as they are, or in double
+ * quotes with control characters, hidden code points and stray bytes as
+ * octal escapes, which is how git writes such a name and git apply reads
+ * it. Either way a name that looks like another cannot pass for it. */
+static const char *qpath(char buf[static QUOTED_MAX], const char *prefix, const char *path)
+{
+        if (!needs_quote(path)) {
+                snprintf(buf, QUOTED_MAX, "%s%s", prefix, path);
+                return buf;
+        }
+        const unsigned char *s = (const unsigned char *)path;
+        size_t n = strlen(path), o = 0;
+        o += (size_t)snprintf(buf, QUOTED_MAX, "\"%s", prefix);
+        for (size_t i = 0; i < n && o + 16 < QUOTED_MAX;) {
+                uint32_t cp;
+                size_t len = utf8_next(s + i, n - i, &cp);
+                bool esc =
+                    len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || is_hidden_codepoint(cp);
+                if (len == 0)
+                        len = 1;
+                for (size_t k = 0; k < len; k++) {
+                        if (esc)
+                                o += (size_t)snprintf(buf + o, QUOTED_MAX - o, "\\%03o", s[i + k]);
+                        else if (s[i + k] == '"' || s[i + k] == '\\') {
+                                buf[o++] = '\\';
+                                buf[o++] = (char)s[i + k];
+                        } else
+                                buf[o++] = (char)s[i + k];
+                }
+                i += len;
+        }
+        buf[o++] = '"';
+        buf[o] = '\0';
+        return buf;
+}
+
+/* Before an entry whose name holds hidden code points, a line that shows
+ * them, as \uXXXX in the name and by number; git apply skips it. */
+static void note_hidden(FILE *out, const char *path)
+{
+        if (!hidden_end(path))
+                return;
+        const unsigned char *s = (const unsigned char *)path;
+        size_t n = strlen(path);
+        fputs("airlock: hidden characters in the name \"", out);
+        for (size_t i = 0; i < n;) {
+                uint32_t cp;
+                size_t len = utf8_next(s + i, n - i, &cp);
+                if (is_hidden_codepoint(cp))
+                        fprintf(out, cp > 0xffff ? "\\U%08x" : "\\u%04x", (unsigned)cp);
+                else if (cp == '\\' || cp == '"')
+                        fprintf(out, "\\%c", (char)cp);
+                else
+                        fwrite(s + i, 1, len, out);
+                i += len;
+        }
+        fputs("\" (", out);
+        const char *sep = "";
+        for (size_t i = 0; i < n;) {
+                uint32_t cp;
+                i += utf8_next(s + i, n - i, &cp);
+                if (is_hidden_codepoint(cp)) {
+                        fprintf(out, "%sU+%04X", sep, (unsigned)cp);
+                        sep = ", ";
+                }
+        }
+        fputs("); accept takes it only when it is named\n", out);
+}
+
+/* The "diff --git" line of an entry, after the notes about it. */
+static void diff_header(FILE *out, const char *path)
+{
+        char a[QUOTED_MAX], b[QUOTED_MAX];
+        note_hidden(out, path);
+        fprintf(out, "diff --git %s %s\n", qpath(a, "a/", path), qpath(b, "b/", path));
+}
+
+/* Set-id and sticky bits the agent set: accept never applies them, and the
+ * diff says so. */
+static void note_setid(FILE *out, const char *path, mode_t mode)
+{
+        if (!(mode & 07000))
+                return;
+        const char *names[3];
+        size_t n = 0;
+        if (mode & S_ISUID)
+                names[n++] = "setuid";
+        if (mode & S_ISGID)
+                names[n++] = "setgid";
+        if (mode & S_ISVTX)
+                names[n++] = "sticky";
+        char q[QUOTED_MAX];
+        fprintf(out, "airlock: %s: the sandbox set the ", qpath(q, "", path));
+        for (size_t i = 0; i < n; i++)
+                fprintf(out, "%s%s", i == 0 ? "" : i + 1 == n ? " and " : ", ", names[i]);
+        fprintf(out, " %s (mode %04o); accept does not apply %s\n", n == 1 ? "bit" : "bits",
+                (unsigned)mode & 07777, n == 1 ? "it" : "them");
+}
+
 /* Symlinks diff as one-line files holding the target, as git shows them;
  * control characters in a target are escaped so it stays one line. */
 static void diff_link_body(FILE *out, const char *path, const char *old, const char *new)
 {
+        char q[QUOTED_MAX];
         if (old)
-                fprintf(out, "--- a/%s\n", path);
+                fprintf(out, "--- %s\n", qpath(q, "a/", path));
         else
                 fputs("--- /dev/null\n", out);
         if (new)
-                fprintf(out, "+++ b/%s\n", path);
+                fprintf(out, "+++ %s\n", qpath(q, "b/", path));
         else
                 fputs("+++ /dev/null\n", out);
         fprintf(out, "@@ -%s +%s @@\n", old ? "1" : "0,0", new ? "1" : "0,0");
@@ -1502,8 +1839,9 @@ static unsigned git_mode(mode_t st_mode, mode_t perm)
 static int diff_removed(struct differ *d, const char *path, const struct host *h)
 {
         FILE *out = d->out;
-        fprintf(out, "diff --git a/%s b/%s\ndeleted file mode %06o\n", path, path,
-                git_mode(h->mode, h->mode));
+        char q[QUOTED_MAX];
+        diff_header(out, path);
+        fprintf(out, "deleted file mode %06o\n", git_mode(h->mode, h->mode));
         if (S_ISLNK(h->mode)) {
                 char target[PATH_MAX];
                 int r = read_link(d->rv->ws_fd, path, target);
@@ -1524,11 +1862,10 @@ static int diff_removed(struct differ *d, const char *path, const struct host *h
         if (st.st_size == 0)
                 return 0;
         if (bin) {
-                fprintf(out, "Binary files a/%s and /dev/null differ\n", path);
+                fprintf(out, "Binary files %s and /dev/null differ\n", qpath(q, "a/", path));
                 return 0;
         }
-        _cleanup_free_ char *label = xasprintf("a/%s", path);
-        return spawn_diff(d, fd, label, -1, "/dev/null");
+        return spawn_diff(d, fd, qpath(q, "a/", path), -1, "/dev/null");
 }
 
 static int diff_file(struct differ *d, const struct item *it)
@@ -1545,8 +1882,9 @@ static int diff_file(struct differ *d, const struct item *it)
         if (!S_ISREG(bst.st_mode))
                 return al_error_set_message(d->err, EBADMSG, "\"%s\" in changes/ is not a file",
                                             path);
-        _cleanup_free_ char *alabel = xasprintf("a/%s", path);
-        _cleanup_free_ char *blabel = xasprintf("b/%s", path);
+        char alabel[QUOTED_MAX], blabel[QUOTED_MAX];
+        qpath(alabel, "a/", path);
+        qpath(blabel, "b/", path);
         unsigned bmode = git_mode(S_IFREG, it->mode);
 
         if (it->host.mode && !S_ISREG(it->host.mode)) {
@@ -1563,24 +1901,27 @@ static int diff_file(struct differ *d, const struct item *it)
                 if (files_equal(a, b, &same) < 0 || is_binary(a, &abin) < 0)
                         return al_error_set(d->err, errno, "reading \"%s\"", path);
                 unsigned amode = git_mode(S_IFREG, it->host.mode);
+                note_setid(out, path, it->mode);
                 if (same && amode == bmode)
                         return 0;
-                fprintf(out, "diff --git a/%s b/%s\n", path, path);
+                diff_header(out, path);
                 if (amode != bmode)
                         fprintf(out, "old mode %06o\nnew mode %06o\n", amode, bmode);
                 if (same)
                         return 0;
                 if (abin || bbin) {
-                        fprintf(out, "Binary files a/%s and b/%s differ\n", path, path);
+                        fprintf(out, "Binary files %s and %s differ\n", alabel, blabel);
                         return 0;
                 }
                 return spawn_diff(d, a, alabel, b, blabel);
         }
-        fprintf(out, "diff --git a/%s b/%s\nnew file mode %06o\n", path, path, bmode);
+        note_setid(out, path, it->mode);
+        diff_header(out, path);
+        fprintf(out, "new file mode %06o\n", bmode);
         if (bst.st_size == 0)
                 return 0;
         if (bbin) {
-                fprintf(out, "Binary files /dev/null and b/%s differ\n", path);
+                fprintf(out, "Binary files /dev/null and %s differ\n", blabel);
                 return 0;
         }
         return spawn_diff(d, -1, "/dev/null", b, blabel);
@@ -1598,15 +1939,37 @@ static int diff_symlink(struct differ *d, const struct item *it)
                         return al_error_set(d->err, r, "reading \"%s\" in the workspace", it->path);
                 if (STREQ(old, target))
                         return 0;
-                fprintf(d->out, "diff --git a/%s b/%s\n", it->path, it->path);
+                diff_header(d->out, it->path);
                 diff_link_body(d->out, it->path, old, target);
                 return 0;
         }
         if (it->host.mode && (r = diff_removed(d, it->path, &it->host)) < 0)
                 return r;
-        fprintf(d->out, "diff --git a/%s b/%s\nnew file mode 120000\n", it->path, it->path);
+        diff_header(d->out, it->path);
+        fputs("new file mode 120000\n", d->out);
         diff_link_body(d->out, it->path, NULL, target);
         return 0;
+}
+
+/* Directories: git shows them only through their files, so a new empty
+ * one, or one the agent opened to everyone, would pass unseen. A new
+ * directory is a line of its own, which git apply skips; a new mode of an
+ * existing one is a mode change. */
+static void diff_dir(FILE *out, const struct item *it)
+{
+        char q[QUOTED_MAX];
+        note_setid(out, it->path, it->mode);
+        if (S_ISDIR(it->host.mode)) {
+                if ((it->host.mode & 0777) == (it->mode & 0777))
+                        return;
+                diff_header(out, it->path);
+                fprintf(out, "old mode %06o\nnew mode %06o\n",
+                        git_mode(it->host.mode, it->host.mode), git_mode(S_IFDIR, it->mode));
+                return;
+        }
+        note_hidden(out, it->path);
+        fprintf(out, "new directory %s/ (mode %06o%s)\n", qpath(q, "", it->path),
+                git_mode(S_IFDIR, it->mode), (it->mode & 0002) ? ", writable by everyone" : "");
 }
 
 int review_diff(const char *state_dir, FILE *out, struct al_error *err)
@@ -1629,12 +1992,7 @@ int review_diff(const char *state_dir, FILE *out, struct al_error *err)
                         r = S_ISDIR(it->host.mode) ? 0 : diff_removed(&d, it->path, &it->host);
                         break;
                 case OP_DIR:
-                        /* Like git, directories show only through their
-                         * files, except for a new mode. */
-                        if (S_ISDIR(it->host.mode))
-                                fprintf(out, "diff --git a/%s b/%s\nold mode %06o\nnew mode %06o\n",
-                                        it->path, it->path, git_mode(it->host.mode, it->host.mode),
-                                        git_mode(S_IFDIR, it->mode));
+                        diff_dir(out, it);
                         break;
                 case OP_FILE:
                         r = diff_file(&d, it);
@@ -1774,7 +2132,7 @@ static int same_as_proposed(struct review *rv, const struct item *it, bool *ret)
                 *ret = STREQ(a, b);
                 return 0;
         }
-        if (!S_ISREG(it->host.mode) || (it->host.mode & 0777) != it->mode)
+        if (!S_ISREG(it->host.mode) || (it->host.mode & 0777) != (it->mode & 0777))
                 return 0;
         _cleanup_close_ int a = open_beneath(rv->ws_fd, it->path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
         _cleanup_close_ int b = open_beneath(rv->changes_fd, it->path, O_RDONLY | O_NONBLOCK);
@@ -1790,7 +2148,13 @@ struct applier {
         struct review_report rep;
         struct al_error *err;
         bool root;
+        struct linktab links; /* files of changes/ with several names */
 };
+
+static void applier_done(struct applier *a)
+{
+        linktab_done(&a->links);
+}
 
 /* Running as root on someone's workspace, give what is created the owner of
  * what it replaces, or of its directory. */
@@ -1896,6 +2260,40 @@ static int make_temp(int parent, char name[static 32], int *ret_fd)
         return -EEXIST;
 }
 
+/* Make name in parent a hard link of the file this accept wrote first for
+ * slot's inode. 0 when done, 1 when that file is not there as it was
+ * written (the caller copies instead), or an error. */
+static int apply_link(struct applier *a, const struct item *it, int parent, const char *name,
+                      const struct link_slot *slot)
+{
+        _cleanup_close_ int first = open_beneath(a->rv->ws_fd, slot->path, O_PATH);
+        struct stat st;
+        if (first < 0 || fstat(first, &st) < 0 || !S_ISREG(st.st_mode) ||
+            st.st_dev != slot->to_dev || st.st_ino != slot->to_ino)
+                return 1;
+        char proc[64], tmp[32];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", first);
+        for (int tries = 0;; tries++) {
+                int r = make_temp(parent, tmp, NULL);
+                if (r < 0)
+                        return al_error_set(a->err, r, "creating a link");
+                if (linkat(AT_FDCWD, proc, parent, tmp, AT_SYMLINK_FOLLOW) == 0)
+                        break;
+                if (errno != EEXIST || tries >= 16)
+                        return 1;
+        }
+        if (renameat(parent, tmp, parent, name) < 0) {
+                int e = errno;
+                unlinkat(parent, tmp, 0);
+                if (e == EISDIR || e == ENOTEMPTY || e == EEXIST)
+                        return al_error_set_message(
+                            a->err, EBUSY, "\"%s\" changed on the host while accepting", it->path);
+                return al_error_set(a->err, e, "writing \"%s\"", it->path);
+        }
+        a->rep.written++;
+        return 0;
+}
+
 static int apply_file(struct applier *a, const struct item *it)
 {
         char dir[PATH_MAX], tmp[32];
@@ -1911,13 +2309,32 @@ static int apply_file(struct applier *a, const struct item *it)
                 return al_error_set_message(a->err, EBADMSG, "\"%s\" in changes/ is not a file",
                                             it->path);
 
+        /* Names the capture kept as hard links of one file become links of
+         * one file in the workspace too, not a copy each. */
+        struct link_slot *slot =
+            st.st_nlink > 1 ? link_find(&a->links, st.st_dev, st.st_ino) : NULL;
+        if (slot && slot->path) {
+                int r = apply_link(a, it, parent, name, slot);
+                if (r <= 0)
+                        return r;
+        }
+
         _cleanup_close_ int fd = -1;
         int r = make_temp(parent, tmp, &fd);
         if (r < 0)
                 return al_error_set(a->err, r, "creating a file in \"%s\"", dir[0] ? dir : ".");
         uint64_t bytes = 0;
         r = copy_data(src, fd, &bytes);
-        if (r >= 0 && fchmod(fd, it->mode) < 0)
+        struct stat wst;
+        if (r >= 0 && slot && fstat(fd, &wst) == 0)
+                link_set(&a->links, slot,
+                         &(struct link_slot){.dev = st.st_dev,
+                                             .ino = st.st_ino,
+                                             .to_dev = wst.st_dev,
+                                             .to_ino = wst.st_ino,
+                                             .path = it->path});
+        /* Permission bits only: never a set-id or sticky bit. */
+        if (r >= 0 && fchmod(fd, it->mode & 0777) < 0)
                 r = -errno;
         if (r >= 0) {
                 inherit_owner(a, parent, tmp, &it->host);
@@ -1977,9 +2394,10 @@ static int apply_dir_mode(struct applier *a, const struct item *it)
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return al_error_set(a->err, errno, "inspecting \"%s\"", it->path);
-        if ((st.st_mode & 0777) == it->mode)
+        if ((st.st_mode & 0777) == (it->mode & 0777))
                 return 0;
-        if (fchmod(fd, (st.st_mode & 07000) | it->mode) < 0)
+        /* The directory's own set-id bits stay; the agent's never apply. */
+        if (fchmod(fd, (st.st_mode & 07000) | (it->mode & 0777)) < 0)
                 return al_error_set(a->err, errno, "setting the mode of \"%s\"", it->path);
         if (S_ISDIR(it->host.mode))
                 a->rep.dirs++;
@@ -2032,14 +2450,16 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         /* Select, and name every request that matches nothing. */
         char unknown[AL_ERROR_MAX] = "";
         size_t n_unknown = 0, selected = 0;
-        for (size_t i = 0; i < p.n; i++)
-                p.v[i].selected = n == 0;
+        if (n == 0)
+                strarr_add(&req, "");
         for (size_t k = 0; k < req.n; k++) {
                 bool any = false;
                 for (size_t i = 0; i < p.n; i++)
-                        if (is_beneath(p.v[i].path, req.v[k]))
+                        if (request_takes(req.v[k], p.v[i].path))
                                 any = p.v[i].selected = true;
-                if (!any) {
+                        else if (n > 0 && is_beneath(p.v[i].path, req.v[k]))
+                                any = true; /* held back: reported, not "no change" */
+                if (!any && n > 0) {
                         size_t ul = strlen(unknown);
                         snprintf(unknown + ul, sizeof(unknown) - ul, "%s\"%s\"",
                                  n_unknown ? ", " : "", paths[k]);
@@ -2049,7 +2469,7 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         if (n_unknown)
                 return al_error_set_message(err, ENOENT, "accept: no pending change at %s",
                                             unknown);
-        for (size_t i = 0; i < p.n && n > 0; i++)
+        for (size_t i = 0; i < p.n; i++)
                 if (p.v[i].selected)
                         select_ancestors(&p, p.v[i].path);
 
@@ -2078,7 +2498,7 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
                     it->path);
         }
 
-        struct applier a = {.rv = &rv, .err = err, .root = geteuid() == 0};
+        _cleanup_(applier_done) struct applier a = {.rv = &rv, .err = err, .root = geteuid() == 0};
         /* Removals first, deepest first; then directories before what goes
          * in them; directory modes last so that a read-only one can be
          * filled. */
@@ -2108,8 +2528,11 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
                                     "accept: syncing the workspace");
 
         for (size_t i = 0; i < p.n; i++)
-                if (!p.v[i].selected && item_visible(&p, i))
+                if (!p.v[i].selected && item_visible(&p, i)) {
                         a.rep.remaining++;
+                        if (hidden_end(p.v[i].path))
+                                a.rep.held++;
+                }
         a.rep.complete = selected == p.n;
         if (a.rep.complete)
                 json_object_set_new(rv.meta, "state", json_string("accepted"));

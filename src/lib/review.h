@@ -10,7 +10,8 @@
  *   <state_root>/sandboxes/<id>/
  *     meta.json      {"id", "workspace": absolute host path,
  *                     "startedNs": CLOCK_REALTIME ns when the sandbox started,
- *                     "state": "pending" | "accepted" | "discarded",
+ *                     "state": "pending" | "accepted" | "discarded" | "failed",
+ *                     "error": why a failed capture kept nothing,
  *                     "accepted": [paths taken by partial accepts]}
  *     manifest.json  {"deleted": [paths], "opaque": [dir paths],
  *                     "entries": [{"path", "type": "file"|"dir"|"symlink",
@@ -38,6 +39,8 @@
 /* Bounds on what a capture walks: the upper layer is the agent's. */
 #define REVIEW_MAX_DEPTH   256
 #define REVIEW_MAX_ENTRIES 1000000
+/* What a capture may cost the host when the caller gives no limit. */
+#define REVIEW_DEFAULT_MAX_BYTES (1ULL << 30)
 
 struct review_summary {
         uint64_t added;    /* files and symlinks the workspace lacks */
@@ -53,6 +56,7 @@ struct review_report {
         uint64_t dirs;      /* directories created or given a new mode */
         uint64_t bytes;     /* file content written */
         uint64_t remaining; /* changes left for a later accept, as a diff shows them */
+        uint64_t held;      /* of those, names with hidden characters nobody named */
         bool complete;      /* nothing is left: the state is now "accepted" */
 };
 
@@ -70,21 +74,27 @@ int review_create(const char *state_root, const char *id, const char *workspace,
 /* Copy the overlay upper directory upper_fd (any open fd of it; it is
  * neither closed nor moved) into state_dir: changes/ and manifest.json.
  * Nothing in the upper layer is trusted: no symlink is followed, depth and
- * entry count are bounded, names with control characters, bidirectional
- * formatting characters or invalid UTF-8 are skipped. Whiteouts (character device 0:0) become
- * "deleted", opaque directories "opaque"; a file or symlink whose workspace counterpart is
- * identical in content and mode is left out. A redirected directory or a
- * metadata-only copy (overlay features review does not use) fails the
- * capture. On failure changes/ is left empty. */
-int review_capture(int upper_fd, const char *state_dir, struct review_summary *ret,
-                   struct al_error *err);
+ * entry count are bounded, names with C0 or C1 control characters or
+ * invalid UTF-8 are skipped. Whiteouts (character device 0:0) become
+ * "deleted", opaque directories "opaque"; a file or symlink whose workspace
+ * counterpart is identical in content and mode is left out. A file with
+ * several names is copied once and linked. What is kept may cost the host
+ * at most max_bytes (0: REVIEW_DEFAULT_MAX_BYTES), each file counted at its
+ * apparent size rounded up to 4 KiB and each directory and symlink as
+ * 4 KiB; past it the capture fails with -EDQUOT. A redirected directory or
+ * a metadata-only copy (overlay features review does not use) fails the
+ * capture. On failure changes/ is left empty and meta.json's state is
+ * "failed", with the message as "error"; diff and accept then refuse with
+ * -ENODATA, naming it. */
+int review_capture(int upper_fd, const char *state_dir, uint64_t max_bytes,
+                   struct review_summary *ret, struct al_error *err);
 
 /* The same, for a sandbox that still runs: what an earlier capture left in
  * changes/ is replaced by the upper layer as it is now. The agent may be
  * writing meanwhile, so a file it is changing can be caught half-written;
  * the capture its sandbox's end makes is the one to accept. */
-int review_recapture(int upper_fd, const char *state_dir, struct review_summary *ret,
-                     struct al_error *err);
+int review_recapture(int upper_fd, const char *state_dir, uint64_t max_bytes,
+                     struct review_summary *ret, struct al_error *err);
 
 /* Write a git-style unified diff of the workspace as it is now (a/) against
  * the result of accepting what is left (b/) to out. Files are compared with

@@ -460,9 +460,12 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 struct al_error re = {0};
                 r = review_create(cfg->state_root, res->sandbox, p->workspace, started_ns, &dir, &re);
                 if (r >= 0)
-                        r = review_capture(sv.sp.upper_fd, dir, &sum, &re);
+                        r = review_capture(sv.sp.upper_fd, dir, p->limits.disk, &sum, &re);
                 if (r < 0) {
                         set_failure(res, 125, "internal", re.msg);
+                        record(&sv, "review.failed",
+                               json_pack("{s:s, s:s, s:s}", "dir", dir ? dir : "", "reason",
+                                         r == -EDQUOT ? "disk_limit" : "error", "message", re.msg));
                 } else {
                         snprintf(res->review_dir, sizeof(res->review_dir), "%s", dir);
                         res->review_added = sum.added;
