@@ -877,10 +877,10 @@ static int capture_charge(struct capture *c, uint64_t size)
         if (cost > c->max_bytes || c->charged > c->max_bytes - cost)
                 return al_error_set_message(
                     c->err, EDQUOT,
-                    "the changes are larger than the limit of %" PRIu64
-                    " bytes (limits.disk) at \"%s\", which alone counts %" PRIu64
-                    " bytes; nothing was kept, the workspace is unchanged",
-                    c->max_bytes, c->path, size);
+                    "keeping \"%s\" (%" PRIu64 " bytes, a sparse file at its full size) would "
+                    "take the changes past limits.disk (%" PRIu64 " bytes); nothing was kept and "
+                    "the workspace is unchanged. To keep such changes, raise limits.disk",
+                    c->path, size, c->max_bytes);
         c->charged += cost;
         return 0;
 }
@@ -1281,8 +1281,8 @@ static int capture(int upper_fd, const char *state_dir, bool replace, uint64_t m
                 manifest_done(&c.m);
                 struct manifest none = {0};
                 save_manifest(rv.dir_fd, &none);
-                al_error_wrap(err, "capturing the changes of sandbox %s", rv.id);
                 mark_failed(&rv, err->msg);
+                al_error_wrap(err, "capturing the changes of sandbox %s", rv.id);
                 return r;
         }
         manifest_done(&c.m);

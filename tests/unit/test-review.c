@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
@@ -856,4 +857,207 @@ Test(review, owner_kept_when_root)
         cr_assert_eq(st.st_uid, 4321);
         cr_assert_eq(lstat(at(ws, "newlink"), &st), 0);
         cr_assert_eq(st.st_uid, 1234);
+}
+
+/* ---- the host's edge: disk, names, modes ---- */
+
+static int capture_max(const char *id, uint64_t max, struct review_summary *sum,
+                       struct al_error *err)
+{
+        free(sdir);
+        sdir = NULL;
+        cr_assert_eq(review_create(state_root, id, ws, started, &sdir, err), 0, "%s", err->msg);
+        int fd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        int r = review_capture(fd, sdir, max, sum, err);
+        close(fd);
+        return r;
+}
+
+static void put_size(const char *base, const char *rel, off_t size, bool sparse)
+{
+        int fd = open(at(base, rel), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        cr_assert_geq(fd, 0);
+        if (sparse)
+                cr_assert_eq(ftruncate(fd, size), 0);
+        else {
+                static char buf[65536];
+                memset(buf, 'x', sizeof(buf));
+                for (off_t o = 0; o < size; o += (off_t)sizeof(buf))
+                        cr_assert_gt(write(fd, buf, sizeof(buf)), 0);
+        }
+        close(fd);
+}
+
+static ino_t ino_of(const char *base, const char *rel)
+{
+        struct stat st;
+        cr_assert_eq(lstat(at(base, rel), &st), 0, "%s", rel);
+        return st.st_ino;
+}
+
+Test(review, hard_links_captured_once)
+{
+        started = now_ns();
+        put_size(upper, "big", 256 << 10, false);
+        for (int i = 0; i < 20; i++) {
+                char name[16];
+                snprintf(name, sizeof(name), "l%d", i);
+                cr_assert_eq(link(at(upper, "big"), at(upper, name)), 0);
+        }
+        /* 21 names of 256 KiB fit in 300 KiB: they are one file. */
+        struct review_summary sum;
+        struct al_error err = {0};
+        cr_assert_eq(capture_max("sb1", 300 << 10, &sum, &err), 0, "%s", err.msg);
+        cr_assert_eq(sum.added, 21);
+        cr_assert_eq(sum.bytes, 256 << 10);
+        cr_assert_eq(ino_of(sdir, "changes/l7"), ino_of(sdir, "changes/big"));
+
+        struct review_report rep;
+        cr_assert_eq(accept_(NULL, 0, &rep, &err), 0, "%s", err.msg);
+        cr_assert_eq(rep.written, 21);
+        cr_assert_eq(rep.bytes, 256 << 10);
+        cr_assert_eq(ino_of(ws, "l19"), ino_of(ws, "big"));
+}
+
+Test(review, capture_past_the_limit_keeps_nothing)
+{
+        started = now_ns();
+        put(upper, "small.txt", "small\n", 0644);
+        put_size(upper, "big", 512 << 10, false);
+        struct review_summary sum;
+        struct al_error err = {0};
+        cr_assert_eq(capture_max("sb1", 256 << 10, &sum, &err), -EDQUOT);
+        cr_assert(strstr(err.msg, "limits.disk"), "%s", err.msg);
+        cr_assert(!exists(sdir, "changes/small.txt") && !exists(sdir, "changes/big"));
+        cr_assert_str_eq(meta_state(), "failed");
+
+        FILE *f = fopen("/dev/null", "w");
+        struct al_error e2 = {0};
+        cr_assert_eq(review_diff(sdir, f, &e2), -ENODATA);
+        fclose(f);
+        cr_assert(strstr(e2.msg, "not kept") && strstr(e2.msg, "limits.disk"), "%s", e2.msg);
+        cr_assert_eq(accept_(NULL, 0, NULL, &e2), -ENODATA);
+        cr_assert(!exists(ws, "small.txt"));
+        cr_assert_eq(review_discard(sdir, &e2), 0, "%s", e2.msg);
+        cr_assert_str_eq(meta_state(), "discarded");
+}
+
+Test(review, recapture_after_a_failure)
+{
+        started = now_ns();
+        put_size(upper, "big", 512 << 10, false);
+        struct review_summary sum;
+        struct al_error err = {0};
+        cr_assert_eq(capture_max("sb1", 256 << 10, &sum, &err), -EDQUOT);
+        cr_assert_eq(unlink(at(upper, "big")), 0);
+        put(upper, "ok.txt", "ok\n", 0644);
+        int fd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        cr_assert_eq(review_recapture(fd, sdir, 256 << 10, &sum, &err), 0, "%s", err.msg);
+        close(fd);
+        cr_assert_str_eq(meta_state(), "pending");
+        cr_assert_eq(accept_(NULL, 0, NULL, &err), 0, "%s", err.msg);
+        expect_content(ws, "ok.txt", "ok\n");
+}
+
+Test(review, sparse_file_counts_at_its_size)
+{
+        started = now_ns();
+        put_size(upper, "huge", (off_t)1 << 30, true);
+        struct review_summary sum;
+        struct al_error err = {0};
+        cr_assert_eq(capture_max("sb1", 16 << 20, &sum, &err), -EDQUOT);
+        cr_assert(strstr(err.msg, "\"huge\""), "%s", err.msg);
+
+        /* Under the limit it is kept, and kept sparse. */
+        cr_assert_eq(truncate(at(upper, "huge"), 8 << 20), 0);
+        cr_assert_eq(capture_max("sb2", 16 << 20, &sum, &err), 0, "%s", err.msg);
+        struct stat st;
+        cr_assert_eq(stat(at(sdir, "changes/huge"), &st), 0);
+        cr_assert_eq(st.st_size, 8 << 20);
+        cr_assert_lt(st.st_blocks, 1024);
+}
+
+Test(review, hidden_names_flagged_and_taken_only_when_named)
+{
+        started = now_ns();
+        put(upper, "plain.txt", "plain\n", 0644);
+        put(upper, "a.txt\xe2\x80\x8b", "zwsp\n", 0644); /* U+200B */
+        dir(upper, "d\xe2\x81\xa6", 0755);               /* U+2066 */
+        put(upper, "d\xe2\x81\xa6/f", "f\n", 0644);
+        put(upper, "tag\xf3\xa0\x81\x81", "tag\n", 0644); /* U+E0041 */
+        put(upper, "c1\xc2\x9bname", "x\n", 0644);        /* U+009B, CSI */
+        struct review_summary sum = capture("sb1");
+        cr_assert_eq(sum.skipped, 1);
+        char *d = diff();
+        cr_assert(strstr(d, "Not captured: c1\\xc2\\x9bname (name not allowed)\n"), "%s", d);
+        cr_assert(strstr(d, "airlock: hidden characters in the name \"a.txt\\u200b\" (U+200B); "
+                            "accept takes it only when it is named\n"
+                            "diff --git \"a/a.txt\\342\\200\\213\" \"b/a.txt\\342\\200\\213\"\n"),
+                  "%s", d);
+        cr_assert(strstr(d, "new directory \"d\\342\\201\\246\"/ (mode 040755)\n"), "%s", d);
+        cr_assert(strstr(d, "\"tag\\U000e0041\" (U+E0041)"), "%s", d);
+        cr_assert(!strstr(d, "a.txt\xe2\x80\x8b"), "%s", d);
+        free(d);
+
+        struct review_report rep;
+        struct al_error err = {0};
+        cr_assert_eq(accept_(NULL, 0, &rep, &err), 0, "%s", err.msg);
+        expect_content(ws, "plain.txt", "plain\n");
+        cr_assert(!exists(ws, "a.txt\xe2\x80\x8b") && !exists(ws, "d\xe2\x81\xa6"));
+        cr_assert_eq(rep.held, 3, "%" PRIu64, rep.held); /* d shows through d/f */
+        cr_assert(!rep.complete);
+        const char *all[] = {"."};
+        cr_assert_eq(accept_(all, 1, &rep, &err), 0, "%s", err.msg);
+        cr_assert(!exists(ws, "a.txt\xe2\x80\x8b"));
+
+        const char *named[] = {"a.txt\xe2\x80\x8b", "d\xe2\x81\xa6"};
+        cr_assert_eq(accept_(named, 2, &rep, &err), 0, "%s", err.msg);
+        expect_content(ws, "a.txt\xe2\x80\x8b", "zwsp\n");
+        expect_content(ws, "d\xe2\x81\xa6/f", "f\n");
+        cr_assert(!exists(ws, "tag\xf3\xa0\x81\x81"));
+        cr_assert_eq(rep.held, 1);
+        const char *tag[] = {"tag\xf3\xa0\x81\x81"};
+        cr_assert_eq(accept_(tag, 1, &rep, &err), 0, "%s", err.msg);
+        cr_assert(rep.complete);
+        cr_assert_str_eq(meta_state(), "accepted");
+}
+
+Test(review, setid_bits_shown_never_applied)
+{
+        put(ws, "tool.sh", "#!/bin/sh\n", 0644);
+        started = now_ns();
+        put(upper, "tool.sh", "#!/bin/sh\n", 0644);
+        cr_assert_eq(chmod(at(upper, "tool.sh"), 02755), 0);
+        put(upper, "suid",
+            "\x7f"
+            "ELF",
+            0644);
+        cr_assert_eq(chmod(at(upper, "suid"), 04755), 0);
+        dir(upper, "open", 0755);
+        cr_assert_eq(chmod(at(upper, "open"), 01777), 0);
+        dir(upper, "empty", 0700);
+        capture("sb1");
+        char *d = diff();
+        cr_assert(strstr(d,
+                         "airlock: suid: the sandbox set the setuid bit (mode 4755); accept does "
+                         "not apply it\ndiff --git a/suid b/suid\nnew file mode 100755\n"),
+                  "%s", d);
+        cr_assert(strstr(d, "airlock: tool.sh: the sandbox set the setgid bit (mode 2755)"), "%s",
+                  d);
+        cr_assert(strstr(d, "diff --git a/tool.sh b/tool.sh\nold mode 100644\nnew mode 100755\n"),
+                  "%s", d);
+        cr_assert(strstr(d, "airlock: open: the sandbox set the sticky bit (mode 1777)"), "%s", d);
+        cr_assert(strstr(d, "new directory open/ (mode 040777, writable by everyone)\n"), "%s", d);
+        cr_assert(strstr(d, "new directory empty/ (mode 040700)\n"), "%s", d);
+        free(d);
+        /* Nothing set-id lands in the state directory either. */
+        cr_assert_eq(mode_of(sdir, "changes/suid") & 07000, 0);
+
+        struct al_error err = {0};
+        cr_assert_eq(accept_(NULL, 0, NULL, &err), 0, "%s", err.msg);
+        cr_assert_eq(mode_of(ws, "suid") & 07777, 0755);
+        cr_assert_eq(mode_of(ws, "tool.sh") & 07777, 0755);
+        cr_assert_eq(mode_of(ws, "open") & 07777, 0777);
+        cr_assert_eq(mode_of(ws, "empty") & 07777, 0700);
 }
