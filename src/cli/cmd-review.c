@@ -43,7 +43,8 @@ static const char accept_usage[] =
     "      --json             print one JSON line on stdout: {\"sandbox\", \"written\",\n"
     "                         \"removed\", \"dirs\", \"bytes\", \"remaining\", \"complete\"},\n"
     "                         or on failure {\"error\", \"message\"}, error being\n"
-    "                         conflict, already, not_found, bad_path or failed\n";
+    "                         conflict, already, not_found, bad_path, not_kept or\n"
+    "                         failed\n";
 
 static const char discard_usage[] =
     "Usage: airlock discard [OPTIONS] ID\n"
@@ -339,6 +340,8 @@ static const char *error_code(int r)
                 return "not_found";
         case -EINVAL:
                 return "bad_path";
+        case -ENODATA:
+                return "not_kept";
         default:
                 return "failed";
         }

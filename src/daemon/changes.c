@@ -177,6 +177,7 @@ static const struct {
         {"bad_path", 400},       {"bad_branch", 400},      {"nothing_to_push", 409},
         {"not_descendant", 409}, {"branch_exists", 409},   {"auth_failed", 502},
         {"remote_refused", 502}, {"failed", 500},
+        {"not_kept", 409},
 };
 
 /* A job that answers with the JSON line it prints (accept, discard, push). */
