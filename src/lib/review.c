@@ -473,18 +473,19 @@ static int copy_range(int in, int out, off_t off, off_t len)
         return 0;
 }
 
-/* Copy a regular file's content, keeping holes: a sparse file stays sparse,
- * so its apparent size cannot fill the disk it is copied to. */
-static int copy_data(int in, int out, uint64_t *ret_bytes)
+/* Copy a regular file's content, at most max bytes of it, keeping holes: a
+ * sparse file stays sparse. A file that grows while it is copied (a
+ * running sandbox's) is cut at max, the size it was charged at. */
+static int copy_data(int in, int out, uint64_t max, uint64_t *ret_bytes)
 {
         struct stat st;
         if (fstat(in, &st) < 0)
                 return -errno;
-        off_t size = st.st_size, pos = 0;
+        off_t size = (uint64_t)st.st_size > max ? (off_t)max : st.st_size, pos = 0;
         uint64_t bytes = 0;
         while (pos < size) {
                 off_t data = lseek(in, pos, SEEK_DATA);
-                if (data < 0 && errno == ENXIO)
+                if ((data < 0 && errno == ENXIO) || data >= size)
                         break;
                 off_t hole = data < 0 ? size : lseek(in, data, SEEK_HOLE);
                 if (data < 0)
@@ -1014,7 +1015,7 @@ static int capture_file(struct capture *c, int dfd, int out_fd, const char *name
             openat(out_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)
                 return al_error_set(c->err, errno, "creating \"%s\" in changes/", c->path);
-        r = copy_data(in, out, &c->sum.bytes);
+        r = copy_data(in, out, (uint64_t)st2.st_size, &c->sum.bytes);
         if (r < 0)
                 return al_error_set(c->err, r, "copying \"%s\"", c->path);
         if (fchmod(out, mode | 0600) < 0)
@@ -2324,7 +2325,7 @@ static int apply_file(struct applier *a, const struct item *it)
         if (r < 0)
                 return al_error_set(a->err, r, "creating a file in \"%s\"", dir[0] ? dir : ".");
         uint64_t bytes = 0;
-        r = copy_data(src, fd, &bytes);
+        r = copy_data(src, fd, UINT64_MAX, &bytes);
         struct stat wst;
         if (r >= 0 && slot && fstat(fd, &wst) == 0)
                 link_set(&a->links, slot,
