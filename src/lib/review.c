@@ -1494,15 +1494,22 @@ static int plan_build(struct review *rv, struct plan *p, struct al_error *err)
         for (i = 0; i < rv->m.n_e; i++) {
                 const struct entry *e = &rv->m.e[i];
                 hs[i] = H_NONE;
-                if (plan_covered(p, e->path))
-                        continue;
+                bool covered = plan_covered(p, e->path);
                 enum hstate ps = parent_state(&pl, e->path);
                 struct host h = {0};
-                if (ps != H_NONE) {
+                if (ps != H_NONE || covered) {
                         r = host_stat(rv->ws_fd, e->path, &h);
                         if (r < 0)
                                 return al_error_set(err, r, "inspecting \"%s\" in the workspace",
                                                     e->path);
+                }
+                if (covered) {
+                        /* Taken already; what it holds may not be (a name
+                         * with hidden characters), and is planned against
+                         * the directory that is there now. */
+                        if (e->type == T_DIR && S_ISDIR(h.mode))
+                                hs[i] = H_MERGE;
+                        continue;
                 }
                 if (e->type == T_DIR) {
                         if (S_ISDIR(h.mode)) {

@@ -1061,3 +1061,23 @@ Test(review, setid_bits_shown_never_applied)
         cr_assert_eq(mode_of(ws, "open") & 07777, 0777);
         cr_assert_eq(mode_of(ws, "empty") & 07777, 0700);
 }
+
+Test(review, held_name_still_checked_for_conflicts)
+{
+        dir(ws, "src", 0755);
+        put(ws, "src/a\xe2\x80\x8b", "host\n", 0644);
+        started = now_ns();
+        dir(upper, "src", 0755);
+        put(upper, "src/a\xe2\x80\x8b", "agent\n", 0644);
+        put(upper, "src/plain", "plain\n", 0644);
+        capture("sb1");
+        struct review_report rep;
+        struct al_error err = {0};
+        cr_assert_eq(accept_(NULL, 0, &rep, &err), 0, "%s", err.msg);
+        cr_assert_eq(rep.held, 1);
+        expect_content(ws, "src/plain", "plain\n");
+        host_edit("src/a\xe2\x80\x8b", "edited on the host\n", started);
+        const char *req[] = {"src/a\xe2\x80\x8b"};
+        cr_assert_eq(accept_(req, 1, &rep, &err), -EBUSY, "%s", err.msg);
+        expect_content(ws, "src/a\xe2\x80\x8b", "edited on the host\n");
+}
