@@ -1997,7 +1997,14 @@ int review_diff(const char *state_dir, FILE *out, struct al_error *err)
                 r = 0;
                 switch (it->op) {
                 case OP_REMOVE:
-                        r = S_ISDIR(it->host.mode) ? 0 : diff_removed(&d, it->path, &it->host);
+                        if (S_ISDIR(it->host.mode)) {
+                                /* Its files show as deleted; an empty one
+                                 * would not show at all. */
+                                char q[QUOTED_MAX];
+                                note_hidden(out, it->path);
+                                fprintf(out, "deleted directory %s/\n", qpath(q, "", it->path));
+                        } else
+                                r = diff_removed(&d, it->path, &it->host);
                         break;
                 case OP_DIR:
                         diff_dir(out, it);
