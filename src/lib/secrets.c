@@ -107,10 +107,9 @@ static int hexval(unsigned char c)
         return -1;
 }
 
-static size_t redactor_span(const struct redactor *r)
-{
-        return r->max_len * SPELLING_MAX;
-}
+/* match_at(): the input ends before the pattern could be told apart from
+ * it; more input decides. */
+#define MATCH_MORE SIZE_MAX
 
 static void add_pattern(struct redactor *r, const char *p, size_t len, bool icase)
 {
@@ -154,7 +153,7 @@ static size_t match_at(const struct pattern *p, const unsigned char *d, size_t a
         for (size_t j = 0; j < p->len; j++) {
                 unsigned char want = (unsigned char)p->bytes[j];
                 if (k >= avail)
-                        return 0;
+                        return MATCH_MORE;
                 unsigned char c = d[k];
                 if (c == want || (p->icase && lower(c) == want)) {
                         k++;
@@ -164,7 +163,9 @@ static size_t match_at(const struct pattern *p, const unsigned char *d, size_t a
                         k++;
                         continue;
                 }
-                if (c == '%' && avail - k >= 3) {
+                if (c == '%' && avail - k < 3)
+                        return MATCH_MORE;
+                if (c == '%') {
                         int hi = hexval(d[k + 1]), lo = hexval(d[k + 2]);
                         unsigned char v = (unsigned char)(hi << 4 | lo);
                         if (hi >= 0 && lo >= 0 && (v == want || (p->icase && lower(v) == want))) {
@@ -178,9 +179,11 @@ static size_t match_at(const struct pattern *p, const unsigned char *d, size_t a
 }
 
 /* The first pattern (longest first) spelt at d[0..avail), and its input
- * length; with `longest`, the longest input any pattern spans there. */
+ * length; with `longest`, the longest input any pattern spans there. Unless
+ * `final`, MATCH_MORE when some pattern could still match with more input:
+ * the caller holds the bytes from here on back until it knows. */
 static size_t match_any(const struct redactor *r, const unsigned char *d, size_t avail,
-                        bool longest)
+                        bool longest, bool final)
 {
         size_t best = 0;
 
@@ -188,6 +191,11 @@ static size_t match_any(const struct redactor *r, const unsigned char *d, size_t
                 return 0;
         for (size_t k = 0; k < r->n; k++) {
                 size_t m = match_at(&r->pats[k], d, avail);
+                if (m == MATCH_MORE) {
+                        if (!final)
+                                return MATCH_MORE;
+                        continue;
+                }
                 if (m > best) {
                         best = m;
                         if (!longest)
@@ -300,8 +308,8 @@ int redactor_add(struct redactor *r, const char *value, size_t len)
 }
 
 /* Redact data[0..len) into out. Unless final, stop at the first position
- * where more input could still complete a longer match; returns the number
- * of bytes consumed. */
+ * where more input could still complete a match; returns the number of
+ * bytes consumed. */
 static int redact_into(const struct redactor *r, const char *data, size_t len, bool final,
                        struct sbuf *out, size_t *ret_consumed, size_t *ret_hits)
 {
@@ -312,11 +320,10 @@ static int redact_into(const struct redactor *r, const char *data, size_t len, b
 
         if (!r)
                 r = &none;
-        size_t span = redactor_span(r);
         while (i < len) {
-                if (!final && len - i < span)
+                size_t m = match_any(r, d + i, len - i, false, final);
+                if (m == MATCH_MORE)
                         break;
-                size_t m = match_any(r, d + i, len - i, false);
                 if (m == 0) {
                         i++;
                         continue;
@@ -483,13 +490,13 @@ static int scrub(struct redactor_scrub *st, bool final, char **ret, size_t *ret_
         static const struct redactor none = {0};
         const struct redactor *r = st->r ? st->r : &none;
         const unsigned char *d = (const unsigned char *)(st->hold.data ? st->hold.data : "");
-        size_t len = st->hold.len, span = redactor_span(r), i = 0;
+        size_t len = st->hold.len, i = 0;
         char *out = xcalloc(len + 1, 1);
 
         for (; i < len; i++) {
-                if (!final && len - i < span)
+                size_t m = match_any(r, d + i, len - i, true, final);
+                if (m == MATCH_MORE)
                         break;
-                size_t m = match_any(r, d + i, len - i, true);
                 if (m > 0) {
                         st->hits++;
                         if (i + m > st->masked)

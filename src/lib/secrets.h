@@ -79,11 +79,12 @@ int redactor_apply(const struct redactor *r, const char *in, size_t len, char **
  * to NULL when nothing was replaced. */
 int redactor_audit_hook(void *userdata, const char *in, size_t len, char **ret, size_t *ret_len);
 
-/* Redaction of a byte stream cut into arbitrary chunks: up to 3 × (longest
- * pattern) − 1 bytes (a pattern spelt fully percent-encoded) are held back
- * between chunks so that a value split
- * across two reads is still caught. Feed each chunk, then finish once; each
- * call returns the bytes that are ready (malloc'd, possibly empty). */
+/* Redaction of a byte stream cut into arbitrary chunks: a tail that could
+ * still begin a known value is held back until the next chunk tells (at
+ * most 3 × the longest pattern − 1 bytes, a pattern spelt fully
+ * percent-encoded), so that a value split across two reads is still caught
+ * and everything else passes at once. Feed each chunk, then finish once;
+ * each call returns the bytes that are ready (malloc'd, possibly empty). */
 struct redactor_stream;
 struct redactor_stream *redactor_stream_new(const struct redactor *r);
 struct redactor_stream *redactor_stream_free(struct redactor_stream *st);

@@ -68,7 +68,7 @@ struct rconn {
         /* The call being served. */
         const struct netgate_route *rt;
         char method[NETGATE_HTTP_METHOD_MAX + 1];
-        char name[80];        /* the route name as asked for, escaped */
+        char name[80];         /* the route name as asked for, escaped */
         char path[PATH_SHOWN]; /* below the route, escaped */
         const char *rule;
         bool in_flight;
@@ -170,8 +170,10 @@ static int parse_upstream(struct netgate_route *rt, struct al_error *err)
         } else if (strncmp(u, "http://", 7) == 0)
                 rest = u + 7;
         else
-                return al_error_set(err, 0, "route \"%s\": upstream \"%s\": not an http:// or "
-                                            "https:// URL", rt->name, u);
+                return al_error_set(err, 0,
+                                    "route \"%s\": upstream \"%s\": not an http:// or "
+                                    "https:// URL",
+                                    rt->name, u);
         size_t alen = strcspn(rest, "/");
         const char *host = rest, *port = NULL;
         size_t hlen = alen, plen = 0;
@@ -213,8 +215,8 @@ static int parse_upstream(struct netgate_route *rt, struct al_error *err)
         if (rt->port == (rt->tls ? 443 : 80))
                 rt->authority = xasprintf("%s%s%s", v6 ? "[" : "", rt->host.name, v6 ? "]" : "");
         else
-                rt->authority = xasprintf("%s%s%s:%u", v6 ? "[" : "", rt->host.name, v6 ? "]" : "",
-                                          rt->port);
+                rt->authority =
+                    xasprintf("%s%s%s:%u", v6 ? "[" : "", rt->host.name, v6 ? "]" : "", rt->port);
         const char *path = rest + alen;
         size_t n = strlen(path);
         while (n > 0 && path[n - 1] == '/')
@@ -351,9 +353,9 @@ static void wipe_buffer(struct evbuffer *b)
 }
 
 int netgate_route_write_head(const struct netgate_route *rt, const struct netgate_http_head *req,
-                             const char *rest, size_t rest_len, bool close,
-                             const struct secrets *s, const struct secrets_vars *vars,
-                             struct evbuffer *out, const char **ret_field)
+                             const char *rest, size_t rest_len, bool close, const struct secrets *s,
+                             const struct secrets_vars *vars, struct evbuffer *out,
+                             const char **ret_field)
 {
         struct evbuffer *head = evbuffer_new();
         if (!head)
@@ -361,9 +363,15 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
         const char *slash = rest_len == 0 || rest[0] == '?' ? "/" : "";
         evbuffer_add_printf(head, "%.*s %s%s%.*s HTTP/1.1\r\nHost: %s\r\n", (int)req->method_len,
                             req->method, rt->base, slash, (int)rest_len, rest, rt->authority);
+        /* A route that injects asks for an unencoded answer: the gate scrubs
+         * what it injected from the response body, which it cannot do in a
+         * compressed one (and refuses one that comes compressed anyway). */
+        bool identity = rt->n_inject > 0;
         for (size_t i = 0; i < req->n_fields; i++) {
                 const struct netgate_http_field *f = &req->fields[i];
                 if (netgate_route_field_dropped(rt, req, f->name, f->name_len))
+                        continue;
+                if (identity && netgate_http_name_eq(f->name, f->name_len, "accept-encoding"))
                         continue;
                 evbuffer_add_printf(head, "%.*s: %.*s\r\n", (int)f->name_len, f->name,
                                     (int)f->value_len, f->value);
@@ -388,6 +396,8 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
                 evbuffer_add_printf(head, "%s: %s\r\n", rt->inject[i].key, v);
                 wipe_free(v);
         }
+        if (identity)
+                evbuffer_add(head, "Accept-Encoding: identity\r\n", 27);
         if (close)
                 evbuffer_add(head, "Connection: close\r\n", 19);
         evbuffer_add(head, "\r\n", 2);
@@ -474,6 +484,7 @@ static void conn_free(struct rconn *c, const char *end_reason)
                 wipe_buffer(c->head_out);
                 evbuffer_free(c->head_out);
         }
+        netgate_exchange_release(&c->x);
         free(c->x.reqp);
         free(c->x.respp);
         if (c->prev)
@@ -634,8 +645,10 @@ static void handle_request(struct rconn *c)
                 return;
         }
         if (has_dot_segment(rest, rest_len)) {
-                snprintf(line, sizeof(line), "airlock: route %s: \".\" and \"..\" segments are "
-                                             "refused\n", c->rt->name);
+                snprintf(line, sizeof(line),
+                         "airlock: route %s: \".\" and \"..\" segments are "
+                         "refused\n",
+                         c->rt->name);
                 refuse(c, 400, "Bad Request", "bad_path", line);
                 return;
         }
@@ -648,6 +661,11 @@ static void handle_request(struct rconn *c)
                 return;
         }
         c->x.close_after = h->conn_close || c->x.client_eof;
+        /* Values the route injects are scrubbed from the answer's body, as
+         * from its head: an upstream that echoes its request (a debug or
+         * error page) must not hand them to the sandbox. */
+        c->x.scrub = secrets_redactor(rs->secrets);
+        c->x.refuse_encoded = c->rt->n_inject > 0;
 
         if (!c->head_out)
                 c->head_out = evbuffer_new();
@@ -1002,12 +1020,18 @@ static void exchange_end(void *ud, const char *reason)
         conn_free(ud, reason);
 }
 
+static void exchange_refused(void *ud, const char *reason, const char *detail)
+{
+        fail_upstream(ud, reason, detail);
+}
+
 static const struct netgate_exchange_ops route_ops = {
     .mask = mask,
     .field = record_field,
     .done = exchange_done,
     .upstream_failed = exchange_upstream_failed,
     .end = exchange_end,
+    .refused = exchange_refused,
 };
 
 static void pump(struct rconn *c)
