@@ -571,37 +571,70 @@ static void bad_request(struct rconn *c, int r)
         refuse(c, status, phrase, reason, line);
 }
 
-/* "." and ".." segments, also percent-encoded: the upstream would resolve
- * them and leave the route's base path. */
-static bool has_dot_segment(const char *p, size_t n)
+static int hex_digit(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+/* Servers and the frameworks behind them disagree on what a path means:
+ * one decodes "%2f" into a separator, one takes "\" for "/", one drops
+ * ";params" before resolving "..", one decodes twice. Whatever could make
+ * the upstream resolve a segment outside the route's base is refused, in
+ * the path only (the query is the upstream's business). */
+const char *netgate_route_path_problem(const char *rest, size_t len)
 {
         size_t q = 0;
-        while (q < n && p[q] != '?')
+        while (q < len && rest[q] != '?')
                 q++;
         for (size_t i = 0; i < q;) {
                 size_t j = i;
-                while (j < q && p[j] != '/')
+                while (j < q && rest[j] != '/')
                         j++;
-                size_t dots = 0, k = i;
-                bool other = false;
-                while (k < j) {
-                        if (p[k] == '.') {
-                                dots++;
-                                k++;
-                        } else if (j - k >= 3 && p[k] == '%' && p[k + 1] == '2' &&
-                                   (p[k + 2] == 'e' || p[k + 2] == 'E')) {
-                                dots++;
-                                k += 3;
-                        } else {
-                                other = true;
-                                break;
+                /* The segment decoded once; a ';' ends what servers resolve. */
+                size_t dots = 0, chars = 0;
+                bool params = false;
+                for (size_t k = i; k < j; k++) {
+                        char c = rest[k];
+                        if (c == '\\')
+                                return "a backslash";
+                        if (c == '%') {
+                                int hi = k + 2 < j ? hex_digit(rest[k + 1]) : -1;
+                                int lo = k + 2 < j ? hex_digit(rest[k + 2]) : -1;
+                                if (hi < 0 || lo < 0)
+                                        return "a \"%\" not followed by two hex digits";
+                                c = (char)(hi << 4 | lo);
+                                k += 2;
+                                if (c == '/')
+                                        return "an encoded \"/\" (%2F)";
+                                if (c == '\\')
+                                        return "an encoded \"\\\" (%5C)";
+                                if (c == '%')
+                                        return "a double encoding (%25)";
+                                if (c == '\0')
+                                        return "an encoded NUL (%00)";
                         }
+                        if (params)
+                                continue;
+                        if (c == ';') {
+                                params = true;
+                                continue;
+                        }
+                        chars++;
+                        if (c == '.')
+                                dots++;
                 }
-                if (!other && (dots == 1 || dots == 2))
-                        return true;
+                if (chars == dots && (dots == 1 || dots == 2))
+                        return params ? "a \".\" or \"..\" segment with \";\" parameters"
+                                      : "a \".\" or \"..\" segment";
                 i = j + 1;
         }
-        return false;
+        return NULL;
 }
 
 static const struct netgate_route *find_route(const struct netgate_routes *rs, const char *name,
@@ -644,11 +677,13 @@ static void handle_request(struct rconn *c)
                 refuse(c, 404, "Not Found", "unknown_route", line);
                 return;
         }
-        if (has_dot_segment(rest, rest_len)) {
+        const char *problem = netgate_route_path_problem(rest, rest_len);
+        if (problem) {
                 snprintf(line, sizeof(line),
-                         "airlock: route %s: \".\" and \"..\" segments are "
-                         "refused\n",
-                         c->rt->name);
+                         "airlock: route %s: the path holds %s; \".\" and \"..\" segments, "
+                         "encoded separators, backslashes and double encoding are refused so "
+                         "that the upstream cannot resolve the path outside the route\n",
+                         c->rt->name, problem);
                 refuse(c, 400, "Bad Request", "bad_path", line);
                 return;
         }
