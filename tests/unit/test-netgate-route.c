@@ -91,8 +91,8 @@ static char *head_for(const char *upstream, const char *req, const char *rest, i
         struct evbuffer *out = evbuffer_new();
         static char field[64];
         const char *f = NULL;
-        int r =
-            netgate_route_write_head(rt, &p->head, rest, strlen(rest), false, s, &vars, out, &f);
+        int r = netgate_route_write_head(rt, &p->head, rest, strlen(rest), false, s, &vars, out,
+                                         &f);
         ngt_copy(field, sizeof(field), f);
         if (ret_field)
                 *ret_field = field;
@@ -144,24 +144,22 @@ Test(netgate_route, fields_dropped_and_injected)
                           "Content-Length: 2\r\n"
                           "\r\n";
         int r;
-        char *h =
-            head_for("https://api.model.test:8443/base/", req, "/v1/messages?beta=1", &r, NULL);
+        char *h = head_for("https://api.model.test:8443/base/", req, "/v1/messages?beta=1", &r,
+                           NULL);
         cr_assert_eq(r, 0);
-        cr_expect(strncmp(h,
-                          "POST /base/v1/messages?beta=1 HTTP/1.1\r\nHost: api.model.test:8443\r\n",
+        cr_expect(strncmp(h, "POST /base/v1/messages?beta=1 HTTP/1.1\r\nHost: api.model.test:8443\r\n",
                           67) == 0,
                   "%s", h);
         cr_expect(strstr(h, "Content-Type: application/json\r\n"), "%s", h);
         cr_expect(strstr(h, "anthropic-version: 2023-06-01\r\n"), "%s", h);
         cr_expect(strstr(h, "Content-Length: 2\r\n"), "%s", h);
         cr_expect(strstr(h, "x-api-key: " KEY "\r\n"), "%s", h);
-        cr_expect(strstr(h,
-                         "x-litellm-spend-logs-metadata: "
-                         "{\"sandbox\":\"sbx-1\",\"account\":\"acct-7\",\"run\":\"sbx-1/1\"}\r\n"),
+        cr_expect(strstr(h, "x-litellm-spend-logs-metadata: "
+                            "{\"sandbox\":\"sbx-1\",\"account\":\"acct-7\",\"run\":\"sbx-1/1\"}\r\n"),
                   "%s", h);
-        const char *gone[] = {"client-token", "client-key", "end-user", "forged",
-                              "x-debug",      "Proxy-",     "X-Hop",    "Keep-Alive",
-                              "127.0.0.1",    "Connection"};
+        const char *gone[] = {"client-token", "client-key", "end-user", "forged", "x-debug",
+                              "Proxy-",       "X-Hop",      "Keep-Alive", "127.0.0.1",
+                              "Connection"};
         for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
                 cr_expect_null(strcasestr(h, gone[i]), "%s in %s", gone[i], h);
         cr_expect(strstr(h, "\r\n\r\n") == h + strlen(h) - 4);
@@ -192,8 +190,7 @@ Test(netgate_route, control_characters_after_expansion_refused)
         const char *field = NULL;
         int r;
         setenv(KEY_VAR, "sk-1\r\nX-Evil: 1", 1);
-        char *h =
-            head_for("http://api.model.test", "GET /model/ HTTP/1.1\r\n\r\n", "/", &r, &field);
+        char *h = head_for("http://api.model.test", "GET /model/ HTTP/1.1\r\n\r\n", "/", &r, &field);
         cr_expect_null(h);
         cr_expect_eq(r, -EBADMSG);
         cr_expect_str_eq(field, "x-api-key");
@@ -379,11 +376,13 @@ static void start_gate(bool allow_loopback)
         cr_assert_not_null(gate, "%s", err.msg);
         netgate_set_recorder(gate, recorder, NULL);
         int fd = ngt_loopback_socket(SOCK_STREAM);
-        cr_expect_lt(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0, "routes first");
+        cr_expect_lt(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0,
+                     "routes first");
         cr_assert_eq(netgate_set_routes(gate, pol->routes, pol->n_routes, secrets, &vars, &err), 0,
                      "%s", err.msg);
         routes_port = ngt_local_port(fd);
-        cr_assert_eq(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0, "%s", err.msg);
+        cr_assert_eq(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0, "%s",
+                     err.msg);
 }
 
 static void setup_common(bool allow_loopback)
@@ -611,8 +610,8 @@ Test(netgate_route_e2e, refusals, .init = setup, .fini = teardown)
         cr_expect_str_eq(recs[0].reason, "unknown_route");
         cr_expect_str_eq(recs[0].route, "nope");
 
-        char *abs =
-            xasprintf("GET http://127.0.0.1:%u/model/x HTTP/1.1\r\nHost: x\r\n\r\n", routes_port);
+        char *abs = xasprintf("GET http://127.0.0.1:%u/model/x HTTP/1.1\r\nHost: x\r\n\r\n",
+                              routes_port);
         t = call(abs);
         free(abs);
         cr_expect_eq(status_of(t), 400, "%s", t->in);
@@ -677,8 +676,8 @@ Test(netgate_route_e2e, large_bodies_both_ways, .init = setup, .fini = teardown)
 {
         struct tc *t = tc_open();
         char head[128];
-        snprintf(head, sizeof(head),
-                 "POST /model/up HTTP/1.1\r\nHost: x\r\nContent-Length: %u\r\n\r\n", BIG_SIZE);
+        snprintf(head, sizeof(head), "POST /model/up HTTP/1.1\r\nHost: x\r\nContent-Length: %u\r\n\r\n",
+                 BIG_SIZE);
         tc_send(t, head);
         static char block[65536];
         memset(block, 'u', sizeof(block));
