@@ -216,3 +216,79 @@ def test_reflected_key_never_reaches_the_sandbox(airlock, upstream):
         h = {k.lower(): v for k, v in s["headers"]}
         assert h["x-api-key"] == SECRET
         assert h.get("accept-encoding") == "identity", s["headers"]
+
+
+# Prints the key in every form an agent might use to smuggle it out through
+# its own output; the same forms come back in a recorded response field.
+PRINTER = r"""
+import base64, sys, urllib.parse, http.client
+
+key = bytes(int(sys.argv[1][i:i + 2], 16) ^ 0x5A for i in range(0, len(sys.argv[1]), 2))
+forms = [key.hex(), key.hex().upper(), urllib.parse.quote(key, safe=""),
+         "".join("%%%02x" % b if i % 3 == 0 else chr(b) for i, b in enumerate(key)),
+         key[::-1].decode()]
+for pre in range(3):
+    plain = b"x" * pre + b"token=" + key + b";"
+    forms.append(base64.b64encode(plain).decode())
+    forms.append(base64.urlsafe_b64encode(plain).decode())
+for f in forms:
+    print("out:", f, flush=True)
+    print("err:", f, file=sys.stderr, flush=True)
+c = http.client.HTTPConnection("127.0.0.1", 8080, timeout=30)
+c.request("GET", "/echo/length")
+r = c.getresponse()
+r.read()
+print("status", r.status)
+"""
+
+
+def _leaks(text, key):
+    import base64 as b64
+    k = key.encode()
+    hits = []
+    for t in (text.encode(), urllib.parse.unquote_to_bytes(text)):
+        if k in t:
+            hits.append("raw")
+        if k.hex().encode() in t.lower():
+            hits.append("hex")
+        if k[::-1] in t:
+            hits.append("reversed")
+        for a in range(3):
+            for enc in (b64.b64encode, b64.urlsafe_b64encode):
+                e = enc(b"\0" * a + k + b"\0\0")
+                core = e[(8 * a + 5) // 6:(8 * (a + len(k))) // 6]
+                if core in t:
+                    hits.append("base64")
+    return sorted(set(hits))
+
+
+def test_encoded_forms_never_reach_output_or_audit(airlock, upstream):
+    ws = airlock.make_dir()
+    (ws / "printer.py").write_text(PRINTER)
+    airlock.chown(ws)
+    d = airlock.make_dir("forms")
+    sf = d / "secrets.env"
+    sf.write_text(f"API_KEY='{SECRET}'\n")
+    sf.chmod(0o600)
+    (d / "policy.json").write_text(json.dumps({"network": {"routes": [{
+        "name": "echo", "upstream": f"http://upstream.test:{upstream.port}",
+        "inject": {"x-api-key": "${secret:API_KEY}"},
+        "record": ["x-echo", "x-echo-b64", "x-echo-hex"]}]}}))
+    airlock.chown(d)
+    masked = bytes(b ^ MASK for b in SECRET.encode()).hex()
+    p = airlock.run([
+        "run", "-q", "-w", ws, "--audit", d / "audit.jsonl", "--secrets", sf,
+        "-p", d / "policy.json",
+        "--host", "upstream.test=127.0.0.1", "--allow-private", "127.0.0.0/8",
+        "--", "python3", "/workspace/printer.py", masked,
+    ], timeout=90)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "status 200" in p.stdout
+    assert p.stdout.count("out: ") == 11 and p.stderr.count("err: ") == 11
+    assert _leaks(p.stdout, SECRET) == [], p.stdout
+    assert _leaks(p.stderr, SECRET) == [], p.stderr
+    assert p.stdout.count("[REDACTED]") >= 11, p.stdout
+    audit = (d / "audit.jsonl").read_text()
+    assert _leaks(audit, SECRET) == [], audit
+    calls = [json.loads(line) for line in audit.splitlines() if '"route.call"' in line]
+    assert calls and set(calls[0]["recorded"]) == {"x-echo", "x-echo-b64", "x-echo-hex"}
