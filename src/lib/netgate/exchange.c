@@ -220,8 +220,32 @@ static int move_body(struct netgate_exchange *x, struct evbuffer *src, struct ev
         }
 }
 
-/* With refuse_encoded, the coding of a response body that is not identity
- * (printable, for the message), or NULL. */
+/* Whether every coding in a Content-Encoding or Transfer-Encoding value
+ * leaves the bytes as they are: "identity", and "chunked" for transfer,
+ * which the gate decodes itself. */
+static bool codings_plain(const char *v, size_t n, bool transfer)
+{
+        size_t i = 0;
+        while (i <= n) {
+                size_t j = i;
+                while (j < n && v[j] != ',')
+                        j++;
+                size_t a = i, b = j;
+                while (a < b && (v[a] == ' ' || v[a] == '\t'))
+                        a++;
+                while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+                        b--;
+                bool ok = b == a || (b - a == 8 && strncasecmp(v + a, "identity", 8) == 0) ||
+                          (transfer && b - a == 7 && strncasecmp(v + a, "chunked", 7) == 0);
+                if (!ok)
+                        return false;
+                i = j + 1;
+        }
+        return true;
+}
+
+/* With refuse_encoded, the codings of a response body that the gate cannot
+ * scan (printable, for the message), or NULL. */
 static const char *encoded_body(const struct netgate_exchange *x, const struct netgate_http_head *h,
                                 char shown[static 64])
 {
@@ -229,21 +253,15 @@ static const char *encoded_body(const struct netgate_exchange *x, const struct n
                 return NULL;
         for (size_t i = 0; i < h->n_fields; i++) {
                 const struct netgate_http_field *f = &h->fields[i];
-                if (!netgate_http_name_eq(f->name, f->name_len, "content-encoding"))
-                        continue;
-                const char *v = f->value;
-                size_t n = f->value_len;
-                while (n && (*v == ' ' || *v == '\t')) {
-                        v++;
-                        n--;
-                }
-                while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-                        n--;
-                if (n == 0 || (n == 8 && strncasecmp(v, "identity", 8) == 0))
+                bool content = netgate_http_name_eq(f->name, f->name_len, "content-encoding");
+                bool transfer = netgate_http_name_eq(f->name, f->name_len, "transfer-encoding");
+                if ((!content && !transfer) || codings_plain(f->value, f->value_len, transfer))
                         continue;
                 size_t o = 0;
-                for (size_t k = 0; k < n && o + 1 < 64; k++)
-                        shown[o++] = v[k] >= 0x20 && v[k] < 0x7f ? v[k] : '?';
+                for (size_t k = 0; k < f->value_len && o + 1 < 64; k++) {
+                        char c = f->value[k];
+                        shown[o++] = c >= 0x20 && c < 0x7f ? c : '?';
+                }
                 shown[o] = '\0';
                 return shown;
         }
