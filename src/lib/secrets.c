@@ -61,8 +61,11 @@ struct pattern {
 struct redactor {
         struct pattern *pats; /* longest first */
         size_t n;
-        size_t max_len;  /* the longest pattern */
-        bool first[256]; /* some match can start with this byte */
+        size_t max_len; /* the longest pattern */
+        /* For each byte, the patterns (in order) a match starting with it
+         * can be of: those that begin with it, and all of them for "%". */
+        uint32_t *starts[256];
+        size_t n_starts[256];
 };
 
 /* A pattern byte may be spelt percent-encoded, "%41", which takes three
@@ -83,6 +86,8 @@ struct redactor *redactor_free(struct redactor *r)
                 free(r->pats[i].bytes);
         }
         free(r->pats);
+        for (size_t c = 0; c < 256; c++)
+                free(r->starts[c]);
         free(r);
         return NULL;
 }
@@ -90,11 +95,6 @@ struct redactor *redactor_free(struct redactor *r)
 static unsigned char lower(unsigned char c)
 {
         return c >= 'A' && c <= 'Z' ? (unsigned char)(c - 'A' + 'a') : c;
-}
-
-static unsigned char upper(unsigned char c)
-{
-        return c >= 'a' && c <= 'z' ? (unsigned char)(c - 'a' + 'A') : c;
 }
 
 static int hexval(unsigned char c)
@@ -128,17 +128,29 @@ static void add_pattern(struct redactor *r, const char *p, size_t len, bool icas
         r->pats[at].len = len;
         r->pats[at].icase = icase;
         r->n++;
-        unsigned char c = (unsigned char)p[0];
-        r->first[c] = true;
-        r->first['%'] = true;
-        if (c == ' ')
-                r->first['+'] = true;
-        if (icase) {
-                r->first[lower(c)] = true;
-                r->first[upper(c)] = true;
-        }
         if (len > r->max_len)
                 r->max_len = len;
+}
+
+static bool can_start(const struct pattern *p, unsigned char c)
+{
+        unsigned char f = (unsigned char)p->bytes[0];
+        return c == f || c == '%' || (c == '+' && f == ' ') || (p->icase && lower(c) == f);
+}
+
+static void index_patterns(struct redactor *r)
+{
+        for (size_t c = 0; c < 256; c++) {
+                size_t n = 0;
+                for (size_t k = 0; k < r->n; k++)
+                        n += can_start(&r->pats[k], (unsigned char)c);
+                free(r->starts[c]);
+                r->starts[c] = n ? xcalloc(n, sizeof(uint32_t)) : NULL;
+                r->n_starts[c] = 0;
+                for (size_t k = 0; k < r->n; k++)
+                        if (can_start(&r->pats[k], (unsigned char)c))
+                                r->starts[c][r->n_starts[c]++] = (uint32_t)k;
+        }
 }
 
 /* The length of the input at d[0..avail) that spells pattern p, or 0. Each
@@ -186,11 +198,10 @@ static size_t match_any(const struct redactor *r, const unsigned char *d, size_t
                         bool longest, bool final)
 {
         size_t best = 0;
+        const uint32_t *cand = r->starts[d[0]];
 
-        if (!r->first[d[0]])
-                return 0;
-        for (size_t k = 0; k < r->n; k++) {
-                size_t m = match_at(&r->pats[k], d, avail);
+        for (size_t i = 0; i < r->n_starts[d[0]]; i++) {
+                size_t m = match_at(&r->pats[cand[i]], d, avail);
                 if (m == MATCH_MORE) {
                         if (!final)
                                 return MATCH_MORE;
@@ -304,6 +315,7 @@ int redactor_add(struct redactor *r, const char *value, size_t len)
                 enc[i] = value[len - 1 - i];
         add_pattern(r, enc, len, false);
         explicit_bzero(enc, 2 * len);
+        index_patterns(r);
         return 0;
 }
 
