@@ -329,7 +329,7 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                         if (enc) {
                                 char detail[256];
                                 snprintf(detail, sizeof(detail),
-                                         "the answer is content-encoded (%s) although the gate "
+                                         "the answer's body is encoded (%s) although the gate "
                                          "asked for identity; it cannot be scanned for injected "
                                          "values",
                                          enc);
@@ -368,10 +368,12 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                 }
                 if (x->resp_body.framing == NETGATE_HTTP_BODY_CLOSE && x->up_eof &&
                     evbuffer_get_length(uin) == 0 && x->last_errno == 0) {
+                        size_t before = evbuffer_get_length(cout);
                         if (scrub_flush(x, cout, x->resp_encode) < 0) {
                                 x->ops->end(x->ud, "upstream_failed");
                                 return;
                         }
+                        netgate_exchange_account(x, false, evbuffer_get_length(cout) - before);
                         if (x->resp_encode)
                                 evbuffer_add(cout, "0\r\n\r\n", 5);
                         x->resp_done = true;
