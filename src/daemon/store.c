@@ -88,9 +88,9 @@ static int has_column(struct store *s, const char *table, const char *column)
 }
 
 /* Bring a database an older version made up to this schema: grants gained
- * allow_git in version 2, secrets in version 3. The check and the ALTER share one write
- * transaction, so that the daemon and `airlock grant` opening the same old
- * file at once do not both add the column. */
+ * allow_git in version 2, secrets in version 3. The checks and the ALTERs
+ * share one write transaction, so that the daemon and `airlock grant`
+ * opening the same old file at once do not both add a column. */
 static int migrate(struct store *s, char **emsg)
 {
         int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE;", NULL, NULL, emsg);
@@ -273,10 +273,9 @@ static struct grant *grant_from_row(sqlite3_stmt *st)
         g->allow_git = sqlite3_column_int(st, 9) != 0;
         const unsigned char *secrets = sqlite3_column_text(st, 10);
         if (secrets && secrets[0]) {
-                struct al_error e;
                 /* A list that no longer parses names nothing. */
-                if (grant_parse_secrets((const char *)secrets, &g->secrets, &g->n_secrets, &e) < 0)
-                        g->secrets = NULL, g->n_secrets = 0;
+                struct al_error e = {0};
+                (void)grant_parse_secrets((const char *)secrets, &g->secrets, &g->n_secrets, &e);
         }
         return g;
 }
