@@ -68,10 +68,6 @@ struct redactor {
         size_t n_starts[256];
 };
 
-/* A pattern byte may be spelt percent-encoded, "%41", which takes three
- * bytes of input: this many input bytes can hold one pattern byte. */
-#define SPELLING_MAX 3
-
 struct redactor *redactor_new(void)
 {
         return xcalloc(1, sizeof(struct redactor));
@@ -135,7 +131,8 @@ static void add_pattern(struct redactor *r, const char *p, size_t len, bool icas
 static bool can_start(const struct pattern *p, unsigned char c)
 {
         unsigned char f = (unsigned char)p->bytes[0];
-        return c == f || c == '%' || (c == '+' && f == ' ') || (p->icase && lower(c) == f);
+        return c == f || c == '%' || c == '\\' || (c == '+' && f == ' ') ||
+               (p->icase && lower(c) == f);
 }
 
 static void index_patterns(struct redactor *r)
@@ -153,11 +150,40 @@ static void index_patterns(struct redactor *r)
         }
 }
 
+/* One pattern byte spelt as a JSON string escape at d[0..avail): the input
+ * length (2 or 6), 0 when it is not one, MATCH_MORE when the input ends
+ * inside it. Only ASCII: "\u00e9" is a character, not the byte 0xe9. */
+static size_t json_escape(const unsigned char *d, size_t avail, unsigned char want, bool icase)
+{
+        static const char shorts[][2] = {{'/', '/'},  {'"', '"'},  {'\\', '\\'}, {'b', '\b'},
+                                         {'f', '\f'}, {'n', '\n'}, {'r', '\r'},  {'t', '\t'}};
+        if (avail < 2)
+                return MATCH_MORE;
+        for (size_t i = 0; i < ARRAY_SIZE(shorts); i++)
+                if (d[1] == (unsigned char)shorts[i][0])
+                        return (unsigned char)shorts[i][1] == want ? 2 : 0;
+        if (d[1] != 'u')
+                return 0;
+        unsigned v = 0;
+        for (size_t i = 2; i < 6; i++) {
+                if (i >= avail)
+                        return MATCH_MORE;
+                int h = hexval(d[i]);
+                if (h < 0)
+                        return 0;
+                v = v << 4 | (unsigned)h;
+        }
+        if (v >= 0x80)
+                return 0;
+        return v == want || (icase && lower((unsigned char)v) == want) ? 6 : 0;
+}
+
 /* The length of the input at d[0..avail) that spells pattern p, or 0. Each
- * byte of the pattern may appear as itself or percent-encoded ("%2F" or
- * "%2f"; "+" for a space), as URLs and form bodies carry it, so that any
- * subset of the value's bytes may be encoded; a hex pattern matches in
- * either case. */
+ * byte of the pattern may appear as itself, percent-encoded ("%2F" or
+ * "%2f"; "+" for a space) as URLs and form bodies carry it, or as a JSON
+ * string escape ("\/", "\u002f") as a JSON echo of the request carries
+ * it, so that any subset of the value's bytes may be encoded; a hex
+ * pattern matches in either case. */
 static size_t match_at(const struct pattern *p, const unsigned char *d, size_t avail)
 {
         size_t k = 0;
@@ -182,6 +208,15 @@ static size_t match_at(const struct pattern *p, const unsigned char *d, size_t a
                         unsigned char v = (unsigned char)(hi << 4 | lo);
                         if (hi >= 0 && lo >= 0 && (v == want || (p->icase && lower(v) == want))) {
                                 k += 3;
+                                continue;
+                        }
+                }
+                if (c == '\\') {
+                        size_t m = json_escape(d + k, avail - k, want, p->icase);
+                        if (m == MATCH_MORE)
+                                return MATCH_MORE;
+                        if (m) {
+                                k += m;
                                 continue;
                         }
                 }

@@ -59,10 +59,12 @@ int secrets_expand(const struct secrets *s, const char *template, const struct s
  * characters it gives at each of the three offsets inside a longer encoded
  * text (when at least 4 characters long); its hex in either case; and the
  * value reversed. In each form any subset of the bytes may be
- * percent-encoded ("%2F" or "%2f", "+" for a space). Every non-empty value
+ * percent-encoded ("%2F" or "%2f", "+" for a space) or, if ASCII, written as
+ * a JSON string escape ("\/", "\u002f"). Every non-empty value
  * is redacted, even a very short one that will also hide innocent text. Not
- * covered: other escapings (JSON "\u0041", HTML entities), other encodings
- * (base32, compression) and any transformation an agent invents. */
+ * covered: other escapings (HTML entities, JSON escapes of non-ASCII
+ * characters), other encodings (base32, compression) and any transformation
+ * an agent invents. */
 #define REDACTOR_MARK         "[REDACTED]"
 #define REDACTOR_VALUE_MAX    (256 * 1024)
 #define REDACTOR_PATTERNS_MAX 4096
@@ -81,8 +83,8 @@ int redactor_audit_hook(void *userdata, const char *in, size_t len, char **ret, 
 
 /* Redaction of a byte stream cut into arbitrary chunks: a tail that could
  * still begin a known value is held back until the next chunk tells (at
- * most 3 × the longest pattern − 1 bytes, a pattern spelt fully
- * percent-encoded), so that a value split across two reads is still caught
+ * most 6 × the longest pattern − 1 bytes, a pattern spelt fully as JSON
+ * "\u00XX" escapes), so that a value split across two reads is still caught
  * and everything else passes at once. Feed each chunk, then finish once;
  * each call returns the bytes that are ready (malloc'd, possibly empty). */
 struct redactor_stream;

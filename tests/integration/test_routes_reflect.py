@@ -35,7 +35,11 @@ def _forms_text(key):
         b64s.append(base64.b64encode(plain).decode())
         b64s.append(base64.urlsafe_b64encode(plain).decode())
     partial = "".join("%%%02X" % ord(c) if i % 2 else c for i, c in enumerate(key))
-    return json.dumps({
+    # JSON as some servers write it: "\/" for "/", and "\u00XX" escapes.
+    php = key.replace("/", "\\/")
+    uesc = "".join("\\u%04x" % ord(c) if i % 3 == 0 else c for i, c in enumerate(key))
+    raw_json = '{"php": "' + php + '", "uescape": "' + uesc + '"}\n'
+    return raw_json + json.dumps({
         "raw": key,
         "hex": key.encode().hex(),
         "HEX": key.encode().hex().upper(),
@@ -128,7 +132,7 @@ def upstream():
 
 
 CLIENT = r"""
-import base64, gzip, http.client, json, sys, urllib.parse
+import base64, gzip, http.client, json, re, sys, urllib.parse
 
 key = bytes(int(sys.argv[1][i:i + 2], 16) ^ 0x5A for i in range(0, len(sys.argv[1]), 2))
 
@@ -143,9 +147,13 @@ def cores(k):
             out.append(e[first:last].encode())
     return out
 
+def unjson(t):
+    t = re.sub(rb"\\u00([0-7][0-9a-fA-F])", lambda m: bytes([int(m.group(1), 16)]), t)
+    return t.replace(b"\\/", b"/").replace(b"\\\\", b"\\")
+
 def found(data):
     hits = []
-    texts = [data, urllib.parse.unquote_to_bytes(data)]
+    texts = [data, urllib.parse.unquote_to_bytes(data), unjson(data)]
     for t in texts:
         if key in t: hits.append("raw")
         if key.hex().encode() in t.lower(): hits.append("hex")

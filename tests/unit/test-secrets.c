@@ -392,7 +392,7 @@ Test(secrets, redaction_stream_holds_back_little)
         cr_assert_str_eq(out, "second");
         free(out);
         /* Spelt fully percent-encoded, the hex form "736563726574" spans 36
-         * bytes: that is the most held back. */
+         * bytes: all of them are held back until the last one decides. */
         const char *pct = "%37%33%36%35%36%33%37%32%36%35%37%34";
         cr_assert_eq(redactor_stream_feed(st, pct, 35, &out, &n), 0);
         cr_assert_eq(n, 0);
