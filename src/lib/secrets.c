@@ -107,13 +107,17 @@ static int hexval(unsigned char c)
  * it; more input decides. */
 #define MATCH_MORE SIZE_MAX
 
-static void add_pattern(struct redactor *r, const char *p, size_t len, bool icase)
+static bool add_pattern(struct redactor *r, const char *p, size_t len, bool icase)
 {
         size_t at = r->n;
 
         for (size_t i = 0; i < r->n; i++) {
-                if (r->pats[i].len == len && memcmp(r->pats[i].bytes, p, len) == 0)
-                        return;
+                if (r->pats[i].len == len && memcmp(r->pats[i].bytes, p, len) == 0) {
+                        /* Another value's hex form: either case then. */
+                        bool widened = icase && !r->pats[i].icase;
+                        r->pats[i].icase |= icase;
+                        return widened;
+                }
                 if (r->pats[i].len < len && at == r->n)
                         at = i;
         }
@@ -126,6 +130,7 @@ static void add_pattern(struct redactor *r, const char *p, size_t len, bool icas
         r->n++;
         if (len > r->max_len)
                 r->max_len = len;
+        return true;
 }
 
 static bool can_start(const struct pattern *p, unsigned char c)
@@ -325,18 +330,18 @@ int redactor_add(struct redactor *r, const char *value, size_t len)
                 return -E2BIG;
 
         const unsigned char *v = (const unsigned char *)value;
-        add_pattern(r, value, len, false);
+        bool added = add_pattern(r, value, len, false);
         _cleanup_free_ char *enc = xcalloc(2 * len + 8, 1);
         for (int url = 0; url <= 1; url++) {
                 for (int pad = 0; pad <= 1; pad++) {
                         size_t n = base64_variant(v, len, url, pad, enc);
-                        add_pattern(r, enc, n, false);
+                        added |= add_pattern(r, enc, n, false);
                         explicit_bzero(enc, n);
                 }
                 for (size_t a = 0; a < 3; a++) {
                         size_t n = base64_core(v, len, a, url, enc);
                         if (n >= BASE64_CORE_MIN)
-                                add_pattern(r, enc, n, false);
+                                added |= add_pattern(r, enc, n, false);
                         explicit_bzero(enc, n);
                 }
         }
@@ -345,12 +350,13 @@ int redactor_add(struct redactor *r, const char *value, size_t len)
                 enc[2 * i] = hex[v[i] >> 4];
                 enc[2 * i + 1] = hex[v[i] & 15];
         }
-        add_pattern(r, enc, 2 * len, true);
+        added |= add_pattern(r, enc, 2 * len, true);
         for (size_t i = 0; i < len; i++)
                 enc[i] = value[len - 1 - i];
-        add_pattern(r, enc, len, false);
+        added |= add_pattern(r, enc, len, false);
         explicit_bzero(enc, 2 * len);
-        index_patterns(r);
+        if (added)
+                index_patterns(r);
         return 0;
 }
 
