@@ -43,7 +43,11 @@ static const char grant_usage[] =
         "      --max-sandboxes N        live sandboxes this grant may hold (default: no own\n"
         "                               maximum; the daemon's applies)\n"
         "      --classes LIST           allowed classes, e.g. small,medium (default: all); a\n"
-        "                               policy may not exceed the largest of them\n";
+        "                               policy may not exceed the largest of them\n"
+        "      --secret NAME            a daemon secret (from airlockd --secrets) that this\n"
+        "                               grant's policies may inject in routes as\n"
+        "                               ${secret:NAME}; repeat for more (default: none; the\n"
+        "                               git credentials GIT_TOKEN and GIT_USERNAME never)\n";
 
 static char *default_state_dir(void)
 {
@@ -86,7 +90,7 @@ static int open_store(const char *state_dir, bool create, struct store **ret)
 
 static int grant_create(int argc, char **argv)
 {
-        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_MAX, O_CLASSES, O_STATE };
+        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_MAX, O_CLASSES, O_STATE, O_SECRET };
         static const struct option opts[] = {
                 {"name", required_argument, NULL, O_NAME},
                 {"allow-sandbox", no_argument, NULL, O_SANDBOX},
@@ -95,6 +99,7 @@ static int grant_create(int argc, char **argv)
                 {"allow-git", no_argument, NULL, O_GIT},
                 {"max-sandboxes", required_argument, NULL, O_MAX},
                 {"classes", required_argument, NULL, O_CLASSES},
+                {"secret", required_argument, NULL, O_SECRET},
                 {"state-dir", required_argument, NULL, O_STATE},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
@@ -102,6 +107,7 @@ static int grant_create(int argc, char **argv)
         struct grant g = {0};
         const char *state_dir = NULL;
         _cleanup_strv_ char **classes = NULL;
+        _cleanup_strv_ char **secrets = NULL;
         struct al_error err = {0};
         int c;
         optind = 1;
@@ -139,6 +145,12 @@ static int grant_create(int argc, char **argv)
                                 return EXIT_USAGE;
                         }
                         break;
+                case O_SECRET:
+                        if (grant_add_secret(&secrets, &g.n_secrets, optarg, &err) < 0) {
+                                fprintf(stderr, "airlock: grant create: --%s\n", err.msg);
+                                return EXIT_USAGE;
+                        }
+                        break;
                 case O_STATE:
                         state_dir = optarg;
                         break;
@@ -166,6 +178,7 @@ static int grant_create(int argc, char **argv)
                 return EXIT_USAGE;
         }
         g.classes = classes;
+        g.secrets = secrets;
 
         char token[GRANT_TOKEN_LEN + 1];
         int r = grant_token_new(token);
@@ -284,12 +297,13 @@ static int grant_ls(int argc, char **argv)
                 return EXIT_FAIL;
         }
         if (!json)
-                printf("%-24s %-8s %-32s %-6s %-16s %s\n", "NAME", "STATE", "ALLOWS", "MAX",
-                       "CLASSES", "CREATED");
+                printf("%-24s %-8s %-32s %-6s %-16s %-20s %s\n", "NAME", "STATE", "ALLOWS", "MAX",
+                       "CLASSES", "CREATED", "SECRETS");
         json_t *arr = json ? json_array() : NULL;
         for (size_t i = 0; i < n; i++) {
                 struct grant *g = v[i];
                 _cleanup_free_ char *classes = grant_classes_string(g);
+                _cleanup_free_ char *secrets_csv = grant_secrets_string(g);
                 char created[32], allows[64] = "", max[24];
                 format_time(g->created_ms, created, sizeof(created));
                 snprintf(allows, sizeof(allows), "%s%s%s%s", g->allow_sandbox ? "sandbox," : "",
@@ -299,19 +313,24 @@ static int grant_ls(int argc, char **argv)
                         allows[strlen(allows) - 1] = '\0';
                 snprintf(max, sizeof(max), "%" PRIu64, g->max_sandboxes);
                 if (json) {
+                        json_t *sec = json_array();
+                        for (size_t k = 0; k < g->n_secrets; k++)
+                                json_array_append_new(sec, json_string(g->secrets[k]));
                         json_array_append_new(
-                                arr, json_pack("{s:s, s:b, s:b, s:b, s:b, s:b, s:I, s:s, s:s}",
+                                arr, json_pack("{s:s, s:b, s:b, s:b, s:b, s:b, s:I, s:s, s:s, s:o}",
                                                "name", g->name, "revoked", g->revoked_ms != 0,
                                                "allowSandbox", g->allow_sandbox, "allowExec",
                                                g->allow_exec, "allowHostWorkspace",
                                                g->allow_host_workspace, "allowGit", g->allow_git,
                                                "maxSandboxes", (json_int_t)g->max_sandboxes,
-                                               "classes", classes, "createdAt", created));
+                                               "classes", classes, "createdAt", created,
+                                               "secrets", sec));
                         continue;
                 }
-                printf("%-24s %-8s %-32s %-6s %-16s %s\n", g->name, g->revoked_ms ? "revoked" : "active",
-                       allows[0] ? allows : "-", g->max_sandboxes ? max : "-",
-                       classes[0] ? classes : "any", created);
+                printf("%-24s %-8s %-32s %-6s %-16s %-20s %s\n", g->name,
+                       g->revoked_ms ? "revoked" : "active", allows[0] ? allows : "-",
+                       g->max_sandboxes ? max : "-", classes[0] ? classes : "any", created,
+                       secrets_csv[0] ? secrets_csv : "-");
         }
         store_grants_free(v, n);
         if (json) {

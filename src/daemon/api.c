@@ -584,6 +584,13 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                         goto out;
                 }
         }
+        /* Secrets and host paths the policy names, before anything of the
+         * host is looked at for it. */
+        struct grant_policy_refusal why_not;
+        if (grant_check_policy(g, p, &why_not) < 0) {
+                over_limit(d, req, why_not.limit, "%s", why_not.message);
+                goto out;
+        }
         if (json_is_true(jreview))
                 p->workspace_mode = POLICY_WORKSPACE_OVERLAY;
         if (class_name && policy_set_class(p, class_name, &err) < 0) {

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -14,6 +16,7 @@ struct grant *grant_free(struct grant *g)
                 return NULL;
         free(g->name);
         strv_free(g->classes);
+        strv_free(g->secrets);
         free(g);
         return NULL;
 }
@@ -80,8 +83,9 @@ int grant_parse_classes(const char *csv, char ***ret, size_t *ret_n, struct al_e
                 size_t len = end ? (size_t)(end - p) : strlen(p);
                 char name[32];
                 if (len == 0 || len >= sizeof(name))
-                        return al_error_set(err, 0, "classes: expected a comma-separated list of "
-                                                    "small, medium, large, xlarge (got \"%s\")",
+                        return al_error_set(err, 0,
+                                            "classes: expected a comma-separated list of "
+                                            "small, medium, large, xlarge (got \"%s\")",
                                             csv);
                 memcpy(name, p, len);
                 name[len] = '\0';
@@ -128,4 +132,172 @@ char *grant_classes_string(const struct grant *g)
         }
         s[off] = '\0';
         return s;
+}
+
+bool grant_secret_reserved(const char *name)
+{
+        return STREQ(name, "GIT_TOKEN") || STREQ(name, "GIT_USERNAME");
+}
+
+static bool secret_name_valid(const char *s, size_t n)
+{
+        if (n == 0 || n > 256 || (s[0] >= '0' && s[0] <= '9'))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isalnum((unsigned char)s[i]) && s[i] != '_')
+                        return false;
+        return true;
+}
+
+int grant_add_secret(char ***v, size_t *n, const char *name, struct al_error *err)
+{
+        if (!secret_name_valid(name, strlen(name)))
+                return al_error_set(err, 0,
+                                    "secret \"%s\": expected a name of letters, digits and _, "
+                                    "not starting with a digit",
+                                    name);
+        if (grant_secret_reserved(name))
+                return al_error_set(err, 0,
+                                    "secret \"%s\" is the daemon's git credential, which no "
+                                    "policy may inject; a grant with allowGit has the daemon "
+                                    "clone and push with it instead",
+                                    name);
+        for (size_t i = 0; i < *n; i++)
+                if (STREQ((*v)[i], name))
+                        return al_error_set(err, 0, "secret \"%s\" given twice", name);
+        if (*n >= GRANT_SECRETS_MAX)
+                return al_error_set(err, 0, "at most %d secrets", GRANT_SECRETS_MAX);
+        *v = strv_append(*v, n, name);
+        return 0;
+}
+
+char *grant_secrets_string(const struct grant *g)
+{
+        size_t len = 1;
+        for (size_t i = 0; i < g->n_secrets; i++)
+                len += strlen(g->secrets[i]) + 1;
+        char *s = xcalloc(len, 1);
+        size_t off = 0;
+        for (size_t i = 0; i < g->n_secrets; i++) {
+                if (i > 0)
+                        s[off++] = ',';
+                size_t n = strlen(g->secrets[i]);
+                memcpy(s + off, g->secrets[i], n);
+                off += n;
+        }
+        s[off] = '\0';
+        return s;
+}
+
+int grant_parse_secrets(const char *csv, char ***ret, size_t *ret_n, struct al_error *err)
+{
+        _cleanup_strv_ char **v = NULL;
+        size_t n = 0;
+        const char *p = csv;
+        while (p && *p) {
+                const char *end = strchr(p, ',');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                _cleanup_free_ char *name = xasprintf("%.*s", (int)len, p);
+                int r = grant_add_secret(&v, &n, name, err);
+                if (r < 0)
+                        return r;
+                p = end ? end + 1 : NULL;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
+bool grant_allows_secret(const struct grant *g, const char *name)
+{
+        if (grant_secret_reserved(name))
+                return false;
+        for (size_t i = 0; i < g->n_secrets; i++)
+                if (STREQ(g->secrets[i], name))
+                        return true;
+        return false;
+}
+
+static int refuse(struct grant_policy_refusal *ret, const char *limit, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int refuse(struct grant_policy_refusal *ret, const char *limit, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ret->message, sizeof(ret->message), fmt, ap);
+        va_end(ap);
+        ret->limit = limit;
+        return -EPERM;
+}
+
+/* Every "${secret:NAME}" in `v`, wherever it stands (also after "$$", which
+ * only a literal would follow: refusing a literal is the safe mistake). */
+static int check_template(const struct grant *g, const char *route, const char *field,
+                          const char *v, struct grant_policy_refusal *ret)
+{
+        static const char open[] = "${secret:";
+        for (const char *t = v; (t = strstr(t, open));) {
+                t += sizeof(open) - 1;
+                size_t n = strcspn(t, "}");
+                char name[257];
+                if (n >= sizeof(name))
+                        return refuse(ret, "secrets",
+                                      "route \"%s\" header \"%s\" names a secret longer than "
+                                      "256 bytes",
+                                      route, field);
+                memcpy(name, t, n);
+                name[n] = '\0';
+                if (grant_secret_reserved(name))
+                        return refuse(ret, "secrets",
+                                      "route \"%s\" header \"%s\" injects ${secret:%s}, the "
+                                      "daemon's git credential: no policy may use it (a grant "
+                                      "with allowGit has the daemon clone and push instead)",
+                                      route, field, name);
+                if (!grant_allows_secret(g, name))
+                        return refuse(ret, "secrets",
+                                      "route \"%s\" header \"%s\" injects ${secret:%s}, which "
+                                      "grant \"%s\" does not name (airlock grant create "
+                                      "--secret %s)",
+                                      route, field, name, g->name, name);
+                t += n;
+        }
+        return 0;
+}
+
+int grant_check_policy(const struct grant *g, const struct policy *p,
+                       struct grant_policy_refusal *ret)
+{
+        for (size_t i = 0; i < p->n_routes; i++) {
+                const struct policy_route *rt = &p->routes[i];
+                const char *name = rt->name ? rt->name : "?";
+                for (size_t j = 0; j < rt->n_inject; j++) {
+                        const struct policy_kv *kv = &rt->inject[j];
+                        int r = check_template(g, name, kv->key ? kv->key : "?",
+                                               kv->value ? kv->value : "", ret);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        if (g->allow_host_workspace)
+                return 0;
+        const char *why;
+        for (size_t i = 0; i < p->n_routes; i++)
+                if (p->routes[i].ca_file) {
+                        return refuse(ret, "allowHostWorkspace",
+                                      "route \"%s\" names a host file (caFile): host paths "
+                                      "need a grant with allowHostWorkspace",
+                                      p->routes[i].name ? p->routes[i].name : "?");
+                }
+        if (p->n_deny_read > 0)
+                why = "filesystem.denyRead names host paths";
+        else if (p->n_mounts > 0)
+                why = "host mounts";
+        else if (p->workspace)
+                why = "a host workspace";
+        else if (p->read == POLICY_READ_HOST)
+                why = "filesystem.read \"host\"";
+        else
+                return 0;
+        return refuse(ret, "allowHostWorkspace", "%s needs a grant with allowHostWorkspace", why);
 }

@@ -17,6 +17,7 @@
 #define GRANT_HASH_HEX     64
 #define GRANT_NAME_MAX     64
 #define GRANT_CLASSES_MAX  8
+#define GRANT_SECRETS_MAX  32
 
 struct grant {
         char *name;
@@ -28,6 +29,8 @@ struct grant {
         uint64_t max_sandboxes;    /* live sandboxes this grant made; 0 = no own maximum */
         char **classes;            /* allowed classes, NULL-terminated; NULL = any */
         size_t n_classes;
+        char **secrets; /* daemon secrets its policies may inject, NULL-terminated; NULL = none */
+        size_t n_secrets;
         uint64_t created_ms;
         uint64_t revoked_ms; /* 0 = in force */
 };
@@ -54,3 +57,30 @@ int grant_parse_classes(const char *csv, char ***ret, size_t *ret_n, struct al_e
 bool grant_allows_class(const struct grant *g, const char *class_name);
 /* The comma-joined classes, or "" for any; caller frees. */
 char *grant_classes_string(const struct grant *g);
+
+/* The daemon's own git credentials: no grant names them and no policy
+ * injects them; only the daemon's clones and pushes (allowGit) use them. */
+bool grant_secret_reserved(const char *name);
+/* Add NAME to the grant's secrets: a valid secret name (letters, digits and
+ * _, not starting with a digit), not reserved, not given twice, at most
+ * GRANT_SECRETS_MAX. */
+int grant_add_secret(char ***v, size_t *n, const char *name, struct al_error *err);
+/* "A,B": as stored; "" for none. grant_parse_secrets() reads it back. */
+char *grant_secrets_string(const struct grant *g);
+int grant_parse_secrets(const char *csv, char ***ret, size_t *ret_n, struct al_error *err);
+bool grant_allows_secret(const struct grant *g, const char *name);
+
+/* What a policy given through the API may name under a grant: only the
+ * daemon secrets the grant names (never the git credentials) in route
+ * templates, and host paths (a route's caFile, filesystem.denyRead,
+ * mounts, a workspace, filesystem.read "host") only with
+ * allowHostWorkspace. Call it on the policy as given, before it is
+ * finalized, so that nothing on the host is looked at first. */
+struct policy;
+struct grant_policy_refusal {
+        const char *limit; /* "secrets" or "allowHostWorkspace" */
+        char message[512];
+};
+/* 0, or -EPERM with *ret saying what the grant lacks. */
+int grant_check_policy(const struct grant *g, const struct policy *p,
+                       struct grant_policy_refusal *ret);

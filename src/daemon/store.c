@@ -10,7 +10,7 @@ struct store {
         sqlite3 *db;
 };
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS grants ("
@@ -23,7 +23,8 @@ static const char schema[] =
         " classes TEXT NOT NULL,"
         " created_ms INTEGER NOT NULL,"
         " revoked_ms INTEGER NOT NULL DEFAULT 0,"
-        " allow_git INTEGER NOT NULL DEFAULT 0);"
+        " allow_git INTEGER NOT NULL DEFAULT 0,"
+        " secrets TEXT NOT NULL DEFAULT '');"
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         " id TEXT PRIMARY KEY,"
         " state TEXT NOT NULL,"
@@ -87,9 +88,9 @@ static int has_column(struct store *s, const char *table, const char *column)
 }
 
 /* Bring a database an older version made up to this schema: grants gained
- * allow_git in version 2. The check and the ALTER share one write
- * transaction, so that the daemon and `airlock grant` opening the same old
- * file at once do not both add the column. */
+ * allow_git in version 2, secrets in version 3. The checks and the ALTERs
+ * share one write transaction, so that the daemon and `airlock grant`
+ * opening the same old file at once do not both add a column. */
 static int migrate(struct store *s, char **emsg)
 {
         int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE;", NULL, NULL, emsg);
@@ -102,6 +103,15 @@ static int migrate(struct store *s, char **emsg)
                 rc = sqlite3_exec(s->db,
                                   "ALTER TABLE grants ADD COLUMN allow_git INTEGER NOT NULL DEFAULT 0;",
                                   NULL, NULL, emsg);
+        if (rc == SQLITE_OK) {
+                has = has_column(s, "grants", "secrets");
+                if (has < 0)
+                        rc = -has;
+                else if (has == 0)
+                        rc = sqlite3_exec(s->db,
+                                          "ALTER TABLE grants ADD COLUMN secrets TEXT NOT NULL DEFAULT '';",
+                                          NULL, NULL, emsg);
+        }
         if (rc == SQLITE_OK) {
                 _cleanup_free_ char *version = xasprintf("PRAGMA user_version=%d;", SCHEMA_VERSION);
                 rc = sqlite3_exec(s->db, version, NULL, NULL, emsg);
@@ -210,12 +220,13 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         r = prepare(s,
                     "INSERT INTO grants (name, token_hash, allow_sandbox, allow_exec,"
-                    " allow_host_workspace, max_sandboxes, classes, created_ms, allow_git)"
-                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    " allow_host_workspace, max_sandboxes, classes, created_ms, allow_git, secrets)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                     &st);
         if (r < 0)
                 return al_error_set(err, -r, "adding grant \"%s\"", g->name);
         _cleanup_free_ char *classes = grant_classes_string(g);
+        _cleanup_free_ char *secrets = grant_secrets_string(g);
         bind_text(st, 1, g->name);
         bind_text(st, 2, g->token_hash);
         sqlite3_bind_int(st, 3, g->allow_sandbox);
@@ -225,6 +236,7 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
         bind_text(st, 7, classes);
         sqlite3_bind_int64(st, 8, (sqlite3_int64)g->created_ms);
         sqlite3_bind_int(st, 9, g->allow_git);
+        bind_text(st, 10, secrets);
         int rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 return 0;
@@ -259,12 +271,18 @@ static struct grant *grant_from_row(sqlite3_stmt *st)
         g->created_ms = (uint64_t)sqlite3_column_int64(st, 7);
         g->revoked_ms = (uint64_t)sqlite3_column_int64(st, 8);
         g->allow_git = sqlite3_column_int(st, 9) != 0;
+        const unsigned char *secrets = sqlite3_column_text(st, 10);
+        if (secrets && secrets[0]) {
+                /* A list that no longer parses names nothing. */
+                struct al_error e = {0};
+                (void)grant_parse_secrets((const char *)secrets, &g->secrets, &g->n_secrets, &e);
+        }
         return g;
 }
 
 #define GRANT_COLUMNS                                                                              \
         "name, token_hash, allow_sandbox, allow_exec, allow_host_workspace, max_sandboxes,"        \
-        " classes, created_ms, revoked_ms, allow_git"
+        " classes, created_ms, revoked_ms, allow_git, secrets"
 
 int store_grant_by_hash(struct store *s, const char *hash, struct grant **ret)
 {

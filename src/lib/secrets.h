@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 
@@ -52,12 +53,18 @@ struct secrets_vars {
 int secrets_expand(const struct secrets *s, const char *template, const struct secrets_vars *vars,
                    char **ret, struct al_error *err);
 
-/* The redactor replaces every occurrence of a known value, and of its base64
- * forms (standard and URL-safe alphabet, with and without padding), with
- * "[REDACTED]", longest match first. Every non-empty value is redacted, even
- * a very short one that will also hide innocent text; a value is matched
- * byte for byte only (not after JSON or URL escaping, nor base64-encoded at
- * an offset inside a longer encoded string). */
+/* The redactor replaces every occurrence of a known value with "[REDACTED]",
+ * longest pattern first, in these forms: the value itself; its base64
+ * (standard and URL-safe alphabet, with and without padding) and the base64
+ * characters it gives at each of the three offsets inside a longer encoded
+ * text (when at least 4 characters long); its hex in either case; and the
+ * value reversed. In each form any subset of the bytes may be
+ * percent-encoded ("%2F" or "%2f", "+" for a space) or, if ASCII, written as
+ * a JSON string escape ("\/", "\u002f"). Every non-empty value
+ * is redacted, even a very short one that will also hide innocent text. Not
+ * covered: other escapings (HTML entities, JSON escapes of non-ASCII
+ * characters), other encodings (base32, compression) and any transformation
+ * an agent invents. */
 #define REDACTOR_MARK         "[REDACTED]"
 #define REDACTOR_VALUE_MAX    (256 * 1024)
 #define REDACTOR_PATTERNS_MAX 4096
@@ -74,13 +81,29 @@ int redactor_apply(const struct redactor *r, const char *in, size_t len, char **
  * to NULL when nothing was replaced. */
 int redactor_audit_hook(void *userdata, const char *in, size_t len, char **ret, size_t *ret_len);
 
-/* Redaction of a byte stream cut into arbitrary chunks: up to (longest
- * pattern − 1) bytes are held back between chunks so that a value split
- * across two reads is still caught. Feed each chunk, then finish once; each
- * call returns the bytes that are ready (malloc'd, possibly empty). */
+/* Redaction of a byte stream cut into arbitrary chunks: a tail that could
+ * still begin a known value is held back until the next chunk tells (at
+ * most 6 × the longest pattern − 1 bytes, a pattern spelt fully as JSON
+ * "\u00XX" escapes), so that a value split across two reads is still caught
+ * and everything else passes at once. Feed each chunk, then finish once;
+ * each call returns the bytes that are ready (malloc'd, possibly empty). */
 struct redactor_stream;
 struct redactor_stream *redactor_stream_new(const struct redactor *r);
 struct redactor_stream *redactor_stream_free(struct redactor_stream *st);
 int redactor_stream_feed(struct redactor_stream *st, const char *in, size_t len, char **ret,
                          size_t *ret_len);
 int redactor_stream_finish(struct redactor_stream *st, char **ret, size_t *ret_len);
+
+/* Same-length scrubbing of a byte stream, for bodies whose framing (a
+ * Content-Length, chunk sizes) is already fixed: every byte inside a match
+ * of any form above becomes '*', so the output is exactly as long as the
+ * input. Holds back as redactor_stream does; finish gives the rest. */
+struct redactor_scrub;
+struct redactor_scrub *redactor_scrub_new(const struct redactor *r);
+struct redactor_scrub *redactor_scrub_free(struct redactor_scrub *st);
+int redactor_scrub_feed(struct redactor_scrub *st, const char *in, size_t len, char **ret,
+                        size_t *ret_len);
+int redactor_scrub_finish(struct redactor_scrub *st, char **ret, size_t *ret_len);
+/* Bytes held back now; how many matches were scrubbed so far. */
+size_t redactor_scrub_held(const struct redactor_scrub *st);
+uint64_t redactor_scrub_hits(const struct redactor_scrub *st);

@@ -718,3 +718,71 @@ Test(netgate_route_e2e, large_bodies_both_ways, .init = setup, .fini = teardown)
         cr_expect_gt(recs[0].up, BIG_SIZE);
         cr_expect_gt(recs[1].down, BIG_SIZE);
 }
+
+/* Encoded traversal: whatever an upstream could resolve outside the route's
+ * base path is refused before anything is sent. */
+Test(netgate_route, path_traversal_forms_refused)
+{
+        static const struct {
+                const char *rest;
+                const char *problem; /* NULL: passes */
+        } cases[] = {
+            {"", NULL},
+            {"/v1/messages", NULL},
+            {"/v1/a.b/..c/...", NULL},
+            {"/v1/a%20b/%41", NULL},
+            {"/v1/x;v=1/y", NULL},
+            {"/v1/x?next=../..%2f%5c;..", NULL},
+            {"?a=%2F", NULL},
+            {"/..", "segment"},
+            {"/./x", "segment"},
+            {"/a/%2e%2E/b", "segment"},
+            {"/a/.%2e", "segment"},
+            {"/..;/admin", "parameters"},
+            {"/..;jsessionid=1/admin", "parameters"},
+            {"/.;/x", "parameters"},
+            {"/..%3b/admin", "parameters"},
+            {"/..%2fadmin", "%2F"},
+            {"/a%2F..%2Fb", "%2F"},
+            {"/..\\admin", "backslash"},
+            {"/a\\b", "backslash"},
+            {"/..%5cadmin", "%5C"},
+            {"/%252e%252e/admin", "double encoding"},
+            {"/%25", "double encoding"},
+            {"/a%00b", "NUL"},
+            {"/a%zz", "hex digits"},
+            {"/a%2", "hex digits"},
+            {"/a%2/b", "hex digits"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                const char *p = netgate_route_path_problem(cases[i].rest, strlen(cases[i].rest));
+                if (!cases[i].problem)
+                        cr_expect_null(p, "%s refused: %s", cases[i].rest, p);
+                else {
+                        cr_expect_not_null(p, "%s passed", cases[i].rest);
+                        if (p)
+                                cr_expect(strstr(p, cases[i].problem), "%s: %s", cases[i].rest, p);
+                }
+        }
+}
+
+Test(netgate_route_e2e, encoded_traversal_refused_with_400, .init = setup, .fini = teardown)
+{
+        static const char *const paths[] = {
+            "/model/..%2f..%2fadmin",  "/model/..;/admin",       "/model/..\\admin",
+            "/model/%252e%252e/admin", "/model/..%5c..%5cadmin",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+                char *req = xasprintf("GET %s HTTP/1.1\r\nHost: x\r\n\r\n", paths[i]);
+                struct tc *t = call(req);
+                free(req);
+                cr_expect_eq(status_of(t), 400, "%s: %s", paths[i], t->in);
+                cr_expect(strstr(t->in, "X-Airlock-Denied: bad_path\r\n"), "%s", t->in);
+                cr_expect(strstr(t->in, "the path holds "), "%s", t->in);
+                tc_close(t);
+        }
+        cr_expect_eq(seen.count, 0, "nothing reached the upstream");
+        struct tc *t = call("GET /model/v1/a%20b?q=..%2f HTTP/1.1\r\nHost: x\r\n\r\n");
+        cr_expect_eq(status_of(t), 200, "%s", t->in);
+        tc_close(t);
+}

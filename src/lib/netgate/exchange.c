@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -14,6 +15,7 @@
 
 #include "netgate/exchange.h"
 #include "netgate/route.h"
+#include "secrets.h"
 #include "util.h"
 
 const struct timeval *netgate_secs(struct timeval *tv, long s)
@@ -92,6 +94,11 @@ static void write_response_head(struct netgate_exchange *x, struct evbuffer *out
         netgate_exchange_account(x, false, evbuffer_get_length(out) - before);
 }
 
+void netgate_exchange_release(struct netgate_exchange *x)
+{
+        x->resp_scrub = redactor_scrub_free(x->resp_scrub);
+}
+
 void netgate_exchange_start(struct netgate_exchange *x, struct bufferevent *client,
                             struct bufferevent *up)
 {
@@ -100,6 +107,7 @@ void netgate_exchange_start(struct netgate_exchange *x, struct bufferevent *clie
         x->resp_started = x->resp_sent = false;
         x->resp_head_done = x->resp_done = false;
         x->resp_encode = false;
+        x->resp_scrub = redactor_scrub_free(x->resp_scrub);
         netgate_http_body_init(&x->req_body, h->framing, h->length);
         x->req_done = h->framing == NETGATE_HTTP_BODY_NONE;
         x->req_encode = h->framing == NETGATE_HTTP_BODY_CHUNKED;
@@ -109,6 +117,54 @@ void netgate_exchange_start(struct netgate_exchange *x, struct bufferevent *clie
         x->respp->head_request = is_head_request(h);
         bufferevent_enable(up, EV_READ | EV_WRITE);
         netgate_exchange_pump(x, client, up);
+}
+
+/* Add `n` scrubbed bytes to dst, as one chunk when `encode`. */
+static void put_scrubbed(struct evbuffer *dst, char *buf, size_t n, bool encode)
+{
+        if (n) {
+                if (encode)
+                        evbuffer_add_printf(dst, "%zx\r\n", n);
+                evbuffer_add(dst, buf, n);
+                if (encode)
+                        evbuffer_add(dst, "\r\n", 2);
+        }
+        free(buf);
+}
+
+/* A run of the response body passes the scrubber: what it gives back is as
+ * long as what went in, less the tail it holds until the next run shows
+ * whether a value continues there. */
+static int scrub_run(struct netgate_exchange *x, struct evbuffer *src, struct evbuffer *dst,
+                     size_t run, bool encode)
+{
+        char *in = xcalloc(run, 1), *out = NULL;
+        size_t n = 0;
+        if (evbuffer_remove(src, in, run) != (int)run) {
+                free(in);
+                return -EIO;
+        }
+        int r = redactor_scrub_feed(x->resp_scrub, in, run, &out, &n);
+        explicit_bzero(in, run);
+        free(in);
+        if (r < 0)
+                return r;
+        put_scrubbed(dst, out, n, encode);
+        return 0;
+}
+
+/* The body is complete: the held tail goes out. */
+static int scrub_flush(struct netgate_exchange *x, struct evbuffer *dst, bool encode)
+{
+        char *out = NULL;
+        size_t n = 0;
+        if (!x->resp_scrub)
+                return 0;
+        int r = redactor_scrub_finish(x->resp_scrub, &out, &n);
+        if (r < 0)
+                return r;
+        put_scrubbed(dst, out, n, encode);
+        return 0;
 }
 
 /* Move one body from src to dst within dst's bound and the byte budget,
@@ -133,7 +189,11 @@ static int move_body(struct netgate_exchange *x, struct evbuffer *src, struct ev
                         return r;
                 if (off)
                         evbuffer_drain(src, off);
-                if (run) {
+                if (run && !up && x->resp_scrub) {
+                        int e = scrub_run(x, src, dst, run, encode);
+                        if (e < 0)
+                                return e;
+                } else if (run) {
                         if (encode)
                                 evbuffer_add_printf(dst, "%zx\r\n", run);
                         evbuffer_remove_buffer(src, dst, run);
@@ -142,6 +202,11 @@ static int move_body(struct netgate_exchange *x, struct evbuffer *src, struct ev
                 }
                 if (used > off + run)
                         evbuffer_drain(src, used - off - run);
+                if (r == 1 && !up) {
+                        int e = scrub_flush(x, dst, encode);
+                        if (e < 0)
+                                return e;
+                }
                 if (r == 1 && encode)
                         evbuffer_add(dst, "0\r\n\r\n", 5);
                 netgate_exchange_account(x, up, evbuffer_get_length(dst) - dlen);
@@ -153,6 +218,54 @@ static int move_body(struct netgate_exchange *x, struct evbuffer *src, struct ev
                         return 0;
                 }
         }
+}
+
+/* Whether every coding in a Content-Encoding or Transfer-Encoding value
+ * leaves the bytes as they are: "identity", and "chunked" for transfer,
+ * which the gate decodes itself. */
+static bool codings_plain(const char *v, size_t n, bool transfer)
+{
+        size_t i = 0;
+        while (i <= n) {
+                size_t j = i;
+                while (j < n && v[j] != ',')
+                        j++;
+                size_t a = i, b = j;
+                while (a < b && (v[a] == ' ' || v[a] == '\t'))
+                        a++;
+                while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+                        b--;
+                bool ok = b == a || (b - a == 8 && strncasecmp(v + a, "identity", 8) == 0) ||
+                          (transfer && b - a == 7 && strncasecmp(v + a, "chunked", 7) == 0);
+                if (!ok)
+                        return false;
+                i = j + 1;
+        }
+        return true;
+}
+
+/* With refuse_encoded, the codings of a response body that the gate cannot
+ * scan (printable, for the message), or NULL. */
+static const char *encoded_body(const struct netgate_exchange *x, const struct netgate_http_head *h,
+                                char shown[static 64])
+{
+        if (!x->refuse_encoded || h->framing == NETGATE_HTTP_BODY_NONE)
+                return NULL;
+        for (size_t i = 0; i < h->n_fields; i++) {
+                const struct netgate_http_field *f = &h->fields[i];
+                bool content = netgate_http_name_eq(f->name, f->name_len, "content-encoding");
+                bool transfer = netgate_http_name_eq(f->name, f->name_len, "transfer-encoding");
+                if ((!content && !transfer) || codings_plain(f->value, f->value_len, transfer))
+                        continue;
+                size_t o = 0;
+                for (size_t k = 0; k < f->value_len && o + 1 < 64; k++) {
+                        char c = f->value[k];
+                        shown[o++] = c >= 0x20 && c < 0x7f ? c : '?';
+                }
+                shown[o] = '\0';
+                return shown;
+        }
+        return NULL;
 }
 
 void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *client,
@@ -211,6 +324,24 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                                 x->respp->head_request = is_head_request(req);
                                 continue;
                         }
+                        char coding[64];
+                        const char *enc = encoded_body(x, h, coding);
+                        if (enc) {
+                                char detail[256];
+                                snprintf(detail, sizeof(detail),
+                                         "the answer's body is encoded (%s) although the gate "
+                                         "asked for identity; it cannot be scanned for injected "
+                                         "values",
+                                         enc);
+                                x->up_eof = true;
+                                if (x->ops->refused)
+                                        x->ops->refused(x->ud, "encoded_response", detail);
+                                else
+                                        x->ops->upstream_failed(x->ud);
+                                return;
+                        }
+                        if (x->scrub && h->framing != NETGATE_HTTP_BODY_NONE)
+                                x->resp_scrub = redactor_scrub_new(x->scrub);
                         /* An HTTP/1.1 client keeps its connection even when
                          * the upstream delimits by closing: the gate re-chunks. */
                         x->resp_encode =
@@ -237,6 +368,12 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                 }
                 if (x->resp_body.framing == NETGATE_HTTP_BODY_CLOSE && x->up_eof &&
                     evbuffer_get_length(uin) == 0 && x->last_errno == 0) {
+                        size_t before = evbuffer_get_length(cout);
+                        if (scrub_flush(x, cout, x->resp_encode) < 0) {
+                                x->ops->end(x->ud, "upstream_failed");
+                                return;
+                        }
+                        netgate_exchange_account(x, false, evbuffer_get_length(cout) - before);
                         if (x->resp_encode)
                                 evbuffer_add(cout, "0\r\n\r\n", 5);
                         x->resp_done = true;

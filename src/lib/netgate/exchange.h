@@ -20,6 +20,8 @@ struct evbuffer;
 struct evdns_base;
 struct evutil_addrinfo;
 struct netgate;
+struct redactor;
+struct redactor_scrub;
 struct timeval;
 
 #define NETGATE_BUF_HIGH          (256 * 1024) /* per direction, per side */
@@ -46,6 +48,10 @@ struct netgate_exchange_ops {
         void (*upstream_failed)(void *ud);
         /* Close the connection, ending the record with `reason`. */
         void (*end)(void *ud, const char *reason);
+        /* Optional: the upstream's final response head is refused before
+         * anything of it is passed on (a content-encoded answer the gate
+         * cannot scan); `detail` says why. Without it, upstream_failed. */
+        void (*refused)(void *ud, const char *reason, const char *detail);
 };
 
 struct netgate_exchange {
@@ -64,7 +70,18 @@ struct netgate_exchange {
         bool req_encode, resp_encode;
         bool close_after;
         bool client_eof, up_eof;
+
+        /* Set by the owner: response bodies pass through a same-length
+         * scrubber of the values this redactor knows, so a framed length
+         * stays true; with refuse_encoded, a response whose body is
+         * content-encoded (and so cannot be scanned) is refused. */
+        const struct redactor *scrub;
+        bool refuse_encoded;
+        struct redactor_scrub *resp_scrub; /* the response body in flight */
 };
+
+/* Free what the exchange holds besides its parsers. */
+void netgate_exchange_release(struct netgate_exchange *x);
 
 /* Count bytes against the gate's budget and this request. */
 void netgate_exchange_account(struct netgate_exchange *x, bool up, size_t n);

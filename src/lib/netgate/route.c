@@ -68,7 +68,7 @@ struct rconn {
         /* The call being served. */
         const struct netgate_route *rt;
         char method[NETGATE_HTTP_METHOD_MAX + 1];
-        char name[80];        /* the route name as asked for, escaped */
+        char name[80];         /* the route name as asked for, escaped */
         char path[PATH_SHOWN]; /* below the route, escaped */
         const char *rule;
         bool in_flight;
@@ -170,8 +170,10 @@ static int parse_upstream(struct netgate_route *rt, struct al_error *err)
         } else if (strncmp(u, "http://", 7) == 0)
                 rest = u + 7;
         else
-                return al_error_set(err, 0, "route \"%s\": upstream \"%s\": not an http:// or "
-                                            "https:// URL", rt->name, u);
+                return al_error_set(err, 0,
+                                    "route \"%s\": upstream \"%s\": not an http:// or "
+                                    "https:// URL",
+                                    rt->name, u);
         size_t alen = strcspn(rest, "/");
         const char *host = rest, *port = NULL;
         size_t hlen = alen, plen = 0;
@@ -213,8 +215,8 @@ static int parse_upstream(struct netgate_route *rt, struct al_error *err)
         if (rt->port == (rt->tls ? 443 : 80))
                 rt->authority = xasprintf("%s%s%s", v6 ? "[" : "", rt->host.name, v6 ? "]" : "");
         else
-                rt->authority = xasprintf("%s%s%s:%u", v6 ? "[" : "", rt->host.name, v6 ? "]" : "",
-                                          rt->port);
+                rt->authority =
+                    xasprintf("%s%s%s:%u", v6 ? "[" : "", rt->host.name, v6 ? "]" : "", rt->port);
         const char *path = rest + alen;
         size_t n = strlen(path);
         while (n > 0 && path[n - 1] == '/')
@@ -351,9 +353,9 @@ static void wipe_buffer(struct evbuffer *b)
 }
 
 int netgate_route_write_head(const struct netgate_route *rt, const struct netgate_http_head *req,
-                             const char *rest, size_t rest_len, bool close,
-                             const struct secrets *s, const struct secrets_vars *vars,
-                             struct evbuffer *out, const char **ret_field)
+                             const char *rest, size_t rest_len, bool close, const struct secrets *s,
+                             const struct secrets_vars *vars, struct evbuffer *out,
+                             const char **ret_field)
 {
         struct evbuffer *head = evbuffer_new();
         if (!head)
@@ -361,9 +363,15 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
         const char *slash = rest_len == 0 || rest[0] == '?' ? "/" : "";
         evbuffer_add_printf(head, "%.*s %s%s%.*s HTTP/1.1\r\nHost: %s\r\n", (int)req->method_len,
                             req->method, rt->base, slash, (int)rest_len, rest, rt->authority);
+        /* A route that injects asks for an unencoded answer: the gate scrubs
+         * what it injected from the response body, which it cannot do in a
+         * compressed one (and refuses one that comes compressed anyway). */
+        bool identity = rt->n_inject > 0;
         for (size_t i = 0; i < req->n_fields; i++) {
                 const struct netgate_http_field *f = &req->fields[i];
                 if (netgate_route_field_dropped(rt, req, f->name, f->name_len))
+                        continue;
+                if (identity && netgate_http_name_eq(f->name, f->name_len, "accept-encoding"))
                         continue;
                 evbuffer_add_printf(head, "%.*s: %.*s\r\n", (int)f->name_len, f->name,
                                     (int)f->value_len, f->value);
@@ -388,6 +396,8 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
                 evbuffer_add_printf(head, "%s: %s\r\n", rt->inject[i].key, v);
                 wipe_free(v);
         }
+        if (identity)
+                evbuffer_add(head, "Accept-Encoding: identity\r\n", 27);
         if (close)
                 evbuffer_add(head, "Connection: close\r\n", 19);
         evbuffer_add(head, "\r\n", 2);
@@ -474,6 +484,7 @@ static void conn_free(struct rconn *c, const char *end_reason)
                 wipe_buffer(c->head_out);
                 evbuffer_free(c->head_out);
         }
+        netgate_exchange_release(&c->x);
         free(c->x.reqp);
         free(c->x.respp);
         if (c->prev)
@@ -560,37 +571,70 @@ static void bad_request(struct rconn *c, int r)
         refuse(c, status, phrase, reason, line);
 }
 
-/* "." and ".." segments, also percent-encoded: the upstream would resolve
- * them and leave the route's base path. */
-static bool has_dot_segment(const char *p, size_t n)
+static int hex_digit(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+/* Servers and the frameworks behind them disagree on what a path means:
+ * one decodes "%2f" into a separator, one takes "\" for "/", one drops
+ * ";params" before resolving "..", one decodes twice. Whatever could make
+ * the upstream resolve a segment outside the route's base is refused, in
+ * the path only (the query is the upstream's business). */
+const char *netgate_route_path_problem(const char *rest, size_t len)
 {
         size_t q = 0;
-        while (q < n && p[q] != '?')
+        while (q < len && rest[q] != '?')
                 q++;
         for (size_t i = 0; i < q;) {
                 size_t j = i;
-                while (j < q && p[j] != '/')
+                while (j < q && rest[j] != '/')
                         j++;
-                size_t dots = 0, k = i;
-                bool other = false;
-                while (k < j) {
-                        if (p[k] == '.') {
-                                dots++;
-                                k++;
-                        } else if (j - k >= 3 && p[k] == '%' && p[k + 1] == '2' &&
-                                   (p[k + 2] == 'e' || p[k + 2] == 'E')) {
-                                dots++;
-                                k += 3;
-                        } else {
-                                other = true;
-                                break;
+                /* The segment decoded once; a ';' ends what servers resolve. */
+                size_t dots = 0, chars = 0;
+                bool params = false;
+                for (size_t k = i; k < j; k++) {
+                        char c = rest[k];
+                        if (c == '\\')
+                                return "a backslash";
+                        if (c == '%') {
+                                int hi = k + 2 < j ? hex_digit(rest[k + 1]) : -1;
+                                int lo = k + 2 < j ? hex_digit(rest[k + 2]) : -1;
+                                if (hi < 0 || lo < 0)
+                                        return "a \"%\" not followed by two hex digits";
+                                c = (char)(hi << 4 | lo);
+                                k += 2;
+                                if (c == '/')
+                                        return "an encoded \"/\" (%2F)";
+                                if (c == '\\')
+                                        return "an encoded \"\\\" (%5C)";
+                                if (c == '%')
+                                        return "a double encoding (%25)";
+                                if (c == '\0')
+                                        return "an encoded NUL (%00)";
                         }
+                        if (params)
+                                continue;
+                        if (c == ';') {
+                                params = true;
+                                continue;
+                        }
+                        chars++;
+                        if (c == '.')
+                                dots++;
                 }
-                if (!other && (dots == 1 || dots == 2))
-                        return true;
+                if (chars == dots && (dots == 1 || dots == 2))
+                        return params ? "a \".\" or \"..\" segment with \";\" parameters"
+                                      : "a \".\" or \"..\" segment";
                 i = j + 1;
         }
-        return false;
+        return NULL;
 }
 
 static const struct netgate_route *find_route(const struct netgate_routes *rs, const char *name,
@@ -633,9 +677,13 @@ static void handle_request(struct rconn *c)
                 refuse(c, 404, "Not Found", "unknown_route", line);
                 return;
         }
-        if (has_dot_segment(rest, rest_len)) {
-                snprintf(line, sizeof(line), "airlock: route %s: \".\" and \"..\" segments are "
-                                             "refused\n", c->rt->name);
+        const char *problem = netgate_route_path_problem(rest, rest_len);
+        if (problem) {
+                snprintf(line, sizeof(line),
+                         "airlock: route %s: the path holds %s; \".\" and \"..\" segments, "
+                         "encoded separators, backslashes and double encoding are refused so "
+                         "that the upstream cannot resolve the path outside the route\n",
+                         c->rt->name, problem);
                 refuse(c, 400, "Bad Request", "bad_path", line);
                 return;
         }
@@ -648,6 +696,11 @@ static void handle_request(struct rconn *c)
                 return;
         }
         c->x.close_after = h->conn_close || c->x.client_eof;
+        /* Values the route injects are scrubbed from the answer's body, as
+         * from its head: an upstream that echoes its request (a debug or
+         * error page) must not hand them to the sandbox. */
+        c->x.scrub = secrets_redactor(rs->secrets);
+        c->x.refuse_encoded = c->rt->n_inject > 0;
 
         if (!c->head_out)
                 c->head_out = evbuffer_new();
@@ -1002,12 +1055,18 @@ static void exchange_end(void *ud, const char *reason)
         conn_free(ud, reason);
 }
 
+static void exchange_refused(void *ud, const char *reason, const char *detail)
+{
+        fail_upstream(ud, reason, detail);
+}
+
 static const struct netgate_exchange_ops route_ops = {
     .mask = mask,
     .field = record_field,
     .done = exchange_done,
     .upstream_failed = exchange_upstream_failed,
     .end = exchange_end,
+    .refused = exchange_refused,
 };
 
 static void pump(struct rconn *c)

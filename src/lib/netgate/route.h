@@ -47,6 +47,13 @@ bool netgate_route_strip_match(const char *pattern, const char *name, size_t len
 bool netgate_route_field_dropped(const struct netgate_route *rt, const struct netgate_http_head *h,
                                  const char *name, size_t len);
 
+/* NULL when `rest` (the target below the route: "", "/..." or "?...") may
+ * go upstream, else what in its path is refused: a "." or ".." segment
+ * (also percent-encoded, also followed by ";params"), an encoded "/" or
+ * "\", a backslash, an encoded NUL, a double encoding ("%25"), or a "%"
+ * without two hex digits. */
+const char *netgate_route_path_problem(const char *rest, size_t len);
+
 /* Append the upstream request head for `req` (an origin-form request head
  * whose target, below the route, is `rest`: "", "/..." or "?...") to `out`.
  * Returns 0, or on failure leaves `out` as it was and returns
@@ -55,9 +62,9 @@ bool netgate_route_field_dropped(const struct netgate_route *rt, const struct ne
  *   other     the template could not be expanded; *ret_field names the field
  * Nothing of a value reaches `err`'s message or *ret_field. */
 int netgate_route_write_head(const struct netgate_route *rt, const struct netgate_http_head *req,
-                             const char *rest, size_t rest_len, bool close,
-                             const struct secrets *s, const struct secrets_vars *vars,
-                             struct evbuffer *out, const char **ret_field);
+                             const char *rest, size_t rest_len, bool close, const struct secrets *s,
+                             const struct secrets_vars *vars, struct evbuffer *out,
+                             const char **ret_field);
 
 /* ---- the engine ---- */
 
