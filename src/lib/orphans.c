@@ -213,8 +213,9 @@ static int finish(int dirfd, const char *dir, const char *name, struct al_error 
         int r = cgroup_reclaim(dirs, k);
         strv_free(dirs);
         if (r < 0) {
+                r = al_error_set(err, r, "removing the cgroups of sandbox %s", id);
                 json_decref(rec);
-                return al_error_set(err, r, "removing the cgroups of sandbox %s", id);
+                return r;
         }
 
         const char *owner = json_string_value(json_object_get(rec, "owner"));
@@ -222,8 +223,9 @@ static int finish(int dirfd, const char *dir, const char *name, struct al_error 
         if (owner && STREQ(owner, "run") && audit_path && audit_path[0] == '/') {
                 r = audit_owner_died(audit_path, id, rec, err);
                 if (r < 0) {
+                        r = al_error_wrap(err, "recording the end of sandbox %s", id);
                         json_decref(rec);
-                        return al_error_wrap(err, "recording the end of sandbox %s", id);
+                        return r;
                 }
         }
         json_decref(rec);

@@ -231,7 +231,17 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
 }
 
 /* For a root caller: the tree at `path` as a detached mount idmapped to the
- * sandbox's host uid, or -1 when a plain bind will do. */
+ * sandbox's host uid, or -1 when a plain bind will do.
+ *
+ * The agent's files land as the tree's owner: bob's project stays bob's,
+ * and a root-owned tree gets root-owned files. That is the least privilege
+ * that keeps the tree usable: mapped onto any other uid, the agent could not
+ * change the files it was given, and what it made would belong to an
+ * account that other processes (other sandboxes run as the same unprivileged
+ * uid) could alter later. Ownership carries no privilege out with it: the
+ * seccomp filter refuses every set-id mode and device node, and no
+ * capability survives inside, so no file capability can be set either
+ * (tests/escape/test_setuid.py). */
 static int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al_error *err)
 {
         _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
