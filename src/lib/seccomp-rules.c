@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/netlink.h>
 #include <sched.h>
 #include <stdint.h>
@@ -54,7 +55,7 @@ static const char *const allowed_syscalls[] = {
         "fstatfs64", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents",
         "getdents64", "getcwd", "chdir", "fchdir", "rmdir",
         "link", "linkat", "symlink", "symlinkat", "unlink", "unlinkat", "rename", "renameat",
-        "renameat2", "chown", "fchown", "lchown",
+        "chown", "fchown", "lchown",
         "fchownat", "chown32", "fchown32", "lchown32", "umask", "utime", "utimes", "utimensat",
         "futimesat", "getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr",
         "listxattr", "llistxattr", "flistxattr", "removexattr", "lremovexattr", "fremovexattr",
@@ -114,8 +115,8 @@ static const char *const allowed_syscalls[] = {
 /* clang-format on */
 
 /* Checked below, on their mode argument: open, openat, creat, chmod, fchmod,
- * fchmodat, fchmodat2, mkdir, mkdirat, mknod, mknodat; openat2 answers
- * ENOSYS. */
+ * fchmodat, fchmodat2, mkdir, mkdirat, mknod, mknodat; renameat2 on its
+ * flags (no RENAME_WHITEOUT); openat2 answers ENOSYS. */
 
 /* Left out on purpose, so refused with EPERM:
  *  - mounts: mount, umount2, pivot_root, move_mount, open_tree, fsopen,
@@ -351,6 +352,14 @@ static int add_mode_rules(scmp_filter_ctx ctx, struct al_error *err)
         /* openat2 passes its mode in a struct a filter cannot read: refused
          * as "not implemented", so that callers fall back to openat. */
         r = add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "openat2", 0, NULL, err);
+        if (r < 0)
+                return r;
+
+        /* RENAME_WHITEOUT leaves a 0:0 character device behind the moved
+         * name: a device node made by another call. */
+        struct scmp_arg_cmp no_whiteout =
+            SCMP_CMP(4, SCMP_CMP_MASKED_EQ, (uint32_t)RENAME_WHITEOUT, 0);
+        r = add_rule(ctx, SCMP_ACT_ALLOW, "renameat2", 1, &no_whiteout, err);
         if (r < 0)
                 return r;
 

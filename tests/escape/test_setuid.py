@@ -25,7 +25,7 @@ libc.syscall.restype = ctypes.c_long
 AT_FDCWD = -100
 NR = {"creat": 85, "chmod": 90, "fchmod": 91, "mknod": 133, "mkdir": 83,
       "openat": 257, "mkdirat": 258, "mknodat": 259, "fchmodat": 268,
-      "io_uring_setup": 425, "openat2": 437, "fchmodat2": 452}
+      "renameat2": 316, "io_uring_setup": 425, "openat2": 437, "fchmodat2": 452}
 out = {}
 
 def sc(name, *args):
@@ -114,6 +114,10 @@ attempt("mknodat_chr", lambda: sc("mknodat", AT_FDCWD, os.path.join(D, "mknodat_
                                   stat.S_IFCHR | 0o666, os.makedev(1, 5)))
 attempt("mknod_raw_suid", lambda: sc("mknod", os.path.join(D, "mknod_raw"),
                                      stat.S_IFREG | 0o4755, 0))
+
+# RENAME_WHITEOUT leaves a 0:0 character device where the old name was.
+attempt("rename_whiteout", lambda: sc("renameat2", AT_FDCWD, fresh("whiteout_src"), AT_FDCWD,
+                                      os.path.join(D, "whiteout_dst"), 4))
 
 # A file capability (v2: cap_setuid permitted and effective).
 def setcap():

@@ -562,9 +562,12 @@ static char mode_dir[64];
 
 static const char *in_dir(const char *name)
 {
-        static char path[128];
-        snprintf(path, sizeof(path), "%s/%s", mode_dir, name);
-        return path;
+        /* Two at a time: rename takes a pair. */
+        static char path[2][128];
+        static unsigned next;
+        char *p = path[next++ % 2];
+        snprintf(p, sizeof(path[0]), "%s/%s", mode_dir, name);
+        return p;
 }
 
 static int make_plain(const char *name)
@@ -677,6 +680,22 @@ static int try_mknod_reg(void)
         return result(mknod(in_dir("q"), 0644, 0));
 }
 
+static int try_rename_whiteout(void)
+{
+        if (make_plain("r") < 0)
+                return 200;
+        return result(syscall(SYS_renameat2, AT_FDCWD, in_dir("r"), AT_FDCWD, in_dir("s"),
+                              4 /* RENAME_WHITEOUT */));
+}
+
+static int try_rename_noreplace(void)
+{
+        if (make_plain("t") < 0)
+                return 200;
+        return result(syscall(SYS_renameat2, AT_FDCWD, in_dir("t"), AT_FDCWD, in_dir("u"),
+                              1 /* RENAME_NOREPLACE */));
+}
+
 Test(seccomp, setid_modes_refused)
 {
         snprintf(mode_dir, sizeof(mode_dir), "/tmp/airlock-test-seccomp-XXXXXX");
@@ -696,12 +715,14 @@ Test(seccomp, setid_modes_refused)
         expect_errno(try_mknod_chr, EPERM);
         expect_errno(try_mknodat_blk, EPERM);
         expect_errno(try_mknod_reg_suid, EPERM);
+        expect_errno(try_rename_whiteout, EPERM);
 
         expect_ok(try_chmod_plain);
         expect_ok(try_open_no_create_junk_mode);
         expect_ok(try_mkdirat_plain);
         expect_ok(try_mknod_fifo);
         expect_ok(try_mknod_reg);
+        expect_ok(try_rename_noreplace);
 
         /* Nothing set-id was made behind the refusals. */
         DIR *d = opendir(mode_dir);
