@@ -247,3 +247,73 @@ def test_kill_supervise(airlock):
     assert not left, f"cgroups left: {left}"
     assert not [e for e in ends_of(audit, sandbox) if e.get("reason") == "owner_died"]
     verify(airlock, audit)
+
+
+def state_runs(airlock):
+    if airlock.user:
+        return os.path.join(airlock.user.pw_dir, ".local/state/airlock/runs")
+    if os.geteuid() == 0:
+        return "/var/lib/airlock/runs"
+    return os.path.expanduser("~/.local/state/airlock/runs")
+
+
+def records(airlock):
+    d = state_runs(airlock)
+    try:
+        names = os.listdir(d)
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for n in names:
+        if len(n) == 16:
+            try:
+                with open(os.path.join(d, n)) as f:
+                    out[n] = json.load(f)
+            except (OSError, ValueError):
+                pass
+    return out
+
+
+def procs_in_cgroup(sandbox):
+    found = []
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/cgroup") as f:
+                if f"/airlock-{sandbox}\n" in f.read():
+                    found.append(int(e))
+        except OSError:
+            pass
+    return found
+
+
+def test_kill_run_during_setup(airlock):
+    """kill -9 at every stage of a start: nothing of the sandbox survives,
+    and every run that got as far as its record is finished once."""
+    audit = airlock.make_dir("audit") / "audit.jsonl"
+    ws = airlock.make_dir()
+    before = set(records(airlock))
+    for delay in (0.0, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.08, 0.12, 0.16, 0.2, 0.25):
+        proc = subprocess.Popen(
+            airlock.cmd(["run", "-q", "--audit", audit, "-w", ws, "--", "sleep", "1000"]),
+            cwd=str(airlock.base), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.kill()
+        proc.wait(timeout=10)
+    killed = {k: v for k, v in records(airlock).items() if k not in before}
+    assert killed, "no kill landed after the run was recorded"
+    for sandbox in killed:
+        end = time.monotonic() + DEADLINE
+        while time.monotonic() < end and procs_in_cgroup(sandbox):
+            time.sleep(0.05)
+        assert not procs_in_cgroup(sandbox), f"sandbox {sandbox} outlived its owner"
+
+    sweep(airlock, audit)
+    assert not set(killed) & set(records(airlock))
+    for sandbox, rec in killed.items():
+        left = [d for d in rec["cgroups"] if os.path.exists(d)]
+        assert not left, f"cgroups left: {left}"
+        assert len(ends_of(audit, sandbox)) == 1, (sandbox, audit_lines(audit))
+    verify(airlock, audit)
