@@ -58,7 +58,8 @@ static int ends(char *reason, size_t len)
         int n = 0;
         if (read_file_at(AT_FDCWD, audit_path, 1 << 20, &s, NULL) < 0)
                 return 0;
-        for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
+        char *save = NULL;
+        for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                 json_t *o = json_loads(line, 0, NULL);
                 cr_assert_not_null(o, "bad audit line: %s", line);
                 if (STREQ(json_string_value(json_object_get(o, "kind")), "sandbox.destroyed") &&
