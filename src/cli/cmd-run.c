@@ -13,6 +13,7 @@
 #include "policy.h"
 #include "review.h"
 #include "secrets.h"
+#include "orphans.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -492,7 +493,7 @@ int cmd_run(int argc, char **argv)
                 .stderr_fd = 2,
         };
         struct supervisor_result res;
-        r = supervisor_run(&cfg, &res, &err);
+        r = orphans_run(&cfg, &res, &err);
         if (r < 0) {
                 secrets_free(secrets);
                 policy_free(p);

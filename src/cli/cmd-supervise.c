@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "control.h"
+#include "orphans.h"
 #include "policy.h"
 #include "review.h"
 #include "secrets.h"
@@ -118,7 +119,7 @@ int cmd_supervise(int argc, char **argv)
                 cfg.policy = p;
                 cfg.secrets = secrets;
                 cfg.caller_home = home;
-                r = control_serve(&cfg, &err);
+                r = orphans_serve(&cfg, &err);
         } else if (cfg.ready_fd >= 0) {
                 dprintf(cfg.ready_fd, "error: %s\n", err.msg);
                 close(cfg.ready_fd);

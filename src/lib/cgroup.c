@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -121,6 +122,81 @@ struct cgroup *cgroup_free(struct cgroup *cg)
         free(cg->name);
         free(cg);
         return NULL;
+}
+
+static bool reclaimable(const char *dir)
+{
+        static const char root[] = "/sys/fs/cgroup/";
+        if (strncmp(dir, root, sizeof(root) - 1) != 0 || strstr(dir, "/../") ||
+            strstr(dir, "/./") || strstr(dir, "//"))
+                return false;
+        const char *base = strrchr(dir, '/') + 1;
+        return strncmp(base, "airlock-", 8) == 0 && strlen(base + 8) == 16 &&
+               strspn(base + 8, "0123456789abcdef") == 16;
+}
+
+/* SIGKILL every member until the leaf is empty; false when it never was. */
+static bool empty_leaf(const char *dir)
+{
+        _cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", dir);
+        for (int round = 0; round < 200; round++) {
+                _cleanup_free_ char *s = NULL;
+                int r = read_file_at(AT_FDCWD, procs, 1 << 20, &s, NULL);
+                if (r == -ENOENT)
+                        return true;
+                if (r < 0)
+                        return false;
+                bool any = false;
+                for (char *line = s; *line;) {
+                        char *nl = strchr(line, '\n');
+                        if (nl)
+                                *nl = '\0';
+                        int pid;
+                        if (safe_atoi(line, &pid) >= 0 && pid > 1) {
+                                kill(pid, SIGKILL);
+                                any = true;
+                        }
+                        if (!nl)
+                                break;
+                        line = nl + 1;
+                }
+                if (!any)
+                        return true;
+                usleep(10000);
+        }
+        return false;
+}
+
+int cgroup_reclaim(char *const *dirs, size_t n)
+{
+        int ret = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (!reclaimable(dirs[i])) {
+                        ret = -EINVAL;
+                        continue;
+                }
+                struct cgroup cg = {.dir_fd = -1};
+                struct stat st;
+                if (lstat(dirs[i], &st) < 0) {
+                        if (errno != ENOENT)
+                                ret = -errno;
+                        continue;
+                }
+                if (!S_ISDIR(st.st_mode)) {
+                        ret = -ENOTDIR;
+                        continue;
+                }
+                /* v2 kills the whole leaf at once; v1 has no cgroup.kill. */
+                (void)cgroup_write(&cg, dirs[i], "cgroup.kill", "1");
+                if (!empty_leaf(dirs[i])) {
+                        ret = -EBUSY;
+                        continue;
+                }
+                int r = cgroup_rmdir(&cg, dirs[i]);
+                if (r < 0)
+                        ret = r;
+        }
+        return ret;
 }
 
 /* The caller's cgroup in the hierarchy that holds `controller` ("" for the

@@ -79,5 +79,12 @@ int cgroup_create(struct cgroup *cg, const struct cgroup_limits *l, struct al_er
 /* Kill every process left, remove the leaf; safe to call twice. */
 struct cgroup *cgroup_free(struct cgroup *cg);
 
+/* What is left of a sandbox whose owner died without cleaning up: kill every
+ * process in each leaf of `dirs` (cgroup.kill on v2, else SIGKILL to each
+ * member of cgroup.procs until none is left) and remove the leaves. Only
+ * directories beneath /sys/fs/cgroup named airlock-<16 hex digits> are
+ * touched (-EINVAL otherwise); missing ones are fine. */
+int cgroup_reclaim(char *const *dirs, size_t n);
+
 /* "oom_kill N" style key lookup in a flat keyed file's contents. */
 int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret);

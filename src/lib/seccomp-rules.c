@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/netlink.h>
 #include <sched.h>
 #include <stdint.h>
@@ -7,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #define AIRLOCK_SECCOMP_IMPL
 #include <seccomp.h> /* ours, then libseccomp's: see seccomp.h */
@@ -43,16 +46,16 @@
 static const char *const allowed_syscalls[] = {
         /* files and directories */
         "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
-        "pwritev2", "open", "openat", "openat2", "creat", "close", "close_range", "lseek",
+        "pwritev2", "close", "close_range", "lseek",
         "_llseek", "dup", "dup2", "dup3", "fcntl", "fcntl64", "flock", "fsync", "fdatasync", "sync",
         "syncfs", "sync_file_range", "truncate", "truncate64", "ftruncate", "ftruncate64",
         "fallocate", "fadvise64", "fadvise64_64", "readahead", "sendfile", "sendfile64",
         "copy_file_range", "splice", "tee", "vmsplice", "stat", "stat64", "lstat", "lstat64",
         "fstat", "fstat64", "newfstatat", "fstatat64", "statx", "statfs", "statfs64", "fstatfs",
         "fstatfs64", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents",
-        "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "mknod", "mknodat",
+        "getdents64", "getcwd", "chdir", "fchdir", "rmdir",
         "link", "linkat", "symlink", "symlinkat", "unlink", "unlinkat", "rename", "renameat",
-        "renameat2", "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown",
+        "chown", "fchown", "lchown",
         "fchownat", "chown32", "fchown32", "lchown32", "umask", "utime", "utimes", "utimensat",
         "futimesat", "getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr",
         "listxattr", "llistxattr", "flistxattr", "removexattr", "lremovexattr", "fremovexattr",
@@ -110,6 +113,10 @@ static const char *const allowed_syscalls[] = {
         "seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
 };
 /* clang-format on */
+
+/* Checked below, on their mode argument: open, openat, creat, chmod, fchmod,
+ * fchmodat, fchmodat2, mkdir, mkdirat, mknod, mknodat; renameat2 on its
+ * flags (no RENAME_WHITEOUT); openat2 answers ENOSYS. */
 
 /* Left out on purpose, so refused with EPERM:
  *  - mounts: mount, umount2, pivot_root, move_mount, open_tree, fsopen,
@@ -289,9 +296,100 @@ static int add_socket_rules(scmp_filter_ctx ctx, struct al_error *err)
         return 0;
 }
 
+/* What the agent writes lands on the host, and a workspace is often owned by
+ * the caller (or idmapped onto its owner, root included): a setuid or setgid
+ * file made inside would give its owner's privilege to any local user who
+ * runs it afterwards. No capability is held inside, so ownership checks
+ * cannot stop the owner of a file setting these bits; the filter refuses
+ * them at every call that sets a mode. The kernel takes a mode as umode_t
+ * and drops the high bits, so the masks look only at the bits that count.
+ * File capabilities (security.capability) need CAP_SETFCAP and device nodes
+ * CAP_MKNOD, both dropped; device types are refused here as well. */
+#define SETID_BITS ((uint32_t)(S_ISUID | S_ISGID))
+/* O_TMPFILE without the O_DIRECTORY it includes. */
+#define CREATE_FLAGS ((uint32_t)(O_CREAT | (O_TMPFILE & ~O_DIRECTORY)))
+
+static int add_mode_rules(scmp_filter_ctx ctx, struct al_error *err)
+{
+        /* Calls whose mode argument is always used: allowed when it has no
+         * set-id bit, refused with the default EPERM otherwise. */
+        static const struct {
+                const char *name;
+                unsigned mode_arg;
+        } always[] = {
+            {"chmod", 1}, {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2},
+            {"creat", 1}, {"mkdir", 1},  {"mkdirat", 2},
+        };
+        int r;
+
+        for (size_t i = 0; i < ARRAY_SIZE(always); i++) {
+                struct scmp_arg_cmp cmp =
+                    SCMP_CMP(always[i].mode_arg, SCMP_CMP_MASKED_EQ, SETID_BITS, 0);
+                r = add_rule(ctx, SCMP_ACT_ALLOW, always[i].name, 1, &cmp, err);
+                if (r < 0)
+                        return r;
+        }
+
+        /* open and openat read the mode only when creating: allowed when
+         * they do not create, or when the mode has no set-id bit. */
+        static const struct {
+                const char *name;
+                unsigned flags_arg, mode_arg;
+        } opens[] = {{"open", 1, 2}, {"openat", 2, 3}};
+        for (size_t i = 0; i < ARRAY_SIZE(opens); i++) {
+                struct scmp_arg_cmp no_create =
+                    SCMP_CMP(opens[i].flags_arg, SCMP_CMP_MASKED_EQ, CREATE_FLAGS, 0);
+                struct scmp_arg_cmp no_setid =
+                    SCMP_CMP(opens[i].mode_arg, SCMP_CMP_MASKED_EQ, SETID_BITS, 0);
+                r = add_rule(ctx, SCMP_ACT_ALLOW, opens[i].name, 1, &no_create, err);
+                if (r < 0)
+                        return r;
+                r = add_rule(ctx, SCMP_ACT_ALLOW, opens[i].name, 1, &no_setid, err);
+                if (r < 0)
+                        return r;
+        }
+
+        /* openat2 passes its mode in a struct a filter cannot read: refused
+         * as "not implemented", so that callers fall back to openat. */
+        r = add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "openat2", 0, NULL, err);
+        if (r < 0)
+                return r;
+
+        /* RENAME_WHITEOUT leaves a 0:0 character device behind the moved
+         * name: a device node made by another call. */
+        struct scmp_arg_cmp no_whiteout =
+            SCMP_CMP(4, SCMP_CMP_MASKED_EQ, (uint32_t)RENAME_WHITEOUT, 0);
+        r = add_rule(ctx, SCMP_ACT_ALLOW, "renameat2", 1, &no_whiteout, err);
+        if (r < 0)
+                return r;
+
+        /* mknod: regular files, FIFOs and sockets without set-id bits (a
+         * type of 0 means a regular file). Character and block devices are
+         * refused whatever the capabilities. */
+        static const uint32_t node_types[] = {0, S_IFREG, S_IFIFO, S_IFSOCK};
+        static const struct {
+                const char *name;
+                unsigned mode_arg;
+        } mknods[] = {{"mknod", 1}, {"mknodat", 2}};
+        for (size_t i = 0; i < ARRAY_SIZE(mknods); i++)
+                for (size_t t = 0; t < ARRAY_SIZE(node_types); t++) {
+                        struct scmp_arg_cmp cmp =
+                            SCMP_CMP(mknods[i].mode_arg, SCMP_CMP_MASKED_EQ,
+                                     (uint32_t)S_IFMT | SETID_BITS, node_types[t]);
+                        r = add_rule(ctx, SCMP_ACT_ALLOW, mknods[i].name, 1, &cmp, err);
+                        if (r < 0)
+                                return r;
+                }
+        return 0;
+}
+
 static int add_conditional_rules(scmp_filter_ctx ctx, struct al_error *err)
 {
         int r;
+
+        r = add_mode_rules(ctx, err);
+        if (r < 0)
+                return r;
 
         struct scmp_arg_cmp clone_cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, NS_FLAGS_CLONE, 0);
         r = add_rule(ctx, SCMP_ACT_ALLOW, "clone", 1, &clone_cmp, err);

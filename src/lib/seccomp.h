@@ -9,7 +9,9 @@
  * minus the mount family, namespace creation, ptrace, keyctl, bpf,
  * perf_event_open, userfaultfd and io_uring; clone3 answers ENOSYS so that
  * libcs fall back to clone, whose flags are checked; TIOCSTI and TIOCLINUX are
- * refused on the low 32 bits of the ioctl request; other ABIs are killed. */
+ * refused on the low 32 bits of the ioctl request; no call may set a setuid
+ * or setgid bit or make a device node (openat2, whose mode a filter cannot
+ * read, answers ENOSYS); other ABIs are killed. */
 int seccomp_install(struct al_error *err);
 
 /* This header shadows libseccomp's <seccomp.h> on the include path

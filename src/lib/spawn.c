@@ -231,7 +231,17 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
 }
 
 /* For a root caller: the tree at `path` as a detached mount idmapped to the
- * sandbox's host uid, or -1 when a plain bind will do. */
+ * sandbox's host uid, or -1 when a plain bind will do.
+ *
+ * The agent's files land as the tree's owner: bob's project stays bob's,
+ * and a root-owned tree gets root-owned files. That is the least privilege
+ * that keeps the tree usable: mapped onto any other uid, the agent could not
+ * change the files it was given, and what it made would belong to an
+ * account that other processes (other sandboxes run as the same unprivileged
+ * uid) could alter later. Ownership carries no privilege out with it: the
+ * seccomp filter refuses every set-id mode and device node, and no
+ * capability survives inside, so no file capability can be set either
+ * (tests/escape/test_setuid.py). */
 static int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al_error *err)
 {
         _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -304,6 +314,27 @@ struct child_ctx {
         const int *mount_fds;
         const struct mounts_plan *plan;
 };
+
+/* A sandbox never outlives its owner (the supervisor, or `airlock run`).
+ * The kernel sends pid 1 SIGKILL when the owner dies, and pid 1's death
+ * empties the pid namespace. The parent-death signal is cleared by every
+ * credential change that touches the effective or fs ids (setresuid,
+ * setresgid), so it is set again after each one; then the owner is checked
+ * once more, because it may have died before the signal was armed. getppid()
+ * cannot tell: across a pid namespace it is 0 whether the owner lives or
+ * not. The sync socket can: the owner holds its other end, and the kernel
+ * closes it when the owner dies. Returns false when the owner is gone. */
+static bool watch_owner(int sync)
+{
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+                return false;
+        struct pollfd pfd = {.fd = sync, .events = POLLRDHUP};
+        int n;
+        do
+                n = poll(&pfd, 1, 0);
+        while (n < 0 && errno == EINTR);
+        return !(n > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)));
+}
 
 static _Noreturn void child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
                                  int exit_code)
@@ -547,8 +578,10 @@ static _Noreturn void init_serve(struct child_ctx *ctx)
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
         close_all_but(sync, sfd);
-        if (sfd < 0)
+        if (sfd < 0 || !watch_owner(sync)) {
+                kill(-1, SIGKILL);
                 _exit(125);
+        }
 
         sync_send(sync, SYNC_STARTED, 0, 0, NULL);
 
@@ -675,33 +708,54 @@ static _Noreturn void init_main(struct child_ctx *ctx)
                         ;
                 _exit(125);
         }
+
+        /* Every signal arrives here (all are blocked since before the fork,
+         * so none was lost); the sync socket tells when the owner is gone. */
+        int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0 || !watch_owner(sync)) {
+                kill(-1, SIGKILL);
+                _exit(125);
+        }
         sync_send(sync, SYNC_STARTED, 0, 0, NULL);
 
         int status = 0;
-        bool done = false;
-        sigset_t waitset;
-        sigfillset(&waitset);
-        while (!done) {
-                siginfo_t si;
-                int sig = sigwaitinfo(&waitset, &si);
-                if (sig < 0)
+        bool done = false, orphaned = false;
+        while (!done && !orphaned) {
+                struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN},
+                                        {.fd = sync, .events = POLLIN | POLLRDHUP}};
+                if (poll(pfd, 2, -1) < 0)
                         continue;
-                if (sig == SIGCHLD) {
-                        int st;
-                        pid_t p;
-                        while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-                                if (p == cmd) {
-                                        status = st;
-                                        done = true;
-                                }
-                } else if (sig != SIGKILL && sig != SIGSTOP)
-                        kill(cmd, sig);
+                if (pfd[1].revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) {
+                        orphaned = true; /* the owner died: take the tree down */
+                } else if (pfd[1].revents & POLLIN) {
+                        /* Nothing is expected here while a command runs. */
+                        char discard[sizeof(struct sync_msg)];
+                        if (recv(sync, discard, sizeof(discard), MSG_DONTWAIT) == 0)
+                                orphaned = true;
+                }
+                if (!(pfd[0].revents & POLLIN))
+                        continue;
+                struct signalfd_siginfo si;
+                while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                        int sig = (int)si.ssi_signo;
+                        if (sig == SIGCHLD) {
+                                int st;
+                                pid_t p;
+                                while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+                                        if (p == cmd) {
+                                                status = st;
+                                                done = true;
+                                        }
+                        } else if (sig != SIGKILL && sig != SIGSTOP)
+                                kill(cmd, sig);
+                }
         }
         kill(-1, SIGKILL);
         while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
                 ;
-        sync_send(sync, SYNC_EXIT, 0, status, NULL);
-        _exit(0);
+        if (!orphaned)
+                sync_send(sync, SYNC_EXIT, 0, status, NULL);
+        _exit(orphaned ? 125 : 0);
 }
 
 static _Noreturn void child_main(struct child_ctx *ctx)
@@ -712,7 +766,8 @@ static _Noreturn void child_main(struct child_ctx *ctx)
         struct sync_msg m;
         int r;
 
-        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        if (!watch_owner(ctx->sync))
+                _exit(125);
 
         r = sync_recv(ctx->sync, &m, NULL, 0, NULL);
         if (r < 0 || m.type != SYNC_GO)
@@ -727,6 +782,9 @@ static _Noreturn void child_main(struct child_ctx *ctx)
                 al_error_set(&err, errno, "switching to uid %u", (unsigned)ctx->uid);
                 child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         }
+        /* setresuid() cleared the parent-death signal. */
+        if (!watch_owner(ctx->sync))
+                _exit(125);
 
         r = loopback_up();
         if (r < 0) {

@@ -7,7 +7,11 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <dirent.h>
+#include <stdint.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
@@ -550,4 +554,194 @@ Test(seccomp, requires_no_new_privs)
         cr_assert_eq(waitpid(pid, &st, 0), pid);
         cr_assert(WIFEXITED(st));
         cr_assert_eq(WEXITSTATUS(st), 0, "step %d", WEXITSTATUS(st));
+}
+
+/* Set-id bits, whatever call would set them: a file made inside lands on the
+ * host. Each attempt works in a fresh directory made before the fork. */
+static char mode_dir[64];
+
+static const char *in_dir(const char *name)
+{
+        /* Two at a time: rename takes a pair. */
+        static char path[2][128];
+        static unsigned next;
+        char *p = path[next++ % 2];
+        snprintf(p, sizeof(path[0]), "%s/%s", mode_dir, name);
+        return p;
+}
+
+static int make_plain(const char *name)
+{
+        int fd = open(in_dir(name), O_CREAT | O_WRONLY | O_CLOEXEC, 0755);
+        if (fd < 0)
+                return -1;
+        close(fd);
+        return 0;
+}
+
+static int try_chmod_suid(void)
+{
+        return make_plain("a") < 0 ? 200 : result(chmod(in_dir("a"), 04755));
+}
+
+static int try_chmod_sgid_high_bits(void)
+{
+        /* umode_t drops the high bits: 0x10000 must not hide the bit. */
+        return make_plain("b") < 0 ? 200 : result(syscall(SYS_chmod, in_dir("b"), 0x10000L | 02755));
+}
+
+static int try_chmod_plain(void)
+{
+        return make_plain("c") < 0 ? 200 : result(chmod(in_dir("c"), 01777));
+}
+
+static int try_fchmod_suid(void)
+{
+        int fd = open(in_dir("d"), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        return fd < 0 ? 200 : result(fchmod(fd, 06755));
+}
+
+static int try_fchmodat_suid(void)
+{
+        return make_plain("e") < 0 ? 200 : result(syscall(SYS_fchmodat, AT_FDCWD, in_dir("e"), 04755));
+}
+
+static int try_fchmodat2_suid(void)
+{
+        return make_plain("f") < 0 ? 200 : result(syscall(452, AT_FDCWD, in_dir("f"), 04755, 0));
+}
+
+static int try_open_creat_suid(void)
+{
+        return result(open(in_dir("g"), O_CREAT | O_WRONLY | O_CLOEXEC, 04755));
+}
+
+static int try_openat_creat_sgid(void)
+{
+        return result(syscall(SYS_openat, AT_FDCWD, in_dir("h"), O_CREAT | O_WRONLY, 02755));
+}
+
+static int try_open_tmpfile_suid(void)
+{
+        return result(open(mode_dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 04755));
+}
+
+static int try_open_no_create_junk_mode(void)
+{
+        /* Without O_CREAT the mode is not read: no reason to refuse. */
+        return result(syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 07777));
+}
+
+static int try_creat_suid(void)
+{
+        return result(syscall(SYS_creat, in_dir("i"), 04755));
+}
+
+static int try_openat2(void)
+{
+        struct {
+                uint64_t flags, mode, resolve;
+        } how = {.flags = O_CREAT | O_WRONLY, .mode = 04755};
+        return result(syscall(SYS_openat2, AT_FDCWD, in_dir("j"), &how, sizeof(how)));
+}
+
+static int try_mkdir_sgid(void)
+{
+        return result(mkdir(in_dir("k"), 02755));
+}
+
+static int try_mkdirat_plain(void)
+{
+        return result(syscall(SYS_mkdirat, AT_FDCWD, in_dir("l"), 0755));
+}
+
+static int try_mknod_chr(void)
+{
+        return result(mknod(in_dir("m"), S_IFCHR | 0666, makedev(1, 3)));
+}
+
+static int try_mknodat_blk(void)
+{
+        return result(syscall(SYS_mknodat, AT_FDCWD, in_dir("n"), S_IFBLK | 0666, makedev(7, 0)));
+}
+
+static int try_mknod_reg_suid(void)
+{
+        return result(mknod(in_dir("o"), S_IFREG | 04755, 0));
+}
+
+static int try_mknod_fifo(void)
+{
+        return result(mknod(in_dir("p"), S_IFIFO | 0644, 0));
+}
+
+static int try_mknod_reg(void)
+{
+        return result(mknod(in_dir("q"), 0644, 0));
+}
+
+static int try_rename_whiteout(void)
+{
+        if (make_plain("r") < 0)
+                return 200;
+        return result(syscall(SYS_renameat2, AT_FDCWD, in_dir("r"), AT_FDCWD, in_dir("s"),
+                              4 /* RENAME_WHITEOUT */));
+}
+
+static int try_rename_noreplace(void)
+{
+        if (make_plain("t") < 0)
+                return 200;
+        return result(syscall(SYS_renameat2, AT_FDCWD, in_dir("t"), AT_FDCWD, in_dir("u"),
+                              1 /* RENAME_NOREPLACE */));
+}
+
+Test(seccomp, setid_modes_refused)
+{
+        snprintf(mode_dir, sizeof(mode_dir), "/tmp/airlock-test-seccomp-XXXXXX");
+        cr_assert_not_null(mkdtemp(mode_dir));
+
+        expect_errno(try_chmod_suid, EPERM);
+        expect_errno(try_chmod_sgid_high_bits, EPERM);
+        expect_errno(try_fchmod_suid, EPERM);
+        expect_errno(try_fchmodat_suid, EPERM);
+        expect_errno(try_fchmodat2_suid, EPERM);
+        expect_errno(try_open_creat_suid, EPERM);
+        expect_errno(try_openat_creat_sgid, EPERM);
+        expect_errno(try_open_tmpfile_suid, EPERM);
+        expect_errno(try_creat_suid, EPERM);
+        expect_errno(try_openat2, ENOSYS);
+        expect_errno(try_mkdir_sgid, EPERM);
+        expect_errno(try_mknod_chr, EPERM);
+        expect_errno(try_mknodat_blk, EPERM);
+        expect_errno(try_mknod_reg_suid, EPERM);
+        expect_errno(try_rename_whiteout, EPERM);
+
+        expect_ok(try_chmod_plain);
+        expect_ok(try_open_no_create_junk_mode);
+        expect_ok(try_mkdirat_plain);
+        expect_ok(try_mknod_fifo);
+        expect_ok(try_mknod_reg);
+        expect_ok(try_rename_noreplace);
+
+        /* Nothing set-id was made behind the refusals. */
+        DIR *d = opendir(mode_dir);
+        cr_assert_not_null(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                struct stat st;
+                if (de->d_name[0] == '.')
+                        continue;
+                cr_assert_eq(fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW), 0);
+                cr_assert_eq(st.st_mode & (S_ISUID | S_ISGID), 0, "%s: mode %o", de->d_name,
+                             st.st_mode);
+                cr_assert(!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode), "%s is a device",
+                          de->d_name);
+                if (S_ISDIR(st.st_mode))
+                        unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+                else
+                        unlinkat(dirfd(d), de->d_name, 0);
+        }
+        closedir(d);
+        rmdir(mode_dir);
 }
