@@ -38,7 +38,7 @@ unit: build
 	meson test -C $(BUILD) --suite unit --print-errorlogs
 
 integration: build
-	/usr/bin/python3 -m pytest -q tests/integration tests/escape tests/daemon
+	/usr/bin/python3 -m pytest -q tests/integration tests/escape tests/daemon tests/faults
 
 asan: deps
 	test -f $(ASAN_BUILD)/build.ninja || meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false

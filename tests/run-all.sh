@@ -10,8 +10,8 @@ PYTEST="/usr/bin/python3 -m pytest -q -p no:cacheprovider"
 echo "== unit tests"
 meson test -C "$BUILD" --suite unit --print-errorlogs
 
-echo "== integration, escape and daemon tests"
-$PYTEST tests/integration tests/escape tests/daemon
+echo "== integration, escape, daemon and fault tests"
+$PYTEST tests/integration tests/escape tests/daemon tests/faults
 
 if [ "${AIRLOCK_SKIP_ASAN:-0}" != 1 ]; then
         echo "== ASan+UBSan build"
@@ -25,5 +25,5 @@ if [ "${AIRLOCK_SKIP_ASAN:-0}" != 1 ]; then
                 meson test -C "$ASAN_BUILD" --suite unit --print-errorlogs
         echo "== integration and escape tests under ASan+UBSan"
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-                AIRLOCK_BUILD="$ASAN_BUILD" $PYTEST tests/integration tests/escape tests/daemon
+                AIRLOCK_BUILD="$ASAN_BUILD" $PYTEST tests/integration tests/escape tests/daemon tests/faults
 fi
