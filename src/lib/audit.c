@@ -625,6 +625,25 @@ int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t 
         return r;
 }
 
+int audit_reserve(struct audit *a, struct al_error *err)
+{
+        struct stat st;
+        if (!a)
+                return 0;
+        int r = lock_current(a, err);
+        if (r < 0)
+                return r;
+        if (fstat(a->fd, &st) < 0)
+                r = al_error_set(err, errno, "inspecting audit log \"%s\"", a->path);
+        else if (fallocate(a->fd, FALLOC_FL_KEEP_SIZE, st.st_size, AUDIT_RESERVE_BYTES) < 0 &&
+                 errno != EOPNOTSUPP && errno != ENOSYS)
+                r = al_error_set(err, errno,
+                                 "reserving room for the records to come in audit log \"%s\"",
+                                 a->path);
+        unlock(a);
+        return r;
+}
+
 int audit_open(const char *path, const struct audit_options *opt, struct audit **ret,
                struct al_error *err)
 {

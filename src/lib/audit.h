@@ -87,6 +87,15 @@ int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t 
  * rotate_keep. -EINVAL when malformed. */
 int audit_parse_rotate(const char *s, struct audit_options *opt);
 
+/* Before an action whose end must be recorded (a sandbox, an exec): make
+ * sure the disk has room for the lines to come by allocating
+ * AUDIT_RESERVE_BYTES past the end of the file (fallocate KEEP_SIZE; later
+ * appends use that space). A full disk refuses the action here, rather than
+ * let it start and lose its end. A filesystem without fallocate is let
+ * through. */
+#define AUDIT_RESERVE_BYTES (16 * 1024)
+int audit_reserve(struct audit *a, struct al_error *err);
+
 /* Batch mode: fdatasync what is pending. audit_flush_deadline() is the
  * CLOCK_MONOTONIC time in µs (as now_monotonic_us()) by which audit_flush()
  * must run, or 0 when nothing is pending. audit_append() flushes by itself

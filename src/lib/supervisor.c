@@ -38,12 +38,13 @@ struct supervisor {
         struct event *ev_sync;
         struct event *ev_timeout;
         struct event *ev_signals[3];
-        bool exited;        /* pid 1 reported, or is gone */
+        bool exited; /* pid 1 reported, or is gone */
         bool have_status;
         int status;
         bool timed_out;
         bool output_exceeded;
         bool audit_failed;
+        char audit_msg[AL_ERROR_MAX];
         int interrupts;
         uint64_t output;
         struct audit *audit;
@@ -52,23 +53,59 @@ struct supervisor {
         struct netgate *gate;
 };
 
-static void record(struct supervisor *sv, const char *kind, json_t *fields)
+/* An event that cannot be written is not silently lost: the sandbox ends
+ * rather than run unrecorded, and the run reports exit 125 audit_failed. The
+ * first cause is kept. */
+static void audit_fault(struct supervisor *sv, struct al_error *e)
 {
+        if (!sv->audit_failed) {
+                al_error_wrap(e, "audit");
+                memcpy(sv->audit_msg, e->msg, sizeof(sv->audit_msg));
+        }
+        sv->audit_failed = true;
+        if (sv->sp.pid > 0)
+                kill(sv->sp.pid, SIGKILL);
+}
+
+static int record(struct supervisor *sv, const char *kind, json_t *fields)
+{
+        int r = 0;
         if (!fields)
-                return;
+                return 0;
         if (sv->audit) {
                 struct al_error e = {0};
-                /* An event that cannot be written is not silently lost: the
-                 * sandbox ends rather than run unrecorded. */
-                if (audit_append(sv->audit, sv->res->sandbox, kind, fields, &e) < 0) {
-                        al_error_wrap(&e, "audit");
-                        memcpy(sv->res->message, e.msg, sizeof(sv->res->message));
-                        sv->audit_failed = true;
-                        if (sv->sp.pid > 0)
-                                kill(sv->sp.pid, SIGKILL);
-                }
+                r = audit_append(sv->audit, sv->res->sandbox, kind, fields, &e);
+                if (r < 0)
+                        audit_fault(sv, &e);
         }
         json_decref(fields);
+        return r;
+}
+
+/* Room on disk for this sandbox's end records, before it starts. */
+static int reserve(struct supervisor *sv)
+{
+        if (!sv->audit)
+                return 0;
+        struct al_error e = {0};
+        int r = audit_reserve(sv->audit, &e);
+        if (r < 0)
+                audit_fault(sv, &e);
+        return r;
+}
+
+/* Make what was appended durable now. */
+static int commit(struct supervisor *sv)
+{
+        if (!sv->audit)
+                return 0;
+        int r = audit_flush(sv->audit);
+        if (r < 0) {
+                struct al_error e = {0};
+                al_error_set(&e, r, "syncing the audit log");
+                audit_fault(sv, &e);
+        }
+        return r;
 }
 
 static void on_net_decision(void *ud, const struct netgate_record *rec)
@@ -190,7 +227,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct supervisor *sv = arg;
         if (sv->audit && audit_needs_flush(sv->audit, now_monotonic_us()))
-                audit_flush(sv->audit);
+                commit(sv);
 }
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
@@ -214,9 +251,10 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct rusage *ru)
 {
         struct supervisor_usage *u = &sv->res->usage;
-        u->cpu_user_ms = (uint64_t)ru->ru_utime.tv_sec * 1000 + (uint64_t)ru->ru_utime.tv_usec / 1000;
+        u->cpu_user_ms =
+            (uint64_t)ru->ru_utime.tv_sec * 1000 + (uint64_t)ru->ru_utime.tv_usec / 1000;
         u->cpu_system_ms =
-                (uint64_t)ru->ru_stime.tv_sec * 1000 + (uint64_t)ru->ru_stime.tv_usec / 1000;
+            (uint64_t)ru->ru_stime.tv_sec * 1000 + (uint64_t)ru->ru_stime.tv_usec / 1000;
         u->max_rss_kb = (uint64_t)ru->ru_maxrss;
         u->output_bytes = sv->output;
         if (cg) {
@@ -242,6 +280,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         struct supervisor sv = {.cfg = cfg, .res = res};
         struct cgroup *cg = NULL;
         _cleanup_strv_ char **envp = NULL;
+        _cleanup_free_ char *cg_name = NULL;
         int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
         struct al_error e = {0};
         int r;
@@ -297,14 +336,20 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                         return r;
                 }
         }
-        record(&sv, "sandbox.created", events_sandbox_created(p));
+        /* Nothing runs before the audit log durably says the sandbox was
+         * created: a full or failing disk refuses the run (exit 125). */
+        if (reserve(&sv) < 0 || record(&sv, "sandbox.created", events_sandbox_created(p)) < 0 ||
+            commit(&sv) < 0) {
+                set_failure(res, 125, "audit_failed", sv.audit_msg);
+                goto done;
+        }
 
         struct cgroup_limits lim = {
-                .memory = p->limits.memory,
-                .pids = p->limits.pids,
-                .cpus_milli = p->limits.cpus_milli,
+            .memory = p->limits.memory,
+            .pids = p->limits.pids,
+            .cpus_milli = p->limits.cpus_milli,
         };
-        _cleanup_free_ char *cg_name = xasprintf("airlock-%s", res->sandbox);
+        cg_name = xasprintf("airlock-%s", res->sandbox);
         r = cgroup_open(cg_name, &lim, &cg, &e);
         if (r < 0) {
                 set_failure(res, 125, "setup_failed", e.msg);
@@ -318,15 +363,15 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
 
         struct spawn_config sc = {
-                .policy = p,
-                .argv = cfg->argv,
-                .envp = envp,
-                .home = home,
-                .caller_home = cfg->caller_home,
-                .stdin_fd = cfg->stdin_fd,
-                .stdout_fd = out_pipe[1],
-                .stderr_fd = err_pipe[1],
-                .cgroup = cg,
+            .policy = p,
+            .argv = cfg->argv,
+            .envp = envp,
+            .home = home,
+            .caller_home = cfg->caller_home,
+            .stdin_fd = cfg->stdin_fd,
+            .stdout_fd = out_pipe[1],
+            .stderr_fd = err_pipe[1],
+            .cgroup = cg,
         };
         r = spawn_sandbox(&sc, &sv.sp, &e);
         close(out_pipe[1]);
@@ -387,7 +432,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         event_add(sv.ev_sync, NULL);
         if (p->limits.timeout_ms) {
                 uint64_t elapsed_ms = (now_monotonic_us() - start) / 1000;
-                uint64_t left = p->limits.timeout_ms > elapsed_ms ? p->limits.timeout_ms - elapsed_ms : 0;
+                uint64_t left =
+                    p->limits.timeout_ms > elapsed_ms ? p->limits.timeout_ms - elapsed_ms : 0;
                 struct timeval tv = {.tv_sec = (time_t)(left / 1000),
                                      .tv_usec = (suseconds_t)(left % 1000) * 1000};
                 sv.ev_timeout = evtimer_new(sv.base, on_timeout, &sv);
@@ -423,7 +469,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         fill_usage(&sv, cg, &ru);
 
         int st = sv.have_status ? sv.status : pid1_status;
-        if (sv.timed_out) {
+        if (sv.audit_failed) {
+                set_failure(res, 125, "audit_failed", sv.audit_msg);
+        } else if (sv.timed_out) {
                 snprintf(e.msg, sizeof(e.msg), "the command ran past its %" PRIu64 " ms timeout",
                          p->limits.timeout_ms);
                 set_failure(res, 124, "timeout", e.msg);
@@ -440,9 +488,6 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                          p->limits.output);
                 set_failure(res, 128 + SIGKILL, "output_limit", e.msg);
                 res->signal = SIGKILL;
-        } else if (sv.audit_failed) {
-                res->exit_code = 125;
-                res->error_code = "internal";
         } else if (!sv.have_status) {
                 set_failure(res, 125, "internal", "the sandbox's init ended without a report");
         } else if (WIFSIGNALED(st)) {
@@ -458,7 +503,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 _cleanup_free_ char *dir = NULL;
                 struct review_summary sum = {0};
                 struct al_error re = {0};
-                r = review_create(cfg->state_root, res->sandbox, p->workspace, started_ns, &dir, &re);
+                r = review_create(cfg->state_root, res->sandbox, p->workspace, started_ns, &dir,
+                                  &re);
                 if (r >= 0)
                         r = review_capture(sv.sp.upper_fd, dir, &sum, &re);
                 if (r < 0) {
@@ -476,9 +522,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 }
         }
 
-        if (res->error_code && (STREQ(res->error_code, "timeout") ||
-                                STREQ(res->error_code, "oom_killed") ||
-                                STREQ(res->error_code, "output_limit")))
+        if (res->error_code &&
+            (STREQ(res->error_code, "timeout") || STREQ(res->error_code, "oom_killed") ||
+             STREQ(res->error_code, "output_limit")))
                 record(&sv, "limit.hit",
                        json_pack("{s:s, s:s}", "limit",
                                  STREQ(res->error_code, "timeout")      ? "timeout"
@@ -528,7 +574,12 @@ done:
         res->duration_ms = (now_monotonic_us() - start) / 1000;
         res->usage.output_bytes = sv.output;
         record(&sv, "process.ended", events_process_ended(res));
-        record(&sv, "sandbox.destroyed", json_pack("{s:I}", "durationMs", (json_int_t)res->duration_ms));
+        record(&sv, "sandbox.destroyed",
+               json_pack("{s:I}", "durationMs", (json_int_t)res->duration_ms));
+        /* The result is reported only once its record is durable. */
+        commit(&sv);
+        if (sv.audit_failed && !(res->error_code && STREQ(res->error_code, "audit_failed")))
+                set_failure(res, 125, "audit_failed", sv.audit_msg);
         sv.audit = audit_close(sv.audit);
         if (sv.net_log_fd >= 0)
                 close(sv.net_log_fd);
@@ -537,21 +588,16 @@ done:
 
 char *supervisor_result_json(const struct supervisor_result *r)
 {
-        json_t *u = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
-                              "cpuMs", (json_int_t)r->usage.cpu_ms,
-                              "cpuUserMs", (json_int_t)r->usage.cpu_user_ms,
-                              "cpuSystemMs", (json_int_t)r->usage.cpu_system_ms,
-                              "memoryPeakBytes", (json_int_t)r->usage.memory_peak,
-                              "maxRssKb", (json_int_t)r->usage.max_rss_kb,
-                              "outputBytes", (json_int_t)r->usage.output_bytes);
-        json_t *o = json_pack("{s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
-                              "ok", r->exit_code == 0 && !r->error_code,
-                              "exitCode", r->exit_code,
-                              "signal", r->signal ? json_integer(r->signal) : json_null(),
-                              "errorCode", r->error_code ? json_string(r->error_code) : json_null(),
-                              "durationMs", (json_int_t)r->duration_ms,
-                              "usage", u,
-                              "sandbox", r->sandbox);
+        json_t *u = json_pack(
+            "{s:I, s:I, s:I, s:I, s:I, s:I}", "cpuMs", (json_int_t)r->usage.cpu_ms, "cpuUserMs",
+            (json_int_t)r->usage.cpu_user_ms, "cpuSystemMs", (json_int_t)r->usage.cpu_system_ms,
+            "memoryPeakBytes", (json_int_t)r->usage.memory_peak, "maxRssKb",
+            (json_int_t)r->usage.max_rss_kb, "outputBytes", (json_int_t)r->usage.output_bytes);
+        json_t *o = json_pack(
+            "{s:b, s:i, s:o, s:o, s:I, s:o, s:s}", "ok", r->exit_code == 0 && !r->error_code,
+            "exitCode", r->exit_code, "signal", r->signal ? json_integer(r->signal) : json_null(),
+            "errorCode", r->error_code ? json_string(r->error_code) : json_null(), "durationMs",
+            (json_int_t)r->duration_ms, "usage", u, "sandbox", r->sandbox);
         if (!o)
                 return NULL;
         if (r->message[0])

@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The audit log under faults: a full disk, a torn last line, rotation.
+An action is reported as done only when its audit line is written; when it
+cannot be, the action is refused, never done silently."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "daemon"))
+from daemonlib import Daemon, wait_for  # noqa: E402
+
+
+def _lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture
+def full_tmpfs(airlock):
+    """A 64 KiB tmpfs, filled to the last byte, writable by the identity
+    airlock runs as."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    d = airlock.make_dir("fulldisk")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(d)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: " + r.stderr.strip())
+    try:
+        airlock.chown(d)
+
+        def fill():
+            fd = os.open(d / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                for size in (4096, 512, 1):
+                    try:
+                        while True:
+                            os.write(fd, b"x" * size)
+                    except OSError:
+                        pass
+            finally:
+                os.close(fd)
+        yield d, fill
+    finally:
+        subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+def test_run_refused_when_the_audit_disk_is_full(airlock, full_tmpfs):
+    d, fill = full_tmpfs
+    log = d / "audit.jsonl"
+    ws = airlock.make_dir()
+    # A log that already has lines, then the disk fills. Runs go on while
+    # the space already allocated to the log lasts; then one is refused
+    # before its command starts, and every run that was answered has its
+    # whole record.
+    p = airlock.sandbox("true", "--audit", log, workspace=ws)
+    assert p.returncode == 0, p.stderr
+    fill()
+    answered = []
+    for i in range(40):
+        marker = ws / f"marker-{i}"
+        p = airlock.run(["run", "-w", ws, "--audit", log, "--", "/bin/sh", "-c",
+                         f"touch /workspace/marker-{i}"], check_setup=False)
+        if p.returncode == 125:
+            assert "audit" in p.stderr and "No space left on device" in p.stderr, p.stderr
+            assert not marker.exists(), "the command ran although its end could not be recorded"
+            break
+        assert p.returncode == 0, (p.returncode, p.stderr)
+        assert marker.exists()
+        answered.append(i)
+    else:
+        pytest.fail("40 runs on a full disk were all answered")
+    ended = [e for e in _lines(log) if e["kind"] == "process.ended" and e["exitCode"] == 0]
+    assert len(ended) == 1 + len(answered)
+    (d / "filler").unlink()
+    v = airlock.run(["audit", "verify", log])
+    assert v.returncode == 0, v.stdout
+
+
+def test_run_refused_when_the_audit_log_cannot_be_created(airlock, full_tmpfs):
+    d, fill = full_tmpfs
+    fill()
+    ws = airlock.make_dir()
+    log = d / "new" / "audit.jsonl"
+    p = airlock.run(["run", "-w", ws, "--audit", log, "--", "/bin/sh", "-c",
+                     "touch /workspace/marker"], check_setup=False)
+    assert p.returncode == 125, (p.returncode, p.stderr)
+    assert "audit" in p.stderr, p.stderr
+    assert not (ws / "marker").exists()
+
+
+def _tear(log, cut):
+    """A crash mid-write: the last line loses its last `cut` bytes."""
+    size = log.stat().st_size
+    os.truncate(log, size - cut)
+
+
+def test_torn_last_line_is_named_then_repaired(airlock):
+    d = airlock.make_dir("audit")
+    log = d / "audit.jsonl"
+    ws = airlock.make_dir()
+    for _ in range(2):
+        assert airlock.sandbox("true", "--audit", log, workspace=ws).returncode == 0
+    assert len(_lines(log)) == 8
+    _tear(log, 40)
+
+    v = airlock.run(["audit", "verify", log])
+    assert v.returncode == 1
+    assert "line 8 (seq 8)" in v.stdout and "torn record" in v.stdout, v.stdout
+    assert "not a JSON object" not in v.stdout
+
+    # The next run repairs it, records what was cut, and runs.
+    p = airlock.sandbox("touch /workspace/after", "--audit", log, workspace=ws)
+    assert p.returncode == 0, p.stderr
+    assert (ws / "after").exists()
+    v = airlock.run(["audit", "verify", log])
+    assert v.returncode == 0, v.stdout
+    lines = _lines(log)
+    torn = [e for e in lines if e["kind"] == "audit.torn"]
+    assert len(torn) == 1
+    assert torn[0]["seq"] == 8 and torn[0]["sandbox"] == "-" and torn[0]["bytes"] > 0
+    assert torn[0]["seq"] == lines[7]["seq"]  # the cut record's seq is taken by audit.torn
+    assert [e["kind"] for e in lines[8:]] == ["sandbox.created", "process.started",
+                                             "process.ended", "sandbox.destroyed"]
+
+
+def test_corrupt_line_is_named_as_corrupt(airlock):
+    d = airlock.make_dir("audit")
+    log = d / "audit.jsonl"
+    assert airlock.sandbox("true", "--audit", log).returncode == 0
+    raw = log.read_bytes().split(b"\n")
+    raw[1] = raw[1].replace(b'"kind"', b'"kind', 1)
+    log.write_bytes(b"\n".join(raw))
+    v = airlock.run(["audit", "verify", log])
+    assert v.returncode == 1
+    assert "line 2 (seq 2)" in v.stdout and "corrupt record" in v.stdout, v.stdout
