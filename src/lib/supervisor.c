@@ -38,7 +38,7 @@ struct supervisor {
         struct event *ev_sync;
         struct event *ev_timeout;
         struct event *ev_signals[3];
-        bool exited; /* pid 1 reported, or is gone */
+        bool exited;        /* pid 1 reported, or is gone */
         bool have_status;
         int status;
         bool timed_out;
@@ -251,10 +251,9 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct rusage *ru)
 {
         struct supervisor_usage *u = &sv->res->usage;
-        u->cpu_user_ms =
-            (uint64_t)ru->ru_utime.tv_sec * 1000 + (uint64_t)ru->ru_utime.tv_usec / 1000;
+        u->cpu_user_ms = (uint64_t)ru->ru_utime.tv_sec * 1000 + (uint64_t)ru->ru_utime.tv_usec / 1000;
         u->cpu_system_ms =
-            (uint64_t)ru->ru_stime.tv_sec * 1000 + (uint64_t)ru->ru_stime.tv_usec / 1000;
+                (uint64_t)ru->ru_stime.tv_sec * 1000 + (uint64_t)ru->ru_stime.tv_usec / 1000;
         u->max_rss_kb = (uint64_t)ru->ru_maxrss;
         u->output_bytes = sv->output;
         if (cg) {
@@ -345,9 +344,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
 
         struct cgroup_limits lim = {
-            .memory = p->limits.memory,
-            .pids = p->limits.pids,
-            .cpus_milli = p->limits.cpus_milli,
+                .memory = p->limits.memory,
+                .pids = p->limits.pids,
+                .cpus_milli = p->limits.cpus_milli,
         };
         cg_name = xasprintf("airlock-%s", res->sandbox);
         r = cgroup_open(cg_name, &lim, &cg, &e);
@@ -363,15 +362,15 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
 
         struct spawn_config sc = {
-            .policy = p,
-            .argv = cfg->argv,
-            .envp = envp,
-            .home = home,
-            .caller_home = cfg->caller_home,
-            .stdin_fd = cfg->stdin_fd,
-            .stdout_fd = out_pipe[1],
-            .stderr_fd = err_pipe[1],
-            .cgroup = cg,
+                .policy = p,
+                .argv = cfg->argv,
+                .envp = envp,
+                .home = home,
+                .caller_home = cfg->caller_home,
+                .stdin_fd = cfg->stdin_fd,
+                .stdout_fd = out_pipe[1],
+                .stderr_fd = err_pipe[1],
+                .cgroup = cg,
         };
         r = spawn_sandbox(&sc, &sv.sp, &e);
         close(out_pipe[1]);
@@ -432,8 +431,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         event_add(sv.ev_sync, NULL);
         if (p->limits.timeout_ms) {
                 uint64_t elapsed_ms = (now_monotonic_us() - start) / 1000;
-                uint64_t left =
-                    p->limits.timeout_ms > elapsed_ms ? p->limits.timeout_ms - elapsed_ms : 0;
+                uint64_t left = p->limits.timeout_ms > elapsed_ms ? p->limits.timeout_ms - elapsed_ms : 0;
                 struct timeval tv = {.tv_sec = (time_t)(left / 1000),
                                      .tv_usec = (suseconds_t)(left % 1000) * 1000};
                 sv.ev_timeout = evtimer_new(sv.base, on_timeout, &sv);
@@ -503,8 +501,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 _cleanup_free_ char *dir = NULL;
                 struct review_summary sum = {0};
                 struct al_error re = {0};
-                r = review_create(cfg->state_root, res->sandbox, p->workspace, started_ns, &dir,
-                                  &re);
+                r = review_create(cfg->state_root, res->sandbox, p->workspace, started_ns, &dir, &re);
                 if (r >= 0)
                         r = review_capture(sv.sp.upper_fd, dir, &sum, &re);
                 if (r < 0) {
@@ -522,9 +519,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 }
         }
 
-        if (res->error_code &&
-            (STREQ(res->error_code, "timeout") || STREQ(res->error_code, "oom_killed") ||
-             STREQ(res->error_code, "output_limit")))
+        if (res->error_code && (STREQ(res->error_code, "timeout") ||
+                                STREQ(res->error_code, "oom_killed") ||
+                                STREQ(res->error_code, "output_limit")))
                 record(&sv, "limit.hit",
                        json_pack("{s:s, s:s}", "limit",
                                  STREQ(res->error_code, "timeout")      ? "timeout"
@@ -574,8 +571,7 @@ done:
         res->duration_ms = (now_monotonic_us() - start) / 1000;
         res->usage.output_bytes = sv.output;
         record(&sv, "process.ended", events_process_ended(res));
-        record(&sv, "sandbox.destroyed",
-               json_pack("{s:I}", "durationMs", (json_int_t)res->duration_ms));
+        record(&sv, "sandbox.destroyed", json_pack("{s:I}", "durationMs", (json_int_t)res->duration_ms));
         /* The result is reported only once its record is durable. */
         commit(&sv);
         if (sv.audit_failed && !(res->error_code && STREQ(res->error_code, "audit_failed")))
@@ -588,16 +584,21 @@ done:
 
 char *supervisor_result_json(const struct supervisor_result *r)
 {
-        json_t *u = json_pack(
-            "{s:I, s:I, s:I, s:I, s:I, s:I}", "cpuMs", (json_int_t)r->usage.cpu_ms, "cpuUserMs",
-            (json_int_t)r->usage.cpu_user_ms, "cpuSystemMs", (json_int_t)r->usage.cpu_system_ms,
-            "memoryPeakBytes", (json_int_t)r->usage.memory_peak, "maxRssKb",
-            (json_int_t)r->usage.max_rss_kb, "outputBytes", (json_int_t)r->usage.output_bytes);
-        json_t *o = json_pack(
-            "{s:b, s:i, s:o, s:o, s:I, s:o, s:s}", "ok", r->exit_code == 0 && !r->error_code,
-            "exitCode", r->exit_code, "signal", r->signal ? json_integer(r->signal) : json_null(),
-            "errorCode", r->error_code ? json_string(r->error_code) : json_null(), "durationMs",
-            (json_int_t)r->duration_ms, "usage", u, "sandbox", r->sandbox);
+        json_t *u = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+                              "cpuMs", (json_int_t)r->usage.cpu_ms,
+                              "cpuUserMs", (json_int_t)r->usage.cpu_user_ms,
+                              "cpuSystemMs", (json_int_t)r->usage.cpu_system_ms,
+                              "memoryPeakBytes", (json_int_t)r->usage.memory_peak,
+                              "maxRssKb", (json_int_t)r->usage.max_rss_kb,
+                              "outputBytes", (json_int_t)r->usage.output_bytes);
+        json_t *o = json_pack("{s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
+                              "ok", r->exit_code == 0 && !r->error_code,
+                              "exitCode", r->exit_code,
+                              "signal", r->signal ? json_integer(r->signal) : json_null(),
+                              "errorCode", r->error_code ? json_string(r->error_code) : json_null(),
+                              "durationMs", (json_int_t)r->duration_ms,
+                              "usage", u,
+                              "sandbox", r->sandbox);
         if (!o)
                 return NULL;
         if (r->message[0])
