@@ -130,6 +130,7 @@ struct daemon {
         char *audit_path;
         struct audit *audit; /* the daemon's own writer; supervisors have theirs */
         struct event *audit_timer;
+        char audit_fault[AL_ERROR_MAX]; /* why the audit log last failed; "" when it works */
         char *airlock_bin;
         char *tools_bin;     /* airlock-tools, beside airlock */
         char *keep_dir;      /* state_dir/kept: reviewed changes and clones */

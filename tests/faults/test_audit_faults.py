@@ -12,7 +12,7 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "daemon"))
-from daemonlib import Daemon, wait_for  # noqa: E402
+from daemonlib import AirlockError, Daemon, wait_for  # noqa: E402
 
 
 def _lines(path):
@@ -139,3 +139,100 @@ def test_corrupt_line_is_named_as_corrupt(airlock):
     v = airlock.run(["audit", "verify", log])
     assert v.returncode == 1
     assert "line 2 (seq 2)" in v.stdout and "corrupt record" in v.stdout, v.stdout
+
+
+@pytest.fixture
+def daemon_on(tmp_path_factory):
+    """daemon_on(audit_path) starts a real airlockd writing its audit log
+    there, as root; all are cleaned up."""
+    if os.geteuid() != 0:
+        pytest.skip("the daemon runs as root in these tests")
+    made = []
+
+    def make(audit_path):
+        d = Daemon(tmp_path_factory.mktemp("airlockd"))
+        d.audit = pathlib.Path(audit_path)
+        d.admin = d.grant("admin", "--allow-sandbox", "--allow-exec", "--allow-host-workspace")
+        d.start()
+        made.append(d)
+        return d
+    yield make
+    for d in made:
+        d.cleanup(d.admin)
+
+
+def _status(f):
+    try:
+        f()
+    except AirlockError as e:
+        return e.status, e.body
+    return 200, None
+
+
+def test_daemon_refuses_create_and_exec_when_the_audit_disk_is_full(airlock, full_tmpfs,
+                                                                  daemon_on):
+    if airlock.mode != "root":
+        pytest.skip("the daemon runs as root")
+    d_fs, fill = full_tmpfs
+    d = daemon_on(d_fs / "audit.jsonl")
+    api = d.client(d.admin, timeout=60)
+    ws = airlock.make_dir()
+    sb = api.create(sandbox_class="small", workspace=str(ws))
+    r = api.collect(api.exec(sb["id"], ["true"]))
+    assert r.exit_code == 0
+    assert api.health()["ok"] is True
+
+    fill()
+    # Execs go on while the room reserved for the log lasts, then one is
+    # refused before it starts.
+    for i in range(60):
+        status, body = _status(
+            lambda: api.collect(api.exec(sb["id"], ["touch", f"/workspace/marker-{i}"])))
+        if status != 200:
+            break
+        assert (ws / f"marker-{i}").exists()
+    assert status == 503, (status, body)
+    assert body["error"] == "audit_failed" and "No space left" in body["message"], body
+    assert not (ws / f"marker-{i}").exists(), "the exec ran although it could not be recorded"
+
+    status, body = _status(lambda: api.create(sandbox_class="small"))
+    assert status == 503, (status, body)
+    assert body["error"] == "audit_failed", body
+
+    status, _, data = api.request("GET", "/healthz")
+    health = json.loads(data)
+    assert status == 503 and health["ok"] is False, health
+    assert "audit" in health["reason"] and "No space left" in health["reason"], health
+
+    # Room again: the daemon recovers by itself.
+    (d_fs / "filler").unlink()
+    assert api.health()["ok"] is True
+    r = api.collect(api.exec(sb["id"], ["touch", "/workspace/marker"]))
+    assert r.exit_code == 0 and (ws / "marker").exists()
+    assert api.create(sandbox_class="small")["id"]
+    api.delete(sb["id"])
+    v = airlock.run(["audit", "verify", d.audit])
+    assert v.returncode == 0, v.stdout
+
+
+def test_daemon_exec_after_a_torn_line_is_recorded(airlock, daemon_on):
+    if airlock.mode != "root":
+        pytest.skip("the daemon runs as root")
+    log = airlock.make_dir("audit") / "audit.jsonl"
+    d = daemon_on(log)
+    api = d.client(d.admin, timeout=60)
+    sb = api.create(sandbox_class="small")
+    assert api.collect(api.exec(sb["id"], ["true"])).exit_code == 0
+    wait_for(lambda: log.read_bytes().endswith(b"\n"), what="the log to end in a whole line")
+    n = len(_lines(log))
+    _tear(log, 25)  # a writer died mid-line
+
+    r = api.collect(api.exec(sb["id"], ["echo", "after"]))
+    assert r.exit_code == 0 and r.stdout == b"after\n"
+    lines = _lines(log)
+    torn = [e for e in lines if e["kind"] == "audit.torn"]
+    assert len(torn) == 1 and torn[0]["seq"] == n
+    kinds = [e["kind"] for e in lines[n:]]
+    assert "api.exec" in kinds and "process.started" in kinds, kinds
+    v = airlock.run(["audit", "verify", log])
+    assert v.returncode == 0, v.stdout
