@@ -32,6 +32,7 @@
 #define DNS_TIMEOUT_S    "5"
 #define RATE_TICK_MS     100
 #define REFUSAL_KINDS_MAX 64 /* kinds of refusal aggregated at once; more are recorded singly */
+#define REFUSAL_SINGLES  8   /* refusals of a kind recorded one by one per window, then counted */
 #define CLOSED_TICK_MS   100 /* past the refusal budget: at most CLOSED_PER_TICK */
 #define CLOSED_PER_TICK  50  /* connections closed per tick, then the listeners pause */
 
@@ -110,7 +111,9 @@ struct refusal_kind {
         char *reason, *rule, *route, *upstream;
         char address[NETGATE_ADDR_STRLEN];
         int status;
-        uint64_t count; /* refusals since this kind's last record */
+        unsigned singles; /* recorded one by one in this window */
+        uint64_t count;   /* counted since this kind's last record */
+        bool seen;        /* refused in this window */
 };
 
 struct host_entry {
@@ -222,10 +225,12 @@ static void kinds_flush(struct netgate *g, bool all)
         size_t kept = 0;
         for (size_t i = 0; i < g->n_kinds; i++) {
                 struct refusal_kind *k = &g->kinds[i];
-                bool busy = k->count > 0;
-                if (busy)
+                bool busy = k->seen;
+                if (k->count > 0)
                         kind_emit(g, k);
                 k->count = 0;
+                k->singles = 0;
+                k->seen = false;
                 if (busy && !all) {
                         if (kept != i)
                                 g->kinds[kept] = *k;
@@ -284,12 +289,20 @@ static void emit_refusal(struct netgate *g, struct netgate_record *r)
                 return;
         g->refusals_used++;
         bool last = g->budget.refusals && g->refusals_used >= g->budget.refusals;
-        for (size_t i = 0; i < g->n_kinds && !last; i++)
-                if (kind_matches(&g->kinds[i], r)) {
-                        g->kinds[i].count++;
+        bool known = false;
+        for (size_t i = 0; i < g->n_kinds && !last; i++) {
+                struct refusal_kind *k = &g->kinds[i];
+                if (!kind_matches(k, r))
+                        continue;
+                known = k->seen = true;
+                if (k->singles >= REFUSAL_SINGLES) {
+                        k->count++;
                         return;
                 }
-        if (!last && g->n_kinds < REFUSAL_KINDS_MAX) {
+                k->singles++;
+                break;
+        }
+        if (!known && !last && g->n_kinds < REFUSAL_KINDS_MAX) {
                 struct refusal_kind *k = &g->kinds[g->n_kinds++];
                 *k = (struct refusal_kind){
                     .protocol = r->protocol,
@@ -299,6 +312,8 @@ static void emit_refusal(struct netgate *g, struct netgate_record *r)
                     .route = str_dup(r->route),
                     .upstream = str_dup(r->upstream),
                     .status = r->status,
+                    .singles = 1,
+                    .seen = true,
                 };
                 snprintf(k->host, sizeof(k->host), "%s", r->host ? r->host : "");
                 snprintf(k->address, sizeof(k->address), "%s", r->address ? r->address : "");
