@@ -530,10 +530,11 @@ static int repair_torn(struct audit *a, off_t size, struct al_error *err)
         audit_hash_hex(frag, len, frag_hash);
         uint64_t claimed = fragment_seq(frag, len);
         _cleanup_free_ char *data = len <= AUDIT_TORN_DATA_MAX ? base64_encode(frag, len) : NULL;
-        json_auto_t *f = json_pack("{s:s, s:I, s:I, s:s, s:o, s:o}", "file", a->path, "offset",
-                                   (json_int_t)start, "bytes", (json_int_t)len, "sha256", frag_hash,
-                                   "seq", claimed ? json_integer((json_int_t)claimed) : json_null(),
-                                   "data", data ? json_string(data) : json_null());
+        json_auto_t *f =
+            json_pack("{s:s, s:I, s:I, s:s, s:o, s:o}", "file", a->path, "offset",
+                      (json_int_t)start, "bytes", (json_int_t)len, "sha256", frag_hash, "tornSeq",
+                      claimed ? json_integer((json_int_t)claimed) : json_null(), "data",
+                      data ? json_string(data) : json_null());
         size_t llen = 0;
         _cleanup_free_ char *line =
             f ? build_line(a, AUDIT_SANDBOX_NONE, "audit.torn", f, &llen) : NULL;

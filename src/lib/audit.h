@@ -24,7 +24,7 @@
  * repaired by the next writer, under the lock: a fragment that is a whole,
  * correctly chained record only lacking its newline gets the newline; any
  * other fragment is cut off and an "audit.torn" event (sandbox "-") records
- * where, how many bytes, their SHA-256, the seq they claimed and (up to
+ * where, how many bytes, their SHA-256, the seq they claimed (tornSeq) and (up to
  * AUDIT_TORN_DATA_MAX bytes) the bytes themselves in base64.
  *
  * What verification can prove: any edited, inserted, reordered or deleted line

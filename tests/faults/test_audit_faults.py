@@ -123,8 +123,8 @@ def test_torn_last_line_is_named_then_repaired(airlock):
     lines = _lines(log)
     torn = [e for e in lines if e["kind"] == "audit.torn"]
     assert len(torn) == 1
-    assert torn[0]["seq"] == 8 and torn[0]["sandbox"] == "-" and torn[0]["bytes"] > 0
-    assert torn[0]["seq"] == lines[7]["seq"]  # the cut record's seq is taken by audit.torn
+    assert torn[0]["tornSeq"] == 8 and torn[0]["sandbox"] == "-" and torn[0]["bytes"] > 0
+    assert torn[0]["seq"] == 8 == lines[7]["seq"]  # the cut record's seq is taken by audit.torn
     assert [e["kind"] for e in lines[8:]] == ["sandbox.created", "process.started",
                                              "process.ended", "sandbox.destroyed"]
 
@@ -231,7 +231,7 @@ def test_daemon_exec_after_a_torn_line_is_recorded(airlock, daemon_on):
     assert r.exit_code == 0 and r.stdout == b"after\n"
     lines = _lines(log)
     torn = [e for e in lines if e["kind"] == "audit.torn"]
-    assert len(torn) == 1 and torn[0]["seq"] == n
+    assert len(torn) == 1 and torn[0]["tornSeq"] == n
     kinds = [e["kind"] for e in lines[n:]]
     assert "api.exec" in kinds and "process.started" in kinds, kinds
     v = airlock.run(["audit", "verify", log])
