@@ -943,7 +943,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         if (r >= 0)
                 r = gates_check_routes(p, cfg->secrets, cfg->id, cfg->account, err);
         if (r >= 0 && cfg->audit_path) {
-                r = gates_open_audit(cfg->audit_path, cfg->secrets, &c.audit, err);
+                r = gates_open_audit(cfg->audit_path, cfg->secrets, cfg->audit_rotate, &c.audit, err);
                 if (r < 0)
                         al_error_wrap(err, "audit");
         }

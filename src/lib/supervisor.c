@@ -322,7 +322,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (r < 0)
                 return r;
         if (cfg->audit_path) {
-                r = gates_open_audit(cfg->audit_path, cfg->secrets, &sv.audit, err);
+                r = gates_open_audit(cfg->audit_path, cfg->secrets, cfg->audit_rotate, &sv.audit, err);
                 if (r < 0)
                         return r;
         }

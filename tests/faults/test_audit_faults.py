@@ -3,6 +3,7 @@
 An action is reported as done only when its audit line is written; when it
 cannot be, the action is refused, never done silently."""
 
+import hashlib
 import json
 import os
 import pathlib
@@ -236,3 +237,69 @@ def test_daemon_exec_after_a_torn_line_is_recorded(airlock, daemon_on):
     assert "api.exec" in kinds and "process.started" in kinds, kinds
     v = airlock.run(["audit", "verify", log])
     assert v.returncode == 0, v.stdout
+
+
+UNIQUE_REFUSALS = r'''
+import socket, sys
+for i in range(int(sys.argv[1])):
+    try:
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+        s.sendall(b"GET http://host-%d.denied.example/ HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+        s.recv(64)
+        s.close()
+    except OSError:
+        pass
+'''
+
+
+def _refusals_run(airlock, log, n, *flags):
+    d = airlock.make_dir("policy")
+    pfile = d / "policy.json"
+    # Every refusal its own line: no budget, and a new host each time.
+    pfile.write_text(json.dumps({"network": {"mode": "gated", "budget": {"refusals": 0}}}))
+    airlock.chown(d)
+    p = airlock.run(["run", "-q", "--policy", pfile, "--audit", log, *flags, "--",
+                     "python3", "-c", UNIQUE_REFUSALS, str(n)], timeout=120)
+    assert p.returncode == 0, p.stderr
+
+
+def test_rotation_bounds_the_log_and_keeps_the_chain(airlock):
+    d = airlock.make_dir("audit")
+    log = d / "audit.jsonl"
+    _refusals_run(airlock, log, 600, "--audit-rotate", "8K:3")
+    files = sorted(d.glob("audit.jsonl*"))
+    assert [f.name for f in files] == ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2",
+                                       "audit.jsonl.3"], files
+    total = sum(f.stat().st_size for f in files)
+    assert total <= 4 * 8192, total
+    v = airlock.run(["audit", "verify", log])
+    assert v.returncode == 0, v.stdout
+    assert "in 4 files" in v.stdout and "rotated away" in v.stdout, v.stdout
+    # Each file's first line chains onto the last line of the one before.
+    for older, newer in (("audit.jsonl.1", "audit.jsonl"), ("audit.jsonl.2", "audit.jsonl.1")):
+        last = (d / older).read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        first = json.loads((d / newer).read_bytes().split(b"\n", 1)[0])
+        assert first["prev"] == hashlib.sha256(last).hexdigest()
+
+
+def test_audit_rotate_flag_is_checked(airlock):
+    d = airlock.make_dir("audit")
+    log = d / "audit.jsonl"
+    p = airlock.run(["run", "--help"])
+    assert "--audit-rotate" in p.stdout and "64M:8" in p.stdout
+    p = airlock.run(["run", "-q", "--audit", log, "--audit-rotate", "1K:", "--", "true"],
+                    check_setup=False)
+    assert p.returncode == 125 and "--audit-rotate" in p.stderr, p.stderr
+
+
+def test_verify_reports_a_missing_rotated_file(airlock):
+    d = airlock.make_dir("audit")
+    log = d / "audit.jsonl"
+    _refusals_run(airlock, log, 300, "--audit-rotate", "8K:all")
+    assert (d / "audit.jsonl.3").exists()
+    v = airlock.run(["audit", "verify", log])
+    assert v.returncode == 0 and "rotated away" not in v.stdout, v.stdout
+    (d / "audit.jsonl.2").unlink()
+    v = airlock.run(["audit", "verify", log])
+    assert v.returncode == 1
+    assert "audit.jsonl.2: missing" in v.stdout, v.stdout
