@@ -31,7 +31,7 @@
 #define SOCKS_TIMEOUT_S  30
 #define DNS_TIMEOUT_S    "5"
 #define RATE_TICK_MS     100
-#define REFUSAL_KINDS_MAX 64 /* kinds of refusal aggregated at once; more are recorded singly */
+#define REFUSAL_KINDS    64  /* kinds of refusal aggregated at once; more are recorded singly */
 #define REFUSAL_SINGLES  8   /* refusals of a kind recorded one by one per window, then counted */
 #define CLOSED_TICK_MS   100 /* past the refusal budget: at most CLOSED_PER_TICK */
 #define CLOSED_PER_TICK  50  /* connections closed per tick, then the listeners pause */
@@ -152,7 +152,7 @@ struct netgate {
         /* The refusal budget and the aggregation of refusals. */
         uint64_t refusals_used;
         bool closed; /* the budget is spent: new connections are closed unanswered */
-        struct refusal_kind kinds[REFUSAL_KINDS_MAX];
+        struct refusal_kind kinds[REFUSAL_KINDS];
         size_t n_kinds;
         struct event *kinds_timer;
         uint64_t closed_tick_us;
@@ -256,8 +256,6 @@ static void kinds_cb(evutil_socket_t fd, short what, void *ud)
         kinds_arm(g);
 }
 
-static void pause_listeners(struct netgate *g);
-
 /* The refusal budget is spent: what was counted is recorded, then one
  * record says so, and from now on new connections are closed unanswered
  * and unrecorded (accept_cb), at a bounded rate. */
@@ -302,7 +300,7 @@ static void emit_refusal(struct netgate *g, struct netgate_record *r)
                 k->singles++;
                 break;
         }
-        if (!known && !last && g->n_kinds < REFUSAL_KINDS_MAX) {
+        if (!known && !last && g->n_kinds < REFUSAL_KINDS) {
                 struct refusal_kind *k = &g->kinds[g->n_kinds++];
                 *k = (struct refusal_kind){
                     .protocol = r->protocol,

@@ -67,10 +67,11 @@ struct netgate_record {
         const struct netgate_header *recorded; /* response headers the route's "record" names */
         size_t n_recorded;
 
-        /* Refusals are aggregated: the first of a kind (protocol, host, port,
-         * reason, rule, route) in a window is recorded at once with count 0;
-         * the ones after it within NETGATE_REFUSAL_WINDOW_MS are counted and
-         * recorded as one record with count = how many it stands for.
+        /* Refusals are aggregated: the first 8 of a kind (protocol, host,
+         * port, reason, rule, route, status) in a window of
+         * NETGATE_REFUSAL_WINDOW_MS are recorded one by one with count 0;
+         * the rest are counted and recorded when the window ends as one
+         * record with count = how many it stands for.
          * Protocol "gate", reason "budget_refusals": the refusal budget
          * (network.budget.refusals) is spent, count = the refusals made; the
          * gate then closes every new connection without a record. */
