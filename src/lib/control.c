@@ -121,8 +121,9 @@ static int record(struct control *c, const char *kind, json_t *fields)
         return r;
 }
 
-/* Before an action: room for its records, then its first line, durable. */
-static int record_durably(struct control *c, const char *kind, json_t *fields)
+/* Before an action: room for its records, then its first line. A full
+ * disk fails here, before anything runs. */
+static int record_ahead(struct control *c, const char *kind, json_t *fields)
 {
         struct al_error e = {0};
         if (!c->audit) {
@@ -135,11 +136,15 @@ static int record_durably(struct control *c, const char *kind, json_t *fields)
                 audit_fault(c, &e);
                 return r;
         }
-        r = record(c, kind, fields);
-        if (r < 0)
-                return r;
-        r = audit_flush(c->audit);
+        return record(c, kind, fields);
+}
+
+/* Make what was written durable: before an action is reported. */
+static int commit(struct control *c)
+{
+        int r = c->audit ? audit_flush(c->audit) : 0;
         if (r < 0) {
+                struct al_error e = {0};
                 al_error_set(&e, r, "syncing the audit log");
                 audit_fault(c, &e);
         }
@@ -501,9 +506,9 @@ static void do_exec(struct client *cl, json_t *req)
                 }
                 return send_error(cl, "internal", "creating pipes");
         }
-        /* Written ahead: the process starts only once the log durably says
-         * so, and a log that cannot be written refuses the exec. */
-        if (record_durably(c, "process.started", json_pack("{s:i, s:O}", "pid", id, "argv", argv)) < 0) {
+        /* Written ahead: the process starts only once the log says so, and
+         * a log that cannot be written refuses the exec. */
+        if (record_ahead(c, "process.started", json_pack("{s:i, s:O}", "pid", id, "argv", argv)) < 0) {
                 for (int k = 0; k < 2; k++) {
                         close(pin[k]);
                         close(pout[k]);
@@ -540,6 +545,9 @@ static void do_exec(struct client *cl, json_t *req)
                 return send_error(cl, r == -E2BIG ? "bad_request" : "internal",
                                   r == -E2BIG ? "argv and env are too large" : "asking pid 1 to start it");
         }
+        /* Synced while pid 1 forks, and before "started" is reported; a
+         * sync that fails kills the process (audit_fault). */
+        commit(c);
         for (int k = 0; k < 2; k++) {
                 evutil_make_socket_nonblocking(p->out_fd[k]);
                 p->ev_out[k] = event_new(c->base, p->out_fd[k], EV_READ | EV_PERSIST, on_proc_output, p);
@@ -951,7 +959,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 goto fail;
         /* The daemon tells "error: audit: …" apart: the audit log, not the
          * sandbox, is what failed. */
-        if (record_durably(&c, "sandbox.created", events_sandbox_created(p)) < 0) {
+        if (record_ahead(&c, "sandbox.created", events_sandbox_created(p)) < 0) {
                 r = al_error_set_message(err, EIO, "%s", c.audit_fault);
                 goto fail;
         }
