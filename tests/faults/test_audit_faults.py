@@ -68,7 +68,7 @@ def test_run_refused_when_the_audit_disk_is_full(airlock, full_tmpfs):
         p = airlock.run(["run", "-w", ws, "--audit", log, "--", "/bin/sh", "-c",
                          f"touch /workspace/marker-{i}"], check_setup=False)
         if p.returncode == 125:
-            assert "audit" in p.stderr and "No space left on device" in p.stderr, p.stderr
+            assert "audit_failed" in p.stderr and "No space left on device" in p.stderr, p.stderr
             assert not marker.exists(), "the command ran although its end could not be recorded"
             break
         assert p.returncode == 0, (p.returncode, p.stderr)
