@@ -46,7 +46,8 @@ static const char verify_usage[] =
 static const char show_usage[] =
     "Usage: airlock audit show [OPTIONS] FILE\n"
     "\n"
-    "Print one line per event: time, sandbox, kind and the event's fields.\n"
+    "Print one line per event: time, sandbox, kind and the event's fields, from\n"
+    "FILE's rotated files (FILE.N ... FILE.1) first, then FILE.\n"
     "\n"
     "Options:\n"
     "      --sandbox ID   only events of this sandbox (an id prefix is enough)\n"
@@ -347,8 +348,20 @@ static int show_main(int argc, char **argv)
                 return usage_error("audit show", "expected exactly one FILE");
         ctx.path = argv[optind];
 
+        /* The rotated files first, oldest first: one timeline. */
+        _cleanup_strv_ char **paths = NULL;
+        size_t n = 0;
         struct al_error err = {0};
-        int r = audit_foreach_line(ctx.path, show_line, &ctx, &err);
+        int r = audit_rotated_paths(argv[optind], &paths, &n);
+        if (r < 0) {
+                fprintf(stderr, "airlock: audit show: listing the rotated files of \"%s\": %s\n",
+                        argv[optind], strerror(-r));
+                return EXIT_USAGE;
+        }
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                ctx.path = paths[i];
+                r = audit_foreach_line(ctx.path, show_line, &ctx, &err);
+        }
         fflush(stdout);
         if (r < 0) {
                 fprintf(stderr, "airlock: audit show: %s\n", err.msg);

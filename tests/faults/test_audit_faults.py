@@ -303,3 +303,15 @@ def test_verify_reports_a_missing_rotated_file(airlock):
     v = airlock.run(["audit", "verify", log])
     assert v.returncode == 1
     assert "audit.jsonl.2: missing" in v.stdout, v.stdout
+
+
+def test_show_walks_the_rotated_files(airlock):
+    d = airlock.make_dir("audit")
+    log = d / "audit.jsonl"
+    _refusals_run(airlock, log, 100, "--audit-rotate", "8K:all")
+    assert (d / "audit.jsonl.1").exists()
+    total = sum(len(f.read_bytes().splitlines()) for f in d.glob("audit.jsonl*"))
+    p = airlock.run(["audit", "show", "--json", log])
+    assert p.returncode == 0, p.stderr
+    seqs = [json.loads(line)["seq"] for line in p.stdout.splitlines()]
+    assert seqs == list(range(1, total + 1))
