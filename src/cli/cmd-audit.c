@@ -26,13 +26,15 @@ static const char verify_usage[] =
     "\n"
     "Check that FILE (or the files of one rotated log, oldest first) hold an\n"
     "unbroken chain: no line edited, inserted, reordered, removed or cut short.\n"
-    "Lines removed from the end of the newest file, or a change to its last\n"
-    "line, can only be caught against a seq and hash recorded elsewhere.\n"
+    "One FILE is checked with its rotated files FILE.N ... FILE.1 before it; a\n"
+    "rotated file missing between two others is reported. Lines removed from\n"
+    "the end of the newest file, or a change to its last line, can only be\n"
+    "caught against a seq and hash recorded elsewhere.\n"
     "\n"
     "Options:\n"
-    "      --rotated              verify FILE.N ... FILE.1 before FILE\n"
+    "      --no-rotated           check FILE alone, not its rotated files\n"
     "      --from-rotated         the chain may start after seq 1 (older files\n"
-    "                             rotated away)\n"
+    "                             rotated away; implied when rotated files exist)\n"
     "      --expect-last SEQ[:SHA256]\n"
     "                             the chain must reach SEQ (and that line must\n"
     "                             have this hash)\n"
@@ -44,7 +46,8 @@ static const char verify_usage[] =
 static const char show_usage[] =
     "Usage: airlock audit show [OPTIONS] FILE\n"
     "\n"
-    "Print one line per event: time, sandbox, kind and the event's fields.\n"
+    "Print one line per event: time, sandbox, kind and the event's fields, from\n"
+    "FILE's rotated files (FILE.N ... FILE.1) first, then FILE.\n"
     "\n"
     "Options:\n"
     "      --sandbox ID   only events of this sandbox (an id prefix is enough)\n"
@@ -78,9 +81,10 @@ static int bad_option(const char *cmd, int c, char **argv)
 
 static int verify_main(int argc, char **argv)
 {
-        enum { OPT_ROTATED = 256, OPT_FROM_ROTATED, OPT_EXPECT_LAST };
+        enum { OPT_ROTATED = 256, OPT_NO_ROTATED, OPT_FROM_ROTATED, OPT_EXPECT_LAST };
         static const struct option options[] = {
             {"rotated", no_argument, NULL, OPT_ROTATED},
+            {"no-rotated", no_argument, NULL, OPT_NO_ROTATED},
             {"from-rotated", no_argument, NULL, OPT_FROM_ROTATED},
             {"expect-last", required_argument, NULL, OPT_EXPECT_LAST},
             {"help", no_argument, NULL, 'h'},
@@ -88,7 +92,7 @@ static int verify_main(int argc, char **argv)
         };
         struct audit_verify_options vopt = {0};
         char expect_hash[AUDIT_HASH_HEX + 1];
-        bool rotated = false;
+        bool rotated = false, no_rotated = false;
         int c;
 
         optind = 0;
@@ -99,6 +103,9 @@ static int verify_main(int argc, char **argv)
                         return 0;
                 case OPT_ROTATED:
                         rotated = true;
+                        break;
+                case OPT_NO_ROTATED:
+                        no_rotated = true;
                         break;
                 case OPT_FROM_ROTATED:
                         vopt.from_rotated = true;
@@ -131,11 +138,14 @@ static int verify_main(int argc, char **argv)
                 return usage_error("audit verify", "no FILE given");
         if (rotated && argc - optind != 1)
                 return usage_error("audit verify", "--rotated takes exactly one FILE");
+        if (rotated && no_rotated)
+                return usage_error("audit verify", "--rotated and --no-rotated exclude each other");
 
         _cleanup_strv_ char **paths = NULL;
         size_t n = 0;
-        if (rotated) {
-                int r = audit_rotated_paths(argv[optind], &paths, &n);
+        if (argc - optind == 1 && !no_rotated) {
+                unsigned long missing = 0;
+                int r = audit_rotated_files(argv[optind], &paths, &n, &missing);
                 if (r < 0) {
                         fprintf(stderr,
                                 "airlock: audit verify: listing the rotated files of "
@@ -143,6 +153,16 @@ static int verify_main(int argc, char **argv)
                                 argv[optind], strerror(-r));
                         return EXIT_USAGE;
                 }
+                if (missing) {
+                        printf("audit: %s.%lu: missing: rotated files older and newer than it "
+                               "exist, so lines were removed from the middle of the log\n",
+                               argv[optind], missing);
+                        return EXIT_BAD;
+                }
+                /* The oldest rotated file may start mid-chain: older ones
+                 * go when the log keeps its number of files. */
+                if (n > 1)
+                        vopt.from_rotated = true;
         } else
                 for (int i = optind; i < argc; i++)
                         paths = strv_append(paths, &n, argv[i]);
@@ -164,10 +184,16 @@ static int verify_main(int argc, char **argv)
                 return EXIT_BAD;
         }
         printf("audit: %" PRIu64 " lines OK", res.lines);
+        if (n > 1)
+                printf(" in %zu files", n);
         if (res.lines > 0)
                 printf(" (seq %" PRIu64 "..%" PRIu64 ", last hash %s)", res.first_seq, res.last_seq,
                        res.last_hash);
         putchar('\n');
+        if (res.lines > 0 && res.first_seq > 1)
+                printf("audit: the chain starts at seq %" PRIu64
+                       ": older lines were rotated away\n",
+                       res.first_seq);
         return 0;
 }
 
@@ -322,8 +348,20 @@ static int show_main(int argc, char **argv)
                 return usage_error("audit show", "expected exactly one FILE");
         ctx.path = argv[optind];
 
+        /* The rotated files first, oldest first: one timeline. */
+        _cleanup_strv_ char **paths = NULL;
+        size_t n = 0;
         struct al_error err = {0};
-        int r = audit_foreach_line(ctx.path, show_line, &ctx, &err);
+        int r = audit_rotated_paths(argv[optind], &paths, &n);
+        if (r < 0) {
+                fprintf(stderr, "airlock: audit show: listing the rotated files of \"%s\": %s\n",
+                        argv[optind], strerror(-r));
+                return EXIT_USAGE;
+        }
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                ctx.path = paths[i];
+                r = audit_foreach_line(ctx.path, show_line, &ctx, &err);
+        }
         fflush(stdout);
         if (r < 0) {
                 fprintf(stderr, "airlock: audit show: %s\n", err.msg);

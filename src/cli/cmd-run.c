@@ -59,6 +59,9 @@ static const char run_usage[] =
         "      --account ID         the account that ${account} stands for\n"
         "      --audit FILE         the audit log (default: /var/lib/airlock/audit/audit.jsonl\n"
         "                           for root, ~/.local/state/airlock/audit/audit.jsonl otherwise)\n"
+        "      --audit-rotate SIZE[:KEEP]\n"
+        "                           rotate the audit log at SIZE keeping KEEP older files\n"
+        "                           (default 64M:8; \"never\": no rotation)\n"
         "      --result FILE        write the result JSON to FILE\n"
         "  -q, --quiet              print nothing of Airlock's own but errors\n"
         "  -h, --help               show this help\n"
@@ -91,6 +94,7 @@ enum {
         OPT_SECRETS,
         OPT_ACCOUNT,
         OPT_AUDIT,
+        OPT_AUDIT_ROTATE,
         OPT_REVIEW,
         OPT_REPO,
         OPT_REV,
@@ -122,6 +126,7 @@ static const struct option run_options[] = {
         {"secrets", required_argument, NULL, OPT_SECRETS},
         {"account", required_argument, NULL, OPT_ACCOUNT},
         {"audit", required_argument, NULL, OPT_AUDIT},
+        {"audit-rotate", required_argument, NULL, OPT_AUDIT_ROTATE},
         {"review", no_argument, NULL, OPT_REVIEW},
         {"repo", required_argument, NULL, OPT_REPO},
         {"rev", required_argument, NULL, OPT_REV},
@@ -137,6 +142,7 @@ struct run_args {
         const char *secrets_file;
         const char *account;
         const char *audit;
+        struct audit_options audit_rotate;
         const char *repo;
         const char *rev;
         bool quiet;
@@ -401,6 +407,15 @@ int cmd_run(int argc, char **argv)
                 case OPT_AUDIT:
                         a.audit = optarg;
                         break;
+                case OPT_AUDIT_ROTATE:
+                        if (audit_parse_rotate(optarg, &a.audit_rotate) < 0) {
+                                snprintf(msg, sizeof(msg),
+                                         "--audit-rotate \"%s\": expected SIZE[:KEEP], e.g. 64M:8, "
+                                         "or never",
+                                         optarg);
+                                r = -EINVAL;
+                        }
+                        break;
                 case OPT_REVIEW:
                         p->workspace_mode = POLICY_WORKSPACE_OVERLAY;
                         break;
@@ -481,6 +496,7 @@ int cmd_run(int argc, char **argv)
                 .policy = p,
                 .state_root = state_root,
                 .audit_path = audit_path,
+                .audit_rotate = &a.audit_rotate,
                 .sandbox_id = a.repo ? git.id : NULL,
                 .net_log_path = a.net_log,
                 .secrets = secrets,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "audit.h"
 #include "control.h"
 #include "orphans.h"
 #include "policy.h"
@@ -23,6 +24,7 @@ static const char supervise_usage[] =
         "      --policy FILE      the sandbox's policy; its workspace must be set\n"
         "      --run-dir DIR      the socket and state go to DIR/ID/\n"
         "      --audit FILE       the audit log\n"
+        "      --audit-rotate SIZE[:KEEP]  its rotation (default 64M:8)\n"
         "      --secrets FILE     host-side secrets (mode 0600)\n"
         "      --account ID       what ${account} stands for in route templates\n"
         "      --ready-fd N       write \"ok\" or \"error: ...\" to fd N once started\n"
@@ -37,6 +39,7 @@ int cmd_supervise(int argc, char **argv)
                 {"policy", required_argument, NULL, 'p'},
                 {"run-dir", required_argument, NULL, 'r'},
                 {"audit", required_argument, NULL, 'a'},
+                {"audit-rotate", required_argument, NULL, 'R'},
                 {"secrets", required_argument, NULL, 's'},
                 {"account", required_argument, NULL, 'c'},
                 {"ready-fd", required_argument, NULL, 'f'},
@@ -45,6 +48,7 @@ int cmd_supervise(int argc, char **argv)
                 {NULL, 0, NULL, 0},
         };
         struct control_config cfg = {.ready_fd = -1};
+        struct audit_options rotate = {0};
         const char *policy_file = NULL, *secrets_file = NULL;
         struct al_error err = {0};
         int c;
@@ -64,6 +68,13 @@ int cmd_supervise(int argc, char **argv)
                         break;
                 case 'a':
                         cfg.audit_path = optarg;
+                        break;
+                case 'R':
+                        if (audit_parse_rotate(optarg, &rotate) < 0) {
+                                fprintf(stderr, "airlock: supervise: --audit-rotate \"%s\": expected SIZE[:KEEP], e.g. 64M:8, or never\n", optarg);
+                                return 2;
+                        }
+                        cfg.audit_rotate = &rotate;
                         break;
                 case 's':
                         secrets_file = optarg;

@@ -41,6 +41,8 @@ static const char usage_text[] =
         "      --run-dir DIR        the supervisors' control sockets (default:\n"
         "                           /run/airlock/sandboxes, or $XDG_RUNTIME_DIR/airlock/sandboxes)\n"
         "      --audit FILE         the audit log (default: as 'airlock run')\n"
+        "      --audit-rotate SIZE[:KEEP]  rotate it at SIZE keeping KEEP older files, for the\n"
+        "                           daemon and its supervisors (default 64M:8; never)\n"
         "      --airlock PATH       the airlock binary that supervises sandboxes (default: the\n"
         "                           one next to airlockd)\n"
         "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
@@ -254,13 +256,14 @@ int main(int argc, char **argv)
 {
         enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
                OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_GIT_HOST,
-               OPT_NO_GIT_HELPER };
+               OPT_NO_GIT_HELPER, OPT_AUDIT_ROTATE };
         static const struct option opts[] = {
                 {"socket", required_argument, NULL, OPT_SOCKET},
                 {"listen", required_argument, NULL, OPT_LISTEN},
                 {"state-dir", required_argument, NULL, OPT_STATE_DIR},
                 {"run-dir", required_argument, NULL, OPT_RUN_DIR},
                 {"audit", required_argument, NULL, OPT_AUDIT},
+                {"audit-rotate", required_argument, NULL, OPT_AUDIT_ROTATE},
                 {"airlock", required_argument, NULL, OPT_AIRLOCK},
                 {"pool", required_argument, NULL, OPT_POOL},
                 {"max-sandboxes", required_argument, NULL, OPT_MAX},
@@ -296,6 +299,16 @@ int main(int argc, char **argv)
                 case OPT_AUDIT:
                         o.audit_path = optarg;
                         break;
+                case OPT_AUDIT_ROTATE: {
+                        struct audit_options check = {0};
+                        if (audit_parse_rotate(optarg, &check) < 0) {
+                                fprintf(stderr, "airlockd: --audit-rotate \"%s\": expected SIZE[:KEEP], e.g. 64M:8, or never\n",
+                                        optarg);
+                                return 2;
+                        }
+                        o.audit_rotate = optarg;
+                        break;
+                }
                 case OPT_AIRLOCK:
                         o.airlock_bin = optarg;
                         break;
@@ -385,6 +398,7 @@ int main(int argc, char **argv)
                     : root    ? xstrdup("/run/airlock/sandboxes")
                               : xasprintf("%s/airlock/sandboxes", xdg);
         d.audit_path = o.audit_path ? xstrdup(o.audit_path) : audit_default_path(geteuid(), home);
+        d.audit_rotate = o.audit_rotate ? xstrdup(o.audit_rotate) : NULL;
         d.airlock_bin = o.airlock_bin ? xstrdup(o.airlock_bin) : find_airlock();
         d.keep_dir = xasprintf("%s/kept", d.state_dir);
         d.tools_bin = d.airlock_bin ? sibling_path(d.airlock_bin, "airlock-tools") : NULL;
@@ -448,6 +462,8 @@ int main(int argc, char **argv)
                 goto out;
         if (d.audit_path) {
                 struct audit_options ao = {.sync = AUDIT_SYNC_BATCH, .batch_ms = AUDIT_BATCH_MS};
+                if (o.audit_rotate)
+                        (void)audit_parse_rotate(o.audit_rotate, &ao); /* checked with the flags */
                 r = audit_open(d.audit_path, &ao, &d.audit, &err);
                 if (r < 0)
                         goto out;
@@ -520,6 +536,7 @@ out:
         free(d.state_dir);
         free(d.run_dir);
         free(d.audit_path);
+        free(d.audit_rotate);
         free(d.airlock_bin);
         free(d.tools_bin);
         free(d.keep_dir);

@@ -297,30 +297,89 @@ bool require(struct daemon *d, struct evhttp_request *req, const struct grant *g
         return false;
 }
 
+/* The audit log failed: say so in /healthz, and in the daemon's log once
+ * per cause rather than once per request. */
+static void audit_failed(struct daemon *d, const char *msg)
+{
+        if (!STREQ(d->audit_fault, msg))
+                daemon_log(d, "audit: %s", msg);
+        snprintf(d->audit_fault, sizeof(d->audit_fault), "%s", msg);
+}
+
 static void on_audit_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct daemon *d = arg;
-        if (d->audit)
-                audit_flush(d->audit);
+        int r = d->audit ? audit_flush(d->audit) : 0;
+        if (r < 0) {
+                _cleanup_free_ char *m = xasprintf("syncing the audit log: %s", strerror(-r));
+                audit_failed(d, m);
+        }
 }
 
 /* Who asked for what, next to the supervisors' own events. Synced in
  * batches (AUDIT_BATCH_MS): an fdatasync per request would double the time
- * of an exec. */
-void record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields)
+ * of an exec (an exec is made durable by its supervisor's process.started,
+ * written after this line to the same file). Returns -errno, with
+ * d->audit_fault saying why, when the line could not be written: the
+ * action must then be refused. */
+int record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields)
 {
         struct al_error e = {0};
-        if (d->audit && audit_append(d->audit, sandbox, kind, fields, &e) < 0)
-                daemon_log(d, "audit: %s", e.msg);
+        int r = 0;
+        if (d->audit && (r = audit_append(d->audit, sandbox, kind, fields, &e)) < 0)
+                audit_failed(d, e.msg);
         json_decref(fields);
         if (!d->audit || !audit_flush_deadline(d->audit))
-                return;
+                return r;
         if (!d->audit_timer)
                 d->audit_timer = evtimer_new(d->base, on_audit_flush, d);
         if (d->audit_timer && !evtimer_pending(d->audit_timer, NULL)) {
                 struct timeval tv = {.tv_sec = 0, .tv_usec = AUDIT_BATCH_MS * 1000};
                 evtimer_add(d->audit_timer, &tv);
         }
+        return r;
+}
+
+/* As record_audit(), and durable before returning. */
+static int record_audit_durably(struct daemon *d, const char *sandbox, const char *kind,
+                                json_t *fields)
+{
+        int r = record_audit(d, sandbox, kind, fields);
+        if (r < 0 || !d->audit)
+                return r;
+        r = audit_flush(d->audit);
+        if (r < 0) {
+                _cleanup_free_ char *m = xasprintf("syncing the audit log: %s", strerror(-r));
+                audit_failed(d, m);
+        }
+        return r;
+}
+
+static void reply_audit_failed(struct daemon *d, struct evhttp_request *req, const char *why)
+{
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "10");
+        reply_error(d, req, 503, "audit_failed",
+                    "refused: the audit log cannot be written (%s); nothing was done", why);
+}
+
+/* /healthz's view of the audit log: room for the records to come. */
+static bool audit_healthy(struct daemon *d)
+{
+        struct al_error e = {0};
+        if (!d->audit)
+                return true;
+        if (audit_reserve(d->audit, &e) < 0) {
+                audit_failed(d, e.msg);
+                return false;
+        }
+        int r = audit_flush(d->audit);
+        if (r < 0) {
+                _cleanup_free_ char *m = xasprintf("syncing the audit log: %s", strerror(-r));
+                audit_failed(d, m);
+                return false;
+        }
+        d->audit_fault[0] = '\0';
+        return true;
 }
 
 /* the sandbox's view */
@@ -408,14 +467,23 @@ static void on_created(struct sandbox *sb, int error, const char *message, void 
 {
         struct create_ctx *c = userdata;
         struct daemon *d = c->d;
-        if (error < 0) {
+        if (error < 0 && message && strncmp(message, "audit: ", 7) == 0) {
+                /* The supervisor could not write the sandbox's first line. */
+                audit_failed(d, message + 7);
+                reply_audit_failed(d, c->req, message + 7);
+        } else if (error < 0) {
                 reply_error(d, c->req, error == -ETIMEDOUT ? 504 : 500, "setup_failed",
                             "the sandbox could not be started: %s", message ? message : strerror(-error));
         } else {
+                if (record_audit_durably(d, sb->id, "api.create",
+                                         json_pack("{s:s, s:s, s:b}", "grant", c->grant, "class",
+                                                   sb->class_name, "pool", false)) < 0) {
+                        sandbox_destroy(sb, "audit_failed", NULL, NULL);
+                        reply_audit_failed(d, c->req, d->audit_fault);
+                        create_ctx_free(c);
+                        return;
+                }
                 d->metrics.creates++;
-                record_audit(d, sb->id, "api.create",
-                             json_pack("{s:s, s:s, s:b}", "grant", c->grant, "class",
-                                       sb->class_name, "pool", false));
                 if (!evhttp_request_get_connection(c->req)) {
                         /* Nobody will learn the id. */
                         sandbox_destroy(sb, "abandoned", NULL, NULL);
@@ -715,10 +783,15 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 pooled->expires_ms = ttl > 0 ? now + (uint64_t)(ttl * 1000) : 0;
                 pooled->idle_timeout_ms = idle > 0 ? (uint64_t)(idle * 1000) : 0;
                 sandbox_save(pooled);
+                if (record_audit_durably(d, pooled->id, "api.create",
+                                         json_pack("{s:s, s:s, s:b}", "grant", g->name, "class",
+                                                   cls, "pool", true)) < 0) {
+                        sandbox_destroy(pooled, "audit_failed", NULL, NULL);
+                        reply_audit_failed(d, req, d->audit_fault);
+                        goto out;
+                }
                 d->metrics.creates++;
                 d->metrics.pool_hits++;
-                record_audit(d, pooled->id, "api.create",
-                             json_pack("{s:s, s:s, s:b}", "grant", g->name, "class", cls, "pool", true));
                 reply_json(d, req, 201, live_json(pooled));
                 pool_refill_later(d);
                 goto out;
@@ -983,6 +1056,8 @@ static int control_http_status(const char *code)
                 return 404;
         if (STREQ(code, "too_many_processes"))
                 return 429;
+        if (STREQ(code, "audit_failed"))
+                return 503;
         if (STREQ(code, "destroyed"))
                 return 409;
         return 500;
@@ -1375,8 +1450,11 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 json_object_set(ctl, "stdin", in);
         if (timeout > 0)
                 json_object_set_new(ctl, "timeout", json_real(timeout));
-        record_audit(d, id, "api.exec", json_pack("{s:s, s:O, s:b}", "grant", g->name, "argv", argv,
-                                                  "background", json_is_true(bg)));
+        if (record_audit(d, id, "api.exec", json_pack("{s:s, s:O, s:b}", "grant", g->name, "argv", argv,
+                                                      "background", json_is_true(bg))) < 0) {
+                reply_audit_failed(d, req, d->audit_fault);
+                goto out;
+        }
         struct call_ctx *c = xcalloc(1, sizeof(*c));
         c->background = json_is_true(bg);
         c->argv = json_incref(argv);
@@ -1784,10 +1862,15 @@ static void route(struct daemon *d, struct evhttp_request *req)
                 goto out;
 
         if (STREQ(path, "/healthz")) {
-                if (method_is(d, req, EVHTTP_REQ_GET, "GET"))
-                        reply_json(d, req, 200,
-                                   json_pack("{s:b, s:s, s:I}", "ok", 1, "version", "0.1.0",
-                                             "sandboxes", (json_int_t)sandbox_count(d, NULL, false)));
+                if (method_is(d, req, EVHTTP_REQ_GET, "GET")) {
+                        bool ok = audit_healthy(d);
+                        json_t *o = json_pack("{s:b, s:s, s:I}", "ok", ok, "version", "0.1.0",
+                                              "sandboxes", (json_int_t)sandbox_count(d, NULL, false));
+                        if (!ok)
+                                json_object_set_new(o, "reason",
+                                                    json_sprintf("audit log: %s", d->audit_fault));
+                        reply_json(d, req, ok ? 200 : 503, o);
+                }
                 goto out;
         }
         if (STREQ(path, "/metrics")) {

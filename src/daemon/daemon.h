@@ -32,6 +32,7 @@ struct daemon_options {
         const char *state_dir;
         const char *run_dir;
         const char *audit_path;
+        const char *audit_rotate; /* SIZE[:KEEP] (audit_parse_rotate); NULL: the defaults */
         const char *airlock_bin;
         const char *secrets_path; /* GIT_TOKEN for clones and pushes; route secrets */
         char **git_hosts;         /* the hosts repositories may be cloned from */
@@ -130,6 +131,8 @@ struct daemon {
         char *audit_path;
         struct audit *audit; /* the daemon's own writer; supervisors have theirs */
         struct event *audit_timer;
+        char audit_fault[AL_ERROR_MAX]; /* why the audit log last failed; "" when it works */
+        char *audit_rotate;             /* passed on to supervisors; NULL: the defaults */
         char *airlock_bin;
         char *tools_bin;     /* airlock-tools, beside airlock */
         char *keep_dir;      /* state_dir/kept: reviewed changes and clones */

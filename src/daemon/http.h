@@ -32,7 +32,7 @@ bool reject_unknown(struct daemon *d, struct evhttp_request *req, json_t *o,
 bool require(struct daemon *d, struct evhttp_request *req, const struct grant *g, bool allowed,
              const char *permission);
 
-void record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields);
+int record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields);
 json_t *live_json(struct sandbox *sb);
 /* The store's record of a sandbox the API shows (not pooled), for the caller
  * to free; NULL with a 404 sent. */

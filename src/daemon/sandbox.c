@@ -610,6 +610,10 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
                 argv[n_argv++] = "--audit";
                 argv[n_argv++] = d->audit_path;
         }
+        if (d->audit_path && d->audit_rotate) {
+                argv[n_argv++] = "--audit-rotate";
+                argv[n_argv++] = d->audit_rotate;
+        }
         if (d->secrets_path) {
                 argv[n_argv++] = "--secrets";
                 argv[n_argv++] = d->secrets_path;

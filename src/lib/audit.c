@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 /* The one-shot SHA-256 of libcrypto's low-level interface: the EVP path would
@@ -27,6 +28,8 @@ struct audit {
         uint64_t seq;     /* last line's seq, 0 before the first line */
         char hash[AUDIT_HASH_HEX + 1];
         uint64_t flush_deadline; /* monotonic µs; 0 when nothing is pending */
+        uint64_t rotate_at;      /* 0: never */
+        unsigned keep;           /* 0: all */
 };
 
 void audit_hash_hex(const void *buf, size_t len, char ret[static AUDIT_HASH_HEX + 1])
@@ -101,7 +104,52 @@ static int pread_full(int fd, char *buf, size_t len, off_t off)
         return 0;
 }
 
-/* Read the last line of a log file of the given size: its seq and hash. */
+/* Where the line ending just before `end` begins: the offset after the last
+ * newline before it, 0 when there is none. Reads backwards in small steps,
+ * so finding the end of the chain costs a page, not a megabyte. -EMSGSIZE
+ * when the line is longer than AUDIT_LINE_MAX. */
+static int line_start(int fd, off_t end, off_t *ret)
+{
+        char buf[4096];
+        off_t pos = end;
+
+        while (pos > 0) {
+                size_t n = pos < (off_t)sizeof(buf) ? (size_t)pos : sizeof(buf);
+                int r = pread_full(fd, buf, n, pos - (off_t)n);
+                if (r < 0)
+                        return r;
+                char *nl = memrchr(buf, '\n', n);
+                if (nl) {
+                        *ret = pos - (off_t)n + (nl - buf) + 1;
+                        return end - *ret > AUDIT_LINE_MAX ? -EMSGSIZE : 0;
+                }
+                pos -= (off_t)n;
+                if (end - pos > AUDIT_LINE_MAX)
+                        return -EMSGSIZE;
+        }
+        *ret = 0;
+        return 0;
+}
+
+/* The seq a record's first bytes claim: {"seq":N,… is how every line starts. */
+static uint64_t fragment_seq(const char *s, size_t len)
+{
+        static const char head[] = "{\"seq\":";
+        uint64_t v = 0;
+        size_t i = sizeof(head) - 1;
+
+        if (len <= i || memcmp(s, head, i) != 0)
+                return 0;
+        for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+                if (v > (UINT64_MAX - 9) / 10)
+                        return 0;
+                v = v * 10 + (uint64_t)(s[i] - '0');
+        }
+        return v;
+}
+
+/* Read the last line of a log file whose first `size` bytes end in a newline:
+ * its seq and hash. */
 static int read_tail(int fd, off_t size, const char *name, uint64_t *ret_seq, char *ret_hash,
                      struct al_error *err)
 {
@@ -111,34 +159,34 @@ static int read_tail(int fd, off_t size, const char *name, uint64_t *ret_seq, ch
                 return 0;
         }
 
-        /* The last line, its newline, and the newline before it. */
-        size_t want = (uint64_t)size < AUDIT_LINE_MAX + 1 ? (size_t)size : AUDIT_LINE_MAX + 1;
-        off_t off = size - (off_t)want;
-        _cleanup_free_ char *buf = xcalloc(want + 1, 1);
-        int r = pread_full(fd, buf, want, off);
+        char last;
+        int r = pread_full(fd, &last, 1, size - 1);
         if (r < 0)
                 return al_error_set(err, r, "reading the end of \"%s\"", name);
-        if (buf[want - 1] != '\n') {
+        if (last != '\n') {
                 al_error_set(err, 0,
                              "\"%s\": the last line is incomplete (no newline at the end); "
                              "check it with `airlock audit verify`",
                              name);
                 return -EBADMSG;
         }
-        char *start, *nl = memrchr(buf, '\n', want - 1);
-        if (nl)
-                start = nl + 1;
-        else if (off == 0)
-                start = buf;
-        else {
+        off_t start;
+        r = line_start(fd, size - 1, &start);
+        if (r == -EMSGSIZE) {
                 al_error_set(err, 0, "\"%s\": the last line is longer than %d bytes", name,
                              AUDIT_LINE_MAX);
                 return -EBADMSG;
         }
-        size_t len = (size_t)(buf + want - 1 - start);
+        if (r < 0)
+                return al_error_set(err, r, "reading the end of \"%s\"", name);
+        size_t len = (size_t)(size - 1 - start);
+        _cleanup_free_ char *buf = xcalloc(len + 1, 1);
+        r = pread_full(fd, buf, len, start);
+        if (r < 0)
+                return al_error_set(err, r, "reading the end of \"%s\"", name);
 
         json_error_t jerr;
-        json_auto_t *o = json_loadb(start, len, JSON_REJECT_DUPLICATES, &jerr);
+        json_auto_t *o = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
         json_t *seq = json_object_get(o, "seq");
         if (!o || !json_is_integer(seq) || json_integer_value(seq) < 1) {
                 al_error_set(err, 0,
@@ -148,7 +196,7 @@ static int read_tail(int fd, off_t size, const char *name, uint64_t *ret_seq, ch
                 return -EBADMSG;
         }
         *ret_seq = (uint64_t)json_integer_value(seq);
-        audit_hash_hex(start, len, ret_hash);
+        audit_hash_hex(buf, len, ret_hash);
         return 0;
 }
 
@@ -157,35 +205,23 @@ static char *rotated_name(const char *path, unsigned long i)
         return xasprintf("%s.%lu", path, i);
 }
 
-/* Under the lock: make seq and hash describe the current end of the chain. */
-static int sync_tail(struct audit *a, struct al_error *err)
+/* The end of the chain before byte `end` of our file: its last line, or, at
+ * the very start of a fresh file after a rotation, FILE.1's last line. */
+static int tail_before(struct audit *a, off_t end, uint64_t *ret_seq, char *ret_hash,
+                       struct al_error *err)
 {
-        struct stat st;
+        if (end > 0)
+                return read_tail(a->fd, end, a->path, ret_seq, ret_hash, err);
 
-        if (fstat(a->fd, &st) < 0)
-                return al_error_set(err, errno, "inspecting audit log \"%s\"", a->path);
-        if (st.st_size == a->known_size)
-                return 0;
-
-        int r;
-        if (st.st_size > 0)
-                r = read_tail(a->fd, st.st_size, a->path, &a->seq, a->hash, err);
-        else {
-                /* Fresh after a rotation: the chain goes on from FILE.1. */
-                _cleanup_free_ char *older = rotated_name(a->path, 1);
-                _cleanup_close_ int fd =
-                    open(older, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
-                struct stat ost;
-                if (fd < 0 && errno != ENOENT)
-                        return al_error_set(err, errno, "opening \"%s\"", older);
-                if (fd >= 0 && fstat(fd, &ost) < 0)
-                        return al_error_set(err, errno, "inspecting \"%s\"", older);
-                r = read_tail(fd, fd >= 0 ? ost.st_size : 0, older, &a->seq, a->hash, err);
-        }
-        if (r < 0)
-                return r;
-        a->known_size = st.st_size;
-        return 0;
+        _cleanup_free_ char *older = rotated_name(a->path, 1);
+        _cleanup_close_ int fd =
+            open(older, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        struct stat ost;
+        if (fd < 0 && errno != ENOENT)
+                return al_error_set(err, errno, "opening \"%s\"", older);
+        if (fd >= 0 && fstat(fd, &ost) < 0)
+                return al_error_set(err, errno, "inspecting \"%s\"", older);
+        return read_tail(fd, fd >= 0 ? ost.st_size : 0, older, ret_seq, ret_hash, err);
 }
 
 /* Take the lock on the file that is at a->path now; another writer may have
@@ -285,8 +321,8 @@ static int rotate(struct audit *a, struct al_error *err)
                 if (top >= ROTATE_MAX_FILES)
                         return al_error_set(err, EMLINK, "rotating audit log \"%s\"", a->path);
         }
-        if (a->opt.rotate_keep > 0 && top > a->opt.rotate_keep)
-                top = a->opt.rotate_keep;
+        if (a->keep > 0 && top > a->keep)
+                top = a->keep;
         for (unsigned long i = top; i > 1; i--) {
                 _cleanup_free_ char *from = rotated_name(a->path, i - 1);
                 _cleanup_free_ char *to = rotated_name(a->path, i);
@@ -436,6 +472,107 @@ static int write_line(struct audit *a, char *line, size_t len, struct al_error *
         return 0;
 }
 
+/* Under the lock, with the file ending in a partial line at [start, size):
+ * a writer died mid-write, or the disk filled and its own cleanup failed.
+ * Every later line would be built on it, so it is repaired here, in the way
+ * that keeps the chain verifiable. */
+static int repair_torn(struct audit *a, off_t size, struct al_error *err)
+{
+        off_t start;
+        int r = line_start(a->fd, size, &start);
+        if (r == -EMSGSIZE) {
+                al_error_set(err, 0,
+                             "\"%s\": the last line is incomplete and longer than %d bytes; "
+                             "check it with `airlock audit verify`",
+                             a->path, AUDIT_LINE_MAX);
+                return -EBADMSG;
+        }
+        if (r < 0)
+                return al_error_set(err, r, "reading the end of \"%s\"", a->path);
+        size_t len = (size_t)(size - start);
+        _cleanup_free_ char *frag = xcalloc(len + 1, 1);
+        r = pread_full(a->fd, frag, len, start);
+        if (r < 0)
+                return al_error_set(err, r, "reading the end of \"%s\"", a->path);
+
+        uint64_t seq;
+        char hash[AUDIT_HASH_HEX + 1];
+        r = tail_before(a, start, &seq, hash, err);
+        if (r < 0)
+                return r;
+
+        /* Only the newline is missing and the record chains on: complete it. */
+        json_error_t jerr;
+        json_auto_t *o = json_loadb(frag, len, JSON_REJECT_DUPLICATES, &jerr);
+        json_t *fseq = json_object_get(o, "seq");
+        const char *fprev = json_string_value(json_object_get(o, "prev"));
+        if (json_is_integer(fseq) && (uint64_t)json_integer_value(fseq) == seq + 1 && fprev &&
+            STREQ(fprev, hash)) {
+                r = write_full(a->fd, "\n", 1);
+                if (r >= 0 && fdatasync(a->fd) < 0)
+                        r = -errno;
+                if (r < 0)
+                        return al_error_set(err, r, "completing the last line of \"%s\"", a->path);
+                a->seq = seq + 1;
+                audit_hash_hex(frag, len, a->hash);
+                a->known_size = size + 1;
+                return 0;
+        }
+
+        /* Anything else is cut off, and what was cut is written down. */
+        if (ftruncate(a->fd, start) < 0 || fdatasync(a->fd) < 0)
+                return al_error_set(err, errno, "cutting the torn last line of \"%s\"", a->path);
+        a->seq = seq;
+        memcpy(a->hash, hash, sizeof(a->hash));
+        a->known_size = start;
+
+        char frag_hash[AUDIT_HASH_HEX + 1];
+        audit_hash_hex(frag, len, frag_hash);
+        uint64_t claimed = fragment_seq(frag, len);
+        _cleanup_free_ char *data = len <= AUDIT_TORN_DATA_MAX ? base64_encode(frag, len) : NULL;
+        json_auto_t *f =
+            json_pack("{s:s, s:I, s:I, s:s, s:o, s:o}", "file", a->path, "offset",
+                      (json_int_t)start, "bytes", (json_int_t)len, "sha256", frag_hash, "tornSeq",
+                      claimed ? json_integer((json_int_t)claimed) : json_null(), "data",
+                      data ? json_string(data) : json_null());
+        size_t llen = 0;
+        _cleanup_free_ char *line =
+            f ? build_line(a, AUDIT_SANDBOX_NONE, "audit.torn", f, &llen) : NULL;
+        if (!line)
+                return al_error_set(err, ENOMEM, "recording the torn line of \"%s\"", a->path);
+        r = write_line(a, line, llen, err);
+        if (r < 0)
+                return r;
+        r = audit_flush(a);
+        if (r < 0)
+                return al_error_set(err, r, "syncing audit log \"%s\"", a->path);
+        return 0;
+}
+
+/* Under the lock: make seq and hash describe the current end of the chain. */
+static int sync_tail(struct audit *a, struct al_error *err)
+{
+        struct stat st;
+
+        if (fstat(a->fd, &st) < 0)
+                return al_error_set(err, errno, "inspecting audit log \"%s\"", a->path);
+        if (st.st_size == a->known_size)
+                return 0;
+        if (st.st_size > 0) {
+                char last;
+                int r = pread_full(a->fd, &last, 1, st.st_size - 1);
+                if (r < 0)
+                        return al_error_set(err, r, "reading the end of \"%s\"", a->path);
+                if (last != '\n')
+                        return repair_torn(a, st.st_size, err);
+        }
+        int r = tail_before(a, st.st_size, &a->seq, a->hash, err);
+        if (r < 0)
+                return r;
+        a->known_size = st.st_size;
+        return 0;
+}
+
 int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t *fields,
                  struct al_error *err)
 {
@@ -475,8 +612,8 @@ int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t 
                                          AUDIT_LINE_MAX);
                         break;
                 }
-                if (a->opt.rotate_size > 0 && a->known_size > 0 && tries < APPEND_MAX_TRIES &&
-                    (uint64_t)a->known_size + len + 1 > a->opt.rotate_size) {
+                if (a->rotate_at > 0 && a->known_size > 0 && tries < APPEND_MAX_TRIES &&
+                    (uint64_t)a->known_size + len + 1 > a->rotate_at) {
                         r = rotate(a, err);
                         if (r < 0)
                                 break;
@@ -485,6 +622,25 @@ int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t 
                 r = write_line(a, line, len, err);
                 break;
         }
+        unlock(a);
+        return r;
+}
+
+int audit_reserve(struct audit *a, struct al_error *err)
+{
+        struct stat st;
+        if (!a)
+                return 0;
+        int r = lock_current(a, err);
+        if (r < 0)
+                return r;
+        if (fstat(a->fd, &st) < 0)
+                r = al_error_set(err, errno, "inspecting audit log \"%s\"", a->path);
+        else if (fallocate(a->fd, FALLOC_FL_KEEP_SIZE, st.st_size, AUDIT_RESERVE_BYTES) < 0 &&
+                 errno != EOPNOTSUPP && errno != ENOSYS)
+                r = al_error_set(err, errno,
+                                 "reserving room for the records to come in audit log \"%s\"",
+                                 a->path);
         unlock(a);
         return r;
 }
@@ -509,6 +665,12 @@ int audit_open(const char *path, const struct audit_options *opt, struct audit *
                 a->opt = *opt;
         if (a->opt.batch_ms == 0)
                 a->opt.batch_ms = 100;
+        a->rotate_at = a->opt.rotate_size == 0                    ? AUDIT_ROTATE_SIZE_DEFAULT
+                       : a->opt.rotate_size == AUDIT_ROTATE_NEVER ? 0
+                                                                  : a->opt.rotate_size;
+        a->keep = a->opt.rotate_keep == 0                ? AUDIT_ROTATE_KEEP_DEFAULT
+                  : a->opt.rotate_keep == AUDIT_KEEP_ALL ? 0
+                                                         : a->opt.rotate_keep;
         a->known_size = -1;
         memcpy(a->hash, AUDIT_GENESIS, sizeof(a->hash));
 
@@ -559,31 +721,102 @@ char *audit_default_path(uid_t uid, const char *home)
         return xasprintf("%.*s/.local/state/airlock/audit/audit.jsonl", (int)n, home);
 }
 
-int audit_rotated_paths(const char *path, char ***ret, size_t *ret_n)
+static int cmp_desc(const void *x, const void *y)
 {
-        unsigned long top = 1;
+        unsigned long a = *(const unsigned long *)x, b = *(const unsigned long *)y;
+        return a < b ? 1 : a > b ? -1 : 0;
+}
 
-        for (;; top++) {
-                struct stat st;
-                _cleanup_free_ char *name = rotated_name(path, top);
-                if (lstat(name, &st) < 0) {
-                        if (errno == ENOENT)
-                                break;
-                        return -errno;
-                }
-                if (top >= ROTATE_MAX_FILES)
+int audit_rotated_files(const char *path, char ***ret, size_t *ret_n, unsigned long *ret_missing)
+{
+        _cleanup_free_ char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        const char *base = slash ? path + (slash - dir) + 1 : path;
+        if (slash == dir)
+                slash[1] = '\0';
+        else if (slash)
+                *slash = '\0';
+        else {
+                free(dir);
+                dir = xstrdup(".");
+        }
+        size_t blen = strlen(base);
+
+        _cleanup_(closedirp) DIR *d = opendir(dir);
+        if (!d && errno != ENOENT)
+                return -errno;
+        _cleanup_free_ unsigned long *idx = NULL;
+        size_t n_idx = 0, cap = 0;
+        for (struct dirent *de; d && (errno = 0, de = readdir(d));) {
+                const char *name = de->d_name;
+                uint64_t v;
+                /* FILE.N with N a plain decimal number, no leading zero. */
+                if (strncmp(name, base, blen) != 0 || name[blen] != '.' || name[blen + 1] == '0' ||
+                    strspn(name + blen + 1, "0123456789") != strlen(name + blen + 1) ||
+                    safe_atou64(name + blen + 1, &v) < 0 || v == 0 || v > ROTATE_MAX_FILES)
+                        continue;
+                if (n_idx >= ROTATE_MAX_FILES)
                         return -EMLINK;
+                if (n_idx == cap) {
+                        cap = cap ? cap * 2 : 16;
+                        idx = xrealloc(idx, cap, sizeof(*idx));
+                }
+                idx[n_idx++] = (unsigned long)v;
+        }
+        if (d && errno != 0)
+                return -errno;
+        if (n_idx > 0)
+                qsort(idx, n_idx, sizeof(*idx), cmp_desc);
+
+        unsigned long missing = 0;
+        for (size_t i = 0; i < n_idx; i++) {
+                unsigned long below = i + 1 < n_idx ? idx[i + 1] : 0;
+                if (idx[i] - below > 1) {
+                        missing = idx[i] - 1;
+                        break;
+                }
         }
         char **v = NULL;
         size_t n = 0;
-        for (unsigned long i = top; i > 1; i--) {
-                _cleanup_free_ char *name = rotated_name(path, i - 1);
+        for (size_t i = 0; i < n_idx; i++) {
+                _cleanup_free_ char *name = rotated_name(path, idx[i]);
                 v = strv_append(v, &n, name);
         }
         v = strv_append(v, &n, path);
         *ret = v;
         if (ret_n)
                 *ret_n = n;
+        if (ret_missing)
+                *ret_missing = missing;
+        return 0;
+}
+
+int audit_rotated_paths(const char *path, char ***ret, size_t *ret_n)
+{
+        return audit_rotated_files(path, ret, ret_n, NULL);
+}
+
+int audit_parse_rotate(const char *s, struct audit_options *opt)
+{
+        if (!s || !*s)
+                return -EINVAL;
+        _cleanup_free_ char *size = xstrdup(s);
+        char *colon = strchr(size, ':');
+        uint64_t keep = 0, bytes = 0;
+        if (colon) {
+                *colon = '\0';
+                if (STREQ(colon + 1, "all"))
+                        keep = AUDIT_KEEP_ALL;
+                else if (safe_atou64(colon + 1, &keep) < 0 || keep == 0 || keep >= AUDIT_KEEP_ALL ||
+                         keep >= ROTATE_MAX_FILES)
+                        return -EINVAL;
+        }
+        if (STREQ(size, "never") || STREQ(size, "0"))
+                bytes = AUDIT_ROTATE_NEVER;
+        else if (parse_size(size, &bytes) < 0 || bytes < 4096 || bytes >= AUDIT_ROTATE_NEVER)
+                return -EINVAL;
+        opt->rotate_size = bytes;
+        opt->rotate_keep = (unsigned)keep;
         return 0;
 }
 
@@ -731,8 +964,12 @@ static int verify_line(const char *line, size_t len, uint64_t lineno, bool compl
         if (!complete) {
                 if (st->pending)
                         return resolve_pending(st, false);
-                return vfail(st, st->file, lineno, 0,
-                             "incomplete line (no newline at the end): the file was truncated");
+                st->res->torn = true;
+                return vfail(st, st->file, lineno, fragment_seq(line, len),
+                             "torn record: the last line is incomplete (%zu bytes, no newline "
+                             "at the end): a write was cut off, or the file was truncated; the "
+                             "next writer cuts it off and records it as audit.torn",
+                             len);
         }
 
         json_error_t jerr;
@@ -740,8 +977,10 @@ static int verify_line(const char *line, size_t len, uint64_t lineno, bool compl
         if (!o || !json_is_object(o)) {
                 if (st->pending)
                         return resolve_pending(st, false);
-                return vfail(st, st->file, lineno, 0, "not a JSON object: %s",
-                             o ? "wrong type" : jerr.text);
+                /* Writers repair a torn last line before appending, so a
+                 * broken line with more after it was changed, not torn. */
+                return vfail(st, st->file, lineno, fragment_seq(line, len),
+                             "corrupt record: not a JSON object: %s", o ? "wrong type" : jerr.text);
         }
         json_t *seq = json_object_get(o, "seq");
         if (!json_is_integer(seq) || json_integer_value(seq) < 1) {

@@ -16,8 +16,16 @@
  *
  * seq starts at 1 and the first line's prev is AUDIT_GENESIS. Rotation renames
  * the file to FILE.1 (shifting FILE.1 to FILE.2, …); the chain and seq simply
- * continue in the new FILE. Several writers may share one file: each append
- * takes flock(LOCK_EX) and picks up the chain from whatever the file ends with.
+ * continue in the new FILE: its first line's prev is the hash of FILE.1's last
+ * line. Several writers may share one file: each append takes flock(LOCK_EX)
+ * and picks up the chain from whatever the file ends with.
+ *
+ * A torn last line (a writer died mid-write, or the disk filled under it) is
+ * repaired by the next writer, under the lock: a fragment that is a whole,
+ * correctly chained record only lacking its newline gets the newline; any
+ * other fragment is cut off and an "audit.torn" event (sandbox "-") records
+ * where, how many bytes, their SHA-256, the seq they claimed (tornSeq) and (up to
+ * AUDIT_TORN_DATA_MAX bytes) the bytes themselves in base64.
  *
  * What verification can prove: any edited, inserted, reordered or deleted line
  * before the last one, a partial last line, and a missing start of the chain.
@@ -31,6 +39,15 @@
 #define AUDIT_LINE_MAX (1024 * 1024) /* bytes per line, newline included */
 #define AUDIT_HASH_HEX 64
 
+/* Rotation by default: at 64 MiB, keeping 8 older files (576 MiB at most). */
+#define AUDIT_ROTATE_SIZE_DEFAULT (64ull << 20)
+#define AUDIT_ROTATE_KEEP_DEFAULT 8u
+#define AUDIT_ROTATE_NEVER        UINT64_MAX /* rotate_size: never rotate */
+#define AUDIT_KEEP_ALL            UINT32_MAX /* rotate_keep: never delete a rotated file */
+#define AUDIT_TORN_DATA_MAX       (16 * 1024)
+/* The sandbox field of the log's own events (audit.torn). */
+#define AUDIT_SANDBOX_NONE "-"
+
 enum audit_sync {
         AUDIT_SYNC_EVENT = 0, /* fdatasync after every event */
         AUDIT_SYNC_BATCH,     /* fdatasync at most batch_ms after an event */
@@ -38,9 +55,13 @@ enum audit_sync {
 
 struct audit_options {
         enum audit_sync sync;
-        uint64_t batch_ms;    /* AUDIT_SYNC_BATCH: 0 means 100 */
-        uint64_t rotate_size; /* rotate before a line would make the file larger; 0 = never */
-        unsigned rotate_keep; /* rotated files kept (FILE.1 … FILE.N); 0 = all */
+        uint64_t batch_ms; /* AUDIT_SYNC_BATCH: 0 means 100 */
+        /* Rotate before a line would make the file larger than this: 0 means
+         * AUDIT_ROTATE_SIZE_DEFAULT, AUDIT_ROTATE_NEVER never. */
+        uint64_t rotate_size;
+        /* Rotated files kept (FILE.1 … FILE.N), older ones are deleted: 0
+         * means AUDIT_ROTATE_KEEP_DEFAULT, AUDIT_KEEP_ALL keeps every one. */
+        unsigned rotate_keep;
         /* Applied to every string value of an event's fields (recursively)
          * before it is written. Set *ret to a malloc'd replacement, or to NULL
          * to keep the value. Returns 0 or -errno. */
@@ -60,6 +81,20 @@ int audit_open(const char *path, const struct audit_options *opt, struct audit *
  * keys must not be seq, ts, sandbox, kind or prev. */
 int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t *fields,
                  struct al_error *err);
+
+/* Parse "SIZE[:KEEP]" (SIZE as parse_size(), "0" or "never": no rotation;
+ * KEEP a count, "all": keep every file) into opt's rotate_size and
+ * rotate_keep. -EINVAL when malformed. */
+int audit_parse_rotate(const char *s, struct audit_options *opt);
+
+/* Before an action whose end must be recorded (a sandbox, an exec): make
+ * sure the disk has room for the lines to come by allocating
+ * AUDIT_RESERVE_BYTES past the end of the file (fallocate KEEP_SIZE; later
+ * appends use that space). A full disk refuses the action here, rather than
+ * let it start and lose its end. A filesystem without fallocate is let
+ * through. */
+#define AUDIT_RESERVE_BYTES (16 * 1024)
+int audit_reserve(struct audit *a, struct al_error *err);
 
 /* Batch mode: fdatasync what is pending. audit_flush_deadline() is the
  * CLOCK_MONOTONIC time in µs (as now_monotonic_us()) by which audit_flush()
@@ -82,8 +117,14 @@ struct audit *audit_close(struct audit *a);
 char *audit_default_path(uid_t uid, const char *home);
 
 /* The existing rotated files of path, oldest first, then path itself:
- * { "FILE.3", "FILE.2", "FILE.1", "FILE" }. NULL-terminated; strv_free(). */
+ * { "FILE.3", "FILE.2", "FILE.1", "FILE" }. NULL-terminated; strv_free().
+ * Every FILE.N present is listed, gaps or not. */
 int audit_rotated_paths(const char *path, char ***ret, size_t *ret_n);
+
+/* As audit_rotated_paths(), and *ret_missing is the highest N below the
+ * oldest file for which FILE.N is absent (a rotated file removed from the
+ * middle), or 0 when the numbers are contiguous from 1. */
+int audit_rotated_files(const char *path, char ***ret, size_t *ret_n, unsigned long *ret_missing);
 
 /* Call cb for every line of a file (without its newline; NUL-terminated for
  * convenience). `complete` is false only for a last line lacking its newline.
@@ -118,6 +159,7 @@ struct audit_verify_result {
         size_t bad_file;   /* index into paths */
         uint64_t bad_line; /* 1-based, within that file */
         uint64_t bad_seq;  /* 0 when unreadable */
+        bool torn;         /* the bad line is an incomplete record (a write cut off) */
         char reason[256];
 };
 

@@ -86,17 +86,69 @@ struct control {
         struct event *ev_snap;
         struct evbuffer *snap_out;
         struct client *snap_client; /* who asked for it; NULL once gone */
+        char audit_fault[AL_ERROR_MAX]; /* why the last audit write failed */
 };
 
-static void record(struct control *c, const char *kind, json_t *fields)
+/* An event that could not be written: nothing goes on running unrecorded.
+ * Running processes are killed, and each new exec tries the log again
+ * (do_exec) and is refused while it cannot be written. */
+static void audit_fault(struct control *c, struct al_error *e)
 {
+        al_error_wrap(e, "audit");
+        memcpy(c->audit_fault, e->msg, sizeof(c->audit_fault));
+        for (int i = 0; i < CONTROL_MAX_PROCS; i++) {
+                struct proc *p = c->procs[i];
+                if (!p || p->exited || p->failed)
+                        continue;
+                if (!p->error_code)
+                        p->error_code = "audit_failed";
+                spawn_kill_request(c->sp.sync_fd, p->id, SIGKILL);
+        }
+}
+
+static int record(struct control *c, const char *kind, json_t *fields)
+{
+        int r = 0;
         if (!fields)
-                return;
+                return 0;
         if (c->audit) {
                 struct al_error e = {0};
-                audit_append(c->audit, c->cfg->id, kind, fields, &e);
+                r = audit_append(c->audit, c->cfg->id, kind, fields, &e);
+                if (r < 0)
+                        audit_fault(c, &e);
         }
         json_decref(fields);
+        return r;
+}
+
+/* Before an action: room for its records, then its first line. A full
+ * disk fails here, before anything runs. */
+static int record_ahead(struct control *c, const char *kind, json_t *fields)
+{
+        struct al_error e = {0};
+        if (!c->audit) {
+                json_decref(fields);
+                return 0;
+        }
+        int r = audit_reserve(c->audit, &e);
+        if (r < 0) {
+                json_decref(fields);
+                audit_fault(c, &e);
+                return r;
+        }
+        return record(c, kind, fields);
+}
+
+/* Make what was written durable: before an action is reported. */
+static int commit(struct control *c)
+{
+        int r = c->audit ? audit_flush(c->audit) : 0;
+        if (r < 0) {
+                struct al_error e = {0};
+                al_error_set(&e, r, "syncing the audit log");
+                audit_fault(c, &e);
+        }
+        return r;
 }
 
 static void on_net_decision(void *ud, const struct netgate_record *rec)
@@ -351,7 +403,6 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
                 for (int k = 0; k < 2; k++)
                         if (p->ev_out[k])
                                 event_add(p->ev_out[k], NULL);
-                record(c, "process.started", json_pack("{s:i, s:O}", "pid", p->id, "argv", p->argv));
                 proc_event(p, json_pack("{s:s, s:i}", "type", "started", "pid", p->id));
                 if (p->background)
                         detach_all(p); /* a background exec answers "started" only */
@@ -455,6 +506,16 @@ static void do_exec(struct client *cl, json_t *req)
                 }
                 return send_error(cl, "internal", "creating pipes");
         }
+        /* Written ahead: the process starts only once the log says so, and
+         * a log that cannot be written refuses the exec. */
+        if (record_ahead(c, "process.started", json_pack("{s:i, s:O}", "pid", id, "argv", argv)) < 0) {
+                for (int k = 0; k < 2; k++) {
+                        close(pin[k]);
+                        close(pout[k]);
+                        close(perr[k]);
+                }
+                return send_error(cl, "audit_failed", c->audit_fault);
+        }
         struct proc *p = xcalloc(1, sizeof(*p));
         p->ctl = c;
         p->id = id;
@@ -484,6 +545,9 @@ static void do_exec(struct client *cl, json_t *req)
                 return send_error(cl, r == -E2BIG ? "bad_request" : "internal",
                                   r == -E2BIG ? "argv and env are too large" : "asking pid 1 to start it");
         }
+        /* Synced while pid 1 forks, and before "started" is reported; a
+         * sync that fails kills the process (audit_fault). */
+        commit(c);
         for (int k = 0; k < 2; k++) {
                 evutil_make_socket_nonblocking(p->out_fd[k]);
                 p->ev_out[k] = event_new(c->base, p->out_fd[k], EV_READ | EV_PERSIST, on_proc_output, p);
@@ -785,8 +849,14 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct control *c = arg;
-        if (c->audit && audit_needs_flush(c->audit, now_monotonic_us()))
-                audit_flush(c->audit);
+        if (c->audit && audit_needs_flush(c->audit, now_monotonic_us())) {
+                int r = audit_flush(c->audit);
+                if (r < 0) {
+                        struct al_error e = {0};
+                        al_error_set(&e, r, "syncing the audit log");
+                        audit_fault(c, &e);
+                }
+        }
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -881,11 +951,19 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         r = env_build(p, home, env_user_for_uid(p->uid), NULL, &c.envp, err);
         if (r >= 0)
                 r = gates_check_routes(p, cfg->secrets, cfg->id, cfg->account, err);
-        if (r >= 0 && cfg->audit_path)
-                r = gates_open_audit(cfg->audit_path, cfg->secrets, &c.audit, err);
+        if (r >= 0 && cfg->audit_path) {
+                r = gates_open_audit(cfg->audit_path, cfg->secrets, cfg->audit_rotate, &c.audit, err);
+                if (r < 0)
+                        al_error_wrap(err, "audit");
+        }
         if (r < 0)
                 goto fail;
-        record(&c, "sandbox.created", events_sandbox_created(p));
+        /* The daemon tells "error: audit: …" apart: the audit log, not the
+         * sandbox, is what failed. */
+        if (record_ahead(&c, "sandbox.created", events_sandbox_created(p)) < 0) {
+                r = al_error_set_message(err, EIO, "%s", c.audit_fault);
+                goto fail;
+        }
 
         struct cgroup_limits lim = {.memory = p->limits.memory, .pids = p->limits.pids,
                                     .cpus_milli = p->limits.cpus_milli};

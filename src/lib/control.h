@@ -5,6 +5,7 @@
 #include "policy.h"
 
 struct secrets;
+struct audit_options;
 
 /* The supervisor of a long-lived sandbox (docs/control.md): it starts the
  * sandbox with an idle pid 1, then serves status, exec, attach, stdin,
@@ -15,6 +16,7 @@ struct control_config {
         const char *id;              /* 16 lowercase hex digits */
         const char *run_dir;         /* the socket and state go to run_dir/id/ */
         const char *audit_path;      /* NULL: none */
+        const struct audit_options *audit_rotate; /* NULL: the defaults */
         const char *keep_root;       /* an overlay workspace's changes go to
                                       * keep_root/sandboxes/id/ (review.h) */
         struct secrets *secrets;

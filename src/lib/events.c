@@ -67,14 +67,30 @@ static json_t *str_or_null(const char *s)
 
 const char *events_net_kind(const struct netgate_record *rec)
 {
+        if (STREQ(rec->protocol, "gate"))
+                return "net.budget_exceeded";
         return STREQ(rec->protocol, "route") ? "route.call" : "net.decision";
+}
+
+/* An aggregated refusal stands for `count` of them. */
+static json_t *with_count(json_t *o, const struct netgate_record *rec)
+{
+        if (o && rec->count > 0)
+                json_object_set_new(o, "count", json_integer((json_int_t)rec->count));
+        return o;
 }
 
 json_t *events_net_decision(const struct netgate_record *rec)
 {
+        if (STREQ(rec->protocol, "gate"))
+                return json_pack("{s:s, s:s, s:s, s:I, s:s}", "decision", rec->decision, "reason",
+                                 rec->reason, "rule", rec->rule ? rec->rule : "",
+                                 "refusals", (json_int_t)rec->count, "message",
+                                 "the refusal budget is spent: the gate closes every new "
+                                 "connection from now on, without a record");
         if (STREQ(rec->protocol, "route"))
-                return events_route_call(rec);
-        return json_pack("{s:s, s:o, s:o, s:i, s:o, s:s, s:o, s:o, s:i, s:I, s:I, s:I}",
+                return with_count(events_route_call(rec), rec);
+        return with_count(json_pack("{s:s, s:o, s:o, s:i, s:o, s:s, s:o, s:o, s:i, s:I, s:I, s:I}",
                          "protocol", rec->protocol,
                          "method", str_or_null(rec->method),
                          "host", str_or_null(rec->host),
@@ -86,7 +102,7 @@ json_t *events_net_decision(const struct netgate_record *rec)
                          "status", rec->status,
                          "bytesUp", (json_int_t)rec->bytes_up,
                          "bytesDown", (json_int_t)rec->bytes_down,
-                         "durationMs", (json_int_t)rec->duration_ms);
+                         "durationMs", (json_int_t)rec->duration_ms), rec);
 }
 
 json_t *events_route_call(const struct netgate_record *rec)

@@ -28,9 +28,14 @@ int gates_check_routes(const struct policy *p, struct secrets *s, const char *sa
         return 0;
 }
 
-int gates_open_audit(const char *path, struct secrets *s, struct audit **ret, struct al_error *err)
+int gates_open_audit(const char *path, struct secrets *s, const struct audit_options *rot,
+                     struct audit **ret, struct al_error *err)
 {
         struct audit_options ao = {.sync = AUDIT_SYNC_BATCH};
+        if (rot) {
+                ao.rotate_size = rot->rotate_size;
+                ao.rotate_keep = rot->rotate_keep;
+        }
         struct redactor *redactor = s ? secrets_redactor(s) : NULL;
         if (redactor) {
                 ao.redact = redactor_audit_hook;

@@ -20,7 +20,11 @@ int gates_check_routes(const struct policy *p, struct secrets *s, const char *sa
                        const char *account, struct al_error *err);
 
 /* Open the audit log with the secrets' redactor on every field. */
-int gates_open_audit(const char *path, struct secrets *s, struct audit **ret, struct al_error *err);
+struct audit_options;
+/* Open the audit log with the secrets' redactor on every field and the
+ * rotation of rot (NULL: the defaults, audit.h). */
+int gates_open_audit(const char *path, struct secrets *s, const struct audit_options *rot,
+                     struct audit **ret, struct al_error *err);
 
 /* Start the network gate on the listeners the spawner handed over (taking
  * the ones it uses: they are set to -1); the routes listener when the policy

@@ -171,6 +171,7 @@ struct policy *policy_new(void)
         };
         p->uid = 1000;
         p->gid = 1000;
+        p->budget.refusals = POLICY_REFUSALS_DEFAULT;
         return p;
 }
 
@@ -1131,10 +1132,17 @@ static int budget_rate(struct ctx *c, void *t, json_t *v)
         return parse_json_value(c, v, KIND_SIZE, 0, INT64_MAX, &((struct policy *)t)->budget.rate);
 }
 
+static int budget_refusals(struct ctx *c, void *t, json_t *v)
+{
+        return parse_json_value(c, v, KIND_COUNT, 0, INT64_MAX,
+                                &((struct policy *)t)->budget.refusals);
+}
+
 static const struct field budget_fields[] = {
     {"requests", budget_requests},
     {"bytes", budget_bytes},
     {"rate", budget_rate},
+    {"refusals", budget_refusals},
 };
 
 static int net_budget(struct ctx *c, void *t, json_t *v)
@@ -1411,7 +1419,7 @@ static int validate(struct ctx *c, const struct policy *p)
                         return r;
         }
         if (p->budget.requests > INT64_MAX || p->budget.bytes > INT64_MAX ||
-            p->budget.rate > INT64_MAX)
+            p->budget.rate > INT64_MAX || p->budget.refusals > INT64_MAX)
                 return fail(c, "\"network.budget\" is too large");
 
         for (size_t i = 0; i < p->n_env; i++) {
@@ -1762,9 +1770,11 @@ char *policy_to_json(const struct policy *p)
         }
         json_object_set_new(o, "routes", a);
         json_object_set_new(o, "budget",
-                            json_pack("{s:I, s:I, s:I}", "requests", (json_int_t)p->budget.requests,
-                                      "bytes", (json_int_t)p->budget.bytes, "rate",
-                                      (json_int_t)p->budget.rate));
+                            json_pack("{s:I, s:I, s:I, s:I}", "requests",
+                                      (json_int_t)p->budget.requests, "bytes",
+                                      (json_int_t)p->budget.bytes, "rate",
+                                      (json_int_t)p->budget.rate, "refusals",
+                                      (json_int_t)p->budget.refusals));
         json_object_set_new(root, "network", o);
 
         o = json_object();

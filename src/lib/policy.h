@@ -68,7 +68,10 @@ struct policy_budget {
         uint64_t requests; /* 0 = unlimited */
         uint64_t bytes;
         uint64_t rate; /* bytes per second */
+        uint64_t refusals; /* refused requests before the gate closes; 0 = unlimited */
 };
+
+#define POLICY_REFUSALS_DEFAULT 1000
 
 struct policy {
         /* workspace */

@@ -44,6 +44,7 @@ struct supervisor {
         bool timed_out;
         bool output_exceeded;
         bool audit_failed;
+        char audit_msg[AL_ERROR_MAX];
         int interrupts;
         uint64_t output;
         struct audit *audit;
@@ -52,23 +53,59 @@ struct supervisor {
         struct netgate *gate;
 };
 
-static void record(struct supervisor *sv, const char *kind, json_t *fields)
+/* An event that cannot be written is not silently lost: the sandbox ends
+ * rather than run unrecorded, and the run reports exit 125 audit_failed. The
+ * first cause is kept. */
+static void audit_fault(struct supervisor *sv, struct al_error *e)
 {
+        if (!sv->audit_failed) {
+                al_error_wrap(e, "audit");
+                memcpy(sv->audit_msg, e->msg, sizeof(sv->audit_msg));
+        }
+        sv->audit_failed = true;
+        if (sv->sp.pid > 0)
+                kill(sv->sp.pid, SIGKILL);
+}
+
+static int record(struct supervisor *sv, const char *kind, json_t *fields)
+{
+        int r = 0;
         if (!fields)
-                return;
+                return 0;
         if (sv->audit) {
                 struct al_error e = {0};
-                /* An event that cannot be written is not silently lost: the
-                 * sandbox ends rather than run unrecorded. */
-                if (audit_append(sv->audit, sv->res->sandbox, kind, fields, &e) < 0) {
-                        al_error_wrap(&e, "audit");
-                        memcpy(sv->res->message, e.msg, sizeof(sv->res->message));
-                        sv->audit_failed = true;
-                        if (sv->sp.pid > 0)
-                                kill(sv->sp.pid, SIGKILL);
-                }
+                r = audit_append(sv->audit, sv->res->sandbox, kind, fields, &e);
+                if (r < 0)
+                        audit_fault(sv, &e);
         }
         json_decref(fields);
+        return r;
+}
+
+/* Room on disk for this sandbox's end records, before it starts. */
+static int reserve(struct supervisor *sv)
+{
+        if (!sv->audit)
+                return 0;
+        struct al_error e = {0};
+        int r = audit_reserve(sv->audit, &e);
+        if (r < 0)
+                audit_fault(sv, &e);
+        return r;
+}
+
+/* Make what was appended durable now. */
+static int commit(struct supervisor *sv)
+{
+        if (!sv->audit)
+                return 0;
+        int r = audit_flush(sv->audit);
+        if (r < 0) {
+                struct al_error e = {0};
+                al_error_set(&e, r, "syncing the audit log");
+                audit_fault(sv, &e);
+        }
+        return r;
 }
 
 static void on_net_decision(void *ud, const struct netgate_record *rec)
@@ -190,7 +227,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct supervisor *sv = arg;
         if (sv->audit && audit_needs_flush(sv->audit, now_monotonic_us()))
-                audit_flush(sv->audit);
+                commit(sv);
 }
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
@@ -242,6 +279,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         struct supervisor sv = {.cfg = cfg, .res = res};
         struct cgroup *cg = NULL;
         _cleanup_strv_ char **envp = NULL;
+        _cleanup_free_ char *cg_name = NULL;
         int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
         struct al_error e = {0};
         int r;
@@ -284,7 +322,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (r < 0)
                 return r;
         if (cfg->audit_path) {
-                r = gates_open_audit(cfg->audit_path, cfg->secrets, &sv.audit, err);
+                r = gates_open_audit(cfg->audit_path, cfg->secrets, cfg->audit_rotate, &sv.audit, err);
                 if (r < 0)
                         return r;
         }
@@ -297,14 +335,21 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                         return r;
                 }
         }
-        record(&sv, "sandbox.created", events_sandbox_created(p));
+        /* Nothing runs before the audit log says the sandbox was created and
+         * has room for its end: a full or failing disk refuses the run (exit
+         * 125). It is synced within 100 ms (on_flush), and before the
+         * result is reported. */
+        if (reserve(&sv) < 0 || record(&sv, "sandbox.created", events_sandbox_created(p)) < 0) {
+                set_failure(res, 125, "audit_failed", sv.audit_msg);
+                goto done;
+        }
 
         struct cgroup_limits lim = {
                 .memory = p->limits.memory,
                 .pids = p->limits.pids,
                 .cpus_milli = p->limits.cpus_milli,
         };
-        _cleanup_free_ char *cg_name = xasprintf("airlock-%s", res->sandbox);
+        cg_name = xasprintf("airlock-%s", res->sandbox);
         r = cgroup_open(cg_name, &lim, &cg, &e);
         if (r < 0) {
                 set_failure(res, 125, "setup_failed", e.msg);
@@ -423,7 +468,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         fill_usage(&sv, cg, &ru);
 
         int st = sv.have_status ? sv.status : pid1_status;
-        if (sv.timed_out) {
+        if (sv.audit_failed) {
+                set_failure(res, 125, "audit_failed", sv.audit_msg);
+        } else if (sv.timed_out) {
                 snprintf(e.msg, sizeof(e.msg), "the command ran past its %" PRIu64 " ms timeout",
                          p->limits.timeout_ms);
                 set_failure(res, 124, "timeout", e.msg);
@@ -440,9 +487,6 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                          p->limits.output);
                 set_failure(res, 128 + SIGKILL, "output_limit", e.msg);
                 res->signal = SIGKILL;
-        } else if (sv.audit_failed) {
-                res->exit_code = 125;
-                res->error_code = "internal";
         } else if (!sv.have_status) {
                 set_failure(res, 125, "internal", "the sandbox's init ended without a report");
         } else if (WIFSIGNALED(st)) {
@@ -532,6 +576,10 @@ done:
         res->usage.output_bytes = sv.output;
         record(&sv, "process.ended", events_process_ended(res));
         record(&sv, "sandbox.destroyed", json_pack("{s:I}", "durationMs", (json_int_t)res->duration_ms));
+        /* The result is reported only once its record is durable. */
+        commit(&sv);
+        if (sv.audit_failed && !(res->error_code && STREQ(res->error_code, "audit_failed")))
+                set_failure(res, 125, "audit_failed", sv.audit_msg);
         sv.audit = audit_close(sv.audit);
         if (sv.net_log_fd >= 0)
                 close(sv.net_log_fd);

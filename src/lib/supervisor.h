@@ -34,10 +34,12 @@ struct supervisor_result {
 };
 
 struct secrets;
+struct audit_options;
 
 struct supervisor_config {
         const struct policy *policy;
         const char *audit_path;   /* the audit log; NULL: none */
+        const struct audit_options *audit_rotate; /* its rotation; NULL: the defaults */
         const char *net_log_path; /* network decisions as JSON lines; NULL: none */
         struct secrets *secrets;  /* host-side secrets; NULL: none */
         const char *account;      /* ${account} in route templates */

@@ -905,7 +905,11 @@ Test(netgate_gate, malformed_requests, .init = setup, .fini = teardown)
                 tc_sends(t, cases[i].req);
                 cr_assert(tc_drive(t, have_response, 0), "%zu", i);
                 cr_expect_eq(status_of(t), cases[i].status, "%zu: %s", i, t->in);
-                cr_expect_str_eq(last_rec()->reason, cases[i].reason, "%zu", i);
+                /* Repeated refusals of one kind share a record (aggregation),
+                 * so the reason is read from the answer. */
+                char want[128];
+                snprintf(want, sizeof(want), "X-Airlock-Denied: %s\r\n", cases[i].reason);
+                cr_expect_not_null(strstr(t->in, want), "%zu: %s", i, t->in);
                 tc_close(t);
         }
 

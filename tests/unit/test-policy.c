@@ -1342,7 +1342,7 @@ Test(policy, to_json_defaults)
                "\"limits\":{\"cpuTime\":0,\"cpus\":1,\"disk\":1073741824,"
                "\"fileSize\":1073741824,\"memory\":536870912,\"openFiles\":1024,"
                "\"output\":16777216,\"pids\":256,\"timeout\":900},\"network\":{\"allow\":[],"
-               "\"allowPrivate\":[],\"budget\":{\"bytes\":0,\"rate\":0,\"requests\":0},"
+               "\"allowPrivate\":[],\"budget\":{\"bytes\":0,\"rate\":0,\"refusals\":1000,\"requests\":0},"
                "\"deny\":[],\"hosts\":{},\"mode\":\"none\",\"routes\":[]},"
                "\"tools\":{\"allow\":[]},\"uid\":1000,\"workspace\":{\"mode\":\"rw\","
                "\"path\":null,\"protectGit\":true}}");

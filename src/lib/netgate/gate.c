@@ -31,6 +31,10 @@
 #define SOCKS_TIMEOUT_S  30
 #define DNS_TIMEOUT_S    "5"
 #define RATE_TICK_MS     100
+#define REFUSAL_KINDS    64  /* kinds of refusal aggregated at once; more are recorded singly */
+#define REFUSAL_SINGLES  8   /* refusals of a kind recorded one by one per window, then counted */
+#define CLOSED_TICK_MS   100 /* past the refusal budget: at most CLOSED_PER_TICK */
+#define CLOSED_PER_TICK  50  /* connections closed per tick, then the listeners pause */
 
 enum conn_state {
         C_HTTP_HEAD,
@@ -99,6 +103,19 @@ struct listener {
         struct evconnlistener *l;
 };
 
+/* Refusals of one kind within the current window (NETGATE_REFUSAL_WINDOW_MS). */
+struct refusal_kind {
+        const char *protocol; /* a literal */
+        char host[NETGATE_HOST_MAX + 1];
+        uint16_t port;
+        char *reason, *rule, *route, *upstream;
+        char address[NETGATE_ADDR_STRLEN];
+        int status;
+        unsigned singles; /* recorded one by one in this window */
+        uint64_t count;   /* counted since this kind's last record */
+        bool seen;        /* refused in this window */
+};
+
 struct host_entry {
         char name[NETGATE_HOST_MAX + 1];
         struct netgate_addr addr;
@@ -131,6 +148,15 @@ struct netgate {
         struct netgate_stats stats;
 
         struct netgate_routes *routes;
+
+        /* The refusal budget and the aggregation of refusals. */
+        uint64_t refusals_used;
+        bool closed; /* the budget is spent: new connections are closed unanswered */
+        struct refusal_kind kinds[REFUSAL_KINDS];
+        size_t n_kinds;
+        struct event *kinds_timer;
+        uint64_t closed_tick_us;
+        unsigned closed_in_tick;
 };
 
 static void conn_free(struct conn *c, const char *end_reason);
@@ -147,6 +173,155 @@ static const char *host_name(const struct conn *c)
 }
 
 /* ---- records and budgets ---- */
+
+static bool str_eq(const char *a, const char *b)
+{
+        return a == b || (a && b && STREQ(a, b));
+}
+
+static char *str_dup(const char *s)
+{
+        return s ? xstrdup(s) : NULL;
+}
+
+static void kind_free(struct refusal_kind *k)
+{
+        free(k->reason);
+        free(k->rule);
+        free(k->route);
+        free(k->upstream);
+}
+
+static bool kind_matches(const struct refusal_kind *k, const struct netgate_record *r)
+{
+        return STREQ(k->protocol, r->protocol) && STREQ(k->host, r->host ? r->host : "") &&
+               k->port == r->port && str_eq(k->reason, r->reason) && str_eq(k->rule, r->rule) &&
+               str_eq(k->route, r->route) && k->status == r->status;
+}
+
+static void kind_emit(struct netgate *g, const struct refusal_kind *k)
+{
+        struct netgate_record r = {
+            .sandbox = g->sandbox,
+            .protocol = k->protocol,
+            .host = k->host[0] ? k->host : NULL,
+            .port = k->port,
+            .address = k->address,
+            .decision = "deny",
+            .reason = k->reason,
+            .rule = k->rule,
+            .status = k->status,
+            .route = k->route,
+            .upstream = k->upstream,
+            .count = k->count,
+        };
+        if (g->recorder)
+                g->recorder(g->recorder_ud, &r);
+}
+
+/* Record what the window counted; forget kinds that were quiet in it. */
+static void kinds_flush(struct netgate *g, bool all)
+{
+        size_t kept = 0;
+        for (size_t i = 0; i < g->n_kinds; i++) {
+                struct refusal_kind *k = &g->kinds[i];
+                bool busy = k->seen;
+                if (k->count > 0)
+                        kind_emit(g, k);
+                k->count = 0;
+                k->singles = 0;
+                k->seen = false;
+                if (busy && !all) {
+                        if (kept != i)
+                                g->kinds[kept] = *k;
+                        kept++;
+                } else
+                        kind_free(k);
+        }
+        g->n_kinds = kept;
+}
+
+static void kinds_arm(struct netgate *g)
+{
+        struct timeval tv = {.tv_sec = NETGATE_REFUSAL_WINDOW_MS / 1000,
+                             .tv_usec = (NETGATE_REFUSAL_WINDOW_MS % 1000) * 1000};
+        if (g->n_kinds > 0 && g->kinds_timer && !evtimer_pending(g->kinds_timer, NULL))
+                evtimer_add(g->kinds_timer, &tv);
+}
+
+static void kinds_cb(evutil_socket_t fd, short what, void *ud)
+{
+        struct netgate *g = ud;
+        kinds_flush(g, false);
+        kinds_arm(g);
+}
+
+/* The refusal budget is spent: what was counted is recorded, then one
+ * record says so, and from now on new connections are closed unanswered
+ * and unrecorded (accept_cb), at a bounded rate. */
+static void close_gate(struct netgate *g)
+{
+        kinds_flush(g, true);
+        if (g->kinds_timer)
+                evtimer_del(g->kinds_timer);
+        g->closed = true;
+        struct netgate_record r = {
+            .sandbox = g->sandbox,
+            .protocol = "gate",
+            .host = NULL,
+            .address = "",
+            .decision = "deny",
+            .reason = "budget_refusals",
+            .rule = "network.budget.refusals",
+            .count = g->refusals_used,
+        };
+        if (g->recorder)
+                g->recorder(g->recorder_ud, &r);
+}
+
+/* Every refusal is charged to the refusal budget; repeated ones are counted
+ * rather than written one line each (NETGATE_REFUSAL_WINDOW_MS). */
+static void emit_refusal(struct netgate *g, struct netgate_record *r)
+{
+        if (g->closed)
+                return;
+        g->refusals_used++;
+        bool last = g->budget.refusals && g->refusals_used >= g->budget.refusals;
+        bool known = false;
+        for (size_t i = 0; i < g->n_kinds && !last; i++) {
+                struct refusal_kind *k = &g->kinds[i];
+                if (!kind_matches(k, r))
+                        continue;
+                known = k->seen = true;
+                if (k->singles >= REFUSAL_SINGLES) {
+                        k->count++;
+                        return;
+                }
+                k->singles++;
+                break;
+        }
+        if (!known && !last && g->n_kinds < REFUSAL_KINDS) {
+                struct refusal_kind *k = &g->kinds[g->n_kinds++];
+                *k = (struct refusal_kind){
+                    .protocol = r->protocol,
+                    .port = r->port,
+                    .reason = str_dup(r->reason),
+                    .rule = str_dup(r->rule),
+                    .route = str_dup(r->route),
+                    .upstream = str_dup(r->upstream),
+                    .status = r->status,
+                    .singles = 1,
+                    .seen = true,
+                };
+                snprintf(k->host, sizeof(k->host), "%s", r->host ? r->host : "");
+                snprintf(k->address, sizeof(k->address), "%s", r->address ? r->address : "");
+                kinds_arm(g);
+        }
+        if (g->recorder)
+                g->recorder(g->recorder_ud, r);
+        if (last)
+                close_gate(g);
+}
 
 static void record(struct conn *c, bool allow, const char *reason, const char *rule)
 {
@@ -176,7 +351,9 @@ static void record(struct conn *c, bool allow, const char *reason, const char *r
                 g->stats.allowed++;
         else
                 g->stats.denied++;
-        if (g->recorder)
+        if (!allow)
+                emit_refusal(g, &r);
+        else if (g->recorder)
                 g->recorder(g->recorder_ud, &r);
 }
 
@@ -399,6 +576,12 @@ static void begin_request(struct conn *c, const char *protocol, const char *meth
 /* Decide (host, port); on refusal answer and return false. */
 static bool decide(struct conn *c, const char *host, size_t host_len, uint16_t port)
 {
+        if (c->g->closed) {
+                /* Past the refusal budget: no answer, no record. */
+                c->g->stats.closed++;
+                conn_free(c, NULL);
+                return false;
+        }
         c->port = port;
         netgate_rules_decide(c->g->rules, host, host_len, port, &c->d);
         c->rule = c->d.rule ? c->d.rule->text : NULL;
@@ -1157,6 +1340,25 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 pause_listeners(g);
                 return;
         }
+        if (g->closed) {
+                /* Past the refusal budget a connection costs the host one
+                 * accept and one close, and at most CLOSED_PER_TICK of them
+                 * per tick: the listeners pause for the rest of it. */
+                uint64_t now = now_monotonic_us();
+                close(fd);
+                g->stats.closed++;
+                if (now - g->closed_tick_us >= CLOSED_TICK_MS * 1000) {
+                        g->closed_tick_us = now;
+                        g->closed_in_tick = 0;
+                }
+                if (++g->closed_in_tick >= CLOSED_PER_TICK) {
+                        uint64_t left = g->closed_tick_us + CLOSED_TICK_MS * 1000 - now;
+                        struct timeval wait = {.tv_sec = 0, .tv_usec = (suseconds_t)left};
+                        pause_listeners(g);
+                        evtimer_add(g->resume_timer, &wait);
+                }
+                return;
+        }
         if (lst->proto == NETGATE_PROTO_ROUTES) {
                 netgate_routes_accept(g->routes, fd);
                 return;
@@ -1291,7 +1493,8 @@ struct netgate *netgate_new(struct event_base *base, const struct policy *p, con
                 }
         }
         g->resume_timer = evtimer_new(base, resume_cb, g);
-        if (!g->resume_timer) {
+        g->kinds_timer = evtimer_new(base, kinds_cb, g);
+        if (!g->resume_timer || !g->kinds_timer) {
                 al_error_set(err, ENOMEM, "creating the network gate");
                 return netgate_free(g);
         }
@@ -1379,6 +1582,10 @@ struct netgate *netgate_free(struct netgate *g)
         while (g->conns)
                 conn_free(g->conns, "shutdown");
         g->routes = netgate_routes_free(g->routes);
+        /* What was counted and not yet recorded. */
+        kinds_flush(g, true);
+        if (g->kinds_timer)
+                event_free(g->kinds_timer);
         for (size_t i = 0; i < g->n_listeners; i++)
                 evconnlistener_free(g->listeners[i].l);
         if (g->resume_timer)
@@ -1427,8 +1634,11 @@ void netgate_emit(struct netgate *g, struct netgate_record *rec)
         g->stats.requests++;
         if (STREQ(rec->decision, "allow"))
                 g->stats.allowed++;
-        else
+        else {
                 g->stats.denied++;
+                emit_refusal(g, rec);
+                return;
+        }
         if (g->recorder)
                 g->recorder(g->recorder_ud, rec);
 }
@@ -1449,6 +1659,8 @@ void netgate_conn_count(struct netgate *g, int delta)
 
 const char *netgate_budget_take(struct netgate *g)
 {
+        if (g->closed)
+                return "budget_refusals";
         if (g->budget.requests && g->requests_used >= g->budget.requests)
                 return "budget_requests";
         if (budget_bytes_exhausted(g))

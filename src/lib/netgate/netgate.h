@@ -66,7 +66,19 @@ struct netgate_record {
         const char *upstream; /* the route's upstream URL */
         const struct netgate_header *recorded; /* response headers the route's "record" names */
         size_t n_recorded;
+
+        /* Refusals are aggregated: the first 8 of a kind (protocol, host,
+         * port, reason, rule, route, status) in a window of
+         * NETGATE_REFUSAL_WINDOW_MS are recorded one by one with count 0;
+         * the rest are counted and recorded when the window ends as one
+         * record with count = how many it stands for.
+         * Protocol "gate", reason "budget_refusals": the refusal budget
+         * (network.budget.refusals) is spent, count = the refusals made; the
+         * gate then closes every new connection without a record. */
+        uint64_t count;
 };
+
+#define NETGATE_REFUSAL_WINDOW_MS 1000
 
 struct netgate_stats {
         uint64_t connections; /* client connections accepted */
@@ -76,6 +88,7 @@ struct netgate_stats {
         uint64_t denied;
         uint64_t bytes_up;
         uint64_t bytes_down;
+        uint64_t closed; /* connections closed unanswered: the refusal budget is spent */
 };
 
 /* The gate copies what it needs from the policy (rules, allowPrivate, hosts,
