@@ -56,6 +56,7 @@ struct builder {
         size_t n_deny;
         const mode_t *deny_mode;
         const bool *deny_dir;
+        char **allowed_at;               /* where each allowRead entry was first shown */
         size_t internal_lo, internal_hi; /* deny[lo..hi) hold Airlock's own state */
 };
 
@@ -361,11 +362,22 @@ static int bind_allowed(struct builder *b, const char *host, const char *target)
                         continue;
                 _cleanup_free_ char *t = xasprintf("%s%s", target, a + strlen(host));
                 _cleanup_close_ int src = -1;
-                if (plan->allow_read_fds[i] >= 0)
-                        src = open_tree(plan->allow_read_fds[i], "",
-                                        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
-                                            AT_RECURSIVE);
-                else {
+                if (plan->allow_read_fds[i] >= 0 && !b->allowed_at[i]) {
+                        /* The parent's detached clone: attached once, as
+                         * is; a later place clones it from there. */
+                        src = fcntl(plan->allow_read_fds[i], F_DUPFD_CLOEXEC, 3);
+                        if (src < 0)
+                                src = -errno;
+                } else if (b->allowed_at[i]) {
+                        _cleanup_close_ int at =
+                            open_in_root(b, b->allowed_at[i], O_PATH | O_NOFOLLOW);
+                        src = at < 0 ? -errno
+                                     : open_tree(at, "",
+                                                 OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                     AT_EMPTY_PATH | AT_RECURSIVE);
+                        if (at >= 0 && src < 0)
+                                src = -errno;
+                } else {
                         _cleanup_close_ int fd = open(a, O_PATH | O_NOFOLLOW | O_CLOEXEC);
                         if (fd >= 0)
                                 src = clone_tree(fd, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
@@ -385,6 +397,8 @@ static int bind_allowed(struct builder *b, const char *host, const char *target)
                 int r = attach(b, src, t, !S_ISDIR(st.st_mode));
                 if (r < 0)
                         return r;
+                if (!b->allowed_at[i])
+                        b->allowed_at[i] = xstrdup(t);
         }
         return 0;
 }
@@ -725,6 +739,7 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                 b.internal_hi = c->plan->internal_hi;
                 b.deny_mode = c->plan->deny_mode;
                 b.deny_dir = c->plan->deny_dir;
+                b.allowed_at = xcalloc(c->plan->n_allow_read + 1, sizeof(char *));
         }
 
         /* Device nodes are bound from the host: a user namespace cannot mknod. */
@@ -848,6 +863,9 @@ out:
                 free(b.maps[i].target);
         }
         free(b.maps);
+        for (size_t i = 0; c->plan && b.allowed_at && i < c->plan->n_allow_read; i++)
+                free(b.allowed_at[i]);
+        free(b.allowed_at);
         return r;
 }
 
