@@ -989,9 +989,13 @@ static int real_missing(const char *path, char real[PATH_MAX])
         return 0;
 }
 
-/* Resolve one deny entry. `may_skip_eacces`: a path the caller cannot reach,
- * when the sandbox runs with no more than the caller's own rights (rootless)
- * and the path is in someone else's home: it cannot reach it either. */
+/* Resolve one deny entry. `may_skip_eacces`: a mandatory entry in someone
+ * else's home that the caller cannot reach. The sandbox never has more
+ * rights than its caller (rootless: the same uid and groups; root: an
+ * unprivileged uid without groups, and root itself is refused nothing
+ * unless it lacks its privileges too, as on a root-squashed share), so it
+ * cannot reach it either. What the user named, and the caller's own home,
+ * are never skipped. */
 static int resolve_deny(struct mounts_plan *plan, const char *path, bool dir, bool may_skip_eacces,
                         struct al_error *err)
 {
@@ -1107,14 +1111,14 @@ static int resolve_entry(struct mounts_plan *plan, char *const *homes, size_t n_
                          const char *caller_home, const char *entry, bool user_entry,
                          struct al_error *err)
 {
-        bool rootless = geteuid() != 0;
         if (strncmp(entry, "~/", 2) != 0)
                 return resolve_deny(plan, entry, !mandatory_is_file(entry) && !user_entry, false,
                                     err);
         for (size_t i = 0; i < n_homes; i++) {
                 _cleanup_free_ char *path = xasprintf("%s/%s", homes[i], entry + 2);
                 bool own = caller_home && STREQ(homes[i], caller_home);
-                int r = resolve_deny(plan, path, !mandatory_is_file(entry), rootless && !own, err);
+                int r =
+                    resolve_deny(plan, path, !mandatory_is_file(entry), !own && !user_entry, err);
                 if (r < 0)
                         return r;
         }
@@ -1289,7 +1293,12 @@ static int clone_for_sandbox(const char *path, bool readonly, struct al_error *e
                 return -1;
         _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
+                return al_error_set(err, errno, "mount %s; give an existing host path", path);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
                 return al_error_set(err, errno, "mount %s", path);
+        if (S_ISLNK(st.st_mode))
+                return al_error_set(err, 0, "mount %s: is a symbolic link; give its target", path);
         int mnt = clone_tree(fd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                                      (readonly ? MOUNT_ATTR_RDONLY : 0));
         return mnt < 0 ? -1 : mnt;
@@ -1388,7 +1397,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                 if (r < 0)
                         goto fail;
                 if (p->workspace_mode == POLICY_WORKSPACE_RO) {
-                        plan->workspace_ro_fd = clone_for_sandbox(real, true, err);
+                        plan->workspace_ro_fd = clone_for_sandbox(p->workspace, true, err);
                         if (plan->workspace_ro_fd < -1) {
                                 r = plan->workspace_ro_fd;
                                 goto fail;
@@ -1418,7 +1427,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                 if (r < 0)
                         goto fail;
                 if (m->readonly) {
-                        plan->mount_ro_fds[i] = clone_for_sandbox(real, true, err);
+                        plan->mount_ro_fds[i] = clone_for_sandbox(m->source, true, err);
                         if (plan->mount_ro_fds[i] < -1) {
                                 r = plan->mount_ro_fds[i];
                                 plan->mount_ro_fds[i] = -1;
@@ -1460,7 +1469,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                                 goto fail;
                         }
                 plan->allow_read = strv_append(plan->allow_read, &plan->n_allow_read, real);
-                plan->allow_read_fds[i] = clone_for_sandbox(real, true, err);
+                plan->allow_read_fds[i] = clone_for_sandbox(p->allow_read[i], true, err);
                 if (plan->allow_read_fds[i] < -1) {
                         r = plan->allow_read_fds[i];
                         plan->allow_read_fds[i] = -1;
