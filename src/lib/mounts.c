@@ -142,17 +142,28 @@ static int attach(struct builder *b, int mnt, const char *target, bool file)
         int r = make_target(b, target, file);
         if (r == -EROFS)
                 return al_error_set(b->err, r,
-                                    "creating mount point %s (it lies in a read-only part of the "
-                                    "sandbox's root); choose a target under /mnt, /workspace, "
-                                    "/tmp or $HOME instead",
+                                    "creating mount point %s (it lies in a read-only host "
+                                    "directory of the sandbox's root); choose a target under "
+                                    "/workspace, /tmp or $HOME, or a new top-level directory "
+                                    "such as /data",
+                                    target);
+        if (r == -ENOTDIR || r == -EEXIST)
+                return al_error_set(b->err, r,
+                                    "creating mount point %s (a file is in the way); choose "
+                                    "another target",
                                     target);
         if (r < 0)
-                return al_error_set(b->err, r, "creating mount point %s", target);
+                return al_error_set(b->err, r, "creating mount point %s; choose another target",
+                                    target);
         _cleanup_close_ int tfd = open_in_root(b, target, O_PATH | O_NOFOLLOW);
         if (tfd < 0)
-                return al_error_set(b->err, errno, "opening mount point %s", target);
+                return al_error_set(b->err, errno, "opening mount point %s; choose another target",
+                                    target);
         if (move_mount(mnt, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                return al_error_set(b->err, errno, "attaching mount at %s", target);
+                return al_error_set(b->err, errno,
+                                    "attaching mount at %s (a directory and a file cannot "
+                                    "cover each other); choose another target",
+                                    target);
         return 0;
 }
 
@@ -225,8 +236,10 @@ static int check_not_denied(struct builder *b, const char *host)
         for (size_t i = 0; i < b->n_deny; i++)
                 if (path_under(real, b->deny[i]) && !is_state_workspace(b, real, i))
                         return al_error_set(b->err, EACCES,
-                                            "mount source %s is under the denied path %s", host,
-                                            b->deny[i]);
+                                            "mount source %s is under the denied path %s; "
+                                            "mount something else, or remove the deny entry "
+                                            "if it is yours",
+                                            host, b->deny[i]);
         return 0;
 }
 
@@ -274,7 +287,10 @@ static int bind_host(struct builder *b, const char *host, const char *target, bo
         uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
         _cleanup_close_ int mnt = clone_tree(fd, attrs);
         if (mnt < 0)
-                return al_error_set(b->err, mnt, "mount %s at %s", host, target);
+                return al_error_set(b->err, mnt,
+                                    "mount %s at %s (the kernel refused to clone it; a "
+                                    "directory on a local filesystem works)",
+                                    host, target);
         r = attach(b, mnt, target, !S_ISDIR(st.st_mode));
         if (r < 0)
                 return r;
