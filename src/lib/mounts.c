@@ -1285,9 +1285,10 @@ static const char *broad_reason(const char *real, const char *caller_home)
                         return "is a system directory";
         for (size_t i = 0; i < ARRAY_SIZE(exact); i++)
                 if (STREQ(real, exact[i]))
-                        return STREQ(real, "/home") || STREQ(real, "/root")
-                                   ? "holds whole homes"
-                                   : "is a system directory";
+                        return STREQ(real, "/home")   ? "holds whole homes"
+                               : STREQ(real, "/root") ? "is a whole home directory"
+                               : STREQ(real, "/tmp")  ? "is shared by every user"
+                                                      : "is a system directory";
         char home[PATH_MAX];
         if (caller_home && realpath(caller_home, home) && STREQ(home, real))
                 return "is a whole home directory";
