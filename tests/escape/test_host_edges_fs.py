@@ -198,6 +198,60 @@ def test_secrets_file_with_read_host_is_masked(airlock):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_supervise_secrets_file_is_masked(airlock):
+    """`airlock supervise --secrets FILE` (what airlockd runs): FILE is masked."""
+    import base64
+
+    ws = airlock.make_dir()
+    f = secrets_file(ws / "secrets.env", airlock)
+    run_dir = airlock.make_dir("run")
+    audit = airlock.make_dir("audit") / "audit.jsonl"
+    pol = airlock.make_dir("policy") / "policy.json"
+    pol.write_text(json.dumps({"workspace": {"path": str(ws)}}))
+    airlock.chown(pol.parent)
+    sid = os.urandom(8).hex()
+    r, w = os.pipe()
+    argv = airlock.cmd(["supervise", "--id", sid, "--policy", pol, "--run-dir", run_dir,
+                        "--audit", audit, "--ready-fd", str(w), "--secrets", f,
+                        "--keep-root", airlock.make_dir("keep")])
+    proc = subprocess.Popen(argv, pass_fds=(w,), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    os.close(w)
+
+    def request(obj):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(30)
+        s.connect(str(run_dir / sid / "control.sock"))
+        s.sendall((json.dumps(obj) + "\n").encode())
+        out = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            out += d
+        s.close()
+        return [json.loads(line) for line in out.decode().splitlines()]
+
+    try:
+        with os.fdopen(r) as rf:
+            ready = rf.readline().strip()
+        assert ready == "ok", ready
+        events = request({"op": "exec", "argv": ["sh", "-c", "cat /workspace/secrets.env"]})
+        out = b"".join(base64.b64decode(e["data"]) for e in events if e.get("type") == "stdout")
+        assert SECRET.encode() not in out
+    finally:
+        if proc.poll() is None:
+            try:
+                request({"op": "destroy"})
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 # D: the write-protect list and the filesystem keys.
 
 PROTECTED = [".bashrc", ".profile", ".gitconfig", ".gitmodules", ".envrc", ".mcp.json",
