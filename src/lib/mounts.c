@@ -1290,13 +1290,17 @@ static const char *broad_reason(const char *real, const char *caller_home)
                                : STREQ(real, "/tmp")  ? "is shared by every user"
                                                       : "is a system directory";
         char home[PATH_MAX];
-        if (caller_home && realpath(caller_home, home) && STREQ(home, real))
-                return "is a whole home directory";
+        if (caller_home && realpath(caller_home, home) && path_under(home, real))
+                return STREQ(home, real) ? "is a whole home directory" : "holds a whole home";
+        /* A home in /etc/passwd, or a directory that holds one. Homes of
+         * "/" are no one's. */
         _cleanup_fclose_ FILE *pw = fopen("/etc/passwd", "re");
         struct passwd *e;
         while (pw && (e = fgetpwent(pw)))
-                if (e->pw_dir && realpath(e->pw_dir, home) && STREQ(home, real))
-                        return "is a whole home directory";
+                if (e->pw_dir && realpath(e->pw_dir, home) && !STREQ(home, "/") &&
+                    path_under(home, real))
+                        return STREQ(home, real) ? "is a whole home directory"
+                                                 : "holds a whole home";
         return NULL;
 }
 
