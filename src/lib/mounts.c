@@ -1232,6 +1232,16 @@ static void scan_git(struct mounts_plan *plan, int fd, const char *path, int dep
                         /* A worktree's or submodule's "gitdir:" pointer. */
                         plan_add_protect(plan, gp, false);
         }
+        /* A bare repository (HEAD, objects/ and refs/ side by side): its
+         * config runs code too (core.pager, aliases) when host git is used
+         * in it. It is a git directory; nothing below it is a worktree. */
+        struct stat h, o, rf;
+        if (fstatat(fd, "HEAD", &h, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(h.st_mode) &&
+            fstatat(fd, "objects", &o, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(o.st_mode) &&
+            fstatat(fd, "refs", &rf, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(rf.st_mode)) {
+                protect_gitdir(plan, fd, path, 0, modules);
+                return;
+        }
         if (depth >= GIT_SCAN_DEPTH)
                 return;
         int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

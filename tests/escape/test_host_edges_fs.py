@@ -384,6 +384,24 @@ def test_git_metadata_protected(airlock, name, attack):
     assert not changed, changed
 
 
+def test_bare_repository_config_protected(airlock):
+    if not shutil.which("git"):
+        pytest.skip("needs git")
+    ws = airlock.make_dir()
+    src = airlock.make_dir("src")
+    make_repo(src)
+    git("clone", "-q", "--bare", str(src), str(ws / "mirror.git"), cwd=ws)
+    airlock.chown(ws)
+    cfg = (ws / "mirror.git/config").read_bytes()
+    airlock.sandbox(
+        "printf '[core]\\n\\tpager = touch /tmp/pwn\\n' >> /workspace/mirror.git/config;"
+        "echo evil > /workspace/mirror.git/hooks/post-update",
+        workspace=ws, timeout=60,
+    )
+    assert (ws / "mirror.git/config").read_bytes() == cfg
+    assert not (ws / "mirror.git/hooks/post-update").exists()
+
+
 def test_git_still_commits(airlock):
     if not shutil.which("git"):
         pytest.skip("needs git")
