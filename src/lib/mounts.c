@@ -344,12 +344,11 @@ static int mount_tmpfs(struct builder *b, const char *target, const char *size, 
         return attach(b, mnt, target, false);
 }
 
-/* The mask for one denied path: an empty read-only tmpfs over a directory,
- * /dev/null over anything else. A directory mask that allowRead entries
- * reach into is left writable until they are bound in. */
-static int make_mask(struct builder *b, bool dir, int devnull, bool *ret_writable)
+/* The mask for one denied path: an empty tmpfs over a directory (made
+ * read-only once allowRead entries are bound into it), /dev/null over
+ * anything else. */
+static int make_mask(bool dir, int devnull)
 {
-        *ret_writable = false;
         if (dir) {
                 const char *opts[] = {"size", "4k", "mode", "0755", NULL};
                 return new_fs("tmpfs", opts,
@@ -363,7 +362,6 @@ static int make_mask(struct builder *b, bool dir, int devnull, bool *ret_writabl
                 close(mnt);
                 return r;
         }
-        (void)b;
         return mnt;
 }
 
@@ -469,8 +467,7 @@ static int apply_masks(struct builder *b, int devnull)
                                         continue; /* not reachable inside */
                                 return al_error_set(b->err, errno, "masking %s", target);
                         }
-                        bool writable;
-                        _cleanup_close_ int mnt = make_mask(b, dir, devnull, &writable);
+                        _cleanup_close_ int mnt = make_mask(dir, devnull);
                         if (mnt < 0)
                                 return al_error_set(b->err, mnt, "masking %s", target);
                         if (move_mount(mnt, "", tfd, "",
