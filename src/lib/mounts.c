@@ -494,7 +494,35 @@ static int apply_masks(struct builder *b, int devnull)
  * aside) each protected host path wherever it shows up writable inside:
  * the write-protect list, filesystem.denyWrite, and git metadata. The
  * parent listed parents before what lies under them. */
-static int apply_protect(struct builder *b)
+/* A protected name that is a symbolic link could be unlinked by the agent
+ * (the directory holding it is writable) and replaced by a file of its own.
+ * The link itself is covered, so it cannot be removed: by a read-only clone
+ * of the regular file it leads to inside the sandbox (never on the host), or
+ * else by an empty read-only file. */
+static int cover_link(struct builder *b, int tfd, const char *target, int devnull)
+{
+        _cleanup_close_ int mnt = -1;
+        _cleanup_close_ int to = open_in_root(b, target, O_PATH);
+        struct stat ts;
+        if (to >= 0 && fstat(to, &ts) == 0 && S_ISREG(ts.st_mode)) {
+                mnt = open_tree(to, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+                if (mnt >= 0 &&
+                    set_attr(mnt, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false) <
+                        0) {
+                        close(mnt);
+                        mnt = -1;
+                }
+        }
+        if (mnt < 0)
+                mnt = make_mask(false, devnull);
+        if (mnt < 0)
+                return al_error_set(b->err, mnt, "protecting %s", target);
+        if (move_mount(mnt, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return al_error_set(b->err, errno, "protecting %s", target);
+        return 0;
+}
+
+static int apply_protect(struct builder *b, int devnull)
 {
         const struct mounts_plan *plan = b->c->plan;
         for (size_t i = 0; plan && i < plan->n_protect; i++) {
@@ -513,8 +541,14 @@ static int apply_protect(struct builder *b)
                                 return al_error_set(b->err, errno, "protecting %s", target);
                         }
                         struct stat st;
-                        if (fstat(tfd, &st) < 0 || S_ISLNK(st.st_mode))
-                                continue; /* a link cannot be covered; it points elsewhere */
+                        if (fstat(tfd, &st) < 0)
+                                return al_error_set(b->err, errno, "protecting %s", target);
+                        if (S_ISLNK(st.st_mode)) {
+                                int r = cover_link(b, tfd, target, devnull);
+                                if (r < 0)
+                                        return r;
+                                continue;
+                        }
                         _cleanup_close_ int mnt = open_tree(tfd, "",
                                                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
                                                                 AT_EMPTY_PATH | AT_RECURSIVE);
@@ -838,7 +872,7 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                         goto out;
         }
 
-        r = apply_protect(&b);
+        r = apply_protect(&b, devnull);
         if (r < 0)
                 goto out;
 
@@ -1160,7 +1194,7 @@ static void protect_if_exists(struct mounts_plan *plan, int dirfd, const char *d
                               const char *name)
 {
         struct stat st;
-        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISLNK(st.st_mode))
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
         _cleanup_free_ char *p = xasprintf("%s/%s", dir, name);
         plan_add_protect(plan, p, false);
@@ -1225,8 +1259,9 @@ static void scan_git(struct mounts_plan *plan, int fd, const char *path, int dep
                             openat(fd, ".git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (g >= 0)
                                 protect_gitdir(plan, g, gp, 0, modules);
-                } else if (S_ISREG(st.st_mode))
-                        /* A worktree's or submodule's "gitdir:" pointer. */
+                } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+                        /* A worktree's or submodule's "gitdir:" pointer, or
+                         * a link to a git directory elsewhere. */
                         plan_add_protect(plan, gp, false);
         }
         /* A bare repository (HEAD, objects/ and refs/ side by side): its

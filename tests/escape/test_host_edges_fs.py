@@ -281,6 +281,26 @@ def test_write_protect_list(airlock):
     assert (ws / "other.txt").read_text() == "ok\n", p.stderr
 
 
+def test_write_protect_symlinked_dotfile(airlock):
+    """A dotfile that is a link (dotfile managers make them) cannot be
+    unlinked and replaced by a file of the agent's."""
+    ws = airlock.make_dir()
+    write(ws / "dotfiles/bashrc", "original\n")
+    os.symlink("dotfiles/bashrc", ws / ".bashrc")
+    os.symlink("/nonexistent/profile", ws / ".profile")
+    airlock.chown(ws)
+    for n in (".bashrc", ".profile"):
+        os.lchown(ws / n, *owner_ids(airlock))
+    p = airlock.sandbox(
+        "cat /workspace/.bashrc; rm -f /workspace/.bashrc /workspace/.profile;"
+        "echo evil > /workspace/.bashrc; echo evil > /workspace/.profile",
+        workspace=ws, timeout=60,
+    )
+    assert "original" in p.stdout, p.stderr
+    assert os.readlink(ws / ".bashrc") == "dotfiles/bashrc"
+    assert os.readlink(ws / ".profile") == "/nonexistent/profile"
+
+
 def test_deny_write_and_allow_read(airlock):
     ws = airlock.make_dir()
     write(ws / "keep.txt", "original\n")
@@ -400,6 +420,23 @@ def test_bare_repository_config_protected(airlock):
     )
     assert (ws / "mirror.git/config").read_bytes() == cfg
     assert not (ws / "mirror.git/hooks/post-update").exists()
+
+
+def test_git_link_cannot_be_repointed(airlock):
+    if not shutil.which("git"):
+        pytest.skip("needs git")
+    ws = airlock.make_dir()
+    make_repo(ws / "real")
+    (ws / "co").mkdir()
+    os.symlink("../real/.git", ws / "co/.git")
+    airlock.chown(ws)
+    os.lchown(ws / "co/.git", *owner_ids(airlock))
+    airlock.sandbox(
+        "mkdir -p /workspace/evil && rm -f /workspace/co/.git;"
+        "ln -s ../evil /workspace/co/.git",
+        workspace=ws, timeout=60,
+    )
+    assert os.readlink(ws / "co/.git") == "../real/.git"
 
 
 def test_git_still_commits(airlock):
