@@ -29,6 +29,12 @@ struct mounts_plan {
         int *mount_ro_fds;   /* read-only mounts: detached clones, or -1 */
 };
 
+/* Resolve the plan in the parent, as the caller. Fails (naming the path and
+ * what to do) on a deny entry the caller cannot resolve, a broad workspace
+ * without workspace.allowBroad, a mount source that cannot be resolved, and
+ * an allowRead entry on the mandatory list. Also lists what is made
+ * read-only (the write-protect list, denyWrite, git metadata) and makes the
+ * read-only trees a root caller's sandbox user could not reach. */
 int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
                     struct al_error *err);
 struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts);
