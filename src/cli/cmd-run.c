@@ -29,6 +29,8 @@ static const char run_usage[] =
         "Options:\n"
         "  -p, --policy FILE        load a JSON policy (docs/policy.md); flags override it\n"
         "  -w, --workspace DIR      the workspace, mounted read-write at /workspace (default: .)\n"
+        "      --allow-broad-workspace  allow /, a system directory or a whole home as the\n"
+        "                           workspace (refused otherwise; the deny list still applies)\n"
         "      --review             mount the workspace copy-on-write; changes wait for\n"
         "                           'airlock accept ID' (or 'airlock discard ID')\n"
         "      --repo URL           clone URL on the host and use the clone as the workspace;\n"
@@ -98,6 +100,7 @@ enum {
         OPT_REVIEW,
         OPT_REPO,
         OPT_REV,
+        OPT_ALLOW_BROAD,
 };
 
 static const struct option run_options[] = {
@@ -130,6 +133,7 @@ static const struct option run_options[] = {
         {"review", no_argument, NULL, OPT_REVIEW},
         {"repo", required_argument, NULL, OPT_REPO},
         {"rev", required_argument, NULL, OPT_REV},
+        {"allow-broad-workspace", no_argument, NULL, OPT_ALLOW_BROAD},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -425,6 +429,9 @@ int cmd_run(int argc, char **argv)
                 case OPT_REV:
                         a.rev = optarg;
                         break;
+                case OPT_ALLOW_BROAD:
+                        p->allow_broad = true;
+                        break;
                 case 'q':
                         a.quiet = true;
                         break;
@@ -470,6 +477,10 @@ int cmd_run(int argc, char **argv)
                 p->workspace = xstrdup(workspace);
         } else if (!p->workspace)
                 p->workspace = xstrdup(".");
+
+        /* The secrets file never shows inside, whatever the read mode. */
+        if (a.secrets_file)
+                policy_add_deny_read(p, a.secrets_file);
 
         const char *home = getenv("HOME");
         r = policy_finalize(p, cwd, home ? home : "/", &err);

@@ -116,6 +116,8 @@ int cmd_supervise(int argc, char **argv)
         int r = getcwd(cwd, sizeof(cwd)) ? 0 : al_error_set(&err, errno, "current directory");
         if (r >= 0)
                 r = policy_load_file(p, policy_file, &err);
+        if (r >= 0 && secrets_file)
+                policy_add_deny_read(p, secrets_file); /* never shown inside */
         if (r >= 0)
                 r = policy_finalize(p, cwd, home ? home : "/", &err);
         if (r >= 0 && !p->workspace)

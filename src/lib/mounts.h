@@ -13,11 +13,28 @@
 struct mounts_plan {
         char **deny;
         size_t n_deny;
+        mode_t *deny_mode;               /* what is there (S_IFMT), or 0: nothing yet, masked
+                                          * only where the sandbox could create it */
+        bool *deny_dir;                  /* for nothing yet: mask as a directory, not a file */
         size_t internal_lo, internal_hi; /* deny[lo..hi) hold Airlock's own state */
+        char **protect; /* real host paths made read-only wherever writable inside */
+        size_t n_protect;
+        bool *protect_pin; /* only made a mount point (cannot be renamed aside) */
+        char **allow_read; /* real host paths shown again under a mask */
+        size_t n_allow_read;
+        int *allow_read_fds; /* detached clones made with the caller's view, or -1 */
         char *workspace_real;
-        char **mount_reals; /* one per policy mount */
+        int workspace_ro_fd; /* read-only workspace: a detached clone, or -1 */
+        char **mount_reals;  /* one per policy mount */
+        int *mount_ro_fds;   /* read-only mounts: detached clones, or -1 */
 };
 
+/* Resolve the plan in the parent, as the caller. Fails (naming the path and
+ * what to do) on a deny entry the caller cannot resolve, a broad workspace
+ * without workspace.allowBroad, a mount source that cannot be resolved, and
+ * an allowRead entry on the mandatory list. Also lists what is made
+ * read-only (the write-protect list, denyWrite, git metadata) and makes the
+ * read-only trees a root caller's sandbox user could not reach. */
 int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
                     struct al_error *err);
 struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts);
@@ -25,8 +42,8 @@ struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts);
 struct mounts_config {
         const struct mounts_plan *plan;
         const struct policy *policy;
-        const char *home;   /* $HOME inside the sandbox */
-        uid_t uid;          /* owner of $HOME inside */
+        const char *home; /* $HOME inside the sandbox */
+        uid_t uid;        /* owner of $HOME inside */
         gid_t gid;
         const char *caller_home; /* the caller's home on the host, for "~" in deny entries */
         /* Detached mounts prepared by the parent (idmapped for a root caller),

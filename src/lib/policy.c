@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <fnmatch.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -21,6 +22,16 @@
 /* The kernel's default fs.nr_open, the ceiling of RLIMIT_NOFILE. */
 #define OPEN_FILES_MAX 1048576
 #define CPUS_MILLI_MAX (1024 * 1000)
+/* The smallest limits a sandbox can start under; below them the kernel or
+ * the setup itself refuses later, with a message that no longer names the
+ * field. pids: pid 1 and the command. cpus: the kernel's smallest CFS quota
+ * is 1 ms per 100 ms period. openFiles: the setup holds stdio, its error
+ * channel, a Landlock ruleset and one path at once, and the command's loader
+ * needs a few more. memory: the setup alone is charged about 512 KiB. */
+#define PIDS_MIN       2
+#define CPUS_MILLI_MIN 10
+#define OPEN_FILES_MIN 8
+#define MEMORY_MIN     (1ULL << 20)
 
 const char *const policy_mandatory_deny[] = {
     "~/.ssh",      "~/.aws",       "~/.gnupg",       "~/.config/gh",
@@ -63,14 +74,15 @@ static const struct limit_desc limit_descs[] = {
      INT64_MAX},
     {"cpuTime", POLICY_LIMIT_CPU_TIME, KIND_SECONDS, offsetof(struct policy_limits, cpu_time_s), 0,
      INT64_MAX},
-    {"memory", POLICY_LIMIT_MEMORY, KIND_SIZE, offsetof(struct policy_limits, memory), 1,
+    {"memory", POLICY_LIMIT_MEMORY, KIND_SIZE, offsetof(struct policy_limits, memory), MEMORY_MIN,
      INT64_MAX},
-    {"pids", POLICY_LIMIT_PIDS, KIND_COUNT, offsetof(struct policy_limits, pids), 1, PIDS_MAX},
-    {"cpus", POLICY_LIMIT_CPUS, KIND_CPUS, offsetof(struct policy_limits, cpus_milli), 1,
-     CPUS_MILLI_MAX},
+    {"pids", POLICY_LIMIT_PIDS, KIND_COUNT, offsetof(struct policy_limits, pids), PIDS_MIN,
+     PIDS_MAX},
+    {"cpus", POLICY_LIMIT_CPUS, KIND_CPUS, offsetof(struct policy_limits, cpus_milli),
+     CPUS_MILLI_MIN, CPUS_MILLI_MAX},
     {"disk", POLICY_LIMIT_DISK, KIND_SIZE, offsetof(struct policy_limits, disk), 1, INT64_MAX},
     {"openFiles", POLICY_LIMIT_OPEN_FILES, KIND_COUNT, offsetof(struct policy_limits, open_files),
-     1, OPEN_FILES_MAX},
+     OPEN_FILES_MIN, OPEN_FILES_MAX},
     {"fileSize", POLICY_LIMIT_FILE_SIZE, KIND_SIZE, offsetof(struct policy_limits, file_size), 1,
      INT64_MAX},
     {"output", POLICY_LIMIT_OUTPUT, KIND_SIZE, offsetof(struct policy_limits, output), 1,
@@ -155,6 +167,7 @@ struct policy *policy_new(void)
 
         p->workspace_mode = POLICY_WORKSPACE_RW;
         p->protect_git = true;
+        p->allow_broad = false;
         p->read = POLICY_READ_SYSTEM;
         p->net_mode = POLICY_NET_NONE;
         p->class_name = xstrdup(c->name);
@@ -182,6 +195,8 @@ struct policy *policy_free(struct policy *p)
         free(p->workspace);
         strv_free_n(p->deny_read, p->n_deny_read);
         strv_free_n(p->allow_write, p->n_allow_write);
+        strv_free_n(p->deny_write, p->n_deny_write);
+        strv_free_n(p->allow_read, p->n_allow_read);
         mounts_free_n(p->mounts, p->n_mounts);
         strv_free_n(p->net_allow, p->n_net_allow);
         strv_free_n(p->net_deny, p->n_net_deny);
@@ -230,6 +245,8 @@ static struct policy *policy_dup(const struct policy *p)
         d->workspace = xstrdup(p->workspace);
         d->deny_read = strv_dup_n(p->deny_read, p->n_deny_read);
         d->allow_write = strv_dup_n(p->allow_write, p->n_allow_write);
+        d->deny_write = strv_dup_n(p->deny_write, p->n_deny_write);
+        d->allow_read = strv_dup_n(p->allow_read, p->n_allow_read);
         d->mounts = p->mounts ? xcalloc(p->n_mounts, sizeof(*d->mounts)) : NULL;
         for (size_t i = 0; d->mounts && i < p->n_mounts; i++) {
                 d->mounts[i].source = xstrdup(p->mounts[i].source);
@@ -691,12 +708,25 @@ static int check_range(struct ctx *c, const char *path, enum value_kind kind, ui
                 return 0;
         switch (kind) {
         case KIND_CPUS:
+                if (v > 0 && v < min)
+                        return fail(c, "\"%s\" must be at least %.2f (the kernel refuses less)",
+                                    path, (double)min / 1000.0);
                 return fail(c, "\"%s\" must be %s", path, kind_what(kind, min));
         case KIND_COUNT:
+                if (v > 0 && v < min)
+                        return fail(c,
+                                    "\"%s\" must be at least %" PRIu64
+                                    " (a sandbox cannot start with less)",
+                                    path, min);
                 if (v < min)
                         return fail(c, "\"%s\" must be %s", path, kind_what(kind, min));
                 return fail(c, "\"%s\" must be at most %" PRIu64, path, max);
         case KIND_SIZE:
+                if (v > 0 && v < min)
+                        return fail(c,
+                                    "\"%s\" must be at least %" PRIu64
+                                    " bytes (a sandbox cannot start with less)",
+                                    path, min);
                 if (v < min)
                         return fail(c, "\"%s\" must be greater than 0", path);
                 break;
@@ -938,10 +968,16 @@ static int ws_protect_git(struct ctx *c, void *t, json_t *v)
         return get_bool(c, v, &((struct policy *)t)->protect_git);
 }
 
+static int ws_allow_broad(struct ctx *c, void *t, json_t *v)
+{
+        return get_bool(c, v, &((struct policy *)t)->allow_broad);
+}
+
 static const struct field workspace_fields[] = {
     {"path", ws_path},
     {"mode", ws_mode},
     {"protectGit", ws_protect_git},
+    {"allowBroad", ws_allow_broad},
 };
 
 /* filesystem */
@@ -965,6 +1001,18 @@ static int fs_allow_write(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
         return get_strv(c, v, &p->allow_write, &p->n_allow_write);
+}
+
+static int fs_deny_write(struct ctx *c, void *t, json_t *v)
+{
+        struct policy *p = t;
+        return get_strv(c, v, &p->deny_write, &p->n_deny_write);
+}
+
+static int fs_allow_read(struct ctx *c, void *t, json_t *v)
+{
+        struct policy *p = t;
+        return get_strv(c, v, &p->allow_read, &p->n_allow_read);
 }
 
 static int mount_source(struct ctx *c, void *t, json_t *v)
@@ -1015,6 +1063,8 @@ static const struct field filesystem_fields[] = {
     {"read", fs_read},
     {"denyRead", fs_deny_read},
     {"allowWrite", fs_allow_write},
+    {"denyWrite", fs_deny_write},
+    {"allowRead", fs_allow_read},
     {"mounts", fs_mounts},
 };
 
@@ -1392,6 +1442,12 @@ static int validate(struct ctx *c, const struct policy *p)
                        check_sandbox_path);
         if (r < 0)
                 return r;
+        r = check_strv(c, "filesystem.denyWrite", p->deny_write, p->n_deny_write, check_host_path);
+        if (r < 0)
+                return r;
+        r = check_strv(c, "filesystem.allowRead", p->allow_read, p->n_allow_read, check_host_path);
+        if (r < 0)
+                return r;
         for (size_t i = 0; i < p->n_mounts; i++) {
                 const struct policy_mount *m = &p->mounts[i];
                 snprintf(path, sizeof(path), "filesystem.mounts[%zu].source", i);
@@ -1620,6 +1676,55 @@ static int resolve_path(struct ctx *c, const char *name, char **path, const char
         return 0;
 }
 
+static bool under_path(const char *path, const char *dir)
+{
+        size_t n = strlen(dir);
+        if (STREQ(dir, "/"))
+                return true;
+        return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* An allowRead entry shows again a part of a denyRead entry: it must lie
+ * strictly under one, and never under the mandatory list (checked here for
+ * the caller's home and absolute entries, and against every home's real
+ * paths when the sandbox starts). Both are absolute and normalised here. */
+static int check_allow_read(struct ctx *c, const struct policy *t, size_t i)
+{
+        const char *a = t->allow_read[i];
+        char name[64];
+        snprintf(name, sizeof(name), "filesystem.allowRead[%zu]", i);
+        bool under = false;
+        for (size_t j = 0; j < t->n_deny_read; j++)
+                if (under_path(a, t->deny_read[j]) && !STREQ(a, t->deny_read[j]))
+                        under = true;
+        if (!under)
+                return fail_value(c, name,
+                                  "must lie under a filesystem.denyRead entry (it re-allows "
+                                  "reading part of one)",
+                                  a);
+        for (size_t j = 0; policy_mandatory_deny[j]; j++) {
+                const char *m = policy_mandatory_deny[j];
+                if (m[0] == '~') {
+                        /* "~/.ssh" for any home: a component ".ssh" right
+                         * after a home-like prefix is refused outright. */
+                        const char *rest = m + 1;
+                        const char *hit = strstr(a, rest);
+                        size_t n = strlen(rest);
+                        while (hit) {
+                                if (hit[n] == '\0' || hit[n] == '/')
+                                        return fail_value(c, name,
+                                                          "is on the mandatory deny list and "
+                                                          "cannot be re-allowed",
+                                                          a);
+                                hit = strstr(hit + 1, rest);
+                        }
+                } else if (under_path(a, m) || fnmatch(m, a, FNM_PATHNAME) == 0)
+                        return fail_value(
+                            c, name, "is on the mandatory deny list and cannot be re-allowed", a);
+        }
+        return 0;
+}
+
 int policy_finalize(struct policy *p, const char *base_dir, const char *home, struct al_error *err)
 {
         struct ctx c = {.origin = "policy", .err = err};
@@ -1651,6 +1756,21 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
         for (size_t i = 0; i < t->n_deny_read; i++) {
                 snprintf(name, sizeof(name), "filesystem.denyRead[%zu]", i);
                 r = resolve_path(&c, name, &t->deny_read[i], base_dir, home);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < t->n_deny_write; i++) {
+                snprintf(name, sizeof(name), "filesystem.denyWrite[%zu]", i);
+                r = resolve_path(&c, name, &t->deny_write[i], base_dir, home);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < t->n_allow_read; i++) {
+                snprintf(name, sizeof(name), "filesystem.allowRead[%zu]", i);
+                r = resolve_path(&c, name, &t->allow_read[i], base_dir, home);
+                if (r < 0)
+                        return r;
+                r = check_allow_read(&c, t, i);
                 if (r < 0)
                         return r;
         }
@@ -1734,6 +1854,8 @@ char *policy_to_json(const struct policy *p)
                             json_string(enum_name(workspace_modes, ARRAY_SIZE(workspace_modes),
                                                   p->workspace_mode)));
         json_object_set_new(o, "protectGit", json_boolean(p->protect_git));
+        if (p->allow_broad) /* written only when set, so older digests hold */
+                json_object_set_new(o, "allowBroad", json_true());
         json_object_set_new(root, "workspace", o);
 
         o = json_object();
@@ -1741,6 +1863,10 @@ char *policy_to_json(const struct policy *p)
                             json_string(enum_name(read_modes, ARRAY_SIZE(read_modes), p->read)));
         json_object_set_new(o, "denyRead", strv_json(p->deny_read, p->n_deny_read));
         json_object_set_new(o, "allowWrite", strv_json(p->allow_write, p->n_allow_write));
+        if (p->n_deny_write)
+                json_object_set_new(o, "denyWrite", strv_json(p->deny_write, p->n_deny_write));
+        if (p->n_allow_read)
+                json_object_set_new(o, "allowRead", strv_json(p->allow_read, p->n_allow_read));
         a = json_array();
         for (size_t i = 0; i < p->n_mounts; i++)
                 json_array_append_new(a, json_pack("{s:o, s:o, s:b}", "source",

@@ -53,15 +53,15 @@ struct policy_route {
 };
 
 struct policy_limits {
-        uint64_t timeout_ms;  /* wall clock; 0 = none */
-        uint64_t cpu_time_s;  /* RLIMIT_CPU; 0 = none */
-        uint64_t memory;      /* bytes; cgroup limit, no swap */
-        uint64_t pids;        /* cgroup pids.max */
-        uint64_t cpus_milli;  /* 1000 = one cpu */
-        uint64_t disk;        /* size of each of /tmp and $HOME (tmpfs) */
-        uint64_t open_files;  /* RLIMIT_NOFILE */
-        uint64_t file_size;   /* RLIMIT_FSIZE */
-        uint64_t output;      /* captured stdout+stderr bytes */
+        uint64_t timeout_ms; /* wall clock; 0 = none */
+        uint64_t cpu_time_s; /* RLIMIT_CPU; 0 = none */
+        uint64_t memory;     /* bytes; cgroup limit, no swap */
+        uint64_t pids;       /* cgroup pids.max */
+        uint64_t cpus_milli; /* 1000 = one cpu */
+        uint64_t disk;       /* size of each of /tmp and $HOME (tmpfs) */
+        uint64_t open_files; /* RLIMIT_NOFILE */
+        uint64_t file_size;  /* RLIMIT_FSIZE */
+        uint64_t output;     /* captured stdout+stderr bytes */
 };
 
 struct policy_budget {
@@ -75,9 +75,10 @@ struct policy_budget {
 
 struct policy {
         /* workspace */
-        char *workspace;  /* host path; NULL = none */
+        char *workspace; /* host path; NULL = none */
         enum policy_workspace_mode workspace_mode;
         bool protect_git; /* .git/hooks and .git/config read-only (default true) */
+        bool allow_broad; /* "/", a system directory or a whole home is allowed as workspace */
 
         /* filesystem */
         enum policy_read_mode read;
@@ -85,6 +86,10 @@ struct policy {
         size_t n_deny_read;
         char **allow_write; /* sandbox paths for the Landlock write allow-list */
         size_t n_allow_write;
+        char **deny_write; /* host paths made read-only wherever they show up */
+        size_t n_deny_write;
+        char **allow_read; /* host paths under a deny_read entry shown again */
+        size_t n_allow_read;
         struct policy_mount *mounts;
         size_t n_mounts;
 
@@ -105,7 +110,7 @@ struct policy {
 
         /* limits */
         struct policy_limits limits;
-        char *class_name; /* small, medium (default), large, xlarge */
+        char *class_name;    /* small, medium (default), large, xlarge */
         unsigned limits_set; /* POLICY_LIMIT_* bits set explicitly, kept over the class */
 
         /* process */
@@ -149,8 +154,7 @@ int policy_load_string(struct policy *p, const char *json, const char *origin,
 /* Apply the class to limits not set explicitly, make paths absolute (relative
  * host paths against `base_dir`, "~" against `home`), pick the net mode, and
  * validate. */
-int policy_finalize(struct policy *p, const char *base_dir, const char *home,
-                    struct al_error *err);
+int policy_finalize(struct policy *p, const char *base_dir, const char *home, struct al_error *err);
 
 const struct policy_class *policy_class_find(const char *name);
 

@@ -519,9 +519,9 @@ Test(policy, size_rejects)
 
 Test(policy, counts)
 {
-        struct policy *p = load_ok("{\"limits\": {\"pids\": 4194304, \"openFiles\": 1}}");
+        struct policy *p = load_ok("{\"limits\": {\"pids\": 4194304, \"openFiles\": 8}}");
         cr_assert_eq(p->limits.pids, 4194304);
-        cr_assert_eq(p->limits.open_files, 1);
+        cr_assert_eq(p->limits.open_files, 8);
         policy_free(p);
 
         load_fails("{\"limits\": {\"pids\": \"128\"}}",
@@ -548,8 +548,8 @@ Test(policy, cpus)
         p = load_ok("{\"limits\": {\"cpus\": 1024}}");
         cr_assert_eq(p->limits.cpus_milli, 1024000);
         policy_free(p);
-        p = load_ok("{\"limits\": {\"cpus\": 0.001}}");
-        cr_assert_eq(p->limits.cpus_milli, 1);
+        p = load_ok("{\"limits\": {\"cpus\": 0.01}}");
+        cr_assert_eq(p->limits.cpus_milli, 10);
         policy_free(p);
 
         static const char why[] =
