@@ -4,6 +4,7 @@
 #include <event2/util.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <pwd.h>
@@ -55,6 +56,10 @@ static const char usage_text[] =
         "                           local repositories can be named)\n"
         "      --no-git-helper      do not ask the git credential helper\n"
         "  -h, --help               show this help\n";
+
+/* Connections the kernel queues before airlockd accepts them; the kernel
+ * caps it at net.core.somaxconn. */
+#define LISTEN_BACKLOG 512
 
 static bool quiet_logs;
 
@@ -188,10 +193,12 @@ static int listen_unix(struct daemon *d, const char *path, struct evconnlistener
                 return al_error_set(err, errno, "binding %s", path);
         if (chmod(path, 0660) < 0)
                 return al_error_set(err, errno, "chmod %s", path);
-        if (listen(fd, 512) < 0)
+        if (listen(fd, LISTEN_BACKLOG) < 0)
                 return al_error_set(err, errno, "listening on %s", path);
+        /* A backlog of 0 tells libevent the socket already listens; -1
+         * would have it call listen(fd, 128) again and shrink the queue. */
         *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                                  -1, fd);
+                                  0, fd);
         if (!*ret)
                 return al_error_set(err, ENOMEM, "listening on %s", path);
         TAKE_FD(fd);
@@ -215,14 +222,34 @@ static int listen_tcp(struct daemon *d, const char *addr, struct evconnlistener 
         (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         if (bind(fd, (struct sockaddr *)&ss, (socklen_t)len) < 0)
                 return al_error_set(err, errno, "binding %s", addr);
-        if (listen(fd, 512) < 0)
+        if (listen(fd, LISTEN_BACKLOG) < 0)
                 return al_error_set(err, errno, "listening on %s", addr);
+        /* A backlog of 0 tells libevent the socket already listens; -1
+         * would have it call listen(fd, 128) again and shrink the queue. */
         *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                                  -1, fd);
+                                  0, fd);
         if (!*ret)
                 return al_error_set(err, ENOMEM, "listening on %s", addr);
         TAKE_FD(fd);
         return 0;
+}
+
+/* The kernel silently caps a listen backlog at net.core.somaxconn: say so
+ * when that makes it smaller than the one asked for. */
+static void check_somaxconn(struct daemon *d)
+{
+        _cleanup_close_ int fd = open("/proc/sys/net/core/somaxconn", O_RDONLY | O_CLOEXEC);
+        char buf[32];
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (n <= 0)
+                return;
+        buf[n] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        uint64_t v;
+        if (safe_atou64(buf, &v) == 0 && v < LISTEN_BACKLOG)
+                daemon_log(d, "net.core.somaxconn is %" PRIu64 ": the listen backlog is %" PRIu64
+                              ", not %d; raise it with sysctl for bursts of connections",
+                           v, v, LISTEN_BACKLOG);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -478,6 +505,7 @@ int main(int argc, char **argv)
         if (r < 0)
                 goto out;
 
+        check_somaxconn(&d);
         r = sandbox_reattach_all(&d);
         if (r < 0) {
                 al_error_set(&err, r, "reading the sandbox records");
