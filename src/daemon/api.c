@@ -1767,6 +1767,8 @@ static void route(struct daemon *d, struct evhttp_request *req)
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
         const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
         enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+        if (http_guard_refused(d, req))
+                return;
         if (!path) {
                 reply_error(d, req, 400, "bad_request", "no path");
                 return;
