@@ -209,6 +209,9 @@ static void classify(struct conn *c)
         for (struct conn *o = G.conns; o; o = o->next)
                 if (o != c && o->classified && !o->status && peer_eq(&o->peer, &c->peer))
                         same++;
+        if ((G.lim.max_connections && G.n_conns > G.lim.max_connections) ||
+            (G.lim.max_peer_connections && same >= G.lim.max_peer_connections))
+                G.d->metrics.http_refused_connections++;
         if (G.lim.max_connections && G.n_conns > G.lim.max_connections)
                 refuse(c, 503,
                        "the daemon has %zu connections open, its maximum is %" PRIu64
@@ -252,6 +255,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                 deadline_start(c);
                 return;
         }
+        if (c->state != C_DEAD)
+                G.d->metrics.http_deadline_closes++;
         conn_close(c);
 }
 
@@ -279,6 +284,7 @@ static void head_done(struct conn *c, struct evbuffer *out)
         const struct netgate_http_head *h = &c->parser->head;
         int status = http_head_check(h, msg, sizeof(msg));
         if (status) {
+                G.d->metrics.http_refused_heads++;
                 refuse(c, status, "%s", msg);
                 head_refused(c, out);
                 return;
@@ -306,6 +312,7 @@ static void head_failed(struct conn *c, int r, const char *more, size_t n, struc
         size_t len = evbuffer_get_length(c->hold);
         const char *head = (const char *)evbuffer_pullup(c->hold, -1);
         int status = http_head_explain(head, len, r, msg, sizeof(msg));
+        G.d->metrics.http_refused_heads++;
         refuse(c, status, "%s", msg);
         head_refused(c, out);
 }
@@ -484,6 +491,7 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
         sweep();
         for (size_t i = 0; i < G.n_listeners; i++)
                 evconnlistener_disable(G.listeners[i]);
+        G.d->metrics.http_accept_pauses++;
         G.backoff_ms = G.backoff_ms ? G.backoff_ms * 2 : BACKOFF_MIN_MS;
         if (G.backoff_ms > BACKOFF_MAX_MS)
                 G.backoff_ms = BACKOFF_MAX_MS;
