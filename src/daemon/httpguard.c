@@ -212,6 +212,10 @@ static void classify(struct conn *c)
         if ((G.lim.max_connections && G.n_conns > G.lim.max_connections) ||
             (G.lim.max_peer_connections && same >= G.lim.max_peer_connections))
                 G.d->metrics.http_refused_connections++;
+        if (G.lim.max_connections && G.n_conns > 2 * G.lim.max_connections)
+                /* Far past the maximum: not worth a descriptor until a head
+                 * comes. Closed before any HTTP was spoken. */
+                conn_close(c);
         if (G.lim.max_connections && G.n_conns > G.lim.max_connections)
                 refuse(c, 503,
                        "the daemon has %zu connections open, its maximum is %" PRIu64

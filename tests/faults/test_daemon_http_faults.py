@@ -449,3 +449,18 @@ def test_refusals_are_counted_in_metrics(daemon_for_framing):
               if l and not l.startswith("#")}
     assert values["airlock_http_refused_heads_total"] >= 1
     assert "airlock_http_accept_pauses_total" in values
+
+
+def test_connections_far_past_the_total_cap_are_closed_at_once(daemon):
+    d = daemon("--max-connections", "3")
+    held = [unix_conn(d) for _ in range(6)]
+    try:
+        time.sleep(0.3)
+        s = unix_conn(d, timeout=5)
+        try:
+            assert s.recv(100) == b""  # closed without a word, before any request
+        finally:
+            s.close()
+    finally:
+        for s in held:
+            s.close()
