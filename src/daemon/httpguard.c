@@ -96,6 +96,18 @@ static bool conn_dead(struct conn *c)
         return !r && !w && !e;
 }
 
+/* Whether libevent is answering a request rather than reading one: it stops
+ * reading when it hands a request over, and while it writes an answer it
+ * reads with no read callback, only to see the client close. */
+static bool conn_answering(struct conn *c)
+{
+        bufferevent_data_cb r, w;
+        bufferevent_event_cb e;
+        void *arg;
+        bufferevent_getcb(c->bev, &r, &w, &e, &arg);
+        return !r || !(bufferevent_get_enabled(c->bev) & EV_READ);
+}
+
 static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
 
 static void conn_free(struct conn *c)
@@ -253,7 +265,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         }
         if (c->state == C_IDLE && c->requests > 0)
                 return; /* between requests: evhttp's idle timeout applies */
-        if (c->state != C_DEAD && !(bufferevent_get_enabled(c->bev) & EV_READ)) {
+        if (c->state != C_DEAD && conn_answering(c)) {
                 /* A request is being answered (an exec stream may last long):
                  * a head pipelined behind it is timed once it is read. */
                 deadline_start(c);

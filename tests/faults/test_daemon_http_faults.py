@@ -303,6 +303,28 @@ def test_the_request_deadline_does_not_end_an_exec_stream(daemon):
     r = c.run(sb["id"], ["sh", "-c", "sleep 3; echo done"])
     assert r.exit_code == 0 and r.stdout == b"done\n"
 
+    # The same with half of a next request pipelined behind the exec: its
+    # deadline waits for the stream to end, then closes the connection.
+    body = json.dumps({"argv": ["sh", "-c", "sleep 3; echo done"]}).encode()
+    s = unix_conn(d, timeout=20)
+    try:
+        s.sendall(b"POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                  b"GET /healthz HTTP/1.1\r\n"
+                  % (sb["id"].encode(), d.admin.encode(), len(body), body))
+        data = b""
+        start = time.monotonic()
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        took = time.monotonic() - start
+    finally:
+        s.close()
+    assert b'"type":"exit"' in data and b'"exitCode":0' in data, data[-500:]
+    assert took < 10, "the connection stayed open %.1f s after the stream" % took
+
 
 def test_connections_per_peer_past_the_cap_get_429(daemon):
     d = daemon("--max-peer-connections", "5")
