@@ -40,6 +40,9 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 1000
 #define RETRY_AFTER_S  "1"
+/* Bytes a client may send ahead while its previous request is answered
+ * (libevent keeps reading then, to see a close): pipelined requests. */
+#define PIPELINE_MAX (1u << 20)
 
 /* What libevent reads in place of a refused head. */
 static const char refused_head[] = "GET / HTTP/1.1\r\nConnection: close\r\n\r\n";
@@ -309,7 +312,11 @@ static void head_done(struct conn *c, struct evbuffer *out)
                 head_refused(c, out);
                 return;
         }
-        evbuffer_add_buffer(out, c->hold);
+        /* Copied, not moved: a moved chain keeps its whole allocation, and
+         * a stream of small heads would cost a chain each. */
+        size_t n = evbuffer_get_length(c->hold);
+        evbuffer_add(out, evbuffer_pullup(c->hold, -1), n);
+        evbuffer_drain(c->hold, n);
         c->requests++;
         netgate_http_body_init(&c->body, h->framing, h->length);
         free(c->parser);
@@ -431,6 +438,14 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
         if (out)
                 evbuffer_free(out);
         free(data);
+        if (c->state != C_DEAD && conn_answering(c) &&
+            evbuffer_get_length(buf) + evbuffer_get_length(c->hold) > PIPELINE_MAX) {
+                /* Nothing reads these while the answer lasts: a client
+                 * that keeps sending would grow the daemon without end. */
+                G.d->metrics.http_refused_connections++;
+                conn_close(c);
+                evbuffer_drain(buf, evbuffer_get_length(buf));
+        }
         c->busy = false;
 }
 

@@ -326,6 +326,35 @@ def test_the_request_deadline_does_not_end_an_exec_stream(daemon):
     assert took < 10, "the connection stayed open %.1f s after the stream" % took
 
 
+def test_requests_pipelined_behind_an_answer_are_bounded(daemon):
+    d = daemon()
+    c = d.client(d.admin)
+    sb = c.create(sandbox_class="small")
+    body = json.dumps({"argv": ["sh", "-c", "sleep 4; echo done"]}).encode()
+    s = unix_conn(d, timeout=20)
+    try:
+        s.sendall(b"POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                  % (sb["id"].encode(), d.admin.encode(), len(body), body))
+        time.sleep(0.5)
+        rss0 = vmrss_kib(d.proc.pid)
+        start = time.monotonic()
+        s.setblocking(False)
+        sent, closed = 0, False
+        while sent < 16 << 20 and time.monotonic() - start < 3 and not closed:
+            try:
+                sent += s.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 256)
+            except BlockingIOError:
+                time.sleep(0.01)
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+        grown = vmrss_kib(d.proc.pid) - rss0
+    finally:
+        s.close()
+    assert closed, "%d bytes pipelined behind a stream were all taken" % sent
+    assert grown < 8192, "the daemon grew by %d KiB" % grown
+
+
 def test_connections_per_peer_past_the_cap_get_429(daemon):
     d = daemon("--max-peer-connections", "5")
     held = [unix_conn(d) for _ in range(5)]
