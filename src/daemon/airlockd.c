@@ -4,6 +4,7 @@
 #include <event2/util.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <pwd.h>
@@ -20,6 +21,7 @@
 
 #include "audit.h"
 #include "daemon.h"
+#include "http.h"
 #include "jobs.h"
 #include "secrets.h"
 #include "store.h"
@@ -56,7 +58,16 @@ static const char usage_text[] =
         "                           daemon's git credentials (repeatable; without it only\n"
         "                           local repositories can be named)\n"
         "      --no-git-helper      do not ask the git credential helper\n"
+        "      --request-timeout SEC  a request's head and body must arrive within SEC of\n"
+        "                           its first byte (default: 30)\n"
+        "      --max-connections N  API connections open at once (default: 4096)\n"
+        "      --max-peer-connections N  per uid on the unix socket, per address on TCP\n"
+        "                           (default: 512)\n"
         "  -h, --help               show this help\n";
+
+/* Connections the kernel queues before airlockd accepts them; the kernel
+ * caps it at net.core.somaxconn. */
+#define LISTEN_BACKLOG 512
 
 static bool quiet_logs;
 
@@ -80,7 +91,8 @@ uint64_t daemon_now_ms(void)
         return now_realtime_us() / 1000;
 }
 
-void daemon_log(struct daemon *d, const char *fmt, ...)
+static void log_v(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+static void log_v(const char *fmt, va_list ap)
 {
         if (quiet_logs)
                 return;
@@ -89,12 +101,45 @@ void daemon_log(struct daemon *d, const char *fmt, ...)
         struct tm tm;
         gmtime_r(&now, &tm);
         strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-        va_list ap;
-        va_start(ap, fmt);
         fprintf(stderr, "%s airlockd: ", ts);
         vfprintf(stderr, fmt, ap);
         fputc('\n', stderr);
+}
+
+void daemon_log(struct daemon *d, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        log_v(fmt, ap);
         va_end(ap);
+}
+
+void daemon_log_limited(struct daemon *d, struct log_limit *l, uint64_t interval_ms,
+                        const char *fmt, ...)
+{
+        uint64_t now = now_monotonic_us() / 1000;
+        if (l->start_ms && now - l->start_ms < interval_ms) {
+                l->suppressed++;
+                return;
+        }
+        if (l->suppressed)
+                daemon_log(d, "(%" PRIu64 " more like the next in the last %" PRIu64 " s)",
+                           l->suppressed, (now - l->start_ms) / 1000);
+        l->start_ms = now ? now : 1;
+        l->suppressed = 0;
+        va_list ap;
+        va_start(ap, fmt);
+        log_v(fmt, ap);
+        va_end(ap);
+}
+
+/* libevent's own warnings (a failed accept, a failed allocation) come in
+ * floods when they come: one line a second at most. */
+static void on_libevent_log(int severity, const char *msg)
+{
+        static struct log_limit limit;
+        if (severity >= EVENT_LOG_WARN)
+                daemon_log_limited(NULL, &limit, 1000, "libevent: %s", msg);
 }
 
 static int parse_pool(const char *arg, struct pool_spec *ret)
@@ -190,10 +235,12 @@ static int listen_unix(struct daemon *d, const char *path, struct evconnlistener
                 return al_error_set(err, errno, "binding %s", path);
         if (chmod(path, 0660) < 0)
                 return al_error_set(err, errno, "chmod %s", path);
-        if (listen(fd, 512) < 0)
+        if (listen(fd, LISTEN_BACKLOG) < 0)
                 return al_error_set(err, errno, "listening on %s", path);
+        /* A backlog of 0 tells libevent the socket already listens; -1
+         * would have it call listen(fd, 128) again and shrink the queue. */
         *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                                  -1, fd);
+                                  0, fd);
         if (!*ret)
                 return al_error_set(err, ENOMEM, "listening on %s", path);
         TAKE_FD(fd);
@@ -217,14 +264,34 @@ static int listen_tcp(struct daemon *d, const char *addr, struct evconnlistener 
         (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         if (bind(fd, (struct sockaddr *)&ss, (socklen_t)len) < 0)
                 return al_error_set(err, errno, "binding %s", addr);
-        if (listen(fd, 512) < 0)
+        if (listen(fd, LISTEN_BACKLOG) < 0)
                 return al_error_set(err, errno, "listening on %s", addr);
+        /* A backlog of 0 tells libevent the socket already listens; -1
+         * would have it call listen(fd, 128) again and shrink the queue. */
         *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                                  -1, fd);
+                                  0, fd);
         if (!*ret)
                 return al_error_set(err, ENOMEM, "listening on %s", addr);
         TAKE_FD(fd);
         return 0;
+}
+
+/* The kernel silently caps a listen backlog at net.core.somaxconn: say so
+ * when that makes it smaller than the one asked for. */
+static void check_somaxconn(struct daemon *d)
+{
+        _cleanup_close_ int fd = open("/proc/sys/net/core/somaxconn", O_RDONLY | O_CLOEXEC);
+        char buf[32];
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (n <= 0)
+                return;
+        buf[n] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        uint64_t v;
+        if (safe_atou64(buf, &v) == 0 && v < LISTEN_BACKLOG)
+                daemon_log(d, "net.core.somaxconn is %" PRIu64 ": the listen backlog is %" PRIu64
+                              ", not %d; raise it with sysctl for bursts of connections",
+                           v, v, LISTEN_BACKLOG);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -256,7 +323,8 @@ int main(int argc, char **argv)
 {
         enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
                OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_GIT_HOST,
-               OPT_NO_GIT_HELPER, OPT_AUDIT_ROTATE };
+               OPT_NO_GIT_HELPER, OPT_AUDIT_ROTATE, OPT_REQUEST_TIMEOUT, OPT_MAX_CONNECTIONS,
+               OPT_MAX_PEER };
         static const struct option opts[] = {
                 {"socket", required_argument, NULL, OPT_SOCKET},
                 {"listen", required_argument, NULL, OPT_LISTEN},
@@ -273,11 +341,17 @@ int main(int argc, char **argv)
                 {"secrets", required_argument, NULL, OPT_SECRETS},
                 {"git-host", required_argument, NULL, OPT_GIT_HOST},
                 {"no-git-helper", no_argument, NULL, OPT_NO_GIT_HELPER},
+                {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+                {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+                {"max-peer-connections", required_argument, NULL, OPT_MAX_PEER},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
         struct daemon_options o = {.max_sandboxes = 1000, .ready_timeout_ms = 30000,
                                    .gc_interval_ms = 1000, .git_helper = true};
+        struct http_limits hl = {.request_timeout_ms = HTTP_REQUEST_TIMEOUT_MS,
+                                 .max_connections = HTTP_MAX_CONNECTIONS,
+                                 .max_peer_connections = HTTP_MAX_PEER_CONNECTIONS};
         size_t n_git_hosts = 0;
         _cleanup_strv_ char **git_hosts = NULL;
         int c;
@@ -360,6 +434,29 @@ int main(int argc, char **argv)
                 case OPT_NO_GIT_HELPER:
                         o.git_helper = false;
                         break;
+                case OPT_REQUEST_TIMEOUT:
+                        if (parse_seconds_ms(optarg, &hl.request_timeout_ms) < 0 ||
+                            hl.request_timeout_ms > 3600 * 1000) {
+                                fprintf(stderr, "airlockd: --request-timeout \"%s\": expected "
+                                                "seconds, more than 0 and up to 3600\n",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                case OPT_MAX_CONNECTIONS:
+                case OPT_MAX_PEER: {
+                        uint64_t *v = c == OPT_MAX_CONNECTIONS ? &hl.max_connections
+                                                               : &hl.max_peer_connections;
+                        if (safe_atou64(optarg, v) < 0 || *v > 1000000) {
+                                fprintf(stderr, "airlockd: --%s \"%s\": expected a number up to "
+                                                "1000000 (0: no maximum)\n",
+                                        c == OPT_MAX_CONNECTIONS ? "max-connections"
+                                                                 : "max-peer-connections",
+                                        optarg);
+                                return 2;
+                        }
+                        break;
+                }
                 case 'h':
                         fputs(usage_text, stdout);
                         return 0;
@@ -481,19 +578,27 @@ int main(int argc, char **argv)
                 d.sig_events[i] = evsignal_new(d.base, sigs[i], on_signal, &d);
                 event_add(d.sig_events[i], NULL);
         }
+        event_set_log_callback(on_libevent_log);
         r = api_setup(&d, &err);
+        if (r >= 0)
+                r = http_guard_setup(&d, &hl, &err);
         if (r >= 0)
                 r = listen_unix(&d, d.socket_path, &lu, &err);
         if (r >= 0 && lu && !evhttp_bind_listener(d.http, lu))
                 r = al_error_set(&err, ENOMEM, "serving %s", d.socket_path);
+        if (r >= 0 && lu)
+                http_guard_listener(lu);
         if (r >= 0 && o.listen) {
                 r = listen_tcp(&d, o.listen, &lt, &err);
                 if (r >= 0 && !evhttp_bind_listener(d.http, lt))
                         r = al_error_set(&err, ENOMEM, "serving %s", o.listen);
+                if (r >= 0)
+                        http_guard_listener(lt);
         }
         if (r < 0)
                 goto out;
 
+        check_somaxconn(&d);
         r = sandbox_reattach_all(&d);
         if (r < 0) {
                 al_error_set(&err, r, "reading the sandbox records");
@@ -514,6 +619,7 @@ out:
         sandbox_shutdown_all(&d);
         if (d.http)
                 evhttp_free(d.http);
+        http_guard_shutdown();
         if (lu)
                 unlink(d.socket_path);
         if (d.gc_timer)

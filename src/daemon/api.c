@@ -105,7 +105,8 @@ static void query_free(struct query *q)
 }
 
 /* Split and percent-decode a query string; a decoded NUL is an error rather
- * than a place to cut a path short. */
+ * than a place to cut a path short. On failure nothing is left allocated:
+ * the parameters decoded so far are freed here, not by the caller. */
 static int query_parse(const char *s, struct query *q)
 {
         q->n = 0;
@@ -114,8 +115,10 @@ static int query_parse(const char *s, struct query *q)
         while (*s) {
                 size_t n = strcspn(s, "&");
                 if (n > 0) {
-                        if (q->n >= QUERY_MAX_PARAMS)
+                        if (q->n >= QUERY_MAX_PARAMS) {
+                                query_free(q);
                                 return -E2BIG;
+                        }
                         _cleanup_free_ char *part = xasprintf("%.*s", (int)n, s);
                         char *eq = strchr(part, '=');
                         if (eq)
@@ -126,6 +129,7 @@ static int query_parse(const char *s, struct query *q)
                         if (!k || !v || strlen(k) != klen || strlen(v) != vlen) {
                                 free(k);
                                 free(v);
+                                query_free(q);
                                 return -EINVAL;
                         }
                         q->key[q->n] = k;
@@ -1848,18 +1852,22 @@ static void route(struct daemon *d, struct evhttp_request *req)
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
         const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
         enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+        if (http_guard_refused(d, req))
+                return;
         if (!path) {
                 reply_error(d, req, 400, "bad_request", "no path");
                 return;
         }
+        /* Who asks comes first: nothing of a request is parsed or kept
+         * for a client that has not shown a grant. */
+        _cleanup_grant_ struct grant *g = authenticate(d, req);
+        if (!g)
+                return;
         struct query q = {0};
         if (query_parse(evhttp_uri_get_query(uri), &q) < 0) {
                 reply_error(d, req, 400, "bad_request", "the query string is malformed");
                 return;
         }
-        _cleanup_grant_ struct grant *g = authenticate(d, req);
-        if (!g)
-                goto out;
 
         if (STREQ(path, "/healthz")) {
                 if (method_is(d, req, EVHTTP_REQ_GET, "GET")) {

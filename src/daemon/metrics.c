@@ -90,6 +90,18 @@ char *metrics_render(const struct metrics *m, const struct metrics_live *live)
         counter(f, "airlock_http_requests_total", "API requests answered.", m->http_requests);
         counter(f, "airlock_http_errors_total", "API requests answered with a status of 400 or above.",
                 m->http_errors);
+        counter(f, "airlock_http_refused_heads_total",
+                "Request heads refused for ambiguous framing or bytes not allowed.",
+                m->http_refused_heads);
+        counter(f, "airlock_http_refused_connections_total",
+                "Connections refused past the total or per-client maximum.",
+                m->http_refused_connections);
+        counter(f, "airlock_http_deadline_closes_total",
+                "Connections closed for a request that missed its deadline.",
+                m->http_deadline_closes);
+        counter(f, "airlock_http_accept_pauses_total",
+                "Times accepting stopped for a while after accept() failed.",
+                m->http_accept_pauses);
         if (fclose(f) != 0)
                 abort();
         return text;

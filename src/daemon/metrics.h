@@ -27,6 +27,11 @@ struct metrics {
         struct histogram exec_duration; /* request to "exit" */
         uint64_t http_requests;
         uint64_t http_errors; /* answers of 400 and above */
+        /* The connections' guard (httpguard.c). */
+        uint64_t http_refused_heads;       /* heads that broke the framing rules */
+        uint64_t http_refused_connections; /* past --max-connections or the per-peer cap */
+        uint64_t http_deadline_closes;     /* requests that missed --request-timeout */
+        uint64_t http_accept_pauses;       /* accept() failed (out of descriptors) */
         /* Totals of sandboxes that have ended, from their last status; the
          * live ones are added when rendering. */
         uint64_t gate_allowed, gate_denied, gate_bytes_up, gate_bytes_down, oom_kills;

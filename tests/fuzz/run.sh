@@ -9,7 +9,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-60}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
-targets="http socks5 policy"
+targets="http socks5 policy api-head"
 
 if [ ! -f "$build/build.ninja" ]; then
         CC=clang meson setup "$build" -Dfuzz=true -Dtests=disabled
