@@ -291,6 +291,12 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
                 }
         if (p->n_deny_read > 0)
                 why = "filesystem.denyRead names host paths";
+        else if (p->n_deny_write > 0)
+                why = "filesystem.denyWrite names host paths";
+        else if (p->n_allow_read > 0)
+                why = "filesystem.allowRead names host paths";
+        else if (p->allow_broad)
+                why = "workspace.allowBroad";
         else if (p->n_mounts > 0)
                 why = "host mounts";
         else if (p->workspace)

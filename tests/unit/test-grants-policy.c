@@ -117,6 +117,9 @@ Test(grants_policy, host_paths_need_allow_host_workspace)
             "{\"filesystem\": {\"denyRead\": [\"/root/.ssh\"]}}",
             "{\"filesystem\": {\"mounts\": [{\"source\": \"/etc\", \"target\": \"/x\"}]}}",
             "{\"filesystem\": {\"read\": \"host\"}}",
+            "{\"filesystem\": {\"denyWrite\": [\"/srv/x\"]}}",
+            "{\"filesystem\": {\"denyRead\": [\"/srv\"], \"allowRead\": [\"/srv/x\"]}}",
+            "{\"workspace\": {\"allowBroad\": true}}",
             "{\"workspace\": {\"path\": \"/srv\"}}",
         };
         for (size_t i = 0; i < ARRAY_SIZE(pols); i++) {
