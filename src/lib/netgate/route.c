@@ -689,8 +689,9 @@ static void handle_request(struct rconn *c)
         }
         const char *spent = netgate_budget_take(rs->g);
         if (spent) {
-                c->rule = STREQ(spent, "budget_requests") ? "network.budget.requests"
-                                                          : "network.budget.bytes";
+                c->rule = STREQ(spent, "budget_requests")   ? "network.budget.requests"
+                          : STREQ(spent, "budget_refusals") ? "network.budget.refusals"
+                                                            : "network.budget.bytes";
                 snprintf(line, sizeof(line), "airlock: route %s: %s\n", c->rt->name, spent);
                 refuse(c, 429, "Too Many Requests", spent, line);
                 return;
