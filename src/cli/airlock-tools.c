@@ -22,14 +22,14 @@ static int git_clone(int argc, char **argv)
 {
         enum { OPT_STATE_ROOT = 256, OPT_ID, OPT_NO_HELPER };
         static const struct option opts[] = {
-                {"repo", required_argument, NULL, 'r'},
-                {"rev", required_argument, NULL, 'v'},
-                {"secrets", required_argument, NULL, 's'},
-                {"audit", required_argument, NULL, 'a'},
-                {"state-root", required_argument, NULL, OPT_STATE_ROOT},
-                {"id", required_argument, NULL, OPT_ID},
-                {"no-helper", no_argument, NULL, OPT_NO_HELPER},
-                {NULL, 0, NULL, 0},
+            {"repo", required_argument, NULL, 'r'},
+            {"rev", required_argument, NULL, 'v'},
+            {"secrets", required_argument, NULL, 's'},
+            {"audit", required_argument, NULL, 'a'},
+            {"state-root", required_argument, NULL, OPT_STATE_ROOT},
+            {"id", required_argument, NULL, OPT_ID},
+            {"no-helper", no_argument, NULL, OPT_NO_HELPER},
+            {NULL, 0, NULL, 0},
         };
         struct run_git_args ga = {.home = getenv("HOME")};
         int c;

@@ -172,8 +172,8 @@ void git_deadline_arm(const char *cmd, enum git_deadline_out out)
                  t);
         alarm_fd_for_json = out != GIT_DEADLINE_TEXT;
         if (out == GIT_DEADLINE_JSON_CODE)
-                snprintf(alarm_msg, sizeof(alarm_msg), "{\"error\":\"timeout\",\"message\":\"%s\"}\n",
-                         what);
+                snprintf(alarm_msg, sizeof(alarm_msg),
+                         "{\"error\":\"timeout\",\"message\":\"%s\"}\n", what);
         else if (out == GIT_DEADLINE_JSON)
                 snprintf(alarm_msg, sizeof(alarm_msg), "{\"error\":\"%s: %s\"}\n", cmd, what);
         else
@@ -385,7 +385,6 @@ static void git_cmd_done(struct git_cmd *c)
         free(c->dir);
         gitops_state_clear(&c->st);
 }
-
 
 /* Report a failure: with --json {"error": code, "message"} on stdout, else
  * "airlock: CMD: message" on stderr. Returns status. */

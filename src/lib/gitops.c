@@ -814,15 +814,14 @@ struct copy_ctx {
 
 static int refuse_type(struct copy_ctx *c, const char *rel, mode_t mode)
 {
-        const char *what = S_ISLNK(mode)    ? "a symbolic link"
-                           : S_ISFIFO(mode) ? "a FIFO"
-                           : S_ISSOCK(mode) ? "a socket"
+        const char *what = S_ISLNK(mode)                    ? "a symbolic link"
+                           : S_ISFIFO(mode)                 ? "a FIFO"
+                           : S_ISSOCK(mode)                 ? "a socket"
                            : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
-                           : S_ISDIR(mode)  ? "a directory"
-                                            : "not a plain file";
-        return al_error_set_message(c->err, EPERM,
-                                    "%s/.git/%s is %s; refusing to read the repository", c->ws,
-                                    rel, what);
+                           : S_ISDIR(mode)                  ? "a directory"
+                                                            : "not a plain file";
+        return al_error_set_message(
+            c->err, EPERM, "%s/.git/%s is %s; refusing to read the repository", c->ws, rel, what);
 }
 
 static int copy_file(struct copy_ctx *c, int sdir, int ddir, const char *name, const char *rel)
@@ -894,8 +893,8 @@ static bool ends_with(const char *s, const char *suffix)
         return n >= m && STREQ(s + n - m, suffix);
 }
 
-static int copy_dir(struct copy_ctx *c, int sparent, int dparent, const char *name,
-                    const char *rel, enum copy_kind kind, int depth);
+static int copy_dir(struct copy_ctx *c, int sparent, int dparent, const char *name, const char *rel,
+                    enum copy_kind kind, int depth);
 
 static int copy_entries(struct copy_ctx *c, int sdir, int ddir, const char *rel,
                         enum copy_kind kind, int depth)
@@ -950,8 +949,8 @@ static int copy_entries(struct copy_ctx *c, int sdir, int ddir, const char *rel,
         return r;
 }
 
-static int copy_dir(struct copy_ctx *c, int sparent, int dparent, const char *name,
-                    const char *rel, enum copy_kind kind, int depth)
+static int copy_dir(struct copy_ctx *c, int sparent, int dparent, const char *name, const char *rel,
+                    enum copy_kind kind, int depth)
 {
         if (depth > COPY_DEPTH_MAX)
                 return al_error_set_message(c->err, E2BIG,
@@ -1122,7 +1121,7 @@ static int capped_refresh(git_odb_backend *b)
 static int capped_foreach(git_odb_backend *b, git_odb_foreach_cb fn, void *payload)
 {
         struct capped_backend *cb = (struct capped_backend *)b;
-        return cb->inner->foreach(cb->inner, fn, payload);
+        return cb->inner->foreach (cb->inner, fn, payload);
 }
 
 static void capped_free(git_odb_backend *b)
@@ -1183,7 +1182,7 @@ static int capped_backends(const char *objects, struct inflate_budget *budget,
         if (git_odb_backend_pack(&pack, objects) < 0)
                 return fail_git(err, EIO, "reading the agent's packs");
         struct pack_check pc = {.pack = pack};
-        if (pack->foreach(pack, pack_check_one, &pc) < 0) {
+        if (pack->foreach (pack, pack_check_one, &pc) < 0) {
                 pack->free(pack);
                 return past_deadline() ? fail_deadline(err)
                                        : fail_git(err, EFBIG, "the agent's repository");
@@ -1712,8 +1711,8 @@ static int utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_cp)
 static bool invisible(uint32_t cp)
 {
         return cp == 0xad || cp == 0x61c || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) ||
-               (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) ||
-               cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb);
+               (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff ||
+               (cp >= 0xfff9 && cp <= 0xfffb);
 }
 
 char *gitops_escape(const char *s, size_t len, bool keep_newlines)
