@@ -180,3 +180,159 @@ def test_export_escapes_the_agents_bytes_on_a_terminal(airlock):
     assert b"From " in shown and b"body" in shown
     assert b"\x1b" not in shown and b"\xc2\x9b" not in shown and b"\x9b" not in shown
     assert b"\\x1b[2J" in shown and b"\\u{009b}m" in shown
+
+
+# ---- item 2: what the host's next `git status` runs ----
+
+
+def host_git_env(airlock, home):
+    """The workspace owner's git, as a user who trusts the directory: the
+    ownership check is not what is tested here."""
+    cfg = home / "gitconfig"
+    cfg.write_text("[safe]\n\tdirectory = *\n[protocol \"file\"]\n\tallow = always\n")
+    airlock.chown(home)
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "GIT_CONFIG_GLOBAL": str(cfg),
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def as_owner(airlock, argv, cwd, env):
+    if airlock.user:
+        argv = ["setpriv", f"--reuid={airlock.user.pw_uid}", f"--regid={airlock.user.pw_gid}",
+                "--init-groups", "--", *argv]
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def owner_git(airlock, env, cwd, *args):
+    p = as_owner(airlock, ["git", "-c", "user.name=T", "-c", "user.email=t@example.com",
+                           *map(str, args)], cwd, env)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+class Scene:
+    def __init__(self, airlock):
+        self.airlock = airlock
+        self.home = airlock.make_dir("home")
+        self.env = host_git_env(airlock, self.home)
+        self.marker = self.home / "RAN"
+        # What the agent plants: a command that leaves the marker.
+        self.cmd = f"touch {self.marker}; false"
+
+    def git(self, cwd, *args):
+        return owner_git(self.airlock, self.env, cwd, *args)
+
+    def repo(self, path, files=("README",)):
+        path.mkdir(parents=True, exist_ok=True)
+        self.airlock.chown(path)
+        self.git(path, "init", "-q", "-b", "main")
+        for f in files:
+            (path / f).parent.mkdir(parents=True, exist_ok=True)
+            (path / f).write_text(f + "\n")
+        self.airlock.chown(path)
+        self.git(path, "add", ".")
+        self.git(path, "commit", "-q", "-m", "init")
+        return path
+
+    def run(self, ws, script):
+        audit = audit_file(self.airlock)
+        p = self.airlock.run(["run", "-q", "--audit", audit, "-w", ws, "--",
+                              "/bin/sh", "-c", "set -e; " + script + "; echo AGENT-OK"])
+        assert "AGENT-OK" in p.stdout, p.stdout + p.stderr
+        return p, audit
+
+    def status(self, cwd):
+        p = as_owner(self.airlock, ["git", "status", "--short"], cwd, self.env)
+        ran = self.marker.exists()
+        self.marker.unlink(missing_ok=True)
+        return p, ran
+
+    def check(self, p, audit, status_dir, moved):
+        st, ran = self.status(status_dir)
+        assert not ran, "host git ran the agent's command: " + p.stderr + st.stderr
+        assert "airlock: warning: " in p.stderr and "moved to" in p.stderr, p.stderr
+        events = [json.loads(line) for line in pathlib.Path(audit).read_text().splitlines()]
+        found = [e for e in events if e["kind"] == "git.neutralised"]
+        assert found and all(e["movedTo"] for e in found), found
+        for m in moved:
+            assert m.exists(), (m, p.stderr)
+        return found
+
+
+AGENT_GIT = "git -c user.name=A -c user.email=a@example.com"
+
+
+def fsmonitor_config(cmd):
+    return f"[core]\n\trepositoryformatversion = 0\n\tfsmonitor = {cmd}\n"
+
+
+def test_planted_commondir(airlock):
+    s = Scene(airlock)
+    ws = s.repo(airlock.make_dir("ws") / "proj")
+    cfg = fsmonitor_config(s.cmd).replace("\n", "\\n").replace("\t", "\\t")
+    p, audit = s.run(ws, "cd /workspace; mkdir -p evil/objects evil/refs/heads; "
+                         "cp -r .git/objects/. evil/objects/; cp .git/HEAD evil/HEAD; "
+                         "cp -r .git/refs/. evil/refs/; "
+                         f"printf '{cfg}' > evil/config; printf '../evil\\n' > .git/commondir")
+    s.check(p, audit, ws, [ws / ".git/commondir.airlock-quarantine",
+                           ws / "evil/config.airlock-quarantine"])
+
+
+def test_nested_repository_staged_as_a_gitlink(airlock):
+    s = Scene(airlock)
+    ws = s.repo(airlock.make_dir("ws") / "proj")
+    p, audit = s.run(ws, f"cd /workspace; mkdir sub; cd sub; git init -q; echo x > x; "
+                         f"git add x; {AGENT_GIT} commit -q -m x; "
+                         f"git config core.fsmonitor '{s.cmd}'; cd ..; git add sub")
+    s.check(p, audit, ws, [ws / "sub/.git/config.airlock-quarantine"])
+
+
+def test_submodule_config_in_dot_git_modules(airlock):
+    s = Scene(airlock)
+    lib = s.repo(airlock.make_dir("lib") / "lib")
+    ws = s.repo(airlock.make_dir("ws") / "proj")
+    s.git(ws, "submodule", "add", "-q", lib, "mod")
+    s.git(ws, "commit", "-q", "-m", "sub")
+    assert (ws / ".git/modules/mod/config").exists()
+    p, audit = s.run(ws, f"cd /workspace; git config -f .git/modules/mod/config "
+                         f"core.fsmonitor '{s.cmd}'")
+    s.check(p, audit, ws, [ws / ".git/modules/mod/config.airlock-quarantine"])
+
+
+def test_worktree_pointer_rewritten(airlock):
+    s = Scene(airlock)
+    main = s.repo(airlock.make_dir("main") / "main")
+    ws = main.parent / "wt"
+    s.git(main, "worktree", "add", "-q", ws)
+    assert (ws / ".git").is_file()
+    cfg = fsmonitor_config(s.cmd).replace("\n", "\\n").replace("\t", "\\t")
+    p, audit = s.run(ws, "cd /workspace; mkdir -p evil/objects evil/refs; "
+                         "printf 'ref: refs/heads/main\\n' > evil/HEAD; "
+                         f"printf '{cfg}' > evil/config; printf 'gitdir: evil\\n' > .git")
+    s.check(p, audit, ws, [ws / ".git.airlock-quarantine"])
+    # The host's own worktree pointer, untouched, is left alone.
+    s2 = Scene(airlock)
+    ws2 = main.parent / "wt2"
+    s.git(main, "worktree", "add", "-q", ws2)
+    p2, _ = s2.run(ws2, "true")
+    assert "airlock: warning" not in p2.stderr, p2.stderr
+    assert (ws2 / ".git").is_file()
+
+
+def test_dot_git_created_in_a_subdirectory_of_a_host_repository(airlock):
+    s = Scene(airlock)
+    host = s.repo(airlock.make_dir("host") / "host", files=("README", "sub/file"))
+    ws = host / "sub"
+    p, audit = s.run(ws, f"cd /workspace; git init -q; git config core.fsmonitor '{s.cmd}'")
+    s.check(p, audit, ws, [ws / ".git.airlock-quarantine"])
+    assert not (ws / ".git").exists()
+    # The host repository is what git finds there again.
+    top = s.git(ws, "rev-parse", "--show-toplevel").stdout.strip()
+    assert top == str(host)
+
+
+def test_a_clean_repository_is_left_alone(airlock):
+    s = Scene(airlock)
+    ws = s.repo(airlock.make_dir("ws") / "proj")
+    p, audit = s.run(ws, f"cd /workspace; echo y > y; git add y; {AGENT_GIT} commit -q -m y")
+    assert "airlock: warning" not in p.stderr, p.stderr
+    assert (ws / ".git/config").exists()
