@@ -5,7 +5,7 @@ links, and a job that runs past its time is stopped and answered with 504."""
 
 import pathlib
 import secrets
-import shutil
+import subprocess
 import tempfile
 import time
 
@@ -86,3 +86,32 @@ def test_a_job_past_its_time_is_stopped_with_504(git_daemon, daemon_base):
     assert took < 30, took
     # The daemon still serves, and the job's process group is gone.
     assert c.get(sb["id"])["id"] == sb["id"]
+
+
+def test_supervised_sandbox_end_neutralises_host_git_hooks(git_daemon, daemon_base):
+    """Issue 10, item 2, for a sandbox the daemon supervises: when it ends,
+    what would make host git run code in its workspace is moved aside."""
+    d, c = git_daemon
+    ws = pathlib.Path(tempfile.mkdtemp(prefix="ws-", dir=daemon_base))
+    ws.chmod(0o755)
+    git("init", "-q", "-b", "main", ws)
+    marker = ws.parent / f"RAN-{secrets.token_hex(4)}"
+    sb = c.create(sandbox_class="small", workspace=str(ws))
+    sh(c, sb["id"], "cd /workspace && mkdir sub && cd sub && git init -q && "
+                    f"git config core.fsmonitor 'touch {marker}; false' && "
+                    "printf '#!/bin/sh\\ntouch /tmp/x\\n' > .git/hooks/post-checkout && "
+                    "chmod +x .git/hooks/post-checkout")
+    c.delete(sb["id"])
+
+    def moved():
+        return (ws / "sub/.git/config.airlock-quarantine").exists()
+    from daemonlib import wait_for
+    wait_for(moved, timeout=30, what="the nested repository's config to be moved aside")
+    assert (ws / "sub/.git/hooks/post-checkout.airlock-quarantine").exists()
+    assert not (ws / "sub/.git/config").exists()
+    subprocess.run(["git", "-c", "safe.directory=*", "status"], cwd=ws / "sub",
+                   capture_output=True, timeout=30)
+    assert not marker.exists()
+    kinds = wait_for(lambda: [e for e in c.audit(sb["id"]) if e["kind"] == "git.neutralised"],
+                     timeout=30, what="git.neutralised in the audit")
+    assert {pathlib.Path(e["path"]).name for e in kinds} >= {"config", "post-checkout"}
