@@ -12,6 +12,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
 #include "audit.h"
 #include "gitguard.h"
 #include "gitops.h"
@@ -328,6 +331,14 @@ unreadable : {
 
 /* ---- the walk ---- */
 
+/* What a finding was at the start: the host's own hooks and settings,
+ * unchanged by the run, are left where they are. */
+struct fingerprint {
+        char *rel;
+        mode_t mode;
+        unsigned char hash[SHA256_DIGEST_LENGTH];
+};
+
 struct root_start {
         char *path;
         bool had_git;
@@ -335,6 +346,8 @@ struct root_start {
         ino_t ino;
         mode_t mode;
         char *pointer; /* a .git file's text */
+        struct fingerprint *known;
+        size_t n_known;
 };
 
 struct gitguard {
@@ -343,6 +356,8 @@ struct gitguard {
 };
 
 struct guard_run {
+        bool record; /* at the start: note what is there, move nothing */
+        struct root_start *start;
         struct audit *audit;
         const char *id;
         gitguard_warn_fn warn;
@@ -404,6 +419,8 @@ static char *join(const char *rel, const char *name)
 static void report(struct guard_run *g, const char *rel, const char *reason, const char *moved,
                    int error)
 {
+        if (g->record)
+                return;
         g->findings++;
         _cleanup_free_ char *path =
             *rel ? xasprintf("%s/%s", g->root->path, rel) : xstrdup(g->root->path);
@@ -439,10 +456,58 @@ static void report(struct guard_run *g, const char *rel, const char *reason, con
         }
 }
 
-/* Move dfd/name aside to name.airlock-quarantine[.N] and report it. */
+/* The mode and a hash of what dfd/name holds (a link's target, a file's
+ * bytes up to HASHED_MAX); false for anything else. */
+#define HASHED_MAX (16 * 1024 * 1024)
+static bool fingerprint_of(int dfd, const char *name, struct fingerprint *ret)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return false;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (S_ISLNK(st.st_mode)) {
+                buf = xcalloc(PATH_MAX + 1, 1);
+                ssize_t n = readlinkat(dfd, name, buf, PATH_MAX);
+                if (n < 0)
+                        return false;
+                len = (size_t)n;
+        } else if (!S_ISREG(st.st_mode) || read_small(dfd, name, HASHED_MAX, &buf, &len) < 0)
+                return false;
+        ret->mode = st.st_mode;
+        unsigned int hl = 0;
+        return EVP_Digest(buf, len, ret->hash, &hl, EVP_sha256(), NULL) == 1;
+}
+
+static bool known_at_start(const struct root_start *rs, const char *rel,
+                           const struct fingerprint *fp)
+{
+        for (size_t i = 0; i < rs->n_known; i++)
+                if (STREQ(rs->known[i].rel, rel) && rs->known[i].mode == fp->mode &&
+                    memcmp(rs->known[i].hash, fp->hash, sizeof(fp->hash)) == 0)
+                        return true;
+        return false;
+}
+
+/* Move dfd/name aside to name.airlock-quarantine[.N] and report it; at the
+ * start, note it instead. What is exactly as it was at the start is the
+ * host's and stays. */
 static void quarantine(struct guard_run *g, int dfd, const char *name, const char *rel,
                        const char *reason)
 {
+        struct fingerprint fp = {0};
+        bool have = fingerprint_of(dfd, name, &fp);
+        if (g->record) {
+                struct root_start *rs = g->start;
+                if (have && rs->n_known < VISITED_MAX) {
+                        rs->known = xrealloc(rs->known, rs->n_known + 1, sizeof(*rs->known));
+                        fp.rel = xstrdup(rel);
+                        rs->known[rs->n_known++] = fp;
+                }
+                return;
+        }
+        if (have && known_at_start(g->root, rel, &fp))
+                return;
         char to[NAME_MAX + 1];
         int e = EEXIST;
         for (int i = 0; i < 100 && e == EEXIST; i++) {
@@ -844,6 +909,18 @@ static void add_root(struct gitguard *g, const char *path)
                 (void)read_small(fd, ".git", POINTER_MAX, &r->pointer, &len);
 }
 
+static void record_root(struct root_start *rs)
+{
+        _cleanup_close_ int fd = open(rs->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return;
+        struct guard_run *run = xcalloc(1, sizeof(*run));
+        *run = (struct guard_run){.record = true, .start = rs, .root = rs, .root_fd = fd};
+        walk(run, fd, "", st.st_dev, 0);
+        free(run);
+}
+
 struct gitguard *gitguard_begin(const struct policy *p)
 {
         if (!p || !p->protect_git)
@@ -858,6 +935,8 @@ struct gitguard *gitguard_begin(const struct policy *p)
                 free(g);
                 return NULL;
         }
+        for (size_t i = 0; i < g->n_roots; i++)
+                record_root(&g->roots[i]);
         return g;
 }
 
@@ -883,6 +962,9 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
                         findings += run->findings;
                         free(run);
                 }
+                for (size_t k = 0; k < rs->n_known; k++)
+                        free(rs->known[k].rel);
+                free(rs->known);
                 free(rs->path);
                 free(rs->pointer);
         }

@@ -330,9 +330,15 @@ def test_dot_git_created_in_a_subdirectory_of_a_host_repository(airlock):
     assert top == str(host)
 
 
-def test_a_clean_repository_is_left_alone(airlock):
+def test_the_hosts_own_hooks_and_settings_are_left_alone(airlock):
     s = Scene(airlock)
     ws = s.repo(airlock.make_dir("ws") / "proj")
+    # The user's own: an editor setting and a hook, there before the run.
+    s.git(ws, "config", "core.editor", "vi")
+    hook = ws / ".git/hooks/pre-commit"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    airlock.chown(hook)
     p, audit = s.run(ws, f"cd /workspace; echo y > y; git add y; {AGENT_GIT} commit -q -m y")
     assert "airlock: warning" not in p.stderr, p.stderr
-    assert (ws / ".git/config").exists()
+    assert (ws / ".git/config").exists() and hook.exists()
