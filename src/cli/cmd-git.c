@@ -322,9 +322,11 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
                 r = gitops_state_write(g->state_dir, &st, &err);
                 if (r < 0)
                         snprintf(msg, msglen, "run: %s", err.msg);
-        } else if (r < 0)
-                snprintf(msg, msglen, "run: %s", clone_err.msg);
-        else {
+        } else if (r < 0) {
+                /* The remote's words may be in it: shown escaped. */
+                _cleanup_free_ char *e = gitops_escape(clone_err.msg, strlen(clone_err.msg), false);
+                snprintf(msg, msglen, "run: %s", e ? e : "the clone failed");
+        } else {
                 snprintf(msg, msglen, "run: audit: %s", aerr.msg);
                 r = ar;
         }

@@ -1548,6 +1548,13 @@ int gitops_push(const char *workspace, const char *url, const char *base, const 
                 return al_error_set_message(err, ENODATA,
                                             "nothing to push: the workspace's HEAD is the base "
                                             "commit");
+        /* The copy keeps none of the agent's refs: only ours, so that no
+         * name the agent chose can stand in its way or go along. */
+        _cleanup_free_ char *refs = xasprintf("%s/refs", a.copy);
+        _cleanup_free_ char *packed = xasprintf("%s/packed-refs", a.copy);
+        rm_rf(refs);
+        if ((mkdir(refs, 0700) < 0 && errno != EEXIST) || (unlink(packed) < 0 && errno != ENOENT))
+                return al_error_set(err, errno, "preparing the push in %s", a.copy);
         _cleanup_(ref_freep) git_reference *ref = NULL;
         if (git_reference_create(&ref, a.repo, PUSH_REF, &head, 1, NULL) < 0)
                 return fail_git(err, EIO, "preparing the push");
