@@ -342,3 +342,16 @@ def test_the_hosts_own_hooks_and_settings_are_left_alone(airlock):
     p, audit = s.run(ws, f"cd /workspace; echo y > y; git add y; {AGENT_GIT} commit -q -m y")
     assert "airlock: warning" not in p.stderr, p.stderr
     assert (ws / ".git/config").exists() and hook.exists()
+
+
+def test_repository_given_with_rw_is_neutralised_too(airlock):
+    s = Scene(airlock)
+    ws = airlock.make_dir("ws")
+    repo = s.repo(airlock.make_dir("rwrepo") / "repo")
+    audit = audit_file(airlock)
+    p = airlock.run(["run", "-q", "--audit", audit, "-w", ws, "--rw", f"{repo}:/mnt/repo", "--",
+                     "/bin/sh", "-c",
+                     f"git config -f /mnt/repo/.git/config core.fsmonitor '{s.cmd}' && "
+                     "echo AGENT-OK"])
+    assert "AGENT-OK" in p.stdout, p.stdout + p.stderr
+    s.check(p, audit, repo, [repo / ".git/config.airlock-quarantine"])
