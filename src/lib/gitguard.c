@@ -520,6 +520,12 @@ static void quarantine(struct guard_run *g, int dfd, const char *name, const cha
                         break;
                 }
                 e = renameat2(dfd, name, dfd, to, RENAME_NOREPLACE) < 0 ? errno : 0;
+                /* The agent writes as the caller when rootless and may have
+                 * taken the write bit off the directory: ours to give back. */
+                struct stat st;
+                if (e == EACCES && fstat(dfd, &st) == 0 && st.st_uid == geteuid() &&
+                    !(st.st_mode & S_IWUSR) && fchmod(dfd, (st.st_mode & 07777) | S_IWUSR) == 0)
+                        e = renameat2(dfd, name, dfd, to, RENAME_NOREPLACE) < 0 ? errno : 0;
         }
         const char *slash = strrchr(rel, '/');
         _cleanup_free_ char *moved =

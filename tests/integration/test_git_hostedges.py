@@ -355,3 +355,11 @@ def test_repository_given_with_rw_is_neutralised_too(airlock):
                      "echo AGENT-OK"])
     assert "AGENT-OK" in p.stdout, p.stdout + p.stderr
     s.check(p, audit, repo, [repo / ".git/config.airlock-quarantine"])
+
+
+def test_a_read_only_git_directory_does_not_stop_the_move(airlock):
+    s = Scene(airlock)
+    ws = s.repo(airlock.make_dir("ws") / "proj")
+    p, audit = s.run(ws, f"cd /workspace; mkdir sub; cd sub; git init -q; "
+                         f"git config core.fsmonitor '{s.cmd}'; chmod 0555 .git")
+    s.check(p, audit, ws / "sub", [ws / "sub/.git/config.airlock-quarantine"])
