@@ -877,13 +877,19 @@ static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int de
                         objects = true;
                 if (STREQ(n, "refs"))
                         refs = true;
+                _cleanup_free_ char *r = join(rel, n);
                 _cleanup_close_ int sfd = open_dir(fd, n);
-                if (sfd < 0)
+                if (sfd < 0) {
+                        if (errno == EACCES)
+                                report(g, r,
+                                       "a directory the scan cannot read: git metadata in it "
+                                       "was not checked",
+                                       NULL, 0);
                         continue;
+                }
                 struct stat st;
                 if (fstat(sfd, &st) < 0 || st.st_dev != dev)
                         continue;
-                _cleanup_free_ char *r = join(rel, n);
                 walk(g, sfd, r, dev, depth + 1);
         }
         closedir(d);
