@@ -363,3 +363,37 @@ def test_a_read_only_git_directory_does_not_stop_the_move(airlock):
     p, audit = s.run(ws, f"cd /workspace; mkdir sub; cd sub; git init -q; "
                          f"git config core.fsmonitor '{s.cmd}'; chmod 0555 .git")
     s.check(p, audit, ws / "sub", [ws / "sub/.git/config.airlock-quarantine"])
+
+
+def test_push_to_a_remote_that_never_answers_is_stopped(airlock):
+    """A network read libgit2 would wait on for ever ends at the deadline
+    (AIRLOCK_GIT_TIMEOUT) plus the alarm's grace, with a clear error."""
+    import socket
+    import threading
+    from conftest import AIRLOCK_BIN, RUNAS
+
+    bare, base = make_remote(airlock)
+    p, sid = run_agent(airlock, f"file://{bare}", audit_file(airlock))
+    assert p.returncode == 0 and sid, p.stderr
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    held = []
+    threading.Thread(target=lambda: [held.append(srv.accept()) for _ in range(4)],
+                     daemon=True).start()
+    state = workspace_of(p).parent / "git.json"
+    st = json.loads(state.read_text())
+    st["url"] = f"http://127.0.0.1:{srv.getsockname()[1]}/x.git"
+    state.write_text(json.dumps(st))
+    argv = ["/usr/bin/env", "AIRLOCK_GIT_TIMEOUT=1", str(AIRLOCK_BIN), "push", sid,
+            "--branch", "x", "--no-helper"]
+    if airlock.user:
+        argv = [str(RUNAS), airlock.user.pw_name, *argv]
+    t0 = time.monotonic()
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=60, cwd=airlock.base)
+    took = time.monotonic() - t0
+    srv.close()
+    assert r.returncode == 1, r.stderr
+    assert "took longer than 1 s" in r.stderr, r.stderr
+    assert took < 40, took
