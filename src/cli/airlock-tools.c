@@ -22,14 +22,14 @@ static int git_clone(int argc, char **argv)
 {
         enum { OPT_STATE_ROOT = 256, OPT_ID, OPT_NO_HELPER };
         static const struct option opts[] = {
-                {"repo", required_argument, NULL, 'r'},
-                {"rev", required_argument, NULL, 'v'},
-                {"secrets", required_argument, NULL, 's'},
-                {"audit", required_argument, NULL, 'a'},
-                {"state-root", required_argument, NULL, OPT_STATE_ROOT},
-                {"id", required_argument, NULL, OPT_ID},
-                {"no-helper", no_argument, NULL, OPT_NO_HELPER},
-                {NULL, 0, NULL, 0},
+            {"repo", required_argument, NULL, 'r'},
+            {"rev", required_argument, NULL, 'v'},
+            {"secrets", required_argument, NULL, 's'},
+            {"audit", required_argument, NULL, 'a'},
+            {"state-root", required_argument, NULL, OPT_STATE_ROOT},
+            {"id", required_argument, NULL, OPT_ID},
+            {"no-helper", no_argument, NULL, OPT_NO_HELPER},
+            {NULL, 0, NULL, 0},
         };
         struct run_git_args ga = {.home = getenv("HOME")};
         int c;
@@ -71,6 +71,7 @@ static int git_clone(int argc, char **argv)
                 printf("{\"error\": \"git-clone: --state-root must be an absolute path\"}\n");
                 return 2;
         }
+        git_deadline_arm("git-clone", GIT_DEADLINE_JSON);
         struct run_git g = {0};
         char msg[1024];
         json_t *o;
@@ -104,6 +105,7 @@ static int git_report(int argc, char **argv)
                 fprintf(stderr, "airlock: sandbox %s: %s\n", argv[1], err.msg);
                 return 1;
         }
+        git_deadline_arm("run", GIT_DEADLINE_TEXT);
         struct run_git g = {.state_dir = dir, .workspace = st.workspace, .base = st.base};
         snprintf(g.id, sizeof(g.id), "%s", argv[1]);
         run_git_report(&g, false);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
@@ -131,6 +132,91 @@ static void set_error(json_t *fields, int r, const struct al_error *err)
                                     json_string(err->msg[0] ? err->msg : strerror(-r)));
 }
 
+/* ---- deadlines and terminal output ---- */
+
+/* Every host-side git command runs under a deadline: gitops stops between
+ * files, objects and transfer steps once it has passed, with a clear
+ * error; a call blocked past it (a network read that never returns) is
+ * ended by SIGALRM a little later, which says so and exits. */
+#define HARD_GRACE_S 15
+
+static char alarm_msg[512];
+static volatile sig_atomic_t alarm_fd_for_json;
+static size_t alarm_len;
+static char alarm_unlink[PATH_MAX];
+
+static void on_alarm(int sig)
+{
+        if (alarm_unlink[0])
+                unlink(alarm_unlink);
+        (void)!write(alarm_fd_for_json ? STDOUT_FILENO : STDERR_FILENO, alarm_msg, alarm_len);
+        _exit(EXIT_BAD);
+}
+
+unsigned git_timeout_seconds(void)
+{
+        const char *v = secure_getenv("AIRLOCK_GIT_TIMEOUT");
+        uint64_t t;
+        if (v && *v && safe_atou64(v, &t) >= 0 && t > 0 && t <= 86400)
+                return (unsigned)t;
+        return GITOPS_TIMEOUT_DEFAULT;
+}
+
+void git_deadline_arm(const char *cmd, enum git_deadline_out out)
+{
+        unsigned t = git_timeout_seconds();
+        char what[256];
+        snprintf(what, sizeof(what),
+                 "the host-side git operation took longer than %u s and was stopped "
+                 "(AIRLOCK_GIT_TIMEOUT)",
+                 t);
+        alarm_fd_for_json = out != GIT_DEADLINE_TEXT;
+        if (out == GIT_DEADLINE_JSON_CODE)
+                snprintf(alarm_msg, sizeof(alarm_msg),
+                         "{\"error\":\"timeout\",\"message\":\"%s\"}\n", what);
+        else if (out == GIT_DEADLINE_JSON)
+                snprintf(alarm_msg, sizeof(alarm_msg), "{\"error\":\"%s: %s\"}\n", cmd, what);
+        else
+                snprintf(alarm_msg, sizeof(alarm_msg), "airlock: %s: %s\n", cmd, what);
+        alarm_len = strlen(alarm_msg);
+        gitops_set_deadline(t);
+        struct sigaction sa = {.sa_handler = on_alarm};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGALRM, &sa, NULL);
+        alarm(t + HARD_GRACE_S);
+}
+
+/* Print one line on stderr with the agent's bytes escaped. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void say(const char *fmt, ...)
+{
+        char msg[4096];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        _cleanup_free_ char *e = gitops_escape(msg, strlen(msg), false);
+        fprintf(stderr, "%s\n", e ? e : "(unprintable)");
+}
+
+/* The mbox holds the agent's bytes (subjects, file names, messages). On a
+ * terminal each line is shown escaped, so that an escape sequence cannot
+ * drive the reader's terminal; into a file or a pipe it goes byte-exact,
+ * as git am needs it. */
+static int copy_escaped(FILE *in, FILE *out)
+{
+        _cleanup_free_ char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, in)) > 0) {
+                _cleanup_free_ char *e = gitops_escape(line, (size_t)n, true);
+                if (!e || fputs(e, out) == EOF)
+                        return -EIO;
+        }
+        return ferror(in) ? -EIO : 0;
+}
+
 /* ---- airlock run --repo ---- */
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
@@ -236,9 +322,11 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
                 r = gitops_state_write(g->state_dir, &st, &err);
                 if (r < 0)
                         snprintf(msg, msglen, "run: %s", err.msg);
-        } else if (r < 0)
-                snprintf(msg, msglen, "run: %s", clone_err.msg);
-        else {
+        } else if (r < 0) {
+                /* The remote's words may be in it: shown escaped. */
+                _cleanup_free_ char *e = gitops_escape(clone_err.msg, strlen(clone_err.msg), false);
+                snprintf(msg, msglen, "run: %s", e ? e : "the clone failed");
+        } else {
                 snprintf(msg, msglen, "run: audit: %s", aerr.msg);
                 r = ar;
         }
@@ -262,7 +350,7 @@ void run_git_report(const struct run_git *g, bool quiet)
         struct al_error err = {0};
         size_t n = 0;
         if (gitops_count(g->workspace, g->base, &n, NULL, &err) < 0)
-                fprintf(stderr, "airlock: sandbox %s: %s\n", g->id, err.msg);
+                say("airlock: sandbox %s: %s", g->id, err.msg);
         else
                 fprintf(stderr,
                         "airlock: the sandbox made %zu new commit(s) on top of %.12s in %s\n", n,
@@ -300,7 +388,6 @@ static void git_cmd_done(struct git_cmd *c)
         gitops_state_clear(&c->st);
 }
 
-
 /* Report a failure: with --json {"error": code, "message"} on stdout, else
  * "airlock: CMD: message" on stderr. Returns status. */
 static int git_fail(const struct git_cmd *c, const char *code, int status, const char *fmt, ...)
@@ -316,7 +403,7 @@ static int git_fail(const struct git_cmd *c, const char *code, int status, const
         if (c->json)
                 json_line(json_pack("{s:s, s:o}", "error", code, "message", json_text(msg)));
         else
-                fprintf(stderr, "airlock: %s: %s\n", c->cmd, msg);
+                say("airlock: %s: %s", c->cmd, msg);
         return status;
 }
 
@@ -475,6 +562,7 @@ int cmd_export(int argc, char **argv)
         int r = git_cmd_load(&c, argv[optind]);
         if (r)
                 return r;
+        git_deadline_arm("export", GIT_DEADLINE_TEXT);
 
         struct al_error err = {0};
         size_t n = 0;
@@ -486,10 +574,24 @@ int cmd_export(int argc, char **argv)
                 r = out_open(&of, output);
                 if (r < 0)
                         al_error_set(&err, r, "%s", output);
+                else
+                        snprintf(alarm_unlink, sizeof(alarm_unlink), "%s", of.tmp);
                 out = of.f;
+        }
+        _cleanup_fclose_ FILE *tty_buf = NULL;
+        if (r >= 0 && !output && isatty(STDOUT_FILENO) == 1) {
+                tty_buf = tmpfile();
+                if (!tty_buf)
+                        r = al_error_set(&err, errno, "a temporary file for the patches");
+                out = tty_buf;
         }
         if (r >= 0)
                 r = gitops_export(c.st.workspace, c.st.base, out, &n, &err);
+        if (r >= 0 && tty_buf) {
+                rewind(tty_buf);
+                if (copy_escaped(tty_buf, stdout) < 0)
+                        r = al_error_set(&err, EIO, "writing the patches");
+        }
         if (output && of.path) {
                 int cr = out_close(&of, r >= 0);
                 if (cr < 0 && r >= 0)
@@ -508,17 +610,17 @@ int cmd_export(int argc, char **argv)
         json_decref(fields);
 
         if (r < 0) {
-                fprintf(stderr, "airlock: export: %s\n", err.msg[0] ? err.msg : strerror(-r));
+                say("airlock: export: %s", err.msg[0] ? err.msg : strerror(-r));
                 return EXIT_BAD;
         }
         if (ar < 0) {
-                fprintf(stderr, "airlock: export: audit: %s\n", aerr.msg);
+                say("airlock: export: audit: %s", aerr.msg);
                 return EXIT_BAD;
         }
         if (n == 0)
                 fprintf(stderr, "airlock: export: sandbox %s made no new commits\n", c.id);
         else if (output)
-                fprintf(stderr, "export: %zu patch(es) written to %s\n", n, output);
+                say("export: %zu patch(es) written to %s", n, output);
         return 0;
 }
 
@@ -579,6 +681,8 @@ static const char *push_error_code(int r)
                 return "auth_failed";
         case -EREMOTEIO:
                 return "remote_refused";
+        case -ETIMEDOUT:
+                return "timeout";
         default:
                 return "failed";
         }
@@ -643,6 +747,7 @@ int cmd_push(int argc, char **argv)
         int r = git_cmd_load(&c, argv[optind]);
         if (r)
                 return r;
+        git_deadline_arm("push", c.json ? GIT_DEADLINE_JSON_CODE : GIT_DEADLINE_TEXT);
 
         struct al_error err = {0};
         struct secrets *s = NULL;
@@ -689,6 +794,7 @@ int cmd_push(int argc, char **argv)
 
         int code = 0;
         if (pr) {
+                alarm(0);
                 code = open_pr(forge, &c, branch, res.head);
                 json_t *pf = json_pack("{s:s, s:s, s:i}", "url", c.st.url, "branch", branch,
                                        "exitCode", code < 0 ? -1 : code);

@@ -33,3 +33,13 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
 void run_git_report(const struct run_git *g, bool quiet);
 
 void run_git_done(struct run_git *g);
+
+/* The deadline of a host-side git command (gitops_set_deadline), from
+ * AIRLOCK_GIT_TIMEOUT (seconds, 1 to 86400) or GITOPS_TIMEOUT_DEFAULT,
+ * and an alarm a little after it that reports the overrun on stderr (TEXT),
+ * as {"error": "timeout", "message"} on stdout (JSON_CODE, push --json) or
+ * as {"error": MSG} on stdout (JSON, airlock-tools git-clone), then exits
+ * with status 1. */
+enum git_deadline_out { GIT_DEADLINE_TEXT, GIT_DEADLINE_JSON_CODE, GIT_DEADLINE_JSON };
+unsigned git_timeout_seconds(void);
+void git_deadline_arm(const char *cmd, enum git_deadline_out out);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "gitguard.h"
 #include "audit.h"
 #include "tools.h"
 #include "policy.h"
@@ -256,6 +257,11 @@ static int parse_mount_arg(struct policy *p, const char *arg, bool readonly, con
 static void push(char ***v, size_t *n, const char *s)
 {
         *v = strv_append(*v, n, s);
+}
+
+static void warn_line(const char *line, void *userdata)
+{
+        fprintf(stderr, "%s\n", line);
 }
 
 int cmd_run(int argc, char **argv)
@@ -519,8 +525,10 @@ int cmd_run(int argc, char **argv)
                 .stdout_fd = 1,
                 .stderr_fd = 2,
         };
-        struct supervisor_result res;
+        struct supervisor_result res = {0};
+        struct gitguard *gg = gitguard_begin(p);
         r = orphans_run(&cfg, &res, &err);
+        gitguard_finish_logged(gg, audit_path, res.sandbox, warn_line, NULL);
         if (r < 0) {
                 secrets_free(secrets);
                 policy_free(p);

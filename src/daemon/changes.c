@@ -149,6 +149,10 @@ static void on_raw_done(const struct job_result *res, void *userdata)
         char msg[1024];
         if (res->exit_code < 0) {
                 reply_error(d, c->req, 503, "shutting_down", "the daemon is stopping");
+        } else if (res->timed_out) {
+                audit_outcome(c, 504, "timeout");
+                reply_error(d, c->req, 504, "timeout", "sandbox %s: %s", c->id,
+                            cli_message(res->err, msg, sizeof(msg)));
         } else if (res->exit_code == 0 && res->out_truncated) {
                 audit_outcome(c, 413, "too_large");
                 reply_error(d, c->req, 413, "too_large",
@@ -176,7 +180,7 @@ static const struct {
         {"conflict", 409},       {"already", 409},         {"not_found", 404},
         {"bad_path", 400},       {"bad_branch", 400},      {"nothing_to_push", 409},
         {"not_descendant", 409}, {"branch_exists", 409},   {"auth_failed", 502},
-        {"remote_refused", 502}, {"failed", 500},
+        {"remote_refused", 502}, {"timeout", 504},        {"failed", 500},
         {"not_kept", 409},
 };
 
@@ -187,6 +191,14 @@ static void on_json_done(const struct job_result *res, void *userdata)
         struct daemon *d = c->d;
         if (res->exit_code < 0) {
                 reply_error(d, c->req, 503, "shutting_down", "the daemon is stopping");
+                job_ctx_free(c);
+                return;
+        }
+        if (res->timed_out) {
+                char m[1024];
+                audit_outcome(c, 504, "timeout");
+                reply_error(d, c->req, 504, "timeout", "sandbox %s: %s", c->id,
+                            cli_message(res->err, m, sizeof(m)));
                 job_ctx_free(c);
                 return;
         }

@@ -13,6 +13,10 @@
 #include "util.h"
 
 #define JOB_ERR_MAX (64u * 1024)
+/* Longer than the CLI's own deadline for git work (AIRLOCK_GIT_TIMEOUT,
+ * 600 s by default, plus its grace), so that its clearer message usually
+ * comes first; this one stops whatever else hangs. */
+#define JOB_TIMEOUT_S 900
 
 extern char **environ;
 
@@ -24,6 +28,9 @@ struct job {
         int fd[2]; /* stdout, stderr; -1 once drained */
         struct event *ev[2];
         struct event *ev_exit;
+        struct event *ev_timeout;
+        unsigned timeout_s;
+        bool timed_out;
         struct evbuffer *out, *err;
         size_t out_max;
         bool truncated;
@@ -42,7 +49,7 @@ char **daemon_child_env(const struct daemon *d)
         _cleanup_free_ char *home = xasprintf("HOME=%s", d->home);
         envp = strv_append(envp, &n, home);
         static const char *const kept[] = {"ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=",
-                                           "AIRLOCK_FORGE_COMMAND="};
+                                           "AIRLOCK_FORGE_COMMAND=", "AIRLOCK_GIT_TIMEOUT="};
         for (char **e = environ; e && *e; e++)
                 for (size_t i = 0; i < ARRAY_SIZE(kept); i++)
                         if (strncmp(*e, kept[i], strlen(kept[i])) == 0)
@@ -69,6 +76,8 @@ static void job_free(struct job *j)
         }
         if (j->ev_exit)
                 event_free(j->ev_exit);
+        if (j->ev_timeout)
+                event_free(j->ev_timeout);
         if (j->pidfd >= 0)
                 close(j->pidfd);
         evbuffer_free(j->out);
@@ -81,10 +90,11 @@ static void finish(struct job *j, int exit_code)
         job_unlink(j);
         evbuffer_add(j->err, "", 1);
         struct job_result res = {
-                .exit_code = exit_code,
-                .out = j->out,
-                .out_truncated = j->truncated,
-                .err = (const char *)evbuffer_pullup(j->err, -1),
+            .exit_code = exit_code,
+            .out = j->out,
+            .out_truncated = j->truncated,
+            .err = (const char *)evbuffer_pullup(j->err, -1),
+            .timed_out = j->timed_out,
         };
         j->done(&res, j->userdata);
         job_free(j);
@@ -114,6 +124,18 @@ static void collect(struct job *j)
         }
 }
 
+static void close_output(struct job *j, int k)
+{
+        if (j->ev[k]) {
+                event_free(j->ev[k]);
+                j->ev[k] = NULL;
+        }
+        if (j->fd[k] >= 0) {
+                close(j->fd[k]);
+                j->fd[k] = -1;
+        }
+}
+
 static void on_output(evutil_socket_t fd, short what, void *arg)
 {
         struct job *j = arg;
@@ -123,10 +145,7 @@ static void on_output(evutil_socket_t fd, short what, void *arg)
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
         if (n <= 0) {
-                event_free(j->ev[k]);
-                j->ev[k] = NULL;
-                close(j->fd[k]);
-                j->fd[k] = -1;
+                close_output(j, k);
                 maybe_done(j);
                 return;
         }
@@ -137,6 +156,31 @@ static void on_output(evutil_socket_t fd, short what, void *arg)
         if (keep < (size_t)n && k == 0)
                 j->truncated = true;
         evbuffer_add(b, buf, keep);
+}
+
+/* The job ran past its time: its whole process group is killed (a
+ * credential helper or a forge command it started included), and what it
+ * left in the pipes is not waited for, since a descendant that escaped the
+ * group could hold them open for ever. */
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+        struct job *j = arg;
+        if (j->exited)
+                return;
+        j->timed_out = true;
+        kill(-j->pid, SIGKILL);
+        if (j->pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        char msg[160];
+        int n = snprintf(msg, sizeof(msg),
+                         "airlock: the job took longer than %u s (AIRLOCK_JOB_TIMEOUT) and was "
+                         "stopped\n",
+                         j->timeout_s);
+        evbuffer_prepend(j->err, msg, (size_t)n);
+        close_output(j, 0);
+        close_output(j, 1);
+        collect(j);
+        maybe_done(j);
 }
 
 static void on_exit_ready(evutil_socket_t fd, short what, void *arg)
@@ -164,6 +208,15 @@ void jobs_reap(struct daemon *d)
         }
 }
 
+unsigned job_timeout_seconds(void)
+{
+        const char *v = secure_getenv("AIRLOCK_JOB_TIMEOUT");
+        uint64_t t;
+        if (v && *v && safe_atou64(v, &t) >= 0 && t > 0 && t <= 86400)
+                return (unsigned)t;
+        return JOB_TIMEOUT_S;
+}
+
 int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn done,
               void *userdata, struct al_error *err)
 {
@@ -184,8 +237,9 @@ int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn 
         pid_t pid = fork();
         if (pid == 0) {
                 int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(errp[1], 2) < 0 ||
-                    syscall(SYS_close_range, 3, ~0U, 0) < 0 || chdir("/") < 0)
+                if (setpgid(0, 0) < 0 || null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 ||
+                    dup2(errp[1], 2) < 0 || syscall(SYS_close_range, 3, ~0U, 0) < 0 ||
+                    chdir("/") < 0)
                         _exit(125);
                 for (int sig = 1; sig < NSIG; sig++)
                         signal(sig, SIG_DFL);
@@ -194,6 +248,8 @@ int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn 
                 _exit(127);
         }
         int e = errno;
+        if (pid > 0)
+                (void)setpgid(pid, pid); /* as the child does: whoever is first */
         close(out[1]);
         close(errp[1]);
         if (pid < 0) {
@@ -223,6 +279,10 @@ int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn 
                 j->ev_exit = event_new(d->base, j->pidfd, EV_READ, on_exit_ready, j);
                 event_add(j->ev_exit, NULL);
         }
+        j->timeout_s = job_timeout_seconds();
+        j->ev_timeout = evtimer_new(d->base, on_timeout, j);
+        struct timeval tv = {.tv_sec = j->timeout_s};
+        evtimer_add(j->ev_timeout, &tv);
         j->next = d->jobs;
         d->jobs = j;
         return 0;
@@ -232,6 +292,7 @@ void jobs_shutdown(struct daemon *d)
 {
         while (d->jobs) {
                 struct job *j = d->jobs;
+                kill(-j->pid, SIGKILL);
                 kill(j->pid, SIGKILL);
                 while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
                         ;

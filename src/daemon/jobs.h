@@ -22,12 +22,18 @@ struct job_result {
         struct evbuffer *out;   /* stdout, up to out_max bytes */
         bool out_truncated;     /* there was more */
         const char *err;        /* stderr (up to 64 KiB), NUL-terminated */
+        bool timed_out;         /* it ran past job_timeout_seconds() and was killed */
 };
 
 /* Called once, when the child has exited and both pipes are drained. The
  * result is freed after it returns; `out` may be taken with
  * evbuffer_add_buffer. */
 typedef void (*job_done_fn)(const struct job_result *res, void *userdata);
+
+/* Every job runs in a process group of its own and is killed, with the
+ * group, after AIRLOCK_JOB_TIMEOUT seconds of the daemon's environment (1
+ * to 86400; 900 by default): the callback then gets timed_out. */
+unsigned job_timeout_seconds(void);
 
 /* Start argv[0] (an absolute path) with argv. */
 int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn done,

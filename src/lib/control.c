@@ -21,6 +21,7 @@
 #include "env.h"
 #include "events.h"
 #include "gates.h"
+#include "gitguard.h"
 #include "netgate/netgate.h"
 #include "review.h"
 #include "secrets.h"
@@ -913,6 +914,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
 {
         const struct policy *p = cfg->policy;
         struct control c = {.cfg = cfg, .policy = p};
+        struct gitguard *gg = NULL;
         _cleanup_free_ char *cg_name = NULL, *state = NULL;
         int r;
 
@@ -984,6 +986,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 .cgroup = c.cg,
         };
         uint64_t started_ns = now_realtime_us() * 1000;
+        gg = gitguard_begin(p);
         r = spawn_sandbox(&sc, &c.sp, err);
         if (r < 0)
                 goto fail;
@@ -1064,6 +1067,7 @@ cleanup:
                 while (waitpid(c.sp.pid, NULL, 0) < 0 && errno == EINTR)
                         ;
         }
+        gitguard_finish(gg, c.audit, cfg->id, NULL, NULL);
         snap_reap(&c, true);
         if (c.review_dir && c.sp.upper_fd >= 0) {
                 /* Every process of the sandbox is gone: this copy is final. */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <git2.h>
+#include <git2/sys/odb_backend.h>
 #include <git2/sys/repository.h>
 #include <jansson.h>
 #include <limits.h>
@@ -33,6 +35,24 @@ static int fail_git(struct al_error *err, int code, const char *what)
                                     e && e->message ? e->message : "unknown error");
 }
 
+static uint64_t deadline_us; /* monotonic; 0: none */
+
+void gitops_set_deadline(unsigned seconds)
+{
+        deadline_us = seconds ? now_monotonic_us() + (uint64_t)seconds * 1000000 : 0;
+}
+
+static bool past_deadline(void)
+{
+        return deadline_us && now_monotonic_us() > deadline_us;
+}
+
+static int fail_deadline(struct al_error *err)
+{
+        return al_error_set_message(err, ETIMEDOUT,
+                                    "the host-side git operation took too long and was stopped");
+}
+
 static void wipe_free(char *s)
 {
         if (s) {
@@ -57,6 +77,9 @@ static int gitlib_up(struct gitlib *g, struct al_error *err)
         if (git_libgit2_init() < 0)
                 return fail_git(err, EIO, "initializing libgit2");
         g->up = true;
+        /* Bounds what libgit2 keeps of objects read: with each object under
+         * GITOPS_OBJECT_MAX, the memory an operation uses stays bounded. */
+        git_libgit2_opts(GIT_OPT_SET_CACHE_MAX_SIZE, (ssize_t)GITOPS_OBJECT_MAX);
         return 0;
 }
 
@@ -703,6 +726,15 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
         return 0;
 }
 
+static int clone_progress(const git_indexer_progress *stats, void *payload)
+{
+        if (past_deadline()) {
+                git_error_set_str(GIT_ERROR_NET, "the clone took too long");
+                return -1;
+        }
+        return 0;
+}
+
 int gitops_clone(const char *url, const char *rev, const char *dest,
                  const struct gitops_creds *creds, char ret_base[static GITOPS_OID_HEX + 1],
                  struct al_error *err)
@@ -732,6 +764,7 @@ int gitops_clone(const char *url, const char *rev, const char *dest,
         o.remote_cb = create_origin;
         o.fetch_opts.callbacks.credentials = cred_cb;
         o.fetch_opts.callbacks.payload = &cs;
+        o.fetch_opts.callbacks.transfer_progress = clone_progress;
         o.checkout_opts.checkout_strategy = GIT_CHECKOUT_SAFE;
 
         _cleanup_(repo_freep) git_repository *repo = NULL;
@@ -760,16 +793,187 @@ int gitops_clone(const char *url, const char *rev, const char *dest,
 
 /* ---- the agent's repository ---- */
 
-static int expect_type(int dfd, const char *name, mode_t type, const char *ws, struct al_error *err)
+/* What the agent wrote is read once, into a private copy the host owns,
+ * before libgit2 touches any of it: every file through openat() with
+ * O_NOFOLLOW|O_NONBLOCK from directory fds opened the same way, regular
+ * files only. A symbolic link, FIFO, socket or device anywhere in what is
+ * read is refused, so neither a link into a host repository the sandbox
+ * never saw nor a FIFO that would block forever gets past this point, and a
+ * still-running sandbox that swaps a component cannot redirect a read: each
+ * open is relative to a directory already verified. */
+
+#define COPY_FILES_MAX (256 * 1024)
+#define COPY_DEPTH_MAX 32
+
+struct copy_ctx {
+        const char *ws;
+        size_t files;
+        uint64_t bytes;
+        struct al_error *err;
+};
+
+static int refuse_type(struct copy_ctx *c, const char *rel, mode_t mode)
 {
+        const char *what = S_ISLNK(mode)                    ? "a symbolic link"
+                           : S_ISFIFO(mode)                 ? "a FIFO"
+                           : S_ISSOCK(mode)                 ? "a socket"
+                           : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
+                           : S_ISDIR(mode)                  ? "a directory"
+                                                            : "not a plain file";
+        return al_error_set_message(
+            c->err, EPERM, "%s/.git/%s is %s; refusing to read the repository", c->ws, rel, what);
+}
+
+static int copy_file(struct copy_ctx *c, int sdir, int ddir, const char *name, const char *rel)
+{
+        if (past_deadline())
+                return fail_deadline(c->err);
+        if (++c->files > COPY_FILES_MAX)
+                return al_error_set_message(c->err, E2BIG,
+                                            "%s/.git holds more than %d files; refusing to read it",
+                                            c->ws, COPY_FILES_MAX);
         struct stat st;
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return al_error_set(err, errno, "%s/.git/%s", ws, name);
-        if ((st.st_mode & S_IFMT) != type)
-                return al_error_set_message(err, EPERM,
-                                            "%s/.git/%s is not a plain %s; refusing to use it", ws,
-                                            name, type == S_IFDIR ? "directory" : "file");
+        if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return al_error_set(c->err, errno, "%s/.git/%s", c->ws, rel);
+        /* Checked before the open so that no device is ever opened. */
+        if (!S_ISREG(st.st_mode))
+                return refuse_type(c, rel, st.st_mode);
+        _cleanup_close_ int fd =
+            openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ELOOP ? refuse_type(c, rel, S_IFLNK)
+                                      : al_error_set(c->err, errno, "%s/.git/%s", c->ws, rel);
+        if (fstat(fd, &st) < 0)
+                return al_error_set(c->err, errno, "%s/.git/%s", c->ws, rel);
+        if (!S_ISREG(st.st_mode))
+                return refuse_type(c, rel, st.st_mode);
+        _cleanup_close_ int out =
+            openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (out < 0)
+                return al_error_set(c->err, errno, "copying %s/.git/%s", c->ws, rel);
+        char buf[64 * 1024];
+        for (;;) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return al_error_set(c->err, errno, "reading %s/.git/%s", c->ws, rel);
+                if (n == 0)
+                        break;
+                c->bytes += (uint64_t)n;
+                if (c->bytes > GITOPS_COPY_MAX)
+                        return al_error_set_message(
+                            c->err, EFBIG,
+                            "%s/.git holds more than %llu MiB of objects and refs; refusing to "
+                            "read it",
+                            c->ws, (unsigned long long)(GITOPS_COPY_MAX >> 20));
+                int r = write_full(out, buf, (size_t)n);
+                if (r < 0)
+                        return al_error_set(c->err, r, "copying %s/.git/%s", c->ws, rel);
+        }
         return 0;
+}
+
+/* Which entries of a directory are read. */
+enum copy_kind {
+        COPY_REFS,    /* everything, recursively */
+        COPY_OBJECTS, /* XX/ loose object directories and pack/ */
+        COPY_LOOSE,   /* 38 hex digits */
+        COPY_PACK,    /* pack-*.pack and pack-*.idx */
+};
+
+static bool all_hex(const char *s, size_t n)
+{
+        return strlen(s) == n && strspn(s, "0123456789abcdef") == n;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+        size_t n = strlen(s), m = strlen(suffix);
+        return n >= m && STREQ(s + n - m, suffix);
+}
+
+static int copy_dir(struct copy_ctx *c, int sparent, int dparent, const char *name, const char *rel,
+                    enum copy_kind kind, int depth);
+
+static int copy_entries(struct copy_ctx *c, int sdir, int ddir, const char *rel,
+                        enum copy_kind kind, int depth)
+{
+        int dup = fcntl(sdir, F_DUPFD_CLOEXEC, 3);
+        if (dup < 0)
+                return al_error_set(c->err, errno, "%s/.git/%s", c->ws, rel);
+        DIR *d = fdopendir(dup);
+        if (!d) {
+                int e = errno;
+                close(dup);
+                return al_error_set(c->err, e, "%s/.git/%s", c->ws, rel);
+        }
+        int r = 0;
+        struct dirent *de;
+        while (r >= 0 && (errno = 0, de = readdir(d))) {
+                const char *n = de->d_name;
+                if (STREQ(n, ".") || STREQ(n, ".."))
+                        continue;
+                _cleanup_free_ char *sub = xasprintf("%s/%s", rel, n);
+                switch (kind) {
+                case COPY_REFS: {
+                        struct stat st;
+                        if (fstatat(sdir, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                r = al_error_set(c->err, errno, "%s/.git/%s", c->ws, sub);
+                        else if (S_ISDIR(st.st_mode))
+                                r = copy_dir(c, sdir, ddir, n, sub, COPY_REFS, depth + 1);
+                        else
+                                r = copy_file(c, sdir, ddir, n, sub);
+                        break;
+                }
+                case COPY_OBJECTS:
+                        if (all_hex(n, 2))
+                                r = copy_dir(c, sdir, ddir, n, sub, COPY_LOOSE, depth + 1);
+                        else if (STREQ(n, "pack"))
+                                r = copy_dir(c, sdir, ddir, n, sub, COPY_PACK, depth + 1);
+                        break;
+                case COPY_LOOSE:
+                        if (all_hex(n, GITOPS_OID_HEX - 2))
+                                r = copy_file(c, sdir, ddir, n, sub);
+                        break;
+                case COPY_PACK:
+                        if (strncmp(n, "pack-", 5) == 0 &&
+                            (ends_with(n, ".pack") || ends_with(n, ".idx")))
+                                r = copy_file(c, sdir, ddir, n, sub);
+                        break;
+                }
+        }
+        if (r >= 0 && errno)
+                r = al_error_set(c->err, errno, "reading %s/.git/%s", c->ws, rel);
+        closedir(d);
+        return r;
+}
+
+static int copy_dir(struct copy_ctx *c, int sparent, int dparent, const char *name, const char *rel,
+                    enum copy_kind kind, int depth)
+{
+        if (depth > COPY_DEPTH_MAX)
+                return al_error_set_message(c->err, E2BIG,
+                                            "%s/.git/%s is nested too deep; refusing to read it",
+                                            c->ws, rel);
+        struct stat st;
+        if (fstatat(sparent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return al_error_set(c->err, errno, "%s/.git/%s", c->ws, rel);
+        if (!S_ISDIR(st.st_mode))
+                return refuse_type(c, rel, st.st_mode);
+        _cleanup_close_ int sdir =
+            openat(sparent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sdir < 0)
+                return errno == ELOOP || errno == ENOTDIR
+                           ? refuse_type(c, rel, S_IFLNK)
+                           : al_error_set(c->err, errno, "%s/.git/%s", c->ws, rel);
+        if (mkdirat(dparent, name, 0700) < 0)
+                return al_error_set(c->err, errno, "copying %s/.git/%s", c->ws, rel);
+        _cleanup_close_ int ddir =
+            openat(dparent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (ddir < 0)
+                return al_error_set(c->err, errno, "copying %s/.git/%s", c->ws, rel);
+        return copy_entries(c, sdir, ddir, rel, kind, depth);
 }
 
 static int expect_absent(int dfd, const char *name, const char *ws, struct al_error *err)
@@ -781,32 +985,16 @@ static int expect_absent(int dfd, const char *name, const char *ws, struct al_er
                     "%s/.git/%s exists: the repository reads objects or refs from "
                     "elsewhere; refusing to use it",
                     ws, name);
-        if (errno != ENOENT)
+        if (errno != ENOENT && errno != ENOTDIR)
                 return al_error_set(err, errno, "%s/.git/%s", ws, name);
         return 0;
 }
 
-/* An object database over exactly <gitdir>/objects: no alternates. */
-static int plain_odb(const char *objects, git_odb **ret, struct al_error *err)
-{
-        _cleanup_(odb_freep) git_odb *odb = NULL;
-        git_odb_backend *pack = NULL, *loose = NULL;
-        if (git_odb_new(&odb) < 0 || git_odb_backend_pack(&pack, objects) < 0 ||
-            git_odb_add_backend(odb, pack, 2) < 0)
-                return fail_git(err, EIO, objects);
-        if (git_odb_backend_loose(&loose, objects, -1, 0, 0, 0) < 0 ||
-            git_odb_add_backend(odb, loose, 1) < 0)
-                return fail_git(err, EIO, objects);
-        *ret = TAKE_PTR(odb);
-        return 0;
-}
+static void rm_rf(const char *path);
 
-/* Open the workspace's repository for reading. The agent wrote it: what
- * would make libgit2 read outside .git (a gitdir file, a shared common
- * directory, alternates, symlinked parts) is refused, objects come from
- * .git/objects alone, and the repository's config is replaced by the host
- * user's. */
-static int open_workspace(const char *workspace, git_repository **ret, struct al_error *err)
+/* Copy HEAD, packed-refs, refs/ and the objects of <workspace>/.git into a
+ * fresh private directory; *ret_dir gets its path (the caller removes it). */
+static int copy_gitdir(const char *workspace, char **ret_dir, struct al_error *err)
 {
         _cleanup_close_ int wfd = open(workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (wfd < 0)
@@ -818,34 +1006,247 @@ static int open_workspace(const char *workspace, git_repository **ret, struct al
                 return al_error_set_message(
                     err, EPERM, "%s/.git is not a directory; refusing to use it", workspace);
         _cleanup_close_ int gfd =
-            openat(wfd, ".git", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            openat(wfd, ".git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (gfd < 0)
                 return al_error_set(err, errno, "%s/.git", workspace);
         int r;
-        if ((r = expect_type(gfd, "HEAD", S_IFREG, workspace, err)) < 0 ||
-            (r = expect_type(gfd, "objects", S_IFDIR, workspace, err)) < 0 ||
-            (r = expect_type(gfd, "refs", S_IFDIR, workspace, err)) < 0 ||
-            (r = expect_absent(gfd, "commondir", workspace, err)) < 0 ||
+        if ((r = expect_absent(gfd, "commondir", workspace, err)) < 0 ||
             (r = expect_absent(gfd, "objects/info/alternates", workspace, err)) < 0 ||
             (r = expect_absent(gfd, "objects/info/http-alternates", workspace, err)) < 0)
                 return r;
 
-        _cleanup_free_ char *gitdir = xasprintf("%s/.git", workspace);
-        _cleanup_free_ char *objects = xasprintf("%s/.git/objects", workspace);
-        _cleanup_(repo_freep) git_repository *repo = NULL;
-        if (git_repository_open_ext(
-                &repo, gitdir, GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE, NULL) < 0)
-                return fail_git(err, EIO, gitdir);
-        _cleanup_(config_freep) git_config *cfg = NULL;
-        if (git_config_open_default(&cfg) < 0 || git_repository_set_config(repo, cfg) < 0)
-                return fail_git(err, EIO, "the host's git config");
-        _cleanup_(odb_freep) git_odb *odb = NULL;
-        r = plain_odb(objects, &odb, err);
+        const char *tmp = secure_getenv("TMPDIR");
+        _cleanup_free_ char *dir = xasprintf("%s/airlock-git-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(dir))
+                return al_error_set(err, errno, "creating a directory in %s",
+                                    tmp && *tmp ? tmp : "/tmp");
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct copy_ctx c = {.ws = workspace, .err = err};
+        if (dfd < 0)
+                r = al_error_set(err, errno, "%s", dir);
+        else if ((r = copy_file(&c, gfd, dfd, "HEAD", "HEAD")) >= 0 &&
+                 (r = copy_dir(&c, gfd, dfd, "refs", "refs", COPY_REFS, 1)) >= 0 &&
+                 (r = copy_dir(&c, gfd, dfd, "objects", "objects", COPY_OBJECTS, 1)) >= 0) {
+                if (fstatat(gfd, "packed-refs", &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        r = copy_file(&c, gfd, dfd, "packed-refs", "packed-refs");
+                else if (errno != ENOENT)
+                        r = al_error_set(err, errno, "%s/.git/packed-refs", workspace);
+        }
+        if (r < 0) {
+                rm_rf(dir);
+                return r;
+        }
+        *ret_dir = TAKE_PTR(dir);
+        return 0;
+}
+
+/* Every object read from the agent's repository passes here: its size is
+ * read from its header first (a few bytes inflated), and an object larger
+ * than GITOPS_OBJECT_MAX, or one that would take the operation past
+ * GITOPS_INFLATE_MAX in all, is refused before it is inflated. A 1.5 MB
+ * loose object of zeros inflates to 1.5 GiB. */
+struct inflate_budget {
+        uint64_t used;
+};
+
+struct capped_backend {
+        git_odb_backend parent;
+        git_odb_backend *inner;
+        struct inflate_budget *budget;
+};
+
+static int size_refused(const git_oid *id, size_t len, bool total)
+{
+        char hex[GITOPS_OID_HEX + 1];
+        git_oid_tostr(hex, sizeof(hex), id);
+        if (total)
+                git_error_set(GIT_ERROR_ODB,
+                              "reading object %.12s would inflate more than %llu MiB of the "
+                              "agent's objects in all; refusing",
+                              hex, (unsigned long long)(GITOPS_INFLATE_MAX >> 20));
+        else
+                git_error_set(GIT_ERROR_ODB,
+                              "object %.12s inflates to %zu bytes, more than the %llu MiB "
+                              "Airlock reads from an agent's repository; refusing",
+                              hex, len, (unsigned long long)(GITOPS_OBJECT_MAX >> 20));
+        return -1;
+}
+
+static int capped_read(void **buf, size_t *len, git_object_t *type, git_odb_backend *b,
+                       const git_oid *id)
+{
+        struct capped_backend *cb = (struct capped_backend *)b;
+        if (past_deadline()) {
+                git_error_set_str(GIT_ERROR_ODB, "the operation took too long");
+                return -1;
+        }
+        size_t size;
+        git_object_t t;
+        int r = cb->inner->read_header(&size, &t, cb->inner, id);
         if (r < 0)
                 return r;
-        if (git_repository_set_odb(repo, odb) < 0)
-                return fail_git(err, EIO, gitdir);
-        *ret = TAKE_PTR(repo);
+        if (size > GITOPS_OBJECT_MAX)
+                return size_refused(id, size, false);
+        if (cb->budget->used + size > GITOPS_INFLATE_MAX)
+                return size_refused(id, size, true);
+        cb->budget->used += size;
+        return cb->inner->read(buf, len, type, cb->inner, id);
+}
+
+static int capped_read_header(size_t *len, git_object_t *type, git_odb_backend *b,
+                              const git_oid *id)
+{
+        struct capped_backend *cb = (struct capped_backend *)b;
+        return cb->inner->read_header(len, type, cb->inner, id);
+}
+
+static int capped_exists(git_odb_backend *b, const git_oid *id)
+{
+        struct capped_backend *cb = (struct capped_backend *)b;
+        return cb->inner->exists(cb->inner, id);
+}
+
+static int capped_exists_prefix(git_oid *out, git_odb_backend *b, const git_oid *id, size_t n)
+{
+        struct capped_backend *cb = (struct capped_backend *)b;
+        return cb->inner->exists_prefix(out, cb->inner, id, n);
+}
+
+static int capped_refresh(git_odb_backend *b)
+{
+        struct capped_backend *cb = (struct capped_backend *)b;
+        return cb->inner->refresh ? cb->inner->refresh(cb->inner) : 0;
+}
+
+static int capped_foreach(git_odb_backend *b, git_odb_foreach_cb fn, void *payload)
+{
+        struct capped_backend *cb = (struct capped_backend *)b;
+        return cb->inner->foreach (cb->inner, fn, payload);
+}
+
+static void capped_free(git_odb_backend *b)
+{
+        struct capped_backend *cb = (struct capped_backend *)b;
+        cb->inner->free(cb->inner);
+        free(cb);
+}
+
+static git_odb_backend *capped_new(git_odb_backend *inner, struct inflate_budget *budget)
+{
+        struct capped_backend *cb = xcalloc(1, sizeof(*cb));
+        git_odb_init_backend(&cb->parent, GIT_ODB_BACKEND_VERSION);
+        cb->parent.read = capped_read;
+        cb->parent.read_header = capped_read_header;
+        cb->parent.exists = capped_exists;
+        cb->parent.exists_prefix = capped_exists_prefix;
+        cb->parent.refresh = capped_refresh;
+        cb->parent.foreach = capped_foreach;
+        cb->parent.free = capped_free;
+        cb->inner = inner;
+        cb->budget = budget;
+        return &cb->parent;
+}
+
+/* A packed object is inflated inside the pack reader, also as the base of
+ * a delta, without passing capped_read: every object in the packs is
+ * checked against the cap from its header before anything is read. */
+struct pack_check {
+        git_odb_backend *pack;
+        int error;
+};
+
+static int pack_check_one(const git_oid *id, void *payload)
+{
+        struct pack_check *pc = payload;
+        size_t size;
+        git_object_t t;
+        if (past_deadline()) {
+                git_error_set_str(GIT_ERROR_ODB, "the operation took too long");
+                return -1;
+        }
+        int r = pc->pack->read_header(&size, &t, pc->pack, id);
+        if (r < 0)
+                return r;
+        if (size > GITOPS_OBJECT_MAX)
+                return size_refused(id, size, false);
+        return 0;
+}
+
+/* An object database over exactly <copy>/objects, each read capped. The
+ * budget lives as long as the odb (it is freed with the last backend). */
+static int capped_backends(const char *objects, struct inflate_budget *budget,
+                           git_odb_backend **ret_pack, git_odb_backend **ret_loose,
+                           struct al_error *err)
+{
+        git_odb_backend *pack = NULL, *loose = NULL;
+        if (git_odb_backend_pack(&pack, objects) < 0)
+                return fail_git(err, EIO, "reading the agent's packs");
+        struct pack_check pc = {.pack = pack};
+        if (pack->foreach (pack, pack_check_one, &pc) < 0) {
+                pack->free(pack);
+                return past_deadline() ? fail_deadline(err)
+                                       : fail_git(err, EFBIG, "the agent's repository");
+        }
+        if (git_odb_backend_loose(&loose, objects, -1, 0, 0, 0) < 0) {
+                pack->free(pack);
+                return fail_git(err, EIO, "reading the agent's objects");
+        }
+        *ret_pack = capped_new(pack, budget);
+        *ret_loose = capped_new(loose, budget);
+        return 0;
+}
+
+/* The agent's repository, opened from the private copy: objects from its
+ * objects/ alone, each read capped, and the host user's config instead of
+ * the repository's. */
+struct agent_repo {
+        git_repository *repo;
+        char *copy;
+        struct inflate_budget budget;
+};
+
+static void agent_repo_close(struct agent_repo *a)
+{
+        if (a->repo)
+                git_repository_free(a->repo);
+        if (a->copy) {
+                rm_rf(a->copy);
+                free(a->copy);
+        }
+        memset(a, 0, sizeof(*a));
+}
+
+static int open_workspace(const char *workspace, struct agent_repo *a, struct al_error *err)
+{
+        int r = copy_gitdir(workspace, &a->copy, err);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *objects = xasprintf("%s/objects", a->copy);
+        if (git_repository_open_ext(&a->repo, a->copy,
+                                    GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE,
+                                    NULL) < 0)
+                return fail_git(err, EIO, workspace);
+        _cleanup_(config_freep) git_config *cfg = NULL;
+        if (git_config_open_default(&cfg) < 0 || git_repository_set_config(a->repo, cfg) < 0)
+                return fail_git(err, EIO, "the host's git config");
+        _cleanup_(odb_freep) git_odb *odb = NULL;
+        git_odb_backend *pack = NULL, *loose = NULL;
+        if (git_odb_new(&odb) < 0)
+                return fail_git(err, EIO, workspace);
+        r = capped_backends(objects, &a->budget, &pack, &loose, err);
+        if (r < 0)
+                return r;
+        if (git_odb_add_backend(odb, pack, 2) < 0) {
+                pack->free(pack);
+                loose->free(loose);
+                return fail_git(err, EIO, workspace);
+        }
+        if (git_odb_add_backend(odb, loose, 1) < 0) {
+                loose->free(loose);
+                return fail_git(err, EIO, workspace);
+        }
+        if (git_repository_set_odb(a->repo, odb) < 0)
+                return fail_git(err, EIO, workspace);
         return 0;
 }
 
@@ -917,35 +1318,30 @@ static int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_
         return 0;
 }
 
-/* Start libgit2, open the agent's workspace, and list its commits since
- * base: what export and count both begin with. */
+/* Start libgit2, open (a private copy of) the agent's workspace, and list
+ * its commits since base: what export, count and push begin with. */
 static int workspace_commits(struct gitlib *lib, const char *workspace, const char *base,
-                             git_repository **ret_repo, git_oid *ret_head, git_oid **ret_v,
+                             struct agent_repo *a, git_oid *ret_head, git_oid **ret_v,
                              size_t *ret_n, struct al_error *err)
 {
         int r = gitlib_up(lib, err);
         if (r < 0)
                 return r;
-        _cleanup_(repo_freep) git_repository *repo = NULL;
-        r = open_workspace(workspace, &repo, err);
+        r = open_workspace(workspace, a, err);
         if (r < 0)
                 return r;
-        r = new_commits(repo, base, ret_head, ret_v, ret_n, err);
-        if (r < 0)
-                return r;
-        *ret_repo = TAKE_PTR(repo);
-        return 0;
+        return new_commits(a->repo, base, ret_head, ret_v, ret_n, err);
 }
 
 int gitops_count(const char *workspace, const char *base, size_t *ret_n,
                  char ret_head[GITOPS_OID_HEX + 1], struct al_error *err)
 {
         _cleanup_gitlib_ struct gitlib lib = {0};
-        _cleanup_(repo_freep) git_repository *repo = NULL;
+        _cleanup_(agent_repo_close) struct agent_repo a = {0};
         git_oid head;
         _cleanup_free_ git_oid *v = NULL;
         size_t n;
-        int r = workspace_commits(&lib, workspace, base, &repo, &head, &v, &n, err);
+        int r = workspace_commits(&lib, workspace, base, &a, &head, &v, &n, err);
         if (r < 0)
                 return r;
         *ret_n = n;
@@ -958,13 +1354,14 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                   struct al_error *err)
 {
         _cleanup_gitlib_ struct gitlib lib = {0};
-        _cleanup_(repo_freep) git_repository *repo = NULL;
+        _cleanup_(agent_repo_close) struct agent_repo a = {0};
         git_oid head;
         _cleanup_free_ git_oid *v = NULL;
         size_t n;
-        int r = workspace_commits(&lib, workspace, base, &repo, &head, &v, &n, err);
+        int r = workspace_commits(&lib, workspace, base, &a, &head, &v, &n, err);
         if (r < 0)
                 return r;
+        git_repository *repo = a.repo;
 
         /* format-patch leaves merges out and numbers what is left. */
         size_t m = 0;
@@ -1028,6 +1425,20 @@ static int push_negotiation(const git_push_update **updates, size_t len, void *p
         return 0;
 }
 
+static int push_progress(unsigned int current, unsigned int total, size_t bytes, void *payload)
+{
+        if (past_deadline()) {
+                git_error_set_str(GIT_ERROR_NET, "the push took too long");
+                return -1;
+        }
+        return 0;
+}
+
+static int pack_progress(int stage, uint32_t current, uint32_t total, void *payload)
+{
+        return push_progress(current, total, 0, payload);
+}
+
 static int push_update_reference(const char *refname, const char *status, void *payload)
 {
         struct push_state *ps = payload;
@@ -1052,41 +1463,6 @@ static bool branch_ok(const char *branch, const char *refname)
         return git_reference_name_is_valid(&valid, refname) == 0 && valid;
 }
 
-/* A bare repository the host owns, reading objects from the workspace's
- * .git/objects: the push sees none of the workspace's refs or config, and
- * nothing is written into the workspace. */
-static int staging_repo(const char *workspace, const git_oid *head, char **ret_dir,
-                        git_repository **ret, struct al_error *err)
-{
-        const char *tmp = secure_getenv("TMPDIR");
-        _cleanup_free_ char *dir = xasprintf("%s/airlock-push-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(dir))
-                return al_error_set(err, errno, "creating a directory in %s", tmp ? tmp : "/tmp");
-        _cleanup_(repo_freep) git_repository *repo = NULL;
-        _cleanup_(odb_freep) git_odb *odb = NULL;
-        _cleanup_(ref_freep) git_reference *ref = NULL;
-        _cleanup_free_ char *objects = xasprintf("%s/.git/objects", workspace);
-        git_odb_backend *pack = NULL, *loose = NULL;
-        int r = 0;
-        if (git_repository_init(&repo, dir, 1) < 0 || git_repository_odb(&odb, repo) < 0)
-                r = fail_git(err, EIO, "creating the push repository");
-        else if (git_odb_backend_pack(&pack, objects) < 0 ||
-                 git_odb_add_alternate(odb, pack, 2) < 0 ||
-                 git_odb_backend_loose(&loose, objects, -1, 0, 0, 0) < 0 ||
-                 git_odb_add_alternate(odb, loose, 1) < 0)
-                r = fail_git(err, EIO, objects);
-        else if (git_reference_create(&ref, repo, PUSH_REF, head, 1, NULL) < 0)
-                r = fail_git(err, EIO, "creating the push repository");
-        if (r < 0) {
-                git_repository_free(TAKE_PTR(repo));
-                rm_rf(dir);
-                return r;
-        }
-        *ret_dir = TAKE_PTR(dir);
-        *ret = TAKE_PTR(repo);
-        return 0;
-}
-
 static int push_to(git_repository *repo, const char *url, const char *refname, bool force,
                    struct push_state *ps, bool *ret_existed, struct al_error *err)
 {
@@ -1101,6 +1477,8 @@ static int push_to(git_repository *repo, const char *url, const char *refname, b
         cb.credentials = cred_cb_push;
         cb.push_negotiation = push_negotiation;
         cb.push_update_reference = push_update_reference;
+        cb.push_transfer_progress = push_progress;
+        cb.pack_progress = pack_progress;
         cb.payload = ps;
         _cleanup_free_ char *what = xasprintf("pushing to %s", url);
         int gr = git_remote_connect(remote, GIT_DIRECTION_PUSH, &cb, NULL, NULL);
@@ -1153,27 +1531,34 @@ int gitops_push(const char *workspace, const char *url, const char *base, const 
         if (r < 0)
                 return r;
 
-        _cleanup_(repo_freep) git_repository *ws = NULL;
-        r = open_workspace(workspace, &ws, err);
+        /* The push goes out from the private copy of the agent's repository
+         * (open_workspace): a repository the host owns, which reads no
+         * config of the agent's; one ref of ours names what is pushed. */
+        _cleanup_(agent_repo_close) struct agent_repo a = {0};
+        r = open_workspace(workspace, &a, err);
         if (r < 0)
                 return r;
         git_oid head;
         _cleanup_free_ git_oid *v = NULL;
         size_t n;
-        r = new_commits(ws, base, &head, &v, &n, err);
+        r = new_commits(a.repo, base, &head, &v, &n, err);
         if (r < 0)
                 return r;
         if (n == 0)
                 return al_error_set_message(err, ENODATA,
                                             "nothing to push: the workspace's HEAD is the base "
                                             "commit");
-        git_repository_free(TAKE_PTR(ws));
-
-        _cleanup_free_ char *dir = NULL;
-        _cleanup_(repo_freep) git_repository *repo = NULL;
-        r = staging_repo(workspace, &head, &dir, &repo, err);
-        if (r < 0)
-                return r;
+        /* The copy keeps none of the agent's refs: only ours, so that no
+         * name the agent chose can stand in its way or go along. */
+        _cleanup_free_ char *refs = xasprintf("%s/refs", a.copy);
+        _cleanup_free_ char *packed = xasprintf("%s/packed-refs", a.copy);
+        rm_rf(refs);
+        if ((mkdir(refs, 0700) < 0 && errno != EEXIST) || (unlink(packed) < 0 && errno != ENOENT))
+                return al_error_set(err, errno, "preparing the push in %s", a.copy);
+        _cleanup_(ref_freep) git_reference *ref = NULL;
+        if (git_reference_create(&ref, a.repo, PUSH_REF, &head, 1, NULL) < 0)
+                return fail_git(err, EIO, "preparing the push");
+        git_repository *repo = a.repo;
 
         struct push_state ps = {.dst = refname};
         cred_state_init(&ps.cs, clean, user, creds);
@@ -1181,8 +1566,6 @@ int gitops_push(const char *workspace, const char *url, const char *base, const 
         r = push_to(repo, clean, refname, force, &ps, &existed, err);
         cred_state_finish(&ps.cs, r >= 0);
         cred_state_clear(&ps.cs);
-        git_repository_free(TAKE_PTR(repo));
-        rm_rf(dir);
         if (r < 0)
                 return r;
         ret->commits = n;
@@ -1294,4 +1677,79 @@ void gitops_state_clear(struct gitops_state *st)
         free(st->workspace);
         free(st->audit);
         memset(st, 0, sizeof(*st));
+}
+
+/* ---- terminal output ---- */
+
+/* The code point at s (n bytes left) and its length, or -1 when s does not
+ * start a well-formed UTF-8 sequence (overlong forms and surrogates are
+ * not well-formed). */
+static int utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_cp)
+{
+        unsigned char c = s[0];
+        int len;
+        uint32_t cp, min;
+        if (c < 0x80) {
+                *ret_cp = c;
+                return 1;
+        } else if ((c & 0xe0) == 0xc0) {
+                len = 2, cp = c & 0x1f, min = 0x80;
+        } else if ((c & 0xf0) == 0xe0) {
+                len = 3, cp = c & 0x0f, min = 0x800;
+        } else if ((c & 0xf8) == 0xf0) {
+                len = 4, cp = c & 0x07, min = 0x10000;
+        } else
+                return -1;
+        if ((size_t)len > n)
+                return -1;
+        for (int i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return -1;
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+                return -1;
+        *ret_cp = cp;
+        return len;
+}
+
+/* Code points that show nothing or reorder what follows: a name or a
+ * subject holding them does not read as what it is. */
+static bool invisible(uint32_t cp)
+{
+        return cp == 0xad || cp == 0x61c || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) ||
+               (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff ||
+               (cp >= 0xfff9 && cp <= 0xfffb);
+}
+
+char *gitops_escape(const char *s, size_t len, bool keep_newlines)
+{
+        /* At most 10 bytes out ("\u{10FFFF}") per byte in. */
+        if (len > (SIZE_MAX - 1) / 10)
+                return NULL;
+        char *out = xcalloc(len * 10 + 1, 1);
+        size_t j = 0;
+        const unsigned char *u = (const unsigned char *)s;
+        for (size_t i = 0; i < len;) {
+                uint32_t cp;
+                int k = utf8_decode(u + i, len - i, &cp);
+                if (k < 0) {
+                        j += (size_t)snprintf(out + j, 5, "\\x%02x", u[i]);
+                        i++;
+                        continue;
+                }
+                if (k == 1 && (cp == '\n' || cp == '\t') && keep_newlines)
+                        out[j++] = (char)cp;
+                else if (k == 1 && (cp < 0x20 || cp == 0x7f))
+                        j += (size_t)snprintf(out + j, 5, "\\x%02x", cp);
+                else if ((cp >= 0x80 && cp <= 0x9f) || invisible(cp))
+                        j += (size_t)snprintf(out + j, 11, "\\u{%04x}", cp);
+                else {
+                        memcpy(out + j, u + i, (size_t)k);
+                        j += (size_t)k;
+                }
+                i += (size_t)k;
+        }
+        out[j] = '\0';
+        return out;
 }

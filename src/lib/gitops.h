@@ -7,9 +7,12 @@
  * into the workspace after the clone.
  *
  * The workspace is the agent's: its objects, refs and config are read as
- * hostile input. Export and push read only HEAD and the object database (no
- * alternates, no linked worktrees, no symlinked .git parts), ignore the
- * repository's own config, and push from a scratch repository the host owns.
+ * hostile input. Export and push first copy HEAD, packed-refs, refs/ and the
+ * objects of .git into a private directory the host owns, reading each file
+ * with O_NOFOLLOW|O_NONBLOCK and refusing symbolic links, FIFOs and devices,
+ * alternates and commondir; libgit2 then reads only that copy, with the
+ * host user's config instead of the repository's, every object's size
+ * checked from its header before it is inflated, and pushes from it.
  *
  * State: <state_root>/sandboxes/<id>/git.json (mode 0600)
  *   {"url": without userinfo, "user": the URL's user name or null,
@@ -26,6 +29,28 @@
 #define GITOPS_URL_MAX    4096
 #define GITOPS_STATE      "git.json"
 #define GITOPS_TOKEN_USER "x-access-token"
+
+/* What the host reads of an agent's repository (export, push, count): at
+ * most GITOPS_COPY_MAX bytes of objects and refs in .git, no object that
+ * inflates to more than GITOPS_OBJECT_MAX bytes, and GITOPS_INFLATE_MAX
+ * bytes inflated in all. Past any of them the operation is refused. */
+#define GITOPS_COPY_MAX    (2ULL << 30)
+#define GITOPS_OBJECT_MAX  (64ULL << 20)
+#define GITOPS_INFLATE_MAX (1ULL << 30)
+
+/* Host-side git operations stop with -ETIMEDOUT ("took too long") once
+ * seconds have passed from now; 0 clears the deadline. Checked between
+ * files, objects and transfer steps; a caller that must also bound a
+ * blocking network call sets an alarm of its own a little later. */
+#define GITOPS_TIMEOUT_DEFAULT 600
+void gitops_set_deadline(unsigned seconds);
+
+/* s (len bytes, any content) made safe to show on a terminal, malloc'd:
+ * C0 controls (but newline and tab when keep_newlines), DEL, C1 controls
+ * (U+0080..U+009F, and raw bytes 0x80..0x9F), bytes that are not UTF-8,
+ * and invisible or bidi code points become \xNN or \u{NNNN}. A
+ * backslash stays as it is. */
+char *gitops_escape(const char *s, size_t len, bool keep_newlines);
 
 struct gitops_creds {
         const char *token;    /* an HTTP password (GIT_TOKEN); NULL: none */

@@ -457,3 +457,29 @@ Test(gitops, state_round_trip)
         gitops_state_clear(&back);
         cr_assert_eq(gitops_state_read(top, &back, &err), -ENOENT);
 }
+
+Test(gitops, escape_for_a_terminal)
+{
+        static const struct {
+                const char *in, *out;
+                bool nl;
+        } cases[] = {
+            {"plain text", "plain text", false},
+            {"a\x1b]0;x\x07z", "a\\x1b]0;x\\x07z", false},
+            {"csi \xc2\x9b" "2J", "csi \\u{009b}2J", false},
+            {"raw \x9b" "2J", "raw \\x9b2J", false},
+            {"del\x7f", "del\\x7f", false},
+            {"l1\nl2\tx", "l1\\x0al2\\x09x", false},
+            {"l1\nl2\tx\r", "l1\nl2\tx\\x0d", true},
+            {"a.txt\xe2\x80\x8b", "a.txt\\u{200b}", false},
+            {"\xe2\x80\xae" "gnp.exe", "\\u{202e}gnp.exe", false},
+            {"caf\xc3\xa9", "caf\xc3\xa9", false},
+            {"overlong \xc0\xaf", "overlong \\xc0\\xaf", false},
+            {"cut \xe2\x80", "cut \\xe2\\x80", false},
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                char *e = gitops_escape(cases[i].in, strlen(cases[i].in), cases[i].nl);
+                cr_expect_str_eq(e, cases[i].out, "case %zu", i);
+                free(e);
+        }
+}

@@ -1,0 +1,1006 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include "audit.h"
+#include "gitguard.h"
+#include "gitops.h"
+#include "policy.h"
+#include "util.h"
+
+#define POINTER_MAX 4096
+#define VISITED_MAX 4096
+#define ROOTS_MAX   64
+
+/* ---- config keys ---- */
+
+static bool ieq(const char *a, const char *b)
+{
+        return a && b && strcasecmp(a, b) == 0;
+}
+
+static bool false_value(const char *v)
+{
+        return v && (ieq(v, "false") || ieq(v, "no") || ieq(v, "off") || STREQ(v, "0") || !*v);
+}
+
+static bool bool_value(const char *v)
+{
+        return !v || false_value(v) || ieq(v, "true") || ieq(v, "yes") || ieq(v, "on") ||
+               STREQ(v, "1");
+}
+
+static bool shell_alias(const char *v)
+{
+        while (v && isspace((unsigned char)*v))
+                v++;
+        return v && *v == '!';
+}
+
+const char *gitguard_key_reason(const char *sec, const char *sub, const char *name,
+                                const char *value)
+{
+        if (!sec || !name)
+                return NULL;
+        if (ieq(sec, "core") && !sub) {
+                if (ieq(name, "fsmonitor"))
+                        return false_value(value) ? NULL : "core.fsmonitor runs a program";
+                static const char *const run[] = {
+                    "hookspath", "sshcommand",          "pager", "editor", "askpass",
+                    "gitproxy",  "alternaterefscommand"};
+                for (size_t i = 0; i < ARRAY_SIZE(run); i++)
+                        if (ieq(name, run[i]))
+                                return ieq(name, "hookspath")
+                                           ? "core.hooksPath runs hooks from elsewhere"
+                                           : "a core setting names a program git runs";
+                if (ieq(name, "worktree"))
+                        return "core.worktree points git at another directory";
+                return NULL;
+        }
+        if (ieq(sec, "credential") && ieq(name, "helper"))
+                return "credential.helper runs a program";
+        if (ieq(sec, "filter") && sub &&
+            (ieq(name, "clean") || ieq(name, "smudge") || ieq(name, "process")))
+                return "a filter driver runs a program";
+        if (ieq(sec, "diff") && sub && (ieq(name, "textconv") || ieq(name, "command")))
+                return "a diff driver runs a program";
+        if (ieq(sec, "diff") && !sub && ieq(name, "external"))
+                return "diff.external runs a program";
+        if (ieq(sec, "merge") && sub && ieq(name, "driver"))
+                return "a merge driver runs a program";
+        if ((ieq(sec, "include") || ieq(sec, "includeif")) && ieq(name, "path"))
+                return "include.path reads config from elsewhere";
+        if (ieq(sec, "uploadpack") && ieq(name, "packobjectshook"))
+                return "uploadpack.packObjectsHook runs a program";
+        if (ieq(sec, "remote") && sub &&
+            (ieq(name, "uploadpack") || ieq(name, "receivepack") || ieq(name, "proxy") ||
+             ieq(name, "vcs")))
+                return "a remote setting names a program or proxy git uses";
+        if (ieq(sec, "alias") && shell_alias(value))
+                return "a shell alias runs a program";
+        if (ieq(sec, "submodule") && sub && ieq(name, "update") && shell_alias(value))
+                return "submodule.*.update runs a program";
+        if (ieq(sec, "sequence") && ieq(name, "editor"))
+                return "sequence.editor runs a program";
+        if (ieq(sec, "gpg") && (ieq(name, "program") || ieq(name, "defaultkeycommand")))
+                return "gpg.program runs a program";
+        if (ieq(sec, "pager") && !bool_value(value))
+                return "a pager setting runs a program";
+        if (ieq(sec, "interactive") && ieq(name, "difffilter"))
+                return "interactive.diffFilter runs a program";
+        if ((ieq(sec, "difftool") || ieq(sec, "mergetool") || ieq(sec, "man") ||
+             ieq(sec, "browser")) &&
+            sub && (ieq(name, "cmd") || ieq(name, "path")))
+                return "a tool setting runs a program";
+        if (ieq(sec, "sendemail")) {
+                size_t n = strlen(name);
+                if (n >= 3 && ieq(name + n - 3, "cmd"))
+                        return "a sendemail setting runs a program";
+        }
+        if (ieq(sec, "protocol") && ieq(name, "allow") && ieq(value, "always"))
+                return "protocol.allow lets URLs run programs (ext::)";
+        if (ieq(sec, "init") && ieq(name, "templatedir"))
+                return "init.templateDir copies hooks from elsewhere";
+        return NULL;
+}
+
+/* ---- config files ---- */
+
+struct cfg_parser {
+        const char *s;
+        size_t n, i;
+        char sec[256];
+        char sub[1024];
+        bool has_sub;
+};
+
+static int peek(const struct cfg_parser *p)
+{
+        return p->i < p->n ? (unsigned char)p->s[p->i] : -1;
+}
+
+static void skip_blank(struct cfg_parser *p)
+{
+        while (peek(p) == ' ' || peek(p) == '\t' || peek(p) == '\r')
+                p->i++;
+}
+
+static void skip_line(struct cfg_parser *p)
+{
+        while (p->i < p->n && p->s[p->i] != '\n')
+                p->i++;
+}
+
+/* "[section]", "[section \"sub\"]" or "[section.sub]". */
+static int parse_header(struct cfg_parser *p)
+{
+        p->i++; /* '[' */
+        size_t k = 0;
+        p->has_sub = false;
+        while (peek(p) >= 0 && (isalnum(peek(p)) || peek(p) == '-' || peek(p) == '.')) {
+                if (k + 1 >= sizeof(p->sec))
+                        return -1;
+                p->sec[k++] = (char)peek(p);
+                p->i++;
+        }
+        p->sec[k] = '\0';
+        if (k == 0)
+                return -1;
+        char *dot = strchr(p->sec, '.');
+        if (dot) {
+                /* The old form: the subsection is lowercased. */
+                *dot = '\0';
+                snprintf(p->sub, sizeof(p->sub), "%s", dot + 1);
+                for (char *c = p->sub; *c; c++)
+                        *c = (char)tolower((unsigned char)*c);
+                p->has_sub = true;
+        }
+        if (peek(p) == ' ' || peek(p) == '\t') {
+                if (dot)
+                        return -1;
+                skip_blank(p);
+                if (peek(p) != '"')
+                        return -1;
+                p->i++;
+                k = 0;
+                for (;;) {
+                        int c = peek(p);
+                        if (c < 0 || c == '\n' || c == '\0')
+                                return -1;
+                        p->i++;
+                        if (c == '"')
+                                break;
+                        if (c == '\\') {
+                                c = peek(p);
+                                if (c < 0 || c == '\n' || c == '\0')
+                                        return -1;
+                                p->i++;
+                        }
+                        if (k + 1 >= sizeof(p->sub))
+                                return -1;
+                        p->sub[k++] = (char)c;
+                }
+                p->sub[k] = '\0';
+                p->has_sub = true;
+        }
+        if (peek(p) != ']')
+                return -1;
+        p->i++;
+        return 0;
+}
+
+/* "name [= value]", the value with quotes, escapes and continuations as git
+ * reads them. */
+static int parse_key(struct cfg_parser *p, char *name, size_t name_len, char **ret_value)
+{
+        size_t k = 0;
+        if (!isalpha(peek(p)))
+                return -1;
+        while (peek(p) >= 0 && (isalnum(peek(p)) || peek(p) == '-')) {
+                if (k + 1 >= name_len)
+                        return -1;
+                name[k++] = (char)peek(p);
+                p->i++;
+        }
+        name[k] = '\0';
+        skip_blank(p);
+        *ret_value = NULL;
+        if (peek(p) < 0 || peek(p) == '\n' || peek(p) == '#' || peek(p) == ';') {
+                skip_line(p);
+                return 0;
+        }
+        if (peek(p) != '=')
+                return -1;
+        p->i++;
+        skip_blank(p);
+        size_t cap = p->n - p->i + 1, j = 0, trail = 0;
+        _cleanup_free_ char *v = xcalloc(cap, 1);
+        bool quoted = false;
+        for (;;) {
+                int c = peek(p);
+                if (c < 0 || (c == '\n' && !quoted))
+                        break;
+                if (c == '\n' || c == '\0')
+                        return -1;
+                p->i++;
+                if (!quoted && (c == '#' || c == ';')) {
+                        skip_line(p);
+                        break;
+                }
+                if (c == '"') {
+                        quoted = !quoted;
+                        trail = j;
+                        continue;
+                }
+                if (c == '\\') {
+                        int e = peek(p);
+                        if (e < 0)
+                                return -1;
+                        p->i++;
+                        if (e == '\n')
+                                continue;
+                        if (e == '\r' && peek(p) == '\n') {
+                                p->i++;
+                                continue;
+                        }
+                        c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'b' ? '\b' : e;
+                        if (!strchr("\"\\ntb", e))
+                                return -1;
+                        v[j++] = (char)c;
+                        trail = j;
+                        continue;
+                }
+                v[j++] = (char)c;
+                if (quoted || !isspace(c))
+                        trail = j;
+        }
+        if (quoted)
+                return -1;
+        v[trail] = '\0';
+        *ret_value = TAKE_PTR(v);
+        return 0;
+}
+
+int gitguard_config_check(const char *text, size_t len, char *reason, size_t reason_len)
+{
+        struct cfg_parser p = {.s = text, .n = len};
+        /* A byte-order mark is skipped by git too. */
+        if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+                p.i = 3;
+        bool in_section = false;
+        while (p.i < p.n) {
+                skip_blank(&p);
+                int c = peek(&p);
+                if (c < 0)
+                        break;
+                if (c == '\n') {
+                        p.i++;
+                        continue;
+                }
+                if (c == '#' || c == ';') {
+                        skip_line(&p);
+                        continue;
+                }
+                if (c == '[') {
+                        if (parse_header(&p) < 0)
+                                goto unreadable;
+                        in_section = true;
+                        skip_blank(&p);
+                        c = peek(&p);
+                        if (c < 0 || c == '\n' || c == '#' || c == ';')
+                                continue;
+                        /* git takes a key on the header's line too. */
+                }
+                if (!in_section)
+                        goto unreadable;
+                char name[256];
+                _cleanup_free_ char *value = NULL;
+                if (parse_key(&p, name, sizeof(name), &value) < 0)
+                        goto unreadable;
+                if (value && memchr(value, '\0', strlen(value)))
+                        goto unreadable;
+                const char *why = gitguard_key_reason(p.sec, p.has_sub ? p.sub : NULL, name, value);
+                if (why) {
+                        snprintf(reason, reason_len, "%s", why);
+                        return 1;
+                }
+        }
+        return 0;
+
+unreadable : {
+        size_t line = 1;
+        for (size_t i = 0; i < p.i && i < p.n; i++)
+                line += text[i] == '\n';
+        snprintf(reason, reason_len, "a config Airlock cannot read through (line %zu)", line);
+        return 1;
+}
+}
+
+/* ---- the walk ---- */
+
+/* What a finding was at the start: the host's own hooks and settings,
+ * unchanged by the run, are left where they are. */
+struct fingerprint {
+        char *rel;
+        mode_t mode;
+        unsigned char hash[SHA256_DIGEST_LENGTH];
+};
+
+struct root_start {
+        char *path;
+        bool had_git;
+        dev_t dev;
+        ino_t ino;
+        mode_t mode;
+        char *pointer; /* a .git file's text */
+        struct fingerprint *known;
+        size_t n_known;
+};
+
+struct gitguard {
+        struct root_start roots[ROOTS_MAX];
+        size_t n_roots;
+};
+
+struct guard_run {
+        bool record; /* at the start: note what is there, move nothing */
+        struct root_start *start;
+        struct audit *audit;
+        const char *id;
+        gitguard_warn_fn warn;
+        void *userdata;
+        const struct root_start *root;
+        int root_fd;
+        size_t entries;
+        bool stopped;
+        int findings;
+        struct {
+                dev_t dev;
+                ino_t ino;
+        } visited[VISITED_MAX];
+        size_t n_visited;
+};
+
+static int read_small(int dfd, const char *name, size_t max, char **ret, size_t *ret_len)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EPERM;
+        _cleanup_close_ int fd =
+            openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EPERM;
+        if ((uint64_t)st.st_size > max)
+                return -EFBIG;
+        _cleanup_free_ char *buf = xcalloc(max + 2, 1);
+        size_t len = 0;
+        for (;;) {
+                ssize_t n = read(fd, buf + len, max + 1 - len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+                if (len > max)
+                        return -EFBIG;
+        }
+        buf[len] = '\0';
+        *ret = TAKE_PTR(buf);
+        *ret_len = len;
+        return 0;
+}
+
+static char *join(const char *rel, const char *name)
+{
+        return *rel ? xasprintf("%s/%s", rel, name) : xstrdup(name);
+}
+
+static void report(struct guard_run *g, const char *rel, const char *reason, const char *moved,
+                   int error)
+{
+        if (g->record)
+                return;
+        g->findings++;
+        _cleanup_free_ char *path =
+            *rel ? xasprintf("%s/%s", g->root->path, rel) : xstrdup(g->root->path);
+        _cleanup_free_ char *moved_path = moved ? xasprintf("%s/%s", g->root->path, moved) : NULL;
+        /* Paths are the agent's bytes: recorded and shown escaped. */
+        _cleanup_free_ char *ep = gitops_escape(path, strlen(path), false);
+        _cleanup_free_ char *em =
+            moved_path ? gitops_escape(moved_path, strlen(moved_path), false) : NULL;
+        if (g->audit) {
+                json_t *f = json_pack("{s:s, s:s, s:o}", "path", ep, "reason", reason, "movedTo",
+                                      em ? json_string(em) : json_null());
+                if (error)
+                        json_object_set_new(f, "error", json_string(strerror(error)));
+                struct al_error err = {0};
+                (void)audit_append(g->audit, g->id, "git.neutralised", f, &err);
+                json_decref(f);
+        }
+        if (g->warn) {
+                char line[PATH_MAX * 3 + 512];
+                if (moved)
+                        snprintf(line, sizeof(line),
+                                 "airlock: warning: %s: %s; moved to %s so that host git does not "
+                                 "use it",
+                                 ep, reason, em);
+                else if (error)
+                        snprintf(line, sizeof(line),
+                                 "airlock: warning: %s: %s; it could not be moved aside (%s): do "
+                                 "not run git there before checking it",
+                                 ep, reason, strerror(error));
+                else
+                        snprintf(line, sizeof(line), "airlock: warning: %s: %s", ep, reason);
+                g->warn(line, g->userdata);
+        }
+}
+
+/* The mode and a hash of what dfd/name holds (a link's target, a file's
+ * bytes up to HASHED_MAX); false for anything else. */
+#define HASHED_MAX (16 * 1024 * 1024)
+static bool fingerprint_of(int dfd, const char *name, struct fingerprint *ret)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return false;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (S_ISLNK(st.st_mode)) {
+                buf = xcalloc(PATH_MAX + 1, 1);
+                ssize_t n = readlinkat(dfd, name, buf, PATH_MAX);
+                if (n < 0)
+                        return false;
+                len = (size_t)n;
+        } else if (!S_ISREG(st.st_mode) || read_small(dfd, name, HASHED_MAX, &buf, &len) < 0)
+                return false;
+        ret->mode = st.st_mode;
+        unsigned int hl = 0;
+        return EVP_Digest(buf, len, ret->hash, &hl, EVP_sha256(), NULL) == 1;
+}
+
+static bool known_at_start(const struct root_start *rs, const char *rel,
+                           const struct fingerprint *fp)
+{
+        for (size_t i = 0; i < rs->n_known; i++)
+                if (STREQ(rs->known[i].rel, rel) && rs->known[i].mode == fp->mode &&
+                    memcmp(rs->known[i].hash, fp->hash, sizeof(fp->hash)) == 0)
+                        return true;
+        return false;
+}
+
+/* Move dfd/name aside to name.airlock-quarantine[.N] and report it; at the
+ * start, note it instead. What is exactly as it was at the start is the
+ * host's and stays. */
+static void quarantine(struct guard_run *g, int dfd, const char *name, const char *rel,
+                       const char *reason)
+{
+        struct fingerprint fp = {0};
+        bool have = fingerprint_of(dfd, name, &fp);
+        if (g->record) {
+                struct root_start *rs = g->start;
+                if (have && rs->n_known < VISITED_MAX) {
+                        rs->known = xrealloc(rs->known, rs->n_known + 1, sizeof(*rs->known));
+                        fp.rel = xstrdup(rel);
+                        rs->known[rs->n_known++] = fp;
+                }
+                return;
+        }
+        if (have && known_at_start(g->root, rel, &fp))
+                return;
+        char to[NAME_MAX + 1];
+        int e = EEXIST;
+        for (int i = 0; i < 100 && e == EEXIST; i++) {
+                if (i == 0)
+                        snprintf(to, sizeof(to), "%s%s", name, GITGUARD_SUFFIX);
+                else
+                        snprintf(to, sizeof(to), "%s%s.%d", name, GITGUARD_SUFFIX, i);
+                if (strlen(name) + strlen(GITGUARD_SUFFIX) + 4 > NAME_MAX) {
+                        e = ENAMETOOLONG;
+                        break;
+                }
+                e = renameat2(dfd, name, dfd, to, RENAME_NOREPLACE) < 0 ? errno : 0;
+                /* The agent writes as the caller when rootless and may have
+                 * taken the write bit off the directory: ours to give back. */
+                struct stat st;
+                if (e == EACCES && fstat(dfd, &st) == 0 && st.st_uid == geteuid() &&
+                    !(st.st_mode & S_IWUSR) && fchmod(dfd, (st.st_mode & 07777) | S_IWUSR) == 0)
+                        e = renameat2(dfd, name, dfd, to, RENAME_NOREPLACE) < 0 ? errno : 0;
+        }
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *moved =
+            e ? NULL : xasprintf("%.*s%s", slash ? (int)(slash - rel + 1) : 0, rel, to);
+        report(g, rel, reason, moved, e);
+}
+
+static bool quarantined(const char *name)
+{
+        return strstr(name, GITGUARD_SUFFIX) != NULL;
+}
+
+/* Once per directory: a repository reached twice (a pointer and the walk)
+ * is scanned once. */
+static bool first_visit(struct guard_run *g, int fd)
+{
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return false;
+        for (size_t i = 0; i < g->n_visited; i++)
+                if (g->visited[i].dev == st.st_dev && g->visited[i].ino == st.st_ino)
+                        return false;
+        if (g->n_visited < VISITED_MAX) {
+                g->visited[g->n_visited].dev = st.st_dev;
+                g->visited[g->n_visited].ino = st.st_ino;
+                g->n_visited++;
+        }
+        return true;
+}
+
+static void check_config(struct guard_run *g, int dfd, const char *name, const char *rel)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        if (S_ISLNK(st.st_mode)) {
+                quarantine(g, dfd, name, rel, "a config that is a symbolic link (git follows it)");
+                return;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                quarantine(g, dfd, name, rel, "a config that is not a plain file");
+                return;
+        }
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int r = read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len);
+        char reason[256];
+        if (r == -EFBIG)
+                snprintf(reason, sizeof(reason), "a config larger than %d bytes",
+                         GITGUARD_CONFIG_MAX);
+        else if (r < 0)
+                snprintf(reason, sizeof(reason), "a config Airlock cannot read (%s)", strerror(-r));
+        else if (!gitguard_config_check(text, len, reason, sizeof(reason)))
+                return;
+        quarantine(g, dfd, name, rel, reason);
+}
+
+static int open_dir(int dfd, const char *name)
+{
+        return openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static DIR *dir_of(int fd)
+{
+        int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dup < 0)
+                return NULL;
+        DIR *d = fdopendir(dup);
+        if (!d)
+                close(dup);
+        return d;
+}
+
+static bool count_entry(struct guard_run *g, const char *rel)
+{
+        if (g->stopped)
+                return false;
+        if (++g->entries <= GITGUARD_ENTRIES_MAX)
+                return true;
+        g->stopped = true;
+        char reason[160];
+        snprintf(reason, sizeof(reason),
+                 "the scan stopped after %d entries; git metadata past this point was not checked",
+                 GITGUARD_ENTRIES_MAX);
+        report(g, rel, reason, NULL, 0);
+        return false;
+}
+
+static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool worktree, int depth);
+
+/* hooks/: every hook but the samples git ships. */
+static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
+{
+        _cleanup_free_ char *hrel = join(rel, "hooks");
+        struct stat st;
+        if (fstatat(gfd, "hooks", &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        if (S_ISLNK(st.st_mode)) {
+                quarantine(g, gfd, "hooks", hrel, "a hooks directory that is a symbolic link");
+                return;
+        }
+        if (!S_ISDIR(st.st_mode))
+                return;
+        _cleanup_close_ int hfd = open_dir(gfd, "hooks");
+        DIR *d = hfd >= 0 ? dir_of(hfd) : NULL;
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, hrel))
+                        continue;
+                size_t len = strlen(n);
+                if (len > 7 && STREQ(n + len - 7, ".sample"))
+                        continue;
+                _cleanup_free_ char *r = join(hrel, n);
+                quarantine(g, hfd, n, r, "a hook (host git would run it)");
+        }
+        closedir(d);
+}
+
+/* modules/ holds one git directory per submodule, at the submodule's name,
+ * which may have slashes in it: descend until a directory has a HEAD. */
+static void scan_modules(struct guard_run *g, int fd, const char *rel, int depth)
+{
+        if (depth > GITGUARD_DEPTH_MAX)
+                return;
+        DIR *d = dir_of(fd);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, rel))
+                        continue;
+                _cleanup_free_ char *r = join(rel, n);
+                _cleanup_close_ int sfd = open_dir(fd, n);
+                if (sfd < 0)
+                        continue;
+                struct stat st;
+                if (fstatat(sfd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        scan_gitdir(g, sfd, r, false, depth + 1);
+                else
+                        scan_modules(g, sfd, r, depth + 1);
+        }
+        closedir(d);
+}
+
+static void scan_commondir(struct guard_run *g, int gfd, const char *rel, bool worktree)
+{
+        struct stat st;
+        if (fstatat(gfd, "commondir", &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        _cleanup_free_ char *r = join(rel, "commondir");
+        if (worktree && S_ISREG(st.st_mode)) {
+                /* A linked worktree's own: its repository, two levels up. */
+                _cleanup_free_ char *text = NULL;
+                size_t len;
+                if (read_small(gfd, "commondir", POINTER_MAX, &text, &len) == 0) {
+                        text[strcspn(text, "\r\n")] = '\0';
+                        if (STREQ(text, "../..") || STREQ(text, "../../"))
+                                return;
+                }
+        }
+        quarantine(g, gfd, "commondir", r,
+                   "a commondir file (git would read config and hooks from elsewhere)");
+}
+
+static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool worktree, int depth)
+{
+        if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
+                return;
+        _cleanup_free_ char *cr = join(rel, "config");
+        _cleanup_free_ char *cwr = join(rel, "config.worktree");
+        check_config(g, fd, "config", cr);
+        check_config(g, fd, "config.worktree", cwr);
+        scan_commondir(g, fd, rel, worktree);
+        scan_hooks(g, fd, rel);
+
+        _cleanup_close_ int mfd = open_dir(fd, "modules");
+        if (mfd >= 0) {
+                _cleanup_free_ char *mr = join(rel, "modules");
+                scan_modules(g, mfd, mr, depth + 1);
+        }
+        _cleanup_close_ int wfd = open_dir(fd, "worktrees");
+        if (wfd >= 0) {
+                DIR *d = dir_of(wfd);
+                struct dirent *de;
+                while (d && (de = readdir(d))) {
+                        const char *n = de->d_name;
+                        if (STREQ(n, ".") || STREQ(n, "..") || !count_entry(g, rel))
+                                continue;
+                        _cleanup_close_ int sfd = open_dir(wfd, n);
+                        _cleanup_free_ char *wr = join(rel, "worktrees");
+                        _cleanup_free_ char *r = join(wr, n);
+                        if (sfd >= 0)
+                                scan_gitdir(g, sfd, r, true, depth + 1);
+                }
+                if (d)
+                        closedir(d);
+        }
+}
+
+/* The directory a "gitdir: X" pointer in directory rel names, as a path
+ * relative to the root ("." for the root itself), or NULL when it leaves
+ * the root or is absolute. */
+static char *pointer_target(const char *rel, const char *target)
+{
+        if (target[0] == '/' || !*target)
+                return NULL;
+        _cleanup_free_ char *joined = join(rel, target);
+        size_t len = strlen(joined);
+        _cleanup_free_ char *out = xcalloc(len + 2, 1);
+        size_t o = 0;
+        for (size_t i = 0; i < len;) {
+                size_t k = strcspn(joined + i, "/");
+                const char *t = joined + i;
+                if (k == 0 || (k == 1 && t[0] == '.')) {
+                        /* nothing */
+                } else if (k == 2 && t[0] == '.' && t[1] == '.') {
+                        if (o == 0)
+                                return NULL;
+                        while (o > 0 && out[o - 1] != '/')
+                                o--;
+                        if (o > 0)
+                                o--;
+                } else {
+                        if (o > 0)
+                                out[o++] = '/';
+                        memcpy(out + o, t, k);
+                        o += k;
+                }
+                i += k + (joined[i + k] == '/');
+        }
+        out[o] = '\0';
+        if (o == 0) {
+                out[0] = '.';
+                out[1] = '\0';
+        }
+        return TAKE_PTR(out);
+}
+
+/* A .git entry: a repository, or a pointer to one. rel is the directory
+ * holding it ("." for the root). */
+static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth)
+{
+        struct stat st;
+        if (fstatat(dfd, ".git", &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        _cleanup_free_ char *grel = join(rel, ".git");
+        const struct root_start *rs = g->root;
+        bool at_root = !*rel;
+        bool same_as_start = at_root && rs->had_git && st.st_dev == rs->dev &&
+                             st.st_ino == rs->ino && (st.st_mode & S_IFMT) == rs->mode;
+
+        if (S_ISLNK(st.st_mode)) {
+                quarantine(g, dfd, ".git", grel, "a .git that is a symbolic link (git follows it)");
+                return;
+        }
+        if (S_ISDIR(st.st_mode)) {
+                if (at_root && !same_as_start) {
+                        /* Where the workspace had no repository (it may sit in a
+                         * host repository's tree), the host's git must not find
+                         * the agent's. */
+                        const char *to = ".git" GITGUARD_SUFFIX;
+                        quarantine(g, dfd, ".git", grel,
+                                   rs->had_git ? "a .git the sandbox replaced"
+                                               : "a .git the sandbox created where there was none");
+                        _cleanup_close_ int qfd = open_dir(dfd, to);
+                        if (qfd >= 0)
+                                scan_gitdir(g, qfd, to, false, depth + 1);
+                        return;
+                }
+                _cleanup_close_ int gfd = open_dir(dfd, ".git");
+                if (gfd >= 0)
+                        scan_gitdir(g, gfd, grel, false, depth + 1);
+                return;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                quarantine(g, dfd, ".git", grel, "a .git that is not a file or a directory");
+                return;
+        }
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (read_small(dfd, ".git", POINTER_MAX, &text, &len) < 0 ||
+            strncmp(text, "gitdir:", 7) != 0 || memchr(text, '\0', len)) {
+                quarantine(g, dfd, ".git", grel, "a .git file git may read as a pointer");
+                return;
+        }
+        if (same_as_start && rs->pointer && STREQ(text, rs->pointer))
+                return; /* the host's own, as it was */
+        if (at_root) {
+                quarantine(g, dfd, ".git", grel,
+                           rs->had_git ? "a .git pointer the sandbox rewrote"
+                                       : "a .git pointer the sandbox created where there was none");
+                return;
+        }
+        char *t = text + 7;
+        while (*t == ' ' || *t == '\t')
+                t++;
+        t[strcspn(t, "\r\n")] = '\0';
+        _cleanup_free_ char *target = pointer_target(rel, t);
+        struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                               .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                          RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+        _cleanup_close_ int tfd =
+            target ? (int)syscall(SYS_openat2, g->root_fd, target, &how, sizeof(how)) : -1;
+        if (tfd < 0) {
+                quarantine(g, dfd, ".git", grel,
+                           "a .git pointer to a directory outside the workspace or through a "
+                           "symbolic link");
+                return;
+        }
+        scan_gitdir(g, tfd, target, false, depth + 1);
+}
+
+static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int depth)
+{
+        if (depth > GITGUARD_DEPTH_MAX)
+                return;
+        DIR *d = dir_of(fd);
+        if (!d)
+                return;
+        bool head = false, objects = false, refs = false;
+        struct dirent *de;
+        bool dotgit = false;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (STREQ(n, ".") || STREQ(n, ".."))
+                        continue;
+                if (!count_entry(g, rel))
+                        break;
+                if (STREQ(n, ".git")) {
+                        dotgit = true;
+                        continue;
+                }
+                if (STREQ(n, "HEAD"))
+                        head = true;
+                unsigned char type = de->d_type;
+                if (type == DT_UNKNOWN) {
+                        struct stat st;
+                        if (fstatat(fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                continue;
+                        type = S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+                }
+                if (type != DT_DIR)
+                        continue;
+                if (STREQ(n, "objects"))
+                        objects = true;
+                if (STREQ(n, "refs"))
+                        refs = true;
+                _cleanup_free_ char *r = join(rel, n);
+                _cleanup_close_ int sfd = open_dir(fd, n);
+                if (sfd < 0) {
+                        if (errno == EACCES)
+                                report(g, r,
+                                       "a directory the scan cannot read: git metadata in it "
+                                       "was not checked",
+                                       NULL, 0);
+                        continue;
+                }
+                struct stat st;
+                if (fstat(sfd, &st) < 0 || st.st_dev != dev)
+                        continue;
+                walk(g, sfd, r, dev, depth + 1);
+        }
+        closedir(d);
+        if (dotgit)
+                scan_dotgit(g, fd, rel, depth);
+        /* A directory git takes for a bare repository when run in it. */
+        if (head && (objects || refs))
+                scan_gitdir(g, fd, rel, false, depth);
+}
+
+/* ---- begin, finish ---- */
+
+static void add_root(struct gitguard *g, const char *path)
+{
+        if (!path || g->n_roots == ROOTS_MAX)
+                return;
+        struct root_start *r = &g->roots[g->n_roots++];
+        r->path = xstrdup(path);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstatat(fd, ".git", &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        r->had_git = true;
+        r->dev = st.st_dev;
+        r->ino = st.st_ino;
+        r->mode = st.st_mode & S_IFMT;
+        size_t len;
+        if (S_ISREG(st.st_mode))
+                (void)read_small(fd, ".git", POINTER_MAX, &r->pointer, &len);
+}
+
+static void record_root(struct root_start *rs)
+{
+        _cleanup_close_ int fd = open(rs->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return;
+        struct guard_run *run = xcalloc(1, sizeof(*run));
+        *run = (struct guard_run){.record = true, .start = rs, .root = rs, .root_fd = fd};
+        walk(run, fd, "", st.st_dev, 0);
+        free(run);
+}
+
+struct gitguard *gitguard_begin(const struct policy *p)
+{
+        if (!p || !p->protect_git)
+                return NULL;
+        struct gitguard *g = xcalloc(1, sizeof(*g));
+        if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_RW)
+                add_root(g, p->workspace);
+        for (size_t i = 0; i < p->n_mounts; i++)
+                if (!p->mounts[i].readonly)
+                        add_root(g, p->mounts[i].source);
+        if (g->n_roots == 0) {
+                free(g);
+                return NULL;
+        }
+        for (size_t i = 0; i < g->n_roots; i++)
+                record_root(&g->roots[i]);
+        return g;
+}
+
+int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguard_warn_fn warn,
+                    void *userdata)
+{
+        if (!g)
+                return 0;
+        int findings = 0;
+        for (size_t i = 0; i < g->n_roots; i++) {
+                struct root_start *rs = &g->roots[i];
+                _cleanup_close_ int fd = open(rs->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                struct stat st;
+                if (fd >= 0 && fstat(fd, &st) == 0) {
+                        struct guard_run *run = xcalloc(1, sizeof(*run));
+                        *run = (struct guard_run){.audit = a,
+                                                  .id = id,
+                                                  .warn = warn,
+                                                  .userdata = userdata,
+                                                  .root = rs,
+                                                  .root_fd = fd};
+                        walk(run, fd, "", st.st_dev, 0);
+                        findings += run->findings;
+                        free(run);
+                }
+                for (size_t k = 0; k < rs->n_known; k++)
+                        free(rs->known[k].rel);
+                free(rs->known);
+                free(rs->path);
+                free(rs->pointer);
+        }
+        free(g);
+        return findings;
+}
+
+int gitguard_finish_logged(struct gitguard *g, const char *audit_path, const char *id,
+                           gitguard_warn_fn warn, void *userdata)
+{
+        if (!g)
+                return 0;
+        struct audit *a = NULL;
+        struct al_error err = {0};
+        if (audit_path && audit_open(audit_path, NULL, &a, &err) < 0) {
+                if (warn) {
+                        char line[AL_ERROR_MAX + 64];
+                        snprintf(line, sizeof(line),
+                                 "airlock: warning: the git findings are not audited: %s", err.msg);
+                        warn(line, userdata);
+                }
+                a = NULL;
+        }
+        int n = gitguard_finish(g, a, id, warn, userdata);
+        audit_close(a);
+        return n;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* What the agent leaves for the host's git. A read-write workspace (and
+ * every read-write mount) is on the host after the run, and the host's next
+ * `git status` in it reads whatever repositories the agent left there:
+ * their config can name programs git runs (core.fsmonitor, hooks, filters,
+ * aliases, pagers, credential helpers…), and pointers (a `.git` file,
+ * commondir, a `.git` the agent created) can make git read such a config
+ * from elsewhere. At the end of a run gitguard walks each of those trees,
+ * bounded and without following a symbolic link, finds every repository and
+ * pointer, and moves each thing that would make git run code, or read git
+ * metadata from outside the tree, to a name git never reads:
+ * NAME.airlock-quarantine (NAME.airlock-quarantine.N when taken). Nothing
+ * is deleted; each move is audited (git.neutralised) and reported. See
+ * docs/git.md. */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct policy;
+struct audit;
+
+#define GITGUARD_SUFFIX      ".airlock-quarantine"
+#define GITGUARD_ENTRIES_MAX (1000 * 1000)
+#define GITGUARD_DEPTH_MAX   64
+#define GITGUARD_CONFIG_MAX  (1024 * 1024)
+
+struct gitguard;
+
+/* Before the sandbox starts: note what each read-write tree's own `.git`
+ * is (none, a directory, a pointer file and its text), so that one made or
+ * rewritten by the agent is told from the host's. Returns NULL when there
+ * is nothing to guard: no read-write workspace or mount, or a policy with
+ * workspace.protectGit false. */
+struct gitguard *gitguard_begin(const struct policy *p);
+
+/* After the sandbox has ended: scan, neutralise and report. Each finding
+ * is appended to a (when not NULL) as a "git.neutralised" event of sandbox
+ * id, {"path", "reason", "movedTo"} ("movedTo" null and "error" set when
+ * the move failed), and given to warn (when not NULL) as one line, the
+ * agent's bytes escaped. Returns the number of findings; frees g (NULL is
+ * fine: 0). */
+typedef void (*gitguard_warn_fn)(const char *line, void *userdata);
+int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguard_warn_fn warn,
+                    void *userdata);
+
+/* The same, appending to the audit log at audit_path (NULL: none). */
+int gitguard_finish_logged(struct gitguard *g, const char *audit_path, const char *id,
+                           gitguard_warn_fn warn, void *userdata);
+
+/* Why one config key makes git run a program or read elsewhere, or NULL.
+ * section and name are compared case-insensitively, subsection (NULL:
+ * none) as it is; value NULL is a key without '='. */
+const char *gitguard_key_reason(const char *section, const char *subsection, const char *name,
+                                const char *value);
+
+/* Parse a git config file's text and classify each key. Returns 1 and puts
+ * the first reason in reason (e.g. "core.fsmonitor runs a program") when
+ * one key is risky or the text is not a config this parser reads through
+ * (a config git might read differently fails closed), else 0. */
+int gitguard_config_check(const char *text, size_t len, char *reason, size_t reason_len);
