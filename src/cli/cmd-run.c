@@ -528,7 +528,7 @@ int cmd_run(int argc, char **argv)
         struct supervisor_result res = {0};
         struct gitguard *gg = gitguard_begin(p);
         r = orphans_run(&cfg, &res, &err);
-        gitguard_finish_logged(gg, audit_path, res.sandbox, warn_line, NULL);
+        gitguard_finish_logged(gg, audit_path, &a.audit_rotate, res.sandbox, warn_line, NULL);
         if (r < 0) {
                 secrets_free(secrets);
                 policy_free(p);

@@ -353,6 +353,7 @@ struct root_start {
 struct gitguard {
         struct root_start roots[ROOTS_MAX];
         size_t n_roots;
+        struct timespec started; /* changes made after this are the run's */
 };
 
 struct guard_run {
@@ -363,6 +364,7 @@ struct guard_run {
         gitguard_warn_fn warn;
         void *userdata;
         const struct root_start *root;
+        const struct timespec *started; /* NULL while recording the start */
         int root_fd;
         size_t entries;
         bool stopped;
@@ -842,6 +844,20 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
         scan_gitdir(g, tfd, target, false, depth + 1);
 }
 
+/* A directory the caller cannot read was either like that before the run
+ * (the sandbox has no more rights than its caller, so nothing in it is the
+ * agent's) or changed by the run: creating an entry in it, or a chmod, moves
+ * its ctime past the start. Only the second is worth a report. */
+static bool changed_in_run(const struct guard_run *g, int fd, const char *name)
+{
+        struct stat st;
+        if (!g->started || fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return true;
+        if (st.st_ctim.tv_sec != g->started->tv_sec)
+                return st.st_ctim.tv_sec > g->started->tv_sec;
+        return st.st_ctim.tv_nsec >= g->started->tv_nsec;
+}
+
 static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int depth)
 {
         if (depth > GITGUARD_DEPTH_MAX)
@@ -880,7 +896,7 @@ static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int de
                 _cleanup_free_ char *r = join(rel, n);
                 _cleanup_close_ int sfd = open_dir(fd, n);
                 if (sfd < 0) {
-                        if (errno == EACCES)
+                        if (errno == EACCES && changed_in_run(g, fd, n))
                                 report(g, r,
                                        "a directory the scan cannot read: git metadata in it "
                                        "was not checked",
@@ -923,7 +939,7 @@ static void add_root(struct gitguard *g, const char *path)
 
 static void record_root(struct root_start *rs)
 {
-        _cleanup_close_ int fd = open(rs->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int fd = open(rs->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0)
                 return;
@@ -938,6 +954,7 @@ struct gitguard *gitguard_begin(const struct policy *p)
         if (!p || !p->protect_git)
                 return NULL;
         struct gitguard *g = xcalloc(1, sizeof(*g));
+        clock_gettime(CLOCK_REALTIME, &g->started);
         if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_RW)
                 add_root(g, p->workspace);
         for (size_t i = 0; i < p->n_mounts; i++)
@@ -960,7 +977,8 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
         int findings = 0;
         for (size_t i = 0; i < g->n_roots; i++) {
                 struct root_start *rs = &g->roots[i];
-                _cleanup_close_ int fd = open(rs->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                _cleanup_close_ int fd =
+                        open(rs->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 struct stat st;
                 if (fd >= 0 && fstat(fd, &st) == 0) {
                         struct guard_run *run = xcalloc(1, sizeof(*run));
@@ -969,6 +987,7 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
                                                   .warn = warn,
                                                   .userdata = userdata,
                                                   .root = rs,
+                                                  .started = &g->started,
                                                   .root_fd = fd};
                         walk(run, fd, "", st.st_dev, 0);
                         findings += run->findings;
@@ -984,14 +1003,15 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
         return findings;
 }
 
-int gitguard_finish_logged(struct gitguard *g, const char *audit_path, const char *id,
-                           gitguard_warn_fn warn, void *userdata)
+int gitguard_finish_logged(struct gitguard *g, const char *audit_path,
+                           const struct audit_options *opt, const char *id, gitguard_warn_fn warn,
+                           void *userdata)
 {
         if (!g)
                 return 0;
         struct audit *a = NULL;
         struct al_error err = {0};
-        if (audit_path && audit_open(audit_path, NULL, &a, &err) < 0) {
+        if (audit_path && audit_open(audit_path, opt, &a, &err) < 0) {
                 if (warn) {
                         char line[AL_ERROR_MAX + 64];
                         snprintf(line, sizeof(line),

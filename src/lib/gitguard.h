@@ -20,6 +20,7 @@
 
 struct policy;
 struct audit;
+struct audit_options;
 
 #define GITGUARD_SUFFIX      ".airlock-quarantine"
 #define GITGUARD_ENTRIES_MAX (1000 * 1000)
@@ -46,8 +47,9 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
                     void *userdata);
 
 /* The same, appending to the audit log at audit_path (NULL: none). */
-int gitguard_finish_logged(struct gitguard *g, const char *audit_path, const char *id,
-                           gitguard_warn_fn warn, void *userdata);
+int gitguard_finish_logged(struct gitguard *g, const char *audit_path,
+                           const struct audit_options *opt, const char *id, gitguard_warn_fn warn,
+                           void *userdata);
 
 /* Why one config key makes git run a program or read elsewhere, or NULL.
  * section and name are compared case-insensitively, subsection (NULL:

@@ -240,6 +240,22 @@ class Scene:
         assert "AGENT-OK" in p.stdout, p.stdout + p.stderr
         return p, audit
 
+    def attempt(self, ws, script, *opts):
+        """Run an attack that the start-time protection (read-only git
+        metadata) should refuse inside the sandbox."""
+        audit = audit_file(self.airlock)
+        p = self.airlock.run(["run", "-q", "--audit", audit, "-w", ws, *opts, "--",
+                              "/bin/sh", "-c", "set -e; " + script + "; echo AGENT-OK"])
+        return p, audit
+
+    def refused(self, p, status_dir):
+        """The write was refused inside, and host git runs nothing."""
+        assert "AGENT-OK" not in p.stdout, p.stdout + p.stderr
+        assert re.search(r"Read-only file system|Device or resource busy|Permission denied",
+                         p.stderr), p.stderr
+        st, ran = self.status(status_dir)
+        assert not ran, "host git ran the agent's command: " + p.stderr + st.stderr
+
     def status(self, cwd):
         p = as_owner(self.airlock, ["git", "status", "--short"], cwd, self.env)
         ran = self.marker.exists()
@@ -293,9 +309,10 @@ def test_submodule_config_in_dot_git_modules(airlock):
     s.git(ws, "submodule", "add", "-q", lib, "mod")
     s.git(ws, "commit", "-q", "-m", "sub")
     assert (ws / ".git/modules/mod/config").exists()
-    p, audit = s.run(ws, f"cd /workspace; git config -f .git/modules/mod/config "
-                         f"core.fsmonitor '{s.cmd}'")
-    s.check(p, audit, ws, [ws / ".git/modules/mod/config.airlock-quarantine"])
+    p, audit = s.attempt(ws, f"cd /workspace; git config -f .git/modules/mod/config "
+                             f"core.fsmonitor '{s.cmd}'")
+    s.refused(p, ws)
+    assert not (ws / ".git/modules/mod/config.airlock-quarantine").exists()
 
 
 def test_worktree_pointer_rewritten(airlock):
@@ -305,10 +322,17 @@ def test_worktree_pointer_rewritten(airlock):
     s.git(main, "worktree", "add", "-q", ws)
     assert (ws / ".git").is_file()
     cfg = fsmonitor_config(s.cmd).replace("\n", "\\n").replace("\t", "\\t")
-    p, audit = s.run(ws, "cd /workspace; mkdir -p evil/objects evil/refs; "
-                         "printf 'ref: refs/heads/main\\n' > evil/HEAD; "
-                         f"printf '{cfg}' > evil/config; printf 'gitdir: evil\\n' > .git")
-    s.check(p, audit, ws, [ws / ".git.airlock-quarantine"])
+    p, audit = s.attempt(ws, "cd /workspace; mkdir -p evil/objects evil/refs; "
+                             "printf 'ref: refs/heads/main\\n' > evil/HEAD; "
+                             f"printf '{cfg}' > evil/config; printf 'gitdir: evil\\n' > .git")
+    s.refused(p, ws)
+    # The pointer cannot be removed and replaced either.
+    p, audit = s.attempt(ws, "cd /workspace; mkdir -p evil/objects evil/refs; "
+                             "printf 'ref: refs/heads/main\\n' > evil/HEAD; "
+                             f"printf '{cfg}' > evil/config; rm -f .git; "
+                             "printf 'gitdir: evil\\n' > .git")
+    s.refused(p, ws)
+    assert (ws / ".git").read_text().startswith("gitdir: ") and "evil" not in (ws / ".git").read_text()
     # The host's own worktree pointer, untouched, is left alone.
     s2 = Scene(airlock)
     ws2 = main.parent / "wt2"
@@ -349,12 +373,18 @@ def test_repository_given_with_rw_is_neutralised_too(airlock):
     ws = airlock.make_dir("ws")
     repo = s.repo(airlock.make_dir("rwrepo") / "repo")
     audit = audit_file(airlock)
-    p = airlock.run(["run", "-q", "--audit", audit, "-w", ws, "--rw", f"{repo}:/mnt/repo", "--",
-                     "/bin/sh", "-c",
-                     f"git config -f /mnt/repo/.git/config core.fsmonitor '{s.cmd}' && "
-                     "echo AGENT-OK"])
-    assert "AGENT-OK" in p.stdout, p.stdout + p.stderr
-    s.check(p, audit, repo, [repo / ".git/config.airlock-quarantine"])
+    # The config itself is read-only inside ...
+    p, audit = s.attempt(ws, f"git config -f /mnt/repo/.git/config core.fsmonitor '{s.cmd}'",
+                         "--rw", f"{repo}:/mnt/repo")
+    s.refused(p, repo)
+    # ... and a hook the agent adds where none was is moved aside at the end.
+    p, audit = s.attempt(ws, "printf '#!/bin/sh\\ntouch %s\\n' > /mnt/repo/.git/hooks/pre-commit; "
+                             "chmod +x /mnt/repo/.git/hooks/pre-commit" % s.marker,
+                         "--rw", f"{repo}:/mnt/repo")
+    if "AGENT-OK" in p.stdout:
+        s.check(p, audit, repo, [repo / ".git/hooks/pre-commit.airlock-quarantine"])
+    else:
+        s.refused(p, repo)
 
 
 def test_a_read_only_git_directory_does_not_stop_the_move(airlock):
@@ -370,7 +400,6 @@ def test_push_to_a_remote_that_never_answers_is_stopped(airlock):
     (AIRLOCK_GIT_TIMEOUT) plus the alarm's grace, with a clear error."""
     import socket
     import threading
-    from conftest import AIRLOCK_BIN, RUNAS
 
     bare, base = make_remote(airlock)
     p, sid = run_agent(airlock, f"file://{bare}", audit_file(airlock))
@@ -385,10 +414,10 @@ def test_push_to_a_remote_that_never_answers_is_stopped(airlock):
     st = json.loads(state.read_text())
     st["url"] = f"http://127.0.0.1:{srv.getsockname()[1]}/x.git"
     state.write_text(json.dumps(st))
-    argv = ["/usr/bin/env", "AIRLOCK_GIT_TIMEOUT=1", str(AIRLOCK_BIN), "push", sid,
-            "--branch", "x", "--no-helper"]
-    if airlock.user:
-        argv = [str(RUNAS), airlock.user.pw_name, *argv]
+    argv = airlock.cmd(["push", sid, "--branch", "x", "--no-helper"])
+    # The environment reaches airlock past runas.sh through env(1).
+    at = argv.index(str(airlock.cmd([])[-1]))
+    argv[at:at] = ["/usr/bin/env", "AIRLOCK_GIT_TIMEOUT=1"]
     t0 = time.monotonic()
     r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                        timeout=60, cwd=airlock.base)
