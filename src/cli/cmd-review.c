@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "gitguard.h"
 #include "jsonout.h"
+#include "policy.h"
 #include "review.h"
 #include "util.h"
 
@@ -347,6 +349,11 @@ static const char *error_code(int r)
         }
 }
 
+static void warn_line(const char *line, void *userdata)
+{
+        fprintf(stderr, "%s\n", line);
+}
+
 int cmd_accept(int argc, char **argv)
 {
         _cleanup_free_ char *root = NULL, *dir = NULL;
@@ -364,7 +371,19 @@ int cmd_accept(int argc, char **argv)
 
         struct al_error err = {0};
         struct review_report rep;
+        /* What accept writes into the workspace is the agent's: anything in
+         * it that would make host git run code (a nested repository's
+         * fsmonitor, a hook, a commondir) is moved aside afterwards, as at
+         * the end of a run on a read-write workspace. */
+        _cleanup_free_ char *ws = NULL;
+        struct gitguard *gg = NULL;
+        if (review_workspace(dir, &ws, &err) >= 0) {
+                struct policy gp = {
+                    .workspace = ws, .workspace_mode = POLICY_WORKSPACE_RW, .protect_git = true};
+                gg = gitguard_begin(&gp);
+        }
         r = review_accept(dir, argv + first + 1, (size_t)(argc - first - 1), &rep, &err);
+        gitguard_finish(gg, NULL, full_id, warn_line, NULL);
         if (r < 0) {
                 /* The library's messages about paths start with "accept: ". */
                 const char *msg = err.msg[0] ? err.msg : strerror(-r);

@@ -595,6 +595,16 @@ static int review_open(const char *state_dir, bool exclusive, struct review *rv,
         return 0;
 }
 
+int review_workspace(const char *state_dir, char **ret, struct al_error *err)
+{
+        _cleanup_(review_done) struct review rv;
+        int r = review_open(state_dir, false, &rv, err);
+        if (r < 0)
+                return r;
+        *ret = xstrdup(rv.workspace);
+        return 0;
+}
+
 static int load_manifest(struct review *rv, const char *state_dir, struct al_error *err)
 {
         json_t *j = NULL;

@@ -117,6 +117,9 @@ int review_diff(const char *state_dir, FILE *out, struct al_error *err);
 int review_accept(const char *state_dir, char *const *paths, size_t n, struct review_report *ret,
                   struct al_error *err);
 
+/* The host workspace a review sandbox's changes are for (caller frees). */
+int review_workspace(const char *state_dir, char **ret, struct al_error *err);
+
 /* Remove changes/ and mark the sandbox "discarded"; meta.json and the
  * manifest stay. -EALREADY when it was accepted. Discarding twice is fine. */
 int review_discard(const char *state_dir, struct al_error *err);

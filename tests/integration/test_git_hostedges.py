@@ -426,3 +426,21 @@ def test_push_to_a_remote_that_never_answers_is_stopped(airlock):
     assert r.returncode == 1, r.stderr
     assert "took longer than 1 s" in r.stderr, r.stderr
     assert took < 40, took
+
+
+def test_accepted_review_changes_are_neutralised(airlock):
+    """A review workspace is written on the host only by accept: what accept
+    writes is scanned like the end of a read-write run."""
+    s = Scene(airlock)
+    ws = s.repo(airlock.make_dir("ws") / "proj")
+    p = airlock.run(["run", "-q", "--review", "-w", ws, "--", "/bin/sh", "-c",
+                     f"cd /workspace; mkdir sub; cd sub; git init -q; "
+                     f"git config core.fsmonitor '{s.cmd}'"])
+    assert p.returncode == 0, p.stderr
+    sid = re.search(r"airlock (?:diff|accept) (\S+)", p.stderr).group(1)
+    a = airlock.run(["accept", sid])
+    assert a.returncode == 0, a.stderr
+    assert "moved to" in a.stderr and "core.fsmonitor" in a.stderr, a.stderr
+    assert (ws / "sub/.git/config.airlock-quarantine").exists()
+    st, ran = s.status(ws / "sub")
+    assert not ran, "host git ran the agent's command: " + st.stderr
