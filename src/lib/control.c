@@ -21,6 +21,7 @@
 #include "env.h"
 #include "events.h"
 #include "gates.h"
+#include "idle.h"
 #include "netgate/netgate.h"
 #include "review.h"
 #include "secrets.h"
@@ -961,6 +962,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         }
 
         tell_ready(cfg->ready_fd, NULL);
+        release_startup_memory();
         event_base_dispatch(c.base);
         r = 0;
         goto cleanup;
