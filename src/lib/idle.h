@@ -30,12 +30,13 @@ static inline void release_startup_memory(void)
                 char *line = strstr(maps, "[stack]");
                 while (line && line > maps && line[-1] != '\n')
                         line--;
-                char *end = NULL;
+                char *end = NULL, *end2 = NULL;
                 errno = 0;
                 unsigned long long lo = line ? strtoull(line, &end, 16) : 0;
+                unsigned long long hi = end && *end == '-' ? strtoull(end + 1, &end2, 16) : 0;
                 uintptr_t top = (sp - 2 * (uintptr_t)page) & ~((uintptr_t)page - 1);
-                if (line && errno == 0 && end && *end == '-' && lo > 0 && lo < top &&
-                    sp - lo < (64u << 20))
+                /* Only when the caller runs on the main stack. */
+                if (errno == 0 && end2 && *end2 == ' ' && lo < top && sp < hi)
                         madvise((void *)(uintptr_t)lo, top - (uintptr_t)lo, MADV_DONTNEED);
         }
         free(maps);
