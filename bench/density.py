@@ -6,7 +6,7 @@ the sandbox's init), against N bare namespace trees (`unshare --user --pid
 --mount --net --fork sleep`) measured in the same run, interleaved.
 
 BENCH_DENSITY=N sets the count (default 200), BENCH_DENSITY_ROUNDS the
-rounds (default 5; the figure is the median). The breakdown (anonymous
+rounds (default 4; the figure is the median). The breakdown (anonymous
 memory, page tables, kernel stacks, unreclaimable slab, per-cpu) comes from /proc/meminfo's
 deltas over the same span: it is the whole machine's, like MemAvailable, so
 other work on the host shows up as noise in both."""
@@ -26,7 +26,7 @@ BUILD = os.path.join(REPO, os.environ.get("AIRLOCK_BUILD", "build"))
 AIRLOCK = os.path.join(BUILD, "src/cli/airlock")
 AIRLOCKD = os.path.join(BUILD, "src/daemon/airlockd")
 N = int(os.environ.get("BENCH_DENSITY", "200"))
-ROUNDS = int(os.environ.get("BENCH_DENSITY_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_DENSITY_ROUNDS", "4"))
 DEADLINE = time.monotonic() + float(os.environ.get("BENCH_DENSITY_TIMEOUT", "150"))
 FIELDS = ("MemAvailable", "AnonPages", "PageTables", "KernelStack", "SUnreclaim", "Percpu")
 TARGET_MIB = 1.0
@@ -54,11 +54,22 @@ def meminfo():
     return out
 
 
-def settle():
+def settle(quiet=False):
     """Let deferred frees (RCU, per-cpu caches, exited tasks) land, then
-    read meminfo three times and keep each field's median."""
+    read meminfo three times and keep each field's median. With quiet, first
+    wait (at most 5 s) for MemAvailable to stop moving: the namespaces of
+    trees torn down just before are freed by the kernel in the background,
+    and that must not count against the next measurement."""
     subprocess.run(["sync"], check=False)
     time.sleep(1.5)
+    if quiet:
+        end = time.monotonic() + 5
+        last = []
+        while time.monotonic() < end:
+            last = (last + [meminfo()["MemAvailable"]])[-5:]
+            if len(last) == 5 and max(last) - min(last) < N * 8192:
+                break
+            time.sleep(0.25)
     reads = []
     for _ in range(3):
         reads.append(meminfo())
@@ -122,6 +133,9 @@ class ChargeGroup:
             return
         for _ in range(50):
             try:
+                for top, subdirs, _ in os.walk(self.dir, topdown=False):
+                    for sd in subdirs:
+                        os.rmdir(os.path.join(top, sd))
                 os.rmdir(self.dir)
                 return
             except FileNotFoundError:
@@ -177,6 +191,7 @@ class Daemon:
         self.run_dir = os.path.join(base, "run")
         self.sock = os.path.join(base, "d.sock")
         self.ids = []
+        self.cgdirs = set()
         state = os.path.join(base, "state")
         tok = subprocess.run([AIRLOCK, "grant", "create", "--name", "bench", "--allow-sandbox",
                               "--state-dir", state],
@@ -198,9 +213,24 @@ class Daemon:
                 time.sleep(0.05)
 
     def create(self, n):
-        for _ in range(n):
-            check_time("creating sandboxes")
-            self.ids.append(self.c.create(sandbox_class="small")["id"])
+        try:
+            for _ in range(n):
+                check_time("creating sandboxes")
+                self.ids.append(self.c.create(sandbox_class="small")["id"])
+        finally:
+            self.note_cgroups()
+
+    def note_cgroups(self):
+        """Where the sandboxes' cgroups are (their inits' own), so that
+        they can be removed if their supervisors have to be killed."""
+        for pid in self.supervisors():
+            try:
+                with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                    for child in f.read().split():
+                        self.cgdirs |= {d for d in cgroup_dirs(int(child))
+                                        if os.path.basename(d).startswith("airlock-")}
+            except (OSError, ValueError):
+                pass
 
     def supervisors(self):
         pids = []
@@ -237,11 +267,25 @@ class Daemon:
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait()
+            killed = []
             for pid in self.supervisors():
                 try:
                     os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
                 except ProcessLookupError:
                     pass
+            # A killed supervisor takes its sandbox with it but leaves its
+            # cgroups: remove them once their processes are gone.
+            end = time.monotonic() + 10
+            for d in sorted(self.cgdirs, key=len, reverse=True):
+                while os.path.isdir(d):
+                    try:
+                        os.rmdir(d)
+                    except OSError:
+                        if time.monotonic() > end:
+                            break
+                        time.sleep(0.05)
+            self.cgdirs = set()
 
 
 def footprint(pids, children=True):
@@ -277,7 +321,39 @@ def mib(b):
 
 
 def on_term(signum, frame):
+    # Once: the clean-up that follows must not be cut short by another.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise Timeout("density: stopped by signal %d" % signum)
+
+
+def cgroup_mounts():
+    """{controller (or "" for cgroup2): mount point}, from mountinfo."""
+    out = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, post = line.split(" - ", 1)
+            fstype, _, opts = post.split()[:3]
+            if fstype == "cgroup2":
+                out[""] = pre.split()[4]
+            elif fstype == "cgroup":
+                for o in opts.split(","):
+                    if o not in ("rw", "ro") and "=" not in o or o.startswith("name="):
+                        out[o] = pre.split()[4]
+    return out
+
+
+def cgroup_dirs(pid):
+    """The directories of pid's cgroups, one per hierarchy."""
+    mounts, dirs = cgroup_mounts(), set()
+    with open("/proc/%d/cgroup" % pid) as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            for c in (ctrls.split(",") if ctrls else [""]):
+                if c in mounts:
+                    dirs.add(mounts[c] + path.rstrip("/"))
+                    break
+    return dirs
 
 
 def main():
@@ -298,7 +374,7 @@ def main():
             groups.append(cg)
             t = Trees(cg)
             trees.append(t)
-            m0, c0 = settle(), cg.charged()
+            m0, c0 = settle(quiet=True), cg.charged()
             t.start(N)
             m1, c1 = settle(), cg.charged()
             t.stop()
@@ -312,7 +388,7 @@ def main():
             groups.append(cg)
             d = Daemon(os.path.join(base, str(r)), N, cg)
             daemons.append(d)
-            m0, c0 = settle(), cg.charged()
+            m0, c0 = settle(quiet=True), cg.charged()
             d0 = footprint([d.proc.pid], children=False)[0]
             t0 = time.monotonic()
             d.create(N)
@@ -354,6 +430,8 @@ def main():
         print("bench: %s" % e, file=sys.stderr)
         return 1
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         for t in trees:
             t.stop()
         for d in daemons:
