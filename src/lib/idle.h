@@ -27,7 +27,7 @@ static inline void release_startup_memory(void)
         char *maps = NULL;
         size_t len = 0;
         if (page > 0 && read_file_at(AT_FDCWD, "/proc/self/maps", 1 << 20, &maps, &len) >= 0) {
-                char *line = strstr(maps, "[stack]");
+                char *line = strstr(maps, " [stack]\n");
                 while (line && line > maps && line[-1] != '\n')
                         line--;
                 char *end = NULL, *end2 = NULL;
