@@ -5,3 +5,4 @@ cd "$(dirname "$0")"
 /usr/bin/python3 spawn.py
 /usr/bin/python3 netgate.py
 /usr/bin/python3 daemon.py
+/usr/bin/python3 density.py

@@ -22,6 +22,7 @@
 #include "events.h"
 #include "gates.h"
 #include "gitguard.h"
+#include "idle.h"
 #include "netgate/netgate.h"
 #include "review.h"
 #include "secrets.h"
@@ -1043,6 +1044,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         }
 
         tell_ready(cfg->ready_fd, NULL);
+        release_startup_memory();
         event_base_dispatch(c.base);
         r = 0;
         goto cleanup;

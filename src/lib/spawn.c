@@ -21,6 +21,7 @@
 
 #include "cgroup.h"
 #include "confine.h"
+#include "idle.h"
 #include "mounts.h"
 #include "spawn.h"
 #include "util.h"
@@ -584,6 +585,7 @@ static _Noreturn void init_serve(struct child_ctx *ctx)
         }
 
         sync_send(sync, SYNC_STARTED, 0, 0, NULL);
+        release_startup_memory();
 
         _cleanup_free_ char *buf = xcalloc(1, sizeof(struct sync_msg) + EXEC_PAYLOAD_MAX);
         for (;;) {
