@@ -210,7 +210,9 @@ static size_t match_at(const struct pattern *p, const unsigned char *d, size_t a
                         return MATCH_MORE;
                 if (c == '%') {
                         int hi = hexval(d[k + 1]), lo = hexval(d[k + 2]);
-                        unsigned char v = (unsigned char)(hi << 4 | lo);
+                        unsigned char v = hi >= 0 && lo >= 0
+                                              ? (unsigned char)((unsigned)hi << 4 | (unsigned)lo)
+                                              : 0;
                         if (hi >= 0 && lo >= 0 && (v == want || (p->icase && lower(v) == want))) {
                                 k += 3;
                                 continue;
