@@ -22,6 +22,7 @@
 #define JSON_BODY_MAX    (1u << 20)   /* a JSON request body */
 #define STDIN_MAX        (8u << 20)   /* base64 text of stdin in one request */
 #define STREAM_HIGH      (1u << 20)   /* bytes queued to a client before reading pauses */
+#define STREAM_STALL_MS  (30u * 1000) /* a stream's client reads nothing this long: gone */
 #define AUDIT_OUT_MAX    (16u << 20)  /* bytes of audit lines in one answer */
 #define META_KEY_MAX     64
 #define META_VALUE_MAX   256
@@ -925,6 +926,7 @@ struct call_ctx {
         bool counted;
         uint64_t t0_us;
         uint64_t pid;
+        uint64_t stall_ms; /* a client that reads nothing this long is gone */
         json_t *argv;
         char *grant;
         /* A command's output may overtake its "started" line on the way
@@ -1047,11 +1049,16 @@ static void start_stream(struct call_ctx *c)
         evhttp_add_header(evhttp_request_get_output_headers(c->req), "Cache-Control", "no-store");
         count_reply(c->d, 200);
         evhttp_send_reply_start(c->req, 200, NULL);
-        /* A command may be silent for longer than the request timeout. */
+        /* A command may be silent for longer than the request timeout; a
+         * write timeout counts only while output waits, so it is the stall
+         * bound: a client that takes nothing of it for that long is gone
+         * (on_client_close), like the supervisor's own (docs/api.md). */
         struct evhttp_connection *conn = evhttp_request_get_connection(c->req);
         struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
         if (bev) {
-                struct timeval wtv = {.tv_sec = 300, .tv_usec = 0};
+                uint64_t ms = c->stall_ms ? c->stall_ms : STREAM_STALL_MS;
+                struct timeval wtv = {.tv_sec = (time_t)(ms / 1000),
+                                      .tv_usec = (suseconds_t)(ms % 1000) * 1000};
                 bufferevent_set_timeouts(bev, NULL, &wtv);
         }
 }
@@ -1238,8 +1245,8 @@ static const struct ctl_call_ops call_ops = {
 
 static void kill_orphan(struct sandbox *sb, uint64_t pid)
 {
-        json_t *req = json_pack("{s:s, s:I, s:i}", "op", "signal", "pid", (json_int_t)pid, "signal",
-                                SIGKILL);
+        json_t *req = json_pack("{s:s, s:I, s:i, s:b}", "op", "signal", "pid", (json_int_t)pid,
+                                "signal", SIGKILL, "abandoned", 1);
         struct ctl_call *k = NULL;
         static const struct ctl_call_ops none = {0};
         (void)ctl_call_start(sb->d->base, sb->control_path, req, 5000, &none, NULL, &k);
@@ -1251,9 +1258,21 @@ static void on_client_close(struct evhttp_connection *conn, void *arg)
         struct call_ctx *c = arg;
         c->gone = true;
         c->conn = NULL;
-        /* A foreground command dies with the client that waits for it. */
+        if (c->kind == CALL_ATTACH) {
+                /* Watching a process does not own it: let both ends go. */
+                ctl_call_cancel(c->call);
+                c->call = NULL;
+                evhttp_send_reply_end(c->req); /* frees the detached request */
+                call_ctx_free(c);
+                return;
+        }
+        /* A foreground command dies with the client that waits for it
+         * (on_started, when it has not started yet); what it still says is
+         * read and dropped, so that its end is recorded. */
         if (c->kind == CALL_EXEC && !c->background && c->pid && !c->saw_exit && c->sb)
                 kill_orphan(c->sb, c->pid);
+        if (c->call)
+                ctl_call_pause(c->call, false);
 }
 
 static void start_call(struct daemon *d, struct evhttp_request *req, struct sandbox *sb,
@@ -1292,8 +1311,8 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         json_t *body = read_json_body(d, req, false);
         if (!body)
                 return;
-        static const char *const keys[] = {"argv", "env", "cwd", "stdin", "timeout", "background",
-                                           NULL};
+        static const char *const keys[] = {"argv",    "env",          "cwd",        "stdin",
+                                           "timeout", "stallTimeout", "background", NULL};
         json_t *ctl = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;
@@ -1302,7 +1321,7 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         json_t *cwd = json_object_get(body, "cwd");
         json_t *in = json_object_get(body, "stdin");
         json_t *bg = json_object_get(body, "background");
-        double timeout;
+        double timeout, stall;
         size_t i;
         json_t *v;
         if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > 4096) {
@@ -1350,6 +1369,11 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 reply_bad_field(d, req, "timeout", "must be a positive number of seconds");
                 goto out;
         }
+        if (get_seconds(body, "stallTimeout", 3600.0, &stall) < 0 || stall == 0) {
+                reply_bad_field(d, req, "stallTimeout",
+                                "must be a positive number of seconds, at most 3600");
+                goto out;
+        }
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 goto out;
@@ -1368,10 +1392,13 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 json_object_set(ctl, "stdin", in);
         if (timeout > 0)
                 json_object_set_new(ctl, "timeout", json_real(timeout));
+        if (stall > 0)
+                json_object_set_new(ctl, "stallTimeout", json_real(stall));
         record_audit(d, id, "api.exec", json_pack("{s:s, s:O, s:b}", "grant", g->name, "argv", argv,
                                                   "background", json_is_true(bg)));
         struct call_ctx *c = xcalloc(1, sizeof(*c));
         c->background = json_is_true(bg);
+        c->stall_ms = stall > 0 ? (uint64_t)(stall * 1000) : 0;
         c->argv = json_incref(argv);
         c->grant = xstrdup(g->name);
         start_call(d, req, sb, CALL_EXEC, ctl, c);

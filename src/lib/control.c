@@ -32,6 +32,13 @@ enum {
         CONTROL_MAX_CLIENTS = 64,
         CONTROL_LINE_MAX = 4 * 1024 * 1024,
         CONTROL_KEPT_MAX = 2 * 1024 * 1024, /* a background process's kept output */
+        /* Output queued to one streaming client. Past it the process's pipes
+         * are no longer read, so the command blocks on its next write
+         * (backpressure); the queue is host memory outside the sandbox's
+         * limits, so it must stay small. */
+        CONTROL_STREAM_MAX = 1024 * 1024,
+        CONTROL_STALL_DEFAULT_MS = 30 * 1000, /* paused this long: abandoned */
+        CONTROL_STALL_MAX_MS = 3600 * 1000,
 };
 
 struct control;
@@ -46,8 +53,13 @@ struct proc {
         struct event *ev_out[2];
         struct event *ev_timeout;
         struct event *ev_linger;
-        struct evbuffer *kept; /* the event lines, for attach */
+        struct event *ev_stall; /* armed while paused */
+        struct evbuffer *kept;  /* the event lines, for attach */
         struct client *attached[8];
+        struct client *owner; /* the client that started a foreground process */
+        uint64_t stall_ms;
+        bool paused;  /* a client's queue is full: the pipes are not read */
+        bool discard; /* abandoned: what is still in the pipes is dropped */
         bool started, exited, failed, background;
         bool done; /* its exit event has gone out */
         const char *error_code;
@@ -116,14 +128,28 @@ out:
         free(s);
 }
 
+static void proc_abandon(struct proc *p, bool discard);
+static void proc_maybe_resume(struct proc *p);
+
 static void client_free(struct client *cl)
 {
         if (cl->ctl->snap_client == cl)
                 cl->ctl->snap_client = NULL;
-        if (cl->streaming)
-                for (size_t i = 0; i < ARRAY_SIZE(cl->streaming->attached); i++)
-                        if (cl->streaming->attached[i] == cl)
-                                cl->streaming->attached[i] = NULL;
+        struct proc *p = cl->streaming;
+        if (p) {
+                for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
+                        if (p->attached[i] == cl)
+                                p->attached[i] = NULL;
+                cl->streaming = NULL;
+                /* The rule (docs/control.md): a foreground command dies with
+                 * the client that started it; a background one outlives it. */
+                if (p->owner == cl) {
+                        p->owner = NULL;
+                        if (!p->background && !p->done)
+                                proc_abandon(p, false);
+                }
+                proc_maybe_resume(p);
+        }
         if (cl->bev)
                 bufferevent_free(cl->bev);
         if (--cl->ctl->n_clients == 0 && cl->ctl->destroying)
@@ -143,6 +169,65 @@ static void send_error(struct client *cl, const char *code, const char *msg)
 {
         send_json(cl, json_pack("{s:b, s:s, s:s}", "ok", 0, "error", code, "message", msg));
         client_finish(cl);
+}
+
+/* Reading a process's pipes stops and starts with its clients' queues. */
+static void proc_pause(struct proc *p)
+{
+        if (p->paused || p->discard)
+                return;
+        p->paused = true;
+        for (int k = 0; k < 2; k++)
+                if (p->ev_out[k])
+                        event_del(p->ev_out[k]);
+        struct timeval tv = {.tv_sec = (time_t)(p->stall_ms / 1000),
+                             .tv_usec = (suseconds_t)(p->stall_ms % 1000) * 1000};
+        evtimer_add(p->ev_stall, &tv);
+}
+
+static bool proc_queue_full(struct proc *p, size_t max)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
+                if (p->attached[i] && p->attached[i]->bev &&
+                    evbuffer_get_length(bufferevent_get_output(p->attached[i]->bev)) > max)
+                        return true;
+        return false;
+}
+
+static void proc_maybe_resume(struct proc *p)
+{
+        if (!p->paused || (!p->discard && proc_queue_full(p, CONTROL_STREAM_MAX / 2)))
+                return;
+        p->paused = false;
+        evtimer_del(p->ev_stall);
+        if (p->started || p->failed)
+                for (int k = 0; k < 2; k++)
+                        if (p->ev_out[k])
+                                event_add(p->ev_out[k], NULL);
+}
+
+/* Its client left, or stopped reading for the stall time: kill it and say
+ * so in its result. With `discard`, what is still in its pipes is read and
+ * dropped, so that its end is seen. */
+static void proc_abandon(struct proc *p, bool discard)
+{
+        if (p->exited || p->failed) {
+                if (!discard)
+                        return;
+        } else {
+                if (!p->error_code)
+                        p->error_code = "abandoned";
+                spawn_kill_request(p->ctl->sp.sync_fd, p->id, SIGKILL);
+        }
+        if (discard) {
+                p->discard = true;
+                proc_maybe_resume(p);
+        }
+}
+
+static void on_proc_stall(evutil_socket_t fd, short what, void *arg)
+{
+        proc_abandon(arg, true);
 }
 
 /* One event of a process: kept for attach, and sent to whoever streams it. */
@@ -172,6 +257,22 @@ static void proc_event(struct proc *p, json_t *o)
                         evbuffer_add(out, "\n", 1);
                 }
         free(s);
+        if (!p->background) {
+                if (proc_queue_full(p, CONTROL_STREAM_MAX))
+                        proc_pause(p);
+                return;
+        }
+        /* A background process is not held back by who watches it: a
+         * watcher that falls that far behind is let go (what is kept can be
+         * attached to again). */
+        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++) {
+                struct client *cl = p->attached[i];
+                if (cl && evbuffer_get_length(bufferevent_get_output(cl->bev)) > CONTROL_STREAM_MAX) {
+                        p->attached[i] = NULL;
+                        cl->streaming = NULL;
+                        client_free(cl);
+                }
+        }
 }
 
 /* Let every client streaming this process go, once its lines are out. */
@@ -200,6 +301,8 @@ static void proc_free(struct proc *p)
                 event_free(p->ev_timeout);
         if (p->ev_linger)
                 event_free(p->ev_linger);
+        if (p->ev_stall)
+                event_free(p->ev_stall);
         if (p->kept)
                 evbuffer_free(p->kept);
         json_decref(p->argv);
@@ -260,6 +363,7 @@ static void proc_maybe_done(struct proc *p)
         detach_all(p);
         if (p->ev_timeout)
                 evtimer_del(p->ev_timeout);
+        evtimer_del(p->ev_stall);
         /* A finished background process stays listed (for attach) until
          * the sandbox ends; a foreground one is gone with its client. */
         if (!p->background) {
@@ -284,6 +388,8 @@ static void on_proc_output(evutil_socket_t fd, short what, void *arg)
                 proc_maybe_done(p);
                 return;
         }
+        if (p->discard)
+                return;
         uint64_t limit = p->ctl->policy->limits.output;
         size_t keep = (size_t)n;
         if (limit && p->output + keep > limit) {
@@ -305,6 +411,13 @@ static void on_proc_output(evutil_socket_t fd, short what, void *arg)
 static void on_proc_linger(evutil_socket_t fd, short what, void *arg)
 {
         struct proc *p = arg;
+        if (p->paused) {
+                /* Its last output waits for a slow client; the stall timer
+                 * bounds the wait. */
+                struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+                evtimer_add(p->ev_linger, &tv);
+                return;
+        }
         for (int k = 0; k < 2; k++)
                 if (p->out_fd[k] >= 0) {
                         event_free(p->ev_out[k]);
@@ -348,8 +461,11 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
         switch (ev.type) {
         case SPAWN_EVENT_STARTED:
                 p->started = true;
+                if (p->error_code && STREQ(p->error_code, "abandoned"))
+                        spawn_kill_request(c->sp.sync_fd, p->id,
+                                           SIGKILL); /* left before it started */
                 for (int k = 0; k < 2; k++)
-                        if (p->ev_out[k])
+                        if (p->ev_out[k] && !p->paused)
                                 event_add(p->ev_out[k], NULL);
                 record(c, "process.started", json_pack("{s:i, s:O}", "pid", p->id, "argv", p->argv));
                 proc_event(p, json_pack("{s:s, s:i}", "type", "started", "pid", p->id));
@@ -394,6 +510,7 @@ static void do_exec(struct client *cl, json_t *req)
         json_t *cwd = json_object_get(req, "cwd");
         json_t *stdin_data = json_object_get(req, "stdin");
         json_t *timeout = json_object_get(req, "timeout");
+        json_t *stall = json_object_get(req, "stallTimeout");
         bool background = json_is_true(json_object_get(req, "background"));
 
         if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > 4096)
@@ -406,6 +523,12 @@ static void do_exec(struct client *cl, json_t *req)
                 return send_error(cl, "bad_request", "\"stdin\" must be base64 or null");
         if (timeout && !json_is_null(timeout) && (!json_is_number(timeout) || json_number_value(timeout) <= 0))
                 return send_error(cl, "bad_request", "\"timeout\" must be a positive number of seconds");
+        if (stall && !json_is_null(stall) &&
+            (!json_is_number(stall) || json_number_value(stall) <= 0 ||
+             json_number_value(stall) * 1000 > CONTROL_STALL_MAX_MS))
+                return send_error(
+                    cl, "bad_request",
+                    "\"stallTimeout\" must be a positive number of seconds, at most 3600");
 
         int slot = -1, id = 0;
         for (int tries = 0; tries < CONTROL_MAX_PROCS && slot < 0; tries++) {
@@ -465,6 +588,11 @@ static void do_exec(struct client *cl, json_t *req)
         p->out_fd[1] = perr[0];
         p->kept = evbuffer_new();
         p->start_us = now_monotonic_us();
+        p->stall_ms = json_is_number(stall) ? (uint64_t)(json_number_value(stall) * 1000)
+                                            : CONTROL_STALL_DEFAULT_MS;
+        if (p->stall_ms == 0)
+                p->stall_ms = 1;
+        p->ev_stall = evtimer_new(c->base, on_proc_stall, p);
         if (c->cg) {
                 struct cgroup_usage cu;
                 c->cg->ops->usage(c->cg, &cu);
@@ -505,6 +633,7 @@ static void do_exec(struct client *cl, json_t *req)
                 p->in_fd = -1;
         }
         p->attached[0] = cl;
+        p->owner = cl;
         cl->streaming = p;
 }
 
@@ -559,7 +688,9 @@ static void do_signal(struct client *cl, json_t *req)
                 return send_error(cl, "unknown_process", "no such process");
         if (sig <= 0 || sig >= NSIG)
                 return send_error(cl, "bad_request", "\"signal\" must be a signal number");
-        if (!p->exited && !p->failed)
+        if (json_is_true(json_object_get(req, "abandoned")))
+                proc_abandon(p, false); /* its client is gone: say so in its result */
+        else if (!p->exited && !p->failed)
                 spawn_kill_request(cl->ctl->sp.sync_fd, p->id, (int)sig);
         send_json(cl, json_pack("{s:b}", "ok", 1));
         client_finish(cl);
@@ -751,17 +882,20 @@ static void on_client_read(struct bufferevent *bev, void *arg)
 static void on_client_write(struct bufferevent *bev, void *arg)
 {
         struct client *cl = arg;
-        if (cl->closing)
-                client_free(cl);
+        if (cl->closing) {
+                if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+                        client_free(cl);
+        } else if (cl->streaming)
+                proc_maybe_resume(cl->streaming);
 }
 
 static void on_client_event(struct bufferevent *bev, short what, void *arg)
 {
         struct client *cl = arg;
-        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-                /* A client that leaves does not stop what it started. */
+        /* A client that leaves, or that has not read for the write timeout,
+         * is let go (client_free says what becomes of its command). */
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
                 client_free(cl);
-        }
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
@@ -778,6 +912,12 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         c->n_clients++;
         bufferevent_setcb(cl->bev, on_client_read, on_client_write, on_client_event, cl);
         bufferevent_setwatermark(cl->bev, EV_READ, 0, CONTROL_LINE_MAX + 1);
+        /* Told when a streaming client's queue is half drained, to resume
+         * reading its process; one that reads nothing for longer than the
+         * longest stall is gone. */
+        bufferevent_setwatermark(cl->bev, EV_WRITE, CONTROL_STREAM_MAX / 2, 0);
+        struct timeval wtv = {.tv_sec = CONTROL_STALL_MAX_MS / 1000 + 60, .tv_usec = 0};
+        bufferevent_set_timeouts(cl->bev, NULL, &wtv);
         bufferevent_enable(cl->bev, EV_READ | EV_WRITE);
 }
 

@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: Apache-2.0
+"""airlockd under faults: abandoned exec streams, a full or lost state
+database, kill -9 of the daemon, retention. Each test runs a real daemon
+(tests/daemon/daemonlib.py) and asserts that nothing is left behind and that
+every answer given is still true after a restart."""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "daemon"))
+from daemonlib import AIRLOCK, AIRLOCKD, BUILD, Daemon, wait_for  # noqa: E402
+
+# Output limits well above what a test streams: the bounds under test are
+# the stream's own, not the policy's.
+BIG_OUTPUT = {"limits": {"output": "1G"}}
+
+
+@pytest.fixture
+def fault_daemon():
+    """fault_daemon(*args, base=None) starts a fresh daemon; all are
+    cleaned up, their supervisors too."""
+    if os.geteuid() != 0:
+        pytest.skip("the daemon fault tests run as root")
+    for b in (AIRLOCK, AIRLOCKD):
+        if not b.exists():
+            pytest.skip(f"{b} is not built (run 'ninja -C {BUILD}')")
+    made = []
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="airlockd-faults-", dir="/tmp"))
+
+    def make(*args, base=None):
+        d = Daemon(base or tempfile.mkdtemp(prefix="d-", dir=tmp), args)
+        d.admin = d.grant("admin", "--allow-sandbox", "--allow-exec", "--allow-host-workspace")
+        d.start()
+        made.append(d)
+        return d
+    yield make
+    for d in made:
+        d.cleanup(getattr(d, "admin", None))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+# helpers
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_kb(pid):
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def descendants(pid):
+    """Every process below pid (by parent links)."""
+    children = {}
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            stat = pathlib.Path(f"/proc/{e}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(e))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in children.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def comms(pids):
+    out = []
+    for p in pids:
+        try:
+            out.append(pathlib.Path(f"/proc/{p}/comm").read_text().strip())
+        except OSError:
+            pass
+    return out
+
+
+def raw_exec(d, sandbox_id, argv, extra=None):
+    """Start an exec over a raw socket and read nothing from it."""
+    body = dict(argv=argv)
+    body.update(extra or {})
+    data = json.dumps(body).encode()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(str(d.socket))
+    s.sendall(("POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: airlockd\r\n"
+               "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+               "Content-Length: %d\r\n\r\n" % (sandbox_id, d.admin, len(data))).encode() + data)
+    return s
+
+
+def process_records(d, sandbox_id):
+    db = sqlite3.connect(str(d.state / "airlockd.db"))
+    try:
+        return db.execute("SELECT pid, state, exit_code, error_code FROM processes "
+                          "WHERE sandbox = ?", (sandbox_id,)).fetchall()
+    finally:
+        db.close()
+
+
+# abandoned streams (issue 11 item 2)
+
+@pytest.mark.parametrize("argv", [["yes"], ["head", "-c", "100M", "/dev/zero"]],
+                         ids=["yes", "head"])
+def test_abandoned_stream_is_bounded_killed_and_recorded(fault_daemon, argv):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    sb = c.create(policy=BIG_OUTPUT, sandbox_class="small")["id"]
+    assert c.run(sb, ["true"]).exit_code == 0
+    sup = d.supervisors()[sb]
+    daemon_fds = fd_count(d.proc.pid)
+    sup_rss = rss_kb(sup)
+
+    s = raw_exec(d, sb, argv)
+    # The command runs, then blocks on its pipe: nobody reads its output.
+    wait_for(lambda: argv[0] in comms(descendants(sup)), timeout=10, what="the command to start")
+    time.sleep(3)
+    grown = rss_kb(sup) - sup_rss
+    assert grown < 24 * 1024, "the supervisor buffered %d KiB of unread output" % grown
+    assert rss_kb(d.proc.pid) < 64 * 1024
+    s.close()
+
+    # The client is gone: its command is killed, its record is final, and
+    # the daemon lets the connection go.
+    wait_for(lambda: argv[0] not in comms(descendants(sup)), timeout=15,
+             what="the abandoned command to be killed")
+    wait_for(lambda: process_records(d, sb) and
+             all(r[1] == "exited" for r in process_records(d, sb)), timeout=10,
+             what="the process record to be final")
+    wait_for(lambda: fd_count(d.proc.pid) <= daemon_fds, timeout=10,
+             what="the daemon's fds to come back to %d" % daemon_fds)
+    rec = [r for r in process_records(d, sb) if r[0] != 1][0]
+    assert rec[3] == "abandoned", rec
+    # The sandbox still works.
+    assert c.run(sb, ["echo", "ok"]).stdout == b"ok\n"
+
+
+def test_stalled_stream_is_killed_after_the_stall_time(fault_daemon):
+    """A client that keeps the connection but never reads: the command is
+    paused, then killed after the stall time, and recorded."""
+    d = fault_daemon()
+    c = d.client(d.admin)
+    sb = c.create(policy=BIG_OUTPUT, sandbox_class="small")["id"]
+    sup = d.supervisors()[sb]
+    s = raw_exec(d, sb, ["yes"], {"stallTimeout": 3})
+    try:
+        wait_for(lambda: "yes" in comms(descendants(sup)), timeout=10, what="yes to start")
+        wait_for(lambda: "yes" not in comms(descendants(sup)), timeout=20,
+                 what="the stalled command to be killed")
+        wait_for(lambda: any(r[1] == "exited" for r in process_records(d, sb)), timeout=10,
+                 what="the record to be final")
+        assert [r[3] for r in process_records(d, sb)] == ["abandoned"]
+        assert c.get(sb)["state"] == "running"
+    finally:
+        s.close()
+
+
+def test_plain_disconnects_always_kill_the_command(fault_daemon):
+    """A client that leaves at any point of an exec, before or after
+    "started", never leaves its command running."""
+    d = fault_daemon()
+    c = d.client(d.admin)
+    sb = c.create(sandbox_class="small")["id"]
+    sup = d.supervisors()[sb]
+    daemon_fds = fd_count(d.proc.pid)
+    for i in range(16):
+        s = raw_exec(d, sb, ["sh", "-c", "echo hi; exec sleep 60"])
+        if i % 2:
+            s.settimeout(10)
+            got = b""
+            while b'"started"' not in got:
+                got += s.recv(4096)
+        elif i % 4 == 2:
+            time.sleep(0.05)
+        s.close()
+    wait_for(lambda: "sleep" not in comms(descendants(sup)) and "sh" not in comms(descendants(sup)),
+             timeout=15, what="every abandoned command to be killed")
+    wait_for(lambda: len(process_records(d, sb)) == 16 and
+             all(r[1] == "exited" for r in process_records(d, sb)), timeout=10,
+             what="every record to be final")
+    assert {r[3] for r in process_records(d, sb)} == {"abandoned"}
+    wait_for(lambda: fd_count(d.proc.pid) <= daemon_fds, timeout=10,
+             what="the daemon's fds to come back")
