@@ -405,13 +405,42 @@ static void create_ctx_free(struct create_ctx *c)
         free(c);
 }
 
+/* A lost or corrupt database takes no more writes (gc.c notices it): what
+ * the daemon would record there would not be there after a restart. Nor
+ * does a store whose last write failed, until gc.c's check finds that it
+ * takes writes again (each second). */
+static bool refuse_lost_store(struct daemon *d, struct evhttp_request *req)
+{
+        const char *why = daemon_health_get(d, "database");
+        if (!why)
+                why = daemon_health_get(d, "store");
+        if (!why)
+                return false;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "60");
+        reply_error(d, req, 503, "store_unavailable", "%s", why);
+        return true;
+}
+
+/* A start that failed because its record could not be written is the
+ * daemon's trouble, not the request's: 503, and /healthz says why. */
+static void reply_start_error(struct daemon *d, struct evhttp_request *req, int error,
+                              const char *message)
+{
+        if (daemon_health_get(d, "store") || daemon_health_get(d, "database") || error == -ENOSPC ||
+            error == -EDQUOT)
+                reply_error(d, req, 503, "store_unavailable", "the sandbox was not created: %s",
+                            message);
+        else
+                reply_error(d, req, error == -ETIMEDOUT ? 504 : 500, "setup_failed",
+                            "the sandbox could not be started: %s", message);
+}
+
 static void on_created(struct sandbox *sb, int error, const char *message, void *userdata)
 {
         struct create_ctx *c = userdata;
         struct daemon *d = c->d;
         if (error < 0) {
-                reply_error(d, c->req, error == -ETIMEDOUT ? 504 : 500, "setup_failed",
-                            "the sandbox could not be started: %s", message ? message : strerror(-error));
+                reply_start_error(d, c->req, error, message ? message : strerror(-error));
         } else {
                 d->metrics.creates++;
                 record_audit(d, sb->id, "api.create",
@@ -457,8 +486,9 @@ static void on_cloned(const char *id, const char *workspace, const char *base, i
         };
         struct al_error err = {0};
         struct sandbox *sb = NULL;
-        if (sandbox_start(d, TAKE_PTR(c->policy), &params, on_created, c, &sb, &err) < 0) {
-                reply_error(d, c->req, 500, "setup_failed", "%s", err.msg);
+        int r = sandbox_start(d, TAKE_PTR(c->policy), &params, on_created, c, &sb, &err);
+        if (r < 0) {
+                reply_start_error(d, c->req, r, err.msg);
                 create_ctx_free(c);
         }
 }
@@ -483,7 +513,7 @@ static void class_ceiling(const struct grant *g, uint64_t *mem, uint64_t *cpus, 
 
 static void handle_create(struct daemon *d, struct evhttp_request *req, struct grant *g)
 {
-        if (!require(d, req, g, g->allow_sandbox, "allowSandbox"))
+        if (!require(d, req, g, g->allow_sandbox, "allowSandbox") || refuse_lost_store(d, req))
                 return;
         json_t *body = read_json_body(d, req, true);
         if (!body)
@@ -708,7 +738,12 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 pooled->last_active_ms = now;
                 pooled->expires_ms = ttl > 0 ? now + (uint64_t)(ttl * 1000) : 0;
                 pooled->idle_timeout_ms = idle > 0 ? (uint64_t)(idle * 1000) : 0;
-                sandbox_save(pooled);
+                if (sandbox_save(pooled) < 0) {
+                        /* Not recorded as this grant's: not handed out. */
+                        sandbox_destroy(pooled, "store_failed", NULL, NULL);
+                        reply_start_error(d, req, -EIO, store_last_error(d->store));
+                        goto out;
+                }
                 d->metrics.creates++;
                 d->metrics.pool_hits++;
                 record_audit(d, pooled->id, "api.create",
@@ -748,7 +783,7 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         int r = sandbox_start(d, TAKE_PTR(p), &params, on_created, c, &sb, &err);
         if (r < 0) {
                 create_ctx_free(c);
-                reply_error(d, req, 500, "setup_failed", "%s", err.msg);
+                reply_start_error(d, req, r, err.msg);
         }
 out:
         policy_free(p);
@@ -880,7 +915,7 @@ static void handle_delete(struct daemon *d, struct evhttp_request *req, struct g
 
 static void handle_ttl(struct daemon *d, struct evhttp_request *req, struct grant *g, const char *id)
 {
-        if (!require(d, req, g, g->allow_sandbox, "allowSandbox"))
+        if (!require(d, req, g, g->allow_sandbox, "allowSandbox") || refuse_lost_store(d, req))
                 return;
         json_t *body = read_json_body(d, req, false);
         if (!body)
@@ -897,9 +932,15 @@ static void handle_ttl(struct daemon *d, struct evhttp_request *req, struct gran
         sb = find_running(d, req, id);
         if (!sb)
                 goto out;
+        uint64_t was = sb->expires_ms;
         sb->expires_ms = ttl > 0 ? daemon_now_ms() + (uint64_t)(ttl * 1000) : 0;
         sandbox_touch(sb);
-        sandbox_save(sb);
+        if (sandbox_save(sb) < 0) {
+                sb->expires_ms = was;
+                reply_error(d, req, 503, "store_unavailable", "the TTL was not changed: %s",
+                            store_last_error(d->store));
+                goto out;
+        }
         reply_json(d, req, 200, live_json(sb));
 out:
         json_decref(body);
@@ -1020,8 +1061,15 @@ static void record_process(struct call_ctx *c, json_t *exit)
         if (exit) {
                 int64_t code = json_integer_value(json_object_get(exit, "exitCode"));
                 const char *ec = json_string_value(json_object_get(exit, "errorCode"));
-                if (store_process_end(st, c->sb->id, c->pid, code, ec, now) != -ENOENT)
+                int r = daemon_store_result(c->d, store_process_end(st, c->sb->id, c->pid, code,
+                                                                    ec, now));
+                if (r != -ENOENT) {
+                        if (r < 0)
+                                daemon_log(c->d, "sandbox %s: recording the end of process %" PRIu64
+                                                 ": %s",
+                                           c->sb->id, c->pid, store_last_error(st));
                         return;
+                }
         }
         /* Its start, or an end whose start was never seen (exec failed). */
         _cleanup_free_ char *argv = c->argv ? json_dumps(c->argv, JSON_COMPACT) : NULL;
@@ -1037,7 +1085,9 @@ static void record_process(struct call_ctx *c, json_t *exit)
                 .ended_ms = exit ? now : 0,
         };
         memcpy(p.sandbox, c->sb->id, sizeof(p.sandbox));
-        store_process_put(st, &p);
+        if (daemon_store_result(c->d, store_process_put(st, &p)) < 0)
+                daemon_log(c->d, "sandbox %s: recording process %" PRIu64 ": %s", c->sb->id, c->pid,
+                           store_last_error(st));
 }
 
 static void start_stream(struct call_ctx *c)
@@ -1306,7 +1356,7 @@ static void start_call(struct daemon *d, struct evhttp_request *req, struct sand
 
 static void handle_exec(struct daemon *d, struct evhttp_request *req, struct grant *g, const char *id)
 {
-        if (!require(d, req, g, g->allow_exec, "allowExec"))
+        if (!require(d, req, g, g->allow_exec, "allowExec") || refuse_lost_store(d, req))
                 return;
         json_t *body = read_json_body(d, req, false);
         if (!body)
@@ -1804,10 +1854,12 @@ static void route(struct daemon *d, struct evhttp_request *req)
                 goto out;
 
         if (STREQ(path, "/healthz")) {
-                if (method_is(d, req, EVHTTP_REQ_GET, "GET"))
-                        reply_json(d, req, 200,
-                                   json_pack("{s:b, s:s, s:I}", "ok", 1, "version", "0.1.0",
-                                             "sandboxes", (json_int_t)sandbox_count(d, NULL, false)));
+                if (method_is(d, req, EVHTTP_REQ_GET, "GET")) {
+                        json_t *h = json_pack("{s:b, s:s, s:I}", "ok", 1, "version", "0.1.0",
+                                              "sandboxes", (json_int_t)sandbox_count(d, NULL, false));
+                        daemon_health_fill(d, h); /* health.c: "ok" and its reasons */
+                        reply_json(d, req, daemon_health_ok(d) ? 200 : 503, h);
+                }
                 goto out;
         }
         if (STREQ(path, "/metrics")) {

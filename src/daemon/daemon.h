@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "health.h"
 #include "metrics.h"
 #include "policy.h"
 #include "store.h"
@@ -153,6 +154,8 @@ struct daemon {
         struct event *pool_timer;
         struct event *sig_events[4];
         bool shutting_down;
+        struct health health; /* health.h: why /healthz says not ok */
+        uint64_t store_checked_ms; /* the last store check (gc.c) */
 };
 
 /* daemon lifecycle (airlockd.c) */

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "daemon.h"
@@ -8,8 +11,9 @@
  * idle timeout (no request and no process running), a refresh of each
  * sandbox's status for the metrics, and the warm pool's refill. */
 
-#define STATUS_EVERY_MS   15000
-#define STATUS_INFLIGHT   16
+#define STATUS_EVERY_MS     15000
+#define STATUS_INFLIGHT     16
+#define CHECKPOINT_EVERY_MS 60000
 
 static unsigned status_inflight;
 
@@ -32,14 +36,89 @@ static void on_poll_status(struct sandbox *sb, int error, const char *message, v
         status_inflight--;
 }
 
+/* The state database: is it still the file the daemon opened, and can it be
+ * written? A deleted, replaced or corrupt database stops every write
+ * ("database", until a restart: what the daemon would record is lost);
+ * a store that failed a write ("store", e.g. a full disk) is checkpointed
+ * and probed each round until it takes writes again, and then the live
+ * records, which may have missed changes meanwhile, are written anew. */
+/* Room for a sandbox's files in the state directory: 0, or -errno. */
+static int state_dir_probe(struct daemon *d)
+{
+        static const char probe[] = ".space-probe";
+        _cleanup_close_ int dir = open(d->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0)
+                return -errno;
+        int fd = openat(dir, probe, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        char buf[16384] = {0};
+        int r = 0;
+        for (int i = 0; i < 4 && r >= 0; i++)
+                r = write_full(fd, buf, sizeof(buf));
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        close(fd);
+        (void)unlinkat(dir, probe, 0);
+        return r;
+}
+
+static void store_watch(struct daemon *d, uint64_t now)
+{
+        if (daemon_health_get(d, "database"))
+                return;
+        int r = store_check_file(d->store);
+        if (r < 0) {
+                _cleanup_free_ char *why =
+                    xasprintf("the state database is lost: %s; writes are refused until the "
+                              "daemon is restarted on a restored copy",
+                              store_last_error(d->store));
+                daemon_health_set(d, "database", why);
+                return;
+        }
+        if (daemon_health_get(d, "store")) {
+                /* Healthy again when what the WAL holds fits in the
+                 * database file, and a record-sized write fits after it. */
+                r = daemon_store_result(d, store_checkpoint(d->store));
+                if (r >= 0)
+                        r = daemon_store_result(d, store_probe(d->store));
+                if (r >= 0)
+                        r = state_dir_probe(d);
+                if (r == -EUCLEAN) {
+                        _cleanup_free_ char *why = xasprintf("the state database is corrupt: %s",
+                                                             store_last_error(d->store));
+                        daemon_health_set(d, "database", why);
+                        return;
+                }
+                if (r < 0)
+                        return;
+                for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
+                        if (sb->state != SANDBOX_FAILED && sb->state != SANDBOX_DESTROYED &&
+                            sandbox_save(sb) < 0)
+                                return;
+                if (daemon_store_result(d, store_checkpoint(d->store)) < 0)
+                        return;
+                d->store_checked_ms = now;
+                daemon_health_set(d, "store", NULL);
+                daemon_log(d, "the state database takes writes again");
+                return;
+        }
+        if (now - d->store_checked_ms >= CHECKPOINT_EVERY_MS) {
+                d->store_checked_ms = now;
+                if (daemon_store_result(d, store_checkpoint(d->store)) == -EUCLEAN)
+                        daemon_health_set(d, "database", "the state database is corrupt");
+        }
+}
+
 void gc_run(struct daemon *d)
 {
         uint64_t now = daemon_now_ms();
+        store_watch(d, now);
         /* A destroy may end a sandbox at once and unlink it: walk ids. */
         size_t n = 0;
         for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
                 n++;
-        char (*ids)[17] = xcalloc(n ? n : 1, sizeof(*ids));
+        char(*ids)[17] = xcalloc(n ? n : 1, sizeof(*ids));
         size_t k = 0;
         for (struct sandbox *sb = d->sandboxes; sb && k < n; sb = sb->next)
                 memcpy(ids[k++], sb->id, 17);
@@ -79,6 +158,7 @@ void gc_start(struct daemon *d)
 {
         d->gc_timer = event_new(d->base, -1, EV_PERSIST, on_gc_timer, d);
         uint64_t ms = d->gc_interval_ms ? d->gc_interval_ms : 1000;
-        struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+        struct timeval tv = {.tv_sec = (time_t)(ms / 1000),
+                             .tv_usec = (suseconds_t)(ms % 1000) * 1000};
         event_add(d->gc_timer, &tv);
 }

@@ -165,9 +165,10 @@ int sandbox_save(struct sandbox *sb)
                 .reason = sb->end_reason,
         };
         memcpy(r.id, sb->id, sizeof(r.id));
-        int k = store_sandbox_put(sb->d->store, &r);
+        int k = daemon_store_result(sb->d, store_sandbox_put(sb->d->store, &r));
         if (k < 0)
-                daemon_log(sb->d, "sandbox %s: recording it: %s", sb->id, strerror(-k));
+                daemon_log(sb->d, "sandbox %s: recording it: %s", sb->id,
+                           store_last_error(sb->d->store));
         return k;
 }
 
@@ -499,6 +500,17 @@ static void start_failed(struct sandbox *sb, int error, const char *message)
         sandbox_unref(sb);
 }
 
+/* The record of a starting sandbox could not be written: stop its
+ * supervisor (SIGTERM: it tears the sandbox down) and fail the start with
+ * the store's reason. */
+static void store_failed(struct sandbox *sb, int k)
+{
+        _cleanup_free_ char *msg = xasprintf("the sandbox's record could not be saved: %s",
+                                             store_last_error(sb->d->store));
+        pidfd_kill(sb, SIGTERM);
+        start_failed(sb, k, msg);
+}
+
 static void ready_line(struct sandbox *sb, const char *line)
 {
         if (STREQ(line, "ok")) {
@@ -508,7 +520,13 @@ static void ready_line(struct sandbox *sb, const char *line)
                 sb->ready_fd = -1;
                 sb->state = sb->for_pool ? SANDBOX_POOLED : SANDBOX_RUNNING;
                 sandbox_touch(sb);
-                sandbox_save(sb);
+                int k = sandbox_save(sb);
+                if (k < 0) {
+                        /* Not recorded, not reported: undone. */
+                        sb->state = SANDBOX_STARTING;
+                        store_failed(sb, k);
+                        return;
+                }
                 sandbox_cb cb = sb->start_cb;
                 sb->start_cb = NULL;
                 if (cb)
@@ -618,12 +636,21 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
          * list) and PATH. */
         _cleanup_strv_ char **envp = daemon_child_env(d);
 
-        /* Built before fork: the child only makes system calls. */
-        sigset_t none;
+        /* Built before fork: the child only makes system calls. Signals are
+         * blocked across the fork: until the child has reset its handlers,
+         * a signal sent to it (a destroy right after the start) would run
+         * the daemon's handler, which tells the daemon's loop, through the
+         * pipe they share, that the daemon itself got it. */
+        sigset_t none, all, old;
         sigemptyset(&none);
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
         pid_t pid = fork();
-        if (pid < 0)
-                return al_error_set(err, errno, "fork");
+        if (pid < 0) {
+                int e = errno;
+                sigprocmask(SIG_SETMASK, &old, NULL);
+                return al_error_set(err, e, "fork");
+        }
         if (pid == 0) {
                 int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (null < 0 || setsid() < 0 || dup2(null, 0) < 0 || dup2(logfd, 1) < 0 ||
@@ -636,6 +663,7 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
                 execve(d->airlock_bin, argv, envp);
                 _exit(127);
         }
+        sigprocmask(SIG_SETMASK, &old, NULL);
         sb->pid = pid;
         sb->pidfd = pidfd_open(pid);
         sb->ready_fd = TAKE_FD(rd);
@@ -695,14 +723,31 @@ int sandbox_start(struct daemon *d, struct policy *p, const struct sandbox_param
         sb->for_pool = params->pooled;
         sb->next = d->sandboxes;
         d->sandboxes = sb;
-        sandbox_save(sb);
+        if (sb->pidfd >= 0)
+                (void)watch_exit(sb);
+        r = sandbox_save(sb);
+        if (r < 0) {
+                /* Unrecorded, a restart would not know it: stop the
+                 * supervisor now; its exit finishes the cleanup. The caller
+                 * answers the error. */
+                al_error_set(err, 0, "recording the sandbox in the state database: %s",
+                             store_last_error(d->store));
+                d->metrics.create_failures++;
+                sb->start_cb = NULL;
+                sb->state = SANDBOX_FAILED;
+                sandbox_set_reason(sb, err->msg);
+                pidfd_kill(sb, SIGTERM);
+                if (sb->pidfd < 0)
+                        finalize(sb);
+                else
+                        arm_kill_timer(sb, DESTROY_TIMEOUT_MS);
+                return r;
+        }
 
         sb->ready_ev = event_new(d->base, sb->ready_fd, EV_READ | EV_PERSIST, on_ready, sb);
         struct timeval tv = {.tv_sec = (time_t)(d->ready_timeout_ms / 1000),
                              .tv_usec = (suseconds_t)(d->ready_timeout_ms % 1000) * 1000};
         event_add(sb->ready_ev, &tv);
-        if (sb->pidfd >= 0)
-                (void)watch_exit(sb);
         *ret = sb;
         return 0;
 
@@ -722,6 +767,12 @@ fail_dir:
         }
 fail:
         d->metrics.create_failures++;
+        if (r == -ENOSPC || r == -EDQUOT) {
+                /* The state directory is full: the store could not record
+                 * either; gc.c's check says when it has room again. */
+                _cleanup_free_ char *why = xasprintf("the state directory is full: %s", err->msg);
+                daemon_health_set(d, "store", why);
+        }
         sandbox_free(sb);
         return r;
 }

@@ -201,3 +201,197 @@ def test_plain_disconnects_always_kill_the_command(fault_daemon):
     assert {r[3] for r in process_records(d, sb)} == {"abandoned"}
     wait_for(lambda: fd_count(d.proc.pid) <= daemon_fds, timeout=10,
              what="the daemon's fds to come back")
+
+
+# the state store (issue 11 items 5 and 7)
+
+def supervisor_procs(d):
+    """{pid: sandbox id} of every `airlock supervise` serving d's run dir."""
+    out = {}
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            argv = pathlib.Path(f"/proc/{e}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"supervise" in argv and b"--run-dir" in argv:
+            i = argv.index(b"--run-dir")
+            if i + 1 < len(argv) and argv[i + 1] == str(d.run_dir).encode():
+                out[int(e)] = argv[argv.index(b"--id") + 1].decode()
+    return out
+
+
+def recorded(d):
+    db = sqlite3.connect(str(d.state / "airlockd.db"))
+    try:
+        return {row[0]: row[1] for row in db.execute("SELECT id, state FROM sandboxes")}
+    finally:
+        db.close()
+
+
+def cgroups_named(prefix):
+    out = []
+    for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+        for n in dirs:
+            if n.startswith(prefix):
+                out.append(os.path.join(root, n))
+        dirs[:] = [n for n in dirs if not n.startswith("airlock-")][:200]
+    return out
+
+
+def health(d):
+    status, _, body = d.client(d.admin).request("GET", "/healthz")
+    return status, json.loads(body)
+
+
+def assert_no_orphans(d, c):
+    """Every supervisor is one the records say runs, and every running record
+    has its supervisor."""
+    sups = supervisor_procs(d)
+    recs = recorded(d)
+    live = {i for i, s in recs.items() if s in ("running", "pooled", "starting", "stopping")}
+    assert set(sups.values()) <= live, (sups, recs)
+    for i in live:
+        assert i in sups.values(), (i, recs[i], sups)
+    for i, s in recs.items():
+        if s in ("failed", "destroyed"):
+            assert not cgroups_named("airlock-" + i), i
+
+
+@pytest.fixture
+def small_state(tmp_path):
+    """A daemon base whose state directory is a 24 MiB tmpfs."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    base = tmp_path / "d"
+    (base / "state").mkdir(parents=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m,mode=0700", "tmpfs",
+                        str(base / "state")], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: " + r.stderr.strip())
+    yield base
+    subprocess.run(["umount", "-l", str(base / "state")], capture_output=True)
+
+
+def fill(path):
+    """Fill the file system of path; returns the filler's path."""
+    filler = path / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for chunk in (1 << 20, 4096):
+            try:
+                while True:
+                    os.write(fd, b"\0" * chunk)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_full_state_disk_refuses_creates_and_leaves_nothing_behind(fault_daemon, small_state):
+    d = fault_daemon(base=small_state)
+    c = d.client(d.admin)
+    keep = c.create(sandbox_class="small")["id"]
+    filler = fill(d.state)
+    for _ in range(4):
+        status, _, body = c.request("POST", "/v1/sandboxes", {"class": "small"})
+        body = json.loads(body)
+        assert status == 503, (status, body)
+        assert body.get("error") == "store_unavailable", body
+        st, h = health(d)
+        assert st == 503 and h["ok"] is False and "store" in h.get("reasons", {}), h
+    wait_for(lambda: set(supervisor_procs(d).values()) == {keep}, timeout=15,
+             what="the refused sandboxes' supervisors to stop")
+
+    # What the daemon answered holds after a crash and a restart.
+    d.kill9()
+    d.start()
+    assert_no_orphans(d, c)
+    assert recorded(d)[keep] == "running"
+
+    # Space comes back, and so does the store, the WAL truncated.
+    filler.unlink()
+    wait_for(lambda: health(d)[1]["ok"], timeout=10, what="healthz to say ok again")
+    wal = d.state / "airlockd.db-wal"
+    assert not wal.exists() or wal.stat().st_size <= 4 << 20
+    sb = c.create(sandbox_class="small")["id"]
+    assert c.run(sb, ["echo", "ok"]).stdout == b"ok\n"
+    assert_no_orphans(d, c)
+
+
+@pytest.fixture
+def small_db(tmp_path):
+    """A daemon base whose database lives on a 4 MiB tmpfs of its own, so
+    that the record is what fails, not the sandbox's files."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    base = tmp_path / "d"
+    (base / "state").mkdir(parents=True)
+    (base / "dbfs").mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs",
+                        str(base / "dbfs")], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: " + r.stderr.strip())
+    (base / "state" / "airlockd.db").symlink_to(base / "dbfs" / "airlockd.db")
+    yield base
+    subprocess.run(["umount", "-l", str(base / "dbfs")], capture_output=True)
+
+
+def test_a_create_whose_record_fails_is_undone(fault_daemon, small_db):
+    d = fault_daemon(base=small_db)
+    c = d.client(d.admin)
+    keep = c.create(sandbox_class="small")["id"]
+    filler = fill(small_db / "dbfs")
+    status, _, body = c.request("POST", "/v1/sandboxes", {"class": "small", "metadata": {"x": "y" * 200}})
+    body = json.loads(body)
+    assert status == 503 and body["error"] == "store_unavailable", (status, body)
+    assert "record" in body["message"], body
+    st, h = health(d)
+    assert st == 503 and "store" in h["reasons"], h
+    # Refused at once while the store cannot write.
+    status, _, _ = c.request("POST", "/v1/sandboxes", {"class": "small"})
+    assert status == 503
+    wait_for(lambda: set(supervisor_procs(d).values()) == {keep}, timeout=15,
+             what="the unrecorded sandbox's supervisor to stop")
+    refused = {line.split()[2].rstrip(":") for line in d.log.read_text().splitlines()
+               if ": recording it: " in line} - {keep}
+    assert refused
+    wait_for(lambda: not [i for i in refused if cgroups_named("airlock-" + i)], timeout=10,
+             what="the refused sandbox's cgroups to go")
+
+    d.kill9()
+    filler.unlink()
+    d.start()
+    assert_no_orphans(d, c)
+    wait_for(lambda: health(d)[1]["ok"], timeout=10, what="healthz to say ok again")
+    assert c.run(keep, ["echo", "ok"]).stdout == b"ok\n"
+
+
+def test_a_deleted_database_stops_writes_and_says_why(fault_daemon):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    sb = c.create(sandbox_class="small")["id"]
+    (d.state / "airlockd.db").unlink()
+    wait_for(lambda: not health(d)[1]["ok"], timeout=10, what="healthz to notice")
+    st, h = health(d)
+    assert st == 503 and "deleted" in h["reasons"]["database"], h
+    status, _, body = c.request("POST", "/v1/sandboxes", {"class": "small"})
+    assert status == 503 and json.loads(body)["error"] == "store_unavailable", body
+    status, _, _ = c.request("POST", "/v1/sandboxes/%s/exec" % sb, {"argv": ["true"]})
+    assert status == 503
+    assert set(supervisor_procs(d).values()) == {sb}
+
+
+def test_a_corrupted_database_stops_writes_and_says_why(fault_daemon):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    c.create(sandbox_class="small")
+    with open(d.state / "airlockd.db", "r+b") as f:
+        f.write(b"this is no database any more" * 100)
+    wait_for(lambda: not health(d)[1]["ok"], timeout=10, what="healthz to notice")
+    st, h = health(d)
+    assert st == 503 and "database" in h["reasons"], h
+    status, _, _ = c.request("POST", "/v1/sandboxes", {"class": "small"})
+    assert status == 503
