@@ -95,6 +95,7 @@ struct sandbox {
         int pidfd;
         struct event *exit_ev;
         bool exited;
+        char exit_how[48]; /* "exit code 125", "signal 9"; "" when not known */
 
         int ready_fd;
         struct event *ready_ev;

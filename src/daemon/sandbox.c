@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -194,7 +195,36 @@ static bool is_cgroupfs(int fd)
                 (unsigned long)s.f_type == CGROUP2_SUPER_MAGIC);
 }
 
+/* Kill a process listed in a cgroup named `tag` (or below it), by a pidfd
+ * taken before its membership is checked: a listed process that has ended
+ * may have left its number to another, and a number read a moment ago is
+ * no name for a process. */
+static void kill_member(int pid, const char *tag)
+{
+        _cleanup_close_ int pfd = pidfd_open(pid);
+        if (pfd < 0)
+                return;
+        _cleanup_free_ char *path = xasprintf("/proc/%d/cgroup", pid);
+        _cleanup_free_ char *cg = NULL;
+        _cleanup_free_ char *needle = xasprintf("/%s", tag);
+        if (read_file_at(AT_FDCWD, path, 64 * 1024, &cg, NULL) < 0)
+                return;
+        size_t n = strlen(needle);
+        for (const char *at = strstr(cg, needle); at; at = strstr(at + 1, needle))
+                if (at[n] == '/' || at[n] == '\n' || at[n] == '\0') {
+                        (void)syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+                        return;
+                }
+}
+
+static void cgroup_remove_tagged(int parent, const char *name, const char *tag, unsigned depth);
+
 static void cgroup_remove(int parent, const char *name, unsigned depth)
+{
+        cgroup_remove_tagged(parent, name, name, depth);
+}
+
+static void cgroup_remove_tagged(int parent, const char *name, const char *tag, unsigned depth)
 {
         int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -208,7 +238,7 @@ static void cgroup_remove(int parent, const char *name, unsigned depth)
         while ((de = readdir(dir)))
                 if (de->d_type == DT_DIR && !STREQ(de->d_name, ".") && !STREQ(de->d_name, "..") &&
                     depth < 8)
-                        cgroup_remove(dirfd(dir), de->d_name, depth + 1);
+                        cgroup_remove_tagged(dirfd(dir), de->d_name, tag, depth + 1);
         int kfd = openat(dirfd(dir), "cgroup.kill", O_WRONLY | O_CLOEXEC);
         if (kfd >= 0) {
                 /* Without cgroup.kill (v1) the processes are killed below. */
@@ -224,7 +254,7 @@ static void cgroup_remove(int parent, const char *name, unsigned depth)
                                         *nl = '\0';
                                 int pid;
                                 if (safe_atoi(p, &pid) == 0 && pid > 1)
-                                        kill(pid, SIGKILL);
+                                        kill_member(pid, tag);
                                 if (!nl)
                                         break;
                                 p = nl + 1;
@@ -343,6 +373,18 @@ void sandbox_cleanup_leftovers(struct daemon *d, const char *id, pid_t pid, cons
                 remove_tree_async(d, workspace);
 }
 
+static char *log_tail(struct sandbox *sb);
+
+/* Why a start ended without a word on the ready pipe: how the supervisor
+ * ended and the last line it logged. */
+static char *exited_message(struct sandbox *sb)
+{
+        _cleanup_free_ char *tail = log_tail(sb);
+        return xasprintf("the supervisor exited before the sandbox was ready (%s)%s%s",
+                         sb->exit_how[0] ? sb->exit_how : "how is not known", tail ? ": " : "",
+                         tail ? tail : "");
+}
+
 /* The end of a sandbox: its supervisor is gone. */
 static void finalize(struct sandbox *sb)
 {
@@ -373,7 +415,16 @@ static void finalize(struct sandbox *sb)
 
         enum sandbox_state was = sb->state;
         sb->ended_ms = daemon_now_ms();
-        if (was == SANDBOX_STOPPING) {
+        _cleanup_free_ char *why = NULL;
+        if (was == SANDBOX_STARTING) {
+                /* Gone before it said ready or not: a failed start, with
+                 * what is known of why. */
+                why = exited_message(sb);
+                _cleanup_free_ char *reason = xasprintf("start_failed: %s", why);
+                sb->state = SANDBOX_FAILED;
+                sandbox_set_reason(sb, reason);
+                d->metrics.create_failures++;
+        } else if (was == SANDBOX_STOPPING) {
                 sb->state = SANDBOX_DESTROYED;
         } else if (was == SANDBOX_RUNNING || was == SANDBOX_POOLED) {
                 sb->state = SANDBOX_DESTROYED;
@@ -402,7 +453,7 @@ static void finalize(struct sandbox *sb)
         if (sb->start_cb) {
                 sandbox_cb cb = sb->start_cb;
                 sb->start_cb = NULL;
-                cb(sb, -ECHILD, "the supervisor exited before the sandbox was ready",
+                cb(sb, -ECHILD, why ? why : "the supervisor exited before the sandbox was ready",
                    sb->start_ud);
         }
         while (sb->waiters) {
@@ -426,7 +477,16 @@ static void on_exit_event(evutil_socket_t fd, short what, void *arg)
         if (sb->exited)
                 return;
         sb->exited = true;
-        if (sb->pid > 0)
+        /* Reaped here, after its end was seen: until then its pid stays its
+         * own (a supervisor the daemon started sends no SIGCHLD, so the
+         * daemon's catch-all reaper leaves it alone). */
+        siginfo_t si = {0};
+        if (sb->pidfd >= 0 && waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG | __WALL) == 0 &&
+            si.si_pid > 0)
+                snprintf(sb->exit_how, sizeof(sb->exit_how),
+                         si.si_code == CLD_EXITED ? "exit code %d" : "killed by signal %d",
+                         si.si_status);
+        else if (sb->pid > 0)
                 (void)waitpid(sb->pid, NULL, WNOHANG);
         sandbox_ref(sb);
         /* What the supervisor said on the ready pipe before it went explains
@@ -583,9 +643,18 @@ static void on_ready(evutil_socket_t fd, short what, void *arg)
                 ready_line(sb, sb->ready_buf);
                 return;
         }
-        _cleanup_free_ char *tail = log_tail(sb);
-        _cleanup_free_ char *msg = xasprintf("the supervisor exited before the sandbox was ready%s%s",
-                                             tail ? ": " : "", tail ? tail : "");
+        /* The pipe closed without a line. Its end (on_exit_event, then
+         * finalize) says how the supervisor went; one that closed the pipe
+         * and lives on is killed. */
+        if (sb->ready_ev)
+                event_del(sb->ready_ev);
+        close(sb->ready_fd);
+        sb->ready_fd = -1;
+        if (!sb->exited && sb->pidfd >= 0) {
+                arm_kill_timer(sb, DESTROY_TIMEOUT_MS);
+                return;
+        }
+        _cleanup_free_ char *msg = exited_message(sb);
         start_failed(sb, -ECHILD, msg);
 }
 
@@ -645,7 +714,18 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
         sigemptyset(&none);
         sigfillset(&all);
         sigprocmask(SIG_SETMASK, &all, &old);
-        pid_t pid = fork();
+        /* No exit signal: the daemon's SIGCHLD reaper (waitpid(-1), which
+         * does not wait for such children) leaves it to on_exit_event, which
+         * learns how it ended; and its pid is not free for another process
+         * before the daemon has cleaned up after it. */
+        int cpidfd = -1;
+        struct clone_args ca = {.flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&cpidfd,
+                                .exit_signal = 0};
+        pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0 && errno == ENOSYS) {
+                pid = fork();
+                cpidfd = -1;
+        }
         if (pid < 0) {
                 int e = errno;
                 sigprocmask(SIG_SETMASK, &old, NULL);
@@ -665,7 +745,7 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
         }
         sigprocmask(SIG_SETMASK, &old, NULL);
         sb->pid = pid;
-        sb->pidfd = pidfd_open(pid);
+        sb->pidfd = cpidfd >= 0 ? cpidfd : pidfd_open(pid);
         sb->ready_fd = TAKE_FD(rd);
         return 0;
 }

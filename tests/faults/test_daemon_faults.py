@@ -395,3 +395,94 @@ def test_a_corrupted_database_stops_writes_and_says_why(fault_daemon):
     assert st == 503 and "database" in h["reasons"], h
     status, _, _ = c.request("POST", "/v1/sandboxes", {"class": "small"})
     assert status == 503
+
+
+# failed starts and kill -9 (issue 11 item 9, and the daemon's own crash)
+
+def create_in_background(c, **kw):
+    import threading
+    out = {}
+
+    def run():
+        try:
+            out["answer"] = c.request("POST", "/v1/sandboxes", kw)
+        except OSError as e:
+            out["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def catch_supervisor(d, known, timeout=10):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        new = {p: i for p, i in supervisor_procs(d).items() if i not in known}
+        if new:
+            return new
+        time.sleep(0.001)
+    return {}
+
+
+def test_a_start_that_dies_records_its_cause_and_a_final_state(fault_daemon):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    for attempt in range(10):
+        known = set(recorded(d))
+        t, out = create_in_background(c, **{"class": "small"})
+        new = catch_supervisor(d, known)
+        for pid in new:
+            os.kill(pid, signal.SIGKILL)
+        t.join(30)
+        status, _, body = out["answer"]
+        if status == 201:
+            c.delete(json.loads(body)["id"])
+            continue
+        body = json.loads(body)
+        assert status == 500 and body["error"] == "setup_failed", (status, body)
+        assert "killed by signal 9" in body["message"], body
+        failed = [i for i, s in recorded(d).items() if i in new.values()]
+        assert failed, recorded(d)
+        db = sqlite3.connect(str(d.state / "airlockd.db"))
+        state, reason = db.execute("SELECT state, reason FROM sandboxes WHERE id = ?",
+                                   (failed[0],)).fetchone()
+        db.close()
+        assert state == "failed" and "killed by signal 9" in reason, (state, reason)
+        wait_for(lambda: not cgroups_named("airlock-" + failed[0]), timeout=10,
+                 what="the failed start's cgroups to go")
+        return
+    pytest.skip("every start was ready before its supervisor could be killed")
+
+
+def test_kill9_of_the_daemon_mid_create_leaves_nothing(fault_daemon):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    keep = c.create(sandbox_class="small")["id"]
+    t, out = create_in_background(c, **{"class": "small"})
+    new = catch_supervisor(d, {keep})
+    d.kill9()
+    t.join(10)
+    d.start()
+    wait_for(lambda: set(supervisor_procs(d).values()) <= {keep}, timeout=20,
+             what="the half-made sandbox to be destroyed")
+    assert_no_orphans(d, c)
+    for i in new.values():
+        assert recorded(d).get(i) in (None, "destroyed", "failed"), recorded(d)
+        wait_for(lambda: not cgroups_named("airlock-" + i), timeout=10, what="its cgroups to go")
+    assert c.run(keep, ["true"]).exit_code == 0
+
+
+def test_kill9_of_the_daemon_mid_stream(fault_daemon):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    sb = c.create(sandbox_class="small")["id"]
+    sup = d.supervisors()[sb]
+    s = raw_exec(d, sb, ["sh", "-c", "while :; do echo x; sleep 0.01; done"])
+    wait_for(lambda: "sh" in comms(descendants(sup)), timeout=10, what="the command to start")
+    d.kill9()
+    s.close()
+    # The daemon that started it is gone: so is the command (its client).
+    wait_for(lambda: "sh" not in comms(descendants(sup)), timeout=15,
+             what="the command whose daemon died to be killed")
+    d.start()
+    assert_no_orphans(d, c)
+    assert c.run(sb, ["echo", "ok"]).stdout == b"ok\n"
