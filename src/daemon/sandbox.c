@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
@@ -14,6 +15,7 @@
 #include "ctl.h"
 #include "daemon.h"
 #include "files.h"
+#include "http.h"
 #include "jobs.h"
 #include "util.h"
 
@@ -1117,6 +1119,71 @@ static struct sandbox *from_record(struct daemon *d, const struct store_sandbox 
         return sb;
 }
 
+/* Supervisors the records do not know (the database was lost or restored
+ * from an older copy, or the daemon died between starting one and recording
+ * it): found by their state in the run directory, and destroyed cleanly,
+ * with a record that says so. No client holds their id, and a sandbox
+ * nobody can reach must not run on. */
+static void reattach_unrecorded(struct daemon *d)
+{
+        _cleanup_(closedirp) DIR *dir = opendir(d->run_dir);
+        if (!dir)
+                return;
+        struct dirent *de;
+        size_t found = 0;
+        while ((de = readdir(dir))) {
+                const char *id = de->d_name;
+                if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16 || sandbox_find(d, id))
+                        continue;
+                _cleanup_free_ char *state = NULL;
+                _cleanup_free_ char *path = xasprintf("%s/supervisor.json", id);
+                if (read_file_at(dirfd(dir), path, 64 * 1024, &state, NULL) < 0)
+                        continue;
+                json_error_t jerr;
+                json_t *o = json_loads(state, 0, &jerr);
+                json_int_t pid = json_integer_value(json_object_get(o, "pid"));
+                json_decref(o);
+                if (pid <= 0 || pid > INT32_MAX || !is_our_supervisor((pid_t)pid, id))
+                        continue;
+                struct sandbox *sb = sandbox_alloc(d, id);
+                sb->pid = (pid_t)pid;
+                sb->pidfd = pidfd_open(sb->pid);
+                if (sb->pidfd < 0 || !is_our_supervisor(sb->pid, id)) {
+                        sandbox_free(sb);
+                        continue;
+                }
+                sb->class_name = xstrdup("unknown");
+                sb->metadata = json_object();
+                sb->policy = policy_new();
+                _cleanup_free_ char *ppath = xasprintf("%s/sandboxes/%s/policy.json", d->state_dir, id);
+                if (read_file_at(AT_FDCWD, ppath, 1 << 20, &sb->policy_json, NULL) < 0)
+                        sb->policy_json = xstrdup("{}");
+                sb->created_ms = sb->last_active_ms = daemon_now_ms();
+                /* A workspace the daemon made is where it makes them. */
+                _cleanup_free_ char *ws = xasprintf("%s/workspaces/%s", d->state_dir, id);
+                struct stat st;
+                if (stat(ws, &st) == 0 && S_ISDIR(st.st_mode)) {
+                        sb->workspace = TAKE_PTR(ws);
+                        sb->workspace_owned = true;
+                }
+                sb->next = d->sandboxes;
+                d->sandboxes = sb;
+                if (watch_exit(sb) < 0) {
+                        pidfd_kill(sb, SIGKILL);
+                        continue;
+                }
+                found++;
+                daemon_log(d, "sandbox %s: its supervisor (pid %d) has no record; destroying it", id,
+                           (int)sb->pid);
+                record_audit(d, id, "sandbox.unrecorded",
+                             json_pack("{s:i, s:s}", "pid", (int)sb->pid, "action", "destroy"));
+                sb->state = SANDBOX_RUNNING;
+                sandbox_destroy(sb, "unrecorded", NULL, NULL);
+        }
+        if (found)
+                daemon_log(d, "destroyed %zu sandbox(es) the records did not know", found);
+}
+
 int sandbox_reattach_all(struct daemon *d)
 {
         static const char *const live[] = {"starting", "pooled", "running", "stopping"};
@@ -1191,6 +1258,7 @@ int sandbox_reattach_all(struct daemon *d)
         if (attached || lost)
                 daemon_log(d, "re-attached %zu sandbox(es); %zu had lost their supervisor", attached,
                            lost);
+        reattach_unrecorded(d);
         return 0;
 }
 

@@ -486,3 +486,46 @@ def test_kill9_of_the_daemon_mid_stream(fault_daemon):
     d.start()
     assert_no_orphans(d, c)
     assert c.run(sb, ["echo", "ok"]).stdout == b"ok\n"
+
+
+def backup_db(d, dest):
+    src = sqlite3.connect(str(d.state / "airlockd.db"))
+    dst = sqlite3.connect(str(dest))
+    src.backup(dst)
+    src.close()
+    dst.close()
+
+
+def restore_db(d, copy):
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            (d.state / ("airlockd.db" + suffix)).unlink()
+        except FileNotFoundError:
+            pass
+    shutil.copy(copy, d.state / "airlockd.db")
+
+
+def test_restart_on_a_restored_database_leaves_no_orphan(fault_daemon, tmp_path):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    old = c.create(sandbox_class="small")["id"]
+    backup_db(d, tmp_path / "copy.db")
+    new = c.create(sandbox_class="small")["id"]
+    (d.state / "airlockd.db").unlink()
+    wait_for(lambda: not health(d)[1]["ok"], timeout=10, what="healthz to notice")
+    d.kill9()
+    restore_db(d, tmp_path / "copy.db")
+    d.start()
+    # The grants came back with the copy; the sandbox it knew is re-attached.
+    assert c.get(old)["state"] == "running"
+    assert c.run(old, ["echo", "ok"]).stdout == b"ok\n"
+    # The one it did not know is stopped, not left running unreachable.
+    wait_for(lambda: new not in supervisor_procs(d).values(), timeout=20,
+             what="the unrecorded sandbox's supervisor to stop")
+    wait_for(lambda: recorded(d).get(new) == "destroyed", timeout=10,
+             what="a record of what became of it")
+    wait_for(lambda: not cgroups_named("airlock-" + new), timeout=10, what="its cgroups to go")
+    assert not (d.state / "workspaces" / new).exists()
+    assert_no_orphans(d, c)
+    assert any('"sandbox.unrecorded"' in line and new in line
+               for line in d.audit.read_text().splitlines())
