@@ -30,6 +30,9 @@ static const char run_usage[] =
         "  -w, --workspace DIR      the workspace, mounted read-write at /workspace (default: .)\n"
         "      --review             mount the workspace copy-on-write; changes wait for\n"
         "                           'airlock accept ID' (or 'airlock discard ID')\n"
+        "      --state-root DIR     keep a review sandbox's changes under DIR/sandboxes/ID\n"
+        "                           (default: /var/lib/airlock, or ~/.local/state/airlock);\n"
+        "                           give the same to diff, accept, discard and gc\n"
         "      --repo URL           clone URL on the host and use the clone as the workspace;\n"
         "                           then 'airlock export ID' or 'airlock push ID' (docs/git.md)\n"
         "      --rev REV            the branch, tag or commit to check out (default: the\n"
@@ -93,6 +96,7 @@ enum {
         OPT_REVIEW,
         OPT_REPO,
         OPT_REV,
+        OPT_STATE_ROOT,
 };
 
 static const struct option run_options[] = {
@@ -124,6 +128,7 @@ static const struct option run_options[] = {
         {"review", no_argument, NULL, OPT_REVIEW},
         {"repo", required_argument, NULL, OPT_REPO},
         {"rev", required_argument, NULL, OPT_REV},
+        {"state-root", required_argument, NULL, OPT_STATE_ROOT},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -138,6 +143,7 @@ struct run_args {
         const char *audit;
         const char *repo;
         const char *rev;
+        const char *state_root;
         bool quiet;
 };
 
@@ -406,6 +412,9 @@ int cmd_run(int argc, char **argv)
                 case OPT_REPO:
                         a.repo = optarg;
                         break;
+                case OPT_STATE_ROOT:
+                        a.state_root = optarg;
+                        break;
                 case OPT_REV:
                         a.rev = optarg;
                         break;
@@ -434,6 +443,12 @@ int cmd_run(int argc, char **argv)
         }
 
         _cleanup_(tools_clone_done) struct tools_clone git = {0};
+        if (a.state_root && (a.state_root[0] != '/' || a.repo)) {
+                policy_free(p);
+                return fail_setup(&a, a.repo ? "run: --state-root cannot be combined with --repo "
+                                               "(the clone is kept under the default state root)"
+                                             : "run: --state-root: expected an absolute path");
+        }
         if (a.repo || a.rev) {
                 if (!a.repo || workspace || p->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
                         policy_free(p);
@@ -475,7 +490,8 @@ int cmd_run(int argc, char **argv)
         }
         _cleanup_free_ char *audit_path = a.audit ? xstrdup(a.audit) : audit_default_path(geteuid(), home);
 
-        _cleanup_free_ char *state_root = review_state_root(geteuid(), home);
+        _cleanup_free_ char *state_root =
+                a.state_root ? xstrdup(a.state_root) : review_state_root(geteuid(), home);
         struct supervisor_config cfg = {
                 .policy = p,
                 .state_root = state_root,

@@ -20,6 +20,7 @@
 
 #include "audit.h"
 #include "daemon.h"
+#include "prune.h"
 #include "jobs.h"
 #include "secrets.h"
 #include "store.h"
@@ -48,6 +49,8 @@ static const char usage_text[] =
         "                           0: no maximum)\n"
         "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
         "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
+        "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
+        "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
         "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
         "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
         "      --git-host HOST      repositories may be cloned from HOST, which gets the\n"
@@ -254,7 +257,7 @@ int main(int argc, char **argv)
 {
         enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
                OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_GIT_HOST,
-               OPT_NO_GIT_HELPER };
+               OPT_NO_GIT_HELPER, OPT_RETAIN };
         static const struct option opts[] = {
                 {"socket", required_argument, NULL, OPT_SOCKET},
                 {"listen", required_argument, NULL, OPT_LISTEN},
@@ -270,11 +273,13 @@ int main(int argc, char **argv)
                 {"secrets", required_argument, NULL, OPT_SECRETS},
                 {"git-host", required_argument, NULL, OPT_GIT_HOST},
                 {"no-git-helper", no_argument, NULL, OPT_NO_GIT_HELPER},
+                {"retain", required_argument, NULL, OPT_RETAIN},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
         struct daemon_options o = {.max_sandboxes = 1000, .ready_timeout_ms = 30000,
-                                   .gc_interval_ms = 1000, .git_helper = true};
+                                   .gc_interval_ms = 1000, .git_helper = true,
+                                   .retain_ms = PRUNE_RETAIN_DEFAULT_MS};
         size_t n_git_hosts = 0;
         _cleanup_strv_ char **git_hosts = NULL;
         int c;
@@ -332,6 +337,14 @@ int main(int argc, char **argv)
                         break;
                 case OPT_QUIET:
                         quiet_logs = true;
+                        break;
+                case OPT_RETAIN:
+                        if (prune_parse_retain(optarg, &o.retain_ms) < 0 || o.retain_ms == 0) {
+                                fprintf(stderr, "airlockd: --retain \"%s\": expected a duration such "
+                                                "as 7d, 12h or 30m\n",
+                                        optarg);
+                                return 2;
+                        }
                         break;
                 case OPT_SECRETS:
                         o.secrets_path = optarg;
@@ -393,6 +406,7 @@ int main(int argc, char **argv)
         d.max_sandboxes = o.max_sandboxes;
         d.ready_timeout_ms = o.ready_timeout_ms;
         d.gc_interval_ms = o.gc_interval_ms;
+        d.retain_ms = o.retain_ms;
         memcpy(d.pools, o.pools, sizeof(d.pools));
         d.n_pools = o.n_pools;
 

@@ -40,6 +40,7 @@ struct daemon_options {
         uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
         uint64_t ready_timeout_ms;
         uint64_t gc_interval_ms;
+        uint64_t retain_ms; /* ended records and reviewed changes are kept this long */
         struct pool_spec pools[DAEMON_POOL_CLASSES];
         size_t n_pools;
 };
@@ -157,6 +158,8 @@ struct daemon {
         bool shutting_down;
         struct health health; /* health.h: why /healthz says not ok */
         uint64_t store_checked_ms; /* the last store check (gc.c) */
+        uint64_t retain_ms;
+        uint64_t pruned_ms; /* the last pruning (gc.c) */
 };
 
 /* daemon lifecycle (airlockd.c) */

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <string.h>
 
 #include "daemon.h"
+#include "prune.h"
 #include "util.h"
 
 /* Collection on a timer: sandboxes past their TTL, sandboxes idle past their
@@ -110,10 +112,40 @@ static void store_watch(struct daemon *d, uint64_t now)
         }
 }
 
+static bool is_live(const char *id, void *ud)
+{
+        return sandbox_find(ud, id) != NULL;
+}
+
+/* Records of sandboxes that ended more than --retain ago, and the review
+ * state of changes accepted or discarded as long ago: each minute (or each
+ * retention period, when shorter). */
+static void prune(struct daemon *d, uint64_t now)
+{
+        uint64_t every = d->retain_ms < 60000 ? d->retain_ms : 60000;
+        if (!d->retain_ms || now - d->pruned_ms < every || daemon_health_get(d, "database") ||
+            daemon_health_get(d, "store"))
+                return;
+        d->pruned_ms = now;
+        uint64_t cutoff = now > d->retain_ms ? now - d->retain_ms : 0;
+        uint64_t records = 0, reviews = 0;
+        int r = daemon_store_result(d, prune_records(d->store, cutoff, &records));
+        if (r < 0)
+                daemon_log(d, "pruning records: %s", store_last_error(d->store));
+        r = prune_review_state(d->keep_dir, cutoff, is_live, d, &reviews);
+        if (r < 0)
+                daemon_log(d, "pruning %s: %s", d->keep_dir, strerror(-r));
+        if (records || reviews)
+                daemon_log(d, "pruned %" PRIu64 " record(s) and %" PRIu64
+                              " reviewed change set(s) older than the retention period",
+                           records, reviews);
+}
+
 void gc_run(struct daemon *d)
 {
         uint64_t now = daemon_now_ms();
         store_watch(d, now);
+        prune(d, now);
         /* A destroy may end a sandbox at once and unlink it: walk ids. */
         size_t n = 0;
         for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)

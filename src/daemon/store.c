@@ -721,3 +721,38 @@ int store_check_file(struct store *s)
         }
         return 0;
 }
+
+int store_sandbox_prune(struct store *s, uint64_t before_ms, uint64_t *ret_n)
+{
+        /* One transaction: a record and its processes go together. */
+        char *emsg = NULL;
+        int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE;", NULL, NULL, &emsg);
+        sqlite3_free(emsg);
+        if (rc != SQLITE_OK)
+                return sql_error(s, rc & 0xff, NULL, "pruning");
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "DELETE FROM sandboxes WHERE state IN ('destroyed', 'failed')"
+                        " AND ended_ms > 0 AND ended_ms < ?1",
+                        &st);
+        if (r >= 0) {
+                sqlite3_bind_int64(st, 1, (sqlite3_int64)before_ms);
+                r = step_done(s, st, NULL, "pruning sandboxes");
+        }
+        uint64_t n = r >= 0 ? (uint64_t)sqlite3_changes(s->db) : 0;
+        if (r >= 0)
+                r = sqlite3_exec(s->db,
+                                 "DELETE FROM processes WHERE sandbox NOT IN (SELECT id FROM sandboxes);",
+                                 NULL, NULL, NULL) == SQLITE_OK
+                            ? 0
+                            : sql_error(s, sqlite3_errcode(s->db) & 0xff, NULL, "pruning processes");
+        if (r >= 0 && sqlite3_exec(s->db, "COMMIT;", NULL, NULL, NULL) != SQLITE_OK)
+                r = sql_error(s, sqlite3_errcode(s->db) & 0xff, NULL, "pruning");
+        if (r < 0) {
+                (void)sqlite3_exec(s->db, "ROLLBACK;", NULL, NULL, NULL);
+                return r;
+        }
+        if (ret_n)
+                *ret_n = n;
+        return 0;
+}

@@ -69,6 +69,9 @@ int store_sandbox_put(struct store *s, const struct store_sandbox *sb);
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox **ret);
 int store_sandbox_delete(struct store *s, const char *id);
 int store_sandbox_count_state(struct store *s, const char *state, uint64_t *ret);
+/* Delete the records of sandboxes destroyed or failed before `before_ms`,
+ * and their processes. */
+int store_sandbox_prune(struct store *s, uint64_t before_ms, uint64_t *ret_n);
 
 #define STORE_META_MAX 32
 

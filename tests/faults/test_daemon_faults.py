@@ -529,3 +529,63 @@ def test_restart_on_a_restored_database_leaves_no_orphan(fault_daemon, tmp_path)
     assert_no_orphans(d, c)
     assert any('"sandbox.unrecorded"' in line and new in line
                for line in d.audit.read_text().splitlines())
+
+
+# retention (issue 11 item 14)
+
+def test_daemon_prunes_ended_records_after_retain(fault_daemon):
+    d = fault_daemon("--retain", "2s")
+    c = d.client(d.admin)
+    live = c.create(sandbox_class="small")["id"]
+    gone = c.create(sandbox_class="small")["id"]
+    assert c.run(gone, ["true"]).exit_code == 0
+    c.delete(gone)
+    assert recorded(d)[gone] == "destroyed"
+    wait_for(lambda: gone not in recorded(d), timeout=15, what="the ended record to be pruned")
+    assert process_records(d, gone) == []
+    assert recorded(d)[live] == "running"
+    assert c.run(live, ["true"]).exit_code == 0
+
+
+def airlock(*args, timeout=60):
+    return subprocess.run([str(AIRLOCK)] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_gc_removes_reviewed_changes_and_old_records(fault_daemon, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("runs sandboxes as root")
+    root = tmp_path / "root"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    ids = []
+    for i in range(2):
+        r = airlock("run", "-q", "--review", "--state-root", root, "-w", ws, "--", "sh", "-c",
+                    "echo %d > f%d" % (i, i))
+        assert r.returncode == 0, r.stderr
+        ids.append(sorted(set(os.listdir(root / "sandboxes")) - set(ids))[0])
+    r = airlock("discard", "--state-root", root, ids[0])
+    assert r.returncode == 0, r.stderr
+    # Within the retention period nothing goes.
+    r = airlock("gc", "--state-root", root)
+    assert r.returncode == 0 and (root / "sandboxes" / ids[0]).exists(), r
+    r = airlock("gc", "--state-root", root, "--retain", "0")
+    assert r.returncode == 0, r.stderr
+    assert not (root / "sandboxes" / ids[0]).exists()
+    # Changes nobody reviewed yet are not the collector's to drop.
+    assert (root / "sandboxes" / ids[1]).exists()
+
+    # A daemon's state directory: ended records go, live ones stay.
+    d = fault_daemon()
+    c = d.client(d.admin)
+    live = c.create(sandbox_class="small")["id"]
+    gone = c.create(sandbox_class="small")["id"]
+    c.delete(gone)
+    r = airlock("gc", "--state-dir", d.state, "--retain", "0")
+    assert r.returncode == 0, r.stderr
+    assert "1 record(s)" in r.stdout, r.stdout
+    assert gone not in recorded(d) and recorded(d)[live] == "running"
+    r = airlock("gc", "--retain", "soon")
+    assert r.returncode == 2 and "--retain" in r.stderr
+    r = airlock("run", "--state-root", "relative", "--", "true")
+    assert r.returncode == 125 and "absolute" in r.stderr
