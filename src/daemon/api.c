@@ -1137,6 +1137,14 @@ static void relay(struct call_ctx *c, json_t *msg)
                         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
                 if (c->pid && c->kind == CALL_EXEC)
                         record_process(c, msg);
+                else if (c->pid && c->kind == CALL_ATTACH)
+                        /* A watcher sees the end the daemon may have missed
+                         * (it was down): written down if still open. */
+                        (void)daemon_store_result(
+                            d, store_process_end(d->store, c->sb->id, c->pid,
+                                                 json_integer_value(json_object_get(msg, "exitCode")),
+                                                 json_string_value(json_object_get(msg, "errorCode")),
+                                                 daemon_now_ms()));
         }
         json_t *out = json_deep_copy(msg);
         json_object_del(out, "ok");
@@ -1462,12 +1470,39 @@ static bool parse_pid(const char *s, uint64_t *ret)
         return safe_atou64(s, ret) == 0 && *ret > 0 && *ret < (1u << 30);
 }
 
+/* ?from=N: the first event's sequence number a reconnecting client wants. */
+static int events_from(struct evhttp_request *req, uint64_t *ret)
+{
+        *ret = 0;
+        const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+        if (!q)
+                return 0;
+        struct evkeyvalq params = {0};
+        if (evhttp_parse_query_str(q, &params) < 0) {
+                evhttp_clear_headers(&params);
+                return -EINVAL;
+        }
+        int r = 0;
+        const char *v = evhttp_find_header(&params, "from");
+        if (v && (safe_atou64(v, ret) < 0 || *ret > (1ull << 53)))
+                r = -EINVAL;
+        evhttp_clear_headers(&params);
+        return r;
+}
+
 static void handle_events(struct daemon *d, struct evhttp_request *req, const char *id, uint64_t pid)
 {
+        uint64_t from = 0;
+        if (events_from(req, &from) < 0) {
+                reply_bad_field(d, req, "from", "must be an event's sequence number");
+                return;
+        }
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 return;
         json_t *ctl = json_pack("{s:s, s:I}", "op", "attach", "pid", (json_int_t)pid);
+        if (from > 0)
+                json_object_set_new(ctl, "from", json_integer((json_int_t)from));
         struct call_ctx *c = xcalloc(1, sizeof(*c));
         c->pid = pid;
         start_call(d, req, sb, CALL_ATTACH, ctl, c);

@@ -172,8 +172,11 @@ void gc_run(struct daemon *d)
                                 status_inflight++;
                         continue;
                 }
+                /* While a process runs, each round: its end is recorded from
+                 * the status when no stream saw it (a background process). */
+                uint64_t every = sb->status.busy ? 0 : STATUS_EVERY_MS;
                 if (status_inflight < STATUS_INFLIGHT &&
-                    (!sb->status.valid || now - sb->status.at_ms >= STATUS_EVERY_MS) &&
+                    (!sb->status.valid || now - sb->status.at_ms >= every) &&
                     sandbox_refresh_status(sb, on_poll_status, NULL) >= 0)
                         status_inflight++;
         }

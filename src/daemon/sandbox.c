@@ -953,6 +953,44 @@ static void status_req_unlink(struct daemon *d, struct status_req *s)
         s->prev = s->next = NULL;
 }
 
+/* Process records that still say "running" while the supervisor says the
+ * process has ended (its end was not seen by the daemon: it was down, or
+ * the stream was cut): the supervisor's word is written down. A process the
+ * supervisor no longer lists although it lists a later one has ended too,
+ * how is not known. */
+static void reconcile_processes(struct sandbox *sb, json_t *status)
+{
+        struct store_process **v = NULL;
+        size_t n = 0;
+        if (store_process_list(sb->d->store, sb->id, 1000, &v, &n) < 0)
+                return;
+        json_t *procs = json_object_get(status, "processes");
+        json_int_t newest = 0;
+        size_t i;
+        json_t *e;
+        json_array_foreach(procs, i, e) if (json_integer_value(json_object_get(e, "pid")) > newest)
+                newest = json_integer_value(json_object_get(e, "pid"));
+        uint64_t now = daemon_now_ms();
+        for (size_t k = 0; k < n; k++) {
+                if (!v[k]->state || !STREQ(v[k]->state, "running"))
+                        continue;
+                json_t *found = NULL;
+                json_array_foreach(procs, i, e) if ((uint64_t)json_integer_value(json_object_get(e, "pid")) ==
+                                                    v[k]->pid) found = e;
+                int r = 0;
+                if (found && !json_is_true(json_object_get(found, "running")) &&
+                    json_is_integer(json_object_get(found, "exitCode")))
+                        r = store_process_end(sb->d->store, sb->id, v[k]->pid,
+                                              json_integer_value(json_object_get(found, "exitCode")),
+                                              json_string_value(json_object_get(found, "errorCode")), now);
+                else if (!found && (json_int_t)v[k]->pid < newest)
+                        r = store_process_end(sb->d->store, sb->id, v[k]->pid, -1, "lost", now);
+                if (daemon_store_result(sb->d, r) < 0)
+                        break;
+        }
+        store_processes_free(v, n);
+}
+
 static void on_status_done(struct ctl_call *c, int error, void *userdata)
 {
         struct status_req *s = userdata;
@@ -977,6 +1015,7 @@ static void on_status_done(struct ctl_call *c, int error, void *userdata)
                 json_array_foreach(json_object_get(a, "processes"), i, p)
                         busy = busy || json_is_true(json_object_get(p, "running"));
                 sb->status.busy = busy;
+                reconcile_processes(sb, a);
         }
         json_decref(a);
         if (s->cb)

@@ -31,7 +31,12 @@ enum {
         CONTROL_MAX_PROCS = 128,
         CONTROL_MAX_CLIENTS = 64,
         CONTROL_LINE_MAX = 4 * 1024 * 1024,
-        CONTROL_KEPT_MAX = 2 * 1024 * 1024, /* a background process's kept output */
+        /* Each process's last events, for attach and for a client that
+         * reconnects (from a sequence number): at most this much per
+         * process, and this much for all processes of the sandbox, the
+         * oldest events of the oldest processes dropped first. */
+        CONTROL_KEPT_MAX = 2 * 1024 * 1024,
+        CONTROL_KEPT_TOTAL = 16 * 1024 * 1024,
         /* Output queued to one streaming client. Past it the process's pipes
          * are no longer read, so the command blocks on its next write
          * (backpressure); the queue is host memory outside the sandbox's
@@ -55,6 +60,8 @@ struct proc {
         struct event *ev_linger;
         struct event *ev_stall; /* armed while paused */
         struct evbuffer *kept;  /* the event lines, for attach */
+        uint64_t seq;           /* the last event's sequence number */
+        uint64_t kept_first;    /* the first kept line's */
         struct client *attached[8];
         struct client *owner; /* the client that started a foreground process */
         uint64_t stall_ms;
@@ -87,6 +94,7 @@ struct control {
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         char **envp; /* the clean environment every process starts from */
         struct proc *procs[CONTROL_MAX_PROCS];
+        uint64_t kept_total; /* bytes kept by all processes */
         int next_id;
         int n_clients;
         char dir[4096], sock_path[4200];
@@ -230,26 +238,54 @@ static void on_proc_stall(evutil_socket_t fd, short what, void *arg)
         proc_abandon(arg, true);
 }
 
-/* One event of a process: kept for attach, and sent to whoever streams it. */
+/* Drop a process's oldest kept event. */
+static bool kept_drop_one(struct proc *p)
+{
+        size_t len;
+        char *line = evbuffer_readln(p->kept, &len, EVBUFFER_EOL_LF);
+        if (!line)
+                return false;
+        free(line);
+        p->ctl->kept_total -= len + 1 <= p->ctl->kept_total ? len + 1 : p->ctl->kept_total;
+        p->kept_first++;
+        return true;
+}
+
+/* Keep an event line, within the caps. */
+static void kept_add(struct proc *p, const char *s, size_t n)
+{
+        struct control *c = p->ctl;
+        evbuffer_add(p->kept, s, n);
+        evbuffer_add(p->kept, "\n", 1);
+        c->kept_total += n + 1;
+        while (evbuffer_get_length(p->kept) > CONTROL_KEPT_MAX && kept_drop_one(p))
+                ;
+        /* Over the sandbox's cap: the oldest process gives up its oldest
+         * events first. */
+        for (int i = 0; c->kept_total > CONTROL_KEPT_TOTAL && i < CONTROL_MAX_PROCS;) {
+                struct proc *oldest = NULL;
+                for (int k = 0; k < CONTROL_MAX_PROCS; k++)
+                        if (c->procs[k] && evbuffer_get_length(c->procs[k]->kept) > 0 &&
+                            (!oldest || c->procs[k]->id < oldest->id))
+                                oldest = c->procs[k];
+                if (!oldest)
+                        break;
+                if (!kept_drop_one(oldest))
+                        i++;
+        }
+}
+
+/* One event of a process: numbered, kept for attach and reconnects, and
+ * sent to whoever streams it. */
 static void proc_event(struct proc *p, json_t *o)
 {
+        json_object_set_new(o, "seq", json_integer((json_int_t)++p->seq));
         char *s = json_dumps(o, JSON_COMPACT);
         json_decref(o);
         if (!s)
                 return;
         size_t n = strlen(s);
-        if (p->background) {
-                evbuffer_add(p->kept, s, n);
-                evbuffer_add(p->kept, "\n", 1);
-                /* Oldest output goes first once the kept log is full. */
-                while (evbuffer_get_length(p->kept) > CONTROL_KEPT_MAX) {
-                        size_t len;
-                        char *line = evbuffer_readln(p->kept, &len, EVBUFFER_EOL_LF);
-                        if (!line)
-                                break;
-                        free(line);
-                }
-        }
+        kept_add(p, s, n);
         for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
                 if (p->attached[i]) {
                         struct evbuffer *out = bufferevent_get_output(p->attached[i]->bev);
@@ -303,8 +339,11 @@ static void proc_free(struct proc *p)
                 event_free(p->ev_linger);
         if (p->ev_stall)
                 event_free(p->ev_stall);
-        if (p->kept)
+        if (p->kept) {
+                size_t k = evbuffer_get_length(p->kept);
+                p->ctl->kept_total -= k <= p->ctl->kept_total ? k : p->ctl->kept_total;
                 evbuffer_free(p->kept);
+        }
         json_decref(p->argv);
         free(p);
 }
@@ -364,12 +403,9 @@ static void proc_maybe_done(struct proc *p)
         if (p->ev_timeout)
                 evtimer_del(p->ev_timeout);
         evtimer_del(p->ev_stall);
-        /* A finished background process stays listed (for attach) until
-         * the sandbox ends; a foreground one is gone with its client. */
-        if (!p->background) {
-                c->procs[p->id % CONTROL_MAX_PROCS] = NULL;
-                proc_free(p);
-        }
+        /* A finished process stays listed, with its kept events, for attach
+         * and for a client that reconnects, until its slot is needed
+         * (do_exec) or the sandbox ends. */
 }
 
 static void on_proc_output(evutil_socket_t fd, short what, void *arg)
@@ -533,7 +569,15 @@ static void do_exec(struct client *cl, json_t *req)
         int slot = -1, id = 0;
         for (int tries = 0; tries < CONTROL_MAX_PROCS && slot < 0; tries++) {
                 id = ++c->next_id;
-                if (!c->procs[id % CONTROL_MAX_PROCS])
+                struct proc *old = c->procs[id % CONTROL_MAX_PROCS];
+                if (old && old->done) {
+                        /* The oldest finished process gives its slot up. */
+                        detach_all(old);
+                        c->procs[id % CONTROL_MAX_PROCS] = NULL;
+                        proc_free(old);
+                        old = NULL;
+                }
+                if (!old)
                         slot = id % CONTROL_MAX_PROCS;
         }
         if (slot < 0)
@@ -587,6 +631,7 @@ static void do_exec(struct client *cl, json_t *req)
         p->out_fd[0] = pout[0];
         p->out_fd[1] = perr[0];
         p->kept = evbuffer_new();
+        p->kept_first = 1;
         p->start_us = now_monotonic_us();
         p->stall_ms = json_is_number(stall) ? (uint64_t)(json_number_value(stall) * 1000)
                                             : CONTROL_STALL_DEFAULT_MS;
@@ -642,9 +687,25 @@ static void do_attach(struct client *cl, json_t *req)
         struct proc *p = find_proc(cl->ctl, (int)json_integer_value(json_object_get(req, "pid")));
         if (!p)
                 return send_error(cl, "unknown_process", "no such process");
+        json_t *jfrom = json_object_get(req, "from");
+        if (jfrom && !json_is_null(jfrom) && (!json_is_integer(jfrom) || json_integer_value(jfrom) < 0))
+                return send_error(cl, "bad_request", "\"from\" must be a sequence number");
+        uint64_t from = (uint64_t)json_integer_value(jfrom);
+        if (from > p->seq + 1)
+                from = p->seq + 1;
+        if (from > 0 && from < p->kept_first)
+                /* What was dropped from the kept events is said, not skipped. */
+                send_json(cl, json_pack("{s:s, s:I, s:I}", "type", "gap", "from", (json_int_t)from,
+                                        "to", (json_int_t)(p->kept_first - 1)));
         size_t kept = evbuffer_get_length(p->kept);
-        if (kept)
-                evbuffer_add(bufferevent_get_output(cl->bev), evbuffer_pullup(p->kept, -1), kept);
+        const char *text = kept ? (const char *)evbuffer_pullup(p->kept, -1) : NULL;
+        size_t off = 0;
+        for (uint64_t k = p->kept_first; k < from && off < kept; k++) {
+                const char *nl = memchr(text + off, '\n', kept - off);
+                off = nl ? (size_t)(nl - text) + 1 : kept;
+        }
+        if (off < kept)
+                evbuffer_add(bufferevent_get_output(cl->bev), text + off, kept - off);
         if (p->done) {
                 client_finish(cl);
                 return;
@@ -708,9 +769,18 @@ static void do_status(struct client *cl)
         json_t *procs = json_array();
         for (int i = 0; i < CONTROL_MAX_PROCS; i++)
                 if (c->procs[i])
-                        json_array_append_new(procs, json_pack("{s:i, s:O, s:b}", "pid", c->procs[i]->id,
-                                                               "argv", c->procs[i]->argv, "running",
-                                                               !(c->procs[i]->exited || c->procs[i]->failed)));
+                        json_array_append_new(
+                            procs,
+                            json_pack("{s:i, s:O, s:b, s:o, s:o, s:I}", "pid", c->procs[i]->id, "argv",
+                                      c->procs[i]->argv, "running",
+                                      !(c->procs[i]->exited || c->procs[i]->failed), "exitCode",
+                                      c->procs[i]->done ? json_integer(c->procs[i]->exit_code)
+                                                        : json_null(),
+                                      "errorCode",
+                                      c->procs[i]->done && c->procs[i]->error_code
+                                          ? json_string(c->procs[i]->error_code)
+                                          : json_null(),
+                                      "seq", (json_int_t)c->procs[i]->seq));
         send_json(cl, json_pack("{s:b, s:s, s:s, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:I}",
                                 "ok", 1, "sandbox", c->cfg->id, "state", "running",
                                 "startedAt", c->started_at,

@@ -589,3 +589,104 @@ def test_gc_removes_reviewed_changes_and_old_records(fault_daemon, tmp_path):
     assert r.returncode == 2 and "--retain" in r.stderr
     r = airlock("run", "--state-root", "relative", "--", "true")
     assert r.returncode == 125 and "absolute" in r.stderr
+
+
+# resumable output (issue 11 item 8)
+
+def events(c, sb, pid, frm=None):
+    path = "/v1/sandboxes/%s/processes/%d/events" % (sb, pid)
+    if frm is not None:
+        path += "?from=%d" % frm
+    return list(c._stream("GET", path))
+
+
+def test_events_from_replays_exactly_what_was_missed(fault_daemon):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    sb = c.create(sandbox_class="small")["id"]
+    pid = c.exec_background(sb, ["sh", "-c", "for i in 1 2 3 4 5; do echo $i; done"])
+    wait_for(lambda: [p for p in c.processes(sb) if p["pid"] == pid and p["state"] == "exited"],
+             timeout=10, what="the process to end")
+    every = events(c, sb, pid)
+    seqs = [e["seq"] for e in every]
+    assert seqs == list(range(1, len(seqs) + 1)), every
+    assert every[0]["type"] == "started" and every[-1]["type"] == "exit"
+    for k in range(1, len(seqs) + 2):
+        assert events(c, sb, pid, k) == every[k - 1:], k
+    status, _, body = c.request("GET", "/v1/sandboxes/%s/processes/%d/events?from=x" % (sb, pid))
+    assert status == 400 and json.loads(body)["field"] == "from"
+
+
+def test_a_reconnecting_client_gets_the_rest_and_the_result(fault_daemon):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    sb = c.create(sandbox_class="small")["id"]
+    s = raw_exec(d, sb, ["sh", "-c", "echo one; echo two; exec sleep 60"])
+    s.settimeout(10)
+    got = b""
+    while b"two" not in base64_lines(got):
+        got += s.recv(65536)
+    s.close()
+    seen = [json.loads(line) for line in chunks(got)]
+    last = max(e["seq"] for e in seen)
+    pid = seen[0]["pid"]
+    rest = events(c, sb, pid, last + 1)
+    assert rest and rest[0]["seq"] == last + 1, (seen, rest)
+    assert rest[-1]["type"] == "exit" and rest[-1]["errorCode"] == "abandoned", rest
+    assert [p for p in c.processes(sb) if p["pid"] == pid][0]["errorCode"] == "abandoned"
+
+
+def test_results_reached_while_the_daemon_was_down_are_recorded(fault_daemon):
+    d = fault_daemon()
+    c = d.client(d.admin)
+    sb = c.create(sandbox_class="small")["id"]
+    bg = c.exec_background(sb, ["sh", "-c", "sleep 1; echo done; exit 3"])
+    s = raw_exec(d, sb, ["sh", "-c", "echo a; exec sleep 60"])
+    time.sleep(0.3)
+    d.kill9()
+    s.close()
+    time.sleep(1.5)
+    d.start()
+    wait_for(lambda: all(p["state"] == "exited" for p in c.processes(sb)), timeout=15,
+             what="every process record to be final")
+    procs = {p["pid"]: p for p in c.processes(sb)}
+    assert procs[bg]["exitCode"] == 3, procs
+    fg = [p for p in procs.values() if p["pid"] != bg][0]
+    assert fg["errorCode"] == "abandoned", procs
+    replay = events(c, sb, bg, 1)
+    assert replay[-1]["type"] == "exit" and replay[-1]["exitCode"] == 3
+
+
+def chunks(raw):
+    """The NDJSON lines of a raw chunked HTTP answer."""
+    body = raw.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in raw else b""
+    out, buf = [], b""
+    while body:
+        size_line, _, rest = body.partition(b"\r\n")
+        try:
+            size = int(size_line, 16)
+        except ValueError:
+            break
+        if size == 0 or len(rest) < size:
+            buf += rest[:size]
+            break
+        buf += rest[:size]
+        body = rest[size + 2:]
+    for line in buf.split(b"\n"):
+        if line.strip():
+            try:
+                out.append(line)
+                json.loads(line)
+            except ValueError:
+                out.pop()
+    return out
+
+
+def base64_lines(raw):
+    import base64
+    data = b""
+    for line in chunks(raw):
+        e = json.loads(line)
+        if e.get("type") == "stdout":
+            data += base64.b64decode(e["data"])
+    return data
