@@ -1038,14 +1038,16 @@ static int write_state(struct control *c, struct al_error *err)
         return r < 0 ? al_error_set(err, r, "writing %s", path) : 0;
 }
 
-static void tell_ready(int fd, const char *error)
+/* 0 once told (or nobody to tell); -EPIPE when whoever started us is gone. */
+static int tell_ready(int fd, const char *error)
 {
         if (fd < 0)
-                return;
+                return 0;
         char buf[AL_ERROR_MAX + 16];
         snprintf(buf, sizeof(buf), error ? "error: %s\n" : "ok\n", error);
-        (void)write_full(fd, buf, strlen(buf));
+        int r = write_full(fd, buf, strlen(buf));
         close(fd);
+        return r;
 }
 
 int control_serve(const struct control_config *cfg, struct al_error *err)
@@ -1170,7 +1172,12 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 event_add(c.ev_signals[i], NULL);
         }
 
-        tell_ready(cfg->ready_fd, NULL);
+        /* The daemon that started us died before it learnt we are ready: it
+         * has no record of this sandbox, and nobody knows its id. */
+        if (tell_ready(cfg->ready_fd, NULL) < 0) {
+                r = al_error_set(err, EPIPE, "telling the daemon the sandbox is ready");
+                goto cleanup;
+        }
         event_base_dispatch(c.base);
         r = 0;
         goto cleanup;
