@@ -48,7 +48,8 @@ def fault_daemon():
     yield make
     for d in made:
         d.cleanup(getattr(d, "admin", None))
-    shutil.rmtree(tmp, ignore_errors=True)
+    if not os.environ.get("AIRLOCK_KEEP_TMP"):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # helpers
