@@ -1054,7 +1054,7 @@ static void send_line(struct call_ctx *c, json_t *o)
                 ctl_call_pause(c->call, true);
 }
 
-static void record_process(struct call_ctx *c, json_t *exit)
+static int record_process(struct call_ctx *c, json_t *exit)
 {
         struct store *st = c->d->store;
         uint64_t now = daemon_now_ms();
@@ -1068,7 +1068,7 @@ static void record_process(struct call_ctx *c, json_t *exit)
                                 daemon_log(c->d, "sandbox %s: recording the end of process %" PRIu64
                                                  ": %s",
                                            c->sb->id, c->pid, store_last_error(st));
-                        return;
+                        return r;
                 }
         }
         /* Its start, or an end whose start was never seen (exec failed). */
@@ -1085,9 +1085,11 @@ static void record_process(struct call_ctx *c, json_t *exit)
                 .ended_ms = exit ? now : 0,
         };
         memcpy(p.sandbox, c->sb->id, sizeof(p.sandbox));
-        if (daemon_store_result(c->d, store_process_put(st, &p)) < 0)
+        int r = daemon_store_result(c->d, store_process_put(st, &p));
+        if (r < 0)
                 daemon_log(c->d, "sandbox %s: recording process %" PRIu64 ": %s", c->sb->id, c->pid,
                            store_last_error(st));
+        return r;
 }
 
 static void start_stream(struct call_ctx *c)
@@ -1113,7 +1115,7 @@ static void start_stream(struct call_ctx *c)
         }
 }
 
-static void kill_orphan(struct sandbox *sb, uint64_t pid);
+static void kill_orphan(struct sandbox *sb, uint64_t pid, bool abandoned);
 
 /* One event to the client, with the accounting of its end. */
 static void relay(struct call_ctx *c, json_t *msg)
@@ -1166,16 +1168,23 @@ static void flush_held(struct call_ctx *c)
         json_decref(held);
 }
 
-static void on_started(struct call_ctx *c, json_t *msg)
+/* false: its record could not be written, and it has been killed. */
+static bool on_started(struct call_ctx *c, json_t *msg)
 {
         struct daemon *d = c->d;
         c->saw_started = true;
         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
         histogram_observe(&d->metrics.exec_start, (double)(now_monotonic_us() - c->t0_us) / 1e6);
-        record_process(c, NULL);
+        if (record_process(c, NULL) < 0) {
+                /* Not recorded, not run: what a restart would not know of
+                 * must not go on. */
+                kill_orphan(c->sb, c->pid, false);
+                return false;
+        }
         /* Its client left before it started. */
         if (c->gone && !c->background)
-                kill_orphan(c->sb, c->pid);
+                kill_orphan(c->sb, c->pid, true);
+        return true;
 }
 
 static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
@@ -1211,7 +1220,14 @@ static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
         }
         if (c->kind == CALL_EXEC && !c->saw_started) {
                 if (type && STREQ(type, "started")) {
-                        on_started(c, msg);
+                        if (!on_started(c, msg)) {
+                                c->replied = true;
+                                detach_conn(c);
+                                reply_error(d, c->req, 503, "store_unavailable",
+                                            "the command was stopped: its record could not be saved: %s",
+                                            store_last_error(d->store));
+                                return;
+                        }
                         if (c->background) {
                                 c->replied = true;
                                 detach_conn(c);
@@ -1301,10 +1317,10 @@ static const struct ctl_call_ops call_ops = {
         .done = on_call_done,
 };
 
-static void kill_orphan(struct sandbox *sb, uint64_t pid)
+static void kill_orphan(struct sandbox *sb, uint64_t pid, bool abandoned)
 {
         json_t *req = json_pack("{s:s, s:I, s:i, s:b}", "op", "signal", "pid", (json_int_t)pid,
-                                "signal", SIGKILL, "abandoned", 1);
+                                "signal", SIGKILL, "abandoned", abandoned);
         struct ctl_call *k = NULL;
         static const struct ctl_call_ops none = {0};
         (void)ctl_call_start(sb->d->base, sb->control_path, req, 5000, &none, NULL, &k);
@@ -1328,7 +1344,7 @@ static void on_client_close(struct evhttp_connection *conn, void *arg)
          * (on_started, when it has not started yet); what it still says is
          * read and dropped, so that its end is recorded. */
         if (c->kind == CALL_EXEC && !c->background && c->pid && !c->saw_exit && c->sb)
-                kill_orphan(c->sb, c->pid);
+                kill_orphan(c->sb, c->pid, true);
         if (c->call)
                 ctl_call_pause(c->call, false);
 }

@@ -370,6 +370,21 @@ def test_a_create_whose_record_fails_is_undone(fault_daemon, small_db):
     assert c.run(keep, ["echo", "ok"]).stdout == b"ok\n"
 
 
+def test_an_exec_whose_record_fails_is_stopped(fault_daemon, small_db):
+    d = fault_daemon(base=small_db)
+    c = d.client(d.admin)
+    sb = c.create(sandbox_class="small")["id"]
+    sup = d.supervisors()[sb]
+    fill(small_db / "dbfs")
+    status, _, body = c.request("POST", "/v1/sandboxes/%s/exec" % sb,
+                                {"argv": ["sh", "-c", "exec sleep 60"] + ["x" * 1000] * 8})
+    assert status == 503 and json.loads(body)["error"] == "store_unavailable", (status, body)
+    wait_for(lambda: "sleep" not in comms(descendants(sup)), timeout=10,
+             what="the unrecorded command to be stopped")
+    st, h = health(d)
+    assert st == 503 and "store" in h["reasons"], h
+
+
 def test_a_deleted_database_stops_writes_and_says_why(fault_daemon):
     d = fault_daemon()
     c = d.client(d.admin)
