@@ -350,11 +350,26 @@ static void remove_tree_async(struct daemon *d, const char *path)
                         (void)files_remove_tree(pfd, name);
                 return;
         }
+        /* The child is a copy of the daemon: it must not act on the
+         * daemon's signals (its handler would tell the daemon's loop) nor
+         * hold the daemon's sockets and pipes while it works. */
+        sigset_t all, old;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
         pid_t pid = fork();
         if (pid == 0) {
+                for (int sig = 1; sig < NSIG; sig++)
+                        signal(sig, SIG_DFL);
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                if (pfd > 3)
+                        (void)syscall(SYS_close_range, 3, (unsigned)pfd - 1, 0);
+                (void)syscall(SYS_close_range, (unsigned)pfd + 1, ~0U, 0);
                 (void)files_remove_tree(pfd, trash);
                 _exit(0);
         }
+        sigprocmask(SIG_SETMASK, &old, NULL);
         if (pid < 0)
                 (void)files_remove_tree(pfd, trash);
 }
