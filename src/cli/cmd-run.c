@@ -520,15 +520,18 @@ int cmd_run(int argc, char **argv)
                 fprintf(stderr, "airlock: %s%s%s\n", res.error_code, res.message[0] ? ": " : "",
                         res.message);
 
-        if (res.review_dir[0])
+        if (res.review_dir[0]) {
+                _cleanup_free_ char *root_arg =
+                        a.state_root ? xasprintf("--state-root %s ", a.state_root) : xstrdup("");
                 fprintf(stderr,
                         "airlock: the workspace is unchanged; the sandbox proposed %" PRIu64
                         " added, %" PRIu64 " modified and %" PRIu64 " deleted file(s).\n"
-                        "  review:  airlock diff %s\n"
-                        "  accept:  airlock accept %s [PATH...]\n"
-                        "  discard: airlock discard %s\n",
-                        res.review_added, res.review_modified, res.review_deleted, res.sandbox,
-                        res.sandbox, res.sandbox);
+                        "  review:  airlock diff %s%s\n"
+                        "  accept:  airlock accept %s%s [PATH...]\n"
+                        "  discard: airlock discard %s%s\n",
+                        res.review_added, res.review_modified, res.review_deleted, root_arg,
+                        res.sandbox, root_arg, res.sandbox, root_arg, res.sandbox);
+        }
         if (a.repo)
                 tools_git_report(git.id, a.quiet);
 
