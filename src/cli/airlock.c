@@ -35,6 +35,7 @@ static const struct {
         {"rm", cmd_rm, "destroy airlockd's sandboxes"},
         {"logs", cmd_logs, "show a sandbox's audit lines or a process's output"},
         {"grant", cmd_grant, "manage the tokens airlockd accepts"},
+        {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
 };
 
 static void usage(FILE *f)

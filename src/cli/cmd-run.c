@@ -34,6 +34,9 @@ static const char run_usage[] =
         "                           workspace (refused otherwise; the deny list still applies)\n"
         "      --review             mount the workspace copy-on-write; changes wait for\n"
         "                           'airlock accept ID' (or 'airlock discard ID')\n"
+        "      --state-root DIR     keep a review sandbox's changes under DIR/sandboxes/ID\n"
+        "                           (default: /var/lib/airlock, or ~/.local/state/airlock);\n"
+        "                           give the same to diff, accept, discard and gc\n"
         "      --repo URL           clone URL on the host and use the clone as the workspace;\n"
         "                           then 'airlock export ID' or 'airlock push ID' (docs/git.md)\n"
         "      --rev REV            the branch, tag or commit to check out (default: the\n"
@@ -102,6 +105,7 @@ enum {
         OPT_REPO,
         OPT_REV,
         OPT_ALLOW_BROAD,
+        OPT_STATE_ROOT,
 };
 
 static const struct option run_options[] = {
@@ -135,6 +139,7 @@ static const struct option run_options[] = {
         {"repo", required_argument, NULL, OPT_REPO},
         {"rev", required_argument, NULL, OPT_REV},
         {"allow-broad-workspace", no_argument, NULL, OPT_ALLOW_BROAD},
+        {"state-root", required_argument, NULL, OPT_STATE_ROOT},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -150,6 +155,7 @@ struct run_args {
         struct audit_options audit_rotate;
         const char *repo;
         const char *rev;
+        const char *state_root;
         bool quiet;
 };
 
@@ -432,6 +438,9 @@ int cmd_run(int argc, char **argv)
                 case OPT_REPO:
                         a.repo = optarg;
                         break;
+                case OPT_STATE_ROOT:
+                        a.state_root = optarg;
+                        break;
                 case OPT_REV:
                         a.rev = optarg;
                         break;
@@ -463,6 +472,12 @@ int cmd_run(int argc, char **argv)
         }
 
         _cleanup_(tools_clone_done) struct tools_clone git = {0};
+        if (a.state_root && (a.state_root[0] != '/' || a.repo)) {
+                policy_free(p);
+                return fail_setup(&a, a.repo ? "run: --state-root cannot be combined with --repo "
+                                               "(the clone is kept under the default state root)"
+                                             : "run: --state-root: expected an absolute path");
+        }
         if (a.repo || a.rev) {
                 if (!a.repo || workspace || p->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
                         policy_free(p);
@@ -508,7 +523,8 @@ int cmd_run(int argc, char **argv)
         }
         _cleanup_free_ char *audit_path = a.audit ? xstrdup(a.audit) : audit_default_path(geteuid(), home);
 
-        _cleanup_free_ char *state_root = review_state_root(geteuid(), home);
+        _cleanup_free_ char *state_root =
+                a.state_root ? xstrdup(a.state_root) : review_state_root(geteuid(), home);
         struct supervisor_config cfg = {
                 .policy = p,
                 .state_root = state_root,
@@ -540,15 +556,18 @@ int cmd_run(int argc, char **argv)
                 fprintf(stderr, "airlock: %s%s%s\n", res.error_code, res.message[0] ? ": " : "",
                         res.message);
 
-        if (res.review_dir[0])
+        if (res.review_dir[0]) {
+                _cleanup_free_ char *root_arg =
+                        a.state_root ? xasprintf("--state-root %s ", a.state_root) : xstrdup("");
                 fprintf(stderr,
                         "airlock: the workspace is unchanged; the sandbox proposed %" PRIu64
                         " added, %" PRIu64 " modified and %" PRIu64 " deleted file(s).\n"
-                        "  review:  airlock diff %s\n"
-                        "  accept:  airlock accept %s [PATH...]\n"
-                        "  discard: airlock discard %s\n",
-                        res.review_added, res.review_modified, res.review_deleted, res.sandbox,
-                        res.sandbox, res.sandbox);
+                        "  review:  airlock diff %s%s\n"
+                        "  accept:  airlock accept %s%s [PATH...]\n"
+                        "  discard: airlock discard %s%s\n",
+                        res.review_added, res.review_modified, res.review_deleted, root_arg,
+                        res.sandbox, root_arg, res.sandbox, root_arg, res.sandbox);
+        }
         if (a.repo)
                 tools_git_report(git.id, a.quiet);
 

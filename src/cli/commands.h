@@ -18,3 +18,4 @@ int cmd_cp(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_grant(int argc, char **argv);
+int cmd_gc(int argc, char **argv);

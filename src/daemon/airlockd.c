@@ -22,6 +22,7 @@
 #include "audit.h"
 #include "daemon.h"
 #include "http.h"
+#include "prune.h"
 #include "jobs.h"
 #include "secrets.h"
 #include "store.h"
@@ -52,6 +53,8 @@ static const char usage_text[] =
         "                           0: no maximum)\n"
         "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
         "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
+        "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
+        "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
         "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
         "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
         "      --git-host HOST      repositories may be cloned from HOST, which gets the\n"
@@ -324,7 +327,7 @@ int main(int argc, char **argv)
         enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
                OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_GIT_HOST,
                OPT_NO_GIT_HELPER, OPT_AUDIT_ROTATE, OPT_REQUEST_TIMEOUT, OPT_MAX_CONNECTIONS,
-               OPT_MAX_PEER };
+               OPT_MAX_PEER, OPT_RETAIN };
         static const struct option opts[] = {
                 {"socket", required_argument, NULL, OPT_SOCKET},
                 {"listen", required_argument, NULL, OPT_LISTEN},
@@ -344,11 +347,13 @@ int main(int argc, char **argv)
                 {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
                 {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
                 {"max-peer-connections", required_argument, NULL, OPT_MAX_PEER},
+                {"retain", required_argument, NULL, OPT_RETAIN},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
         };
         struct daemon_options o = {.max_sandboxes = 1000, .ready_timeout_ms = 30000,
-                                   .gc_interval_ms = 1000, .git_helper = true};
+                                   .gc_interval_ms = 1000, .git_helper = true,
+                                   .retain_ms = PRUNE_RETAIN_DEFAULT_MS};
         struct http_limits hl = {.request_timeout_ms = HTTP_REQUEST_TIMEOUT_MS,
                                  .max_connections = HTTP_MAX_CONNECTIONS,
                                  .max_peer_connections = HTTP_MAX_PEER_CONNECTIONS};
@@ -419,6 +424,14 @@ int main(int argc, char **argv)
                         break;
                 case OPT_QUIET:
                         quiet_logs = true;
+                        break;
+                case OPT_RETAIN:
+                        if (prune_parse_retain(optarg, &o.retain_ms) < 0 || o.retain_ms == 0) {
+                                fprintf(stderr, "airlockd: --retain \"%s\": expected a duration such "
+                                                "as 7d, 12h or 30m\n",
+                                        optarg);
+                                return 2;
+                        }
                         break;
                 case OPT_SECRETS:
                         o.secrets_path = optarg;
@@ -504,6 +517,7 @@ int main(int argc, char **argv)
         d.max_sandboxes = o.max_sandboxes;
         d.ready_timeout_ms = o.ready_timeout_ms;
         d.gc_interval_ms = o.gc_interval_ms;
+        d.retain_ms = o.retain_ms;
         memcpy(d.pools, o.pools, sizeof(d.pools));
         d.n_pools = o.n_pools;
 

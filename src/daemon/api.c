@@ -22,6 +22,7 @@
 #define JSON_BODY_MAX    (1u << 20)   /* a JSON request body */
 #define STDIN_MAX        (8u << 20)   /* base64 text of stdin in one request */
 #define STREAM_HIGH      (1u << 20)   /* bytes queued to a client before reading pauses */
+#define STREAM_STALL_MS  (30u * 1000) /* a stream's client reads nothing this long: gone */
 #define AUDIT_OUT_MAX    (16u << 20)  /* bytes of audit lines in one answer */
 #define META_KEY_MAX     64
 #define META_VALUE_MAX   256
@@ -467,6 +468,36 @@ static void create_ctx_free(struct create_ctx *c)
         free(c);
 }
 
+/* A lost or corrupt database takes no more writes (gc.c notices it): what
+ * the daemon would record there would not be there after a restart. Nor
+ * does a store whose last write failed, until gc.c's check finds that it
+ * takes writes again (each second). */
+static bool refuse_lost_store(struct daemon *d, struct evhttp_request *req)
+{
+        const char *why = daemon_health_get(d, "database");
+        if (!why)
+                why = daemon_health_get(d, "store");
+        if (!why)
+                return false;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "60");
+        reply_error(d, req, 503, "store_unavailable", "%s", why);
+        return true;
+}
+
+/* A start that failed because its record could not be written is the
+ * daemon's trouble, not the request's: 503, and /healthz says why. */
+static void reply_start_error(struct daemon *d, struct evhttp_request *req, int error,
+                              const char *message)
+{
+        if (daemon_health_get(d, "store") || daemon_health_get(d, "database") || error == -ENOSPC ||
+            error == -EDQUOT)
+                reply_error(d, req, 503, "store_unavailable", "the sandbox was not created: %s",
+                            message);
+        else
+                reply_error(d, req, error == -ETIMEDOUT ? 504 : 500, "setup_failed",
+                            "the sandbox could not be started: %s", message);
+}
+
 static void on_created(struct sandbox *sb, int error, const char *message, void *userdata)
 {
         struct create_ctx *c = userdata;
@@ -476,8 +507,7 @@ static void on_created(struct sandbox *sb, int error, const char *message, void 
                 audit_failed(d, message + 7);
                 reply_audit_failed(d, c->req, message + 7);
         } else if (error < 0) {
-                reply_error(d, c->req, error == -ETIMEDOUT ? 504 : 500, "setup_failed",
-                            "the sandbox could not be started: %s", message ? message : strerror(-error));
+                reply_start_error(d, c->req, error, message ? message : strerror(-error));
         } else {
                 if (record_audit_durably(d, sb->id, "api.create",
                                          json_pack("{s:s, s:s, s:b}", "grant", c->grant, "class",
@@ -528,8 +558,9 @@ static void on_cloned(const char *id, const char *workspace, const char *base, i
         };
         struct al_error err = {0};
         struct sandbox *sb = NULL;
-        if (sandbox_start(d, TAKE_PTR(c->policy), &params, on_created, c, &sb, &err) < 0) {
-                reply_error(d, c->req, 500, "setup_failed", "%s", err.msg);
+        int r = sandbox_start(d, TAKE_PTR(c->policy), &params, on_created, c, &sb, &err);
+        if (r < 0) {
+                reply_start_error(d, c->req, r, err.msg);
                 create_ctx_free(c);
         }
 }
@@ -554,7 +585,7 @@ static void class_ceiling(const struct grant *g, uint64_t *mem, uint64_t *cpus, 
 
 static void handle_create(struct daemon *d, struct evhttp_request *req, struct grant *g)
 {
-        if (!require(d, req, g, g->allow_sandbox, "allowSandbox"))
+        if (!require(d, req, g, g->allow_sandbox, "allowSandbox") || refuse_lost_store(d, req))
                 return;
         json_t *body = read_json_body(d, req, true);
         if (!body)
@@ -786,7 +817,12 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 pooled->last_active_ms = now;
                 pooled->expires_ms = ttl > 0 ? now + (uint64_t)(ttl * 1000) : 0;
                 pooled->idle_timeout_ms = idle > 0 ? (uint64_t)(idle * 1000) : 0;
-                sandbox_save(pooled);
+                if (sandbox_save(pooled) < 0) {
+                        /* Not recorded as this grant's: not handed out. */
+                        sandbox_destroy(pooled, "store_failed", NULL, NULL);
+                        reply_start_error(d, req, -EIO, store_last_error(d->store));
+                        goto out;
+                }
                 if (record_audit_durably(d, pooled->id, "api.create",
                                          json_pack("{s:s, s:s, s:b}", "grant", g->name, "class",
                                                    cls, "pool", true)) < 0) {
@@ -831,7 +867,7 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         int r = sandbox_start(d, TAKE_PTR(p), &params, on_created, c, &sb, &err);
         if (r < 0) {
                 create_ctx_free(c);
-                reply_error(d, req, 500, "setup_failed", "%s", err.msg);
+                reply_start_error(d, req, r, err.msg);
         }
 out:
         policy_free(p);
@@ -963,7 +999,7 @@ static void handle_delete(struct daemon *d, struct evhttp_request *req, struct g
 
 static void handle_ttl(struct daemon *d, struct evhttp_request *req, struct grant *g, const char *id)
 {
-        if (!require(d, req, g, g->allow_sandbox, "allowSandbox"))
+        if (!require(d, req, g, g->allow_sandbox, "allowSandbox") || refuse_lost_store(d, req))
                 return;
         json_t *body = read_json_body(d, req, false);
         if (!body)
@@ -980,9 +1016,15 @@ static void handle_ttl(struct daemon *d, struct evhttp_request *req, struct gran
         sb = find_running(d, req, id);
         if (!sb)
                 goto out;
+        uint64_t was = sb->expires_ms;
         sb->expires_ms = ttl > 0 ? daemon_now_ms() + (uint64_t)(ttl * 1000) : 0;
         sandbox_touch(sb);
-        sandbox_save(sb);
+        if (sandbox_save(sb) < 0) {
+                sb->expires_ms = was;
+                reply_error(d, req, 503, "store_unavailable", "the TTL was not changed: %s",
+                            store_last_error(d->store));
+                goto out;
+        }
         reply_json(d, req, 200, live_json(sb));
 out:
         json_decref(body);
@@ -1009,6 +1051,7 @@ struct call_ctx {
         bool counted;
         uint64_t t0_us;
         uint64_t pid;
+        uint64_t stall_ms; /* a client that reads nothing this long is gone */
         json_t *argv;
         char *grant;
         /* A command's output may overtake its "started" line on the way
@@ -1097,15 +1140,22 @@ static void send_line(struct call_ctx *c, json_t *o)
                 ctl_call_pause(c->call, true);
 }
 
-static void record_process(struct call_ctx *c, json_t *exit)
+static int record_process(struct call_ctx *c, json_t *exit)
 {
         struct store *st = c->d->store;
         uint64_t now = daemon_now_ms();
         if (exit) {
                 int64_t code = json_integer_value(json_object_get(exit, "exitCode"));
                 const char *ec = json_string_value(json_object_get(exit, "errorCode"));
-                if (store_process_end(st, c->sb->id, c->pid, code, ec, now) != -ENOENT)
-                        return;
+                int r = daemon_store_result(c->d, store_process_end(st, c->sb->id, c->pid, code,
+                                                                    ec, now));
+                if (r != -ENOENT) {
+                        if (r < 0)
+                                daemon_log(c->d, "sandbox %s: recording the end of process %" PRIu64
+                                                 ": %s",
+                                           c->sb->id, c->pid, store_last_error(st));
+                        return r;
+                }
         }
         /* Its start, or an end whose start was never seen (exec failed). */
         _cleanup_free_ char *argv = c->argv ? json_dumps(c->argv, JSON_COMPACT) : NULL;
@@ -1121,7 +1171,11 @@ static void record_process(struct call_ctx *c, json_t *exit)
                 .ended_ms = exit ? now : 0,
         };
         memcpy(p.sandbox, c->sb->id, sizeof(p.sandbox));
-        store_process_put(st, &p);
+        int r = daemon_store_result(c->d, store_process_put(st, &p));
+        if (r < 0)
+                daemon_log(c->d, "sandbox %s: recording process %" PRIu64 ": %s", c->sb->id, c->pid,
+                           store_last_error(st));
+        return r;
 }
 
 static void start_stream(struct call_ctx *c)
@@ -1133,16 +1187,21 @@ static void start_stream(struct call_ctx *c)
         evhttp_add_header(evhttp_request_get_output_headers(c->req), "Cache-Control", "no-store");
         count_reply(c->d, 200);
         evhttp_send_reply_start(c->req, 200, NULL);
-        /* A command may be silent for longer than the request timeout. */
+        /* A command may be silent for longer than the request timeout; a
+         * write timeout counts only while output waits, so it is the stall
+         * bound: a client that takes nothing of it for that long is gone
+         * (on_client_close), like the supervisor's own (docs/api.md). */
         struct evhttp_connection *conn = evhttp_request_get_connection(c->req);
         struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
         if (bev) {
-                struct timeval wtv = {.tv_sec = 300, .tv_usec = 0};
+                uint64_t ms = c->stall_ms ? c->stall_ms : STREAM_STALL_MS;
+                struct timeval wtv = {.tv_sec = (time_t)(ms / 1000),
+                                      .tv_usec = (suseconds_t)(ms % 1000) * 1000};
                 bufferevent_set_timeouts(bev, NULL, &wtv);
         }
 }
 
-static void kill_orphan(struct sandbox *sb, uint64_t pid);
+static void kill_orphan(struct sandbox *sb, uint64_t pid, bool abandoned);
 
 /* One event to the client, with the accounting of its end. */
 static void relay(struct call_ctx *c, json_t *msg)
@@ -1166,6 +1225,14 @@ static void relay(struct call_ctx *c, json_t *msg)
                         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
                 if (c->pid && c->kind == CALL_EXEC)
                         record_process(c, msg);
+                else if (c->pid && c->kind == CALL_ATTACH)
+                        /* A watcher sees the end the daemon may have missed
+                         * (it was down): written down if still open. */
+                        (void)daemon_store_result(
+                            d, store_process_end(d->store, c->sb->id, c->pid,
+                                                 json_integer_value(json_object_get(msg, "exitCode")),
+                                                 json_string_value(json_object_get(msg, "errorCode")),
+                                                 daemon_now_ms()));
         }
         json_t *out = json_deep_copy(msg);
         json_object_del(out, "ok");
@@ -1187,16 +1254,23 @@ static void flush_held(struct call_ctx *c)
         json_decref(held);
 }
 
-static void on_started(struct call_ctx *c, json_t *msg)
+/* false: its record could not be written, and it has been killed. */
+static bool on_started(struct call_ctx *c, json_t *msg)
 {
         struct daemon *d = c->d;
         c->saw_started = true;
         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
         histogram_observe(&d->metrics.exec_start, (double)(now_monotonic_us() - c->t0_us) / 1e6);
-        record_process(c, NULL);
+        if (record_process(c, NULL) < 0) {
+                /* Not recorded, not run: what a restart would not know of
+                 * must not go on. */
+                kill_orphan(c->sb, c->pid, false);
+                return false;
+        }
         /* Its client left before it started. */
         if (c->gone && !c->background)
-                kill_orphan(c->sb, c->pid);
+                kill_orphan(c->sb, c->pid, true);
+        return true;
 }
 
 static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
@@ -1232,7 +1306,14 @@ static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
         }
         if (c->kind == CALL_EXEC && !c->saw_started) {
                 if (type && STREQ(type, "started")) {
-                        on_started(c, msg);
+                        if (!on_started(c, msg)) {
+                                c->replied = true;
+                                detach_conn(c);
+                                reply_error(d, c->req, 503, "store_unavailable",
+                                            "the command was stopped: its record could not be saved: %s",
+                                            store_last_error(d->store));
+                                return;
+                        }
                         if (c->background) {
                                 c->replied = true;
                                 detach_conn(c);
@@ -1322,10 +1403,10 @@ static const struct ctl_call_ops call_ops = {
         .done = on_call_done,
 };
 
-static void kill_orphan(struct sandbox *sb, uint64_t pid)
+static void kill_orphan(struct sandbox *sb, uint64_t pid, bool abandoned)
 {
-        json_t *req = json_pack("{s:s, s:I, s:i}", "op", "signal", "pid", (json_int_t)pid, "signal",
-                                SIGKILL);
+        json_t *req = json_pack("{s:s, s:I, s:i, s:b}", "op", "signal", "pid", (json_int_t)pid,
+                                "signal", SIGKILL, "abandoned", abandoned);
         struct ctl_call *k = NULL;
         static const struct ctl_call_ops none = {0};
         (void)ctl_call_start(sb->d->base, sb->control_path, req, 5000, &none, NULL, &k);
@@ -1337,9 +1418,21 @@ static void on_client_close(struct evhttp_connection *conn, void *arg)
         struct call_ctx *c = arg;
         c->gone = true;
         c->conn = NULL;
-        /* A foreground command dies with the client that waits for it. */
+        if (c->kind == CALL_ATTACH) {
+                /* Watching a process does not own it: let both ends go. */
+                ctl_call_cancel(c->call);
+                c->call = NULL;
+                evhttp_send_reply_end(c->req); /* frees the detached request */
+                call_ctx_free(c);
+                return;
+        }
+        /* A foreground command dies with the client that waits for it
+         * (on_started, when it has not started yet); what it still says is
+         * read and dropped, so that its end is recorded. */
         if (c->kind == CALL_EXEC && !c->background && c->pid && !c->saw_exit && c->sb)
-                kill_orphan(c->sb, c->pid);
+                kill_orphan(c->sb, c->pid, true);
+        if (c->call)
+                ctl_call_pause(c->call, false);
 }
 
 static void start_call(struct daemon *d, struct evhttp_request *req, struct sandbox *sb,
@@ -1373,13 +1466,13 @@ static void start_call(struct daemon *d, struct evhttp_request *req, struct sand
 
 static void handle_exec(struct daemon *d, struct evhttp_request *req, struct grant *g, const char *id)
 {
-        if (!require(d, req, g, g->allow_exec, "allowExec"))
+        if (!require(d, req, g, g->allow_exec, "allowExec") || refuse_lost_store(d, req))
                 return;
         json_t *body = read_json_body(d, req, false);
         if (!body)
                 return;
-        static const char *const keys[] = {"argv", "env", "cwd", "stdin", "timeout", "background",
-                                           NULL};
+        static const char *const keys[] = {"argv",    "env",          "cwd",        "stdin",
+                                           "timeout", "stallTimeout", "background", NULL};
         json_t *ctl = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;
@@ -1388,7 +1481,7 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         json_t *cwd = json_object_get(body, "cwd");
         json_t *in = json_object_get(body, "stdin");
         json_t *bg = json_object_get(body, "background");
-        double timeout;
+        double timeout, stall;
         size_t i;
         json_t *v;
         if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > 4096) {
@@ -1436,6 +1529,11 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 reply_bad_field(d, req, "timeout", "must be a positive number of seconds");
                 goto out;
         }
+        if (get_seconds(body, "stallTimeout", 3600.0, &stall) < 0 || stall == 0) {
+                reply_bad_field(d, req, "stallTimeout",
+                                "must be a positive number of seconds, at most 3600");
+                goto out;
+        }
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 goto out;
@@ -1454,6 +1552,8 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 json_object_set(ctl, "stdin", in);
         if (timeout > 0)
                 json_object_set_new(ctl, "timeout", json_real(timeout));
+        if (stall > 0)
+                json_object_set_new(ctl, "stallTimeout", json_real(stall));
         if (record_audit(d, id, "api.exec", json_pack("{s:s, s:O, s:b}", "grant", g->name, "argv", argv,
                                                       "background", json_is_true(bg))) < 0) {
                 reply_audit_failed(d, req, d->audit_fault);
@@ -1461,6 +1561,7 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         }
         struct call_ctx *c = xcalloc(1, sizeof(*c));
         c->background = json_is_true(bg);
+        c->stall_ms = stall > 0 ? (uint64_t)(stall * 1000) : 0;
         c->argv = json_incref(argv);
         c->grant = xstrdup(g->name);
         start_call(d, req, sb, CALL_EXEC, ctl, c);
@@ -1474,12 +1575,39 @@ static bool parse_pid(const char *s, uint64_t *ret)
         return safe_atou64(s, ret) == 0 && *ret > 0 && *ret < (1u << 30);
 }
 
+/* ?from=N: the first event's sequence number a reconnecting client wants. */
+static int events_from(struct evhttp_request *req, uint64_t *ret)
+{
+        *ret = 0;
+        const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+        if (!q)
+                return 0;
+        struct evkeyvalq params = {0};
+        if (evhttp_parse_query_str(q, &params) < 0) {
+                evhttp_clear_headers(&params);
+                return -EINVAL;
+        }
+        int r = 0;
+        const char *v = evhttp_find_header(&params, "from");
+        if (v && (safe_atou64(v, ret) < 0 || *ret > (1ull << 53)))
+                r = -EINVAL;
+        evhttp_clear_headers(&params);
+        return r;
+}
+
 static void handle_events(struct daemon *d, struct evhttp_request *req, const char *id, uint64_t pid)
 {
+        uint64_t from = 0;
+        if (events_from(req, &from) < 0) {
+                reply_bad_field(d, req, "from", "must be an event's sequence number");
+                return;
+        }
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 return;
         json_t *ctl = json_pack("{s:s, s:I}", "op", "attach", "pid", (json_int_t)pid);
+        if (from > 0)
+                json_object_set_new(ctl, "from", json_integer((json_int_t)from));
         struct call_ctx *c = xcalloc(1, sizeof(*c));
         c->pid = pid;
         start_call(d, req, sb, CALL_ATTACH, ctl, c);
@@ -1871,13 +1999,13 @@ static void route(struct daemon *d, struct evhttp_request *req)
 
         if (STREQ(path, "/healthz")) {
                 if (method_is(d, req, EVHTTP_REQ_GET, "GET")) {
-                        bool ok = audit_healthy(d);
-                        json_t *o = json_pack("{s:b, s:s, s:I}", "ok", ok, "version", "0.1.0",
+                        _cleanup_free_ char *why =
+                            audit_healthy(d) ? NULL : xasprintf("audit log: %s", d->audit_fault);
+                        daemon_health_set(d, "audit", why);
+                        json_t *h = json_pack("{s:b, s:s, s:I}", "ok", 1, "version", "0.1.0",
                                               "sandboxes", (json_int_t)sandbox_count(d, NULL, false));
-                        if (!ok)
-                                json_object_set_new(o, "reason",
-                                                    json_sprintf("audit log: %s", d->audit_fault));
-                        reply_json(d, req, ok ? 200 : 503, o);
+                        daemon_health_fill(d, h); /* health.c: "ok" and its reasons */
+                        reply_json(d, req, daemon_health_ok(d) ? 200 : 503, h);
                 }
                 goto out;
         }

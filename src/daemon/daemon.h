@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "health.h"
 #include "metrics.h"
 #include "policy.h"
 #include "store.h"
@@ -40,6 +41,7 @@ struct daemon_options {
         uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
         uint64_t ready_timeout_ms;
         uint64_t gc_interval_ms;
+        uint64_t retain_ms; /* ended records and reviewed changes are kept this long */
         struct pool_spec pools[DAEMON_POOL_CLASSES];
         size_t n_pools;
 };
@@ -95,6 +97,7 @@ struct sandbox {
         int pidfd;
         struct event *exit_ev;
         bool exited;
+        char exit_how[48]; /* "exit code 125", "signal 9"; "" when not known */
 
         int ready_fd;
         struct event *ready_ev;
@@ -156,6 +159,10 @@ struct daemon {
         struct event *pool_timer;
         struct event *sig_events[4];
         bool shutting_down;
+        struct health health; /* health.h: why /healthz says not ok */
+        uint64_t store_checked_ms; /* the last store check (gc.c) */
+        uint64_t retain_ms;
+        uint64_t pruned_ms; /* the last pruning (gc.c) */
 };
 
 /* daemon lifecycle (airlockd.c) */

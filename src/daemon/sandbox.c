@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 #include "ctl.h"
 #include "daemon.h"
 #include "files.h"
+#include "http.h"
 #include "jobs.h"
 #include "util.h"
 
@@ -165,9 +168,10 @@ int sandbox_save(struct sandbox *sb)
                 .reason = sb->end_reason,
         };
         memcpy(r.id, sb->id, sizeof(r.id));
-        int k = store_sandbox_put(sb->d->store, &r);
+        int k = daemon_store_result(sb->d, store_sandbox_put(sb->d->store, &r));
         if (k < 0)
-                daemon_log(sb->d, "sandbox %s: recording it: %s", sb->id, strerror(-k));
+                daemon_log(sb->d, "sandbox %s: recording it: %s", sb->id,
+                           store_last_error(sb->d->store));
         return k;
 }
 
@@ -193,7 +197,36 @@ static bool is_cgroupfs(int fd)
                 (unsigned long)s.f_type == CGROUP2_SUPER_MAGIC);
 }
 
+/* Kill a process listed in a cgroup named `tag` (or below it), by a pidfd
+ * taken before its membership is checked: a listed process that has ended
+ * may have left its number to another, and a number read a moment ago is
+ * no name for a process. */
+static void kill_member(int pid, const char *tag)
+{
+        _cleanup_close_ int pfd = pidfd_open(pid);
+        if (pfd < 0)
+                return;
+        _cleanup_free_ char *path = xasprintf("/proc/%d/cgroup", pid);
+        _cleanup_free_ char *cg = NULL;
+        _cleanup_free_ char *needle = xasprintf("/%s", tag);
+        if (read_file_at(AT_FDCWD, path, 64 * 1024, &cg, NULL) < 0)
+                return;
+        size_t n = strlen(needle);
+        for (const char *at = strstr(cg, needle); at; at = strstr(at + 1, needle))
+                if (at[n] == '/' || at[n] == '\n' || at[n] == '\0') {
+                        (void)syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+                        return;
+                }
+}
+
+static void cgroup_remove_tagged(int parent, const char *name, const char *tag, unsigned depth);
+
 static void cgroup_remove(int parent, const char *name, unsigned depth)
+{
+        cgroup_remove_tagged(parent, name, name, depth);
+}
+
+static void cgroup_remove_tagged(int parent, const char *name, const char *tag, unsigned depth)
 {
         int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -207,7 +240,7 @@ static void cgroup_remove(int parent, const char *name, unsigned depth)
         while ((de = readdir(dir)))
                 if (de->d_type == DT_DIR && !STREQ(de->d_name, ".") && !STREQ(de->d_name, "..") &&
                     depth < 8)
-                        cgroup_remove(dirfd(dir), de->d_name, depth + 1);
+                        cgroup_remove_tagged(dirfd(dir), de->d_name, tag, depth + 1);
         int kfd = openat(dirfd(dir), "cgroup.kill", O_WRONLY | O_CLOEXEC);
         if (kfd >= 0) {
                 /* Without cgroup.kill (v1) the processes are killed below. */
@@ -223,7 +256,7 @@ static void cgroup_remove(int parent, const char *name, unsigned depth)
                                         *nl = '\0';
                                 int pid;
                                 if (safe_atoi(p, &pid) == 0 && pid > 1)
-                                        kill(pid, SIGKILL);
+                                        kill_member(pid, tag);
                                 if (!nl)
                                         break;
                                 p = nl + 1;
@@ -317,11 +350,26 @@ static void remove_tree_async(struct daemon *d, const char *path)
                         (void)files_remove_tree(pfd, name);
                 return;
         }
+        /* The child is a copy of the daemon: it must not act on the
+         * daemon's signals (its handler would tell the daemon's loop) nor
+         * hold the daemon's sockets and pipes while it works. */
+        sigset_t all, old;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
         pid_t pid = fork();
         if (pid == 0) {
+                for (int sig = 1; sig < NSIG; sig++)
+                        signal(sig, SIG_DFL);
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                if (pfd > 3)
+                        (void)syscall(SYS_close_range, 3, (unsigned)pfd - 1, 0);
+                (void)syscall(SYS_close_range, (unsigned)pfd + 1, ~0U, 0);
                 (void)files_remove_tree(pfd, trash);
                 _exit(0);
         }
+        sigprocmask(SIG_SETMASK, &old, NULL);
         if (pid < 0)
                 (void)files_remove_tree(pfd, trash);
 }
@@ -340,6 +388,18 @@ void sandbox_cleanup_leftovers(struct daemon *d, const char *id, pid_t pid, cons
                 (void)files_remove_tree(run, id);
         if (workspace_owned && workspace)
                 remove_tree_async(d, workspace);
+}
+
+static char *log_tail(struct sandbox *sb);
+
+/* Why a start ended without a word on the ready pipe: how the supervisor
+ * ended and the last line it logged. */
+static char *exited_message(struct sandbox *sb)
+{
+        _cleanup_free_ char *tail = log_tail(sb);
+        return xasprintf("the supervisor exited before the sandbox was ready (%s)%s%s",
+                         sb->exit_how[0] ? sb->exit_how : "how is not known", tail ? ": " : "",
+                         tail ? tail : "");
 }
 
 /* The end of a sandbox: its supervisor is gone. */
@@ -372,7 +432,16 @@ static void finalize(struct sandbox *sb)
 
         enum sandbox_state was = sb->state;
         sb->ended_ms = daemon_now_ms();
-        if (was == SANDBOX_STOPPING) {
+        _cleanup_free_ char *why = NULL;
+        if (was == SANDBOX_STARTING) {
+                /* Gone before it said ready or not: a failed start, with
+                 * what is known of why. */
+                why = exited_message(sb);
+                _cleanup_free_ char *reason = xasprintf("start_failed: %s", why);
+                sb->state = SANDBOX_FAILED;
+                sandbox_set_reason(sb, reason);
+                d->metrics.create_failures++;
+        } else if (was == SANDBOX_STOPPING) {
                 sb->state = SANDBOX_DESTROYED;
         } else if (was == SANDBOX_RUNNING || was == SANDBOX_POOLED) {
                 sb->state = SANDBOX_DESTROYED;
@@ -401,7 +470,7 @@ static void finalize(struct sandbox *sb)
         if (sb->start_cb) {
                 sandbox_cb cb = sb->start_cb;
                 sb->start_cb = NULL;
-                cb(sb, -ECHILD, "the supervisor exited before the sandbox was ready",
+                cb(sb, -ECHILD, why ? why : "the supervisor exited before the sandbox was ready",
                    sb->start_ud);
         }
         while (sb->waiters) {
@@ -425,7 +494,16 @@ static void on_exit_event(evutil_socket_t fd, short what, void *arg)
         if (sb->exited)
                 return;
         sb->exited = true;
-        if (sb->pid > 0)
+        /* Reaped here, after its end was seen: until then its pid stays its
+         * own (a supervisor the daemon started sends no SIGCHLD, so the
+         * daemon's catch-all reaper leaves it alone). */
+        siginfo_t si = {0};
+        if (sb->pidfd >= 0 && waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG | __WALL) == 0 &&
+            si.si_pid > 0)
+                snprintf(sb->exit_how, sizeof(sb->exit_how),
+                         si.si_code == CLD_EXITED ? "exit code %d" : "killed by signal %d",
+                         si.si_status);
+        else if (sb->pid > 0)
                 (void)waitpid(sb->pid, NULL, WNOHANG);
         sandbox_ref(sb);
         /* What the supervisor said on the ready pipe before it went explains
@@ -499,6 +577,17 @@ static void start_failed(struct sandbox *sb, int error, const char *message)
         sandbox_unref(sb);
 }
 
+/* The record of a starting sandbox could not be written: stop its
+ * supervisor (SIGTERM: it tears the sandbox down) and fail the start with
+ * the store's reason. */
+static void store_failed(struct sandbox *sb, int k)
+{
+        _cleanup_free_ char *msg = xasprintf("the sandbox's record could not be saved: %s",
+                                             store_last_error(sb->d->store));
+        pidfd_kill(sb, SIGTERM);
+        start_failed(sb, k, msg);
+}
+
 static void ready_line(struct sandbox *sb, const char *line)
 {
         if (STREQ(line, "ok")) {
@@ -508,7 +597,13 @@ static void ready_line(struct sandbox *sb, const char *line)
                 sb->ready_fd = -1;
                 sb->state = sb->for_pool ? SANDBOX_POOLED : SANDBOX_RUNNING;
                 sandbox_touch(sb);
-                sandbox_save(sb);
+                int k = sandbox_save(sb);
+                if (k < 0) {
+                        /* Not recorded, not reported: undone. */
+                        sb->state = SANDBOX_STARTING;
+                        store_failed(sb, k);
+                        return;
+                }
                 sandbox_cb cb = sb->start_cb;
                 sb->start_cb = NULL;
                 if (cb)
@@ -565,9 +660,18 @@ static void on_ready(evutil_socket_t fd, short what, void *arg)
                 ready_line(sb, sb->ready_buf);
                 return;
         }
-        _cleanup_free_ char *tail = log_tail(sb);
-        _cleanup_free_ char *msg = xasprintf("the supervisor exited before the sandbox was ready%s%s",
-                                             tail ? ": " : "", tail ? tail : "");
+        /* The pipe closed without a line. Its end (on_exit_event, then
+         * finalize) says how the supervisor went; one that closed the pipe
+         * and lives on is killed. */
+        if (sb->ready_ev)
+                event_del(sb->ready_ev);
+        close(sb->ready_fd);
+        sb->ready_fd = -1;
+        if (!sb->exited && sb->pidfd >= 0) {
+                arm_kill_timer(sb, DESTROY_TIMEOUT_MS);
+                return;
+        }
+        _cleanup_free_ char *msg = exited_message(sb);
         start_failed(sb, -ECHILD, msg);
 }
 
@@ -622,12 +726,32 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
          * list) and PATH. */
         _cleanup_strv_ char **envp = daemon_child_env(d);
 
-        /* Built before fork: the child only makes system calls. */
-        sigset_t none;
+        /* Built before fork: the child only makes system calls. Signals are
+         * blocked across the fork: until the child has reset its handlers,
+         * a signal sent to it (a destroy right after the start) would run
+         * the daemon's handler, which tells the daemon's loop, through the
+         * pipe they share, that the daemon itself got it. */
+        sigset_t none, all, old;
         sigemptyset(&none);
-        pid_t pid = fork();
-        if (pid < 0)
-                return al_error_set(err, errno, "fork");
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
+        /* No exit signal: the daemon's SIGCHLD reaper (waitpid(-1), which
+         * does not wait for such children) leaves it to on_exit_event, which
+         * learns how it ended; and its pid is not free for another process
+         * before the daemon has cleaned up after it. */
+        int cpidfd = -1;
+        struct clone_args ca = {.flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&cpidfd,
+                                .exit_signal = 0};
+        pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+        if (pid < 0 && errno == ENOSYS) {
+                pid = fork();
+                cpidfd = -1;
+        }
+        if (pid < 0) {
+                int e = errno;
+                sigprocmask(SIG_SETMASK, &old, NULL);
+                return al_error_set(err, e, "fork");
+        }
         if (pid == 0) {
                 int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 if (null < 0 || setsid() < 0 || dup2(null, 0) < 0 || dup2(logfd, 1) < 0 ||
@@ -640,8 +764,9 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
                 execve(d->airlock_bin, argv, envp);
                 _exit(127);
         }
+        sigprocmask(SIG_SETMASK, &old, NULL);
         sb->pid = pid;
-        sb->pidfd = pidfd_open(pid);
+        sb->pidfd = cpidfd >= 0 ? cpidfd : pidfd_open(pid);
         sb->ready_fd = TAKE_FD(rd);
         return 0;
 }
@@ -699,14 +824,31 @@ int sandbox_start(struct daemon *d, struct policy *p, const struct sandbox_param
         sb->for_pool = params->pooled;
         sb->next = d->sandboxes;
         d->sandboxes = sb;
-        sandbox_save(sb);
+        if (sb->pidfd >= 0)
+                (void)watch_exit(sb);
+        r = sandbox_save(sb);
+        if (r < 0) {
+                /* Unrecorded, a restart would not know it: stop the
+                 * supervisor now; its exit finishes the cleanup. The caller
+                 * answers the error. */
+                al_error_set(err, 0, "recording the sandbox in the state database: %s",
+                             store_last_error(d->store));
+                d->metrics.create_failures++;
+                sb->start_cb = NULL;
+                sb->state = SANDBOX_FAILED;
+                sandbox_set_reason(sb, err->msg);
+                pidfd_kill(sb, SIGTERM);
+                if (sb->pidfd < 0)
+                        finalize(sb);
+                else
+                        arm_kill_timer(sb, DESTROY_TIMEOUT_MS);
+                return r;
+        }
 
         sb->ready_ev = event_new(d->base, sb->ready_fd, EV_READ | EV_PERSIST, on_ready, sb);
         struct timeval tv = {.tv_sec = (time_t)(d->ready_timeout_ms / 1000),
                              .tv_usec = (suseconds_t)(d->ready_timeout_ms % 1000) * 1000};
         event_add(sb->ready_ev, &tv);
-        if (sb->pidfd >= 0)
-                (void)watch_exit(sb);
         *ret = sb;
         return 0;
 
@@ -726,6 +868,12 @@ fail_dir:
         }
 fail:
         d->metrics.create_failures++;
+        if (r == -ENOSPC || r == -EDQUOT) {
+                /* The state directory is full: the store could not record
+                 * either; gc.c's check says when it has room again. */
+                _cleanup_free_ char *why = xasprintf("the state directory is full: %s", err->msg);
+                daemon_health_set(d, "store", why);
+        }
         sandbox_free(sb);
         return r;
 }
@@ -824,6 +972,44 @@ static void status_req_unlink(struct daemon *d, struct status_req *s)
         s->prev = s->next = NULL;
 }
 
+/* Process records that still say "running" while the supervisor says the
+ * process has ended (its end was not seen by the daemon: it was down, or
+ * the stream was cut): the supervisor's word is written down. A process the
+ * supervisor no longer lists although it lists a later one has ended too,
+ * how is not known. */
+static void reconcile_processes(struct sandbox *sb, json_t *status)
+{
+        struct store_process **v = NULL;
+        size_t n = 0;
+        if (store_process_list(sb->d->store, sb->id, 1000, &v, &n) < 0)
+                return;
+        json_t *procs = json_object_get(status, "processes");
+        json_int_t newest = 0;
+        size_t i;
+        json_t *e;
+        json_array_foreach(procs, i, e) if (json_integer_value(json_object_get(e, "pid")) > newest)
+                newest = json_integer_value(json_object_get(e, "pid"));
+        uint64_t now = daemon_now_ms();
+        for (size_t k = 0; k < n; k++) {
+                if (!v[k]->state || !STREQ(v[k]->state, "running"))
+                        continue;
+                json_t *found = NULL;
+                json_array_foreach(procs, i, e) if ((uint64_t)json_integer_value(json_object_get(e, "pid")) ==
+                                                    v[k]->pid) found = e;
+                int r = 0;
+                if (found && !json_is_true(json_object_get(found, "running")) &&
+                    json_is_integer(json_object_get(found, "exitCode")))
+                        r = store_process_end(sb->d->store, sb->id, v[k]->pid,
+                                              json_integer_value(json_object_get(found, "exitCode")),
+                                              json_string_value(json_object_get(found, "errorCode")), now);
+                else if (!found && (json_int_t)v[k]->pid < newest)
+                        r = store_process_end(sb->d->store, sb->id, v[k]->pid, -1, "lost", now);
+                if (daemon_store_result(sb->d, r) < 0)
+                        break;
+        }
+        store_processes_free(v, n);
+}
+
 static void on_status_done(struct ctl_call *c, int error, void *userdata)
 {
         struct status_req *s = userdata;
@@ -848,6 +1034,7 @@ static void on_status_done(struct ctl_call *c, int error, void *userdata)
                 json_array_foreach(json_object_get(a, "processes"), i, p)
                         busy = busy || json_is_true(json_object_get(p, "running"));
                 sb->status.busy = busy;
+                reconcile_processes(sb, a);
         }
         json_decref(a);
         if (s->cb)
@@ -990,6 +1177,71 @@ static struct sandbox *from_record(struct daemon *d, const struct store_sandbox 
         return sb;
 }
 
+/* Supervisors the records do not know (the database was lost or restored
+ * from an older copy, or the daemon died between starting one and recording
+ * it): found by their state in the run directory, and destroyed cleanly,
+ * with a record that says so. No client holds their id, and a sandbox
+ * nobody can reach must not run on. */
+static void reattach_unrecorded(struct daemon *d)
+{
+        _cleanup_(closedirp) DIR *dir = opendir(d->run_dir);
+        if (!dir)
+                return;
+        struct dirent *de;
+        size_t found = 0;
+        while ((de = readdir(dir))) {
+                const char *id = de->d_name;
+                if (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16 || sandbox_find(d, id))
+                        continue;
+                _cleanup_free_ char *state = NULL;
+                _cleanup_free_ char *path = xasprintf("%s/supervisor.json", id);
+                if (read_file_at(dirfd(dir), path, 64 * 1024, &state, NULL) < 0)
+                        continue;
+                json_error_t jerr;
+                json_t *o = json_loads(state, 0, &jerr);
+                json_int_t pid = json_integer_value(json_object_get(o, "pid"));
+                json_decref(o);
+                if (pid <= 0 || pid > INT32_MAX || !is_our_supervisor((pid_t)pid, id))
+                        continue;
+                struct sandbox *sb = sandbox_alloc(d, id);
+                sb->pid = (pid_t)pid;
+                sb->pidfd = pidfd_open(sb->pid);
+                if (sb->pidfd < 0 || !is_our_supervisor(sb->pid, id)) {
+                        sandbox_free(sb);
+                        continue;
+                }
+                sb->class_name = xstrdup("unknown");
+                sb->metadata = json_object();
+                sb->policy = policy_new();
+                _cleanup_free_ char *ppath = xasprintf("%s/sandboxes/%s/policy.json", d->state_dir, id);
+                if (read_file_at(AT_FDCWD, ppath, 1 << 20, &sb->policy_json, NULL) < 0)
+                        sb->policy_json = xstrdup("{}");
+                sb->created_ms = sb->last_active_ms = daemon_now_ms();
+                /* A workspace the daemon made is where it makes them. */
+                _cleanup_free_ char *ws = xasprintf("%s/workspaces/%s", d->state_dir, id);
+                struct stat st;
+                if (stat(ws, &st) == 0 && S_ISDIR(st.st_mode)) {
+                        sb->workspace = TAKE_PTR(ws);
+                        sb->workspace_owned = true;
+                }
+                sb->next = d->sandboxes;
+                d->sandboxes = sb;
+                if (watch_exit(sb) < 0) {
+                        pidfd_kill(sb, SIGKILL);
+                        continue;
+                }
+                found++;
+                daemon_log(d, "sandbox %s: its supervisor (pid %d) has no record; destroying it", id,
+                           (int)sb->pid);
+                record_audit(d, id, "sandbox.unrecorded",
+                             json_pack("{s:i, s:s}", "pid", (int)sb->pid, "action", "destroy"));
+                sb->state = SANDBOX_RUNNING;
+                sandbox_destroy(sb, "unrecorded", NULL, NULL);
+        }
+        if (found)
+                daemon_log(d, "destroyed %zu sandbox(es) the records did not know", found);
+}
+
 int sandbox_reattach_all(struct daemon *d)
 {
         static const char *const live[] = {"starting", "pooled", "running", "stopping"};
@@ -1064,6 +1316,7 @@ int sandbox_reattach_all(struct daemon *d)
         if (attached || lost)
                 daemon_log(d, "re-attached %zu sandbox(es); %zu had lost their supervisor", attached,
                            lost);
+        reattach_unrecorded(d);
         return 0;
 }
 

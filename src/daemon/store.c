@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "store.h"
 #include "util.h"
 
 struct store {
         sqlite3 *db;
+        char *path;
+        int fd;         /* the database file as opened, to notice it replaced */
+        char last_error[256];
 };
 
 #define SCHEMA_VERSION 3
@@ -60,7 +66,12 @@ static int sql_error(struct store *s, int rc, struct al_error *err, const char *
                 : rc == SQLITE_CONSTRAINT                  ? EEXIST
                 : rc == SQLITE_NOMEM                       ? ENOMEM
                 : rc == SQLITE_READONLY || rc == SQLITE_PERM ? EACCES
+                : rc == SQLITE_FULL                        ? ENOSPC
+                : rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB ? EUCLEAN
                                                            : EIO;
+        if (s && rc != SQLITE_CONSTRAINT)
+                snprintf(s->last_error, sizeof(s->last_error), "%s: %s", what,
+                         s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
         if (err)
                 al_error_set(err, 0, "%s: %s", what, s && s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
         if (err)
@@ -91,8 +102,23 @@ static int has_column(struct store *s, const char *table, const char *column)
  * allow_git in version 2, secrets in version 3. The checks and the ALTERs
  * share one write transaction, so that the daemon and `airlock grant`
  * opening the same old file at once do not both add a column. */
+static int user_version(struct store *s)
+{
+        sqlite3_stmt *st = NULL;
+        int v = -1;
+        if (sqlite3_prepare_v2(s->db, "PRAGMA user_version;", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+                v = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        return v;
+}
+
 static int migrate(struct store *s, char **emsg)
 {
+        /* Up to date: no write, so that a daemon restarted on a full disk
+         * still opens its records (and re-attaches what runs). */
+        if (user_version(s) == SCHEMA_VERSION)
+                return SQLITE_OK;
         int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE;", NULL, NULL, emsg);
         if (rc != SQLITE_OK)
                 return rc;
@@ -125,6 +151,8 @@ static int migrate(struct store *s, char **emsg)
 int store_open(const char *path, struct store **ret, struct al_error *err)
 {
         struct store *s = xcalloc(1, sizeof(*s));
+        s->fd = -1;
+        s->path = xstrdup(path);
         int rc = sqlite3_open_v2(path, &s->db,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
                                          SQLITE_OPEN_EXRESCODE,
@@ -138,9 +166,14 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
         (void)chmod(path, 0600);
         sqlite3_busy_timeout(s->db, 2000);
         char *emsg = NULL;
+        /* synchronous=FULL: a write is durable when it returns, so an answer
+         * the daemon gives holds after a crash. journal_size_limit gives back
+         * what a burst of writes (or a full disk) made the WAL grow to once
+         * it is checkpointed. */
         rc = sqlite3_exec(s->db,
                           "PRAGMA journal_mode=WAL;"
-                          "PRAGMA synchronous=NORMAL;"
+                          "PRAGMA synchronous=FULL;"
+                          "PRAGMA journal_size_limit=4194304;"
                           "PRAGMA foreign_keys=ON;",
                           NULL, NULL, &emsg);
         if (rc == SQLITE_OK)
@@ -156,6 +189,7 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
                 store_close(s);
                 return r == -EINVAL ? -EIO : r;
         }
+        s->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         *ret = s;
         return 0;
 }
@@ -165,6 +199,9 @@ struct store *store_close(struct store *s)
         if (!s)
                 return NULL;
         sqlite3_close_v2(s->db);
+        if (s->fd >= 0)
+                close(s->fd);
+        free(s->path);
         free(s);
         return NULL;
 }
@@ -616,5 +653,124 @@ int store_process_list(struct store *s, const char *sandbox, size_t limit,
         }
         *ret = v;
         *ret_n = n;
+        return 0;
+}
+
+/* health */
+
+const char *store_last_error(struct store *s)
+{
+        return s->last_error[0] ? s->last_error : "unknown error";
+}
+
+int store_checkpoint(struct store *s)
+{
+        int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : sql_error(s, rc & 0xff, NULL, "checkpointing the WAL");
+}
+
+int store_probe(struct store *s)
+{
+        /* A real write, as large as a record: it needs room in the WAL and
+         * in the file as a create does. The row never shows: it goes in the
+         * same transaction. */
+        char *emsg = NULL;
+        int rc = sqlite3_exec(s->db,
+                              "BEGIN IMMEDIATE;"
+                              "INSERT INTO sandboxes (id, state, class, metadata, policy,"
+                              " workspace_owned, pid, created_ms, ended_ms, expires_ms,"
+                              " idle_timeout_ms, last_active_ms)"
+                              " VALUES ('-probe', 'probe', '', '{}', hex(zeroblob(8192)), 0, 0, 0, 0,"
+                              " 0, 0, 0);"
+                              "DELETE FROM sandboxes WHERE id = '-probe';"
+                              "COMMIT;",
+                              NULL, NULL, &emsg);
+        sqlite3_free(emsg);
+        if (rc != SQLITE_OK) {
+                int r = sql_error(s, rc & 0xff, NULL, "writing");
+                (void)sqlite3_exec(s->db, "ROLLBACK;", NULL, NULL, NULL);
+                return r;
+        }
+        /* Read the file's first page back: a file that is no database any
+         * more (overwritten) shows here. */
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA quick_check(1);", -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+                rc = sqlite3_step(st);
+                const unsigned char *t = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+                if (rc == SQLITE_ROW && (!t || !STREQ((const char *)t, "ok"))) {
+                        snprintf(s->last_error, sizeof(s->last_error), "the database is corrupt: %s",
+                                 t ? (const char *)t : "?");
+                        sqlite3_finalize(st);
+                        return -EUCLEAN;
+                }
+                rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
+        }
+        sqlite3_finalize(st);
+        return rc == SQLITE_OK ? 0 : sql_error(s, rc & 0xff, NULL, "checking");
+}
+
+int store_check_file(struct store *s)
+{
+        struct stat open_st, path_st;
+        if (s->fd < 0 || fstat(s->fd, &open_st) < 0)
+                return 0; /* nothing to compare with */
+        if (open_st.st_nlink == 0) {
+                snprintf(s->last_error, sizeof(s->last_error), "%s was deleted", s->path);
+                return -ENOENT;
+        }
+        if (stat(s->path, &path_st) < 0) {
+                snprintf(s->last_error, sizeof(s->last_error), "%s: %s", s->path, strerror(errno));
+                return -ENOENT;
+        }
+        if (path_st.st_ino != open_st.st_ino || path_st.st_dev != open_st.st_dev) {
+                snprintf(s->last_error, sizeof(s->last_error), "%s was replaced by another file",
+                         s->path);
+                return -ESTALE;
+        }
+        /* Overwritten in place: SQLite's cache would hide it for a while. */
+        char head[16];
+        if (open_st.st_size >= (off_t)sizeof(head) &&
+            (pread(s->fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
+             memcmp(head, "SQLite format 3", sizeof(head)) != 0)) {
+                snprintf(s->last_error, sizeof(s->last_error), "%s is no SQLite database any more",
+                         s->path);
+                return -EUCLEAN;
+        }
+        return 0;
+}
+
+int store_sandbox_prune(struct store *s, uint64_t before_ms, uint64_t *ret_n)
+{
+        /* One transaction: a record and its processes go together. */
+        char *emsg = NULL;
+        int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE;", NULL, NULL, &emsg);
+        sqlite3_free(emsg);
+        if (rc != SQLITE_OK)
+                return sql_error(s, rc & 0xff, NULL, "pruning");
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        int r = prepare(s,
+                        "DELETE FROM sandboxes WHERE state IN ('destroyed', 'failed')"
+                        " AND ended_ms > 0 AND ended_ms < ?1",
+                        &st);
+        if (r >= 0) {
+                sqlite3_bind_int64(st, 1, (sqlite3_int64)before_ms);
+                r = step_done(s, st, NULL, "pruning sandboxes");
+        }
+        uint64_t n = r >= 0 ? (uint64_t)sqlite3_changes(s->db) : 0;
+        if (r >= 0)
+                r = sqlite3_exec(s->db,
+                                 "DELETE FROM processes WHERE sandbox NOT IN (SELECT id FROM sandboxes);",
+                                 NULL, NULL, NULL) == SQLITE_OK
+                            ? 0
+                            : sql_error(s, sqlite3_errcode(s->db) & 0xff, NULL, "pruning processes");
+        if (r >= 0 && sqlite3_exec(s->db, "COMMIT;", NULL, NULL, NULL) != SQLITE_OK)
+                r = sql_error(s, sqlite3_errcode(s->db) & 0xff, NULL, "pruning");
+        if (r < 0) {
+                (void)sqlite3_exec(s->db, "ROLLBACK;", NULL, NULL, NULL);
+                return r;
+        }
+        if (ret_n)
+                *ret_n = n;
         return 0;
 }

@@ -21,6 +21,19 @@ struct store;
 int store_open(const char *path, struct store **ret, struct al_error *err);
 struct store *store_close(struct store *s);
 
+/* The last failure's message ("sandbox: database or disk is full"). Writes
+ * fail with -ENOSPC on a full disk, -EUCLEAN on a corrupt file, -EIO else. */
+const char *store_last_error(struct store *s);
+/* Checkpoint the WAL and truncate it, so that space it held comes back. */
+int store_checkpoint(struct store *s);
+/* One small write and a read of the file's first page: 0 when the store
+ * can record again. */
+int store_probe(struct store *s);
+/* -ENOENT when the database file was deleted, -ESTALE when another file has
+ * taken its name (the daemon's writes would be lost), -EUCLEAN when its
+ * header is no SQLite header any more; 0 otherwise. */
+int store_check_file(struct store *s);
+
 /* -EEXIST when a grant in force has that name; a revoked one is replaced. */
 int store_grant_add(struct store *s, const struct grant *g, struct al_error *err);
 /* The grant in force with that token hash, or -ENOENT. */
@@ -56,6 +69,9 @@ int store_sandbox_put(struct store *s, const struct store_sandbox *sb);
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox **ret);
 int store_sandbox_delete(struct store *s, const char *id);
 int store_sandbox_count_state(struct store *s, const char *state, uint64_t *ret);
+/* Delete the records of sandboxes destroyed or failed before `before_ms`,
+ * and their processes. */
+int store_sandbox_prune(struct store *s, uint64_t before_ms, uint64_t *ret_n);
 
 #define STORE_META_MAX 32
 

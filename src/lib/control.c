@@ -33,7 +33,19 @@ enum {
         CONTROL_MAX_PROCS = 128,
         CONTROL_MAX_CLIENTS = 64,
         CONTROL_LINE_MAX = 4 * 1024 * 1024,
-        CONTROL_KEPT_MAX = 2 * 1024 * 1024, /* a background process's kept output */
+        /* Each process's last events, for attach and for a client that
+         * reconnects (from a sequence number): at most this much per
+         * process, and this much for all processes of the sandbox, the
+         * oldest events of the oldest processes dropped first. */
+        CONTROL_KEPT_MAX = 2 * 1024 * 1024,
+        CONTROL_KEPT_TOTAL = 16 * 1024 * 1024,
+        /* Output queued to one streaming client. Past it the process's pipes
+         * are no longer read, so the command blocks on its next write
+         * (backpressure); the queue is host memory outside the sandbox's
+         * limits, so it must stay small. */
+        CONTROL_STREAM_MAX = 1024 * 1024,
+        CONTROL_STALL_DEFAULT_MS = 30 * 1000, /* paused this long: abandoned */
+        CONTROL_STALL_MAX_MS = 3600 * 1000,
 };
 
 struct control;
@@ -48,8 +60,15 @@ struct proc {
         struct event *ev_out[2];
         struct event *ev_timeout;
         struct event *ev_linger;
-        struct evbuffer *kept; /* the event lines, for attach */
+        struct event *ev_stall; /* armed while paused */
+        struct evbuffer *kept;  /* the event lines, for attach */
+        uint64_t seq;           /* the last event's sequence number */
+        uint64_t kept_first;    /* the first kept line's */
         struct client *attached[8];
+        struct client *owner; /* the client that started a foreground process */
+        uint64_t stall_ms;
+        bool paused;  /* a client's queue is full: the pipes are not read */
+        bool discard; /* abandoned: what is still in the pipes is dropped */
         bool started, exited, failed, background;
         bool done; /* its exit event has gone out */
         const char *error_code;
@@ -77,6 +96,7 @@ struct control {
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         char **envp; /* the clean environment every process starts from */
         struct proc *procs[CONTROL_MAX_PROCS];
+        uint64_t kept_total; /* bytes kept by all processes */
         int next_id;
         int n_clients;
         char dir[4096], sock_path[4200];
@@ -170,14 +190,28 @@ out:
         free(s);
 }
 
+static void proc_abandon(struct proc *p, bool discard);
+static void proc_maybe_resume(struct proc *p);
+
 static void client_free(struct client *cl)
 {
         if (cl->ctl->snap_client == cl)
                 cl->ctl->snap_client = NULL;
-        if (cl->streaming)
-                for (size_t i = 0; i < ARRAY_SIZE(cl->streaming->attached); i++)
-                        if (cl->streaming->attached[i] == cl)
-                                cl->streaming->attached[i] = NULL;
+        struct proc *p = cl->streaming;
+        if (p) {
+                for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
+                        if (p->attached[i] == cl)
+                                p->attached[i] = NULL;
+                cl->streaming = NULL;
+                /* The rule (docs/control.md): a foreground command dies with
+                 * the client that started it; a background one outlives it. */
+                if (p->owner == cl) {
+                        p->owner = NULL;
+                        if (!p->background && !p->done)
+                                proc_abandon(p, false);
+                }
+                proc_maybe_resume(p);
+        }
         if (cl->bev)
                 bufferevent_free(cl->bev);
         if (--cl->ctl->n_clients == 0 && cl->ctl->destroying)
@@ -199,26 +233,113 @@ static void send_error(struct client *cl, const char *code, const char *msg)
         client_finish(cl);
 }
 
-/* One event of a process: kept for attach, and sent to whoever streams it. */
+/* Reading a process's pipes stops and starts with its clients' queues. */
+static void proc_pause(struct proc *p)
+{
+        if (p->paused || p->discard)
+                return;
+        p->paused = true;
+        for (int k = 0; k < 2; k++)
+                if (p->ev_out[k])
+                        event_del(p->ev_out[k]);
+        struct timeval tv = {.tv_sec = (time_t)(p->stall_ms / 1000),
+                             .tv_usec = (suseconds_t)(p->stall_ms % 1000) * 1000};
+        evtimer_add(p->ev_stall, &tv);
+}
+
+static bool proc_queue_full(struct proc *p, size_t max)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
+                if (p->attached[i] && p->attached[i]->bev &&
+                    evbuffer_get_length(bufferevent_get_output(p->attached[i]->bev)) > max)
+                        return true;
+        return false;
+}
+
+static void proc_maybe_resume(struct proc *p)
+{
+        if (!p->paused || (!p->discard && proc_queue_full(p, CONTROL_STREAM_MAX / 2)))
+                return;
+        p->paused = false;
+        evtimer_del(p->ev_stall);
+        if (p->started || p->failed)
+                for (int k = 0; k < 2; k++)
+                        if (p->ev_out[k])
+                                event_add(p->ev_out[k], NULL);
+}
+
+/* Its client left, or stopped reading for the stall time: kill it and say
+ * so in its result. With `discard`, what is still in its pipes is read and
+ * dropped, so that its end is seen. */
+static void proc_abandon(struct proc *p, bool discard)
+{
+        if (p->exited || p->failed) {
+                if (!discard)
+                        return;
+        } else {
+                if (!p->error_code)
+                        p->error_code = "abandoned";
+                spawn_kill_request(p->ctl->sp.sync_fd, p->id, SIGKILL);
+        }
+        if (discard) {
+                p->discard = true;
+                proc_maybe_resume(p);
+        }
+}
+
+static void on_proc_stall(evutil_socket_t fd, short what, void *arg)
+{
+        proc_abandon(arg, true);
+}
+
+/* Drop a process's oldest kept event. */
+static bool kept_drop_one(struct proc *p)
+{
+        size_t len;
+        char *line = evbuffer_readln(p->kept, &len, EVBUFFER_EOL_LF);
+        if (!line)
+                return false;
+        free(line);
+        p->ctl->kept_total -= len + 1 <= p->ctl->kept_total ? len + 1 : p->ctl->kept_total;
+        p->kept_first++;
+        return true;
+}
+
+/* Keep an event line, within the caps. */
+static void kept_add(struct proc *p, const char *s, size_t n)
+{
+        struct control *c = p->ctl;
+        evbuffer_add(p->kept, s, n);
+        evbuffer_add(p->kept, "\n", 1);
+        c->kept_total += n + 1;
+        while (evbuffer_get_length(p->kept) > CONTROL_KEPT_MAX && kept_drop_one(p))
+                ;
+        /* Over the sandbox's cap: the oldest process gives up its oldest
+         * events first. */
+        for (int i = 0; c->kept_total > CONTROL_KEPT_TOTAL && i < CONTROL_MAX_PROCS;) {
+                struct proc *oldest = NULL;
+                for (int k = 0; k < CONTROL_MAX_PROCS; k++)
+                        if (c->procs[k] && evbuffer_get_length(c->procs[k]->kept) > 0 &&
+                            (!oldest || c->procs[k]->id < oldest->id))
+                                oldest = c->procs[k];
+                if (!oldest)
+                        break;
+                if (!kept_drop_one(oldest))
+                        i++;
+        }
+}
+
+/* One event of a process: numbered, kept for attach and reconnects, and
+ * sent to whoever streams it. */
 static void proc_event(struct proc *p, json_t *o)
 {
+        json_object_set_new(o, "seq", json_integer((json_int_t)++p->seq));
         char *s = json_dumps(o, JSON_COMPACT);
         json_decref(o);
         if (!s)
                 return;
         size_t n = strlen(s);
-        if (p->background) {
-                evbuffer_add(p->kept, s, n);
-                evbuffer_add(p->kept, "\n", 1);
-                /* Oldest output goes first once the kept log is full. */
-                while (evbuffer_get_length(p->kept) > CONTROL_KEPT_MAX) {
-                        size_t len;
-                        char *line = evbuffer_readln(p->kept, &len, EVBUFFER_EOL_LF);
-                        if (!line)
-                                break;
-                        free(line);
-                }
-        }
+        kept_add(p, s, n);
         for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
                 if (p->attached[i]) {
                         struct evbuffer *out = bufferevent_get_output(p->attached[i]->bev);
@@ -226,6 +347,22 @@ static void proc_event(struct proc *p, json_t *o)
                         evbuffer_add(out, "\n", 1);
                 }
         free(s);
+        if (!p->background) {
+                if (proc_queue_full(p, CONTROL_STREAM_MAX))
+                        proc_pause(p);
+                return;
+        }
+        /* A background process is not held back by who watches it: a
+         * watcher that falls that far behind is let go (what is kept can be
+         * attached to again). */
+        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++) {
+                struct client *cl = p->attached[i];
+                if (cl && evbuffer_get_length(bufferevent_get_output(cl->bev)) > CONTROL_STREAM_MAX) {
+                        p->attached[i] = NULL;
+                        cl->streaming = NULL;
+                        client_free(cl);
+                }
+        }
 }
 
 /* Let every client streaming this process go, once its lines are out. */
@@ -254,8 +391,13 @@ static void proc_free(struct proc *p)
                 event_free(p->ev_timeout);
         if (p->ev_linger)
                 event_free(p->ev_linger);
-        if (p->kept)
+        if (p->ev_stall)
+                event_free(p->ev_stall);
+        if (p->kept) {
+                size_t k = evbuffer_get_length(p->kept);
+                p->ctl->kept_total -= k <= p->ctl->kept_total ? k : p->ctl->kept_total;
                 evbuffer_free(p->kept);
+        }
         json_decref(p->argv);
         free(p);
 }
@@ -314,12 +456,10 @@ static void proc_maybe_done(struct proc *p)
         detach_all(p);
         if (p->ev_timeout)
                 evtimer_del(p->ev_timeout);
-        /* A finished background process stays listed (for attach) until
-         * the sandbox ends; a foreground one is gone with its client. */
-        if (!p->background) {
-                c->procs[p->id % CONTROL_MAX_PROCS] = NULL;
-                proc_free(p);
-        }
+        evtimer_del(p->ev_stall);
+        /* A finished process stays listed, with its kept events, for attach
+         * and for a client that reconnects, until its slot is needed
+         * (do_exec) or the sandbox ends. */
 }
 
 static void on_proc_output(evutil_socket_t fd, short what, void *arg)
@@ -338,6 +478,8 @@ static void on_proc_output(evutil_socket_t fd, short what, void *arg)
                 proc_maybe_done(p);
                 return;
         }
+        if (p->discard)
+                return;
         uint64_t limit = p->ctl->policy->limits.output;
         size_t keep = (size_t)n;
         if (limit && p->output + keep > limit) {
@@ -359,6 +501,13 @@ static void on_proc_output(evutil_socket_t fd, short what, void *arg)
 static void on_proc_linger(evutil_socket_t fd, short what, void *arg)
 {
         struct proc *p = arg;
+        if (p->paused) {
+                /* Its last output waits for a slow client; the stall timer
+                 * bounds the wait. */
+                struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+                evtimer_add(p->ev_linger, &tv);
+                return;
+        }
         for (int k = 0; k < 2; k++)
                 if (p->out_fd[k] >= 0) {
                         event_free(p->ev_out[k]);
@@ -402,8 +551,11 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
         switch (ev.type) {
         case SPAWN_EVENT_STARTED:
                 p->started = true;
+                if (p->error_code && STREQ(p->error_code, "abandoned"))
+                        spawn_kill_request(c->sp.sync_fd, p->id,
+                                           SIGKILL); /* left before it started */
                 for (int k = 0; k < 2; k++)
-                        if (p->ev_out[k])
+                        if (p->ev_out[k] && !p->paused)
                                 event_add(p->ev_out[k], NULL);
                 proc_event(p, json_pack("{s:s, s:i}", "type", "started", "pid", p->id));
                 if (p->background)
@@ -447,6 +599,7 @@ static void do_exec(struct client *cl, json_t *req)
         json_t *cwd = json_object_get(req, "cwd");
         json_t *stdin_data = json_object_get(req, "stdin");
         json_t *timeout = json_object_get(req, "timeout");
+        json_t *stall = json_object_get(req, "stallTimeout");
         bool background = json_is_true(json_object_get(req, "background"));
 
         if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > 4096)
@@ -459,11 +612,25 @@ static void do_exec(struct client *cl, json_t *req)
                 return send_error(cl, "bad_request", "\"stdin\" must be base64 or null");
         if (timeout && !json_is_null(timeout) && (!json_is_number(timeout) || json_number_value(timeout) <= 0))
                 return send_error(cl, "bad_request", "\"timeout\" must be a positive number of seconds");
+        if (stall && !json_is_null(stall) &&
+            (!json_is_number(stall) || json_number_value(stall) <= 0 ||
+             json_number_value(stall) * 1000 > CONTROL_STALL_MAX_MS))
+                return send_error(
+                    cl, "bad_request",
+                    "\"stallTimeout\" must be a positive number of seconds, at most 3600");
 
         int slot = -1, id = 0;
         for (int tries = 0; tries < CONTROL_MAX_PROCS && slot < 0; tries++) {
                 id = ++c->next_id;
-                if (!c->procs[id % CONTROL_MAX_PROCS])
+                struct proc *old = c->procs[id % CONTROL_MAX_PROCS];
+                if (old && old->done) {
+                        /* The oldest finished process gives its slot up. */
+                        detach_all(old);
+                        c->procs[id % CONTROL_MAX_PROCS] = NULL;
+                        proc_free(old);
+                        old = NULL;
+                }
+                if (!old)
                         slot = id % CONTROL_MAX_PROCS;
         }
         if (slot < 0)
@@ -527,7 +694,13 @@ static void do_exec(struct client *cl, json_t *req)
         p->out_fd[0] = pout[0];
         p->out_fd[1] = perr[0];
         p->kept = evbuffer_new();
+        p->kept_first = 1;
         p->start_us = now_monotonic_us();
+        p->stall_ms = json_is_number(stall) ? (uint64_t)(json_number_value(stall) * 1000)
+                                            : CONTROL_STALL_DEFAULT_MS;
+        if (p->stall_ms == 0)
+                p->stall_ms = 1;
+        p->ev_stall = evtimer_new(c->base, on_proc_stall, p);
         if (c->cg) {
                 struct cgroup_usage cu;
                 c->cg->ops->usage(c->cg, &cu);
@@ -571,6 +744,7 @@ static void do_exec(struct client *cl, json_t *req)
                 p->in_fd = -1;
         }
         p->attached[0] = cl;
+        p->owner = cl;
         cl->streaming = p;
 }
 
@@ -579,9 +753,25 @@ static void do_attach(struct client *cl, json_t *req)
         struct proc *p = find_proc(cl->ctl, (int)json_integer_value(json_object_get(req, "pid")));
         if (!p)
                 return send_error(cl, "unknown_process", "no such process");
+        json_t *jfrom = json_object_get(req, "from");
+        if (jfrom && !json_is_null(jfrom) && (!json_is_integer(jfrom) || json_integer_value(jfrom) < 0))
+                return send_error(cl, "bad_request", "\"from\" must be a sequence number");
+        uint64_t from = (uint64_t)json_integer_value(jfrom);
+        if (from > p->seq + 1)
+                from = p->seq + 1;
+        if (from > 0 && from < p->kept_first)
+                /* What was dropped from the kept events is said, not skipped. */
+                send_json(cl, json_pack("{s:s, s:I, s:I}", "type", "gap", "from", (json_int_t)from,
+                                        "to", (json_int_t)(p->kept_first - 1)));
         size_t kept = evbuffer_get_length(p->kept);
-        if (kept)
-                evbuffer_add(bufferevent_get_output(cl->bev), evbuffer_pullup(p->kept, -1), kept);
+        const char *text = kept ? (const char *)evbuffer_pullup(p->kept, -1) : NULL;
+        size_t off = 0;
+        for (uint64_t k = p->kept_first; k < from && off < kept; k++) {
+                const char *nl = memchr(text + off, '\n', kept - off);
+                off = nl ? (size_t)(nl - text) + 1 : kept;
+        }
+        if (off < kept)
+                evbuffer_add(bufferevent_get_output(cl->bev), text + off, kept - off);
         if (p->done) {
                 client_finish(cl);
                 return;
@@ -625,7 +815,9 @@ static void do_signal(struct client *cl, json_t *req)
                 return send_error(cl, "unknown_process", "no such process");
         if (sig <= 0 || sig >= NSIG)
                 return send_error(cl, "bad_request", "\"signal\" must be a signal number");
-        if (!p->exited && !p->failed)
+        if (json_is_true(json_object_get(req, "abandoned")))
+                proc_abandon(p, false); /* its client is gone: say so in its result */
+        else if (!p->exited && !p->failed)
                 spawn_kill_request(cl->ctl->sp.sync_fd, p->id, (int)sig);
         send_json(cl, json_pack("{s:b}", "ok", 1));
         client_finish(cl);
@@ -643,9 +835,18 @@ static void do_status(struct client *cl)
         json_t *procs = json_array();
         for (int i = 0; i < CONTROL_MAX_PROCS; i++)
                 if (c->procs[i])
-                        json_array_append_new(procs, json_pack("{s:i, s:O, s:b}", "pid", c->procs[i]->id,
-                                                               "argv", c->procs[i]->argv, "running",
-                                                               !(c->procs[i]->exited || c->procs[i]->failed)));
+                        json_array_append_new(
+                            procs,
+                            json_pack("{s:i, s:O, s:b, s:o, s:o, s:I}", "pid", c->procs[i]->id, "argv",
+                                      c->procs[i]->argv, "running",
+                                      !(c->procs[i]->exited || c->procs[i]->failed), "exitCode",
+                                      c->procs[i]->done ? json_integer(c->procs[i]->exit_code)
+                                                        : json_null(),
+                                      "errorCode",
+                                      c->procs[i]->done && c->procs[i]->error_code
+                                          ? json_string(c->procs[i]->error_code)
+                                          : json_null(),
+                                      "seq", (json_int_t)c->procs[i]->seq));
         send_json(cl, json_pack("{s:b, s:s, s:s, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:I}",
                                 "ok", 1, "sandbox", c->cfg->id, "state", "running",
                                 "startedAt", c->started_at,
@@ -818,17 +1019,20 @@ static void on_client_read(struct bufferevent *bev, void *arg)
 static void on_client_write(struct bufferevent *bev, void *arg)
 {
         struct client *cl = arg;
-        if (cl->closing)
-                client_free(cl);
+        if (cl->closing) {
+                if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+                        client_free(cl);
+        } else if (cl->streaming)
+                proc_maybe_resume(cl->streaming);
 }
 
 static void on_client_event(struct bufferevent *bev, short what, void *arg)
 {
         struct client *cl = arg;
-        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-                /* A client that leaves does not stop what it started. */
+        /* A client that leaves, or that has not read for the write timeout,
+         * is let go (client_free says what becomes of its command). */
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
                 client_free(cl);
-        }
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
@@ -845,6 +1049,12 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         c->n_clients++;
         bufferevent_setcb(cl->bev, on_client_read, on_client_write, on_client_event, cl);
         bufferevent_setwatermark(cl->bev, EV_READ, 0, CONTROL_LINE_MAX + 1);
+        /* Told when a streaming client's queue is half drained, to resume
+         * reading its process; one that reads nothing for longer than the
+         * longest stall is gone. */
+        bufferevent_setwatermark(cl->bev, EV_WRITE, CONTROL_STREAM_MAX / 2, 0);
+        struct timeval wtv = {.tv_sec = CONTROL_STALL_MAX_MS / 1000 + 60, .tv_usec = 0};
+        bufferevent_set_timeouts(cl->bev, NULL, &wtv);
         bufferevent_enable(cl->bev, EV_READ | EV_WRITE);
 }
 
@@ -901,14 +1111,16 @@ static int write_state(struct control *c, struct al_error *err)
         return r < 0 ? al_error_set(err, r, "writing %s", path) : 0;
 }
 
-static void tell_ready(int fd, const char *error)
+/* 0 once told (or nobody to tell); -EPIPE when whoever started us is gone. */
+static int tell_ready(int fd, const char *error)
 {
         if (fd < 0)
-                return;
+                return 0;
         char buf[AL_ERROR_MAX + 16];
         snprintf(buf, sizeof(buf), error ? "error: %s\n" : "ok\n", error);
-        (void)write_full(fd, buf, strlen(buf));
+        int r = write_full(fd, buf, strlen(buf));
         close(fd);
+        return r;
 }
 
 int control_serve(const struct control_config *cfg, struct al_error *err)
@@ -1043,7 +1255,12 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 event_add(c.ev_signals[i], NULL);
         }
 
-        tell_ready(cfg->ready_fd, NULL);
+        /* The daemon that started us died before it learnt we are ready: it
+         * has no record of this sandbox, and nobody knows its id. */
+        if (tell_ready(cfg->ready_fd, NULL) < 0) {
+                r = al_error_set(err, EPIPE, "telling the daemon the sandbox is ready");
+                goto cleanup;
+        }
         release_startup_memory();
         event_base_dispatch(c.base);
         r = 0;

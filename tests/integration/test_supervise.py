@@ -79,7 +79,8 @@ def sup(airlock):
 
 def test_exec_streams_and_exits(sup):
     events, out, err = sup.exec(["sh", "-c", "cat hello.txt; echo oops >&2; exit 5"])
-    assert events[0] == {"type": "started", "pid": events[0]["pid"]}
+    assert events[0] == {"type": "started", "pid": events[0]["pid"], "seq": 1}
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert out == "hi\n" and err == "oops\n"
     assert events[-1]["type"] == "exit" and events[-1]["exitCode"] == 5
     assert events[-1]["errorCode"] is None
