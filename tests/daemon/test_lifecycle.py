@@ -179,4 +179,6 @@ def test_warm_pool(make_daemon):
     d.stop()
     d.start([])
     wait_for(lambda: set(d.supervisors()) == {sb["id"], cold["id"]}, what="the pool to go")
-    assert {s["id"] for s in c.list()} == {sb["id"], cold["id"]}
+    # A pooled sandbox let go is listed until its supervisor's end is recorded.
+    wait_for(lambda: {s["id"] for s in c.list()} == {sb["id"], cold["id"]},
+             what="the pooled sandboxes' records to end")
