@@ -4,95 +4,152 @@
  * characters in a name, set-id bits, new directories, what was skipped). */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include <git2.h>
 
 #include "review-internal.h"
 
-#define DIFF_PROGRAM "/usr/bin/diff"
+/* The largest file shown as text: libgit2's diff refuses larger ones. */
+#define TEXT_DIFF_MAX (1ULL << 30)
 
 struct differ {
         struct review *rv;
         FILE *out;
         struct al_error *err;
+        bool git_up; /* libgit2 initialized, on the first text diff */
 };
 
-static int spawn_diff(struct differ *d, int a, const char *alabel, int b, const char *blabel)
+static void differ_done(struct differ *d)
 {
-        /* Moved above 4 so that the dup2 onto 3 and 4 in the child cannot
-         * clobber one with the other, and always clears close-on-exec. */
-        _cleanup_close_ int fa = a >= 0 ? fcntl(a, F_DUPFD_CLOEXEC, 10) : -1;
-        _cleanup_close_ int fb = b >= 0 ? fcntl(b, F_DUPFD_CLOEXEC, 10) : -1;
-        if ((a >= 0 && fa < 0) || (b >= 0 && fb < 0))
-                return -errno;
-        int pipefd[2];
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return -errno;
-        _cleanup_close_ int rd = pipefd[0];
-        _cleanup_close_ int wr = pipefd[1];
+        if (d->git_up)
+                git_libgit2_shutdown();
+        d->git_up = false;
+}
 
-        char *argv[] = {
-            (char *)"diff",
-            (char *)"-u",
-            (char *)"--label",
-            (char *)alabel,
-            (char *)"--label",
-            (char *)blabel,
-            (char *)(fa >= 0 ? "/dev/fd/3" : "/dev/null"),
-            (char *)(fb >= 0 ? "/dev/fd/4" : "/dev/null"),
-            NULL,
-        };
-        char *envp[] = {(char *)"LC_ALL=C", (char *)"PATH=/usr/bin:/bin", NULL};
-        sigset_t all, old;
-        sigfillset(&all);
-        sigprocmask(SIG_SETMASK, &all, &old);
-        pid_t pid = fork();
-        if (pid == 0) {
-                /* Only async-signal-safe calls from here on. */
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                if (null < 0 || dup2(null, 0) < 0 || dup2(wr, 1) < 0 || dup2(null, 2) < 0 ||
-                    (fa >= 0 && dup2(fa, 3) < 0) || (fb >= 0 && dup2(fb, 4) < 0))
-                        _exit(127);
-                signal(SIGPIPE, SIG_DFL);
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                execve(DIFF_PROGRAM, argv, envp);
-                _exit(127);
-        }
-        int saved = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        if (pid < 0)
-                return al_error_set(d->err, saved, "running %s", DIFF_PROGRAM);
-        closep(&wr);
-        wr = -1;
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_patch *, git_patch_free, patch_freep)
 
-        char buf[COPY_CHUNK];
-        int rerr = 0;
+/* The whole content of the regular file fd, from its start, in *ret
+ * (caller frees); -EFBIG past TEXT_DIFF_MAX. fd < 0 is an empty file. */
+static int read_text(int fd, char **ret, size_t *ret_len)
+{
+        *ret = NULL;
+        *ret_len = 0;
+        if (fd < 0)
+                return 0;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if ((uint64_t)st.st_size > TEXT_DIFF_MAX)
+                return -EFBIG;
+        size_t cap = (size_t)st.st_size + 1, len = 0;
+        _cleanup_free_ char *buf = xrealloc(NULL, cap, 1);
         for (;;) {
-                ssize_t n = read(rd, buf, sizeof(buf));
+                if (len == cap) {
+                        if (cap > TEXT_DIFF_MAX)
+                                return -EFBIG;
+                        cap *= 2;
+                        buf = xrealloc(buf, cap, 1);
+                }
+                ssize_t n = pread(fd, buf + len, cap - len, (off_t)len);
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n < 0) {
-                        rerr = -errno;
-                        break;
-                }
+                if (n < 0)
+                        return -errno;
                 if (n == 0)
                         break;
-                if (!rerr && fwrite(buf, 1, (size_t)n, d->out) != (size_t)n)
-                        rerr = -EIO;
+                len += (size_t)n;
         }
-        int status;
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return al_error_set(d->err, errno, "waiting for %s", DIFF_PROGRAM);
-        if (rerr < 0)
-                return al_error_set(d->err, rerr, "writing the diff");
-        if (!WIFEXITED(status) || WEXITSTATUS(status) > 1)
-                return al_error_set(d->err, 0, "%s failed (status 0x%x)", DIFF_PROGRAM, status);
+        if (len > TEXT_DIFF_MAX)
+                return -EFBIG;
+        *ret = TAKE_PTR(buf);
+        *ret_len = len;
+        return 0;
+}
+
+/* "start,count" of a hunk header, the count left out when it is 1. */
+static void put_range(FILE *out, int start, int count)
+{
+        if (count == 1)
+                fprintf(out, "%d", start);
+        else
+                fprintf(out, "%d,%d", start, count);
+}
+
+/* The unified diff (3 lines of context) of the text files a and b (either
+ * -1 for none) under the names alabel and blabel, computed in process with
+ * libgit2: "--- "/"+++ " lines, then the hunks, with "\ No newline at end
+ * of file" after a last line that has none. Nothing when they are equal. */
+static int text_diff(struct differ *d, int a, const char *alabel, int b, const char *blabel)
+{
+        _cleanup_free_ char *abuf = NULL, *bbuf = NULL;
+        size_t alen, blen;
+        int r = read_text(a, &abuf, &alen);
+        if (r == 0)
+                r = read_text(b, &bbuf, &blen);
+        if (r == -EFBIG) {
+                fprintf(d->out, "airlock: %s and %s: too large to show as text (over %llu bytes)\n",
+                        alabel, blabel, (unsigned long long)TEXT_DIFF_MAX);
+                return 0;
+        }
+        if (r < 0)
+                return al_error_set(d->err, r, "reading the files to compare");
+        if (!d->git_up) {
+                if (git_libgit2_init() < 0)
+                        return al_error_set_message(d->err, EIO, "initializing libgit2");
+                d->git_up = true;
+        }
+        git_diff_options opts = GIT_DIFF_OPTIONS_INIT;
+        opts.flags = GIT_DIFF_FORCE_TEXT;
+        opts.context_lines = 3;
+        opts.interhunk_lines = 0;
+        _cleanup_(patch_freep) git_patch *patch = NULL;
+        if (git_patch_from_buffers(&patch, abuf, alen, NULL, bbuf, blen, NULL, &opts) < 0) {
+                const git_error *ge = git_error_last();
+                return al_error_set_message(d->err, EIO, "comparing the files: %s",
+                                            ge && ge->message ? ge->message : "libgit2 failed");
+        }
+        size_t nh = git_patch_num_hunks(patch);
+        if (nh == 0)
+                return 0;
+        FILE *out = d->out;
+        fprintf(out, "--- %s\n+++ %s\n", alabel, blabel);
+        for (size_t h = 0; h < nh; h++) {
+                const git_diff_hunk *hunk;
+                size_t nl;
+                if (git_patch_get_hunk(&hunk, &nl, patch, h) < 0)
+                        return al_error_set_message(d->err, EIO, "comparing the files");
+                fputs("@@ -", out);
+                put_range(out, hunk->old_start, hunk->old_lines);
+                fputs(" +", out);
+                put_range(out, hunk->new_start, hunk->new_lines);
+                fputs(" @@\n", out);
+                for (size_t l = 0; l < nl; l++) {
+                        const git_diff_line *line;
+                        if (git_patch_get_line_in_hunk(&line, patch, h, l) < 0)
+                                return al_error_set_message(d->err, EIO, "comparing the files");
+                        switch (line->origin) {
+                        case GIT_DIFF_LINE_CONTEXT:
+                        case GIT_DIFF_LINE_ADDITION:
+                        case GIT_DIFF_LINE_DELETION:
+                                fputc(line->origin, out);
+                                fwrite(line->content, 1, line->content_len, out);
+                                break;
+                        case GIT_DIFF_LINE_CONTEXT_EOFNL:
+                        case GIT_DIFF_LINE_ADD_EOFNL:
+                        case GIT_DIFF_LINE_DEL_EOFNL:
+                                /* The line before it ended without one. */
+                                fputs("\n\\ No newline at end of file\n", out);
+                                break;
+                        default:
+                                break;
+                        }
+                }
+        }
+        if (ferror(out))
+                return al_error_set(d->err, EIO, "writing the diff");
         return 0;
 }
 
@@ -289,7 +346,7 @@ static int diff_removed(struct differ *d, const char *path, const struct host *h
                 fprintf(out, "Binary files %s and /dev/null differ\n", qpath(q, "a/", path));
                 return 0;
         }
-        return spawn_diff(d, fd, qpath(q, "a/", path), -1, "/dev/null");
+        return text_diff(d, fd, qpath(q, "a/", path), -1, "/dev/null");
 }
 
 static int diff_file(struct differ *d, const struct item *it)
@@ -337,7 +394,7 @@ static int diff_file(struct differ *d, const struct item *it)
                         fprintf(out, "Binary files %s and %s differ\n", alabel, blabel);
                         return 0;
                 }
-                return spawn_diff(d, a, alabel, b, blabel);
+                return text_diff(d, a, alabel, b, blabel);
         }
         note_setid(out, path, it->mode);
         diff_header(out, path);
@@ -348,7 +405,7 @@ static int diff_file(struct differ *d, const struct item *it)
                 fprintf(out, "Binary files /dev/null and %s differ\n", blabel);
                 return 0;
         }
-        return spawn_diff(d, -1, "/dev/null", b, blabel);
+        return text_diff(d, -1, "/dev/null", b, blabel);
 }
 
 static int diff_symlink(struct differ *d, const struct item *it)
@@ -407,7 +464,7 @@ int review_diff(const char *state_dir, FILE *out, struct al_error *err)
         if (r < 0)
                 return r;
 
-        struct differ d = {.rv = &rv, .out = out, .err = err};
+        _cleanup_(differ_done) struct differ d = {.rv = &rv, .out = out, .err = err};
         for (size_t i = 0; i < p.n; i++) {
                 const struct item *it = &p.v[i];
                 r = 0;
