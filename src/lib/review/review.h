@@ -97,9 +97,10 @@ int review_recapture(int upper_fd, const char *state_dir, uint64_t max_bytes,
                      struct review_summary *ret, struct al_error *err);
 
 /* Write a git-style unified diff of the workspace as it is now (a/) against
- * the result of accepting what is left (b/) to out. Files are compared with
- * /usr/bin/diff. Content is written as it is: a caller printing to a
- * terminal should neutralize control characters. */
+ * the result of accepting what is left (b/) to out. Files are compared in
+ * process (libgit2's diff, 3 lines of context); a text file over 1 GiB gets
+ * a line saying so instead of hunks. Content is written as it is: a caller
+ * printing to a terminal should neutralize control characters. */
 int review_diff(const char *state_dir, FILE *out, struct al_error *err);
 
 /* Apply the pending changes to the workspace: all of them (n == 0) or those

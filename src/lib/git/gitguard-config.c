@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gitguard's judgement of git config (gitguard.h): which keys make git run
+ * a program or read elsewhere, and a parser of config files that fails
+ * closed on any text git might read differently. The walk that applies it
+ * to what the agent left is gitguard.c. */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gitguard.h"
+#include "util.h"
+
+static bool ieq(const char *a, const char *b)
+{
+        return a && b && strcasecmp(a, b) == 0;
+}
+
+static bool false_value(const char *v)
+{
+        return v && (ieq(v, "false") || ieq(v, "no") || ieq(v, "off") || STREQ(v, "0") || !*v);
+}
+
+static bool bool_value(const char *v)
+{
+        return !v || false_value(v) || ieq(v, "true") || ieq(v, "yes") || ieq(v, "on") ||
+               STREQ(v, "1");
+}
+
+static bool shell_alias(const char *v)
+{
+        while (v && isspace((unsigned char)*v))
+                v++;
+        return v && *v == '!';
+}
+
+const char *gitguard_key_reason(const char *sec, const char *sub, const char *name,
+                                const char *value)
+{
+        if (!sec || !name)
+                return NULL;
+        if (ieq(sec, "core") && !sub) {
+                if (ieq(name, "fsmonitor"))
+                        return false_value(value) ? NULL : "core.fsmonitor runs a program";
+                static const char *const run[] = {
+                    "hookspath", "sshcommand",          "pager", "editor", "askpass",
+                    "gitproxy",  "alternaterefscommand"};
+                for (size_t i = 0; i < ARRAY_SIZE(run); i++)
+                        if (ieq(name, run[i]))
+                                return ieq(name, "hookspath")
+                                           ? "core.hooksPath runs hooks from elsewhere"
+                                           : "a core setting names a program git runs";
+                if (ieq(name, "worktree"))
+                        return "core.worktree points git at another directory";
+                return NULL;
+        }
+        if (ieq(sec, "credential") && ieq(name, "helper"))
+                return "credential.helper runs a program";
+        if (ieq(sec, "filter") && sub &&
+            (ieq(name, "clean") || ieq(name, "smudge") || ieq(name, "process")))
+                return "a filter driver runs a program";
+        if (ieq(sec, "diff") && sub && (ieq(name, "textconv") || ieq(name, "command")))
+                return "a diff driver runs a program";
+        if (ieq(sec, "diff") && !sub && ieq(name, "external"))
+                return "diff.external runs a program";
+        if (ieq(sec, "merge") && sub && ieq(name, "driver"))
+                return "a merge driver runs a program";
+        if ((ieq(sec, "include") || ieq(sec, "includeif")) && ieq(name, "path"))
+                return "include.path reads config from elsewhere";
+        if (ieq(sec, "uploadpack") && ieq(name, "packobjectshook"))
+                return "uploadpack.packObjectsHook runs a program";
+        if (ieq(sec, "remote") && sub &&
+            (ieq(name, "uploadpack") || ieq(name, "receivepack") || ieq(name, "proxy") ||
+             ieq(name, "vcs")))
+                return "a remote setting names a program or proxy git uses";
+        if (ieq(sec, "alias") && shell_alias(value))
+                return "a shell alias runs a program";
+        if (ieq(sec, "submodule") && sub && ieq(name, "update") && shell_alias(value))
+                return "submodule.*.update runs a program";
+        if (ieq(sec, "sequence") && ieq(name, "editor"))
+                return "sequence.editor runs a program";
+        if (ieq(sec, "gpg") && (ieq(name, "program") || ieq(name, "defaultkeycommand")))
+                return "gpg.program runs a program";
+        if (ieq(sec, "pager") && !bool_value(value))
+                return "a pager setting runs a program";
+        if (ieq(sec, "interactive") && ieq(name, "difffilter"))
+                return "interactive.diffFilter runs a program";
+        if ((ieq(sec, "difftool") || ieq(sec, "mergetool") || ieq(sec, "man") ||
+             ieq(sec, "browser")) &&
+            sub && (ieq(name, "cmd") || ieq(name, "path")))
+                return "a tool setting runs a program";
+        if (ieq(sec, "sendemail")) {
+                size_t n = strlen(name);
+                if (n >= 3 && ieq(name + n - 3, "cmd"))
+                        return "a sendemail setting runs a program";
+        }
+        if (ieq(sec, "protocol") && ieq(name, "allow") && ieq(value, "always"))
+                return "protocol.allow lets URLs run programs (ext::)";
+        if (ieq(sec, "init") && ieq(name, "templatedir"))
+                return "init.templateDir copies hooks from elsewhere";
+        return NULL;
+}
+
+struct cfg_parser {
+        const char *s;
+        size_t n, i;
+        char sec[256];
+        char sub[1024];
+        bool has_sub;
+};
+
+static int peek(const struct cfg_parser *p)
+{
+        return p->i < p->n ? (unsigned char)p->s[p->i] : -1;
+}
+
+static void skip_blank(struct cfg_parser *p)
+{
+        while (peek(p) == ' ' || peek(p) == '\t' || peek(p) == '\r')
+                p->i++;
+}
+
+static void skip_line(struct cfg_parser *p)
+{
+        while (p->i < p->n && p->s[p->i] != '\n')
+                p->i++;
+}
+
+/* "[section]", "[section \"sub\"]" or "[section.sub]". */
+static int parse_header(struct cfg_parser *p)
+{
+        p->i++; /* '[' */
+        size_t k = 0;
+        p->has_sub = false;
+        while (peek(p) >= 0 && (isalnum(peek(p)) || peek(p) == '-' || peek(p) == '.')) {
+                if (k + 1 >= sizeof(p->sec))
+                        return -1;
+                p->sec[k++] = (char)peek(p);
+                p->i++;
+        }
+        p->sec[k] = '\0';
+        if (k == 0)
+                return -1;
+        char *dot = strchr(p->sec, '.');
+        if (dot) {
+                /* The old form: the subsection is lowercased. */
+                *dot = '\0';
+                snprintf(p->sub, sizeof(p->sub), "%s", dot + 1);
+                for (char *c = p->sub; *c; c++)
+                        *c = (char)tolower((unsigned char)*c);
+                p->has_sub = true;
+        }
+        if (peek(p) == ' ' || peek(p) == '\t') {
+                if (dot)
+                        return -1;
+                skip_blank(p);
+                if (peek(p) != '"')
+                        return -1;
+                p->i++;
+                k = 0;
+                for (;;) {
+                        int c = peek(p);
+                        if (c < 0 || c == '\n' || c == '\0')
+                                return -1;
+                        p->i++;
+                        if (c == '"')
+                                break;
+                        if (c == '\\') {
+                                c = peek(p);
+                                if (c < 0 || c == '\n' || c == '\0')
+                                        return -1;
+                                p->i++;
+                        }
+                        if (k + 1 >= sizeof(p->sub))
+                                return -1;
+                        p->sub[k++] = (char)c;
+                }
+                p->sub[k] = '\0';
+                p->has_sub = true;
+        }
+        if (peek(p) != ']')
+                return -1;
+        p->i++;
+        return 0;
+}
+
+/* "name [= value]", the value with quotes, escapes and continuations as git
+ * reads them. */
+static int parse_key(struct cfg_parser *p, char *name, size_t name_len, char **ret_value)
+{
+        size_t k = 0;
+        if (!isalpha(peek(p)))
+                return -1;
+        while (peek(p) >= 0 && (isalnum(peek(p)) || peek(p) == '-')) {
+                if (k + 1 >= name_len)
+                        return -1;
+                name[k++] = (char)peek(p);
+                p->i++;
+        }
+        name[k] = '\0';
+        skip_blank(p);
+        *ret_value = NULL;
+        if (peek(p) < 0 || peek(p) == '\n' || peek(p) == '#' || peek(p) == ';') {
+                skip_line(p);
+                return 0;
+        }
+        if (peek(p) != '=')
+                return -1;
+        p->i++;
+        skip_blank(p);
+        size_t cap = p->n - p->i + 1, j = 0, trail = 0;
+        _cleanup_free_ char *v = xcalloc(cap, 1);
+        bool quoted = false;
+        for (;;) {
+                int c = peek(p);
+                if (c < 0 || (c == '\n' && !quoted))
+                        break;
+                if (c == '\n' || c == '\0')
+                        return -1;
+                p->i++;
+                if (!quoted && (c == '#' || c == ';')) {
+                        skip_line(p);
+                        break;
+                }
+                if (c == '"') {
+                        quoted = !quoted;
+                        trail = j;
+                        continue;
+                }
+                if (c == '\\') {
+                        int e = peek(p);
+                        if (e < 0)
+                                return -1;
+                        p->i++;
+                        if (e == '\n')
+                                continue;
+                        if (e == '\r' && peek(p) == '\n') {
+                                p->i++;
+                                continue;
+                        }
+                        c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'b' ? '\b' : e;
+                        if (!strchr("\"\\ntb", e))
+                                return -1;
+                        v[j++] = (char)c;
+                        trail = j;
+                        continue;
+                }
+                v[j++] = (char)c;
+                if (quoted || !isspace(c))
+                        trail = j;
+        }
+        if (quoted)
+                return -1;
+        v[trail] = '\0';
+        *ret_value = TAKE_PTR(v);
+        return 0;
+}
+
+int gitguard_config_check(const char *text, size_t len, char *reason, size_t reason_len)
+{
+        struct cfg_parser p = {.s = text, .n = len};
+        /* A byte-order mark is skipped by git too. */
+        if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
+                p.i = 3;
+        bool in_section = false;
+        while (p.i < p.n) {
+                skip_blank(&p);
+                int c = peek(&p);
+                if (c < 0)
+                        break;
+                if (c == '\n') {
+                        p.i++;
+                        continue;
+                }
+                if (c == '#' || c == ';') {
+                        skip_line(&p);
+                        continue;
+                }
+                if (c == '[') {
+                        if (parse_header(&p) < 0)
+                                goto unreadable;
+                        in_section = true;
+                        skip_blank(&p);
+                        c = peek(&p);
+                        if (c < 0 || c == '\n' || c == '#' || c == ';')
+                                continue;
+                        /* git takes a key on the header's line too. */
+                }
+                if (!in_section)
+                        goto unreadable;
+                char name[256];
+                _cleanup_free_ char *value = NULL;
+                if (parse_key(&p, name, sizeof(name), &value) < 0)
+                        goto unreadable;
+                if (value && memchr(value, '\0', strlen(value)))
+                        goto unreadable;
+                const char *why = gitguard_key_reason(p.sec, p.has_sub ? p.sub : NULL, name, value);
+                if (why) {
+                        snprintf(reason, reason_len, "%s", why);
+                        return 1;
+                }
+        }
+        return 0;
+
+unreadable : {
+        size_t line = 1;
+        for (size_t i = 0; i < p.i && i < p.n; i++)
+                line += text[i] == '\n';
+        snprintf(reason, reason_len, "a config Airlock cannot read through (line %zu)", line);
+        return 1;
+}
+}

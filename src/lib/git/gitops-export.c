@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The commits the agent made on top of the clone's base: counted, and
+ * exported as an mbox of patches. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gitops-internal.h"
+
+static int parse_oid(const char *hex, git_oid *ret, struct al_error *err)
+{
+        if (!hex || strlen(hex) != GITOPS_OID_HEX ||
+            strspn(hex, "0123456789abcdef") != GITOPS_OID_HEX || git_oid_fromstr(ret, hex) < 0)
+                return al_error_set_message(err, EINVAL, "bad commit id \"%s\"", hex ? hex : "");
+        return 0;
+}
+
+static void short_oid(const git_oid *id, char buf[static SHORT_OID + 1])
+{
+        git_oid_tostr(buf, SHORT_OID + 1, id);
+}
+
+/* The commits base..HEAD, oldest first (*ret_v malloc'd; NULL when none). */
+int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_head, git_oid **ret_v,
+                size_t *ret_n, struct al_error *err)
+{
+        git_oid base, head;
+        int r = parse_oid(base_hex, &base, err);
+        if (r < 0)
+                return r;
+        if (git_reference_name_to_id(&head, repo, "HEAD") < 0)
+                return fail_git(err, ENOENT, "the workspace's HEAD");
+        *ret_head = head;
+        *ret_v = NULL;
+        *ret_n = 0;
+        if (git_oid_equal(&head, &base))
+                return 0;
+
+        char hs[SHORT_OID + 1], bs[SHORT_OID + 1];
+        short_oid(&head, hs);
+        short_oid(&base, bs);
+        int d = git_graph_descendant_of(repo, &head, &base);
+        if (d < 0)
+                return fail_git(err, EIO, "walking the workspace's history");
+        if (d == 0)
+                return al_error_set_message(
+                    err, EPERM,
+                    "the workspace's HEAD (%s) does not descend from the base commit "
+                    "(%s)",
+                    hs, bs);
+
+        _cleanup_(revwalk_freep) git_revwalk *walk = NULL;
+        if (git_revwalk_new(&walk, repo) < 0 ||
+            git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE) < 0 ||
+            git_revwalk_push(walk, &head) < 0 || git_revwalk_hide(walk, &base) < 0)
+                return fail_git(err, EIO, "walking the workspace's history");
+        _cleanup_free_ git_oid *v = NULL;
+        size_t n = 0, cap = 0;
+        git_oid id;
+        int gr;
+        while ((gr = git_revwalk_next(&id, walk)) == 0) {
+                if (n == COMMITS_MAX)
+                        return al_error_set_message(err, E2BIG, "more than %d new commits",
+                                                    COMMITS_MAX);
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 16;
+                        v = xrealloc(v, cap, sizeof(*v));
+                }
+                v[n++] = id;
+        }
+        if (gr != GIT_ITEROVER)
+                return fail_git(err, EIO, "walking the workspace's history");
+        *ret_v = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
+/* Start libgit2, open (a private copy of) the agent's workspace, and list
+ * its commits since base: what export, count and push begin with. */
+static int workspace_commits(struct gitlib *lib, const char *workspace, const char *base,
+                             struct agent_repo *a, git_oid *ret_head, git_oid **ret_v,
+                             size_t *ret_n, struct al_error *err)
+{
+        int r = gitlib_up(lib, err);
+        if (r < 0)
+                return r;
+        r = open_workspace(workspace, a, err);
+        if (r < 0)
+                return r;
+        return new_commits(a->repo, base, ret_head, ret_v, ret_n, err);
+}
+
+int gitops_count(const char *workspace, const char *base, size_t *ret_n,
+                 char ret_head[GITOPS_OID_HEX + 1], struct al_error *err)
+{
+        _cleanup_gitlib_ struct gitlib lib = {0};
+        _cleanup_(agent_repo_close) struct agent_repo a = {0};
+        git_oid head;
+        _cleanup_free_ git_oid *v = NULL;
+        size_t n;
+        int r = workspace_commits(&lib, workspace, base, &a, &head, &v, &n, err);
+        if (r < 0)
+                return r;
+        *ret_n = n;
+        if (ret_head)
+                git_oid_tostr(ret_head, GITOPS_OID_HEX + 1, &head);
+        return 0;
+}
+
+int gitops_export(const char *workspace, const char *base, FILE *out, size_t *ret_n,
+                  struct al_error *err)
+{
+        _cleanup_gitlib_ struct gitlib lib = {0};
+        _cleanup_(agent_repo_close) struct agent_repo a = {0};
+        git_oid head;
+        _cleanup_free_ git_oid *v = NULL;
+        size_t n;
+        int r = workspace_commits(&lib, workspace, base, &a, &head, &v, &n, err);
+        if (r < 0)
+                return r;
+        git_repository *repo = a.repo;
+
+        /* format-patch leaves merges out and numbers what is left. */
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_(commit_freep) git_commit *c = NULL;
+                if (git_commit_lookup(&c, repo, &v[i]) < 0)
+                        return fail_git(err, EIO, "reading a commit");
+                if (git_commit_parentcount(c) <= 1)
+                        v[m++] = v[i];
+        }
+
+        git_email_create_options eo = GIT_EMAIL_CREATE_OPTIONS_INIT;
+        for (size_t i = 0; i < m; i++) {
+                char id[GITOPS_OID_HEX + 1];
+                git_oid_tostr(id, sizeof(id), &v[i]);
+                _cleanup_(commit_freep) git_commit *c = NULL;
+                _cleanup_(commit_freep) git_commit *parent = NULL;
+                _cleanup_(tree_freep) git_tree *tree = NULL;
+                _cleanup_(tree_freep) git_tree *ptree = NULL;
+                _cleanup_(diff_freep) git_diff *diff = NULL;
+                _cleanup_(buf_disposep) git_buf buf = GIT_BUF_INIT;
+                if (git_commit_lookup(&c, repo, &v[i]) < 0 || git_commit_tree(&tree, c) < 0 ||
+                    (git_commit_parentcount(c) == 1 &&
+                     (git_commit_parent(&parent, c, 0) < 0 || git_commit_tree(&ptree, parent) < 0)))
+                        return fail_git(err, EIO, id);
+                if (git_diff_tree_to_tree(&diff, repo, ptree, tree, &eo.diff_opts) < 0)
+                        return fail_git(err, EIO, id);
+                const char *summary = git_commit_summary(c);
+                if (git_email_create_from_diff(&buf, diff, i + 1, m, &v[i], summary ? summary : "",
+                                               git_commit_body(c), git_commit_author(c), &eo) < 0)
+                        return fail_git(err, EIO, id);
+                if (fwrite(buf.ptr, 1, buf.size, out) != buf.size)
+                        return al_error_set_message(err, EIO, "writing the patches: %s",
+                                                    strerror(errno));
+        }
+        if (fflush(out) != 0)
+                return al_error_set_message(err, EIO, "writing the patches: %s", strerror(errno));
+        if (ret_n)
+                *ret_n = m;
+        return 0;
+}

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Which names review keeps: valid UTF-8 without control characters, no "."
+ * or ".." components; and hidden code points (invisible or reordering),
+ * which an accept takes only when the user names them. */
+#include <errno.h>
+#include <string.h>
+
+#include "review-internal.h"
+
+/* Decode the UTF-8 sequence at s (n bytes left): its length, or 0 when it
+ * is not valid UTF-8 (overlong, a surrogate, past U+10FFFF, cut short). */
+size_t utf8_next(const unsigned char *s, size_t n, uint32_t *ret_cp)
+{
+        unsigned char c = s[0];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) {
+                *ret_cp = c;
+                return 1;
+        } else if ((c & 0xe0) == 0xc0) {
+                len = 2;
+                cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+                len = 3;
+                cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+                len = 4;
+                cp = c & 0x07;
+        } else
+                return 0;
+        if (len > n)
+                return 0;
+        for (size_t k = 1; k < len; k++) {
+                if ((s[k] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (s[k] & 0x3f);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        *ret_cp = cp;
+        return len;
+}
+
+/* Code points that draw nothing, or look like a space, or make text display
+ * in another order than it reads (CVE-2021-42574, "Trojan Source"): in a
+ * name they make "a.txt" + U+200B look like "a.txt", or "invoice" U+202E
+ * "txt.sh" look like "invoicehs.txt". */
+bool is_hidden_codepoint(uint32_t cp)
+{
+        static const uint32_t ranges[][2] = {
+            {0x00a0, 0x00a0},   {0x00ad, 0x00ad}, {0x034f, 0x034f},   {0x061c, 0x061c},
+            {0x115f, 0x1160},   {0x1680, 0x1680}, {0x17b4, 0x17b5},   {0x180b, 0x180f},
+            {0x2000, 0x200f},   {0x2028, 0x202f}, {0x205f, 0x206f},   {0x2800, 0x2800},
+            {0x3000, 0x3000},   {0x3164, 0x3164}, {0xfe00, 0xfe0f},   {0xfeff, 0xfeff},
+            {0xffa0, 0xffa0},   {0xfff9, 0xfffb}, {0x1bca0, 0x1bca3}, {0x1d173, 0x1d17a},
+            {0xe0000, 0xe0fff},
+        };
+        for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++)
+                if (cp >= ranges[i][0] && cp <= ranges[i][1])
+                        return true;
+        return false;
+}
+
+/* Valid UTF-8 without C1 control characters (U+0080 to U+009F, which a
+ * terminal may take for an escape sequence's start, as 0x9b is CSI). */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+        for (size_t i = 0; i < n;) {
+                uint32_t cp;
+                size_t len = utf8_next(s + i, n - i, &cp);
+                if (len == 0 || (cp >= 0x80 && cp <= 0x9f))
+                        return false;
+                i += len;
+        }
+        return true;
+}
+
+/* A file name from the upper layer: printable, valid UTF-8, so that it can
+ * be stored in JSON and shown in a diff. Hidden code points are allowed
+ * here; the diff flags them and accept takes them only when named. */
+bool name_valid(const char *name)
+{
+        size_t n = strlen(name);
+        if (n == 0 || n > NAME_MAX || STREQ(name, ".") || STREQ(name, ".."))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f || name[i] == '/')
+                        return false;
+        return utf8_valid((const unsigned char *)name, n);
+}
+
+/* Where the last component of path holding a hidden code point ends (0:
+ * none, or path is not valid UTF-8, as only host names can be). A request
+ * takes such a path only when it names it that far. */
+size_t hidden_end(const char *path)
+{
+        const unsigned char *s = (const unsigned char *)path;
+        size_t n = strlen(path), end = 0;
+        bool in = false;
+        for (size_t i = 0; i <= n;) {
+                if (i == n || s[i] == '/') {
+                        if (in)
+                                end = i;
+                        in = false;
+                        i++;
+                        continue;
+                }
+                uint32_t cp;
+                size_t len = utf8_next(s + i, n - i, &cp);
+                if (len == 0)
+                        return 0;
+                in = in || is_hidden_codepoint(cp);
+                i += len;
+        }
+        return end;
+}
+
+bool path_valid(const char *path)
+{
+        size_t len = strlen(path);
+        if (len == 0 || len >= PATH_MAX)
+                return false;
+        char name[NAME_MAX + 1];
+        for (const char *s = path;;) {
+                const char *e = strchrnul(s, '/');
+                size_t n = (size_t)(e - s);
+                if (n == 0 || n > NAME_MAX)
+                        return false;
+                memcpy(name, s, n);
+                name[n] = '\0';
+                if (!name_valid(name))
+                        return false;
+                if (!*e)
+                        return true;
+                s = e + 1;
+        }
+}
+
+bool id_valid(const char *id)
+{
+        size_t n = strlen(id);
+        return n > 0 && n <= ID_MAX &&
+               strspn(id, "abcdefghijklmnopqrstuvwxyz"
+                          "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                          "0123456789_-") == n;
+}

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A sandbox's state directory: where it lives, creating it, finding it by
+ * id or prefix, and opening it under its lock (exclusive for anything that
+ * writes, shared for reading) with what diff and accept need loaded. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "review-internal.h"
+
+void review_done(struct review *rv)
+{
+        closep(&rv->changes_fd);
+        closep(&rv->ws_fd);
+        /* Closing the directory drops the flock. */
+        closep(&rv->dir_fd);
+        json_decref(rv->meta);
+        manifest_done(&rv->m);
+}
+
+/* Open a state directory and take its lock: exclusive for anything that
+ * writes, shared for reading. */
+int review_open(const char *state_dir, bool exclusive, struct review *rv, struct al_error *err)
+{
+        *rv = (struct review){.dir_fd = -1, .changes_fd = -1, .ws_fd = -1};
+        rv->dir_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (rv->dir_fd < 0)
+                return al_error_set(err, errno, "opening \"%s\"", state_dir);
+        if (flock(rv->dir_fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) < 0) {
+                if (errno == EWOULDBLOCK)
+                        return al_error_set_message(
+                            err, EBUSY, "sandbox state \"%s\" is in use by another airlock",
+                            state_dir);
+                return al_error_set(err, errno, "locking \"%s\"", state_dir);
+        }
+        int r = read_json_at(rv->dir_fd, META_FILE, &rv->meta);
+        if (r < 0)
+                return al_error_set(err, r, "reading %s/%s", state_dir, META_FILE);
+        json_t *started = json_object_get(rv->meta, "startedNs");
+        rv->id = json_string_value(json_object_get(rv->meta, "id"));
+        rv->workspace = json_string_value(json_object_get(rv->meta, "workspace"));
+        rv->state = json_string_value(json_object_get(rv->meta, "state"));
+        json_t *acc = json_object_get(rv->meta, "accepted");
+        if (!rv->id || !rv->workspace || rv->workspace[0] != '/' || !json_is_integer(started) ||
+            json_integer_value(started) < 0 || !rv->state ||
+            !(STREQ(rv->state, "pending") || STREQ(rv->state, "accepted") ||
+              STREQ(rv->state, "discarded") || STREQ(rv->state, "failed")) ||
+            (acc && !json_is_array(acc)))
+                return al_error_set_message(err, EBADMSG, "%s/%s", state_dir, META_FILE);
+        rv->started_ns = (uint64_t)json_integer_value(started);
+        size_t i;
+        json_t *v;
+        json_array_foreach(acc, i, v)
+        {
+                const char *p = json_string_value(v);
+                if (!p || !(p[0] == '\0' || path_valid(p)))
+                        return al_error_set_message(err, EBADMSG, "%s/%s: \"accepted\"", state_dir,
+                                                    META_FILE);
+        }
+        return 0;
+}
+
+int review_workspace(const char *state_dir, char **ret, struct al_error *err)
+{
+        _cleanup_(review_done) struct review rv;
+        int r = review_open(state_dir, false, &rv, err);
+        if (r < 0)
+                return r;
+        *ret = xstrdup(rv.workspace);
+        return 0;
+}
+
+char *review_state_root(uid_t uid, const char *home)
+{
+        if (uid == 0)
+                return xstrdup("/var/lib/airlock");
+        if (!home || home[0] != '/')
+                return NULL;
+        size_t n = strlen(home);
+        while (n > 1 && home[n - 1] == '/')
+                n--;
+        return xasprintf("%.*s/.local/state/airlock", (int)n, home);
+}
+
+int review_create(const char *state_root, const char *id, const char *workspace,
+                  uint64_t started_ns, char **ret_dir, struct al_error *err)
+{
+        if (!state_root || state_root[0] != '/')
+                return al_error_set_message(err, EINVAL, "state directory \"%s\" is not absolute",
+                                            state_root ? state_root : "");
+        if (!id_valid(id))
+                return al_error_set_message(err, EINVAL, "bad sandbox id \"%s\"", id);
+        if (!workspace || workspace[0] != '/')
+                return al_error_set_message(err, EINVAL, "workspace \"%s\" is not an absolute path",
+                                            workspace ? workspace : "");
+        if (started_ns > INT64_MAX)
+                return al_error_set_message(err, ERANGE, "start time %" PRIu64, started_ns);
+
+        _cleanup_free_ char *sandboxes = xasprintf("%s/sandboxes", state_root);
+        int r = mkdir_p(sandboxes, 0700, 0700);
+        if (r < 0)
+                return al_error_set(err, r, "creating \"%s\"", sandboxes);
+        _cleanup_close_ int sfd = open(sandboxes, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (sfd < 0)
+                return al_error_set(err, errno, "opening \"%s\"", sandboxes);
+        if (mkdirat(sfd, id, 0700) < 0)
+                return al_error_set(err, errno, "creating \"%s/%s\"", sandboxes, id);
+        _cleanup_close_ int dfd = openat(sfd, id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return al_error_set(err, errno, "opening \"%s/%s\"", sandboxes, id);
+        if (mkdirat(dfd, CHANGES_DIR, 0700) < 0)
+                return al_error_set(err, errno, "creating \"%s/%s/%s\"", sandboxes, id,
+                                    CHANGES_DIR);
+
+        struct manifest empty = {0};
+        r = save_manifest(dfd, &empty);
+        if (r < 0)
+                return al_error_set(err, r, "writing \"%s/%s/%s\"", sandboxes, id, MANIFEST_FILE);
+        json_t *meta = json_pack("{s:s, s:s, s:I, s:s}", "id", id, "workspace", workspace,
+                                 "startedNs", (json_int_t)started_ns, "state", "pending");
+        if (!meta)
+                return al_error_set_message(err, EINVAL, "workspace path is not valid UTF-8");
+        r = write_json_at(dfd, META_FILE, meta);
+        json_decref(meta);
+        if (r < 0)
+                return al_error_set(err, r, "writing \"%s/%s/%s\"", sandboxes, id, META_FILE);
+        if (ret_dir)
+                *ret_dir = xasprintf("%s/%s", sandboxes, id);
+        return 0;
+}
+
+int review_find(const char *state_root, const char *id, char **ret_dir, struct al_error *err)
+{
+        if (!id_valid(id))
+                return al_error_set_message(err, EINVAL, "bad sandbox ID \"%s\"", id);
+        _cleanup_free_ char *sandboxes = xasprintf("%s/sandboxes", state_root);
+        int fd = open(sandboxes, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno == ENOENT)
+                        return al_error_set_message(err, ENOENT, "no sandbox \"%s\"", id);
+                return al_error_set(err, errno, "opening \"%s\"", sandboxes);
+        }
+        _cleanup_(closedirp) DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return al_error_set(err, errno, "opening \"%s\"", sandboxes);
+        }
+        struct stat st;
+        if (fstatat(dirfd(d), id, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+                *ret_dir = xasprintf("%s/%s", sandboxes, id);
+                return 0;
+        }
+        if (strlen(id) < PREFIX_MIN)
+                return al_error_set_message(err, ENOENT, "no sandbox \"%s\"", id);
+
+        _cleanup_free_ char *found = NULL;
+        size_t n = strlen(id);
+        struct dirent *de;
+        while ((errno = 0, de = readdir(d))) {
+                if (!id_valid(de->d_name) || strncmp(de->d_name, id, n) != 0)
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    !S_ISDIR(st.st_mode))
+                        continue;
+                if (found)
+                        return al_error_set_message(
+                            err, EINVAL,
+                            "sandbox ID prefix \"%s\" is ambiguous (\"%s\", "
+                            "\"%s\", ...)",
+                            id, found, de->d_name);
+                found = xstrdup(de->d_name);
+        }
+        if (errno)
+                return al_error_set(err, errno, "reading \"%s\"", sandboxes);
+        if (!found)
+                return al_error_set_message(err, ENOENT, "no sandbox \"%s\"", id);
+        *ret_dir = xasprintf("%s/%s", sandboxes, found);
+        return 0;
+}
+
+int review_load(const char *state_dir, bool exclusive, struct review *rv, struct al_error *err)
+{
+        int r = review_open(state_dir, exclusive, rv, err);
+        if (r < 0)
+                return r;
+        if (STREQ(rv->state, "failed")) {
+                const char *why = json_string_value(json_object_get(rv->meta, "error"));
+                return al_error_set_message(err, ENODATA,
+                                            "the changes of sandbox %s were not kept: %s", rv->id,
+                                            why ? why : "the capture failed");
+        }
+        if (!STREQ(rv->state, "pending"))
+                return al_error_set_message(err, EALREADY, "sandbox %s was %s already", rv->id,
+                                            rv->state);
+        r = load_manifest(rv, state_dir, err);
+        if (r < 0)
+                return r;
+        rv->changes_fd =
+            openat(rv->dir_fd, CHANGES_DIR, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rv->changes_fd < 0)
+                return al_error_set(err, errno, "opening %s/%s", state_dir, CHANGES_DIR);
+        rv->ws_fd = open(rv->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (rv->ws_fd < 0)
+                return al_error_set(err, errno, "opening the workspace \"%s\"", rv->workspace);
+        return 0;
+}
