@@ -17,6 +17,7 @@
 
 #include "audit.h"
 #include "cgroup.h"
+#include "control-proto.h"
 #include "control.h"
 #include "env.h"
 #include "events.h"
@@ -32,7 +33,6 @@
 enum {
         CONTROL_MAX_PROCS = 128,
         CONTROL_MAX_CLIENTS = 64,
-        CONTROL_LINE_MAX = 4 * 1024 * 1024,
         /* Each process's last events, for attach and for a client that
          * reconnects (from a sequence number): at most this much per
          * process, and this much for all processes of the sandbox, the
