@@ -74,6 +74,7 @@ struct proc {
         const char *error_code;
         int exit_code, signal;
         uint64_t start_us, output, oom_before;
+        uint64_t timeout_ms; /* the exec's own timeout; 0: none */
         struct spawn_event end;
 };
 
@@ -109,6 +110,7 @@ struct control {
         struct evbuffer *snap_out;
         struct client *snap_client; /* who asked for it; NULL once gone */
         char audit_fault[AL_ERROR_MAX]; /* why the last audit write failed */
+        uint64_t start_us;
 };
 
 /* An event that could not be written: nothing goes on running unrecorded.
@@ -409,11 +411,11 @@ static void proc_maybe_done(struct proc *p)
         struct control *c = p->ctl;
         if (!(p->exited || p->failed) || p->out_fd[0] >= 0 || p->out_fd[1] >= 0)
                 return;
+        struct cgroup_usage cu = {0};
+        if (c->cg)
+                c->cg->ops->usage(c->cg, &cu);
         if (p->exited) {
                 int st = p->end.status;
-                struct cgroup_usage cu = {0};
-                if (c->cg)
-                        c->cg->ops->usage(c->cg, &cu);
                 if (p->error_code) {
                         /* timeout or output_limit, decided when we killed it */
                 } else if (cu.oom_kills > p->oom_before && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
@@ -438,19 +440,28 @@ static void proc_maybe_done(struct proc *p)
                                "cpuSystemMs", (json_int_t)p->end.cpu_system_ms,
                                "maxRssKb", (json_int_t)p->end.max_rss_kb,
                                "outputBytes", (json_int_t)p->output);
-        record(c, "process.ended", json_pack("{s:i, s:i, s:o, s:o, s:I}", "pid", p->id,
-                                             "exitCode", p->exit_code,
-                                             "signal", p->signal ? json_integer(p->signal) : json_null(),
-                                             "errorCode", p->error_code ? json_string(p->error_code) : json_null(),
-                                             "durationMs", (json_int_t)dur));
-        if (p->error_code && (STREQ(p->error_code, "timeout") || STREQ(p->error_code, "oom_killed") ||
-                              STREQ(p->error_code, "output_limit")))
-                record(c, "limit.hit", json_pack("{s:i, s:s}", "pid", p->id, "limit",
-                                                 STREQ(p->error_code, "timeout")      ? "timeout"
-                                                 : STREQ(p->error_code, "oom_killed") ? "memory"
-                                                                                      : "output"));
-        if (p->signal == SIGSYS)
-                record(c, "violation", json_pack("{s:i, s:s}", "pid", p->id, "what", "seccomp"));
+        char msg[256];
+        events_limit_message(p->error_code,
+                             p->error_code && STREQ(p->error_code, "timeout") ? p->timeout_ms
+                                                                              : c->policy->limits.output,
+                             msg, sizeof(msg));
+        struct events_end end = {
+                .pid = p->id,
+                .exit_code = p->exit_code,
+                .signal = p->signal,
+                .error_code = p->error_code,
+                .message = msg,
+                .duration_ms = dur,
+                .cpu_ms = cu.cpu_usec / 1000,
+                .memory_peak = cu.memory_peak,
+                .cpu_user_ms = p->end.cpu_user_ms,
+                .cpu_system_ms = p->end.cpu_system_ms,
+                .max_rss_kb = p->end.max_rss_kb,
+                .output_bytes = p->output,
+        };
+        record(c, "process.ended", events_process_ended(&end));
+        record(c, "limit.hit", events_limit_hit(&end));
+        record(c, "violation", events_violation(&end));
         proc_event(p, ev);
         p->done = true;
         detach_all(p);
@@ -677,7 +688,7 @@ static void do_exec(struct client *cl, json_t *req)
         }
         /* Written ahead: the process starts only once the log says so, and
          * a log that cannot be written refuses the exec. */
-        if (record_ahead(c, "process.started", json_pack("{s:i, s:O}", "pid", id, "argv", argv)) < 0) {
+        if (record_ahead(c, "process.started", events_process_started(id, json_incref(argv))) < 0) {
                 for (int k = 0; k < 2; k++) {
                         close(pin[k]);
                         close(pout[k]);
@@ -731,6 +742,7 @@ static void do_exec(struct client *cl, json_t *req)
         }
         if (json_is_number(timeout)) {
                 double t = json_number_value(timeout);
+                p->timeout_ms = (uint64_t)(t * 1000);
                 struct timeval tv = {.tv_sec = (time_t)t, .tv_usec = (suseconds_t)((t - (double)(time_t)t) * 1e6)};
                 p->ev_timeout = evtimer_new(c->base, on_proc_timeout, p);
                 evtimer_add(p->ev_timeout, &tv);
@@ -869,14 +881,6 @@ static void do_status(struct client *cl)
  * changes. A child process does the copying, so a large layer does not
  * stall the sandbox's other requests and streams. */
 
-static json_t *review_counts(const struct review_summary *sum)
-{
-        return json_pack("{s:I, s:I, s:I, s:I, s:I}", "added", (json_int_t)sum->added,
-                         "modified", (json_int_t)sum->modified, "deleted",
-                         (json_int_t)sum->deleted, "bytes", (json_int_t)sum->bytes, "skipped",
-                         (json_int_t)sum->skipped);
-}
-
 static void snap_reap(struct control *c, bool kill_it)
 {
         if (!c->snap_pid)
@@ -961,7 +965,7 @@ static void do_review(struct client *cl)
                                       e.msg);
                 else
                         o = json_pack("{s:b, s:s, s:o}", "ok", 1, "dir", c->review_dir, "changes",
-                                      review_counts(&sum));
+                                      events_review_counts(&sum));
                 char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
                 _exit(text && write_full(p[1], text, strlen(text)) >= 0 ? 0 : 1);
         }
@@ -1133,6 +1137,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
 
         c.sp.pid = c.sp.pidfd = c.sp.sync_fd = c.sp.upper_fd = -1;
         c.snap_fd = -1;
+        c.start_us = now_monotonic_us();
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c.sp.listen_fds[i] = -1;
         signal(SIGPIPE, SIG_IGN);
@@ -1294,14 +1299,9 @@ cleanup:
                 struct al_error re = {0};
                 int rr = review_recapture(c.sp.upper_fd, c.review_dir, p->limits.disk, &sum, &re);
                 if (rr < 0)
-                        record(&c, "review.failed",
-                               json_pack("{s:s, s:s, s:s}", "dir", c.review_dir, "reason",
-                                         rr == -EDQUOT ? "disk_limit" : "error", "message", re.msg));
-                else {
-                        json_t *f = review_counts(&sum);
-                        json_object_set_new(f, "dir", json_string(c.review_dir));
-                        record(&c, "review.kept", f);
-                }
+                        record(&c, "review.failed", events_review_failed(c.review_dir, rr, re.msg));
+                else
+                        record(&c, "review.kept", events_review_kept(c.review_dir, &sum));
         }
         if (c.sp.upper_fd >= 0)
                 close(c.sp.upper_fd);
@@ -1323,7 +1323,8 @@ cleanup:
                 if (c.sp.listen_fds[i] >= 0)
                         close(c.sp.listen_fds[i]);
         c.cg = cgroup_free(c.cg);
-        record(&c, "sandbox.destroyed", json_pack("{}"));
+        record(&c, "sandbox.destroyed",
+               events_sandbox_destroyed((now_monotonic_us() - c.start_us) / 1000));
         c.audit = audit_close(c.audit);
         strv_free(c.envp);
         state = xasprintf("%s/supervisor.json", c.dir);

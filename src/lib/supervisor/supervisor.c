@@ -272,6 +272,26 @@ static void set_failure(struct supervisor_result *res, int exit_code, const char
         snprintf(res->message, sizeof(res->message), "%s", msg ? msg : "");
 }
 
+/* The command is the sandbox's first and only process: pid 1 in the audit
+ * log's numbering, as `airlock supervise`'s first exec. */
+static struct events_end run_end(const struct supervisor_result *res)
+{
+        return (struct events_end){
+                .pid = 1,
+                .exit_code = res->exit_code,
+                .signal = res->signal,
+                .error_code = res->error_code,
+                .message = res->message,
+                .duration_ms = res->duration_ms,
+                .cpu_ms = res->usage.cpu_ms,
+                .memory_peak = res->usage.memory_peak,
+                .cpu_user_ms = res->usage.cpu_user_ms,
+                .cpu_system_ms = res->usage.cpu_system_ms,
+                .max_rss_kb = res->usage.max_rss_kb,
+                .output_bytes = res->usage.output_bytes,
+        };
+}
+
 int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result *res,
                    struct al_error *err)
 {
@@ -403,7 +423,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 }
                 goto done;
         }
-        record(&sv, "process.started", events_process_started(cfg->argv));
+        record(&sv, "process.started", events_process_started(1, events_argv(cfg->argv)));
 
         event_set_log_callback(drop_event_log);
         sv.base = event_base_new();
@@ -471,20 +491,18 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (sv.audit_failed) {
                 set_failure(res, 125, "audit_failed", sv.audit_msg);
         } else if (sv.timed_out) {
-                snprintf(e.msg, sizeof(e.msg), "the command ran past its %" PRIu64 " ms timeout",
-                         p->limits.timeout_ms);
+                events_limit_message("timeout", p->limits.timeout_ms, e.msg, sizeof(e.msg));
                 set_failure(res, 124, "timeout", e.msg);
                 res->signal = SIGKILL;
         } else if (cu.oom_kills > 0) {
-                set_failure(res, WIFEXITED(st) ? WEXITSTATUS(st) : 137, "oom_killed",
-                            "the memory limit was reached and the kernel killed the command");
+                events_limit_message("oom_killed", 0, e.msg, sizeof(e.msg));
+                set_failure(res, WIFEXITED(st) ? WEXITSTATUS(st) : 137, "oom_killed", e.msg);
                 if (WIFSIGNALED(st))
                         res->signal = WTERMSIG(st);
                 if (!WIFEXITED(st) || WEXITSTATUS(st) == 0)
                         res->exit_code = 137;
         } else if (sv.output_exceeded) {
-                snprintf(e.msg, sizeof(e.msg), "the output passed its %" PRIu64 " byte limit",
-                         p->limits.output);
+                events_limit_message("output_limit", p->limits.output, e.msg, sizeof(e.msg));
                 set_failure(res, 128 + SIGKILL, "output_limit", e.msg);
                 res->signal = SIGKILL;
         } else if (!sv.have_status) {
@@ -507,34 +525,19 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                         r = review_capture(sv.sp.upper_fd, dir, p->limits.disk, &sum, &re);
                 if (r < 0) {
                         set_failure(res, 125, "internal", re.msg);
-                        record(&sv, "review.failed",
-                               json_pack("{s:s, s:s, s:s}", "dir", dir ? dir : "", "reason",
-                                         r == -EDQUOT ? "disk_limit" : "error", "message", re.msg));
+                        record(&sv, "review.failed", events_review_failed(dir, r, re.msg));
                 } else {
                         snprintf(res->review_dir, sizeof(res->review_dir), "%s", dir);
                         res->review_added = sum.added;
                         res->review_modified = sum.modified;
                         res->review_deleted = sum.deleted;
-                        record(&sv, "review.kept",
-                               json_pack("{s:s, s:I, s:I, s:I}", "dir", dir, "added",
-                                         (json_int_t)sum.added, "modified",
-                                         (json_int_t)sum.modified, "deleted",
-                                         (json_int_t)sum.deleted));
+                        record(&sv, "review.kept", events_review_kept(dir, &sum));
                 }
         }
 
-        if (res->error_code && (STREQ(res->error_code, "timeout") ||
-                                STREQ(res->error_code, "oom_killed") ||
-                                STREQ(res->error_code, "output_limit")))
-                record(&sv, "limit.hit",
-                       json_pack("{s:s, s:s}", "limit",
-                                 STREQ(res->error_code, "timeout")      ? "timeout"
-                                 : STREQ(res->error_code, "oom_killed") ? "memory"
-                                                                        : "output",
-                                 "message", res->message));
-        if (res->signal == SIGSYS)
-                record(&sv, "violation",
-                       json_pack("{s:s, s:i}", "what", "seccomp", "signal", SIGSYS));
+        struct events_end hit = run_end(res);
+        record(&sv, "limit.hit", events_limit_hit(&hit));
+        record(&sv, "violation", events_violation(&hit));
 
 done:
         for (int i = 0; i < 2; i++)
@@ -574,8 +577,9 @@ done:
         cgroup_free(cg);
         res->duration_ms = (now_monotonic_us() - start) / 1000;
         res->usage.output_bytes = sv.output;
-        record(&sv, "process.ended", events_process_ended(res));
-        record(&sv, "sandbox.destroyed", json_pack("{s:I}", "durationMs", (json_int_t)res->duration_ms));
+        struct events_end end = run_end(res);
+        record(&sv, "process.ended", events_process_ended(&end));
+        record(&sv, "sandbox.destroyed", events_sandbox_destroyed(res->duration_ms));
         /* The result is reported only once its record is durable. */
         commit(&sv);
         if (sv.audit_failed && !(res->error_code && STREQ(res->error_code, "audit_failed")))
