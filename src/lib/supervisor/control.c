@@ -17,6 +17,7 @@
 
 #include "audit.h"
 #include "cgroup.h"
+#include "core.h"
 #include "control-proto.h"
 #include "control.h"
 #include "env.h"
@@ -85,16 +86,13 @@ struct client {
         bool closing;
 };
 
+/* airlock supervise's driver of the supervisor core (core.h): many
+ * processes, started and watched through the control socket. */
 struct control {
+        struct sv_core core;
         const struct control_config *cfg;
         const struct policy *policy;
-        struct event_base *base;
-        struct spawn_result sp;
-        struct cgroup *cg;
-        struct audit *audit;
-        struct netgate *gate;
         struct evconnlistener *listener;
-        struct event *ev_sync, *ev_flush, *ev_signals[3];
         char **envp; /* the clean environment every process starts from */
         struct proc *procs[CONTROL_MAX_PROCS];
         uint64_t kept_total; /* bytes kept by all processes */
@@ -109,70 +107,27 @@ struct control {
         struct event *ev_snap;
         struct evbuffer *snap_out;
         struct client *snap_client; /* who asked for it; NULL once gone */
-        char audit_fault[AL_ERROR_MAX]; /* why the last audit write failed */
-        uint64_t start_us;
 };
 
 /* An event that could not be written: nothing goes on running unrecorded.
  * Running processes are killed, and each new exec tries the log again
  * (do_exec) and is refused while it cannot be written. */
-static void audit_fault(struct control *c, struct al_error *e)
+static void on_audit_fault(struct sv_core *core, void *driver)
 {
-        al_error_wrap(e, "audit");
-        memcpy(c->audit_fault, e->msg, sizeof(c->audit_fault));
+        struct control *c = driver;
         for (int i = 0; i < CONTROL_MAX_PROCS; i++) {
                 struct proc *p = c->procs[i];
                 if (!p || p->exited || p->failed)
                         continue;
                 if (!p->error_code)
                         p->error_code = "audit_failed";
-                spawn_kill_request(c->sp.sync_fd, p->id, SIGKILL);
+                spawn_kill_request(core->sp.sync_fd, p->id, SIGKILL);
         }
 }
 
 static int record(struct control *c, const char *kind, json_t *fields)
 {
-        int r = 0;
-        if (!fields)
-                return 0;
-        if (c->audit) {
-                struct al_error e = {0};
-                r = audit_append(c->audit, c->cfg->id, kind, fields, &e);
-                if (r < 0)
-                        audit_fault(c, &e);
-        }
-        json_decref(fields);
-        return r;
-}
-
-/* Before an action: room for its records, then its first line. A full
- * disk fails here, before anything runs. */
-static int record_ahead(struct control *c, const char *kind, json_t *fields)
-{
-        struct al_error e = {0};
-        if (!c->audit) {
-                json_decref(fields);
-                return 0;
-        }
-        int r = audit_reserve(c->audit, &e);
-        if (r < 0) {
-                json_decref(fields);
-                audit_fault(c, &e);
-                return r;
-        }
-        return record(c, kind, fields);
-}
-
-/* Make what was written durable: before an action is reported. */
-static int commit(struct control *c)
-{
-        int r = c->audit ? audit_flush(c->audit) : 0;
-        if (r < 0) {
-                struct al_error e = {0};
-                al_error_set(&e, r, "syncing the audit log");
-                audit_fault(c, &e);
-        }
-        return r;
+        return sv_core_record(&c->core, kind, fields);
 }
 
 static void on_net_decision(void *ud, const struct netgate_record *rec)
@@ -217,7 +172,7 @@ static void client_free(struct client *cl)
         if (cl->bev)
                 bufferevent_free(cl->bev);
         if (--cl->ctl->n_clients == 0 && cl->ctl->destroying)
-                event_base_loopexit(cl->ctl->base, NULL);
+                event_base_loopexit(cl->ctl->core.base, NULL);
         free(cl);
 }
 
@@ -281,7 +236,7 @@ static void proc_abandon(struct proc *p, bool discard)
         } else {
                 if (!p->error_code)
                         p->error_code = "abandoned";
-                spawn_kill_request(p->ctl->sp.sync_fd, p->id, SIGKILL);
+                spawn_kill_request(p->ctl->core.sp.sync_fd, p->id, SIGKILL);
         }
         if (discard) {
                 p->discard = true;
@@ -412,8 +367,8 @@ static void proc_maybe_done(struct proc *p)
         if (!(p->exited || p->failed) || p->out_fd[0] >= 0 || p->out_fd[1] >= 0)
                 return;
         struct cgroup_usage cu = {0};
-        if (c->cg)
-                c->cg->ops->usage(c->cg, &cu);
+        if (c->core.cg)
+                c->core.cg->ops->usage(c->core.cg, &cu);
         if (p->exited) {
                 int st = p->end.status;
                 if (p->error_code) {
@@ -497,7 +452,7 @@ static void on_proc_output(evutil_socket_t fd, short what, void *arg)
                 keep = (size_t)(limit - p->output);
                 if (!p->error_code) {
                         p->error_code = "output_limit";
-                        spawn_kill_request(p->ctl->sp.sync_fd, p->id, SIGKILL);
+                        spawn_kill_request(p->ctl->core.sp.sync_fd, p->id, SIGKILL);
                 }
         }
         p->output += keep;
@@ -534,7 +489,7 @@ static void on_proc_timeout(evutil_socket_t fd, short what, void *arg)
         struct proc *p = arg;
         if (!p->error_code)
                 p->error_code = "timeout";
-        spawn_kill_request(p->ctl->sp.sync_fd, p->id, SIGKILL);
+        spawn_kill_request(p->ctl->core.sp.sync_fd, p->id, SIGKILL);
 }
 
 static struct proc *find_proc(struct control *c, int id)
@@ -563,7 +518,7 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
         case SPAWN_EVENT_STARTED:
                 p->started = true;
                 if (p->error_code && STREQ(p->error_code, "abandoned"))
-                        spawn_kill_request(c->sp.sync_fd, p->id,
+                        spawn_kill_request(c->core.sp.sync_fd, p->id,
                                            SIGKILL); /* left before it started */
                 for (int k = 0; k < 2; k++)
                         if (p->ev_out[k] && !p->paused)
@@ -589,7 +544,7 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
                 p->end = ev;
                 if (p->out_fd[0] >= 0 || p->out_fd[1] >= 0) {
                         struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-                        p->ev_linger = evtimer_new(c->base, on_proc_linger, p);
+                        p->ev_linger = evtimer_new(c->core.base, on_proc_linger, p);
                         evtimer_add(p->ev_linger, &tv);
                 }
                 proc_maybe_done(p);
@@ -688,13 +643,13 @@ static void do_exec(struct client *cl, json_t *req)
         }
         /* Written ahead: the process starts only once the log says so, and
          * a log that cannot be written refuses the exec. */
-        if (record_ahead(c, "process.started", events_process_started(id, json_incref(argv))) < 0) {
+        if (sv_core_record_ahead(&c->core, "process.started", events_process_started(id, json_incref(argv))) < 0) {
                 for (int k = 0; k < 2; k++) {
                         close(pin[k]);
                         close(pout[k]);
                         close(perr[k]);
                 }
-                return send_error(cl, "audit_failed", c->audit_fault);
+                return send_error(cl, "audit_failed", c->core.audit_last);
         }
         struct proc *p = xcalloc(1, sizeof(*p));
         p->ctl = c;
@@ -711,16 +666,16 @@ static void do_exec(struct client *cl, json_t *req)
                                             : CONTROL_STALL_DEFAULT_MS;
         if (p->stall_ms == 0)
                 p->stall_ms = 1;
-        p->ev_stall = evtimer_new(c->base, on_proc_stall, p);
-        if (c->cg) {
+        p->ev_stall = evtimer_new(c->core.base, on_proc_stall, p);
+        if (c->core.cg) {
                 struct cgroup_usage cu;
-                c->cg->ops->usage(c->cg, &cu);
+                c->core.cg->ops->usage(c->core.cg, &cu);
                 p->oom_before = cu.oom_kills;
         }
         c->procs[slot] = p;
 
         int fds[3] = {pin[0], pout[1], perr[1]};
-        int r = spawn_exec_request(c->sp.sync_fd, id, av, ev,
+        int r = spawn_exec_request(c->core.sp.sync_fd, id, av, ev,
                                    json_is_string(cwd) ? json_string_value(cwd) : "/workspace", fds);
         close(pin[0]);
         close(pout[1]);
@@ -733,10 +688,10 @@ static void do_exec(struct client *cl, json_t *req)
         }
         /* Synced while pid 1 forks, and before "started" is reported; a
          * sync that fails kills the process (audit_fault). */
-        commit(c);
+        sv_core_commit(&c->core);
         for (int k = 0; k < 2; k++) {
                 evutil_make_socket_nonblocking(p->out_fd[k]);
-                p->ev_out[k] = event_new(c->base, p->out_fd[k], EV_READ | EV_PERSIST, on_proc_output, p);
+                p->ev_out[k] = event_new(c->core.base, p->out_fd[k], EV_READ | EV_PERSIST, on_proc_output, p);
                 /* Armed once pid 1 says it started (or failed): no output
                  * line may come before "started". */
         }
@@ -744,7 +699,7 @@ static void do_exec(struct client *cl, json_t *req)
                 double t = json_number_value(timeout);
                 p->timeout_ms = (uint64_t)(t * 1000);
                 struct timeval tv = {.tv_sec = (time_t)t, .tv_usec = (suseconds_t)((t - (double)(time_t)t) * 1e6)};
-                p->ev_timeout = evtimer_new(c->base, on_proc_timeout, p);
+                p->ev_timeout = evtimer_new(c->core.base, on_proc_timeout, p);
                 evtimer_add(p->ev_timeout, &tv);
         }
         /* Small stdin goes in at once; the rest of a background process's
@@ -830,7 +785,7 @@ static void do_signal(struct client *cl, json_t *req)
         if (json_is_true(json_object_get(req, "abandoned")))
                 proc_abandon(p, false); /* its client is gone: say so in its result */
         else if (!p->exited && !p->failed)
-                spawn_kill_request(cl->ctl->sp.sync_fd, p->id, (int)sig);
+                spawn_kill_request(cl->ctl->core.sp.sync_fd, p->id, (int)sig);
         send_json(cl, json_pack("{s:b}", "ok", 1));
         client_finish(cl);
 }
@@ -839,11 +794,11 @@ static void do_status(struct client *cl)
 {
         struct control *c = cl->ctl;
         struct cgroup_usage cu = {0};
-        if (c->cg)
-                c->cg->ops->usage(c->cg, &cu);
+        if (c->core.cg)
+                c->core.cg->ops->usage(c->core.cg, &cu);
         struct netgate_stats ns = {0};
-        if (c->gate)
-                netgate_get_stats(c->gate, &ns);
+        if (c->core.gate)
+                netgate_get_stats(c->core.gate, &ns);
         json_t *procs = json_array();
         for (int i = 0; i < CONTROL_MAX_PROCS; i++)
                 if (c->procs[i])
@@ -959,7 +914,7 @@ static void do_review(struct client *cl)
                 struct review_summary sum = {0};
                 struct al_error e = {0};
                 json_t *o;
-                if (review_recapture(c->sp.upper_fd, c->review_dir, c->policy->limits.disk, &sum,
+                if (review_recapture(c->core.sp.upper_fd, c->review_dir, c->policy->limits.disk, &sum,
                                      &e) < 0)
                         o = json_pack("{s:b, s:s, s:s}", "ok", 0, "error", "internal", "message",
                                       e.msg);
@@ -974,7 +929,7 @@ static void do_review(struct client *cl)
         c->snap_fd = p[0];
         c->snap_out = evbuffer_new();
         c->snap_client = cl;
-        c->ev_snap = event_new(c->base, p[0], EV_READ | EV_PERSIST, on_snap, c);
+        c->ev_snap = event_new(c->core.base, p[0], EV_READ | EV_PERSIST, on_snap, c);
         event_add(c->ev_snap, NULL);
 }
 
@@ -1049,7 +1004,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         }
         struct client *cl = xcalloc(1, sizeof(*cl));
         cl->ctl = c;
-        cl->bev = bufferevent_socket_new(c->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        cl->bev = bufferevent_socket_new(c->core.base, fd, BEV_OPT_CLOSE_ON_FREE);
         c->n_clients++;
         bufferevent_setcb(cl->bev, on_client_read, on_client_write, on_client_event, cl);
         bufferevent_setwatermark(cl->bev, EV_READ, 0, CONTROL_LINE_MAX + 1);
@@ -1062,19 +1017,6 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         bufferevent_enable(cl->bev, EV_READ | EV_WRITE);
 }
 
-static void on_flush(evutil_socket_t fd, short what, void *arg)
-{
-        struct control *c = arg;
-        if (c->audit && audit_needs_flush(c->audit, now_monotonic_us())) {
-                int r = audit_flush(c->audit);
-                if (r < 0) {
-                        struct al_error e = {0};
-                        al_error_set(&e, r, "syncing the audit log");
-                        audit_fault(c, &e);
-                }
-        }
-}
-
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
         destroy(arg);
@@ -1085,16 +1027,11 @@ static void destroy(struct control *c)
         if (c->destroying)
                 return;
         c->destroying = true;
-        if (c->sp.pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, c->sp.pidfd, SIGKILL, NULL, 0);
+        sv_core_kill(&c->core);
         /* Stop once the queued answers are out (client_free), or after a
          * second whatever a client still holds. */
         struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
-        event_base_loopexit(c->base, c->n_clients > 0 ? &tv : NULL);
-}
-
-static void drop_event_log(int severity, const char *msg)
-{
+        event_base_loopexit(c->core.base, c->n_clients > 0 ? &tv : NULL);
 }
 
 static int write_state(struct control *c, struct al_error *err)
@@ -1135,23 +1072,18 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         _cleanup_free_ char *cg_name = NULL, *state = NULL;
         int r;
 
-        c.sp.pid = c.sp.pidfd = c.sp.sync_fd = c.sp.upper_fd = -1;
+        sv_core_init(&c.core, p, on_audit_fault, &c);
         c.snap_fd = -1;
-        c.start_us = now_monotonic_us();
-        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
-                c.sp.listen_fds[i] = -1;
         signal(SIGPIPE, SIG_IGN);
-        event_set_log_callback(drop_event_log);
 
         time_t now = time(NULL);
         struct tm tm;
         gmtime_r(&now, &tm);
         strftime(c.started_at, sizeof(c.started_at), "%Y-%m-%dT%H:%M:%SZ", &tm);
 
-        if (strspn(cfg->id, "0123456789abcdef") != 16 || cfg->id[16]) {
-                r = al_error_set(err, 0, "sandbox id \"%s\": expected 16 hex digits", cfg->id);
+        r = sv_core_set_id(&c.core, cfg->id, err);
+        if (r < 0)
                 goto fail_early;
-        }
         snprintf(c.dir, sizeof(c.dir), "%s/%s", cfg->run_dir, cfg->id);
         snprintf(c.sock_path, sizeof(c.sock_path), "%s/control.sock", c.dir);
         if (strlen(c.sock_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
@@ -1172,7 +1104,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         if (r >= 0)
                 r = gates_check_routes(p, cfg->secrets, cfg->id, cfg->account, err);
         if (r >= 0 && cfg->audit_path) {
-                r = gates_open_audit(cfg->audit_path, cfg->secrets, cfg->audit_rotate, &c.audit, err);
+                r = sv_core_open_audit(&c.core, cfg->audit_path, cfg->audit_rotate, cfg->secrets, err);
                 if (r < 0)
                         al_error_wrap(err, "audit");
         }
@@ -1180,15 +1112,15 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 goto fail;
         /* The daemon tells "error: audit: …" apart: the audit log, not the
          * sandbox, is what failed. */
-        if (record_ahead(&c, "sandbox.created", events_sandbox_created(p)) < 0) {
-                r = al_error_set_message(err, EIO, "%s", c.audit_fault);
+        if (sv_core_record_ahead(&c.core, "sandbox.created", events_sandbox_created(p)) < 0) {
+                r = al_error_set_message(err, EIO, "%s", c.core.audit_last);
                 goto fail;
         }
 
         struct cgroup_limits lim = {.memory = p->limits.memory, .pids = p->limits.pids,
                                     .cpus_milli = p->limits.cpus_milli};
         cg_name = xasprintf("airlock-%s", cfg->id);
-        r = cgroup_setup(cg_name, &lim, &c.cg, err);
+        r = cgroup_setup(cg_name, &lim, &c.core.cg, err);
         if (r < 0)
                 goto fail;
 
@@ -1201,14 +1133,14 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 .stdin_fd = -1,
                 .stdout_fd = -1,
                 .stderr_fd = -1,
-                .cgroup = c.cg,
+                .cgroup = c.core.cg,
         };
         uint64_t started_ns = now_realtime_us() * 1000;
         gg = gitguard_begin(p);
-        r = spawn_sandbox(&sc, &c.sp, err);
+        r = spawn_sandbox(&sc, &c.core.sp, err);
         if (r < 0)
                 goto fail;
-        if (c.sp.upper_fd >= 0) {
+        if (c.core.sp.upper_fd >= 0) {
                 /* Fail closed: changes with nowhere to be kept are not
                  * worth the agent's work. */
                 if (!cfg->keep_root)
@@ -1221,13 +1153,9 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                         goto fail;
         }
 
-        c.base = event_base_new();
-        if (!c.base) {
-                r = al_error_set(err, ENOMEM, "creating the event loop");
-                goto fail;
-        }
-        r = gates_start_netgate(c.base, p, cfg->id, cfg->secrets, cfg->account, c.sp.listen_fds,
-                                on_net_decision, &c, &c.gate, err);
+        r = sv_core_loop_new(&c.core, err);
+        if (r >= 0)
+                r = sv_core_start_gate(&c.core, cfg->secrets, cfg->account, on_net_decision, &c, err);
         if (r < 0)
                 goto fail;
 
@@ -1235,7 +1163,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", c.sock_path);
         unlink(c.sock_path);
         mode_t old = umask(0177);
-        c.listener = evconnlistener_new_bind(c.base, on_accept, &c,
+        c.listener = evconnlistener_new_bind(c.core.base, on_accept, &c,
                                              LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 64,
                                              (struct sockaddr *)&sun, sizeof(sun));
         umask(old);
@@ -1247,18 +1175,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         if (r < 0)
                 goto fail;
 
-        c.ev_sync = event_new(c.base, c.sp.sync_fd, EV_READ | EV_PERSIST, on_sync, &c);
-        event_add(c.ev_sync, NULL);
-        if (c.audit) {
-                c.ev_flush = event_new(c.base, -1, EV_PERSIST, on_flush, &c);
-                struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
-                event_add(c.ev_flush, &tv);
-        }
-        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-        for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
-                c.ev_signals[i] = evsignal_new(c.base, sigs[i], on_signal, &c);
-                event_add(c.ev_signals[i], NULL);
-        }
+        sv_core_arm(&c.core, on_sync, on_signal, &c);
 
         /* The daemon that started us died before it learnt we are ready: it
          * has no record of this sandbox, and nobody knows its id. */
@@ -1267,7 +1184,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 goto cleanup;
         }
         release_startup_memory();
-        event_base_dispatch(c.base);
+        event_base_dispatch(c.core.base);
         r = 0;
         goto cleanup;
 
@@ -1283,49 +1200,25 @@ cleanup:
                                 if (c.procs[i]->attached[k])
                                         c.procs[i]->attached[k]->streaming = NULL;
                         proc_free(c.procs[i]);
+                        c.procs[i] = NULL;
                 }
-        c.gate = netgate_free(c.gate);
-        if (c.sp.pid > 0) {
-                if (c.sp.pidfd >= 0)
-                        syscall(SYS_pidfd_send_signal, c.sp.pidfd, SIGKILL, NULL, 0);
-                while (waitpid(c.sp.pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
-        }
-        gitguard_finish(gg, c.audit, cfg->id, NULL, NULL);
+        sv_core_stop(&c.core);
+        gitguard_finish(gg, c.core.audit, cfg->id, NULL, NULL);
         snap_reap(&c, true);
-        if (c.review_dir && c.sp.upper_fd >= 0) {
+        if (c.review_dir && c.core.sp.upper_fd >= 0) {
                 /* Every process of the sandbox is gone: this copy is final. */
                 struct review_summary sum = {0};
                 struct al_error re = {0};
-                int rr = review_recapture(c.sp.upper_fd, c.review_dir, p->limits.disk, &sum, &re);
+                int rr = review_recapture(c.core.sp.upper_fd, c.review_dir, p->limits.disk, &sum, &re);
                 if (rr < 0)
                         record(&c, "review.failed", events_review_failed(c.review_dir, rr, re.msg));
                 else
                         record(&c, "review.kept", events_review_kept(c.review_dir, &sum));
         }
-        if (c.sp.upper_fd >= 0)
-                close(c.sp.upper_fd);
         free(c.review_dir);
-        if (c.ev_sync)
-                event_free(c.ev_sync);
-        if (c.ev_flush)
-                event_free(c.ev_flush);
-        for (size_t i = 0; i < ARRAY_SIZE(c.ev_signals); i++)
-                if (c.ev_signals[i])
-                        event_free(c.ev_signals[i]);
-        if (c.base)
-                event_base_free(c.base);
-        if (c.sp.sync_fd >= 0)
-                close(c.sp.sync_fd);
-        if (c.sp.pidfd >= 0)
-                close(c.sp.pidfd);
-        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
-                if (c.sp.listen_fds[i] >= 0)
-                        close(c.sp.listen_fds[i]);
-        c.cg = cgroup_free(c.cg);
-        record(&c, "sandbox.destroyed",
-               events_sandbox_destroyed((now_monotonic_us() - c.start_us) / 1000));
-        c.audit = audit_close(c.audit);
+        sv_core_free(&c.core);
+        sv_core_destroyed(&c.core, (now_monotonic_us() - c.core.start_us) / 1000);
+        sv_core_close_audit(&c.core);
         strv_free(c.envp);
         state = xasprintf("%s/supervisor.json", c.dir);
         unlink(state);
