@@ -2,7 +2,9 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The control protocol between a sandbox's supervisor (`airlock supervise`,
  * control.c) and its clients (airlockd's ctl.c): one connection per request,
@@ -38,3 +40,45 @@
 #define CONTROL_ERR_NOT_REVIEWABLE     "not_reviewable"
 #define CONTROL_ERR_BUSY               "busy"
 #define CONTROL_ERR_INTERNAL           "internal"
+
+/* How long a streaming client may stop reading before its foreground
+ * process is abandoned ("stallTimeout"): the default and the most. */
+#define CONTROL_STALL_DEFAULT_MS (30 * 1000)
+#define CONTROL_STALL_MAX_MS     (3600 * 1000)
+/* The most arguments in an exec's argv. */
+#define CONTROL_ARGV_MAX 4096
+
+enum control_req {
+        CONTROL_REQ_UNKNOWN = 0, /* a JSON object whose "op" is none of these */
+        CONTROL_REQ_STATUS,
+        CONTROL_REQ_EXEC,
+        CONTROL_REQ_ATTACH,
+        CONTROL_REQ_STDIN,
+        CONTROL_REQ_SIGNAL,
+        CONTROL_REQ_REVIEW,
+        CONTROL_REQ_DESTROY,
+};
+
+/* One request line, without its newline. Returns its op (CONTROL_REQ_*,
+ * CONTROL_REQ_UNKNOWN for an op that is none of ours) with *req set to the
+ * request (the caller json_decref()s it), or -EINVAL, *req NULL, for a line
+ * that is not a JSON object with a string "op". Pure: no I/O, no state (the
+ * control protocol's fuzz target). */
+int control_parse_request(const char *line, size_t len, json_t **req);
+
+/* An exec request, checked. */
+struct control_exec {
+        char **argv;            /* NULL-terminated */
+        char **env;             /* the request's "KEY=VALUE"s; NULL: none */
+        const char *cwd;        /* borrowed from the request; "/workspace" when not given */
+        unsigned char *stdin_data;
+        size_t stdin_len;
+        double timeout_s;       /* 0: none */
+        uint64_t stall_ms;      /* at least 1 */
+        bool background;
+};
+
+/* Check an exec request's fields and decode them into *x. Returns 0, or
+ * -EINVAL with *why the bad_request message. Pure, as above. */
+int control_parse_exec(json_t *req, struct control_exec *x, const char **why);
+void control_exec_clear(struct control_exec *x);

@@ -45,8 +45,6 @@ enum {
          * (backpressure); the queue is host memory outside the sandbox's
          * limits, so it must stay small. */
         CONTROL_STREAM_MAX = 1024 * 1024,
-        CONTROL_STALL_DEFAULT_MS = 30 * 1000, /* paused this long: abandoned */
-        CONTROL_STALL_MAX_MS = 3600 * 1000,
 };
 
 struct control;
@@ -561,29 +559,12 @@ static void do_exec(struct client *cl, json_t *req)
 {
         struct control *c = cl->ctl;
         json_t *argv = json_object_get(req, "argv");
-        json_t *env = json_object_get(req, "env");
-        json_t *cwd = json_object_get(req, "cwd");
-        json_t *stdin_data = json_object_get(req, "stdin");
-        json_t *timeout = json_object_get(req, "timeout");
-        json_t *stall = json_object_get(req, "stallTimeout");
-        bool background = json_is_true(json_object_get(req, "background"));
-
-        if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > 4096)
-                return send_error(cl, "bad_request", "\"argv\" must be a non-empty array of strings");
-        if (env && !json_is_null(env) && !json_is_object(env))
-                return send_error(cl, "bad_request", "\"env\" must be an object of strings");
-        if (cwd && !json_is_null(cwd) && (!json_is_string(cwd) || json_string_value(cwd)[0] != '/'))
-                return send_error(cl, "bad_request", "\"cwd\" must be an absolute path");
-        if (stdin_data && !json_is_null(stdin_data) && !json_is_string(stdin_data))
-                return send_error(cl, "bad_request", "\"stdin\" must be base64 or null");
-        if (timeout && !json_is_null(timeout) && (!json_is_number(timeout) || json_number_value(timeout) <= 0))
-                return send_error(cl, "bad_request", "\"timeout\" must be a positive number of seconds");
-        if (stall && !json_is_null(stall) &&
-            (!json_is_number(stall) || json_number_value(stall) <= 0 ||
-             json_number_value(stall) * 1000 > CONTROL_STALL_MAX_MS))
-                return send_error(
-                    cl, "bad_request",
-                    "\"stallTimeout\" must be a positive number of seconds, at most 3600");
+        bool background;
+        _cleanup_(control_exec_clear) struct control_exec x = {0};
+        const char *why = NULL;
+        if (control_parse_exec(req, &x, &why) < 0)
+                return send_error(cl, "bad_request", why);
+        background = x.background;
 
         int slot = -1, id = 0;
         for (int tries = 0; tries < CONTROL_MAX_PROCS && slot < 0; tries++) {
@@ -602,32 +583,12 @@ static void do_exec(struct client *cl, json_t *req)
         if (slot < 0)
                 return send_error(cl, "too_many_processes", "too many processes in this sandbox");
 
-        _cleanup_strv_ char **av = NULL, **ev = NULL;
-        size_t n_av = 0, n_ev = 0;
-        size_t i;
-        json_t *v;
-        json_array_foreach(argv, i, v) {
-                if (!json_is_string(v))
-                        return send_error(cl, "bad_request", "\"argv\" must be a non-empty array of strings");
-                av = strv_append(av, &n_av, json_string_value(v));
-        }
+        _cleanup_strv_ char **ev = NULL;
+        size_t n_ev = 0;
         for (char **e = c->envp; e && *e; e++)
                 ev = strv_append(ev, &n_ev, *e);
-        const char *key;
-        json_object_foreach(env, key, v) {
-                if (!json_is_string(v) || !*key || strchr(key, '='))
-                        return send_error(cl, "bad_request", "\"env\" must be an object of strings");
-                if (strstr(json_string_value(v), "${secret:"))
-                        return send_error(cl, "bad_request",
-                                          "env values may not name a secret: secrets never enter the sandbox");
-                _cleanup_free_ char *kv = xasprintf("%s=%s", key, json_string_value(v));
-                ev = strv_append(ev, &n_ev, kv);
-        }
-        _cleanup_free_ unsigned char *in = NULL;
-        size_t in_len = 0;
-        if (json_is_string(stdin_data) &&
-            base64_decode(json_string_value(stdin_data), &in, &in_len) < 0)
-                return send_error(cl, "bad_request", "\"stdin\" is not valid base64");
+        for (char **e = x.env; e && *e; e++)
+                ev = strv_append(ev, &n_ev, *e);
 
         int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
         if (pipe_pair(pin) < 0 || pipe_pair(pout) < 0 || pipe_pair(perr) < 0) {
@@ -662,10 +623,7 @@ static void do_exec(struct client *cl, json_t *req)
         p->kept = evbuffer_new();
         p->kept_first = 1;
         p->start_us = now_monotonic_us();
-        p->stall_ms = json_is_number(stall) ? (uint64_t)(json_number_value(stall) * 1000)
-                                            : CONTROL_STALL_DEFAULT_MS;
-        if (p->stall_ms == 0)
-                p->stall_ms = 1;
+        p->stall_ms = x.stall_ms;
         p->ev_stall = evtimer_new(c->core.base, on_proc_stall, p);
         if (c->core.cg) {
                 struct cgroup_usage cu;
@@ -675,8 +633,7 @@ static void do_exec(struct client *cl, json_t *req)
         c->procs[slot] = p;
 
         int fds[3] = {pin[0], pout[1], perr[1]};
-        int r = spawn_exec_request(c->core.sp.sync_fd, id, av, ev,
-                                   json_is_string(cwd) ? json_string_value(cwd) : "/workspace", fds);
+        int r = spawn_exec_request(c->core.sp.sync_fd, id, x.argv, ev, x.cwd, fds);
         close(pin[0]);
         close(pout[1]);
         close(perr[1]);
@@ -695,8 +652,8 @@ static void do_exec(struct client *cl, json_t *req)
                 /* Armed once pid 1 says it started (or failed): no output
                  * line may come before "started". */
         }
-        if (json_is_number(timeout)) {
-                double t = json_number_value(timeout);
+        if (x.timeout_s > 0) {
+                double t = x.timeout_s;
                 p->timeout_ms = (uint64_t)(t * 1000);
                 struct timeval tv = {.tv_sec = (time_t)t, .tv_usec = (suseconds_t)((t - (double)(time_t)t) * 1e6)};
                 p->ev_timeout = evtimer_new(c->core.base, on_proc_timeout, p);
@@ -704,8 +661,8 @@ static void do_exec(struct client *cl, json_t *req)
         }
         /* Small stdin goes in at once; the rest of a background process's
          * input comes through "stdin" requests. */
-        if (in_len > 0)
-                (void)write_full(p->in_fd, in, in_len);
+        if (x.stdin_len > 0)
+                (void)write_full(p->in_fd, x.stdin_data, x.stdin_len);
         if (!background) {
                 close(p->in_fd);
                 p->in_fd = -1;
@@ -946,32 +903,42 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                         send_error(cl, "bad_request", "request line too long");
                 return;
         }
-        json_error_t jerr;
-        json_t *req = json_loadb(line, len, 0, &jerr);
+        json_t *req = NULL;
+        int op = control_parse_request(line, len, &req);
         free(line);
-        const char *op = json_string_value(json_object_get(req, "op"));
-        if (!req || !op)
+        if (op < 0)
                 send_error(cl, "bad_request", "expected a JSON object with \"op\"");
         else if (cl->ctl->destroying)
                 send_error(cl, "destroyed", "the sandbox is being destroyed");
-        else if (STREQ(op, "status"))
-                do_status(cl);
-        else if (STREQ(op, "exec"))
-                do_exec(cl, req);
-        else if (STREQ(op, "attach"))
-                do_attach(cl, req);
-        else if (STREQ(op, "stdin"))
-                do_stdin(cl, req);
-        else if (STREQ(op, "signal"))
-                do_signal(cl, req);
-        else if (STREQ(op, "review"))
-                do_review(cl);
-        else if (STREQ(op, "destroy")) {
-                send_json(cl, json_pack("{s:b}", "ok", 1));
-                client_finish(cl);
-                destroy(cl->ctl);
-        } else
-                send_error(cl, "bad_request", "unknown op");
+        else
+                switch ((enum control_req)op) {
+                case CONTROL_REQ_STATUS:
+                        do_status(cl);
+                        break;
+                case CONTROL_REQ_EXEC:
+                        do_exec(cl, req);
+                        break;
+                case CONTROL_REQ_ATTACH:
+                        do_attach(cl, req);
+                        break;
+                case CONTROL_REQ_STDIN:
+                        do_stdin(cl, req);
+                        break;
+                case CONTROL_REQ_SIGNAL:
+                        do_signal(cl, req);
+                        break;
+                case CONTROL_REQ_REVIEW:
+                        do_review(cl);
+                        break;
+                case CONTROL_REQ_DESTROY:
+                        send_json(cl, json_pack("{s:b}", "ok", 1));
+                        client_finish(cl);
+                        destroy(cl->ctl);
+                        break;
+                case CONTROL_REQ_UNKNOWN:
+                        send_error(cl, "bad_request", "unknown op");
+                        break;
+                }
         json_decref(req);
 }
 
