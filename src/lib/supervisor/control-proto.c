@@ -11,10 +11,10 @@ int control_parse_request(const char *line, size_t len, json_t **req)
                 const char *name;
                 enum control_req op;
         } ops[] = {
-                {CONTROL_OP_STATUS, CONTROL_REQ_STATUS},   {CONTROL_OP_EXEC, CONTROL_REQ_EXEC},
-                {CONTROL_OP_ATTACH, CONTROL_REQ_ATTACH},   {CONTROL_OP_STDIN, CONTROL_REQ_STDIN},
-                {CONTROL_OP_SIGNAL, CONTROL_REQ_SIGNAL},   {CONTROL_OP_REVIEW, CONTROL_REQ_REVIEW},
-                {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY},
+            {CONTROL_OP_STATUS, CONTROL_REQ_STATUS},   {CONTROL_OP_EXEC, CONTROL_REQ_EXEC},
+            {CONTROL_OP_ATTACH, CONTROL_REQ_ATTACH},   {CONTROL_OP_STDIN, CONTROL_REQ_STDIN},
+            {CONTROL_OP_SIGNAL, CONTROL_REQ_SIGNAL},   {CONTROL_OP_REVIEW, CONTROL_REQ_REVIEW},
+            {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY},
         };
         json_error_t jerr;
         *req = NULL;
@@ -79,13 +79,15 @@ int control_parse_exec(json_t *req, struct control_exec *x, const char **why)
 
         size_t n_av = 0, n_ev = 0, i;
         json_t *v;
-        json_array_foreach(argv, i, v) {
+        json_array_foreach(argv, i, v)
+        {
                 if (!json_is_string(v))
                         return bad(x, why, argv_msg);
                 x->argv = strv_append(x->argv, &n_av, json_string_value(v));
         }
         const char *key;
-        json_object_foreach(env, key, v) {
+        json_object_foreach(env, key, v)
+        {
                 if (!json_is_string(v) || !*key || strchr(key, '='))
                         return bad(x, why, env_msg);
                 if (strstr(json_string_value(v), "${secret:"))

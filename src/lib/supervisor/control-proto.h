@@ -68,13 +68,13 @@ int control_parse_request(const char *line, size_t len, json_t **req);
 
 /* An exec request, checked. */
 struct control_exec {
-        char **argv;            /* NULL-terminated */
-        char **env;             /* the request's "KEY=VALUE"s; NULL: none */
-        const char *cwd;        /* borrowed from the request; "/workspace" when not given */
+        char **argv;     /* NULL-terminated */
+        char **env;      /* the request's "KEY=VALUE"s; NULL: none */
+        const char *cwd; /* borrowed from the request; "/workspace" when not given */
         unsigned char *stdin_data;
         size_t stdin_len;
-        double timeout_s;       /* 0: none */
-        uint64_t stall_ms;      /* at least 1 */
+        double timeout_s;  /* 0: none */
+        uint64_t stall_ms; /* at least 1 */
         bool background;
 };
 
