@@ -97,18 +97,25 @@ struct control {
 };
 
 /* control-server.c */
+/* Queue one answer line (o taken over). */
 void control_send_json(struct client *cl, json_t *o);
+/* {"ok": false, "error": code, "message": msg}, then close. */
 void control_send_error(struct client *cl, const char *code, const char *msg);
+/* Close once what is queued has been written. */
 void control_client_finish(struct client *cl);
+/* Let a client go now; a foreground process it started is abandoned. */
 void control_client_free(struct client *cl);
 void control_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
                        void *arg);
 void control_do_status(struct client *cl);
 
 /* control-procs.c */
+/* Kill a process whose client left or stalled; `discard` drops its pending output. */
 void control_proc_abandon(struct proc *p, bool discard);
+/* Read its pipes again once its clients' queues have room. */
 void control_proc_maybe_resume(struct proc *p);
 void control_proc_free(struct proc *p);
+/* pid 1 reported a process started, failed or ended; EOF: the sandbox is over. */
 void control_on_sync(evutil_socket_t fd, short what, void *arg);
 void control_do_exec(struct client *cl, json_t *req);
 void control_do_attach(struct client *cl, json_t *req);
@@ -116,8 +123,10 @@ void control_do_stdin(struct client *cl, json_t *req);
 void control_do_signal(struct client *cl, json_t *req);
 
 /* control-review.c */
+/* Wait for (or kill) a review copy in progress and free what it used. */
 void control_snap_reap(struct control *c, bool kill_it);
 void control_do_review(struct client *cl);
 
 /* control.c */
+/* Kill the sandbox and stop serving once the queued answers are out. */
 void control_destroy(struct control *c);

@@ -23,6 +23,12 @@
 #include "review.h"
 #include "util.h"
 
+/* airlock supervise's lifecycle (control.h): start the sandbox on the
+ * supervisor core with an idle pid 1, listen on the control socket, serve
+ * until the sandbox is destroyed or dies, then clean up everything it made
+ * (docs/internals/supervisor.md). The requests themselves are served by
+ * control-server.c, control-procs.c and control-review.c. */
+
 /* An event that could not be written: nothing goes on running unrecorded.
  * Running processes are killed, and each new exec tries the log again
  * (control_do_exec) and is refused while it cannot be written. */
