@@ -6,11 +6,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "control-proto.h"
+
 /* One request to a sandbox's supervisor over its control socket
  * (docs/control.md): connect, write one JSON line, read JSON lines until the
  * supervisor closes. Everything is asynchronous on the daemon's loop. */
 
-#define CTL_LINE_MAX (8u << 20) /* longest line read from a supervisor */
+#define CTL_LINE_MAX CONTROL_LINE_MAX /* longest line read from a supervisor */
 
 struct ctl_call;
 

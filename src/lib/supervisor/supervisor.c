@@ -11,6 +11,7 @@
 
 #include "audit.h"
 #include "cgroup.h"
+#include "core.h"
 #include "env.h"
 #include "events.h"
 #include "gates.h"
@@ -29,83 +30,35 @@ struct stream {
         struct redactor_stream *redact; /* known secrets never reach the host's output */
 };
 
+/* airlock run's driver of the supervisor core (core.h): one command, its
+ * output to the host's stdio, the wall clock and the output limit. */
 struct supervisor {
+        struct sv_core core;
         const struct supervisor_config *cfg;
         struct supervisor_result *res;
-        struct event_base *base;
-        struct spawn_result sp;
         struct stream streams[2];
-        struct event *ev_sync;
         struct event *ev_timeout;
-        struct event *ev_signals[3];
         bool exited;        /* pid 1 reported, or is gone */
         bool have_status;
         int status;
         bool timed_out;
         bool output_exceeded;
-        bool audit_failed;
-        char audit_msg[AL_ERROR_MAX];
         int interrupts;
         uint64_t output;
-        struct audit *audit;
-        struct event *ev_flush;
         int net_log_fd;
-        struct netgate *gate;
 };
 
 /* An event that cannot be written is not silently lost: the sandbox ends
- * rather than run unrecorded, and the run reports exit 125 audit_failed. The
- * first cause is kept. */
-static void audit_fault(struct supervisor *sv, struct al_error *e)
+ * rather than run unrecorded, and the run reports exit 125 audit_failed
+ * (with the first cause). */
+static void on_audit_fault(struct sv_core *c, void *driver)
 {
-        if (!sv->audit_failed) {
-                al_error_wrap(e, "audit");
-                memcpy(sv->audit_msg, e->msg, sizeof(sv->audit_msg));
-        }
-        sv->audit_failed = true;
-        if (sv->sp.pid > 0)
-                kill(sv->sp.pid, SIGKILL);
+        sv_core_kill(c);
 }
 
 static int record(struct supervisor *sv, const char *kind, json_t *fields)
 {
-        int r = 0;
-        if (!fields)
-                return 0;
-        if (sv->audit) {
-                struct al_error e = {0};
-                r = audit_append(sv->audit, sv->res->sandbox, kind, fields, &e);
-                if (r < 0)
-                        audit_fault(sv, &e);
-        }
-        json_decref(fields);
-        return r;
-}
-
-/* Room on disk for this sandbox's end records, before it starts. */
-static int reserve(struct supervisor *sv)
-{
-        if (!sv->audit)
-                return 0;
-        struct al_error e = {0};
-        int r = audit_reserve(sv->audit, &e);
-        if (r < 0)
-                audit_fault(sv, &e);
-        return r;
-}
-
-/* Make what was appended durable now. */
-static int commit(struct supervisor *sv)
-{
-        if (!sv->audit)
-                return 0;
-        int r = audit_flush(sv->audit);
-        if (r < 0) {
-                struct al_error e = {0};
-                al_error_set(&e, r, "syncing the audit log");
-                audit_fault(sv, &e);
-        }
-        return r;
+        return sv_core_record(&sv->core, kind, fields);
 }
 
 static void on_net_decision(void *ud, const struct netgate_record *rec)
@@ -129,16 +82,13 @@ static void on_net_decision(void *ud, const struct netgate_record *rec)
 
 static void kill_sandbox(struct supervisor *sv)
 {
-        if (sv->sp.pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, sv->sp.pidfd, SIGKILL, NULL, 0);
-        else if (sv->sp.pid > 0)
-                kill(sv->sp.pid, SIGKILL);
+        sv_core_kill(&sv->core);
 }
 
 static void maybe_finish(struct supervisor *sv)
 {
         if (sv->exited && sv->streams[0].fd < 0 && sv->streams[1].fd < 0)
-                event_base_loopexit(sv->base, NULL);
+                event_base_loopexit(sv->core.base, NULL);
 }
 
 static void close_stream(struct stream *s)
@@ -211,23 +161,9 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
                 sv->have_status = true;
         }
         /* One report, or the end of pid 1: either way the sandbox is over. */
-        event_del(sv->ev_sync);
+        event_del(sv->core.ev_sync);
         sv->exited = true;
         maybe_finish(sv);
-}
-
-/* libevent's own diagnostics (a name server that failed, say) would land on
- * the host's stderr, mixed into the command's output: they are not for the
- * user, and library code does not print. */
-static void drop_event_log(int severity, const char *msg)
-{
-}
-
-static void on_flush(evutil_socket_t fd, short what, void *arg)
-{
-        struct supervisor *sv = arg;
-        if (sv->audit && audit_needs_flush(sv->audit, now_monotonic_us()))
-                commit(sv);
 }
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
@@ -244,8 +180,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
          * ends the sandbox. */
         if (sv->interrupts++ > 0)
                 kill_sandbox(sv);
-        else if (sv->sp.pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, sv->sp.pidfd, (int)sig, NULL, 0);
+        else if (sv->core.sp.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, sv->core.sp.pidfd, (int)sig, NULL, 0);
 }
 
 static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct rusage *ru)
@@ -272,12 +208,31 @@ static void set_failure(struct supervisor_result *res, int exit_code, const char
         snprintf(res->message, sizeof(res->message), "%s", msg ? msg : "");
 }
 
+/* The command is the sandbox's first and only process: pid 1 in the audit
+ * log's numbering, as `airlock supervise`'s first exec. */
+static struct events_end run_end(const struct supervisor_result *res)
+{
+        return (struct events_end){
+                .pid = 1,
+                .exit_code = res->exit_code,
+                .signal = res->signal,
+                .error_code = res->error_code,
+                .message = res->message,
+                .duration_ms = res->duration_ms,
+                .cpu_ms = res->usage.cpu_ms,
+                .memory_peak = res->usage.memory_peak,
+                .cpu_user_ms = res->usage.cpu_user_ms,
+                .cpu_system_ms = res->usage.cpu_system_ms,
+                .max_rss_kb = res->usage.max_rss_kb,
+                .output_bytes = res->usage.output_bytes,
+        };
+}
+
 int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result *res,
                    struct al_error *err)
 {
         const struct policy *p = cfg->policy;
         struct supervisor sv = {.cfg = cfg, .res = res};
-        struct cgroup *cg = NULL;
         _cleanup_strv_ char **envp = NULL;
         _cleanup_free_ char *cg_name = NULL;
         int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
@@ -285,28 +240,17 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         int r;
 
         memset(res, 0, sizeof(*res));
-        sv.sp.pid = -1;
-        sv.sp.pidfd = -1;
-        sv.sp.sync_fd = -1;
-        sv.sp.upper_fd = -1;
-        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
-                sv.sp.listen_fds[i] = -1;
+        sv_core_init(&sv.core, p, on_audit_fault, &sv);
+        struct sv_core *core = &sv.core;
         sv.streams[0].fd = sv.streams[1].fd = -1;
         sv.net_log_fd = -1;
 
-        uint64_t start = now_monotonic_us();
+        uint64_t start = core->start_us;
         uint64_t started_ns = now_realtime_us() * 1000;
-        if (cfg->sandbox_id) {
-                size_t n = strspn(cfg->sandbox_id, "0123456789abcdef");
-                if (n != 16 || cfg->sandbox_id[16] != '\0')
-                        return al_error_set(err, 0, "sandbox id \"%s\": expected 16 hex digits",
-                                            cfg->sandbox_id);
-                memcpy(res->sandbox, cfg->sandbox_id, 17);
-        } else {
-                r = random_hex(res->sandbox, 16);
-                if (r < 0)
-                        return al_error_set(err, r, "generating a sandbox id");
-        }
+        r = sv_core_set_id(core, cfg->sandbox_id, err);
+        if (r < 0)
+                return r;
+        memcpy(res->sandbox, core->id, sizeof(core->id));
 
         const char *home = env_home_for_uid(p->uid);
         r = env_build(p, home, env_user_for_uid(p->uid), cfg->term, &envp, err);
@@ -322,7 +266,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (r < 0)
                 return r;
         if (cfg->audit_path) {
-                r = gates_open_audit(cfg->audit_path, cfg->secrets, cfg->audit_rotate, &sv.audit, err);
+                r = sv_core_open_audit(core, cfg->audit_path, cfg->audit_rotate, cfg->secrets, err);
                 if (r < 0)
                         return r;
         }
@@ -331,7 +275,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                                      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
                 if (sv.net_log_fd < 0) {
                         r = al_error_set(err, errno, "net log %s", cfg->net_log_path);
-                        sv.audit = audit_close(sv.audit);
+                        sv_core_close_audit(core);
                         return r;
                 }
         }
@@ -339,8 +283,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
          * has room for its end: a full or failing disk refuses the run (exit
          * 125). It is synced within 100 ms (on_flush), and before the
          * result is reported. */
-        if (reserve(&sv) < 0 || record(&sv, "sandbox.created", events_sandbox_created(p)) < 0) {
-                set_failure(res, 125, "audit_failed", sv.audit_msg);
+        if (sv_core_record_ahead(core, "sandbox.created", events_sandbox_created(p)) < 0) {
+                set_failure(res, 125, "audit_failed", core->audit_first);
                 goto done;
         }
 
@@ -350,7 +294,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 .cpus_milli = p->limits.cpus_milli,
         };
         cg_name = xasprintf("airlock-%s", res->sandbox);
-        r = cgroup_open(cg_name, &lim, &cg, &e);
+        r = cgroup_open(cg_name, &lim, &core->cg, &e);
         if (r < 0) {
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
@@ -371,9 +315,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 .stdin_fd = cfg->stdin_fd,
                 .stdout_fd = out_pipe[1],
                 .stderr_fd = err_pipe[1],
-                .cgroup = cg,
+                .cgroup = core->cg,
         };
-        r = spawn_sandbox(&sc, &sv.sp, &e);
+        r = spawn_sandbox(&sc, &core->sp, &e);
         close(out_pipe[1]);
         close(err_pipe[1]);
         out_pipe[1] = err_pipe[1] = -1;
@@ -384,7 +328,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                         sv.streams[i].redact = redactor_stream_new(redactor);
         out_pipe[0] = err_pipe[0] = -1;
         if (r < 0) {
-                switch (sv.sp.failure) {
+                switch (core->sp.failure) {
                 case SPAWN_FAILED_EXEC_NOT_FOUND:
                         set_failure(res, 127, "exec_failed", e.msg);
                         break;
@@ -403,11 +347,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 }
                 goto done;
         }
-        record(&sv, "process.started", events_process_started(cfg->argv));
+        record(&sv, "process.started", events_process_started(1, events_argv(cfg->argv)));
 
-        event_set_log_callback(drop_event_log);
-        sv.base = event_base_new();
-        if (!sv.base) {
+        if (sv_core_loop_new(core, &e) < 0) {
                 kill_sandbox(&sv);
                 set_failure(res, 125, "internal", "creating the event loop");
                 goto done;
@@ -416,75 +358,60 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         /* The gate accepts on listeners that live in the sandbox's network
          * namespace; the routes listener stays closed (connections refused)
          * when the policy has no routes. */
-        if (gates_start_netgate(sv.base, p, res->sandbox, cfg->secrets, cfg->account,
-                                sv.sp.listen_fds, on_net_decision, &sv, &sv.gate, &e) < 0) {
+        if (sv_core_start_gate(core, cfg->secrets, cfg->account, on_net_decision, &sv, &e) < 0) {
                 kill_sandbox(&sv);
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
         for (int i = 0; i < 2; i++) {
                 evutil_make_socket_nonblocking(sv.streams[i].fd);
-                sv.streams[i].ev = event_new(sv.base, sv.streams[i].fd, EV_READ | EV_PERSIST,
+                sv.streams[i].ev = event_new(core->base, sv.streams[i].fd, EV_READ | EV_PERSIST,
                                              on_output, &sv.streams[i]);
                 event_add(sv.streams[i].ev, NULL);
         }
-        sv.ev_sync = event_new(sv.base, sv.sp.sync_fd, EV_READ | EV_PERSIST, on_sync, &sv);
-        event_add(sv.ev_sync, NULL);
+        sv_core_arm(core, on_sync, on_signal, &sv);
         if (p->limits.timeout_ms) {
                 uint64_t elapsed_ms = (now_monotonic_us() - start) / 1000;
                 uint64_t left = p->limits.timeout_ms > elapsed_ms ? p->limits.timeout_ms - elapsed_ms : 0;
                 struct timeval tv = {.tv_sec = (time_t)(left / 1000),
                                      .tv_usec = (suseconds_t)(left % 1000) * 1000};
-                sv.ev_timeout = evtimer_new(sv.base, on_timeout, &sv);
+                sv.ev_timeout = evtimer_new(core->base, on_timeout, &sv);
                 evtimer_add(sv.ev_timeout, &tv);
         }
-        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-        for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
-                sv.ev_signals[i] = evsignal_new(sv.base, sigs[i], on_signal, &sv);
-                event_add(sv.ev_signals[i], NULL);
-        }
 
-        if (sv.audit) {
-                sv.ev_flush = event_new(sv.base, -1, EV_PERSIST, on_flush, &sv);
-                struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
-                event_add(sv.ev_flush, &tv);
-        }
-
-        event_base_dispatch(sv.base);
+        event_base_dispatch(core->base);
         /* Connections still open are closed and recorded now. */
-        sv.gate = netgate_free(sv.gate);
+        core->gate = netgate_free(core->gate);
 
         struct rusage ru;
         memset(&ru, 0, sizeof(ru));
         int pid1_status = 0;
-        while (wait4(sv.sp.pid, &pid1_status, 0, &ru) < 0 && errno == EINTR)
+        while (wait4(core->sp.pid, &pid1_status, 0, &ru) < 0 && errno == EINTR)
                 ;
-        sv.sp.pid = -1;
+        core->sp.pid = -1;
 
         struct cgroup_usage cu = {0};
-        if (cg)
-                cg->ops->usage(cg, &cu);
+        if (core->cg)
+                core->cg->ops->usage(core->cg, &cu);
 
-        fill_usage(&sv, cg, &ru);
+        fill_usage(&sv, core->cg, &ru);
 
         int st = sv.have_status ? sv.status : pid1_status;
-        if (sv.audit_failed) {
-                set_failure(res, 125, "audit_failed", sv.audit_msg);
+        if (core->audit_failed) {
+                set_failure(res, 125, "audit_failed", core->audit_first);
         } else if (sv.timed_out) {
-                snprintf(e.msg, sizeof(e.msg), "the command ran past its %" PRIu64 " ms timeout",
-                         p->limits.timeout_ms);
+                events_limit_message("timeout", p->limits.timeout_ms, e.msg, sizeof(e.msg));
                 set_failure(res, 124, "timeout", e.msg);
                 res->signal = SIGKILL;
         } else if (cu.oom_kills > 0) {
-                set_failure(res, WIFEXITED(st) ? WEXITSTATUS(st) : 137, "oom_killed",
-                            "the memory limit was reached and the kernel killed the command");
+                events_limit_message("oom_killed", 0, e.msg, sizeof(e.msg));
+                set_failure(res, WIFEXITED(st) ? WEXITSTATUS(st) : 137, "oom_killed", e.msg);
                 if (WIFSIGNALED(st))
                         res->signal = WTERMSIG(st);
                 if (!WIFEXITED(st) || WEXITSTATUS(st) == 0)
                         res->exit_code = 137;
         } else if (sv.output_exceeded) {
-                snprintf(e.msg, sizeof(e.msg), "the output passed its %" PRIu64 " byte limit",
-                         p->limits.output);
+                events_limit_message("output_limit", p->limits.output, e.msg, sizeof(e.msg));
                 set_failure(res, 128 + SIGKILL, "output_limit", e.msg);
                 res->signal = SIGKILL;
         } else if (!sv.have_status) {
@@ -498,89 +425,48 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
 
         /* The review layer outlives the sandbox through this fd: keep what
          * the agent proposed. */
-        if (sv.sp.upper_fd >= 0 && cfg->state_root) {
+        if (core->sp.upper_fd >= 0 && cfg->state_root) {
                 _cleanup_free_ char *dir = NULL;
                 struct review_summary sum = {0};
                 struct al_error re = {0};
                 r = review_create(cfg->state_root, res->sandbox, p->workspace, started_ns, &dir, &re);
                 if (r >= 0)
-                        r = review_capture(sv.sp.upper_fd, dir, p->limits.disk, &sum, &re);
+                        r = review_capture(core->sp.upper_fd, dir, p->limits.disk, &sum, &re);
                 if (r < 0) {
                         set_failure(res, 125, "internal", re.msg);
-                        record(&sv, "review.failed",
-                               json_pack("{s:s, s:s, s:s}", "dir", dir ? dir : "", "reason",
-                                         r == -EDQUOT ? "disk_limit" : "error", "message", re.msg));
+                        record(&sv, "review.failed", events_review_failed(dir, r, re.msg));
                 } else {
                         snprintf(res->review_dir, sizeof(res->review_dir), "%s", dir);
                         res->review_added = sum.added;
                         res->review_modified = sum.modified;
                         res->review_deleted = sum.deleted;
-                        record(&sv, "review.kept",
-                               json_pack("{s:s, s:I, s:I, s:I}", "dir", dir, "added",
-                                         (json_int_t)sum.added, "modified",
-                                         (json_int_t)sum.modified, "deleted",
-                                         (json_int_t)sum.deleted));
+                        record(&sv, "review.kept", events_review_kept(dir, &sum));
                 }
         }
 
-        if (res->error_code && (STREQ(res->error_code, "timeout") ||
-                                STREQ(res->error_code, "oom_killed") ||
-                                STREQ(res->error_code, "output_limit")))
-                record(&sv, "limit.hit",
-                       json_pack("{s:s, s:s}", "limit",
-                                 STREQ(res->error_code, "timeout")      ? "timeout"
-                                 : STREQ(res->error_code, "oom_killed") ? "memory"
-                                                                        : "output",
-                                 "message", res->message));
-        if (res->signal == SIGSYS)
-                record(&sv, "violation",
-                       json_pack("{s:s, s:i}", "what", "seccomp", "signal", SIGSYS));
 
 done:
         for (int i = 0; i < 2; i++)
                 close_stream(&sv.streams[i]);
-        sv.gate = netgate_free(sv.gate);
-        if (sv.sp.pid > 0) {
-                kill_sandbox(&sv);
-                while (waitpid(sv.sp.pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
-        }
-        if (sv.sp.sync_fd >= 0)
-                close(sv.sp.sync_fd);
-        if (sv.sp.pidfd >= 0)
-                close(sv.sp.pidfd);
-        if (sv.sp.upper_fd >= 0)
-                close(sv.sp.upper_fd);
-        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
-                if (sv.sp.listen_fds[i] >= 0)
-                        close(sv.sp.listen_fds[i]);
+        sv_core_stop(core);
         for (int i = 0; i < 2; i++) {
                 if (out_pipe[i] >= 0)
                         close(out_pipe[i]);
                 if (err_pipe[i] >= 0)
                         close(err_pipe[i]);
         }
-        if (sv.ev_sync)
-                event_free(sv.ev_sync);
         if (sv.ev_timeout)
                 event_free(sv.ev_timeout);
-        if (sv.ev_flush)
-                event_free(sv.ev_flush);
-        for (size_t i = 0; i < ARRAY_SIZE(sv.ev_signals); i++)
-                if (sv.ev_signals[i])
-                        event_free(sv.ev_signals[i]);
-        if (sv.base)
-                event_base_free(sv.base);
-        cgroup_free(cg);
+        sv_core_free(core);
         res->duration_ms = (now_monotonic_us() - start) / 1000;
         res->usage.output_bytes = sv.output;
-        record(&sv, "process.ended", events_process_ended(res));
-        record(&sv, "sandbox.destroyed", json_pack("{s:I}", "durationMs", (json_int_t)res->duration_ms));
+        struct events_end end = run_end(res);
+        sv_core_process_ended(core, &end);
         /* The result is reported only once its record is durable. */
-        commit(&sv);
-        if (sv.audit_failed && !(res->error_code && STREQ(res->error_code, "audit_failed")))
-                set_failure(res, 125, "audit_failed", sv.audit_msg);
-        sv.audit = audit_close(sv.audit);
+        sv_core_destroyed(core, res->duration_ms);
+        if (core->audit_failed && !(res->error_code && STREQ(res->error_code, "audit_failed")))
+                set_failure(res, 125, "audit_failed", core->audit_first);
+        sv_core_close_audit(core);
         if (sv.net_log_fd >= 0)
                 close(sv.net_log_fd);
         return 0;

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <event2/event.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "audit.h"
+#include "cgroup.h"
+#include "core.h"
+#include "gates.h"
+#include "netgate/netgate.h"
+#include "util.h"
+
+void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on_fault,
+                  void *driver)
+{
+        memset(c, 0, sizeof(*c));
+        c->policy = p;
+        c->on_fault = on_fault;
+        c->driver = driver;
+        c->sp.pid = -1;
+        c->sp.pidfd = -1;
+        c->sp.sync_fd = -1;
+        c->sp.upper_fd = -1;
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                c->sp.listen_fds[i] = -1;
+        c->start_us = now_monotonic_us();
+}
+
+int sv_core_set_id(struct sv_core *c, const char *id, struct al_error *err)
+{
+        if (!id) {
+                int r = random_hex(c->id, 16);
+                return r < 0 ? al_error_set(err, r, "generating a sandbox id") : 0;
+        }
+        if (strspn(id, "0123456789abcdef") != 16 || id[16] != '\0')
+                return al_error_set(err, 0, "sandbox id \"%s\": expected 16 hex digits", id);
+        memcpy(c->id, id, 17);
+        return 0;
+}
+
+int sv_core_open_audit(struct sv_core *c, const char *path, const struct audit_options *rot,
+                       struct secrets *s, struct al_error *err)
+{
+        return gates_open_audit(path, s, rot, &c->audit, err);
+}
+
+/* An event that cannot be written is not silently lost: the driver stops
+ * what runs. The first cause and the last are kept. */
+static void fault(struct sv_core *c, struct al_error *e)
+{
+        al_error_wrap(e, "audit");
+        if (!c->audit_failed)
+                memcpy(c->audit_first, e->msg, sizeof(c->audit_first));
+        memcpy(c->audit_last, e->msg, sizeof(c->audit_last));
+        c->audit_failed = true;
+        if (c->on_fault)
+                c->on_fault(c, c->driver);
+}
+
+int sv_core_record(struct sv_core *c, const char *kind, json_t *fields)
+{
+        int r = 0;
+        if (!fields)
+                return 0;
+        if (c->audit) {
+                struct al_error e = {0};
+                r = audit_append(c->audit, c->id, kind, fields, &e);
+                if (r < 0)
+                        fault(c, &e);
+        }
+        json_decref(fields);
+        return r;
+}
+
+int sv_core_record_ahead(struct sv_core *c, const char *kind, json_t *fields)
+{
+        if (!c->audit) {
+                json_decref(fields);
+                return 0;
+        }
+        struct al_error e = {0};
+        int r = audit_reserve(c->audit, &e);
+        if (r < 0) {
+                json_decref(fields);
+                fault(c, &e);
+                return r;
+        }
+        return sv_core_record(c, kind, fields);
+}
+
+int sv_core_commit(struct sv_core *c)
+{
+        int r = c->audit ? audit_flush(c->audit) : 0;
+        if (r < 0) {
+                struct al_error e = {0};
+                al_error_set(&e, r, "syncing the audit log");
+                fault(c, &e);
+        }
+        return r;
+}
+
+void sv_core_process_ended(struct sv_core *c, const struct events_end *e)
+{
+        sv_core_record(c, "process.ended", events_process_ended(e));
+        sv_core_record(c, "limit.hit", events_limit_hit(e));
+        sv_core_record(c, "violation", events_violation(e));
+}
+
+static void drop_event_log(int severity, const char *msg)
+{
+}
+
+int sv_core_loop_new(struct sv_core *c, struct al_error *err)
+{
+        event_set_log_callback(drop_event_log);
+        c->base = event_base_new();
+        return c->base ? 0 : al_error_set(err, ENOMEM, "creating the event loop");
+}
+
+int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account,
+                       void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
+                       struct al_error *err)
+{
+        return gates_start_netgate(c->base, c->policy, c->id, s, account, c->sp.listen_fds,
+                                   recorder, ud, &c->gate, err);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+        struct sv_core *c = arg;
+        if (c->audit && audit_needs_flush(c->audit, now_monotonic_us()))
+                sv_core_commit(c);
+}
+
+void sv_core_arm(struct sv_core *c, event_callback_fn on_sync, event_callback_fn on_signal,
+                 void *arg)
+{
+        c->ev_sync = event_new(c->base, c->sp.sync_fd, EV_READ | EV_PERSIST, on_sync, arg);
+        event_add(c->ev_sync, NULL);
+        if (c->audit) {
+                c->ev_flush = event_new(c->base, -1, EV_PERSIST, on_flush, c);
+                struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
+                event_add(c->ev_flush, &tv);
+        }
+        static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+        for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+                c->ev_signals[i] = evsignal_new(c->base, sigs[i], on_signal, arg);
+                event_add(c->ev_signals[i], NULL);
+        }
+}
+
+void sv_core_kill(struct sv_core *c)
+{
+        if (c->sp.pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, c->sp.pidfd, SIGKILL, NULL, 0);
+        else if (c->sp.pid > 0)
+                kill(c->sp.pid, SIGKILL);
+}
+
+void sv_core_stop(struct sv_core *c)
+{
+        c->gate = netgate_free(c->gate);
+        if (c->sp.pid > 0) {
+                sv_core_kill(c);
+                while (waitpid(c->sp.pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                c->sp.pid = -1;
+        }
+}
+
+void sv_core_free(struct sv_core *c)
+{
+        if (c->ev_sync)
+                event_free(c->ev_sync);
+        if (c->ev_flush)
+                event_free(c->ev_flush);
+        for (size_t i = 0; i < ARRAY_SIZE(c->ev_signals); i++)
+                if (c->ev_signals[i])
+                        event_free(c->ev_signals[i]);
+        c->ev_sync = c->ev_flush = NULL;
+        memset(c->ev_signals, 0, sizeof(c->ev_signals));
+        if (c->base)
+                event_base_free(c->base);
+        c->base = NULL;
+        int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd};
+        for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+                if (*fds[i] >= 0) {
+                        close(*fds[i]);
+                        *fds[i] = -1;
+                }
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                if (c->sp.listen_fds[i] >= 0) {
+                        close(c->sp.listen_fds[i]);
+                        c->sp.listen_fds[i] = -1;
+                }
+        c->cg = cgroup_free(c->cg);
+}
+
+void sv_core_destroyed(struct sv_core *c, uint64_t duration_ms)
+{
+        sv_core_record(c, "sandbox.destroyed", events_sandbox_destroyed(duration_ms));
+        sv_core_commit(c);
+}
+
+void sv_core_close_audit(struct sv_core *c)
+{
+        c->audit = audit_close(c->audit);
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "events.h"
+#include "policy.h"
+#include "spawn.h"
+
+/* The supervisor core: what `airlock run` (supervisor.c) and `airlock
+ * supervise` (control.c) share for one sandbox, so that the two differ only
+ * in how they are driven (docs/internals/supervisor.md). The core owns the
+ * sandbox's id, its audit log and what a failed write does, its pid 1 (the
+ * spawn result), its cgroup, its network gate, and the event loop with the
+ * audit log's flush tick and the signal events. The driver (`run`: one
+ * command on stdio; `supervise`: many processes on a control socket) owns
+ * its processes' pipes and decides what a signal or pid 1's report means. */
+
+struct audit;
+struct audit_options;
+struct cgroup;
+struct netgate;
+struct netgate_record;
+struct secrets;
+struct sv_core;
+
+/* A write to the audit log failed: nothing may go on running unrecorded.
+ * The driver kills what it runs. */
+typedef void (*sv_core_fault_fn)(struct sv_core *c, void *driver);
+
+struct sv_core {
+        char id[17];
+        const struct policy *policy;
+        struct event_base *base;
+        struct spawn_result sp;
+        struct cgroup *cg;
+        struct audit *audit;
+        struct netgate *gate;
+        struct event *ev_sync, *ev_flush, *ev_signals[3];
+        uint64_t start_us;
+        bool audit_failed;              /* a write failed at some point */
+        char audit_first[AL_ERROR_MAX]; /* the first failed write's cause */
+        char audit_last[AL_ERROR_MAX];  /* the last one's */
+        sv_core_fault_fn on_fault;
+        void *driver;
+};
+
+/* Empty: no pid 1, no fds, no log. */
+void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on_fault,
+                  void *driver);
+/* The sandbox's id: `id` checked (16 lowercase hex digits), or a random one
+ * when NULL. */
+int sv_core_set_id(struct sv_core *c, const char *id, struct al_error *err);
+/* Open the audit log at `path` with the secrets' redactor and the rotation
+ * `rot` (gates.h). */
+int sv_core_open_audit(struct sv_core *c, const char *path, const struct audit_options *rot,
+                       struct secrets *s, struct al_error *err);
+
+/* Append one event (fields taken over; NULL is no event). A failed write
+ * calls the driver's on_fault. */
+int sv_core_record(struct sv_core *c, const char *kind, json_t *fields);
+/* Before an action: room for its end records, then its first line. A full
+ * disk fails here, before anything runs. */
+int sv_core_record_ahead(struct sv_core *c, const char *kind, json_t *fields);
+/* Make what was appended durable: before an action is reported. */
+int sv_core_commit(struct sv_core *c);
+/* How one process ended: process.ended, then limit.hit and violation when
+ * they apply. */
+void sv_core_process_ended(struct sv_core *c, const struct events_end *e);
+
+/* The event loop (libevent's own diagnostics dropped: library code does not
+ * print). */
+int sv_core_loop_new(struct sv_core *c, struct al_error *err);
+/* The network gate on the listeners pid 1 handed over (gates.h). */
+int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account,
+                       void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
+                       struct al_error *err);
+/* Watch pid 1's sync fd with on_sync, SIGINT, SIGTERM and SIGHUP with
+ * on_signal (both given `arg`), and flush the audit log within 100 ms. */
+void sv_core_arm(struct sv_core *c, event_callback_fn on_sync, event_callback_fn on_signal,
+                 void *arg);
+
+/* SIGKILL pid 1, and so the whole sandbox. */
+void sv_core_kill(struct sv_core *c);
+/* The end, in order: the gate closed (its open connections recorded), pid 1
+ * killed and reaped if it still runs. */
+void sv_core_stop(struct sv_core *c);
+/* Free the loop and its events, close pid 1's fds, remove the cgroup. */
+void sv_core_free(struct sv_core *c);
+/* Record sandbox.destroyed and make the log durable; then close it. */
+void sv_core_destroyed(struct sv_core *c, uint64_t duration_ms);
+void sv_core_close_audit(struct sv_core *c);

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+/* The audit events of one sandbox's life, as the supervisor records them.
+ * Each returns a new json_t of the event's fields (the audit log adds seq,
+ * ts, sandbox, kind and prev). `airlock run` and `airlock supervise` build
+ * every event here, so each kind has one schema (docs/audit.md). Kinds:
+ *   sandbox.created    policy digest and summary
+ *   process.started    argv
+ *   net.decision       one per network gate decision; repeated refusals of
+ *                      one kind are one line with "count" (netgate.h)
+ *   route.call         one per call through a route (protocol "route")
+ *   net.budget_exceeded  the refusal budget is spent (protocol "gate")
+ *   limit.hit          a limit ended the command: timeout, memory, output
+ *   violation          the kernel stopped the command: seccomp
+ *   process.ended      exit code, signal, errorCode, usage
+ *   review.kept        an overlay workspace's changes were kept (review.failed: not)
+ *   sandbox.destroyed  duration */
+
+struct netgate_record;
+
+/* How one process ended: the fields of process.ended, limit.hit and
+ * violation. */
+struct events_end {
+        int pid; /* its number in the sandbox: 1 for airlock run's command */
+        int exit_code;
+        int signal;             /* 0: none */
+        const char *error_code; /* NULL, "timeout", "oom_killed", "output_limit", ... */
+        const char *message;    /* why, for a limit; NULL: none */
+        uint64_t duration_ms;
+        uint64_t cpu_ms;                                 /* the sandbox's cgroup, so far */
+        uint64_t memory_peak;                            /* the sandbox's cgroup, so far */
+        uint64_t cpu_user_ms, cpu_system_ms, max_rss_kb; /* the process's own */
+        uint64_t output_bytes;
+};
+
+json_t *events_sandbox_created(const struct policy *p);
+/* argv is taken over (a JSON array of strings). */
+json_t *events_process_started(int pid, json_t *argv);
+/* A command line as a JSON array, each argument cut at 4096 bytes. */
+json_t *events_argv(char *const *argv);
+json_t *events_process_ended(const struct events_end *e);
+/* The limit a process's error code names ("timeout", "memory", "output"),
+ * or NULL when it names none. */
+const char *events_limit_name(const char *error_code);
+/* The message of a limit that ended a process, into buf: `value` is the
+ * timeout in ms or the output limit in bytes. */
+void events_limit_message(const char *error_code, uint64_t value, char *buf, size_t size);
+/* limit.hit when a limit ended the process, else NULL. */
+json_t *events_limit_hit(const struct events_end *e);
+/* violation when the kernel stopped the process (seccomp), else NULL. */
+json_t *events_violation(const struct events_end *e);
+json_t *events_sandbox_destroyed(uint64_t duration_ms);
+/* An overlay workspace's changes, kept in dir for review (review.h). */
+struct review_summary;
+json_t *events_review_counts(const struct review_summary *sum);
+json_t *events_review_kept(const char *dir, const struct review_summary *sum);
+/* They could not be kept: r is the -errno of the capture. */
+json_t *events_review_failed(const char *dir, int r, const char *message);
+/* A gate record's kind: "route.call" for protocol "route",
+ * "net.budget_exceeded" for protocol "gate", else "net.decision";
+ * events_net_decision() gives the fields for each. */
+const char *events_net_kind(const struct netgate_record *rec);
+json_t *events_net_decision(const struct netgate_record *rec);
+json_t *events_route_call(const struct netgate_record *rec);
