@@ -22,6 +22,7 @@
 #include "audit.h"
 #include "daemon.h"
 #include "http.h"
+#include "log.h"
 #include "prune.h"
 #include "jobs.h"
 #include "secrets.h"
@@ -72,7 +73,6 @@ static const char usage_text[] =
  * caps it at net.core.somaxconn. */
 #define LISTEN_BACKLOG 512
 
-static bool quiet_logs;
 
 /* A DNS name: letters, digits, '-' and '.', at most 253 characters. */
 static bool git_host_valid(const char *h)
@@ -87,53 +87,6 @@ static char *sibling_path(const char *path, const char *name)
 {
         const char *slash = strrchr(path, '/');
         return slash ? xasprintf("%.*s/%s", (int)(slash - path), path, name) : xstrdup(name);
-}
-
-uint64_t daemon_now_ms(void)
-{
-        return now_realtime_us() / 1000;
-}
-
-static void log_v(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
-static void log_v(const char *fmt, va_list ap)
-{
-        if (quiet_logs)
-                return;
-        char ts[64];
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-        fprintf(stderr, "%s airlockd: ", ts);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-}
-
-void daemon_log(struct daemon *d, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        log_v(fmt, ap);
-        va_end(ap);
-}
-
-void daemon_log_limited(struct daemon *d, struct log_limit *l, uint64_t interval_ms,
-                        const char *fmt, ...)
-{
-        uint64_t now = now_monotonic_us() / 1000;
-        if (l->start_ms && now - l->start_ms < interval_ms) {
-                l->suppressed++;
-                return;
-        }
-        if (l->suppressed)
-                daemon_log(d, "(%" PRIu64 " more like the next in the last %" PRIu64 " s)",
-                           l->suppressed, (now - l->start_ms) / 1000);
-        l->start_ms = now ? now : 1;
-        l->suppressed = 0;
-        va_list ap;
-        va_start(ap, fmt);
-        log_v(fmt, ap);
-        va_end(ap);
 }
 
 /* libevent's own warnings (a failed accept, a failed allocation) come in
@@ -423,7 +376,7 @@ int main(int argc, char **argv)
                         }
                         break;
                 case OPT_QUIET:
-                        quiet_logs = true;
+                        daemon_log_quiet(true);
                         break;
                 case OPT_RETAIN:
                         if (prune_parse_retain(optarg, &o.retain_ms) < 0 || o.retain_ms == 0) {

@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "health.h"
+#include "log.h"
 #include "metrics.h"
 #include "policy.h"
 #include "store.h"
@@ -165,9 +166,6 @@ struct daemon {
         uint64_t pruned_ms; /* the last pruning (gc.c) */
 };
 
-/* daemon lifecycle (airlockd.c) */
-uint64_t daemon_now_ms(void);
-void daemon_log(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* sandbox.c */
 struct sandbox_params {

@@ -63,13 +63,3 @@ void http_guard_listener(struct evconnlistener *lev);
  * head that broke the rules, or a connection past a cap. */
 bool http_guard_refused(struct daemon *d, struct evhttp_request *req);
 void http_guard_shutdown(void);
-
-/* A warning that may repeat (out of descriptors, libevent's own): the first
- * in each interval is logged, the rest are counted and summed up in one
- * line with the next one logged. */
-struct log_limit {
-        uint64_t start_ms;
-        uint64_t suppressed;
-};
-void daemon_log_limited(struct daemon *d, struct log_limit *l, uint64_t interval_ms,
-                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
