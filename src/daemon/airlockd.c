@@ -22,6 +22,7 @@
 #include "audit.h"
 #include "daemon.h"
 #include "http.h"
+#include "httpguard.h"
 #include "log.h"
 #include "prune.h"
 #include "jobs.h"

@@ -219,8 +219,3 @@ size_t pool_ready(struct daemon *d);
 /* gc.c */
 void gc_start(struct daemon *d);
 void gc_run(struct daemon *d);
-
-/* api.c */
-int api_setup(struct daemon *d, struct al_error *err);
-/* Stopping: answer the requests still waiting on a supervisor. */
-void api_shutdown(struct daemon *d);

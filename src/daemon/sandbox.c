@@ -15,7 +15,7 @@
 #include "ctl.h"
 #include "daemon.h"
 #include "files.h"
-#include "http.h"
+#include "record.h"
 #include "jobs.h"
 #include "util.h"
 
