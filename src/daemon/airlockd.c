@@ -19,6 +19,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "sandbox.h"
+#include "pool.h"
+#include "gc.h"
 #include "audit.h"
 #include "daemon.h"
 #include "http.h"
@@ -450,7 +453,7 @@ int main(int argc, char **argv)
                 return 2;
         }
 
-        struct daemon d = {0};
+        struct daemon d = {.pool_lost = pool_refill};
         d.home = xstrdup(home);
         d.socket_path = o.socket_path ? xstrdup(o.socket_path)
                         : root        ? xstrdup("/run/airlock/airlockd.sock")

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "sandbox.h"
 #include "changes.h"
 #include "jobs.h"
 #include "util.h"

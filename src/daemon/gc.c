@@ -5,6 +5,9 @@
 #include <unistd.h>
 #include <string.h>
 
+#include "sandbox.h"
+#include "pool.h"
+#include "gc.h"
 #include "daemon.h"
 #include "prune.h"
 #include "util.h"

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "sandbox.h"
 #include "ctl.h"
 #include "daemon.h"
 #include "files.h"
@@ -482,8 +483,8 @@ static void finalize(struct sandbox *sb)
         }
         release(sb);
         sandbox_unref(sb);
-        if (was == SANDBOX_POOLED)
-                pool_refill(d);
+        if (was == SANDBOX_POOLED && d->pool_lost)
+                d->pool_lost(d);
 }
 
 static void on_ready(evutil_socket_t fd, short what, void *arg);

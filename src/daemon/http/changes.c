@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "sandbox.h"
 #include "changes.h"
 #include "ctl.h"
 #include "http.h"

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "sandbox.h"
 #include "ctl.h"
 #include "daemon.h"
 #include "grants.h"

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "sandbox.h"
 #include "daemon.h"
 #include "files.h"
 #include "grants.h"

@@ -2,6 +2,7 @@
 /* The sandbox a request names, as the API may show or act on it. */
 #include <string.h>
 
+#include "sandbox.h"
 #include "http.h"
 #include "util.h"
 

@@ -4,6 +4,8 @@
 #include <event2/http.h>
 #include <string.h>
 
+#include "sandbox.h"
+#include "pool.h"
 #include "daemon.h"
 #include "http.h"
 #include "metrics.h"

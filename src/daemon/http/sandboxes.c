@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "sandbox.h"
+#include "pool.h"
 #include "changes.h"
 #include "daemon.h"
 #include "grants.h"
