@@ -43,8 +43,6 @@ void sandbox_unref(struct sandbox *sb);
 int sandbox_refresh_status(struct sandbox *sb, sandbox_cb cb, void *userdata);
 /* Re-attach the sandboxes the records say are alive (start-up). */
 int sandbox_reattach_all(struct daemon *d);
-/* The record of a sandbox as the API shows it. */
-json_t *sandbox_record_json(const struct store_sandbox *r, const struct sandbox *live);
 /* Remove what a dead supervisor may have left: cgroups named airlock-ID, the
  * run directory, the daemon-made workspace. */
 void sandbox_cleanup_leftovers(struct daemon *d, const char *id, pid_t pid, const char *workspace,

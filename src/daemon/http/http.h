@@ -66,6 +66,8 @@ struct grant *authenticate(struct daemon *d, struct evhttp_request *req);
 bool require(struct daemon *d, struct evhttp_request *req, const struct grant *g, bool allowed,
              const char *permission);
 
+/* The record of a sandbox as the API shows it; live: NULL once it ended. */
+json_t *sandbox_record_json(const struct store_sandbox *r, const struct sandbox *live);
 json_t *live_json(struct sandbox *sb);
 /* The store's record of a sandbox the API shows (not pooled), for the caller
  * to free; NULL with a 404 sent. */
