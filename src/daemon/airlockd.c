@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* airlockd's main(): the options, the setup (state directory, store, audit
+ * log, listeners, the API server, re-attach, the pool, the housekeeping),
+ * and the event loop until a signal. Nothing calls into this file: what the
+ * modules share lives in modules with headers (docs/internals/daemon.md). */
 #include <event2/http.h>
 #include <event2/listener.h>
 #include <event2/util.h>
@@ -32,6 +36,25 @@
 #include "secrets.h"
 #include "store.h"
 #include "util.h"
+
+struct daemon_options {
+        const char *socket_path; /* NULL: the default for the uid */
+        const char *listen;      /* "127.0.0.1:7070"; NULL: no TCP */
+        const char *state_dir;
+        const char *run_dir;
+        const char *audit_path;
+        const char *audit_rotate; /* SIZE[:KEEP] (audit_parse_rotate); NULL: the defaults */
+        const char *airlock_bin;
+        const char *secrets_path; /* GIT_TOKEN for clones and pushes; route secrets */
+        char **git_hosts;         /* the hosts repositories may be cloned from */
+        bool git_helper;          /* ask the git credential helper */
+        uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
+        uint64_t ready_timeout_ms;
+        uint64_t gc_interval_ms;
+        uint64_t retain_ms; /* ended records and reviewed changes are kept this long */
+        struct pool_spec pools[DAEMON_POOL_CLASSES];
+        size_t n_pools;
+};
 
 static const char usage_text[] =
         "Usage: airlockd [OPTIONS]\n"

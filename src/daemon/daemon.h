@@ -28,25 +28,6 @@ struct pool_spec {
         unsigned size;
 };
 
-struct daemon_options {
-        const char *socket_path; /* NULL: the default for the uid */
-        const char *listen;      /* "127.0.0.1:7070"; NULL: no TCP */
-        const char *state_dir;
-        const char *run_dir;
-        const char *audit_path;
-        const char *audit_rotate; /* SIZE[:KEEP] (audit_parse_rotate); NULL: the defaults */
-        const char *airlock_bin;
-        const char *secrets_path; /* GIT_TOKEN for clones and pushes; route secrets */
-        char **git_hosts;         /* the hosts repositories may be cloned from */
-        bool git_helper;          /* ask the git credential helper */
-        uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
-        uint64_t ready_timeout_ms;
-        uint64_t gc_interval_ms;
-        uint64_t retain_ms; /* ended records and reviewed changes are kept this long */
-        struct pool_spec pools[DAEMON_POOL_CLASSES];
-        size_t n_pools;
-};
-
 enum sandbox_state {
         SANDBOX_STARTING = 0,
         SANDBOX_POOLED,

@@ -6,5 +6,5 @@
 /* The daemon's housekeeping each --gc-interval (gc.c): sandboxes past
  * their time, the state database's health, pruning old records. */
 
+/* Run it every --gc-interval from now on. */
 void gc_start(struct daemon *d);
-void gc_run(struct daemon *d);
