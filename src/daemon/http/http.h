@@ -11,13 +11,8 @@
 #include "store.h"
 
 /* The API server (src/daemon/http/, docs/internals/daemon.md): what its
- * resource files share. Answers and request reading (http.c), permissions
- * (auth.c), the sandbox a request names (lookup.c); the server itself
- * (server.c) for airlockd.c. */
-
-int api_setup(struct daemon *d, struct al_error *err);
-/* Stopping: answer the requests still waiting on a supervisor. */
-void api_shutdown(struct daemon *d);
+ * files share. Answers and request reading (http.c), permissions (auth.c),
+ * the sandbox a request names (lookup.c). */
 
 /* Counted for /metrics: every reply goes through here. */
 void count_reply(struct daemon *d, int code);

@@ -7,6 +7,7 @@
 #include "files.h"
 #include "http.h"
 #include "routes.h"
+#include "server.h"
 #include "util.h"
 
 static void on_request(struct evhttp_request *req, void *arg)
