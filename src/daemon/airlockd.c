@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* airlockd's main(): the options, the setup (state directory, store, audit
+ * log, listeners, the API server, re-attach, the pool, the housekeeping),
+ * and the event loop until a signal. Nothing calls into this file: what the
+ * modules share lives in modules with headers (docs/internals/daemon.md). */
 #include <event2/http.h>
 #include <event2/listener.h>
 #include <event2/util.h>
@@ -19,14 +23,38 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "sandbox.h"
+#include "pool.h"
+#include "gc.h"
 #include "audit.h"
 #include "daemon.h"
-#include "http.h"
+#include "httpguard.h"
+#include "server.h"
+#include "log.h"
 #include "prune.h"
 #include "jobs.h"
 #include "secrets.h"
 #include "store.h"
 #include "util.h"
+
+struct daemon_options {
+        const char *socket_path; /* NULL: the default for the uid */
+        const char *listen;      /* "127.0.0.1:7070"; NULL: no TCP */
+        const char *state_dir;
+        const char *run_dir;
+        const char *audit_path;
+        const char *audit_rotate; /* SIZE[:KEEP] (audit_parse_rotate); NULL: the defaults */
+        const char *airlock_bin;
+        const char *secrets_path; /* GIT_TOKEN for clones and pushes; route secrets */
+        char **git_hosts;         /* the hosts repositories may be cloned from */
+        bool git_helper;          /* ask the git credential helper */
+        uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
+        uint64_t ready_timeout_ms;
+        uint64_t gc_interval_ms;
+        uint64_t retain_ms; /* ended records and reviewed changes are kept this long */
+        struct pool_spec pools[DAEMON_POOL_CLASSES];
+        size_t n_pools;
+};
 
 static const char usage_text[] =
         "Usage: airlockd [OPTIONS]\n"
@@ -72,7 +100,6 @@ static const char usage_text[] =
  * caps it at net.core.somaxconn. */
 #define LISTEN_BACKLOG 512
 
-static bool quiet_logs;
 
 /* A DNS name: letters, digits, '-' and '.', at most 253 characters. */
 static bool git_host_valid(const char *h)
@@ -87,53 +114,6 @@ static char *sibling_path(const char *path, const char *name)
 {
         const char *slash = strrchr(path, '/');
         return slash ? xasprintf("%.*s/%s", (int)(slash - path), path, name) : xstrdup(name);
-}
-
-uint64_t daemon_now_ms(void)
-{
-        return now_realtime_us() / 1000;
-}
-
-static void log_v(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
-static void log_v(const char *fmt, va_list ap)
-{
-        if (quiet_logs)
-                return;
-        char ts[64];
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-        fprintf(stderr, "%s airlockd: ", ts);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-}
-
-void daemon_log(struct daemon *d, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        log_v(fmt, ap);
-        va_end(ap);
-}
-
-void daemon_log_limited(struct daemon *d, struct log_limit *l, uint64_t interval_ms,
-                        const char *fmt, ...)
-{
-        uint64_t now = now_monotonic_us() / 1000;
-        if (l->start_ms && now - l->start_ms < interval_ms) {
-                l->suppressed++;
-                return;
-        }
-        if (l->suppressed)
-                daemon_log(d, "(%" PRIu64 " more like the next in the last %" PRIu64 " s)",
-                           l->suppressed, (now - l->start_ms) / 1000);
-        l->start_ms = now ? now : 1;
-        l->suppressed = 0;
-        va_list ap;
-        va_start(ap, fmt);
-        log_v(fmt, ap);
-        va_end(ap);
 }
 
 /* libevent's own warnings (a failed accept, a failed allocation) come in
@@ -423,7 +403,7 @@ int main(int argc, char **argv)
                         }
                         break;
                 case OPT_QUIET:
-                        quiet_logs = true;
+                        daemon_log_quiet(true);
                         break;
                 case OPT_RETAIN:
                         if (prune_parse_retain(optarg, &o.retain_ms) < 0 || o.retain_ms == 0) {
@@ -496,7 +476,7 @@ int main(int argc, char **argv)
                 return 2;
         }
 
-        struct daemon d = {0};
+        struct daemon d = {.pool_lost = pool_refill};
         d.home = xstrdup(home);
         d.socket_path = o.socket_path ? xstrdup(o.socket_path)
                         : root        ? xstrdup("/run/airlock/airlockd.sock")

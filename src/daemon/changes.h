@@ -1,28 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
-#include <event2/http.h>
+#include <stddef.h>
 #include <stdbool.h>
 
 #include "daemon.h"
 #include "grants.h"
 
-/* The API's review and git endpoints (docs/api.md, "Reviewing changes" and
- * "Repositories"). What they keep lives in STATE_DIR/kept/sandboxes/ID/, in
- * the layout review.h and gitops.h describe. */
+/* What a create's "repo" asks of the daemon (changes.c): may the grant
+ * have it cloned, and the clone. The review and git endpoints themselves
+ * are http/changes.c. */
 
-/* GET /v1/sandboxes/{id}/diff */
-void changes_diff(struct daemon *d, struct evhttp_request *req, const struct grant *g,
-                  const char *id);
-/* POST /v1/sandboxes/{id}/accept (accept) or /discard */
-void changes_decide(struct daemon *d, struct evhttp_request *req, const struct grant *g,
-                    const char *id, bool accept);
-/* POST /v1/sandboxes/{id}/export */
-void changes_export(struct daemon *d, struct evhttp_request *req, const struct grant *g,
-                    const char *id);
-/* POST /v1/sandboxes/{id}/push */
-void changes_push(struct daemon *d, struct evhttp_request *req, const struct grant *g,
-                  const char *id);
+/* The CLI's one-line message (a job's stderr) without its "airlock: CMD: "
+ * prefix, in buf. */
+const char *changes_cli_message(const char *err, char *buf, size_t len);
 
 /* Why a create's "repo" is refused. */
 struct changes_refusal {
@@ -41,8 +32,8 @@ int changes_check_repo(struct daemon *d, const struct grant *g, const char *url,
 /* Called once the clone is over: workspace and base on success, else error
  * (-EINVAL the request was bad, -EIO the clone failed, -ECANCELED the daemon
  * is stopping) and a message. */
-typedef void (*changes_clone_fn)(const char *id, const char *workspace, const char *base,
-                                 int error, const char *message, void *userdata);
+typedef void (*changes_clone_fn)(const char *id, const char *workspace, const char *base, int error,
+                                 const char *message, void *userdata);
 
 /* Clone url (at rev; NULL: the default branch) into
  * STATE_DIR/kept/sandboxes/ID/repo for a sandbox ID chosen here. */

@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "health.h"
+#include "log.h"
 #include "metrics.h"
 #include "policy.h"
 #include "store.h"
@@ -25,25 +26,6 @@
 struct pool_spec {
         char class_name[16];
         unsigned size;
-};
-
-struct daemon_options {
-        const char *socket_path; /* NULL: the default for the uid */
-        const char *listen;      /* "127.0.0.1:7070"; NULL: no TCP */
-        const char *state_dir;
-        const char *run_dir;
-        const char *audit_path;
-        const char *audit_rotate; /* SIZE[:KEEP] (audit_parse_rotate); NULL: the defaults */
-        const char *airlock_bin;
-        const char *secrets_path; /* GIT_TOKEN for clones and pushes; route secrets */
-        char **git_hosts;         /* the hosts repositories may be cloned from */
-        bool git_helper;          /* ask the git credential helper */
-        uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
-        uint64_t ready_timeout_ms;
-        uint64_t gc_interval_ms;
-        uint64_t retain_ms; /* ended records and reviewed changes are kept this long */
-        struct pool_spec pools[DAEMON_POOL_CLASSES];
-        size_t n_pools;
 };
 
 enum sandbox_state {
@@ -163,66 +145,7 @@ struct daemon {
         uint64_t store_checked_ms; /* the last store check (gc.c) */
         uint64_t retain_ms;
         uint64_t pruned_ms; /* the last pruning (gc.c) */
+        /* A pooled sandbox ended: the pool refills (airlockd.c sets
+         * pool_refill; sandbox.c only says so, the pool is above it). */
+        void (*pool_lost)(struct daemon *d);
 };
-
-/* daemon lifecycle (airlockd.c) */
-uint64_t daemon_now_ms(void);
-void daemon_log(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* sandbox.c */
-struct sandbox_params {
-        const char *grant; /* NULL: for the pool */
-        json_t *metadata;  /* borrowed; NULL: {} */
-        uint64_t ttl_ms;
-        uint64_t idle_timeout_ms;
-        const char *workspace; /* host path the grant may name; NULL: make one */
-        const char *id;        /* chosen beforehand (a clone waits under it); NULL: pick one */
-        bool pooled;
-};
-
-/* Start a sandbox for a finalized policy (taken over; its workspace is set
- * here). cb runs once the supervisor said ready, failed, or timed out. */
-int sandbox_start(struct daemon *d, struct policy *p, const struct sandbox_params *params,
-                  sandbox_cb cb, void *userdata, struct sandbox **ret, struct al_error *err);
-/* Ask the supervisor to destroy the sandbox; cb (may be NULL) when it is
- * gone. Several callers may wait on one destroy. */
-void sandbox_destroy(struct sandbox *sb, const char *reason, sandbox_cb cb, void *userdata);
-struct sandbox *sandbox_find(struct daemon *d, const char *id);
-void sandbox_set_reason(struct sandbox *sb, const char *reason);
-/* Write the record as it stands. */
-int sandbox_save(struct sandbox *sb);
-void sandbox_touch(struct sandbox *sb);
-/* Hold a live sandbox across asynchronous work; the last unref frees one
- * that ended in between. */
-void sandbox_ref(struct sandbox *sb);
-void sandbox_unref(struct sandbox *sb);
-/* Ask for a fresh status; cb(sb, 0 or -errno, NULL, ud). */
-int sandbox_refresh_status(struct sandbox *sb, sandbox_cb cb, void *userdata);
-/* Re-attach the sandboxes the records say are alive (start-up). */
-int sandbox_reattach_all(struct daemon *d);
-/* The record of a sandbox as the API shows it. */
-json_t *sandbox_record_json(const struct store_sandbox *r, const struct sandbox *live);
-/* Remove what a dead supervisor may have left: cgroups named airlock-ID, the
- * run directory, the daemon-made workspace. */
-void sandbox_cleanup_leftovers(struct daemon *d, const char *id, pid_t pid, const char *workspace,
-                               bool workspace_owned);
-size_t sandbox_count(struct daemon *d, const char *grant, bool include_pooled);
-/* Stopping: end what waits (callbacks get -ECANCELED) and free every
- * sandbox; the sandboxes themselves keep running for the next daemon. */
-void sandbox_shutdown_all(struct daemon *d);
-
-/* pool.c */
-/* A pooled sandbox for this create, or NULL. */
-struct sandbox *pool_take(struct daemon *d, const char *class_name);
-void pool_refill(struct daemon *d);
-void pool_refill_later(struct daemon *d);
-size_t pool_ready(struct daemon *d);
-
-/* gc.c */
-void gc_start(struct daemon *d);
-void gc_run(struct daemon *d);
-
-/* api.c */
-int api_setup(struct daemon *d, struct al_error *err);
-/* Stopping: answer the requests still waiting on a supervisor. */
-void api_shutdown(struct daemon *d);

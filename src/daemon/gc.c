@@ -5,6 +5,9 @@
 #include <unistd.h>
 #include <string.h>
 
+#include "sandbox.h"
+#include "pool.h"
+#include "gc.h"
 #include "daemon.h"
 #include "prune.h"
 #include "util.h"
@@ -141,7 +144,7 @@ static void prune(struct daemon *d, uint64_t now)
                            records, reviews);
 }
 
-void gc_run(struct daemon *d)
+static void gc_run(struct daemon *d)
 {
         uint64_t now = daemon_now_ms();
         store_watch(d, now);

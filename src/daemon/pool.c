@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <string.h>
 
+#include "sandbox.h"
+#include "pool.h"
 #include "daemon.h"
 #include "util.h"
 

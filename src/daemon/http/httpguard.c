@@ -15,6 +15,7 @@
 
 #include "daemon.h"
 #include "http.h"
+#include "httpguard.h"
 #include "httphead.h"
 #include "netgate/http.h"
 #include "util.h"

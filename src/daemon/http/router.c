@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The API's router: a table of method, path pattern and handler. Before the
+ * table: the guard's verdict on the connection, then the grant (nothing of
+ * a request is parsed or kept for a client that has not shown one), then
+ * the query string. A path no pattern matches is a 404; a path some
+ * pattern matches under another method is a 405 naming the methods that
+ * would do (Allow). */
+#include <ctype.h>
+#include <event2/http.h>
+#include <string.h>
+
+#include "httpguard.h"
+#include "routes.h"
+#include "util.h"
+
+struct route {
+        enum evhttp_cmd_type method;
+        /* Literal but for {id} (a sandbox: 16 hex digits) and {pid} (a
+         * process number), each one whole path segment. */
+        const char *pattern;
+        route_fn fn;
+};
+
+static const struct route routes[] = {
+    {EVHTTP_REQ_GET, "/healthz", route_healthz},
+    {EVHTTP_REQ_GET, "/metrics", route_metrics},
+    {EVHTTP_REQ_GET, "/v1/sandboxes", route_sandbox_list},
+    {EVHTTP_REQ_POST, "/v1/sandboxes", route_sandbox_create},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/", route_sandbox_list},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/", route_sandbox_create},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}", route_sandbox_get},
+    {EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", route_sandbox_delete},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/ttl", route_sandbox_ttl},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", route_exec},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files", route_files},
+    {EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/files", route_files},
+    {EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/files", route_files},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/list", route_files_list},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/diff", route_diff},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/accept", route_accept},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/discard", route_discard},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/export", route_export},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/push", route_push},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/audit", route_audit},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes", route_processes},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/events", route_events},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/stdin", route_stdin},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/signal", route_signal},
+};
+
+/* The methods, in the order Allow names them. */
+static const struct {
+        enum evhttp_cmd_type method;
+        const char *name;
+} methods[] = {
+    {EVHTTP_REQ_GET, "GET"},
+    {EVHTTP_REQ_POST, "POST"},
+    {EVHTTP_REQ_PUT, "PUT"},
+    {EVHTTP_REQ_DELETE, "DELETE"},
+};
+
+static bool valid_id(const char *s, size_t n)
+{
+        if (n != 16)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!isdigit((unsigned char)s[i]) && !(s[i] >= 'a' && s[i] <= 'f'))
+                        return false;
+        return true;
+}
+
+/* A {id} or {pid} segment that is none: the 404 it gets, when no pattern
+ * matches the whole path. */
+struct bad_segment {
+        bool is_id;
+        const char *at;
+        size_t len;
+};
+
+/* 1 when path matches pattern (a->id and a->pid set), 0 when it does not;
+ * -1 when it would but for a {id} or {pid} segment, described in *bad. */
+static int match(const char *pattern, const char *path, struct route_args *a,
+                 struct bad_segment *bad)
+{
+        const char *p = pattern, *s = path;
+        while (*p) {
+                if (*p != '{') {
+                        if (*p != *s)
+                                return 0;
+                        p++;
+                        s++;
+                        continue;
+                }
+                size_t n = strcspn(s, "/");
+                bool is_id = strncmp(p, "{id}", 4) == 0;
+                if (is_id) {
+                        if (!valid_id(s, n))
+                                goto bad;
+                        memcpy(a->id, s, 16);
+                        a->id[16] = '\0';
+                } else {
+                        _cleanup_free_ char *num = xasprintf("%.*s", (int)n, s);
+                        if (!parse_pid(num, &a->pid))
+                                goto bad;
+                }
+                p = strchr(p, '}') + 1;
+                s += n;
+                continue;
+        bad:
+                *bad = (struct bad_segment){.is_id = is_id, .at = s, .len = n};
+                return -1;
+        }
+        return *s ? 0 : 1;
+}
+
+static void dispatch(struct daemon *d, struct evhttp_request *req, const char *path,
+                     struct route_args *a)
+{
+        enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+        struct bad_segment bad = {0};
+        bool have_bad = false;
+        unsigned allowed = 0; /* the methods of the patterns that match */
+        for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+                struct route_args m = *a;
+                struct bad_segment b;
+                int r = match(routes[i].pattern, path, &m, &b);
+                if (r < 0 && !have_bad) {
+                        bad = b;
+                        have_bad = true;
+                }
+                if (r <= 0)
+                        continue;
+                if (routes[i].method == cmd) {
+                        routes[i].fn(d, req, &m);
+                        return;
+                }
+                allowed |= routes[i].method;
+        }
+        if (allowed) {
+                char allow[64] = "";
+                for (size_t i = 0; i < ARRAY_SIZE(methods); i++)
+                        if (allowed & methods[i].method)
+                                snprintf(allow + strlen(allow), sizeof(allow) - strlen(allow),
+                                         "%s%s", *allow ? ", " : "", methods[i].name);
+                evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+                reply_error(d, req, 405, "method_not_allowed", "use %s", allow);
+        } else if (have_bad && bad.is_id)
+                reply_error(d, req, 404, "not_found", "no sandbox %.*s",
+                            (int)(bad.len > 64 ? 64 : bad.len), bad.at);
+        else if (have_bad)
+                reply_error(d, req, 404, "not_found", "no process %.*s", (int)bad.len, bad.at);
+        else
+                reply_error(d, req, 404, "not_found", "no such endpoint: %s", path);
+}
+
+void route(struct daemon *d, struct evhttp_request *req)
+{
+        const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+        const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+        if (http_guard_refused(d, req))
+                return;
+        if (!path) {
+                reply_error(d, req, 400, "bad_request", "no path");
+                return;
+        }
+        /* Who asks comes first: nothing of a request is parsed or kept
+         * for a client that has not shown a grant. */
+        _cleanup_grant_ struct grant *g = authenticate(d, req);
+        if (!g)
+                return;
+        struct query q = {0};
+        if (query_parse(evhttp_uri_get_query(uri), &q) < 0) {
+                reply_error(d, req, 400, "bad_request", "the query string is malformed");
+                return;
+        }
+        struct route_args a = {.grant = g, .query = &q};
+        dispatch(d, req, path, &a);
+        query_free(&q);
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <event2/http.h>
+#include <stdint.h>
+
+#include "daemon.h"
+#include "grants.h"
+#include "http.h"
+
+/* The router (router.c) and the handlers its table names, one resource
+ * file each. A handler gets the request's grant (authenticated before
+ * anything else is read), its query, and the path's {id} and {pid}. */
+
+struct route_args {
+        struct grant *grant;
+        const struct query *query;
+        char id[17];  /* {id}: a sandbox; "" when the route has none */
+        uint64_t pid; /* {pid}: a process; 0 when the route has none */
+};
+
+typedef void (*route_fn)(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+
+/* Every request of the API: the guard, the grant, then the table. */
+void route(struct daemon *d, struct evhttp_request *req);
+
+/* metrics.c */
+void route_healthz(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_metrics(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* sandboxes.c */
+void route_sandbox_create(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_sandbox_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_sandbox_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_sandbox_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_sandbox_ttl(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* exec.c */
+void route_exec(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_processes(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_stdin(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_signal(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* A process number in a path: 1 to 2^30 - 1. */
+bool parse_pid(const char *s, uint64_t *ret);
+/* Stopping: end the exec, attach, stdin and signal calls in flight. */
+void exec_shutdown(struct daemon *d);
+/* files.c */
+void route_files(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_files_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* changes.c */
+void route_diff(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_accept(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_discard(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_export(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_push(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* audit.c */
+void route_audit(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "daemon.h"
+
+/* The daemon's own audit records (record.c): who asked for what, next to
+ * the supervisors' events in the same log. */
+
+/* Synced in batches (AUDIT_BATCH_MS). `fields` is stolen. Returns -errno,
+ * with d->audit_fault saying why, when the line could not be written: the
+ * action must then be refused. */
+int record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields);
+/* As record_audit(), and durable before returning. */
+int record_audit_durably(struct daemon *d, const char *sandbox, const char *kind, json_t *fields);
+/* The audit log failed with msg: /healthz says so, the log once per cause. */
+void record_audit_failed(struct daemon *d, const char *msg);
+/* /healthz's view of the audit log: room for the records to come. */
+bool record_audit_healthy(struct daemon *d);
