@@ -974,6 +974,19 @@ static void do_review(struct client *cl)
         event_add(c->ev_snap, NULL);
 }
 
+json_t *control_request_parse(const char *line, size_t len, const char **op)
+{
+        json_error_t jerr;
+        json_t *req = json_loadb(line, len, 0, &jerr);
+        const char *name = json_string_value(json_object_get(req, "op"));
+        if (!name) {
+                json_decref(req);
+                return NULL;
+        }
+        *op = name;
+        return req;
+}
+
 static void on_client_read(struct bufferevent *bev, void *arg)
 {
         struct client *cl = arg;
@@ -987,11 +1000,10 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                         send_error(cl, "bad_request", "request line too long");
                 return;
         }
-        json_error_t jerr;
-        json_t *req = json_loadb(line, len, 0, &jerr);
+        const char *op = NULL;
+        json_t *req = control_request_parse(line, len, &op);
         free(line);
-        const char *op = json_string_value(json_object_get(req, "op"));
-        if (!req || !op)
+        if (!req)
                 send_error(cl, "bad_request", "expected a JSON object with \"op\"");
         else if (cl->ctl->destroying)
                 send_error(cl, "destroyed", "the sandbox is being destroyed");

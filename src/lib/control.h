@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <stddef.h>
+
 #include "error.h"
 #include "policy.h"
 
 struct secrets;
 struct audit_options;
+struct json_t;
 
 /* The supervisor of a long-lived sandbox (docs/control.md): it starts the
  * sandbox with an idle pid 1, then serves status, exec, attach, stdin,
@@ -28,3 +31,9 @@ struct control_config {
 /* Returns when the sandbox is gone: 0, or -errno with `err` set when it
  * could not be started (the ready fd has been told too). */
 int control_serve(const struct control_config *cfg, struct al_error *err);
+
+/* One request line as the control socket reads it (without its newline): a
+ * JSON object with a string "op". Returns the object (the caller's
+ * reference) with *op pointing into it, or NULL when the line is not one.
+ * Pure: fuzzed by tests/fuzz/fuzz-control.c. */
+struct json_t *control_request_parse(const char *line, size_t len, const char **op);
