@@ -29,7 +29,7 @@
 #include "util.h"
 #include "spawn-internal.h"
 
-int loopback_up(void)
+static int loopback_up(void)
 {
         _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
         if (s < 0)
@@ -45,14 +45,15 @@ int loopback_up(void)
         return 0;
 }
 
-int make_listener(uint16_t port)
+static int make_listener(uint16_t port)
 {
         int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (s < 0)
                 return -errno;
         int one = 1;
         setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons(port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 256) < 0) {
                 int r = -errno;
@@ -60,4 +61,36 @@ int make_listener(uint16_t port)
                 return r;
         }
         return s;
+}
+
+/* The setup child's network step: lo up, and for a gated policy the gate's
+ * listeners, bound inside and passed to the parent (which serves them). */
+void netns_setup(struct child_ctx *ctx)
+{
+        const struct policy *p = ctx->cfg->policy;
+        struct al_error err = {0};
+        int r;
+
+        r = loopback_up();
+        if (r < 0) {
+                al_error_set(&err, r, "bringing up lo");
+                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+
+        if (p->net_mode == POLICY_NET_GATED) {
+                int fds[SPAWN_LISTEN_MAX];
+                for (int i = 0; i < SPAWN_LISTEN_MAX; i++) {
+                        fds[i] = make_listener(spawn_listen_ports[i]);
+                        if (fds[i] < 0) {
+                                al_error_set(&err, fds[i], "listening on 127.0.0.1:%u",
+                                             spawn_listen_ports[i]);
+                                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                        }
+                }
+                r = send_fds(ctx->sync, SYNC_LISTENERS, fds, SPAWN_LISTEN_MAX);
+                for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                        close(fds[i]);
+                if (r < 0)
+                        _exit(125);
+        }
 }

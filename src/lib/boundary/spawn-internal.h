@@ -69,8 +69,7 @@ pid_t sys_clone3(struct clone_args *args);
 int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al_error *err);
 
 /* netns.c */
-int loopback_up(void);
-int make_listener(uint16_t port);
+void netns_setup(struct child_ctx *ctx);
 
 /* init.c */
 _Noreturn void init_main(struct child_ctx *ctx);
