@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The sandbox's pid 1: it starts the command (init_main) or, in an idle
- * sandbox, the processes the supervisor asks for (init_serve), forwards
+/* The sandbox's pid 1: it starts the command (spawn_init_main) or, in an idle
+ * sandbox, the processes the supervisor asks for (spawn_init_serve), forwards
  * signals, reaps everything and reports exits over the sync socket. */
 #include <errno.h>
 #include <fcntl.h>
@@ -95,7 +95,7 @@ static _Noreturn void command_main(struct child_ctx *ctx, const struct command *
                 kind = SPAWN_FAILED_EXEC;
                 code = 126;
         }
-        sync_send(errfd, SYNC_ERROR, err.code, kind, err.msg);
+        spawn_sync_send(errfd, SYNC_ERROR, err.code, kind, err.msg);
         _exit(code);
 }
 
@@ -185,20 +185,20 @@ static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc
                 m.code = slot < 0 ? EAGAIN : EBADMSG;
                 snprintf(m.text, sizeof(m.text), "%s",
                          slot < 0 ? "too many processes" : "malformed exec request");
-                send_msg(sync, &m);
+                spawn_send_msg(sync, &m);
                 return;
         }
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
                 m.code = errno;
                 snprintf(m.text, sizeof(m.text), "socketpair: %s", strerror(errno));
-                send_msg(sync, &m);
+                spawn_send_msg(sync, &m);
                 goto out;
         }
         pid_t pid = fork();
         if (pid < 0) {
                 m.code = errno;
                 snprintf(m.text, sizeof(m.text), "fork: %s", strerror(errno));
-                send_msg(sync, &m);
+                spawn_send_msg(sync, &m);
                 goto out;
         }
         if (pid == 0) {
@@ -214,14 +214,14 @@ static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc
         procs[slot].pid = pid;
         procs[slot].id = id;
         struct sync_msg r;
-        if (sync_recv(pair[0], &r, NULL, 0, NULL) == 0 && r.type == SYNC_ERROR) {
+        if (spawn_sync_recv(pair[0], &r, NULL, 0, NULL) == 0 && r.type == SYNC_ERROR) {
                 /* It ends by itself; its exit is not reported, its failure is. */
                 procs[slot].id = -1;
                 r.id = id;
-                send_msg(sync, &r);
+                spawn_send_msg(sync, &r);
         } else {
                 m.type = SYNC_STARTED;
-                send_msg(sync, &m);
+                spawn_send_msg(sync, &m);
         }
 out:
         if (pair[0] >= 0)
@@ -235,7 +235,7 @@ out:
 /* pid 1 of an idle sandbox: runs processes on the supervisor's request,
  * reports each one's end, and takes the sandbox down when the supervisor
  * goes away. */
-_Noreturn void init_serve(struct child_ctx *ctx)
+_Noreturn void spawn_init_serve(struct child_ctx *ctx)
 {
         int sync = ctx->sync;
         struct al_error err = {0};
@@ -256,12 +256,12 @@ _Noreturn void init_serve(struct child_ctx *ctx)
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
         close_all_but(sync, sfd);
-        if (sfd < 0 || !watch_owner(sync)) {
+        if (sfd < 0 || !spawn_watch_owner(sync)) {
                 kill(-1, SIGKILL);
                 _exit(125);
         }
 
-        sync_send(sync, SYNC_STARTED, 0, 0, NULL);
+        spawn_sync_send(sync, SYNC_STARTED, 0, 0, NULL);
         release_startup_memory();
 
         _cleanup_free_ char *buf = xcalloc(1, sizeof(struct sync_msg) + EXEC_PAYLOAD_MAX);
@@ -285,7 +285,7 @@ _Noreturn void init_serve(struct child_ctx *ctx)
                                                 m.usage[0] = (uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000;
                                                 m.usage[1] = (uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000;
                                                 m.usage[2] = (uint64_t)ru.ru_maxrss;
-                                                send_msg(sync, &m);
+                                                spawn_send_msg(sync, &m);
                                         }
                                         procs[i].pid = 0;
                                 }
@@ -338,7 +338,7 @@ _Noreturn void init_serve(struct child_ctx *ctx)
 
 /* The sandbox's pid 1: starts the command, forwards signals to it, reaps
  * everything, and when the command ends, ends the rest of the tree. */
-_Noreturn void init_main(struct child_ctx *ctx)
+_Noreturn void spawn_init_main(struct child_ctx *ctx)
 {
         int sync = ctx->sync;
         int pair[2];
@@ -350,12 +350,12 @@ _Noreturn void init_main(struct child_ctx *ctx)
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
                 al_error_set(&err, errno, "socketpair");
-                child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
+                spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
         }
         pid_t cmd = fork();
         if (cmd < 0) {
                 al_error_set(&err, errno, "fork");
-                child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
+                spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
         }
         if (cmd == 0) {
                 close(pair[0]);
@@ -378,10 +378,10 @@ _Noreturn void init_main(struct child_ctx *ctx)
         close_all_but(sync, pair[0]);
 
         struct sync_msg m;
-        int r = sync_recv(pair[0], &m, NULL, 0, NULL);
+        int r = spawn_sync_recv(pair[0], &m, NULL, 0, NULL);
         close(pair[0]);
         if (r == 0 && m.type == SYNC_ERROR) {
-                sync_send(sync, SYNC_ERROR, m.code, m.value, m.text);
+                spawn_sync_send(sync, SYNC_ERROR, m.code, m.value, m.text);
                 int st;
                 while (waitpid(cmd, &st, 0) < 0 && errno == EINTR)
                         ;
@@ -391,11 +391,11 @@ _Noreturn void init_main(struct child_ctx *ctx)
         /* Every signal arrives here (all are blocked since before the fork,
          * so none was lost); the sync socket tells when the owner is gone. */
         int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (sfd < 0 || !watch_owner(sync)) {
+        if (sfd < 0 || !spawn_watch_owner(sync)) {
                 kill(-1, SIGKILL);
                 _exit(125);
         }
-        sync_send(sync, SYNC_STARTED, 0, 0, NULL);
+        spawn_sync_send(sync, SYNC_STARTED, 0, 0, NULL);
 
         int status = 0;
         bool done = false, orphaned = false;
@@ -433,6 +433,6 @@ _Noreturn void init_main(struct child_ctx *ctx)
         while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
                 ;
         if (!orphaned)
-                sync_send(sync, SYNC_EXIT, 0, status, NULL);
+                spawn_sync_send(sync, SYNC_EXIT, 0, status, NULL);
         _exit(orphaned ? 125 : 0);
 }

@@ -74,7 +74,7 @@ void netns_setup(struct child_ctx *ctx)
         r = loopback_up();
         if (r < 0) {
                 al_error_set(&err, r, "bringing up lo");
-                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         }
 
         if (p->net_mode == POLICY_NET_GATED) {
@@ -84,10 +84,10 @@ void netns_setup(struct child_ctx *ctx)
                         if (fds[i] < 0) {
                                 al_error_set(&err, fds[i], "listening on 127.0.0.1:%u",
                                              spawn_listen_ports[i]);
-                                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                                spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
                         }
                 }
-                r = send_fds(ctx->sync, SYNC_LISTENERS, fds, SPAWN_LISTEN_MAX);
+                r = spawn_send_fds(ctx->sync, SYNC_LISTENERS, fds, SPAWN_LISTEN_MAX);
                 for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                         close(fds[i]);
                 if (r < 0)

@@ -52,25 +52,25 @@ struct child_ctx {
 };
 
 /* sync.c */
-int sync_send(int fd, uint32_t type, int code, int value, const char *text);
-int sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t *ret_nfds);
-int send_fds(int sock, uint32_t type, const int *fds, size_t n);
-int send_msg(int fd, const struct sync_msg *m);
-bool watch_owner(int sync);
-_Noreturn void child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
-                          int exit_code);
+int spawn_sync_send(int fd, uint32_t type, int code, int value, const char *text);
+int spawn_sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t *ret_nfds);
+int spawn_send_fds(int sock, uint32_t type, const int *fds, size_t n);
+int spawn_send_msg(int fd, const struct sync_msg *m);
+bool spawn_watch_owner(int sync);
+_Noreturn void spawn_child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
+                                int exit_code);
 
 /* userns.c */
-extern pid_t idmap_helper;
-bool only_own_group(void);
-int write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
-               bool deny_setgroups);
-pid_t sys_clone3(struct clone_args *args);
+extern pid_t spawn_idmap_helper;
+bool spawn_only_own_group(void);
+int spawn_write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
+                     bool deny_setgroups);
+pid_t spawn_sys_clone3(struct clone_args *args);
 int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al_error *err);
 
 /* netns.c */
 void netns_setup(struct child_ctx *ctx);
 
 /* init.c */
-_Noreturn void init_main(struct child_ctx *ctx);
-_Noreturn void init_serve(struct child_ctx *ctx);
+_Noreturn void spawn_init_main(struct child_ctx *ctx);
+_Noreturn void spawn_init_serve(struct child_ctx *ctx);

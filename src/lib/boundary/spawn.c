@@ -31,7 +31,7 @@ const uint16_t spawn_listen_ports[SPAWN_LISTEN_MAX] = {3128, 1080, 8080};
 
 /* The setup child, in its new namespaces (user, mount, pid, net, ipc, uts):
  * each step reports a failure to the parent over the sync socket and exits
- * 125 (child_fail); the parent's half is spawn_sandbox() below. */
+ * 125 (spawn_child_fail); the parent's half is spawn_sandbox() below. */
 
 /* Wait for the parent's go (the uid/gid maps are written), then become the
  * sandbox user now: files and mount points made during setup must belong to
@@ -44,20 +44,20 @@ static void child_become_user(struct child_ctx *ctx)
         struct sync_msg m;
         int r;
 
-        if (!watch_owner(ctx->sync))
+        if (!spawn_watch_owner(ctx->sync))
                 _exit(125);
 
-        r = sync_recv(ctx->sync, &m, NULL, 0, NULL);
+        r = spawn_sync_recv(ctx->sync, &m, NULL, 0, NULL);
         if (r < 0 || m.type != SYNC_GO)
                 _exit(125);
 
         if (setresgid(ctx->gid, ctx->gid, ctx->gid) < 0 ||
             setresuid(ctx->uid, ctx->uid, ctx->uid) < 0) {
                 al_error_set(&err, errno, "switching to uid %u", (unsigned)ctx->uid);
-                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         }
         /* setresuid() cleared the parent-death signal. */
-        if (!watch_owner(ctx->sync))
+        if (!spawn_watch_owner(ctx->sync))
                 _exit(125);
 }
 
@@ -83,9 +83,9 @@ static void child_build_root(struct child_ctx *ctx)
         int upper = -1;
         r = mounts_build_root(&mc, &upper, &err);
         if (r < 0)
-                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         if (upper >= 0) {
-                r = send_fds(ctx->sync, SYNC_UPPER, &upper, 1);
+                r = spawn_send_fds(ctx->sync, SYNC_UPPER, &upper, 1);
                 close(upper);
                 if (r < 0)
                         _exit(125);
@@ -97,7 +97,7 @@ static void child_set_hostname(struct child_ctx *ctx)
         struct al_error err = {0};
         if (sethostname("airlock", 7) < 0) {
                 al_error_set(&err, errno, "setting the host name");
-                child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         }
 }
 
@@ -114,13 +114,13 @@ static void child_join_cgroup(struct child_ctx *ctx)
 
         if (!ctx->cgroup_in_clone) {
                 if (cfg->cgroup) {
-                        r = sync_recv(ctx->sync, &m, NULL, 0, NULL);
+                        r = spawn_sync_recv(ctx->sync, &m, NULL, 0, NULL);
                         if (r < 0 || m.type != SYNC_CGROUP)
                                 _exit(125);
                 }
                 if (unshare(CLONE_NEWCGROUP) < 0) {
                         al_error_set(&err, errno, "creating the cgroup namespace");
-                        child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                        spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
                 }
         }
 }
@@ -133,8 +133,8 @@ static _Noreturn void child_main(struct child_ctx *ctx)
         child_set_hostname(ctx); /* uts */
         child_join_cgroup(ctx);  /* v1: waits for the parent's attach */
         if (ctx->cfg->argv)
-                init_main(ctx); /* init.c: pid 1 runs the command */
-        init_serve(ctx);        /* init.c: pid 1 of an idle sandbox */
+                spawn_init_main(ctx); /* init.c: pid 1 runs the command */
+        spawn_init_serve(ctx);        /* init.c: pid 1 of an idle sandbox */
 }
 
 static void kill_and_reap(pid_t pid)
@@ -172,7 +172,7 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
 
         /* The sandbox keeps its creator's supplementary groups for good
          * (setgroups is denied inside): root's must not go with it. */
-        if (setgroups(0, NULL) < 0 && !only_own_group()) {
+        if (setgroups(0, NULL) < 0 && !spawn_only_own_group()) {
                 r = al_error_set(err, errno, "dropping supplementary groups");
                 return r;
         }
@@ -226,7 +226,7 @@ static pid_t clone_sandbox(struct child_ctx *ctx, int *pidfd, struct al_error *e
                 ctx->cgroup_in_clone = true;
         }
 
-        pid_t pid = sys_clone3(&args);
+        pid_t pid = spawn_sys_clone3(&args);
         if (pid < 0) {
                 r = -errno;
                 const char *why = spawn_userns_disabled_reason();
@@ -250,7 +250,7 @@ static int release_child(const struct child_ctx *ctx, pid_t pid, uid_t host_uid,
         const struct policy *p = cfg->policy;
         int r;
 
-        r = write_maps(pid, p->uid, host_uid, p->gid, host_gid, true);
+        r = spawn_write_maps(pid, p->uid, host_uid, p->gid, host_gid, true);
         if (r < 0) {
                 const char *why = spawn_userns_disabled_reason();
                 if (why)
@@ -259,7 +259,7 @@ static int release_child(const struct child_ctx *ctx, pid_t pid, uid_t host_uid,
                         r = al_error_set(err, r, "writing the sandbox's uid/gid maps");
                 return r;
         }
-        r = sync_send(sync, SYNC_GO, 0, 0, NULL);
+        r = spawn_sync_send(sync, SYNC_GO, 0, 0, NULL);
         if (r < 0) {
                 r = al_error_set(err, r, "starting the sandbox");
                 return r;
@@ -273,7 +273,7 @@ static int release_child(const struct child_ctx *ctx, pid_t pid, uid_t host_uid,
                         return r;
                 /* A child that already failed has closed its end; its
                  * report is read below. */
-                (void)sync_send(sync, SYNC_CGROUP, 0, 0, NULL);
+                (void)spawn_sync_send(sync, SYNC_CGROUP, 0, 0, NULL);
         }
         return 0;
 }
@@ -289,7 +289,7 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
                 struct sync_msg m;
                 int fds[SPAWN_LISTEN_MAX];
                 size_t nfds = 0;
-                r = sync_recv(sync, &m, fds, SPAWN_LISTEN_MAX, &nfds);
+                r = spawn_sync_recv(sync, &m, fds, SPAWN_LISTEN_MAX, &nfds);
                 if (r < 0) {
                         r = al_error_set(err, r, "sandbox setup ended unexpectedly");
                         return r;
@@ -393,10 +393,10 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
 
         ret->sync_fd = sp[0];
         ret->failure = SPAWN_OK;
-        if (idmap_helper > 0) {
-                while (waitpid(idmap_helper, NULL, 0) < 0 && errno == EINTR)
+        if (spawn_idmap_helper > 0) {
+                while (waitpid(spawn_idmap_helper, NULL, 0) < 0 && errno == EINTR)
                         ;
-                idmap_helper = -1;
+                spawn_idmap_helper = -1;
         }
         mounts_plan_free(plan, p->n_mounts);
         if (ctx.workspace_fd >= 0)

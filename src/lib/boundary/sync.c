@@ -30,7 +30,7 @@
 #include "util.h"
 #include "spawn-internal.h"
 
-int sync_send(int fd, uint32_t type, int code, int value, const char *text)
+int spawn_sync_send(int fd, uint32_t type, int code, int value, const char *text)
 {
         struct sync_msg m = {.type = type, .code = code, .value = value};
         if (text)
@@ -42,7 +42,7 @@ int sync_send(int fd, uint32_t type, int code, int value, const char *text)
         return n == (ssize_t)sizeof(m) ? 0 : -EIO;
 }
 
-int sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t *ret_nfds)
+int spawn_sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t *ret_nfds)
 {
         char control[CMSG_SPACE(sizeof(int) * SPAWN_LISTEN_MAX)];
         struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
@@ -80,7 +80,7 @@ int sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t *ret_
         return 0;
 }
 
-int send_fds(int sock, uint32_t type, const int *fds, size_t n)
+int spawn_send_fds(int sock, uint32_t type, const int *fds, size_t n)
 {
         struct sync_msg m = {.type = type};
         char control[CMSG_SPACE(sizeof(int) * SPAWN_LISTEN_MAX)];
@@ -105,7 +105,7 @@ int send_fds(int sock, uint32_t type, const int *fds, size_t n)
  * cannot tell: across a pid namespace it is 0 whether the owner lives or
  * not. The sync socket can: the owner holds its other end, and the kernel
  * closes it when the owner dies. Returns false when the owner is gone. */
-bool watch_owner(int sync)
+bool spawn_watch_owner(int sync)
 {
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
                 return false;
@@ -117,14 +117,14 @@ bool watch_owner(int sync)
         return !(n > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)));
 }
 
-_Noreturn void child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
-                          int exit_code)
+_Noreturn void spawn_child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
+                                int exit_code)
 {
-        sync_send(sync, SYNC_ERROR, e->code, kind, e->msg);
+        spawn_sync_send(sync, SYNC_ERROR, e->code, kind, e->msg);
         _exit(exit_code);
 }
 
-int send_msg(int fd, const struct sync_msg *m)
+int spawn_send_msg(int fd, const struct sync_msg *m)
 {
         ssize_t n;
         do
@@ -136,7 +136,7 @@ int send_msg(int fd, const struct sync_msg *m)
 int spawn_read_exit(int sync_fd, int *ret_status)
 {
         struct sync_msg m;
-        int r = sync_recv(sync_fd, &m, NULL, 0, NULL);
+        int r = spawn_sync_recv(sync_fd, &m, NULL, 0, NULL);
         if (r < 0)
                 return r;
         if (m.type != SYNC_EXIT)
@@ -185,13 +185,13 @@ int spawn_exec_request(int sync_fd, int id, char *const *argv, char *const *envp
 int spawn_kill_request(int sync_fd, int id, int sig)
 {
         struct sync_msg m = {.type = SYNC_KILL, .id = id, .value = sig};
-        return send_msg(sync_fd, &m);
+        return spawn_send_msg(sync_fd, &m);
 }
 
 int spawn_read_event(int sync_fd, struct spawn_event *ev)
 {
         struct sync_msg m;
-        int r = sync_recv(sync_fd, &m, NULL, 0, NULL);
+        int r = spawn_sync_recv(sync_fd, &m, NULL, 0, NULL);
         if (r < 0)
                 return r;
         memset(ev, 0, sizeof(*ev));

@@ -56,7 +56,7 @@ const char *spawn_userns_disabled_reason(void)
 /* True when the only supplementary group is the caller's own gid: nothing
  * more would go into the sandbox (a root inside a user namespace that denies
  * setgroups is in this case). */
-bool only_own_group(void)
+bool spawn_only_own_group(void)
 {
         gid_t groups[64];
         int n = getgroups(ARRAY_SIZE(groups), groups);
@@ -75,8 +75,8 @@ static int write_proc(pid_t pid, const char *file, const char *content)
         return write_file_at(AT_FDCWD, path, content);
 }
 
-int write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
-               bool deny_setgroups)
+int spawn_write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
+                     bool deny_setgroups)
 {
         char buf[64];
         snprintf(buf, sizeof(buf), "%u %u 1\n", (unsigned)uid_in, (unsigned)uid_out);
@@ -92,12 +92,12 @@ int write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_o
         return write_proc(pid, "gid_map", buf);
 }
 
-pid_t sys_clone3(struct clone_args *args)
+pid_t spawn_sys_clone3(struct clone_args *args)
 {
         return (pid_t)syscall(SYS_clone3, args, sizeof(*args));
 }
 
-pid_t idmap_helper = -1;
+pid_t spawn_idmap_helper = -1;
 
 /* A user namespace that maps the host owner of a tree to the sandbox's host
  * uid, for an idmapped mount: files owned by the caller's workspace owner
@@ -109,7 +109,7 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
         struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
-        pid_t pid = sys_clone3(&args);
+        pid_t pid = spawn_sys_clone3(&args);
         if (pid < 0) {
                 int r = -errno;
                 close(pipefd[0]);
@@ -124,7 +124,7 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
                 _exit(0);
         }
         close(pipefd[0]);
-        int r = write_maps(pid, owner_uid, to_uid, owner_gid, to_gid, false);
+        int r = spawn_write_maps(pid, owner_uid, to_uid, owner_gid, to_gid, false);
         int fd = -1;
         if (r >= 0) {
                 char path[64];
@@ -137,7 +137,7 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
         /* It exits as soon as it reads EOF; reap it without waiting when
          * it already has, else later (spawn_reap_helpers). */
         if (waitpid(pid, NULL, WNOHANG) == 0)
-                idmap_helper = pid;
+                spawn_idmap_helper = pid;
         return r < 0 ? r : fd;
 }
 
