@@ -1,6 +1,8 @@
 #!/bin/sh
 # The whole suite: unit tests, integration and escape tests (as root and as
-# an ordinary user when run as root), then the same under ASan+UBSan.
+# an ordinary user when run as root), the fuzzers for a bounded time (skipped
+# with the reason when clang's fuzzer runtime is missing), then the same
+# tests under ASan+UBSan.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -12,6 +14,9 @@ meson test -C "$BUILD" --suite unit --print-errorlogs
 
 echo "== integration, escape, daemon and fault tests"
 $PYTEST tests/integration tests/escape tests/daemon tests/faults
+
+echo "== fuzzers, ${FUZZ_SECONDS:-20} s each over their corpus (clang, -Dfuzz=true)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-20} tests/fuzz/run.sh
 
 if [ "${AIRLOCK_SKIP_ASAN:-0}" != 1 ]; then
         echo "== ASan+UBSan build"

@@ -28,3 +28,4 @@ struct control_config {
 /* Returns when the sandbox is gone: 0, or -errno with `err` set when it
  * could not be started (the ready fd has been told too). */
 int control_serve(const struct control_config *cfg, struct al_error *err);
+

@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The sandbox's pid 1: it starts the command (spawn_init_main) or, in an idle
+ * sandbox, the processes the supervisor asks for (spawn_init_serve), forwards
+ * signals, reaps everything and reports exits over the sync socket. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cgroup.h"
+#include "confine.h"
+#include "idle.h"
+#include "mounts.h"
+#include "spawn.h"
+#include "util.h"
+#include "spawn-internal.h"
+
+static void set_stdio(int fd, int target)
+{
+        if (fd == target) {
+                int fl = fcntl(fd, F_GETFD);
+                if (fl >= 0)
+                        fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
+        } else
+                dup2(fd, target);
+}
+
+/* The command's process: stdio, then confine_and_exec(). Failures go to
+ * pid 1 over `errfd` (close-on-exec: silence means execve worked). */
+struct command {
+        char *const *argv;
+        char *const *envp;
+        const char *cwd;
+        int fds[3];
+};
+
+static _Noreturn void command_main(struct child_ctx *ctx, const struct command *cmd, int errfd)
+{
+        const struct spawn_config *cfg = ctx->cfg;
+        struct al_error err = {0};
+        const char *paths[64];
+
+        sigset_t none;
+        sigemptyset(&none);
+        for (int sig = 1; sig < NSIG; sig++)
+                signal(sig, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+
+        /* Move stdio sources out of the way of 0-2 before placing them. */
+        int in = fcntl(cmd->fds[0], F_DUPFD_CLOEXEC, 10);
+        int out = fcntl(cmd->fds[1], F_DUPFD_CLOEXEC, 10);
+        int errout = fcntl(cmd->fds[2], F_DUPFD_CLOEXEC, 10);
+        set_stdio(in, 0);
+        set_stdio(out, 1);
+        set_stdio(errout, 2);
+
+        struct mounts_config mc = {.policy = cfg->policy, .home = cfg->home};
+        size_t n = mounts_writable_paths(&mc, paths, ARRAY_SIZE(paths));
+        struct confine_config cc = {
+                .policy = cfg->policy,
+                .uid = ctx->uid,
+                .gid = ctx->gid,
+                .cwd = cmd->cwd ? cmd->cwd : cfg->policy->workspace ? "/workspace" : cfg->home,
+                .write_paths = paths,
+                .n_write_paths = n,
+                .argv = cmd->argv,
+                .envp = cmd->envp,
+                .keep_fd = errfd,
+        };
+        int exec_errno = 0;
+        confine_and_exec(&cc, &exec_errno, &err);
+
+        enum spawn_failure kind = SPAWN_FAILED_SETUP;
+        int code = 125;
+        if (exec_errno == ENOENT) {
+                kind = SPAWN_FAILED_EXEC_NOT_FOUND;
+                code = 127;
+                al_error_set(&err, 0, "%s: command not found", cmd->argv[0]);
+        } else if (exec_errno) {
+                kind = SPAWN_FAILED_EXEC;
+                code = 126;
+        }
+        spawn_sync_send(errfd, SYNC_ERROR, err.code, kind, err.msg);
+        _exit(code);
+}
+
+extern char **environ;
+
+/* pid 1's command line and environment are the supervisor's, inherited by
+ * fork: the host's paths, flags and variables. /proc/1/cmdline is readable by
+ * everyone inside, so wipe both and call it airlock-init. */
+static void wipe_host_identity(void)
+{
+        _cleanup_free_ char *cmdline = NULL;
+        size_t len = 0;
+        prctl(PR_SET_NAME, "airlock-init", 0, 0, 0);
+        if (read_file_at(AT_FDCWD, "/proc/self/cmdline", 1 << 20, &cmdline, &len) >= 0 && len > 0) {
+                char *start = program_invocation_name;
+                memset(start, 0, len);
+                snprintf(start, len, "airlock-init");
+        }
+        for (char **e = environ; e && *e; e++)
+                memset(*e, 0, strlen(*e));
+}
+
+/* Close every fd from 3 up but a and b. */
+static void close_all_but(int a, int b)
+{
+        int lo = a < b ? a : b, hi = a < b ? b : a;
+        if (lo > 3)
+                close_range(3, (unsigned)lo - 1, 0);
+        if (hi > lo + 1)
+                close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+        close_range((unsigned)hi + 1, ~0U, 0);
+}
+
+enum { INIT_MAX_PROCS = 256 };
+
+struct init_proc {
+        pid_t pid;
+        int id;
+};
+
+/* Parse an exec request's payload into argv/env arrays pointing into buf. */
+static int parse_exec(char *buf, size_t len, const char **cwd, char ***argv, char ***envp)
+{
+        uint32_t argc, envc;
+        if (len < 8)
+                return -EBADMSG;
+        memcpy(&argc, buf, 4);
+        memcpy(&envc, buf + 4, 4);
+        if (argc == 0 || argc > 4096 || envc > 4096 || buf[len - 1] != '\0')
+                return -EBADMSG;
+        char **a = xcalloc(argc + 1, sizeof(char *));
+        char **e = xcalloc(envc + 1, sizeof(char *));
+        char *p = buf + 8, *end = buf + len;
+        *cwd = p;
+        p += strlen(p) + 1;
+        for (uint32_t i = 0; i < argc + envc; i++) {
+                if (p >= end) {
+                        free(a);
+                        free(e);
+                        return -EBADMSG;
+                }
+                if (i < argc)
+                        a[i] = p;
+                else
+                        e[i - argc] = p;
+                p += strlen(p) + 1;
+        }
+        *argv = a;
+        *envp = e;
+        return 0;
+}
+
+/* Start one requested process: it goes through command_main() exactly as a
+ * sandbox's first command does. */
+static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc *procs,
+                      int id, char *payload, size_t len, const int *fds, size_t nfds)
+{
+        struct sync_msg m = {.type = SYNC_ERROR, .id = id, .value = SPAWN_FAILED_SETUP};
+        const char *cwd;
+        char **argv = NULL, **envp = NULL;
+        int pair[2] = {-1, -1};
+        int slot = -1;
+        for (int i = 0; i < INIT_MAX_PROCS && slot < 0; i++)
+                if (procs[i].pid == 0)
+                        slot = i;
+        if (nfds != 3 || slot < 0 || parse_exec(payload, len, &cwd, &argv, &envp) < 0) {
+                m.code = slot < 0 ? EAGAIN : EBADMSG;
+                snprintf(m.text, sizeof(m.text), "%s",
+                         slot < 0 ? "too many processes" : "malformed exec request");
+                spawn_send_msg(sync, &m);
+                return;
+        }
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+                m.code = errno;
+                snprintf(m.text, sizeof(m.text), "socketpair: %s", strerror(errno));
+                spawn_send_msg(sync, &m);
+                goto out;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                m.code = errno;
+                snprintf(m.text, sizeof(m.text), "fork: %s", strerror(errno));
+                spawn_send_msg(sync, &m);
+                goto out;
+        }
+        if (pid == 0) {
+                close(pair[0]);
+                close(sync);
+                close(sfd);
+                struct command c = {.argv = argv, .envp = envp, .cwd = *cwd ? cwd : NULL,
+                                    .fds = {fds[0], fds[1], fds[2]}};
+                command_main(ctx, &c, pair[1]);
+        }
+        close(pair[1]);
+        pair[1] = -1;
+        procs[slot].pid = pid;
+        procs[slot].id = id;
+        struct sync_msg r;
+        if (spawn_sync_recv(pair[0], &r, NULL, 0, NULL) == 0 && r.type == SYNC_ERROR) {
+                /* It ends by itself; its exit is not reported, its failure is. */
+                procs[slot].id = -1;
+                r.id = id;
+                spawn_send_msg(sync, &r);
+        } else {
+                m.type = SYNC_STARTED;
+                spawn_send_msg(sync, &m);
+        }
+out:
+        if (pair[0] >= 0)
+                close(pair[0]);
+        if (pair[1] >= 0)
+                close(pair[1]);
+        free(argv);
+        free(envp);
+}
+
+/* pid 1 of an idle sandbox: runs processes on the supervisor's request,
+ * reports each one's end, and takes the sandbox down when the supervisor
+ * goes away. */
+_Noreturn void spawn_init_serve(struct child_ctx *ctx)
+{
+        int sync = ctx->sync;
+        struct al_error err = {0};
+        static struct init_proc procs[INIT_MAX_PROCS];
+
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+        sigset_t chld;
+        sigemptyset(&chld);
+        sigaddset(&chld, SIGCHLD);
+        int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        wipe_host_identity();
+        confine_drop_caps(&err);
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        for (int fd = 0; fd < 3 && devnull >= 0; fd++)
+                dup2(devnull, fd);
+        close_all_but(sync, sfd);
+        if (sfd < 0 || !spawn_watch_owner(sync)) {
+                kill(-1, SIGKILL);
+                _exit(125);
+        }
+
+        spawn_sync_send(sync, SYNC_STARTED, 0, 0, NULL);
+        release_startup_memory();
+
+        _cleanup_free_ char *buf = xcalloc(1, sizeof(struct sync_msg) + EXEC_PAYLOAD_MAX);
+        for (;;) {
+                struct pollfd pfd[2] = {{.fd = sync, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+                if (poll(pfd, 2, -1) < 0)
+                        continue;
+                if (pfd[1].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+                        while (read(sfd, &si, sizeof(si)) > 0)
+                                ;
+                        int st;
+                        struct rusage ru;
+                        pid_t pid;
+                        while ((pid = wait4(-1, &st, WNOHANG, &ru)) > 0)
+                                for (int i = 0; i < INIT_MAX_PROCS; i++) {
+                                        if (procs[i].pid != pid)
+                                                continue;
+                                        if (procs[i].id >= 0) {
+                                                struct sync_msg m = {.type = SYNC_EXIT, .id = procs[i].id, .value = st};
+                                                m.usage[0] = (uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000;
+                                                m.usage[1] = (uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000;
+                                                m.usage[2] = (uint64_t)ru.ru_maxrss;
+                                                spawn_send_msg(sync, &m);
+                                        }
+                                        procs[i].pid = 0;
+                                }
+                }
+                if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+                        int fds[3];
+                        size_t nfds = 0;
+                        char control[CMSG_SPACE(sizeof(int) * 3)];
+                        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(struct sync_msg) + EXEC_PAYLOAD_MAX};
+                        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                                            .msg_controllen = sizeof(control)};
+                        ssize_t n = recvmsg(sync, &mh, MSG_CMSG_CLOEXEC);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0)
+                                break; /* the supervisor is gone */
+                        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                                        int *in = (int *)CMSG_DATA(c);
+                                        for (size_t i = 0; i < k; i++) {
+                                                if (nfds < 3)
+                                                        fds[nfds++] = in[i];
+                                                else
+                                                        close(in[i]);
+                                        }
+                                }
+                        struct sync_msg m;
+                        if ((size_t)n >= sizeof(m)) {
+                                memcpy(&m, buf, sizeof(m));
+                                if (m.type == SYNC_EXEC)
+                                        init_exec(ctx, sync, sfd, procs, m.id, buf + sizeof(m),
+                                                  (size_t)n - sizeof(m), fds, nfds);
+                                else if (m.type == SYNC_KILL)
+                                        for (int i = 0; i < INIT_MAX_PROCS; i++)
+                                                if (procs[i].pid > 0 && procs[i].id == m.id) {
+                                                        kill(-procs[i].pid, m.value);
+                                                        kill(procs[i].pid, m.value);
+                                                }
+                        }
+                        for (size_t i = 0; i < nfds; i++)
+                                close(fds[i]);
+                }
+        }
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
+        _exit(0);
+}
+
+/* The sandbox's pid 1: starts the command, forwards signals to it, reaps
+ * everything, and when the command ends, ends the rest of the tree. */
+_Noreturn void spawn_init_main(struct child_ctx *ctx)
+{
+        int sync = ctx->sync;
+        int pair[2];
+        struct al_error err = {0};
+
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+                al_error_set(&err, errno, "socketpair");
+                spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+        pid_t cmd = fork();
+        if (cmd < 0) {
+                al_error_set(&err, errno, "fork");
+                spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+        if (cmd == 0) {
+                close(pair[0]);
+                close(sync);
+                struct command c = {.argv = ctx->cfg->argv, .envp = ctx->cfg->envp,
+                                    .fds = {ctx->cfg->stdin_fd, ctx->cfg->stdout_fd,
+                                            ctx->cfg->stderr_fd}};
+                command_main(ctx, &c, pair[1]);
+        }
+        close(pair[1]);
+
+        /* pid 1 needs nothing from here on: no privileges, no stdio, and not
+         * dumpable, so the agent cannot reach into it through /proc. */
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        wipe_host_identity();
+        confine_drop_caps(&err);
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        for (int fd = 0; fd < 3 && devnull >= 0; fd++)
+                dup2(devnull, fd);
+        close_all_but(sync, pair[0]);
+
+        struct sync_msg m;
+        int r = spawn_sync_recv(pair[0], &m, NULL, 0, NULL);
+        close(pair[0]);
+        if (r == 0 && m.type == SYNC_ERROR) {
+                spawn_sync_send(sync, SYNC_ERROR, m.code, m.value, m.text);
+                int st;
+                while (waitpid(cmd, &st, 0) < 0 && errno == EINTR)
+                        ;
+                _exit(125);
+        }
+
+        /* Every signal arrives here (all are blocked since before the fork,
+         * so none was lost); the sync socket tells when the owner is gone. */
+        int sfd = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0 || !spawn_watch_owner(sync)) {
+                kill(-1, SIGKILL);
+                _exit(125);
+        }
+        spawn_sync_send(sync, SYNC_STARTED, 0, 0, NULL);
+
+        int status = 0;
+        bool done = false, orphaned = false;
+        while (!done && !orphaned) {
+                struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN},
+                                        {.fd = sync, .events = POLLIN | POLLRDHUP}};
+                if (poll(pfd, 2, -1) < 0)
+                        continue;
+                if (pfd[1].revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) {
+                        orphaned = true; /* the owner died: take the tree down */
+                } else if (pfd[1].revents & POLLIN) {
+                        /* Nothing is expected here while a command runs. */
+                        char discard[sizeof(struct sync_msg)];
+                        if (recv(sync, discard, sizeof(discard), MSG_DONTWAIT) == 0)
+                                orphaned = true;
+                }
+                if (!(pfd[0].revents & POLLIN))
+                        continue;
+                struct signalfd_siginfo si;
+                while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                        int sig = (int)si.ssi_signo;
+                        if (sig == SIGCHLD) {
+                                int st;
+                                pid_t p;
+                                while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+                                        if (p == cmd) {
+                                                status = st;
+                                                done = true;
+                                        }
+                        } else if (sig != SIGKILL && sig != SIGSTOP)
+                                kill(cmd, sig);
+                }
+        }
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
+        if (!orphaned)
+                spawn_sync_send(sync, SYNC_EXIT, 0, status, NULL);
+        _exit(orphaned ? 125 : 0);
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* What the files of a sandbox's start share (spawn.c, userns.c, netns.c,
+ * init.c, sync.c); nothing outside src/lib/boundary includes this. The order
+ * of the steps is in spawn_sandbox() and child_main() (spawn.c) and in
+ * docs/internals/spawn.md. */
+
+#include <linux/sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "mounts.h"
+#include "spawn.h"
+
+enum sync_type {
+        SYNC_GO = 1,    /* parent -> child: maps written */
+        SYNC_CGROUP,    /* parent -> child: cgroup joined (v1) */
+        SYNC_LISTENERS, /* child -> parent: gate listener fds attached */
+        SYNC_UPPER,     /* child -> parent: the review layer's upper directory */
+        SYNC_STARTED,   /* pid 1 -> parent: the command passed execve */
+        SYNC_ERROR,     /* child or pid 1 -> parent: a step failed */
+        SYNC_EXIT,      /* pid 1 -> parent: the command's wait status */
+        SYNC_EXEC,      /* parent -> pid 1: start a process (idle sandboxes) */
+        SYNC_KILL,      /* parent -> pid 1: signal a process's group */
+};
+
+struct sync_msg {
+        uint32_t type;
+        int32_t code;      /* errno */
+        int32_t value;     /* enum spawn_failure, or a wait status, or a signal */
+        int32_t id;        /* the process, in an idle sandbox */
+        uint64_t usage[3]; /* SYNC_EXIT: user ms, system ms, max RSS KiB */
+        char text[AL_ERROR_MAX];
+};
+
+/* An exec request's payload after the header: u32 argc, u32 envc, then
+ * NUL-terminated cwd, argv and env strings. */
+#define EXEC_PAYLOAD_MAX (128 * 1024)
+
+struct child_ctx {
+        const struct spawn_config *cfg;
+        int sync;
+        uid_t uid;
+        gid_t gid;
+        bool cgroup_in_clone;
+        int workspace_fd;
+        const int *mount_fds;
+        const struct mounts_plan *plan;
+};
+
+/* sync.c */
+int spawn_sync_send(int fd, uint32_t type, int code, int value, const char *text);
+int spawn_sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t *ret_nfds);
+int spawn_send_fds(int sock, uint32_t type, const int *fds, size_t n);
+int spawn_send_msg(int fd, const struct sync_msg *m);
+bool spawn_watch_owner(int sync);
+_Noreturn void spawn_child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
+                                int exit_code);
+
+/* userns.c */
+extern pid_t spawn_idmap_helper;
+bool spawn_only_own_group(void);
+int spawn_write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
+                     bool deny_setgroups);
+pid_t spawn_sys_clone3(struct clone_args *args);
+int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al_error *err);
+
+/* netns.c */
+void netns_setup(struct child_ctx *ctx);
+
+/* init.c */
+_Noreturn void spawn_init_main(struct child_ctx *ctx);
+_Noreturn void spawn_init_serve(struct child_ctx *ctx);

@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cgroup.h"
+#include "confine.h"
+#include "idle.h"
+#include "mounts.h"
+#include "spawn.h"
+#include "util.h"
+#include "spawn-internal.h"
+
+const uint16_t spawn_listen_ports[SPAWN_LISTEN_MAX] = {3128, 1080, 8080};
+
+/* The setup child, in its new namespaces (user, mount, pid, net, ipc, uts):
+ * each step reports a failure to the parent over the sync socket and exits
+ * 125 (spawn_child_fail); the parent's half is spawn_sandbox() below. */
+
+/* Wait for the parent's go (the uid/gid maps are written), then become the
+ * sandbox user now: files and mount points made during setup must belong to
+ * an id mapped in the namespace. The map has no uid 0 (or the caller is not
+ * it), so the capabilities of the namespace's creator survive the change
+ * until dropped explicitly. */
+static void child_become_user(struct child_ctx *ctx)
+{
+        struct al_error err = {0};
+        struct sync_msg m;
+        int r;
+
+        if (!spawn_watch_owner(ctx->sync))
+                _exit(125);
+
+        r = spawn_sync_recv(ctx->sync, &m, NULL, 0, NULL);
+        if (r < 0 || m.type != SYNC_GO)
+                _exit(125);
+
+        if (setresgid(ctx->gid, ctx->gid, ctx->gid) < 0 ||
+            setresuid(ctx->uid, ctx->uid, ctx->uid) < 0) {
+                al_error_set(&err, errno, "switching to uid %u", (unsigned)ctx->uid);
+                spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+        /* setresuid() cleared the parent-death signal. */
+        if (!spawn_watch_owner(ctx->sync))
+                _exit(125);
+}
+
+/* The new root (mounts.c); an overlay workspace's upper directory goes to
+ * the parent for review. */
+static void child_build_root(struct child_ctx *ctx)
+{
+        const struct spawn_config *cfg = ctx->cfg;
+        const struct policy *p = cfg->policy;
+        struct al_error err = {0};
+        int r;
+
+        struct mounts_config mc = {
+            .plan = ctx->plan,
+            .policy = p,
+            .home = cfg->home,
+            .uid = ctx->uid,
+            .gid = ctx->gid,
+            .caller_home = cfg->caller_home,
+            .workspace_fd = ctx->workspace_fd,
+            .mount_fds = ctx->mount_fds,
+        };
+        int upper = -1;
+        r = mounts_build_root(&mc, &upper, &err);
+        if (r < 0)
+                spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        if (upper >= 0) {
+                r = spawn_send_fds(ctx->sync, SYNC_UPPER, &upper, 1);
+                close(upper);
+                if (r < 0)
+                        _exit(125);
+        }
+}
+
+static void child_set_hostname(struct child_ctx *ctx)
+{
+        struct al_error err = {0};
+        if (sethostname("airlock", 7) < 0) {
+                al_error_set(&err, errno, "setting the host name");
+                spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
+}
+
+/* On v1 the parent moves this process into the cgroup while the root is
+ * being built (the move waits for an RCU grace period, so it runs in
+ * parallel); wait for it, then root the cgroup namespace there, so the
+ * sandbox sees its own cgroup as "/". */
+static void child_join_cgroup(struct child_ctx *ctx)
+{
+        const struct spawn_config *cfg = ctx->cfg;
+        struct al_error err = {0};
+        struct sync_msg m;
+        int r;
+
+        if (!ctx->cgroup_in_clone) {
+                if (cfg->cgroup) {
+                        r = spawn_sync_recv(ctx->sync, &m, NULL, 0, NULL);
+                        if (r < 0 || m.type != SYNC_CGROUP)
+                                _exit(125);
+                }
+                if (unshare(CLONE_NEWCGROUP) < 0) {
+                        al_error_set(&err, errno, "creating the cgroup namespace");
+                        spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+                }
+        }
+}
+
+static _Noreturn void child_main(struct child_ctx *ctx)
+{
+        child_become_user(ctx);  /* waits for the maps, then setresuid */
+        netns_setup(ctx);        /* netns.c: lo up, the gate's listeners */
+        child_build_root(ctx);   /* mounts.c: the new root, pivot_root */
+        child_set_hostname(ctx); /* uts */
+        child_join_cgroup(ctx);  /* v1: waits for the parent's attach */
+        if (ctx->cfg->argv)
+                spawn_init_main(ctx); /* init.c: pid 1 runs the command */
+        spawn_init_serve(ctx);        /* init.c: pid 1 of an idle sandbox */
+}
+
+static void kill_and_reap(pid_t pid)
+{
+        if (pid <= 0)
+                return;
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+}
+
+/* The parent's half, run by spawn_sandbox() in this order. */
+
+static int check_workspace(const struct policy *p, struct al_error *err)
+{
+        if (p->workspace) {
+                struct stat st;
+                if (stat(p->workspace, &st) < 0)
+                        return al_error_set(err, errno, "workspace %s", p->workspace);
+                if (!S_ISDIR(st.st_mode))
+                        return al_error_set(err, ENOTDIR, "workspace %s", p->workspace);
+        }
+        return mounts_prepare_workspace(p, err);
+}
+
+/* For a root caller: no supplementary groups, and the writable trees as
+ * idmapped mounts (userns.c). *mount_fds is set before any can fail, so
+ * that the caller closes what was opened. */
+static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host_gid,
+                               int **ret_mount_fds, struct al_error *err)
+{
+        const struct policy *p = ctx->cfg->policy;
+        int *mount_fds;
+        int r;
+
+        /* The sandbox keeps its creator's supplementary groups for good
+         * (setgroups is denied inside): root's must not go with it. */
+        if (setgroups(0, NULL) < 0 && !spawn_only_own_group()) {
+                r = al_error_set(err, errno, "dropping supplementary groups");
+                return r;
+        }
+        if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO) {
+                ctx->workspace_fd = prepare_idmapped(p->workspace, host_uid, host_gid, err);
+                if (ctx->workspace_fd < -1) {
+                        r = ctx->workspace_fd;
+                        ctx->workspace_fd = -1;
+                        return r;
+                }
+        }
+        mount_fds = xcalloc(p->n_mounts + 1, sizeof(int));
+        *ret_mount_fds = mount_fds;
+        for (size_t i = 0; i < p->n_mounts; i++) {
+                mount_fds[i] = -1;
+                if (p->mounts[i].readonly)
+                        continue;
+                mount_fds[i] = prepare_idmapped(p->mounts[i].source, host_uid, host_gid, err);
+                if (mount_fds[i] < -1) {
+                        r = mount_fds[i];
+                        mount_fds[i] = -1;
+                        return r;
+                }
+        }
+        ctx->mount_fds = mount_fds;
+        return 0;
+}
+
+/* clone3 into the new namespaces (and, on v2, straight into the cgroup).
+ * Returns the child's pid in the parent, 0 in the child, or -errno. */
+static pid_t clone_sandbox(struct child_ctx *ctx, int *pidfd, struct al_error *err)
+{
+        const struct spawn_config *cfg = ctx->cfg;
+        int r;
+
+        struct clone_args args = {
+            .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                     CLONE_NEWUTS | CLONE_PIDFD,
+            .exit_signal = SIGCHLD,
+        };
+        args.pidfd = (uint64_t)(uintptr_t)pidfd;
+        /* v2 places the child at clone: the cgroup must exist first. */
+        if (cfg->cgroup && cfg->cgroup->ops == &cgroup_v2_ops) {
+                r = cgroup_realize(cfg->cgroup, err);
+                if (r < 0)
+                        return r;
+        }
+        if (cfg->cgroup && cfg->cgroup->dir_fd >= 0) {
+                args.flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
+                args.cgroup = (uint64_t)cfg->cgroup->dir_fd;
+                ctx->cgroup_in_clone = true;
+        }
+
+        pid_t pid = spawn_sys_clone3(&args);
+        if (pid < 0) {
+                r = -errno;
+                const char *why = spawn_userns_disabled_reason();
+                if (r == -ENOSYS)
+                        r = al_error_set(err, ENOSYS,
+                                         "this kernel lacks clone3 (Linux 5.3 or later is needed)");
+                else if (why && (r == -EPERM || r == -ENOSPC || r == -EACCES || r == -EINVAL))
+                        r = al_error_set(err, 0, "cannot create the sandbox: %s", why);
+                else
+                        r = al_error_set(err, r, "creating the sandbox's namespaces");
+                return r;
+        }
+        return pid;
+}
+
+/* The child's uid/gid maps, its go, and on v1 its cgroup. */
+static int release_child(const struct child_ctx *ctx, pid_t pid, uid_t host_uid, gid_t host_gid,
+                         int sync, struct al_error *err)
+{
+        const struct spawn_config *cfg = ctx->cfg;
+        const struct policy *p = cfg->policy;
+        int r;
+
+        r = spawn_write_maps(pid, p->uid, host_uid, p->gid, host_gid, true);
+        if (r < 0) {
+                const char *why = spawn_userns_disabled_reason();
+                if (why)
+                        r = al_error_set(err, 0, "cannot create the sandbox: %s", why);
+                else
+                        r = al_error_set(err, r, "writing the sandbox's uid/gid maps");
+                return r;
+        }
+        r = spawn_sync_send(sync, SYNC_GO, 0, 0, NULL);
+        if (r < 0) {
+                r = al_error_set(err, r, "starting the sandbox");
+                return r;
+        }
+        if (cfg->cgroup && !ctx->cgroup_in_clone) {
+                r = cgroup_realize(cfg->cgroup, err);
+                if (r < 0)
+                        return r;
+                r = cfg->cgroup->ops->attach(cfg->cgroup, pid, err);
+                if (r < 0)
+                        return r;
+                /* A child that already failed has closed its end; its
+                 * report is read below. */
+                (void)spawn_sync_send(sync, SYNC_CGROUP, 0, 0, NULL);
+        }
+        return 0;
+}
+
+/* Read the child's reports until pid 1 says the command passed execve (or,
+ * idle, that it serves): the gate's listeners, the review layer, or the
+ * step that failed. */
+static int wait_started(int sync, struct spawn_result *ret, struct al_error *err)
+{
+        int r;
+
+        for (;;) {
+                struct sync_msg m;
+                int fds[SPAWN_LISTEN_MAX];
+                size_t nfds = 0;
+                r = spawn_sync_recv(sync, &m, fds, SPAWN_LISTEN_MAX, &nfds);
+                if (r < 0) {
+                        r = al_error_set(err, r, "sandbox setup ended unexpectedly");
+                        return r;
+                }
+                if (m.type == SYNC_LISTENERS) {
+                        for (size_t i = 0; i < nfds; i++)
+                                ret->listen_fds[i] = fds[i];
+                        continue;
+                }
+                if (m.type == SYNC_UPPER) {
+                        for (size_t i = 0; i < nfds; i++) {
+                                if (ret->upper_fd < 0)
+                                        ret->upper_fd = fds[i];
+                                else
+                                        close(fds[i]);
+                        }
+                        continue;
+                }
+                if (m.type == SYNC_STARTED)
+                        break;
+                if (m.type == SYNC_ERROR) {
+                        if (err) {
+                                err->code = m.code;
+                                snprintf(err->msg, sizeof(err->msg), "%s", m.text);
+                        }
+                        ret->failure = (enum spawn_failure)m.value;
+                        r = m.code ? -m.code : -EINVAL;
+                        if (m.value == SPAWN_FAILED_SETUP &&
+                            (m.code == EPERM || m.code == EACCES)) {
+                                const char *why = spawn_userns_disabled_reason();
+                                if (why)
+                                        al_error_wrap(err, "%s", why);
+                        }
+                        return r;
+                }
+                r = al_error_set(err, EBADMSG, "sandbox setup sent an unexpected message");
+                return r;
+        }
+        return 0;
+}
+
+int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, struct al_error *err)
+{
+        const struct policy *p = cfg->policy;
+        struct child_ctx ctx = {.cfg = cfg, .uid = p->uid, .gid = p->gid, .workspace_fd = -1};
+        struct mounts_plan *plan = NULL;
+        _cleanup_free_ int *mount_fds = NULL;
+        int sp[2] = {-1, -1};
+        int r;
+
+        ret->pid = -1;
+        ret->sync_fd = -1;
+        ret->pidfd = -1;
+        ret->upper_fd = -1;
+        ret->failure = SPAWN_FAILED_SETUP;
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                ret->listen_fds[i] = -1;
+
+        bool root = (geteuid() == 0);
+        uid_t host_uid = root ? SPAWN_ROOT_HOST_UID : geteuid();
+        gid_t host_gid = root ? SPAWN_ROOT_HOST_GID : getegid();
+        ret->host_uid = host_uid;
+
+        r = check_workspace(p, err); /* it exists; an overlay's layers */
+        if (r < 0)
+                return r;
+        r = mounts_plan_new(p, cfg->caller_home, &plan, err); /* mounts.c */
+        if (r < 0)
+                return r;
+        ctx.plan = plan;
+        if (root) {
+                r = prepare_root_caller(&ctx, host_uid, host_gid, &mount_fds, err);
+                if (r < 0)
+                        goto fail;
+        }
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+                r = al_error_set(err, errno, "socketpair");
+                goto fail;
+        }
+        ctx.sync = sp[1];
+        int pidfd = -1;
+        pid_t pid = clone_sandbox(&ctx, &pidfd, err);
+        if (pid < 0) {
+                r = pid;
+                goto fail;
+        }
+        if (pid == 0) {
+                close(sp[0]);
+                child_main(&ctx); /* does not return */
+        }
+        close(sp[1]);
+        sp[1] = -1;
+        ret->pid = pid;
+        ret->pidfd = pidfd;
+        r = release_child(&ctx, pid, host_uid, host_gid, sp[0], err);
+        if (r < 0)
+                goto fail;
+        r = wait_started(sp[0], ret, err);
+        if (r < 0)
+                goto fail;
+
+        ret->sync_fd = sp[0];
+        ret->failure = SPAWN_OK;
+        if (spawn_idmap_helper > 0) {
+                while (waitpid(spawn_idmap_helper, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                spawn_idmap_helper = -1;
+        }
+        mounts_plan_free(plan, p->n_mounts);
+        if (ctx.workspace_fd >= 0)
+                close(ctx.workspace_fd);
+        for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
+                if (mount_fds[i] >= 0)
+                        close(mount_fds[i]);
+        return 0;
+
+fail:
+        if (ret->pid > 0)
+                kill_and_reap(ret->pid);
+        ret->pid = -1;
+        if (ret->pidfd >= 0)
+                close(ret->pidfd);
+        ret->pidfd = -1;
+        for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
+                if (ret->listen_fds[i] >= 0) {
+                        close(ret->listen_fds[i]);
+                        ret->listen_fds[i] = -1;
+                }
+        if (ret->upper_fd >= 0)
+                close(ret->upper_fd);
+        ret->upper_fd = -1;
+        if (sp[0] >= 0)
+                close(sp[0]);
+        if (sp[1] >= 0)
+                close(sp[1]);
+        if (ctx.workspace_fd >= 0)
+                close(ctx.workspace_fd);
+        for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
+                if (mount_fds[i] >= 0)
+                        close(mount_fds[i]);
+        mounts_plan_free(plan, p->n_mounts);
+        return r;
+}

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The user namespace: its uid/gid maps, the reason an unprivileged one is
+ * refused, and for a root caller the idmapped mounts of the writable trees. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "cgroup.h"
+#include "confine.h"
+#include "idle.h"
+#include "mounts.h"
+#include "spawn.h"
+#include "util.h"
+#include "spawn-internal.h"
+
+const char *spawn_userns_disabled_reason(void)
+{
+        _cleanup_free_ char *s = NULL;
+        if (read_file_at(AT_FDCWD, "/proc/sys/user/max_user_namespaces", 64, &s, NULL) >= 0 &&
+            strncmp(s, "0\n", 2) == 0)
+                return "user namespaces are disabled (sysctl user.max_user_namespaces = 0)";
+        free(s);
+        s = NULL;
+        if (geteuid() != 0 &&
+            read_file_at(AT_FDCWD, "/proc/sys/kernel/unprivileged_userns_clone", 64, &s, NULL) >= 0 &&
+            strncmp(s, "0\n", 2) == 0)
+                return "unprivileged user namespaces are disabled (sysctl "
+                       "kernel.unprivileged_userns_clone = 0)";
+        free(s);
+        s = NULL;
+        if (geteuid() != 0 &&
+            read_file_at(AT_FDCWD, "/proc/sys/kernel/apparmor_restrict_unprivileged_userns", 64, &s,
+                         NULL) >= 0 &&
+            strncmp(s, "1\n", 2) == 0)
+                return "AppArmor restricts unprivileged user namespaces (sysctl "
+                       "kernel.apparmor_restrict_unprivileged_userns = 1)";
+        return NULL;
+}
+
+/* True when the only supplementary group is the caller's own gid: nothing
+ * more would go into the sandbox (a root inside a user namespace that denies
+ * setgroups is in this case). */
+bool spawn_only_own_group(void)
+{
+        gid_t groups[64];
+        int n = getgroups(ARRAY_SIZE(groups), groups);
+        if (n < 0)
+                return false;
+        for (int i = 0; i < n; i++)
+                if (groups[i] != getegid())
+                        return false;
+        return true;
+}
+
+static int write_proc(pid_t pid, const char *file, const char *content)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+        return write_file_at(AT_FDCWD, path, content);
+}
+
+int spawn_write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
+                     bool deny_setgroups)
+{
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%u %u 1\n", (unsigned)uid_in, (unsigned)uid_out);
+        int r = write_proc(pid, "uid_map", buf);
+        if (r < 0)
+                return r;
+        if (deny_setgroups) {
+                r = write_proc(pid, "setgroups", "deny");
+                if (r < 0 && r != -ENOENT)
+                        return r;
+        }
+        snprintf(buf, sizeof(buf), "%u %u 1\n", (unsigned)gid_in, (unsigned)gid_out);
+        return write_proc(pid, "gid_map", buf);
+}
+
+pid_t spawn_sys_clone3(struct clone_args *args)
+{
+        return (pid_t)syscall(SYS_clone3, args, sizeof(*args));
+}
+
+pid_t spawn_idmap_helper = -1;
+
+/* A user namespace that maps the host owner of a tree to the sandbox's host
+ * uid, for an idmapped mount: files owned by the caller's workspace owner
+ * look like the sandbox user's own, and what the sandbox creates lands on
+ * disk as that owner. Only root can make idmapped mounts. */
+static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to_gid)
+{
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
+        pid_t pid = spawn_sys_clone3(&args);
+        if (pid < 0) {
+                int r = -errno;
+                close(pipefd[0]);
+                close(pipefd[1]);
+                return r;
+        }
+        if (pid == 0) {
+                char c;
+                close(pipefd[1]);
+                while (read(pipefd[0], &c, 1) < 0 && errno == EINTR)
+                        ;
+                _exit(0);
+        }
+        close(pipefd[0]);
+        int r = spawn_write_maps(pid, owner_uid, to_uid, owner_gid, to_gid, false);
+        int fd = -1;
+        if (r >= 0) {
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        r = -errno;
+        }
+        close(pipefd[1]);
+        /* It exits as soon as it reads EOF; reap it without waiting when
+         * it already has, else later (spawn_reap_helpers). */
+        if (waitpid(pid, NULL, WNOHANG) == 0)
+                spawn_idmap_helper = pid;
+        return r < 0 ? r : fd;
+}
+
+/* For a root caller: the tree at `path` as a detached mount idmapped to the
+ * sandbox's host uid, or -1 when a plain bind will do.
+ *
+ * The agent's files land as the tree's owner: bob's project stays bob's,
+ * and a root-owned tree gets root-owned files. That is the least privilege
+ * that keeps the tree usable: mapped onto any other uid, the agent could not
+ * change the files it was given, and what it made would belong to an
+ * account that other processes (other sandboxes run as the same unprivileged
+ * uid) could alter later. Ownership carries no privilege out with it: the
+ * seccomp filter refuses every set-id mode and device node, and no
+ * capability survives inside, so no file capability can be set either
+ * (tests/escape/test_setuid.py). */
+int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al_error *err)
+{
+        _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return al_error_set(err, errno, "mount %s", path);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "mount %s", path);
+        if (S_ISLNK(st.st_mode))
+                return al_error_set(err, ELOOP, "mount %s: is a symbolic link; give its target",
+                                    path);
+        if (st.st_uid == host_uid)
+                return -1;
+        _cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, host_uid, host_gid);
+        if (userns < 0)
+                return -1; /* a plain bind: the sandbox then sees the tree as not its own */
+        int mnt = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                            AT_RECURSIVE);
+        if (mnt < 0)
+                return -1;
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
+        if (mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0 &&
+            mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+                close(mnt);
+                return -1; /* the filesystem cannot be idmapped */
+        }
+        return mnt;
+}
