@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/httphead.h"
+#include "httphead.h"
 #include "netgate/http.h"
 
 /* airlockd's request guard (src/daemon/httpguard.c, scan()): on one
