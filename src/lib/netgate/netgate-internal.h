@@ -44,10 +44,10 @@ struct secrets_vars;
 #define NETGATE_HEAD_TIMEOUT_S    60
 #define NETGATE_IDLE_UP_TIMEOUT_S 60
 #define NETGATE_LISTENERS_MAX     8
-#define NETGATE_REFUSAL_KINDS     64 /* kinds of refusal aggregated at once; more are recorded singly \
-                                      */
-#define NETGATE_REFUSAL_SINGLES                                                                    \
-        8 /* refusals of a kind recorded one by one per window, then counted */
+/* Kinds of refusal aggregated at once (more are recorded singly), and how
+ * many of a kind are recorded one by one per window before being counted. */
+#define NETGATE_REFUSAL_KINDS   64
+#define NETGATE_REFUSAL_SINGLES 8
 
 struct timeval;
 
