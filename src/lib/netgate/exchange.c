@@ -14,22 +14,8 @@
 #include <event2/util.h>
 
 #include "netgate/exchange.h"
-#include "netgate/route.h"
 #include "secrets.h"
 #include "util.h"
-
-const struct timeval *netgate_secs(struct timeval *tv, long s)
-{
-        tv->tv_sec = s;
-        tv->tv_usec = 0;
-        return tv;
-}
-
-void netgate_set_nodelay(int fd)
-{
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 /* ---- one exchange ---- */
 
@@ -526,92 +512,4 @@ bool netgate_linger_write(struct netgate_linger *l, struct bufferevent *client, 
 bool netgate_linger_eof(const struct netgate_linger *l, struct bufferevent *client)
 {
         return l->lingering || evbuffer_get_length(bufferevent_get_output(client)) == 0;
-}
-
-/* ---- resolving ---- */
-
-void netgate_candidates_add(struct netgate_candidates *cs, const struct netgate_addr *a)
-{
-        if (cs->n >= NETGATE_CANDIDATES_MAX)
-                return;
-        for (size_t i = 0; i < cs->n; i++)
-                if (netgate_addr_equal(&cs->addr[i], a))
-                        return;
-        cs->addr[cs->n++] = *a;
-}
-
-void netgate_candidates_add_answers(struct netgate_candidates *cs, struct evutil_addrinfo *res)
-{
-        for (int pass = 0; pass < 2; pass++)
-                for (struct evutil_addrinfo *ai = res; ai; ai = ai->ai_next) {
-                        struct netgate_addr a;
-                        if (netgate_addr_from_sockaddr(ai->ai_addr, (socklen_t)ai->ai_addrlen, &a) <
-                            0)
-                                continue;
-                        if ((pass == 0) == (a.family == AF_INET))
-                                netgate_candidates_add(cs, &a);
-                }
-        if (res)
-                evutil_freeaddrinfo(res);
-}
-
-struct netgate_dns_query {
-        void (*cb)(void *ud, int err, struct evutil_addrinfo *res);
-        void *ud; /* NULL once the connection is gone */
-        bool in_call, answered;
-        int err;
-        struct evutil_addrinfo *res;
-};
-
-static void dns_cb(int err, struct evutil_addrinfo *res, void *arg)
-{
-        struct netgate_dns_query *q = arg;
-        if (q->in_call) {
-                q->answered = true;
-                q->err = err;
-                q->res = res;
-                return;
-        }
-        void (*cb)(void *, int, struct evutil_addrinfo *) = q->cb;
-        void *ud = q->ud;
-        free(q);
-        if (!ud) {
-                if (res)
-                        evutil_freeaddrinfo(res);
-                return;
-        }
-        cb(ud, err, res);
-}
-
-void netgate_dns_resolve(struct evdns_base *dns, const char *name,
-                         void (*cb)(void *ud, int err, struct evutil_addrinfo *res), void *ud,
-                         struct netgate_dns_query **ret_q)
-{
-        struct evutil_addrinfo hints = {
-            .ai_family = AF_UNSPEC,
-            .ai_socktype = SOCK_STREAM,
-            .ai_protocol = IPPROTO_TCP,
-            .ai_flags = EVUTIL_AI_ADDRCONFIG,
-        };
-        struct netgate_dns_query *q = xcalloc(1, sizeof(*q));
-        q->cb = cb;
-        q->ud = ud;
-        q->in_call = true;
-        (void)evdns_getaddrinfo(dns, name, NULL, &hints, dns_cb, q);
-        q->in_call = false;
-        if (q->answered) {
-                int err = q->err;
-                struct evutil_addrinfo *res = q->res;
-                free(q);
-                *ret_q = NULL;
-                cb(ud, err, res);
-                return;
-        }
-        *ret_q = q;
-}
-
-void netgate_dns_detach(struct netgate_dns_query *q)
-{
-        if (q)
-                q->ud = NULL;
 }

@@ -7,32 +7,22 @@
 
 #include "netgate/addr.h"
 #include "netgate/http.h"
+#include "netgate/netgate-internal.h"
+#include "netgate/upstream.h"
 
-/* What the HTTP proxy (gate.c) and the routes engine (route.c) share: one
- * request/response exchange between a client and an upstream bufferevent
- * (bodies streamed both ways through bounded buffers, chunks re-encoded,
- * interim answers passed on), the gate's own plain-text answers, the linger
- * before a close, and the resolving of an upstream name to checked
- * candidate addresses. Internal to the network gate. */
+/* The HTTP layer above the upstream engine (upstream.h), shared by the HTTP
+ * proxy (proxy.c) and the routes (route.c): one request/response exchange
+ * between a client and a connected upstream bufferevent (bodies streamed
+ * both ways through bounded buffers, chunks re-encoded, interim answers
+ * passed on), the gate's own plain-text answers, and the linger before a
+ * close. Internal to the network gate. */
 
 struct bufferevent;
 struct evbuffer;
-struct evdns_base;
-struct evutil_addrinfo;
 struct netgate;
 struct redactor;
 struct redactor_scrub;
 struct timeval;
-
-#define NETGATE_BUF_HIGH          (256 * 1024) /* per direction, per side */
-#define NETGATE_CANDIDATES_MAX    16
-#define NETGATE_HEAD_TIMEOUT_S    60
-#define NETGATE_CONNECT_TIMEOUT_S 30
-#define NETGATE_IO_TIMEOUT_S      300
-#define NETGATE_IDLE_UP_TIMEOUT_S 60
-
-const struct timeval *netgate_secs(struct timeval *tv, long s);
-void netgate_set_nodelay(int fd);
 
 /* ---- one exchange ---- */
 
@@ -135,28 +125,3 @@ bool netgate_linger_read(struct netgate_linger *l, struct bufferevent *client);
 bool netgate_linger_write(struct netgate_linger *l, struct bufferevent *client, bool client_eof);
 /* The client closed its side while lingering. */
 bool netgate_linger_eof(const struct netgate_linger *l, struct bufferevent *client);
-
-/* ---- resolving ---- */
-
-struct netgate_candidates {
-        struct netgate_addr addr[NETGATE_CANDIDATES_MAX];
-        size_t n, i;
-};
-
-void netgate_candidates_add(struct netgate_candidates *cs, const struct netgate_addr *a);
-/* Add every answer, IPv4 first (it is what the host most likely routes),
- * and free `res`. */
-void netgate_candidates_add_answers(struct netgate_candidates *cs, struct evutil_addrinfo *res);
-
-struct netgate_dns_query;
-
-/* Look `name` up; `cb` gets the answer (and owns `res`) from the loop, or
- * before this returns, as its last act, when the resolver answers at once.
- * *ret_q is the query in flight, or NULL when it was answered. */
-void netgate_dns_resolve(struct evdns_base *dns, const char *name,
-                         void (*cb)(void *ud, int err, struct evutil_addrinfo *res), void *ud,
-                         struct netgate_dns_query **ret_q);
-/* The connection is gone: the query in flight finishes and frees itself. A
- * canceled one would call back later through its evdns base, which
- * netgate_free() may have freed by then; shutdown fails the rest safely. */
-void netgate_dns_detach(struct netgate_dns_query *q);

@@ -17,12 +17,7 @@
  * host configuration: the allow-list does not apply to it, the private
  * address check does. Each call is one record with protocol "route". */
 
-struct bufferevent;
-struct event_base;
 struct evbuffer;
-struct evdns_base;
-struct netgate;
-struct netgate_record;
 struct policy_route;
 struct secrets;
 struct secrets_vars;
@@ -65,38 +60,3 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
                              const char *rest, size_t rest_len, bool close, const struct secrets *s,
                              const struct secrets_vars *vars, struct evbuffer *out,
                              const char **ret_field);
-
-/* ---- the engine ---- */
-
-struct netgate_routes;
-
-int netgate_routes_new(struct netgate *g, struct event_base *base,
-                       const struct policy_route *routes, size_t n, const struct secrets *s,
-                       const struct secrets_vars *vars, struct netgate_routes **ret,
-                       struct al_error *err);
-/* Closes every connection, recording the calls still in flight. */
-struct netgate_routes *netgate_routes_free(struct netgate_routes *rs);
-/* Serve a connection accepted on a routes listener; takes `fd`. */
-void netgate_routes_accept(struct netgate_routes *rs, int fd);
-
-/* ---- what gate.c offers the routes engine ---- */
-
-/* The gate's resolver, set up on first use; NULL when out of memory. */
-struct evdns_base *netgate_resolver(struct netgate *g);
-/* The address `network.hosts` gives `name`. */
-bool netgate_fixed_host(const struct netgate *g, const char *name, struct netgate_addr *ret);
-/* NULL when the gate may connect to `a`, else the private range it hit. */
-const char *netgate_address_refused(const struct netgate *g, const struct netgate_addr *a);
-/* Fill in the sandbox, count the decision and hand it to the recorder. */
-void netgate_emit(struct netgate *g, struct netgate_record *rec);
-/* A connection opened (+1) or closed (-1): counts, and pauses or resumes the
- * listeners at NETGATE_MAX_CONNECTIONS. */
-void netgate_conn_count(struct netgate *g, int delta);
-/* Take one request from the budget: NULL, or the budget that is spent
- * ("budget_requests" or "budget_bytes"). */
-const char *netgate_budget_take(struct netgate *g);
-/* How many of `want` bytes the byte budget still allows. */
-size_t netgate_budget_allows(const struct netgate *g, size_t want);
-void netgate_count_bytes(struct netgate *g, bool up, size_t n);
-/* Read watermark and the rate limit, as for the gate's own connections. */
-void netgate_setup_bufferevent(struct netgate *g, struct bufferevent *bev);

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netgate/addr.h"
+#include "netgate/netgate.h"
+#include "netgate/rules.h"
+#include "policy.h"
+
+/* The network gate's internals, shared by its files and by nothing else
+ * (docs/internals/netgate.md). The layers, bottom first; each calls only
+ * the ones below it:
+ *
+ *   ledger.c    the gate's state: records, refusal aggregation and the
+ *               refusal budget, request and byte budgets, stats, the
+ *               connection count that pauses the listeners
+ *   upstream.c  the upstream engine: resolve, check every answer, connect
+ *               to exactly the checked address; tls.c is its optional layer
+ *   exchange.c  one HTTP request/response relay over a connected upstream
+ *   tunnel.c    a CONNECT or SOCKS5 tunnel: bufferevent relay or splice()
+ *   proxy.c     front-ends: the HTTP proxy, CONNECT and SOCKS5
+ *   route.c     front-end: the routes (route-def.c: one route's definition)
+ *   gate.c      the public API (netgate.h): creation, listeners, accept */
+
+struct bufferevent;
+struct bufferevent_rate_limit_group;
+struct ev_token_bucket_cfg;
+struct event;
+struct event_base;
+struct evconnlistener;
+struct evbuffer;
+struct evdns_base;
+struct netgate_conn;
+struct netgate_routes;
+struct netgate_tls;
+struct netgate_rules;
+struct secrets;
+struct secrets_vars;
+
+#define NETGATE_BUF_HIGH          (256 * 1024) /* per direction, per side */
+#define NETGATE_HEAD_TIMEOUT_S    60
+#define NETGATE_IDLE_UP_TIMEOUT_S 60
+#define NETGATE_LISTENERS_MAX     8
+/* Kinds of refusal aggregated at once (more are recorded singly), and how
+ * many of a kind are recorded one by one per window before being counted. */
+#define NETGATE_REFUSAL_KINDS   64
+#define NETGATE_REFUSAL_SINGLES 8
+
+struct timeval;
+
+struct netgate_listener {
+        struct netgate *g;
+        enum netgate_proto proto;
+        struct evconnlistener *l;
+};
+
+/* Refusals of one kind within the current window (NETGATE_REFUSAL_WINDOW_MS). */
+struct netgate_refusal_kind {
+        const char *protocol; /* a literal */
+        char host[NETGATE_HOST_MAX + 1];
+        uint16_t port;
+        char *reason, *rule, *route, *upstream;
+        char address[NETGATE_ADDR_STRLEN];
+        int status;
+        unsigned singles; /* recorded one by one in this window */
+        uint64_t count;   /* counted since this kind's last record */
+        bool seen;        /* refused in this window */
+};
+
+struct netgate_host_entry {
+        char name[NETGATE_HOST_MAX + 1];
+        struct netgate_addr addr;
+};
+
+struct netgate {
+        struct event_base *base;
+        struct evdns_base *dns;
+        char *sandbox;
+        struct netgate_rules *rules;
+        struct netgate_cidr *allow_private;
+        size_t n_allow_private;
+        struct netgate_host_entry *hosts;
+        size_t n_hosts;
+        struct policy_budget budget;
+        uint64_t requests_used, bytes_used;
+        struct ev_token_bucket_cfg *rate_cfg;
+        struct bufferevent_rate_limit_group *rate_group;
+
+        struct netgate_listener listeners[NETGATE_LISTENERS_MAX];
+        size_t n_listeners;
+        bool paused;
+        struct event *resume_timer;
+
+        struct netgate_conn *conns; /* the proxy's (proxy.c) */
+        size_t n_conns;             /* the proxy's and the routes' */
+
+        void (*recorder)(void *ud, const struct netgate_record *rec);
+        void *recorder_ud;
+        struct netgate_stats stats;
+
+        struct netgate_routes *routes;
+
+        /* The refusal budget and the aggregation of refusals. */
+        uint64_t refusals_used;
+        bool closed; /* the budget is spent: new connections are closed unanswered */
+        struct netgate_refusal_kind kinds[NETGATE_REFUSAL_KINDS];
+        size_t n_kinds;
+        struct event *kinds_timer;
+        uint64_t closed_tick_us;
+        unsigned closed_in_tick;
+};
+
+/* ---- ledger.c ---- */
+
+/* Fill in the sandbox, count the decision and hand it to the recorder;
+ * refusals are charged to the refusal budget and aggregated. */
+void netgate_emit(struct netgate *g, struct netgate_record *rec);
+/* Record what the refusal window counted; `all` forgets every kind. */
+void netgate_refusals_flush(struct netgate *g, bool all);
+/* The kinds_timer's callback. */
+void netgate_refusals_tick(int fd, short what, void *ud);
+/* A connection opened (+1) or closed (-1): counts, and pauses or resumes the
+ * listeners at NETGATE_MAX_CONNECTIONS. */
+void netgate_conn_count(struct netgate *g, int delta);
+void netgate_pause_listeners(struct netgate *g);
+void netgate_resume_listeners(struct netgate *g);
+/* Take one request from the budget: NULL, or the budget that is spent
+ * ("budget_requests", "budget_bytes", or "budget_refusals" once the gate
+ * is closed). */
+const char *netgate_budget_take(struct netgate *g);
+/* The policy field that names a spent budget. */
+const char *netgate_budget_rule(const char *spent);
+/* How many of `want` bytes the byte budget still allows. */
+size_t netgate_budget_allows(const struct netgate *g, size_t want);
+void netgate_count_bytes(struct netgate *g, bool up, size_t n);
+/* Read watermark and the rate limit, for every bufferevent of the gate. */
+void netgate_setup_bufferevent(struct netgate *g, struct bufferevent *bev);
+/* tv set to `s` seconds, for the timeouts below. */
+const struct timeval *netgate_secs(struct timeval *tv, long s);
+void netgate_set_nodelay(int fd);
+/* The address `network.hosts` gives `name`. */
+bool netgate_fixed_host(const struct netgate *g, const char *name, struct netgate_addr *ret);
+/* NULL when the gate may connect to `a`, else the private range it hit. */
+const char *netgate_address_refused(const struct netgate *g, const struct netgate_addr *a);
+
+/* ---- proxy.c ---- */
+
+/* Serve a connection accepted on an HTTP or SOCKS5 listener; takes `fd`. */
+void netgate_proxy_accept(struct netgate *g, enum netgate_proto proto, int fd);
+/* Close every proxy connection, recording the allowed ones still open. */
+void netgate_proxy_close_all(struct netgate *g);
+
+/* ---- route.c ---- */
+
+int netgate_routes_new(struct netgate *g, struct event_base *base,
+                       const struct policy_route *routes, size_t n, const struct secrets *s,
+                       const struct secrets_vars *vars, struct netgate_routes **ret,
+                       struct al_error *err);
+/* Closes every connection, recording the calls still in flight. */
+struct netgate_routes *netgate_routes_free(struct netgate_routes *rs);
+/* Serve a connection accepted on a routes listener; takes `fd`. */
+void netgate_routes_accept(struct netgate_routes *rs, int fd);
+
+/* ---- route-def.c ---- */
+
+/* One route, checked and copied from the policy (route.h). */
+struct netgate_route {
+        char *name;
+        char *upstream;
+        bool tls;
+        struct netgate_host host;
+        uint16_t port;
+        char *authority; /* the Host field: host or [v6], ":port" when not the default */
+        char *base;      /* the upstream's path without a trailing "/" */
+        struct policy_kv *inject;
+        size_t n_inject;
+        char **strip;
+        size_t n_strip;
+        char **record;
+        size_t n_record;
+        struct netgate_tls *tls_layer; /* when tls */
+};
+
+/* Wipe and drain a buffer that held injected values. */
+void netgate_route_wipe(struct evbuffer *b);
