@@ -29,44 +29,44 @@
 #include "util.h"
 
 static const char usage_text[] =
-        "Usage: airlockd [OPTIONS]\n"
-        "\n"
-        "Serve Airlock's HTTP API (docs/api.md): sandboxes that outlive the request that made\n"
-        "them, each owned by its own supervisor, behind bearer-token grants\n"
-        "('airlock grant create').\n"
-        "\n"
-        "Options:\n"
-        "      --socket PATH        the API's unix socket (default: /run/airlock/airlockd.sock\n"
-        "                           for root, $XDG_RUNTIME_DIR/airlock/airlockd.sock otherwise)\n"
-        "      --listen HOST:PORT   also serve on TCP, e.g. 127.0.0.1:7070\n"
-        "      --state-dir DIR      the database and daemon-made workspaces (default:\n"
-        "                           /var/lib/airlock/daemon, or ~/.local/state/airlock/daemon)\n"
-        "      --run-dir DIR        the supervisors' control sockets (default:\n"
-        "                           /run/airlock/sandboxes, or $XDG_RUNTIME_DIR/airlock/sandboxes)\n"
-        "      --audit FILE         the audit log (default: as 'airlock run')\n"
-        "      --audit-rotate SIZE[:KEEP]  rotate it at SIZE keeping KEEP older files, for the\n"
-        "                           daemon and its supervisors (default 64M:8; never)\n"
-        "      --airlock PATH       the airlock binary that supervises sandboxes (default: the\n"
-        "                           one next to airlockd)\n"
-        "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
-        "      --max-sandboxes N    live sandboxes at most, pooled ones included (default: 1000;\n"
-        "                           0: no maximum)\n"
-        "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
-        "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
-        "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
-        "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
-        "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
-        "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
-        "      --git-host HOST      repositories may be cloned from HOST, which gets the\n"
-        "                           daemon's git credentials (repeatable; without it only\n"
-        "                           local repositories can be named)\n"
-        "      --no-git-helper      do not ask the git credential helper\n"
-        "      --request-timeout SEC  a request's head and body must arrive within SEC of\n"
-        "                           its first byte (default: 30)\n"
-        "      --max-connections N  API connections open at once (default: 4096)\n"
-        "      --max-peer-connections N  per uid on the unix socket, per address on TCP\n"
-        "                           (default: 512)\n"
-        "  -h, --help               show this help\n";
+    "Usage: airlockd [OPTIONS]\n"
+    "\n"
+    "Serve Airlock's HTTP API (docs/api.md): sandboxes that outlive the request that made\n"
+    "them, each owned by its own supervisor, behind bearer-token grants\n"
+    "('airlock grant create').\n"
+    "\n"
+    "Options:\n"
+    "      --socket PATH        the API's unix socket (default: /run/airlock/airlockd.sock\n"
+    "                           for root, $XDG_RUNTIME_DIR/airlock/airlockd.sock otherwise)\n"
+    "      --listen HOST:PORT   also serve on TCP, e.g. 127.0.0.1:7070\n"
+    "      --state-dir DIR      the database and daemon-made workspaces (default:\n"
+    "                           /var/lib/airlock/daemon, or ~/.local/state/airlock/daemon)\n"
+    "      --run-dir DIR        the supervisors' control sockets (default:\n"
+    "                           /run/airlock/sandboxes, or $XDG_RUNTIME_DIR/airlock/sandboxes)\n"
+    "      --audit FILE         the audit log (default: as 'airlock run')\n"
+    "      --audit-rotate SIZE[:KEEP]  rotate it at SIZE keeping KEEP older files, for the\n"
+    "                           daemon and its supervisors (default 64M:8; never)\n"
+    "      --airlock PATH       the airlock binary that supervises sandboxes (default: the\n"
+    "                           one next to airlockd)\n"
+    "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
+    "      --max-sandboxes N    live sandboxes at most, pooled ones included (default: 1000;\n"
+    "                           0: no maximum)\n"
+    "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
+    "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
+    "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
+    "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
+    "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
+    "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
+    "      --git-host HOST      repositories may be cloned from HOST, which gets the\n"
+    "                           daemon's git credentials (repeatable; without it only\n"
+    "                           local repositories can be named)\n"
+    "      --no-git-helper      do not ask the git credential helper\n"
+    "      --request-timeout SEC  a request's head and body must arrive within SEC of\n"
+    "                           its first byte (default: 30)\n"
+    "      --max-connections N  API connections open at once (default: 4096)\n"
+    "      --max-peer-connections N  per uid on the unix socket, per address on TCP\n"
+    "                           (default: 512)\n"
+    "  -h, --help               show this help\n";
 
 /* Connections the kernel queues before airlockd accepts them; the kernel
  * caps it at net.core.somaxconn. */
@@ -78,8 +78,10 @@ static bool quiet_logs;
 static bool git_host_valid(const char *h)
 {
         size_t n = strlen(h);
-        return n > 0 && n <= 253 && strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789-.") == n && h[0] != '-' && h[0] != '.';
+        return n > 0 && n <= 253 &&
+               strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "0123456789-.") == n &&
+               h[0] != '-' && h[0] != '.';
 }
 
 /* NAME in the directory of path. */
@@ -202,9 +204,47 @@ static char *find_airlock(void)
         return NULL;
 }
 
+/* Started by airlockd.socket: the service manager made the socket and
+ * passes it as fd 3 (LISTEN_PID, LISTEN_FDS=1; sd_listen_fds(3)). Returns
+ * the fd, -1 when not activated, or -errno when what was passed is not one
+ * listening unix stream socket. */
+static bool socket_activated;
+
+static int activated_fd(void)
+{
+        const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+        char self[32];
+        snprintf(self, sizeof(self), "%ld", (long)getpid());
+        if (!pid || !fds || strcmp(pid, self) != 0)
+                return -1;
+        unsetenv("LISTEN_PID");
+        unsetenv("LISTEN_FDS");
+        unsetenv("LISTEN_FDNAMES");
+        int dom = 0, acc = 0;
+        socklen_t len = sizeof(int);
+        if (strcmp(fds, "1") != 0 || getsockopt(3, SOL_SOCKET, SO_DOMAIN, &dom, &len) < 0 ||
+            dom != AF_UNIX || getsockopt(3, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0 || !acc)
+                return -EINVAL;
+        int fl = fcntl(3, F_GETFL);
+        if (fl < 0 || fcntl(3, F_SETFD, FD_CLOEXEC) < 0 || fcntl(3, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        socket_activated = true;
+        return 3;
+}
+
 static int listen_unix(struct daemon *d, const char *path, struct evconnlistener **ret,
                        struct al_error *err)
 {
+        int afd = activated_fd();
+        if (afd == -EINVAL)
+                return al_error_set(err, EINVAL, "LISTEN_FDS: expected one listening unix socket");
+        if (afd < -1)
+                return al_error_set(err, -afd, "the socket passed by the service manager");
+        if (afd == 3) {
+                *ret = evconnlistener_new(d->base, NULL, NULL,
+                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, afd);
+                return *ret ? 0 : al_error_set(err, ENOMEM, "listening on fd 3");
+        }
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(path) >= sizeof(sa.sun_path))
                 return al_error_set(err, ENAMETOOLONG, "socket %s", path);
@@ -228,7 +268,8 @@ static int listen_unix(struct daemon *d, const char *path, struct evconnlistener
                         return al_error_set(err, EEXIST, "%s exists and is not a socket", path);
                 _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-                        return al_error_set(err, EADDRINUSE, "another airlockd listens on %s", path);
+                        return al_error_set(err, EADDRINUSE, "another airlockd listens on %s",
+                                            path);
                 unlink(path);
         }
         mode_t old = umask(0117);
@@ -242,8 +283,8 @@ static int listen_unix(struct daemon *d, const char *path, struct evconnlistener
                 return al_error_set(err, errno, "listening on %s", path);
         /* A backlog of 0 tells libevent the socket already listens; -1
          * would have it call listen(fd, 128) again and shrink the queue. */
-        *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                                  0, fd);
+        *ret = evconnlistener_new(d->base, NULL, NULL,
+                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
         if (!*ret)
                 return al_error_set(err, ENOMEM, "listening on %s", path);
         TAKE_FD(fd);
@@ -258,9 +299,10 @@ static int listen_tcp(struct daemon *d, const char *addr, struct evconnlistener 
         if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &len) < 0 ||
             (ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_port == 0) ||
             (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port == 0))
-                return al_error_set(err, 0, "--listen \"%s\": expected HOST:PORT, e.g. 127.0.0.1:7070",
-                                    addr);
-        _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                return al_error_set(
+                    err, 0, "--listen \"%s\": expected HOST:PORT, e.g. 127.0.0.1:7070", addr);
+        _cleanup_close_ int fd =
+            socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return al_error_set(err, errno, "socket");
         int one = 1;
@@ -271,8 +313,8 @@ static int listen_tcp(struct daemon *d, const char *addr, struct evconnlistener 
                 return al_error_set(err, errno, "listening on %s", addr);
         /* A backlog of 0 tells libevent the socket already listens; -1
          * would have it call listen(fd, 128) again and shrink the queue. */
-        *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                                  0, fd);
+        *ret = evconnlistener_new(d->base, NULL, NULL,
+                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
         if (!*ret)
                 return al_error_set(err, ENOMEM, "listening on %s", addr);
         TAKE_FD(fd);
@@ -292,8 +334,9 @@ static void check_somaxconn(struct daemon *d)
         buf[strcspn(buf, "\n")] = '\0';
         uint64_t v;
         if (safe_atou64(buf, &v) == 0 && v < LISTEN_BACKLOG)
-                daemon_log(d, "net.core.somaxconn is %" PRIu64 ": the listen backlog is %" PRIu64
-                              ", not %d; raise it with sysctl for bursts of connections",
+                daemon_log(d,
+                           "net.core.somaxconn is %" PRIu64 ": the listen backlog is %" PRIu64
+                           ", not %d; raise it with sysctl for bursts of connections",
                            v, v, LISTEN_BACKLOG);
 }
 
@@ -324,35 +367,54 @@ static void raise_nofile(void)
 
 int main(int argc, char **argv)
 {
-        enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
-               OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_GIT_HOST,
-               OPT_NO_GIT_HELPER, OPT_AUDIT_ROTATE, OPT_REQUEST_TIMEOUT, OPT_MAX_CONNECTIONS,
-               OPT_MAX_PEER, OPT_RETAIN };
-        static const struct option opts[] = {
-                {"socket", required_argument, NULL, OPT_SOCKET},
-                {"listen", required_argument, NULL, OPT_LISTEN},
-                {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-                {"run-dir", required_argument, NULL, OPT_RUN_DIR},
-                {"audit", required_argument, NULL, OPT_AUDIT},
-                {"audit-rotate", required_argument, NULL, OPT_AUDIT_ROTATE},
-                {"airlock", required_argument, NULL, OPT_AIRLOCK},
-                {"pool", required_argument, NULL, OPT_POOL},
-                {"max-sandboxes", required_argument, NULL, OPT_MAX},
-                {"ready-timeout", required_argument, NULL, OPT_READY},
-                {"gc-interval", required_argument, NULL, OPT_GC},
-                {"quiet", no_argument, NULL, OPT_QUIET},
-                {"secrets", required_argument, NULL, OPT_SECRETS},
-                {"git-host", required_argument, NULL, OPT_GIT_HOST},
-                {"no-git-helper", no_argument, NULL, OPT_NO_GIT_HELPER},
-                {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
-                {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
-                {"max-peer-connections", required_argument, NULL, OPT_MAX_PEER},
-                {"retain", required_argument, NULL, OPT_RETAIN},
-                {"help", no_argument, NULL, 'h'},
-                {NULL, 0, NULL, 0},
+        enum {
+                OPT_SOCKET = 256,
+                OPT_LISTEN,
+                OPT_STATE_DIR,
+                OPT_RUN_DIR,
+                OPT_AUDIT,
+                OPT_AIRLOCK,
+                OPT_POOL,
+                OPT_MAX,
+                OPT_READY,
+                OPT_GC,
+                OPT_QUIET,
+                OPT_SECRETS,
+                OPT_GIT_HOST,
+                OPT_NO_GIT_HELPER,
+                OPT_AUDIT_ROTATE,
+                OPT_REQUEST_TIMEOUT,
+                OPT_MAX_CONNECTIONS,
+                OPT_MAX_PEER,
+                OPT_RETAIN
         };
-        struct daemon_options o = {.max_sandboxes = 1000, .ready_timeout_ms = 30000,
-                                   .gc_interval_ms = 1000, .git_helper = true,
+        static const struct option opts[] = {
+            {"socket", required_argument, NULL, OPT_SOCKET},
+            {"listen", required_argument, NULL, OPT_LISTEN},
+            {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+            {"run-dir", required_argument, NULL, OPT_RUN_DIR},
+            {"audit", required_argument, NULL, OPT_AUDIT},
+            {"audit-rotate", required_argument, NULL, OPT_AUDIT_ROTATE},
+            {"airlock", required_argument, NULL, OPT_AIRLOCK},
+            {"pool", required_argument, NULL, OPT_POOL},
+            {"max-sandboxes", required_argument, NULL, OPT_MAX},
+            {"ready-timeout", required_argument, NULL, OPT_READY},
+            {"gc-interval", required_argument, NULL, OPT_GC},
+            {"quiet", no_argument, NULL, OPT_QUIET},
+            {"secrets", required_argument, NULL, OPT_SECRETS},
+            {"git-host", required_argument, NULL, OPT_GIT_HOST},
+            {"no-git-helper", no_argument, NULL, OPT_NO_GIT_HELPER},
+            {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+            {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+            {"max-peer-connections", required_argument, NULL, OPT_MAX_PEER},
+            {"retain", required_argument, NULL, OPT_RETAIN},
+            {"help", no_argument, NULL, 'h'},
+            {NULL, 0, NULL, 0},
+        };
+        struct daemon_options o = {.max_sandboxes = 1000,
+                                   .ready_timeout_ms = 30000,
+                                   .gc_interval_ms = 1000,
+                                   .git_helper = true,
                                    .retain_ms = PRUNE_RETAIN_DEFAULT_MS};
         struct http_limits hl = {.request_timeout_ms = HTTP_REQUEST_TIMEOUT_MS,
                                  .max_connections = HTTP_MAX_CONNECTIONS,
@@ -381,7 +443,9 @@ int main(int argc, char **argv)
                 case OPT_AUDIT_ROTATE: {
                         struct audit_options check = {0};
                         if (audit_parse_rotate(optarg, &check) < 0) {
-                                fprintf(stderr, "airlockd: --audit-rotate \"%s\": expected SIZE[:KEEP], e.g. 64M:8, or never\n",
+                                fprintf(stderr,
+                                        "airlockd: --audit-rotate \"%s\": expected SIZE[:KEEP], "
+                                        "e.g. 64M:8, or never\n",
                                         optarg);
                                 return 2;
                         }
@@ -394,8 +458,9 @@ int main(int argc, char **argv)
                 case OPT_POOL:
                         if (o.n_pools >= DAEMON_POOL_CLASSES ||
                             parse_pool(optarg, &o.pools[o.n_pools]) < 0) {
-                                fprintf(stderr, "airlockd: --pool \"%s\": expected CLASS=N with CLASS one "
-                                                "of small, medium, large, xlarge and N up to 1000\n",
+                                fprintf(stderr,
+                                        "airlockd: --pool \"%s\": expected CLASS=N with CLASS one "
+                                        "of small, medium, large, xlarge and N up to 1000\n",
                                         optarg);
                                 return 2;
                         }
@@ -403,21 +468,24 @@ int main(int argc, char **argv)
                         break;
                 case OPT_MAX:
                         if (safe_atou64(optarg, &o.max_sandboxes) < 0) {
-                                fprintf(stderr, "airlockd: --max-sandboxes \"%s\": expected a number\n",
+                                fprintf(stderr,
+                                        "airlockd: --max-sandboxes \"%s\": expected a number\n",
                                         optarg);
                                 return 2;
                         }
                         break;
                 case OPT_READY:
                         if (parse_seconds_ms(optarg, &o.ready_timeout_ms) < 0) {
-                                fprintf(stderr, "airlockd: --ready-timeout \"%s\": expected seconds\n",
+                                fprintf(stderr,
+                                        "airlockd: --ready-timeout \"%s\": expected seconds\n",
                                         optarg);
                                 return 2;
                         }
                         break;
                 case OPT_GC:
                         if (parse_seconds_ms(optarg, &o.gc_interval_ms) < 0) {
-                                fprintf(stderr, "airlockd: --gc-interval \"%s\": expected seconds\n",
+                                fprintf(stderr,
+                                        "airlockd: --gc-interval \"%s\": expected seconds\n",
                                         optarg);
                                 return 2;
                         }
@@ -427,8 +495,9 @@ int main(int argc, char **argv)
                         break;
                 case OPT_RETAIN:
                         if (prune_parse_retain(optarg, &o.retain_ms) < 0 || o.retain_ms == 0) {
-                                fprintf(stderr, "airlockd: --retain \"%s\": expected a duration such "
-                                                "as 7d, 12h or 30m\n",
+                                fprintf(stderr,
+                                        "airlockd: --retain \"%s\": expected a duration such "
+                                        "as 7d, 12h or 30m\n",
                                         optarg);
                                 return 2;
                         }
@@ -438,8 +507,10 @@ int main(int argc, char **argv)
                         break;
                 case OPT_GIT_HOST:
                         if (!git_host_valid(optarg)) {
-                                fprintf(stderr, "airlockd: --git-host \"%s\": expected a host name "
-                                                "such as git.example.com\n", optarg);
+                                fprintf(stderr,
+                                        "airlockd: --git-host \"%s\": expected a host name "
+                                        "such as git.example.com\n",
+                                        optarg);
                                 return 2;
                         }
                         git_hosts = strv_append(git_hosts, &n_git_hosts, optarg);
@@ -450,8 +521,9 @@ int main(int argc, char **argv)
                 case OPT_REQUEST_TIMEOUT:
                         if (parse_seconds_ms(optarg, &hl.request_timeout_ms) < 0 ||
                             hl.request_timeout_ms > 3600 * 1000) {
-                                fprintf(stderr, "airlockd: --request-timeout \"%s\": expected "
-                                                "seconds, more than 0 and up to 3600\n",
+                                fprintf(stderr,
+                                        "airlockd: --request-timeout \"%s\": expected "
+                                        "seconds, more than 0 and up to 3600\n",
                                         optarg);
                                 return 2;
                         }
@@ -461,8 +533,9 @@ int main(int argc, char **argv)
                         uint64_t *v = c == OPT_MAX_CONNECTIONS ? &hl.max_connections
                                                                : &hl.max_peer_connections;
                         if (safe_atou64(optarg, v) < 0 || *v > 1000000) {
-                                fprintf(stderr, "airlockd: --%s \"%s\": expected a number up to "
-                                                "1000000 (0: no maximum)\n",
+                                fprintf(stderr,
+                                        "airlockd: --%s \"%s\": expected a number up to "
+                                        "1000000 (0: no maximum)\n",
                                         c == OPT_MAX_CONNECTIONS ? "max-connections"
                                                                  : "max-peer-connections",
                                         optarg);
@@ -474,13 +547,15 @@ int main(int argc, char **argv)
                         fputs(usage_text, stdout);
                         return 0;
                 default:
-                        fprintf(stderr, "airlockd: unknown or incomplete option \"%s\" (see --help)\n",
+                        fprintf(stderr,
+                                "airlockd: unknown or incomplete option \"%s\" (see --help)\n",
                                 argv[optind - 1]);
                         return 2;
                 }
         }
         if (optind < argc) {
-                fprintf(stderr, "airlockd: unexpected argument \"%s\" (see --help)\n", argv[optind]);
+                fprintf(stderr, "airlockd: unexpected argument \"%s\" (see --help)\n",
+                        argv[optind]);
                 return 2;
         }
 
@@ -492,7 +567,8 @@ int main(int argc, char **argv)
         }
         const char *xdg = getenv("XDG_RUNTIME_DIR");
         if (!root && (!xdg || xdg[0] != '/') && (!o.socket_path || !o.run_dir)) {
-                fprintf(stderr, "airlockd: XDG_RUNTIME_DIR is not set; give --socket and --run-dir\n");
+                fprintf(stderr,
+                        "airlockd: XDG_RUNTIME_DIR is not set; give --socket and --run-dir\n");
                 return 2;
         }
 
@@ -547,8 +623,8 @@ int main(int argc, char **argv)
         }
         if (strlen(d.run_dir) + sizeof("/0123456789abcdef/control.sock") >
             sizeof(((struct sockaddr_un *)0)->sun_path)) {
-                r = al_error_set(&err, ENAMETOOLONG, "--run-dir %s: too long for the control sockets",
-                                 d.run_dir);
+                r = al_error_set(&err, ENAMETOOLONG,
+                                 "--run-dir %s: too long for the control sockets", d.run_dir);
                 goto out;
         }
         static const char *const subdirs[] = {"", "/sandboxes", "/workspaces", "/kept"};
@@ -634,7 +710,7 @@ out:
         if (d.http)
                 evhttp_free(d.http);
         http_guard_shutdown();
-        if (lu)
+        if (lu && !socket_activated)
                 unlink(d.socket_path);
         if (d.gc_timer)
                 event_free(d.gc_timer);
