@@ -181,6 +181,12 @@ static int verify_main(int argc, char **argv)
                 else
                         printf("audit: %s: line %" PRIu64 ": %s\n", paths[res.bad_file],
                                res.bad_line, res.reason);
+                /* Several FILEs are one chain; separate logs look broken. */
+                if (n > 1 && argc - optind > 1 && res.bad_file > 0)
+                        printf("audit: the %zu FILEs were checked as one rotated log, oldest "
+                               "first (FILE.N ... FILE.1 FILE); to check separate logs, run "
+                               "'airlock audit verify FILE' once for each\n",
+                               n);
                 return EXIT_BAD;
         }
         printf("audit: %" PRIu64 " lines OK", res.lines);

@@ -433,6 +433,12 @@ int cmd_discard(int argc, char **argv)
         int r = find_sandbox("discard", json, root, argv[first], &dir, &full_id);
         if (r)
                 return r;
+        /* Paths taken by an earlier partial accept stay in the workspace. */
+        size_t taken = 0;
+        _cleanup_free_ char *meta = xasprintf("%s/meta.json", dir);
+        json_t *m = json_load_file(meta, 0, NULL);
+        taken = json_array_size(json_object_get(m, "accepted"));
+        json_decref(m);
         struct al_error err = {0};
         r = review_discard(dir, &err);
         if (r < 0) {
@@ -445,7 +451,12 @@ int cmd_discard(int argc, char **argv)
                 json_line(json_pack("{s:s, s:s}", "sandbox", full_id, "state", "discarded"));
                 return 0;
         }
-        printf("discard: the changes of sandbox %s are gone; the workspace is as it was\n",
-               argv[first]);
+        if (taken)
+                printf("discard: the remaining changes of sandbox %s are gone; the %zu %s taken "
+                       "by an earlier 'airlock accept' stay in the workspace\n",
+                       argv[first], taken, taken == 1 ? "path" : "paths");
+        else
+                printf("discard: the changes of sandbox %s are gone; the workspace is as it was\n",
+                       argv[first]);
         return 0;
 }

@@ -197,11 +197,23 @@ static int add_inject(struct policy *p, const char *arg, char *msg, size_t msgle
                 snprintf(msg, msglen, "--inject \"%s\": expected ROUTE:HEADER=VALUE", arg);
                 return -EINVAL;
         }
+        const char *value = eq + 1;
+        size_t vlen = strlen(value);
+        if (vlen == 0 || value[vlen - 1] == ' ') {
+                snprintf(msg, msglen,
+                         "--inject \"%s\": the value is empty or ends in a space; a ${secret:KEY} in "
+                         "double quotes is expanded to nothing by the shell: put the value in single "
+                         "quotes, e.g. --inject '%.*s${secret:KEY}'",
+                         arg, (int)(eq + 1 - arg), arg);
+                return -EINVAL;
+        }
         _cleanup_free_ char *name = strndup(arg, (size_t)(colon - arg));
         struct policy_route *r = find_route(p, name);
         if (!r) {
-                snprintf(msg, msglen, "--inject \"%s\": no route \"%s\" (give --route first)", arg,
-                         name);
+                snprintf(msg, msglen,
+                         "--inject \"%s\": no route \"%s\" (give --route %s=URL, or a route of "
+                         "that name in the policy)",
+                         arg, name, name);
                 return -EINVAL;
         }
         r->inject = xrealloc(r->inject, r->n_inject + 1, sizeof(*r->inject));
@@ -277,6 +289,8 @@ int cmd_run(int argc, char **argv)
         char msg[AL_ERROR_MAX];
         char cwd[PATH_MAX];
         struct policy *p = policy_new();
+        _cleanup_strv_ char **injects = NULL;
+        size_t n_injects = 0;
         int c, r;
 
         if (!getcwd(cwd, sizeof(cwd))) {
@@ -411,8 +425,8 @@ int cmd_run(int argc, char **argv)
                 case OPT_ROUTE:
                         r = add_route(p, optarg, msg, sizeof(msg));
                         break;
-                case OPT_INJECT:
-                        r = add_inject(p, optarg, msg, sizeof(msg));
+                case OPT_INJECT: /* after every --route: applied below */
+                        injects = strv_append(injects, &n_injects, optarg);
                         break;
                 case OPT_SECRETS:
                         a.secrets_file = optarg;
@@ -466,6 +480,11 @@ int cmd_run(int argc, char **argv)
                         return fail_setup(&a, msg[0] ? msg : err.msg);
                 }
         }
+        for (size_t i = 0; i < n_injects; i++)
+                if (add_inject(p, injects[i], msg, sizeof(msg)) < 0) {
+                        policy_free(p);
+                        return fail_setup(&a, msg);
+                }
         if (optind >= argc) {
                 policy_free(p);
                 return fail_setup(&a, "run: no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
@@ -551,8 +570,9 @@ int cmd_run(int argc, char **argv)
                 return fail_setup(&a, err.msg);
         }
 
-        if (res.error_code && (!a.quiet || res.exit_code == EXIT_SETUP || res.exit_code == 126 ||
-                               res.exit_code == 127))
+        /* The one line naming why Airlock ended the run (errorCode) is an
+         * error, printed under -q too. */
+        if (res.error_code)
                 fprintf(stderr, "airlock: %s%s%s\n", res.error_code, res.message[0] ? ": " : "",
                         res.message);
 

@@ -756,7 +756,7 @@ static void read_head(struct rconn *c)
 /* Every answer is checked; one private answer refuses the upstream. */
 static void check_and_connect(struct rconn *c)
 {
-        char line[512], addr[NETGATE_ADDR_STRLEN];
+        char line[1024], addr[NETGATE_ADDR_STRLEN];
         for (size_t i = 0; i < c->cand.n; i++) {
                 const char *range = netgate_address_refused(c->rs->g, &c->cand.addr[i]);
                 if (range) {
@@ -766,8 +766,9 @@ static void check_and_connect(struct rconn *c)
                         netgate_addr_format(&c->addr, addr);
                         snprintf(line, sizeof(line),
                                  "airlock: route %s: %s is at %s (%s), not in "
-                                 "network.allowPrivate\n",
-                                 c->rt->name, c->rt->host.name, addr, range);
+                                 "network.allowPrivate: allow it with --allow-private %s "
+                                 "(or \"allowPrivate\": [\"%s\"] in the policy)\n",
+                                 c->rt->name, c->rt->host.name, addr, range, addr, addr);
                         refuse(c, 403, "Forbidden", "private_address", line);
                         return;
                 }
