@@ -200,11 +200,12 @@ static int add_inject(struct policy *p, const char *arg, char *msg, size_t msgle
         const char *value = eq + 1;
         size_t vlen = strlen(value);
         if (vlen == 0 || value[vlen - 1] == ' ') {
-                snprintf(msg, msglen,
-                         "--inject \"%s\": the value is empty or ends in a space; a ${secret:KEY} in "
-                         "double quotes is expanded to nothing by the shell: put the value in single "
-                         "quotes, e.g. --inject '%.*s${secret:KEY}'",
-                         arg, (int)(eq + 1 - arg), arg);
+                snprintf(
+                    msg, msglen,
+                    "--inject \"%s\": the value is empty or ends in a space; a ${secret:KEY} in "
+                    "double quotes is expanded to nothing by the shell: put the value in single "
+                    "quotes, e.g. --inject '%.*s${secret:KEY}'",
+                    arg, (int)(eq + 1 - arg), arg);
                 return -EINVAL;
         }
         _cleanup_free_ char *name = strndup(arg, (size_t)(colon - arg));

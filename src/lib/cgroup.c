@@ -282,13 +282,13 @@ static void rootless_hint(const struct cgroup *cg, int r, struct al_error *err)
             (r != -EACCES && r != -EPERM && r != -EROFS && r != -EOPNOTSUPP && r != -EBUSY))
                 return;
         const char *hint =
-                cg->ops == &cgroup_v2_ops
-                        ? "; this host has cgroup v2: run Airlock in a delegated cgroup, e.g. "
-                          "'systemd-run --user --scope -p Delegate=yes airlock run ...' "
-                          "(docs/rootless.md, \"cgroup v2\")"
-                        : "; this host has cgroup v1: root must give you a cgroup of your own in "
-                          "the memory, pids, cpu and cpuacct hierarchies and start you in it "
-                          "(docs/rootless.md, \"cgroup v1\")";
+            cg->ops == &cgroup_v2_ops
+                ? "; this host has cgroup v2: run Airlock in a delegated cgroup, e.g. "
+                  "'systemd-run --user --scope -p Delegate=yes airlock run ...' "
+                  "(docs/rootless.md, \"cgroup v2\")"
+                : "; this host has cgroup v1: root must give you a cgroup of your own in "
+                  "the memory, pids, cpu and cpuacct hierarchies and start you in it "
+                  "(docs/rootless.md, \"cgroup v1\")";
         size_t len = strlen(err->msg);
         snprintf(err->msg + len, sizeof(err->msg) - len, "%s", hint);
 }
