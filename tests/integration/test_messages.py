@@ -223,3 +223,24 @@ def test_clean_environment_docs_agree_with_the_sandbox(airlock):
     assert p.returncode == 0, p.stderr
     names = {line.split("=", 1)[0] for line in p.stdout.splitlines() if "=" in line}
     assert names == cli, (names, cli)
+
+
+# --- the sandbox names its own user ---------------------------------------------
+
+def test_id_inside_names_the_sandbox_user(airlock):
+    ws = airlock.make_dir()
+    p = airlock.run(["run", "-q", "-w", ws, "--audit", ws / "audit.jsonl", "--", "sh", "-c",
+                     "id; echo $USER; echo x >> /etc/passwd && echo WROTE"], timeout=60)
+    assert p.returncode != 0 or "WROTE" not in p.stdout
+    lines = p.stdout.splitlines()
+    assert lines[0] == "uid=1000(agent) gid=1000(agent) groups=1000(agent)", p.stdout
+    assert lines[1] == "agent"
+    assert "WROTE" not in p.stdout, "the sandbox's /etc/passwd is writable"
+
+
+def test_id_inside_as_uid_0_is_root(airlock):
+    ws = airlock.make_dir()
+    p = airlock.run(["run", "-q", "-w", ws, "--audit", ws / "audit.jsonl", "--uid", "0", "--",
+                     "sh", "-c", "id -un; id -gn; getent passwd root | cut -d: -f6"], timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["root", "root", "/root"]
