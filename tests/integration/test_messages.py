@@ -244,3 +244,36 @@ def test_id_inside_as_uid_0_is_root(airlock):
                      "sh", "-c", "id -un; id -gn; getent passwd root | cut -d: -f6"], timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["root", "root", "/root"]
+
+
+# --- a spent budget: what the docs say is what the log holds ---------------------
+
+BUDGET_CALL = ("import urllib.request, urllib.error\n"
+               "for i in range(2):\n"
+               "    try:\n"
+               "        urllib.request.urlopen('http://up.test:9/', timeout=20)\n"
+               "    except urllib.error.HTTPError as e:\n"
+               "        print(e.code)\n"
+               "    except OSError as e:\n"
+               "        print('error', e)\n")
+
+
+def test_spent_budget_is_logged_as_the_docs_say(airlock):
+    ws = airlock.make_dir()
+    (ws / "call.py").write_text(BUDGET_CALL)
+    (ws / "policy.json").write_text(json.dumps({"network": {"budget": {"requests": 1}}}))
+    airlock.chown(ws)
+    p = airlock.run(["run", "-q", "-w", ws, "--audit", ws / "audit.jsonl", "-p", ws / "policy.json",
+                     "--allow", "up.test:9", "--host", "up.test=127.0.0.1",
+                     "--allow-private", "127.0.0.1", "--", "python3", "/workspace/call.py"],
+                    timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == "429", p.stdout
+    events = _lines(ws / "audit.jsonl")
+    refused = [e for e in events if e["kind"] == "net.decision"
+               and e.get("reason") == "budget_requests"]
+    assert refused and refused[0]["decision"] == "deny" and refused[0]["status"] == 429
+    assert not [e for e in events if e["kind"] == "limit.hit"]
+    cli = re.sub(r"\s+", " ", (DOCS / "cli.md").read_text())
+    assert ('A spent network budget is not a `limit.hit`' in cli
+            and '`"reason": "budget_requests"`' in cli)
