@@ -277,3 +277,43 @@ def test_spent_budget_is_logged_as_the_docs_say(airlock):
     cli = re.sub(r"\s+", " ", (DOCS / "cli.md").read_text())
     assert ('A spent network budget is not a `limit.hit`' in cli
             and '`"reason": "budget_requests"`' in cli)
+
+
+# --- exec output over the API as text ------------------------------------------
+
+def test_exec_encoding_utf8_gives_text_where_the_bytes_are_text(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the daemon tests run as root")
+    import sys
+    sys.path.insert(0, str(REPO / "tests/daemon"))
+    from daemonlib import Daemon
+    d = Daemon(tmp_path / "d")
+    d.base.mkdir()
+    d.admin = d.grant("admin", "--allow-sandbox", "--allow-exec")
+    d.start()
+    try:
+        c = d.client(d.admin, timeout=60)
+        sb = c.create(sandbox_class="small")
+        body = json.dumps({"argv": ["sh", "-c", "printf 'h\\303\\251 ok\\n'; printf '\\377\\376' >&2"]})
+
+        def lines(query):
+            status, _, data = c.request("POST", "/v1/sandboxes/%s/exec%s" % (sb["id"], query),
+                                        body.encode(), "application/json")
+            return status, [json.loads(x) for x in data.splitlines() if x.strip()]
+
+        status, evs = lines("?encoding=utf8")
+        assert status == 200, evs
+        out = [e for e in evs if e["type"] == "stdout"]
+        err = [e for e in evs if e["type"] == "stderr"]
+        assert "".join(e["text"] for e in out) == "hé ok\n"
+        assert all("data" not in e for e in out)
+        # Bytes that are not UTF-8 stay base64.
+        assert err and all("text" not in e and "data" in e for e in err)
+        # The default is unchanged: base64 "data".
+        status, evs = lines("")
+        assert [e for e in evs if e["type"] == "stdout"][0]["data"] == "aMOpIG9rCg=="
+        status, evs = lines("?encoding=latin1")
+        assert status == 400 and "utf8" in evs[0]["message"]
+        c.delete(sb["id"])
+    finally:
+        d.cleanup(d.admin)
