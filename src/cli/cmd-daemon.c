@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "help.h"
 #include "commands.h"
 #include "util.h"
 
@@ -365,7 +366,7 @@ enum { O_SOCKET = 1000, O_URL, O_TOKEN };
 
 static const char common_help[] =
         "\n"
-        "Reaching the daemon:\n"
+        "More options, to reach the daemon:\n"
         "      --socket PATH   airlockd's unix socket (default: $AIRLOCK_SOCKET, else\n"
         "                      /run/airlock/airlockd.sock for root,\n"
         "                      $XDG_RUNTIME_DIR/airlock/airlockd.sock otherwise)\n"
@@ -437,6 +438,12 @@ static int bad_option(const char *cmd, char **argv)
         return EXIT_USAGE;
 }
 
+static void print_help(const char *usage, const char *cmd)
+{
+        _cleanup_free_ char *t = xasprintf("%s%s", usage, common_help);
+        help_print(stdout, t, cmd);
+}
+
 /* For the commands that take only the common options. Returns the exit
  * status when the command is done (help, or a bad option), else -1. */
 static int common_options_only(const char *cmd, const char *usage, int argc, char **argv,
@@ -450,7 +457,7 @@ static int common_options_only(const char *cmd, const char *usage, int argc, cha
                 if (common_opt(c, co))
                         continue;
                 if (c == 'h') {
-                        printf("%s%s", usage, common_help);
+                        print_help(usage, cmd);
                         return 0;
                 }
                 return bad_option(cmd, argv);
@@ -466,16 +473,23 @@ static const char create_usage[] =
         "Ask airlockd for a new sandbox and print its id. The sandbox lives until\n"
         "'airlock rm', its TTL or its idle timeout.\n"
         "\n"
+        "Examples:\n"
+        "  airlock create --class small\n"
+        "  airlock create -w ~/src/project --review --ttl 3600\n"
+        "  airlock create --meta owner=ci --json\n"
+        "\n"
         "Options:\n"
         "      --class NAME          small, medium (default), large, xlarge\n"
         "  -p, --policy FILE         a policy document (docs/policy.md)\n"
         "      --meta KEY=VALUE      a metadata entry (repeatable), for 'airlock ls --meta'\n"
         "      --ttl SECONDS         destroy it this long after its creation\n"
-        "      --idle-timeout SEC    destroy it after this long without a request\n"
         "  -w, --workspace DIR       an existing host directory as its workspace (the grant\n"
         "                            must allow it); default: a new empty one\n"
         "      --review              mount the workspace copy-on-write; its changes wait\n"
         "                            for POST .../accept (docs/api.md)\n"
+        "\n"
+        "More options:\n"
+        "      --idle-timeout SEC    destroy it after this long without a request\n"
         "      --repo URL            the daemon clones URL on the host as the workspace\n"
         "      --rev REV             the branch, tag or commit of --repo to check out\n"
         "      --json                print the whole record\n";
@@ -580,7 +594,7 @@ int cmd_create(int argc, char **argv)
                         json_object_set_new(body, c == O_REPO ? "repo" : "rev", json_string(optarg));
                         break;
                 case 'h':
-                        printf("%s%s", create_usage, common_help);
+                        print_help(create_usage, "create");
                         ret = 0;
                         goto out;
                 default:
@@ -624,6 +638,11 @@ static const char ls_usage[] =
         "Usage: airlock ls [OPTIONS]\n"
         "\n"
         "List the daemon's sandboxes, newest first.\n"
+        "\n"
+        "Examples:\n"
+        "  airlock ls\n"
+        "  airlock ls --state running\n"
+        "  airlock ls --meta owner=ci --json\n"
         "\n"
         "Options:\n"
         "      --state STATE    only sandboxes in this state (starting, running, stopping,\n"
@@ -677,7 +696,7 @@ int cmd_ls(int argc, char **argv)
                         json_out = true;
                         break;
                 case 'h':
-                        printf("%s%s", ls_usage, common_help);
+                        print_help(ls_usage, "ls");
                         return 0;
                 default:
                         return bad_option("ls", argv);
@@ -830,6 +849,11 @@ static const char exec_usage[] =
         "stream its output. The exit status is the command's (124 on timeout, 128+N when\n"
         "killed by signal N); 125 when the daemon refused or failed.\n"
         "\n"
+        "Examples:\n"
+        "  airlock exec 3f2a -- make test\n"
+        "  airlock exec -i 3f2a -- python3 < job.py\n"
+        "  airlock exec --background 3f2a -- ./server\n"
+        "\n"
         "Options:\n"
         "      --env KEY=VALUE  add to the command's environment\n"
         "      --cwd DIR        working directory inside (default: /workspace)\n"
@@ -890,7 +914,7 @@ int cmd_exec(int argc, char **argv)
                         background = true;
                         break;
                 case 'h':
-                        printf("%s%s", exec_usage, common_help);
+                        print_help(exec_usage, "exec");
                         ret = 0;
                         goto out;
                 default:
@@ -967,7 +991,12 @@ static const char cp_usage[] =
         "is ID:PATH, PATH being relative to the workspace or under /workspace; the\n"
         "other is a local path, or - for stdin or stdout. Files are at most 16 MiB;\n"
         "missing directories in the sandbox are created. Symbolic links are not\n"
-        "followed out of the workspace, nor at all when writing.\n";
+        "followed out of the workspace, nor at all when writing.\n"
+        "\n"
+        "Examples:\n"
+        "  airlock cp input.csv 3f2a:data/input.csv\n"
+        "  airlock cp 3f2a:out/result.json .\n"
+        "  echo hi | airlock cp - 3f2a:hello.txt\n";
 
 static bool split_remote(const char *arg, char id[17], const char **path)
 {
@@ -1042,7 +1071,12 @@ static const char rm_usage[] =
         "Usage: airlock rm ID...\n"
         "\n"
         "Destroy sandboxes: their processes are killed, their daemon-made workspaces\n"
-        "removed. Copy out what you need first ('airlock cp').\n";
+        "removed. Copy out what you need first ('airlock cp').\n"
+        "\n"
+        "Examples:\n"
+        "  airlock rm 3f2a\n"
+        "  airlock rm 3f2a 9c1b\n"
+        "  airlock cp 3f2a:report.md . && airlock rm 3f2a\n";
 
 int cmd_rm(int argc, char **argv)
 {
@@ -1078,7 +1112,12 @@ static const char logs_usage[] =
         "\n"
         "Without PID: print the sandbox's lines of the audit log. With PID: print what a\n"
         "background process wrote (what was kept of it, then as it comes) until it ends;\n"
-        "the exit status is the process's.\n";
+        "the exit status is the process's.\n"
+        "\n"
+        "Examples:\n"
+        "  airlock logs 3f2a\n"
+        "  airlock logs 3f2a 2\n"
+        "  airlock exec --background 3f2a -- ./job && airlock logs 3f2a 1\n";
 
 int cmd_logs(int argc, char **argv)
 {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "help.h"
 #include "commands.h"
 #include "gitguard.h"
 #include "audit.h"
@@ -23,17 +24,28 @@
 static const char run_usage[] =
         "Usage: airlock run [OPTIONS] -- COMMAND [ARGS...]\n"
         "\n"
-        "Run COMMAND in a new sandbox: fresh user, mount, pid, net, ipc, uts and cgroup\n"
-        "namespaces, a root built from read-only system directories, the workspace at\n"
-        "/workspace, seccomp, Landlock, no capabilities, and resource limits.\n"
+        "Run COMMAND in a new sandbox: its own namespaces, read-only system directories,\n"
+        "the workspace at /workspace, seccomp, Landlock, no capabilities, resource limits.\n"
+        "\n"
+        "Examples:\n"
+        "  airlock run -w ~/src/project -- ./agent.sh\n"
+        "  airlock run --review -w . --memory 2G --timeout 600 -- ./agent.sh\n"
+        "  airlock run -w . --allow api.example.com -- python3 agent.py\n"
         "\n"
         "Options:\n"
         "  -p, --policy FILE        load a JSON policy (docs/policy.md); flags override it\n"
         "  -w, --workspace DIR      the workspace, mounted read-write at /workspace (default: .)\n"
-        "      --allow-broad-workspace  allow /, a system directory or a whole home as the\n"
-        "                           workspace (refused otherwise; the deny list still applies)\n"
         "      --review             mount the workspace copy-on-write; changes wait for\n"
         "                           'airlock accept ID' (or 'airlock discard ID')\n"
+        "      --timeout SECONDS    wall-clock limit; the whole tree dies (exit 124)\n"
+        "      --memory SIZE        memory limit, no swap, e.g. 512M (exit 137, oom_killed)\n"
+        "      --allow HOST[:PORT]  allow a destination through the network gate\n"
+        "      --route NAME=URL     a route: http://127.0.0.1:8080/NAME/... goes to URL\n"
+        "  -q, --quiet              print nothing of Airlock's own but errors\n"
+        "\n"
+        "More options:\n"
+        "      --allow-broad-workspace  allow /, a system directory or a whole home as the\n"
+        "                           workspace (refused otherwise; the deny list still applies)\n"
         "      --state-root DIR     keep a review sandbox's changes under DIR/sandboxes/ID\n"
         "                           (default: /var/lib/airlock, or ~/.local/state/airlock);\n"
         "                           give the same to diff, accept, discard and gc\n"
@@ -45,20 +57,16 @@ static const char run_usage[] =
         "      --rw SRC[:DST]       bind SRC read-write at DST\n"
         "      --deny-read PATH     hide PATH (file or directory) inside the sandbox\n"
         "      --read system|host   show the system directories (default) or all of /\n"
-        "      --timeout SECONDS    wall-clock limit; the whole tree dies (exit 124)\n"
-        "      --memory SIZE        memory limit, no swap, e.g. 512M (exit 137, oom_killed)\n"
         "      --pids N             process limit\n"
         "      --cpus N             cpu quota, e.g. 0.5\n"
         "      --class NAME         resource class: small, medium, large, xlarge\n"
         "      --env KEY=VALUE      set a variable in the sandbox's clean environment\n"
         "      --uid N              uid inside (default 1000; 0 is a fake root)\n"
         "      --net none|gated     network mode\n"
-        "      --allow HOST[:PORT]  allow a destination through the network gate\n"
         "      --deny HOST          deny a destination\n"
         "      --allow-private CIDR let the gate reach a private range\n"
         "      --host NAME=IP       answer NAME with IP without DNS\n"
         "      --net-log FILE       append every network decision to FILE as JSON lines\n"
-        "      --route NAME=URL     a route: http://127.0.0.1:8080/NAME/... goes to URL\n"
         "      --inject NAME:HEADER=VALUE  add HEADER to requests through route NAME\n"
         "                           (VALUE may use ${secret:KEY}, ${sandbox.id}, ${account})\n"
         "      --secrets FILE       host-side secrets (JSON or KEY=VALUE, mode 0600)\n"
@@ -69,7 +77,6 @@ static const char run_usage[] =
         "                           rotate the audit log at SIZE keeping KEEP older files\n"
         "                           (default 64M:8; \"never\": no rotation)\n"
         "      --result FILE        write the result JSON to FILE\n"
-        "  -q, --quiet              print nothing of Airlock's own but errors\n"
         "  -h, --help               show this help\n"
         "\n"
         "Exit status: the command's own; 128+N when killed by signal N; 124 on timeout;\n"
@@ -466,7 +473,7 @@ int cmd_run(int argc, char **argv)
                         a.quiet = true;
                         break;
                 case 'h':
-                        fputs(run_usage, stdout);
+                        help_print(stdout, run_usage, "run");
                         policy_free(p);
                         return 0;
                 default:

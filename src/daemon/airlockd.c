@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "../cli/help.h"
 #include "audit.h"
 #include "daemon.h"
 #include "http.h"
@@ -35,12 +36,23 @@ static const char usage_text[] =
     "them, each owned by its own supervisor, behind bearer-token grants\n"
     "('airlock grant create').\n"
     "\n"
+    "Examples:\n"
+    "  airlockd\n"
+    "  airlockd --listen 127.0.0.1:7070 --pool small=4\n"
+    "  systemctl enable --now airlockd.socket\n"
+    "\n"
     "Options:\n"
     "      --socket PATH        the API's unix socket (default: /run/airlock/airlockd.sock\n"
     "                           for root, $XDG_RUNTIME_DIR/airlock/airlockd.sock otherwise)\n"
     "      --listen HOST:PORT   also serve on TCP, e.g. 127.0.0.1:7070\n"
     "      --state-dir DIR      the database and daemon-made workspaces (default:\n"
     "                           /var/lib/airlock/daemon, or ~/.local/state/airlock/daemon)\n"
+    "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
+    "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
+    "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
+    "  -h, --help               show this help\n"
+    "\n"
+    "More options:\n"
     "      --run-dir DIR        the supervisors' control sockets (default:\n"
     "                           /run/airlock/sandboxes, or $XDG_RUNTIME_DIR/airlock/sandboxes)\n"
     "      --audit FILE         the audit log (default: as 'airlock run')\n"
@@ -48,15 +60,12 @@ static const char usage_text[] =
     "                           daemon and its supervisors (default 64M:8; never)\n"
     "      --airlock PATH       the airlock binary that supervises sandboxes (default: the\n"
     "                           one next to airlockd)\n"
-    "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
     "      --max-sandboxes N    live sandboxes at most, pooled ones included (default: 1000;\n"
     "                           0: no maximum)\n"
     "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
     "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
     "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
     "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
-    "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
-    "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
     "      --git-host HOST      repositories may be cloned from HOST, which gets the\n"
     "                           daemon's git credentials (repeatable; without it only\n"
     "                           local repositories can be named)\n"
@@ -65,8 +74,7 @@ static const char usage_text[] =
     "                           its first byte (default: 30)\n"
     "      --max-connections N  API connections open at once (default: 4096)\n"
     "      --max-peer-connections N  per uid on the unix socket, per address on TCP\n"
-    "                           (default: 512)\n"
-    "  -h, --help               show this help\n";
+    "                           (default: 512)\n";
 
 /* Connections the kernel queues before airlockd accepts them; the kernel
  * caps it at net.core.somaxconn. */
@@ -544,7 +552,7 @@ int main(int argc, char **argv)
                         break;
                 }
                 case 'h':
-                        fputs(usage_text, stdout);
+                        help_print(stdout, usage_text, "airlockd");
                         return 0;
                 default:
                         fprintf(stderr,

@@ -64,6 +64,49 @@ def test_help_of_each_installed_program(root):
     assert p.returncode == 0 and "Usage: airlockd" in p.stdout
 
 
+def _examples(text):
+    lines = text.splitlines()
+    i = lines.index("Examples:")
+    out = []
+    for line in lines[i + 1:]:
+        if not line.strip():
+            break
+        out.append(line)
+    return out
+
+
+def test_every_help_fits_one_screen_with_three_uses_and_the_man_page(root):
+    helps = [([bin_(root, "airlock"), "--help"], "'man airlock'")]
+    helps += [([bin_(root, "airlock"), cmd, "--help"], "'man airlock-%s'" % cmd)
+              for cmd in COMMANDS]
+    helps += [([bin_(root, "airlock"), "audit", sub, "--help"], "'man airlock-audit'")
+              for sub in ["verify", "show"]]
+    helps += [([bin_(root, "airlockd"), "--help"], "'man airlockd'")]
+    env = {k: v for k, v in os.environ.items() if k != "AIRLOCK_HELP"}
+    for argv, man in helps:
+        p = sh(argv, env=env)
+        assert p.returncode == 0, (argv, p.stderr)
+        lines = p.stdout.splitlines()
+        assert len(lines) <= 24, (argv, len(lines), p.stdout)
+        assert max(len(x) for x in lines) <= 100, argv
+        ex = _examples(p.stdout)
+        assert len(ex) == 3 and all(x.startswith("  ") for x in ex), (argv, ex)
+        assert man in p.stdout, (argv, p.stdout)
+
+
+def test_airlock_help_cmd_prints_every_option(root):
+    short = sh([bin_(root, "airlock"), "run", "--help"]).stdout
+    full = sh([bin_(root, "airlock"), "help", "run"])
+    assert full.returncode == 0
+    assert "--inject" not in short and "--inject" in full.stdout
+    assert full.stdout.startswith(short.split("\nEvery option")[0].split("\n\nOptions")[0])
+    # export and push live in airlock-tools: the full text crosses the exec.
+    assert "--state-root" in sh([bin_(root, "airlock"), "help", "push"]).stdout
+    assert "--state-root" not in sh([bin_(root, "airlock"), "push", "--help"]).stdout
+    p = sh([bin_(root, "airlock"), "help", "nosuch"])
+    assert p.returncode == 2 and "unknown command" in p.stderr
+
+
 def test_installed_airlock_runs_a_sandbox(root, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
