@@ -33,7 +33,9 @@ def esc(s):
 
 
 def help_text(argv):
-    env = dict(os.environ, AIRLOCK_HELP="full")
+    # A sanitizer build's leak report must not fail the page.
+    env = dict(os.environ, AIRLOCK_HELP="full",
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
     p = subprocess.run(argv + ["--help"], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=30, check=False)
     if p.returncode != 0:
@@ -63,6 +65,7 @@ def body(text, out, first):
     in_examples = False
     in_term = False
     para = False
+    need_desc = False
     for line in lines:
         if line.startswith("Usage: "):
             if first:
@@ -70,7 +73,9 @@ def body(text, out, first):
             else:
                 out.append(".SH \"%s\"" % esc(line[7:].split(" [")[0].upper()))
             out.append(".B %s" % esc(line[7:]))
-            out.append(".SH DESCRIPTION" if first else ".PP")
+            need_desc = first
+            if not first:
+                out.append(".PP")
             para = True
             continue
         if not line.strip():
@@ -82,6 +87,7 @@ def body(text, out, first):
             continue
         m = HEAD.match(line)
         if m:
+            need_desc = False
             out.append(".SH \"%s\"" % esc(m.group(1).upper()))
             if m.group(1).lower().startswith("example"):
                 out.append(".nf")
@@ -105,7 +111,11 @@ def body(text, out, first):
             out.append(".B %s" % esc(m.group(1)))
             in_term = True
             continue
-        if not in_term and not para:
+        if need_desc:
+            out.append(".SH DESCRIPTION")
+            need_desc = False
+            para = True
+        elif not in_term and not para:
             out.append(".PP")
             para = True
         out.append(esc(line.strip()))

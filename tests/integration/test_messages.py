@@ -10,7 +10,14 @@ import subprocess
 
 import pytest
 
-from conftest import AIRLOCK_BIN, REPO, TEST_USER
+import pathlib
+
+# As tests/conftest.py has them (a module of that name may be another
+# suite's when several are collected together).
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
+BUILD = REPO / os.environ.get("AIRLOCK_BUILD", "build")
+AIRLOCK_BIN = REPO / os.environ.get("AIRLOCK_BIN", BUILD / "src/cli/airlock")
+TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
 
 DOCS = REPO / "docs"
 
