@@ -43,7 +43,7 @@ static const char accept_usage[] =
     "\n"
     "Apply the changes of review sandbox ID to its workspace: all, or those at or\n"
     "beneath each PATH (relative to the workspace), each file renamed into place.\n"
-    "Nothing is applied if a file it replaces changed since the sandbox started.\n"
+    "Nothing is applied if a file it replaces or removes changed since the start.\n"
     "\n"
     "Examples:\n"
     "  airlock accept 3f2a\n"
@@ -449,10 +449,9 @@ int cmd_discard(int argc, char **argv)
         if (r)
                 return r;
         /* Paths taken by an earlier partial accept stay in the workspace. */
-        size_t taken = 0;
         _cleanup_free_ char *meta = xasprintf("%s/meta.json", dir);
         json_t *m = json_load_file(meta, 0, NULL);
-        taken = json_array_size(json_object_get(m, "accepted"));
+        size_t taken = json_array_size(json_object_get(m, "accepted"));
         json_decref(m);
         struct al_error err = {0};
         r = review_discard(dir, &err);
