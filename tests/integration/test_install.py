@@ -174,7 +174,8 @@ def test_systemd_units_verify(root, tmp_path):
     service = (units / "airlockd.service").read_text()
     assert "ExecStart=/usr/bin/airlockd" in service
     for key in ["ProtectSystem=strict", "StateDirectory=airlock", "RuntimeDirectory=airlock",
-                "NoNewPrivileges=yes", "KillMode=process", "Delegate=yes"]:
+                "NoNewPrivileges=yes", "KillMode=process", "Delegate=yes", "PrivateTmp=yes",
+                "RuntimeDirectoryPreserve=yes"]:
         assert key in service, key
     # verify checks that ExecStart exists: point it into the staging root.
     (tmp_path / "airlockd.service").write_text(
