@@ -2,15 +2,20 @@
 
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+# make install: where the programs go (PREFIX/bin, PREFIX/share/man, ...), and
+# an optional staging root for packaging (DESTDIR).
+PREFIX ?= /usr/local
+DESTDIR ?=
 
 # Everything the build, the tests, the demo and the benchmarks need.
 PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev \
 	libevent-dev libseccomp-dev libssl-dev libsqlite3-dev libjansson-dev \
 	libgit2-dev libcriterion-dev python3 python3-pytest \
 	bubblewrap hyperfine iproute2 curl wget git procps util-linux \
-	ca-certificates openssl tinyproxy wrk
+	ca-certificates openssl tinyproxy wrk \
+	man-db groff-base
 
-.PHONY: all deps build test unit integration asan demo bench fuzz format clean
+.PHONY: all deps build install uninstall test unit integration asan demo bench fuzz format clean
 
 all: build
 
@@ -28,6 +33,18 @@ $(BUILD)/build.ninja:
 
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
+
+# airlock, airlockd and their helpers, a man page per command, bash and zsh
+# completion, airlockd.service and airlockd.socket. The build directory is
+# set up for PREFIX (it is kept in the build: change it with a new PREFIX).
+install: deps $(BUILD)/build.ninja
+	meson configure $(BUILD) -Dprefix=$(PREFIX)
+	ninja -C $(BUILD)
+	meson install -C $(BUILD) --no-rebuild $(if $(DESTDIR),--destdir $(abspath $(DESTDIR)))
+
+# Removes what the last install into the same PREFIX and DESTDIR put there.
+uninstall:
+	ninja -C $(BUILD) uninstall
 
 # Unit tests, then the integration and escape suites as root and as an
 # ordinary user, then all of it again under ASan+UBSan.

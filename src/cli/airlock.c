@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
+#include "help.h"
 #include "tools.h"
 
 static int tools_export(int argc, char **argv)
@@ -40,16 +42,50 @@ static const struct {
 
 static void usage(FILE *f)
 {
-        fprintf(f, "Usage: airlock COMMAND [OPTIONS]\n\nRun AI agents under hard isolation.\n\nCommands:\n");
-        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-                fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
-        fprintf(f, "\nSee 'airlock COMMAND --help'.\n");
+        fputs("Usage: airlock COMMAND [OPTIONS]\n"
+              "\n"
+              "Run AI agents under hard isolation.\n"
+              "\n"
+              "Examples:\n"
+              "  airlock run -w ~/src/project -- ./agent.sh\n"
+              "  airlock run --review -w . -- ./agent.sh\n"
+              "  airlock run -w . --allow api.example.com -- python3 agent.py\n"
+              "\n"
+              "Commands:\n",
+              f);
+        if (help_full())
+                for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+        else
+                fputs("  run       run a command in a new sandbox\n"
+                      "  audit     verify or show an audit log\n"
+                      "  diff, accept, discard     review what a --review sandbox changed\n"
+                      "  export, push              take the commits of a --repo sandbox\n"
+                      "  create, ls, exec, cp, rm, logs   use airlockd's sandboxes\n"
+                      "  grant     manage the tokens airlockd accepts\n"
+                      "  gc        remove records and reviewed changes past their retention\n"
+                      "  supervise run one long-lived sandbox (used by airlockd)\n",
+                      f);
+        fputs("\nA command's options: 'airlock COMMAND --help', all of them: 'airlock help "
+              "COMMAND'.\nManual: 'man airlock', 'man airlock-COMMAND'.\n",
+              f);
 }
 
 int main(int argc, char **argv)
 {
         if (argc < 2) {
                 usage(stderr);
+                return 2;
+        }
+        /* airlock help CMD: the command's whole help, as its man page has it. */
+        if (strcmp(argv[1], "help") == 0 && argc > 2) {
+                char *help_argv[] = {argv[2], "--help", NULL};
+                setenv("AIRLOCK_HELP", "full", 1);
+                for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                        if (strcmp(argv[2], commands[i].name) == 0)
+                                return commands[i].fn(2, help_argv);
+                fprintf(stderr, "airlock: help: unknown command \"%s\" (see 'airlock --help')\n",
+                        argv[2]);
                 return 2;
         }
         if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "apiclient.h"
+#include "help.h"
 #include "util.h"
 
 #define BODY_MAX (64u << 20) /* a whole response read into memory */
@@ -273,7 +274,7 @@ bool api_valid_id(const char *s)
 
 const char api_common_help[] =
     "\n"
-    "Reaching the daemon:\n"
+    "More options, to reach the daemon:\n"
     "      --socket PATH   airlockd's unix socket (default: $AIRLOCK_SOCKET, else\n"
     "                      /run/airlock/airlockd.sock for root,\n"
     "                      $XDG_RUNTIME_DIR/airlock/airlockd.sock otherwise)\n"
@@ -340,6 +341,12 @@ int api_bad_option(const char *cmd, char **argv)
         return EXIT_USAGE;
 }
 
+void api_print_help(const char *usage, const char *cmd)
+{
+        _cleanup_free_ char *t = xasprintf("%s%s", usage, api_common_help);
+        help_print(stdout, t, cmd);
+}
+
 /* For the commands that take only the common options. Returns the exit
  * status when the command is done (help, or a bad option), else -1. */
 int api_common_options_only(const char *cmd, const char *usage, int argc, char **argv,
@@ -353,7 +360,7 @@ int api_common_options_only(const char *cmd, const char *usage, int argc, char *
                 if (api_common_opt(c, co))
                         continue;
                 if (c == 'h') {
-                        printf("%s%s", usage, api_common_help);
+                        api_print_help(usage, cmd);
                         return 0;
                 }
                 return api_bad_option(cmd, argv);

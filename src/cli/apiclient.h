@@ -80,6 +80,9 @@ enum { API_O_SOCKET = 1000, API_O_URL, API_O_TOKEN };
         }
 
 extern const char api_common_help[];
+/* A command's help followed by the common options, short or whole
+ * (help.h), then where its man page is. */
+void api_print_help(const char *usage, const char *cmd);
 
 struct api_common {
         const char *socket_path;

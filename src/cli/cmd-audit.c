@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "help.h"
 #include "audit.h"
 #include "commands.h"
 #include "util.h"
@@ -19,7 +20,12 @@ static const char audit_usage[] =
     "  verify FILE...   check the hash chain of an audit log\n"
     "  show FILE        print the events of an audit log as a timeline\n"
     "\n"
-    "Run `airlock audit COMMAND --help` for the options of each.\n";
+    "Run `airlock audit COMMAND --help` for the options of each.\n"
+    "\n"
+    "Examples:\n"
+    "  airlock audit verify /var/lib/airlock/audit/audit.jsonl\n"
+    "  airlock audit show --sandbox 3f2a audit.jsonl\n"
+    "  airlock audit show --kind 'net.*' --json audit.jsonl\n";
 
 static const char verify_usage[] =
     "Usage: airlock audit verify [OPTIONS] FILE...\n"
@@ -31,14 +37,21 @@ static const char verify_usage[] =
     "the end of the newest file, or a change to its last line, can only be\n"
     "caught against a seq and hash recorded elsewhere.\n"
     "\n"
+    "Examples:\n"
+    "  airlock audit verify /var/lib/airlock/audit/audit.jsonl\n"
+    "  airlock audit verify --no-rotated audit.jsonl\n"
+    "  airlock audit verify audit.jsonl.2 audit.jsonl.1 audit.jsonl\n"
+    "\n"
     "Options:\n"
     "      --no-rotated           check FILE alone, not its rotated files\n"
     "      --from-rotated         the chain may start after seq 1 (older files\n"
     "                             rotated away; implied when rotated files exist)\n"
+    "  -h, --help                 show this help\n"
+    "\n"
+    "More options:\n"
     "      --expect-last SEQ[:SHA256]\n"
     "                             the chain must reach SEQ (and that line must\n"
     "                             have this hash)\n"
-    "  -h, --help                 show this help\n"
     "\n"
     "Exit status: 0 when the chain holds, 1 when it is broken, 2 on usage errors\n"
     "or unreadable files.\n";
@@ -48,6 +61,11 @@ static const char show_usage[] =
     "\n"
     "Print one line per event: time, sandbox, kind and the event's fields, from\n"
     "FILE's rotated files (FILE.N ... FILE.1) first, then FILE.\n"
+    "\n"
+    "Examples:\n"
+    "  airlock audit show audit.jsonl\n"
+    "  airlock audit show --sandbox 3f2a audit.jsonl\n"
+    "  airlock audit show --kind 'net.*' --json audit.jsonl\n"
     "\n"
     "Options:\n"
     "      --sandbox ID   only events of this sandbox (an id prefix is enough)\n"
@@ -99,7 +117,7 @@ static int verify_main(int argc, char **argv)
         while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
                 switch (c) {
                 case 'h':
-                        fputs(verify_usage, stdout);
+                        help_print(stdout, verify_usage, "audit");
                         return 0;
                 case OPT_ROTATED:
                         rotated = true;
@@ -181,6 +199,12 @@ static int verify_main(int argc, char **argv)
                 else
                         printf("audit: %s: line %" PRIu64 ": %s\n", paths[res.bad_file],
                                res.bad_line, res.reason);
+                /* Several FILEs are one chain; separate logs look broken. */
+                if (n > 1 && argc - optind > 1 && res.bad_file > 0)
+                        printf("audit: the %zu FILEs were checked as one rotated log, oldest "
+                               "first (FILE.N ... FILE.1 FILE); to check separate logs, run "
+                               "'airlock audit verify FILE' once for each\n",
+                               n);
                 return EXIT_BAD;
         }
         printf("audit: %" PRIu64 " lines OK", res.lines);
@@ -329,7 +353,7 @@ static int show_main(int argc, char **argv)
         while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
                 switch (c) {
                 case 'h':
-                        fputs(show_usage, stdout);
+                        help_print(stdout, show_usage, "audit");
                         return 0;
                 case OPT_SANDBOX:
                         ctx.sandbox = optarg;
@@ -376,7 +400,7 @@ int cmd_audit(int argc, char **argv)
                 return usage_error("audit", "no command given (verify or show)");
         }
         if (STREQ(argv[1], "-h") || STREQ(argv[1], "--help") || STREQ(argv[1], "help")) {
-                fputs(audit_usage, stdout);
+                help_print(stdout, audit_usage, "audit");
                 return 0;
         }
         if (STREQ(argv[1], "verify"))

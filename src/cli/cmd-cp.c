@@ -26,7 +26,12 @@ static const char cp_usage[] =
     "is ID:PATH, PATH being relative to the workspace or under /workspace; the\n"
     "other is a local path, or - for stdin or stdout. Files are at most 16 MiB;\n"
     "missing directories in the sandbox are created. Symbolic links are not\n"
-    "followed out of the workspace, nor at all when writing.\n";
+    "followed out of the workspace, nor at all when writing.\n"
+    "\n"
+    "Examples:\n"
+    "  airlock cp input.csv 3f2a:data/input.csv\n"
+    "  airlock cp 3f2a:out/result.json .\n"
+    "  echo hi | airlock cp - 3f2a:hello.txt\n";
 
 static bool split_remote(const char *arg, char id[17], const char **path)
 {

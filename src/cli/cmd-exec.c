@@ -130,6 +130,11 @@ static const char exec_usage[] =
     "stream its output. The exit status is the command's (124 on timeout, 128+N when\n"
     "killed by signal N); 125 when the daemon refused or failed.\n"
     "\n"
+    "Examples:\n"
+    "  airlock exec 3f2a -- make test\n"
+    "  airlock exec -i 3f2a -- python3 < job.py\n"
+    "  airlock exec --background 3f2a -- ./server\n"
+    "\n"
     "Options:\n"
     "      --env KEY=VALUE  add to the command's environment\n"
     "      --cwd DIR        working directory inside (default: /workspace)\n"
@@ -193,7 +198,7 @@ int cmd_exec(int argc, char **argv)
                         background = true;
                         break;
                 case 'h':
-                        printf("%s%s", exec_usage, api_common_help);
+                        api_print_help(exec_usage, "exec");
                         ret = 0;
                         goto out;
                 default:
@@ -267,7 +272,12 @@ static const char logs_usage[] =
     "\n"
     "Without PID: print the sandbox's lines of the audit log. With PID: print what a\n"
     "background process wrote (what was kept of it, then as it comes) until it ends;\n"
-    "the exit status is the process's.\n";
+    "the exit status is the process's.\n"
+    "\n"
+    "Examples:\n"
+    "  airlock logs 3f2a\n"
+    "  airlock logs 3f2a 2\n"
+    "  airlock exec --background 3f2a -- ./job && airlock logs 3f2a 1\n";
 
 int cmd_logs(int argc, char **argv)
 {

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "help.h"
 #include "commands.h"
 #include "prune.h"
 #include "review.h"
@@ -22,6 +23,11 @@ static const char gc_usage[] =
     "destroyed and failed sandboxes in a daemon's database, and the kept changes\n"
     "of review sandboxes that were accepted or discarded (changes still waiting\n"
     "for review are kept). airlockd does the same on its own (--retain).\n"
+    "\n"
+    "Examples:\n"
+    "  airlock gc\n"
+    "  airlock gc --retain 1d\n"
+    "  airlock gc --state-dir /var/lib/airlock/daemon --retain 0\n"
     "\n"
     "Options:\n"
     "      --state-dir DIR     a daemon's state directory: its records and its kept\n"
@@ -136,7 +142,7 @@ int cmd_gc(int argc, char **argv)
                                 retain = 0;
                         break;
                 case 'h':
-                        fputs(gc_usage, stdout);
+                        help_print(stdout, gc_usage, "gc");
                         return 0;
                 default:
                         fprintf(stderr,

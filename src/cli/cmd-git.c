@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "help.h"
 #include "audit.h"
 #include "cmd-git.h"
 #include "commands.h"
@@ -33,6 +34,11 @@ static const char export_usage[] =
     "format-patch does; 'git am' applies them. ID may be a unique prefix of at\n"
     "least 4 characters.\n"
     "\n"
+    "Examples:\n"
+    "  airlock export 3f2a > agent.mbox\n"
+    "  airlock export -o agent.mbox 3f2a\n"
+    "  airlock export 3f2a | git am\n"
+    "\n"
     "Options:\n"
     "  -o, --output FILE      write to FILE (whole, by rename) instead of stdout\n"
     "      --audit FILE       the audit log (default: the one the run used)\n";
@@ -46,15 +52,22 @@ static const char push_usage[] =
     "from the base. A branch that exists on the remote is refused unless\n"
     "--force is given.\n"
     "\n"
+    "Examples:\n"
+    "  airlock push 3f2a --branch agent/fix\n"
+    "  airlock push 3f2a -b agent/fix --force\n"
+    "  airlock push --secrets ~/.config/airlock/git.env 3f2a -b agent/fix\n"
+    "\n"
     "Options:\n"
     "  -b, --branch NAME      the branch to create (required)\n"
     "      --force            replace the branch if it exists\n"
-    "      --open-pr          then run the command in AIRLOCK_FORGE_COMMAND with\n"
-    "                         /bin/sh -c, with AIRLOCK_BRANCH, AIRLOCK_REPO,\n"
-    "                         AIRLOCK_SANDBOX, AIRLOCK_BASE and AIRLOCK_HEAD set\n"
     "      --secrets FILE     host-side secrets: GIT_TOKEN (HTTP password) and\n"
     "                         GIT_USERNAME; without a token the git credential\n"
     "                         helper is asked\n"
+    "\n"
+    "More options:\n"
+    "      --open-pr          then run the command in AIRLOCK_FORGE_COMMAND with\n"
+    "                         /bin/sh -c, with AIRLOCK_BRANCH, AIRLOCK_REPO,\n"
+    "                         AIRLOCK_SANDBOX, AIRLOCK_BASE and AIRLOCK_HEAD set\n"
     "      --no-helper        never ask the git credential helper\n"
     "      --audit FILE       the audit log (default: the one the run used)\n"
     "      --json             print one JSON line on stdout: {\"sandbox\", \"branch\",\n"
@@ -478,9 +491,10 @@ static int git_cmd_opt(struct git_cmd *c, int opt, const char *usage, char **arg
                 free(c->root);
                 c->root = xstrdup(optarg);
                 return -1;
-        case 'h':
-                fputs(usage, stdout);
-                fputs(common_help, stdout);
+        case 'h': {
+                _cleanup_free_ char *t = xasprintf("%s%s", usage, common_help);
+                help_print(stdout, t, usage == export_usage ? "export" : "push");
+        }
                 return 0;
         default:
                 return bad_option(c->cmd, opt, argv);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "help.h"
 #include "commands.h"
 #include "grants.h"
 #include "store.h"
@@ -23,6 +24,11 @@ static const char grant_usage[] =
         "live in the daemon's database, which this command opens directly: run it as\n"
         "the user the daemon runs as.\n"
         "\n"
+        "Examples:\n"
+        "  airlock grant create --name ci --allow-sandbox --allow-exec\n"
+        "  airlock grant ls\n"
+        "  airlock grant revoke ci\n"
+        "\n"
         "Commands:\n"
         "  create --name NAME [OPTIONS]   make a grant and print its token, once\n"
         "  revoke NAME                    stop accepting a grant's token at once\n"
@@ -32,7 +38,7 @@ static const char grant_usage[] =
         "      --state-dir DIR   the daemon's state directory (default: /var/lib/airlock/daemon\n"
         "                        for root, ~/.local/state/airlock/daemon otherwise)\n"
         "\n"
-        "Options of create:\n"
+        "More options, of create:\n"
         "      --allow-sandbox          create and destroy sandboxes, set their TTL\n"
         "      --allow-exec             run commands in sandboxes, write and delete their files\n"
         "      --allow-host-workspace   name host paths: an existing workspace, mounts,\n"
@@ -155,7 +161,7 @@ static int grant_create(int argc, char **argv)
                         state_dir = optarg;
                         break;
                 case 'h':
-                        fputs(grant_usage, stdout);
+                        help_print(stdout, grant_usage, "grant");
                         return 0;
                 default:
                         fprintf(stderr, "airlock: grant create: unknown or incomplete option \"%s\" "
@@ -226,7 +232,7 @@ static int parse_common(int argc, char **argv, const char *cmd, const char **sta
                         *json = true;
                         break;
                 case 'h':
-                        fputs(grant_usage, stdout);
+                        help_print(stdout, grant_usage, "grant");
                         return 0;
                 default:
                         goto bad;
@@ -345,12 +351,12 @@ static int grant_ls(int argc, char **argv)
 int cmd_grant(int argc, char **argv)
 {
         if (argc < 2) {
-                fputs(grant_usage, stderr);
+                help_print(stderr, grant_usage, "grant");
                 return EXIT_USAGE;
         }
         const char *sub = argv[1];
         if (STREQ(sub, "--help") || STREQ(sub, "-h") || STREQ(sub, "help")) {
-                fputs(grant_usage, stdout);
+                help_print(stdout, grant_usage, "grant");
                 return 0;
         }
         if (STREQ(sub, "create"))

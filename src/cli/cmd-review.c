@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "help.h"
 #include "commands.h"
 #include "gitguard.h"
 #include "jsonout.h"
@@ -28,6 +29,11 @@ static const char diff_usage[] =
     "it is now (a/) against the result of accepting (b/). ID may be a unique\n"
     "prefix of at least 4 characters.\n"
     "\n"
+    "Examples:\n"
+    "  airlock diff 3f2a\n"
+    "  airlock diff 3f2a | less\n"
+    "  airlock diff --state-root /srv/review 3f2a\n"
+    "\n"
     "Options:\n"
     "      --json             on failure, print {\"error\", \"message\"} as one JSON\n"
     "                         line on stdout instead of a message on stderr\n";
@@ -35,11 +41,14 @@ static const char diff_usage[] =
 static const char accept_usage[] =
     "Usage: airlock accept [OPTIONS] ID [PATH...]\n"
     "\n"
-    "Apply the changes of review sandbox ID to its workspace: all of them, or\n"
-    "only those at or beneath each PATH (relative to the workspace). Each file\n"
-    "is written to a temporary name and renamed into place. Nothing is applied\n"
-    "if a file to be replaced or removed changed on the host since the sandbox\n"
-    "started.\n"
+    "Apply the changes of review sandbox ID to its workspace: all, or those at or\n"
+    "beneath each PATH (relative to the workspace), each file renamed into place.\n"
+    "Nothing is applied if a file it replaces or removes changed since the start.\n"
+    "\n"
+    "Examples:\n"
+    "  airlock accept 3f2a\n"
+    "  airlock accept 3f2a src/ README.md\n"
+    "  airlock accept --json 3f2a\n"
     "\n"
     "Options:\n"
     "      --json             print one JSON line on stdout: {\"sandbox\", \"written\",\n"
@@ -52,6 +61,11 @@ static const char discard_usage[] =
     "Usage: airlock discard [OPTIONS] ID\n"
     "\n"
     "Drop the changes of review sandbox ID; the workspace stays as it is.\n"
+    "\n"
+    "Examples:\n"
+    "  airlock discard 3f2a\n"
+    "  airlock discard --json 3f2a\n"
+    "  airlock discard --state-root /srv/review 3f2a\n"
     "\n"
     "Options:\n"
     "      --json             print one JSON line on stdout: {\"sandbox\", \"state\"},\n"
@@ -103,10 +117,11 @@ static int parse_common(const char *cmd, const char *usage, int argc, char **arg
         optind = 0;
         while ((c = getopt_long(argc, argv, "+:h", options, NULL)) != -1) {
                 switch (c) {
-                case 'h':
-                        fputs(usage, stdout);
-                        fputs(state_root_help, stdout);
-                        fputs(exit_help, stdout);
+                case 'h': {
+                        _cleanup_free_ char *t =
+                            xasprintf("%s%s%s", usage, state_root_help, exit_help);
+                        help_print(stdout, t, cmd);
+                }
                         return -1;
                 case OPT_STATE_ROOT:
                         free(*ret_root);
@@ -433,6 +448,11 @@ int cmd_discard(int argc, char **argv)
         int r = find_sandbox("discard", json, root, argv[first], &dir, &full_id);
         if (r)
                 return r;
+        /* Paths taken by an earlier partial accept stay in the workspace. */
+        _cleanup_free_ char *meta = xasprintf("%s/meta.json", dir);
+        json_t *m = json_load_file(meta, 0, NULL);
+        size_t taken = json_array_size(json_object_get(m, "accepted"));
+        json_decref(m);
         struct al_error err = {0};
         r = review_discard(dir, &err);
         if (r < 0) {
@@ -445,7 +465,12 @@ int cmd_discard(int argc, char **argv)
                 json_line(json_pack("{s:s, s:s}", "sandbox", full_id, "state", "discarded"));
                 return 0;
         }
-        printf("discard: the changes of sandbox %s are gone; the workspace is as it was\n",
-               argv[first]);
+        if (taken)
+                printf("discard: the remaining changes of sandbox %s are gone; the %zu %s taken "
+                       "by an earlier 'airlock accept' stay in the workspace\n",
+                       argv[first], taken, taken == 1 ? "path" : "paths");
+        else
+                printf("discard: the changes of sandbox %s are gone; the workspace is as it was\n",
+                       argv[first]);
         return 0;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "help.h"
 #include "commands.h"
 #include "gitguard.h"
 #include "audit.h"
@@ -23,17 +24,28 @@
 static const char run_usage[] =
         "Usage: airlock run [OPTIONS] -- COMMAND [ARGS...]\n"
         "\n"
-        "Run COMMAND in a new sandbox: fresh user, mount, pid, net, ipc, uts and cgroup\n"
-        "namespaces, a root built from read-only system directories, the workspace at\n"
-        "/workspace, seccomp, Landlock, no capabilities, and resource limits.\n"
+        "Run COMMAND in a new sandbox: its own namespaces, read-only system directories,\n"
+        "the workspace at /workspace, seccomp, Landlock, no capabilities, resource limits.\n"
+        "\n"
+        "Examples:\n"
+        "  airlock run -w ~/src/project -- ./agent.sh\n"
+        "  airlock run --review -w . --memory 2G --timeout 600 -- ./agent.sh\n"
+        "  airlock run -w . --allow api.example.com -- python3 agent.py\n"
         "\n"
         "Options:\n"
         "  -p, --policy FILE        load a JSON policy (docs/policy.md); flags override it\n"
         "  -w, --workspace DIR      the workspace, mounted read-write at /workspace (default: .)\n"
-        "      --allow-broad-workspace  allow /, a system directory or a whole home as the\n"
-        "                           workspace (refused otherwise; the deny list still applies)\n"
         "      --review             mount the workspace copy-on-write; changes wait for\n"
         "                           'airlock accept ID' (or 'airlock discard ID')\n"
+        "      --timeout SECONDS    wall-clock limit; the whole tree dies (exit 124)\n"
+        "      --memory SIZE        memory limit, no swap, e.g. 512M (exit 137, oom_killed)\n"
+        "      --allow HOST[:PORT]  allow a destination through the network gate\n"
+        "      --route NAME=URL     a route: http://127.0.0.1:8080/NAME/... goes to URL\n"
+        "  -q, --quiet              print nothing of Airlock's own but errors\n"
+        "\n"
+        "More options:\n"
+        "      --allow-broad-workspace  allow /, a system directory or a whole home as the\n"
+        "                           workspace (refused otherwise; the deny list still applies)\n"
         "      --state-root DIR     keep a review sandbox's changes under DIR/sandboxes/ID\n"
         "                           (default: /var/lib/airlock, or ~/.local/state/airlock);\n"
         "                           give the same to diff, accept, discard and gc\n"
@@ -45,20 +57,16 @@ static const char run_usage[] =
         "      --rw SRC[:DST]       bind SRC read-write at DST\n"
         "      --deny-read PATH     hide PATH (file or directory) inside the sandbox\n"
         "      --read system|host   show the system directories (default) or all of /\n"
-        "      --timeout SECONDS    wall-clock limit; the whole tree dies (exit 124)\n"
-        "      --memory SIZE        memory limit, no swap, e.g. 512M (exit 137, oom_killed)\n"
         "      --pids N             process limit\n"
         "      --cpus N             cpu quota, e.g. 0.5\n"
         "      --class NAME         resource class: small, medium, large, xlarge\n"
         "      --env KEY=VALUE      set a variable in the sandbox's clean environment\n"
         "      --uid N              uid inside (default 1000; 0 is a fake root)\n"
         "      --net none|gated     network mode\n"
-        "      --allow HOST[:PORT]  allow a destination through the network gate\n"
         "      --deny HOST          deny a destination\n"
         "      --allow-private CIDR let the gate reach a private range\n"
         "      --host NAME=IP       answer NAME with IP without DNS\n"
         "      --net-log FILE       append every network decision to FILE as JSON lines\n"
-        "      --route NAME=URL     a route: http://127.0.0.1:8080/NAME/... goes to URL\n"
         "      --inject NAME:HEADER=VALUE  add HEADER to requests through route NAME\n"
         "                           (VALUE may use ${secret:KEY}, ${sandbox.id}, ${account})\n"
         "      --secrets FILE       host-side secrets (JSON or KEY=VALUE, mode 0600)\n"
@@ -69,7 +77,6 @@ static const char run_usage[] =
         "                           rotate the audit log at SIZE keeping KEEP older files\n"
         "                           (default 64M:8; \"never\": no rotation)\n"
         "      --result FILE        write the result JSON to FILE\n"
-        "  -q, --quiet              print nothing of Airlock's own but errors\n"
         "  -h, --help               show this help\n"
         "\n"
         "Exit status: the command's own; 128+N when killed by signal N; 124 on timeout;\n"
@@ -197,11 +204,24 @@ static int add_inject(struct policy *p, const char *arg, char *msg, size_t msgle
                 snprintf(msg, msglen, "--inject \"%s\": expected ROUTE:HEADER=VALUE", arg);
                 return -EINVAL;
         }
+        const char *value = eq + 1;
+        size_t vlen = strlen(value);
+        if (vlen == 0 || value[vlen - 1] == ' ') {
+                snprintf(
+                    msg, msglen,
+                    "--inject \"%s\": the value is empty or ends in a space; a ${secret:KEY} in "
+                    "double quotes is expanded to nothing by the shell: put the value in single "
+                    "quotes, e.g. --inject '%.*s${secret:KEY}'",
+                    arg, (int)(eq + 1 - arg), arg);
+                return -EINVAL;
+        }
         _cleanup_free_ char *name = strndup(arg, (size_t)(colon - arg));
         struct policy_route *r = find_route(p, name);
         if (!r) {
-                snprintf(msg, msglen, "--inject \"%s\": no route \"%s\" (give --route first)", arg,
-                         name);
+                snprintf(msg, msglen,
+                         "--inject \"%s\": no route \"%s\" (give --route %s=URL, or a route of "
+                         "that name in the policy)",
+                         arg, name, name);
                 return -EINVAL;
         }
         r->inject = xrealloc(r->inject, r->n_inject + 1, sizeof(*r->inject));
@@ -277,6 +297,8 @@ int cmd_run(int argc, char **argv)
         char msg[AL_ERROR_MAX];
         char cwd[PATH_MAX];
         struct policy *p = policy_new();
+        _cleanup_strv_ char **injects = NULL;
+        size_t n_injects = 0;
         int c, r;
 
         if (!getcwd(cwd, sizeof(cwd))) {
@@ -411,8 +433,8 @@ int cmd_run(int argc, char **argv)
                 case OPT_ROUTE:
                         r = add_route(p, optarg, msg, sizeof(msg));
                         break;
-                case OPT_INJECT:
-                        r = add_inject(p, optarg, msg, sizeof(msg));
+                case OPT_INJECT: /* after every --route: applied below */
+                        injects = strv_append(injects, &n_injects, optarg);
                         break;
                 case OPT_SECRETS:
                         a.secrets_file = optarg;
@@ -451,7 +473,7 @@ int cmd_run(int argc, char **argv)
                         a.quiet = true;
                         break;
                 case 'h':
-                        fputs(run_usage, stdout);
+                        help_print(stdout, run_usage, "run");
                         policy_free(p);
                         return 0;
                 default:
@@ -466,6 +488,11 @@ int cmd_run(int argc, char **argv)
                         return fail_setup(&a, msg[0] ? msg : err.msg);
                 }
         }
+        for (size_t i = 0; i < n_injects; i++)
+                if (add_inject(p, injects[i], msg, sizeof(msg)) < 0) {
+                        policy_free(p);
+                        return fail_setup(&a, msg);
+                }
         if (optind >= argc) {
                 policy_free(p);
                 return fail_setup(&a, "run: no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
@@ -551,8 +578,9 @@ int cmd_run(int argc, char **argv)
                 return fail_setup(&a, err.msg);
         }
 
-        if (res.error_code && (!a.quiet || res.exit_code == EXIT_SETUP || res.exit_code == 126 ||
-                               res.exit_code == 127))
+        /* The one line naming why Airlock ended the run (errorCode) is an
+         * error, printed under -q too. */
+        if (res.error_code)
                 fprintf(stderr, "airlock: %s%s%s\n", res.error_code, res.message[0] ? ": " : "",
                         res.message);
 

@@ -23,16 +23,23 @@ static const char create_usage[] =
     "Ask airlockd for a new sandbox and print its id. The sandbox lives until\n"
     "'airlock rm', its TTL or its idle timeout.\n"
     "\n"
+    "Examples:\n"
+    "  airlock create --class small\n"
+    "  airlock create -w ~/src/project --review --ttl 3600\n"
+    "  airlock create --meta owner=ci --json\n"
+    "\n"
     "Options:\n"
     "      --class NAME          small, medium (default), large, xlarge\n"
     "  -p, --policy FILE         a policy document (docs/policy.md)\n"
     "      --meta KEY=VALUE      a metadata entry (repeatable), for 'airlock ls --meta'\n"
     "      --ttl SECONDS         destroy it this long after its creation\n"
-    "      --idle-timeout SEC    destroy it after this long without a request\n"
     "  -w, --workspace DIR       an existing host directory as its workspace (the grant\n"
     "                            must allow it); default: a new empty one\n"
     "      --review              mount the workspace copy-on-write; its changes wait\n"
     "                            for POST .../accept (docs/api.md)\n"
+    "\n"
+    "More options:\n"
+    "      --idle-timeout SEC    destroy it after this long without a request\n"
     "      --repo URL            the daemon clones URL on the host as the workspace\n"
     "      --rev REV             the branch, tag or commit of --repo to check out\n"
     "      --json                print the whole record\n";
@@ -132,7 +139,7 @@ int cmd_create(int argc, char **argv)
                                             json_string(optarg));
                         break;
                 case 'h':
-                        printf("%s%s", create_usage, api_common_help);
+                        api_print_help(create_usage, "create");
                         ret = 0;
                         goto out;
                 default:
@@ -176,6 +183,11 @@ static const char ls_usage[] =
     "Usage: airlock ls [OPTIONS]\n"
     "\n"
     "List the daemon's sandboxes, newest first.\n"
+    "\n"
+    "Examples:\n"
+    "  airlock ls\n"
+    "  airlock ls --state running\n"
+    "  airlock ls --meta owner=ci --json\n"
     "\n"
     "Options:\n"
     "      --state STATE    only sandboxes in this state (starting, running, stopping,\n"
@@ -232,7 +244,7 @@ int cmd_ls(int argc, char **argv)
                         json_out = true;
                         break;
                 case 'h':
-                        printf("%s%s", ls_usage, api_common_help);
+                        api_print_help(ls_usage, "ls");
                         return 0;
                 default:
                         return api_bad_option("ls", argv);
@@ -281,7 +293,12 @@ static const char rm_usage[] =
     "Usage: airlock rm ID...\n"
     "\n"
     "Destroy sandboxes: their processes are killed, their daemon-made workspaces\n"
-    "removed. Copy out what you need first ('airlock cp').\n";
+    "removed. Copy out what you need first ('airlock cp').\n"
+    "\n"
+    "Examples:\n"
+    "  airlock rm 3f2a\n"
+    "  airlock rm 3f2a 9c1b\n"
+    "  airlock cp 3f2a:report.md . && airlock rm 3f2a\n";
 
 int cmd_rm(int argc, char **argv)
 {

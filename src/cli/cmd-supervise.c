@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "help.h"
 #include "commands.h"
 #include "audit.h"
 #include "control.h"
@@ -19,15 +20,22 @@ static const char supervise_usage[] =
         "Start a long-lived sandbox and serve its control socket (docs/control.md)\n"
         "until it is destroyed. The daemon runs this once per sandbox.\n"
         "\n"
+        "Examples:\n"
+        "  airlock supervise --id 0123456789abcdef --policy p.json --run-dir run\n"
+        "  airlock supervise ... --ready-fd 3 3>ready\n"
+        "  airlockd (which runs this for each sandbox)\n"
+        "\n"
         "Options:\n"
         "      --id ID            16 lowercase hex digits\n"
         "      --policy FILE      the sandbox's policy; its workspace must be set\n"
         "      --run-dir DIR      the socket and state go to DIR/ID/\n"
         "      --audit FILE       the audit log\n"
+        "      --ready-fd N       write \"ok\" or \"error: ...\" to fd N once started\n"
+        "\n"
+        "More options:\n"
         "      --audit-rotate SIZE[:KEEP]  its rotation (default 64M:8)\n"
         "      --secrets FILE     host-side secrets (mode 0600)\n"
         "      --account ID       what ${account} stands for in route templates\n"
-        "      --ready-fd N       write \"ok\" or \"error: ...\" to fd N once started\n"
         "      --keep-root DIR    a copy-on-write workspace's changes are kept in\n"
         "                         DIR/sandboxes/ID/ (default: /var/lib/airlock as root,\n"
         "                         else ~/.local/state/airlock)\n";
@@ -96,7 +104,7 @@ int cmd_supervise(int argc, char **argv)
                         }
                         break;
                 case 'h':
-                        fputs(supervise_usage, stdout);
+                        help_print(stdout, supervise_usage, "supervise");
                         return 0;
                 default:
                         fprintf(stderr, "airlock: supervise: unknown or incomplete option \"%s\" (see --help)\n",

@@ -26,6 +26,7 @@
 #include "sandbox.h"
 #include "pool.h"
 #include "gc.h"
+#include "../cli/help.h"
 #include "audit.h"
 #include "daemon.h"
 #include "httpguard.h"
@@ -63,12 +64,23 @@ static const char usage_text[] =
         "them, each owned by its own supervisor, behind bearer-token grants\n"
         "('airlock grant create').\n"
         "\n"
+        "Examples:\n"
+        "  airlockd\n"
+        "  airlockd --listen 127.0.0.1:7070 --pool small=4\n"
+        "  systemctl enable --now airlockd.socket\n"
+        "\n"
         "Options:\n"
         "      --socket PATH        the API's unix socket (default: /run/airlock/airlockd.sock\n"
         "                           for root, $XDG_RUNTIME_DIR/airlock/airlockd.sock otherwise)\n"
         "      --listen HOST:PORT   also serve on TCP, e.g. 127.0.0.1:7070\n"
         "      --state-dir DIR      the database and daemon-made workspaces (default:\n"
         "                           /var/lib/airlock/daemon, or ~/.local/state/airlock/daemon)\n"
+        "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
+        "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
+        "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
+        "  -h, --help               show this help\n"
+        "\n"
+        "More options:\n"
         "      --run-dir DIR        the supervisors' control sockets (default:\n"
         "                           /run/airlock/sandboxes, or $XDG_RUNTIME_DIR/airlock/sandboxes)\n"
         "      --audit FILE         the audit log (default: as 'airlock run')\n"
@@ -76,15 +88,12 @@ static const char usage_text[] =
         "                           daemon and its supervisors (default 64M:8; never)\n"
         "      --airlock PATH       the airlock binary that supervises sandboxes (default: the\n"
         "                           one next to airlockd)\n"
-        "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
         "      --max-sandboxes N    live sandboxes at most, pooled ones included (default: 1000;\n"
         "                           0: no maximum)\n"
         "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
         "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
         "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
         "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
-        "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
-        "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
         "      --git-host HOST      repositories may be cloned from HOST, which gets the\n"
         "                           daemon's git credentials (repeatable; without it only\n"
         "                           local repositories can be named)\n"
@@ -93,8 +102,7 @@ static const char usage_text[] =
         "                           its first byte (default: 30)\n"
         "      --max-connections N  API connections open at once (default: 4096)\n"
         "      --max-peer-connections N  per uid on the unix socket, per address on TCP\n"
-        "                           (default: 512)\n"
-        "  -h, --help               show this help\n";
+        "                           (default: 512)\n";
 
 /* Connections the kernel queues before airlockd accepts them; the kernel
  * caps it at net.core.somaxconn. */
@@ -182,9 +190,47 @@ static char *find_airlock(void)
         return NULL;
 }
 
+/* Started by airlockd.socket: the service manager made the socket and
+ * passes it as fd 3 (LISTEN_PID, LISTEN_FDS=1; sd_listen_fds(3)). Returns
+ * the fd, -1 when not activated, or -errno when what was passed is not one
+ * listening unix stream socket. */
+static bool socket_activated;
+
+static int activated_fd(void)
+{
+        const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+        char self[32];
+        snprintf(self, sizeof(self), "%ld", (long)getpid());
+        if (!pid || !fds || strcmp(pid, self) != 0)
+                return -1;
+        unsetenv("LISTEN_PID");
+        unsetenv("LISTEN_FDS");
+        unsetenv("LISTEN_FDNAMES");
+        int dom = 0, acc = 0;
+        socklen_t len = sizeof(int);
+        if (strcmp(fds, "1") != 0 || getsockopt(3, SOL_SOCKET, SO_DOMAIN, &dom, &len) < 0 ||
+            dom != AF_UNIX || getsockopt(3, SOL_SOCKET, SO_ACCEPTCONN, &acc, &len) < 0 || !acc)
+                return -EINVAL;
+        int fl = fcntl(3, F_GETFL);
+        if (fl < 0 || fcntl(3, F_SETFD, FD_CLOEXEC) < 0 || fcntl(3, F_SETFL, fl | O_NONBLOCK) < 0)
+                return -errno;
+        socket_activated = true;
+        return 3;
+}
+
 static int listen_unix(struct daemon *d, const char *path, struct evconnlistener **ret,
                        struct al_error *err)
 {
+        int afd = activated_fd();
+        if (afd == -EINVAL)
+                return al_error_set(err, EINVAL, "LISTEN_FDS: expected one listening unix socket");
+        if (afd < -1)
+                return al_error_set(err, -afd, "the socket passed by the service manager");
+        if (afd == 3) {
+                *ret = evconnlistener_new(d->base, NULL, NULL,
+                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, afd);
+                return *ret ? 0 : al_error_set(err, ENOMEM, "listening on fd 3");
+        }
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(path) >= sizeof(sa.sun_path))
                 return al_error_set(err, ENAMETOOLONG, "socket %s", path);
@@ -451,7 +497,7 @@ int main(int argc, char **argv)
                         break;
                 }
                 case 'h':
-                        fputs(usage_text, stdout);
+                        help_print(stdout, usage_text, "airlockd");
                         return 0;
                 default:
                         fprintf(stderr, "airlockd: unknown or incomplete option \"%s\" (see --help)\n",
@@ -614,7 +660,7 @@ out:
         if (d.http)
                 evhttp_free(d.http);
         http_guard_shutdown();
-        if (lu)
+        if (lu && !socket_activated)
                 unlink(d.socket_path);
         if (d.gc_timer)
                 event_free(d.gc_timer);

@@ -285,7 +285,7 @@ def test_rotation_bounds_the_log_and_keeps_the_chain(airlock):
 def test_audit_rotate_flag_is_checked(airlock):
     d = airlock.make_dir("audit")
     log = d / "audit.jsonl"
-    p = airlock.run(["run", "--help"])
+    p = airlock.run(["help", "run"])
     assert "--audit-rotate" in p.stdout and "64M:8" in p.stdout
     p = airlock.run(["run", "-q", "--audit", log, "--audit-rotate", "1K:", "--", "true"],
                     check_setup=False)

@@ -337,6 +337,9 @@ def test_nothing_left_behind(airlock):
 
 def test_help(airlock):
     p = airlock.run(["run", "--help"])
+    assert p.returncode == 0 and "--workspace" in p.stdout and "man airlock-run" in p.stdout
+    # The whole text (as the man page has it): `airlock help run`.
+    p = airlock.run(["help", "run"])
     assert p.returncode == 0 and "--workspace" in p.stdout and "Exit status" in p.stdout
 
 

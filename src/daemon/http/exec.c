@@ -55,6 +55,7 @@ struct call_ctx {
         bool saw_exit;
         bool saw_started;
         bool counted;
+        bool utf8; /* ?encoding=utf8: output that is UTF-8 goes as "text" */
         uint64_t t0_us;
         uint64_t pid;
         uint64_t stall_ms; /* a client that reads nothing this long is gone */
@@ -125,9 +126,42 @@ static void on_client_drained(struct evhttp_connection *conn, void *arg)
                 ctl_call_pause(c->call, false);
 }
 
+/* ?encoding=utf8 (or base64, the default): 1, 0, or -1 for another value. */
+static int query_utf8(struct evhttp_request *req)
+{
+        const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+        struct evkeyvalq params = {0};
+        if (!q || evhttp_parse_query_str(q, &params) < 0) {
+                evhttp_clear_headers(&params);
+                return q ? -1 : 0;
+        }
+        const char *v = evhttp_find_header(&params, "encoding");
+        int r = !v || STREQ(v, "base64") ? 0 : STREQ(v, "utf8") ? 1 : -1;
+        evhttp_clear_headers(&params);
+        return r;
+}
+
+/* Output whose bytes are valid UTF-8 as "text" in place of base64 "data". */
+static json_t *as_text(json_t *o)
+{
+        const char *data = json_string_value(json_object_get(o, "data"));
+        _cleanup_free_ unsigned char *bytes = NULL;
+        size_t n = 0;
+        json_t *text;
+        if (!data || base64_decode(data, &bytes, &n) < 0 ||
+            !(text = json_stringn((const char *)bytes, n)))
+                return json_incref(o);
+        json_t *copy = json_copy(o);
+        json_object_del(copy, "data");
+        json_object_set_new(copy, "text", text);
+        return copy;
+}
+
 static void send_line(struct call_ctx *c, json_t *o)
 {
-        char *text = json_dumps(o, JSON_COMPACT);
+        json_t *conv = c->utf8 ? as_text(o) : NULL;
+        char *text = json_dumps(conv ? conv : o, JSON_COMPACT);
+        json_decref(conv);
         if (!text)
                 return;
         struct evbuffer *buf = evbuffer_new();
@@ -487,6 +521,10 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         json_t *ctl = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;
+        if (query_utf8(req) < 0) {
+                reply_bad_field(d, req, "encoding", "must be utf8 or base64");
+                goto out;
+        }
         json_t *argv = json_object_get(body, "argv");
         json_t *env = json_object_get(body, "env");
         json_t *cwd = json_object_get(body, "cwd");
@@ -576,6 +614,7 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 goto out;
         }
         struct call_ctx *c = xcalloc(1, sizeof(*c));
+        c->utf8 = query_utf8(req) > 0;
         c->background = json_is_true(bg);
         c->stall_ms = stall > 0 ? (uint64_t)(stall * 1000) : 0;
         c->argv = json_incref(argv);
@@ -619,6 +658,10 @@ static void handle_events(struct daemon *d, struct evhttp_request *req, const ch
                 reply_bad_field(d, req, "from", "must be an event's sequence number");
                 return;
         }
+        if (query_utf8(req) < 0) {
+                reply_bad_field(d, req, "encoding", "must be utf8 or base64");
+                return;
+        }
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 return;
@@ -627,6 +670,7 @@ static void handle_events(struct daemon *d, struct evhttp_request *req, const ch
                 json_object_set_new(ctl, "from", json_integer((json_int_t)from));
         struct call_ctx *c = xcalloc(1, sizeof(*c));
         c->pid = pid;
+        c->utf8 = query_utf8(req) > 0;
         start_call(d, req, sb, CALL_ATTACH, ctl, c);
         json_decref(ctl);
 }

@@ -274,6 +274,25 @@ static int v1_mount_point(const char *controller, char **ret)
         return -ENOENT;
 }
 
+/* An ordinary user refused a cgroup: say which recipe of docs/rootless.md
+ * applies to this host's cgroup version. */
+static void rootless_hint(const struct cgroup *cg, int r, struct al_error *err)
+{
+        if (!err || cg->fake || geteuid() == 0 ||
+            (r != -EACCES && r != -EPERM && r != -EROFS && r != -EOPNOTSUPP && r != -EBUSY))
+                return;
+        const char *hint =
+            cg->ops == &cgroup_v2_ops
+                ? "; this host has cgroup v2: run Airlock in a delegated cgroup, e.g. "
+                  "'systemd-run --user --scope -p Delegate=yes airlock run ...' "
+                  "(docs/rootless.md, \"cgroup v2\")"
+                : "; this host has cgroup v1: root must give you a cgroup of your own in "
+                  "the memory, pids, cpu and cpuacct hierarchies and start you in it "
+                  "(docs/rootless.md, \"cgroup v1\")";
+        size_t len = strlen(err->msg);
+        snprintf(err->msg + len, sizeof(err->msg) - len, "%s", hint);
+}
+
 int cgroup_realize(struct cgroup *cg, struct al_error *err)
 {
         if (cg->created)
@@ -283,6 +302,8 @@ int cgroup_realize(struct cgroup *cg, struct al_error *err)
                 cg->ops->destroy(cg);
                 cg->created = false;
         }
+        if (r < 0)
+                rootless_hint(cg, r, err);
         return r;
 }
 

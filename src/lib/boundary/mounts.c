@@ -764,6 +764,54 @@ static int build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
         return 0;
 }
 
+/* The sandbox's own /etc/passwd and /etc/group, so that `id`, `whoami` and
+ * the like name its user ("agent", or "root" with uid 0) and not whoever
+ * has that uid on the host: two files on a small tmpfs, each bound
+ * read-only over the host's. */
+static int build_passwd(struct builder *b)
+{
+        const struct mounts_config *c = b->c;
+        const char *opts[] = {"size", "64k", "mode", "0755", NULL};
+        _cleanup_close_ int fs =
+            new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (fs < 0)
+                return al_error_set(b->err, fs, "mounting a tmpfs for /etc/passwd");
+        char passwd[PATH_MAX + 256], group[128];
+        int n = snprintf(passwd, sizeof(passwd), "root:x:0:0:root:%s:/bin/sh\n",
+                         c->uid == 0 ? c->home : "/root");
+        if (c->uid != 0)
+                n += snprintf(passwd + n, sizeof(passwd) - (size_t)n,
+                              "agent:x:%u:%u:agent:%s:/bin/sh\n", (unsigned)c->uid,
+                              (unsigned)c->gid, c->home);
+        snprintf(passwd + n, sizeof(passwd) - (size_t)n,
+                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+        n = snprintf(group, sizeof(group), "root:x:0:\n");
+        if (c->gid != 0)
+                n += snprintf(group + n, sizeof(group) - (size_t)n, "agent:x:%u:\n",
+                              (unsigned)c->gid);
+        snprintf(group + n, sizeof(group) - (size_t)n, "nogroup:x:65534:\n");
+
+        const char *const files[][2] = {{"passwd", passwd}, {"group", group}};
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                _cleanup_free_ char *target = xasprintf("/etc/%s", files[i][0]);
+                _cleanup_close_ int fd =
+                    openat(fs, files[i][0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                int r = fd < 0 ? -errno : write_full(fd, files[i][1], strlen(files[i][1]));
+                if (r < 0)
+                        return al_error_set(b->err, r, "writing the sandbox's %s", target);
+                _cleanup_close_ int mnt =
+                    open_tree(fs, files[i][0], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (mnt < 0)
+                        return al_error_set(b->err, errno, "cloning the sandbox's %s", target);
+                if (set_attr(mnt, MOUNT_ATTR_RDONLY, false) < 0)
+                        return al_error_set(b->err, errno, "making %s read-only", target);
+                r = attach(b, mnt, target, true);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct al_error *err)
 {
         const struct policy *p = c->policy;
@@ -820,6 +868,9 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
         }
 
         r = build_system(&b);
+        if (r < 0)
+                goto out;
+        r = build_passwd(&b);
         if (r < 0)
                 goto out;
 

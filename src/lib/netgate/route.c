@@ -517,15 +517,16 @@ static void upstream_connected(void *ud, struct bufferevent *up)
 static void upstream_refused(void *ud, const char *range)
 {
         struct rconn *c = ud;
-        char line[512], addr[NETGATE_ADDR_STRLEN];
+        char line[1024], addr[NETGATE_ADDR_STRLEN];
         c->addr = c->u.addr;
         c->have_addr = true;
         c->rule = range;
         netgate_addr_format(&c->addr, addr);
         snprintf(line, sizeof(line),
                  "airlock: route %s: %s is at %s (%s), not in "
-                 "network.allowPrivate\n",
-                 c->rt->name, c->rt->host.name, addr, range);
+                 "network.allowPrivate: allow it with --allow-private %s "
+                 "(or \"allowPrivate\": [\"%s\"] in the policy)\n",
+                 c->rt->name, c->rt->host.name, addr, range, addr, addr);
         refuse(c, 403, "Forbidden", "private_address", line);
 }
 
