@@ -382,10 +382,19 @@ static bool budget_bytes_exhausted(const struct netgate *g)
 
 /* ---- closing ---- */
 
+/* A freed bufferevent is finalized later, from the loop; leave the rate
+ * group now, so that the group can be freed before the loop runs again. */
+static void bev_free(struct bufferevent *bev)
+{
+        if (bev)
+                bufferevent_remove_from_rate_limit_group(bev);
+        bufferevent_free(bev);
+}
+
 static void drop_upstream(struct conn *c)
 {
         if (c->up) {
-                bufferevent_free(c->up);
+                bev_free(c->up);
                 c->up = NULL;
         }
         c->up_idle = false;
@@ -436,7 +445,7 @@ static void conn_free(struct conn *c, const char *end_reason)
         netgate_dns_detach(c->dnsq);
         c->dnsq = NULL;
         if (c->client)
-                bufferevent_free(c->client);
+                bev_free(c->client);
         drop_upstream(c);
         for (int i = 0; i < 2; i++)
                 splice_dir_done(&c->dir[i]);
@@ -719,7 +728,7 @@ static void connect_next(struct conn *c)
                 bufferevent_set_timeouts(bev, NULL, netgate_secs(&tv, NETGATE_CONNECT_TIMEOUT_S));
                 if (bufferevent_socket_connect(bev, (struct sockaddr *)&ss, (int)len) < 0) {
                         c->x.last_errno = errno ? errno : ECONNREFUSED;
-                        bufferevent_free(bev);
+                        bev_free(bev);
                         continue;
                 }
                 c->up = bev;
@@ -782,7 +791,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *ud)
                 }
                 c->x.last_errno =
                     (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : (err ? err : ECONNREFUSED);
-                bufferevent_free(c->up);
+                bev_free(c->up);
                 c->up = NULL;
                 connect_next(c);
                 return;
@@ -1171,8 +1180,8 @@ static int start_splice(struct conn *c, const void *reply, size_t n)
         evbuffer_add_buffer(c->dir[0].pre, cin);
         evbuffer_add(c->dir[1].pre, reply, n);
         evbuffer_add_buffer(c->dir[1].pre, uin);
-        bufferevent_free(c->client);
-        bufferevent_free(c->up);
+        bev_free(c->client);
+        bev_free(c->up);
         c->client = c->up = NULL;
         c->state = C_SPLICE;
         /* Both directions start from the loop, not from here: the caller

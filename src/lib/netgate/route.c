@@ -478,8 +478,12 @@ static void conn_free(struct rconn *c, const char *end_reason)
         netgate_dns_detach(c->dnsq);
         c->dnsq = NULL;
         drop_upstream(c);
-        if (c->client)
+        if (c->client) {
+                /* It may be in the gate's rate group, freed before the loop
+                 * would finalize this bufferevent. */
+                bufferevent_remove_from_rate_limit_group(c->client);
                 bufferevent_free(c->client);
+        }
         if (c->head_out) {
                 wipe_buffer(c->head_out);
                 evbuffer_free(c->head_out);

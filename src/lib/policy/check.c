@@ -589,6 +589,14 @@ int validate(struct ctx *c, const struct policy *p)
                 if (r < 0)
                         return r;
         }
+        for (size_t i = 0; i < n_io_descs; i++) {
+                const struct limit_desc *d = &io_descs[i];
+                uint64_t v = *io_field((struct policy_io *)&p->limits.io, d);
+                snprintf(path, sizeof(path), "limits.io.%s", d->key);
+                r = check_range(c, path, d->kind, v, d->min, d->max);
+                if (r < 0)
+                        return r;
+        }
         if (p->budget.requests > INT64_MAX || p->budget.bytes > INT64_MAX ||
             p->budget.rate > INT64_MAX || p->budget.refusals > INT64_MAX)
                 return fail(c, "\"network.budget\" is too large");

@@ -108,6 +108,13 @@ char *policy_to_json(const struct policy *p)
                                         ? milli_json(v)
                                         : json_integer((json_int_t)v));
         }
+        json_t *io = json_object();
+        for (size_t i = 0; i < n_io_descs; i++) {
+                const struct limit_desc *d = &io_descs[i];
+                uint64_t v = *io_field((struct policy_io *)&p->limits.io, d);
+                json_object_set_new(io, d->key, json_integer((json_int_t)v));
+        }
+        json_object_set_new(o, "io", io);
         json_object_set_new(root, "limits", o);
 
         json_object_set_new(root, "class", str_json(p->class_name));

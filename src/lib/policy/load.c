@@ -417,7 +417,11 @@ static int budget_bytes(struct ctx *c, void *t, json_t *v)
 
 static int budget_rate(struct ctx *c, void *t, json_t *v)
 {
-        return parse_json_value(c, v, KIND_SIZE, 0, INT64_MAX, &((struct policy *)t)->budget.rate);
+        struct policy *p = t;
+        int r = parse_json_value(c, v, KIND_SIZE, 0, INT64_MAX, &p->budget.rate);
+        if (r >= 0)
+                p->budget.rate_set = true;
+        return r;
 }
 
 static int budget_refusals(struct ctx *c, void *t, json_t *v)
@@ -445,6 +449,29 @@ static const struct field network_fields[] = {
     {"budget", net_budget},
 };
 
+/* limits.io: keys and handling come from io_descs. */
+static int parse_io(struct ctx *c, struct policy *p, json_t *obj)
+{
+        const char *key;
+        json_t *v;
+
+        if (!json_is_object(obj))
+                return fail(c, "\"%s\" must be an object", c->path);
+        json_object_foreach(obj, key, v)
+        {
+                size_t mark = path_push(c, key);
+                const struct limit_desc *d = io_desc_find(key);
+                if (!d)
+                        return fail(c, "unknown key \"%s\"", c->path);
+                int r = parse_json_value(c, v, d->kind, d->min, d->max, io_field(&p->limits.io, d));
+                if (r < 0)
+                        return r;
+                p->limits_set |= d->bit;
+                path_pop(c, mark);
+        }
+        return 0;
+}
+
 /* limits: keys and handling come from limit_descs. */
 
 static int parse_limits(struct ctx *c, struct policy *p, json_t *obj)
@@ -457,6 +484,13 @@ static int parse_limits(struct ctx *c, struct policy *p, json_t *obj)
         json_object_foreach(obj, key, v)
         {
                 size_t mark = path_push(c, key);
+                if (STREQ(key, "io")) {
+                        int r = parse_io(c, p, v);
+                        if (r < 0)
+                                return r;
+                        path_pop(c, mark);
+                        continue;
+                }
                 const struct limit_desc *d = limit_desc_find(key);
                 uint64_t x;
                 if (!d)

@@ -54,6 +54,11 @@ extern const struct limit_desc limit_descs[];
 extern const size_t n_limit_descs;
 
 uint64_t *limit_field(struct policy_limits *l, const struct limit_desc *d);
+/* limits.io's members: offsets into struct policy_io. */
+extern const struct limit_desc io_descs[];
+extern const size_t n_io_descs;
+uint64_t *io_field(struct policy_io *io, const struct limit_desc *d);
+const struct limit_desc *io_desc_find(const char *key);
 const struct limit_desc *limit_desc_find(const char *key);
 
 void strv_free_n(char **v, size_t n);

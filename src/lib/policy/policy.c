@@ -17,11 +17,13 @@ const char *const policy_mandatory_deny[] = {
     "/etc/shadow", "/etc/gshadow", "/etc/ssh/*_key", NULL,
 };
 
+/* The design's table: memory, CPU time, network rate, maximum duration; the
+ * CPU quota (thousandths of a cpu) as before. Rates are decimal megabytes. */
 static const struct policy_class classes[] = {
-    {"small", 256ULL << 20, 500, 5 * 60 * 1000},
-    {"medium", 512ULL << 20, 1000, 15 * 60 * 1000},
-    {"large", 1ULL << 30, 2000, 30 * 60 * 1000},
-    {"xlarge", 4ULL << 30, 4000, 60 * 60 * 1000},
+    {"small", 256ULL << 20, 30, 1000000, 5 * 60 * 1000, 500},
+    {"medium", 512ULL << 20, 60, 10000000, 15 * 60 * 1000, 1000},
+    {"large", 1ULL << 30, 120, 50000000, 30 * 60 * 1000, 2000},
+    {"xlarge", 4ULL << 30, 300, 100000000, 60 * 60 * 1000, 4000},
 };
 
 /* Indexed by the enums in policy.h. */
@@ -50,6 +52,32 @@ const struct limit_desc limit_descs[] = {
 };
 
 const size_t n_limit_descs = ARRAY_SIZE(limit_descs);
+
+/* limits.io: 0 = unlimited. The kernel keeps operation counts in 32 bits and
+ * reads UINT32_MAX as "max". */
+const struct limit_desc io_descs[] = {
+    {"readBps", POLICY_LIMIT_IO, KIND_SIZE, offsetof(struct policy_io, read_bps), 0, INT64_MAX},
+    {"writeBps", POLICY_LIMIT_IO, KIND_SIZE, offsetof(struct policy_io, write_bps), 0, INT64_MAX},
+    {"readIops", POLICY_LIMIT_IO, KIND_COUNT, offsetof(struct policy_io, read_iops), 0,
+     UINT32_MAX - 1},
+    {"writeIops", POLICY_LIMIT_IO, KIND_COUNT, offsetof(struct policy_io, write_iops), 0,
+     UINT32_MAX - 1},
+};
+
+const size_t n_io_descs = ARRAY_SIZE(io_descs);
+
+uint64_t *io_field(struct policy_io *io, const struct limit_desc *d)
+{
+        return (uint64_t *)((char *)io + d->offset);
+}
+
+const struct limit_desc *io_desc_find(const char *key)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(io_descs); i++)
+                if (STREQ(io_descs[i].key, key))
+                        return &io_descs[i];
+        return NULL;
+}
 
 uint64_t *limit_field(struct policy_limits *l, const struct limit_desc *d)
 {
@@ -135,7 +163,7 @@ struct policy *policy_new(void)
         p->class_name = xstrdup(c->name);
         p->limits = (struct policy_limits){
             .timeout_ms = c->timeout_ms,
-            .cpu_time_s = 0,
+            .cpu_time_s = 0, /* the class's, from policy_finalize() */
             .memory = c->memory,
             .pids = 256,
             .cpus_milli = c->cpus_milli,
@@ -323,12 +351,17 @@ int policy_set_class(struct policy *p, const char *name, struct al_error *err)
 int policy_set_limit(struct policy *p, const char *key, const char *value, struct al_error *err)
 {
         struct ctx c = {.err = err};
-        const struct limit_desc *d = key ? limit_desc_find(key) : NULL;
+        bool io = key && strncmp(key, "io.", 3) == 0;
+        const struct limit_desc *d = !key ? NULL
+                                     : io ? io_desc_find(key + 3)
+                                          : limit_desc_find(key);
         uint64_t v;
 
         if (!d)
                 return al_error_set(err, 0, "unknown limit \"%s\"", SHOWN(key));
         path_push(&c, "limits");
+        if (io)
+                path_push(&c, "io");
         path_push(&c, d->key);
         int r = value ? parse_text(value, d->kind, &v) : -EINVAL;
         if (r == -ERANGE)
@@ -342,6 +375,11 @@ int policy_set_limit(struct policy *p, const char *key, const char *value, struc
         r = check_range(&c, c.path, d->kind, v, d->min, d->max);
         if (r < 0)
                 return r;
+        if (io) {
+                *io_field(&p->limits.io, d) = v;
+                p->limits_set |= d->bit;
+                return 0;
+        }
         limit_store(p, d, v);
         return 0;
 }
@@ -539,6 +577,10 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
                 t->limits.cpus_milli = cl->cpus_milli;
         if (!(t->limits_set & POLICY_LIMIT_TIMEOUT))
                 t->limits.timeout_ms = cl->timeout_ms;
+        if (!(t->limits_set & POLICY_LIMIT_CPU_TIME))
+                t->limits.cpu_time_s = cl->cpu_time_s;
+        if (!t->budget.rate_set)
+                t->budget.rate = cl->net_rate;
         if (!(t->limits_set & POLICY_LIMIT_FILE_SIZE))
                 t->limits.file_size = t->limits.disk;
 
