@@ -847,13 +847,15 @@ static void do_status(struct client *cl)
                                           ? json_string(c->procs[i]->error_code)
                                           : json_null(),
                                       "seq", (json_int_t)c->procs[i]->seq));
-        send_json(cl, json_pack("{s:b, s:s, s:s, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:I}",
+        send_json(cl, json_pack("{s:b, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:I}",
                                 "ok", 1, "sandbox", c->cfg->id, "state", "running",
                                 "startedAt", c->started_at,
                                 "usage",
                                 "cpuMs", (json_int_t)(cu.cpu_usec / 1000),
                                 "memoryPeakBytes", (json_int_t)cu.memory_peak,
                                 "pids", (json_int_t)cu.pids_current,
+                                "ioReadBytes", (json_int_t)cu.io_read_bytes,
+                                "ioWriteBytes", (json_int_t)cu.io_write_bytes,
                                 "network",
                                 "requests", (json_int_t)ns.requests,
                                 "allowed", (json_int_t)ns.allowed,
@@ -1180,10 +1182,11 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 goto fail;
         }
 
-        struct cgroup_limits lim = {.memory = p->limits.memory, .pids = p->limits.pids,
-                                    .cpus_milli = p->limits.cpus_milli};
+        struct cgroup_limits lim;
         cg_name = xasprintf("airlock-%s", cfg->id);
-        r = cgroup_setup(cg_name, &lim, &c.cg, err);
+        r = cgroup_limits_from_policy(p, &lim, err);
+        if (r >= 0)
+                r = cgroup_setup(cg_name, &lim, &c.cg, err);
         if (r < 0)
                 goto fail;
 

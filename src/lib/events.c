@@ -47,7 +47,7 @@ json_t *events_process_started(char *const *argv)
 
 json_t *events_process_ended(const struct supervisor_result *r)
 {
-        return json_pack("{s:i, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I}}",
+        return json_pack("{s:i, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
                          "exitCode", r->exit_code,
                          "signal", r->signal ? json_integer(r->signal) : json_null(),
                          "errorCode", r->error_code ? json_string(r->error_code) : json_null(),
@@ -57,7 +57,12 @@ json_t *events_process_ended(const struct supervisor_result *r)
                          "cpuUserMs", (json_int_t)r->usage.cpu_user_ms,
                          "cpuSystemMs", (json_int_t)r->usage.cpu_system_ms,
                          "memoryPeakBytes", (json_int_t)r->usage.memory_peak,
-                         "outputBytes", (json_int_t)r->usage.output_bytes);
+                         "outputBytes", (json_int_t)r->usage.output_bytes,
+                         "ioReadBytes", (json_int_t)r->usage.io_read_bytes,
+                         "ioWriteBytes", (json_int_t)r->usage.io_write_bytes,
+                         "netSentBytes", (json_int_t)r->usage.net_sent_bytes,
+                         "netReceivedBytes", (json_int_t)r->usage.net_received_bytes,
+                         "diskPeakBytes", (json_int_t)r->usage.disk_peak_bytes);
 }
 
 static json_t *str_or_null(const char *s)

@@ -261,6 +261,8 @@ static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct ru
                 cg->ops->usage(cg, &cu);
                 u->cpu_ms = cu.cpu_usec / 1000;
                 u->memory_peak = cu.memory_peak;
+                u->io_read_bytes = cu.io_read_bytes;
+                u->io_write_bytes = cu.io_write_bytes;
         }
 }
 
@@ -344,13 +346,11 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 goto done;
         }
 
-        struct cgroup_limits lim = {
-                .memory = p->limits.memory,
-                .pids = p->limits.pids,
-                .cpus_milli = p->limits.cpus_milli,
-        };
+        struct cgroup_limits lim;
         cg_name = xasprintf("airlock-%s", res->sandbox);
-        r = cgroup_open(cg_name, &lim, &cg, &e);
+        r = cgroup_limits_from_policy(p, &lim, &e);
+        if (r >= 0)
+                r = cgroup_open(cg_name, &lim, &cg, &e);
         if (r < 0) {
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
@@ -451,6 +451,12 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
 
         event_base_dispatch(sv.base);
+        if (sv.gate) {
+                struct netgate_stats ns;
+                netgate_get_stats(sv.gate, &ns);
+                res->usage.net_sent_bytes = ns.bytes_up;
+                res->usage.net_received_bytes = ns.bytes_down;
+        }
         /* Connections still open are closed and recorded now. */
         sv.gate = netgate_free(sv.gate);
 
@@ -595,6 +601,12 @@ char *supervisor_result_json(const struct supervisor_result *r)
                               "memoryPeakBytes", (json_int_t)r->usage.memory_peak,
                               "maxRssKb", (json_int_t)r->usage.max_rss_kb,
                               "outputBytes", (json_int_t)r->usage.output_bytes);
+        json_object_set_new(u, "ioReadBytes", json_integer((json_int_t)r->usage.io_read_bytes));
+        json_object_set_new(u, "ioWriteBytes", json_integer((json_int_t)r->usage.io_write_bytes));
+        json_object_set_new(u, "netSentBytes", json_integer((json_int_t)r->usage.net_sent_bytes));
+        json_object_set_new(u, "netReceivedBytes",
+                            json_integer((json_int_t)r->usage.net_received_bytes));
+        json_object_set_new(u, "diskPeakBytes", json_integer((json_int_t)r->usage.disk_peak_bytes));
         json_t *o = json_pack("{s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
                               "ok", r->exit_code == 0 && !r->error_code,
                               "exitCode", r->exit_code,
