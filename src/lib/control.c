@@ -25,6 +25,7 @@
 #include "idle.h"
 #include "netgate/netgate.h"
 #include "review.h"
+#include "quota.h"
 #include "secrets.h"
 #include "spawn.h"
 #include "util.h"
@@ -90,6 +91,7 @@ struct control {
         struct event_base *base;
         struct spawn_result sp;
         struct cgroup *cg;
+        struct quota *wq; /* limits.workspaceDisk */
         struct audit *audit;
         struct netgate *gate;
         struct evconnlistener *listener;
@@ -1187,6 +1189,8 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         r = cgroup_limits_from_policy(p, &lim, err);
         if (r >= 0)
                 r = cgroup_setup(cg_name, &lim, &c.cg, err);
+        if (r >= 0 && p->limits.workspace_disk && p->workspace)
+                r = quota_apply(p->workspace, p->limits.workspace_disk, cfg->id, &c.wq, err);
         if (r < 0)
                 goto fail;
 
@@ -1325,6 +1329,7 @@ cleanup:
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 if (c.sp.listen_fds[i] >= 0)
                         close(c.sp.listen_fds[i]);
+        c.wq = quota_release(c.wq);
         c.cg = cgroup_free(c.cg);
         record(&c, "sandbox.destroyed", json_pack("{}"));
         c.audit = audit_close(c.audit);

@@ -62,7 +62,7 @@ json_t *events_process_ended(const struct supervisor_result *r)
                          "ioWriteBytes", (json_int_t)r->usage.io_write_bytes,
                          "netSentBytes", (json_int_t)r->usage.net_sent_bytes,
                          "netReceivedBytes", (json_int_t)r->usage.net_received_bytes,
-                         "diskPeakBytes", (json_int_t)r->usage.disk_peak_bytes);
+                         "workspaceAddedBytes", (json_int_t)r->usage.workspace_added_bytes);
 }
 
 static json_t *str_or_null(const char *s)

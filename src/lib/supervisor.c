@@ -15,6 +15,7 @@
 #include "events.h"
 #include "gates.h"
 #include "netgate/netgate.h"
+#include "quota.h"
 #include "review.h"
 #include "secrets.h"
 #include "spawn.h"
@@ -280,6 +281,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         const struct policy *p = cfg->policy;
         struct supervisor sv = {.cfg = cfg, .res = res};
         struct cgroup *cg = NULL;
+        struct quota *wq = NULL;
         _cleanup_strv_ char **envp = NULL;
         _cleanup_free_ char *cg_name = NULL;
         int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
@@ -352,6 +354,12 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (r >= 0)
                 r = cgroup_open(cg_name, &lim, &cg, &e);
         if (r < 0) {
+                set_failure(res, 125, "setup_failed", e.msg);
+                goto done;
+        }
+        /* A read-write workspace's own size (limits.workspaceDisk). */
+        if (p->limits.workspace_disk && p->workspace &&
+            quota_apply(p->workspace, p->limits.workspace_disk, res->sandbox, &wq, &e) < 0) {
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
@@ -502,6 +510,15 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 res->exit_code = WEXITSTATUS(st);
         }
 
+        bool disk_full = false;
+        if (wq && quota_usage(wq, &res->usage.workspace_added_bytes, &disk_full) >= 0 &&
+            disk_full && !res->error_code) {
+                res->error_code = "disk_limit";
+                snprintf(res->message, sizeof(res->message),
+                         "the workspace reached its %" PRIu64 " byte limit (limits.workspaceDisk)",
+                         p->limits.workspace_disk);
+        }
+
         /* The review layer outlives the sandbox through this fd: keep what
          * the agent proposed. */
         if (sv.sp.upper_fd >= 0 && cfg->state_root) {
@@ -531,11 +548,13 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
 
         if (res->error_code && (STREQ(res->error_code, "timeout") ||
                                 STREQ(res->error_code, "oom_killed") ||
-                                STREQ(res->error_code, "output_limit")))
+                                STREQ(res->error_code, "output_limit") ||
+                                STREQ(res->error_code, "disk_limit")))
                 record(&sv, "limit.hit",
                        json_pack("{s:s, s:s}", "limit",
                                  STREQ(res->error_code, "timeout")      ? "timeout"
                                  : STREQ(res->error_code, "oom_killed") ? "memory"
+                                 : STREQ(res->error_code, "disk_limit") ? "disk"
                                                                         : "output",
                                  "message", res->message));
         if (res->signal == SIGSYS)
@@ -577,6 +596,7 @@ done:
                         event_free(sv.ev_signals[i]);
         if (sv.base)
                 event_base_free(sv.base);
+        wq = quota_release(wq);
         cgroup_free(cg);
         res->duration_ms = (now_monotonic_us() - start) / 1000;
         res->usage.output_bytes = sv.output;
@@ -606,7 +626,7 @@ char *supervisor_result_json(const struct supervisor_result *r)
         json_object_set_new(u, "netSentBytes", json_integer((json_int_t)r->usage.net_sent_bytes));
         json_object_set_new(u, "netReceivedBytes",
                             json_integer((json_int_t)r->usage.net_received_bytes));
-        json_object_set_new(u, "diskPeakBytes", json_integer((json_int_t)r->usage.disk_peak_bytes));
+        json_object_set_new(u, "workspaceAddedBytes", json_integer((json_int_t)r->usage.workspace_added_bytes));
         json_t *o = json_pack("{s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
                               "ok", r->exit_code == 0 && !r->error_code,
                               "exitCode", r->exit_code,

@@ -22,7 +22,7 @@ struct supervisor_usage {
         uint64_t io_write_bytes;
         uint64_t net_sent_bytes; /* through the network gate, each way */
         uint64_t net_received_bytes;
-        uint64_t disk_peak_bytes; /* the most the workspace quota saw in use */
+        uint64_t workspace_added_bytes; /* what a quota-limited workspace grew by, at the end */
 };
 
 struct supervisor_result {

@@ -49,6 +49,8 @@ const struct limit_desc limit_descs[] = {
      INT64_MAX},
     {"output", POLICY_LIMIT_OUTPUT, KIND_SIZE, offsetof(struct policy_limits, output), 1,
      INT64_MAX},
+    {"workspaceDisk", POLICY_LIMIT_WORKSPACE_DISK, KIND_SIZE,
+     offsetof(struct policy_limits, workspace_disk), 0, INT64_MAX},
 };
 
 const size_t n_limit_descs = ARRAY_SIZE(limit_descs);
@@ -583,6 +585,12 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
                 t->budget.rate = cl->net_rate;
         if (!(t->limits_set & POLICY_LIMIT_FILE_SIZE))
                 t->limits.file_size = t->limits.disk;
+
+        /* A quota is set on a read-write workspace only: refuse what would
+         * not be enforced. */
+        if (t->limits.workspace_disk && (!t->workspace || t->workspace_mode != POLICY_WORKSPACE_RW))
+                return fail(&c, "\"limits.workspaceDisk\" needs a read-write workspace (in "
+                                "overlay mode \"limits.disk\" bounds the copy-on-write layer)");
 
         if (!t->net_mode_set)
                 t->net_mode =

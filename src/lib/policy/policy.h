@@ -62,15 +62,16 @@ struct policy_io {
 };
 
 struct policy_limits {
-        uint64_t timeout_ms; /* wall clock; 0 = none */
-        uint64_t cpu_time_s; /* RLIMIT_CPU; 0 = none */
-        uint64_t memory;     /* bytes; cgroup limit, no swap */
-        uint64_t pids;       /* cgroup pids.max */
-        uint64_t cpus_milli; /* 1000 = one cpu */
-        uint64_t disk;       /* size of each of /tmp and $HOME (tmpfs) */
-        uint64_t open_files; /* RLIMIT_NOFILE */
-        uint64_t file_size;  /* RLIMIT_FSIZE */
-        uint64_t output;     /* captured stdout+stderr bytes */
+        uint64_t timeout_ms;     /* wall clock; 0 = none */
+        uint64_t cpu_time_s;     /* RLIMIT_CPU; 0 = none */
+        uint64_t memory;         /* bytes; cgroup limit, no swap */
+        uint64_t pids;           /* cgroup pids.max */
+        uint64_t cpus_milli;     /* 1000 = one cpu */
+        uint64_t disk;           /* size of each of /tmp and $HOME (tmpfs) */
+        uint64_t open_files;     /* RLIMIT_NOFILE */
+        uint64_t file_size;      /* RLIMIT_FSIZE */
+        uint64_t output;         /* captured stdout+stderr bytes */
+        uint64_t workspace_disk; /* bytes a read-write workspace may grow by; 0 = none */
         struct policy_io io;
 };
 
@@ -145,6 +146,7 @@ enum {
         POLICY_LIMIT_FILE_SIZE = 1u << 7,
         POLICY_LIMIT_OUTPUT = 1u << 8,
         POLICY_LIMIT_IO = 1u << 9,
+        POLICY_LIMIT_WORKSPACE_DISK = 1u << 10,
 };
 
 /* A resource class: the design's table (docs/policy.md), plus a CPU quota. */
