@@ -161,8 +161,10 @@ static int v1_usage(struct cgroup *cg, struct cgroup_usage *ret)
         if ((d = dir_with(cg, "blkio.throttle.io_service_bytes"))) {
                 _cleanup_free_ char *path = xasprintf("%s/blkio.throttle.io_service_bytes", d);
                 _cleanup_free_ char *s = NULL;
-                if (read_file_at(AT_FDCWD, path, 64 * 1024, &s, NULL) >= 0)
+                if (read_file_at(AT_FDCWD, path, 64 * 1024, &s, NULL) >= 0) {
                         cgroup_parse_blkio_bytes(s, &ret->io_read_bytes, &ret->io_write_bytes);
+                        ret->io_measured = true;
+                }
         }
         return 0;
 }

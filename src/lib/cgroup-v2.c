@@ -172,8 +172,10 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
                 ret->pids_current = v;
         _cleanup_free_ char *path = xasprintf("%s/io.stat", cg->dirs[0]);
         _cleanup_free_ char *stat = NULL;
-        if (read_file_at(AT_FDCWD, path, 64 * 1024, &stat, NULL) >= 0)
+        if (read_file_at(AT_FDCWD, path, 64 * 1024, &stat, NULL) >= 0) {
                 cgroup_parse_io_stat(stat, &ret->io_read_bytes, &ret->io_write_bytes);
+                ret->io_measured = true;
+        }
         return 0;
 }
 

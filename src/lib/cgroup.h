@@ -36,6 +36,7 @@ struct cgroup_usage {
         uint64_t oom_kills;
         uint64_t io_read_bytes; /* block I/O charged to the sandbox */
         uint64_t io_write_bytes;
+        bool io_measured; /* blkio/io.stat was there to read */
 };
 
 struct cgroup;

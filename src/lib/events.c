@@ -47,7 +47,7 @@ json_t *events_process_started(char *const *argv)
 
 json_t *events_process_ended(const struct supervisor_result *r)
 {
-        return json_pack("{s:i, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+        return json_pack("{s:i, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:I, s:I, s:o}}",
                          "exitCode", r->exit_code,
                          "signal", r->signal ? json_integer(r->signal) : json_null(),
                          "errorCode", r->error_code ? json_string(r->error_code) : json_null(),
@@ -58,11 +58,11 @@ json_t *events_process_ended(const struct supervisor_result *r)
                          "cpuSystemMs", (json_int_t)r->usage.cpu_system_ms,
                          "memoryPeakBytes", (json_int_t)r->usage.memory_peak,
                          "outputBytes", (json_int_t)r->usage.output_bytes,
-                         "ioReadBytes", (json_int_t)r->usage.io_read_bytes,
-                         "ioWriteBytes", (json_int_t)r->usage.io_write_bytes,
+                         "ioReadBytes", r->usage.io_measured ? json_integer((json_int_t)r->usage.io_read_bytes) : json_null(),
+                         "ioWriteBytes", r->usage.io_measured ? json_integer((json_int_t)r->usage.io_write_bytes) : json_null(),
                          "netSentBytes", (json_int_t)r->usage.net_sent_bytes,
                          "netReceivedBytes", (json_int_t)r->usage.net_received_bytes,
-                         "workspaceAddedBytes", (json_int_t)r->usage.workspace_added_bytes);
+                         "workspaceAddedBytes", r->usage.workspace_measured ? json_integer((json_int_t)r->usage.workspace_added_bytes) : json_null());
 }
 
 static json_t *str_or_null(const char *s)

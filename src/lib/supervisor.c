@@ -264,6 +264,7 @@ static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct ru
                 u->memory_peak = cu.memory_peak;
                 u->io_read_bytes = cu.io_read_bytes;
                 u->io_write_bytes = cu.io_write_bytes;
+                u->io_measured = cu.io_measured;
         }
 }
 
@@ -511,8 +512,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
 
         bool disk_full = false;
-        if (wq && quota_usage(wq, &res->usage.workspace_added_bytes, &disk_full) >= 0 &&
-            disk_full && !res->error_code) {
+        if (wq && quota_usage(wq, &res->usage.workspace_added_bytes, &disk_full) >= 0)
+                res->usage.workspace_measured = true;
+        if (disk_full && !res->error_code) {
                 res->error_code = "disk_limit";
                 snprintf(res->message, sizeof(res->message),
                          "the workspace reached its %" PRIu64 " byte limit (limits.workspaceDisk)",
@@ -621,12 +623,21 @@ char *supervisor_result_json(const struct supervisor_result *r)
                               "memoryPeakBytes", (json_int_t)r->usage.memory_peak,
                               "maxRssKb", (json_int_t)r->usage.max_rss_kb,
                               "outputBytes", (json_int_t)r->usage.output_bytes);
-        json_object_set_new(u, "ioReadBytes", json_integer((json_int_t)r->usage.io_read_bytes));
-        json_object_set_new(u, "ioWriteBytes", json_integer((json_int_t)r->usage.io_write_bytes));
-        json_object_set_new(u, "netSentBytes", json_integer((json_int_t)r->usage.net_sent_bytes));
+        /* null: not measured (no blkio controller, no workspace quota). */
+        const struct supervisor_usage *su = &r->usage;
+        json_object_set_new(u, "ioReadBytes",
+                            su->io_measured ? json_integer((json_int_t)su->io_read_bytes)
+                                            : json_null());
+        json_object_set_new(u, "ioWriteBytes",
+                            su->io_measured ? json_integer((json_int_t)su->io_write_bytes)
+                                            : json_null());
+        json_object_set_new(u, "netSentBytes", json_integer((json_int_t)su->net_sent_bytes));
         json_object_set_new(u, "netReceivedBytes",
-                            json_integer((json_int_t)r->usage.net_received_bytes));
-        json_object_set_new(u, "workspaceAddedBytes", json_integer((json_int_t)r->usage.workspace_added_bytes));
+                            json_integer((json_int_t)su->net_received_bytes));
+        json_object_set_new(u, "workspaceAddedBytes",
+                            su->workspace_measured
+                                ? json_integer((json_int_t)su->workspace_added_bytes)
+                                : json_null());
         json_t *o = json_pack("{s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
                               "ok", r->exit_code == 0 && !r->error_code,
                               "exitCode", r->exit_code,
