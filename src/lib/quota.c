@@ -183,6 +183,21 @@ int quota_apply(const char *workspace, uint64_t allowance, const char *sandbox_i
                 goto fail;
         }
 
+        /* A tree the administrator already put in a project keeps it:
+         * relabelling would take it out of their accounting for good. */
+        struct fsxattr fa;
+        if (ioctl(q->fd, FS_IOC_FSGETXATTR, &fa) < 0) {
+                r = al_error_set(err, errno, "limits.workspaceDisk: %s", workspace);
+                goto fail;
+        }
+        if (fa.fsx_projid != 0) {
+                r = al_error_set(err, EBUSY,
+                                 "limits.workspaceDisk: the workspace %s already belongs to "
+                                 "project %" PRIu32 "; Airlock will not relabel it",
+                                 workspace, fa.fsx_projid);
+                goto fail;
+        }
+
         /* An id nobody uses: no blocks, no inodes, no limits. */
         uint32_t hint = projid_hint(sandbox_id);
         for (int i = 0; i < PROJID_TRIES && !q->projid; i++) {
