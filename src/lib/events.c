@@ -47,6 +47,8 @@ json_t *events_process_started(char *const *argv)
 
 json_t *events_process_ended(const struct supervisor_result *r)
 {
+        /* null: not measured (no blkio controller, no workspace quota). */
+        bool io = r->usage.io_measured, ws = r->usage.workspace_measured;
         return json_pack("{s:i, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:I, s:I, s:o}}",
                          "exitCode", r->exit_code,
                          "signal", r->signal ? json_integer(r->signal) : json_null(),
@@ -58,11 +60,12 @@ json_t *events_process_ended(const struct supervisor_result *r)
                          "cpuSystemMs", (json_int_t)r->usage.cpu_system_ms,
                          "memoryPeakBytes", (json_int_t)r->usage.memory_peak,
                          "outputBytes", (json_int_t)r->usage.output_bytes,
-                         "ioReadBytes", r->usage.io_measured ? json_integer((json_int_t)r->usage.io_read_bytes) : json_null(),
-                         "ioWriteBytes", r->usage.io_measured ? json_integer((json_int_t)r->usage.io_write_bytes) : json_null(),
+                         "ioReadBytes", io ? json_integer((json_int_t)r->usage.io_read_bytes) : json_null(),
+                         "ioWriteBytes", io ? json_integer((json_int_t)r->usage.io_write_bytes) : json_null(),
                          "netSentBytes", (json_int_t)r->usage.net_sent_bytes,
                          "netReceivedBytes", (json_int_t)r->usage.net_received_bytes,
-                         "workspaceAddedBytes", r->usage.workspace_measured ? json_integer((json_int_t)r->usage.workspace_added_bytes) : json_null());
+                         "workspaceAddedBytes",
+                         ws ? json_integer((json_int_t)r->usage.workspace_added_bytes) : json_null());
 }
 
 static json_t *str_or_null(const char *s)
