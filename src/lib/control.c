@@ -834,6 +834,8 @@ static void do_status(struct client *cl)
         struct netgate_stats ns = {0};
         if (c->gate)
                 netgate_get_stats(c->gate, &ns);
+        uint64_t ws_added = 0;
+        bool ws_full = false, ws = c->wq && quota_usage(c->wq, &ws_added, &ws_full) >= 0;
         json_t *procs = json_array();
         for (int i = 0; i < CONTROL_MAX_PROCS; i++)
                 if (c->procs[i])
@@ -849,7 +851,7 @@ static void do_status(struct client *cl)
                                           ? json_string(c->procs[i]->error_code)
                                           : json_null(),
                                       "seq", (json_int_t)c->procs[i]->seq));
-        send_json(cl, json_pack("{s:b, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:I}",
+        send_json(cl, json_pack("{s:b, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:o}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:I}",
                                 "ok", 1, "sandbox", c->cfg->id, "state", "running",
                                 "startedAt", c->started_at,
                                 "usage",
@@ -858,6 +860,8 @@ static void do_status(struct client *cl)
                                 "pids", (json_int_t)cu.pids_current,
                                 "ioReadBytes", (json_int_t)cu.io_read_bytes,
                                 "ioWriteBytes", (json_int_t)cu.io_write_bytes,
+                                "workspaceAddedBytes",
+                                ws ? json_integer((json_int_t)ws_added) : json_null(),
                                 "network",
                                 "requests", (json_int_t)ns.requests,
                                 "allowed", (json_int_t)ns.allowed,
