@@ -59,6 +59,11 @@ static const char run_usage[] =
         "      --read system|host   show the system directories (default) or all of /\n"
         "      --pids N             process limit\n"
         "      --cpus N             cpu quota, e.g. 0.5\n"
+        "      --io-read-bps SIZE, --io-write-bps SIZE\n"
+        "                           block I/O bytes per second, e.g. 5M, on the disks behind\n"
+        "                           the workspace and mounts (limits.io)\n"
+        "      --io-read-iops N, --io-write-iops N\n"
+        "                           block I/O operations per second (limits.io)\n"
         "      --class NAME         resource class: small, medium, large, xlarge\n"
         "      --env KEY=VALUE      set a variable in the sandbox's clean environment\n"
         "      --uid N              uid inside (default 1000; 0 is a fake root)\n"
@@ -113,6 +118,10 @@ enum {
         OPT_REV,
         OPT_ALLOW_BROAD,
         OPT_STATE_ROOT,
+        OPT_IO_READ_BPS,
+        OPT_IO_WRITE_BPS,
+        OPT_IO_READ_IOPS,
+        OPT_IO_WRITE_IOPS,
 };
 
 static const struct option run_options[] = {
@@ -147,6 +156,10 @@ static const struct option run_options[] = {
         {"rev", required_argument, NULL, OPT_REV},
         {"allow-broad-workspace", no_argument, NULL, OPT_ALLOW_BROAD},
         {"state-root", required_argument, NULL, OPT_STATE_ROOT},
+        {"io-read-bps", required_argument, NULL, OPT_IO_READ_BPS},
+        {"io-write-bps", required_argument, NULL, OPT_IO_WRITE_BPS},
+        {"io-read-iops", required_argument, NULL, OPT_IO_READ_IOPS},
+        {"io-write-iops", required_argument, NULL, OPT_IO_WRITE_IOPS},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -362,6 +375,18 @@ int cmd_run(int argc, char **argv)
                         break;
                 case OPT_CPUS:
                         r = policy_set_limit(p, "cpus", optarg, &err);
+                        break;
+                case OPT_IO_READ_BPS:
+                        r = policy_set_limit(p, "io.readBps", optarg, &err);
+                        break;
+                case OPT_IO_WRITE_BPS:
+                        r = policy_set_limit(p, "io.writeBps", optarg, &err);
+                        break;
+                case OPT_IO_READ_IOPS:
+                        r = policy_set_limit(p, "io.readIops", optarg, &err);
+                        break;
+                case OPT_IO_WRITE_IOPS:
+                        r = policy_set_limit(p, "io.writeIops", optarg, &err);
                         break;
                 case OPT_CLASS:
                         r = policy_set_class(p, optarg, &err);

@@ -1339,10 +1339,11 @@ Test(policy, to_json_defaults)
         cr_assert_str_eq(
             s, "{\"class\":\"medium\",\"env\":{},\"filesystem\":{\"allowWrite\":[],"
                "\"denyRead\":[],\"mounts\":[],\"read\":\"system\"},\"gid\":1000,"
-               "\"limits\":{\"cpuTime\":0,\"cpus\":1,\"disk\":1073741824,"
-               "\"fileSize\":1073741824,\"memory\":536870912,\"openFiles\":1024,"
-               "\"output\":16777216,\"pids\":256,\"timeout\":900},\"network\":{\"allow\":[],"
-               "\"allowPrivate\":[],\"budget\":{\"bytes\":0,\"rate\":0,\"refusals\":1000,\"requests\":0},"
+               "\"limits\":{\"cpuTime\":60,\"cpus\":1,\"disk\":1073741824,"
+               "\"fileSize\":1073741824,\"io\":{\"readBps\":0,\"readIops\":0,"
+               "\"writeBps\":0,\"writeIops\":0},\"memory\":536870912,\"openFiles\":1024,"
+               "\"output\":16777216,\"pids\":256,\"timeout\":900,\"workspaceDisk\":0},\"network\":{\"allow\":[],"
+               "\"allowPrivate\":[],\"budget\":{\"bytes\":0,\"rate\":10000000,\"refusals\":1000,\"requests\":0},"
                "\"deny\":[],\"hosts\":{},\"mode\":\"none\",\"routes\":[]},"
                "\"tools\":{\"allow\":[]},\"uid\":1000,\"workspace\":{\"mode\":\"rw\","
                "\"path\":null,\"protectGit\":true}}");
@@ -1355,7 +1356,7 @@ Test(policy, to_json_fractions)
         struct policy *p = finalize_ok("{\"limits\": {\"cpus\": 0.1, \"timeout\": 1.5}}");
         char *s = policy_to_json(p);
         cr_assert(strstr(s, "\"cpus\":0.1,"), "%s", s);
-        cr_assert(strstr(s, "\"timeout\":1.5}"), "%s", s);
+        cr_assert(strstr(s, "\"timeout\":1.5,"), "%s", s);
         free(s);
         policy_free(p);
 }

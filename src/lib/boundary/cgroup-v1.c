@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "cgroup-internal.h"
 #include "util.h"
@@ -57,6 +58,32 @@ static int v1_set(struct cgroup *cg, const char *file, uint64_t v, bool required
         return 0;
 }
 
+/* blkio.throttle.<file>: "MAJ:MIN value", one device per write. */
+static int v1_set_io(struct cgroup *cg, const char *file, uint64_t v, const struct cgroup_limits *l,
+                     struct al_error *err)
+{
+        const char *dir = dir_with(cg, file);
+        for (size_t i = 0; !dir && cg->fake && i < cg->n_dirs; i++)
+                if (strstr(cg->dirs[i], "/blkio/"))
+                        dir = cg->dirs[i];
+        if (!dir)
+                return al_error_set(err, EOPNOTSUPP,
+                                    "limits.io: the cgroup v1 blkio controller is not mounted; "
+                                    "I/O cannot be throttled");
+        if (!v)
+                return 0;
+        for (size_t i = 0; i < l->io.n_devs; i++) {
+                char buf[64];
+                snprintf(buf, sizeof(buf), "%u:%u %" PRIu64, major(l->io.devs[i]),
+                         minor(l->io.devs[i]), v);
+                int r = cgroup_write(cg, dir, file, buf);
+                if (r < 0)
+                        return al_error_set(err, r, "cgroup: writing %s to %s/%s", buf, dir,
+                                            file);
+        }
+        return 0;
+}
+
 static int v1_apply(struct cgroup *cg, const struct cgroup_limits *l, struct al_error *err)
 {
         int r;
@@ -83,6 +110,20 @@ static int v1_apply(struct cgroup *cg, const struct cgroup_limits *l, struct al_
                 r = v1_set(cg, "cpu.cfs_period_us", 100000, true, err);
                 if (r >= 0)
                         r = v1_set(cg, "cpu.cfs_quota_us", l->cpus_milli * 100, true, err);
+                if (r < 0)
+                        return r;
+        }
+        if (cgroup_io_limited(l)) {
+                r = v1_set_io(cg, "blkio.throttle.read_bps_device", l->io.read_bps, l, err);
+                if (r >= 0)
+                        r = v1_set_io(cg, "blkio.throttle.write_bps_device", l->io.write_bps, l,
+                                      err);
+                if (r >= 0)
+                        r = v1_set_io(cg, "blkio.throttle.read_iops_device", l->io.read_iops, l,
+                                      err);
+                if (r >= 0)
+                        r = v1_set_io(cg, "blkio.throttle.write_iops_device", l->io.write_iops,
+                                      l, err);
                 if (r < 0)
                         return r;
         }
@@ -117,6 +158,14 @@ static int v1_usage(struct cgroup *cg, struct cgroup_usage *ret)
                 ret->oom_kills = v;
         if ((d = dir_with(cg, "pids.current")) && cgroup_read_u64(d, "pids.current", &v) >= 0)
                 ret->pids_current = v;
+        if ((d = dir_with(cg, "blkio.throttle.io_service_bytes"))) {
+                _cleanup_free_ char *path = xasprintf("%s/blkio.throttle.io_service_bytes", d);
+                _cleanup_free_ char *s = NULL;
+                if (read_file_at(AT_FDCWD, path, 64 * 1024, &s, NULL) >= 0) {
+                        cgroup_parse_blkio_bytes(s, &ret->io_read_bytes, &ret->io_write_bytes);
+                        ret->io_measured = true;
+                }
+        }
         return 0;
 }
 

@@ -7,7 +7,8 @@
 #include "cgroup-internal.h"
 #include "util.h"
 
-static const char *const v2_controllers[] = {"memory", "pids", "cpu"};
+/* io last: it is enabled only with limits.io. */
+static const char *const v2_controllers[] = {"memory", "pids", "cpu", "io"};
 
 static bool has_word(const char *list, const char *word)
 {
@@ -36,7 +37,10 @@ static int enable_controllers(struct cgroup *cg, struct al_error *err)
         (void)read_file_at(AT_FDCWD, path, 4096, &enabled, NULL);
 
         char want[64] = "";
-        for (size_t i = 0; i < ARRAY_SIZE(v2_controllers); i++) {
+        /* io only when limits.io asks for it: a host that does not delegate
+         * it still runs sandboxes without one. */
+        size_t n_ctrl = ARRAY_SIZE(v2_controllers) - !cgroup_io_limited(&cg->limits);
+        for (size_t i = 0; i < n_ctrl; i++) {
                 if (!has_word(avail, v2_controllers[i]))
                         return al_error_set(err, EOPNOTSUPP,
                                             "cgroup: controller %s is not delegated to %s",
@@ -132,6 +136,17 @@ static int v2_apply(struct cgroup *cg, const struct cgroup_limits *l, struct al_
                 if (r < 0)
                         return r;
         }
+        if (cgroup_io_limited(l)) {
+                /* One line per device; the kernel keeps each. */
+                for (size_t i = 0; i < l->io.n_devs; i++) {
+                        char line[160];
+                        r = cgroup_io_max_line(l, i, line, sizeof(line));
+                        if (r >= 0)
+                                r = v2_write(cg, "io.max", line, err);
+                        if (r < 0)
+                                return r;
+                }
+        }
         return 0;
 }
 
@@ -155,6 +170,12 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
                 ret->oom_kills = v;
         if (cgroup_read_u64(cg->dirs[0], "pids.current", &v) >= 0)
                 ret->pids_current = v;
+        _cleanup_free_ char *path = xasprintf("%s/io.stat", cg->dirs[0]);
+        _cleanup_free_ char *stat = NULL;
+        if (read_file_at(AT_FDCWD, path, 64 * 1024, &stat, NULL) >= 0) {
+                cgroup_parse_io_stat(stat, &ret->io_read_bytes, &ret->io_write_bytes);
+                ret->io_measured = true;
+        }
         return 0;
 }
 

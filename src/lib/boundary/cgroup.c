@@ -99,6 +99,8 @@ int cgroup_rmdir(struct cgroup *cg, const char *dir)
 
 int cgroup_create(struct cgroup *cg, const struct cgroup_limits *l, struct al_error *err)
 {
+        if (l != &cg->limits)
+                cg->limits = *l; /* create() reads which controllers are needed */
         int r = cg->ops->create(cg, err);
         if (r < 0)
                 return r;
@@ -341,13 +343,19 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
                 _cleanup_free_ char *parent = xasprintf("/sys/fs/cgroup%s", own);
                 r = cgroup_v2_new(parent, name, false, &cg);
         } else {
-                static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct"};
+                /* blkio last: optional unless limits.io is set (its byte
+                 * counts show in the usage when it is there). */
+                static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct", "blkio"};
                 char *parents[CGROUP_V1_MAX] = {0};
                 size_t n = 0;
                 r = 0;
                 for (size_t i = 0; i < ARRAY_SIZE(ctrls) && r >= 0; i++) {
                         _cleanup_free_ char *mnt = NULL, *own = NULL;
                         r = v1_mount_point(ctrls[i], &mnt);
+                        if (r < 0 && STREQ(ctrls[i], "blkio") && !cgroup_io_limited(l)) {
+                                r = 0;
+                                break;
+                        }
                         if (r < 0) {
                                 al_error_set(err, r, "cgroup: no v1 hierarchy with the %s controller",
                                              ctrls[i]);
@@ -359,6 +367,18 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
                                 break;
                         }
                         char *dir = xasprintf("%s%s", mnt, STREQ(own, "/") ? "" : own);
+                        /* Without limits.io, blkio only counts bytes: a caller
+                         * it is not delegated to goes without. */
+                        if (STREQ(ctrls[i], "blkio") && access(dir, W_OK) < 0) {
+                                free(dir);
+                                if (!cgroup_io_limited(l))
+                                        break;
+                                r = al_error_set(err, EACCES,
+                                                 "limits.io: the cgroup v1 blkio controller is "
+                                                 "not delegated to this user, so I/O cannot be "
+                                                 "throttled; run as root or remove limits.io");
+                                break;
+                        }
                         bool dup = false;
                         for (size_t j = 0; j < n; j++)
                                 dup = dup || STREQ(parents[j], dir);

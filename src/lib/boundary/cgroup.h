@@ -12,10 +12,21 @@
  * when the sandbox ends. cgroup v2 is the primary backend; v1 (the hybrid
  * layout) is the fallback. Both sit behind struct cgroup_ops. */
 
+enum { CGROUP_IO_DEVS_MAX = 16 };
+
+/* Block I/O throttling on the devices in `devs` (whole disks); 0 = none. */
+struct cgroup_io {
+        uint64_t read_bps, write_bps;
+        uint64_t read_iops, write_iops;
+        dev_t devs[CGROUP_IO_DEVS_MAX];
+        size_t n_devs;
+};
+
 struct cgroup_limits {
         uint64_t memory;     /* bytes, 0 = none; swap is always refused */
         uint64_t pids;       /* 0 = none */
         uint64_t cpus_milli; /* 1000 = one cpu, 0 = none */
+        struct cgroup_io io;
 };
 
 struct cgroup_usage {
@@ -23,6 +34,9 @@ struct cgroup_usage {
         uint64_t memory_peak;
         uint64_t pids_current;
         uint64_t oom_kills;
+        uint64_t io_read_bytes; /* block I/O charged to the sandbox */
+        uint64_t io_write_bytes;
+        bool io_measured; /* blkio/io.stat was there to read */
 };
 
 struct cgroup;
@@ -37,13 +51,14 @@ struct cgroup_ops {
         int (*destroy)(struct cgroup *cg);
 };
 
-enum { CGROUP_V1_MAX = 4 };
+enum { CGROUP_V1_MAX = 5 };
 
 struct cgroup {
         const struct cgroup_ops *ops;
         char *name; /* leaf name, "airlock-<id>" */
         /* v2: one directory; v1: one per controller hierarchy (memory, pids,
-         * cpu, cpuacct; co-mounted controllers share one). */
+         * cpu, cpuacct, and blkio when mounted; co-mounted controllers share
+         * one). */
         char *dirs[CGROUP_V1_MAX];
         size_t n_dirs;
         char *parent_v2; /* v2: the directory the leaf is created in */
@@ -88,3 +103,22 @@ int cgroup_reclaim(char *const *dirs, size_t n);
 
 /* "oom_kill N" style key lookup in a flat keyed file's contents. */
 int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret);
+
+/* Block I/O (cgroup-io.c). Whether any of limits.io is set. */
+bool cgroup_io_limited(const struct cgroup_limits *l);
+/* The whole disks backing `paths` (the workspace and mount sources) into
+ * l->io.devs. Fails, naming the path, when none is a block device (tmpfs,
+ * overlay): I/O there cannot be throttled, and Airlock does not pretend. */
+int cgroup_io_devices(char *const *paths, size_t n, struct cgroup_limits *l, struct al_error *err);
+/* The io.max line for l->io.devs[i]: "MAJ:MIN rbps=N wbps=max ...". */
+int cgroup_io_max_line(const struct cgroup_limits *l, size_t i, char *buf, size_t size);
+/* Bytes read and written, summed over devices, from v2 io.stat and v1
+ * blkio.throttle.io_service_bytes contents. */
+int cgroup_parse_io_stat(const char *content, uint64_t *read, uint64_t *written);
+int cgroup_parse_blkio_bytes(const char *content, uint64_t *read, uint64_t *written);
+
+struct policy;
+/* The cgroup limits a policy asks for, with the devices limits.io applies to
+ * (those backing the workspace and the mounts). */
+int cgroup_limits_from_policy(const struct policy *p, struct cgroup_limits *l,
+                              struct al_error *err);

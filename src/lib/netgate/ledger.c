@@ -291,6 +291,17 @@ void netgate_setup_bufferevent(struct netgate *g, struct bufferevent *bev)
                 bufferevent_add_to_rate_limit_group(bev, g->rate_group);
 }
 
+/* A freed bufferevent is finalized later, from the loop: it leaves the
+ * rate group now, so that the group can be freed before the loop runs
+ * again (every class sets a rate). */
+void netgate_bev_free(struct bufferevent *bev)
+{
+        if (!bev)
+                return;
+        bufferevent_remove_from_rate_limit_group(bev);
+        bufferevent_free(bev);
+}
+
 const struct timeval *netgate_secs(struct timeval *tv, long s)
 {
         tv->tv_sec = s;

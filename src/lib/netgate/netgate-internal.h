@@ -138,6 +138,8 @@ size_t netgate_budget_allows(const struct netgate *g, size_t want);
 void netgate_count_bytes(struct netgate *g, bool up, size_t n);
 /* Read watermark and the rate limit, for every bufferevent of the gate. */
 void netgate_setup_bufferevent(struct netgate *g, struct bufferevent *bev);
+/* bufferevent_free, out of the gate's rate group first. */
+void netgate_bev_free(struct bufferevent *bev);
 /* tv set to `s` seconds, for the timeouts below. */
 const struct timeval *netgate_secs(struct timeval *tv, long s);
 void netgate_set_nodelay(int fd);

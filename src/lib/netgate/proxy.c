@@ -123,7 +123,7 @@ static void drop_upstream(struct netgate_conn *c)
 {
         netgate_upstream_stop(&c->u);
         if (c->up) {
-                bufferevent_free(c->up);
+                netgate_bev_free(c->up);
                 c->up = NULL;
         }
         c->up_idle = false;
@@ -136,7 +136,7 @@ static void conn_free(struct netgate_conn *c, const char *end_reason)
         struct netgate *g = c->g;
         finish_in_flight(c, end_reason);
         if (c->client)
-                bufferevent_free(c->client);
+                netgate_bev_free(c->client);
         drop_upstream(c);
         netgate_tunnel_release(&c->t);
         free(c->x.reqp);

@@ -157,7 +157,7 @@ static void drop_upstream(struct rconn *c)
 {
         netgate_upstream_stop(&c->u);
         if (c->up) {
-                bufferevent_free(c->up);
+                netgate_bev_free(c->up);
                 c->up = NULL;
         }
         c->up_rt = NULL;
@@ -170,8 +170,12 @@ static void conn_free(struct rconn *c, const char *end_reason)
         struct netgate_routes *rs = c->rs;
         finish_in_flight(c, end_reason);
         drop_upstream(c);
-        if (c->client)
-                bufferevent_free(c->client);
+        if (c->client) {
+                /* It may be in the gate's rate group, freed before the loop
+                 * would finalize this bufferevent. */
+                bufferevent_remove_from_rate_limit_group(c->client);
+                netgate_bev_free(c->client);
+        }
         if (c->head_out) {
                 netgate_route_wipe(c->head_out);
                 evbuffer_free(c->head_out);

@@ -275,8 +275,8 @@ static int start_splice(struct netgate_tunnel *t, const void *reply, size_t n)
         evbuffer_add_buffer(t->dir[0].pre, cin);
         evbuffer_add(t->dir[1].pre, reply, n);
         evbuffer_add_buffer(t->dir[1].pre, uin);
-        bufferevent_free(t->client);
-        bufferevent_free(t->up);
+        netgate_bev_free(t->client);
+        netgate_bev_free(t->up);
         t->client = t->up = NULL;
         /* Both directions start from the loop, not from here: the caller
          * still holds the connection. */
@@ -312,9 +312,9 @@ void netgate_tunnel_start(struct netgate_tunnel *t, struct netgate *g, struct ne
 void netgate_tunnel_release(struct netgate_tunnel *t)
 {
         if (t->client)
-                bufferevent_free(t->client);
+                netgate_bev_free(t->client);
         if (t->up)
-                bufferevent_free(t->up);
+                netgate_bev_free(t->up);
         t->client = t->up = NULL;
         for (int i = 0; i < 2; i++)
                 dir_release(&t->dir[i]);

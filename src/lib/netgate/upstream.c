@@ -151,7 +151,7 @@ void netgate_upstream_stop(struct netgate_upstream *u)
                 u->connect_fd = -1;
         }
         if (u->handshake) {
-                bufferevent_free(u->handshake);
+                netgate_bev_free(u->handshake);
                 u->handshake = NULL;
         }
 }

@@ -11,6 +11,7 @@
 #include "control-internal.h"
 #include "control-proto.h"
 #include "netgate/netgate.h"
+#include "quota.h"
 #include "util.h"
 
 /* The control socket: one client per connection, one request line each
@@ -77,6 +78,9 @@ void control_do_status(struct client *cl)
         struct netgate_stats ns = {0};
         if (c->core.gate)
                 netgate_get_stats(c->core.gate, &ns);
+        uint64_t ws_added = 0;
+        bool ws_full = false,
+             ws = c->core.wq && quota_usage(c->core.wq, &ws_added, &ws_full) >= 0;
         json_t *procs = json_array();
         for (int i = 0; i < CONTROL_MAX_PROCS; i++)
                 if (c->procs[i])
@@ -95,10 +99,16 @@ void control_do_status(struct client *cl)
         control_send_json(
             cl,
             json_pack(
-                "{s:b, s:s, s:s, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I, s:I}, s:o, s:I}",
+                "{s:b, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:o, s:o, s:o}, s:{s:I, s:I, s:I, s:I, "
+                "s:I}, s:o, s:I}",
                 "ok", 1, "sandbox", c->cfg->id, "state", "running", "startedAt", c->started_at,
                 "usage", "cpuMs", (json_int_t)(cu.cpu_usec / 1000), "memoryPeakBytes",
-                (json_int_t)cu.memory_peak, "pids", (json_int_t)cu.pids_current, "network",
+                (json_int_t)cu.memory_peak, "pids", (json_int_t)cu.pids_current, "ioReadBytes",
+                cu.io_measured ? json_integer((json_int_t)cu.io_read_bytes) : json_null(),
+                "ioWriteBytes",
+                cu.io_measured ? json_integer((json_int_t)cu.io_write_bytes) : json_null(),
+                "workspaceAddedBytes", ws ? json_integer((json_int_t)ws_added) : json_null(),
+                "network",
                 "requests", (json_int_t)ns.requests, "allowed", (json_int_t)ns.allowed, "denied",
                 (json_int_t)ns.denied, "bytesUp", (json_int_t)ns.bytes_up, "bytesDown",
                 (json_int_t)ns.bytes_down, "processes", procs, "oomKills",

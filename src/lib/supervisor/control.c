@@ -20,6 +20,7 @@
 #include "gitguard.h"
 #include "idle.h"
 #include "netgate/netgate.h"
+#include "quota.h"
 #include "review.h"
 #include "util.h"
 
@@ -152,10 +153,14 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 goto fail;
         }
 
-        struct cgroup_limits lim = {
-            .memory = p->limits.memory, .pids = p->limits.pids, .cpus_milli = p->limits.cpus_milli};
+        struct cgroup_limits lim;
         cg_name = xasprintf("airlock-%s", cfg->id);
-        r = cgroup_setup(cg_name, &lim, &c.core.cg, err);
+        r = cgroup_limits_from_policy(p, &lim, err);
+        if (r >= 0)
+                r = cgroup_setup(cg_name, &lim, &c.core.cg, err);
+        /* A read-write workspace's own size (limits.workspaceDisk). */
+        if (r >= 0 && p->limits.workspace_disk && p->workspace)
+                r = quota_apply(p->workspace, p->limits.workspace_disk, cfg->id, &c.core.wq, err);
         if (r < 0)
                 goto fail;
 

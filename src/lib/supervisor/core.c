@@ -11,6 +11,7 @@
 #include "core.h"
 #include "gates.h"
 #include "netgate/netgate.h"
+#include "quota.h"
 #include "util.h"
 
 void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on_fault,
@@ -196,6 +197,7 @@ void sv_core_free(struct sv_core *c)
                         close(c->sp.listen_fds[i]);
                         c->sp.listen_fds[i] = -1;
                 }
+        c->wq = quota_release(c->wq);
         c->cg = cgroup_free(c->cg);
 }
 

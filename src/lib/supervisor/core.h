@@ -38,6 +38,7 @@ struct sv_core {
         struct event_base *base;
         struct spawn_result sp;
         struct cgroup *cg;
+        struct quota *wq; /* limits.workspaceDisk, released at the end */
         struct audit *audit;
         struct netgate *gate;
         struct event *ev_sync, *ev_flush, *ev_signals[3];

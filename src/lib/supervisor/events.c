@@ -47,16 +47,26 @@ json_t *events_process_started(int pid, json_t *argv)
         return json_pack("{s:i, s:o}", "pid", pid, "argv", argv ? argv : json_array());
 }
 
+static json_t *measured(bool yes, uint64_t v)
+{
+        return yes ? json_integer((json_int_t)v) : json_null();
+}
+
 json_t *events_process_ended(const struct events_end *e)
 {
         return json_pack(
-            "{s:i, s:i, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "pid", e->pid,
-            "exitCode", e->exit_code, "signal", e->signal ? json_integer(e->signal) : json_null(),
-            "errorCode", e->error_code ? json_string(e->error_code) : json_null(), "durationMs",
+            "{s:i, s:i, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:I, s:I, s:o}}",
+            "pid", e->pid, "exitCode", e->exit_code, "signal",
+            e->signal ? json_integer(e->signal) : json_null(), "errorCode",
+            e->error_code ? json_string(e->error_code) : json_null(), "durationMs",
             (json_int_t)e->duration_ms, "usage", "cpuMs", (json_int_t)e->cpu_ms, "cpuUserMs",
             (json_int_t)e->cpu_user_ms, "cpuSystemMs", (json_int_t)e->cpu_system_ms,
             "memoryPeakBytes", (json_int_t)e->memory_peak, "maxRssKb", (json_int_t)e->max_rss_kb,
-            "outputBytes", (json_int_t)e->output_bytes);
+            "outputBytes", (json_int_t)e->output_bytes, "ioReadBytes",
+            measured(e->io_measured, e->io_read_bytes), "ioWriteBytes",
+            measured(e->io_measured, e->io_write_bytes), "netSentBytes",
+            (json_int_t)e->net_sent_bytes, "netReceivedBytes", (json_int_t)e->net_received_bytes,
+            "workspaceAddedBytes", measured(e->workspace_measured, e->workspace_added_bytes));
 }
 
 const char *events_limit_name(const char *error_code)
@@ -69,6 +79,8 @@ const char *events_limit_name(const char *error_code)
                 return "memory";
         if (STREQ(error_code, "output_limit"))
                 return "output";
+        if (STREQ(error_code, "disk_limit"))
+                return "disk";
         return NULL;
 }
 
@@ -82,6 +94,10 @@ void events_limit_message(const char *error_code, uint64_t value, char *buf, siz
         else if (STREQ(limit, "memory"))
                 snprintf(buf, size, "%s",
                          "the memory limit was reached and the kernel killed the command");
+        else if (STREQ(limit, "disk"))
+                snprintf(buf, size,
+                         "the workspace reached its %" PRIu64 " byte limit (limits.workspaceDisk)",
+                         value);
         else
                 snprintf(buf, size, "the output passed its %" PRIu64 " byte limit", value);
 }

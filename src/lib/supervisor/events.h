@@ -38,6 +38,12 @@ struct events_end {
         uint64_t memory_peak;                            /* the sandbox's cgroup, so far */
         uint64_t cpu_user_ms, cpu_system_ms, max_rss_kb; /* the process's own */
         uint64_t output_bytes;
+        /* null in the event when not measured (no blkio controller, no
+         * workspace quota) */
+        bool io_measured, workspace_measured;
+        uint64_t io_read_bytes, io_write_bytes; /* block I/O, the sandbox's cgroup */
+        uint64_t net_sent_bytes, net_received_bytes; /* through the network gate */
+        uint64_t workspace_added_bytes;              /* a quota-limited workspace's growth */
 };
 
 json_t *events_sandbox_created(const struct policy *p);
@@ -46,7 +52,7 @@ json_t *events_process_started(int pid, json_t *argv);
 /* A command line as a JSON array, each argument cut at 4096 bytes. */
 json_t *events_argv(char *const *argv);
 json_t *events_process_ended(const struct events_end *e);
-/* The limit a process's error code names ("timeout", "memory", "output"),
+/* The limit a process's error code names ("timeout", "memory", "output", "disk"),
  * or NULL when it names none. */
 const char *events_limit_name(const char *error_code);
 /* The message of a limit that ended a process, into buf: `value` is the

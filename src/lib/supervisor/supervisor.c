@@ -16,6 +16,7 @@
 #include "events.h"
 #include "gates.h"
 #include "netgate/netgate.h"
+#include "quota.h"
 #include "review.h"
 #include "secrets.h"
 #include "spawn.h"
@@ -197,6 +198,9 @@ static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct ru
                 cg->ops->usage(cg, &cu);
                 u->cpu_ms = cu.cpu_usec / 1000;
                 u->memory_peak = cu.memory_peak;
+                u->io_read_bytes = cu.io_read_bytes;
+                u->io_write_bytes = cu.io_write_bytes;
+                u->io_measured = cu.io_measured;
         }
 }
 
@@ -225,6 +229,13 @@ static struct events_end run_end(const struct supervisor_result *res)
                 .cpu_system_ms = res->usage.cpu_system_ms,
                 .max_rss_kb = res->usage.max_rss_kb,
                 .output_bytes = res->usage.output_bytes,
+                .io_measured = res->usage.io_measured,
+                .io_read_bytes = res->usage.io_read_bytes,
+                .io_write_bytes = res->usage.io_write_bytes,
+                .net_sent_bytes = res->usage.net_sent_bytes,
+                .net_received_bytes = res->usage.net_received_bytes,
+                .workspace_measured = res->usage.workspace_measured,
+                .workspace_added_bytes = res->usage.workspace_added_bytes,
         };
 }
 
@@ -288,14 +299,18 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 goto done;
         }
 
-        struct cgroup_limits lim = {
-                .memory = p->limits.memory,
-                .pids = p->limits.pids,
-                .cpus_milli = p->limits.cpus_milli,
-        };
+        struct cgroup_limits lim;
         cg_name = xasprintf("airlock-%s", res->sandbox);
-        r = cgroup_open(cg_name, &lim, &core->cg, &e);
+        r = cgroup_limits_from_policy(p, &lim, &e);
+        if (r >= 0)
+                r = cgroup_open(cg_name, &lim, &core->cg, &e);
         if (r < 0) {
+                set_failure(res, 125, "setup_failed", e.msg);
+                goto done;
+        }
+        /* A read-write workspace's own size (limits.workspaceDisk). */
+        if (p->limits.workspace_disk && p->workspace &&
+            quota_apply(p->workspace, p->limits.workspace_disk, res->sandbox, &core->wq, &e) < 0) {
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
@@ -380,6 +395,12 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
 
         event_base_dispatch(core->base);
+        if (core->gate) {
+                struct netgate_stats ns;
+                netgate_get_stats(core->gate, &ns);
+                res->usage.net_sent_bytes = ns.bytes_up;
+                res->usage.net_received_bytes = ns.bytes_down;
+        }
         /* Connections still open are closed and recorded now. */
         core->gate = netgate_free(core->gate);
 
@@ -421,6 +442,15 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 res->exit_code = 128 + res->signal;
         } else {
                 res->exit_code = WEXITSTATUS(st);
+        }
+
+        bool disk_full = false;
+        if (core->wq &&
+            quota_usage(core->wq, &res->usage.workspace_added_bytes, &disk_full) >= 0)
+                res->usage.workspace_measured = true;
+        if (disk_full && !res->error_code) {
+                events_limit_message("disk_limit", p->limits.workspace_disk, e.msg, sizeof(e.msg));
+                set_failure(res, res->exit_code, "disk_limit", e.msg);
         }
 
         /* The review layer outlives the sandbox through this fd: keep what
@@ -481,6 +511,21 @@ char *supervisor_result_json(const struct supervisor_result *r)
                               "memoryPeakBytes", (json_int_t)r->usage.memory_peak,
                               "maxRssKb", (json_int_t)r->usage.max_rss_kb,
                               "outputBytes", (json_int_t)r->usage.output_bytes);
+        /* null: not measured (no blkio controller, no workspace quota). */
+        const struct supervisor_usage *su = &r->usage;
+        json_object_set_new(u, "ioReadBytes",
+                            su->io_measured ? json_integer((json_int_t)su->io_read_bytes)
+                                            : json_null());
+        json_object_set_new(u, "ioWriteBytes",
+                            su->io_measured ? json_integer((json_int_t)su->io_write_bytes)
+                                            : json_null());
+        json_object_set_new(u, "netSentBytes", json_integer((json_int_t)su->net_sent_bytes));
+        json_object_set_new(u, "netReceivedBytes",
+                            json_integer((json_int_t)su->net_received_bytes));
+        json_object_set_new(u, "workspaceAddedBytes",
+                            su->workspace_measured
+                                ? json_integer((json_int_t)su->workspace_added_bytes)
+                                : json_null());
         json_t *o = json_pack("{s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
                               "ok", r->exit_code == 0 && !r->error_code,
                               "exitCode", r->exit_code,

@@ -52,23 +52,35 @@ struct policy_route {
         char *ca_file; /* NULL: system store */
 };
 
+/* Block I/O throttling (limits.io), per device backing the workspace and
+ * mounts; 0 = unlimited. */
+struct policy_io {
+        uint64_t read_bps; /* bytes per second */
+        uint64_t write_bps;
+        uint64_t read_iops; /* operations per second */
+        uint64_t write_iops;
+};
+
 struct policy_limits {
-        uint64_t timeout_ms; /* wall clock; 0 = none */
-        uint64_t cpu_time_s; /* RLIMIT_CPU; 0 = none */
-        uint64_t memory;     /* bytes; cgroup limit, no swap */
-        uint64_t pids;       /* cgroup pids.max */
-        uint64_t cpus_milli; /* 1000 = one cpu */
-        uint64_t disk;       /* size of each of /tmp and $HOME (tmpfs) */
-        uint64_t open_files; /* RLIMIT_NOFILE */
-        uint64_t file_size;  /* RLIMIT_FSIZE */
-        uint64_t output;     /* captured stdout+stderr bytes */
+        uint64_t timeout_ms;     /* wall clock; 0 = none */
+        uint64_t cpu_time_s;     /* RLIMIT_CPU; 0 = none */
+        uint64_t memory;         /* bytes; cgroup limit, no swap */
+        uint64_t pids;           /* cgroup pids.max */
+        uint64_t cpus_milli;     /* 1000 = one cpu */
+        uint64_t disk;           /* size of each of /tmp and $HOME (tmpfs) */
+        uint64_t open_files;     /* RLIMIT_NOFILE */
+        uint64_t file_size;      /* RLIMIT_FSIZE */
+        uint64_t output;         /* captured stdout+stderr bytes */
+        uint64_t workspace_disk; /* bytes a read-write workspace may grow by; 0 = none */
+        struct policy_io io;
 };
 
 struct policy_budget {
         uint64_t requests; /* 0 = unlimited */
         uint64_t bytes;
-        uint64_t rate; /* bytes per second */
+        uint64_t rate;     /* bytes per second */
         uint64_t refusals; /* refused requests before the gate closes; 0 = unlimited */
+        bool rate_set;     /* rate given explicitly (else the class's) */
 };
 
 #define POLICY_REFUSALS_DEFAULT 1000
@@ -133,13 +145,18 @@ enum {
         POLICY_LIMIT_OPEN_FILES = 1u << 6,
         POLICY_LIMIT_FILE_SIZE = 1u << 7,
         POLICY_LIMIT_OUTPUT = 1u << 8,
+        POLICY_LIMIT_IO = 1u << 9,
+        POLICY_LIMIT_WORKSPACE_DISK = 1u << 10,
 };
 
+/* A resource class: the design's table (docs/policy.md), plus a CPU quota. */
 struct policy_class {
         const char *name;
         uint64_t memory;
-        uint64_t cpus_milli;
+        uint64_t cpu_time_s; /* RLIMIT_CPU */
+        uint64_t net_rate;   /* network.budget.rate, bytes per second */
         uint64_t timeout_ms;
+        uint64_t cpus_milli;
 };
 
 /* The defaults every policy starts from. */
@@ -165,7 +182,9 @@ void policy_add_mount(struct policy *p, const char *source, const char *target, 
 void policy_add_deny_read(struct policy *p, const char *path);
 /* Set one of `limits` from text as a flag gives it: `key` is the key in the
  * "limits" object ("memory", "timeout", ...), `value` is written as in a
- * policy ("512M", "5m", "1.5"). Marks the limit as set explicitly. */
+ * policy ("512M", "5m", "1.5"); "io.readBps", "io.writeBps", "io.readIops"
+ * and "io.writeIops" name the members of "limits.io". Marks the limit as set
+ * explicitly. */
 int policy_set_limit(struct policy *p, const char *key, const char *value, struct al_error *err);
 
 /* The policy as canonical JSON (for the result, the audit log's digest, the

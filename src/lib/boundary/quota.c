@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
+#include <linux/quota.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "quota.h"
+#include "util.h"
+
+#ifndef __NR_quotactl_fd
+#define __NR_quotactl_fd 443
+#endif
+#ifndef XFS_SUPER_MAGIC
+#define XFS_SUPER_MAGIC 0x58465342
+#endif
+
+/* Project ids Airlock picks from: a block of its own, away from the small
+ * ids administrators hand out. */
+#define PROJID_BASE  0x41000000u
+#define PROJID_SPAN  0x00ffffffu
+#define PROJID_TRIES 64
+/* Deeper trees are refused rather than left half-labelled. */
+#define TREE_DEPTH_MAX 256
+
+struct quota {
+        int fd; /* the workspace directory */
+        uint32_t projid;
+        uint64_t base;  /* bytes the tree held when labelled */
+        uint64_t limit; /* the hard limit, bytes */
+        bool limit_set;
+        bool labelled;
+};
+
+const char *quota_fs_name(long f_type)
+{
+        switch ((unsigned long)f_type) {
+        case EXT4_SUPER_MAGIC:
+                return "ext4";
+        case XFS_SUPER_MAGIC:
+                return "xfs";
+        case TMPFS_MAGIC:
+                return "tmpfs";
+        case OVERLAYFS_SUPER_MAGIC:
+                return "overlay";
+        case BTRFS_SUPER_MAGIC:
+                return "btrfs";
+        case NFS_SUPER_MAGIC:
+                return "nfs";
+        default:
+                return "an unrecognised file system";
+        }
+}
+
+static int qctl(int fd, int cmd, uint32_t id, void *addr)
+{
+        if (syscall(__NR_quotactl_fd, fd, QCMD(cmd, PRJQUOTA), id, addr) < 0)
+                return -errno;
+        return 0;
+}
+
+/* Label one inode: `projid` and, on directories, inheritance. */
+static int label(int fd, uint32_t projid, bool dir)
+{
+        struct fsxattr fa;
+        if (ioctl(fd, FS_IOC_FSGETXATTR, &fa) < 0)
+                return -errno;
+        fa.fsx_projid = projid;
+        if (dir && projid)
+                fa.fsx_xflags |= FS_XFLAG_PROJINHERIT;
+        else
+                fa.fsx_xflags &= ~FS_XFLAG_PROJINHERIT;
+        if (ioctl(fd, FS_IOC_FSSETXATTR, &fa) < 0)
+                return -errno;
+        return 0;
+}
+
+/* Label a directory and everything beneath it on the same file system;
+ * symlinks and special files are left (they hold no data blocks of note). */
+static int label_tree(int dfd, dev_t dev, uint32_t projid, int depth)
+{
+        if (depth > TREE_DEPTH_MAX)
+                return -ELOOP;
+        int r = label(dfd, projid, true);
+        if (r < 0)
+                return r;
+        int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+        if (dup < 0)
+                return -errno;
+        DIR *d = fdopendir(dup);
+        if (!d) {
+                r = -errno;
+                close(dup);
+                return r;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                struct stat st;
+                if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                if (st.st_dev != dev || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+                        continue;
+                int fd = openat(dfd, de->d_name,
+                                O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+                                    (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+                if (fd < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                r = S_ISDIR(st.st_mode) ? label_tree(fd, dev, projid, depth + 1)
+                                        : label(fd, projid, false);
+                close(fd);
+                if (r < 0)
+                        break;
+        }
+        closedir(d);
+        return r < 0 ? r : 0;
+}
+
+static int label_all(struct quota *q, uint32_t projid)
+{
+        struct stat st;
+        if (fstat(q->fd, &st) < 0)
+                return -errno;
+        return label_tree(q->fd, st.st_dev, projid, 0);
+}
+
+static uint32_t projid_hint(const char *id)
+{
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (const char *p = id ? id : ""; *p; p++)
+                h = (h ^ (unsigned char)*p) * 16777619u;
+        return h & PROJID_SPAN;
+}
+
+int quota_apply(const char *workspace, uint64_t allowance, const char *sandbox_id,
+                struct quota **ret, struct al_error *err)
+{
+        struct quota *q = xcalloc(1, sizeof(*q));
+        struct statfs sfs;
+        struct if_dqinfo info;
+        int r;
+
+        q->fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (q->fd < 0) {
+                r = al_error_set(err, errno, "limits.workspaceDisk: opening %s", workspace);
+                goto fail;
+        }
+        if (fstatfs(q->fd, &sfs) < 0) {
+                r = al_error_set(err, errno, "limits.workspaceDisk: %s", workspace);
+                goto fail;
+        }
+        const char *fs = quota_fs_name(sfs.f_type);
+        r = qctl(q->fd, Q_GETINFO, 0, &info);
+        if (r == -EPERM || r == -EACCES) {
+                r = al_error_set(err, -r,
+                                 "limits.workspaceDisk: setting a project quota on %s needs root",
+                                 workspace);
+                goto fail;
+        }
+        if (r < 0) {
+                r = al_error_set(err, EOPNOTSUPP,
+                                 "limits.workspaceDisk: the workspace %s is on %s, which has no "
+                                 "project quotas enabled, so its size cannot be limited (ext4: "
+                                 "mkfs.ext4 -O quota,project and mount -o prjquota; XFS: mount "
+                                 "-o prjquota); remove limits.workspaceDisk or move the workspace",
+                                 workspace, fs);
+                goto fail;
+        }
+
+        /* A tree the administrator already put in a project keeps it:
+         * relabelling would take it out of their accounting for good. */
+        struct fsxattr fa;
+        if (ioctl(q->fd, FS_IOC_FSGETXATTR, &fa) < 0) {
+                r = al_error_set(err, errno, "limits.workspaceDisk: %s", workspace);
+                goto fail;
+        }
+        if (fa.fsx_projid != 0) {
+                r = al_error_set(err, EBUSY,
+                                 "limits.workspaceDisk: the workspace %s already belongs to "
+                                 "project %" PRIu32 "; Airlock will not relabel it",
+                                 workspace, fa.fsx_projid);
+                goto fail;
+        }
+
+        /* An id nobody uses: no blocks, no inodes, no limits. */
+        uint32_t hint = projid_hint(sandbox_id);
+        for (int i = 0; i < PROJID_TRIES && !q->projid; i++) {
+                uint32_t id = PROJID_BASE | ((hint + (uint32_t)i) & PROJID_SPAN);
+                struct if_dqblk dq;
+                r = qctl(q->fd, Q_GETQUOTA, id, &dq);
+                if (r == -ESRCH || r == -ENOENT ||
+                    (r >= 0 && dq.dqb_curspace == 0 && dq.dqb_curinodes == 0 &&
+                     dq.dqb_bhardlimit == 0 && dq.dqb_ihardlimit == 0))
+                        q->projid = id;
+        }
+        if (!q->projid) {
+                r = al_error_set(err, EBUSY, "limits.workspaceDisk: no free project id on %s",
+                                 workspace);
+                goto fail;
+        }
+        q->labelled = true;
+        r = label_all(q, q->projid);
+        if (r < 0) {
+                al_error_set(err, -r, "limits.workspaceDisk: labelling %s with project %" PRIu32,
+                             workspace, q->projid);
+                goto fail;
+        }
+        struct if_dqblk dq;
+        r = qctl(q->fd, Q_GETQUOTA, q->projid, &dq);
+        if (r < 0) {
+                al_error_set(err, -r, "limits.workspaceDisk: reading project %" PRIu32, q->projid);
+                goto fail;
+        }
+        q->base = dq.dqb_curspace;
+        q->limit = q->base + allowance;
+        memset(&dq, 0, sizeof(dq));
+        /* The kernel counts limits in 1 KiB blocks. */
+        dq.dqb_bhardlimit = dq.dqb_bsoftlimit = (q->limit + 1023) / 1024;
+        dq.dqb_valid = QIF_BLIMITS;
+        q->limit_set = true;
+        r = qctl(q->fd, Q_SETQUOTA, q->projid, &dq);
+        if (r < 0) {
+                al_error_set(err, -r, "limits.workspaceDisk: setting the limit of project %" PRIu32,
+                             q->projid);
+                goto fail;
+        }
+        *ret = q;
+        return 0;
+fail:
+        quota_release(q);
+        return r < 0 ? r : -EIO;
+}
+
+int quota_usage(struct quota *q, uint64_t *added, bool *at_limit)
+{
+        struct if_dqblk dq;
+        int r = qctl(q->fd, Q_GETQUOTA, q->projid, &dq);
+        if (r < 0)
+                return r;
+        *added = dq.dqb_curspace > q->base ? dq.dqb_curspace - q->base : 0;
+        *at_limit = dq.dqb_curspace + 4096 >= q->limit;
+        return 0;
+}
+
+struct quota *quota_release(struct quota *q)
+{
+        if (!q)
+                return NULL;
+        if (q->labelled)
+                (void)label_all(q, 0);
+        if (q->limit_set) {
+                struct if_dqblk dq = {.dqb_valid = QIF_LIMITS};
+                (void)qctl(q->fd, Q_SETQUOTA, q->projid, &dq);
+        }
+        if (q->fd >= 0)
+                close(q->fd);
+        free(q);
+        return NULL;
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The policy as canonical JSON. */
+#include <jansson.h>
+
+#include "policy-internal.h"
+
+/* Canonical JSON */
+
+static json_t *str_json(const char *s)
+{
+        return s ? json_string(s) : json_null();
+}
+
+static json_t *strv_json(char *const *v, size_t n)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(a, str_json(v[i]));
+        return a;
+}
+
+static json_t *kv_json(const struct policy_kv *kv, size_t n)
+{
+        json_t *o = json_object();
+        for (size_t i = 0; i < n; i++)
+                if (kv[i].key)
+                        json_object_set_new(o, kv[i].key, str_json(kv[i].value));
+        return o;
+}
+
+/* Thousandths as a JSON number: an integer when whole. */
+static json_t *milli_json(uint64_t v)
+{
+        if (v % 1000 == 0)
+                return json_integer((json_int_t)(v / 1000));
+        return json_real((double)v / 1000.0);
+}
+
+static const char *enum_name(const char *const *names, size_t n, unsigned v)
+{
+        return v < n ? names[v] : "invalid";
+}
+
+char *policy_to_json(const struct policy *p)
+{
+        json_t *root = json_object(), *o, *a;
+
+        o = json_object();
+        json_object_set_new(o, "path", str_json(p->workspace));
+        json_object_set_new(o, "mode",
+                            json_string(enum_name(workspace_modes, ARRAY_SIZE(workspace_modes),
+                                                  p->workspace_mode)));
+        json_object_set_new(o, "protectGit", json_boolean(p->protect_git));
+        if (p->allow_broad) /* written only when set, so older digests hold */
+                json_object_set_new(o, "allowBroad", json_true());
+        json_object_set_new(root, "workspace", o);
+
+        o = json_object();
+        json_object_set_new(o, "read",
+                            json_string(enum_name(read_modes, ARRAY_SIZE(read_modes), p->read)));
+        json_object_set_new(o, "denyRead", strv_json(p->deny_read, p->n_deny_read));
+        json_object_set_new(o, "allowWrite", strv_json(p->allow_write, p->n_allow_write));
+        if (p->n_deny_write)
+                json_object_set_new(o, "denyWrite", strv_json(p->deny_write, p->n_deny_write));
+        if (p->n_allow_read)
+                json_object_set_new(o, "allowRead", strv_json(p->allow_read, p->n_allow_read));
+        a = json_array();
+        for (size_t i = 0; i < p->n_mounts; i++)
+                json_array_append_new(a, json_pack("{s:o, s:o, s:b}", "source",
+                                                   str_json(p->mounts[i].source), "target",
+                                                   str_json(p->mounts[i].target), "readonly",
+                                                   p->mounts[i].readonly));
+        json_object_set_new(o, "mounts", a);
+        json_object_set_new(root, "filesystem", o);
+
+        o = json_object();
+        json_object_set_new(o, "mode",
+                            json_string(enum_name(net_modes, ARRAY_SIZE(net_modes), p->net_mode)));
+        json_object_set_new(o, "allow", strv_json(p->net_allow, p->n_net_allow));
+        json_object_set_new(o, "deny", strv_json(p->net_deny, p->n_net_deny));
+        json_object_set_new(o, "allowPrivate",
+                            strv_json(p->net_allow_private, p->n_net_allow_private));
+        json_object_set_new(o, "hosts", kv_json(p->net_hosts, p->n_net_hosts));
+        a = json_array();
+        for (size_t i = 0; i < p->n_routes; i++) {
+                const struct policy_route *r = &p->routes[i];
+                json_array_append_new(
+                    a, json_pack(
+                           "{s:o, s:o, s:o, s:o, s:o, s:o}", "name", str_json(r->name), "upstream",
+                           str_json(r->upstream), "inject", kv_json(r->inject, r->n_inject),
+                           "strip", strv_json(r->strip, r->n_strip), "record",
+                           strv_json(r->record, r->n_record), "caFile", str_json(r->ca_file)));
+        }
+        json_object_set_new(o, "routes", a);
+        json_object_set_new(
+            o, "budget",
+            json_pack("{s:I, s:I, s:I, s:I}", "requests", (json_int_t)p->budget.requests, "bytes",
+                      (json_int_t)p->budget.bytes, "rate", (json_int_t)p->budget.rate, "refusals",
+                      (json_int_t)p->budget.refusals));
+        json_object_set_new(root, "network", o);
+
+        o = json_object();
+        for (size_t i = 0; i < n_limit_descs; i++) {
+                const struct limit_desc *d = &limit_descs[i];
+                uint64_t v = *limit_field((struct policy_limits *)&p->limits, d);
+                json_object_set_new(o, d->key,
+                                    d->kind == KIND_DURATION || d->kind == KIND_CPUS
+                                        ? milli_json(v)
+                                        : json_integer((json_int_t)v));
+        }
+        json_t *io = json_object();
+        for (size_t i = 0; i < n_io_descs; i++) {
+                const struct limit_desc *d = &io_descs[i];
+                uint64_t v = *io_field((struct policy_io *)&p->limits.io, d);
+                json_object_set_new(io, d->key, json_integer((json_int_t)v));
+        }
+        json_object_set_new(o, "io", io);
+        json_object_set_new(root, "limits", o);
+
+        json_object_set_new(root, "class", str_json(p->class_name));
+        json_object_set_new(root, "env", kv_json(p->env, p->n_env));
+        json_object_set_new(
+            root, "tools",
+            json_pack("{s:o}", "allow", strv_json(p->tools_allow, p->n_tools_allow)));
+        json_object_set_new(root, "uid", json_integer(p->uid));
+        json_object_set_new(root, "gid", json_integer(p->gid));
+
+        char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+        json_decref(root);
+        return s;
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Shared by the policy module's files (policy.c, load.c, check.c, json.c);
+ * nothing outside src/lib/policy includes it. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+#include "util.h"
+
+#define UID_MAX_INSIDE 65535
+
+/* PID_MAX_LIMIT on 64-bit kernels. */
+#define PIDS_MAX 4194304
+/* The kernel's default fs.nr_open, the ceiling of RLIMIT_NOFILE. */
+#define OPEN_FILES_MAX 1048576
+#define CPUS_MILLI_MAX (1024 * 1000)
+/* The smallest limits a sandbox can start under; below them the kernel or
+ * the setup itself refuses later, with a message that no longer names the
+ * field. pids: pid 1 and the command. cpus: the kernel's smallest CFS quota
+ * is 1 ms per 100 ms period. openFiles: the setup holds stdio, its error
+ * channel, a Landlock ruleset and one path at once, and the command's loader
+ * needs a few more. memory: the setup alone is charged about 512 KiB. */
+#define PIDS_MIN       2
+#define CPUS_MILLI_MIN 10
+#define OPEN_FILES_MIN 8
+#define MEMORY_MIN     (1ULL << 20)
+
+#define CLASS_NAMES "small, medium, large, xlarge"
+
+/* Indexed by the enums in policy.h. */
+extern const char *const workspace_modes[3];
+extern const char *const read_modes[2];
+extern const char *const net_modes[2];
+
+enum value_kind {
+        KIND_DURATION, /* milliseconds */
+        KIND_SECONDS,  /* parsed as a duration, stored in whole seconds rounded up */
+        KIND_SIZE,     /* bytes */
+        KIND_COUNT,
+        KIND_CPUS, /* thousandths of a cpu */
+};
+
+struct limit_desc {
+        const char *key;
+        unsigned bit;
+        enum value_kind kind;
+        size_t offset;
+        uint64_t min, max;
+};
+
+extern const struct limit_desc limit_descs[];
+extern const size_t n_limit_descs;
+
+uint64_t *limit_field(struct policy_limits *l, const struct limit_desc *d);
+/* limits.io's members: offsets into struct policy_io. */
+extern const struct limit_desc io_descs[];
+extern const size_t n_io_descs;
+uint64_t *io_field(struct policy_io *io, const struct limit_desc *d);
+const struct limit_desc *io_desc_find(const char *key);
+const struct limit_desc *limit_desc_find(const char *key);
+
+void strv_free_n(char **v, size_t n);
+void kv_free_n(struct policy_kv *kv, size_t n);
+void mounts_free_n(struct policy_mount *m, size_t n);
+void routes_free_n(struct policy_route *r, size_t n);
+void policy_freep(struct policy **p);
+struct policy *policy_dup(const struct policy *p);
+/* Replace *p's contents by *t's and free what *p held. */
+void policy_commit(struct policy *p, struct policy *t);
+
+/* Messages */
+
+struct ctx {
+        const char *origin; /* prefix of every message; NULL for none */
+        struct al_error *err;
+        char path[256]; /* JSON path of the value being read */
+};
+
+int fail(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Values are echoed in messages: keep them short, and free of bytes that a
+ * terminal would act on. */
+const char *shown(char *buf, size_t size, const char *s);
+#define SHOWN(s) shown((char[72]){0}, 72, (s))
+int fail_value(struct ctx *c, const char *path, const char *why, const char *value);
+size_t path_push(struct ctx *c, const char *key);
+size_t path_push_index(struct ctx *c, size_t i);
+void path_pop(struct ctx *c, size_t mark);
+
+/* Numbers (check.c) */
+const char *kind_what(enum value_kind kind, uint64_t min);
+int check_range(struct ctx *c, const char *path, enum value_kind kind, uint64_t v, uint64_t min,
+                uint64_t max);
+/* Text as a flag or a JSON string gives it. -EDOM: a duration that is not
+ * zero but rounds to 0 ms, which would silently mean "no limit". */
+int parse_text(const char *s, enum value_kind kind, uint64_t *ret);
+void limit_store(struct policy *p, const struct limit_desc *d, uint64_t v);
+
+/* The whole policy, whoever set its fields. */
+int validate(struct ctx *c, const struct policy *p);
