@@ -13,7 +13,8 @@ from test_supervise import Supervisor  # noqa: E402
 # The fields every process.ended, limit.hit, violation and sandbox.destroyed
 # carries, whichever supervisor wrote it (docs/audit.md).
 ENDED = {"pid", "exitCode", "signal", "errorCode", "durationMs", "usage"}
-USAGE = {"cpuMs", "cpuUserMs", "cpuSystemMs", "memoryPeakBytes", "maxRssKb", "outputBytes"}
+USAGE = {"cpuMs", "cpuUserMs", "cpuSystemMs", "memoryPeakBytes", "maxRssKb", "outputBytes",
+         "ioReadBytes", "ioWriteBytes", "netSentBytes", "netReceivedBytes", "workspaceAddedBytes"}
 LIMIT = {"pid", "limit", "message"}
 VIOLATION = {"pid", "what", "signal"}
 DESTROYED = {"durationMs"}
