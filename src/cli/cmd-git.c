@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -15,6 +14,7 @@
 #include "cmd-git.h"
 #include "commands.h"
 #include "jsonout.h"
+#include "fs.h"
 #include "gitops.h"
 #include "review.h"
 #include "secrets.h"
@@ -219,11 +219,6 @@ static int copy_escaped(FILE *in, FILE *out)
 
 /* ---- airlock run --repo ---- */
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-        return remove(p) < 0 && errno != ENOENT ? -1 : 0;
-}
-
 static bool sandbox_id_valid(const char *id)
 {
         if (strlen(id) != 16)
@@ -332,7 +327,7 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
         }
         if (r < 0) {
                 /* The clone is ours and holds nothing of the agent's yet. */
-                nftw(g->workspace, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+                (void)fs_remove_tree(AT_FDCWD, g->workspace, FS_REMOVE_DEPTH_MAX);
                 char path[PATH_MAX];
                 snprintf(path, sizeof(path), "%s/%s", g->state_dir, GITOPS_STATE);
                 unlink(path);

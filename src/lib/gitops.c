@@ -2,7 +2,6 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <git2.h>
 #include <git2/sys/odb_backend.h>
 #include <git2/sys/repository.h>
@@ -14,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "fs.h"
 #include "gitops.h"
 #include "util.h"
 
@@ -616,14 +616,9 @@ static int fail_net(struct al_error *err, int gr, const struct cred_state *cs, c
 
 /* ---- clone ---- */
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-        return remove(p) < 0 && errno != ENOENT ? -1 : 0;
-}
-
 static void rm_rf(const char *path)
 {
-        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        (void)fs_remove_tree(AT_FDCWD, path, FS_REMOVE_DEPTH_MAX);
 }
 
 static int create_origin(git_remote **out, git_repository *repo, const char *name, const char *url,
