@@ -12,6 +12,7 @@
 
 #include "audit.h"
 #include "cmd-git.h"
+#include "child.h"
 #include "commands.h"
 #include "jsonout.h"
 #include "fs.h"
@@ -642,19 +643,20 @@ static int open_pr(const char *command, const struct git_cmd *c, const char *bra
                 env = strv_append(env, &n, kv);
         }
         fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                if (c->json && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
-                        _exit(127);
-                execle("/bin/sh", "sh", "-c", command, (char *)NULL, env);
-                _exit(127);
-        }
-        int status;
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
+        char *argv[] = {(char *)"sh", (char *)"-c", (char *)command, NULL};
+        struct child_spawn cs = {
+            .path = "/bin/sh",
+            .argv = argv,
+            .envp = env,
+            .fds = {CHILD_FD_INHERIT, c->json ? STDERR_FILENO : CHILD_FD_INHERIT, CHILD_FD_INHERIT},
+            .n_fds = 3};
+        pid_t pid;
+        int r = child_spawn(&cs, &pid, NULL);
+        if (r < 0)
+                return r;
+        int status = child_wait(pid);
+        if (status < 0)
+                return status;
         if (WIFEXITED(status))
                 return WEXITSTATUS(status);
         return 128 + WTERMSIG(status);

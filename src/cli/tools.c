@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "child.h"
 #include "tools.h"
 #include "util.h"
 
@@ -47,22 +48,23 @@ static int run_tools(char *const *args, char **ret_out, int *ret_status)
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
-        pid_t pid = fork();
-        if (pid < 0) {
-                r = -errno;
+        size_t n = strv_length(args);
+        _cleanup_free_ char **av = xcalloc(n + 2, sizeof(char *));
+        av[0] = path;
+        for (size_t i = 0; i < n; i++)
+                av[i + 1] = args[i];
+        /* Its environment and its stdin and stderr are ours. */
+        struct child_spawn cs = {.path = path,
+                                 .argv = av,
+                                 .envp = environ,
+                                 .fds = {CHILD_FD_INHERIT, pipefd[1], CHILD_FD_INHERIT},
+                                 .n_fds = 3};
+        pid_t pid;
+        r = child_spawn(&cs, &pid, NULL);
+        if (r < 0) {
                 close(pipefd[0]);
                 close(pipefd[1]);
                 return r;
-        }
-        if (pid == 0) {
-                dup2(pipefd[1], 1);
-                size_t n = strv_length(args);
-                char **av = xcalloc(n + 2, sizeof(char *));
-                av[0] = path;
-                for (size_t i = 0; i < n; i++)
-                        av[i + 1] = args[i];
-                execv(path, av);
-                _exit(127);
         }
         close(pipefd[1]);
         char *out = NULL;
@@ -76,11 +78,9 @@ static int run_tools(char *const *args, char **ret_out, int *ret_status)
                 out[len] = '\0';
         }
         close(pipefd[0]);
-        int st = 0;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
+        int st = child_wait(pid);
         *ret_out = out;
-        *ret_status = st;
+        *ret_status = st < 0 ? 0 : st;
         return 0;
 }
 

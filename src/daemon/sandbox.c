@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "child.h"
 #include "daemon.h"
 #include "files.h"
 #include "http.h"
@@ -690,14 +691,6 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
         if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
                 return al_error_set(err, errno, "pipe");
         _cleanup_close_ int rd = p[0], wr = p[1];
-        /* dup2 onto its own number would keep FD_CLOEXEC. */
-        if (wr <= 3) {
-                int k = fcntl(wr, F_DUPFD_CLOEXEC, 10);
-                if (k < 0)
-                        return al_error_set(err, errno, "fcntl");
-                close(wr);
-                wr = k;
-        }
         if (fcntl(wr, F_SETFL, 0) < 0)
                 return al_error_set(err, errno, "fcntl");
         _cleanup_close_ int logfd =
@@ -726,45 +719,24 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
          * list) and PATH. */
         _cleanup_strv_ char **envp = daemon_child_env(d);
 
-        /* Built before fork: the child only makes system calls. Signals are
-         * blocked across the fork: until the child has reset its handlers,
-         * a signal sent to it (a destroy right after the start) would run
-         * the daemon's handler, which tells the daemon's loop, through the
-         * pipe they share, that the daemon itself got it. */
-        sigset_t none, all, old;
-        sigemptyset(&none);
-        sigfillset(&all);
-        sigprocmask(SIG_SETMASK, &all, &old);
-        /* No exit signal: the daemon's SIGCHLD reaper (waitpid(-1), which
-         * does not wait for such children) leaves it to on_exit_event, which
-         * learns how it ended; and its pid is not free for another process
-         * before the daemon has cleaned up after it. */
+        /* A new session, no exit signal: the daemon's SIGCHLD reaper
+         * (waitpid(-1), which does not wait for such children) leaves it to
+         * on_exit_event, which learns how it ended; and its pid is not free
+         * for another process before the daemon has cleaned up after it. */
+        struct child_spawn cs = {.path = d->airlock_bin,
+                                 .argv = argv,
+                                 .envp = envp,
+                                 .fds = {CHILD_FD_NULL, logfd, logfd, wr},
+                                 .n_fds = 4,
+                                 .cwd = "/",
+                                 .setsid = true,
+                                 .want_pidfd = true,
+                                 .no_exit_signal = true};
+        pid_t pid;
         int cpidfd = -1;
-        struct clone_args ca = {.flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&cpidfd,
-                                .exit_signal = 0};
-        pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-        if (pid < 0 && errno == ENOSYS) {
-                pid = fork();
-                cpidfd = -1;
-        }
-        if (pid < 0) {
-                int e = errno;
-                sigprocmask(SIG_SETMASK, &old, NULL);
-                return al_error_set(err, e, "fork");
-        }
-        if (pid == 0) {
-                int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (null < 0 || setsid() < 0 || dup2(null, 0) < 0 || dup2(logfd, 1) < 0 ||
-                    dup2(logfd, 2) < 0 || dup2(wr, 3) < 0 ||
-                    syscall(SYS_close_range, 4, ~0U, 0) < 0 || chdir("/") < 0)
-                        _exit(125);
-                for (int sig = 1; sig < NSIG; sig++)
-                        signal(sig, SIG_DFL);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                execve(d->airlock_bin, argv, envp);
-                _exit(127);
-        }
-        sigprocmask(SIG_SETMASK, &old, NULL);
+        r = child_spawn(&cs, &pid, &cpidfd);
+        if (r < 0)
+                return al_error_set(err, r, "running %s", d->airlock_bin);
         sb->pid = pid;
         sb->pidfd = cpidfd >= 0 ? cpidfd : pidfd_open(pid);
         sb->ready_fd = TAKE_FD(rd);

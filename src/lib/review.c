@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 
+#include "child.h"
 #include "fs.h"
 #include "review.h"
 #include "util.h"
@@ -1585,12 +1586,6 @@ struct differ {
 
 static int spawn_diff(struct differ *d, int a, const char *alabel, int b, const char *blabel)
 {
-        /* Moved above 4 so that the dup2 onto 3 and 4 in the child cannot
-         * clobber one with the other, and always clears close-on-exec. */
-        _cleanup_close_ int fa = a >= 0 ? fcntl(a, F_DUPFD_CLOEXEC, 10) : -1;
-        _cleanup_close_ int fb = b >= 0 ? fcntl(b, F_DUPFD_CLOEXEC, 10) : -1;
-        if ((a >= 0 && fa < 0) || (b >= 0 && fb < 0))
-                return -errno;
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
@@ -1604,32 +1599,23 @@ static int spawn_diff(struct differ *d, int a, const char *alabel, int b, const 
             (char *)alabel,
             (char *)"--label",
             (char *)blabel,
-            (char *)(fa >= 0 ? "/dev/fd/3" : "/dev/null"),
-            (char *)(fb >= 0 ? "/dev/fd/4" : "/dev/null"),
+            (char *)(a >= 0 ? "/dev/fd/3" : "/dev/null"),
+            (char *)(b >= 0 ? "/dev/fd/4" : "/dev/null"),
             NULL,
         };
         char *envp[] = {(char *)"LC_ALL=C", (char *)"PATH=/usr/bin:/bin", NULL};
-        sigset_t all, old;
-        sigfillset(&all);
-        sigprocmask(SIG_SETMASK, &all, &old);
-        pid_t pid = fork();
-        if (pid == 0) {
-                /* Only async-signal-safe calls from here on. */
-                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-                if (null < 0 || dup2(null, 0) < 0 || dup2(wr, 1) < 0 || dup2(null, 2) < 0 ||
-                    (fa >= 0 && dup2(fa, 3) < 0) || (fb >= 0 && dup2(fb, 4) < 0))
-                        _exit(127);
-                signal(SIGPIPE, SIG_DFL);
-                sigset_t none;
-                sigemptyset(&none);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                execve(DIFF_PROGRAM, argv, envp);
-                _exit(127);
-        }
-        int saved = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        if (pid < 0)
-                return al_error_set(d->err, saved, "running %s", DIFF_PROGRAM);
+        struct child_spawn cs = {
+            .path = DIFF_PROGRAM,
+            .argv = argv,
+            .envp = envp,
+            .fds = {CHILD_FD_NULL, wr, CHILD_FD_NULL, a >= 0 ? a : CHILD_FD_CLOSED,
+                    b >= 0 ? b : CHILD_FD_CLOSED},
+            .n_fds = 5,
+        };
+        pid_t pid;
+        int r = child_spawn(&cs, &pid, NULL);
+        if (r < 0)
+                return al_error_set(d->err, r, "running %s", DIFF_PROGRAM);
         closep(&wr);
         wr = -1;
 
