@@ -16,6 +16,7 @@
 #include "child.h"
 #include "fs.h"
 #include "gitops.h"
+#include "utf8.h"
 #include "util.h"
 
 #define REV_MAX        1024
@@ -1682,31 +1683,7 @@ void gitops_state_clear(struct gitops_state *st)
  * not well-formed). */
 static int utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_cp)
 {
-        unsigned char c = s[0];
-        int len;
-        uint32_t cp, min;
-        if (c < 0x80) {
-                *ret_cp = c;
-                return 1;
-        } else if ((c & 0xe0) == 0xc0) {
-                len = 2, cp = c & 0x1f, min = 0x80;
-        } else if ((c & 0xf0) == 0xe0) {
-                len = 3, cp = c & 0x0f, min = 0x800;
-        } else if ((c & 0xf8) == 0xf0) {
-                len = 4, cp = c & 0x07, min = 0x10000;
-        } else
-                return -1;
-        if ((size_t)len > n)
-                return -1;
-        for (int i = 1; i < len; i++) {
-                if ((s[i] & 0xc0) != 0x80)
-                        return -1;
-                cp = cp << 6 | (s[i] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-                return -1;
-        *ret_cp = cp;
-        return len;
+        return utf8_decode_char(s, n, ret_cp);
 }
 
 /* Code points that show nothing or reorder what follows: a name or a
