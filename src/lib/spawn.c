@@ -231,8 +231,10 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
         return r < 0 ? r : fd;
 }
 
-/* For a root caller: the tree at `path` as a detached mount idmapped to the
- * sandbox's host uid, or -1 when a plain bind will do.
+/* For a root caller: in *ret_fd the tree at `path` as a detached mount
+ * idmapped to the sandbox's host uid, or -1 when a plain bind will do.
+ * Returns 0, or -errno when the mount cannot be used at all (then *ret_fd is
+ * -1 too).
  *
  * The agent's files land as the tree's owner: bob's project stays bob's,
  * and a root-owned tree gets root-owned files. That is the least privilege
@@ -243,8 +245,10 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
  * seccomp filter refuses every set-id mode and device node, and no
  * capability survives inside, so no file capability can be set either
  * (tests/escape/test_setuid.py). */
-static int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al_error *err)
+static int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
+                            struct al_error *err)
 {
+        *ret_fd = -1;
         _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return al_error_set(err, errno, "mount %s", path);
@@ -255,21 +259,22 @@ static int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, st
                 return al_error_set(err, ELOOP, "mount %s: is a symbolic link; give its target",
                                     path);
         if (st.st_uid == host_uid)
-                return -1;
+                return 0;
         _cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, host_uid, host_gid);
         if (userns < 0)
-                return -1; /* a plain bind: the sandbox then sees the tree as not its own */
+                return 0; /* a plain bind: the sandbox then sees the tree as not its own */
         int mnt = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
                                             AT_RECURSIVE);
         if (mnt < 0)
-                return -1;
+                return 0;
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
         if (mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0 &&
             mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
                 close(mnt);
-                return -1; /* the filesystem cannot be idmapped */
+                return 0; /* the filesystem cannot be idmapped */
         }
-        return mnt;
+        *ret_fd = mnt;
+        return 0;
 }
 
 static int loopback_up(void)
@@ -912,24 +917,20 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                         goto fail;
                 }
                 if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO) {
-                        ctx.workspace_fd = prepare_idmapped(p->workspace, host_uid, host_gid, err);
-                        if (ctx.workspace_fd < -1) {
-                                r = ctx.workspace_fd;
-                                ctx.workspace_fd = -1;
+                        r = prepare_idmapped(p->workspace, host_uid, host_gid, &ctx.workspace_fd,
+                                             err);
+                        if (r < 0)
                                 goto fail;
-                        }
                 }
                 mount_fds = xcalloc(p->n_mounts + 1, sizeof(int));
                 for (size_t i = 0; i < p->n_mounts; i++) {
                         mount_fds[i] = -1;
                         if (p->mounts[i].readonly)
                                 continue;
-                        mount_fds[i] = prepare_idmapped(p->mounts[i].source, host_uid, host_gid, err);
-                        if (mount_fds[i] < -1) {
-                                r = mount_fds[i];
-                                mount_fds[i] = -1;
+                        r = prepare_idmapped(p->mounts[i].source, host_uid, host_gid,
+                                             &mount_fds[i], err);
+                        if (r < 0)
                                 goto fail;
-                        }
                 }
                 ctx.mount_fds = mount_fds;
         }
