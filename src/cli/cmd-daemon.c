@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "commands.h"
+#include "paths.h"
 #include "util.h"
 
 /* airlock create | ls | exec | cp | rm | logs: clients of airlockd's API
@@ -56,10 +57,7 @@ static void conn_close(struct conn *c)
 
 static char *default_socket(void)
 {
-        if (geteuid() == 0)
-                return xstrdup("/run/airlock/airlockd.sock");
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
-        return xdg && xdg[0] == '/' ? xasprintf("%s/airlock/airlockd.sock", xdg) : NULL;
+        return paths_daemon_socket(geteuid(), getenv("XDG_RUNTIME_DIR"));
 }
 
 static int fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -26,6 +26,7 @@
 #include "jobs.h"
 #include "secrets.h"
 #include "store.h"
+#include "paths.h"
 #include "util.h"
 
 static const char usage_text[] =
@@ -498,15 +499,10 @@ int main(int argc, char **argv)
 
         struct daemon d = {0};
         d.home = xstrdup(home);
-        d.socket_path = o.socket_path ? xstrdup(o.socket_path)
-                        : root        ? xstrdup("/run/airlock/airlockd.sock")
-                                      : xasprintf("%s/airlock/airlockd.sock", xdg);
-        d.state_dir = o.state_dir ? xstrdup(o.state_dir)
-                      : root      ? xstrdup("/var/lib/airlock/daemon")
-                                  : xasprintf("%s/.local/state/airlock/daemon", home);
-        d.run_dir = o.run_dir ? xstrdup(o.run_dir)
-                    : root    ? xstrdup("/run/airlock/sandboxes")
-                              : xasprintf("%s/airlock/sandboxes", xdg);
+        d.socket_path =
+            o.socket_path ? xstrdup(o.socket_path) : paths_daemon_socket(geteuid(), xdg);
+        d.state_dir = o.state_dir ? xstrdup(o.state_dir) : paths_daemon_state_dir(geteuid(), home);
+        d.run_dir = o.run_dir ? xstrdup(o.run_dir) : paths_sandbox_run_dir(geteuid(), xdg);
         d.audit_path = o.audit_path ? xstrdup(o.audit_path) : audit_default_path(geteuid(), home);
         d.audit_rotate = o.audit_rotate ? xstrdup(o.audit_rotate) : NULL;
         d.airlock_bin = o.airlock_bin ? xstrdup(o.airlock_bin) : find_airlock();

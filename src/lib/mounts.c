@@ -14,6 +14,7 @@
 
 #include "fs.h"
 #include "mounts.h"
+#include "paths.h"
 #include "util.h"
 
 #define WORKSPACE "/workspace"
@@ -33,9 +34,9 @@ static const char *const host_skip[] = {
 
 /* Host paths that hold Airlock's own state: always hidden. */
 static const char *const internal_deny[] = {
-    "/var/lib/airlock",
-    "~/.local/state/airlock",
-    "/run/airlock",
+    PATHS_STATE_ROOT_SYSTEM,
+    "~/" PATHS_STATE_ROOT_HOME,
+    PATHS_RUN_ROOT_SYSTEM,
 };
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};

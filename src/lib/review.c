@@ -16,6 +16,7 @@
 
 #include "child.h"
 #include "fs.h"
+#include "paths.h"
 #include "review.h"
 #include "utf8.h"
 #include "util.h"
@@ -631,14 +632,7 @@ static int save_manifest(int dir_fd, const struct manifest *m)
 
 char *review_state_root(uid_t uid, const char *home)
 {
-        if (uid == 0)
-                return xstrdup("/var/lib/airlock");
-        if (!home || home[0] != '/')
-                return NULL;
-        size_t n = strlen(home);
-        while (n > 1 && home[n - 1] == '/')
-                n--;
-        return xasprintf("%.*s/.local/state/airlock", (int)n, home);
+        return paths_state_root(uid, home);
 }
 
 int review_create(const char *state_root, const char *id, const char *workspace,
