@@ -3,16 +3,16 @@
 #include <string.h>
 
 #include "commands.h"
-#include "tools.h"
+#include "githelper.h"
 
 static int tools_export(int argc, char **argv)
 {
-        return tools_exec("export", argc, argv);
+        return githelper_exec("export", argc, argv);
 }
 
 static int tools_push(int argc, char **argv)
 {
-        return tools_exec("push", argc, argv);
+        return githelper_exec("push", argc, argv);
 }
 
 static const struct {

@@ -507,7 +507,7 @@ int main(int argc, char **argv)
         d.audit_rotate = o.audit_rotate ? xstrdup(o.audit_rotate) : NULL;
         d.airlock_bin = o.airlock_bin ? xstrdup(o.airlock_bin) : find_airlock();
         d.keep_dir = xasprintf("%s/kept", d.state_dir);
-        d.tools_bin = d.airlock_bin ? sibling_path(d.airlock_bin, "airlock-tools") : NULL;
+        d.git_bin = d.airlock_bin ? sibling_path(d.airlock_bin, "airlock-git") : NULL;
         d.git_hosts = TAKE_PTR(git_hosts);
         d.git_helper = o.git_helper;
         d.max_sandboxes = o.max_sandboxes;
@@ -654,7 +654,7 @@ out:
         free(d.audit_path);
         free(d.audit_rotate);
         free(d.airlock_bin);
-        free(d.tools_bin);
+        free(d.git_bin);
         free(d.keep_dir);
         free(d.secrets_path);
         strv_free(d.git_hosts);

@@ -2,7 +2,7 @@
 /* What an agent proposes, through the API: the changes of a copy-on-write
  * workspace (diff, accept, discard) and the commits of a workspace cloned
  * from a repository (export, push), plus the clone itself. The work is done
- * by the airlock CLI and airlock-tools as child processes (jobs.h), the same
+ * by the airlock CLI and airlock-git as child processes (jobs.h), the same
  * code `airlock diff`, `accept`, `export` and `push` run on the host. */
 #include <ctype.h>
 #include <errno.h>
@@ -619,8 +619,8 @@ int changes_clone(struct daemon *d, const char *url, const char *rev, changes_cl
                         return al_error_set(err, r, "picking an id");
                 }
         } while (sandbox_find(d, c->id));
-        char *argv[20] = {d->tools_bin, "git-clone", "--repo", (char *)url,
-                          "--state-root", d->keep_dir, "--id", c->id};
+        char *argv[20] = {d->git_bin,     "git-clone", "--repo", (char *)url,
+                          "--state-root", d->keep_dir, "--id",   c->id};
         size_t argc = 8;
         if (rev) {
                 argv[argc++] = "--rev";
