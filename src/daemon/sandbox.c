@@ -194,7 +194,7 @@ void sandbox_touch(struct sandbox *sb)
  * timer, up to 50 in all: the loop never sleeps. The names wait in a fixed
  * table, so nothing is left to free if the daemon ends first. */
 
-#define CG_RETRY_SLOTS 64
+#define CG_RETRY_SLOTS 256
 #define CG_RETRY_TRIES 50
 
 static struct cg_retry {
