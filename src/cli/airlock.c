@@ -4,17 +4,17 @@
 #include <string.h>
 
 #include "commands.h"
+#include "githelper.h"
 #include "help.h"
-#include "tools.h"
 
 static int tools_export(int argc, char **argv)
 {
-        return tools_exec("export", argc, argv);
+        return githelper_exec("export", argc, argv);
 }
 
 static int tools_push(int argc, char **argv)
 {
-        return tools_exec("push", argc, argv);
+        return githelper_exec("push", argc, argv);
 }
 
 static const struct {

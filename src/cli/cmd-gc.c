@@ -14,6 +14,7 @@
 #include "prune.h"
 #include "review.h"
 #include "store.h"
+#include "paths.h"
 #include "util.h"
 
 static const char gc_usage[] =
@@ -166,11 +167,8 @@ int cmd_gc(int argc, char **argv)
         _cleanup_free_ char *home = home_dir();
         int r = 0;
         if (state_dir || !state_root) {
-                _cleanup_free_ char *dflt = state_dir        ? NULL
-                                            : geteuid() == 0 ? xstrdup("/var/lib/airlock/daemon")
-                                            : home
-                                                ? xasprintf("%s/.local/state/airlock/daemon", home)
-                                                : NULL;
+                _cleanup_free_ char *dflt =
+                    state_dir ? NULL : paths_daemon_state_dir(geteuid(), home);
                 if (state_dir || dflt)
                         r = gc_daemon_dir(state_dir ? state_dir : dflt, state_dir != NULL, cutoff);
         }

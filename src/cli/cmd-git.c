@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -14,8 +13,10 @@
 #include "help.h"
 #include "audit.h"
 #include "cmd-git.h"
+#include "child.h"
 #include "commands.h"
 #include "jsonout.h"
+#include "fs.h"
 #include "gitops.h"
 #include "review.h"
 #include "secrets.h"
@@ -232,11 +233,6 @@ static int copy_escaped(FILE *in, FILE *out)
 
 /* ---- airlock run --repo ---- */
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-        return remove(p) < 0 && errno != ENOENT ? -1 : 0;
-}
-
 static bool sandbox_id_valid(const char *id)
 {
         if (strlen(id) != 16)
@@ -345,7 +341,7 @@ int run_git_clone(struct run_git *g, const struct run_git_args *a, char *msg, si
         }
         if (r < 0) {
                 /* The clone is ours and holds nothing of the agent's yet. */
-                nftw(g->workspace, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+                (void)fs_remove_tree(AT_FDCWD, g->workspace, FS_REMOVE_DEPTH_MAX);
                 char path[PATH_MAX];
                 snprintf(path, sizeof(path), "%s/%s", g->state_dir, GITOPS_STATE);
                 unlink(path);
@@ -661,19 +657,20 @@ static int open_pr(const char *command, const struct git_cmd *c, const char *bra
                 env = strv_append(env, &n, kv);
         }
         fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                if (c->json && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
-                        _exit(127);
-                execle("/bin/sh", "sh", "-c", command, (char *)NULL, env);
-                _exit(127);
-        }
-        int status;
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
+        char *argv[] = {(char *)"sh", (char *)"-c", (char *)command, NULL};
+        struct child_spawn cs = {
+            .path = "/bin/sh",
+            .argv = argv,
+            .envp = env,
+            .fds = {CHILD_FD_INHERIT, c->json ? STDERR_FILENO : CHILD_FD_INHERIT, CHILD_FD_INHERIT},
+            .n_fds = 3};
+        pid_t pid;
+        int r = child_spawn(&cs, &pid, NULL);
+        if (r < 0)
+                return r;
+        int status = child_wait(pid);
+        if (status < 0)
+                return status;
         if (WIFEXITED(status))
                 return WEXITSTATUS(status);
         return 128 + WTERMSIG(status);

@@ -38,7 +38,7 @@ void run_git_done(struct run_git *g);
  * AIRLOCK_GIT_TIMEOUT (seconds, 1 to 86400) or GITOPS_TIMEOUT_DEFAULT,
  * and an alarm a little after it that reports the overrun on stderr (TEXT),
  * as {"error": "timeout", "message"} on stdout (JSON_CODE, push --json) or
- * as {"error": MSG} on stdout (JSON, airlock-tools git-clone), then exits
+ * as {"error": MSG} on stdout (JSON, airlock-git git-clone), then exits
  * with status 1. */
 enum git_deadline_out { GIT_DEADLINE_TEXT, GIT_DEADLINE_JSON_CODE, GIT_DEADLINE_JSON };
 unsigned git_timeout_seconds(void);

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "grants.h"
 #include "store.h"
+#include "paths.h"
 #include "util.h"
 
 #define EXIT_FAIL  1
@@ -57,14 +58,12 @@ static const char grant_usage[] =
 
 static char *default_state_dir(void)
 {
-        if (geteuid() == 0)
-                return xstrdup("/var/lib/airlock/daemon");
         const char *home = getenv("HOME");
-        if (!home || home[0] != '/') {
+        if (geteuid() != 0 && (!home || home[0] != '/')) {
                 struct passwd *pw = getpwuid(geteuid());
                 home = pw ? pw->pw_dir : NULL;
         }
-        return home ? xasprintf("%s/.local/state/airlock/daemon", home) : NULL;
+        return paths_daemon_state_dir(geteuid(), home);
 }
 
 static int open_store(const char *state_dir, bool create, struct store **ret)

@@ -11,7 +11,7 @@
 #include "commands.h"
 #include "gitguard.h"
 #include "audit.h"
-#include "tools.h"
+#include "githelper.h"
 #include "policy.h"
 #include "review.h"
 #include "secrets.h"
@@ -523,7 +523,7 @@ int cmd_run(int argc, char **argv)
                 return fail_setup(&a, "run: no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
         }
 
-        _cleanup_(tools_clone_done) struct tools_clone git = {0};
+        _cleanup_(githelper_clone_done) struct githelper_clone git = {0};
         if (a.state_root && (a.state_root[0] != '/' || a.repo)) {
                 policy_free(p);
                 return fail_setup(&a, a.repo ? "run: --state-root cannot be combined with --repo "
@@ -537,7 +537,7 @@ int cmd_run(int argc, char **argv)
                                                        "or --review"
                                                      : "run: --rev needs --repo");
                 }
-                if (tools_git_clone(a.repo, a.rev, a.secrets_file, a.audit, &git, msg,
+                if (githelper_clone(a.repo, a.rev, a.secrets_file, a.audit, &git, msg,
                                     sizeof(msg)) < 0) {
                         policy_free(p);
                         return fail_setup(&a, msg);
@@ -622,7 +622,7 @@ int cmd_run(int argc, char **argv)
                         res.sandbox, root_arg, res.sandbox, root_arg, res.sandbox);
         }
         if (a.repo)
-                tools_git_report(git.id, a.quiet);
+                githelper_report(git.id, a.quiet);
 
         if (a.result_file) {
                 _cleanup_free_ char *json = supervisor_result_json(&res);

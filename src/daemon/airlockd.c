@@ -36,6 +36,7 @@
 #include "jobs.h"
 #include "secrets.h"
 #include "store.h"
+#include "paths.h"
 #include "util.h"
 
 struct daemon_options {
@@ -524,20 +525,15 @@ int main(int argc, char **argv)
 
         struct daemon d = {.pool_lost = pool_refill};
         d.home = xstrdup(home);
-        d.socket_path = o.socket_path ? xstrdup(o.socket_path)
-                        : root        ? xstrdup("/run/airlock/airlockd.sock")
-                                      : xasprintf("%s/airlock/airlockd.sock", xdg);
-        d.state_dir = o.state_dir ? xstrdup(o.state_dir)
-                      : root      ? xstrdup("/var/lib/airlock/daemon")
-                                  : xasprintf("%s/.local/state/airlock/daemon", home);
-        d.run_dir = o.run_dir ? xstrdup(o.run_dir)
-                    : root    ? xstrdup("/run/airlock/sandboxes")
-                              : xasprintf("%s/airlock/sandboxes", xdg);
+        d.socket_path =
+            o.socket_path ? xstrdup(o.socket_path) : paths_daemon_socket(geteuid(), xdg);
+        d.state_dir = o.state_dir ? xstrdup(o.state_dir) : paths_daemon_state_dir(geteuid(), home);
+        d.run_dir = o.run_dir ? xstrdup(o.run_dir) : paths_sandbox_run_dir(geteuid(), xdg);
         d.audit_path = o.audit_path ? xstrdup(o.audit_path) : audit_default_path(geteuid(), home);
         d.audit_rotate = o.audit_rotate ? xstrdup(o.audit_rotate) : NULL;
         d.airlock_bin = o.airlock_bin ? xstrdup(o.airlock_bin) : find_airlock();
         d.keep_dir = xasprintf("%s/kept", d.state_dir);
-        d.tools_bin = d.airlock_bin ? sibling_path(d.airlock_bin, "airlock-tools") : NULL;
+        d.git_bin = d.airlock_bin ? sibling_path(d.airlock_bin, "airlock-git") : NULL;
         d.git_hosts = TAKE_PTR(git_hosts);
         d.git_helper = o.git_helper;
         d.max_sandboxes = o.max_sandboxes;
@@ -684,7 +680,7 @@ out:
         free(d.audit_path);
         free(d.audit_rotate);
         free(d.airlock_bin);
-        free(d.tools_bin);
+        free(d.git_bin);
         free(d.keep_dir);
         free(d.secrets_path);
         strv_free(d.git_hosts);

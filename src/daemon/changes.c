@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The repositories a create may ask for: which ones a grant may have the
- * daemon clone, and the clone itself, done by airlock-tools as a child
+ * daemon clone, and the clone itself, done by airlock-git as a child
  * process (jobs.h). The API's review and git endpoints are http/changes.c. */
 #include <ctype.h>
 #include <errno.h>
@@ -147,7 +147,7 @@ int changes_clone(struct daemon *d, const char *url, const char *rev, changes_cl
                         return al_error_set(err, r, "picking an id");
                 }
         } while (sandbox_find(d, c->id));
-        char *argv[20] = {d->tools_bin,   "git-clone", "--repo", (char *)url,
+        char *argv[20] = {d->git_bin,     "git-clone", "--repo", (char *)url,
                           "--state-root", d->keep_dir, "--id",   c->id};
         size_t argc = 8;
         if (rev) {

@@ -119,7 +119,7 @@ struct daemon {
         char audit_fault[AL_ERROR_MAX]; /* why the audit log last failed; "" when it works */
         char *audit_rotate;             /* passed on to supervisors; NULL: the defaults */
         char *airlock_bin;
-        char *tools_bin;     /* airlock-tools, beside airlock */
+        char *git_bin;       /* airlock-git, beside airlock */
         char *keep_dir;      /* state_dir/kept: reviewed changes and clones */
         char *secrets_path;  /* NULL: none */
         char **git_hosts;    /* NULL-terminated; NULL: network repositories refused */

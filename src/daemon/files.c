@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
+#include <linux/openat2.h> /* RESOLVE_* */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,20 +11,11 @@
 #include <time.h>
 
 #include "files.h"
+#include "fs.h"
 #include "util.h"
 
 #define RESOLVE_READ  (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
 #define RESOLVE_WRITE (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS)
-
-static int sys_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve)
-{
-        struct open_how how = {.flags = flags, .mode = 0, .resolve = resolve};
-        int fd;
-        do
-                fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        while (fd < 0 && errno == EAGAIN);
-        return fd < 0 ? -errno : fd;
-}
 
 /* One message per failure the client can cause. */
 static int path_error(struct al_error *err, int r, const char *rel)
@@ -103,7 +94,7 @@ int files_read(int root, const char *rel, size_t max, char **ret, size_t *ret_le
 {
         /* O_NONBLOCK: a FIFO the sandbox left must not hang the daemon. */
         _cleanup_close_ int fd =
-                sys_openat2(root, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, RESOLVE_READ);
+            fs_openat2(root, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0, RESOLVE_READ);
         if (fd < 0)
                 return path_error(err, fd, rel);
         struct stat st;
@@ -169,12 +160,12 @@ static void split(const char *rel, char **ret_dir, const char **ret_name)
  * created (with its missing parents) when `create`. */
 static int open_dir(int root, const char *dir, bool create, struct al_error *err)
 {
-        int fd = sys_openat2(root, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_WRITE);
+        int fd = fs_openat2(root, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, RESOLVE_WRITE);
         if (fd >= 0 || fd != -ENOENT || !create)
                 return fd < 0 ? path_error(err, fd, dir) : fd;
 
-        _cleanup_close_ int cur = sys_openat2(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-                                              RESOLVE_WRITE);
+        _cleanup_close_ int cur =
+            fs_openat2(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, RESOLVE_WRITE);
         if (cur < 0)
                 return path_error(err, cur, ".");
         const char *p = dir;
@@ -184,7 +175,8 @@ static int open_dir(int root, const char *dir, bool create, struct al_error *err
                 _cleanup_free_ char *comp = xasprintf("%.*s", (int)n, p);
                 if (++depth > FILES_DEPTH_MAX)
                         return al_error_set_message(err, ELOOP, "%s: too deep", dir);
-                int next = sys_openat2(cur, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_WRITE);
+                int next =
+                    fs_openat2(cur, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, RESOLVE_WRITE);
                 if (next == -ENOENT) {
                         struct stat pst;
                         if (mkdirat(cur, comp, 0755) < 0 && errno != EEXIST)
@@ -194,8 +186,8 @@ static int open_dir(int root, const char *dir, bool create, struct al_error *err
                                              AT_SYMLINK_NOFOLLOW) < 0 &&
                                     errno != EPERM)
                                         return al_error_set(err, errno, "creating %s", dir);
-                        next = sys_openat2(cur, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-                                           RESOLVE_WRITE);
+                        next = fs_openat2(cur, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                                          RESOLVE_WRITE);
                 }
                 if (next < 0)
                         return path_error(err, next, dir);
@@ -267,42 +259,9 @@ int files_write(int root, const char *rel, const void *data, size_t len, bool pa
         return 0;
 }
 
-static int remove_tree(int parent, const char *name, unsigned depth)
-{
-        struct stat st;
-        if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? 0 : -errno;
-        if (!S_ISDIR(st.st_mode))
-                return unlinkat(parent, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-        if (depth >= FILES_DEPTH_MAX)
-                return -ELOOP;
-        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                int e = errno;
-                close(fd);
-                return -e;
-        }
-        int r = 0;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
-                int k = remove_tree(dirfd(d), de->d_name, depth + 1);
-                if (k < 0 && r == 0)
-                        r = k;
-        }
-        closedir(d);
-        if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-                r = -errno;
-        return r;
-}
-
 int files_remove_tree(int dirfd, const char *name)
 {
-        return remove_tree(dirfd, name, 0);
+        return fs_remove_tree(dirfd, name, FILES_DEPTH_MAX);
 }
 
 int files_delete(int root, const char *rel, bool recursive, struct al_error *err)
@@ -322,7 +281,7 @@ int files_delete(int root, const char *rel, bool recursive, struct al_error *err
         if (!S_ISDIR(st.st_mode))
                 r = unlinkat(dfd, name, 0) < 0 ? -errno : 0;
         else if (recursive)
-                r = remove_tree(dfd, name, 0);
+                r = fs_remove_tree(dfd, name, FILES_DEPTH_MAX);
         else
                 r = unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
         return r < 0 ? al_error_set(err, r, "removing %s", rel) : 0;
@@ -342,8 +301,8 @@ static int cmp_entries(const void *a, const void *b)
 
 int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_error *err)
 {
-        int fd = sys_openat2(root, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC,
-                             RESOLVE_READ);
+        int fd =
+            fs_openat2(root, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC, 0, RESOLVE_READ);
         if (fd < 0)
                 return path_error(err, fd, rel);
         DIR *d = fdopendir(fd);

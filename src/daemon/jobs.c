@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "child.h"
 #include "jobs.h"
 #include "util.h"
 
@@ -232,30 +233,21 @@ int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn 
                 return al_error_set(err, e, "pipe");
         }
         _cleanup_strv_ char **envp = daemon_child_env(d);
-        sigset_t none;
-        sigemptyset(&none);
-        pid_t pid = fork();
-        if (pid == 0) {
-                int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (setpgid(0, 0) < 0 || null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 ||
-                    dup2(errp[1], 2) < 0 || syscall(SYS_close_range, 3, ~0U, 0) < 0 ||
-                    chdir("/") < 0)
-                        _exit(125);
-                for (int sig = 1; sig < NSIG; sig++)
-                        signal(sig, SIG_DFL);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                execve(argv[0], argv, envp);
-                _exit(127);
-        }
-        int e = errno;
-        if (pid > 0)
-                (void)setpgid(pid, pid); /* as the child does: whoever is first */
+        struct child_spawn cs = {.path = argv[0],
+                                 .argv = argv,
+                                 .envp = envp,
+                                 .fds = {CHILD_FD_NULL, out[1], errp[1]},
+                                 .n_fds = 3,
+                                 .cwd = "/",
+                                 .setpgid = true};
+        pid_t pid;
+        int r = child_spawn(&cs, &pid, NULL);
         close(out[1]);
         close(errp[1]);
-        if (pid < 0) {
+        if (r < 0) {
                 close(out[0]);
                 close(errp[0]);
-                return al_error_set(err, e, "fork");
+                return al_error_set(err, r, "running %s", argv[0]);
         }
 
         struct job *j = xcalloc(1, sizeof(*j));

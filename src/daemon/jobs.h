@@ -11,7 +11,7 @@
 /* Host-side work the daemon hands to a child process: a diff, an accept, a
  * clone, a push. Each can take long (a large workspace, a slow remote), and
  * the daemon's one loop must keep serving everyone else meanwhile. The child
- * is the airlock CLI or airlock-tools, started with a clean environment, its
+ * is the airlock CLI or airlock-git, started with a clean environment, its
  * stdin on /dev/null; its stdout and stderr are collected here. */
 
 struct daemon;

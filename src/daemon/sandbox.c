@@ -20,9 +20,11 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "cgroup.h"
 #include "sandbox.h"
 #include "sandbox-internal.h"
 #include "ctl.h"
+#include "child.h"
 #include "daemon.h"
 #include "files.h"
 #include "record.h"
@@ -201,145 +203,56 @@ void sandbox_touch(struct sandbox *sb)
         sb->last_active_ms = daemon_now_ms();
 }
 
-/* cgroups a dead supervisor left */
+/* cgroups a dead supervisor left: one pass now, and while some still hold
+ * processes (cgroup.kill takes a moment) another pass every 2 ms, on a
+ * timer, up to 50 in all: the loop never sleeps. The names wait in a fixed
+ * table, so nothing is left to free if the daemon ends first. */
 
-static bool is_cgroupfs(int fd)
+#define CG_RETRY_SLOTS 256
+#define CG_RETRY_TRIES 50
+
+static struct cg_retry {
+        struct daemon *d;
+        char name[64]; /* "" when free */
+        int tries;
+} cg_retries[CG_RETRY_SLOTS];
+
+static void on_cg_retry(evutil_socket_t fd, short what, void *arg);
+
+static void cg_retry_arm(struct cg_retry *c)
 {
-        struct statfs s;
-        return fstatfs(fd, &s) == 0 &&
-               ((unsigned long)s.f_type == CGROUP_SUPER_MAGIC ||
-                (unsigned long)s.f_type == CGROUP2_SUPER_MAGIC);
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 2000};
+        if (event_base_once(c->d->base, -1, EV_TIMEOUT, on_cg_retry, c, &tv) < 0)
+                c->name[0] = '\0';
 }
 
-/* Kill a process listed in a cgroup named `tag` (or below it), by a pidfd
- * taken before its membership is checked: a listed process that has ended
- * may have left its number to another, and a number read a moment ago is
- * no name for a process. */
-static void kill_member(int pid, const char *tag)
+static void on_cg_retry(evutil_socket_t fd, short what, void *arg)
 {
-        _cleanup_close_ int pfd = pidfd_open(pid);
-        if (pfd < 0)
+        struct cg_retry *c = arg;
+        (void)fd;
+        (void)what;
+        if (cgroup_reclaim_named(c->name) == -EBUSY && ++c->tries < CG_RETRY_TRIES)
+                cg_retry_arm(c);
+        else
+                c->name[0] = '\0';
+}
+
+static void cgroups_remove_named(struct daemon *d, const char *name)
+{
+        if (cgroup_reclaim_named(name) != -EBUSY)
                 return;
-        _cleanup_free_ char *path = xasprintf("/proc/%d/cgroup", pid);
-        _cleanup_free_ char *cg = NULL;
-        _cleanup_free_ char *needle = xasprintf("/%s", tag);
-        if (read_file_at(AT_FDCWD, path, 64 * 1024, &cg, NULL) < 0)
-                return;
-        size_t n = strlen(needle);
-        for (const char *at = strstr(cg, needle); at; at = strstr(at + 1, needle))
-                if (at[n] == '/' || at[n] == '\n' || at[n] == '\0') {
-                        (void)syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+        for (size_t i = 0; i < CG_RETRY_SLOTS; i++) {
+                struct cg_retry *c = &cg_retries[i];
+                if (c->name[0])
+                        continue;
+                if (snprintf(c->name, sizeof(c->name), "%s", name) >= (int)sizeof(c->name)) {
+                        c->name[0] = '\0';
                         return;
                 }
-}
-
-static void cgroup_remove_tagged(int parent, const char *name, const char *tag, unsigned depth);
-
-static void cgroup_remove(int parent, const char *name, unsigned depth)
-{
-        cgroup_remove_tagged(parent, name, name, depth);
-}
-
-static void cgroup_remove_tagged(int parent, const char *name, const char *tag, unsigned depth)
-{
-        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
+                c->d = d;
+                c->tries = 1;
+                cg_retry_arm(c);
                 return;
-        DIR *dir = fdopendir(fd);
-        if (!dir) {
-                close(fd);
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(dir)))
-                if (de->d_type == DT_DIR && !STREQ(de->d_name, ".") && !STREQ(de->d_name, "..") &&
-                    depth < 8)
-                        cgroup_remove_tagged(dirfd(dir), de->d_name, tag, depth + 1);
-        int kfd = openat(dirfd(dir), "cgroup.kill", O_WRONLY | O_CLOEXEC);
-        if (kfd >= 0) {
-                /* Without cgroup.kill (v1) the processes are killed below. */
-                (void)write_full(kfd, "1", 1);
-                close(kfd);
-        }
-        for (int tries = 0; tries < 50; tries++) {
-                _cleanup_free_ char *procs = NULL;
-                if (read_file_at(dirfd(dir), "cgroup.procs", 1 << 20, &procs, NULL) == 0) {
-                        for (char *p = procs; *p;) {
-                                char *nl = strchr(p, '\n');
-                                if (nl)
-                                        *nl = '\0';
-                                int pid;
-                                if (safe_atoi(p, &pid) == 0 && pid > 1)
-                                        kill_member(pid, tag);
-                                if (!nl)
-                                        break;
-                                p = nl + 1;
-                        }
-                }
-                if (unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-                        break;
-                struct timespec ts = {.tv_sec = 0, .tv_nsec = 2 * 1000 * 1000};
-                nanosleep(&ts, NULL);
-        }
-        closedir(dir);
-}
-
-/* Find directories named `name` at most `depth` levels down, within a budget
- * of directories looked at, and remove them. */
-static void cgroup_search(int fd, const char *name, unsigned depth, unsigned *budget)
-{
-        int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (dup < 0)
-                return;
-        DIR *dir = fdopendir(dup);
-        if (!dir) {
-                close(dup);
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(dir)) && *budget > 0) {
-                if (de->d_type != DT_DIR || STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
-                (*budget)--;
-                if (STREQ(de->d_name, name)) {
-                        cgroup_remove(dirfd(dir), de->d_name, 0);
-                        continue;
-                }
-                if (depth == 0 || strncmp(de->d_name, "airlock-", 8) == 0)
-                        continue;
-                int sub = openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-                                                                 O_CLOEXEC);
-                if (sub >= 0) {
-                        cgroup_search(sub, name, depth - 1, budget);
-                        close(sub);
-                }
-        }
-        closedir(dir);
-}
-
-static void cgroups_remove_named(const char *name)
-{
-        _cleanup_close_ int root = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (root < 0)
-                return;
-        unsigned budget = 20000;
-        if (is_cgroupfs(root)) {
-                cgroup_search(root, name, 6, &budget);
-                return;
-        }
-        _cleanup_(closedirp) DIR *dir = fdopendir(fcntl(root, F_DUPFD_CLOEXEC, 3));
-        if (!dir)
-                return;
-        struct dirent *de;
-        while ((de = readdir(dir))) {
-                if (de->d_type != DT_DIR || de->d_name[0] == '.')
-                        continue;
-                _cleanup_close_ int h = openat(dirfd(dir), de->d_name,
-                                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (h >= 0 && is_cgroupfs(h)) {
-                        unsigned b = budget;
-                        cgroup_search(h, name, 6, &b);
-                }
         }
 }
 
@@ -392,10 +305,10 @@ void sandbox_cleanup_leftovers(struct daemon *d, const char *id, pid_t pid, cons
                                bool workspace_owned)
 {
         _cleanup_free_ char *cg = xasprintf("airlock-%s", id);
-        cgroups_remove_named(cg);
+        cgroups_remove_named(d, cg);
         if (pid > 0) {
                 _cleanup_free_ char *leaf = xasprintf("airlock-supervisor-%d", (int)pid);
-                cgroups_remove_named(leaf);
+                cgroups_remove_named(d, leaf);
         }
         _cleanup_close_ int run = open(d->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (run >= 0)
@@ -704,14 +617,6 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
         if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
                 return al_error_set(err, errno, "pipe");
         _cleanup_close_ int rd = p[0], wr = p[1];
-        /* dup2 onto its own number would keep FD_CLOEXEC. */
-        if (wr <= 3) {
-                int k = fcntl(wr, F_DUPFD_CLOEXEC, 10);
-                if (k < 0)
-                        return al_error_set(err, errno, "fcntl");
-                close(wr);
-                wr = k;
-        }
         if (fcntl(wr, F_SETFL, 0) < 0)
                 return al_error_set(err, errno, "fcntl");
         _cleanup_close_ int logfd =
@@ -740,45 +645,24 @@ static int spawn_supervisor(struct sandbox *sb, struct al_error *err)
          * list) and PATH. */
         _cleanup_strv_ char **envp = daemon_child_env(d);
 
-        /* Built before fork: the child only makes system calls. Signals are
-         * blocked across the fork: until the child has reset its handlers,
-         * a signal sent to it (a destroy right after the start) would run
-         * the daemon's handler, which tells the daemon's loop, through the
-         * pipe they share, that the daemon itself got it. */
-        sigset_t none, all, old;
-        sigemptyset(&none);
-        sigfillset(&all);
-        sigprocmask(SIG_SETMASK, &all, &old);
-        /* No exit signal: the daemon's SIGCHLD reaper (waitpid(-1), which
-         * does not wait for such children) leaves it to on_exit_event, which
-         * learns how it ended; and its pid is not free for another process
-         * before the daemon has cleaned up after it. */
+        /* A new session, no exit signal: the daemon's SIGCHLD reaper
+         * (waitpid(-1), which does not wait for such children) leaves it to
+         * on_exit_event, which learns how it ended; and its pid is not free
+         * for another process before the daemon has cleaned up after it. */
+        struct child_spawn cs = {.path = d->airlock_bin,
+                                 .argv = argv,
+                                 .envp = envp,
+                                 .fds = {CHILD_FD_NULL, logfd, logfd, wr},
+                                 .n_fds = 4,
+                                 .cwd = "/",
+                                 .setsid = true,
+                                 .want_pidfd = true,
+                                 .no_exit_signal = true};
+        pid_t pid;
         int cpidfd = -1;
-        struct clone_args ca = {.flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&cpidfd,
-                                .exit_signal = 0};
-        pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-        if (pid < 0 && errno == ENOSYS) {
-                pid = fork();
-                cpidfd = -1;
-        }
-        if (pid < 0) {
-                int e = errno;
-                sigprocmask(SIG_SETMASK, &old, NULL);
-                return al_error_set(err, e, "fork");
-        }
-        if (pid == 0) {
-                int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                if (null < 0 || setsid() < 0 || dup2(null, 0) < 0 || dup2(logfd, 1) < 0 ||
-                    dup2(logfd, 2) < 0 || dup2(wr, 3) < 0 ||
-                    syscall(SYS_close_range, 4, ~0U, 0) < 0 || chdir("/") < 0)
-                        _exit(125);
-                for (int sig = 1; sig < NSIG; sig++)
-                        signal(sig, SIG_DFL);
-                sigprocmask(SIG_SETMASK, &none, NULL);
-                execve(d->airlock_bin, argv, envp);
-                _exit(127);
-        }
-        sigprocmask(SIG_SETMASK, &old, NULL);
+        r = child_spawn(&cs, &pid, &cpidfd);
+        if (r < 0)
+                return al_error_set(err, r, "running %s", d->airlock_bin);
         sb->pid = pid;
         sb->pidfd = cpidfd >= 0 ? cpidfd : pidfd_open(pid);
         sb->ready_fd = TAKE_FD(rd);

@@ -223,9 +223,9 @@ def test_rev_and_url_checks(airlock):
 
 
 def tools(airlock, args, env=None):
-    """Run `airlock-tools ARGS...` (beside airlock) as the test's identity."""
+    """Run `airlock-git ARGS...` (beside airlock) as the test's identity."""
     argv = airlock.cmd([])
-    argv[-1] = str(pathlib.Path(argv[-1]).parent / "airlock-tools")
+    argv[-1] = str(pathlib.Path(argv[-1]).parent / "airlock-git")
     return subprocess.run(argv + [str(a) for a in args], cwd=str(airlock.base), input="",
                           capture_output=True, text=True, timeout=120, env=env)
 

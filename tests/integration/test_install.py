@@ -47,7 +47,7 @@ def bin_(root, name):
 
 
 def test_programs_installed(root):
-    for name in ["airlock", "airlockd", "airlock-tools"]:
+    for name in ["airlock", "airlockd", "airlock-git"]:
         assert os.access(root / "usr/bin" / name, os.X_OK), name
     for page in ["airlock.1", "airlock-run.1", "airlock-audit.1"]:
         assert (root / "usr/share/man/man1" / page).is_file()
@@ -107,7 +107,7 @@ def test_airlock_help_cmd_prints_every_option(root):
     assert full.returncode == 0
     assert "--inject" not in short and "--inject" in full.stdout
     assert full.stdout.startswith(short.split("\nEvery option")[0].split("\n\nOptions")[0])
-    # export and push live in airlock-tools: the full text crosses the exec.
+    # export and push live in airlock-git: the full text crosses the exec.
     assert "--state-root" in sh([bin_(root, "airlock"), "help", "push"]).stdout
     assert "--state-root" not in sh([bin_(root, "airlock"), "push", "--help"]).stdout
     p = sh([bin_(root, "airlock"), "help", "nosuch"])

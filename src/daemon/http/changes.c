@@ -2,7 +2,7 @@
 /* What an agent proposes, through the API: the changes of a copy-on-write
  * workspace (diff, accept, discard) and the commits of a workspace cloned
  * from a repository (export, push). The work is done by the airlock CLI and
- * airlock-tools as child processes (jobs.h), the same code `airlock diff`,
+ * airlock-git as child processes (jobs.h), the same code `airlock diff`,
  * `accept`, `export` and `push` run on the host. */
 #include <ctype.h>
 #include <errno.h>

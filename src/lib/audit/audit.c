@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "audit.h"
+#include "paths.h"
 #include "util.h"
 
 #define ROTATE_MAX_FILES 100000
@@ -711,14 +712,7 @@ struct audit *audit_close(struct audit *a)
 
 char *audit_default_path(uid_t uid, const char *home)
 {
-        if (uid == 0)
-                return xstrdup("/var/lib/airlock/audit/audit.jsonl");
-        if (!home || home[0] != '/')
-                return NULL;
-        size_t n = strlen(home);
-        while (n > 1 && home[n - 1] == '/')
-                n--;
-        return xasprintf("%.*s/.local/state/airlock/audit/audit.jsonl", (int)n, home);
+        return paths_audit_log(uid, home);
 }
 
 static int cmp_desc(const void *x, const void *y)

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 
 #include "cgroup.h"
 #include "cgroup-internal.h"
@@ -399,4 +401,140 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
         cg->limits = *l;
         *ret = cg;
         return 0;
+}
+
+/* ---- cgroups left by a supervisor that died ---- */
+
+static bool is_cgroupfs(int fd)
+{
+        struct statfs s;
+        return fstatfs(fd, &s) == 0 && ((unsigned long)s.f_type == CGROUP_SUPER_MAGIC ||
+                                        (unsigned long)s.f_type == CGROUP2_SUPER_MAGIC);
+}
+
+/* Kill a process listed in a cgroup named `tag` (or below it), by a pidfd
+ * taken before its membership is checked: a listed process that has ended
+ * may have left its number to another, and a number read a moment ago is
+ * no name for a process. */
+static void kill_member(int pid, const char *tag)
+{
+        _cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pfd < 0)
+                return;
+        _cleanup_free_ char *path = xasprintf("/proc/%d/cgroup", pid);
+        _cleanup_free_ char *cg = NULL;
+        _cleanup_free_ char *needle = xasprintf("/%s", tag);
+        if (read_file_at(AT_FDCWD, path, 64 * 1024, &cg, NULL) < 0)
+                return;
+        size_t n = strlen(needle);
+        for (const char *at = strstr(cg, needle); at; at = strstr(at + 1, needle))
+                if (at[n] == '/' || at[n] == '\n' || at[n] == '\0') {
+                        (void)syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+                        return;
+                }
+}
+
+/* One pass over the cgroup `name` beneath parent, its children first: kill
+ * what is in it, try to remove it. Returns 0 when it is gone, -EBUSY while
+ * it still holds processes (or children). */
+static int cgroup_remove_tagged(int parent, const char *name, const char *tag, unsigned depth)
+{
+        int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        DIR *dir = fdopendir(fd);
+        if (!dir) {
+                close(fd);
+                return 0;
+        }
+        struct dirent *de;
+        while ((de = readdir(dir)))
+                if (de->d_type == DT_DIR && !STREQ(de->d_name, ".") && !STREQ(de->d_name, "..") &&
+                    depth < 8)
+                        (void)cgroup_remove_tagged(dirfd(dir), de->d_name, tag, depth + 1);
+        int kfd = openat(dirfd(dir), "cgroup.kill", O_WRONLY | O_CLOEXEC);
+        if (kfd >= 0) {
+                /* Without cgroup.kill (v1) the processes are killed below. */
+                (void)write_full(kfd, "1", 1);
+                close(kfd);
+        }
+        _cleanup_free_ char *procs = NULL;
+        if (read_file_at(dirfd(dir), "cgroup.procs", 1 << 20, &procs, NULL) == 0) {
+                for (char *p = procs; *p;) {
+                        char *nl = strchr(p, '\n');
+                        if (nl)
+                                *nl = '\0';
+                        int pid;
+                        if (safe_atoi(p, &pid) == 0 && pid > 1)
+                                kill_member(pid, tag);
+                        if (!nl)
+                                break;
+                        p = nl + 1;
+                }
+        }
+        int r = unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -EBUSY;
+        closedir(dir);
+        return r;
+}
+
+/* Find directories named `name` at most `depth` levels down, within a budget
+ * of directories looked at, and remove them. */
+static void cgroup_search(int fd, const char *name, unsigned depth, unsigned *budget, int *r)
+{
+        int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dup < 0)
+                return;
+        DIR *dir = fdopendir(dup);
+        if (!dir) {
+                close(dup);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(dir)) && *budget > 0) {
+                if (de->d_type != DT_DIR || STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                (*budget)--;
+                if (STREQ(de->d_name, name)) {
+                        if (cgroup_remove_tagged(dirfd(dir), de->d_name, name, 0) < 0)
+                                *r = -EBUSY;
+                        continue;
+                }
+                if (depth == 0 || strncmp(de->d_name, "airlock-", 8) == 0)
+                        continue;
+                int sub =
+                    openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (sub >= 0) {
+                        cgroup_search(sub, name, depth - 1, budget, r);
+                        close(sub);
+                }
+        }
+        closedir(dir);
+}
+
+int cgroup_reclaim_named(const char *name)
+{
+        int r = 0;
+        _cleanup_close_ int root = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return 0;
+        unsigned budget = 20000;
+        if (is_cgroupfs(root)) {
+                cgroup_search(root, name, 6, &budget, &r);
+                return r;
+        }
+        _cleanup_(closedirp) DIR *dir = fdopendir(fcntl(root, F_DUPFD_CLOEXEC, 3));
+        if (!dir)
+                return 0;
+        struct dirent *de;
+        while ((de = readdir(dir))) {
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                _cleanup_close_ int h =
+                    openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (h >= 0 && is_cgroupfs(h)) {
+                        unsigned b = budget;
+                        cgroup_search(h, name, 6, &b, &r);
+                }
+        }
+        return r;
 }

@@ -101,6 +101,14 @@ struct cgroup *cgroup_free(struct cgroup *cg);
  * touched (-EINVAL otherwise); missing ones are fine. */
 int cgroup_reclaim(char *const *dirs, size_t n);
 
+/* What a daemon finds left of a sandbox: every cgroup named `name` (a leaf
+ * such as airlock-<id>) anywhere beneath /sys/fs/cgroup, searched within a
+ * bound. One pass that never sleeps: each is killed (cgroup.kill, else
+ * SIGKILL through a pidfd to each member whose /proc/PID/cgroup still names
+ * it) and removed. Returns 0 when none is left, -EBUSY when some still hold
+ * processes: call again a moment later. */
+int cgroup_reclaim_named(const char *name);
+
 /* "oom_kill N" style key lookup in a flat keyed file's contents. */
 int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret);
 

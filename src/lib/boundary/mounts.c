@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "fs.h"
 #include "mounts.h"
+#include "paths.h"
 #include "util.h"
 
 #define WORKSPACE "/workspace"
@@ -32,9 +34,9 @@ static const char *const host_skip[] = {
 
 /* Host paths that hold Airlock's own state: always hidden. */
 static const char *const internal_deny[] = {
-    "/var/lib/airlock",
-    "~/.local/state/airlock",
-    "/run/airlock",
+    PATHS_STATE_ROOT_SYSTEM,
+    "~/" PATHS_STATE_ROOT_HOME,
+    PATHS_RUN_ROOT_SYSTEM,
 };
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -79,23 +81,16 @@ static bool real_path(const struct builder *b, const char *host, char real[PATH_
         return realpath(host, real) != NULL;
 }
 
-static int sys_openat2(int dirfd, const char *path, int flags, uint64_t resolve)
-{
-        struct open_how how = {.flags = (uint64_t)flags | O_CLOEXEC, .resolve = resolve};
-        if (flags & O_CREAT)
-                how.mode = 0644;
-        return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-}
-
 /* Open a path inside the new root; symlinks resolve as they would for the
- * sandbox, never out to the host. */
+ * sandbox, never out to the host. Returns the fd or -errno. */
 static int open_in_root(struct builder *b, const char *path, int flags)
 {
         while (*path == '/')
                 path++;
         if (!*path)
                 path = ".";
-        return sys_openat2(b->root, path, flags, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        return fs_openat2(b->root, path, flags | O_CLOEXEC, 0644,
+                          RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
 }
 
 /* mkdir -p inside the new root; the last component is a file when `file`. */
@@ -112,14 +107,14 @@ static int make_target(struct builder *b, const char *path, bool file)
                 char saved = buf[i];
                 buf[i] = '\0';
                 _cleanup_close_ int fd = open_in_root(b, buf, O_PATH);
-                if (fd < 0 && errno == ENOENT) {
+                if (fd == -ENOENT) {
                         char *slash = strrchr(buf, '/');
                         *slash = '\0';
                         _cleanup_close_ int parent =
                             open_in_root(b, *buf ? buf : "/", O_PATH | O_DIRECTORY);
                         *slash = '/';
                         if (parent < 0)
-                                return -errno;
+                                return parent;
                         if (last && file) {
                                 int f = openat(parent, slash + 1,
                                                O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
@@ -131,7 +126,7 @@ static int make_target(struct builder *b, const char *path, bool file)
                         } else if (mkdirat(parent, slash + 1, 0755) < 0 && errno != EEXIST)
                                 return -errno;
                 } else if (fd < 0)
-                        return -errno;
+                        return fd;
                 buf[i] = saved;
         }
         return 0;
@@ -157,7 +152,7 @@ static int attach(struct builder *b, int mnt, const char *target, bool file)
                                     target);
         _cleanup_close_ int tfd = open_in_root(b, target, O_PATH | O_NOFOLLOW);
         if (tfd < 0)
-                return al_error_set(b->err, errno, "opening mount point %s; choose another target",
+                return al_error_set(b->err, tfd, "opening mount point %s; choose another target",
                                     target);
         if (move_mount(mnt, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
                 return al_error_set(b->err, errno,
@@ -385,7 +380,7 @@ static int bind_allowed(struct builder *b, const char *host, const char *target)
                 } else if (b->allowed_at[i]) {
                         _cleanup_close_ int at =
                             open_in_root(b, b->allowed_at[i], O_PATH | O_NOFOLLOW);
-                        src = at < 0 ? -errno
+                        src = at < 0 ? at
                                      : open_tree(at, "",
                                                  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
                                                      AT_EMPTY_PATH | AT_RECURSIVE);
@@ -463,9 +458,9 @@ static int apply_masks(struct builder *b, int devnull)
                         }
                         _cleanup_close_ int tfd = open_in_root(b, target, O_PATH | O_NOFOLLOW);
                         if (tfd < 0) {
-                                if (errno == ENOENT || errno == EACCES || errno == ENOTDIR)
+                                if (tfd == -ENOENT || tfd == -EACCES || tfd == -ENOTDIR)
                                         continue; /* not reachable inside */
-                                return al_error_set(b->err, errno, "masking %s", target);
+                                return al_error_set(b->err, tfd, "masking %s", target);
                         }
                         _cleanup_close_ int mnt = make_mask(dir, devnull);
                         if (mnt < 0)
@@ -536,9 +531,9 @@ static int apply_protect(struct builder *b, int devnull)
                         _cleanup_free_ char *target = xasprintf("%s%s", b->maps[m].target, rest);
                         _cleanup_close_ int tfd = open_in_root(b, target, O_PATH | O_NOFOLLOW);
                         if (tfd < 0) {
-                                if (errno == ENOENT || errno == EACCES || errno == ENOTDIR)
+                                if (tfd == -ENOENT || tfd == -EACCES || tfd == -ENOTDIR)
                                         continue;
-                                return al_error_set(b->err, errno, "protecting %s", target);
+                                return al_error_set(b->err, tfd, "protecting %s", target);
                         }
                         struct stat st;
                         if (fstat(tfd, &st) < 0)
@@ -656,10 +651,13 @@ static int mount_overlay(struct builder *b, int *ret_upper_fd)
                 if (r < 0)
                         return r;
                 lower = open_in_root(b, WORKSPACE, O_PATH | O_DIRECTORY);
-        } else
+        } else {
                 lower = open(p->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (lower < 0)
+                        lower = -errno;
+        }
         if (lower < 0)
-                return al_error_set(b->err, errno, "workspace %s", p->workspace);
+                return al_error_set(b->err, lower, "workspace %s", p->workspace);
 
         char lp[64], up[64], wp[64];
         snprintf(lp, sizeof(lp), "/proc/self/fd/%d", lower);

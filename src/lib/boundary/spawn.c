@@ -177,25 +177,22 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
                 return r;
         }
         if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO) {
-                ctx->workspace_fd = prepare_idmapped(p->workspace, host_uid, host_gid, err);
-                if (ctx->workspace_fd < -1) {
-                        r = ctx->workspace_fd;
-                        ctx->workspace_fd = -1;
+                r = prepare_idmapped(p->workspace, host_uid, host_gid, &ctx->workspace_fd, err);
+                if (r < 0)
                         return r;
-                }
         }
         mount_fds = xcalloc(p->n_mounts + 1, sizeof(int));
         *ret_mount_fds = mount_fds;
-        for (size_t i = 0; i < p->n_mounts; i++) {
+        /* All -1 before any is made: a failure part way closes only what
+         * was opened, never fd 0. */
+        for (size_t i = 0; i < p->n_mounts; i++)
                 mount_fds[i] = -1;
+        for (size_t i = 0; i < p->n_mounts; i++) {
                 if (p->mounts[i].readonly)
                         continue;
-                mount_fds[i] = prepare_idmapped(p->mounts[i].source, host_uid, host_gid, err);
-                if (mount_fds[i] < -1) {
-                        r = mount_fds[i];
-                        mount_fds[i] = -1;
+                r = prepare_idmapped(p->mounts[i].source, host_uid, host_gid, &mount_fds[i], err);
+                if (r < 0)
                         return r;
-                }
         }
         ctx->mount_fds = mount_fds;
         return 0;

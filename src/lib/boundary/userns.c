@@ -153,8 +153,10 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
  * seccomp filter refuses every set-id mode and device node, and no
  * capability survives inside, so no file capability can be set either
  * (tests/escape/test_setuid.py). */
-int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al_error *err)
+int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
+                     struct al_error *err)
 {
+        *ret_fd = -1; /* a plain bind, unless an idmapped mount is made below */
         _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return al_error_set(err, errno, "mount %s", path);
@@ -165,19 +167,20 @@ int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, struct al
                 return al_error_set(err, ELOOP, "mount %s: is a symbolic link; give its target",
                                     path);
         if (st.st_uid == host_uid)
-                return -1;
+                return 0;
         _cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, host_uid, host_gid);
         if (userns < 0)
-                return -1; /* a plain bind: the sandbox then sees the tree as not its own */
+                return 0; /* a plain bind: the sandbox then sees the tree as not its own */
         int mnt = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
                                             AT_RECURSIVE);
         if (mnt < 0)
-                return -1;
+                return 0;
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
         if (mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0 &&
             mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
                 close(mnt);
-                return -1; /* the filesystem cannot be idmapped */
+                return 0; /* the filesystem cannot be idmapped */
         }
-        return mnt;
+        *ret_fd = mnt;
+        return 0;
 }

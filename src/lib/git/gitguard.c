@@ -16,6 +16,7 @@
 #include <openssl/sha.h>
 
 #include "audit.h"
+#include "fs.h"
 #include "gitguard.h"
 #include "gitops.h"
 #include "policy.h"
@@ -526,11 +527,11 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
                 t++;
         t[strcspn(t, "\r\n")] = '\0';
         _cleanup_free_ char *target = pointer_target(rel, t);
-        struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-                               .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                          RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
         _cleanup_close_ int tfd =
-            target ? (int)syscall(SYS_openat2, g->root_fd, target, &how, sizeof(how)) : -1;
+            target ? fs_openat2(g->root_fd, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                    RESOLVE_NO_XDEV)
+                   : -1;
         if (tfd < 0) {
                 quarantine(g, dfd, ".git", grel,
                            "a .git pointer to a directory outside the workspace or through a "

@@ -6,25 +6,26 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "tools.h"
+#include "child.h"
+#include "githelper.h"
 #include "util.h"
 
-static int tools_path(char buf[PATH_MAX])
+static int githelper_path(char buf[PATH_MAX])
 {
         ssize_t n = readlink("/proc/self/exe", buf, PATH_MAX - 16);
         if (n <= 0)
                 return -errno;
         buf[n] = '\0';
         char *slash = strrchr(buf, '/');
-        snprintf(slash + 1, (size_t)(PATH_MAX - (slash + 1 - buf)), "airlock-tools");
+        snprintf(slash + 1, (size_t)(PATH_MAX - (slash + 1 - buf)), "airlock-git");
         return 0;
 }
 
-int tools_exec(const char *name, int argc, char **argv)
+int githelper_exec(const char *name, int argc, char **argv)
 {
         char path[PATH_MAX];
-        if (tools_path(path) < 0) {
-                fprintf(stderr, "airlock: %s: cannot find airlock-tools\n", name);
+        if (githelper_path(path) < 0) {
+                fprintf(stderr, "airlock: %s: cannot find airlock-git\n", name);
                 return 2;
         }
         char **av = xcalloc((size_t)argc + 2, sizeof(char *));
@@ -37,32 +38,33 @@ int tools_exec(const char *name, int argc, char **argv)
         return 2;
 }
 
-/* Run airlock-tools with args, collecting its stdout (bounded). */
-static int run_tools(char *const *args, char **ret_out, int *ret_status)
+/* Run airlock-git with args, collecting its stdout (bounded). */
+static int run_githelper(char *const *args, char **ret_out, int *ret_status)
 {
         char path[PATH_MAX];
-        int r = tools_path(path);
+        int r = githelper_path(path);
         if (r < 0)
                 return r;
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
-        pid_t pid = fork();
-        if (pid < 0) {
-                r = -errno;
+        size_t n = strv_length(args);
+        _cleanup_free_ char **av = xcalloc(n + 2, sizeof(char *));
+        av[0] = path;
+        for (size_t i = 0; i < n; i++)
+                av[i + 1] = args[i];
+        /* Its environment and its stdin and stderr are ours. */
+        struct child_spawn cs = {.path = path,
+                                 .argv = av,
+                                 .envp = environ,
+                                 .fds = {CHILD_FD_INHERIT, pipefd[1], CHILD_FD_INHERIT},
+                                 .n_fds = 3};
+        pid_t pid;
+        r = child_spawn(&cs, &pid, NULL);
+        if (r < 0) {
                 close(pipefd[0]);
                 close(pipefd[1]);
                 return r;
-        }
-        if (pid == 0) {
-                dup2(pipefd[1], 1);
-                size_t n = strv_length(args);
-                char **av = xcalloc(n + 2, sizeof(char *));
-                av[0] = path;
-                for (size_t i = 0; i < n; i++)
-                        av[i + 1] = args[i];
-                execv(path, av);
-                _exit(127);
         }
         close(pipefd[1]);
         char *out = NULL;
@@ -76,16 +78,14 @@ static int run_tools(char *const *args, char **ret_out, int *ret_status)
                 out[len] = '\0';
         }
         close(pipefd[0]);
-        int st = 0;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
+        int st = child_wait(pid);
         *ret_out = out;
-        *ret_status = st;
+        *ret_status = st < 0 ? 0 : st;
         return 0;
 }
 
-int tools_git_clone(const char *repo, const char *rev, const char *secrets_file, const char *audit,
-                    struct tools_clone *ret, char *msg, size_t msglen)
+int githelper_clone(const char *repo, const char *rev, const char *secrets_file, const char *audit,
+                    struct githelper_clone *ret, char *msg, size_t msglen)
 {
         char *args[12];
         size_t n = 0;
@@ -107,9 +107,9 @@ int tools_git_clone(const char *repo, const char *rev, const char *secrets_file,
         args[n] = NULL;
         _cleanup_free_ char *out = NULL;
         int st;
-        int r = run_tools(args, &out, &st);
+        int r = run_githelper(args, &out, &st);
         if (r < 0) {
-                snprintf(msg, msglen, "run: --repo: running airlock-tools: %s", strerror(-r));
+                snprintf(msg, msglen, "run: --repo: running airlock-git: %s", strerror(-r));
                 return r;
         }
         json_t *o = out ? json_loads(out, 0, NULL) : NULL;
@@ -127,17 +127,17 @@ int tools_git_clone(const char *repo, const char *rev, const char *secrets_file,
         return 0;
 }
 
-void tools_git_report(const char *id, bool quiet)
+void githelper_report(const char *id, bool quiet)
 {
         if (quiet)
                 return;
         char *args[] = {"git-report", (char *)id, NULL};
         _cleanup_free_ char *out = NULL;
         int st;
-        (void)run_tools(args, &out, &st);
+        (void)run_githelper(args, &out, &st);
 }
 
-void tools_clone_done(struct tools_clone *c)
+void githelper_clone_done(struct githelper_clone *c)
 {
         free(c->workspace);
         memset(c, 0, sizeof(*c));

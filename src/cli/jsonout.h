@@ -3,7 +3,8 @@
 
 #include <jansson.h>
 
-/* Machine-readable answers of the CLI's --json modes. */
+/* Machine-readable answers of the CLI's --json modes. CLI code: it prints
+ * (the library never does). */
 
 /* A JSON string of s. Messages quote paths and URLs, which need not be
  * UTF-8: such bytes become '?' rather than lose the message. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* airlock-tools: the commands that need libgit2, run by `airlock` (see
- * tools.h). Not meant to be called by hand. */
+/* airlock-git: the commands that need libgit2, run by `airlock` (see
+ * githelper.h). Not meant to be called by hand. */
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -116,7 +116,7 @@ static int git_report(int argc, char **argv)
 int main(int argc, char **argv)
 {
         if (argc < 2) {
-                fprintf(stderr, "airlock-tools: run by airlock; see 'airlock --help'\n");
+                fprintf(stderr, "airlock-git: run by airlock; see 'airlock --help'\n");
                 return 2;
         }
         if (STREQ(argv[1], "export"))
@@ -127,6 +127,6 @@ int main(int argc, char **argv)
                 return git_clone(argc - 1, argv + 1);
         if (STREQ(argv[1], "git-report"))
                 return git_report(argc - 1, argv + 1);
-        fprintf(stderr, "airlock-tools: unknown command \"%s\"\n", argv[1]);
+        fprintf(stderr, "airlock-git: unknown command \"%s\"\n", argv[1]);
         return 2;
 }
