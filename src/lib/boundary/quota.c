@@ -61,7 +61,10 @@ const char *quota_fs_name(long f_type)
 
 static int qctl(int fd, int cmd, uint32_t id, void *addr)
 {
-        if (syscall(__NR_quotactl_fd, fd, QCMD(cmd, PRJQUOTA), id, addr) < 0)
+        /* QCMD() shifts a signed int past its range for the Q_X* commands;
+         * the same bits, built unsigned. */
+        unsigned qcmd = ((unsigned)cmd << SUBCMDSHIFT) | ((unsigned)PRJQUOTA & SUBCMDMASK);
+        if (syscall(__NR_quotactl_fd, fd, qcmd, id, addr) < 0)
                 return -errno;
         return 0;
 }
