@@ -14,6 +14,7 @@
 
 #include "apiclient.h"
 #include "help.h"
+#include "paths.h"
 #include "util.h"
 
 #define BODY_MAX (64u << 20) /* a whole response read into memory */
@@ -46,10 +47,7 @@ void api_conn_close(struct api_conn *c)
 
 static char *default_socket(void)
 {
-        if (geteuid() == 0)
-                return xstrdup("/run/airlock/airlockd.sock");
-        const char *xdg = getenv("XDG_RUNTIME_DIR");
-        return xdg && xdg[0] == '/' ? xasprintf("%s/airlock/airlockd.sock", xdg) : NULL;
+        return paths_daemon_socket(geteuid(), getenv("XDG_RUNTIME_DIR"));
 }
 
 int api_fail(const char *cmd, const char *fmt, ...)

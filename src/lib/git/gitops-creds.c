@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "gitops-internal.h"
 
 static void url_clear(struct url *u)
@@ -263,17 +264,17 @@ static int helper_run(const char *action, const char *input, bool interactive, c
         _cleanup_close_ int mine = sv[0], theirs = sv[1];
 
         char *argv[] = {(char *)"git", (char *)"credential", (char *)action, NULL};
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-                if (dup2(theirs, 0) < 0 || dup2(theirs, 1) < 0 || null < 0 || dup2(null, 2) < 0 ||
-                    chdir("/") < 0)
-                        _exit(127);
-                execvpe("git", argv, env);
-                _exit(127);
-        }
+        struct child_spawn cs = {.path = "git",
+                                 .argv = argv,
+                                 .envp = env,
+                                 .fds = {theirs, theirs, CHILD_FD_NULL},
+                                 .n_fds = 3,
+                                 .cwd = "/",
+                                 .search_path = true};
+        pid_t pid;
+        int r = child_spawn(&cs, &pid, NULL);
+        if (r < 0)
+                return r;
         closep(&theirs);
         theirs = -1;
 

@@ -7,14 +7,15 @@
  * export and count (gitops-export.c), push (gitops-push.c). */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs.h"
 #include "gitops-internal.h"
+#include "utf8.h"
 
 /* A libgit2 failure: "<what>: <libgit2's message>". */
 int fail_git(struct al_error *err, int code, const char *what)
@@ -72,14 +73,9 @@ void buf_disposep(git_buf *b)
         git_buf_dispose(b);
 }
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-        return remove(p) < 0 && errno != ENOENT ? -1 : 0;
-}
-
 void rm_rf(const char *path)
 {
-        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        (void)fs_remove_tree(AT_FDCWD, path, FS_REMOVE_DEPTH_MAX);
 }
 
 static json_t *jstr_or_null(const char *s)
@@ -185,36 +181,12 @@ void gitops_state_clear(struct gitops_state *st)
         memset(st, 0, sizeof(*st));
 }
 
-/* The code point at s (n bytes left) and its length, or -1 when s does not
+/* The code point at s (n bytes left) and its length, or -EILSEQ when s does not
  * start a well-formed UTF-8 sequence (overlong forms and surrogates are
  * not well-formed). */
 static int utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_cp)
 {
-        unsigned char c = s[0];
-        int len;
-        uint32_t cp, min;
-        if (c < 0x80) {
-                *ret_cp = c;
-                return 1;
-        } else if ((c & 0xe0) == 0xc0) {
-                len = 2, cp = c & 0x1f, min = 0x80;
-        } else if ((c & 0xf0) == 0xe0) {
-                len = 3, cp = c & 0x0f, min = 0x800;
-        } else if ((c & 0xf8) == 0xf0) {
-                len = 4, cp = c & 0x07, min = 0x10000;
-        } else
-                return -1;
-        if ((size_t)len > n)
-                return -1;
-        for (int i = 1; i < len; i++) {
-                if ((s[i] & 0xc0) != 0x80)
-                        return -1;
-                cp = cp << 6 | (s[i] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-                return -1;
-        *ret_cp = cp;
-        return len;
+        return utf8_decode_char(s, n, ret_cp);
 }
 
 /* Code points that show nothing or reorder what follows: a name or a

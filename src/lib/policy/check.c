@@ -9,6 +9,7 @@
 
 #include "netgate/rules.h"
 #include "policy-internal.h"
+#include "utf8.h"
 
 /* Syntax checks. Each returns NULL when the value is good, else why not. */
 
@@ -29,37 +30,7 @@ static bool is_alnum(char ch)
 
 static bool utf8_valid(const char *s)
 {
-        static const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
-        const unsigned char *u = (const unsigned char *)s;
-
-        while (*u) {
-                int n;
-                uint32_t cp;
-                if (*u < 0x80) {
-                        u++;
-                        continue;
-                }
-                if ((*u & 0xe0) == 0xc0) {
-                        n = 1;
-                        cp = *u & 0x1f;
-                } else if ((*u & 0xf0) == 0xe0) {
-                        n = 2;
-                        cp = *u & 0x0f;
-                } else if ((*u & 0xf8) == 0xf0) {
-                        n = 3;
-                        cp = *u & 0x07;
-                } else
-                        return false;
-                for (int i = 1; i <= n; i++) {
-                        if ((u[i] & 0xc0) != 0x80)
-                                return false;
-                        cp = (cp << 6) | (u[i] & 0x3f);
-                }
-                if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-                        return false;
-                u += n + 1;
-        }
-        return true;
+        return utf8_str_valid(s);
 }
 
 static bool is_hostname(const char *s)

@@ -2,29 +2,22 @@
 /* The review module's file helpers: resolution beneath a directory without
  * following any symlink, JSON files replaced atomically, bounded copies and
  * comparisons of file content. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "review-internal.h"
 
 /* Resolve path beneath dirfd without following any symlink, the last
  * component included (with O_PATH that opens the symlink itself). */
 int open_beneath(int dirfd, const char *path, int flags)
 {
-        struct open_how how = {
-            .flags = (uint64_t)flags | O_CLOEXEC | O_NOFOLLOW,
-            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-        };
-        if (flags & O_CREAT)
-                how.mode = 0600;
-        int fd = (int)syscall(SYS_openat2, dirfd, *path ? path : ".", &how, sizeof(how));
-        return fd < 0 ? -errno : fd;
+        return fs_openat2(dirfd, *path ? path : ".", flags | O_CLOEXEC | O_NOFOLLOW, 0600,
+                          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
 /* What the workspace holds at path, looked up beneath it. */
@@ -116,33 +109,7 @@ int read_json_at(int dirfd, const char *name, json_t **ret)
  * on the state directory, which the host alone writes. */
 int remove_tree_at(int at, const char *name, unsigned depth)
 {
-        struct stat st;
-        if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? 0 : -errno;
-        if (!S_ISDIR(st.st_mode))
-                return unlinkat(at, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-        if (depth >= REVIEW_MAX_DEPTH + 2)
-                return -ELOOP;
-        int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        _cleanup_(closedirp) DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return -errno;
-        }
-        struct dirent *de;
-        int r = 0;
-        while ((errno = 0, de = readdir(d))) {
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
-                r = remove_tree_at(dirfd(d), de->d_name, depth + 1);
-                if (r < 0)
-                        return r;
-        }
-        if (errno)
-                return -errno;
-        return unlinkat(at, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? -errno : 0;
+        return fs_remove_tree(at, name, REVIEW_MAX_DEPTH + 2 - depth);
 }
 
 static int copy_range(int in, int out, off_t off, off_t len)

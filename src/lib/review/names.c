@@ -6,40 +6,14 @@
 #include <string.h>
 
 #include "review-internal.h"
+#include "utf8.h"
 
 /* Decode the UTF-8 sequence at s (n bytes left): its length, or 0 when it
  * is not valid UTF-8 (overlong, a surrogate, past U+10FFFF, cut short). */
 size_t utf8_next(const unsigned char *s, size_t n, uint32_t *ret_cp)
 {
-        unsigned char c = s[0];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
-                *ret_cp = c;
-                return 1;
-        } else if ((c & 0xe0) == 0xc0) {
-                len = 2;
-                cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-                len = 3;
-                cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-                len = 4;
-                cp = c & 0x07;
-        } else
-                return 0;
-        if (len > n)
-                return 0;
-        for (size_t k = 1; k < len; k++) {
-                if ((s[k] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (s[k] & 0x3f);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-            (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        *ret_cp = cp;
-        return len;
+        int k = utf8_decode_char(s, n, ret_cp);
+        return k < 0 ? 0 : (size_t)k;
 }
 
 /* Code points that draw nothing, or look like a space, or make text display

@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "paths.h"
 #include "review-internal.h"
 
 void review_done(struct review *rv)
@@ -76,14 +77,7 @@ int review_workspace(const char *state_dir, char **ret, struct al_error *err)
 
 char *review_state_root(uid_t uid, const char *home)
 {
-        if (uid == 0)
-                return xstrdup("/var/lib/airlock");
-        if (!home || home[0] != '/')
-                return NULL;
-        size_t n = strlen(home);
-        while (n > 1 && home[n - 1] == '/')
-                n--;
-        return xasprintf("%.*s/.local/state/airlock", (int)n, home);
+        return paths_state_root(uid, home);
 }
 
 int review_create(const char *state_root, const char *id, const char *workspace,
