@@ -6,7 +6,7 @@
 #include "daemon.h"
 
 /* What sandbox.c shares with its parts (sandbox-status.c,
- * sandbox-reattach.c), and with nothing else. */
+ * sandbox-reattach.c, sandbox-cleanup.c), and with nothing else. */
 
 /* A pidfd for pid, or -errno. */
 int sandbox_pidfd_open(pid_t pid);
@@ -17,3 +17,5 @@ void sandbox_free(struct sandbox *sb);
 int watch_exit(struct sandbox *sb);
 /* Stopping: the status calls in flight end with -ECANCELED. */
 void sandbox_status_cancel_all(struct daemon *d);
+/* Remove a tree in a child process, off the loop (sandbox-cleanup.c). */
+void remove_tree_async(struct daemon *d, const char *path);

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Shared between the files of the audit module (audit.c: the writer;
+ * rotate.c: rotation and torn-tail repair; verify.c: reading and
+ * verifying); not for other modules, which use audit.h. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "audit.h"
+
+struct audit {
+        char *path;
+        int fd; /* O_RDWR so the tail can be read from the very inode we hold locked */
+        struct audit_options opt;
+        off_t known_size; /* file size when we last read or wrote it; -1: unknown */
+        uint64_t seq;     /* last line's seq, 0 before the first line */
+        char hash[AUDIT_HASH_HEX + 1];
+        uint64_t flush_deadline; /* monotonic µs; 0 when nothing is pending */
+        uint64_t rotate_at;      /* 0: never */
+        unsigned keep;           /* 0: all */
+};
+
+/* audit.c */
+int open_log(const char *path, int *ret_fd);
+int lock_current(struct audit *a, struct al_error *err);
+int fsync_dir_of(const char *path);
+char *build_line(const struct audit *a, const char *sandbox, const char *kind, json_t *body,
+                 size_t *ret_len);
+int write_line(struct audit *a, char *line, size_t len, struct al_error *err);
+int sync_tail(struct audit *a, struct al_error *err);
+
+/* rotate.c */
+int pread_full(int fd, char *buf, size_t len, off_t off);
+uint64_t fragment_seq(const char *s, size_t len);
+int tail_before(struct audit *a, off_t end, uint64_t *ret_seq, char *ret_hash,
+                struct al_error *err);
+int rotate(struct audit *a, struct al_error *err);
+int repair_torn(struct audit *a, off_t size, struct al_error *err);

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* Shared between the files of the mounts step (mounts.c, deny.c, protect.c,
+ * root.c); not for other modules, which use mounts.h. */
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mounts.h"
+
+#define WORKSPACE "/workspace"
+
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+/* Where a host path shows up inside the sandbox. */
+struct mapping {
+        char *host; /* real path */
+        char *target;
+        bool writable;
+};
+
+struct builder {
+        const struct mounts_config *c;
+        struct al_error *err;
+        int root; /* the new root's tmpfs, attached over "/" */
+        struct mapping *maps;
+        size_t n_maps;
+        char *const *deny; /* real host paths to mask (the plan's) */
+        size_t n_deny;
+        const mode_t *deny_mode;
+        const bool *deny_dir;
+        char **allowed_at;               /* where each allowRead entry was first shown */
+        size_t internal_lo, internal_hi; /* deny[lo..hi) hold Airlock's own state */
+};
+
+/* mounts.c */
+int open_in_root(struct builder *b, const char *path, int flags);
+int make_target(struct builder *b, const char *path, bool file);
+int attach(struct builder *b, int mnt, const char *target, bool file);
+int set_attr(int mnt, uint64_t set, bool recursive);
+int clone_tree(int fd, uint64_t attrs);
+void add_mapping(struct builder *b, const char *host, const char *target, bool writable);
+bool path_under(const char *path, const char *dir);
+int check_not_denied(struct builder *b, const char *host);
+int bind_host(struct builder *b, const char *host, const char *target, bool readonly,
+              bool optional);
+int new_fs(const char *type, const char *const *opts, uint64_t attrs);
+int mount_tmpfs(struct builder *b, const char *target, const char *size, const char *mode,
+                uid_t uid, gid_t gid, uint64_t attrs);
+
+/* deny.c */
+int make_mask(bool dir, int devnull);
+int apply_masks(struct builder *b, int devnull);
+void plan_add_deny(struct mounts_plan *plan, const char *real, mode_t mode, bool dir);
+char **list_homes(const char *caller_home, size_t *ret_n);
+int resolve_entry(struct mounts_plan *plan, char *const *homes, size_t n_homes,
+                  const char *caller_home, const char *entry, bool user_entry,
+                  struct al_error *err);
+
+/* protect.c */
+int apply_protect(struct builder *b, int devnull);
+void plan_add_protect(struct mounts_plan *plan, const char *real, bool pin);
+void protect_root(struct mounts_plan *plan, const struct policy *p, const char *real);
+
+/* root.c */
+int build_system(struct builder *b);
+int mount_overlay(struct builder *b, int *ret_upper_fd);
+int build_proc(struct builder *b);
+int build_dev(struct builder *b, const int *nodes, uint64_t shm_size);
+int build_passwd(struct builder *b);

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "fs.h"
+#include "mounts.h"
+#include "paths.h"
+#include "util.h"
+#include "mounts-internal.h"
+
+static const char *const system_dirs[] = {
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+};
+
+/* Top-level host entries never shown in `read: host` mode: they get fresh
+ * instances (proc, dev, tmp), expose the host (sys), or hold the host's
+ * service sockets (run): a read-only bind does not stop connect() on a unix
+ * socket, so /run/docker.sock or the system bus would be reachable. /root is
+ * the administrator's home. */
+static const char *const host_skip[] = {
+    "proc", "dev", "sys", "tmp", "run", "root", "workspace", "lost+found",
+};
+
+int build_system(struct builder *b)
+{
+        const struct policy *p = b->c->policy;
+        if (p->read == POLICY_READ_SYSTEM) {
+                for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
+                        int r = bind_host(b, system_dirs[i], system_dirs[i], true, true);
+                        if (r < 0)
+                                return r;
+                }
+                return 0;
+        }
+
+        _cleanup_(closedirp) DIR *d = opendir("/");
+        if (!d)
+                return al_error_set(b->err, errno, "reading /");
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                bool skip = false;
+                for (size_t i = 0; i < ARRAY_SIZE(host_skip); i++)
+                        skip = skip || STREQ(de->d_name, host_skip[i]);
+                if (skip)
+                        continue;
+                _cleanup_free_ char *path = xasprintf("/%s", de->d_name);
+                int r;
+                if (STREQ(de->d_name, "home")) {
+                        /* Homes one by one, so that the sandbox's own $HOME
+                         * can be created beside them. */
+                        r = make_target(b, "/home", false);
+                        if (r < 0)
+                                return al_error_set(b->err, r, "creating /home");
+                        _cleanup_(closedirp) DIR *h = opendir("/home");
+                        struct dirent *he;
+                        while (h && (he = readdir(h))) {
+                                if (he->d_name[0] == '.')
+                                        continue;
+                                _cleanup_free_ char *hp = xasprintf("/home/%s", he->d_name);
+                                if (b->c->home && STREQ(hp, b->c->home))
+                                        continue;
+                                r = bind_host(b, hp, hp, true, true);
+                                if (r < 0)
+                                        return r;
+                        }
+                        continue;
+                }
+                r = bind_host(b, path, path, true, true);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* The workspace copy-on-write: the host directory is the lower layer, the
+ * agent's changes go to an upper layer on a tmpfs of limits.disk, so the host
+ * is untouched until the user accepts. The tmpfs is never attached anywhere;
+ * overlayfs reaches its directories through /proc/self/fd, and the caller
+ * gets an fd of the upper directory to hand to the supervisor, which keeps
+ * the layer alive past the sandbox and captures it. */
+int mount_overlay(struct builder *b, int *ret_upper_fd)
+{
+        const struct policy *p = b->c->policy;
+        char size[32];
+        snprintf(size, sizeof(size), "%" PRIu64, p->limits.disk);
+        char u[16], g[16];
+        snprintf(u, sizeof(u), "%u", (unsigned)b->c->uid);
+        snprintf(g, sizeof(g), "%u", (unsigned)b->c->gid);
+        const char *opts[] = {"size", size, "mode", "0700", "uid", u, "gid", g, NULL};
+        _cleanup_close_ int layer = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (layer < 0)
+                return al_error_set(b->err, layer, "creating the review layer");
+        if (mkdirat(layer, "upper", 0755) < 0 || mkdirat(layer, "work", 0700) < 0)
+                return al_error_set(b->err, errno, "creating the review layer");
+        _cleanup_close_ int upper = openat(layer, "upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int work = openat(layer, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (upper < 0 || work < 0)
+                return al_error_set(b->err, errno, "opening the review layer");
+
+        int r = check_not_denied(b, p->workspace);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int lower = -1;
+        if (b->c->workspace_fd >= 0) {
+                /* overlayfs clones its lower layer, which it may only do for a
+                 * mount in this namespace: attach the idmapped tree first and
+                 * stack the overlay on top of it. */
+                r = attach(b, b->c->workspace_fd, WORKSPACE, false);
+                if (r < 0)
+                        return r;
+                lower = open_in_root(b, WORKSPACE, O_PATH | O_DIRECTORY);
+        } else {
+                lower = open(p->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (lower < 0)
+                        lower = -errno;
+        }
+        if (lower < 0)
+                return al_error_set(b->err, lower, "workspace %s", p->workspace);
+
+        char lp[64], up[64], wp[64];
+        snprintf(lp, sizeof(lp), "/proc/self/fd/%d", lower);
+        snprintf(up, sizeof(up), "/proc/self/fd/%d", upper);
+        snprintf(wp, sizeof(wp), "/proc/self/fd/%d", work);
+        _cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return al_error_set(b->err, errno, "overlayfs");
+        if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", lp, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", up, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "workdir", wp, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return al_error_set(b->err, errno, "mounting the workspace copy-on-write");
+        _cleanup_close_ int mnt =
+            fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (mnt < 0)
+                return al_error_set(b->err, errno, "mounting the workspace copy-on-write");
+        r = attach(b, mnt, WORKSPACE, false);
+        if (r < 0)
+                return r;
+        add_mapping(b, p->workspace, WORKSPACE, true);
+        *ret_upper_fd = TAKE_FD(upper);
+        return 0;
+}
+
+int build_proc(struct builder *b)
+{
+        _cleanup_close_ int mnt =
+            new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (mnt < 0)
+                return al_error_set(b->err, mnt, "mounting /proc");
+        int r = attach(b, mnt, "/proc", false);
+        if (r < 0)
+                return r;
+        static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
+        for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
+                _cleanup_free_ char *path = xasprintf("proc/%s", ro[i]);
+                _cleanup_close_ int sub = open_tree(b->root, path,
+                                                    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+                                                        AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+                if (sub < 0) {
+                        if (errno == ENOENT)
+                                continue;
+                        return al_error_set(b->err, errno, "protecting /%s", path);
+                }
+                if (set_attr(sub,
+                             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                 MOUNT_ATTR_NOEXEC,
+                             true) < 0)
+                        return al_error_set(b->err, errno, "protecting /%s", path);
+                _cleanup_free_ char *target = xasprintf("/%s", path);
+                r = attach(b, sub, target, false);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
+{
+        const char *opts[] = {"size", "64k", "mode", "0755", NULL};
+        int devmnt = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        if (devmnt < 0)
+                return al_error_set(b->err, devmnt, "mounting /dev");
+        _cleanup_close_ int dev = devmnt;
+        int r = attach(b, dev, "/dev", false);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+                if (nodes[i] < 0)
+                        continue;
+                _cleanup_free_ char *target = xasprintf("/dev/%s", dev_nodes[i]);
+                r = attach(b, nodes[i], target, true);
+                if (r < 0)
+                        return r;
+        }
+        const char *pts_opts[] = {"ptmxmode", "0666", "mode", "0620", NULL};
+        _cleanup_close_ int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        if (pts < 0)
+                return al_error_set(b->err, pts, "mounting /dev/pts");
+        r = attach(b, pts, "/dev/pts", false);
+        if (r < 0)
+                return r;
+        static const char *const links[][2] = {
+            {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},
+            {"stdin", "/proc/self/fd/0"},  {"stdout", "/proc/self/fd/1"},
+            {"stderr", "/proc/self/fd/2"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+                if (symlinkat(links[i][1], dev, links[i][0]) < 0)
+                        return al_error_set(b->err, errno, "creating /dev/%s", links[i][0]);
+        char size[32];
+        snprintf(size, sizeof(size), "%" PRIu64, shm_size);
+        r = mount_tmpfs(b, "/dev/shm", size, "1777", b->c->uid, b->c->gid,
+                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (r < 0)
+                return r;
+        /* Nothing new can be created in /dev. */
+        if (set_attr(dev, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false) < 0)
+                return al_error_set(b->err, errno, "making /dev read-only");
+        return 0;
+}
+
+/* The sandbox's own /etc/passwd and /etc/group, so that `id`, `whoami` and
+ * the like name its user ("agent", or "root" with uid 0) and not whoever
+ * has that uid on the host: two files on a small tmpfs, each bound
+ * read-only over the host's. */
+int build_passwd(struct builder *b)
+{
+        const struct mounts_config *c = b->c;
+        const char *opts[] = {"size", "64k", "mode", "0755", NULL};
+        _cleanup_close_ int fs =
+            new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (fs < 0)
+                return al_error_set(b->err, fs, "mounting a tmpfs for /etc/passwd");
+        char passwd[PATH_MAX + 256], group[128];
+        int n = snprintf(passwd, sizeof(passwd), "root:x:0:0:root:%s:/bin/sh\n",
+                         c->uid == 0 ? c->home : "/root");
+        if (c->uid != 0)
+                n += snprintf(passwd + n, sizeof(passwd) - (size_t)n,
+                              "agent:x:%u:%u:agent:%s:/bin/sh\n", (unsigned)c->uid,
+                              (unsigned)c->gid, c->home);
+        snprintf(passwd + n, sizeof(passwd) - (size_t)n,
+                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+        n = snprintf(group, sizeof(group), "root:x:0:\n");
+        if (c->gid != 0)
+                n += snprintf(group + n, sizeof(group) - (size_t)n, "agent:x:%u:\n",
+                              (unsigned)c->gid);
+        snprintf(group + n, sizeof(group) - (size_t)n, "nogroup:x:65534:\n");
+
+        const char *const files[][2] = {{"passwd", passwd}, {"group", group}};
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                _cleanup_free_ char *target = xasprintf("/etc/%s", files[i][0]);
+                _cleanup_close_ int fd =
+                    openat(fs, files[i][0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                int r = fd < 0 ? -errno : write_full(fd, files[i][1], strlen(files[i][1]));
+                if (r < 0)
+                        return al_error_set(b->err, r, "writing the sandbox's %s", target);
+                _cleanup_close_ int mnt =
+                    open_tree(fs, files[i][0], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (mnt < 0)
+                        return al_error_set(b->err, errno, "cloning the sandbox's %s", target);
+                if (set_attr(mnt, MOUNT_ATTR_RDONLY, false) < 0)
+                        return al_error_set(b->err, errno, "making %s read-only", target);
+                r = attach(b, mnt, target, true);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
