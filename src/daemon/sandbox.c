@@ -160,11 +160,9 @@ struct sandbox *sandbox_alloc(struct daemon *d, const char *id)
         return sb;
 }
 
-int sandbox_save(struct sandbox *sb)
+void sandbox_as_record(const struct sandbox *sb, char *meta, struct store_sandbox *r)
 {
-        _cleanup_free_ char *meta = json_dumps(sb->metadata ? sb->metadata : json_object(),
-                                               JSON_COMPACT | JSON_SORT_KEYS);
-        struct store_sandbox r = {
+        *r = (struct store_sandbox){
                 .state = (char *)sandbox_state_names[sb->state],
                 .grant = sb->grant,
                 .class_name = sb->class_name,
@@ -180,7 +178,15 @@ int sandbox_save(struct sandbox *sb)
                 .last_active_ms = sb->last_active_ms,
                 .reason = sb->end_reason,
         };
-        memcpy(r.id, sb->id, sizeof(r.id));
+        memcpy(r->id, sb->id, sizeof(r->id));
+}
+
+int sandbox_save(struct sandbox *sb)
+{
+        _cleanup_free_ char *meta =
+                sb->metadata ? json_dumps(sb->metadata, JSON_COMPACT | JSON_SORT_KEYS) : xstrdup("{}");
+        struct store_sandbox r;
+        sandbox_as_record(sb, meta, &r);
         int k = daemon_store_result(sb->d, store_sandbox_put(sb->d->store, &r));
         if (k < 0)
                 daemon_log(sb->d, "sandbox %s: recording it: %s", sb->id,

@@ -33,6 +33,10 @@ void sandbox_destroy(struct sandbox *sb, const char *reason, sandbox_cb cb, void
 struct sandbox *sandbox_find(struct daemon *d, const char *id);
 void sandbox_set_reason(struct sandbox *sb, const char *reason);
 /* Write the record as it stands. */
+/* The record of a live sandbox, pointing into sb; meta is its metadata as
+ * JSON text (the caller's). */
+struct store_sandbox;
+void sandbox_as_record(const struct sandbox *sb, char *meta, struct store_sandbox *r);
 int sandbox_save(struct sandbox *sb);
 void sandbox_touch(struct sandbox *sb);
 /* Hold a live sandbox across asynchronous work; the last unref frees one

@@ -13,23 +13,8 @@
 json_t *live_json(struct sandbox *sb)
 {
         _cleanup_free_ char *meta = json_dumps(sb->metadata, JSON_COMPACT | JSON_SORT_KEYS);
-        struct store_sandbox r = {
-            .state = (char *)sandbox_state_names[sb->state],
-            .grant = sb->grant,
-            .class_name = sb->class_name,
-            .metadata = meta,
-            .policy = sb->policy_json,
-            .workspace = sb->workspace,
-            .workspace_owned = sb->workspace_owned,
-            .pid = sb->pid,
-            .created_ms = sb->created_ms,
-            .expires_ms = sb->expires_ms,
-            .idle_timeout_ms = sb->idle_timeout_ms,
-            .last_active_ms = sb->last_active_ms,
-            .ended_ms = sb->ended_ms,
-            .reason = sb->end_reason,
-        };
-        memcpy(r.id, sb->id, sizeof(r.id));
+        struct store_sandbox r;
+        sandbox_as_record(sb, meta, &r);
         return sandbox_record_json(&r, sb);
 }
 
