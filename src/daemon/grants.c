@@ -116,22 +116,28 @@ bool grant_allows_class(const struct grant *g, const char *class_name)
         return false;
 }
 
-char *grant_classes_string(const struct grant *g)
+/* The names as one comma-separated string, as the store keeps them. */
+static char *join_commas(char *const *v, size_t n_v)
 {
         size_t len = 1;
-        for (size_t i = 0; i < g->n_classes; i++)
-                len += strlen(g->classes[i]) + 1;
+        for (size_t i = 0; i < n_v; i++)
+                len += strlen(v[i]) + 1;
         char *s = xcalloc(len, 1);
         size_t off = 0;
-        for (size_t i = 0; i < g->n_classes; i++) {
+        for (size_t i = 0; i < n_v; i++) {
                 if (i > 0)
                         s[off++] = ',';
-                size_t n = strlen(g->classes[i]);
-                memcpy(s + off, g->classes[i], n);
+                size_t n = strlen(v[i]);
+                memcpy(s + off, v[i], n);
                 off += n;
         }
         s[off] = '\0';
         return s;
+}
+
+char *grant_classes_string(const struct grant *g)
+{
+        return join_commas(g->classes, g->n_classes);
 }
 
 bool grant_secret_reserved(const char *name)
@@ -173,20 +179,7 @@ int grant_add_secret(char ***v, size_t *n, const char *name, struct al_error *er
 
 char *grant_secrets_string(const struct grant *g)
 {
-        size_t len = 1;
-        for (size_t i = 0; i < g->n_secrets; i++)
-                len += strlen(g->secrets[i]) + 1;
-        char *s = xcalloc(len, 1);
-        size_t off = 0;
-        for (size_t i = 0; i < g->n_secrets; i++) {
-                if (i > 0)
-                        s[off++] = ',';
-                size_t n = strlen(g->secrets[i]);
-                memcpy(s + off, g->secrets[i], n);
-                off += n;
-        }
-        s[off] = '\0';
-        return s;
+        return join_commas(g->secrets, g->n_secrets);
 }
 
 int grant_parse_secrets(const char *csv, char ***ret, size_t *ret_n, struct al_error *err)
