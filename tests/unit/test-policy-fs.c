@@ -6,25 +6,9 @@
 #include <string.h>
 
 #include "policy.h"
+#include "policy-test-util.h"
 #include "util.h"
 
-static struct policy *load_ok(const char *json)
-{
-        struct policy *p = policy_new();
-        struct al_error e = {0};
-        int r = policy_load_string(p, json, "policy.json", &e);
-        cr_assert_eq(r, 0, "loading %s: %d %s", json, r, e.msg);
-        return p;
-}
-
-static struct policy *finalize_ok(const char *json)
-{
-        struct policy *p = load_ok(json);
-        struct al_error e = {0};
-        int r = policy_finalize(p, "/base", "/home/u", &e);
-        cr_assert_eq(r, 0, "finalizing %s: %d %s", json, r, e.msg);
-        return p;
-}
 
 /* Loading or finalizing fails with a message that contains `part`. */
 static void fails_with(const char *json, const char *part)

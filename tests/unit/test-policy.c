@@ -5,28 +5,12 @@
 #include <unistd.h>
 
 #include "policy.h"
+#include "policy-test-util.h"
 #include "util.h"
 
 #define MiB (1ULL << 20)
 #define GiB (1ULL << 30)
 
-static struct policy *load_ok(const char *json)
-{
-        struct policy *p = policy_new();
-        struct al_error e = {0};
-        int r = policy_load_string(p, json, "policy.json", &e);
-        cr_assert_eq(r, 0, "loading %s: %d %s", json, r, e.msg);
-        return p;
-}
-
-static struct policy *finalize_ok(const char *json)
-{
-        struct policy *p = load_ok(json);
-        struct al_error e = {0};
-        int r = policy_finalize(p, "/base", "/home/u", &e);
-        cr_assert_eq(r, 0, "finalizing %s: %d %s", json, r, e.msg);
-        return p;
-}
 
 /* The load must fail with exactly `msg` and leave the policy as it was. */
 static void load_fails(const char *json, const char *msg)
