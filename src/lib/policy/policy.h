@@ -52,6 +52,42 @@ struct policy_route {
         char *ca_file; /* NULL: system store */
 };
 
+/* A host tool the sandbox may ask for through the tool gateway
+ * (docs/tools.md): host configuration, never the sandbox's. */
+enum policy_tool_runner {
+        POLICY_TOOL_BUILTIN = 0, /* core.*: answered by the gateway itself */
+        POLICY_TOOL_COMMAND,     /* argv template run on the host, never a shell */
+        POLICY_TOOL_HTTP,        /* a request through one of the policy's routes */
+};
+
+enum policy_tool_clamp {
+        POLICY_TOOL_CLAMP = 0, /* a number outside its range is clamped, and the clamp recorded */
+        POLICY_TOOL_REFUSE,    /* ... or refused with bad_args */
+};
+
+struct tool_schema; /* toolgate/schema.h: a compiled JSON Schema subset */
+
+struct policy_tool {
+        char *name;
+        char *description;
+        struct tool_schema *schema; /* the arguments' schema, compiled at load */
+        char *schema_json;          /* the same, as given (for listings) */
+        enum policy_tool_runner runner;
+        char **argv; /* COMMAND: each element a template; "${args.NAME}" fills one whole element */
+        size_t n_argv;
+        struct policy_kv *env; /* COMMAND: added to a clean environment; values may hold ${secret:NAME} */
+        size_t n_env;
+        char *route;  /* HTTP: the policy route the request goes through */
+        char *method; /* HTTP */
+        char *path;   /* HTTP: path-and-query template below the route, args percent-encoded */
+        char *body;   /* HTTP: optional body template (JSON), NULL for none */
+        uint32_t timeout_ms;   /* the call and its whole process tree */
+        uint64_t output_max;   /* bytes of output kept; more fails the call with tool_failed */
+        uint32_t rate_per_min; /* calls per minute for one sandbox; 0: the default */
+        uint32_t concurrency;  /* calls of this tool running at once in one sandbox */
+        enum policy_tool_clamp clamp;
+};
+
 /* Block I/O throttling (limits.io), per device backing the workspace and
  * mounts; 0 = unlimited. */
 struct policy_io {
@@ -133,6 +169,8 @@ struct policy {
 
         char **tools_allow;
         size_t n_tools_allow;
+        struct policy_tool *tools; /* tools.define, and the built-ins the policy allows */
+        size_t n_tools;
 };
 
 enum {
