@@ -24,18 +24,18 @@ struct audit {
 };
 
 /* audit.c */
-int open_log(const char *path, int *ret_fd);
-int lock_current(struct audit *a, struct al_error *err);
-int fsync_dir_of(const char *path);
-char *build_line(const struct audit *a, const char *sandbox, const char *kind, json_t *body,
-                 size_t *ret_len);
-int write_line(struct audit *a, char *line, size_t len, struct al_error *err);
-int sync_tail(struct audit *a, struct al_error *err);
+int audit_log_open(const char *path, int *ret_fd);
+int audit_lock_current(struct audit *a, struct al_error *err);
+int audit_fsync_dir_of(const char *path);
+char *audit_build_line(const struct audit *a, const char *sandbox, const char *kind, json_t *body,
+                       size_t *ret_len);
+int audit_write_line(struct audit *a, char *line, size_t len, struct al_error *err);
+int audit_sync_tail(struct audit *a, struct al_error *err);
 
 /* rotate.c */
-int pread_full(int fd, char *buf, size_t len, off_t off);
-uint64_t fragment_seq(const char *s, size_t len);
-int tail_before(struct audit *a, off_t end, uint64_t *ret_seq, char *ret_hash,
-                struct al_error *err);
-int rotate(struct audit *a, struct al_error *err);
-int repair_torn(struct audit *a, off_t size, struct al_error *err);
+int audit_pread_full(int fd, char *buf, size_t len, off_t off);
+uint64_t audit_fragment_seq(const char *s, size_t len);
+int audit_tail_before(struct audit *a, off_t end, uint64_t *ret_seq, char *ret_hash,
+                      struct al_error *err);
+int audit_rotate_log(struct audit *a, struct al_error *err);
+int audit_repair_torn(struct audit *a, off_t size, struct al_error *err);

@@ -49,7 +49,7 @@ static int mkdir_parents(const char *path)
         return 0;
 }
 
-int open_log(const char *path, int *ret_fd)
+int audit_log_open(const char *path, int *ret_fd)
 {
         struct stat st;
         _cleanup_close_ int fd =
@@ -67,7 +67,7 @@ int open_log(const char *path, int *ret_fd)
 
 /* Take the lock on the file that is at a->path now; another writer may have
  * rotated ours away while we waited. */
-int lock_current(struct audit *a, struct al_error *err)
+int audit_lock_current(struct audit *a, struct al_error *err)
 {
         for (unsigned tries = 0;; tries++) {
                 struct stat fst, pst;
@@ -88,7 +88,7 @@ int lock_current(struct audit *a, struct al_error *err)
                 if (tries >= APPEND_MAX_TRIES)
                         return al_error_set(err, EAGAIN, "audit log \"%s\" keeps being replaced",
                                             a->path);
-                int fd = -1, r = open_log(a->path, &fd);
+                int fd = -1, r = audit_log_open(a->path, &fd);
                 if (r < 0)
                         return al_error_set(err, r, "reopening audit log \"%s\"", a->path);
                 close(a->fd); /* drops the lock on the old file */
@@ -102,7 +102,7 @@ static void unlock(struct audit *a)
         flock(a->fd, LOCK_UN);
 }
 
-int fsync_dir_of(const char *path)
+int audit_fsync_dir_of(const char *path)
 {
         _cleanup_free_ char *dir = xstrdup(path);
         char *slash = strrchr(dir, '/');
@@ -212,8 +212,8 @@ static int redact_value(const struct audit *a, json_t *v, json_t **ret, struct a
         }
 }
 
-char *build_line(const struct audit *a, const char *sandbox, const char *kind, json_t *body,
-                 size_t *ret_len)
+char *audit_build_line(const struct audit *a, const char *sandbox, const char *kind, json_t *body,
+                       size_t *ret_len)
 {
         char ts[32];
         json_auto_t *o = json_object();
@@ -232,7 +232,7 @@ char *build_line(const struct audit *a, const char *sandbox, const char *kind, j
         return s;
 }
 
-int write_line(struct audit *a, char *line, size_t len, struct al_error *err)
+int audit_write_line(struct audit *a, char *line, size_t len, struct al_error *err)
 {
         /* The NUL jansson left at line[len] becomes the newline: one write(). */
         line[len] = '\n';
@@ -267,7 +267,7 @@ int write_line(struct audit *a, char *line, size_t len, struct al_error *err)
 }
 
 /* Under the lock: make seq and hash describe the current end of the chain. */
-int sync_tail(struct audit *a, struct al_error *err)
+int audit_sync_tail(struct audit *a, struct al_error *err)
 {
         struct stat st;
 
@@ -277,13 +277,13 @@ int sync_tail(struct audit *a, struct al_error *err)
                 return 0;
         if (st.st_size > 0) {
                 char last;
-                int r = pread_full(a->fd, &last, 1, st.st_size - 1);
+                int r = audit_pread_full(a->fd, &last, 1, st.st_size - 1);
                 if (r < 0)
                         return al_error_set(err, r, "reading the end of \"%s\"", a->path);
                 if (last != '\n')
-                        return repair_torn(a, st.st_size, err);
+                        return audit_repair_torn(a, st.st_size, err);
         }
-        int r = tail_before(a, st.st_size, &a->seq, a->hash, err);
+        int r = audit_tail_before(a, st.st_size, &a->seq, a->hash, err);
         if (r < 0)
                 return r;
         a->known_size = st.st_size;
@@ -310,15 +310,15 @@ int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t 
         } else
                 body = json_incref(fields);
 
-        int r = lock_current(a, err);
+        int r = audit_lock_current(a, err);
         if (r < 0)
                 return r;
         for (unsigned tries = 0;; tries++) {
-                r = sync_tail(a, err);
+                r = audit_sync_tail(a, err);
                 if (r < 0)
                         break;
                 size_t len = 0;
-                _cleanup_free_ char *line = build_line(a, sandbox, kind, body, &len);
+                _cleanup_free_ char *line = audit_build_line(a, sandbox, kind, body, &len);
                 if (!line) {
                         r = al_error_set(err, 0, "audit event \"%s\": cannot encode it as JSON",
                                          kind);
@@ -331,12 +331,12 @@ int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t 
                 }
                 if (a->rotate_at > 0 && a->known_size > 0 && tries < APPEND_MAX_TRIES &&
                     (uint64_t)a->known_size + len + 1 > a->rotate_at) {
-                        r = rotate(a, err);
+                        r = audit_rotate_log(a, err);
                         if (r < 0)
                                 break;
                         continue;
                 }
-                r = write_line(a, line, len, err);
+                r = audit_write_line(a, line, len, err);
                 break;
         }
         unlock(a);
@@ -348,7 +348,7 @@ int audit_reserve(struct audit *a, struct al_error *err)
         struct stat st;
         if (!a)
                 return 0;
-        int r = lock_current(a, err);
+        int r = audit_lock_current(a, err);
         if (r < 0)
                 return r;
         if (fstat(a->fd, &st) < 0)
@@ -371,7 +371,7 @@ int audit_open(const char *path, const struct audit_options *opt, struct audit *
         if (r < 0)
                 return al_error_set(err, r, "creating the directory of audit log \"%s\"", path);
         int fd = -1;
-        r = open_log(path, &fd);
+        r = audit_log_open(path, &fd);
         if (r < 0)
                 return al_error_set(err, r, "opening audit log \"%s\"", path);
 
@@ -391,9 +391,9 @@ int audit_open(const char *path, const struct audit_options *opt, struct audit *
         a->known_size = -1;
         memcpy(a->hash, AUDIT_GENESIS, sizeof(a->hash));
 
-        r = lock_current(a, err);
+        r = audit_lock_current(a, err);
         if (r >= 0) {
-                r = sync_tail(a, err);
+                r = audit_sync_tail(a, err);
                 unlock(a);
         }
         if (r < 0) {

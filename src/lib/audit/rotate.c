@@ -20,7 +20,7 @@
 #include "audit-internal.h"
 
 #define ROTATE_MAX_FILES 100000
-int pread_full(int fd, char *buf, size_t len, off_t off)
+int audit_pread_full(int fd, char *buf, size_t len, off_t off)
 {
         while (len > 0) {
                 ssize_t n = pread(fd, buf, len, off);
@@ -49,7 +49,7 @@ static int line_start(int fd, off_t end, off_t *ret)
 
         while (pos > 0) {
                 size_t n = pos < (off_t)sizeof(buf) ? (size_t)pos : sizeof(buf);
-                int r = pread_full(fd, buf, n, pos - (off_t)n);
+                int r = audit_pread_full(fd, buf, n, pos - (off_t)n);
                 if (r < 0)
                         return r;
                 char *nl = memrchr(buf, '\n', n);
@@ -66,7 +66,7 @@ static int line_start(int fd, off_t end, off_t *ret)
 }
 
 /* The seq a record's first bytes claim: {"seq":N,… is how every line starts. */
-uint64_t fragment_seq(const char *s, size_t len)
+uint64_t audit_fragment_seq(const char *s, size_t len)
 {
         static const char head[] = "{\"seq\":";
         uint64_t v = 0;
@@ -94,7 +94,7 @@ static int read_tail(int fd, off_t size, const char *name, uint64_t *ret_seq, ch
         }
 
         char last;
-        int r = pread_full(fd, &last, 1, size - 1);
+        int r = audit_pread_full(fd, &last, 1, size - 1);
         if (r < 0)
                 return al_error_set(err, r, "reading the end of \"%s\"", name);
         if (last != '\n') {
@@ -115,7 +115,7 @@ static int read_tail(int fd, off_t size, const char *name, uint64_t *ret_seq, ch
                 return al_error_set(err, r, "reading the end of \"%s\"", name);
         size_t len = (size_t)(size - 1 - start);
         _cleanup_free_ char *buf = xcalloc(len + 1, 1);
-        r = pread_full(fd, buf, len, start);
+        r = audit_pread_full(fd, buf, len, start);
         if (r < 0)
                 return al_error_set(err, r, "reading the end of \"%s\"", name);
 
@@ -141,7 +141,8 @@ static char *rotated_name(const char *path, unsigned long i)
 
 /* The end of the chain before byte `end` of our file: its last line, or, at
  * the very start of a fresh file after a rotation, FILE.1's last line. */
-int tail_before(struct audit *a, off_t end, uint64_t *ret_seq, char *ret_hash, struct al_error *err)
+int audit_tail_before(struct audit *a, off_t end, uint64_t *ret_seq, char *ret_hash,
+                      struct al_error *err)
 {
         if (end > 0)
                 return read_tail(a->fd, end, a->path, ret_seq, ret_hash, err);
@@ -158,7 +159,7 @@ int tail_before(struct audit *a, off_t end, uint64_t *ret_seq, char *ret_hash, s
 }
 
 /* Under the lock: FILE.n-1 → FILE.n, …, FILE → FILE.1, then lock the new FILE. */
-int rotate(struct audit *a, struct al_error *err)
+int audit_rotate_log(struct audit *a, struct al_error *err)
 {
         int r = audit_flush(a);
         if (r < 0)
@@ -187,28 +188,28 @@ int rotate(struct audit *a, struct al_error *err)
         _cleanup_free_ char *first = rotated_name(a->path, 1);
         if (rename(a->path, first) < 0)
                 return al_error_set(err, errno, "renaming \"%s\" to \"%s\"", a->path, first);
-        r = fsync_dir_of(a->path);
+        r = audit_fsync_dir_of(a->path);
         if (r < 0)
                 return al_error_set(err, r, "syncing the directory of \"%s\"", a->path);
 
         /* Other writers may reach the new file before us; they continue the
-         * chain from FILE.1 just as we would, and sync_tail() picks their lines
+         * chain from FILE.1 just as we would, and audit_sync_tail() picks their lines
          * up once we hold the lock. */
         int fd = -1;
-        r = open_log(a->path, &fd);
+        r = audit_log_open(a->path, &fd);
         if (r < 0)
                 return al_error_set(err, r, "creating audit log \"%s\"", a->path);
         close(a->fd);
         a->fd = fd;
         a->known_size = -1;
-        return lock_current(a, err);
+        return audit_lock_current(a, err);
 }
 
 /* Under the lock, with the file ending in a partial line at [start, size):
  * a writer died mid-write, or the disk filled and its own cleanup failed.
  * Every later line would be built on it, so it is repaired here, in the way
  * that keeps the chain verifiable. */
-int repair_torn(struct audit *a, off_t size, struct al_error *err)
+int audit_repair_torn(struct audit *a, off_t size, struct al_error *err)
 {
         off_t start;
         int r = line_start(a->fd, size, &start);
@@ -223,13 +224,13 @@ int repair_torn(struct audit *a, off_t size, struct al_error *err)
                 return al_error_set(err, r, "reading the end of \"%s\"", a->path);
         size_t len = (size_t)(size - start);
         _cleanup_free_ char *frag = xcalloc(len + 1, 1);
-        r = pread_full(a->fd, frag, len, start);
+        r = audit_pread_full(a->fd, frag, len, start);
         if (r < 0)
                 return al_error_set(err, r, "reading the end of \"%s\"", a->path);
 
         uint64_t seq;
         char hash[AUDIT_HASH_HEX + 1];
-        r = tail_before(a, start, &seq, hash, err);
+        r = audit_tail_before(a, start, &seq, hash, err);
         if (r < 0)
                 return r;
 
@@ -260,7 +261,7 @@ int repair_torn(struct audit *a, off_t size, struct al_error *err)
 
         char frag_hash[AUDIT_HASH_HEX + 1];
         audit_hash_hex(frag, len, frag_hash);
-        uint64_t claimed = fragment_seq(frag, len);
+        uint64_t claimed = audit_fragment_seq(frag, len);
         _cleanup_free_ char *data = len <= AUDIT_TORN_DATA_MAX ? base64_encode(frag, len) : NULL;
         json_auto_t *f =
             json_pack("{s:s, s:I, s:I, s:s, s:o, s:o}", "file", a->path, "offset",
@@ -269,10 +270,10 @@ int repair_torn(struct audit *a, off_t size, struct al_error *err)
                       data ? json_string(data) : json_null());
         size_t llen = 0;
         _cleanup_free_ char *line =
-            f ? build_line(a, AUDIT_SANDBOX_NONE, "audit.torn", f, &llen) : NULL;
+            f ? audit_build_line(a, AUDIT_SANDBOX_NONE, "audit.torn", f, &llen) : NULL;
         if (!line)
                 return al_error_set(err, ENOMEM, "recording the torn line of \"%s\"", a->path);
-        r = write_line(a, line, llen, err);
+        r = audit_write_line(a, line, llen, err);
         if (r < 0)
                 return r;
         r = audit_flush(a);

@@ -174,7 +174,7 @@ static int verify_line(const char *line, size_t len, uint64_t lineno, bool compl
                 if (st->pending)
                         return resolve_pending(st, false);
                 st->res->torn = true;
-                return vfail(st, st->file, lineno, fragment_seq(line, len),
+                return vfail(st, st->file, lineno, audit_fragment_seq(line, len),
                              "torn record: the last line is incomplete (%zu bytes, no newline "
                              "at the end): a write was cut off, or the file was truncated; the "
                              "next writer cuts it off and records it as audit.torn",
@@ -188,7 +188,7 @@ static int verify_line(const char *line, size_t len, uint64_t lineno, bool compl
                         return resolve_pending(st, false);
                 /* Writers repair a torn last line before appending, so a
                  * broken line with more after it was changed, not torn. */
-                return vfail(st, st->file, lineno, fragment_seq(line, len),
+                return vfail(st, st->file, lineno, audit_fragment_seq(line, len),
                              "corrupt record: not a JSON object: %s", o ? "wrong type" : jerr.text);
         }
         json_t *seq = json_object_get(o, "seq");

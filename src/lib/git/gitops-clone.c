@@ -52,7 +52,7 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
 
         if (!rev) {
                 if (lookup_commit(repo, "HEAD", &commit) < 0)
-                        return fail_git(err, ENOENT, "the remote's default branch");
+                        return gitops_fail_git(err, ENOENT, "the remote's default branch");
                 git_oid_cpy(ret, git_commit_id(commit));
                 return 0;
         }
@@ -65,12 +65,12 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
         if (git_reference_name_is_valid(&valid, remote_ref) == 0 && valid &&
             git_reference_lookup(&ref, repo, remote_ref) == 0) {
                 if (lookup_commit(repo, remote_ref, &commit) < 0)
-                        return fail_git(err, EINVAL, rev);
+                        return gitops_fail_git(err, EINVAL, rev);
                 local = xasprintf("refs/heads/%s", rev);
         } else if (git_reference_name_is_valid(&valid, tag_ref) == 0 && valid &&
                    git_reference_lookup(&ref, repo, tag_ref) == 0) {
                 if (lookup_commit(repo, tag_ref, &commit) < 0)
-                        return fail_git(err, EINVAL, rev);
+                        return gitops_fail_git(err, EINVAL, rev);
         } else if (lookup_commit(repo, rev, &commit) < 0)
                 return al_error_set_message(err, ENOENT, "revision \"%s\" is not in the repository",
                                             rev);
@@ -78,7 +78,7 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
         git_checkout_options co = GIT_CHECKOUT_OPTIONS_INIT;
         co.checkout_strategy = GIT_CHECKOUT_FORCE;
         if (git_checkout_tree(repo, (git_object *)commit, &co) < 0)
-                return fail_git(err, EIO, "checking out");
+                return gitops_fail_git(err, EIO, "checking out");
 
         if (local) {
                 _cleanup_(ref_freep) git_reference *branch = NULL;
@@ -88,7 +88,7 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
                                     err, EEXIST, "a local branch \"%s\" already exists", rev);
                 } else {
                         if (git_branch_create(&branch, repo, rev, commit, 0) < 0)
-                                return fail_git(err, EIO, "creating the branch");
+                                return gitops_fail_git(err, EIO, "creating the branch");
                         /* As git_branch_set_upstream() would, without its remote
                          * lookup (which leaks in libgit2 1.5). */
                         _cleanup_(config_freep) git_config *cfg = NULL;
@@ -97,19 +97,19 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
                         if (git_repository_config(&cfg, repo) < 0 ||
                             git_config_set_string(cfg, k_remote, "origin") < 0 ||
                             git_config_set_string(cfg, k_merge, local) < 0)
-                                return fail_git(err, EIO, "setting the branch's upstream");
+                                return gitops_fail_git(err, EIO, "setting the branch's upstream");
                 }
                 if (git_repository_set_head(repo, local) < 0)
-                        return fail_git(err, EIO, "setting HEAD");
+                        return gitops_fail_git(err, EIO, "setting HEAD");
         } else if (git_repository_set_head_detached(repo, git_commit_id(commit)) < 0)
-                return fail_git(err, EIO, "setting HEAD");
+                return gitops_fail_git(err, EIO, "setting HEAD");
         git_oid_cpy(ret, git_commit_id(commit));
         return 0;
 }
 
 static int clone_progress(const git_indexer_progress *stats, void *payload)
 {
-        if (past_deadline()) {
+        if (gitops_past_deadline()) {
                 git_error_set_str(GIT_ERROR_NET, "the clone took too long");
                 return -1;
         }
@@ -153,9 +153,9 @@ int gitops_clone(const char *url, const char *rev, const char *dest,
         cred_state_finish(&cs, gr == 0);
         if (gr < 0) {
                 _cleanup_free_ char *what = xasprintf("cloning %s", clean);
-                r = fail_net(err, gr, &cs, what);
+                r = gitops_fail_net(err, gr, &cs, what);
                 cred_state_clear(&cs);
-                rm_rf(dest);
+                gitops_rm_rf(dest);
                 return r;
         }
         cred_state_clear(&cs);
@@ -165,7 +165,7 @@ int gitops_clone(const char *url, const char *rev, const char *dest,
         if (r < 0) {
                 al_error_wrap(err, "cloning %s", clean);
                 git_repository_free(TAKE_PTR(repo));
-                rm_rf(dest);
+                gitops_rm_rf(dest);
                 return r;
         }
         git_oid_tostr(ret_base, GITOPS_OID_HEX + 1, &base);

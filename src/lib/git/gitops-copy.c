@@ -47,8 +47,8 @@ static int refuse_type(struct copy_ctx *c, const char *rel, mode_t mode)
 
 static int copy_file(struct copy_ctx *c, int sdir, int ddir, const char *name, const char *rel)
 {
-        if (past_deadline())
-                return fail_deadline(c->err);
+        if (gitops_past_deadline())
+                return gitops_fail_deadline(c->err);
         if (++c->files > COPY_FILES_MAX)
                 return al_error_set_message(c->err, E2BIG,
                                             "%s/.git holds more than %d files; refusing to read it",
@@ -252,7 +252,7 @@ static int copy_gitdir(const char *workspace, char **ret_dir, struct al_error *e
                         r = al_error_set(err, errno, "%s/.git/packed-refs", workspace);
         }
         if (r < 0) {
-                rm_rf(dir);
+                gitops_rm_rf(dir);
                 return r;
         }
         *ret_dir = TAKE_PTR(dir);
@@ -264,13 +264,13 @@ void agent_repo_close(struct agent_repo *a)
         if (a->repo)
                 git_repository_free(a->repo);
         if (a->copy) {
-                rm_rf(a->copy);
+                gitops_rm_rf(a->copy);
                 free(a->copy);
         }
         memset(a, 0, sizeof(*a));
 }
 
-int open_workspace(const char *workspace, struct agent_repo *a, struct al_error *err)
+int gitops_open_workspace(const char *workspace, struct agent_repo *a, struct al_error *err)
 {
         int r = copy_gitdir(workspace, &a->copy, err);
         if (r < 0)
@@ -279,27 +279,27 @@ int open_workspace(const char *workspace, struct agent_repo *a, struct al_error 
         if (git_repository_open_ext(&a->repo, a->copy,
                                     GIT_REPOSITORY_OPEN_NO_SEARCH | GIT_REPOSITORY_OPEN_BARE,
                                     NULL) < 0)
-                return fail_git(err, EIO, workspace);
+                return gitops_fail_git(err, EIO, workspace);
         _cleanup_(config_freep) git_config *cfg = NULL;
         if (git_config_open_default(&cfg) < 0 || git_repository_set_config(a->repo, cfg) < 0)
-                return fail_git(err, EIO, "the host's git config");
+                return gitops_fail_git(err, EIO, "the host's git config");
         _cleanup_(odb_freep) git_odb *odb = NULL;
         git_odb_backend *pack = NULL, *loose = NULL;
         if (git_odb_new(&odb) < 0)
-                return fail_git(err, EIO, workspace);
-        r = capped_backends(objects, &a->budget, &pack, &loose, err);
+                return gitops_fail_git(err, EIO, workspace);
+        r = gitops_capped_backends(objects, &a->budget, &pack, &loose, err);
         if (r < 0)
                 return r;
         if (git_odb_add_backend(odb, pack, 2) < 0) {
                 pack->free(pack);
                 loose->free(loose);
-                return fail_git(err, EIO, workspace);
+                return gitops_fail_git(err, EIO, workspace);
         }
         if (git_odb_add_backend(odb, loose, 1) < 0) {
                 loose->free(loose);
-                return fail_git(err, EIO, workspace);
+                return gitops_fail_git(err, EIO, workspace);
         }
         if (git_repository_set_odb(a->repo, odb) < 0)
-                return fail_git(err, EIO, workspace);
+                return gitops_fail_git(err, EIO, workspace);
         return 0;
 }

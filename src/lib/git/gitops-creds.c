@@ -19,7 +19,7 @@
 static void url_clear(struct url *u)
 {
         free(u->scheme);
-        wipe_free(u->userinfo);
+        gitops_wipe_free(u->userinfo);
         free(u->host);
         free(u->port);
         free(u->path);
@@ -230,7 +230,7 @@ static void helper_cred_clear(struct helper_cred *c)
         free(c->host);
         free(c->path);
         free(c->username);
-        wipe_free(c->password);
+        gitops_wipe_free(c->password);
         memset(c, 0, sizeof(*c));
 }
 
@@ -340,7 +340,7 @@ static int helper_fill(struct helper_cred *c, bool interactive)
         char *input = helper_input(c);
         _cleanup_free_ char *out = NULL;
         int r = helper_run("fill", input, interactive, &out);
-        wipe_free(input);
+        gitops_wipe_free(input);
         if (r < 0)
                 return r;
         for (char *line = out; line && *line;) {
@@ -351,7 +351,7 @@ static int helper_fill(struct helper_cred *c, bool interactive)
                         free(c->username);
                         c->username = xstrdup(line + 9);
                 } else if (strncmp(line, "password=", 9) == 0) {
-                        wipe_free(c->password);
+                        gitops_wipe_free(c->password);
                         c->password = xstrdup(line + 9);
                 }
                 line = nl ? nl + 1 : NULL;
@@ -364,7 +364,7 @@ static void helper_tell(const struct helper_cred *c, const char *action, bool in
 {
         char *input = helper_input(c);
         (void)helper_run(action, input, interactive, NULL);
-        wipe_free(input);
+        gitops_wipe_free(input);
 }
 
 void cred_state_init(struct cred_state *cs, const char *url, const char *url_user,
@@ -493,11 +493,11 @@ int cred_cb(git_credential **out, const char *url, const char *username_from_url
 }
 
 /* Map a failed network operation to -errno and a message. */
-int fail_net(struct al_error *err, int gr, const struct cred_state *cs, const char *what)
+int gitops_fail_net(struct al_error *err, int gr, const struct cred_state *cs, const char *what)
 {
         if (cs->gave_up)
                 return al_error_set_message(err, EACCES, "%s: %s", what, cs->msg);
         if (gr == GIT_EAUTH)
-                return fail_git(err, EACCES, what);
-        return fail_git(err, EIO, what);
+                return gitops_fail_git(err, EACCES, what);
+        return gitops_fail_git(err, EIO, what);
 }

@@ -21,15 +21,15 @@ static void short_oid(const git_oid *id, char buf[static SHORT_OID + 1])
 }
 
 /* The commits base..HEAD, oldest first (*ret_v malloc'd; NULL when none). */
-int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_head, git_oid **ret_v,
-                size_t *ret_n, struct al_error *err)
+int gitops_new_commits(git_repository *repo, const char *base_hex, git_oid *ret_head,
+                       git_oid **ret_v, size_t *ret_n, struct al_error *err)
 {
         git_oid base, head;
         int r = parse_oid(base_hex, &base, err);
         if (r < 0)
                 return r;
         if (git_reference_name_to_id(&head, repo, "HEAD") < 0)
-                return fail_git(err, ENOENT, "the workspace's HEAD");
+                return gitops_fail_git(err, ENOENT, "the workspace's HEAD");
         *ret_head = head;
         *ret_v = NULL;
         *ret_n = 0;
@@ -41,7 +41,7 @@ int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_head, g
         short_oid(&base, bs);
         int d = git_graph_descendant_of(repo, &head, &base);
         if (d < 0)
-                return fail_git(err, EIO, "walking the workspace's history");
+                return gitops_fail_git(err, EIO, "walking the workspace's history");
         if (d == 0)
                 return al_error_set_message(
                     err, EPERM,
@@ -53,7 +53,7 @@ int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_head, g
         if (git_revwalk_new(&walk, repo) < 0 ||
             git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_REVERSE) < 0 ||
             git_revwalk_push(walk, &head) < 0 || git_revwalk_hide(walk, &base) < 0)
-                return fail_git(err, EIO, "walking the workspace's history");
+                return gitops_fail_git(err, EIO, "walking the workspace's history");
         _cleanup_free_ git_oid *v = NULL;
         size_t n = 0, cap = 0;
         git_oid id;
@@ -69,7 +69,7 @@ int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_head, g
                 v[n++] = id;
         }
         if (gr != GIT_ITEROVER)
-                return fail_git(err, EIO, "walking the workspace's history");
+                return gitops_fail_git(err, EIO, "walking the workspace's history");
         *ret_v = TAKE_PTR(v);
         *ret_n = n;
         return 0;
@@ -84,10 +84,10 @@ static int workspace_commits(struct gitlib *lib, const char *workspace, const ch
         int r = gitlib_up(lib, err);
         if (r < 0)
                 return r;
-        r = open_workspace(workspace, a, err);
+        r = gitops_open_workspace(workspace, a, err);
         if (r < 0)
                 return r;
-        return new_commits(a->repo, base, ret_head, ret_v, ret_n, err);
+        return gitops_new_commits(a->repo, base, ret_head, ret_v, ret_n, err);
 }
 
 int gitops_count(const char *workspace, const char *base, size_t *ret_n,
@@ -125,7 +125,7 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
         for (size_t i = 0; i < n; i++) {
                 _cleanup_(commit_freep) git_commit *c = NULL;
                 if (git_commit_lookup(&c, repo, &v[i]) < 0)
-                        return fail_git(err, EIO, "reading a commit");
+                        return gitops_fail_git(err, EIO, "reading a commit");
                 if (git_commit_parentcount(c) <= 1)
                         v[m++] = v[i];
         }
@@ -139,17 +139,17 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                 _cleanup_(tree_freep) git_tree *tree = NULL;
                 _cleanup_(tree_freep) git_tree *ptree = NULL;
                 _cleanup_(diff_freep) git_diff *diff = NULL;
-                _cleanup_(buf_disposep) git_buf buf = GIT_BUF_INIT;
+                _cleanup_(gitops_buf_disposep) git_buf buf = GIT_BUF_INIT;
                 if (git_commit_lookup(&c, repo, &v[i]) < 0 || git_commit_tree(&tree, c) < 0 ||
                     (git_commit_parentcount(c) == 1 &&
                      (git_commit_parent(&parent, c, 0) < 0 || git_commit_tree(&ptree, parent) < 0)))
-                        return fail_git(err, EIO, id);
+                        return gitops_fail_git(err, EIO, id);
                 if (git_diff_tree_to_tree(&diff, repo, ptree, tree, &eo.diff_opts) < 0)
-                        return fail_git(err, EIO, id);
+                        return gitops_fail_git(err, EIO, id);
                 const char *summary = git_commit_summary(c);
                 if (git_email_create_from_diff(&buf, diff, i + 1, m, &v[i], summary ? summary : "",
                                                git_commit_body(c), git_commit_author(c), &eo) < 0)
-                        return fail_git(err, EIO, id);
+                        return gitops_fail_git(err, EIO, id);
                 if (fwrite(buf.ptr, 1, buf.size, out) != buf.size)
                         return al_error_set_message(err, EIO, "writing the patches: %s",
                                                     strerror(errno));

@@ -89,13 +89,13 @@ struct agent_repo {
 };
 
 /* gitops.c */
-int fail_git(struct al_error *err, int code, const char *what);
-bool past_deadline(void);
-int fail_deadline(struct al_error *err);
-void wipe_free(char *s);
+int gitops_fail_git(struct al_error *err, int code, const char *what);
+bool gitops_past_deadline(void);
+int gitops_fail_deadline(struct al_error *err);
+void gitops_wipe_free(char *s);
 int gitlib_up(struct gitlib *g, struct al_error *err);
-void buf_disposep(git_buf *b);
-void rm_rf(const char *path);
+void gitops_buf_disposep(git_buf *b);
+void gitops_rm_rf(const char *path);
 void gitlib_down(struct gitlib *g);
 
 /* gitops-creds.c */
@@ -105,16 +105,17 @@ void cred_state_clear(struct cred_state *cs);
 void cred_state_finish(struct cred_state *cs, bool ok);
 int cred_cb(git_credential **out, const char *url, const char *username_from_url,
             unsigned int allowed, void *payload);
-int fail_net(struct al_error *err, int gr, const struct cred_state *cs, const char *what);
+int gitops_fail_net(struct al_error *err, int gr, const struct cred_state *cs, const char *what);
 
 /* gitops-copy.c */
 void agent_repo_close(struct agent_repo *a);
-int open_workspace(const char *workspace, struct agent_repo *a, struct al_error *err);
+int gitops_open_workspace(const char *workspace, struct agent_repo *a, struct al_error *err);
 
 /* gitops-objcap.c */
-int capped_backends(const char *objects, struct inflate_budget *budget, git_odb_backend **ret_pack,
-                    git_odb_backend **ret_loose, struct al_error *err);
+int gitops_capped_backends(const char *objects, struct inflate_budget *budget,
+                           git_odb_backend **ret_pack, git_odb_backend **ret_loose,
+                           struct al_error *err);
 
 /* gitops-export.c */
-int new_commits(git_repository *repo, const char *base_hex, git_oid *ret_head, git_oid **ret_v,
-                size_t *ret_n, struct al_error *err);
+int gitops_new_commits(git_repository *repo, const char *base_hex, git_oid *ret_head,
+                       git_oid **ret_v, size_t *ret_n, struct al_error *err);

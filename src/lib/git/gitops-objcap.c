@@ -35,7 +35,7 @@ static int capped_read(void **buf, size_t *len, git_object_t *type, git_odb_back
                        const git_oid *id)
 {
         struct capped_backend *cb = (struct capped_backend *)b;
-        if (past_deadline()) {
+        if (gitops_past_deadline()) {
                 git_error_set_str(GIT_ERROR_ODB, "the operation took too long");
                 return -1;
         }
@@ -119,7 +119,7 @@ static int pack_check_one(const git_oid *id, void *payload)
         struct pack_check *pc = payload;
         size_t size;
         git_object_t t;
-        if (past_deadline()) {
+        if (gitops_past_deadline()) {
                 git_error_set_str(GIT_ERROR_ODB, "the operation took too long");
                 return -1;
         }
@@ -133,21 +133,23 @@ static int pack_check_one(const git_oid *id, void *payload)
 
 /* An object database over exactly <copy>/objects, each read capped. The
  * budget lives as long as the odb (it is freed with the last backend). */
-int capped_backends(const char *objects, struct inflate_budget *budget, git_odb_backend **ret_pack,
-                    git_odb_backend **ret_loose, struct al_error *err)
+int gitops_capped_backends(const char *objects, struct inflate_budget *budget,
+                           git_odb_backend **ret_pack, git_odb_backend **ret_loose,
+                           struct al_error *err)
 {
         git_odb_backend *pack = NULL, *loose = NULL;
         if (git_odb_backend_pack(&pack, objects) < 0)
-                return fail_git(err, EIO, "reading the agent's packs");
+                return gitops_fail_git(err, EIO, "reading the agent's packs");
         struct pack_check pc = {.pack = pack};
         if (pack->foreach (pack, pack_check_one, &pc) < 0) {
                 pack->free(pack);
-                return past_deadline() ? fail_deadline(err)
-                                       : fail_git(err, EFBIG, "the agent's repository");
+                return gitops_past_deadline()
+                           ? gitops_fail_deadline(err)
+                           : gitops_fail_git(err, EFBIG, "the agent's repository");
         }
         if (git_odb_backend_loose(&loose, objects, -1, 0, 0, 0) < 0) {
                 pack->free(pack);
-                return fail_git(err, EIO, "reading the agent's objects");
+                return gitops_fail_git(err, EIO, "reading the agent's objects");
         }
         *ret_pack = capped_new(pack, budget);
         *ret_loose = capped_new(loose, budget);

@@ -29,7 +29,7 @@ static int push_negotiation(const git_push_update **updates, size_t len, void *p
 
 static int push_progress(unsigned int current, unsigned int total, size_t bytes, void *payload)
 {
-        if (past_deadline()) {
+        if (gitops_past_deadline()) {
                 git_error_set_str(GIT_ERROR_NET, "the push took too long");
                 return -1;
         }
@@ -73,7 +73,7 @@ static int push_to(git_repository *repo, const char *url, const char *refname, b
         ro.repository = repo;
         ro.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
         if (git_remote_create_with_opts(&remote, url, &ro) < 0)
-                return fail_git(err, EINVAL, url);
+                return gitops_fail_git(err, EINVAL, url);
 
         git_remote_callbacks cb = GIT_REMOTE_CALLBACKS_INIT;
         cb.credentials = cred_cb_push;
@@ -85,12 +85,12 @@ static int push_to(git_repository *repo, const char *url, const char *refname, b
         _cleanup_free_ char *what = xasprintf("pushing to %s", url);
         int gr = git_remote_connect(remote, GIT_DIRECTION_PUSH, &cb, NULL, NULL);
         if (gr < 0)
-                return fail_net(err, gr, &ps->cs, what);
+                return gitops_fail_net(err, gr, &ps->cs, what);
 
         const git_remote_head **heads;
         size_t n;
         if (git_remote_ls(&heads, &n, remote) < 0)
-                return fail_git(err, EIO, what);
+                return gitops_fail_git(err, EIO, what);
         bool existed = false;
         for (size_t i = 0; i < n; i++)
                 if (STREQ(heads[i]->name, refname))
@@ -108,7 +108,7 @@ static int push_to(git_repository *repo, const char *url, const char *refname, b
         po.pb_parallelism = 1;
         gr = git_remote_upload(remote, &refspecs, &po);
         if (gr < 0)
-                return fail_net(err, gr, &ps->cs, what);
+                return gitops_fail_net(err, gr, &ps->cs, what);
         git_remote_disconnect(remote);
         if (ps->rejected[0])
                 return al_error_set_message(err, EREMOTEIO, "%s: the remote refused %s", what,
@@ -137,13 +137,13 @@ int gitops_push(const char *workspace, const char *url, const char *base, const 
          * (open_workspace): a repository the host owns, which reads no
          * config of the agent's; one ref of ours names what is pushed. */
         _cleanup_(agent_repo_close) struct agent_repo a = {0};
-        r = open_workspace(workspace, &a, err);
+        r = gitops_open_workspace(workspace, &a, err);
         if (r < 0)
                 return r;
         git_oid head;
         _cleanup_free_ git_oid *v = NULL;
         size_t n;
-        r = new_commits(a.repo, base, &head, &v, &n, err);
+        r = gitops_new_commits(a.repo, base, &head, &v, &n, err);
         if (r < 0)
                 return r;
         if (n == 0)
@@ -154,12 +154,12 @@ int gitops_push(const char *workspace, const char *url, const char *base, const 
          * name the agent chose can stand in its way or go along. */
         _cleanup_free_ char *refs = xasprintf("%s/refs", a.copy);
         _cleanup_free_ char *packed = xasprintf("%s/packed-refs", a.copy);
-        rm_rf(refs);
+        gitops_rm_rf(refs);
         if ((mkdir(refs, 0700) < 0 && errno != EEXIST) || (unlink(packed) < 0 && errno != ENOENT))
                 return al_error_set(err, errno, "preparing the push in %s", a.copy);
         _cleanup_(ref_freep) git_reference *ref = NULL;
         if (git_reference_create(&ref, a.repo, PUSH_REF, &head, 1, NULL) < 0)
-                return fail_git(err, EIO, "preparing the push");
+                return gitops_fail_git(err, EIO, "preparing the push");
         git_repository *repo = a.repo;
 
         struct push_state ps = {.dst = refname};

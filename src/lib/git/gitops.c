@@ -18,7 +18,7 @@
 #include "utf8.h"
 
 /* A libgit2 failure: "<what>: <libgit2's message>". */
-int fail_git(struct al_error *err, int code, const char *what)
+int gitops_fail_git(struct al_error *err, int code, const char *what)
 {
         const git_error *e = git_error_last();
         return al_error_set_message(err, code, "%s: %s", what,
@@ -32,18 +32,18 @@ void gitops_set_deadline(unsigned seconds)
         deadline_us = seconds ? now_monotonic_us() + (uint64_t)seconds * 1000000 : 0;
 }
 
-bool past_deadline(void)
+bool gitops_past_deadline(void)
 {
         return deadline_us && now_monotonic_us() > deadline_us;
 }
 
-int fail_deadline(struct al_error *err)
+int gitops_fail_deadline(struct al_error *err)
 {
         return al_error_set_message(err, ETIMEDOUT,
                                     "the host-side git operation took too long and was stopped");
 }
 
-void wipe_free(char *s)
+void gitops_wipe_free(char *s)
 {
         if (s) {
                 explicit_bzero(s, strlen(s));
@@ -60,7 +60,7 @@ void gitlib_down(struct gitlib *g)
 int gitlib_up(struct gitlib *g, struct al_error *err)
 {
         if (git_libgit2_init() < 0)
-                return fail_git(err, EIO, "initializing libgit2");
+                return gitops_fail_git(err, EIO, "initializing libgit2");
         g->up = true;
         /* Bounds what libgit2 keeps of objects read: with each object under
          * GITOPS_OBJECT_MAX, the memory an operation uses stays bounded. */
@@ -68,12 +68,12 @@ int gitlib_up(struct gitlib *g, struct al_error *err)
         return 0;
 }
 
-void buf_disposep(git_buf *b)
+void gitops_buf_disposep(git_buf *b)
 {
         git_buf_dispose(b);
 }
 
-void rm_rf(const char *path)
+void gitops_rm_rf(const char *path)
 {
         (void)fs_remove_tree(AT_FDCWD, path, FS_REMOVE_DEPTH_MAX);
 }
