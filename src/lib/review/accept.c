@@ -43,7 +43,7 @@ static int normalize_request(const char *workspace, const char *in, char out[sta
                 s = e;
         }
         out[o] = '\0';
-        return o == 0 || path_valid(out) ? 0 : -EINVAL;
+        return o == 0 || review_path_valid(out) ? 0 : -EINVAL;
 }
 
 static struct item *plan_find(struct plan *p, const char *path)
@@ -97,7 +97,7 @@ static bool item_visible(struct plan *p, size_t i)
                 else
                         hi = mid;
         }
-        return !(lo < p->n && is_beneath(p->v[lo].path, it->path));
+        return !(lo < p->n && review_is_beneath(p->v[lo].path, it->path));
 }
 
 static int same_as_proposed(struct review *rv, const struct item *it, bool *ret)
@@ -107,9 +107,9 @@ static int same_as_proposed(struct review *rv, const struct item *it, bool *ret)
                 char a[PATH_MAX], b[PATH_MAX];
                 if (!S_ISLNK(it->host.mode))
                         return 0;
-                int r = read_link(rv->ws_fd, it->path, a);
+                int r = review_read_link(rv->ws_fd, it->path, a);
                 if (r >= 0)
-                        r = read_link(rv->changes_fd, it->path, b);
+                        r = review_read_link(rv->changes_fd, it->path, b);
                 if (r < 0)
                         return r;
                 *ret = STREQ(a, b);
@@ -117,13 +117,15 @@ static int same_as_proposed(struct review *rv, const struct item *it, bool *ret)
         }
         if (!S_ISREG(it->host.mode) || (it->host.mode & 0777) != (it->mode & 0777))
                 return 0;
-        _cleanup_close_ int a = open_beneath(rv->ws_fd, it->path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
-        _cleanup_close_ int b = open_beneath(rv->changes_fd, it->path, O_RDONLY | O_NONBLOCK);
+        _cleanup_close_ int a =
+            review_open_beneath(rv->ws_fd, it->path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+        _cleanup_close_ int b =
+            review_open_beneath(rv->changes_fd, it->path, O_RDONLY | O_NONBLOCK);
         if (a < 0)
                 return a;
         if (b < 0)
                 return b;
-        return files_equal(a, b, ret);
+        return review_files_equal(a, b, ret);
 }
 
 struct applier {
@@ -164,8 +166,8 @@ static void inherit_owner(struct applier *a, int parent, const char *name, const
 static int open_parent(struct applier *a, const char *path, char dir[static PATH_MAX],
                        const char **ret_name)
 {
-        *ret_name = split_path(path, dir);
-        int fd = open_beneath(a->rv->ws_fd, dir, O_PATH | O_DIRECTORY);
+        *ret_name = review_split_path(path, dir);
+        int fd = review_open_beneath(a->rv->ws_fd, dir, O_PATH | O_DIRECTORY);
         if (fd < 0)
                 return al_error_set(a->err, fd, "opening \"%s\" in the workspace",
                                     dir[0] ? dir : ".");
@@ -175,8 +177,8 @@ static int open_parent(struct applier *a, const char *path, char dir[static PATH
 static int apply_remove(struct applier *a, const struct item *it)
 {
         char dir[PATH_MAX];
-        const char *name = split_path(it->path, dir);
-        _cleanup_close_ int parent = open_beneath(a->rv->ws_fd, dir, O_PATH | O_DIRECTORY);
+        const char *name = review_split_path(it->path, dir);
+        _cleanup_close_ int parent = review_open_beneath(a->rv->ws_fd, dir, O_PATH | O_DIRECTORY);
         if (parent == -ENOENT)
                 return 0;
         if (parent < 0)
@@ -249,7 +251,7 @@ static int make_temp(int parent, char name[static 32], int *ret_fd)
 static int apply_link(struct applier *a, const struct item *it, int parent, const char *name,
                       const struct link_slot *slot)
 {
-        _cleanup_close_ int first = open_beneath(a->rv->ws_fd, slot->path, O_PATH);
+        _cleanup_close_ int first = review_open_beneath(a->rv->ws_fd, slot->path, O_PATH);
         struct stat st;
         if (first < 0 || fstat(first, &st) < 0 || !S_ISREG(st.st_mode) ||
             st.st_dev != slot->to_dev || st.st_ino != slot->to_ino)
@@ -284,7 +286,8 @@ static int apply_file(struct applier *a, const struct item *it)
         _cleanup_close_ int parent = open_parent(a, it->path, dir, &name);
         if (parent < 0)
                 return parent;
-        _cleanup_close_ int src = open_beneath(a->rv->changes_fd, it->path, O_RDONLY | O_NONBLOCK);
+        _cleanup_close_ int src =
+            review_open_beneath(a->rv->changes_fd, it->path, O_RDONLY | O_NONBLOCK);
         if (src < 0)
                 return al_error_set(a->err, src, "opening \"%s\" in changes/", it->path);
         struct stat st;
@@ -307,7 +310,7 @@ static int apply_file(struct applier *a, const struct item *it)
         if (r < 0)
                 return al_error_set(a->err, r, "creating a file in \"%s\"", dir[0] ? dir : ".");
         uint64_t bytes = 0;
-        r = copy_data(src, fd, UINT64_MAX, &bytes);
+        r = review_copy_data(src, fd, UINT64_MAX, &bytes);
         struct stat wst;
         if (r >= 0 && slot && fstat(fd, &wst) == 0)
                 link_set(&a->links, slot,
@@ -344,7 +347,7 @@ static int apply_symlink(struct applier *a, const struct item *it)
         _cleanup_close_ int parent = open_parent(a, it->path, dir, &name);
         if (parent < 0)
                 return parent;
-        int r = read_link(a->rv->changes_fd, it->path, target);
+        int r = review_read_link(a->rv->changes_fd, it->path, target);
         if (r < 0)
                 return al_error_set(a->err, r, "reading \"%s\" in changes/", it->path);
         for (int tries = 0;; tries++) {
@@ -371,7 +374,8 @@ static int apply_symlink(struct applier *a, const struct item *it)
 
 static int apply_dir_mode(struct applier *a, const struct item *it)
 {
-        _cleanup_close_ int fd = open_beneath(a->rv->ws_fd, it->path, O_RDONLY | O_DIRECTORY);
+        _cleanup_close_ int fd =
+            review_open_beneath(a->rv->ws_fd, it->path, O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return al_error_set(a->err, fd, "opening \"%s\" in the workspace", it->path);
         struct stat st;
@@ -438,9 +442,9 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         for (size_t k = 0; k < req.n; k++) {
                 bool any = false;
                 for (size_t i = 0; i < p.n; i++)
-                        if (request_takes(req.v[k], p.v[i].path))
+                        if (plan_request_takes(req.v[k], p.v[i].path))
                                 any = p.v[i].selected = true;
-                        else if (n > 0 && is_beneath(p.v[i].path, req.v[k]))
+                        else if (n > 0 && review_is_beneath(p.v[i].path, req.v[k]))
                                 any = true; /* held back: reported, not "no change" */
                 if (!any && n > 0) {
                         size_t ul = strlen(unknown);
@@ -505,7 +509,7 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         for (size_t i = p.n; i-- > 0;)
                 if (p.v[i].selected && p.v[i].op == OP_DIR && (r = apply_dir_mode(&a, &p.v[i])) < 0)
                         return al_error_wrap(err, "accept");
-        _cleanup_close_ int sync_fd = open_beneath(rv.ws_fd, "", O_RDONLY | O_DIRECTORY);
+        _cleanup_close_ int sync_fd = review_open_beneath(rv.ws_fd, "", O_RDONLY | O_DIRECTORY);
         if (sync_fd < 0 || syncfs(sync_fd) < 0)
                 return al_error_set(err, sync_fd < 0 ? -sync_fd : errno,
                                     "accept: syncing the workspace");
@@ -513,7 +517,7 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         for (size_t i = 0; i < p.n; i++)
                 if (!p.v[i].selected && item_visible(&p, i)) {
                         a.rep.remaining++;
-                        if (hidden_end(p.v[i].path))
+                        if (review_hidden_end(p.v[i].path))
                                 a.rep.held++;
                 }
         a.rep.complete = selected == p.n;
@@ -521,7 +525,7 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
                 json_object_set_new(rv.meta, "state", json_string("accepted"));
         else
                 record_accepted(rv.meta, &req);
-        r = write_json_at(rv.dir_fd, META_FILE, rv.meta);
+        r = review_write_json_at(rv.dir_fd, META_FILE, rv.meta);
         if (r < 0)
                 return al_error_set(err, r, "accept: writing %s/%s", state_dir, META_FILE);
         if (ret)
@@ -539,10 +543,10 @@ int review_discard(const char *state_dir, struct al_error *err)
                 return al_error_set_message(err, EALREADY,
                                             "discard: sandbox %s was accepted already", rv.id);
         json_object_set_new(rv.meta, "state", json_string("discarded"));
-        r = write_json_at(rv.dir_fd, META_FILE, rv.meta);
+        r = review_write_json_at(rv.dir_fd, META_FILE, rv.meta);
         if (r < 0)
                 return al_error_set(err, r, "discard: writing %s/%s", state_dir, META_FILE);
-        r = remove_tree_at(rv.dir_fd, CHANGES_DIR, 0);
+        r = review_remove_tree_at(rv.dir_fd, CHANGES_DIR, 0);
         if (r < 0)
                 return al_error_set(err, r, "discard: removing %s/%s", state_dir, CHANGES_DIR);
         return 0;

@@ -143,16 +143,16 @@ static int capture_file(struct capture *c, int dfd, int out_fd, const char *name
         bool exists = false;
         if (ps != H_NONE) {
                 struct host h;
-                int r = host_stat(c->ws_fd, c->path, &h);
+                int r = review_host_stat(c->ws_fd, c->path, &h);
                 exists = r >= 0 && h.mode != 0;
                 if (ps == H_MERGE && exists && S_ISREG(h.mode) &&
                     (h.mode & 07777) == (st->st_mode & 07777)) {
-                        _cleanup_close_ int hfd =
-                            open_beneath(c->ws_fd, c->path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+                        _cleanup_close_ int hfd = review_open_beneath(
+                            c->ws_fd, c->path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
                         bool same = false;
                         struct stat hst;
                         if (hfd >= 0 && fstat(hfd, &hst) == 0 && S_ISREG(hst.st_mode) &&
-                            files_equal(in, hfd, &same) >= 0 && same)
+                            review_files_equal(in, hfd, &same) >= 0 && same)
                                 return 0;
                 }
         }
@@ -180,7 +180,7 @@ static int capture_file(struct capture *c, int dfd, int out_fd, const char *name
             openat(out_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)
                 return al_error_set(c->err, errno, "creating \"%s\" in changes/", c->path);
-        r = copy_data(in, out, (uint64_t)st2.st_size, &c->sum.bytes);
+        r = review_copy_data(in, out, (uint64_t)st2.st_size, &c->sum.bytes);
         if (r < 0)
                 return al_error_set(c->err, r, "copying \"%s\"", c->path);
         if (fchmod(out, mode | 0600) < 0)
@@ -212,9 +212,9 @@ static int capture_symlink(struct capture *c, int dfd, int out_fd, const char *n
         if (ps != H_NONE) {
                 struct host h;
                 char old[PATH_MAX];
-                exists = host_stat(c->ws_fd, c->path, &h) >= 0 && h.mode != 0;
+                exists = review_host_stat(c->ws_fd, c->path, &h) >= 0 && h.mode != 0;
                 if (ps == H_MERGE && exists && S_ISLNK(h.mode) &&
-                    read_link(c->ws_fd, c->path, old) >= 0 && STREQ(old, target))
+                    review_read_link(c->ws_fd, c->path, old) >= 0 && STREQ(old, target))
                         return 0;
         }
         int r = capture_charge(c, (uint64_t)n);
@@ -252,7 +252,7 @@ static int capture_dir(struct capture *c, int fd, int out_fd, size_t plen, unsig
                                                     "the upper layer holds more than %d entries",
                                                     REVIEW_MAX_ENTRIES);
                 c->path[plen] = '\0';
-                if (!name_valid(name)) {
+                if (!review_name_valid(name)) {
                         capture_skip(c, plen, name, "name not allowed");
                         continue;
                 }
@@ -299,7 +299,7 @@ static int capture_dir(struct capture *c, int fd, int out_fd, size_t plen, unsig
                         bool opaque = has_overlay_xattr(sub, "opaque", "y");
                         enum hstate child = H_NONE;
                         struct host h;
-                        if (ps != H_NONE && host_stat(c->ws_fd, c->path, &h) >= 0 &&
+                        if (ps != H_NONE && review_host_stat(c->ws_fd, c->path, &h) >= 0 &&
                             S_ISDIR(h.mode))
                                 child = ps == H_REPLACE || opaque ? H_REPLACE : H_MERGE;
                         if ((r = capture_charge(c, 0)) < 0) {
@@ -363,7 +363,7 @@ static int clear_dir(int fd)
         while ((errno = 0, de = readdir(d))) {
                 if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
                         continue;
-                r = remove_tree_at(fd, de->d_name, 0);
+                r = review_remove_tree_at(fd, de->d_name, 0);
                 if (r < 0)
                         return r;
         }
@@ -392,7 +392,7 @@ static void mark_failed(struct review *rv, const char *why)
 {
         json_object_set_new(rv->meta, "state", json_string("failed"));
         json_object_set_new(rv->meta, "error", json_string(why));
-        write_json_at(rv->dir_fd, META_FILE, rv->meta);
+        review_write_json_at(rv->dir_fd, META_FILE, rv->meta);
 }
 
 static int capture(int upper_fd, const char *state_dir, bool replace, uint64_t max_bytes,
@@ -438,7 +438,7 @@ static int capture(int upper_fd, const char *state_dir, bool replace, uint64_t m
         linktab_done(&c.links);
         if (r >= 0) {
                 manifest_sort(&c.m);
-                r = save_manifest(rv.dir_fd, &c.m);
+                r = manifest_save(rv.dir_fd, &c.m);
                 if (r < 0)
                         al_error_set(err, r, "writing %s/%s", state_dir, MANIFEST_FILE);
         }
@@ -446,7 +446,7 @@ static int capture(int upper_fd, const char *state_dir, bool replace, uint64_t m
                 clear_dir(rv.changes_fd);
                 manifest_done(&c.m);
                 struct manifest none = {0};
-                save_manifest(rv.dir_fd, &none);
+                manifest_save(rv.dir_fd, &none);
                 mark_failed(&rv, err->msg);
                 al_error_wrap(err, "capturing the changes of sandbox %s", rv.id);
                 return r;
@@ -455,7 +455,7 @@ static int capture(int upper_fd, const char *state_dir, bool replace, uint64_t m
         if (STREQ(rv.state, "failed")) {
                 json_object_set_new(rv.meta, "state", json_string("pending"));
                 json_object_del(rv.meta, "error");
-                r = write_json_at(rv.dir_fd, META_FILE, rv.meta);
+                r = review_write_json_at(rv.dir_fd, META_FILE, rv.meta);
                 if (r < 0)
                         return al_error_set(err, r, "writing %s/%s", state_dir, META_FILE);
         }

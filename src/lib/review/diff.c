@@ -175,9 +175,9 @@ static bool needs_quote(const char *path)
         size_t n = strlen(path);
         for (size_t i = 0; i < n;) {
                 uint32_t cp;
-                size_t len = utf8_next(s + i, n - i, &cp);
+                size_t len = review_utf8_next(s + i, n - i, &cp);
                 if (len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == '"' ||
-                    cp == '\\' || is_hidden_codepoint(cp))
+                    cp == '\\' || review_is_hidden_codepoint(cp))
                         return true;
                 i += len;
         }
@@ -199,9 +199,9 @@ static const char *qpath(char buf[static QUOTED_MAX], const char *prefix, const 
         o += (size_t)snprintf(buf, QUOTED_MAX, "\"%s", prefix);
         for (size_t i = 0; i < n && o + 16 < QUOTED_MAX;) {
                 uint32_t cp;
-                size_t len = utf8_next(s + i, n - i, &cp);
-                bool esc =
-                    len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || is_hidden_codepoint(cp);
+                size_t len = review_utf8_next(s + i, n - i, &cp);
+                bool esc = len == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) ||
+                           review_is_hidden_codepoint(cp);
                 if (len == 0)
                         len = 1;
                 for (size_t k = 0; k < len; k++) {
@@ -224,15 +224,15 @@ static const char *qpath(char buf[static QUOTED_MAX], const char *prefix, const 
  * them, as \uXXXX in the name and by number; git apply skips it. */
 static void note_hidden(FILE *out, const char *path)
 {
-        if (!hidden_end(path))
+        if (!review_hidden_end(path))
                 return;
         const unsigned char *s = (const unsigned char *)path;
         size_t n = strlen(path);
         fputs("airlock: hidden characters in the name \"", out);
         for (size_t i = 0; i < n;) {
                 uint32_t cp;
-                size_t len = utf8_next(s + i, n - i, &cp);
-                if (is_hidden_codepoint(cp))
+                size_t len = review_utf8_next(s + i, n - i, &cp);
+                if (review_is_hidden_codepoint(cp))
                         fprintf(out, cp > 0xffff ? "\\U%08x" : "\\u%04x", (unsigned)cp);
                 else if (cp == '\\' || cp == '"')
                         fprintf(out, "\\%c", (char)cp);
@@ -244,8 +244,8 @@ static void note_hidden(FILE *out, const char *path)
         const char *sep = "";
         for (size_t i = 0; i < n;) {
                 uint32_t cp;
-                i += utf8_next(s + i, n - i, &cp);
-                if (is_hidden_codepoint(cp)) {
+                i += review_utf8_next(s + i, n - i, &cp);
+                if (review_is_hidden_codepoint(cp)) {
                         fprintf(out, "%sU+%04X", sep, (unsigned)cp);
                         sep = ", ";
                 }
@@ -325,7 +325,7 @@ static int diff_removed(struct differ *d, const char *path, const struct host *h
         fprintf(out, "deleted file mode %06o\n", git_mode(h->mode, h->mode));
         if (S_ISLNK(h->mode)) {
                 char target[PATH_MAX];
-                int r = read_link(d->rv->ws_fd, path, target);
+                int r = review_read_link(d->rv->ws_fd, path, target);
                 if (r < 0)
                         return al_error_set(d->err, r, "reading \"%s\" in the workspace", path);
                 diff_link_body(out, path, target, NULL);
@@ -333,12 +333,13 @@ static int diff_removed(struct differ *d, const char *path, const struct host *h
         }
         if (!S_ISREG(h->mode))
                 return 0;
-        _cleanup_close_ int fd = open_beneath(d->rv->ws_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+        _cleanup_close_ int fd =
+            review_open_beneath(d->rv->ws_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
         if (fd < 0)
                 return al_error_set(d->err, fd, "opening \"%s\" in the workspace", path);
         struct stat st;
         bool bin;
-        if (fstat(fd, &st) < 0 || is_binary(fd, &bin) < 0)
+        if (fstat(fd, &st) < 0 || review_is_binary(fd, &bin) < 0)
                 return al_error_set(d->err, errno, "reading \"%s\" in the workspace", path);
         if (st.st_size == 0)
                 return 0;
@@ -353,12 +354,12 @@ static int diff_file(struct differ *d, const struct item *it)
 {
         FILE *out = d->out;
         const char *path = it->path;
-        _cleanup_close_ int b = open_beneath(d->rv->changes_fd, path, O_RDONLY | O_NONBLOCK);
+        _cleanup_close_ int b = review_open_beneath(d->rv->changes_fd, path, O_RDONLY | O_NONBLOCK);
         if (b < 0)
                 return al_error_set(d->err, b, "opening \"%s\" in changes/", path);
         struct stat bst;
         bool bbin;
-        if (fstat(b, &bst) < 0 || is_binary(b, &bbin) < 0)
+        if (fstat(b, &bst) < 0 || review_is_binary(b, &bbin) < 0)
                 return al_error_set(d->err, errno, "reading \"%s\" in changes/", path);
         if (!S_ISREG(bst.st_mode))
                 return al_error_set_message(d->err, EBADMSG, "\"%s\" in changes/ is not a file",
@@ -375,11 +376,11 @@ static int diff_file(struct differ *d, const struct item *it)
         }
         if (S_ISREG(it->host.mode)) {
                 _cleanup_close_ int a =
-                    open_beneath(d->rv->ws_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+                    review_open_beneath(d->rv->ws_fd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
                 if (a < 0)
                         return al_error_set(d->err, a, "opening \"%s\" in the workspace", path);
                 bool same, abin;
-                if (files_equal(a, b, &same) < 0 || is_binary(a, &abin) < 0)
+                if (review_files_equal(a, b, &same) < 0 || review_is_binary(a, &abin) < 0)
                         return al_error_set(d->err, errno, "reading \"%s\"", path);
                 unsigned amode = git_mode(S_IFREG, it->host.mode);
                 note_setid(out, path, it->mode);
@@ -411,11 +412,11 @@ static int diff_file(struct differ *d, const struct item *it)
 static int diff_symlink(struct differ *d, const struct item *it)
 {
         char target[PATH_MAX], old[PATH_MAX];
-        int r = read_link(d->rv->changes_fd, it->path, target);
+        int r = review_read_link(d->rv->changes_fd, it->path, target);
         if (r < 0)
                 return al_error_set(d->err, r, "reading \"%s\" in changes/", it->path);
         if (S_ISLNK(it->host.mode)) {
-                r = read_link(d->rv->ws_fd, it->path, old);
+                r = review_read_link(d->rv->ws_fd, it->path, old);
                 if (r < 0)
                         return al_error_set(d->err, r, "reading \"%s\" in the workspace", it->path);
                 if (STREQ(old, target))

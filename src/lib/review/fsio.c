@@ -14,17 +14,17 @@
 
 /* Resolve path beneath dirfd without following any symlink, the last
  * component included (with O_PATH that opens the symlink itself). */
-int open_beneath(int dirfd, const char *path, int flags)
+int review_open_beneath(int dirfd, const char *path, int flags)
 {
         return fs_openat2(dirfd, *path ? path : ".", flags | O_CLOEXEC | O_NOFOLLOW, 0600,
                           RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
 /* What the workspace holds at path, looked up beneath it. */
-int host_stat(int dirfd, const char *path, struct host *ret)
+int review_host_stat(int dirfd, const char *path, struct host *ret)
 {
         *ret = (struct host){0};
-        _cleanup_close_ int fd = open_beneath(dirfd, path, O_PATH);
+        _cleanup_close_ int fd = review_open_beneath(dirfd, path, O_PATH);
         if (fd == -ENOENT)
                 return 0;
         if (fd < 0)
@@ -41,7 +41,7 @@ int host_stat(int dirfd, const char *path, struct host *ret)
 }
 
 /* "a/b/c" → dir "a/b", name "c"; "c" → dir "", name "c". */
-const char *split_path(const char *path, char dir[static PATH_MAX])
+const char *review_split_path(const char *path, char dir[static PATH_MAX])
 {
         const char *slash = strrchr(path, '/');
         if (!slash) {
@@ -54,7 +54,7 @@ const char *split_path(const char *path, char dir[static PATH_MAX])
         return slash + 1;
 }
 
-bool is_beneath(const char *path, const char *top)
+bool review_is_beneath(const char *path, const char *top)
 {
         size_t n = strlen(top);
         if (n == 0)
@@ -62,7 +62,7 @@ bool is_beneath(const char *path, const char *top)
         return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-int write_json_at(int dirfd, const char *name, json_t *j)
+int review_write_json_at(int dirfd, const char *name, json_t *j)
 {
         char tmp[64];
         char hex[17];
@@ -89,7 +89,7 @@ int write_json_at(int dirfd, const char *name, json_t *j)
         return r;
 }
 
-int read_json_at(int dirfd, const char *name, json_t **ret)
+int review_read_json_at(int dirfd, const char *name, json_t **ret)
 {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
@@ -107,7 +107,7 @@ int read_json_at(int dirfd, const char *name, json_t **ret)
 
 /* Remove name beneath dirfd, a whole tree when it is a directory. Only used
  * on the state directory, which the host alone writes. */
-int remove_tree_at(int at, const char *name, unsigned depth)
+int review_remove_tree_at(int at, const char *name, unsigned depth)
 {
         return fs_remove_tree(at, name, REVIEW_MAX_DEPTH + 2 - depth);
 }
@@ -161,7 +161,7 @@ static int copy_range(int in, int out, off_t off, off_t len)
 /* Copy a regular file's content, at most max bytes of it, keeping holes: a
  * sparse file stays sparse. A file that grows while it is copied (a
  * running sandbox's) is cut at max, the size it was charged at. */
-int copy_data(int in, int out, uint64_t max, uint64_t *ret_bytes)
+int review_copy_data(int in, int out, uint64_t max, uint64_t *ret_bytes)
 {
         struct stat st;
         if (fstat(in, &st) < 0)
@@ -189,7 +189,7 @@ int copy_data(int in, int out, uint64_t max, uint64_t *ret_bytes)
         return 0;
 }
 
-int files_equal(int a, int b, bool *ret)
+int review_files_equal(int a, int b, bool *ret)
 {
         static char ba[COPY_CHUNK], bb[COPY_CHUNK];
         struct stat sa, sb;
@@ -213,7 +213,7 @@ int files_equal(int a, int b, bool *ret)
         return 0;
 }
 
-int is_binary(int fd, bool *ret)
+int review_is_binary(int fd, bool *ret)
 {
         char buf[BINARY_PROBE];
         ssize_t n = pread(fd, buf, sizeof(buf), 0);
@@ -223,9 +223,9 @@ int is_binary(int fd, bool *ret)
         return 0;
 }
 
-int read_link(int dirfd, const char *path, char buf[static PATH_MAX])
+int review_read_link(int dirfd, const char *path, char buf[static PATH_MAX])
 {
-        _cleanup_close_ int fd = open_beneath(dirfd, path, O_PATH);
+        _cleanup_close_ int fd = review_open_beneath(dirfd, path, O_PATH);
         if (fd < 0)
                 return fd;
         ssize_t n = readlinkat(fd, "", buf, PATH_MAX);

@@ -79,10 +79,10 @@ const struct entry *manifest_find(const struct manifest *m, const char *path)
         return m->n_e ? bsearch(&key, m->e, m->n_e, sizeof(struct entry), cmp_entry) : NULL;
 }
 
-int load_manifest(struct review *rv, const char *state_dir, struct al_error *err)
+int manifest_load(struct review *rv, const char *state_dir, struct al_error *err)
 {
         json_t *j = NULL;
-        int r = read_json_at(rv->dir_fd, MANIFEST_FILE, &j);
+        int r = review_read_json_at(rv->dir_fd, MANIFEST_FILE, &j);
         if (r < 0)
                 return al_error_set(err, r, "reading %s/%s", state_dir, MANIFEST_FILE);
         json_t *entries = json_object_get(j, "entries");
@@ -100,7 +100,7 @@ int load_manifest(struct review *rv, const char *state_dir, struct al_error *err
                 const char *path = json_string_value(json_object_get(v, "path"));
                 const char *type = json_string_value(json_object_get(v, "type"));
                 json_t *mode = json_object_get(v, "mode");
-                if (!path || !path_valid(path) || !type || !json_is_integer(mode) ||
+                if (!path || !review_path_valid(path) || !type || !json_is_integer(mode) ||
                     json_integer_value(mode) < 0 || json_integer_value(mode) > 07777)
                         goto bad;
                 enum etype t;
@@ -116,13 +116,13 @@ int load_manifest(struct review *rv, const char *state_dir, struct al_error *err
         }
         json_array_foreach(deleted, i, v)
         {
-                if (!json_string_value(v) || !path_valid(json_string_value(v)))
+                if (!json_string_value(v) || !review_path_valid(json_string_value(v)))
                         goto bad;
                 strarr_add(&rv->m.deleted, json_string_value(v));
         }
         json_array_foreach(opaque, i, v)
         {
-                if (!json_string_value(v) || !path_valid(json_string_value(v)))
+                if (!json_string_value(v) || !review_path_valid(json_string_value(v)))
                         goto bad;
                 strarr_add(&rv->m.opaque, json_string_value(v));
         }
@@ -138,7 +138,7 @@ bad:
         return al_error_set_message(err, EBADMSG, "%s/%s", state_dir, MANIFEST_FILE);
 }
 
-int save_manifest(int dir_fd, const struct manifest *m)
+int manifest_save(int dir_fd, const struct manifest *m)
 {
         json_t *entries = json_array(), *deleted = json_array(), *opaque = json_array();
         for (size_t i = 0; i < m->n_e; i++)
@@ -154,7 +154,7 @@ int save_manifest(int dir_fd, const struct manifest *m)
                       opaque, "skipped", m->skipped ? json_incref(m->skipped) : json_array());
         if (!j)
                 return -ENOMEM;
-        int r = write_json_at(dir_fd, MANIFEST_FILE, j);
+        int r = review_write_json_at(dir_fd, MANIFEST_FILE, j);
         json_decref(j);
         return r;
 }

@@ -10,7 +10,7 @@
 
 /* Decode the UTF-8 sequence at s (n bytes left): its length, or 0 when it
  * is not valid UTF-8 (overlong, a surrogate, past U+10FFFF, cut short). */
-size_t utf8_next(const unsigned char *s, size_t n, uint32_t *ret_cp)
+size_t review_utf8_next(const unsigned char *s, size_t n, uint32_t *ret_cp)
 {
         int k = utf8_decode_char(s, n, ret_cp);
         return k < 0 ? 0 : (size_t)k;
@@ -20,7 +20,7 @@ size_t utf8_next(const unsigned char *s, size_t n, uint32_t *ret_cp)
  * in another order than it reads (CVE-2021-42574, "Trojan Source"): in a
  * name they make "a.txt" + U+200B look like "a.txt", or "invoice" U+202E
  * "txt.sh" look like "invoicehs.txt". */
-bool is_hidden_codepoint(uint32_t cp)
+bool review_is_hidden_codepoint(uint32_t cp)
 {
         static const uint32_t ranges[][2] = {
             {0x00a0, 0x00a0},   {0x00ad, 0x00ad}, {0x034f, 0x034f},   {0x061c, 0x061c},
@@ -42,7 +42,7 @@ static bool utf8_valid(const unsigned char *s, size_t n)
 {
         for (size_t i = 0; i < n;) {
                 uint32_t cp;
-                size_t len = utf8_next(s + i, n - i, &cp);
+                size_t len = review_utf8_next(s + i, n - i, &cp);
                 if (len == 0 || (cp >= 0x80 && cp <= 0x9f))
                         return false;
                 i += len;
@@ -53,7 +53,7 @@ static bool utf8_valid(const unsigned char *s, size_t n)
 /* A file name from the upper layer: printable, valid UTF-8, so that it can
  * be stored in JSON and shown in a diff. Hidden code points are allowed
  * here; the diff flags them and accept takes them only when named. */
-bool name_valid(const char *name)
+bool review_name_valid(const char *name)
 {
         size_t n = strlen(name);
         if (n == 0 || n > NAME_MAX || STREQ(name, ".") || STREQ(name, ".."))
@@ -67,7 +67,7 @@ bool name_valid(const char *name)
 /* Where the last component of path holding a hidden code point ends (0:
  * none, or path is not valid UTF-8, as only host names can be). A request
  * takes such a path only when it names it that far. */
-size_t hidden_end(const char *path)
+size_t review_hidden_end(const char *path)
 {
         const unsigned char *s = (const unsigned char *)path;
         size_t n = strlen(path), end = 0;
@@ -81,16 +81,16 @@ size_t hidden_end(const char *path)
                         continue;
                 }
                 uint32_t cp;
-                size_t len = utf8_next(s + i, n - i, &cp);
+                size_t len = review_utf8_next(s + i, n - i, &cp);
                 if (len == 0)
                         return 0;
-                in = in || is_hidden_codepoint(cp);
+                in = in || review_is_hidden_codepoint(cp);
                 i += len;
         }
         return end;
 }
 
-bool path_valid(const char *path)
+bool review_path_valid(const char *path)
 {
         size_t len = strlen(path);
         if (len == 0 || len >= PATH_MAX)
@@ -103,7 +103,7 @@ bool path_valid(const char *path)
                         return false;
                 memcpy(name, s, n);
                 name[n] = '\0';
-                if (!name_valid(name))
+                if (!review_name_valid(name))
                         return false;
                 if (!*e)
                         return true;
@@ -111,7 +111,7 @@ bool path_valid(const char *path)
         }
 }
 
-bool id_valid(const char *id)
+bool review_id_valid(const char *id)
 {
         size_t n = strlen(id);
         return n > 0 && n <= ID_MAX &&

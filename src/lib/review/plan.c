@@ -43,15 +43,15 @@ static int cmp_item(const void *a, const void *b)
  * path holds hidden code points, req names every one of them. Such a name
  * is never taken by a request for a directory above it, nor by accepting
  * everything. */
-bool request_takes(const char *req, const char *path)
+bool plan_request_takes(const char *req, const char *path)
 {
-        return is_beneath(path, req) && strlen(req) >= hidden_end(path);
+        return review_is_beneath(path, req) && strlen(req) >= review_hidden_end(path);
 }
 
 static bool plan_covered(const struct plan *p, const char *path)
 {
         for (size_t i = 0; i < p->accepted.n; i++)
-                if (request_takes(p->accepted.v[i], path))
+                if (plan_request_takes(p->accepted.v[i], path))
                         return true;
         return false;
 }
@@ -69,7 +69,7 @@ static int plan_remove(struct planner *pl, int at, const char *name, char *path,
                        unsigned depth)
 {
         struct host h;
-        int r = host_stat(at, name, &h);
+        int r = review_host_stat(at, name, &h);
         if (r < 0)
                 return al_error_set(pl->err, r, "inspecting \"%s\" in the workspace", path);
         if (h.mode == 0)
@@ -82,7 +82,7 @@ static int plan_remove(struct planner *pl, int at, const char *name, char *path,
         if (depth >= REVIEW_MAX_DEPTH)
                 return al_error_set_message(pl->err, ELOOP, "\"%s\" in the workspace is too deep",
                                             path);
-        int fd = open_beneath(at, name, O_RDONLY | O_DIRECTORY);
+        int fd = review_open_beneath(at, name, O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return al_error_set(pl->err, fd, "opening \"%s\" in the workspace", path);
         _cleanup_(closedirp) DIR *d = fdopendir(fd);
@@ -121,7 +121,7 @@ static int plan_remove_path(struct planner *pl, const char *rel)
  * directory lacks. */
 static int plan_replace_children(struct planner *pl, const char *dir)
 {
-        int fd = open_beneath(pl->rv->ws_fd, dir, O_RDONLY | O_DIRECTORY);
+        int fd = review_open_beneath(pl->rv->ws_fd, dir, O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return al_error_set(pl->err, fd, "opening \"%s\" in the workspace", dir);
         _cleanup_(closedirp) DIR *d = fdopendir(fd);
@@ -151,7 +151,7 @@ static int plan_replace_children(struct planner *pl, const char *dir)
 static enum hstate parent_state(struct planner *pl, const char *path)
 {
         char dir[PATH_MAX];
-        split_path(path, dir);
+        review_split_path(path, dir);
         if (!dir[0])
                 return H_MERGE;
         const struct entry *e = manifest_find(&pl->rv->m, dir);
@@ -179,7 +179,7 @@ int plan_build(struct review *rv, struct plan *p, struct al_error *err)
                 enum hstate ps = parent_state(&pl, e->path);
                 struct host h = {0};
                 if (ps != H_NONE || covered) {
-                        r = host_stat(rv->ws_fd, e->path, &h);
+                        r = review_host_stat(rv->ws_fd, e->path, &h);
                         if (r < 0)
                                 return al_error_set(err, r, "inspecting \"%s\" in the workspace",
                                                     e->path);

@@ -107,25 +107,25 @@ struct linktab {
 };
 
 /* names.c: name checks */
-size_t utf8_next(const unsigned char *s, size_t n, uint32_t *ret_cp);
-bool is_hidden_codepoint(uint32_t cp);
-bool name_valid(const char *name);
-size_t hidden_end(const char *path);
-bool path_valid(const char *path);
-bool id_valid(const char *id);
+size_t review_utf8_next(const unsigned char *s, size_t n, uint32_t *ret_cp);
+bool review_is_hidden_codepoint(uint32_t cp);
+bool review_name_valid(const char *name);
+size_t review_hidden_end(const char *path);
+bool review_path_valid(const char *path);
+bool review_id_valid(const char *id);
 
 /* fsio.c: file helpers */
-int open_beneath(int dirfd, const char *path, int flags);
-int host_stat(int dirfd, const char *path, struct host *ret);
-const char *split_path(const char *path, char dir[static PATH_MAX]);
-bool is_beneath(const char *path, const char *top);
-int write_json_at(int dirfd, const char *name, json_t *j);
-int read_json_at(int dirfd, const char *name, json_t **ret);
-int remove_tree_at(int at, const char *name, unsigned depth);
-int copy_data(int in, int out, uint64_t max, uint64_t *ret_bytes);
-int files_equal(int a, int b, bool *ret);
-int is_binary(int fd, bool *ret);
-int read_link(int dirfd, const char *path, char buf[static PATH_MAX]);
+int review_open_beneath(int dirfd, const char *path, int flags);
+int review_host_stat(int dirfd, const char *path, struct host *ret);
+const char *review_split_path(const char *path, char dir[static PATH_MAX]);
+bool review_is_beneath(const char *path, const char *top);
+int review_write_json_at(int dirfd, const char *name, json_t *j);
+int review_read_json_at(int dirfd, const char *name, json_t **ret);
+int review_remove_tree_at(int at, const char *name, unsigned depth);
+int review_copy_data(int in, int out, uint64_t max, uint64_t *ret_bytes);
+int review_files_equal(int a, int b, bool *ret);
+int review_is_binary(int fd, bool *ret);
+int review_read_link(int dirfd, const char *path, char buf[static PATH_MAX]);
 
 /* manifest.c: string arrays and the manifest */
 void strarr_add(struct strarr *a, const char *s);
@@ -135,8 +135,8 @@ void manifest_add(struct manifest *m, const char *path, enum etype type, mode_t 
 void manifest_done(struct manifest *m);
 void manifest_sort(struct manifest *m);
 const struct entry *manifest_find(const struct manifest *m, const char *path);
-int load_manifest(struct review *rv, const char *state_dir, struct al_error *err);
-int save_manifest(int dir_fd, const struct manifest *m);
+int manifest_load(struct review *rv, const char *state_dir, struct al_error *err);
+int manifest_save(int dir_fd, const struct manifest *m);
 
 /* links.c: the table of files with several names */
 void linktab_done(struct linktab *t);
@@ -150,5 +150,5 @@ int review_load(const char *state_dir, bool exclusive, struct review *rv, struct
 
 /* plan.c: what accepting would do */
 void plan_done(struct plan *p);
-bool request_takes(const char *req, const char *path);
+bool plan_request_takes(const char *req, const char *path);
 int plan_build(struct review *rv, struct plan *p, struct al_error *err);

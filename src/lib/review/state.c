@@ -38,7 +38,7 @@ int review_open(const char *state_dir, bool exclusive, struct review *rv, struct
                             state_dir);
                 return al_error_set(err, errno, "locking \"%s\"", state_dir);
         }
-        int r = read_json_at(rv->dir_fd, META_FILE, &rv->meta);
+        int r = review_read_json_at(rv->dir_fd, META_FILE, &rv->meta);
         if (r < 0)
                 return al_error_set(err, r, "reading %s/%s", state_dir, META_FILE);
         json_t *started = json_object_get(rv->meta, "startedNs");
@@ -58,7 +58,7 @@ int review_open(const char *state_dir, bool exclusive, struct review *rv, struct
         json_array_foreach(acc, i, v)
         {
                 const char *p = json_string_value(v);
-                if (!p || !(p[0] == '\0' || path_valid(p)))
+                if (!p || !(p[0] == '\0' || review_path_valid(p)))
                         return al_error_set_message(err, EBADMSG, "%s/%s: \"accepted\"", state_dir,
                                                     META_FILE);
         }
@@ -86,7 +86,7 @@ int review_create(const char *state_root, const char *id, const char *workspace,
         if (!state_root || state_root[0] != '/')
                 return al_error_set_message(err, EINVAL, "state directory \"%s\" is not absolute",
                                             state_root ? state_root : "");
-        if (!id_valid(id))
+        if (!review_id_valid(id))
                 return al_error_set_message(err, EINVAL, "bad sandbox id \"%s\"", id);
         if (!workspace || workspace[0] != '/')
                 return al_error_set_message(err, EINVAL, "workspace \"%s\" is not an absolute path",
@@ -111,14 +111,14 @@ int review_create(const char *state_root, const char *id, const char *workspace,
                                     CHANGES_DIR);
 
         struct manifest empty = {0};
-        r = save_manifest(dfd, &empty);
+        r = manifest_save(dfd, &empty);
         if (r < 0)
                 return al_error_set(err, r, "writing \"%s/%s/%s\"", sandboxes, id, MANIFEST_FILE);
         json_t *meta = json_pack("{s:s, s:s, s:I, s:s}", "id", id, "workspace", workspace,
                                  "startedNs", (json_int_t)started_ns, "state", "pending");
         if (!meta)
                 return al_error_set_message(err, EINVAL, "workspace path is not valid UTF-8");
-        r = write_json_at(dfd, META_FILE, meta);
+        r = review_write_json_at(dfd, META_FILE, meta);
         json_decref(meta);
         if (r < 0)
                 return al_error_set(err, r, "writing \"%s/%s/%s\"", sandboxes, id, META_FILE);
@@ -129,7 +129,7 @@ int review_create(const char *state_root, const char *id, const char *workspace,
 
 int review_find(const char *state_root, const char *id, char **ret_dir, struct al_error *err)
 {
-        if (!id_valid(id))
+        if (!review_id_valid(id))
                 return al_error_set_message(err, EINVAL, "bad sandbox ID \"%s\"", id);
         _cleanup_free_ char *sandboxes = xasprintf("%s/sandboxes", state_root);
         int fd = open(sandboxes, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -155,7 +155,7 @@ int review_find(const char *state_root, const char *id, char **ret_dir, struct a
         size_t n = strlen(id);
         struct dirent *de;
         while ((errno = 0, de = readdir(d))) {
-                if (!id_valid(de->d_name) || strncmp(de->d_name, id, n) != 0)
+                if (!review_id_valid(de->d_name) || strncmp(de->d_name, id, n) != 0)
                         continue;
                 if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
                     !S_ISDIR(st.st_mode))
@@ -190,7 +190,7 @@ int review_load(const char *state_dir, bool exclusive, struct review *rv, struct
         if (!STREQ(rv->state, "pending"))
                 return al_error_set_message(err, EALREADY, "sandbox %s was %s already", rv->id,
                                             rv->state);
-        r = load_manifest(rv, state_dir, err);
+        r = manifest_load(rv, state_dir, err);
         if (r < 0)
                 return r;
         rv->changes_fd =
