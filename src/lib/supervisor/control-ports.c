@@ -87,7 +87,8 @@ void control_do_ports(struct client *cl, json_t *req)
                         return;
                 }
                 sv_core_commit(&c->core);
-                control_send_json(cl, json_pack("{s:b}", "ok", 1));
+                control_send_json(cl, json_pack("{s:b, s:{s:i, s:b}}", "ok", 1, "port", "port",
+                                                port, "closed", 1));
                 control_client_finish(cl);
         } else if (STREQ(action, "list")) {
                 control_send_json(
