@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "events.h"
 #include "ports.h"
 #include "spawn.h"
 #include "util.h"
@@ -238,17 +239,18 @@ int sv_ports_netns_socket(int netns_fd)
 
 /* Connections */
 
+static struct events_port fwd_ev(const struct port_fwd *f)
+{
+        return (struct events_port){.port = f->port, .host_port = f->host_port, .bind = f->bind};
+}
+
 static void conn_record(struct port_conn *c, const char *result, const char *message)
 {
-        struct port_fwd *f = c->f;
-        json_t *o = json_pack(
-            "{s:i, s:i, s:s, s:s, s:I, s:I, s:I, s:s}", "port", f->port, "hostPort", f->host_port,
-            "bind", f->bind, "peer", c->peer, "bytesToSandbox", (json_int_t)c->bytes[0],
-            "bytesFromSandbox", (json_int_t)c->bytes[1], "durationMs",
-            (json_int_t)((now_monotonic_us() - c->start_us) / 1000), "result", result);
-        if (o && message)
-                json_object_set_new(o, "message", json_string(message));
-        sv_core_record(f->p->core, "port.connect", o);
+        struct events_port ep = fwd_ev(c->f);
+        sv_core_record(c->f->p->core, "port.connect",
+                       events_port_connect(&ep, c->peer, c->bytes[0], c->bytes[1],
+                                           (now_monotonic_us() - c->start_us) / 1000, result,
+                                           message));
 }
 
 static void conn_end(struct port_conn *c, const char *result, const char *message)
@@ -365,12 +367,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                  * (the count goes into port.closed): a client that keeps
                  * knocking cannot fill the audit log. */
                 close(fd);
+                struct events_port ep = fwd_ev(f);
                 if (f->refused++ == 0)
                         sv_core_record(core, "port.refused",
-                                       json_pack("{s:i, s:i, s:s, s:i}", "port", f->port,
-                                                 "hostPort", f->host_port, "reason",
-                                                 "too_many_connections", "limit",
-                                                 SV_PORTS_CONN_MAX));
+                                       events_port_refused(&ep, SV_PORTS_CONN_MAX));
                 return;
         }
         struct port_conn *c = xcalloc(1, sizeof(*c));
@@ -429,10 +429,9 @@ static void fwd_free(struct port_fwd *f, const char *reason)
                 conn_end(f->conns, "closed", reason);
         if (f->listener)
                 evconnlistener_free(f->listener);
+        struct events_port ep = fwd_ev(f);
         sv_core_record(f->p->core, "port.closed",
-                       json_pack("{s:i, s:i, s:s, s:s, s:I, s:I}", "port", f->port, "hostPort",
-                                 f->host_port, "bind", f->bind, "reason", reason, "accepted",
-                                 (json_int_t)f->accepted, "refused", (json_int_t)f->refused));
+                       events_port_closed(&ep, reason, f->accepted, f->refused));
         free(f);
 }
 
@@ -501,9 +500,8 @@ int sv_ports_open(struct sv_ports *p, const struct sv_port_req *req, json_t **re
                 return al_error_set(err, ENOMEM, "watching the host listener");
         }
         TAKE_FD(fd);
-        if (sv_core_record(p->core, "port.opened",
-                           json_pack("{s:i, s:i, s:s}", "port", f->port, "hostPort", f->host_port,
-                                     "bind", f->bind)) < 0) {
+        struct events_port ep = fwd_ev(f);
+        if (sv_core_record(p->core, "port.opened", events_port_opened(&ep)) < 0) {
                 evconnlistener_free(f->listener);
                 free(f);
                 return al_error_set(err, EIO, "recording the forward");
