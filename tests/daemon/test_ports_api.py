@@ -43,14 +43,14 @@ def serve(api, sid, port=8000):
 def test_open_list_fetch_close(shared_daemon, api, sandbox):
     sid = sandbox["id"]
     serve(api, sid)
-    fwd = api._json("POST", f"/v1/sandboxes/{sid}/ports", {"port": 8000})
+    fwd = api.open_port(sid, 8000)
     assert fwd["port"] == 8000 and fwd["bind"] == "127.0.0.1" and fwd["hostPort"] > 0
     host = fwd["hostPort"]
     r = curl_until(host, "/hello.txt")
     assert r.returncode == 0, r.stderr
     assert r.stdout == "served by the sandbox\n"
 
-    listed = api._json("GET", f"/v1/sandboxes/{sid}/ports")["ports"]
+    listed = api.ports(sid)
     assert [(p["port"], p["hostPort"]) for p in listed] == [(8000, host)]
     assert listed[0]["accepted"] >= 1
 
@@ -58,7 +58,7 @@ def test_open_list_fetch_close(shared_daemon, api, sandbox):
         api._json("POST", f"/v1/sandboxes/{sid}/ports", {"port": 8000})
     assert e.value.status == 409 and e.value.error == "port_unavailable"
 
-    closed = api._json("DELETE", f"/v1/sandboxes/{sid}/ports/8000")
+    closed = api.close_port(sid, 8000)
     assert closed == {"port": 8000, "closed": True}
     assert refused(host)
     assert api._json("GET", f"/v1/sandboxes/{sid}/ports")["ports"] == []
@@ -125,3 +125,32 @@ def test_needs_allow_sandbox(shared_daemon, sandbox):
     with pytest.raises(AirlockError) as e:
         c._json("DELETE", f"/v1/sandboxes/{sandbox['id']}/ports/8000")
     assert e.value.status == 403
+
+
+def test_forwards_outlive_a_daemon_restart(make_daemon):
+    """The supervisor owns the forward: a daemon restart re-attaches to the
+    sandbox and finds it still served."""
+    d = make_daemon()
+    api = d.client(d.admin)
+    sid = api.create(sandbox_class="small")["id"]
+    serve(api, sid, 8002)
+    host = api.open_port(sid, 8002)["hostPort"]
+    assert curl_until(host, "/hello.txt").returncode == 0
+    d.stop()
+    assert curl_until(host, "/hello.txt").stdout == "served by the sandbox\n"
+    d.start()
+    api = d.client(d.admin)
+    assert [p["hostPort"] for p in api.ports(sid)] == [host]
+    api.delete(sid)
+    assert refused(host)
+
+
+def test_client_pages(make_daemon):
+    d = make_daemon()
+    api = d.client(d.admin)
+    ids = [api.create(sandbox_class="small")["id"] for _ in range(3)]
+    got, token = api.list_page(limit=2)
+    assert len(got) == 2 and token
+    more, token = api.list_page(limit=2, next_token=token)
+    assert token is None
+    assert [s["id"] for s in got + more] == list(reversed(ids))
