@@ -289,3 +289,103 @@ def test_control_ports_open_list_close(airlock):
     finally:
         sv.stop()
     assert refused(port)
+
+
+ECHO_SERVER = r"""
+import hashlib, socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8100))
+s.listen(4)
+while True:
+    c, _ = s.accept()
+    h = hashlib.sha256()
+    n = 0
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        h.update(d)
+        n += len(d)
+    # Only after the client's end of stream: a half-close must get through.
+    c.sendall(f"{n} {h.hexdigest()}\n".encode() + b"z" * (8 << 20))
+    c.close()
+"""
+
+
+def test_half_close_and_bulk_both_ways(airlock):
+    """8 MiB each way through bounded queues, the client's half-close passed
+    on, and the byte counts in the audit line."""
+    ws = airlock.make_dir()
+    (ws / "echo.py").write_text(ECHO_SERVER)
+    airlock.chown(ws)
+    audit = airlock.make_dir("audit") / "audit.jsonl"
+    p = subprocess.Popen(airlock.cmd(["run", "-w", ws, "--audit", audit, "-P", "8100:0",
+                                      "--timeout", "40", "--", "python3", "echo.py"]),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        m = re.search(r"served at 127\.0\.0\.1:(\d+)", p.stderr.readline())
+        assert m
+        port = int(m.group(1))
+        payload = os.urandom(8 << 20)
+        import hashlib
+        want = f"{len(payload)} {hashlib.sha256(payload).hexdigest()}\n".encode()
+        end = time.monotonic() + 20
+        while True:
+            c = socket.create_connection(("127.0.0.1", port), timeout=20)
+            try:
+                c.sendall(payload)
+                c.shutdown(socket.SHUT_WR)
+                got = b""
+                while True:
+                    d = c.recv(1 << 20)
+                    if not d:
+                        break
+                    got += d
+            except (ConnectionResetError, BrokenPipeError):
+                got = b""
+            c.close()
+            if got or time.monotonic() > end:
+                break
+            time.sleep(0.3)  # the server inside was not up yet
+        assert got.startswith(want), got[:100]
+        assert len(got) == len(want) + (8 << 20)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=20)
+        p.stderr.close()
+    conns = []
+    with open(audit) as f:
+        for line in f:
+            e = json.loads(line)
+            if e["kind"] == "port.connect" and e["result"] == "closed":
+                conns.append(e)
+    assert conns[-1]["bytesToSandbox"] == 8 << 20
+    assert conns[-1]["bytesFromSandbox"] == len(want) + (8 << 20)
+
+
+def test_ipv6_bind(airlock):
+    if not socket.has_ipv6 or not os.path.exists("/proc/net/if_inet6"):
+        pytest.skip("no IPv6 on this host")
+    ws = airlock.make_dir()
+    p = subprocess.Popen(airlock.cmd(["run", "-w", ws, "-P", "8000:0", "--port-bind", "::1",
+                                      "--timeout", "30", "--", "python3", "-m", "http.server",
+                                      "--bind", "127.0.0.1", "8000"]),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        m = re.search(r"served at \[::1\]:(\d+)", line)
+        assert m, line
+        port = int(m.group(1))
+        end = time.monotonic() + 20
+        while True:
+            r = subprocess.run(["curl", "-sS", "-m", "3", f"http://[::1]:{port}/"],
+                               capture_output=True, text=True, timeout=10)
+            if r.returncode == 0 or time.monotonic() > end:
+                break
+            time.sleep(0.3)
+        assert r.returncode == 0 and "Directory listing" in r.stdout, r.stderr
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=20)
+        p.stderr.close()
