@@ -389,3 +389,37 @@ def test_ipv6_bind(airlock):
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=20)
         p.stderr.close()
+
+
+PROBE = r"""
+import socket, sys
+host_port = int(sys.argv[1])
+out = []
+for addr in [("127.0.0.1", host_port), ("10.0.2.2", 80), ("1.1.1.1", 53)]:
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect(addr)
+        out.append("open")
+    except OSError as e:
+        out.append(type(e).__name__)
+    s.close()
+ifaces = sorted(name for _, name in socket.if_nameindex())
+print(" ".join(out), ",".join(ifaces))
+"""
+
+
+def test_a_forward_gives_the_sandbox_no_network(airlock):
+    """With a forward open the sandbox still has only its loopback: the host's
+    listener is not reachable from inside, nor is anything else."""
+    ws = airlock.make_dir()
+    (ws / "probe.py").write_text(PROBE)
+    airlock.chown(ws)
+    port = free_port()
+    r = airlock.run(["run", "-q", "-w", ws, "-P", f"8000:{port}", "--net", "none", "--",
+                     "python3", "probe.py", str(port)], timeout=60)
+    assert r.returncode == 0, r.stderr
+    *probes, ifaces = r.stdout.split()
+    assert probes[0] == "ConnectionRefusedError", r.stdout  # nothing of the host's inside
+    assert "open" not in probes, r.stdout
+    assert ifaces == "lo", r.stdout
