@@ -275,10 +275,9 @@ int cmd_ls(int argc, char **argv)
         do {
                 uint64_t want = limit ? limit - json_array_size(arr) : 1000;
                 _cleanup_free_ char *tok = next ? api_url_escape(next) : NULL;
-                _cleanup_free_ char *path =
-                    xasprintf("/v1/sandboxes%s%slimit=%" PRIu64 "%s%s", query, query[0] ? "&" : "?",
-                              want > 1000 ? (uint64_t)1000 : want, tok ? "&next=" : "",
-                              tok ? tok : "");
+                _cleanup_free_ char *path = xasprintf(
+                    "/v1/sandboxes%s%slimit=%" PRIu64 "%s%s", query, query[0] ? "&" : "?",
+                    want > 1000 ? (uint64_t)1000 : want, tok ? "&next=" : "", tok ? tok : "");
                 _cleanup_free_ char *resp = NULL;
                 int status = api_call("ls", &t, "GET", path, NULL, NULL, 0, &resp, NULL, true);
                 if (status != 200) {
@@ -290,8 +289,8 @@ int cmd_ls(int argc, char **argv)
                 json_array_extend(arr, json_object_get(page, "sandboxes"));
                 free(next);
                 const char *nt = json_string_value(json_object_get(page, "next"));
-                next = nt && json_array_size(json_object_get(page, "sandboxes")) ? xstrdup(nt)
-                                                                                 : NULL;
+                next =
+                    nt && json_array_size(json_object_get(page, "sandboxes")) ? xstrdup(nt) : NULL;
                 json_decref(page);
         } while (next && (!limit || json_array_size(arr) < limit));
         json_t *o = json_pack("{s:o}", "sandboxes", arr);

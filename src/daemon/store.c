@@ -523,9 +523,10 @@ int store_sandbox_list(struct store *s, const struct store_filter *f, struct sto
                                 " AND json_extract(metadata, ?%zu) IS ?%zu", 4 + 2 * i, 5 + 2 * i);
         /* The page cursor: strictly after (created_ms, id) in this order. */
         size_t ci = 4 + 2 * f->n_meta;
-        off += snprintf(sql + off, sizeof(sql) - (size_t)off,
-                        " AND (?%zu IS NULL OR created_ms < ?%zu OR (created_ms = ?%zu AND id > ?%zu))",
-                        ci + 1, ci, ci, ci + 1);
+        off += snprintf(
+            sql + off, sizeof(sql) - (size_t)off,
+            " AND (?%zu IS NULL OR created_ms < ?%zu OR (created_ms = ?%zu AND id > ?%zu))", ci + 1,
+            ci, ci, ci + 1);
         snprintf(sql + off, sizeof(sql) - (size_t)off, " ORDER BY created_ms DESC, id LIMIT ?3");
 
         _cleanup_stmt_ sqlite3_stmt *st = NULL;

@@ -542,9 +542,9 @@ static void handle_list(struct daemon *d, struct evhttp_request *req, const stru
                 struct sandbox *live = sandbox_find(d, v[i]->id);
                 json_array_append_new(arr, sandbox_record_json(v[i], live));
         }
-        json_t *next = n > page ? json_sprintf("%" PRIu64 "-%s", v[page - 1]->created_ms,
-                                               v[page - 1]->id)
-                                : json_null();
+        json_t *next =
+            n > page ? json_sprintf("%" PRIu64 "-%s", v[page - 1]->created_ms, v[page - 1]->id)
+                     : json_null();
         store_sandboxes_free(v, n);
         reply_json(d, req, 200, json_pack("{s:o, s:o}", "sandboxes", arr, "next", next));
 }

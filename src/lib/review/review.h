@@ -135,10 +135,10 @@ int review_find(const char *state_root, const char *id, char **ret_dir, struct a
  * replacing one of its entries, and entries removed. */
 struct review_pending {
         char id[65];
-        char *workspace;   /* NULL when error is set */
+        char *workspace; /* NULL when error is set */
         uint64_t started_ns;
         uint64_t added, modified, deleted;
-        char *error;       /* why it could not be counted (e.g. an accept holds it) */
+        char *error; /* why it could not be counted (e.g. an accept holds it) */
 };
 
 /* The most review_list_pending returns. */

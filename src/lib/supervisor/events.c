@@ -210,11 +210,11 @@ json_t *events_port_connect(const struct events_port *p, const char *peer, uint6
                             uint64_t from_sandbox, uint64_t duration_ms, const char *result,
                             const char *message)
 {
-        json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:I, s:I, s:I, s:s}", "port", (int)p->port,
-                              "hostPort", (int)p->host_port, "bind", p->bind, "peer", peer,
-                              "bytesToSandbox", (json_int_t)to_sandbox, "bytesFromSandbox",
-                              (json_int_t)from_sandbox, "durationMs", (json_int_t)duration_ms,
-                              "result", result);
+        json_t *o =
+            json_pack("{s:i, s:i, s:s, s:s, s:I, s:I, s:I, s:s}", "port", (int)p->port, "hostPort",
+                      (int)p->host_port, "bind", p->bind, "peer", peer, "bytesToSandbox",
+                      (json_int_t)to_sandbox, "bytesFromSandbox", (json_int_t)from_sandbox,
+                      "durationMs", (json_int_t)duration_ms, "result", result);
         if (o && message)
                 json_object_set_new(o, "message", json_string(message));
         return o;
