@@ -182,6 +182,33 @@ class Client:
     def set_ttl(self, sandbox_id, ttl):
         return self._json("POST", "/v1/sandboxes/%s/ttl" % sandbox_id, {"ttl": ttl})
 
+    def list_page(self, state=None, metadata=None, limit=None, next_token=None):
+        """One page of the list: (records, the next page's token or None)."""
+        params = [("state", state), ("limit", limit), ("next", next_token)]
+        for k, v in (metadata or {}).items():
+            params.append(("metadata." + k, v))
+        q = urllib.parse.urlencode([(k, v) for k, v in params if v is not None])
+        doc = self._json("GET", "/v1/sandboxes" + ("?" + q if q else ""))
+        return doc["sandboxes"], doc.get("next")
+
+    # ports
+
+    def open_port(self, sandbox_id, port, host_port=None, bind=None):
+        """Serve the sandbox's 127.0.0.1:port on the host; the answer's
+        "hostPort" is where (any free port unless host_port is given)."""
+        body = {"port": port}
+        if host_port is not None:
+            body["hostPort"] = host_port
+        if bind is not None:
+            body["bind"] = bind
+        return self._json("POST", "/v1/sandboxes/%s/ports" % sandbox_id, body, expect=(201,))
+
+    def ports(self, sandbox_id):
+        return self._json("GET", "/v1/sandboxes/%s/ports" % sandbox_id)["ports"]
+
+    def close_port(self, sandbox_id, port):
+        return self._json("DELETE", "/v1/sandboxes/%s/ports/%d" % (sandbox_id, port))
+
     # processes
 
     @staticmethod

@@ -27,6 +27,7 @@ static const struct {
         {"diff", cmd_diff, "show what a review sandbox changed"},
         {"accept", cmd_accept, "apply a review sandbox's changes to its workspace"},
         {"discard", cmd_discard, "drop a review sandbox's changes"},
+        {"review", cmd_review, "list the review sandboxes whose changes are pending (review ls)"},
         {"export", tools_export, "write a sandbox's new commits as patches (mbox)"},
         {"push", tools_push, "push a sandbox's new commits to a new branch"},
         {"supervise", cmd_supervise, "run one long-lived sandbox (used by airlockd)"},
@@ -59,7 +60,7 @@ static void usage(FILE *f)
         else
                 fputs("  run       run a command in a new sandbox\n"
                       "  audit     verify or show an audit log\n"
-                      "  diff, accept, discard     review what a --review sandbox changed\n"
+                      "  review ls, diff, accept, discard   review what a --review sandbox changed\n"
                       "  export, push              take the commits of a --repo sandbox\n"
                       "  create, ls, exec, cp, rm, logs   use airlockd's sandboxes\n"
                       "  grant     manage the tokens airlockd accepts\n"

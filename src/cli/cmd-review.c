@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "help.h"
@@ -472,5 +473,84 @@ int cmd_discard(int argc, char **argv)
         else
                 printf("discard: the changes of sandbox %s are gone; the workspace is as it was\n",
                        argv[first]);
+        return 0;
+}
+
+/* airlock review ls */
+
+static const char review_usage[] =
+    "Usage: airlock review ls [OPTIONS]\n"
+    "\n"
+    "List the review sandboxes whose changes are pending, newest first, with\n"
+    "what accepting them now would do: files added to the workspace, files\n"
+    "modified, entries deleted (as 'airlock diff' shows them).\n"
+    "\n"
+    "Examples:\n"
+    "  airlock review ls\n"
+    "  airlock review ls --json\n"
+    "  airlock review ls --state-root /srv/review\n"
+    "\n"
+    "Options:\n"
+    "      --json             one JSON object per sandbox\n";
+
+static void print_started(uint64_t ns, char *buf, size_t size)
+{
+        time_t t = (time_t)(ns / 1000000000ULL);
+        struct tm tm;
+        if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+                snprintf(buf, size, "-");
+}
+
+int cmd_review(int argc, char **argv)
+{
+        if (argc >= 2 && (STREQ(argv[1], "-h") || STREQ(argv[1], "--help"))) {
+                _cleanup_free_ char *t = xasprintf("%s%s", review_usage, state_root_help);
+                help_print(stdout, t, "review");
+                return 0;
+        }
+        if (argc < 2 || !STREQ(argv[1], "ls"))
+                return usage_error("review", "expected \"ls\" (see 'airlock review --help'); "
+                                             "diff, accept and discard are commands of their own");
+        _cleanup_free_ char *root = NULL;
+        bool json = false;
+        int first = parse_common("review ls", review_usage, argc - 1, argv + 1, &root, &json);
+        if (first < 0)
+                return -1 - first;
+        if (argc - 1 - first != 0)
+                return operand_error("review ls", json, "expected no operands");
+        struct review_pending *v = NULL;
+        size_t n = 0;
+        struct al_error err = {0};
+        if (review_list_pending(root, &v, &n, &err) < 0)
+                return fail("review ls", json, "failed", err.msg, EXIT_BAD);
+        if (!json)
+                printf("%-16s  %-20s  %6s  %8s  %7s  %s\n", "ID", "STARTED", "ADDED", "MODIFIED",
+                       "DELETED", "WORKSPACE");
+        for (size_t i = 0; i < n; i++) {
+                char started[32];
+                print_started(v[i].started_ns, started, sizeof(started));
+                if (json) {
+                        bool c = !v[i].error; /* counted */
+                        json_t *o = json_pack(
+                            "{s:s, s:s, s:o, s:o, s:o}", "sandbox", v[i].id, "startedAt", started,
+                            "added", c ? json_integer((json_int_t)v[i].added) : json_null(),
+                            "modified", c ? json_integer((json_int_t)v[i].modified) : json_null(),
+                            "deleted", c ? json_integer((json_int_t)v[i].deleted) : json_null());
+                        json_object_set_new(o, "workspace",
+                                            v[i].workspace ? json_text(v[i].workspace)
+                                                           : json_null());
+                        if (v[i].error)
+                                json_object_set_new(o, "error", json_text(v[i].error));
+                        json_line(o);
+                } else if (v[i].error) {
+                        printf("%-16s  %-20s  %6s  %8s  %7s  (%s)\n", v[i].id,
+                               v[i].started_ns ? started : "-", "-", "-", "-", v[i].error);
+                } else {
+                        printf("%-16s  %-20s  %6" PRIu64 "  %8" PRIu64 "  %7" PRIu64 "  %s\n",
+                               v[i].id, started, v[i].added, v[i].modified, v[i].deleted,
+                               v[i].workspace);
+                }
+        }
+        review_pending_free(v, n);
         return 0;
 }

@@ -13,6 +13,7 @@
 #include "audit.h"
 #include "githelper.h"
 #include "policy.h"
+#include "ports.h"
 #include "review.h"
 #include "secrets.h"
 #include "orphans.h"
@@ -71,6 +72,10 @@ static const char run_usage[] =
         "      --deny HOST          deny a destination\n"
         "      --allow-private CIDR let the gate reach a private range\n"
         "      --host NAME=IP       answer NAME with IP without DNS\n"
+        "  -P, --port PORT[:HOSTPORT]  serve the sandbox's 127.0.0.1:PORT on the host's\n"
+        "                           127.0.0.1:HOSTPORT (default: the same; 0: any free\n"
+        "                           port), network mode none included (repeatable)\n"
+        "      --port-bind ADDR     the host address -P listens on (default 127.0.0.1)\n"
         "      --net-log FILE       append every network decision to FILE as JSON lines\n"
         "      --inject NAME:HEADER=VALUE  add HEADER to requests through route NAME\n"
         "                           (VALUE may use ${secret:KEY}, ${sandbox.id}, ${account})\n"
@@ -122,6 +127,7 @@ enum {
         OPT_IO_WRITE_BPS,
         OPT_IO_READ_IOPS,
         OPT_IO_WRITE_IOPS,
+        OPT_PORT_BIND,
 };
 
 static const struct option run_options[] = {
@@ -160,6 +166,8 @@ static const struct option run_options[] = {
         {"io-write-bps", required_argument, NULL, OPT_IO_WRITE_BPS},
         {"io-read-iops", required_argument, NULL, OPT_IO_READ_IOPS},
         {"io-write-iops", required_argument, NULL, OPT_IO_WRITE_IOPS},
+        {"port", required_argument, NULL, 'P'},
+        {"port-bind", required_argument, NULL, OPT_PORT_BIND},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -177,7 +185,42 @@ struct run_args {
         const char *rev;
         const char *state_root;
         bool quiet;
+        struct sv_port_req ports[SV_PORTS_MAX];
+        size_t n_ports;
+        const char *port_bind;
 };
+
+/* -P: where a forward listens, said once (not under -q). */
+static void print_port(void *ud, unsigned port, unsigned host_port, const char *bind)
+{
+        const struct run_args *a = ud;
+        if (!a->quiet)
+                fprintf(stderr, "airlock: sandbox port %u is served at %s%s%s:%u\n", port,
+                        strchr(bind, ':') ? "[" : "", bind, strchr(bind, ':') ? "]" : "",
+                        host_port);
+}
+
+/* -P PORT[:HOSTPORT] */
+static int add_port(struct run_args *a, const char *arg, char *msg, size_t msglen)
+{
+        const char *why = NULL;
+        if (a->n_ports >= SV_PORTS_MAX) {
+                snprintf(msg, msglen, "run: -P \"%s\": at most %d ports", arg, SV_PORTS_MAX);
+                return -EINVAL;
+        }
+        if (sv_ports_parse_spec(arg, &a->ports[a->n_ports], &why) < 0) {
+                snprintf(msg, msglen, "run: -P \"%s\": %s", arg, why);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < a->n_ports; i++)
+                if (a->ports[i].port == a->ports[a->n_ports].port) {
+                        snprintf(msg, msglen, "run: -P \"%s\": port %u is given twice", arg,
+                                 a->ports[i].port);
+                        return -EINVAL;
+                }
+        a->n_ports++;
+        return 0;
+}
 
 static struct policy_route *find_route(struct policy *p, const char *name)
 {
@@ -338,7 +381,7 @@ int cmd_run(int argc, char **argv)
         const char *workspace = NULL;
         optind = 1;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+p:w:qh", run_options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+p:w:P:qh", run_options, NULL)) != -1) {
                 r = 0;
                 msg[0] = '\0';
                 switch (c) {
@@ -494,6 +537,19 @@ int cmd_run(int argc, char **argv)
                 case OPT_ALLOW_BROAD:
                         p->allow_broad = true;
                         break;
+                case 'P':
+                        r = add_port(&a, optarg, msg, sizeof(msg));
+                        break;
+                case OPT_PORT_BIND:
+                        if (sv_ports_check_bind(optarg) < 0) {
+                                snprintf(msg, sizeof(msg),
+                                         "run: --port-bind \"%s\": expected an IP address, "
+                                         "e.g. 127.0.0.1 or ::1",
+                                         optarg);
+                                r = -EINVAL;
+                        }
+                        a.port_bind = optarg;
+                        break;
                 case 'q':
                         a.quiet = true;
                         break;
@@ -592,7 +648,13 @@ int cmd_run(int argc, char **argv)
                 .stdin_fd = 0,
                 .stdout_fd = 1,
                 .stderr_fd = 2,
+                .ports = a.ports,
+                .n_ports = a.n_ports,
+                .on_port = print_port,
+                .on_port_ud = &a,
         };
+        for (size_t i = 0; a.port_bind && i < a.n_ports; i++)
+                snprintf(a.ports[i].bind, sizeof(a.ports[i].bind), "%s", a.port_bind);
         struct supervisor_result res = {0};
         struct gitguard *gg = gitguard_begin(p);
         r = orphans_run(&cfg, &res, &err);

@@ -193,14 +193,16 @@ static const char ls_usage[] =
     "      --state STATE    only sandboxes in this state (starting, running, stopping,\n"
     "                       destroyed, failed)\n"
     "      --meta KEY=VALUE only sandboxes with this metadata (repeatable)\n"
+    "      --limit N        at most N sandboxes (default: all, a page at a time)\n"
     "      --json           print the records as JSON\n";
 
 int cmd_ls(int argc, char **argv)
 {
-        enum { O_STATE = 1, O_META, O_JSON };
+        enum { O_STATE = 1, O_META, O_JSON, O_LIMIT };
         static const struct option opts[] = {
             {"state", required_argument, NULL, O_STATE},
             {"meta", required_argument, NULL, O_META},
+            {"limit", required_argument, NULL, O_LIMIT},
             {"json", no_argument, NULL, O_JSON},
             API_COMMON_OPTIONS,
             {NULL, 0, NULL, 0},
@@ -208,6 +210,7 @@ int cmd_ls(int argc, char **argv)
         struct api_common co = {0};
         _cleanup_free_ char *query = xstrdup("");
         bool json_out = false;
+        uint64_t limit = 0; /* 0: all */
         int c;
         optind = 1;
         opterr = 0;
@@ -243,6 +246,15 @@ int cmd_ls(int argc, char **argv)
                 case O_JSON:
                         json_out = true;
                         break;
+                case O_LIMIT:
+                        if (safe_atou64(optarg, &limit) < 0 || limit == 0 || limit > 1000000) {
+                                fprintf(stderr,
+                                        "airlock: ls: --limit \"%s\": expected a number from 1 "
+                                        "to 1000000\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
                 case 'h':
                         api_print_help(ls_usage, "ls");
                         return 0;
@@ -257,14 +269,31 @@ int cmd_ls(int argc, char **argv)
         struct api_target t;
         if (api_make_target("ls", &co, &t) < 0)
                 return EXIT_FAIL;
-        _cleanup_free_ char *path = xasprintf("/v1/sandboxes%s", query);
-        _cleanup_free_ char *resp = NULL;
-        int status = api_call("ls", &t, "GET", path, NULL, NULL, 0, &resp, NULL, true);
-        if (status != 200)
-                return EXIT_FAIL;
-        json_error_t jerr;
-        json_t *o = json_loads(resp, 0, &jerr);
-        json_t *arr = json_object_get(o, "sandboxes");
+        /* Page by page, each after the "next" token of the one before. */
+        json_t *arr = json_array();
+        _cleanup_free_ char *next = NULL;
+        do {
+                uint64_t want = limit ? limit - json_array_size(arr) : 1000;
+                _cleanup_free_ char *tok = next ? api_url_escape(next) : NULL;
+                _cleanup_free_ char *path = xasprintf(
+                    "/v1/sandboxes%s%slimit=%" PRIu64 "%s%s", query, query[0] ? "&" : "?",
+                    want > 1000 ? (uint64_t)1000 : want, tok ? "&next=" : "", tok ? tok : "");
+                _cleanup_free_ char *resp = NULL;
+                int status = api_call("ls", &t, "GET", path, NULL, NULL, 0, &resp, NULL, true);
+                if (status != 200) {
+                        json_decref(arr);
+                        return EXIT_FAIL;
+                }
+                json_error_t jerr;
+                json_t *page = json_loads(resp, 0, &jerr);
+                json_array_extend(arr, json_object_get(page, "sandboxes"));
+                free(next);
+                const char *nt = json_string_value(json_object_get(page, "next"));
+                next =
+                    nt && json_array_size(json_object_get(page, "sandboxes")) ? xstrdup(nt) : NULL;
+                json_decref(page);
+        } while (next && (!limit || json_array_size(arr) < limit));
+        json_t *o = json_pack("{s:o}", "sandboxes", arr);
         if (json_out) {
                 char *text = json_dumps(arr ? arr : json_array(), JSON_INDENT(2));
                 printf("%s\n", text ? text : "[]");

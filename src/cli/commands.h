@@ -8,6 +8,7 @@ int cmd_audit(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_accept(int argc, char **argv);
 int cmd_discard(int argc, char **argv);
+int cmd_review(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_push(int argc, char **argv);
 int cmd_supervise(int argc, char **argv);

@@ -521,6 +521,12 @@ int store_sandbox_list(struct store *s, const struct store_filter *f, struct sto
         for (size_t i = 0; i < f->n_meta; i++)
                 off += snprintf(sql + off, sizeof(sql) - (size_t)off,
                                 " AND json_extract(metadata, ?%zu) IS ?%zu", 4 + 2 * i, 5 + 2 * i);
+        /* The page cursor: strictly after (created_ms, id) in this order. */
+        size_t ci = 4 + 2 * f->n_meta;
+        off += snprintf(
+            sql + off, sizeof(sql) - (size_t)off,
+            " AND (?%zu IS NULL OR created_ms < ?%zu OR (created_ms = ?%zu AND id > ?%zu))", ci + 1,
+            ci, ci, ci + 1);
         snprintf(sql + off, sizeof(sql) - (size_t)off, " ORDER BY created_ms DESC, id LIMIT ?3");
 
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -537,6 +543,8 @@ int store_sandbox_list(struct store *s, const struct store_filter *f, struct sto
                 bind_text(st, (int)(4 + 2 * i), path);
                 bind_text(st, (int)(5 + 2 * i), f->meta_value[i]);
         }
+        sqlite3_bind_int64(st, (int)ci, (sqlite3_int64)f->after_created_ms);
+        bind_text(st, (int)ci + 1, f->after_id);
         struct store_sandbox **v = NULL;
         size_t n = 0;
         int rc;

@@ -82,6 +82,10 @@ struct store_filter {
         const char *meta_value[STORE_META_MAX];
         size_t n_meta;
         size_t limit;          /* 0: 1000 */
+        /* A page after the sandbox (created_ms, id) a previous page ended
+         * with; after_id NULL: from the newest. */
+        uint64_t after_created_ms;
+        const char *after_id;
 };
 
 /* Newest first. */

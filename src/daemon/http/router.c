@@ -46,6 +46,9 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/events", route_events},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/stdin", route_stdin},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/signal", route_signal},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/ports", route_ports},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/ports", route_ports},
+    {EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/ports/{pid}", route_port_delete},
 };
 
 /* The methods, in the order Allow names them. */

@@ -54,3 +54,6 @@ void route_export(struct daemon *d, struct evhttp_request *req, const struct rou
 void route_push(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* audit.c */
 void route_audit(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* ports.c: GET and POST .../ports, DELETE .../ports/{port} (in a->pid) */
+void route_ports(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_port_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

@@ -461,9 +461,27 @@ out:
 
 /* GET /v1/sandboxes */
 
+/* The "next" token of a page: the last sandbox's creation time and id,
+ * "<created_ms>-<id>", where the next page starts (after it). */
+static int parse_page_token(const char *s, uint64_t *ret_ms, char ret_id[static 17])
+{
+        const char *dash = strchr(s, '-');
+        if (!dash || dash == s || dash - s > 20 || strlen(dash + 1) != 16 ||
+            strspn(dash + 1, "0123456789abcdef") != 16)
+                return -EINVAL;
+        char num[21];
+        memcpy(num, s, (size_t)(dash - s));
+        num[dash - s] = '\0';
+        if (safe_atou64(num, ret_ms) < 0 || *ret_ms > INT64_MAX)
+                return -EINVAL;
+        memcpy(ret_id, dash + 1, 17);
+        return 0;
+}
+
 static void handle_list(struct daemon *d, struct evhttp_request *req, const struct query *q)
 {
         struct store_filter f = {0};
+        char after_id[17];
         for (size_t i = 0; i < q->n; i++) {
                 const char *k = q->key[i];
                 if (STREQ(k, "state")) {
@@ -495,6 +513,13 @@ static void handle_list(struct daemon *d, struct evhttp_request *req, const stru
                         f.n_meta++;
                 } else if (STREQ(k, "grant")) {
                         f.grant = q->value[i];
+                } else if (STREQ(k, "next")) {
+                        if (parse_page_token(q->value[i], &f.after_created_ms, after_id) < 0) {
+                                reply_bad_field(d, req, "next",
+                                                "must be the \"next\" token a previous page gave");
+                                return;
+                        }
+                        f.after_id = after_id;
                 } else {
                         reply_error_fields(d, req, 400, "bad_request",
                                            json_pack("{s:s}", "field", k),
@@ -504,18 +529,24 @@ static void handle_list(struct daemon *d, struct evhttp_request *req, const stru
         }
         struct store_sandbox **v = NULL;
         size_t n = 0;
+        /* One more than the page: whether another page follows. */
+        size_t page = f.limit ? f.limit : 1000;
+        f.limit = page + 1;
         int r = store_sandbox_list(d->store, &f, &v, &n);
         if (r < 0) {
                 reply_error(d, req, 500, "internal", "listing sandboxes: %s", strerror(-r));
                 return;
         }
         json_t *arr = json_array();
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n && i < page; i++) {
                 struct sandbox *live = sandbox_find(d, v[i]->id);
                 json_array_append_new(arr, sandbox_record_json(v[i], live));
         }
+        json_t *next =
+            n > page ? json_sprintf("%" PRIu64 "-%s", v[page - 1]->created_ms, v[page - 1]->id)
+                     : json_null();
         store_sandboxes_free(v, n);
-        reply_json(d, req, 200, json_pack("{s:o}", "sandboxes", arr));
+        reply_json(d, req, 200, json_pack("{s:o, s:o}", "sandboxes", arr, "next", next));
 }
 
 /* GET /v1/sandboxes/{id} */

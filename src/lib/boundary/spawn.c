@@ -341,6 +341,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ret->sync_fd = -1;
         ret->pidfd = -1;
         ret->upper_fd = -1;
+        ret->netns_fd = -1;
         ret->failure = SPAWN_FAILED_SETUP;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 ret->listen_fds[i] = -1;
@@ -381,6 +382,11 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         sp[1] = -1;
         ret->pid = pid;
         ret->pidfd = pidfd;
+        /* Taken now, while pid 1 still has our credentials and is
+         * dumpable; it is soon neither. Without it only port forwards fail. */
+        char nspath[64];
+        snprintf(nspath, sizeof(nspath), "/proc/%d/ns/net", (int)pid);
+        ret->netns_fd = open(nspath, O_RDONLY | O_CLOEXEC);
         r = release_child(&ctx, pid, host_uid, host_gid, sp[0], err);
         if (r < 0)
                 goto fail;
@@ -418,6 +424,9 @@ fail:
         if (ret->upper_fd >= 0)
                 close(ret->upper_fd);
         ret->upper_fd = -1;
+        if (ret->netns_fd >= 0)
+                close(ret->netns_fd);
+        ret->netns_fd = -1;
         if (sp[0] >= 0)
                 close(sp[0]);
         if (sp[1] >= 0)

@@ -51,6 +51,7 @@ struct spawn_result {
         int pidfd;      /* of pid 1 */
         int listen_fds[SPAWN_LISTEN_MAX]; /* -1 when network mode is none */
         int upper_fd;   /* overlay workspace: the upper layer's directory, else -1 */
+        int netns_fd;   /* its network namespace, for port forwards (ports.h); -1: none */
         enum spawn_failure failure;
         uid_t host_uid; /* what the sandbox user is on the host */
 };

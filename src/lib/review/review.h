@@ -129,3 +129,24 @@ int review_discard(const char *state_dir, struct al_error *err);
  * sandbox, to its state directory. -ENOENT when there is none, -EINVAL when
  * the id is malformed or the prefix ambiguous. Caller frees ret_dir. */
 int review_find(const char *state_root, const char *id, char **ret_dir, struct al_error *err);
+
+/* A pending review sandbox and what accepting all of it now would do, as
+ * `airlock diff` shows it: files and symlinks added to the workspace or
+ * replacing one of its entries, and entries removed. */
+struct review_pending {
+        char id[65];
+        char *workspace; /* NULL when error is set */
+        uint64_t started_ns;
+        uint64_t added, modified, deleted;
+        char *error; /* why it could not be counted (e.g. an accept holds it) */
+};
+
+/* The most review_list_pending returns. */
+#define REVIEW_LIST_MAX 10000
+
+/* The sandboxes under state_root whose changes are pending, newest first
+ * (none when state_root has no sandboxes directory). Caller frees with
+ * review_pending_free. */
+int review_list_pending(const char *state_root, struct review_pending **ret, size_t *ret_n,
+                        struct al_error *err);
+void review_pending_free(struct review_pending *v, size_t n);

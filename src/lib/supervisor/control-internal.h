@@ -6,6 +6,7 @@
  *   control-server.c  the control socket: clients, one request each, status
  *   control-procs.c   the process table: exec, output streams, kept events
  *   control-review.c  review snapshots, copied in a child process
+ *   control-ports.c   the ports op: port forwards into the sandbox (ports.h)
  *   control-proto.c   the protocol's pure parsing (control-proto.h)
  * Not for other modules: they use control.h. */
 
@@ -126,6 +127,9 @@ void control_do_signal(struct client *cl, json_t *req);
 /* Wait for (or kill) a review copy in progress and free what it used. */
 void control_snap_reap(struct control *c, bool kill_it);
 void control_do_review(struct client *cl);
+
+/* control-ports.c: open, close and list port forwards (ports.h) */
+void control_do_ports(struct client *cl, json_t *req);
 
 /* control.c */
 /* Kill the sandbox and stop serving once the queued answers are out. */

@@ -15,6 +15,7 @@ int control_parse_request(const char *line, size_t len, json_t **req)
             {CONTROL_OP_ATTACH, CONTROL_REQ_ATTACH},   {CONTROL_OP_STDIN, CONTROL_REQ_STDIN},
             {CONTROL_OP_SIGNAL, CONTROL_REQ_SIGNAL},   {CONTROL_OP_REVIEW, CONTROL_REQ_REVIEW},
             {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY},
+            {CONTROL_OP_PORTS, CONTROL_REQ_PORTS},
         };
         json_error_t jerr;
         *req = NULL;

@@ -29,6 +29,7 @@
 #define CONTROL_OP_SIGNAL  "signal"
 #define CONTROL_OP_REVIEW  "review"
 #define CONTROL_OP_DESTROY "destroy"
+#define CONTROL_OP_PORTS   "ports" /* "action": open, close or list (ports.h) */
 
 /* The error codes of {"ok": false, "error": CODE, "message": ...}. */
 #define CONTROL_ERR_BAD_REQUEST        "bad_request"
@@ -40,6 +41,8 @@
 #define CONTROL_ERR_NOT_REVIEWABLE     "not_reviewable"
 #define CONTROL_ERR_BUSY               "busy"
 #define CONTROL_ERR_INTERNAL           "internal"
+#define CONTROL_ERR_UNKNOWN_PORT       "unknown_port"
+#define CONTROL_ERR_PORT_UNAVAILABLE   "port_unavailable"
 
 /* How long a streaming client may stop reading before its foreground
  * process is abandoned ("stallTimeout"): the default and the most. */
@@ -57,6 +60,7 @@ enum control_req {
         CONTROL_REQ_SIGNAL,
         CONTROL_REQ_REVIEW,
         CONTROL_REQ_DESTROY,
+        CONTROL_REQ_PORTS,
 };
 
 /* One request line, without its newline. Returns its op (CONTROL_REQ_*,

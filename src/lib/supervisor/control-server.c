@@ -161,6 +161,9 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                         control_client_finish(cl);
                         control_destroy(cl->ctl);
                         break;
+                case CONTROL_REQ_PORTS:
+                        control_do_ports(cl, req);
+                        break;
                 case CONTROL_REQ_UNKNOWN:
                         control_send_error(cl, "bad_request", "unknown op");
                         break;

@@ -10,6 +10,7 @@
 #include "cgroup.h"
 #include "core.h"
 #include "gates.h"
+#include "ports.h"
 #include "netgate/netgate.h"
 #include "quota.h"
 #include "util.h"
@@ -25,6 +26,7 @@ void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on
         c->sp.pidfd = -1;
         c->sp.sync_fd = -1;
         c->sp.upper_fd = -1;
+        c->sp.netns_fd = -1;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c->sp.listen_fds[i] = -1;
         c->start_us = now_monotonic_us();
@@ -163,6 +165,7 @@ void sv_core_kill(struct sv_core *c)
 
 void sv_core_stop(struct sv_core *c)
 {
+        c->ports = sv_ports_free(c->ports, "sandbox_ended");
         c->gate = netgate_free(c->gate);
         if (c->sp.pid > 0) {
                 sv_core_kill(c);
@@ -186,7 +189,7 @@ void sv_core_free(struct sv_core *c)
         if (c->base)
                 event_base_free(c->base);
         c->base = NULL;
-        int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd};
+        int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd, &c->sp.netns_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {
                         close(*fds[i]);

@@ -27,6 +27,7 @@ struct netgate;
 struct netgate_record;
 struct secrets;
 struct sv_core;
+struct sv_ports;
 
 /* A write to the audit log failed: nothing may go on running unrecorded.
  * The driver kills what it runs. */
@@ -41,6 +42,7 @@ struct sv_core {
         struct quota *wq; /* limits.workspaceDisk, released at the end */
         struct audit *audit;
         struct netgate *gate;
+        struct sv_ports *ports; /* port forwards (ports.h), made on the first */
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         uint64_t start_us;
         bool audit_failed;              /* a write failed at some point */
@@ -87,7 +89,7 @@ void sv_core_arm(struct sv_core *c, event_callback_fn on_sync, event_callback_fn
 
 /* SIGKILL pid 1, and so the whole sandbox. */
 void sv_core_kill(struct sv_core *c);
-/* The end, in order: the gate closed (its open connections recorded), pid 1
+/* The end, in order: the port forwards and the gate closed (its open connections recorded), pid 1
  * killed and reaped if it still runs. */
 void sv_core_stop(struct sv_core *c);
 /* Free the loop and its events, close pid 1's fds, remove the cgroup. */

@@ -199,3 +199,37 @@ json_t *events_route_call(const struct netgate_record *rec)
                          "decision", rec->decision, "reason", str_or_null(rec->reason), "rule",
                          str_or_null(rec->rule), "recorded", recorded);
 }
+
+json_t *events_port_opened(const struct events_port *p)
+{
+        return json_pack("{s:i, s:i, s:s}", "port", (int)p->port, "hostPort", (int)p->host_port,
+                         "bind", p->bind);
+}
+
+json_t *events_port_connect(const struct events_port *p, const char *peer, uint64_t to_sandbox,
+                            uint64_t from_sandbox, uint64_t duration_ms, const char *result,
+                            const char *message)
+{
+        json_t *o =
+            json_pack("{s:i, s:i, s:s, s:s, s:I, s:I, s:I, s:s}", "port", (int)p->port, "hostPort",
+                      (int)p->host_port, "bind", p->bind, "peer", peer, "bytesToSandbox",
+                      (json_int_t)to_sandbox, "bytesFromSandbox", (json_int_t)from_sandbox,
+                      "durationMs", (json_int_t)duration_ms, "result", result);
+        if (o && message)
+                json_object_set_new(o, "message", json_string(message));
+        return o;
+}
+
+json_t *events_port_refused(const struct events_port *p, unsigned limit)
+{
+        return json_pack("{s:i, s:i, s:s, s:i}", "port", (int)p->port, "hostPort",
+                         (int)p->host_port, "reason", "too_many_connections", "limit", (int)limit);
+}
+
+json_t *events_port_closed(const struct events_port *p, const char *reason, uint64_t accepted,
+                           uint64_t refused)
+{
+        return json_pack("{s:i, s:i, s:s, s:s, s:I, s:I}", "port", (int)p->port, "hostPort",
+                         (int)p->host_port, "bind", p->bind, "reason", reason, "accepted",
+                         (json_int_t)accepted, "refused", (json_int_t)refused);
+}

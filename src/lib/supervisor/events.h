@@ -21,7 +21,8 @@
  *   violation          the kernel stopped the command: seccomp
  *   process.ended      exit code, signal, errorCode, usage
  *   review.kept        an overlay workspace's changes were kept (review.failed: not)
- *   sandbox.destroyed  duration */
+ *   sandbox.destroyed  duration
+ *   port.opened, port.connect, port.refused, port.closed  port forwards (ports.h) */
 
 struct netgate_record;
 
@@ -75,3 +76,19 @@ json_t *events_review_failed(const char *dir, int r, const char *message);
 const char *events_net_kind(const struct netgate_record *rec);
 json_t *events_net_decision(const struct netgate_record *rec);
 json_t *events_route_call(const struct netgate_record *rec);
+
+/* A port forward (ports.h): its port inside, the host port and address. */
+struct events_port {
+        unsigned port, host_port;
+        const char *bind;
+};
+json_t *events_port_opened(const struct events_port *p);
+/* One connection: result "closed", "refused" (nothing listened inside) or
+ * "error"; message may be NULL. */
+json_t *events_port_connect(const struct events_port *p, const char *peer, uint64_t to_sandbox,
+                            uint64_t from_sandbox, uint64_t duration_ms, const char *result,
+                            const char *message);
+/* The first connection closed for the forward's bound (limit). */
+json_t *events_port_refused(const struct events_port *p, unsigned limit);
+json_t *events_port_closed(const struct events_port *p, const char *reason, uint64_t accepted,
+                           uint64_t refused);

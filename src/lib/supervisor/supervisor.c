@@ -16,6 +16,7 @@
 #include "events.h"
 #include "gates.h"
 #include "netgate/netgate.h"
+#include "ports.h"
 #include "quota.h"
 #include "review.h"
 #include "secrets.h"
@@ -239,6 +240,25 @@ static struct events_end run_end(const struct supervisor_result *res)
         };
 }
 
+/* -P: each forward's host listener, before the sandbox's output is read. */
+static int open_ports(struct supervisor *sv, struct al_error *err)
+{
+        const struct supervisor_config *cfg = sv->cfg;
+        sv->core.ports = sv_ports_new(&sv->core);
+        for (size_t i = 0; i < cfg->n_ports; i++) {
+                json_t *d = NULL;
+                int r = sv_ports_open(sv->core.ports, &cfg->ports[i], &d, err);
+                if (r < 0)
+                        return r;
+                if (cfg->on_port)
+                        cfg->on_port(cfg->on_port_ud, cfg->ports[i].port,
+                                     (unsigned)json_integer_value(json_object_get(d, "hostPort")),
+                                     json_string_value(json_object_get(d, "bind")));
+                json_decref(d);
+        }
+        return 0;
+}
+
 int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result *res,
                    struct al_error *err)
 {
@@ -378,6 +398,11 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
+        if (cfg->n_ports && open_ports(&sv, &e) < 0) {
+                kill_sandbox(&sv);
+                set_failure(res, 125, "setup_failed", e.msg);
+                goto done;
+        }
         for (int i = 0; i < 2; i++) {
                 evutil_make_socket_nonblocking(sv.streams[i].fd);
                 sv.streams[i].ev = event_new(core->base, sv.streams[i].fd, EV_READ | EV_PERSIST,
@@ -402,6 +427,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 res->usage.net_received_bytes = ns.bytes_down;
         }
         /* Connections still open are closed and recorded now. */
+        core->ports = sv_ports_free(core->ports, "sandbox_ended");
         core->gate = netgate_free(core->gate);
 
         struct rusage ru;

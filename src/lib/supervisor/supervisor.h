@@ -42,6 +42,7 @@ struct supervisor_result {
 
 struct secrets;
 struct audit_options;
+struct sv_port_req;
 
 struct supervisor_config {
         const struct policy *policy;
@@ -58,6 +59,13 @@ struct supervisor_config {
         int stdin_fd;
         int stdout_fd; /* where the command's output goes on the host */
         int stderr_fd;
+        /* -P: port forwards opened once the sandbox runs (ports.h); one that
+         * cannot be opened fails the run (125). on_port (may be NULL) is told
+         * each one's port, host port and address. */
+        const struct sv_port_req *ports;
+        size_t n_ports;
+        void (*on_port)(void *ud, unsigned port, unsigned host_port, const char *bind);
+        void *on_port_ud;
 };
 
 /* Run to the end. Returns 0 whenever a result was produced (including setup
