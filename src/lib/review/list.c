@@ -86,7 +86,7 @@ int review_list_pending(const char *state_root, struct review_pending **ret, siz
         struct dirent *de;
         while ((errno = 0, de = readdir(d))) {
                 struct stat st;
-                if (!id_valid(de->d_name) ||
+                if (!review_id_valid(de->d_name) ||
                     fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
                     !S_ISDIR(st.st_mode))
                         continue;
