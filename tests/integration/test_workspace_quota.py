@@ -155,6 +155,7 @@ def test_writes_past_the_quota_fail_on_ext4_prjquota(airlock):
         assert res["errorCode"] == "disk_limit", res
         assert os.path.getsize(os.path.join(ws, "big")) <= 4 * MIB + 64 * 1024
         assert 3 * MIB <= res["usage"]["workspaceAddedBytes"] <= 4 * MIB + 64 * 1024, res
+        assert res["usage"]["diskPeakBytes"] >= res["usage"]["workspaceAddedBytes"], res
         # Released: no project id left on the tree.
         for name in ("", "before", "big"):
             proj, xflags = projid(os.path.join(ws, name))

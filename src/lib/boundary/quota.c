@@ -103,6 +103,10 @@ static int label_tree(int dfd, dev_t dev, uint32_t projid, int depth)
                 close(dup);
                 return r;
         }
+        /* The duplicate shares the offset of dfd, which for the workspace is
+         * walked twice (label, release): start over, or the release would
+         * read no entry and leave the tree labelled. */
+        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
