@@ -312,7 +312,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
         /* A read-write workspace's own size (limits.workspaceDisk). */
         if (p->limits.workspace_disk && p->workspace &&
-            quota_apply(p->workspace, p->limits.workspace_disk, res->sandbox, &core->wq, &e) < 0) {
+            quota_apply(p->workspace, p->limits.workspace_disk, res->sandbox, cfg->state_root,
+                        &core->wq, &e) < 0) {
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
