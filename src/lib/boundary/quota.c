@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "quota.h"
@@ -164,6 +165,76 @@ static uint32_t projid_hint(const char *id)
         return h & PROJID_SPAN;
 }
 
+/* The kernel options ext4's project quotas need, as its build
+ * configuration in /boot says, when it says; "" when all are there or it
+ * cannot be read (/proc/config.gz is compressed). */
+static void ext4_kernel_gap(char *buf, size_t size)
+{
+        static const char *const need[] = {"CONFIG_QUOTA", "CONFIG_QUOTACTL", "CONFIG_QFMT_V2"};
+        struct utsname u;
+        buf[0] = '\0';
+        if (uname(&u) < 0)
+                return;
+        _cleanup_free_ char *path = xasprintf("/boot/config-%s", u.release);
+        _cleanup_free_ char *cfg = NULL;
+        if (read_file_at(AT_FDCWD, path, 1 << 20, &cfg, NULL) < 0)
+                return;
+        for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
+                char y[48], m[48];
+                snprintf(y, sizeof(y), "\n%s=y\n", need[i]);
+                snprintf(m, sizeof(m), "\n%s=m\n", need[i]);
+                if (strstr(cfg, y) || strstr(cfg, m))
+                        continue;
+                size_t len = strlen(buf);
+                snprintf(buf + len, size - len, "%s%s", len ? ", " : "", need[i]);
+        }
+}
+
+/* Open the workspace and check that project quotas can be set on it: on
+ * failure, one message naming the file system and the fix. */
+static int open_checked(const char *workspace, int *ret_fd, struct al_error *err)
+{
+        struct statfs sfs;
+        struct if_dqinfo info;
+        _cleanup_close_ int fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return al_error_set(err, errno, "limits.workspaceDisk: opening %s", workspace);
+        if (fstatfs(fd, &sfs) < 0)
+                return al_error_set(err, errno, "limits.workspaceDisk: %s", workspace);
+        const char *fs = quota_fs_name(sfs.f_type);
+        int r = qctl(fd, Q_GETINFO, 0, &info);
+        if (r == -EPERM || r == -EACCES)
+                return al_error_set(
+                    err, -r, "limits.workspaceDisk: setting a project quota on %s needs root",
+                    workspace);
+        if (r < 0) {
+                char gap[96] = "";
+                if ((unsigned long)sfs.f_type == EXT4_SUPER_MAGIC)
+                        ext4_kernel_gap(gap, sizeof(gap));
+                return al_error_set(
+                    err, EOPNOTSUPP,
+                    "limits.workspaceDisk: the workspace %s is on %s, which has no project "
+                    "quotas enabled, so its size cannot be limited (ext4: mkfs.ext4 -O "
+                    "quota,project and mount -o prjquota%s%s; XFS: mount -o prjquota); remove "
+                    "limits.workspaceDisk, use --review (its layer is bounded by limits.disk), or "
+                    "move the workspace",
+                    workspace, fs, gap[0] ? ", on a kernel built with " : "", gap);
+        }
+        /* Q_GETINFO is open to anyone; setting limits is not. */
+        if (geteuid() != 0)
+                return al_error_set(
+                    err, EPERM, "limits.workspaceDisk: setting a project quota on %s needs root",
+                    workspace);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int quota_check(const char *workspace, struct al_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        return open_checked(workspace, &fd, err);
+}
+
 /* Claim `projid` for the workspace: <state_root>/quota/<projid as 8 hex
  * digits> holds the id and the workspace's path, and stays locked (flock)
  * for as long as this process lives. Written under a dot-name and renamed
@@ -223,36 +294,12 @@ int quota_apply(const char *workspace, uint64_t allowance, const char *sandbox_i
 {
         struct quota *q = xcalloc(1, sizeof(*q));
         q->lease_fd = -1;
-        struct statfs sfs;
-        struct if_dqinfo info;
+        q->fd = -1;
         int r;
 
-        q->fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (q->fd < 0) {
-                r = al_error_set(err, errno, "limits.workspaceDisk: opening %s", workspace);
+        r = open_checked(workspace, &q->fd, err);
+        if (r < 0)
                 goto fail;
-        }
-        if (fstatfs(q->fd, &sfs) < 0) {
-                r = al_error_set(err, errno, "limits.workspaceDisk: %s", workspace);
-                goto fail;
-        }
-        const char *fs = quota_fs_name(sfs.f_type);
-        r = qctl(q->fd, Q_GETINFO, 0, &info);
-        if (r == -EPERM || r == -EACCES) {
-                r = al_error_set(err, -r,
-                                 "limits.workspaceDisk: setting a project quota on %s needs root",
-                                 workspace);
-                goto fail;
-        }
-        if (r < 0) {
-                r = al_error_set(err, EOPNOTSUPP,
-                                 "limits.workspaceDisk: the workspace %s is on %s, which has no "
-                                 "project quotas enabled, so its size cannot be limited (ext4: "
-                                 "mkfs.ext4 -O quota,project and mount -o prjquota; XFS: mount "
-                                 "-o prjquota); remove limits.workspaceDisk or move the workspace",
-                                 workspace, fs);
-                goto fail;
-        }
 
         /* A tree the administrator already put in a project keeps it:
          * relabelling would take it out of their accounting for good. */

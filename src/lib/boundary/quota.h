@@ -20,6 +20,9 @@ struct quota;
  * left behind by a killed supervisor is reclaimed by quota_sweep(). */
 int quota_apply(const char *workspace, uint64_t allowance, const char *sandbox_id,
                 const char *state_root, struct quota **ret, struct al_error *err);
+/* Whether quota_apply() could limit this workspace: 0, or -errno with the
+ * message the run would refuse with (the file system and the fix). */
+int quota_check(const char *workspace, struct al_error *err);
 /* Bytes the tree grew by, as the quota counts them now, and whether the
  * limit was reached (within one block). */
 int quota_usage(struct quota *q, uint64_t *added, bool *at_limit);
