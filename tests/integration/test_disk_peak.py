@@ -56,3 +56,17 @@ def test_read_only_workspace_is_not_measured(airlock):
     res, ended = run(airlock, "-p", pol, script="echo done")
     assert res["usage"]["diskPeakBytes"] is None, res["usage"]
     assert ended["usage"]["diskPeakBytes"] is None, ended
+
+
+@pytest.mark.parametrize("review", [False, True], ids=["rw", "review"])
+def test_supervise_status_reports_the_peak(airlock, review):
+    from test_supervise import Supervisor
+    s = Supervisor(airlock, review=review)
+    try:
+        assert s.ready == "ok", s.ready
+        s.exec(["/bin/sh", "-c", "cd /workspace && dd if=/dev/zero of=big bs=1M count=8 "
+                "2>/dev/null && sync && sleep 2.5 && rm big && sleep 0.5"])
+        u = s.request({"op": "status"})[0]["usage"]
+        assert u["diskPeakBytes"] is not None and u["diskPeakBytes"] >= 8 * MIB, u
+    finally:
+        s.close()
