@@ -5,6 +5,7 @@ keeps it for a few sample intervals, deletes it: the peak is at least 8 MiB,
 the final growth (workspaceAddedBytes) about nothing."""
 
 import json
+import os
 
 import pytest
 
@@ -70,3 +71,18 @@ def test_supervise_status_reports_the_peak(airlock, review):
         assert u["diskPeakBytes"] is not None and u["diskPeakBytes"] >= 8 * MIB, u
     finally:
         s.close()
+
+
+def test_a_tree_over_the_walk_cap_is_not_measured(airlock):
+    """Past DISKUSE_TREE_ENTRIES (10000) entries the walk stops: null, never a
+    figure counted from part of the tree."""
+    ws = airlock.make_dir()
+    d = os.path.join(ws, "many")
+    os.mkdir(d)
+    for i in range(10001):
+        os.close(os.open(os.path.join(d, str(i)), os.O_CREAT | os.O_WRONLY, 0o644))
+    airlock.chown(ws)
+    p, res = airlock.result(["-q", "-w", ws, "--", "/bin/true"], timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert res["usage"]["diskPeakBytes"] is None, res["usage"]
+    assert res["usage"]["workspaceAddedBytes"] is None, res["usage"]

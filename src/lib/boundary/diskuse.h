@@ -18,7 +18,7 @@
  * A file that lives shorter than one sample interval can be missed: it is a
  * peak of samples, not an enforced limit (limits.workspaceDisk is that). */
 
-enum { DISKUSE_TREE_ENTRIES = 100000 };
+enum { DISKUSE_TREE_ENTRIES = 10000 };
 
 struct disk_meter;
 struct quota;
