@@ -102,7 +102,6 @@ def test_class_reaches_the_cgroup_rlimit_and_timeout(airlock, name):
     memory, cpu_s, _, timeout_ms, cpus = CLASSES[name]
     ws = airlock.make_dir()
     audit = airlock.make_dir("audit") / "audit.jsonl"
-    out = airlock.make_dir("out") / "ulimit"
     argv = airlock.cmd(["run", "-q", "--audit", audit, "-w", ws, "--class", name, "--",
                         "/bin/sh", "-c", "ulimit -t > ulimit; exec sleep 30"])
     proc = subprocess.Popen(argv, cwd=str(airlock.base), stdin=subprocess.DEVNULL,
