@@ -254,6 +254,9 @@ static int lease_take(struct quota *q, const char *state_root, uint32_t projid)
         if (n <= 0 || path[0] != '/')
                 return n < 0 ? -errno : -EINVAL;
         path[n] = '\0';
+        /* One line per field: a path with a newline could not be read back. */
+        if (memchr(path, '\n', (size_t)n))
+                return -EINVAL;
         _cleanup_free_ char *body = xasprintf("%" PRIu32 "\n%s\n", projid, path);
         _cleanup_free_ char *tmp = xasprintf("%s/.%08" PRIx32 "-%d", dir, projid, (int)getpid());
         _cleanup_free_ char *lease = xasprintf("%s/%08" PRIx32, dir, projid);
