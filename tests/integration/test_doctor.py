@@ -8,12 +8,16 @@ would."""
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 
 import pytest
 
-from conftest import AIRLOCK_BIN, TEST_USER
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
+BUILD = REPO / os.environ.get("AIRLOCK_BUILD", "build")
+AIRLOCK_BIN = REPO / os.environ.get("AIRLOCK_BIN", BUILD / "src/cli/airlock")
+TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
 
 NAMESPACE_CHECKS = ["userns", "cgroup", "landlock", "seccomp"]
 
