@@ -375,6 +375,15 @@ void probe_workspace_io(const char *path, struct probe_check *c)
                 say(c->fix, "use a workspace on a disk to throttle its I/O");
                 return;
         }
+        /* The controller as a run with limits.io would find it. */
+        struct cgroup *cg = NULL;
+        if (cgroup_open("airlock-doctor", &l, &cg, &e) < 0) {
+                say(c->detail, "%s", e.msg);
+                say(c->fix, "run as root, or delegate the %s controller to this user",
+                    access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0 ? "io" : "blkio");
+                return;
+        }
+        cgroup_free(cg);
         c->ok = true;
         say(c->detail, "the disk %u:%u backs %s: limits.io can throttle it", major(l.io.devs[0]),
             minor(l.io.devs[0]), path);
