@@ -39,6 +39,7 @@ static const struct {
         {"logs", cmd_logs, "show a sandbox's audit lines or a process's output"},
         {"grant", cmd_grant, "manage the tokens airlockd accepts"},
         {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
+        {"doctor", cmd_doctor, "say which isolation tiers this host can run, and why not"},
 };
 
 static void usage(FILE *f)
@@ -65,6 +66,7 @@ static void usage(FILE *f)
                       "  create, ls, exec, cp, rm, logs   use airlockd's sandboxes\n"
                       "  grant     manage the tokens airlockd accepts\n"
                       "  gc        remove records and reviewed changes past their retention\n"
+                      "  doctor    say which isolation tiers this host can run, and why not\n"
                       "  supervise run one long-lived sandbox (used by airlockd)\n",
                       f);
         fputs("\nA command's options: 'airlock COMMAND --help', all of them: 'airlock help "

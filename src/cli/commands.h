@@ -20,3 +20,4 @@ int cmd_rm(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_grant(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);

@@ -14,7 +14,8 @@ from test_supervise import Supervisor  # noqa: E402
 # carries, whichever supervisor wrote it (docs/audit.md).
 ENDED = {"pid", "exitCode", "signal", "errorCode", "durationMs", "usage"}
 USAGE = {"cpuMs", "cpuUserMs", "cpuSystemMs", "memoryPeakBytes", "maxRssKb", "outputBytes",
-         "ioReadBytes", "ioWriteBytes", "netSentBytes", "netReceivedBytes", "workspaceAddedBytes"}
+         "ioReadBytes", "ioWriteBytes", "netSentBytes", "netReceivedBytes", "workspaceAddedBytes",
+         "diskPeakBytes"}
 LIMIT = {"pid", "limit", "message"}
 VIOLATION = {"pid", "what", "signal"}
 DESTROYED = {"durationMs"}

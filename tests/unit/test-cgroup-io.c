@@ -50,11 +50,9 @@ Test(cgroup_io, v2_writes_io_max_and_enables_io)
         put(tmp, "cgroup.controllers", "cpuset cpu io memory pids\n");
         struct cgroup *cg = NULL;
         cr_assert_eq(cgroup_v2_new(tmp, "airlock-0123456789abcdef", true, &cg), 0);
-        struct cgroup_limits l = {.memory = 1 << 20,
-                                  .io = {.write_bps = 5242880,
-                                         .read_iops = 100,
-                                         .devs = {makedev(254, 0)},
-                                         .n_devs = 1}};
+        struct cgroup_limits l = {
+            .memory = 1 << 20,
+            .io = {.write_bps = 5242880, .read_iops = 100, .devs = {makedev(254, 0)}, .n_devs = 1}};
         struct al_error err = {0};
         cr_assert_eq(cgroup_create(cg, &l, &err), 0, "%s", err.msg);
         _cleanup_free_ char *ctl = get(tmp, "cgroup.subtree_control");
@@ -176,4 +174,38 @@ Test(cgroup_io, devices_of_paths)
         char *here[] = {".", "."};
         cr_assert_eq(cgroup_io_devices(here, 2, &l, &err), 0, "%s", err.msg);
         cr_expect_eq(l.io.n_devs, 1, "the same disk once");
+}
+
+Test(cgroup_io, v2_io_enables_memory_for_buffered_writeback)
+{
+        /* The kernel charges a buffered write's writeback to the cgroup that
+         * dirtied the page only when the memory and io controllers are both
+         * enabled on it: io.max alone would throttle direct I/O only. */
+        put(tmp, "cgroup.controllers", "cpu io memory pids\n");
+        put(tmp, "cgroup.subtree_control", "");
+        struct cgroup *cg = NULL;
+        cr_assert_eq(cgroup_v2_new(tmp, "airlock-0123456789abcdef", true, &cg), 0);
+        struct cgroup_limits l = {
+            .io = {.write_bps = 1048576, .devs = {makedev(7, 0)}, .n_devs = 1}};
+        struct al_error err = {0};
+        cr_assert_eq(cgroup_create(cg, &l, &err), 0, "%s", err.msg);
+        _cleanup_free_ char *ctl = get(tmp, "cgroup.subtree_control");
+        cr_expect(strstr(ctl, "+io"), "%s", ctl);
+        cr_expect(strstr(ctl, "+memory"), "no memory limit, yet memory enabled: %s", ctl);
+        _cleanup_free_ char *io = get(cg->dirs[0], "io.max");
+        cr_expect_str_eq(io, "7:0 rbps=max wbps=1048576 riops=max wiops=max");
+        cgroup_free(cg);
+}
+
+Test(cgroup_io, v2_io_without_memory_is_refused)
+{
+        /* io delegated but memory not: writeback would go unthrottled. */
+        put(tmp, "cgroup.controllers", "cpu io pids\n");
+        struct cgroup *cg = NULL;
+        cr_assert_eq(cgroup_v2_new(tmp, "airlock-0123456789abcdef", true, &cg), 0);
+        struct cgroup_limits l = {.io = {.write_bps = 1, .devs = {makedev(7, 0)}, .n_devs = 1}};
+        struct al_error err = {0};
+        cr_assert_lt(cgroup_create(cg, &l, &err), 0);
+        cr_expect(strstr(err.msg, "controller memory is not delegated"), "%s", err.msg);
+        cgroup_free(cg);
 }

@@ -7,7 +7,10 @@
 #include "cgroup-internal.h"
 #include "util.h"
 
-/* io last: it is enabled only with limits.io. */
+/* io last: it is enabled only with limits.io. memory stays enabled with it
+ * whether or not limits.memory is set: the kernel charges a buffered write's
+ * writeback to the sandbox (and io.max throttles it) only when both are on
+ * the sandbox's cgroup; with io alone only direct I/O would be throttled. */
 static const char *const v2_controllers[] = {"memory", "pids", "cpu", "io"};
 
 static bool has_word(const char *list, const char *word)

@@ -10,6 +10,7 @@
 #include "cgroup.h"
 #include "control.h"
 #include "orphans.h"
+#include "quota.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -246,10 +247,8 @@ static void drop_stale_tmp(int dirfd, const char *name)
                 (void)unlinkat(dirfd, name, 0);
 }
 
-int orphans_sweep(const char *state_root, struct al_error *err)
+static int sweep_runs(const char *state_root, struct al_error *err)
 {
-        if (!state_root)
-                return 0;
         _cleanup_free_ char *dir = xasprintf("%s/runs", state_root);
         int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dirfd < 0)
@@ -277,6 +276,19 @@ int orphans_sweep(const char *state_root, struct al_error *err)
                         first = r;
         }
         return first < 0 ? first : found;
+}
+
+int orphans_sweep(const char *state_root, struct al_error *err)
+{
+        if (!state_root)
+                return 0;
+        int r = sweep_runs(state_root, err);
+        /* Project ids a killed supervisor left on a workspace (quota.h). */
+        struct al_error qe = {0};
+        int q = quota_sweep(state_root, r < 0 ? &qe : err);
+        if (r < 0)
+                return r;
+        return q < 0 ? q : r + q;
 }
 
 int orphans_run(const struct supervisor_config *cfg, struct supervisor_result *res,

@@ -14,7 +14,9 @@
  * gets one `sandbox.destroyed` event with "reason":"owner_died" (unless the
  * run recorded its own end just before it died). The record goes last, so a
  * sweep that fails halfway is retried by the next one; the lock makes two
- * concurrent sweeps finish a run once. */
+ * concurrent sweeps finish a run once. A sweep also reclaims the project ids
+ * of limits.workspaceDisk that a killed owner left on a workspace
+ * (quota_sweep(), the same lock-while-alive leases under <state_root>/quota). */
 
 struct supervisor_config;
 struct supervisor_result;

@@ -15,13 +15,26 @@
 
 struct quota;
 
+/* With a state_root, the project id is leased there first
+ * (<state_root>/quota/<id>, locked while this process lives), so that one
+ * left behind by a killed supervisor is reclaimed by quota_sweep(). */
 int quota_apply(const char *workspace, uint64_t allowance, const char *sandbox_id,
-                struct quota **ret, struct al_error *err);
+                const char *state_root, struct quota **ret, struct al_error *err);
+/* Whether quota_apply() could limit this workspace: 0, or -errno with the
+ * message the run would refuse with (the file system and the fix). */
+int quota_check(const char *workspace, struct al_error *err);
 /* Bytes the tree grew by, as the quota counts them now, and whether the
  * limit was reached (within one block). */
 int quota_usage(struct quota *q, uint64_t *added, bool *at_limit);
 /* Clear the project id from the tree and the limit from the id; NULL. */
 struct quota *quota_release(struct quota *q);
+
+/* Reclaim every project id leased under state_root whose owner is gone:
+ * the id comes off the workspace tree (if its root still carries it) and
+ * its limit is cleared; the lease goes. Returns how many, or -errno with
+ * `err` naming the first failure (the others are still tried). Called by
+ * orphans_sweep(). */
+int quota_sweep(const char *state_root, struct al_error *err);
 
 /* The name of a file system type from statfs (ext4, xfs, tmpfs, ...). */
 const char *quota_fs_name(long f_type);

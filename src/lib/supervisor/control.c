@@ -160,9 +160,11 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 r = cgroup_setup(cg_name, &lim, &c.core.cg, err);
         /* A read-write workspace's own size (limits.workspaceDisk). */
         if (r >= 0 && p->limits.workspace_disk && p->workspace)
-                r = quota_apply(p->workspace, p->limits.workspace_disk, cfg->id, &c.core.wq, err);
+                r = quota_apply(p->workspace, p->limits.workspace_disk, cfg->id, cfg->keep_root,
+                                &c.core.wq, err);
         if (r < 0)
                 goto fail;
+        sv_core_disk_begin(&c.core);
 
         struct spawn_config sc = {
             .policy = p,

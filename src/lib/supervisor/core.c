@@ -9,6 +9,7 @@
 #include "audit.h"
 #include "cgroup.h"
 #include "core.h"
+#include "diskuse.h"
 #include "gates.h"
 #include "ports.h"
 #include "netgate/netgate.h"
@@ -134,8 +135,27 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
 static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct sv_core *c = arg;
-        if (c->audit && audit_needs_flush(c->audit, now_monotonic_us()))
+        uint64_t now = now_monotonic_us();
+        if (c->audit && audit_needs_flush(c->audit, now))
                 sv_core_commit(c);
+        disk_meter_sample(c->dm, now, false);
+}
+
+void sv_core_disk_begin(struct sv_core *c)
+{
+        const struct policy *p = c->policy;
+        if (c->dm)
+                return;
+        if (c->wq)
+                c->dm = disk_meter_quota(c->wq);
+        else if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_RW)
+                c->dm = disk_meter_tree(p->workspace);
+}
+
+bool sv_core_disk_usage(struct sv_core *c, uint64_t *ret_peak, uint64_t *ret_last)
+{
+        disk_meter_sample(c->dm, now_monotonic_us(), true);
+        return disk_meter_result(c->dm, ret_peak, ret_last);
 }
 
 void sv_core_arm(struct sv_core *c, event_callback_fn on_sync, event_callback_fn on_signal,
@@ -143,7 +163,9 @@ void sv_core_arm(struct sv_core *c, event_callback_fn on_sync, event_callback_fn
 {
         c->ev_sync = event_new(c->base, c->sp.sync_fd, EV_READ | EV_PERSIST, on_sync, arg);
         event_add(c->ev_sync, NULL);
-        if (c->audit) {
+        if (!c->dm && c->sp.upper_fd >= 0)
+                c->dm = disk_meter_fs(c->sp.upper_fd);
+        if (c->audit || c->dm) {
                 c->ev_flush = event_new(c->base, -1, EV_PERSIST, on_flush, c);
                 struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
                 event_add(c->ev_flush, &tv);
@@ -189,6 +211,7 @@ void sv_core_free(struct sv_core *c)
         if (c->base)
                 event_base_free(c->base);
         c->base = NULL;
+        c->dm = disk_meter_free(c->dm); /* before the review layer's fd it borrows */
         int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd, &c->sp.netns_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {

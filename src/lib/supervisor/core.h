@@ -23,6 +23,7 @@
 struct audit;
 struct audit_options;
 struct cgroup;
+struct disk_meter;
 struct netgate;
 struct netgate_record;
 struct secrets;
@@ -40,6 +41,7 @@ struct sv_core {
         struct spawn_result sp;
         struct cgroup *cg;
         struct quota *wq; /* limits.workspaceDisk, released at the end */
+        struct disk_meter *dm; /* the workspace's peak growth (diskuse.h) */
         struct audit *audit;
         struct netgate *gate;
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
@@ -86,6 +88,12 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
  * on_signal (both given `arg`), and flush the audit log within 100 ms. */
 void sv_core_arm(struct sv_core *c, event_callback_fn on_sync, event_callback_fn on_signal,
                  void *arg);
+
+/* Measure the workspace's growth: call before the sandbox starts (after
+ * the quota, if any); a review layer is measured from sv_core_arm(). */
+void sv_core_disk_begin(struct sv_core *c);
+/* Its peak and its last growth, after a last sample; false: not measured. */
+bool sv_core_disk_usage(struct sv_core *c, uint64_t *ret_peak, uint64_t *ret_last);
 
 /* SIGKILL pid 1, and so the whole sandbox. */
 void sv_core_kill(struct sv_core *c);

@@ -54,7 +54,7 @@ static json_t *measured(bool yes, uint64_t v)
 
 json_t *events_process_ended(const struct events_end *e)
 {
-        return json_pack(
+        json_t *o = json_pack(
             "{s:i, s:i, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:I, s:I, s:o}}",
             "pid", e->pid, "exitCode", e->exit_code, "signal",
             e->signal ? json_integer(e->signal) : json_null(), "errorCode",
@@ -67,6 +67,11 @@ json_t *events_process_ended(const struct events_end *e)
             measured(e->io_measured, e->io_write_bytes), "netSentBytes",
             (json_int_t)e->net_sent_bytes, "netReceivedBytes", (json_int_t)e->net_received_bytes,
             "workspaceAddedBytes", measured(e->workspace_measured, e->workspace_added_bytes));
+        json_t *u = o ? json_object_get(o, "usage") : NULL;
+        if (u)
+                json_object_set_new(u, "diskPeakBytes",
+                                    measured(e->disk_measured, e->disk_peak_bytes));
+        return o;
 }
 
 const char *events_limit_name(const char *error_code)

@@ -45,6 +45,8 @@ struct events_end {
         uint64_t io_read_bytes, io_write_bytes; /* block I/O, the sandbox's cgroup */
         uint64_t net_sent_bytes, net_received_bytes; /* through the network gate */
         uint64_t workspace_added_bytes;              /* a quota-limited workspace's growth */
+        bool disk_measured;
+        uint64_t disk_peak_bytes; /* the workspace's largest growth, sampled */
 };
 
 json_t *events_sandbox_created(const struct policy *p);

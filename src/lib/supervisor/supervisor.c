@@ -237,6 +237,8 @@ static struct events_end run_end(const struct supervisor_result *res)
                 .net_received_bytes = res->usage.net_received_bytes,
                 .workspace_measured = res->usage.workspace_measured,
                 .workspace_added_bytes = res->usage.workspace_added_bytes,
+                .disk_measured = res->usage.disk_measured,
+                .disk_peak_bytes = res->usage.disk_peak_bytes,
         };
 }
 
@@ -330,10 +332,12 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
         /* A read-write workspace's own size (limits.workspaceDisk). */
         if (p->limits.workspace_disk && p->workspace &&
-            quota_apply(p->workspace, p->limits.workspace_disk, res->sandbox, &core->wq, &e) < 0) {
+            quota_apply(p->workspace, p->limits.workspace_disk, res->sandbox, cfg->state_root,
+                        &core->wq, &e) < 0) {
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
+        sv_core_disk_begin(core);
 
         if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0) {
                 al_error_set(&e, errno, "creating output pipes");
@@ -474,6 +478,13 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (core->wq &&
             quota_usage(core->wq, &res->usage.workspace_added_bytes, &disk_full) >= 0)
                 res->usage.workspace_measured = true;
+        uint64_t disk_last = 0;
+        res->usage.disk_measured =
+            sv_core_disk_usage(core, &res->usage.disk_peak_bytes, &disk_last);
+        if (res->usage.disk_measured && !res->usage.workspace_measured) {
+                res->usage.workspace_added_bytes = disk_last;
+                res->usage.workspace_measured = true;
+        }
         if (disk_full && !res->error_code) {
                 events_limit_message("disk_limit", p->limits.workspace_disk, e.msg, sizeof(e.msg));
                 set_failure(res, res->exit_code, "disk_limit", e.msg);
@@ -552,6 +563,9 @@ char *supervisor_result_json(const struct supervisor_result *r)
                             su->workspace_measured
                                 ? json_integer((json_int_t)su->workspace_added_bytes)
                                 : json_null());
+        json_object_set_new(u, "diskPeakBytes",
+                            su->disk_measured ? json_integer((json_int_t)su->disk_peak_bytes)
+                                              : json_null());
         json_t *o = json_pack("{s:b, s:i, s:o, s:o, s:I, s:o, s:s}",
                               "ok", r->exit_code == 0 && !r->error_code,
                               "exitCode", r->exit_code,

@@ -25,6 +25,8 @@ struct supervisor_usage {
         uint64_t workspace_added_bytes; /* what a quota-limited workspace grew by, at the end */
         bool io_measured;               /* io_*_bytes were read from the cgroup */
         bool workspace_measured;        /* a workspace quota counted workspace_added_bytes */
+        uint64_t disk_peak_bytes;       /* the most the workspace grew by (diskuse.h) */
+        bool disk_measured;             /* disk_peak_bytes was sampled */
 };
 
 struct supervisor_result {
