@@ -23,8 +23,10 @@ enum { DISKUSE_TREE_ENTRIES = 10000 };
 struct disk_meter;
 struct quota;
 
-/* The three sources; the base is taken now (before the sandbox runs, for a
- * tree). fd is borrowed and must outlive the meter. */
+/* The three sources; the base is taken now: the supervisor makes the meter
+ * once the command runs, so that a tree's walk never delays the start
+ * (writes in the command's first milliseconds may land in the base). fd is
+ * borrowed and must outlive the meter. */
 struct disk_meter *disk_meter_fs(int fd);
 struct disk_meter *disk_meter_quota(struct quota *q);
 struct disk_meter *disk_meter_tree(const char *path);

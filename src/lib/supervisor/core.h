@@ -85,13 +85,11 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
                        void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                        struct al_error *err);
 /* Watch pid 1's sync fd with on_sync, SIGINT, SIGTERM and SIGHUP with
- * on_signal (both given `arg`), and flush the audit log within 100 ms. */
+ * on_signal (both given `arg`), flush the audit log within 100 ms, and
+ * start measuring the workspace's disk use (diskuse.h). */
 void sv_core_arm(struct sv_core *c, event_callback_fn on_sync, event_callback_fn on_signal,
                  void *arg);
 
-/* Measure the workspace's growth: call before the sandbox starts (after
- * the quota, if any); a review layer is measured from sv_core_arm(). */
-void sv_core_disk_begin(struct sv_core *c);
 /* Its peak and its last growth, after a last sample; false: not measured. */
 bool sv_core_disk_usage(struct sv_core *c, uint64_t *ret_peak, uint64_t *ret_last);
 

@@ -337,8 +337,6 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
-        sv_core_disk_begin(core);
-
         if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0) {
                 al_error_set(&e, errno, "creating output pipes");
                 set_failure(res, 125, "internal", e.msg);
