@@ -17,6 +17,7 @@
 #include "secrets.h"
 #include "orphans.h"
 #include "supervisor.h"
+#include "term.h"
 #include "util.h"
 
 #define EXIT_SETUP 125
@@ -42,6 +43,8 @@ static const char run_usage[] =
         "      --allow HOST[:PORT]  allow a destination through the network gate\n"
         "      --route NAME=URL     a route: http://127.0.0.1:8080/NAME/... goes to URL\n"
         "  -q, --quiet              print nothing of Airlock's own but errors\n"
+        "  -t, --tty                give the command a terminal of its own (the default when\n"
+        "                           stdin and stdout are terminals); -T, --no-tty: pipes\n"
         "\n"
         "More options:\n"
         "      --allow-broad-workspace  allow /, a system directory or a whole home as the\n"
@@ -161,6 +164,8 @@ static const struct option run_options[] = {
         {"io-read-iops", required_argument, NULL, OPT_IO_READ_IOPS},
         {"io-write-iops", required_argument, NULL, OPT_IO_WRITE_IOPS},
         {"quiet", no_argument, NULL, 'q'},
+        {"tty", no_argument, NULL, 't'},
+        {"no-tty", no_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -177,6 +182,7 @@ struct run_args {
         const char *rev;
         const char *state_root;
         bool quiet;
+        int tty; /* -1: by default (stdin and stdout terminals), 0: -T, 1: -t */
 };
 
 static struct policy_route *find_route(struct policy *p, const char *name)
@@ -305,7 +311,7 @@ static void warn_line(const char *line, void *userdata)
 
 int cmd_run(int argc, char **argv)
 {
-        struct run_args a = {0};
+        struct run_args a = {.tty = -1};
         struct al_error err = {0};
         char msg[AL_ERROR_MAX];
         char cwd[PATH_MAX];
@@ -338,7 +344,7 @@ int cmd_run(int argc, char **argv)
         const char *workspace = NULL;
         optind = 1;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+p:w:qh", run_options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+p:w:qhtT", run_options, NULL)) != -1) {
                 r = 0;
                 msg[0] = '\0';
                 switch (c) {
@@ -497,6 +503,10 @@ int cmd_run(int argc, char **argv)
                 case 'q':
                         a.quiet = true;
                         break;
+                case 't':
+                case 'T':
+                        a.tty = c == 't';
+                        break;
                 case 'h':
                         help_print(stdout, run_usage, "run");
                         policy_free(p);
@@ -592,10 +602,20 @@ int cmd_run(int argc, char **argv)
                 .stdin_fd = 0,
                 .stdout_fd = 1,
                 .stderr_fd = 2,
+                .tty = a.tty == 1 || (a.tty < 0 && isatty(0) && isatty(1)),
+                .tty_fd = isatty(0) ? 0 : isatty(1) ? 1 : -1,
         };
         struct supervisor_result res = {0};
         struct gitguard *gg = gitguard_begin(p);
+        /* The user's terminal passes keys through untouched while the
+         * command's own terminal is attached, and gets its mode back on
+         * every way out of the run: the supervisor returns from each
+         * (timeouts, kills, signals, audit failures). */
+        struct term_saved saved = {.fd = -1};
+        if (cfg.tty && isatty(0))
+                (void)term_raw(0, &saved);
         r = orphans_run(&cfg, &res, &err);
+        term_restore(&saved);
         gitguard_finish_logged(gg, audit_path, &a.audit_rotate, res.sandbox, warn_line, NULL);
         if (r < 0) {
                 secrets_free(secrets);

@@ -305,6 +305,15 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
                         }
                         continue;
                 }
+                if (m.type == SYNC_PTY) {
+                        for (size_t i = 0; i < nfds; i++) {
+                                if (ret->pty_fd < 0)
+                                        ret->pty_fd = fds[i];
+                                else
+                                        close(fds[i]);
+                        }
+                        continue;
+                }
                 if (m.type == SYNC_STARTED)
                         break;
                 if (m.type == SYNC_ERROR) {
@@ -341,6 +350,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ret->sync_fd = -1;
         ret->pidfd = -1;
         ret->upper_fd = -1;
+        ret->pty_fd = -1;
         ret->failure = SPAWN_FAILED_SETUP;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 ret->listen_fds[i] = -1;
@@ -418,6 +428,9 @@ fail:
         if (ret->upper_fd >= 0)
                 close(ret->upper_fd);
         ret->upper_fd = -1;
+        if (ret->pty_fd >= 0)
+                close(ret->pty_fd);
+        ret->pty_fd = -1;
         if (sp[0] >= 0)
                 close(sp[0]);
         if (sp[1] >= 0)

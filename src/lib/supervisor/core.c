@@ -25,6 +25,7 @@ void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on
         c->sp.pidfd = -1;
         c->sp.sync_fd = -1;
         c->sp.upper_fd = -1;
+        c->sp.pty_fd = -1;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c->sp.listen_fds[i] = -1;
         c->start_us = now_monotonic_us();
@@ -186,7 +187,7 @@ void sv_core_free(struct sv_core *c)
         if (c->base)
                 event_base_free(c->base);
         c->base = NULL;
-        int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd};
+        int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd, &c->sp.pty_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {
                         close(*fds[i]);

@@ -58,6 +58,12 @@ struct supervisor_config {
         int stdin_fd;
         int stdout_fd; /* where the command's output goes on the host */
         int stderr_fd;
+        /* -t: the command gets a fresh pty of the sandbox's own; stdin_fd is
+         * copied into it and its output goes to stdout_fd (pty-run.c).
+         * tty_fd, when >= 0, is the user's terminal: its size is passed at
+         * the start and on SIGWINCH. Its mode is the caller's business. */
+        bool tty;
+        int tty_fd;
 };
 
 /* Run to the end. Returns 0 whenever a result was produced (including setup
