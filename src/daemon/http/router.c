@@ -46,6 +46,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/events", route_events},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/stdin", route_stdin},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/signal", route_signal},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/pty", route_pty},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/resize", route_resize},
 };
 
 /* The methods, in the order Allow names them. */
