@@ -36,6 +36,7 @@ static const struct {
         {"cp", cmd_cp, "copy a file into or out of a sandbox's workspace"},
         {"rm", cmd_rm, "destroy airlockd's sandboxes"},
         {"logs", cmd_logs, "show a sandbox's audit lines or a process's output"},
+        {"attach", cmd_attach, "join this terminal to a sandbox process's terminal"},
         {"grant", cmd_grant, "manage the tokens airlockd accepts"},
         {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
 };

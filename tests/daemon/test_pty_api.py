@@ -243,3 +243,42 @@ def test_js_client_shell_session(shared_daemon, api, sandbox):
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert "/dev/pts/" in r["tty"] and r["size"] == "40 120" and r["exitCode"] == 5, r
     assert r["reconnected"] == r["expected"], r
+
+
+def test_airlock_attach_from_a_terminal(shared_daemon, api, sandbox):
+    import sys
+    import termios
+    sys.path.insert(0, str(REPO / "tests/integration"))
+    from term import Term
+    from daemonlib import AIRLOCK
+
+    sid = sandbox["id"]
+    pid = _shell(api, sandbox)
+    argv = [str(AIRLOCK), "attach", "--socket", str(shared_daemon.socket), "--token",
+            shared_daemon.admin, sid, str(pid)]
+    t = Term(argv, rows=33, cols=90)
+    try:
+        t.expect(PROMPT.encode())
+        assert not t.mode()[3] & termios.ECHO, "the terminal is not raw while attached"
+        t.send("stty size\r")
+        t.expect(rb"33 90")
+        t.resize(44, 100)
+        time.sleep(0.5)
+        t.send("stty size\r")
+        t.expect(rb"44 100")
+        t.send("\x1d")  # Ctrl-]: detach
+        assert t.wait() == 0
+        assert b"detached" in t.out
+        assert t.mode() == t.initial
+    finally:
+        t.close()
+    # The process ran on; attach again and end it.
+    t = Term(argv, rows=20, cols=70)
+    try:
+        t.expect(rb"44 100")  # the kept output is replayed
+        t.send("stty size; exit 4\r")
+        t.expect(rb"20 70")
+        assert t.wait() == 4
+        assert t.mode() == t.initial
+    finally:
+        t.close()

@@ -26,7 +26,8 @@ int ws_accept_key(const char *key, char out[29])
         return 0;
 }
 
-int ws_parse_client_frame(const uint8_t *buf, size_t len, uint64_t max_payload, struct ws_frame *f)
+static int parse_frame(const uint8_t *buf, size_t len, uint64_t max_payload, bool from_client,
+                       struct ws_frame *f)
 {
         if (len < 2)
                 return 0;
@@ -50,8 +51,9 @@ int ws_parse_client_frame(const uint8_t *buf, size_t len, uint64_t max_payload, 
         default:
                 return -WS_CLOSE_PROTOCOL;
         }
-        /* Every frame from a client is masked (RFC 6455 5.1). */
-        if (!(b1 & 0x80))
+        /* Every frame from a client is masked, none from a server
+         * (RFC 6455 5.1). */
+        if (!(b1 & 0x80) != !from_client)
                 return -WS_CLOSE_PROTOCOL;
         uint64_t plen = b1 & 0x7f;
         size_t hl = 2;
@@ -74,10 +76,13 @@ int ws_parse_client_frame(const uint8_t *buf, size_t len, uint64_t max_payload, 
         }
         if (plen > max_payload)
                 return -WS_CLOSE_TOO_BIG;
-        if (len < hl + 4)
-                return 0;
-        memcpy(f->mask, buf + hl, 4);
-        hl += 4;
+        memset(f->mask, 0, sizeof(f->mask));
+        if (from_client) {
+                if (len < hl + 4)
+                        return 0;
+                memcpy(f->mask, buf + hl, 4);
+                hl += 4;
+        }
         if (len - hl < plen)
                 return 0;
         f->fin = fin;
@@ -85,6 +90,24 @@ int ws_parse_client_frame(const uint8_t *buf, size_t len, uint64_t max_payload, 
         f->len = plen;
         f->header_len = hl;
         return 1;
+}
+
+int ws_parse_client_frame(const uint8_t *buf, size_t len, uint64_t max_payload, struct ws_frame *f)
+{
+        return parse_frame(buf, len, max_payload, true, f);
+}
+
+int ws_parse_server_frame(const uint8_t *buf, size_t len, uint64_t max_payload, struct ws_frame *f)
+{
+        return parse_frame(buf, len, max_payload, false, f);
+}
+
+size_t ws_client_header(uint8_t hdr[14], uint8_t opcode, uint64_t len, const uint8_t mask[4])
+{
+        size_t hl = ws_server_header(hdr, opcode, len);
+        hdr[1] |= 0x80;
+        memcpy(hdr + hl, mask, 4);
+        return hl + 4;
 }
 
 void ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t offset)

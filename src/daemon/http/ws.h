@@ -45,6 +45,11 @@ int ws_accept_key(const char *key, char out[29]);
  * or opcode, a control frame fragmented or over 125 bytes, a non-minimal
  * length) or -WS_CLOSE_TOO_BIG (payload over max_payload). */
 int ws_parse_client_frame(const uint8_t *buf, size_t len, uint64_t max_payload, struct ws_frame *f);
+/* The same for a server's frame (`airlock attach`): unmasked. */
+int ws_parse_server_frame(const uint8_t *buf, size_t len, uint64_t max_payload, struct ws_frame *f);
+/* A client frame's header with its mask key; the payload is to be masked
+ * with ws_unmask (the same XOR). Returns its length (6, 8 or 14). */
+size_t ws_client_header(uint8_t hdr[14], uint8_t opcode, uint64_t len, const uint8_t mask[4]);
 /* Unmask a payload in place (offset: where in the payload `p` starts). */
 void ws_unmask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t offset);
 /* A server frame's header (final, unmasked) for a payload of len bytes;
