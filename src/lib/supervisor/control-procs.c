@@ -367,8 +367,10 @@ void control_on_sync(evutil_socket_t fd, short what, void *arg)
                 for (int k = 0; k < 2; k++)
                         if (p->ev_out[k] && !p->paused)
                                 event_add(p->ev_out[k], NULL);
-                proc_event(p, json_pack("{s:s, s:i, s:b}", "type", "started", "pid", p->id, "pty",
-                                        p->pty));
+                json_t *started = json_pack("{s:s, s:i}", "type", "started", "pid", p->id);
+                if (p->pty)
+                        json_object_set_new(started, "pty", json_true());
+                proc_event(p, started);
                 if (p->background)
                         detach_all(p); /* a background exec answers "started" only */
                 break;
