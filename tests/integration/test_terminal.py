@@ -178,6 +178,17 @@ def test_terminal_restored_after_supervisor_sigterm(airlock):
         t.close()
 
 
+def test_terminal_restored_when_the_command_is_not_found(airlock):
+    ws = airlock.make_dir()
+    t = _term(airlock, ["run", "-q", "-w", ws, "--", "/no/such/command"])
+    try:
+        assert t.wait() == 127
+        assert b"command not found" in t.out, t.out
+        assert t.mode() == t.initial
+    finally:
+        t.close()
+
+
 @pytest.fixture
 def full_disk():
     if os.geteuid() != 0:
