@@ -311,3 +311,21 @@ def test_tty_output_is_redacted(airlock):
                      f"echo key={secret}"], timeout=30)
     assert p.returncode == 0, p.stderr
     assert secret not in p.stdout and "[REDACTED]" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("source", ["file", "devnull"])
+def test_tty_flag_with_input_that_cannot_be_polled(airlock, source):
+    """A regular file or /dev/null as input: read to its end, then Ctrl-D."""
+    ws = airlock.make_dir()
+    path = "/dev/null"
+    if source == "file":
+        path = str(ws / "input.txt")
+        with open(path, "w") as f:
+            f.write("from-a-file\n")
+    with open(path) as inp:
+        p = subprocess.run(airlock.cmd(["run", "-q", "-t", "-w", ws, "--", "/bin/sh", "-c",
+                                        "cat; echo CAT-ENDED"]),
+                           stdin=inp, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert "CAT-ENDED" in p.stdout
+    assert ("from-a-file" in p.stdout) == (source == "file"), p.stdout

@@ -16,6 +16,7 @@
 struct ptyio {
         int in_fd, master, tty_fd;
         struct event *ev_in, *ev_out, *ev_winch;
+        bool in_polled; /* ev_in watches in_fd; else in_fd is a file, read on */
         char buf[PTYIO_BUF];
         size_t len, off;
 };
@@ -49,10 +50,19 @@ static bool drain(struct ptyio *p)
         return true;
 }
 
+/* Read input again: when it is ready (polled), or at once (a file). */
+static void want_input(struct ptyio *p)
+{
+        if (p->in_polled)
+                event_add(p->ev_in, NULL);
+        else
+                event_active(p->ev_in, EV_READ, 0);
+}
+
 static void on_input(evutil_socket_t fd, short what, void *arg)
 {
         struct ptyio *p = arg;
-        ssize_t n = read(fd, p->buf, sizeof(p->buf));
+        ssize_t n = read(p->in_fd, p->buf, sizeof(p->buf));
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
         if (n <= 0) {
@@ -66,10 +76,13 @@ static void on_input(evutil_socket_t fd, short what, void *arg)
         }
         p->len = (size_t)n;
         p->off = 0;
-        if (!drain(p) && p->len) {
-                event_del(p->ev_in);
-                event_add(p->ev_out, NULL);
-        }
+        if (!drain(p)) {
+                if (p->len) {
+                        event_del(p->ev_in);
+                        event_add(p->ev_out, NULL);
+                }
+        } else if (!p->in_polled)
+                want_input(p);
 }
 
 static void on_writable(evutil_socket_t fd, short what, void *arg)
@@ -77,7 +90,7 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
         struct ptyio *p = arg;
         if (drain(p)) {
                 event_del(p->ev_out);
-                event_add(p->ev_in, NULL);
+                want_input(p);
         }
 }
 
@@ -104,13 +117,17 @@ struct ptyio *ptyio_start(struct event_base *base, int in_fd, int master, int tt
         p->tty_fd = tty_fd;
         evutil_make_socket_nonblocking(master);
         p->ev_out = event_new(base, master, EV_WRITE | EV_PERSIST, on_writable, p);
-        /* A regular file or /dev/null cannot be polled: such input is not
-         * copied (the command sees a terminal with nothing typed). */
+        /* A regular file or /dev/null cannot be polled: it is read on
+         * until its end, as fast as the terminal takes it. */
         if (in_fd >= 0) {
+                p->in_polled = true;
                 p->ev_in = event_new(base, in_fd, EV_READ | EV_PERSIST, on_input, p);
                 if (p->ev_in && event_add(p->ev_in, NULL) < 0) {
                         event_free(p->ev_in);
-                        p->ev_in = NULL;
+                        p->in_polled = false;
+                        p->ev_in = event_new(base, -1, 0, on_input, p);
+                        if (p->ev_in)
+                                want_input(p);
                 }
         }
         if (tty_fd >= 0) {
