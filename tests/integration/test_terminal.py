@@ -191,12 +191,16 @@ def test_terminal_restored_when_the_command_is_not_found(airlock):
 
 @pytest.fixture
 def full_disk():
+    """A tmpfs filled to the last byte, with 24 KiB held in a spacer file
+    that a test may delete to leave just that much room."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     import tempfile
     d = tempfile.mkdtemp(prefix="airlock-fulltty-", dir="/tmp")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0777", "tmpfs", d], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k,mode=0777", "tmpfs", d], check=True)
     try:
+        with open(os.path.join(d, "spacer"), "wb") as f:
+            f.write(b"s" * 24 * 1024)
         fd = os.open(os.path.join(d, "fill"), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             for size in (4096, 512, 1):
@@ -220,6 +224,41 @@ def test_terminal_restored_after_audit_failure(airlock, full_disk):
     try:
         assert t.wait() == 125
         assert b"audit_failed" in t.out and b"SHOULD-NOT-RUN" not in t.out, t.out
+        assert t.mode() == t.initial
+    finally:
+        t.close()
+
+
+DENIED = r"""
+import socket, sys
+print("STARTED", flush=True)
+for i in range(2000):
+    try:
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+        s.sendall(b"CONNECT denied-%d.example:443 HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+        s.recv(4096)
+        s.close()
+    except OSError:
+        pass
+print("ALL-DENIED", flush=True)
+"""
+
+
+def test_terminal_restored_after_an_audit_failure_mid_run(airlock, full_disk):
+    """The audit log fills while the command runs (each refused connection
+    is a line): the sandbox is killed, and the terminal restored."""
+    ws = airlock.make_dir()
+    (ws / "denied.py").write_text(DENIED)
+    airlock.chown(ws)
+    os.unlink(os.path.join(full_disk, "spacer"))
+    t = _term(airlock, ["run", "-q", "-w", ws, "--net", "gated", "--allow", "allowed.example",
+                        "--audit", os.path.join(full_disk, "audit.jsonl"),
+                        "--", "python3", "/workspace/denied.py"])
+    try:
+        t.expect(rb"STARTED")
+        assert not t.mode()[3] & termios.ECHO
+        assert t.wait(timeout=60) == 125
+        assert b"audit_failed" in t.out and b"ALL-DENIED" not in t.out, t.out[-500:]
         assert t.mode() == t.initial
     finally:
         t.close()
