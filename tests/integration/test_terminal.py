@@ -95,7 +95,7 @@ def test_ctrl_c_and_job_control(airlock):
         t.send("bg\r")
         t.expect(rb"\[1\]\+ sleep 30 &")
         t.send("kill %1; wait; echo JOBS-DONE\r")
-        t.expect(rb"\rJOBS-DONE\r\n")
+        t.expect(rb"[\r\n]JOBS-DONE\r\n")
         t.send("exit 0\r")
         assert t.wait() == 0
     finally:
