@@ -43,6 +43,7 @@
 #define WS_OUT_HIGH    (1u << 20)    /* output queued to a client before reading pauses */
 #define WS_PING_S      20            /* a ping this often ... */
 #define WS_IDLE_S      60            /* ... and a client silent this long is gone */
+#define WS_CLOSE_S     10            /* the close frame goes out within this */
 
 struct ws_session {
         struct ws_session *next;
@@ -134,6 +135,10 @@ static void ws_finish(struct ws_session *s, uint16_t code, const char *reason)
         /* libevent's callbacks back, and its write callback only once all
          * is out: it frees the connection then. */
         bufferevent_setwatermark(s->bev, EV_WRITE, 0, 0);
+        /* A client that reads nothing more does not keep the connection:
+         * what is left must go within WS_CLOSE_S. */
+        struct timeval wt = {.tv_sec = WS_CLOSE_S};
+        bufferevent_set_timeouts(s->bev, NULL, &wt);
         bufferevent_setcb(s->bev, NULL, s->http_write_cb, s->http_event_cb, s->http_cb_arg);
         struct evkeyvalq *h = evhttp_request_get_output_headers(s->req);
         evhttp_remove_header(h, "Connection");
