@@ -18,13 +18,17 @@ status and the API's {"error", "message", ...} body.
 """
 
 import base64
+import hashlib
 import http.client
 import json
 import os
+import select
 import socket
+import struct
+import time
 import urllib.parse
 
-__all__ = ["AirlockError", "Client", "ExecResult", "default_socket"]
+__all__ = ["AirlockError", "Client", "ExecResult", "PtyConnection", "default_socket"]
 
 
 def default_socket():
@@ -91,6 +95,7 @@ class Client:
         self.timeout = timeout
         if not self.url and not self.socket_path:
             raise ValueError("no socket: give socket_path or url, or set XDG_RUNTIME_DIR")
+        self.pty = _Pty(self)
 
     # transport
 
@@ -378,3 +383,205 @@ class Client:
         if status != 200:
             raise AirlockError(status, json.loads(data) if data else {})
         return data.decode()
+
+
+# terminals (docs/api.md, "Terminals")
+
+_WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+class PtyConnection:
+    """A process's terminal stream (a WebSocket): recv() gives its output as
+    bytes, send() types into it. `offset` counts the output bytes received
+    since the process started: connect again with it after a disconnect and
+    nothing is lost. `exit` is the exit event once the process has ended."""
+
+    def __init__(self, sock, offset):
+        self._sock = sock
+        self._buf = b""
+        self.offset = offset
+        self.exit = None
+        self.events = []  # the text frames: started, gap, error, exit
+        self.closed = False
+        self.close_code = None
+        self._left = b""  # output read past read_until's needle
+
+    def _read(self, n, deadline):
+        while len(self._buf) < n:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError("no frame from the terminal")
+            r, _, _ = select.select([self._sock], [], [], left)
+            if not r:
+                continue
+            d = self._sock.recv(65536)
+            if not d:
+                raise ConnectionError("the terminal's connection closed")
+            self._buf += d
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def _frame(self, deadline):
+        b0, b1 = self._read(2, deadline)
+        n = b1 & 0x7F
+        if n == 126:
+            n = struct.unpack(">H", self._read(2, deadline))[0]
+        elif n == 127:
+            n = struct.unpack(">Q", self._read(8, deadline))[0]
+        if b1 & 0x80:
+            raise ConnectionError("the server masked a frame")
+        return b0 & 0x0F, self._read(n, deadline)
+
+    def send_frame(self, opcode, payload=b"", fin=True):
+        mask = os.urandom(4)
+        n = len(payload)
+        head = bytes([(0x80 if fin else 0) | opcode])
+        if n < 126:
+            head += bytes([0x80 | n])
+        elif n < 65536:
+            head += bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            head += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        masked = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
+        self._sock.sendall(head + mask + masked)
+
+    def send(self, data):
+        """Type bytes (or a str) into the terminal, in frames of at most 32 KiB."""
+        if isinstance(data, str):
+            data = data.encode()
+        for i in range(0, len(data), 32 * 1024):
+            self.send_frame(0x2, data[i:i + 32 * 1024])
+
+    def recv(self, timeout=None):
+        """The next output bytes; None once the stream has ended (see
+        `exit` and `close_code`). TimeoutError when nothing came in time."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.closed:
+            op, payload = self._frame(deadline)
+            if op == 0x2:
+                self.offset += len(payload)
+                return payload
+            if op == 0x1:
+                ev = json.loads(payload)
+                self.events.append(ev)
+                if ev.get("type") == "exit":
+                    self.exit = ev
+                elif ev.get("type") == "gap":
+                    self.offset = ev["to"]
+            elif op == 0x9:
+                self.send_frame(0xA, payload)
+            elif op == 0x8:
+                self.close_code = struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else 1005
+                try:
+                    self.send_frame(0x8, payload[:2])
+                except OSError:
+                    pass
+                self.closed = True
+                self._sock.close()
+        return None
+
+    def read_until(self, needle, timeout=30):
+        """Output up to and including `needle` (bytes or str); what came
+        after it is kept for the next read_until."""
+        if isinstance(needle, str):
+            needle = needle.encode()
+        got, self._left = self._left, b""
+        deadline = time.monotonic() + timeout
+        while needle not in got:
+            d = self.recv(timeout=max(0.01, deadline - time.monotonic()))
+            if d is None:
+                raise ConnectionError("the terminal ended before %r; got %r" % (needle, got[-500:]))
+            got += d
+        end = got.index(needle) + len(needle)
+        got, self._left = got[:end], got[end:]
+        return got
+
+    def close(self):
+        """Leave the terminal (the process goes on running)."""
+        if not self.closed:
+            try:
+                self.send_frame(0x8, struct.pack(">H", 1000))
+            except OSError:
+                pass
+            self.closed = True
+            self._sock.close()
+
+
+class _Pty:
+    """client.pty: create, connect, send_input, resize, kill."""
+
+    def __init__(self, client):
+        self._c = client
+
+    def create(self, sandbox_id, rows=24, cols=80, cmd=None, env=None, cwd=None, timeout=None):
+        """Start a process (a login-less shell by default) on a new terminal
+        of rows x cols; returns its pid. It runs until it exits or is killed."""
+        body = self._c._exec_body(cmd or ["/bin/bash", "-i"], env, cwd, None, timeout, True)
+        body["pty"] = {"rows": rows, "cols": cols}
+        return self._c._json("POST", "/v1/sandboxes/%s/exec" % sandbox_id, body,
+                             expect=(201,))["pid"]
+
+    def resize(self, sandbox_id, pid, rows, cols):
+        return self._c._json("POST", "/v1/sandboxes/%s/processes/%d/resize" % (sandbox_id, pid),
+                             {"rows": rows, "cols": cols})
+
+    def send_input(self, sandbox_id, pid, data):
+        """Type into the terminal without a stream."""
+        return self._c.stdin(sandbox_id, pid, data)
+
+    def kill(self, sandbox_id, pid):
+        return self._c.signal(sandbox_id, pid, "KILL")
+
+    def connect(self, sandbox_id, pid, offset=0, timeout=30):
+        """The terminal's stream, from output byte `offset` on."""
+        c = self._c
+        if c.url:
+            u = urllib.parse.urlsplit(c.url)
+            sock = socket.create_connection((u.hostname, u.port or 80), timeout=timeout)
+            host = u.netloc
+        else:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(c.socket_path)
+            host = "airlockd"
+        key = base64.b64encode(os.urandom(16)).decode()
+        path = "/v1/sandboxes/%s/processes/%d/pty?offset=%d" % (sandbox_id, pid, offset)
+        head = ["GET %s HTTP/1.1" % path, "Host: %s" % host, "Upgrade: websocket",
+                "Connection: Upgrade", "Sec-WebSocket-Key: %s" % key, "Sec-WebSocket-Version: 13"]
+        for k, v in c._headers().items():
+            head.append("%s: %s" % (k, v))
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+        resp = b""
+        while b"\r\n\r\n" not in resp:
+            d = sock.recv(4096)
+            if not d:
+                sock.close()
+                raise ConnectionError("airlockd closed the connection during the handshake")
+            resp += d
+        head_bytes, rest = resp.split(b"\r\n\r\n", 1)
+        lines = head_bytes.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip()
+                   for l in lines[1:] if ":" in l}
+        if status != 101:
+            body = rest
+            n = int(headers.get("content-length", "0"))
+            while len(body) < n:
+                d = sock.recv(4096)
+                if not d:
+                    break
+                body += d
+            sock.close()
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = {}
+            raise AirlockError(status, doc)
+        want = base64.b64encode(hashlib.sha1(key.encode() + _WS_GUID).digest()).decode()
+        if headers.get("sec-websocket-accept") != want:
+            sock.close()
+            raise ConnectionError("bad Sec-WebSocket-Accept from airlockd")
+        sock.settimeout(None)
+        conn = PtyConnection(sock, offset)
+        conn._buf = rest
+        return conn

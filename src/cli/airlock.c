@@ -37,6 +37,7 @@ static const struct {
         {"cp", cmd_cp, "copy a file into or out of a sandbox's workspace"},
         {"rm", cmd_rm, "destroy airlockd's sandboxes"},
         {"logs", cmd_logs, "show a sandbox's audit lines or a process's output"},
+        {"attach", cmd_attach, "join this terminal to a sandbox process's terminal"},
         {"grant", cmd_grant, "manage the tokens airlockd accepts"},
         {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
         {"doctor", cmd_doctor, "say which isolation tiers this host can run, and why not"},

@@ -18,6 +18,7 @@
 #include "secrets.h"
 #include "orphans.h"
 #include "supervisor.h"
+#include "term.h"
 #include "util.h"
 
 #define EXIT_SETUP 125
@@ -43,6 +44,8 @@ static const char run_usage[] =
         "      --allow HOST[:PORT]  allow a destination through the network gate\n"
         "      --route NAME=URL     a route: http://127.0.0.1:8080/NAME/... goes to URL\n"
         "  -q, --quiet              print nothing of Airlock's own but errors\n"
+        "  -t, --tty                give the command a terminal of its own (the default when\n"
+        "                           stdin and stdout are terminals); -T, --no-tty: pipes\n"
         "\n"
         "More options:\n"
         "      --allow-broad-workspace  allow /, a system directory or a whole home as the\n"
@@ -169,6 +172,8 @@ static const struct option run_options[] = {
         {"port", required_argument, NULL, 'P'},
         {"port-bind", required_argument, NULL, OPT_PORT_BIND},
         {"quiet", no_argument, NULL, 'q'},
+        {"tty", no_argument, NULL, 't'},
+        {"no-tty", no_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -188,6 +193,7 @@ struct run_args {
         struct sv_port_req ports[SV_PORTS_MAX];
         size_t n_ports;
         const char *port_bind;
+        int tty; /* -1: by default (stdin and stdout terminals), 0: -T, 1: -t */
 };
 
 /* -P: where a forward listens, said once (not under -q). */
@@ -348,7 +354,7 @@ static void warn_line(const char *line, void *userdata)
 
 int cmd_run(int argc, char **argv)
 {
-        struct run_args a = {0};
+        struct run_args a = {.tty = -1};
         struct al_error err = {0};
         char msg[AL_ERROR_MAX];
         char cwd[PATH_MAX];
@@ -381,7 +387,7 @@ int cmd_run(int argc, char **argv)
         const char *workspace = NULL;
         optind = 1;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+p:w:P:qh", run_options, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+p:w:P:qhtT", run_options, NULL)) != -1) {
                 r = 0;
                 msg[0] = '\0';
                 switch (c) {
@@ -553,6 +559,10 @@ int cmd_run(int argc, char **argv)
                 case 'q':
                         a.quiet = true;
                         break;
+                case 't':
+                case 'T':
+                        a.tty = c == 't';
+                        break;
                 case 'h':
                         help_print(stdout, run_usage, "run");
                         policy_free(p);
@@ -652,12 +662,22 @@ int cmd_run(int argc, char **argv)
                 .n_ports = a.n_ports,
                 .on_port = print_port,
                 .on_port_ud = &a,
+                .tty = a.tty == 1 || (a.tty < 0 && isatty(0) && isatty(1)),
+                .tty_fd = isatty(0) ? 0 : isatty(1) ? 1 : -1,
         };
         for (size_t i = 0; a.port_bind && i < a.n_ports; i++)
                 snprintf(a.ports[i].bind, sizeof(a.ports[i].bind), "%s", a.port_bind);
         struct supervisor_result res = {0};
         struct gitguard *gg = gitguard_begin(p);
+        /* The user's terminal passes keys through untouched while the
+         * command's own terminal is attached, and gets its mode back on
+         * every way out of the run: the supervisor returns from each
+         * (timeouts, kills, signals, audit failures). */
+        struct term_saved saved = {.fd = -1};
+        if (cfg.tty && isatty(0))
+                (void)term_raw(0, &saved);
         r = orphans_run(&cfg, &res, &err);
+        term_restore(&saved);
         gitguard_finish_logged(gg, audit_path, &a.audit_rotate, res.sandbox, warn_line, NULL);
         if (r < 0) {
                 secrets_free(secrets);

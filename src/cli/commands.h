@@ -18,6 +18,7 @@ int cmd_exec(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
+int cmd_attach(int argc, char **argv);
 int cmd_grant(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);

@@ -520,7 +520,8 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         if (!body)
                 return;
         static const char *const keys[] = {"argv",    "env",          "cwd",        "stdin",
-                                           "timeout", "stallTimeout", "background", NULL};
+                                           "timeout", "stallTimeout", "background", "pty",
+                                           NULL};
         json_t *ctl = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;
@@ -610,6 +611,8 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 json_object_set_new(ctl, "timeout", json_real(timeout));
         if (stall > 0)
                 json_object_set_new(ctl, "stallTimeout", json_real(stall));
+        if (!pty_exec_option(d, req, body, ctl))
+                goto out;
         if (record_audit(d, id, "api.exec",
                          json_pack("{s:s, s:O, s:b}", "grant", g->name, "argv", argv, "background",
                                    json_is_true(bg))) < 0) {

@@ -72,6 +72,7 @@ struct conn {
         bool classified;
         bool timed; /* the deadline has been started once */
         bool busy;  /* in the watcher: its own changes are not new input */
+        bool upgraded; /* switched protocols (a WebSocket): no longer HTTP */
         struct peer peer;
         uint64_t requests;
         int status; /* refused: the answer's status */
@@ -154,6 +155,15 @@ static struct conn *conn_of(struct evhttp_request *req)
                 if (c->bev == bev)
                         return c;
         return NULL;
+}
+
+void http_guard_upgraded(struct evhttp_request *req)
+{
+        struct conn *c = conn_of(req);
+        if (!c)
+                return;
+        c->upgraded = true;
+        event_del(c->timer);
 }
 
 static void refuse(struct conn *c, int status, const char *fmt, ...)
@@ -257,7 +267,7 @@ static void deadline_start(struct conn *c)
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
         struct conn *c = arg;
-        if (conn_dead(c))
+        if (conn_dead(c) || c->upgraded)
                 return;
         if (!c->timed) {
                 /* The first turn after accept(): the descriptor is known now,
@@ -400,7 +410,7 @@ static bool scan(struct conn *c, const char *data, size_t n, struct evbuffer *ou
 static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
         struct conn *c = arg;
-        if (c->busy || info->n_added == 0 || conn_dead(c))
+        if (c->busy || info->n_added == 0 || conn_dead(c) || c->upgraded)
                 return;
         c->busy = true;
         classify(c);

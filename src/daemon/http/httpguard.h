@@ -32,3 +32,8 @@ void http_guard_listener(struct evconnlistener *lev);
  * head that broke the rules, or a connection past a cap. */
 bool http_guard_refused(struct daemon *d, struct evhttp_request *req);
 void http_guard_shutdown(void);
+/* The connection of `req` switched protocols (a WebSocket, http/pty.c): its
+ * bytes are no longer HTTP heads, so the guard passes them through untouched
+ * and drops its request deadline; whoever took the connection over bounds
+ * what it reads and how long it stays. */
+void http_guard_upgraded(struct evhttp_request *req);

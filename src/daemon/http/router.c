@@ -49,6 +49,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/ports", route_ports},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/ports", route_ports},
     {EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/ports/{pid}", route_port_delete},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/pty", route_pty},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/resize", route_resize},
 };
 
 /* The methods, in the order Allow names them. */

@@ -43,6 +43,12 @@ void route_signal(struct daemon *d, struct evhttp_request *req, const struct rou
 bool parse_pid(const char *s, uint64_t *ret);
 /* Stopping: end the exec, attach, stdin and signal calls in flight. */
 void exec_shutdown(struct daemon *d);
+/* pty.c: a process's terminal (resize, and its WebSocket stream) */
+void route_pty(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_resize(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* An exec body's "pty" checked into the control request; false with a 400 sent. */
+bool pty_exec_option(struct daemon *d, struct evhttp_request *req, json_t *body, json_t *ctl);
+void pty_shutdown(struct daemon *d);
 /* files.c */
 void route_files(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_files_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

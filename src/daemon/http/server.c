@@ -18,6 +18,7 @@ static void on_request(struct evhttp_request *req, void *arg)
 void api_shutdown(struct daemon *d)
 {
         exec_shutdown(d);
+        pty_shutdown(d);
 }
 
 int api_setup(struct daemon *d, struct al_error *err)

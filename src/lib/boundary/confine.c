@@ -4,6 +4,7 @@
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -74,6 +75,10 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
         /* A new session: no controlling terminal to push input into. */
         if (setsid() < 0)
                 return al_error_set(err, errno, "setsid");
+        /* A terminal the sandbox owns (pty.c) becomes the session's, so that
+         * job control and ^C work; the user's terminal never gets here. */
+        if (c->ctty && ioctl(0, TIOCSCTTY, 0) < 0)
+                return al_error_set(err, errno, "making the terminal the controlling terminal");
 
         /* Nothing but stdio (and the error channel, closed by execve) crosses
          * into the command: a leaked fd is an escape (CVE-2024-21626). */

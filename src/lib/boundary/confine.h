@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -20,6 +21,8 @@ struct confine_config {
         char *const *argv;
         char *const *envp;
         int keep_fd; /* kept open across close_range (CLOEXEC), or -1 */
+        bool ctty;   /* fd 0 is a terminal of the sandbox's own: make it the new
+                      * session's controlling terminal */
 };
 
 /* Returns only on failure, with `err` set; *ret_exec_errno is non-zero when

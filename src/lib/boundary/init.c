@@ -47,6 +47,7 @@ struct command {
         char *const *envp;
         const char *cwd;
         int fds[3];
+        bool ctty; /* fds[0] is the sandbox's own pty slave */
 };
 
 static _Noreturn void command_main(struct child_ctx *ctx, const struct command *cmd, int errfd)
@@ -81,6 +82,7 @@ static _Noreturn void command_main(struct child_ctx *ctx, const struct command *
                 .argv = cmd->argv,
                 .envp = cmd->envp,
                 .keep_fd = errfd,
+                .ctty = cmd->ctty,
         };
         int exec_errno = 0;
         confine_and_exec(&cc, &exec_errno, &err);
@@ -171,22 +173,36 @@ static int parse_exec(char *buf, size_t len, const char **cwd, char ***argv, cha
 /* Start one requested process: it goes through command_main() exactly as a
  * sandbox's first command does. */
 static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc *procs,
-                      int id, char *payload, size_t len, const int *fds, size_t nfds)
+                      int id, uint32_t tty, char *payload, size_t len, const int *fds,
+                      size_t nfds)
 {
         struct sync_msg m = {.type = SYNC_ERROR, .id = id, .value = SPAWN_FAILED_SETUP};
         const char *cwd;
         char **argv = NULL, **envp = NULL;
         int pair[2] = {-1, -1};
+        int master = -1, slave = -1;
         int slot = -1;
         for (int i = 0; i < INIT_MAX_PROCS && slot < 0; i++)
                 if (procs[i].pid == 0)
                         slot = i;
-        if (nfds != 3 || slot < 0 || parse_exec(payload, len, &cwd, &argv, &envp) < 0) {
+        bool want_tty = (tty & SYNC_TTY_ON) != 0;
+        if ((want_tty ? nfds != 0 : nfds != 3) || slot < 0 ||
+            parse_exec(payload, len, &cwd, &argv, &envp) < 0) {
                 m.code = slot < 0 ? EAGAIN : EBADMSG;
                 snprintf(m.text, sizeof(m.text), "%s",
                          slot < 0 ? "too many processes" : "malformed exec request");
                 spawn_send_msg(sync, &m);
                 return;
+        }
+        if (want_tty) {
+                int r = spawn_pty_open((uint16_t)((tty >> 15) & 0x7fff), (uint16_t)(tty & 0x7fff),
+                                       &master, &slave);
+                if (r < 0) {
+                        m.code = -r;
+                        snprintf(m.text, sizeof(m.text), "opening a terminal: %s", strerror(-r));
+                        spawn_send_msg(sync, &m);
+                        goto out;
+                }
         }
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
                 m.code = errno;
@@ -205,12 +221,20 @@ static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc
                 close(pair[0]);
                 close(sync);
                 close(sfd);
-                struct command c = {.argv = argv, .envp = envp, .cwd = *cwd ? cwd : NULL,
-                                    .fds = {fds[0], fds[1], fds[2]}};
+                struct command c = {.argv = argv, .envp = envp, .cwd = *cwd ? cwd : NULL};
+                for (int i = 0; i < 3; i++)
+                        c.fds[i] = want_tty ? slave : fds[i];
+                c.ctty = want_tty;
+                if (master >= 0)
+                        close(master);
                 command_main(ctx, &c, pair[1]);
         }
         close(pair[1]);
         pair[1] = -1;
+        if (slave >= 0) {
+                close(slave);
+                slave = -1;
+        }
         procs[slot].pid = pid;
         procs[slot].id = id;
         struct sync_msg r;
@@ -219,11 +243,20 @@ static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc
                 procs[slot].id = -1;
                 r.id = id;
                 spawn_send_msg(sync, &r);
+        } else if (master >= 0) {
+                /* The terminal's master goes with the report that it started. */
+                struct sync_msg started = {.type = SYNC_STARTED, .id = id};
+                if (spawn_send_msg_fd(sync, &started, master) < 0)
+                        kill(-pid, SIGKILL);
         } else {
                 m.type = SYNC_STARTED;
                 spawn_send_msg(sync, &m);
         }
 out:
+        if (master >= 0)
+                close(master);
+        if (slave >= 0)
+                close(slave);
         if (pair[0] >= 0)
                 close(pair[0]);
         if (pair[1] >= 0)
@@ -317,8 +350,9 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
                         if ((size_t)n >= sizeof(m)) {
                                 memcpy(&m, buf, sizeof(m));
                                 if (m.type == SYNC_EXEC)
-                                        init_exec(ctx, sync, sfd, procs, m.id, buf + sizeof(m),
-                                                  (size_t)n - sizeof(m), fds, nfds);
+                                        init_exec(ctx, sync, sfd, procs, m.id, (uint32_t)m.value,
+                                                  buf + sizeof(m), (size_t)n - sizeof(m), fds,
+                                                  nfds);
                                 else if (m.type == SYNC_KILL)
                                         for (int i = 0; i < INIT_MAX_PROCS; i++)
                                                 if (procs[i].pid > 0 && procs[i].id == m.id) {
@@ -352,6 +386,14 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                 al_error_set(&err, errno, "socketpair");
                 spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
         }
+        int master = -1, slave = -1;
+        if (ctx->cfg->pty.on) {
+                int r = spawn_pty_open(ctx->cfg->pty.rows, ctx->cfg->pty.cols, &master, &slave);
+                if (r < 0) {
+                        al_error_set(&err, -r, "opening the command's terminal");
+                        spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
+                }
+        }
         pid_t cmd = fork();
         if (cmd < 0) {
                 al_error_set(&err, errno, "fork");
@@ -363,9 +405,26 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                 struct command c = {.argv = ctx->cfg->argv, .envp = ctx->cfg->envp,
                                     .fds = {ctx->cfg->stdin_fd, ctx->cfg->stdout_fd,
                                             ctx->cfg->stderr_fd}};
+                if (slave >= 0) {
+                        c.fds[0] = c.fds[1] = c.fds[2] = slave;
+                        c.ctty = true;
+                        close(master);
+                }
                 command_main(ctx, &c, pair[1]);
         }
         close(pair[1]);
+        /* pid 1 keeps no end of the terminal: the master goes to the
+         * supervisor, which sees EIO once the last process holding the
+         * slave is gone. */
+        if (slave >= 0)
+                close(slave);
+        if (master >= 0) {
+                if (spawn_send_fds(sync, SYNC_PTY, &master, 1) < 0) {
+                        kill(cmd, SIGKILL);
+                        _exit(125);
+                }
+                close(master);
+        }
 
         /* pid 1 needs nothing from here on: no privileges, no stdio, and not
          * dumpable, so the agent cannot reach into it through /proc. */

@@ -25,6 +25,7 @@ enum sync_type {
         SYNC_EXIT,      /* pid 1 -> parent: the command's wait status */
         SYNC_EXEC,      /* parent -> pid 1: start a process (idle sandboxes) */
         SYNC_KILL,      /* parent -> pid 1: signal a process's group */
+        SYNC_PTY,       /* pid 1 -> parent: the command's terminal master */
 };
 
 struct sync_msg {
@@ -56,6 +57,7 @@ int spawn_sync_send(int fd, uint32_t type, int code, int value, const char *text
 int spawn_sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t *ret_nfds);
 int spawn_send_fds(int sock, uint32_t type, const int *fds, size_t n);
 int spawn_send_msg(int fd, const struct sync_msg *m);
+int spawn_send_msg_fd(int fd, const struct sync_msg *m, int pass_fd);
 bool spawn_watch_owner(int sync);
 _Noreturn void spawn_child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
                                 int exit_code);
@@ -71,6 +73,13 @@ int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_
 
 /* netns.c */
 void netns_setup(struct child_ctx *ctx);
+
+/* pty.c: a fresh pty pair in the sandbox's devpts, sized rows x cols. */
+int spawn_pty_open(uint16_t rows, uint16_t cols, int *ret_master, int *ret_slave);
+
+/* An exec request's terminal travels in sync_msg.value: 1 << 31 | rows << 15 | cols,
+ * or 0 for none. */
+#define SYNC_TTY_ON (1U << 31)
 
 /* init.c */
 _Noreturn void spawn_init_main(struct child_ctx *ctx);

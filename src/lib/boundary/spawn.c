@@ -305,6 +305,15 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
                         }
                         continue;
                 }
+                if (m.type == SYNC_PTY) {
+                        for (size_t i = 0; i < nfds; i++) {
+                                if (ret->pty_fd < 0)
+                                        ret->pty_fd = fds[i];
+                                else
+                                        close(fds[i]);
+                        }
+                        continue;
+                }
                 if (m.type == SYNC_STARTED)
                         break;
                 if (m.type == SYNC_ERROR) {
@@ -342,6 +351,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ret->pidfd = -1;
         ret->upper_fd = -1;
         ret->netns_fd = -1;
+        ret->pty_fd = -1;
         ret->failure = SPAWN_FAILED_SETUP;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 ret->listen_fds[i] = -1;
@@ -427,6 +437,9 @@ fail:
         if (ret->netns_fd >= 0)
                 close(ret->netns_fd);
         ret->netns_fd = -1;
+        if (ret->pty_fd >= 0)
+                close(ret->pty_fd);
+        ret->pty_fd = -1;
         if (sp[0] >= 0)
                 close(sp[0]);
         if (sp[1] >= 0)

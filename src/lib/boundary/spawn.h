@@ -32,6 +32,12 @@ enum spawn_failure {
         SPAWN_FAILED_EXEC,
 };
 
+/* A terminal for a command: rows and columns at the start. */
+struct spawn_pty {
+        bool on;
+        uint16_t rows, cols;
+};
+
 struct spawn_config {
         const struct policy *policy;
         char *const *argv;     /* the first command; NULL: an idle sandbox whose pid 1
@@ -43,6 +49,8 @@ struct spawn_config {
         int stdout_fd;         /* write ends, given as 1 and 2 */
         int stderr_fd;
         struct cgroup *cgroup; /* may be NULL */
+        struct spawn_pty pty;  /* on: the command gets a fresh pty instead of the
+                                * three fds (pty.c) */
 };
 
 struct spawn_result {
@@ -52,6 +60,7 @@ struct spawn_result {
         int listen_fds[SPAWN_LISTEN_MAX]; /* -1 when network mode is none */
         int upper_fd;   /* overlay workspace: the upper layer's directory, else -1 */
         int netns_fd;   /* its network namespace, for port forwards (ports.h); -1: none */
+        int pty_fd;     /* spawn_config.pty: the terminal's master, else -1 */
         enum spawn_failure failure;
         uid_t host_uid; /* what the sandbox user is on the host */
 };
@@ -72,6 +81,10 @@ const char *spawn_userns_disabled_reason(void);
  * and stderr (pid 1 gets copies). */
 int spawn_exec_request(int sync_fd, int id, char *const *argv, char *const *envp, const char *cwd,
                        const int fds[3]);
+/* The same with a fresh terminal (pty.c) instead of fds: its master
+ * comes with the SPAWN_EVENT_STARTED event (spawn_event.pty_fd). */
+int spawn_exec_pty_request(int sync_fd, int id, char *const *argv, char *const *envp,
+                           const char *cwd, const struct spawn_pty *pty);
 /* Signal a started process's group. */
 int spawn_kill_request(int sync_fd, int id, int sig);
 
@@ -88,6 +101,8 @@ struct spawn_event {
         enum spawn_failure failure; /* FAILED */
         int err;
         char message[1024];
+        int pty_fd; /* STARTED of a process with a terminal: its master (the
+                     * reader owns it), else -1 */
         uint64_t cpu_user_ms, cpu_system_ms, max_rss_kb;
 };
 

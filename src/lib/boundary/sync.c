@@ -133,6 +133,25 @@ int spawn_send_msg(int fd, const struct sync_msg *m)
         return n == (ssize_t)sizeof(*m) ? 0 : -EIO;
 }
 
+int spawn_send_msg_fd(int fd, const struct sync_msg *m, int pass_fd)
+{
+        char control[CMSG_SPACE(sizeof(int))];
+        memset(control, 0, sizeof(control));
+        struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                            .msg_controllen = sizeof(control)};
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+        ssize_t n;
+        do
+                n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        return n == (ssize_t)sizeof(*m) ? 0 : -EIO;
+}
+
 int spawn_read_exit(int sync_fd, int *ret_status)
 {
         struct sync_msg m;
@@ -145,8 +164,8 @@ int spawn_read_exit(int sync_fd, int *ret_status)
         return 0;
 }
 
-int spawn_exec_request(int sync_fd, int id, char *const *argv, char *const *envp, const char *cwd,
-                       const int fds[3])
+static int exec_request(int sync_fd, int id, char *const *argv, char *const *envp,
+                        const char *cwd, const int fds[3], uint32_t tty)
 {
         size_t argc = strv_length(argv), envc = strv_length(envp);
         size_t len = 8 + strlen(cwd ? cwd : "") + 1;
@@ -167,19 +186,37 @@ int spawn_exec_request(int sync_fd, int id, char *const *argv, char *const *envp
         for (size_t i = 0; i < envc; i++)
                 p = stpcpy(p, envp[i]) + 1;
 
-        struct sync_msg m = {.type = SYNC_EXEC, .id = id};
+        struct sync_msg m = {.type = SYNC_EXEC, .id = id, .value = (int32_t)tty};
         char control[CMSG_SPACE(sizeof(int) * 3)];
         memset(control, 0, sizeof(control));
         struct iovec iov[2] = {{.iov_base = &m, .iov_len = sizeof(m)},
                                {.iov_base = payload, .iov_len = len}};
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = control,
-                            .msg_controllen = CMSG_SPACE(sizeof(int) * 3)};
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * 3);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * 3);
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+        if (fds) {
+                mh.msg_control = control;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * 3);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * 3);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * 3);
+        }
         return sendmsg(sync_fd, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+int spawn_exec_request(int sync_fd, int id, char *const *argv, char *const *envp, const char *cwd,
+                       const int fds[3])
+{
+        return exec_request(sync_fd, id, argv, envp, cwd, fds, 0);
+}
+
+int spawn_exec_pty_request(int sync_fd, int id, char *const *argv, char *const *envp,
+                           const char *cwd, const struct spawn_pty *pty)
+{
+        uint32_t rows = pty->rows ? pty->rows : 24, cols = pty->cols ? pty->cols : 80;
+        if (rows > 0x7fff || cols > 0x7fff)
+                return -EINVAL;
+        return exec_request(sync_fd, id, argv, envp, cwd, NULL, SYNC_TTY_ON | rows << 15 | cols);
 }
 
 int spawn_kill_request(int sync_fd, int id, int sig)
@@ -191,14 +228,24 @@ int spawn_kill_request(int sync_fd, int id, int sig)
 int spawn_read_event(int sync_fd, struct spawn_event *ev)
 {
         struct sync_msg m;
-        int r = spawn_sync_recv(sync_fd, &m, NULL, 0, NULL);
+        int fd = -1;
+        size_t nfds = 0;
+        int r = spawn_sync_recv(sync_fd, &m, &fd, 1, &nfds);
         if (r < 0)
                 return r;
         memset(ev, 0, sizeof(*ev));
         ev->id = m.id;
+        ev->pty_fd = -1;
+        /* Only a start report brings an fd (a terminal's master). */
+        if (nfds && m.type != SYNC_STARTED) {
+                close(fd);
+                nfds = 0;
+        }
         switch (m.type) {
         case SYNC_STARTED:
                 ev->type = SPAWN_EVENT_STARTED;
+                if (nfds)
+                        ev->pty_fd = fd;
                 break;
         case SYNC_ERROR:
                 ev->type = SPAWN_EVENT_FAILED;

@@ -59,6 +59,8 @@ struct proc {
         bool paused;  /* a client's queue is full: the pipes are not read */
         bool discard; /* abandoned: what is still in the pipes is dropped */
         bool started, exited, failed, background;
+        bool pty; /* a terminal: out_fd[0] is its master (from "started" on),
+                   * in_fd a copy of it */
         bool done; /* its exit event has gone out */
         const char *error_code;
         int exit_code, signal;
@@ -122,6 +124,7 @@ void control_do_exec(struct client *cl, json_t *req);
 void control_do_attach(struct client *cl, json_t *req);
 void control_do_stdin(struct client *cl, json_t *req);
 void control_do_signal(struct client *cl, json_t *req);
+void control_do_resize(struct client *cl, json_t *req);
 
 /* control-review.c */
 /* Wait for (or kill) a review copy in progress and free what it used. */

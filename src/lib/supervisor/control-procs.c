@@ -3,6 +3,9 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <jansson.h>
 #include <signal.h>
 #include <string.h>
@@ -283,11 +286,17 @@ static void on_proc_output(evutil_socket_t fd, short what, void *arg)
                         spawn_kill_request(p->ctl->core.sp.sync_fd, p->id, SIGKILL);
                 }
         }
+        uint64_t offset = p->output;
         p->output += keep;
         if (keep == 0)
                 return;
         _cleanup_free_ char *data = base64_encode(buf, keep);
-        proc_event(p, json_pack("{s:s, s:s}", "type", which ? "stderr" : "stdout", "data", data));
+        json_t *ev = json_pack("{s:s, s:s}", "type", which ? "stderr" : "stdout", "data", data);
+        /* A terminal's output carries its byte offset: a client that
+         * reconnects asks for what follows the last byte it has. */
+        if (p->pty)
+                json_object_set_new(ev, "offset", json_integer((json_int_t)offset));
+        proc_event(p, ev);
 }
 
 /* A process that left children behind (`cmd &`) has ended all the same:
@@ -343,13 +352,25 @@ void control_on_sync(evutil_socket_t fd, short what, void *arg)
         switch (ev.type) {
         case SPAWN_EVENT_STARTED:
                 p->started = true;
+                if (ev.pty_fd >= 0 && (!p->pty || p->out_fd[0] >= 0)) {
+                        close(ev.pty_fd);
+                } else if (ev.pty_fd >= 0) {
+                        p->out_fd[0] = ev.pty_fd;
+                        p->in_fd = fcntl(ev.pty_fd, F_DUPFD_CLOEXEC, 3);
+                        evutil_make_socket_nonblocking(ev.pty_fd);
+                        p->ev_out[0] = event_new(c->core.base, ev.pty_fd, EV_READ | EV_PERSIST,
+                                                 on_proc_output, p);
+                }
                 if (p->error_code && STREQ(p->error_code, "abandoned"))
                         spawn_kill_request(c->core.sp.sync_fd, p->id,
                                            SIGKILL); /* left before it started */
                 for (int k = 0; k < 2; k++)
                         if (p->ev_out[k] && !p->paused)
                                 event_add(p->ev_out[k], NULL);
-                proc_event(p, json_pack("{s:s, s:i}", "type", "started", "pid", p->id));
+                json_t *started = json_pack("{s:s, s:i}", "type", "started", "pid", p->id);
+                if (p->pty)
+                        json_object_set_new(started, "pty", json_true());
+                proc_event(p, started);
                 if (p->background)
                         detach_all(p); /* a background exec answers "started" only */
                 break;
@@ -420,7 +441,8 @@ void control_do_exec(struct client *cl, json_t *req)
                 ev = strv_append(ev, &n_ev, *e);
 
         int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
-        if (pipe_pair(pin) < 0 || pipe_pair(pout) < 0 || pipe_pair(perr) < 0) {
+        /* A terminal comes from pid 1 with the "started" report instead. */
+        if (!x.pty && (pipe_pair(pin) < 0 || pipe_pair(pout) < 0 || pipe_pair(perr) < 0)) {
                 for (int k = 0; k < 2; k++) {
                         if (pin[k] >= 0)
                                 close(pin[k]);
@@ -435,11 +457,12 @@ void control_do_exec(struct client *cl, json_t *req)
          * a log that cannot be written refuses the exec. */
         if (sv_core_record_ahead(&c->core, "process.started",
                                  events_process_started(id, json_incref(argv))) < 0) {
-                for (int k = 0; k < 2; k++) {
-                        close(pin[k]);
-                        close(pout[k]);
-                        close(perr[k]);
-                }
+                for (int k = 0; k < 2; k++)
+                        if (!x.pty) {
+                                close(pin[k]);
+                                close(pout[k]);
+                                close(perr[k]);
+                        }
                 return control_send_error(cl, "audit_failed", c->core.audit_last);
         }
         struct proc *p = xcalloc(1, sizeof(*p));
@@ -447,6 +470,7 @@ void control_do_exec(struct client *cl, json_t *req)
         p->id = id;
         p->argv = json_incref(argv);
         p->background = background;
+        p->pty = x.pty;
         p->in_fd = pin[1];
         p->out_fd[0] = pout[0];
         p->out_fd[1] = perr[0];
@@ -463,10 +487,14 @@ void control_do_exec(struct client *cl, json_t *req)
         c->procs[slot] = p;
 
         int fds[3] = {pin[0], pout[1], perr[1]};
-        int r = spawn_exec_request(c->core.sp.sync_fd, id, x.argv, ev, x.cwd, fds);
-        close(pin[0]);
-        close(pout[1]);
-        close(perr[1]);
+        struct spawn_pty tty = {.on = true, .rows = x.rows, .cols = x.cols};
+        int r = x.pty ? spawn_exec_pty_request(c->core.sp.sync_fd, id, x.argv, ev, x.cwd, &tty)
+                      : spawn_exec_request(c->core.sp.sync_fd, id, x.argv, ev, x.cwd, fds);
+        if (!x.pty) {
+                close(pin[0]);
+                close(pout[1]);
+                close(perr[1]);
+        }
         if (r < 0) {
                 c->procs[slot] = NULL;
                 control_proc_free(p);
@@ -477,7 +505,7 @@ void control_do_exec(struct client *cl, json_t *req)
         /* Synced while pid 1 forks, and before "started" is reported; a
          * sync that fails kills the process (audit_fault). */
         sv_core_commit(&c->core);
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 2 && !x.pty; k++) {
                 evutil_make_socket_nonblocking(p->out_fd[k]);
                 p->ev_out[k] =
                     event_new(c->core.base, p->out_fd[k], EV_READ | EV_PERSIST, on_proc_output, p);
@@ -496,7 +524,7 @@ void control_do_exec(struct client *cl, json_t *req)
          * input comes through "stdin" requests. */
         if (x.stdin_len > 0)
                 (void)write_full(p->in_fd, x.stdin_data, x.stdin_len);
-        if (!background) {
+        if (!background && !x.pty) {
                 close(p->in_fd);
                 p->in_fd = -1;
         }
@@ -544,6 +572,33 @@ void control_do_attach(struct client *cl, json_t *req)
         control_send_error(cl, "internal", "too many clients attached");
 }
 
+/* Input for a process: a pipe blocks; a terminal's master is
+ * non-blocking (shared with its output), so a full input queue is waited
+ * on, briefly: a terminal that reads nothing for 5 s refuses the rest. */
+static int pty_write(struct proc *p, const unsigned char *buf, size_t len)
+{
+        if (!p->pty)
+                return write_full(p->in_fd, buf, len);
+        uint64_t deadline = now_monotonic_us() + 5000000;
+        size_t off = 0;
+        while (off < len) {
+                ssize_t n = write(p->in_fd, buf + off, len - off);
+                if (n > 0) {
+                        off += (size_t)n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN && now_monotonic_us() < deadline) {
+                        struct pollfd pfd = {.fd = p->in_fd, .events = POLLOUT};
+                        (void)poll(&pfd, 1, 100);
+                        continue;
+                }
+                return n < 0 ? -errno : -EIO;
+        }
+        return 0;
+}
+
 void control_do_stdin(struct client *cl, json_t *req)
 {
         struct proc *p = find_proc(cl->ctl, (int)json_integer_value(json_object_get(req, "pid")));
@@ -556,10 +611,13 @@ void control_do_stdin(struct client *cl, json_t *req)
                 return control_send_error(cl, "bad_request", "\"data\" is not valid base64");
         if (p->in_fd < 0)
                 return control_send_error(cl, "bad_request", "the process's stdin is closed");
-        if (len > 0 && write_full(p->in_fd, in, len) < 0)
+        if (len > 0 && pty_write(p, in, len) < 0)
                 return control_send_error(cl, "bad_request",
                                           "the process no longer reads its stdin");
-        if (json_is_true(json_object_get(req, "eof"))) {
+        if (p->pty && json_is_true(json_object_get(req, "eof"))) {
+                /* A terminal has no end of input but the one typed. */
+                (void)pty_write(p, (const unsigned char *)"\x04", 1);
+        } else if (json_is_true(json_object_get(req, "eof"))) {
                 close(p->in_fd);
                 p->in_fd = -1;
         }
@@ -579,6 +637,27 @@ void control_do_signal(struct client *cl, json_t *req)
                 control_proc_abandon(p, false); /* its client is gone: say so in its result */
         else if (!p->exited && !p->failed)
                 spawn_kill_request(cl->ctl->core.sp.sync_fd, p->id, (int)sig);
+        control_send_json(cl, json_pack("{s:b}", "ok", 1));
+        control_client_finish(cl);
+}
+
+/* A terminal's new size: the kernel tells its foreground job (SIGWINCH). */
+void control_do_resize(struct client *cl, json_t *req)
+{
+        struct proc *p = find_proc(cl->ctl, (int)json_integer_value(json_object_get(req, "pid")));
+        uint16_t rows, cols;
+        if (!p)
+                return control_send_error(cl, "unknown_process", "no such process");
+        if (control_parse_size(req, &rows, &cols) < 0)
+                return control_send_error(cl, "bad_request",
+                                          "\"rows\" and \"cols\" must be numbers from 1 to 4096");
+        if (!p->pty)
+                return control_send_error(cl, "bad_request", "the process has no terminal");
+        if (p->in_fd >= 0 && !p->exited && !p->failed) {
+                struct winsize ws = {.ws_row = rows, .ws_col = cols};
+                if (ioctl(p->in_fd, TIOCSWINSZ, &ws) < 0)
+                        return control_send_error(cl, "internal", "resizing the terminal");
+        }
         control_send_json(cl, json_pack("{s:b}", "ok", 1));
         control_client_finish(cl);
 }

@@ -16,6 +16,7 @@ int control_parse_request(const char *line, size_t len, json_t **req)
             {CONTROL_OP_SIGNAL, CONTROL_REQ_SIGNAL},   {CONTROL_OP_REVIEW, CONTROL_REQ_REVIEW},
             {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY},
             {CONTROL_OP_PORTS, CONTROL_REQ_PORTS},
+            {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY}, {CONTROL_OP_RESIZE, CONTROL_REQ_RESIZE},
         };
         json_error_t jerr;
         *req = NULL;
@@ -38,6 +39,18 @@ void control_exec_clear(struct control_exec *x)
         strv_free(x->env);
         free(x->stdin_data);
         memset(x, 0, sizeof(*x));
+}
+
+int control_parse_size(json_t *o, uint16_t *rows, uint16_t *cols)
+{
+        json_t *r = json_object_get(o, "rows"), *c = json_object_get(o, "cols");
+        if (!json_is_object(o) || !json_is_integer(r) || !json_is_integer(c) ||
+            json_integer_value(r) < 1 || json_integer_value(r) > CONTROL_PTY_MAX ||
+            json_integer_value(c) < 1 || json_integer_value(c) > CONTROL_PTY_MAX)
+                return -EINVAL;
+        *rows = (uint16_t)json_integer_value(r);
+        *cols = (uint16_t)json_integer_value(c);
+        return 0;
 }
 
 static int bad(struct control_exec *x, const char **why, const char *msg)
@@ -101,6 +114,16 @@ int control_parse_exec(json_t *req, struct control_exec *x, const char **why)
         if (json_is_string(stdin_data) &&
             base64_decode(json_string_value(stdin_data), &x->stdin_data, &x->stdin_len) < 0)
                 return bad(x, why, "\"stdin\" is not valid base64");
+        json_t *pty = json_object_get(req, "pty");
+        if (pty && !json_is_null(pty)) {
+                if (control_parse_size(pty, &x->rows, &x->cols) < 0)
+                        return bad(x, why,
+                                   "\"pty\" must be {\"rows\": R, \"cols\": C}, each 1 to 4096");
+                if (x->stdin_len)
+                        return bad(x, why,
+                                   "\"stdin\" cannot go with \"pty\": type into the terminal");
+                x->pty = true;
+        }
         x->cwd = json_is_string(cwd) ? json_string_value(cwd) : "/workspace";
         x->timeout_s = json_is_number(timeout) ? json_number_value(timeout) : 0;
         x->stall_ms = json_is_number(stall) ? (uint64_t)(json_number_value(stall) * 1000)

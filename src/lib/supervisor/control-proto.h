@@ -30,6 +30,7 @@
 #define CONTROL_OP_REVIEW  "review"
 #define CONTROL_OP_DESTROY "destroy"
 #define CONTROL_OP_PORTS   "ports" /* "action": open, close or list (ports.h) */
+#define CONTROL_OP_RESIZE  "resize"
 
 /* The error codes of {"ok": false, "error": CODE, "message": ...}. */
 #define CONTROL_ERR_BAD_REQUEST        "bad_request"
@@ -61,6 +62,7 @@ enum control_req {
         CONTROL_REQ_REVIEW,
         CONTROL_REQ_DESTROY,
         CONTROL_REQ_PORTS,
+        CONTROL_REQ_RESIZE,
 };
 
 /* One request line, without its newline. Returns its op (CONTROL_REQ_*,
@@ -80,7 +82,14 @@ struct control_exec {
         double timeout_s;  /* 0: none */
         uint64_t stall_ms; /* at least 1 */
         bool background;
+        bool pty;              /* "pty": {"rows", "cols"}: a terminal instead of pipes */
+        uint16_t rows, cols;   /* 1 to CONTROL_PTY_MAX each */
 };
+
+/* A terminal's largest side, in rows or columns. */
+#define CONTROL_PTY_MAX 4096
+/* {"rows": R, "cols": C} checked into *rows, *cols; -EINVAL otherwise. */
+int control_parse_size(json_t *o, uint16_t *rows, uint16_t *cols);
 
 /* Check an exec request's fields and decode them into *x. Returns 0, or
  * -EINVAL with *why the bad_request message. Pure, as above. */

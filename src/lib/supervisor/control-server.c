@@ -159,6 +159,9 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                 case CONTROL_REQ_SIGNAL:
                         control_do_signal(cl, req);
                         break;
+                case CONTROL_REQ_RESIZE:
+                        control_do_resize(cl, req);
+                        break;
                 case CONTROL_REQ_REVIEW:
                         control_do_review(cl);
                         break;

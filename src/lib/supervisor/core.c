@@ -28,6 +28,7 @@ void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on
         c->sp.sync_fd = -1;
         c->sp.upper_fd = -1;
         c->sp.netns_fd = -1;
+        c->sp.pty_fd = -1;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c->sp.listen_fds[i] = -1;
         c->start_us = now_monotonic_us();
@@ -218,7 +219,8 @@ void sv_core_free(struct sv_core *c)
                 event_base_free(c->base);
         c->base = NULL;
         c->dm = disk_meter_free(c->dm); /* before the review layer's fd it borrows */
-        int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd, &c->sp.netns_fd};
+        int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd, &c->sp.netns_fd,
+                      &c->sp.pty_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {
                         close(*fds[i]);

@@ -17,11 +17,13 @@
 #include "gates.h"
 #include "netgate/netgate.h"
 #include "ports.h"
+#include "ptyio.h"
 #include "quota.h"
 #include "review.h"
 #include "secrets.h"
 #include "spawn.h"
 #include "supervisor.h"
+#include "term.h"
 #include "util.h"
 
 struct stream {
@@ -48,6 +50,8 @@ struct supervisor {
         int interrupts;
         uint64_t output;
         int net_log_fd;
+        int pty_fd;          /* -t: the terminal's master, for input and resizes */
+        struct ptyio *ptyio; /* the user's input and size into it */
 };
 
 /* An event that cannot be written is not silently lost: the sandbox ends
@@ -277,6 +281,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         struct sv_core *core = &sv.core;
         sv.streams[0].fd = sv.streams[1].fd = -1;
         sv.net_log_fd = -1;
+        sv.pty_fd = -1;
 
         uint64_t start = core->start_us;
         uint64_t started_ns = now_realtime_us() * 1000;
@@ -337,7 +342,11 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
-        if (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0) {
+
+        /* -t: one terminal instead of the three fds; its output is the
+         * stdout stream (counted against limits.output and redacted as
+         * stdout is), and stderr has no stream of its own. */
+        if (!cfg->tty && (pipe2(out_pipe, O_CLOEXEC) < 0 || pipe2(err_pipe, O_CLOEXEC) < 0)) {
                 al_error_set(&e, errno, "creating output pipes");
                 set_failure(res, 125, "internal", e.msg);
                 goto done;
@@ -349,15 +358,32 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 .envp = envp,
                 .home = home,
                 .caller_home = cfg->caller_home,
-                .stdin_fd = cfg->stdin_fd,
+                .stdin_fd = cfg->tty ? -1 : cfg->stdin_fd,
                 .stdout_fd = out_pipe[1],
                 .stderr_fd = err_pipe[1],
                 .cgroup = core->cg,
+                .pty = {.on = cfg->tty},
         };
+        if (cfg->tty && cfg->tty_fd >= 0)
+                (void)term_size(cfg->tty_fd, &sc.pty.rows, &sc.pty.cols);
         r = spawn_sandbox(&sc, &core->sp, &e);
-        close(out_pipe[1]);
-        close(err_pipe[1]);
+        if (out_pipe[1] >= 0)
+                close(out_pipe[1]);
+        if (err_pipe[1] >= 0)
+                close(err_pipe[1]);
         out_pipe[1] = err_pipe[1] = -1;
+        if (cfg->tty && r >= 0) {
+                out_pipe[0] = TAKE_FD(core->sp.pty_fd);
+                sv.pty_fd = fcntl(out_pipe[0], F_DUPFD_CLOEXEC, 3);
+                if (sv.pty_fd < 0) {
+                        kill_sandbox(&sv);
+                        al_error_set(&e, errno, "duplicating the terminal");
+                        set_failure(res, 125, "internal", e.msg);
+                        close(out_pipe[0]);
+                        out_pipe[0] = -1;
+                        goto done;
+                }
+        }
         sv.streams[0] = (struct stream){.sv = &sv, .fd = out_pipe[0], .out = cfg->stdout_fd};
         sv.streams[1] = (struct stream){.sv = &sv, .fd = err_pipe[0], .out = cfg->stderr_fd};
         if (redactor)
@@ -406,11 +432,15 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 goto done;
         }
         for (int i = 0; i < 2; i++) {
+                if (sv.streams[i].fd < 0)
+                        continue;
                 evutil_make_socket_nonblocking(sv.streams[i].fd);
                 sv.streams[i].ev = event_new(core->base, sv.streams[i].fd, EV_READ | EV_PERSIST,
                                              on_output, &sv.streams[i]);
                 event_add(sv.streams[i].ev, NULL);
         }
+        if (sv.pty_fd >= 0)
+                sv.ptyio = ptyio_start(core->base, cfg->stdin_fd, sv.pty_fd, cfg->tty_fd);
         sv_core_arm(core, on_sync, on_signal, &sv);
         if (p->limits.timeout_ms) {
                 uint64_t elapsed_ms = (now_monotonic_us() - start) / 1000;
@@ -511,6 +541,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
 
 
 done:
+        sv.ptyio = ptyio_free(sv.ptyio);
+        if (sv.pty_fd >= 0)
+                close(sv.pty_fd);
         for (int i = 0; i < 2; i++)
                 close_stream(&sv.streams[i]);
         sv_core_stop(core);

@@ -68,6 +68,12 @@ struct supervisor_config {
         size_t n_ports;
         void (*on_port)(void *ud, unsigned port, unsigned host_port, const char *bind);
         void *on_port_ud;
+        /* -t: the command gets a fresh pty of the sandbox's own; stdin_fd is
+         * copied into it and its output goes to stdout_fd (pty-run.c).
+         * tty_fd, when >= 0, is the user's terminal: its size is passed at
+         * the start and on SIGWINCH. Its mode is the caller's business. */
+        bool tty;
+        int tty_fd;
 };
 
 /* Run to the end. Returns 0 whenever a result was produced (including setup
