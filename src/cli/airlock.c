@@ -38,6 +38,7 @@ static const struct {
         {"logs", cmd_logs, "show a sandbox's audit lines or a process's output"},
         {"grant", cmd_grant, "manage the tokens airlockd accepts"},
         {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
+        {"volume", cmd_volume, "list, create, remove named volumes (--home, --volume)"},
 };
 
 static void usage(FILE *f)

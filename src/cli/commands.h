@@ -19,3 +19,4 @@ int cmd_rm(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_grant(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_volume(int argc, char **argv);

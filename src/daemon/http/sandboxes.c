@@ -352,12 +352,12 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                         goto out;
                 }
         }
-        bool host_paths = host_ws || p->n_mounts > 0 || p->read == POLICY_READ_HOST;
+        bool host_paths = host_ws || policy_host_mounts(p) > 0 || p->read == POLICY_READ_HOST;
         if (host_paths && !g->allow_host_workspace) {
                 over_limit(d, req, "allowHostWorkspace", "%s%s",
-                           host_ws       ? "a host workspace"
-                           : p->n_mounts ? "host mounts"
-                                         : "filesystem.read \"host\"",
+                           host_ws                 ? "a host workspace"
+                           : policy_host_mounts(p) ? "host mounts"
+                                                   : "filesystem.read \"host\"",
                            " needs a grant with allowHostWorkspace");
                 goto out;
         }
