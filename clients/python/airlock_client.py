@@ -144,8 +144,15 @@ class Client:
     # sandboxes
 
     def create(self, policy=None, sandbox_class=None, metadata=None, ttl=None,
-               idle_timeout=None, workspace=None, review=None, repo=None, rev=None):
+               idle_timeout=None, workspace=None, review=None, repo=None, rev=None,
+               volumes=None, home=None):
+        """volumes: [{"name", "target", "readonly"}]; home: a volume name kept as
+        the sandbox's $HOME."""
         body = {}
+        if volumes is not None:
+            body["volumes"] = volumes
+        if home is not None:
+            body["home"] = home
         if review is not None:
             body["review"] = review
         if repo is not None:
@@ -181,6 +188,21 @@ class Client:
 
     def set_ttl(self, sandbox_id, ttl):
         return self._json("POST", "/v1/sandboxes/%s/ttl" % sandbox_id, {"ttl": ttl})
+
+    # volumes
+
+    def volumes(self):
+        return self._json("GET", "/v1/volumes")["volumes"]
+
+    def create_volume(self, name, size):
+        """size: bytes, or a string such as "1G"."""
+        return self._json("POST", "/v1/volumes", {"name": name, "size": size}, expect=(201,))
+
+    def get_volume(self, name):
+        return self._json("GET", "/v1/volumes/%s" % urllib.parse.quote(name, safe=""))
+
+    def delete_volume(self, name):
+        return self._json("DELETE", "/v1/volumes/%s" % urllib.parse.quote(name, safe=""))
 
     # processes
 

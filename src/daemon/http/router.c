@@ -46,6 +46,10 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/events", route_events},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/stdin", route_stdin},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/signal", route_signal},
+    {EVHTTP_REQ_GET, "/v1/volumes", route_volume_list},
+    {EVHTTP_REQ_POST, "/v1/volumes", route_volume_create},
+    {EVHTTP_REQ_GET, "/v1/volumes/{name}", route_volume_get},
+    {EVHTTP_REQ_DELETE, "/v1/volumes/{name}", route_volume_delete},
 };
 
 /* The methods, in the order Allow names them. */
@@ -93,7 +97,13 @@ static int match(const char *pattern, const char *path, struct route_args *a,
                 }
                 size_t n = strcspn(s, "/");
                 bool is_id = strncmp(p, "{id}", 4) == 0;
-                if (is_id) {
+                if (strncmp(p, "{name}", 6) == 0) {
+                        /* A volume: volume.h's names only; any other
+                         * segment is no volume (404 from the handler). */
+                        snprintf(a->name, sizeof(a->name), "%.*s", (int)(n > 64 ? 65 : n), s);
+                        if (n == 0)
+                                return 0;
+                } else if (is_id) {
                         if (!valid_id(s, n))
                                 goto bad;
                         memcpy(a->id, s, 16);

@@ -17,6 +17,7 @@ struct route_args {
         const struct query *query;
         char id[17];  /* {id}: a sandbox; "" when the route has none */
         uint64_t pid; /* {pid}: a process; 0 when the route has none */
+        char name[65]; /* {name}: a volume; "" when the route has none */
 };
 
 typedef void (*route_fn)(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
@@ -52,5 +53,14 @@ void route_accept(struct daemon *d, struct evhttp_request *req, const struct rou
 void route_discard(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_export(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_push(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* volumes.c */
+void route_volume_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_volume_create(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_volume_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_volume_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* The "volumes" and "home" of a create, added to its policy; -1 with a
+ * 400, 404 or 409 sent. */
+int volumes_apply_create(struct daemon *d, struct evhttp_request *req, json_t *body,
+                         struct policy *p);
 /* audit.c */
 void route_audit(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

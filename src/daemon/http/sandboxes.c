@@ -165,7 +165,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         if (!body)
                 return;
         static const char *const keys[] = {"policy",    "class",  "metadata", "ttl", "idleTimeout",
-                                           "workspace", "review", "repo",     "rev", NULL};
+                                           "workspace", "review", "repo",     "rev", "volumes",
+                                           "home",      NULL};
         struct policy *p = NULL;
         _cleanup_free_ char *ws = NULL;
         if (reject_unknown(d, req, body, keys))
@@ -252,7 +253,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
 
         /* The pool serves creates that ask for nothing but a class. */
         bool plain = (!jpolicy || json_is_null(jpolicy) || json_object_size(jpolicy) == 0) &&
-                     (!jws || json_is_null(jws)) && !json_is_true(jreview) && !repo;
+                     (!jws || json_is_null(jws)) && !json_is_true(jreview) && !repo &&
+                     !json_object_get(body, "volumes") && !json_object_get(body, "home");
         const char *class_name = json_is_string(jclass) ? json_string_value(jclass) : NULL;
 
         struct al_error err = {0};
@@ -265,6 +267,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                         goto out;
                 }
         }
+        if (volumes_apply_create(d, req, body, p) < 0) /* volumes.c */
+                goto out;
         /* Secrets and host paths the policy names, before anything of the
          * host is looked at for it. */
         struct grant_policy_refusal why_not;
