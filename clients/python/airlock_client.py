@@ -323,8 +323,23 @@ class Client:
         return self._json("DELETE", self._files_path(
             sandbox_id, path, recursive="true" if recursive else None))
 
-    def list_files(self, sandbox_id, path="."):
-        return self._json("GET", self._files_path(sandbox_id, path, "/list"))
+    def list_files(self, sandbox_id, path=".", depth=None):
+        """depth: how many levels (1 to 32); each entry then has its "path"."""
+        return self._json("GET", self._files_path(sandbox_id, path, "/list", depth=depth))
+
+    def mkdir(self, sandbox_id, path, parents=False):
+        return self._json("POST", self._files_path(
+            sandbox_id, path, "/mkdir", parents="true" if parents else None))
+
+    def rename(self, sandbox_id, src, dst, overwrite=False):
+        return self._json("POST", "/v1/sandboxes/%s/files/rename" % sandbox_id,
+                          {"from": src, "to": dst, "overwrite": bool(overwrite)})
+
+    def stat(self, sandbox_id, path):
+        return self._json("GET", self._files_path(sandbox_id, path, "/stat"))
+
+    def exists(self, sandbox_id, path):
+        return self._json("GET", self._files_path(sandbox_id, path, "/exists"))["exists"]
 
     # review and git
 

@@ -49,6 +49,27 @@ int files_delete(int root, const char *rel, bool recursive, struct al_error *err
  * "skipped". */
 int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_error *err);
 
+/* As files_list, down to `depth` levels (1 to FILES_LIST_DEPTH_MAX; 1 is
+ * files_list's), each entry with its "path" beneath `rel`, sorted by path;
+ * symbolic links are listed, never entered. */
+#define FILES_LIST_DEPTH_MAX 32
+int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_t **ret,
+                    struct al_error *err);
+
+/* A directory; with `parents` its missing parents too, and an existing
+ * directory is no error. New directories get the owner of their parent. */
+int files_mkdir(int root, const char *rel, bool parents, struct al_error *err);
+
+/* Move `from` to `to` (both beneath the workspace, the directories holding
+ * them reached following no symbolic link); -EEXIST when `to` exists
+ * unless `overwrite`. A link is moved as a link. */
+int files_rename(int root, const char *from, const char *to, bool overwrite,
+                 struct al_error *err);
+
+/* {"path", "name", "type", "size", "mode", "mtime"[, "target"]} of `rel`,
+ * resolved as reads are, the last component not followed. */
+int files_stat(int root, const char *rel, json_t **ret, struct al_error *err);
+
 /* Remove `name` in `dirfd` and, if it is a directory, all of it, without
  * following any symbolic link. */
 int files_remove_tree(int dirfd, const char *name);

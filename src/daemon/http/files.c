@@ -117,7 +117,16 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
 
         if (list) {
                 json_t *o = NULL;
-                if (files_list(root, rel, FILES_LIST_MAX, &o, &err) < 0)
+                const char *depth_s = query_get(q, "depth");
+                uint64_t depth = 1;
+                if (depth_s && (safe_atou64(depth_s, &depth) < 0 || depth < 1 ||
+                                depth > FILES_LIST_DEPTH_MAX)) {
+                        reply_bad_field(d, req, "depth", "must be a number from 1 to 32");
+                        return;
+                }
+                if (depth_s
+                        ? files_list_tree(root, rel, (unsigned)depth, FILES_LIST_MAX, &o, &err) < 0
+                        : files_list(root, rel, FILES_LIST_MAX, &o, &err) < 0)
                         reply_errno(d, req, &err);
                 else
                         reply_json(d, req, 200, o);
@@ -177,4 +186,145 @@ void route_files(struct daemon *d, struct evhttp_request *req, const struct rout
 void route_files_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
         handle_files(d, req, a->grant, a->id, a->query, true);
+}
+
+/* The workspace of a running, non-review sandbox, for the operations
+ * below; -1 with the reply sent. */
+static int open_workspace(struct daemon *d, struct evhttp_request *req, struct grant *g,
+                          const char *id, bool write, int *ret_root)
+{
+        if (write && !require(d, req, g, g->allow_exec, "allowExec"))
+                return -1;
+        struct sandbox *sb = find_running(d, req, id);
+        if (!sb)
+                return -1;
+        if (sb->policy && sb->policy->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
+                reply_error(d, req, 409, "review_workspace",
+                            "the workspace of sandbox %s is copy-on-write: the files endpoints "
+                            "would bypass review; use exec inside it, and GET .../diff for its "
+                            "changes",
+                            id);
+                return -1;
+        }
+        struct al_error err = {0};
+        if (files_open_root(sb->workspace, ret_root, &err) < 0) {
+                reply_error(d, req, 500, "internal", "%s", err.msg);
+                return -1;
+        }
+        sandbox_touch(sb);
+        return 0;
+}
+
+/* The client's path in `key`, cleaned; NULL with the reply sent. */
+static char *clean_query_path(struct daemon *d, struct evhttp_request *req, const char *path,
+                              const char *field, bool allow_root)
+{
+        if (!path) {
+                reply_bad_field(d, req, field, "is required");
+                return NULL;
+        }
+        struct al_error err = {0};
+        char *rel = NULL;
+        if (files_clean_path(path, allow_root, &rel, &err) < 0) {
+                const char *code;
+                int status = errno_status(err.code, &code);
+                reply_error_fields(d, req, status, code, json_pack("{s:s}", "field", field), "%s",
+                                   err.msg);
+                return NULL;
+        }
+        return rel;
+}
+
+void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        _cleanup_free_ char *rel =
+            clean_query_path(d, req, query_get(a->query, "path"), "path", false);
+        if (!rel)
+                return;
+        bool parents = false;
+        if (query_bool(a->query, "parents", false, &parents) < 0) {
+                reply_bad_field(d, req, "parents", "must be true or false");
+                return;
+        }
+        _cleanup_close_ int root = -1;
+        if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
+                return;
+        struct al_error err = {0};
+        if (files_mkdir(root, rel, parents, &err) < 0) {
+                reply_errno(d, req, &err);
+                return;
+        }
+        record_audit(d, a->id, "api.dir_created",
+                     json_pack("{s:s, s:s}", "grant", a->grant->name, "path", rel));
+        reply_json(d, req, 200, json_pack("{s:s}", "path", rel));
+}
+
+void route_files_rename(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        json_t *body = read_json_body(d, req, false);
+        if (!body)
+                return;
+        static const char *const keys[] = {"from", "to", "overwrite", NULL};
+        json_t *jover = json_object_get(body, "overwrite");
+        _cleanup_free_ char *from = NULL, *to = NULL;
+        if (reject_unknown(d, req, body, keys))
+                goto out;
+        if (jover && !json_is_boolean(jover)) {
+                reply_bad_field(d, req, "overwrite", "must be true or false");
+                goto out;
+        }
+        from = clean_query_path(d, req, json_string_value(json_object_get(body, "from")), "from",
+                                false);
+        if (!from)
+                goto out;
+        to = clean_query_path(d, req, json_string_value(json_object_get(body, "to")), "to", false);
+        if (!to)
+                goto out;
+        _cleanup_close_ int root = -1;
+        if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
+                goto out;
+        struct al_error err = {0};
+        if (files_rename(root, from, to, json_is_true(jover), &err) < 0) {
+                reply_errno(d, req, &err);
+                goto out;
+        }
+        record_audit(d, a->id, "api.file_renamed",
+                     json_pack("{s:s, s:s, s:s}", "grant", a->grant->name, "from", from, "to", to));
+        reply_json(d, req, 200, json_pack("{s:s, s:s}", "from", from, "to", to));
+out:
+        json_decref(body);
+}
+
+static void stat_or_exists(struct daemon *d, struct evhttp_request *req, const struct route_args *a,
+                           bool exists)
+{
+        _cleanup_free_ char *rel =
+            clean_query_path(d, req, query_get(a->query, "path"), "path", true);
+        if (!rel)
+                return;
+        _cleanup_close_ int root = -1;
+        if (open_workspace(d, req, a->grant, a->id, false, &root) < 0)
+                return;
+        struct al_error err = {0};
+        json_t *o = NULL;
+        int r = files_stat(root, rel, &o, &err);
+        if (exists && (r >= 0 || r == -ENOENT || r == -ENOTDIR)) {
+                json_decref(o);
+                reply_json(d, req, 200, json_pack("{s:s, s:b}", "path", rel, "exists", r >= 0));
+                return;
+        }
+        if (r < 0)
+                reply_errno(d, req, &err);
+        else
+                reply_json(d, req, 200, o);
+}
+
+void route_files_stat(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        stat_or_exists(d, req, a, false);
+}
+
+void route_files_exists(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        stat_or_exists(d, req, a, true);
 }

@@ -47,6 +47,10 @@ void exec_shutdown(struct daemon *d);
 /* files.c */
 void route_files(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_files_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_files_rename(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_files_stat(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_files_exists(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* changes.c */
 void route_diff(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_accept(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

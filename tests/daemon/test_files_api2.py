@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The files API's second half (issue 15 item 4): mkdir, rename, stat,
+exists, list with depth, tar upload and download, streamed reads and writes,
+watch; each refuses `..`, paths outside and symbolic links out as the first
+half does (test_files_escape.py)."""
+
+import io
+import os
+import tarfile
+import threading
+import time
+
+import pytest
+
+from daemonlib import AirlockError
+
+SECRET = "/etc/airlock-test-secret2"
+
+
+@pytest.fixture
+def host_secret():
+    with open(SECRET, "w") as f:
+        f.write("host secret\n")
+    yield SECRET
+    os.unlink(SECRET)
+
+
+@pytest.fixture
+def trapped(api, sandbox, host_secret):
+    r = api.run(sandbox["id"], ["sh", "-c", """
+        set -e
+        mkdir -p real/sub/deeper
+        echo inside > real/sub/f
+        echo deep > real/sub/deeper/g
+        ln -s /etc etc-link
+        ln -s %s secret-link
+        ln -s ../../../../../../etc dotdot-link
+        ln -s real/sub inner-link
+        mkfifo fifo
+        """ % host_secret])
+    assert r.exit_code == 0, r.stderr
+    return sandbox["id"]
+
+
+def refused(f, status=403):
+    with pytest.raises(AirlockError) as e:
+        f()
+    assert e.value.status == status, e.value
+    return e.value
+
+
+OUTSIDE = ["../../../etc/passwd", "..", "real/../../x", "/etc/passwd",
+           "/workspace/../etc/passwd", "/workspacex/f"]
+
+
+@pytest.mark.parametrize("path", OUTSIDE)
+def test_outside_paths_refused_everywhere(api, trapped, path):
+    e = refused(lambda: api.stat(trapped, path))
+    assert e.error == "path_refused"
+    refused(lambda: api.exists(trapped, path))
+    refused(lambda: api.mkdir(trapped, path))
+    refused(lambda: api.mkdir(trapped, path, parents=True))
+    refused(lambda: api.rename(trapped, "real/sub/f", path))
+    refused(lambda: api.rename(trapped, path, "x"))
+    refused(lambda: api.list_files(trapped, path, depth=3))
+
+
+def test_mkdir(api, trapped):
+    api.mkdir(trapped, "made")
+    assert api.stat(trapped, "made")["type"] == "dir"
+    assert refused(lambda: api.mkdir(trapped, "made"), 409).error == "conflict"
+    refused(lambda: api.mkdir(trapped, "no/such/parent"), 404)
+    api.mkdir(trapped, "a/b/c", parents=True)
+    api.mkdir(trapped, "a/b/c", parents=True)  # exists: fine with parents
+    r = api.run(trapped, ["stat", "-c", "%U %a", "/workspace/a/b/c"])
+    assert r.stdout.split()[1] == b"755"
+    # Through links: never.
+    for p in ["etc-link/new", "inner-link/new", "dotdot-link/new", "secret-link/x"]:
+        assert refused(lambda: api.mkdir(trapped, p, parents=True)).error == "path_refused", p
+        assert refused(lambda: api.mkdir(trapped, p)).error == "path_refused", p
+    assert not os.path.exists("/etc/new")
+
+
+def test_rename(api, trapped):
+    api.rename(trapped, "real/sub/f", "moved")
+    assert api.read_file(trapped, "moved") == b"inside\n"
+    assert not api.exists(trapped, "real/sub/f")
+    api.write_file(trapped, "other", b"o")
+    assert refused(lambda: api.rename(trapped, "moved", "other"), 409).error == "conflict"
+    api.rename(trapped, "moved", "other", overwrite=True)
+    assert api.read_file(trapped, "other") == b"inside\n"
+    # A link is moved as a link, never followed, and nothing moves out.
+    api.rename(trapped, "secret-link", "renamed-link")
+    assert api.stat(trapped, "renamed-link")["type"] == "symlink"
+    assert open(SECRET).read() == "host secret\n"
+    for dst in ["etc-link/x", "inner-link/x", "dotdot-link/x"]:
+        assert refused(lambda: api.rename(trapped, "other", dst)).error == "path_refused"
+    for src in ["etc-link/passwd", "dotdot-link/passwd", "inner-link/f"]:
+        assert refused(lambda: api.rename(trapped, src, "stolen")).error == "path_refused"
+    assert os.path.exists("/etc/passwd")
+    refused(lambda: api.rename(trapped, ".", "x"), 400)
+
+
+def test_stat_and_exists(api, trapped):
+    st = api.stat(trapped, "real/sub/f")
+    assert st["type"] == "file" and st["size"] == 7 and st["name"] == "real/sub/f"
+    assert api.stat(trapped, "real")["type"] == "dir"
+    assert api.stat(trapped, ".")["type"] == "dir"
+    link = api.stat(trapped, "etc-link")
+    assert link["type"] == "symlink" and link["target"] == "/etc"
+    assert api.stat(trapped, "fifo")["type"] == "other"
+    assert api.stat(trapped, "inner-link/f")["size"] == 7  # a link that stays inside
+    assert refused(lambda: api.stat(trapped, "missing"), 404).error == "not_found"
+    assert api.exists(trapped, "real/sub/f") is True
+    assert api.exists(trapped, "missing") is False
+    assert api.exists(trapped, "real/sub/f/under-a-file") is False
+    # A link out is refused, not answered: "exists" would probe the host.
+    for p in ["etc-link/passwd", "dotdot-link/passwd", "etc-link/no-such"]:
+        assert refused(lambda: api.exists(trapped, p)).error == "path_refused", p
+        assert refused(lambda: api.stat(trapped, p)).error == "path_refused", p
+
+
+def test_list_with_depth(api, trapped):
+    one = api.list_files(trapped, "real", depth=1)
+    assert [e["path"] for e in one["entries"]] == ["sub"]
+    three = api.list_files(trapped, "real", depth=3)
+    assert [e["path"] for e in three["entries"]] == [
+        "sub", "sub/deeper", "sub/deeper/g", "sub/f"]
+    top = api.list_files(trapped, ".", depth=5)
+    paths = [e["path"] for e in top["entries"]]
+    # Links are listed, never entered.
+    assert "etc-link" in paths and not any(p.startswith("etc-link/") for p in paths)
+    assert not any(p.startswith("dotdot-link/") or p.startswith("inner-link/") for p in paths)
+    refused(lambda: api.list_files(trapped, ".", depth=0), 400)
+    refused(lambda: api.list_files(trapped, ".", depth=33), 400)
+    refused(lambda: api.list_files(trapped, "etc-link", depth=2))
