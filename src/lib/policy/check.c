@@ -545,7 +545,7 @@ int validate(struct ctx *c, const struct policy *p)
                         if ((why = volume_name_check(m->volume)))
                                 return fail_value(c, path, why, m->volume);
                 } else if (!m->source)
-                        return fail(c, "\"%s\" (or \"volume\") is required", path);
+                        return fail(c, "\"%s\" is required", path);
                 else if ((why = check_host_path(m->source)))
                         return fail_value(c, path, why, m->source);
                 snprintf(path, sizeof(path), "filesystem.mounts[%zu].target", i);
