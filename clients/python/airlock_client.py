@@ -18,6 +18,7 @@ status and the API's {"error", "message", ...} body.
 """
 
 import base64
+import io
 import http.client
 import json
 import os
@@ -308,16 +309,67 @@ class Client:
             raise AirlockError(status, json.loads(data) if data else {})
         return data
 
-    def write_file(self, sandbox_id, path, data, parents=True):
-        if isinstance(data, str):
-            data = data.encode()
+    def read_file_to(self, sandbox_id, path, out, chunk=1 << 20):
+        """Stream a file of any size into the writable file object `out`;
+        returns the number of bytes."""
+        conn, resp = self._open("GET", self._files_path(sandbox_id, path))
+        try:
+            if resp.status != 200:
+                data = resp.read()
+                raise AirlockError(resp.status, json.loads(data) if data else {})
+            n = 0
+            while True:
+                b = resp.read(chunk)
+                if not b:
+                    return n
+                out.write(b)
+                n += len(b)
+        finally:
+            conn.close()
+
+    # One request carries at most this much (the daemon's body limit is 16 MiB).
+    WRITE_PIECE = 8 << 20
+
+    def _put(self, sandbox_id, path, data, **params):
         status, _, body = self.request(
-            "PUT", self._files_path(sandbox_id, path, parents="true" if parents else "false"),
+            "PUT", self._files_path(sandbox_id, path, **params),
             body=data, content_type="application/octet-stream")
         doc = json.loads(body) if body else {}
         if status != 200:
             raise AirlockError(status, doc)
         return doc
+
+    def write_file(self, sandbox_id, path, data, parents=True):
+        """Write bytes, a str, or a readable file object of any size. More than
+        one request's worth goes to a hidden sibling piece by piece and is then
+        renamed into place, so that readers see the old file or the whole new
+        one."""
+        if isinstance(data, str):
+            data = data.encode()
+        reader = data if hasattr(data, "read") else io.BytesIO(data)
+        first = reader.read(self.WRITE_PIECE)
+        more = reader.read(self.WRITE_PIECE)
+        p = "true" if parents else "false"
+        if not more:
+            return self._put(sandbox_id, path, first, parents=p)
+        head, _, name = path.rstrip("/").rpartition("/")
+        tmp = (head + "/" if head else "") + ".airlock-upload-" + os.urandom(6).hex()
+        size = 0
+        try:
+            self._put(sandbox_id, tmp, first, parents=p)
+            size = len(first)
+            while more:
+                self._put(sandbox_id, tmp, more, append="true")
+                size += len(more)
+                more = reader.read(self.WRITE_PIECE)
+            self.rename(sandbox_id, tmp, path, overwrite=True)
+        except BaseException:
+            try:
+                self.delete_file(sandbox_id, tmp)
+            except (AirlockError, OSError):
+                pass
+            raise
+        return {"path": path, "size": size}
 
     def delete_file(self, sandbox_id, path, recursive=False):
         return self._json("DELETE", self._files_path(

@@ -521,3 +521,52 @@ int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_
                          entries, "truncated", w.truncated, "skipped", (json_int_t)w.skipped);
         return 0;
 }
+
+int files_open_read(int root, const char *rel, int *ret_fd, uint64_t *ret_size,
+                    struct al_error *err)
+{
+        _cleanup_close_ int fd =
+            fs_openat2(root, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0, RESOLVE_READ);
+        if (fd < 0)
+                return path_error(err, fd, rel);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "%s", rel);
+        if (S_ISDIR(st.st_mode))
+                return al_error_set(err, EISDIR, "%s", rel);
+        if (!S_ISREG(st.st_mode))
+                return al_error_set_message(err, EINVAL, "%s: not a regular file", rel);
+        *ret_size = (uint64_t)st.st_size;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int files_append(int root, const char *rel, const void *data, size_t len, struct al_error *err)
+{
+        if (STREQ(rel, "."))
+                return al_error_set_message(err, EISDIR, "the workspace itself is a directory");
+        _cleanup_free_ char *dir = NULL;
+        const char *name;
+        split(rel, &dir, &name);
+        _cleanup_close_ int dfd = open_dir(root, dir, false, err);
+        if (dfd < 0)
+                return dfd;
+        /* O_NOFOLLOW: the name itself may not be a link either; O_NONBLOCK:
+         * a FIFO put there does not hang the daemon (refused below). */
+        _cleanup_close_ int fd =
+            openat(dfd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 && errno == ELOOP)
+                return al_error_set_message(
+                    err, ELOOP, "%s: is a symbolic link; writes do not follow links", rel);
+        if (fd < 0 && errno == ENXIO) /* a FIFO with no reader, a socket */
+                return al_error_set_message(err, EINVAL, "%s: not a regular file", rel);
+        if (fd < 0)
+                return al_error_set(err, errno, "%s", rel);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "%s", rel);
+        if (!S_ISREG(st.st_mode))
+                return al_error_set_message(err, EINVAL, "%s: not a regular file", rel);
+        int r = write_full(fd, data, len);
+        return r < 0 ? al_error_set(err, r, "writing %s", rel) : 0;
+}

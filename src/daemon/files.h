@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -69,6 +70,14 @@ int files_rename(int root, const char *from, const char *to, bool overwrite,
 /* {"path", "name", "type", "size", "mode", "mtime"[, "target"]} of `rel`,
  * resolved as reads are, the last component not followed. */
 int files_stat(int root, const char *rel, json_t **ret, struct al_error *err);
+
+/* A regular file opened for reading, of any size, for streaming. */
+int files_open_read(int root, const char *rel, int *ret_fd, uint64_t *ret_size,
+                    struct al_error *err);
+
+/* Append to an existing regular file (never through a link): how a client
+ * writes a file larger than one request, piece by piece. */
+int files_append(int root, const char *rel, const void *data, size_t len, struct al_error *err);
 
 /* Remove `name` in `dirfd` and, if it is a directory, all of it, without
  * following any symbolic link. */

@@ -134,3 +134,30 @@ def test_list_with_depth(api, trapped):
     refused(lambda: api.list_files(trapped, ".", depth=0), 400)
     refused(lambda: api.list_files(trapped, ".", depth=33), 400)
     refused(lambda: api.list_files(trapped, "etc-link", depth=2))
+
+
+def test_read_and_write_of_any_size(api, trapped):
+    """40 MiB: more than one request carries (16 MiB), streamed both ways."""
+    import hashlib
+    data = os.urandom(1 << 20) * 40
+    r = api.write_file(trapped, "big/blob", data)
+    assert r["size"] == len(data)
+    # Nothing left behind by the pieces.
+    assert [e["name"] for e in api.list_files(trapped, "big")["entries"]] == ["blob"]
+    out = io.BytesIO()
+    assert api.read_file_to(trapped, "big/blob", out) == len(data)
+    assert hashlib.sha256(out.getvalue()).digest() == hashlib.sha256(data).digest()
+    assert api.read_file(trapped, "big/blob") == data
+    r = api.run(trapped, ["sh", "-c", "sha256sum /workspace/big/blob"])
+    assert r.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
+
+
+def test_append_follows_no_link(api, trapped, host_secret):
+    for p in ["secret-link", "etc-link/passwd", "inner-link/f", "dotdot-link/passwd"]:
+        e = refused(lambda: api._put(trapped, p, b"pwned", append="true"))
+        assert e.error == "path_refused", p
+    assert open(host_secret).read() == "host secret\n"
+    refused(lambda: api._put(trapped, "fifo", b"x", append="true"), 400)
+    refused(lambda: api._put(trapped, "missing", b"x", append="true"), 404)
+    api._put(trapped, "real/sub/f", b"more\n", append="true")
+    assert api.read_file(trapped, "real/sub/f") == b"inside\nmore\n"

@@ -63,9 +63,68 @@ static void reply_errno(struct daemon *d, struct evhttp_request *req, const stru
                            err->msg);
 }
 
-static void free_reference(const void *data, size_t len, void *extra)
+/* A file's bytes, streamed: one chunk of STREAM_CHUNK at a time, the next
+ * read when the last has left for the client, so that a file of any size
+ * takes no more of the daemon's memory than that. */
+#define STREAM_CHUNK (256u << 10)
+
+struct file_stream {
+        struct evhttp_request *req;
+        struct evhttp_connection *conn;
+        int fd;
+};
+
+static void file_stream_free(struct file_stream *s)
 {
-        free((void *)data);
+        if (s->conn)
+                evhttp_connection_set_closecb(s->conn, NULL, NULL);
+        close(s->fd);
+        free(s);
+}
+
+/* The client went away: libevent frees the request. */
+static void file_stream_closed(struct evhttp_connection *conn, void *arg)
+{
+        struct file_stream *s = arg;
+        s->conn = NULL;
+        file_stream_free(s);
+}
+
+static void file_stream_next(struct evhttp_connection *conn, void *arg)
+{
+        struct file_stream *s = arg;
+        struct evbuffer *buf = evbuffer_new();
+        int n = buf ? evbuffer_read(buf, s->fd, STREAM_CHUNK) : -1;
+        if (n <= 0) {
+                /* The end (or a read error: the client sees a short body,
+                 * never bytes from elsewhere). */
+                if (buf)
+                        evbuffer_free(buf);
+                struct evhttp_request *req = s->req;
+                file_stream_free(s);
+                evhttp_send_reply_end(req);
+                return;
+        }
+        evhttp_send_reply_chunk_with_cb(s->req, buf, file_stream_next, s);
+        evbuffer_free(buf);
+}
+
+static void stream_file(struct daemon *d, struct evhttp_request *req, int fd, uint64_t size)
+{
+        struct file_stream *s = xcalloc(1, sizeof(*s));
+        s->req = req;
+        s->fd = fd;
+        s->conn = evhttp_request_get_connection(req);
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        char len[32];
+        snprintf(len, sizeof(len), "%" PRIu64, size);
+        evhttp_add_header(h, "Content-Type", "application/octet-stream");
+        evhttp_add_header(h, "X-Airlock-Size", len);
+        if (s->conn)
+                evhttp_connection_set_closecb(s->conn, file_stream_closed, s);
+        count_reply(d, 200);
+        evhttp_send_reply_start(req, 200, NULL);
+        file_stream_next(s->conn, s);
 }
 
 static void handle_files(struct daemon *d, struct evhttp_request *req, struct grant *g,
@@ -133,16 +192,13 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                 return;
         }
         if (cmd == EVHTTP_REQ_GET) {
-                char *data = NULL;
-                size_t len = 0;
-                if (files_read(root, rel, FILES_MAX_SIZE, &data, &len, &err) < 0) {
+                int fd = -1;
+                uint64_t size = 0;
+                if (files_open_read(root, rel, &fd, &size, &err) < 0) {
                         reply_errno(d, req, &err);
                         return;
                 }
-                struct evbuffer *buf = evbuffer_new();
-                evbuffer_add_reference(buf, data, len, free_reference, NULL);
-                reply_body(d, req, 200, "application/octet-stream", buf);
-                evbuffer_free(buf);
+                stream_file(d, req, fd, size);
                 return;
         }
         if (cmd == EVHTTP_REQ_PUT) {
@@ -154,7 +210,13 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                         return;
                 }
                 const void *data = len ? (const void *)evbuffer_pullup(in, -1) : (const void *)"";
-                if (files_write(root, rel, data, len, parents, &err) < 0) {
+                bool append = false;
+                if (query_bool(q, "append", false, &append) < 0) {
+                        reply_bad_field(d, req, "append", "must be true or false");
+                        return;
+                }
+                if (append ? files_append(root, rel, data, len, &err) < 0
+                           : files_write(root, rel, data, len, parents, &err) < 0) {
                         reply_errno(d, req, &err);
                         return;
                 }
