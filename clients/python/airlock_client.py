@@ -393,6 +393,25 @@ class Client:
     def exists(self, sandbox_id, path):
         return self._json("GET", self._files_path(sandbox_id, path, "/exists"))["exists"]
 
+    def watch(self, sandbox_id, path=".", recursive=True, timeout=None):
+        """Yield a directory's events as they come: {"type": "ready"} first,
+        then create, modify, delete, rename (with "from"), overflow, and
+        {"type": "end"} when the stream's timeout (seconds) runs out."""
+        q = self._q(path=path, recursive="true" if recursive else "false", timeout=timeout)
+        conn, resp = self._open("GET", "/v1/sandboxes/%s/files/watch%s" % (sandbox_id, q),
+                                timeout=None)
+        try:
+            if resp.status != 200:
+                data = resp.read()
+                raise AirlockError(resp.status, json.loads(data) if data else {})
+            while True:
+                line = resp.readline()
+                if not line:
+                    break
+                yield json.loads(line)
+        finally:
+            conn.close()
+
     # review and git
 
     def _raw(self, method, path, body=None):

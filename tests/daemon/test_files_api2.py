@@ -161,3 +161,82 @@ def test_append_follows_no_link(api, trapped, host_secret):
     refused(lambda: api._put(trapped, "missing", b"x", append="true"), 404)
     api._put(trapped, "real/sub/f", b"more\n", append="true")
     assert api.read_file(trapped, "real/sub/f") == b"inside\nmore\n"
+
+
+class Watcher:
+    """Collect a watch's events on a thread; the stream is bounded by its own
+    timeout."""
+
+    def __init__(self, api, sid, path=".", **kw):
+        self.events = []
+        self.ready = threading.Event()
+        self.gen = api.watch(sid, path, timeout=20, **kw)
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+        assert self.ready.wait(10), "the watch did not start"
+
+    def _run(self):
+        try:
+            for ev in self.gen:
+                if ev["type"] == "ready":
+                    self.ready.set()
+                    continue
+                self.events.append(ev)
+        except Exception as e:  # noqa: BLE001 - surfaced by wait_for
+            self.events.append({"type": "error", "error": repr(e)})
+
+    def wait_for(self, pred, what, timeout=10):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for ev in list(self.events):
+                if pred(ev):
+                    return ev
+            time.sleep(0.05)
+        raise AssertionError("no %s event in %r" % (what, self.events))
+
+
+def test_watch_create_modify_delete_rename(api, trapped):
+    w = Watcher(api, trapped)
+    r = api.run(trapped, ["sh", "-c", """
+        set -e
+        echo one > new-file
+        echo two >> new-file
+        mkdir newdir
+        sleep 0.2
+        echo deep > newdir/inside
+        mv new-file renamed
+        rm real/sub/f
+        """])
+    assert r.exit_code == 0, r.stderr
+    w.wait_for(lambda e: e["type"] == "create" and e["path"] == "new-file", "create")
+    w.wait_for(lambda e: e["type"] == "modify" and e["path"] == "new-file", "modify")
+    w.wait_for(lambda e: e["type"] == "create" and e["path"] == "newdir" and e["dir"], "mkdir")
+    # A directory made after the watch began is watched too.
+    w.wait_for(lambda e: e["type"] == "create" and e["path"] == "newdir/inside", "nested")
+    w.wait_for(lambda e: e["type"] == "rename" and e["from"] == "new-file"
+               and e["path"] == "renamed", "rename")
+    w.wait_for(lambda e: e["type"] == "delete" and e["path"] == "real/sub/f", "delete")
+    # Writes through the API are seen as well.
+    api.write_file(trapped, "real/api-file", b"x")
+    w.wait_for(lambda e: e["path"] == "real/api-file", "api write")
+
+
+def test_watch_follows_no_link(api, trapped):
+    for p in ["etc-link", "dotdot-link", "inner-link", "../", "/etc"]:
+        e = refused(lambda: list(api.watch(trapped, p, timeout=1)))
+        assert e.error == "path_refused", p
+    refused(lambda: list(api.watch(trapped, "missing", timeout=1)), 404)
+    refused(lambda: list(api.watch(trapped, ".", timeout=0)), 400)
+    # Nothing under a link to /etc is reported from inside the workspace.
+    w = Watcher(api, trapped)
+    with open("/etc/airlock-watch-probe", "w") as f:
+        f.write("x")
+    os.unlink("/etc/airlock-watch-probe")
+    api.run(trapped, ["touch", "/workspace/marker"])
+    w.wait_for(lambda e: e["path"] == "marker", "marker")
+    assert not any("probe" in e.get("path", "") for e in w.events)
+
+
+def test_watch_ends_at_its_timeout(api, trapped):
+    evs = list(api.watch(trapped, ".", timeout=1))
+    assert evs[0]["type"] == "ready" and evs[-1] == {"type": "end", "reason": "timeout"}
