@@ -23,6 +23,7 @@ import http.client
 import json
 import os
 import socket
+import tarfile
 import urllib.parse
 
 __all__ = ["AirlockError", "Client", "ExecResult", "default_socket"]
@@ -392,6 +393,61 @@ class Client:
 
     def exists(self, sandbox_id, path):
         return self._json("GET", self._files_path(sandbox_id, path, "/exists"))["exists"]
+
+    def upload_tar(self, sandbox_id, path, tar):
+        """Extract a tar archive (bytes or a readable file object, at most
+        16 MiB per call) beneath directory `path` of the workspace. Only
+        regular files and directories; the whole archive is checked first.
+        Returns {"path", "files", "dirs", "bytes"}."""
+        data = tar.read() if hasattr(tar, "read") else tar
+        status, _, body = self.request(
+            "PUT", self._files_path(sandbox_id, path, "/tar"), body=data,
+            content_type="application/x-tar")
+        doc = json.loads(body) if body else {}
+        if status != 200:
+            raise AirlockError(status, doc)
+        return doc
+
+    def download_tar(self, sandbox_id, path=".", out=None, chunk=1 << 20):
+        """Directory `path` of the workspace as a tar: bytes, or streamed into
+        the writable file object `out` (then the byte count)."""
+        sink = out if out is not None else io.BytesIO()
+        n = self._download(self._files_path(sandbox_id, path, "/tar"), sink, chunk)
+        return n if out is not None else sink.getvalue()
+
+    def upload_dir(self, sandbox_id, local_dir, path="."):
+        """A local directory's files and subdirectories into `path`."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+            t.add(local_dir, arcname=".", filter=lambda ti: ti if ti.isreg() or ti.isdir()
+                  else None)
+        return self.upload_tar(sandbox_id, path, buf.getvalue())
+
+    def download_dir(self, sandbox_id, path, local_dir):
+        """Directory `path` of the workspace into a local directory."""
+        buf = io.BytesIO(self.download_tar(sandbox_id, path))
+        with tarfile.open(fileobj=buf, mode="r") as t:
+            for m in t.getmembers():
+                if not (m.isreg() or m.isdir()) or m.name.startswith("/") or \
+                        ".." in m.name.split("/"):
+                    raise ValueError("unexpected tar member %r" % m.name)
+            t.extractall(local_dir)
+
+    def _download(self, path, out, chunk):
+        conn, resp = self._open("GET", path)
+        try:
+            if resp.status != 200:
+                data = resp.read()
+                raise AirlockError(resp.status, json.loads(data) if data else {})
+            n = 0
+            while True:
+                b = resp.read(chunk)
+                if not b:
+                    return n
+                out.write(b)
+                n += len(b)
+        finally:
+            conn.close()
 
     def watch(self, sandbox_id, path=".", recursive=True, timeout=None):
         """Yield a directory's events as they come: {"type": "ready"} first,

@@ -203,6 +203,12 @@ static int open_dir(int root, const char *dir, bool create, struct al_error *err
 int files_write(int root, const char *rel, const void *data, size_t len, bool parents,
                 struct al_error *err)
 {
+        return files_write_mode(root, rel, data, len, parents, -1, err);
+}
+
+int files_write_mode(int root, const char *rel, const void *data, size_t len, bool parents,
+                     int new_mode, struct al_error *err)
+{
         if (STREQ(rel, "."))
                 return al_error_set_message(err, EISDIR, "the workspace itself is a directory");
         _cleanup_free_ char *dir = NULL;
@@ -245,7 +251,7 @@ int files_write(int root, const char *rel, const void *data, size_t len, bool pa
         int r = write_full(fd, data, len);
         uid_t uid = exists ? st.st_uid : dst.st_uid;
         gid_t gid = exists ? st.st_gid : dst.st_gid;
-        mode_t mode = exists ? (st.st_mode & 0777) : 0644;
+        mode_t mode = new_mode >= 0 ? ((mode_t)new_mode & 0777) : exists ? (st.st_mode & 0777) : 0644;
         if (r >= 0 && fchown(fd, uid, gid) < 0 && errno != EPERM)
                 r = -errno;
         if (r >= 0 && fchmod(fd, mode) < 0)

@@ -41,6 +41,11 @@ int files_read(int root, const char *rel, size_t max, char **ret, size_t *ret_le
 int files_write(int root, const char *rel, const void *data, size_t len, bool parents,
                 struct al_error *err);
 
+/* As files_write, with permission bits `mode` (never a set-id or sticky
+ * bit), or the default when mode < 0. */
+int files_write_mode(int root, const char *rel, const void *data, size_t len, bool parents,
+                     int mode, struct al_error *err);
+
 /* Remove a file, a symbolic link (not what it points to) or an empty
  * directory; a whole tree when `recursive`. */
 int files_delete(int root, const char *rel, bool recursive, struct al_error *err);

@@ -41,6 +41,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/stat", route_files_stat},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/exists", route_files_exists},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/watch", route_files_watch},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/tar", route_files_tar},
+    {EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/files/tar", route_files_tar},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/diff", route_diff},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/accept", route_accept},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/discard", route_discard},

@@ -51,6 +51,8 @@ void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struc
 void route_files_rename(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_files_stat(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_files_exists(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* files-tar.c */
+void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* files-watch.c */
 void route_files_watch(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* changes.c */
