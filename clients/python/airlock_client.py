@@ -209,8 +209,10 @@ class Client:
     # processes
 
     @staticmethod
-    def _exec_body(argv, env, cwd, stdin, timeout, background):
+    def _exec_body(argv, env, cwd, stdin, timeout, background, uid=None):
         body = {"argv": list(argv)}
+        if uid is not None:
+            body["uid"] = uid
         if env is not None:
             body["env"] = env
         if cwd is not None:
@@ -246,10 +248,12 @@ class Client:
         finally:
             conn.close()
 
-    def exec(self, sandbox_id, argv, env=None, cwd=None, stdin=None, timeout=None):
+    def exec(self, sandbox_id, argv, env=None, cwd=None, stdin=None, timeout=None, uid=None):
         """Run a command and yield its events as they come: started, stdout and
-        stderr (with "data" as bytes), error, exit."""
-        body = self._exec_body(argv, env, cwd, stdin, timeout, False)
+        stderr (with "data" as bytes), error, exit. env adds to the sandbox's
+        clean environment, cwd is a path inside; uid, when given, must be the
+        sandbox's own user (one uid is mapped per sandbox)."""
+        body = self._exec_body(argv, env, cwd, stdin, timeout, False, uid)
         return self._stream("POST", "/v1/sandboxes/%s/exec" % sandbox_id, body)
 
     @staticmethod
@@ -277,9 +281,10 @@ class Client:
         """exec() to the end; returns an ExecResult."""
         return self.collect(self.exec(sandbox_id, argv, **kw))
 
-    def exec_background(self, sandbox_id, argv, env=None, cwd=None, stdin=None, timeout=None):
+    def exec_background(self, sandbox_id, argv, env=None, cwd=None, stdin=None, timeout=None,
+                        uid=None):
         """Start a command and return its process id at once."""
-        body = self._exec_body(argv, env, cwd, stdin, timeout, True)
+        body = self._exec_body(argv, env, cwd, stdin, timeout, True, uid)
         return self._json("POST", "/v1/sandboxes/%s/exec" % sandbox_id, body, expect=(201,))["pid"]
 
     def events(self, sandbox_id, pid):

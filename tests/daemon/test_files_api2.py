@@ -341,3 +341,29 @@ def test_tar_through_links_and_damaged(api, trapped, host_secret):
     big[148:156] = b"%06o\0 " % s
     e = refused(lambda: api.upload_tar(trapped, "t", bytes(big)), 400)
     assert "past the end" in e.message
+
+
+def test_exec_uid_cwd_env(api, sandbox):
+    sid = sandbox["id"]
+    r = api.run(sid, ["sh", "-c", 'id -u; pwd; echo "$GREETING"'], uid=1000,
+                cwd="/workspace/..", env={"GREETING": "hi"})
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.decode().split() == ["1000", "/", "hi"]
+    for bad in (0, 1, 65534, -1, "0", 1.5):
+        e = refused(lambda: api.run(sid, ["true"], uid=bad), 400)
+        assert e.body["field"] == "uid" and "one user" in e.message
+    e = refused(lambda: api.run(sid, ["true"], cwd="relative"), 400)
+    assert e.body["field"] == "cwd"
+    e = refused(lambda: api.run(sid, ["true"], env={"A=B": "x"}), 400)
+    r = api.run(sid, ["pwd"], cwd="/no/such/dir")
+    assert r.exit_code != 0 or r.error_code
+
+
+def test_exec_uid_of_a_fake_root_sandbox(api):
+    sb = api.create(sandbox_class="small", policy={"uid": 0})
+    try:
+        r = api.run(sb["id"], ["id", "-u"], uid=0)
+        assert r.stdout == b"0\n"
+        refused(lambda: api.run(sb["id"], ["id", "-u"], uid=1000), 400)
+    finally:
+        api.delete(sb["id"])
