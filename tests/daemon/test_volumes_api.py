@@ -20,7 +20,7 @@ def vol(api):
         pass
 
 
-def test_create_list_get_delete(api, vol):
+def test_create_list_get_delete(api, vol, shared_daemon):
     assert vol in [v["name"] for v in api.volumes()]
     assert api.get_volume(vol)["size"] == 16 << 20
     with pytest.raises(AirlockError) as e:
@@ -37,6 +37,11 @@ def test_create_list_get_delete(api, vol):
     assert e.value.status == 404
     api.delete_volume(vol)
     assert vol not in [v["name"] for v in api.volumes()]
+    # Both were audited, and the log took them.
+    import json
+    lines = [json.loads(x) for x in open(shared_daemon.audit)]
+    kinds = [(x["kind"], x.get("volume")) for x in lines if x["sandbox"] == "airlockd"]
+    assert ("api.volume_created", vol) in kinds and ("api.volume_removed", vol) in kinds
 
 
 def test_home_across_sandboxes_and_one_writer(api, vol):

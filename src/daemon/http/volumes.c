@@ -11,6 +11,9 @@
 #include "util.h"
 #include "volume.h"
 
+/* Volumes belong to no sandbox: their audit lines name the daemon. */
+#define VOLUME_AUDIT_SANDBOX "airlockd"
+
 static void reply_volume_error(struct daemon *d, struct evhttp_request *req,
                                const struct al_error *err)
 {
@@ -84,10 +87,13 @@ void route_volume_create(struct daemon *d, struct evhttp_request *req, const str
                 json_decref(body);
                 return;
         }
-        record_audit(d, NULL, "api.volume_created",
-                     json_pack("{s:s, s:s, s:I}", "grant", a->grant->name, "volume", name, "size",
-                               (json_int_t)size));
-        reply_json(d, req, 201, info);
+        if (record_audit(d, VOLUME_AUDIT_SANDBOX, "api.volume_created",
+                         json_pack("{s:s, s:s, s:I}", "grant", a->grant->name, "volume", name,
+                                   "size", (json_int_t)size)) < 0) {
+                json_decref(info);
+                reply_audit_failed(d, req, d->audit_fault);
+        } else
+                reply_json(d, req, 201, info);
         json_decref(body);
 }
 
@@ -110,9 +116,11 @@ void route_volume_delete(struct daemon *d, struct evhttp_request *req, const str
                 reply_volume_error(d, req, &err);
                 return;
         }
-        record_audit(d, NULL, "api.volume_removed",
-                     json_pack("{s:s, s:s}", "grant", a->grant->name, "volume", a->name));
-        reply_json(d, req, 200, json_pack("{s:s}", "deleted", a->name));
+        if (record_audit(d, VOLUME_AUDIT_SANDBOX, "api.volume_removed",
+                         json_pack("{s:s, s:s}", "grant", a->grant->name, "volume", a->name)) < 0)
+                reply_audit_failed(d, req, d->audit_fault);
+        else
+                reply_json(d, req, 200, json_pack("{s:s}", "deleted", a->name));
 }
 
 int volumes_apply_create(struct daemon *d, struct evhttp_request *req, json_t *body,
