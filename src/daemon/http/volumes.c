@@ -175,12 +175,13 @@ int volumes_apply_create(struct daemon *d, struct evhttp_request *req, json_t *b
                         return -1;
                 }
                 const char *how = json_string_value(json_object_get(info, "attached"));
-                bool busy = how && (!m->readonly || STREQ(how, "rw"));
-                json_decref(info);
+                bool rw = how && STREQ(how, "rw");
+                bool busy = how && (!m->readonly || rw);
+                json_decref(info); /* how goes with it */
                 if (busy) {
                         reply_error(d, req, 409, "volume_attached",
                                     "volume %s is attached %s to another sandbox", m->volume,
-                                    STREQ(how, "rw") ? "read-write" : "read-only");
+                                    rw ? "read-write" : "read-only");
                         return -1;
                 }
         }
