@@ -258,6 +258,19 @@ fail:
         return r;
 }
 
+int files_tar_check(const char *rel, const void *data, size_t len, size_t *ret_entries,
+                    struct al_error *err)
+{
+        struct entry *v = NULL;
+        size_t n = 0;
+        int r = parse(rel, data, len, &v, &n, err);
+        if (r < 0)
+                return r;
+        entries_free(v, n);
+        *ret_entries = n;
+        return 0;
+}
+
 int files_tar_extract(int root, const char *rel, const void *data, size_t len, json_t **ret,
                       struct al_error *err)
 {

@@ -22,6 +22,11 @@
 #define FILES_TAR_ENTRIES_MAX 100000
 #define FILES_TAR_DEPTH_MAX   64
 
+/* Only the checks of files_tar_extract: the number of entries it would
+ * make (directories and files), or the refusal. */
+int files_tar_check(const char *rel, const void *data, size_t len, size_t *ret_entries,
+                    struct al_error *err);
+
 /* Extract the tar in data[0..len) beneath directory `rel` (made when
  * missing). *ret: {"path", "files", "dirs", "bytes"}. */
 int files_tar_extract(int root, const char *rel, const void *data, size_t len, json_t **ret,
