@@ -367,3 +367,49 @@ def test_exec_uid_of_a_fake_root_sandbox(api):
         refused(lambda: api.run(sb["id"], ["id", "-u"], uid=1000), 400)
     finally:
         api.delete(sb["id"])
+
+
+def test_watch_follows_a_renamed_directory(api, trapped):
+    w = Watcher(api, trapped)
+    api.run(trapped, ["sh", "-c", "mv real moved && sleep 0.2 && touch moved/sub/new"])
+    w.wait_for(lambda e: e["type"] == "rename" and e["from"] == "real" and e["path"] == "moved"
+               and e["dir"], "directory rename")
+    w.wait_for(lambda e: e["type"] == "create" and e["path"] == "moved/sub/new", "renamed path")
+
+
+def test_watches_are_bounded(shared_daemon, trapped):
+    """At most 64 at once; the 65th is 429, and closing one frees its place."""
+    import socket
+    token = shared_daemon.admin
+    socks = []
+    try:
+        def open_watch():
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(10)
+            s.connect(str(shared_daemon.socket))
+            s.sendall(("GET /v1/sandboxes/%s/files/watch?path=.&timeout=30 HTTP/1.1\r\n"
+                       "Host: x\r\nAuthorization: Bearer %s\r\n\r\n" % (trapped, token)).encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+            return s, head.split(b"\r\n", 1)[0]
+        # Watches of earlier tests may still run out their timeouts: open
+        # until refused, which must come by the 65th.
+        for _ in range(65):
+            s, status = open_watch()
+            socks.append(s)
+            if b" 429 " in status:
+                break
+            assert b" 200 " in status, status
+        assert b" 429 " in status, "65 watches at once"
+        socks.pop(0).close()
+        time.sleep(0.3)
+        s, status = open_watch()
+        socks.append(s)
+        assert b" 200 " in status, status
+    finally:
+        for s in socks:
+            s.close()
