@@ -65,6 +65,7 @@ static void usage(FILE *f)
                       "  create, ls, exec, cp, rm, logs   use airlockd's sandboxes\n"
                       "  grant     manage the tokens airlockd accepts\n"
                       "  gc        remove records and reviewed changes past their retention\n"
+                      "  volume    named volumes for 'run --home' and '--volume'\n"
                       "  supervise run one long-lived sandbox (used by airlockd)\n",
                       f);
         fputs("\nA command's options: 'airlock COMMAND --help', all of them: 'airlock help "

@@ -12,21 +12,26 @@
 #include "volume.h"
 
 static const char volume_usage[] =
-    "Usage: airlock volume ls [--json]\n"
-    "       airlock volume create NAME --size SIZE\n"
-    "       airlock volume rm NAME\n"
-    "       airlock volume du [NAME]\n"
+    "Usage: airlock volume ls|create|rm|du [ARGS]\n"
     "\n"
     "Named volumes kept in Airlock's state (/var/lib/airlock/volumes): each an ext4\n"
-    "file system of a fixed size, mounted nosuid,nodev into a sandbox with\n"
-    "'airlock run --home NAME' (as its $HOME) or '--volume NAME:/PATH[:ro]'. A volume\n"
-    "is attached read-write to one sandbox at a time, read-only to many. Volumes\n"
-    "need root (the size limit is a loop-mounted file system).\n"
+    "file system of a fixed size, mounted nosuid,nodev by 'airlock run --home NAME'\n"
+    "(as $HOME) or '--volume NAME:/PATH[:ro]'. Read-write by one sandbox at a time,\n"
+    "read-only by many. Volumes need root (a loop-mounted file system).\n"
     "\n"
-    "  ls        list volumes: name, size, host disk used, how attached\n"
-    "  create    make volume NAME of SIZE bytes (8M to 1T, e.g. 1G)\n"
-    "  rm        remove volume NAME (refused while a sandbox has it attached)\n"
-    "  du        host disk used by each volume (or by NAME)\n";
+    "Examples:\n"
+    "  airlock volume create agent-home --size 2G\n"
+    "  airlock run --home agent-home -w . -- claude\n"
+    "  airlock volume ls\n"
+    "\n"
+    "Commands:\n"
+    "  ls [--json]                 name, size, host disk used, how attached\n"
+    "  create NAME --size SIZE     a new volume of SIZE bytes (8M to 1T, e.g. 1G)\n"
+    "  rm NAME...                  remove (refused while a sandbox has it)\n"
+    "  du [NAME]                   host disk used by each volume, or by NAME\n"
+    "\n"
+    "Exit status: 0; 2 usage; 3 no such volume; 4 attached; 5 exists; 6 needs\n"
+    "root; 1 otherwise.\n";
 
 static void print_human(uint64_t v, char buf[32])
 {
