@@ -28,6 +28,8 @@ struct files_watch {
         int root;
         bool recursive;
         bool overflowed; /* the directory limit was hit: said once */
+        bool gone;       /* the watched directory itself was removed or moved */
+        int root_wd;
         struct watched *dirs;
         size_t n_dirs;
 };
@@ -114,6 +116,7 @@ int files_watch_new(int root, const char *rel, bool recursive, struct files_watc
         }
         w->root = fcntl(root, F_DUPFD_CLOEXEC, 3);
         int r = add_dir(w, fd, rel, 0);
+        w->root_wd = w->n_dirs > 0 ? w->dirs[0].wd : -1;
         if (r == -ENOSPC)
                 w->overflowed = true;
         else if (r < 0) {
@@ -149,6 +152,22 @@ static void rename_paths(struct files_watch *w, const char *from, const char *to
                 char *np = xasprintf("%s%s", to, p + n);
                 free(w->dirs[i].path);
                 w->dirs[i].path = np;
+        }
+}
+
+/* A directory moved out of the tree: its watches go, or their events
+ * would carry paths it no longer has. */
+static void drop_prefix(struct files_watch *w, const char *prefix)
+{
+        size_t n = strlen(prefix);
+        for (size_t i = 0; i < w->n_dirs;) {
+                const char *p = w->dirs[i].path;
+                if (strncmp(p, prefix, n) == 0 && (p[n] == '\0' || p[n] == '/')) {
+                        inotify_rm_watch(w->ifd, w->dirs[i].wd);
+                        free(w->dirs[i].path);
+                        w->dirs[i] = w->dirs[--w->n_dirs];
+                } else
+                        i++;
         }
 }
 
@@ -192,12 +211,16 @@ int files_watch_read(struct files_watch *w, json_t *out)
                         drop_wd(w, ev->wd);
                         continue;
                 }
+                if (ev->wd == w->root_wd && (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
+                        w->gone = true;
                 if (!wd || ev->len == 0 || (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
                         continue;
                 bool dir = ev->mask & IN_ISDIR;
                 _cleanup_free_ char *path = join(wd->path, ev->name);
                 if (moved_from && !((ev->mask & IN_MOVED_TO) && ev->cookie == cookie)) {
                         emit(out, "delete", moved_from, moved_dir); /* moved out */
+                        if (moved_dir)
+                                drop_prefix(w, moved_from);
                         free(moved_from);
                         moved_from = NULL;
                 }
@@ -243,9 +266,11 @@ int files_watch_read(struct files_watch *w, json_t *out)
         }
         if (moved_from) {
                 emit(out, "delete", moved_from, moved_dir);
+                if (moved_dir)
+                        drop_prefix(w, moved_from);
                 free(moved_from);
         }
-        return 1;
+        return w->gone || w->n_dirs == 0 ? -ENOENT : 1;
 }
 
 struct files_watch *files_watch_free(struct files_watch *w)

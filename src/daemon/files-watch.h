@@ -24,7 +24,8 @@ int files_watch_new(int root, const char *rel, bool recursive, struct files_watc
                     struct al_error *err);
 /* The inotify fd to poll (non-blocking). */
 int files_watch_fd(const struct files_watch *w);
-/* Read what is pending and append its events to `out`; -errno when the fd
- * failed. 0 when nothing was pending. */
+/* Read what is pending and append its events to `out`; 0 when nothing was
+ * pending; -ENOENT once the watched directory itself is gone (removed or
+ * moved away), other -errno when the fd failed. */
 int files_watch_read(struct files_watch *w, json_t *out);
 struct files_watch *files_watch_free(struct files_watch *w);

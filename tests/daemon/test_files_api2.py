@@ -413,3 +413,24 @@ def test_watches_are_bounded(shared_daemon, trapped):
     finally:
         for s in socks:
             s.close()
+
+
+def test_watch_ends_when_its_directory_goes(api, trapped):
+    w = Watcher(api, trapped, "real")
+    api.run(trapped, ["sh", "-c", "mkdir -p outside && mv real outside/ && touch outside/real/x"])
+    end = w.wait_for(lambda e: e["type"] == "end", "end")
+    assert end["reason"] == "the directory is gone"
+    # Nothing after the move was reported under the old name.
+    assert not any(e.get("path") == "real/x" for e in w.events)
+    w = Watcher(api, trapped, "outside/real")
+    api.run(trapped, ["rm", "-rf", "/workspace/outside"])
+    w.wait_for(lambda e: e["type"] == "end", "end after rm")
+
+
+def test_watch_drops_a_subdirectory_moved_out(api, trapped):
+    w = Watcher(api, trapped, "real")
+    api.run(trapped, ["sh", "-c", "mv real/sub elsewhere && sleep 0.2 && touch elsewhere/y "
+                      "&& touch real/marker"])
+    w.wait_for(lambda e: e["type"] == "delete" and e["path"] == "real/sub", "moved out")
+    w.wait_for(lambda e: e["path"] == "real/marker", "marker")
+    assert not any("y" == e.get("path", "").rsplit("/", 1)[-1] for e in w.events), w.events

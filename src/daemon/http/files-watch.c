@@ -122,7 +122,9 @@ static void watch_readable(evutil_socket_t fd, short what, void *arg)
         if (json_array_size(events) > 0)
                 send_events(s, events);
         json_decref(events);
-        if (r < 0)
+        if (r == -ENOENT)
+                watch_end(s, "the directory is gone");
+        else if (r < 0)
                 watch_end(s, "the watch failed");
 }
 
