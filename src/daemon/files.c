@@ -251,7 +251,9 @@ int files_write_mode(int root, const char *rel, const void *data, size_t len, bo
         int r = write_full(fd, data, len);
         uid_t uid = exists ? st.st_uid : dst.st_uid;
         gid_t gid = exists ? st.st_gid : dst.st_gid;
-        mode_t mode = new_mode >= 0 ? ((mode_t)new_mode & 0777) : exists ? (st.st_mode & 0777) : 0644;
+        mode_t mode = new_mode >= 0 ? ((mode_t)new_mode & 0777)
+                      : exists      ? (st.st_mode & 0777)
+                                    : 0644;
         if (r >= 0 && fchown(fd, uid, gid) < 0 && errno != EPERM)
                 r = -errno;
         if (r >= 0 && fchmod(fd, mode) < 0)

@@ -69,8 +69,7 @@ int files_mkdir(int root, const char *rel, bool parents, struct al_error *err);
 /* Move `from` to `to` (both beneath the workspace, the directories holding
  * them reached following no symbolic link); -EEXIST when `to` exists
  * unless `overwrite`. A link is moved as a link. */
-int files_rename(int root, const char *from, const char *to, bool overwrite,
-                 struct al_error *err);
+int files_rename(int root, const char *from, const char *to, bool overwrite, struct al_error *err);
 
 /* {"path", "name", "type", "size", "mode", "mtime"[, "target"]} of `rel`,
  * resolved as reads are, the last component not followed. */

@@ -519,9 +519,8 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         json_t *body = read_json_body(d, req, false);
         if (!body)
                 return;
-        static const char *const keys[] = {"argv",    "env",          "cwd",        "stdin",
-                                           "timeout", "stallTimeout", "background", "uid",
-                                           NULL};
+        static const char *const keys[] = {"argv",         "env",        "cwd", "stdin", "timeout",
+                                           "stallTimeout", "background", "uid", NULL};
         json_t *ctl = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;

@@ -15,8 +15,8 @@
 struct route_args {
         struct grant *grant;
         const struct query *query;
-        char id[17];  /* {id}: a sandbox; "" when the route has none */
-        uint64_t pid; /* {pid}: a process; 0 when the route has none */
+        char id[17];   /* {id}: a sandbox; "" when the route has none */
+        uint64_t pid;  /* {pid}: a process; 0 when the route has none */
         char name[65]; /* {name}: a volume; "" when the route has none */
 };
 
