@@ -144,7 +144,7 @@ int cmd_volume(int argc, char **argv)
                                           : "--size: expected a size such as 512M or 1G");
                         return 2;
                 }
-                if (volume_create(name, size, &err) < 0)
+                if (volume_create(name, size, NULL, &err) < 0)
                         return fail(&err);
                 return 0;
         }

@@ -77,3 +77,40 @@ def test_create_with_bad_volumes(api):
     with pytest.raises(AirlockError) as e:
         api.create(sandbox_class="small", home="no-such-" + uuid.uuid4().hex[:6])
     assert e.value.status == 404
+
+
+def test_a_grant_sees_and_uses_only_its_own_volumes(api, vol, shared_daemon):
+    """A home holds an agent's sessions and logins: another grant's volume
+    is one that does not exist, and a volume made on the host needs a grant
+    that may name host paths."""
+    import subprocess
+    from daemonlib import AIRLOCK
+    assert api.get_volume(vol)["owner"] == "admin"
+    other = shared_daemon.client(shared_daemon.grant(
+        "other-" + uuid.uuid4().hex[:6], "--allow-sandbox", "--allow-exec"))
+    assert vol not in [v["name"] for v in other.volumes()]
+    for call in (lambda: other.get_volume(vol), lambda: other.delete_volume(vol),
+                 lambda: other.create(sandbox_class="small", home=vol),
+                 lambda: other.create(sandbox_class="small",
+                                      volumes=[{"name": vol, "target": "/v", "readonly": True}]),
+                 lambda: other.create(sandbox_class="small", policy={"filesystem": {"mounts": [
+                     {"volume": vol, "target": "/v"}]}})):
+        with pytest.raises(AirlockError) as e:
+            call()
+        assert e.value.status == 404, e.value
+    assert api.get_volume(vol)["attached"] is None
+    # Made on the host: the admin grant (allowHostWorkspace) may use it,
+    # the other may not.
+    host = "t-" + uuid.uuid4().hex[:12]
+    p = subprocess.run([str(AIRLOCK), "volume", "create", host, "--size", "8M"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    try:
+        assert api.get_volume(host)["owner"] is None
+        with pytest.raises(AirlockError) as e:
+            other.get_volume(host)
+        assert e.value.status == 404
+        sb = api.create(sandbox_class="small", home=host)
+        api.delete(sb["id"])
+    finally:
+        subprocess.run([str(AIRLOCK), "volume", "rm", host], timeout=60)

@@ -66,9 +66,10 @@ void route_volume_list(struct daemon *d, struct evhttp_request *req, const struc
 void route_volume_create(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_volume_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_volume_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
-/* The "volumes" and "home" of a create, added to its policy; -1 with a
- * 400, 404 or 409 sent. */
-int volumes_apply_create(struct daemon *d, struct evhttp_request *req, json_t *body,
-                         struct policy *p);
+/* The "volumes" and "home" of a create (and the volumes its policy
+ * names), added to its policy, each one the grant may use; -1 with a 400,
+ * 404 or 409 sent. */
+int volumes_apply_create(struct daemon *d, struct evhttp_request *req, const struct grant *g,
+                         json_t *body, struct policy *p);
 /* audit.c */
 void route_audit(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

@@ -267,7 +267,7 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                         goto out;
                 }
         }
-        if (volumes_apply_create(d, req, body, p) < 0) /* volumes.c */
+        if (volumes_apply_create(d, req, g, body, p) < 0) /* volumes.c */
                 goto out;
         /* Secrets and host paths the policy names, before anything of the
          * host is looked at for it. */

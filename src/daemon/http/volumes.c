@@ -39,6 +39,35 @@ static void reply_volume_error(struct daemon *d, struct evhttp_request *req,
         }
 }
 
+/* A volume made through the API belongs to its grant; one made on the
+ * host (`airlock volume create`) is the host's, and only a grant that may
+ * name host paths may use it. Another grant's volume is, to a grant, one
+ * that does not exist: a home holds an agent's sessions and logins. */
+static bool may_use(const struct grant *g, json_t *info)
+{
+        const char *owner = json_string_value(json_object_get(info, "owner"));
+        return owner ? STREQ(owner, g->name) : g->allow_host_workspace;
+}
+
+/* The volume `name` as the grant may see it; NULL with a 404 (or other
+ * error) sent. */
+static json_t *find_volume(struct daemon *d, struct evhttp_request *req, const struct grant *g,
+                           const char *name)
+{
+        struct al_error err = {0};
+        json_t *info = NULL;
+        if (volume_info(name, &info, &err) < 0) {
+                reply_volume_error(d, req, &err);
+                return NULL;
+        }
+        if (!may_use(g, info)) {
+                json_decref(info);
+                reply_error(d, req, 404, "not_found", "no volume \"%s\"", name);
+                return NULL;
+        }
+        return info;
+}
+
 void route_volume_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
         struct al_error err = {0};
@@ -47,7 +76,12 @@ void route_volume_list(struct daemon *d, struct evhttp_request *req, const struc
                 reply_volume_error(d, req, &err);
                 return;
         }
-        reply_json(d, req, 200, json_pack("{s:o}", "volumes", list));
+        json_t *mine = json_array();
+        size_t i;
+        json_t *v;
+        json_array_foreach(list, i, v) if (may_use(a->grant, v)) json_array_append(mine, v);
+        json_decref(list);
+        reply_json(d, req, 200, json_pack("{s:o}", "volumes", mine));
 }
 
 void route_volume_create(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
@@ -82,7 +116,8 @@ void route_volume_create(struct daemon *d, struct evhttp_request *req, const str
         struct al_error err = {0};
         const char *name = json_string_value(jname);
         json_t *info = NULL;
-        if (volume_create(name, size, &err) < 0 || volume_info(name, &info, &err) < 0) {
+        if (volume_create(name, size, a->grant->name, &err) < 0 ||
+            volume_info(name, &info, &err) < 0) {
                 reply_volume_error(d, req, &err);
                 json_decref(body);
                 return;
@@ -99,11 +134,8 @@ void route_volume_create(struct daemon *d, struct evhttp_request *req, const str
 
 void route_volume_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
-        struct al_error err = {0};
-        json_t *info = NULL;
-        if (volume_info(a->name, &info, &err) < 0)
-                reply_volume_error(d, req, &err);
-        else
+        json_t *info = find_volume(d, req, a->grant, a->name);
+        if (info)
                 reply_json(d, req, 200, info);
 }
 
@@ -111,6 +143,10 @@ void route_volume_delete(struct daemon *d, struct evhttp_request *req, const str
 {
         if (!require(d, req, a->grant, a->grant->allow_sandbox, "allowSandbox"))
                 return;
+        json_t *info = find_volume(d, req, a->grant, a->name);
+        if (!info)
+                return;
+        json_decref(info);
         struct al_error err = {0};
         if (volume_remove(a->name, &err) < 0) {
                 reply_volume_error(d, req, &err);
@@ -123,8 +159,8 @@ void route_volume_delete(struct daemon *d, struct evhttp_request *req, const str
                 reply_json(d, req, 200, json_pack("{s:s}", "deleted", a->name));
 }
 
-int volumes_apply_create(struct daemon *d, struct evhttp_request *req, json_t *body,
-                         struct policy *p)
+int volumes_apply_create(struct daemon *d, struct evhttp_request *req, const struct grant *g,
+                         json_t *body, struct policy *p)
 {
         json_t *jvols = json_object_get(body, "volumes");
         json_t *jhome = json_object_get(body, "home");
@@ -168,12 +204,9 @@ int volumes_apply_create(struct daemon *d, struct evhttp_request *req, json_t *b
                 const struct policy_mount *m = &p->mounts[i];
                 if (!m->volume || volume_name_check(m->volume))
                         continue;
-                struct al_error err = {0};
-                json_t *info = NULL;
-                if (volume_info(m->volume, &info, &err) < 0) {
-                        reply_volume_error(d, req, &err);
+                json_t *info = find_volume(d, req, g, m->volume);
+                if (!info)
                         return -1;
-                }
                 const char *how = json_string_value(json_object_get(info, "attached"));
                 bool rw = how && STREQ(how, "rw");
                 bool busy = how && (!m->readonly || rw);

@@ -21,8 +21,10 @@
 #include "util.h"
 #include "volume.h"
 
-#define IMAGE "disk.img"
-#define LOCK  "lock"
+#define IMAGE     "disk.img"
+#define LOCK      "lock"
+#define OWNER     "owner"
+#define OWNER_MAX 256
 /* How long an attach waits for the loop device of a sandbox that is
  * still being torn down to let go of the image. */
 #define STALE_WAIT_MS 5000
@@ -117,7 +119,7 @@ static int need_root(const char *what, struct al_error *err)
                                     what);
 }
 
-int volume_create(const char *name, uint64_t size, struct al_error *err)
+int volume_create(const char *name, uint64_t size, const char *owner, struct al_error *err)
 {
         int r = check_name(name, err);
         if (r < 0)
@@ -161,11 +163,11 @@ int volume_create(const char *name, uint64_t size, struct al_error *err)
          * root directory belongs to the sandbox's host uid, no blocks are
          * reserved for root (the agent gets the whole size), and the
          * image's own files carry no set-id bit or device node. */
-        char owner[64];
-        snprintf(owner, sizeof(owner), "root_owner=%u:%u", (unsigned)SPAWN_ROOT_HOST_UID,
+        char root_owner[64];
+        snprintf(root_owner, sizeof(root_owner), "root_owner=%u:%u", (unsigned)SPAWN_ROOT_HOST_UID,
                  (unsigned)SPAWN_ROOT_HOST_GID);
-        char *const argv[] = {"mkfs.ext4", "-q",  "-F", "-m",      "0",
-                              "-E",        owner, "-L", "airlock", "/proc/self/fd/3",
+        char *const argv[] = {"mkfs.ext4", "-q",       "-F", "-m",      "0",
+                              "-E",        root_owner, "-L", "airlock", "/proc/self/fd/3",
                               NULL};
         char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
         struct child_spawn s = {
@@ -190,6 +192,15 @@ int volume_create(const char *name, uint64_t size, struct al_error *err)
         if (fsync(img) < 0) {
                 r = al_error_set(err, errno, "writing volume %s", name);
                 goto fail;
+        }
+        if (owner) {
+                _cleanup_close_ int ofd =
+                    openat(dir, OWNER, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                r = ofd < 0 ? -errno : write_full(ofd, owner, strlen(owner));
+                if (r < 0) {
+                        r = al_error_set(err, r, "writing the owner of volume %s", name);
+                        goto fail;
+                }
         }
         return 0;
 fail:
@@ -354,9 +365,17 @@ int volume_info(const char *name, json_t **ret, struct al_error *err)
         if (lk < 0 || fstatat(dir, IMAGE, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return al_error_set(err, errno, "volume %s", name);
         const char *how = attached(lk);
-        *ret = json_pack("{s:s, s:I, s:I, s:o}", "name", name, "size", (json_int_t)st.st_size,
+        _cleanup_free_ char *owner = NULL;
+        size_t olen = 0;
+        int r = read_file_at(dir, OWNER, OWNER_MAX, &owner, &olen);
+        if (r < 0 && r != -ENOENT)
+                return al_error_set(err, r, "reading the owner of volume %s", name);
+        json_t *jowner = owner ? json_stringn(owner, olen) : json_null();
+        if (!jowner)
+                return al_error_set_message(err, EINVAL, "volume %s: its owner is not UTF-8", name);
+        *ret = json_pack("{s:s, s:I, s:I, s:o, s:o}", "name", name, "size", (json_int_t)st.st_size,
                          "used", (json_int_t)st.st_blocks * 512, "attached",
-                         how ? json_string(how) : json_null());
+                         how ? json_string(how) : json_null(), "owner", jowner);
         return 0;
 }
 

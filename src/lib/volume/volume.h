@@ -32,11 +32,13 @@ const char *volume_name_check(const char *name);
 /* <state root>/volumes; NULL when the state root is unknown. */
 char *volume_root(void);
 
-int volume_create(const char *name, uint64_t size, struct al_error *err);
+/* `owner`: the API grant that made it (kept in the volume's `owner` file),
+ * NULL when made on the host (`airlock volume create`). */
+int volume_create(const char *name, uint64_t size, const char *owner, struct al_error *err);
 /* Refused (-EBUSY) while attached. */
 int volume_remove(const char *name, struct al_error *err);
-/* {"name", "size", "used", "attached": null|"rw"|"ro"}; used is the host
- * disk the image takes. */
+/* {"name", "size", "used", "attached": null|"rw"|"ro", "owner": null|grant};
+ * used is the host disk the image takes. */
 int volume_info(const char *name, json_t **ret, struct al_error *err);
 /* [{...}, ...] sorted by name. */
 int volume_list(json_t **ret, struct al_error *err);
