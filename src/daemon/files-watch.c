@@ -211,8 +211,11 @@ int files_watch_read(struct files_watch *w, json_t *out)
                         drop_wd(w, ev->wd);
                         continue;
                 }
-                if (ev->wd == w->root_wd && (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
+                if (ev->wd == w->root_wd && (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF))) {
+                        /* Nothing after this is under the path asked for. */
                         w->gone = true;
+                        break;
+                }
                 if (!wd || ev->len == 0 || (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
                         continue;
                 bool dir = ev->mask & IN_ISDIR;
