@@ -19,6 +19,7 @@ status and the API's {"error", "message", ...} body.
 
 import base64
 import hashlib
+import io
 import http.client
 import json
 import os
@@ -26,6 +27,7 @@ import select
 import socket
 import struct
 import time
+import tarfile
 import urllib.parse
 
 __all__ = ["AirlockError", "Client", "ExecResult", "PtyConnection", "default_socket"]
@@ -149,8 +151,15 @@ class Client:
     # sandboxes
 
     def create(self, policy=None, sandbox_class=None, metadata=None, ttl=None,
-               idle_timeout=None, workspace=None, review=None, repo=None, rev=None):
+               idle_timeout=None, workspace=None, review=None, repo=None, rev=None,
+               volumes=None, home=None):
+        """volumes: [{"name", "target", "readonly"}]; home: a volume name kept as
+        the sandbox's $HOME."""
         body = {}
+        if volumes is not None:
+            body["volumes"] = volumes
+        if home is not None:
+            body["home"] = home
         if review is not None:
             body["review"] = review
         if repo is not None:
@@ -213,12 +222,28 @@ class Client:
 
     def close_port(self, sandbox_id, port):
         return self._json("DELETE", "/v1/sandboxes/%s/ports/%d" % (sandbox_id, port))
+    # volumes
+
+    def volumes(self):
+        return self._json("GET", "/v1/volumes")["volumes"]
+
+    def create_volume(self, name, size):
+        """size: bytes, or a string such as "1G"."""
+        return self._json("POST", "/v1/volumes", {"name": name, "size": size}, expect=(201,))
+
+    def get_volume(self, name):
+        return self._json("GET", "/v1/volumes/%s" % urllib.parse.quote(name, safe=""))
+
+    def delete_volume(self, name):
+        return self._json("DELETE", "/v1/volumes/%s" % urllib.parse.quote(name, safe=""))
 
     # processes
 
     @staticmethod
-    def _exec_body(argv, env, cwd, stdin, timeout, background):
+    def _exec_body(argv, env, cwd, stdin, timeout, background, uid=None):
         body = {"argv": list(argv)}
+        if uid is not None:
+            body["uid"] = uid
         if env is not None:
             body["env"] = env
         if cwd is not None:
@@ -254,10 +279,12 @@ class Client:
         finally:
             conn.close()
 
-    def exec(self, sandbox_id, argv, env=None, cwd=None, stdin=None, timeout=None):
+    def exec(self, sandbox_id, argv, env=None, cwd=None, stdin=None, timeout=None, uid=None):
         """Run a command and yield its events as they come: started, stdout and
-        stderr (with "data" as bytes), error, exit."""
-        body = self._exec_body(argv, env, cwd, stdin, timeout, False)
+        stderr (with "data" as bytes), error, exit. env adds to the sandbox's
+        clean environment, cwd is a path inside; uid, when given, must be the
+        sandbox's own user (one uid is mapped per sandbox)."""
+        body = self._exec_body(argv, env, cwd, stdin, timeout, False, uid)
         return self._stream("POST", "/v1/sandboxes/%s/exec" % sandbox_id, body)
 
     @staticmethod
@@ -285,9 +312,10 @@ class Client:
         """exec() to the end; returns an ExecResult."""
         return self.collect(self.exec(sandbox_id, argv, **kw))
 
-    def exec_background(self, sandbox_id, argv, env=None, cwd=None, stdin=None, timeout=None):
+    def exec_background(self, sandbox_id, argv, env=None, cwd=None, stdin=None, timeout=None,
+                        uid=None):
         """Start a command and return its process id at once."""
-        body = self._exec_body(argv, env, cwd, stdin, timeout, True)
+        body = self._exec_body(argv, env, cwd, stdin, timeout, True, uid)
         return self._json("POST", "/v1/sandboxes/%s/exec" % sandbox_id, body, expect=(201,))["pid"]
 
     def events(self, sandbox_id, pid):
@@ -318,23 +346,163 @@ class Client:
             raise AirlockError(status, json.loads(data) if data else {})
         return data
 
-    def write_file(self, sandbox_id, path, data, parents=True):
-        if isinstance(data, str):
-            data = data.encode()
+    def read_file_to(self, sandbox_id, path, out, chunk=1 << 20):
+        """Stream a file of any size into the writable file object `out`;
+        returns the number of bytes."""
+        conn, resp = self._open("GET", self._files_path(sandbox_id, path))
+        try:
+            if resp.status != 200:
+                data = resp.read()
+                raise AirlockError(resp.status, json.loads(data) if data else {})
+            n = 0
+            while True:
+                b = resp.read(chunk)
+                if not b:
+                    return n
+                out.write(b)
+                n += len(b)
+        finally:
+            conn.close()
+
+    # One request carries at most this much (the daemon's body limit is 16 MiB).
+    WRITE_PIECE = 8 << 20
+
+    def _put(self, sandbox_id, path, data, **params):
         status, _, body = self.request(
-            "PUT", self._files_path(sandbox_id, path, parents="true" if parents else "false"),
+            "PUT", self._files_path(sandbox_id, path, **params),
             body=data, content_type="application/octet-stream")
         doc = json.loads(body) if body else {}
         if status != 200:
             raise AirlockError(status, doc)
         return doc
 
+    def write_file(self, sandbox_id, path, data, parents=True):
+        """Write bytes, a str, or a readable file object of any size. More than
+        one request's worth goes to a hidden sibling piece by piece and is then
+        renamed into place, so that readers see the old file or the whole new
+        one."""
+        if isinstance(data, str):
+            data = data.encode()
+        reader = data if hasattr(data, "read") else io.BytesIO(data)
+        first = reader.read(self.WRITE_PIECE)
+        more = reader.read(self.WRITE_PIECE)
+        p = "true" if parents else "false"
+        if not more:
+            return self._put(sandbox_id, path, first, parents=p)
+        head, _, name = path.rstrip("/").rpartition("/")
+        tmp = (head + "/" if head else "") + ".airlock-upload-" + os.urandom(6).hex()
+        size = 0
+        try:
+            self._put(sandbox_id, tmp, first, parents=p)
+            size = len(first)
+            while more:
+                self._put(sandbox_id, tmp, more, append="true")
+                size += len(more)
+                more = reader.read(self.WRITE_PIECE)
+            self.rename(sandbox_id, tmp, path, overwrite=True)
+        except BaseException:
+            try:
+                self.delete_file(sandbox_id, tmp)
+            except (AirlockError, OSError):
+                pass
+            raise
+        return {"path": path, "size": size}
+
     def delete_file(self, sandbox_id, path, recursive=False):
         return self._json("DELETE", self._files_path(
             sandbox_id, path, recursive="true" if recursive else None))
 
-    def list_files(self, sandbox_id, path="."):
-        return self._json("GET", self._files_path(sandbox_id, path, "/list"))
+    def list_files(self, sandbox_id, path=".", depth=None):
+        """depth: how many levels (1 to 32); each entry then has its "path"."""
+        return self._json("GET", self._files_path(sandbox_id, path, "/list", depth=depth))
+
+    def mkdir(self, sandbox_id, path, parents=False):
+        return self._json("POST", self._files_path(
+            sandbox_id, path, "/mkdir", parents="true" if parents else None))
+
+    def rename(self, sandbox_id, src, dst, overwrite=False):
+        return self._json("POST", "/v1/sandboxes/%s/files/rename" % sandbox_id,
+                          {"from": src, "to": dst, "overwrite": bool(overwrite)})
+
+    def stat(self, sandbox_id, path):
+        return self._json("GET", self._files_path(sandbox_id, path, "/stat"))
+
+    def exists(self, sandbox_id, path):
+        return self._json("GET", self._files_path(sandbox_id, path, "/exists"))["exists"]
+
+    def upload_tar(self, sandbox_id, path, tar):
+        """Extract a tar archive (bytes or a readable file object, at most
+        16 MiB per call) beneath directory `path` of the workspace. Only
+        regular files and directories; the whole archive is checked first.
+        Returns {"path", "files", "dirs", "bytes"}."""
+        data = tar.read() if hasattr(tar, "read") else tar
+        status, _, body = self.request(
+            "PUT", self._files_path(sandbox_id, path, "/tar"), body=data,
+            content_type="application/x-tar")
+        doc = json.loads(body) if body else {}
+        if status != 200:
+            raise AirlockError(status, doc)
+        return doc
+
+    def download_tar(self, sandbox_id, path=".", out=None, chunk=1 << 20):
+        """Directory `path` of the workspace as a tar: bytes, or streamed into
+        the writable file object `out` (then the byte count)."""
+        sink = out if out is not None else io.BytesIO()
+        n = self._download(self._files_path(sandbox_id, path, "/tar"), sink, chunk)
+        return n if out is not None else sink.getvalue()
+
+    def upload_dir(self, sandbox_id, local_dir, path="."):
+        """A local directory's files and subdirectories into `path`."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+            t.add(local_dir, arcname=".", filter=lambda ti: ti if ti.isreg() or ti.isdir()
+                  else None)
+        return self.upload_tar(sandbox_id, path, buf.getvalue())
+
+    def download_dir(self, sandbox_id, path, local_dir):
+        """Directory `path` of the workspace into a local directory."""
+        buf = io.BytesIO(self.download_tar(sandbox_id, path))
+        with tarfile.open(fileobj=buf, mode="r") as t:
+            for m in t.getmembers():
+                if not (m.isreg() or m.isdir()) or m.name.startswith("/") or \
+                        ".." in m.name.split("/"):
+                    raise ValueError("unexpected tar member %r" % m.name)
+            t.extractall(local_dir)
+
+    def _download(self, path, out, chunk):
+        conn, resp = self._open("GET", path)
+        try:
+            if resp.status != 200:
+                data = resp.read()
+                raise AirlockError(resp.status, json.loads(data) if data else {})
+            n = 0
+            while True:
+                b = resp.read(chunk)
+                if not b:
+                    return n
+                out.write(b)
+                n += len(b)
+        finally:
+            conn.close()
+
+    def watch(self, sandbox_id, path=".", recursive=True, timeout=None):
+        """Yield a directory's events as they come: {"type": "ready"} first,
+        then create, modify, delete, rename (with "from"), overflow, and
+        {"type": "end"} when the stream's timeout (seconds) runs out."""
+        q = self._q(path=path, recursive="true" if recursive else "false", timeout=timeout)
+        conn, resp = self._open("GET", "/v1/sandboxes/%s/files/watch%s" % (sandbox_id, q),
+                                timeout=None)
+        try:
+            if resp.status != 200:
+                data = resp.read()
+                raise AirlockError(resp.status, json.loads(data) if data else {})
+            while True:
+                line = resp.readline()
+                if not line:
+                    break
+                yield json.loads(line)
+        finally:
+            conn.close()
 
     # review and git
 

@@ -41,6 +41,7 @@ static const struct {
         {"grant", cmd_grant, "manage the tokens airlockd accepts"},
         {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
         {"doctor", cmd_doctor, "say which isolation tiers this host can run, and why not"},
+        {"volume", cmd_volume, "list, create, remove named volumes (--home, --volume)"},
 };
 
 static void usage(FILE *f)
@@ -68,6 +69,7 @@ static void usage(FILE *f)
                       "  grant     manage the tokens airlockd accepts\n"
                       "  gc        remove records and reviewed changes past their retention\n"
                       "  doctor    say which isolation tiers this host can run, and why not\n"
+                      "  volume    named volumes for 'run --home' and '--volume'\n"
                       "  supervise run one long-lived sandbox (used by airlockd)\n",
                       f);
         fputs("\nA command's options: 'airlock COMMAND --help', all of them: 'airlock help "

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "gitguard.h"
 #include "audit.h"
+#include "env.h"
 #include "githelper.h"
 #include "policy.h"
 #include "ports.h"
@@ -59,6 +60,9 @@ static const char run_usage[] =
         "                           remote's default branch)\n"
         "      --ro SRC[:DST]       bind SRC read-only at DST (default DST: SRC)\n"
         "      --rw SRC[:DST]       bind SRC read-write at DST\n"
+        "      --home NAME          keep $HOME in volume NAME across runs ('airlock volume')\n"
+        "      --volume NAME:/PATH[:ro]  mount volume NAME at PATH (read-write by one sandbox\n"
+        "                           at a time; :ro by many)\n"
         "      --deny-read PATH     hide PATH (file or directory) inside the sandbox\n"
         "      --read system|host   show the system directories (default) or all of /\n"
         "      --pids N             process limit\n"
@@ -131,6 +135,8 @@ enum {
         OPT_IO_READ_IOPS,
         OPT_IO_WRITE_IOPS,
         OPT_PORT_BIND,
+        OPT_HOME,
+        OPT_VOLUME,
 };
 
 static const struct option run_options[] = {
@@ -171,6 +177,8 @@ static const struct option run_options[] = {
         {"io-write-iops", required_argument, NULL, OPT_IO_WRITE_IOPS},
         {"port", required_argument, NULL, 'P'},
         {"port-bind", required_argument, NULL, OPT_PORT_BIND},
+        {"home", required_argument, NULL, OPT_HOME},
+        {"volume", required_argument, NULL, OPT_VOLUME},
         {"quiet", no_argument, NULL, 'q'},
         {"tty", no_argument, NULL, 't'},
         {"no-tty", no_argument, NULL, 'T'},
@@ -189,6 +197,7 @@ struct run_args {
         const char *repo;
         const char *rev;
         const char *state_root;
+        const char *home_volume; /* --home NAME */
         bool quiet;
         struct sv_port_req ports[SV_PORTS_MAX];
         size_t n_ports;
@@ -342,6 +351,28 @@ static int parse_mount_arg(struct policy *p, const char *arg, bool readonly, con
         return 0;
 }
 
+/* NAME:/PATH[:ro] */
+static int parse_volume_arg(struct policy *p, const char *arg, char *msg, size_t msglen)
+{
+        _cleanup_free_ char *name = xstrdup(arg);
+        char *target = strchr(name, ':');
+        bool readonly = false;
+        if (target) {
+                *target++ = '\0';
+                char *mode = strrchr(target, ':');
+                if (mode && (STREQ(mode, ":ro") || STREQ(mode, ":rw"))) {
+                        readonly = STREQ(mode, ":ro");
+                        *mode = '\0';
+                }
+        }
+        if (!*name || !target || target[0] != '/') {
+                snprintf(msg, msglen, "--volume \"%s\": expected NAME:/PATH[:ro]", arg);
+                return -EINVAL;
+        }
+        policy_add_volume(p, name, target, readonly);
+        return 0;
+}
+
 static void push(char ***v, size_t *n, const char *s)
 {
         *v = strv_append(*v, n, s);
@@ -399,6 +430,12 @@ int cmd_run(int argc, char **argv)
                 case OPT_RO:
                 case OPT_RW:
                         r = parse_mount_arg(p, optarg, c == OPT_RO, cwd, msg, sizeof(msg));
+                        break;
+                case OPT_HOME:
+                        a.home_volume = optarg;
+                        break;
+                case OPT_VOLUME:
+                        r = parse_volume_arg(p, optarg, msg, sizeof(msg));
                         break;
                 case OPT_DENY_READ:
                         policy_add_deny_read(p, optarg);
@@ -620,6 +657,10 @@ int cmd_run(int argc, char **argv)
         /* The secrets file never shows inside, whatever the read mode. */
         if (a.secrets_file)
                 policy_add_deny_read(p, a.secrets_file);
+
+        /* After every flag: --uid decides where $HOME is. */
+        if (a.home_volume)
+                policy_add_volume(p, a.home_volume, env_home_for_uid(p->uid), false);
 
         const char *home = getenv("HOME");
         r = policy_finalize(p, cwd, home ? home : "/", &err);

@@ -22,3 +22,4 @@ int cmd_attach(int argc, char **argv);
 int cmd_grant(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_volume(int argc, char **argv);

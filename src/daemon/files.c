@@ -203,6 +203,12 @@ static int open_dir(int root, const char *dir, bool create, struct al_error *err
 int files_write(int root, const char *rel, const void *data, size_t len, bool parents,
                 struct al_error *err)
 {
+        return files_write_mode(root, rel, data, len, parents, -1, err);
+}
+
+int files_write_mode(int root, const char *rel, const void *data, size_t len, bool parents,
+                     int new_mode, struct al_error *err)
+{
         if (STREQ(rel, "."))
                 return al_error_set_message(err, EISDIR, "the workspace itself is a directory");
         _cleanup_free_ char *dir = NULL;
@@ -245,7 +251,9 @@ int files_write(int root, const char *rel, const void *data, size_t len, bool pa
         int r = write_full(fd, data, len);
         uid_t uid = exists ? st.st_uid : dst.st_uid;
         gid_t gid = exists ? st.st_gid : dst.st_gid;
-        mode_t mode = exists ? (st.st_mode & 0777) : 0644;
+        mode_t mode = new_mode >= 0 ? ((mode_t)new_mode & 0777)
+                      : exists      ? (st.st_mode & 0777)
+                                    : 0644;
         if (r >= 0 && fchown(fd, uid, gid) < 0 && errno != EPERM)
                 r = -errno;
         if (r >= 0 && fchmod(fd, mode) < 0)
@@ -285,6 +293,97 @@ int files_delete(int root, const char *rel, bool recursive, struct al_error *err
         else
                 r = unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
         return r < 0 ? al_error_set(err, r, "removing %s", rel) : 0;
+}
+
+int files_mkdir(int root, const char *rel, bool parents, struct al_error *err)
+{
+        if (STREQ(rel, "."))
+                return al_error_set_message(err, EEXIST, "the workspace itself exists");
+        if (parents) {
+                int fd = open_dir(root, rel, true, err);
+                if (fd < 0)
+                        return fd;
+                close(fd);
+                return 0;
+        }
+        _cleanup_free_ char *dir = NULL;
+        const char *name;
+        split(rel, &dir, &name);
+        _cleanup_close_ int dfd = open_dir(root, dir, false, err);
+        if (dfd < 0)
+                return dfd;
+        struct stat pst;
+        if (mkdirat(dfd, name, 0755) < 0)
+                return al_error_set(err, errno, "creating %s", rel);
+        if (fstat(dfd, &pst) == 0 &&
+            fchownat(dfd, name, pst.st_uid, pst.st_gid, AT_SYMLINK_NOFOLLOW) < 0 && errno != EPERM)
+                return al_error_set(err, errno, "creating %s", rel);
+        return 0;
+}
+
+int files_rename(int root, const char *from, const char *to, bool overwrite, struct al_error *err)
+{
+        if (STREQ(from, ".") || STREQ(to, "."))
+                return al_error_set_message(err, EINVAL, "the workspace itself cannot be moved");
+        _cleanup_free_ char *fdir = NULL, *tdir = NULL;
+        const char *fname, *tname;
+        split(from, &fdir, &fname);
+        split(to, &tdir, &tname);
+        /* Both directories are reached following no symbolic link; the
+         * names themselves are links, never followed by rename. */
+        _cleanup_close_ int ffd = open_dir(root, fdir, false, err);
+        if (ffd < 0)
+                return ffd;
+        _cleanup_close_ int tfd = open_dir(root, tdir, false, err);
+        if (tfd < 0)
+                return tfd;
+        if (renameat2(ffd, fname, tfd, tname, overwrite ? 0 : RENAME_NOREPLACE) < 0)
+                return al_error_set(err, errno, "renaming %s to %s", from, to);
+        return 0;
+}
+
+static const char *type_name(mode_t m);
+
+static json_t *stat_json(const char *name, const struct stat *st)
+{
+        char mtime[32];
+        struct tm tm;
+        gmtime_r(&st->st_mtime, &tm);
+        strftime(mtime, sizeof(mtime), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        json_t *jname = json_string(name);
+        if (!jname)
+                return NULL;
+        return json_pack("{s:o, s:s, s:I, s:i, s:s}", "name", jname, "type", type_name(st->st_mode),
+                         "size", (json_int_t)st->st_size, "mode", (int)(st->st_mode & 07777),
+                         "mtime", mtime);
+}
+
+int files_stat(int root, const char *rel, json_t **ret, struct al_error *err)
+{
+        /* The path as reads resolve it (links that stay beneath), the last
+         * component not followed: a link is reported as one. */
+        _cleanup_close_ int fd =
+            fs_openat2(root, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0, RESOLVE_READ);
+        if (fd < 0)
+                return path_error(err, fd, rel);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "%s", rel);
+        json_t *o = stat_json(rel, &st);
+        if (!o)
+                return al_error_set_message(err, EINVAL, "%s: not UTF-8", rel);
+        json_object_set_new(o, "path", json_string(rel));
+        if (S_ISLNK(st.st_mode)) {
+                char target[4096];
+                ssize_t n = readlinkat(fd, "", target, sizeof(target) - 1);
+                if (n >= 0) {
+                        json_t *t = json_stringn(target, (size_t)n);
+                        if (t)
+                                json_object_set_new(o, "target", t);
+                }
+        }
+        *ret = o;
+        return 0;
 }
 
 static const char *type_name(mode_t m)
@@ -349,4 +448,133 @@ int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_er
         *ret = json_pack("{s:s, s:o, s:b, s:I}", "path", rel, "entries", entries, "truncated",
                          truncated, "skipped", (json_int_t)skipped);
         return 0;
+}
+
+struct tree_walk {
+        json_t **v;
+        size_t n, max, skipped;
+        bool truncated;
+};
+
+static int cmp_paths(const void *a, const void *b)
+{
+        json_t *const *x = a, *const *y = b;
+        return strcmp(json_string_value(json_object_get(*x, "path")),
+                      json_string_value(json_object_get(*y, "path")));
+}
+
+/* Entries of the directory `fd` (owned here) under `prefix`, and of its
+ * subdirectories down to `depth` levels; a symbolic link is listed, never
+ * entered. */
+static void walk(struct tree_walk *w, int fd, const char *prefix, unsigned depth)
+{
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                if (w->n >= w->max) {
+                        w->truncated = true;
+                        break;
+                }
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                _cleanup_free_ char *path =
+                    *prefix ? xasprintf("%s/%s", prefix, de->d_name) : xstrdup(de->d_name);
+                json_t *e = stat_json(de->d_name, &st);
+                json_t *jpath = e ? json_string(path) : NULL;
+                if (!jpath) {
+                        json_decref(e);
+                        w->skipped++;
+                        continue;
+                }
+                json_object_set_new(e, "path", jpath);
+                w->v = xrealloc(w->v, w->n + 1, sizeof(*w->v));
+                w->v[w->n++] = e;
+                if (S_ISDIR(st.st_mode) && depth > 1) {
+                        int sub = fs_openat2(dirfd(d), de->d_name,
+                                             O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC, 0,
+                                             RESOLVE_WRITE);
+                        if (sub >= 0)
+                                walk(w, sub, path, depth - 1);
+                }
+        }
+        closedir(d);
+}
+
+int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_t **ret,
+                    struct al_error *err)
+{
+        if (depth < 1 || depth > FILES_LIST_DEPTH_MAX)
+                return al_error_set_message(err, EINVAL, "depth: give 1 to %d",
+                                            FILES_LIST_DEPTH_MAX);
+        int fd =
+            fs_openat2(root, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC, 0, RESOLVE_READ);
+        if (fd < 0)
+                return path_error(err, fd, rel);
+        struct tree_walk w = {.max = max};
+        walk(&w, fd, "", depth);
+        if (w.n > 1)
+                qsort(w.v, w.n, sizeof(*w.v), cmp_paths);
+        json_t *entries = json_array();
+        for (size_t i = 0; i < w.n; i++)
+                json_array_append_new(entries, w.v[i]);
+        free(w.v);
+        *ret = json_pack("{s:s, s:i, s:o, s:b, s:I}", "path", rel, "depth", (int)depth, "entries",
+                         entries, "truncated", w.truncated, "skipped", (json_int_t)w.skipped);
+        return 0;
+}
+
+int files_open_read(int root, const char *rel, int *ret_fd, uint64_t *ret_size,
+                    struct al_error *err)
+{
+        _cleanup_close_ int fd =
+            fs_openat2(root, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0, RESOLVE_READ);
+        if (fd < 0)
+                return path_error(err, fd, rel);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "%s", rel);
+        if (S_ISDIR(st.st_mode))
+                return al_error_set(err, EISDIR, "%s", rel);
+        if (!S_ISREG(st.st_mode))
+                return al_error_set_message(err, EINVAL, "%s: not a regular file", rel);
+        *ret_size = (uint64_t)st.st_size;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int files_append(int root, const char *rel, const void *data, size_t len, struct al_error *err)
+{
+        if (STREQ(rel, "."))
+                return al_error_set_message(err, EISDIR, "the workspace itself is a directory");
+        _cleanup_free_ char *dir = NULL;
+        const char *name;
+        split(rel, &dir, &name);
+        _cleanup_close_ int dfd = open_dir(root, dir, false, err);
+        if (dfd < 0)
+                return dfd;
+        /* O_NOFOLLOW: the name itself may not be a link either; O_NONBLOCK:
+         * a FIFO put there does not hang the daemon (refused below). */
+        _cleanup_close_ int fd =
+            openat(dfd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 && errno == ELOOP)
+                return al_error_set_message(
+                    err, ELOOP, "%s: is a symbolic link; writes do not follow links", rel);
+        if (fd < 0 && errno == ENXIO) /* a FIFO with no reader, a socket */
+                return al_error_set_message(err, EINVAL, "%s: not a regular file", rel);
+        if (fd < 0)
+                return al_error_set(err, errno, "%s", rel);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "%s", rel);
+        if (!S_ISREG(st.st_mode))
+                return al_error_set_message(err, EINVAL, "%s: not a regular file", rel);
+        int r = write_full(fd, data, len);
+        return r < 0 ? al_error_set(err, r, "writing %s", rel) : 0;
 }

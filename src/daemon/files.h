@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -40,6 +41,11 @@ int files_read(int root, const char *rel, size_t max, char **ret, size_t *ret_le
 int files_write(int root, const char *rel, const void *data, size_t len, bool parents,
                 struct al_error *err);
 
+/* As files_write, with permission bits `mode` (never a set-id or sticky
+ * bit), or the default when mode < 0. */
+int files_write_mode(int root, const char *rel, const void *data, size_t len, bool parents,
+                     int mode, struct al_error *err);
+
 /* Remove a file, a symbolic link (not what it points to) or an empty
  * directory; a whole tree when `recursive`. */
 int files_delete(int root, const char *rel, bool recursive, struct al_error *err);
@@ -48,6 +54,34 @@ int files_delete(int root, const char *rel, bool recursive, struct al_error *err
  * sorted by name; names that are not UTF-8 are left out and counted in
  * "skipped". */
 int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_error *err);
+
+/* As files_list, down to `depth` levels (1 to FILES_LIST_DEPTH_MAX; 1 is
+ * files_list's), each entry with its "path" beneath `rel`, sorted by path;
+ * symbolic links are listed, never entered. */
+#define FILES_LIST_DEPTH_MAX 32
+int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_t **ret,
+                    struct al_error *err);
+
+/* A directory; with `parents` its missing parents too, and an existing
+ * directory is no error. New directories get the owner of their parent. */
+int files_mkdir(int root, const char *rel, bool parents, struct al_error *err);
+
+/* Move `from` to `to` (both beneath the workspace, the directories holding
+ * them reached following no symbolic link); -EEXIST when `to` exists
+ * unless `overwrite`. A link is moved as a link. */
+int files_rename(int root, const char *from, const char *to, bool overwrite, struct al_error *err);
+
+/* {"path", "name", "type", "size", "mode", "mtime"[, "target"]} of `rel`,
+ * resolved as reads are, the last component not followed. */
+int files_stat(int root, const char *rel, json_t **ret, struct al_error *err);
+
+/* A regular file opened for reading, of any size, for streaming. */
+int files_open_read(int root, const char *rel, int *ret_fd, uint64_t *ret_size,
+                    struct al_error *err);
+
+/* Append to an existing regular file (never through a link): how a client
+ * writes a file larger than one request, piece by piece. */
+int files_append(int root, const char *rel, const void *data, size_t len, struct al_error *err);
 
 /* Remove `name` in `dirfd` and, if it is a directory, all of it, without
  * following any symbolic link. */

@@ -290,7 +290,7 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
                 why = "filesystem.allowRead names host paths";
         else if (p->allow_broad)
                 why = "workspace.allowBroad";
-        else if (p->n_mounts > 0)
+        else if (policy_host_mounts(p) > 0)
                 why = "host mounts";
         else if (p->workspace)
                 why = "a host workspace";

@@ -521,7 +521,7 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 return;
         static const char *const keys[] = {"argv",    "env",          "cwd",        "stdin",
                                            "timeout", "stallTimeout", "background", "pty",
-                                           NULL};
+                                           "uid",     NULL};
         json_t *ctl = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;
@@ -594,6 +594,18 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 goto out;
+        /* A sandbox's user namespace maps one uid (its policy's, onto one
+         * unprivileged host uid): a command runs as that user or not at all. */
+        json_t *juid = json_object_get(body, "uid");
+        if (juid && !json_is_null(juid) &&
+            (!json_is_integer(juid) || json_integer_value(juid) != (json_int_t)sb->policy->uid)) {
+                _cleanup_free_ char *why = xasprintf(
+                    "must be %u, the sandbox's one user; for a fake root create the sandbox with "
+                    "\"uid\": 0 in its policy",
+                    (unsigned)sb->policy->uid);
+                reply_bad_field(d, req, "uid", why);
+                goto out;
+        }
         /* The policy's wall clock bounds every command. */
         double cap = (double)sb->policy->limits.timeout_ms / 1000.0;
         if (cap > 0 && (timeout < 0 || timeout > cap))

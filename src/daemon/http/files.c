@@ -63,9 +63,68 @@ static void reply_errno(struct daemon *d, struct evhttp_request *req, const stru
                            err->msg);
 }
 
-static void free_reference(const void *data, size_t len, void *extra)
+/* A file's bytes, streamed: one chunk of STREAM_CHUNK at a time, the next
+ * read when the last has left for the client, so that a file of any size
+ * takes no more of the daemon's memory than that. */
+#define STREAM_CHUNK (256u << 10)
+
+struct file_stream {
+        struct evhttp_request *req;
+        struct evhttp_connection *conn;
+        int fd;
+};
+
+static void file_stream_free(struct file_stream *s)
 {
-        free((void *)data);
+        if (s->conn)
+                evhttp_connection_set_closecb(s->conn, NULL, NULL);
+        close(s->fd);
+        free(s);
+}
+
+/* The client went away: libevent frees the request. */
+static void file_stream_closed(struct evhttp_connection *conn, void *arg)
+{
+        struct file_stream *s = arg;
+        s->conn = NULL;
+        file_stream_free(s);
+}
+
+static void file_stream_next(struct evhttp_connection *conn, void *arg)
+{
+        struct file_stream *s = arg;
+        struct evbuffer *buf = evbuffer_new();
+        int n = buf ? evbuffer_read(buf, s->fd, STREAM_CHUNK) : -1;
+        if (n <= 0) {
+                /* The end (or a read error: the client sees a short body,
+                 * never bytes from elsewhere). */
+                if (buf)
+                        evbuffer_free(buf);
+                struct evhttp_request *req = s->req;
+                file_stream_free(s);
+                evhttp_send_reply_end(req);
+                return;
+        }
+        evhttp_send_reply_chunk_with_cb(s->req, buf, file_stream_next, s);
+        evbuffer_free(buf);
+}
+
+static void stream_file(struct daemon *d, struct evhttp_request *req, int fd, uint64_t size)
+{
+        struct file_stream *s = xcalloc(1, sizeof(*s));
+        s->req = req;
+        s->fd = fd;
+        s->conn = evhttp_request_get_connection(req);
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        char len[32];
+        snprintf(len, sizeof(len), "%" PRIu64, size);
+        evhttp_add_header(h, "Content-Type", "application/octet-stream");
+        evhttp_add_header(h, "X-Airlock-Size", len);
+        if (s->conn)
+                evhttp_connection_set_closecb(s->conn, file_stream_closed, s);
+        count_reply(d, 200);
+        evhttp_send_reply_start(req, 200, NULL);
+        file_stream_next(s->conn, s);
 }
 
 static void handle_files(struct daemon *d, struct evhttp_request *req, struct grant *g,
@@ -117,23 +176,29 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
 
         if (list) {
                 json_t *o = NULL;
-                if (files_list(root, rel, FILES_LIST_MAX, &o, &err) < 0)
+                const char *depth_s = query_get(q, "depth");
+                uint64_t depth = 1;
+                if (depth_s && (safe_atou64(depth_s, &depth) < 0 || depth < 1 ||
+                                depth > FILES_LIST_DEPTH_MAX)) {
+                        reply_bad_field(d, req, "depth", "must be a number from 1 to 32");
+                        return;
+                }
+                if (depth_s
+                        ? files_list_tree(root, rel, (unsigned)depth, FILES_LIST_MAX, &o, &err) < 0
+                        : files_list(root, rel, FILES_LIST_MAX, &o, &err) < 0)
                         reply_errno(d, req, &err);
                 else
                         reply_json(d, req, 200, o);
                 return;
         }
         if (cmd == EVHTTP_REQ_GET) {
-                char *data = NULL;
-                size_t len = 0;
-                if (files_read(root, rel, FILES_MAX_SIZE, &data, &len, &err) < 0) {
+                int fd = -1;
+                uint64_t size = 0;
+                if (files_open_read(root, rel, &fd, &size, &err) < 0) {
                         reply_errno(d, req, &err);
                         return;
                 }
-                struct evbuffer *buf = evbuffer_new();
-                evbuffer_add_reference(buf, data, len, free_reference, NULL);
-                reply_body(d, req, 200, "application/octet-stream", buf);
-                evbuffer_free(buf);
+                stream_file(d, req, fd, size);
                 return;
         }
         if (cmd == EVHTTP_REQ_PUT) {
@@ -145,7 +210,13 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                         return;
                 }
                 const void *data = len ? (const void *)evbuffer_pullup(in, -1) : (const void *)"";
-                if (files_write(root, rel, data, len, parents, &err) < 0) {
+                bool append = false;
+                if (query_bool(q, "append", false, &append) < 0) {
+                        reply_bad_field(d, req, "append", "must be true or false");
+                        return;
+                }
+                if (append ? files_append(root, rel, data, len, &err) < 0
+                           : files_write(root, rel, data, len, parents, &err) < 0) {
                         reply_errno(d, req, &err);
                         return;
                 }
@@ -177,4 +248,145 @@ void route_files(struct daemon *d, struct evhttp_request *req, const struct rout
 void route_files_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
         handle_files(d, req, a->grant, a->id, a->query, true);
+}
+
+/* The workspace of a running, non-review sandbox, for the operations
+ * below; -1 with the reply sent. */
+static int open_workspace(struct daemon *d, struct evhttp_request *req, struct grant *g,
+                          const char *id, bool write, int *ret_root)
+{
+        if (write && !require(d, req, g, g->allow_exec, "allowExec"))
+                return -1;
+        struct sandbox *sb = find_running(d, req, id);
+        if (!sb)
+                return -1;
+        if (sb->policy && sb->policy->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
+                reply_error(d, req, 409, "review_workspace",
+                            "the workspace of sandbox %s is copy-on-write: the files endpoints "
+                            "would bypass review; use exec inside it, and GET .../diff for its "
+                            "changes",
+                            id);
+                return -1;
+        }
+        struct al_error err = {0};
+        if (files_open_root(sb->workspace, ret_root, &err) < 0) {
+                reply_error(d, req, 500, "internal", "%s", err.msg);
+                return -1;
+        }
+        sandbox_touch(sb);
+        return 0;
+}
+
+/* The client's path in `key`, cleaned; NULL with the reply sent. */
+static char *clean_query_path(struct daemon *d, struct evhttp_request *req, const char *path,
+                              const char *field, bool allow_root)
+{
+        if (!path) {
+                reply_bad_field(d, req, field, "is required");
+                return NULL;
+        }
+        struct al_error err = {0};
+        char *rel = NULL;
+        if (files_clean_path(path, allow_root, &rel, &err) < 0) {
+                const char *code;
+                int status = errno_status(err.code, &code);
+                reply_error_fields(d, req, status, code, json_pack("{s:s}", "field", field), "%s",
+                                   err.msg);
+                return NULL;
+        }
+        return rel;
+}
+
+void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        _cleanup_free_ char *rel =
+            clean_query_path(d, req, query_get(a->query, "path"), "path", false);
+        if (!rel)
+                return;
+        bool parents = false;
+        if (query_bool(a->query, "parents", false, &parents) < 0) {
+                reply_bad_field(d, req, "parents", "must be true or false");
+                return;
+        }
+        _cleanup_close_ int root = -1;
+        if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
+                return;
+        struct al_error err = {0};
+        if (files_mkdir(root, rel, parents, &err) < 0) {
+                reply_errno(d, req, &err);
+                return;
+        }
+        record_audit(d, a->id, "api.dir_created",
+                     json_pack("{s:s, s:s}", "grant", a->grant->name, "path", rel));
+        reply_json(d, req, 200, json_pack("{s:s}", "path", rel));
+}
+
+void route_files_rename(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        json_t *body = read_json_body(d, req, false);
+        if (!body)
+                return;
+        static const char *const keys[] = {"from", "to", "overwrite", NULL};
+        json_t *jover = json_object_get(body, "overwrite");
+        _cleanup_free_ char *from = NULL, *to = NULL;
+        if (reject_unknown(d, req, body, keys))
+                goto out;
+        if (jover && !json_is_boolean(jover)) {
+                reply_bad_field(d, req, "overwrite", "must be true or false");
+                goto out;
+        }
+        from = clean_query_path(d, req, json_string_value(json_object_get(body, "from")), "from",
+                                false);
+        if (!from)
+                goto out;
+        to = clean_query_path(d, req, json_string_value(json_object_get(body, "to")), "to", false);
+        if (!to)
+                goto out;
+        _cleanup_close_ int root = -1;
+        if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
+                goto out;
+        struct al_error err = {0};
+        if (files_rename(root, from, to, json_is_true(jover), &err) < 0) {
+                reply_errno(d, req, &err);
+                goto out;
+        }
+        record_audit(d, a->id, "api.file_renamed",
+                     json_pack("{s:s, s:s, s:s}", "grant", a->grant->name, "from", from, "to", to));
+        reply_json(d, req, 200, json_pack("{s:s, s:s}", "from", from, "to", to));
+out:
+        json_decref(body);
+}
+
+static void stat_or_exists(struct daemon *d, struct evhttp_request *req, const struct route_args *a,
+                           bool exists)
+{
+        _cleanup_free_ char *rel =
+            clean_query_path(d, req, query_get(a->query, "path"), "path", true);
+        if (!rel)
+                return;
+        _cleanup_close_ int root = -1;
+        if (open_workspace(d, req, a->grant, a->id, false, &root) < 0)
+                return;
+        struct al_error err = {0};
+        json_t *o = NULL;
+        int r = files_stat(root, rel, &o, &err);
+        if (exists && (r >= 0 || r == -ENOENT || r == -ENOTDIR)) {
+                json_decref(o);
+                reply_json(d, req, 200, json_pack("{s:s, s:b}", "path", rel, "exists", r >= 0));
+                return;
+        }
+        if (r < 0)
+                reply_errno(d, req, &err);
+        else
+                reply_json(d, req, 200, o);
+}
+
+void route_files_stat(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        stat_or_exists(d, req, a, false);
+}
+
+void route_files_exists(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        stat_or_exists(d, req, a, true);
 }

@@ -36,6 +36,13 @@ static const struct route routes[] = {
     {EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/files", route_files},
     {EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/files", route_files},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/list", route_files_list},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/files/mkdir", route_files_mkdir},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/files/rename", route_files_rename},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/stat", route_files_stat},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/exists", route_files_exists},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/watch", route_files_watch},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/tar", route_files_tar},
+    {EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/files/tar", route_files_tar},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/diff", route_diff},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/accept", route_accept},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/discard", route_discard},
@@ -51,6 +58,10 @@ static const struct route routes[] = {
     {EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/ports/{pid}", route_port_delete},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/pty", route_pty},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/resize", route_resize},
+    {EVHTTP_REQ_GET, "/v1/volumes", route_volume_list},
+    {EVHTTP_REQ_POST, "/v1/volumes", route_volume_create},
+    {EVHTTP_REQ_GET, "/v1/volumes/{name}", route_volume_get},
+    {EVHTTP_REQ_DELETE, "/v1/volumes/{name}", route_volume_delete},
 };
 
 /* The methods, in the order Allow names them. */
@@ -98,7 +109,13 @@ static int match(const char *pattern, const char *path, struct route_args *a,
                 }
                 size_t n = strcspn(s, "/");
                 bool is_id = strncmp(p, "{id}", 4) == 0;
-                if (is_id) {
+                if (strncmp(p, "{name}", 6) == 0) {
+                        /* A volume: volume.h's names only; any other
+                         * segment is no volume (404 from the handler). */
+                        snprintf(a->name, sizeof(a->name), "%.*s", (int)(n > 64 ? 65 : n), s);
+                        if (n == 0)
+                                return 0;
+                } else if (is_id) {
                         if (!valid_id(s, n))
                                 goto bad;
                         memcpy(a->id, s, 16);

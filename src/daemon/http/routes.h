@@ -15,8 +15,9 @@
 struct route_args {
         struct grant *grant;
         const struct query *query;
-        char id[17];  /* {id}: a sandbox; "" when the route has none */
-        uint64_t pid; /* {pid}: a process; 0 when the route has none */
+        char id[17];   /* {id}: a sandbox; "" when the route has none */
+        uint64_t pid;  /* {pid}: a process; 0 when the route has none */
+        char name[65]; /* {name}: a volume; "" when the route has none */
 };
 
 typedef void (*route_fn)(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
@@ -52,12 +53,30 @@ void pty_shutdown(struct daemon *d);
 /* files.c */
 void route_files(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_files_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_files_rename(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_files_stat(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_files_exists(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* files-tar.c */
+void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* files-watch.c */
+void route_files_watch(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* changes.c */
 void route_diff(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_accept(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_discard(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_export(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_push(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* volumes.c */
+void route_volume_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_volume_create(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_volume_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_volume_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* The "volumes" and "home" of a create (and the volumes its policy
+ * names), added to its policy, each one the grant may use; -1 with a 400,
+ * 404 or 409 sent. */
+int volumes_apply_create(struct daemon *d, struct evhttp_request *req, const struct grant *g,
+                         json_t *body, struct policy *p);
 /* audit.c */
 void route_audit(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* ports.c: GET and POST .../ports, DELETE .../ports/{port} (in a->pid) */

@@ -164,8 +164,9 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         json_t *body = read_json_body(d, req, true);
         if (!body)
                 return;
-        static const char *const keys[] = {"policy",    "class",  "metadata", "ttl", "idleTimeout",
-                                           "workspace", "review", "repo",     "rev", NULL};
+        static const char *const keys[] = {"policy",      "class",     "metadata", "ttl",
+                                           "idleTimeout", "workspace", "review",   "repo",
+                                           "rev",         "volumes",   "home",     NULL};
         struct policy *p = NULL;
         _cleanup_free_ char *ws = NULL;
         if (reject_unknown(d, req, body, keys))
@@ -252,7 +253,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
 
         /* The pool serves creates that ask for nothing but a class. */
         bool plain = (!jpolicy || json_is_null(jpolicy) || json_object_size(jpolicy) == 0) &&
-                     (!jws || json_is_null(jws)) && !json_is_true(jreview) && !repo;
+                     (!jws || json_is_null(jws)) && !json_is_true(jreview) && !repo &&
+                     !json_object_get(body, "volumes") && !json_object_get(body, "home");
         const char *class_name = json_is_string(jclass) ? json_string_value(jclass) : NULL;
 
         struct al_error err = {0};
@@ -265,6 +267,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                         goto out;
                 }
         }
+        if (volumes_apply_create(d, req, g, body, p) < 0) /* volumes.c */
+                goto out;
         /* Secrets and host paths the policy names, before anything of the
          * host is looked at for it. */
         struct grant_policy_refusal why_not;
@@ -352,12 +356,12 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                         goto out;
                 }
         }
-        bool host_paths = host_ws || p->n_mounts > 0 || p->read == POLICY_READ_HOST;
+        bool host_paths = host_ws || policy_host_mounts(p) > 0 || p->read == POLICY_READ_HOST;
         if (host_paths && !g->allow_host_workspace) {
                 over_limit(d, req, "allowHostWorkspace", "%s%s",
-                           host_ws       ? "a host workspace"
-                           : p->n_mounts ? "host mounts"
-                                         : "filesystem.read \"host\"",
+                           host_ws                 ? "a host workspace"
+                           : policy_host_mounts(p) ? "host mounts"
+                                                   : "filesystem.read \"host\"",
                            " needs a grant with allowHostWorkspace");
                 goto out;
         }

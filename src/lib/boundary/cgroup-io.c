@@ -178,6 +178,7 @@ int cgroup_limits_from_policy(const struct policy *p, struct cgroup_limits *l, s
         if (p->workspace)
                 paths[n++] = p->workspace;
         for (size_t i = 0; i < p->n_mounts; i++)
-                paths[n++] = p->mounts[i].source;
+                if (p->mounts[i].source)
+                        paths[n++] = p->mounts[i].source;
         return cgroup_io_devices(paths, n, l, err);
 }

@@ -37,7 +37,8 @@ static bool real_path(const struct builder *b, const char *host, char real[PATH_
                 return true;
         }
         for (size_t i = 0; plan && plan->mount_reals && i < p->n_mounts; i++)
-                if (STREQ(host, p->mounts[i].source) && plan->mount_reals[i]) {
+                if (p->mounts[i].source && STREQ(host, p->mounts[i].source) &&
+                    plan->mount_reals[i]) {
                         snprintf(real, PATH_MAX, "%s", plan->mount_reals[i]);
                         return true;
                 }
@@ -274,6 +275,61 @@ static int bind_prepared(struct builder *b, int mnt, const char *host, const cha
         return 0;
 }
 
+/* `target` with "." and empty components dropped, into buf. */
+static void normalize(const char *target, char buf[PATH_MAX])
+{
+        size_t o = 0;
+        for (const char *c = target; *c;) {
+                c += strspn(c, "/");
+                size_t len = strcspn(c, "/");
+                if (len == 0)
+                        break;
+                if (!(len == 1 && c[0] == '.') && o + len + 2 < PATH_MAX) {
+                        buf[o++] = '/';
+                        memcpy(buf + o, c, len);
+                        o += len;
+                }
+                c += len;
+        }
+        if (o == 0)
+                buf[o++] = '/';
+        buf[o] = '\0';
+}
+
+/* A mount over a directory that holds $HOME or /tmp would hide their tmpfs
+ * (made before the mounts): the sandbox would find its $HOME missing, or
+ * the host's directory there. Refused; a mount at $HOME itself, or beneath
+ * it, lands on the tmpfs and works. */
+static int check_not_hiding(struct builder *b, const char *target)
+{
+        char t[PATH_MAX];
+        normalize(target, t);
+        const char *const kept[] = {b->c->home, "/tmp"};
+        for (size_t i = 0; i < ARRAY_SIZE(kept); i++)
+                if (kept[i] && !STREQ(t, kept[i]) && path_under(kept[i], t))
+                        return al_error_set_message(
+                            b->err, EINVAL,
+                            "mount at %s would hide %s%s; mount at %s itself or beneath it, or "
+                            "use --home NAME for a home that persists",
+                            target, kept[i], i == 0 ? " (the sandbox's $HOME)" : "", kept[i]);
+        return 0;
+}
+
+/* A named volume's file system (volume.h), mounted by the parent: not a
+ * host path, so no deny entry can be under it; the target obeys the same
+ * rules as any mount's. */
+static int bind_volume(struct builder *b, int mnt, const char *name, const char *target,
+                       bool readonly)
+{
+        if (mnt < 0)
+                return al_error_set_message(b->err, EINVAL, "volume %s at %s: not attached", name,
+                                            target);
+        uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
+        if (set_attr(mnt, attrs, true) < 0)
+                return al_error_set(b->err, errno, "volume %s at %s", name, target);
+        return attach(b, mnt, target, false);
+}
+
 int new_fs(const char *type, const char *const *opts, uint64_t attrs)
 {
         _cleanup_close_ int fs = fsopen(type, FSOPEN_CLOEXEC);
@@ -401,7 +457,13 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
 
         for (size_t i = 0; i < p->n_mounts; i++) {
                 const struct policy_mount *m = &p->mounts[i];
-                if (c->mount_fds && c->mount_fds[i] >= 0)
+                r = check_not_hiding(&b, m->target);
+                if (r < 0)
+                        goto out;
+                if (m->volume)
+                        r = bind_volume(&b, c->mount_fds ? c->mount_fds[i] : -1, m->volume,
+                                        m->target, m->readonly);
+                else if (c->mount_fds && c->mount_fds[i] >= 0)
                         r = bind_prepared(&b, c->mount_fds[i], m->source, m->target, m->readonly);
                 else if (m->readonly && c->plan && c->plan->mount_ro_fds &&
                          c->plan->mount_ro_fds[i] >= 0)
@@ -636,6 +698,8 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                 plan->mount_ro_fds[i] = -1;
         for (size_t i = 0; i < p->n_mounts; i++) {
                 const struct policy_mount *m = &p->mounts[i];
+                if (m->volume)
+                        continue; /* Airlock's own state, attached by spawn.c */
                 if (!realpath(m->source, real)) {
                         int e = errno;
                         r = al_error_set(err, e, "mount %s at %s: %s", m->source, m->target,

@@ -25,6 +25,7 @@
 #include "mounts.h"
 #include "spawn.h"
 #include "util.h"
+#include "volume.h"
 #include "spawn-internal.h"
 
 const uint16_t spawn_listen_ports[SPAWN_LISTEN_MAX] = {3128, 1080, 8080};
@@ -160,6 +161,51 @@ static int check_workspace(const struct policy *p, struct al_error *err)
         return mounts_prepare_workspace(p, err);
 }
 
+/* The locks of the volumes this process attached: kept open for the life
+ * of the process, the sandbox's supervisor, so that a killed supervisor's
+ * locks go with it (volume.h). */
+static int volume_locks[64];
+static size_t n_volume_locks;
+
+/* Lock and mount each named volume, into *mount_fds (allocated when NULL,
+ * every entry -1 before any can fail). */
+static int prepare_volumes(const struct policy *p, int **mount_fds, struct al_error *err)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_mounts; i++)
+                n += p->mounts[i].volume != NULL;
+        if (n == 0)
+                return 0;
+        if (n_volume_locks + n > ARRAY_SIZE(volume_locks))
+                return al_error_set_message(err, E2BIG, "too many volumes (at most %zu)",
+                                            ARRAY_SIZE(volume_locks));
+        if (!*mount_fds) {
+                *mount_fds = xcalloc(p->n_mounts + 1, sizeof(int));
+                for (size_t i = 0; i < p->n_mounts; i++)
+                        (*mount_fds)[i] = -1;
+        }
+        for (size_t i = 0; i < p->n_mounts; i++) {
+                if (!p->mounts[i].volume)
+                        continue;
+                int lock = -1;
+                int r = volume_attach(p->mounts[i].volume, p->mounts[i].readonly, &lock,
+                                      &(*mount_fds)[i], err);
+                if (r < 0) {
+                        al_error_wrap(err, "volume %s at %s", p->mounts[i].volume,
+                                      p->mounts[i].target);
+                        return r;
+                }
+                volume_locks[n_volume_locks++] = lock;
+        }
+        return 0;
+}
+
+static void release_volumes(size_t mark)
+{
+        while (n_volume_locks > mark)
+                close(volume_locks[--n_volume_locks]);
+}
+
 /* For a root caller: no supplementary groups, and the writable trees as
  * idmapped mounts (userns.c). *mount_fds is set before any can fail, so
  * that the caller closes what was opened. */
@@ -188,7 +234,7 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
         for (size_t i = 0; i < p->n_mounts; i++)
                 mount_fds[i] = -1;
         for (size_t i = 0; i < p->n_mounts; i++) {
-                if (p->mounts[i].readonly)
+                if (p->mounts[i].readonly || p->mounts[i].volume)
                         continue;
                 r = prepare_idmapped(p->mounts[i].source, host_uid, host_gid, &mount_fds[i], err);
                 if (r < 0)
@@ -343,6 +389,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         struct child_ctx ctx = {.cfg = cfg, .uid = p->uid, .gid = p->gid, .workspace_fd = -1};
         struct mounts_plan *plan = NULL;
         _cleanup_free_ int *mount_fds = NULL;
+        size_t locks_mark = n_volume_locks;
         int sp[2] = {-1, -1};
         int r;
 
@@ -373,6 +420,11 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                 if (r < 0)
                         goto fail;
         }
+        locks_mark = n_volume_locks;
+        r = prepare_volumes(p, &mount_fds, err);
+        if (r < 0)
+                goto fail;
+        ctx.mount_fds = mount_fds;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
                 r = al_error_set(err, errno, "socketpair");
                 goto fail;
@@ -420,6 +472,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         return 0;
 
 fail:
+        release_volumes(locks_mark);
         if (ret->pid > 0)
                 kill_and_reap(ret->pid);
         ret->pid = -1;

@@ -655,7 +655,7 @@ struct gitguard *gitguard_begin(const struct policy *p)
         if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_RW)
                 add_root(g, p->workspace);
         for (size_t i = 0; i < p->n_mounts; i++)
-                if (!p->mounts[i].readonly)
+                if (!p->mounts[i].readonly && p->mounts[i].source)
                         add_root(g, p->mounts[i].source);
         if (g->n_roots == 0) {
                 free(g);

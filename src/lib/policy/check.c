@@ -10,6 +10,7 @@
 #include "netgate/rules.h"
 #include "policy-internal.h"
 #include "utf8.h"
+#include "volume.h"
 
 /* Syntax checks. Each returns NULL when the value is good, else why not. */
 
@@ -537,9 +538,15 @@ int validate(struct ctx *c, const struct policy *p)
         for (size_t i = 0; i < p->n_mounts; i++) {
                 const struct policy_mount *m = &p->mounts[i];
                 snprintf(path, sizeof(path), "filesystem.mounts[%zu].source", i);
-                if (!m->source)
+                if (m->source && m->volume)
+                        return fail(c, "\"%s\" and \"volume\" exclude each other", path);
+                if (m->volume) {
+                        snprintf(path, sizeof(path), "filesystem.mounts[%zu].volume", i);
+                        if ((why = volume_name_check(m->volume)))
+                                return fail_value(c, path, why, m->volume);
+                } else if (!m->source)
                         return fail(c, "\"%s\" is required", path);
-                if ((why = check_host_path(m->source)))
+                else if ((why = check_host_path(m->source)))
                         return fail_value(c, path, why, m->source);
                 snprintf(path, sizeof(path), "filesystem.mounts[%zu].target", i);
                 if (!m->target)

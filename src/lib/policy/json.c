@@ -66,10 +66,12 @@ char *policy_to_json(const struct policy *p)
                 json_object_set_new(o, "allowRead", strv_json(p->allow_read, p->n_allow_read));
         a = json_array();
         for (size_t i = 0; i < p->n_mounts; i++)
-                json_array_append_new(a, json_pack("{s:o, s:o, s:b}", "source",
-                                                   str_json(p->mounts[i].source), "target",
-                                                   str_json(p->mounts[i].target), "readonly",
-                                                   p->mounts[i].readonly));
+                json_array_append_new(
+                    a, json_pack("{s:o, s:o, s:b}", p->mounts[i].volume ? "volume" : "source",
+                                 str_json(p->mounts[i].volume ? p->mounts[i].volume
+                                                              : p->mounts[i].source),
+                                 "target", str_json(p->mounts[i].target), "readonly",
+                                 p->mounts[i].readonly));
         json_object_set_new(o, "mounts", a);
         json_object_set_new(root, "filesystem", o);
 

@@ -258,6 +258,11 @@ static int mount_source(struct ctx *c, void *t, json_t *v)
         return get_string(c, v, &((struct policy_mount *)t)->source);
 }
 
+static int mount_volume(struct ctx *c, void *t, json_t *v)
+{
+        return get_string(c, v, &((struct policy_mount *)t)->volume);
+}
+
 static int mount_target(struct ctx *c, void *t, json_t *v)
 {
         return get_string(c, v, &((struct policy_mount *)t)->target);
@@ -270,6 +275,7 @@ static int mount_readonly(struct ctx *c, void *t, json_t *v)
 
 static const struct field mount_fields[] = {
     {"source", mount_source},
+    {"volume", mount_volume},
     {"target", mount_target},
     {"readonly", mount_readonly},
 };

@@ -132,6 +132,7 @@ void mounts_free_n(struct policy_mount *m, size_t n)
                 return;
         for (size_t i = 0; i < n; i++) {
                 free(m[i].source);
+                free(m[i].volume);
                 free(m[i].target);
         }
         free(m);
@@ -241,7 +242,8 @@ struct policy *policy_dup(const struct policy *p)
         d->allow_read = strv_dup_n(p->allow_read, p->n_allow_read);
         d->mounts = p->mounts ? xcalloc(p->n_mounts, sizeof(*d->mounts)) : NULL;
         for (size_t i = 0; d->mounts && i < p->n_mounts; i++) {
-                d->mounts[i].source = xstrdup(p->mounts[i].source);
+                d->mounts[i].source = p->mounts[i].source ? xstrdup(p->mounts[i].source) : NULL;
+                d->mounts[i].volume = p->mounts[i].volume ? xstrdup(p->mounts[i].volume) : NULL;
                 d->mounts[i].target = xstrdup(p->mounts[i].target);
                 d->mounts[i].readonly = p->mounts[i].readonly;
         }
@@ -411,6 +413,25 @@ void policy_add_mount(struct policy *p, const char *source, const char *target, 
         p->n_mounts++;
 }
 
+size_t policy_host_mounts(const struct policy *p)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_mounts; i++)
+                n += p->mounts[i].source != NULL;
+        return n;
+}
+
+void policy_add_volume(struct policy *p, const char *name, const char *target, bool readonly)
+{
+        p->mounts = xrealloc(p->mounts, p->n_mounts + 1, sizeof(*p->mounts));
+        p->mounts[p->n_mounts] = (struct policy_mount){
+            .volume = xstrdup(name),
+            .target = xstrdup(target),
+            .readonly = readonly,
+        };
+        p->n_mounts++;
+}
+
 void policy_add_deny_read(struct policy *p, const char *path)
 {
         p->deny_read = strv_append(p->deny_read, &p->n_deny_read, path);
@@ -558,6 +579,8 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
                         return r;
         }
         for (size_t i = 0; i < t->n_mounts; i++) {
+                if (t->mounts[i].volume)
+                        continue;
                 snprintf(name, sizeof(name), "filesystem.mounts[%zu].source", i);
                 r = resolve_path(&c, name, &t->mounts[i].source, base_dir, home);
                 if (r < 0)

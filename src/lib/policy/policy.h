@@ -30,7 +30,8 @@ enum policy_net_mode {
 };
 
 struct policy_mount {
-        char *source; /* host path, absolute after finalize */
+        char *source; /* host path, absolute after finalize; NULL for a volume */
+        char *volume; /* a named volume (volume.h) instead of a host path */
         char *target; /* absolute path inside the sandbox */
         bool readonly;
 };
@@ -75,7 +76,8 @@ struct policy_tool {
         enum policy_tool_runner runner;
         char **argv; /* COMMAND: each element a template; "${args.NAME}" fills one whole element */
         size_t n_argv;
-        struct policy_kv *env; /* COMMAND: added to a clean environment; values may hold ${secret:NAME} */
+        struct policy_kv
+            *env; /* COMMAND: added to a clean environment; values may hold ${secret:NAME} */
         size_t n_env;
         char *route;  /* HTTP: the policy route the request goes through */
         char *method; /* HTTP */
@@ -217,6 +219,10 @@ const struct policy_class *policy_class_find(const char *name);
 int policy_set_class(struct policy *p, const char *name, struct al_error *err);
 void policy_add_env(struct policy *p, const char *key, const char *value);
 void policy_add_mount(struct policy *p, const char *source, const char *target, bool readonly);
+/* How many mounts name a host path (the others are volumes). */
+size_t policy_host_mounts(const struct policy *p);
+/* A named volume at `target` (volume.h). */
+void policy_add_volume(struct policy *p, const char *name, const char *target, bool readonly);
 void policy_add_deny_read(struct policy *p, const char *path);
 /* Set one of `limits` from text as a flag gives it: `key` is the key in the
  * "limits" object ("memory", "timeout", ...), `value` is written as in a

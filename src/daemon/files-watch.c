@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "files-watch.h"
+#include "fs.h"
+#include "util.h"
+
+#define WATCH_MASK                                                                                 \
+        (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |        \
+         IN_MOVE_SELF | IN_ONLYDIR)
+#define WATCH_DEPTH_MAX 64
+
+struct watched {
+        int wd;
+        char *path; /* beneath the workspace; "." for the workspace itself */
+};
+
+struct files_watch {
+        int ifd;
+        int root;
+        bool recursive;
+        bool overflowed; /* the directory limit was hit: said once */
+        bool gone;       /* the watched directory itself was removed or moved */
+        int root_wd;
+        struct watched *dirs;
+        size_t n_dirs;
+};
+
+static char *join(const char *dir, const char *name)
+{
+        return STREQ(dir, ".") ? xstrdup(name) : xasprintf("%s/%s", dir, name);
+}
+
+static struct watched *find_wd(struct files_watch *w, int wd)
+{
+        for (size_t i = 0; i < w->n_dirs; i++)
+                if (w->dirs[i].wd == wd)
+                        return &w->dirs[i];
+        return NULL;
+}
+
+/* Watch the directory `fd` (owned here) as `path`, and its subdirectories
+ * when recursive. inotify takes a path: the fd's /proc/self/fd link names
+ * exactly the directory opened, whatever is renamed or swapped meanwhile. */
+static int add_dir(struct files_watch *w, int fd, const char *path, unsigned depth)
+{
+        if (w->n_dirs >= FILES_WATCH_DIRS_MAX) {
+                close(fd);
+                return -ENOSPC;
+        }
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        int wd = inotify_add_watch(w->ifd, proc, WATCH_MASK);
+        if (wd < 0) {
+                int e = errno;
+                close(fd);
+                return -e;
+        }
+        if (!find_wd(w, wd)) {
+                w->dirs = xrealloc(w->dirs, w->n_dirs + 1, sizeof(*w->dirs));
+                w->dirs[w->n_dirs++] = (struct watched){.wd = wd, .path = xstrdup(path)};
+        }
+        if (!w->recursive || depth >= WATCH_DEPTH_MAX) {
+                close(fd);
+                return 0;
+        }
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return 0;
+        }
+        int r = 0;
+        struct dirent *de;
+        while (r >= 0 && (de = readdir(d))) {
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, "..") || de->d_type != DT_DIR)
+                        continue;
+                int sub = fs_openat2(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (sub < 0)
+                        continue; /* gone, or a link: never followed */
+                _cleanup_free_ char *p = join(path, de->d_name);
+                r = add_dir(w, sub, p, depth + 1);
+        }
+        closedir(d);
+        return r == -ENOSPC ? r : 0;
+}
+
+int files_watch_new(int root, const char *rel, bool recursive, struct files_watch **ret,
+                    struct al_error *err)
+{
+        int fd = fs_openat2(root, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (fd == -EXDEV)
+                return al_error_set_message(err, EXDEV, "%s: leads out of the workspace", rel);
+        if (fd == -ELOOP)
+                return al_error_set_message(err, ELOOP, "%s: a symbolic link is in the way", rel);
+        if (fd < 0)
+                return al_error_set(err, -fd, "%s", rel);
+        struct files_watch *w = xcalloc(1, sizeof(*w));
+        w->root = -1;
+        w->recursive = recursive;
+        w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (w->ifd < 0) {
+                int e = errno;
+                close(fd);
+                files_watch_free(w);
+                return al_error_set(err, e, "inotify");
+        }
+        w->root = fcntl(root, F_DUPFD_CLOEXEC, 3);
+        int r = add_dir(w, fd, rel, 0);
+        w->root_wd = w->n_dirs > 0 ? w->dirs[0].wd : -1;
+        if (r == -ENOSPC)
+                w->overflowed = true;
+        else if (r < 0) {
+                files_watch_free(w);
+                return al_error_set(err, -r, "watching %s", rel);
+        }
+        *ret = w;
+        return 0;
+}
+
+int files_watch_fd(const struct files_watch *w)
+{
+        return w->ifd;
+}
+
+static void emit(json_t *out, const char *type, const char *path, bool dir)
+{
+        json_t *p = json_string(path);
+        if (!p)
+                return; /* not UTF-8: left out */
+        json_array_append_new(out,
+                              json_pack("{s:s, s:o, s:b}", "type", type, "path", p, "dir", dir));
+}
+
+/* A directory renamed within the tree: its watches' paths follow. */
+static void rename_paths(struct files_watch *w, const char *from, const char *to)
+{
+        size_t n = strlen(from);
+        for (size_t i = 0; i < w->n_dirs; i++) {
+                const char *p = w->dirs[i].path;
+                if (strncmp(p, from, n) != 0 || (p[n] != '\0' && p[n] != '/'))
+                        continue;
+                char *np = xasprintf("%s%s", to, p + n);
+                free(w->dirs[i].path);
+                w->dirs[i].path = np;
+        }
+}
+
+/* A directory moved out of the tree: its watches go, or their events
+ * would carry paths it no longer has. */
+static void drop_prefix(struct files_watch *w, const char *prefix)
+{
+        size_t n = strlen(prefix);
+        for (size_t i = 0; i < w->n_dirs;) {
+                const char *p = w->dirs[i].path;
+                if (strncmp(p, prefix, n) == 0 && (p[n] == '\0' || p[n] == '/')) {
+                        inotify_rm_watch(w->ifd, w->dirs[i].wd);
+                        free(w->dirs[i].path);
+                        w->dirs[i] = w->dirs[--w->n_dirs];
+                } else
+                        i++;
+        }
+}
+
+static void drop_wd(struct files_watch *w, int wd)
+{
+        for (size_t i = 0; i < w->n_dirs; i++)
+                if (w->dirs[i].wd == wd) {
+                        free(w->dirs[i].path);
+                        w->dirs[i] = w->dirs[--w->n_dirs];
+                        return;
+                }
+}
+
+int files_watch_read(struct files_watch *w, json_t *out)
+{
+        /* Large enough for a batch, aligned for the records. */
+        char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+        if (w->overflowed) {
+                json_array_append_new(out, json_pack("{s:s, s:s}", "type", "overflow", "reason",
+                                                     "more directories than a watch takes"));
+                w->overflowed = false;
+        }
+        ssize_t n = read(w->ifd, buf, sizeof(buf));
+        if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+        /* A rename is a MOVED_FROM and a MOVED_TO with one cookie; the
+         * kernel queues them next to each other. */
+        uint32_t cookie = 0;
+        char *moved_from = NULL;
+        bool moved_dir = false;
+        for (char *p = buf; p < buf + n;) {
+                struct inotify_event *ev = (struct inotify_event *)p;
+                p += sizeof(*ev) + ev->len;
+                if (ev->mask & IN_Q_OVERFLOW) {
+                        json_array_append_new(out, json_pack("{s:s, s:s}", "type", "overflow",
+                                                             "reason", "the kernel's queue"));
+                        continue;
+                }
+                struct watched *wd = find_wd(w, ev->wd);
+                if (ev->mask & IN_IGNORED) {
+                        drop_wd(w, ev->wd);
+                        continue;
+                }
+                if (ev->wd == w->root_wd && (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF))) {
+                        /* Nothing after this is under the path asked for. */
+                        w->gone = true;
+                        break;
+                }
+                if (!wd || ev->len == 0 || (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
+                        continue;
+                bool dir = ev->mask & IN_ISDIR;
+                _cleanup_free_ char *path = join(wd->path, ev->name);
+                if (moved_from && !((ev->mask & IN_MOVED_TO) && ev->cookie == cookie)) {
+                        emit(out, "delete", moved_from, moved_dir); /* moved out */
+                        if (moved_dir)
+                                drop_prefix(w, moved_from);
+                        free(moved_from);
+                        moved_from = NULL;
+                }
+                if (ev->mask & IN_MOVED_FROM) {
+                        moved_from = TAKE_PTR(path);
+                        cookie = ev->cookie;
+                        moved_dir = dir;
+                } else if (ev->mask & IN_MOVED_TO) {
+                        if (moved_from) {
+                                json_t *f = json_string(moved_from), *t = json_string(path);
+                                if (f && t)
+                                        json_array_append_new(
+                                            out, json_pack("{s:s, s:o, s:o, s:b}", "type", "rename",
+                                                           "from", f, "path", t, "dir", dir));
+                                else {
+                                        json_decref(f);
+                                        json_decref(t);
+                                }
+                                if (dir)
+                                        rename_paths(w, moved_from, path);
+                                free(moved_from);
+                                moved_from = NULL;
+                        } else
+                                emit(out, "create", path, dir); /* moved in */
+                } else if (ev->mask & IN_CREATE) {
+                        emit(out, "create", path, dir);
+                        if (dir && w->recursive) {
+                                int fd = fs_openat2(
+                                    w->root, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                                    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                                if (fd >= 0 && add_dir(w, fd, path, 0) == -ENOSPC)
+                                        w->overflowed = true;
+                        }
+                } else if (ev->mask & IN_MODIFY) {
+                        /* Coalesced: one "modify" for a run of writes. */
+                        json_t *last = json_array_get(out, json_array_size(out) - 1);
+                        const char *lt = json_string_value(json_object_get(last, "type"));
+                        const char *lp = json_string_value(json_object_get(last, "path"));
+                        if (!(lt && lp && STREQ(lt, "modify") && STREQ(lp, path)))
+                                emit(out, "modify", path, dir);
+                } else if (ev->mask & IN_DELETE)
+                        emit(out, "delete", path, dir);
+        }
+        if (moved_from) {
+                emit(out, "delete", moved_from, moved_dir);
+                if (moved_dir)
+                        drop_prefix(w, moved_from);
+                free(moved_from);
+        }
+        return w->gone || w->n_dirs == 0 ? -ENOENT : 1;
+}
+
+struct files_watch *files_watch_free(struct files_watch *w)
+{
+        if (!w)
+                return NULL;
+        if (w->ifd >= 0)
+                close(w->ifd);
+        if (w->root >= 0)
+                close(w->root);
+        for (size_t i = 0; i < w->n_dirs; i++)
+                free(w->dirs[i].path);
+        free(w->dirs);
+        free(w);
+        return NULL;
+}
