@@ -21,17 +21,18 @@
 /* The mask for one denied path: an empty tmpfs over a directory (made
  * read-only once allowRead entries are bound into it), /dev/null over
  * anything else. */
-int make_mask(bool dir, int devnull)
+int mounts_make_mask(bool dir, int devnull)
 {
         if (dir) {
                 const char *opts[] = {"size", "4k", "mode", "0755", NULL};
-                return new_fs("tmpfs", opts,
-                              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+                return mounts_new_fs("tmpfs", opts,
+                                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
         }
         int mnt = open_tree(devnull, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
         if (mnt < 0)
                 return -errno;
-        if (set_attr(mnt, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false) < 0) {
+        if (mounts_set_attr(mnt, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false) <
+            0) {
                 int r = -errno;
                 close(mnt);
                 return r;
@@ -46,7 +47,7 @@ static int bind_allowed(struct builder *b, const char *host, const char *target)
         const struct mounts_plan *plan = b->c->plan;
         for (size_t i = 0; plan && i < plan->n_allow_read; i++) {
                 const char *a = plan->allow_read[i];
-                if (!path_under(a, host) || STREQ(a, host))
+                if (!mounts_path_under(a, host) || STREQ(a, host))
                         continue;
                 _cleanup_free_ char *t = xasprintf("%s%s", target, a + strlen(host));
                 _cleanup_close_ int src = -1;
@@ -58,7 +59,7 @@ static int bind_allowed(struct builder *b, const char *host, const char *target)
                                 src = -errno;
                 } else if (b->allowed_at[i]) {
                         _cleanup_close_ int at =
-                            open_in_root(b, b->allowed_at[i], O_PATH | O_NOFOLLOW);
+                            mounts_open_in_root(b, b->allowed_at[i], O_PATH | O_NOFOLLOW);
                         src = at < 0 ? at
                                      : open_tree(at, "",
                                                  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
@@ -68,21 +69,21 @@ static int bind_allowed(struct builder *b, const char *host, const char *target)
                 } else {
                         _cleanup_close_ int fd = open(a, O_PATH | O_NOFOLLOW | O_CLOEXEC);
                         if (fd >= 0)
-                                src = clone_tree(fd, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                                         MOUNT_ATTR_NODEV);
+                                src = mounts_clone_tree(fd, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                                                MOUNT_ATTR_NODEV);
                         else
                                 src = -errno;
                 }
                 if (src < 0)
                         return al_error_set(b->err, -src, "showing the allowRead entry %s at %s", a,
                                             t);
-                if (set_attr(src, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true) <
-                    0)
+                if (mounts_set_attr(src, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                                    true) < 0)
                         return al_error_set(b->err, errno, "showing the allowRead entry %s", a);
                 struct stat st;
                 if (fstat(src, &st) < 0)
                         return al_error_set(b->err, errno, "showing the allowRead entry %s", a);
-                int r = attach(b, src, t, !S_ISDIR(st.st_mode));
+                int r = mounts_attach(b, src, t, !S_ISDIR(st.st_mode));
                 if (r < 0)
                         return r;
                 if (!b->allowed_at[i])
@@ -95,7 +96,8 @@ static bool has_allowed_under(const struct builder *b, const char *host)
 {
         const struct mounts_plan *plan = b->c->plan;
         for (size_t i = 0; plan && i < plan->n_allow_read; i++)
-                if (path_under(plan->allow_read[i], host) && !STREQ(plan->allow_read[i], host))
+                if (mounts_path_under(plan->allow_read[i], host) &&
+                    !STREQ(plan->allow_read[i], host))
                         return true;
         return false;
 }
@@ -107,14 +109,14 @@ static bool has_allowed_under(const struct builder *b, const char *host)
  * either. A denied path with nothing there yet is masked only where the
  * sandbox could create it (a writable mount), so that the agent cannot
  * plant it: a mount point is made for it. */
-int apply_masks(struct builder *b, int devnull)
+int mounts_apply_masks(struct builder *b, int devnull)
 {
         for (size_t i = 0; i < b->n_deny; i++) {
                 mode_t mode = b->deny_mode ? b->deny_mode[i] : 0;
                 bool missing = (mode == 0);
                 bool dir = missing ? (b->deny_dir && b->deny_dir[i]) : S_ISDIR(mode);
                 for (size_t m = 0; m < b->n_maps; m++) {
-                        if (!path_under(b->deny[i], b->maps[m].host))
+                        if (!mounts_path_under(b->deny[i], b->maps[m].host))
                                 continue;
                         if (missing && !b->maps[m].writable)
                                 continue;
@@ -123,25 +125,26 @@ int apply_masks(struct builder *b, int devnull)
                                 rest = b->deny[i];
                         _cleanup_free_ char *target = xasprintf("%s%s", b->maps[m].target, rest);
                         if (missing) {
-                                int r = make_target(b, target, !dir);
+                                int r = mounts_make_target(b, target, !dir);
                                 if (r == -EACCES || r == -EPERM || r == -EROFS || r == -ENOTDIR)
                                         continue; /* the agent cannot create it either */
                                 if (r < 0)
                                         return al_error_set(b->err, r, "masking %s", target);
                                 if (dir) {
-                                        _cleanup_close_ int dfd = open_in_root(
+                                        _cleanup_close_ int dfd = mounts_open_in_root(
                                             b, target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
                                         if (dfd >= 0)
                                                 (void)fchmod(dfd, 0700);
                                 }
                         }
-                        _cleanup_close_ int tfd = open_in_root(b, target, O_PATH | O_NOFOLLOW);
+                        _cleanup_close_ int tfd =
+                            mounts_open_in_root(b, target, O_PATH | O_NOFOLLOW);
                         if (tfd < 0) {
                                 if (tfd == -ENOENT || tfd == -EACCES || tfd == -ENOTDIR)
                                         continue; /* not reachable inside */
                                 return al_error_set(b->err, tfd, "masking %s", target);
                         }
-                        _cleanup_close_ int mnt = make_mask(dir, devnull);
+                        _cleanup_close_ int mnt = mounts_make_mask(dir, devnull);
                         if (mnt < 0)
                                 return al_error_set(b->err, mnt, "masking %s", target);
                         if (move_mount(mnt, "", tfd, "",
@@ -153,10 +156,10 @@ int apply_masks(struct builder *b, int devnull)
                                         if (r < 0)
                                                 return r;
                                 }
-                                if (set_attr(mnt,
-                                             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                                 MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-                                             false) < 0)
+                                if (mounts_set_attr(mnt,
+                                                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                                        MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                                                    false) < 0)
                                         return al_error_set(b->err, errno, "masking %s", target);
                         }
                 }
@@ -171,7 +174,7 @@ int apply_masks(struct builder *b, int devnull)
  * skipped on that account, or a 0700 home's .ssh would show through an
  * idmapped workspace (issue 10, item 4). */
 
-void plan_add_deny(struct mounts_plan *plan, const char *real, mode_t mode, bool dir)
+void mounts_plan_add_deny(struct mounts_plan *plan, const char *real, mode_t mode, bool dir)
 {
         plan->deny = strv_append(plan->deny, &plan->n_deny, real);
         plan->deny_mode = xrealloc(plan->deny_mode, plan->n_deny, sizeof(*plan->deny_mode));
@@ -260,13 +263,13 @@ static int resolve_deny(struct mounts_plan *plan, const char *path, bool dir, bo
                                                     "the deny entry %s (%s) cannot be resolved",
                                                     path, g.gl_pathv[j]);
                         }
-                        plan_add_deny(plan, real, st.st_mode & S_IFMT, false);
+                        mounts_plan_add_deny(plan, real, st.st_mode & S_IFMT, false);
                 }
                 globfree(&g);
                 return 0;
         }
         if (realpath(path, real) && lstat(real, &st) == 0) {
-                plan_add_deny(plan, real, st.st_mode & S_IFMT, dir);
+                mounts_plan_add_deny(plan, real, st.st_mode & S_IFMT, dir);
                 return 0;
         }
         int e = errno;
@@ -280,7 +283,7 @@ static int resolve_deny(struct mounts_plan *plan, const char *path, bool dir, bo
                                             "rights; make its directory readable to you or "
                                             "remove the entry",
                                             path);
-                plan_add_deny(plan, real, 0, dir);
+                mounts_plan_add_deny(plan, real, 0, dir);
                 return 0;
         }
         if (e == EACCES && may_skip_eacces)
@@ -300,7 +303,7 @@ static bool mandatory_is_file(const char *entry)
 
 /* Every home a "~/" entry applies to: /root, the caller's, everything in
  * /home, and every home in /etc/passwd. */
-char **list_homes(const char *caller_home, size_t *ret_n)
+char **mounts_list_homes(const char *caller_home, size_t *ret_n)
 {
         char **homes = NULL;
         size_t n = 0;
@@ -335,8 +338,9 @@ char **list_homes(const char *caller_home, size_t *ret_n)
         return homes;
 }
 
-int resolve_entry(struct mounts_plan *plan, char *const *homes, size_t n_homes,
-                  const char *caller_home, const char *entry, bool user_entry, struct al_error *err)
+int mounts_resolve_entry(struct mounts_plan *plan, char *const *homes, size_t n_homes,
+                         const char *caller_home, const char *entry, bool user_entry,
+                         struct al_error *err)
 {
         if (strncmp(entry, "~/", 2) != 0)
                 return resolve_deny(plan, entry, !mandatory_is_file(entry) && !user_entry, false,

@@ -37,37 +37,37 @@ struct builder {
 };
 
 /* mounts.c */
-int open_in_root(struct builder *b, const char *path, int flags);
-int make_target(struct builder *b, const char *path, bool file);
-int attach(struct builder *b, int mnt, const char *target, bool file);
-int set_attr(int mnt, uint64_t set, bool recursive);
-int clone_tree(int fd, uint64_t attrs);
-void add_mapping(struct builder *b, const char *host, const char *target, bool writable);
-bool path_under(const char *path, const char *dir);
-int check_not_denied(struct builder *b, const char *host);
-int bind_host(struct builder *b, const char *host, const char *target, bool readonly,
-              bool optional);
-int new_fs(const char *type, const char *const *opts, uint64_t attrs);
-int mount_tmpfs(struct builder *b, const char *target, const char *size, const char *mode,
-                uid_t uid, gid_t gid, uint64_t attrs);
+int mounts_open_in_root(struct builder *b, const char *path, int flags);
+int mounts_make_target(struct builder *b, const char *path, bool file);
+int mounts_attach(struct builder *b, int mnt, const char *target, bool file);
+int mounts_set_attr(int mnt, uint64_t set, bool recursive);
+int mounts_clone_tree(int fd, uint64_t attrs);
+void mounts_add_mapping(struct builder *b, const char *host, const char *target, bool writable);
+bool mounts_path_under(const char *path, const char *dir);
+int mounts_check_not_denied(struct builder *b, const char *host);
+int mounts_bind_host(struct builder *b, const char *host, const char *target, bool readonly,
+                     bool optional);
+int mounts_new_fs(const char *type, const char *const *opts, uint64_t attrs);
+int mounts_mount_tmpfs(struct builder *b, const char *target, const char *size, const char *mode,
+                       uid_t uid, gid_t gid, uint64_t attrs);
 
 /* deny.c */
-int make_mask(bool dir, int devnull);
-int apply_masks(struct builder *b, int devnull);
-void plan_add_deny(struct mounts_plan *plan, const char *real, mode_t mode, bool dir);
-char **list_homes(const char *caller_home, size_t *ret_n);
-int resolve_entry(struct mounts_plan *plan, char *const *homes, size_t n_homes,
-                  const char *caller_home, const char *entry, bool user_entry,
-                  struct al_error *err);
+int mounts_make_mask(bool dir, int devnull);
+int mounts_apply_masks(struct builder *b, int devnull);
+void mounts_plan_add_deny(struct mounts_plan *plan, const char *real, mode_t mode, bool dir);
+char **mounts_list_homes(const char *caller_home, size_t *ret_n);
+int mounts_resolve_entry(struct mounts_plan *plan, char *const *homes, size_t n_homes,
+                         const char *caller_home, const char *entry, bool user_entry,
+                         struct al_error *err);
 
 /* protect.c */
-int apply_protect(struct builder *b, int devnull);
-void plan_add_protect(struct mounts_plan *plan, const char *real, bool pin);
-void protect_root(struct mounts_plan *plan, const struct policy *p, const char *real);
+int mounts_apply_protect(struct builder *b, int devnull);
+void mounts_plan_add_protect(struct mounts_plan *plan, const char *real, bool pin);
+void mounts_protect_root(struct mounts_plan *plan, const struct policy *p, const char *real);
 
 /* root.c */
-int build_system(struct builder *b);
-int mount_overlay(struct builder *b, int *ret_upper_fd);
-int build_proc(struct builder *b);
-int build_dev(struct builder *b, const int *nodes, uint64_t shm_size);
-int build_passwd(struct builder *b);
+int mounts_build_system(struct builder *b);
+int mounts_mount_overlay(struct builder *b, int *ret_upper_fd);
+int mounts_build_proc(struct builder *b);
+int mounts_build_dev(struct builder *b, const int *nodes, uint64_t shm_size);
+int mounts_build_passwd(struct builder *b);

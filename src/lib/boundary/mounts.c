@@ -47,7 +47,7 @@ static bool real_path(const struct builder *b, const char *host, char real[PATH_
 
 /* Open a path inside the new root; symlinks resolve as they would for the
  * sandbox, never out to the host. Returns the fd or -errno. */
-int open_in_root(struct builder *b, const char *path, int flags)
+int mounts_open_in_root(struct builder *b, const char *path, int flags)
 {
         while (*path == '/')
                 path++;
@@ -58,7 +58,7 @@ int open_in_root(struct builder *b, const char *path, int flags)
 }
 
 /* mkdir -p inside the new root; the last component is a file when `file`. */
-int make_target(struct builder *b, const char *path, bool file)
+int mounts_make_target(struct builder *b, const char *path, bool file)
 {
         char buf[PATH_MAX];
         if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
@@ -70,12 +70,12 @@ int make_target(struct builder *b, const char *path, bool file)
                 bool last = (buf[i] == '\0');
                 char saved = buf[i];
                 buf[i] = '\0';
-                _cleanup_close_ int fd = open_in_root(b, buf, O_PATH);
+                _cleanup_close_ int fd = mounts_open_in_root(b, buf, O_PATH);
                 if (fd == -ENOENT) {
                         char *slash = strrchr(buf, '/');
                         *slash = '\0';
                         _cleanup_close_ int parent =
-                            open_in_root(b, *buf ? buf : "/", O_PATH | O_DIRECTORY);
+                            mounts_open_in_root(b, *buf ? buf : "/", O_PATH | O_DIRECTORY);
                         *slash = '/';
                         if (parent < 0)
                                 return parent;
@@ -96,9 +96,9 @@ int make_target(struct builder *b, const char *path, bool file)
         return 0;
 }
 
-int attach(struct builder *b, int mnt, const char *target, bool file)
+int mounts_attach(struct builder *b, int mnt, const char *target, bool file)
 {
-        int r = make_target(b, target, file);
+        int r = mounts_make_target(b, target, file);
         if (r == -EROFS)
                 return al_error_set(b->err, r,
                                     "creating mount point %s (it lies in a read-only host "
@@ -114,7 +114,7 @@ int attach(struct builder *b, int mnt, const char *target, bool file)
         if (r < 0)
                 return al_error_set(b->err, r, "creating mount point %s; choose another target",
                                     target);
-        _cleanup_close_ int tfd = open_in_root(b, target, O_PATH | O_NOFOLLOW);
+        _cleanup_close_ int tfd = mounts_open_in_root(b, target, O_PATH | O_NOFOLLOW);
         if (tfd < 0)
                 return al_error_set(b->err, tfd, "opening mount point %s; choose another target",
                                     target);
@@ -126,7 +126,7 @@ int attach(struct builder *b, int mnt, const char *target, bool file)
         return 0;
 }
 
-int set_attr(int mnt, uint64_t set, bool recursive)
+int mounts_set_attr(int mnt, uint64_t set, bool recursive)
 {
         struct mount_attr attr = {.attr_set = set};
         return mount_setattr(mnt, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr,
@@ -134,13 +134,13 @@ int set_attr(int mnt, uint64_t set, bool recursive)
 }
 
 /* Clone the host tree at `fd` (an O_PATH fd) with the given attributes. */
-int clone_tree(int fd, uint64_t attrs)
+int mounts_clone_tree(int fd, uint64_t attrs)
 {
         int mnt =
             open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
         if (mnt < 0)
                 return -errno;
-        if (set_attr(mnt, attrs, true) < 0) {
+        if (mounts_set_attr(mnt, attrs, true) < 0) {
                 int r = -errno;
                 close(mnt);
                 return r;
@@ -148,7 +148,7 @@ int clone_tree(int fd, uint64_t attrs)
         return mnt;
 }
 
-void add_mapping(struct builder *b, const char *host, const char *target, bool writable)
+void mounts_add_mapping(struct builder *b, const char *host, const char *target, bool writable)
 {
         char real[PATH_MAX];
         if (!real_path(b, host, real))
@@ -160,7 +160,7 @@ void add_mapping(struct builder *b, const char *host, const char *target, bool w
         b->n_maps++;
 }
 
-bool path_under(const char *path, const char *dir)
+bool mounts_path_under(const char *path, const char *dir)
 {
         size_t n = strlen(dir);
         if (STREQ(dir, "/"))
@@ -187,13 +187,13 @@ static bool is_state_workspace(const struct builder *b, const char *real, size_t
 }
 
 /* Refuse a bind whose source lies inside a denied path: deny wins. */
-int check_not_denied(struct builder *b, const char *host)
+int mounts_check_not_denied(struct builder *b, const char *host)
 {
         char real[PATH_MAX];
         if (!real_path(b, host, real))
                 return 0; /* what the user named was resolved and checked by the plan */
         for (size_t i = 0; i < b->n_deny; i++)
-                if (path_under(real, b->deny[i]) && !is_state_workspace(b, real, i))
+                if (mounts_path_under(real, b->deny[i]) && !is_state_workspace(b, real, i))
                         return al_error_set(b->err, EACCES,
                                             "mount source %s is under the denied path %s; "
                                             "mount something else, or remove the deny entry "
@@ -205,7 +205,8 @@ int check_not_denied(struct builder *b, const char *host)
 /* Bind a host path at `target`. For the system directories (`optional`), a
  * symlink is recreated inside; for anything the user named it is refused:
  * a link swapped in must not redirect a mount. */
-int bind_host(struct builder *b, const char *host, const char *target, bool readonly, bool optional)
+int mounts_bind_host(struct builder *b, const char *host, const char *target, bool readonly,
+                     bool optional)
 {
         _cleanup_close_ int fd = open(host, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
@@ -239,39 +240,39 @@ int bind_host(struct builder *b, const char *host, const char *target, bool read
                         return al_error_set(b->err, errno, "creating link %s", target);
                 return 0;
         }
-        int r = check_not_denied(b, host);
+        int r = mounts_check_not_denied(b, host);
         if (r < 0)
                 return r;
         uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
-        _cleanup_close_ int mnt = clone_tree(fd, attrs);
+        _cleanup_close_ int mnt = mounts_clone_tree(fd, attrs);
         if (mnt < 0)
                 return al_error_set(b->err, mnt,
                                     "mount %s at %s (the kernel refused to clone it; a "
                                     "directory on a local filesystem works)",
                                     host, target);
-        r = attach(b, mnt, target, !S_ISDIR(st.st_mode));
+        r = mounts_attach(b, mnt, target, !S_ISDIR(st.st_mode));
         if (r < 0)
                 return r;
-        add_mapping(b, host, target, !readonly);
+        mounts_add_mapping(b, host, target, !readonly);
         return 0;
 }
 
 static int bind_prepared(struct builder *b, int mnt, const char *host, const char *target,
                          bool readonly)
 {
-        int r = check_not_denied(b, host);
+        int r = mounts_check_not_denied(b, host);
         if (r < 0)
                 return r;
         uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
-        if (set_attr(mnt, attrs, true) < 0)
+        if (mounts_set_attr(mnt, attrs, true) < 0)
                 return al_error_set(b->err, errno, "mount %s at %s", host, target);
         struct stat st;
         if (fstat(mnt, &st) < 0)
                 return al_error_set(b->err, errno, "mount %s at %s", host, target);
-        r = attach(b, mnt, target, !S_ISDIR(st.st_mode));
+        r = mounts_attach(b, mnt, target, !S_ISDIR(st.st_mode));
         if (r < 0)
                 return r;
-        add_mapping(b, host, target, !readonly);
+        mounts_add_mapping(b, host, target, !readonly);
         return 0;
 }
 
@@ -306,7 +307,7 @@ static int check_not_hiding(struct builder *b, const char *target)
         normalize(target, t);
         const char *const kept[] = {b->c->home, "/tmp"};
         for (size_t i = 0; i < ARRAY_SIZE(kept); i++)
-                if (kept[i] && !STREQ(t, kept[i]) && path_under(kept[i], t))
+                if (kept[i] && !STREQ(t, kept[i]) && mounts_path_under(kept[i], t))
                         return al_error_set_message(
                             b->err, EINVAL,
                             "mount at %s would hide %s%s; mount at %s itself or beneath it, or "
@@ -325,12 +326,12 @@ static int bind_volume(struct builder *b, int mnt, const char *name, const char 
                 return al_error_set_message(b->err, EINVAL, "volume %s at %s: not attached", name,
                                             target);
         uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
-        if (set_attr(mnt, attrs, true) < 0)
+        if (mounts_set_attr(mnt, attrs, true) < 0)
                 return al_error_set(b->err, errno, "volume %s at %s", name, target);
-        return attach(b, mnt, target, false);
+        return mounts_attach(b, mnt, target, false);
 }
 
-int new_fs(const char *type, const char *const *opts, uint64_t attrs)
+int mounts_new_fs(const char *type, const char *const *opts, uint64_t attrs)
 {
         _cleanup_close_ int fs = fsopen(type, FSOPEN_CLOEXEC);
         if (fs < 0)
@@ -344,17 +345,17 @@ int new_fs(const char *type, const char *const *opts, uint64_t attrs)
         return mnt < 0 ? -errno : mnt;
 }
 
-int mount_tmpfs(struct builder *b, const char *target, const char *size, const char *mode,
-                uid_t uid, gid_t gid, uint64_t attrs)
+int mounts_mount_tmpfs(struct builder *b, const char *target, const char *size, const char *mode,
+                       uid_t uid, gid_t gid, uint64_t attrs)
 {
         char u[16], g[16];
         snprintf(u, sizeof(u), "%u", (unsigned)uid);
         snprintf(g, sizeof(g), "%u", (unsigned)gid);
         const char *opts[] = {"size", size, "mode", mode, "uid", u, "gid", g, NULL};
-        _cleanup_close_ int mnt = new_fs("tmpfs", opts, attrs);
+        _cleanup_close_ int mnt = mounts_new_fs("tmpfs", opts, attrs);
         if (mnt < 0)
                 return al_error_set(b->err, mnt, "mounting tmpfs at %s", target);
-        return attach(b, mnt, target, false);
+        return mounts_attach(b, mnt, target, false);
 }
 
 int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct al_error *err)
@@ -398,7 +399,7 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
          * host paths resolved from the old root. */
         {
                 const char *opts[] = {"size", "1m", "mode", "0755", NULL};
-                b.root = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+                b.root = mounts_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
                 if (b.root < 0) {
                         r = al_error_set(err, b.root, "mounting the new root");
                         goto out;
@@ -412,10 +413,10 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                 goto out;
         }
 
-        r = build_system(&b);
+        r = mounts_build_system(&b);
         if (r < 0)
                 goto out;
-        r = build_passwd(&b);
+        r = mounts_build_passwd(&b);
         if (r < 0)
                 goto out;
 
@@ -425,21 +426,21 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
         {
                 char size[32];
                 snprintf(size, sizeof(size), "%" PRIu64, p->limits.disk);
-                r = mount_tmpfs(&b, "/tmp", size, "1777", c->uid, c->gid,
-                                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+                r = mounts_mount_tmpfs(&b, "/tmp", size, "1777", c->uid, c->gid,
+                                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
                 if (r < 0)
                         goto out;
-                r = mount_tmpfs(&b, c->home, size, "0700", c->uid, c->gid,
-                                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+                r = mounts_mount_tmpfs(&b, c->home, size, "0700", c->uid, c->gid,
+                                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
                 if (r < 0)
                         goto out;
-                r = build_dev(&b, nodes, p->limits.disk);
+                r = mounts_build_dev(&b, nodes, p->limits.disk);
                 if (r < 0)
                         goto out;
         }
 
         if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
-                r = mount_overlay(&b, ret_upper_fd);
+                r = mounts_mount_overlay(&b, ret_upper_fd);
                 if (r < 0)
                         goto out;
         } else if (p->workspace) {
@@ -450,7 +451,7 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                         r = bind_prepared(&b, c->plan->workspace_ro_fd, p->workspace, WORKSPACE,
                                           ro);
                 else
-                        r = bind_host(&b, p->workspace, WORKSPACE, ro, false);
+                        r = mounts_bind_host(&b, p->workspace, WORKSPACE, ro, false);
                 if (r < 0)
                         goto out;
         }
@@ -469,20 +470,20 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                          c->plan->mount_ro_fds[i] >= 0)
                         r = bind_prepared(&b, c->plan->mount_ro_fds[i], m->source, m->target, true);
                 else
-                        r = bind_host(&b, m->source, m->target, m->readonly, false);
+                        r = mounts_bind_host(&b, m->source, m->target, m->readonly, false);
                 if (r < 0)
                         goto out;
         }
 
-        r = apply_protect(&b, devnull);
+        r = mounts_apply_protect(&b, devnull);
         if (r < 0)
                 goto out;
 
-        r = build_proc(&b);
+        r = mounts_build_proc(&b);
         if (r < 0)
                 goto out;
 
-        r = apply_masks(&b, devnull);
+        r = mounts_apply_masks(&b, devnull);
         if (r < 0)
                 goto out;
 
@@ -496,7 +497,8 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                 r = al_error_set(err, errno, "detaching the old root");
                 goto out;
         }
-        if (set_attr(b.root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false) < 0) {
+        if (mounts_set_attr(b.root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                            false) < 0) {
                 r = al_error_set(err, errno, "making / read-only");
                 goto out;
         }
@@ -547,7 +549,7 @@ static const char *broad_reason(const char *real, const char *caller_home)
                                             "/lib64", "/libx32", "/etc",  "/boot", "/proc",
                                             "/sys",   "/dev",    "/run"};
         for (size_t i = 0; i < ARRAY_SIZE(trees); i++)
-                if (path_under(real, trees[i]))
+                if (mounts_path_under(real, trees[i]))
                         return "is a system directory";
         for (size_t i = 0; i < ARRAY_SIZE(exact); i++)
                 if (STREQ(real, exact[i]))
@@ -556,7 +558,7 @@ static const char *broad_reason(const char *real, const char *caller_home)
                                : STREQ(real, "/tmp")  ? "is shared by every user"
                                                       : "is a system directory";
         char home[PATH_MAX];
-        if (caller_home && realpath(caller_home, home) && path_under(home, real))
+        if (caller_home && realpath(caller_home, home) && mounts_path_under(home, real))
                 return STREQ(home, real) ? "is a whole home directory" : "holds a whole home";
         /* A home in /etc/passwd, or a directory that holds one. Homes of
          * "/" are no one's. */
@@ -564,7 +566,7 @@ static const char *broad_reason(const char *real, const char *caller_home)
         struct passwd *e;
         while (pw && (e = fgetpwent(pw)))
                 if (e->pw_dir && realpath(e->pw_dir, home) && !STREQ(home, "/") &&
-                    path_under(home, real))
+                    mounts_path_under(home, real))
                         return STREQ(home, real) ? "is a whole home directory"
                                                  : "holds a whole home";
         return NULL;
@@ -586,8 +588,8 @@ static int clone_for_sandbox(const char *path, bool readonly, struct al_error *e
                 return al_error_set(err, errno, "mount %s", path);
         if (S_ISLNK(st.st_mode))
                 return al_error_set(err, 0, "mount %s: is a symbolic link; give its target", path);
-        int mnt = clone_tree(fd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                     (readonly ? MOUNT_ATTR_RDONLY : 0));
+        int mnt = mounts_clone_tree(fd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                            (readonly ? MOUNT_ATTR_RDONLY : 0));
         return mnt < 0 ? -1 : mnt;
 }
 
@@ -614,7 +616,7 @@ static void add_sockets(struct mounts_plan *plan)
                 for (size_t i = plan->internal_hi; i < plan->n_deny && !dup; i++)
                         dup = STREQ(plan->deny[i], real);
                 if (!dup) {
-                        plan_add_deny(plan, real, S_IFSOCK, false);
+                        mounts_plan_add_deny(plan, real, S_IFSOCK, false);
                         n++;
                 }
         }
@@ -626,23 +628,25 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
         struct mounts_plan *plan = xcalloc(1, sizeof(*plan));
         plan->workspace_ro_fd = -1;
         size_t n_homes = 0;
-        _cleanup_strv_ char **homes = list_homes(caller_home, &n_homes);
+        _cleanup_strv_ char **homes = mounts_list_homes(caller_home, &n_homes);
         int r = 0;
         for (size_t i = 0; policy_mandatory_deny[i]; i++) {
-                r = resolve_entry(plan, homes, n_homes, caller_home, policy_mandatory_deny[i],
-                                  false, err);
+                r = mounts_resolve_entry(plan, homes, n_homes, caller_home,
+                                         policy_mandatory_deny[i], false, err);
                 if (r < 0)
                         goto fail;
         }
         plan->internal_lo = plan->n_deny;
         for (size_t i = 0; i < ARRAY_SIZE(internal_deny); i++) {
-                r = resolve_entry(plan, homes, n_homes, caller_home, internal_deny[i], false, err);
+                r = mounts_resolve_entry(plan, homes, n_homes, caller_home, internal_deny[i], false,
+                                         err);
                 if (r < 0)
                         goto fail;
         }
         plan->internal_hi = plan->n_deny;
         for (size_t i = 0; i < p->n_deny_read; i++) {
-                r = resolve_entry(plan, homes, n_homes, caller_home, p->deny_read[i], true, err);
+                r = mounts_resolve_entry(plan, homes, n_homes, caller_home, p->deny_read[i], true,
+                                         err);
                 if (r < 0) {
                         al_error_wrap(err, "--deny-read/filesystem.denyRead");
                         goto fail;
@@ -680,7 +684,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                         goto fail;
                 }
                 plan->workspace_real = xstrdup(real);
-                r = check_not_denied(&b, p->workspace);
+                r = mounts_check_not_denied(&b, p->workspace);
                 if (r < 0)
                         goto fail;
                 if (p->workspace_mode == POLICY_WORKSPACE_RO) {
@@ -690,7 +694,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                                 goto fail;
                         }
                 } else
-                        protect_root(plan, p, real);
+                        mounts_protect_root(plan, p, real);
         }
         plan->mount_reals = xcalloc(p->n_mounts + 1, sizeof(char *));
         plan->mount_ro_fds = xcalloc(p->n_mounts + 1, sizeof(int));
@@ -712,7 +716,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                         goto fail;
                 }
                 plan->mount_reals[i] = xstrdup(real);
-                r = check_not_denied(&b, m->source);
+                r = mounts_check_not_denied(&b, m->source);
                 if (r < 0)
                         goto fail;
                 if (m->readonly) {
@@ -723,7 +727,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                                 goto fail;
                         }
                 } else
-                        protect_root(plan, p, real);
+                        mounts_protect_root(plan, p, real);
         }
 
         for (size_t i = 0; i < p->n_deny_write; i++) {
@@ -734,7 +738,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                                          p->deny_write[i]);
                         goto fail;
                 }
-                plan_add_protect(plan, real, false);
+                mounts_plan_add_protect(plan, real, false);
         }
 
         plan->allow_read_fds = xcalloc(p->n_allow_read + 1, sizeof(int));
@@ -748,7 +752,8 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                         goto fail;
                 }
                 for (size_t j = 0; j < plan->internal_hi; j++)
-                        if (path_under(real, plan->deny[j]) || path_under(plan->deny[j], real)) {
+                        if (mounts_path_under(real, plan->deny[j]) ||
+                            mounts_path_under(plan->deny[j], real)) {
                                 r = al_error_set_message(
                                     err, EPERM,
                                     "filesystem.allowRead entry %s overlaps %s on the "

@@ -65,7 +65,7 @@ static int make_listener(uint16_t port)
 
 /* The setup child's network step: lo up, and for a gated policy the gate's
  * listeners, bound inside and passed to the parent (which serves them). */
-void netns_setup(struct child_ctx *ctx)
+void spawn_netns_setup(struct child_ctx *ctx)
 {
         const struct policy *p = ctx->cfg->policy;
         struct al_error err = {0};

@@ -30,19 +30,19 @@
 static int cover_link(struct builder *b, int tfd, const char *target, int devnull)
 {
         _cleanup_close_ int mnt = -1;
-        _cleanup_close_ int to = open_in_root(b, target, O_PATH);
+        _cleanup_close_ int to = mounts_open_in_root(b, target, O_PATH);
         struct stat ts;
         if (to >= 0 && fstat(to, &ts) == 0 && S_ISREG(ts.st_mode)) {
                 mnt = open_tree(to, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
                 if (mnt >= 0 &&
-                    set_attr(mnt, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false) <
-                        0) {
+                    mounts_set_attr(mnt, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                                    false) < 0) {
                         close(mnt);
                         mnt = -1;
                 }
         }
         if (mnt < 0)
-                mnt = make_mask(false, devnull);
+                mnt = mounts_make_mask(false, devnull);
         if (mnt < 0)
                 return al_error_set(b->err, mnt, "protecting %s", target);
         if (move_mount(mnt, "", tfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
@@ -50,19 +50,20 @@ static int cover_link(struct builder *b, int tfd, const char *target, int devnul
         return 0;
 }
 
-int apply_protect(struct builder *b, int devnull)
+int mounts_apply_protect(struct builder *b, int devnull)
 {
         const struct mounts_plan *plan = b->c->plan;
         for (size_t i = 0; plan && i < plan->n_protect; i++) {
                 const char *host = plan->protect[i];
                 for (size_t m = 0; m < b->n_maps; m++) {
-                        if (!b->maps[m].writable || !path_under(host, b->maps[m].host))
+                        if (!b->maps[m].writable || !mounts_path_under(host, b->maps[m].host))
                                 continue;
                         const char *rest = host + strlen(b->maps[m].host);
                         if (STREQ(b->maps[m].host, "/"))
                                 rest = host;
                         _cleanup_free_ char *target = xasprintf("%s%s", b->maps[m].target, rest);
-                        _cleanup_close_ int tfd = open_in_root(b, target, O_PATH | O_NOFOLLOW);
+                        _cleanup_close_ int tfd =
+                            mounts_open_in_root(b, target, O_PATH | O_NOFOLLOW);
                         if (tfd < 0) {
                                 if (tfd == -ENOENT || tfd == -EACCES || tfd == -ENOTDIR)
                                         continue;
@@ -83,8 +84,9 @@ int apply_protect(struct builder *b, int devnull)
                         if (mnt < 0)
                                 return al_error_set(b->err, errno, "protecting %s", target);
                         if (!plan->protect_pin[i] &&
-                            set_attr(mnt, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                                     true) < 0)
+                            mounts_set_attr(
+                                mnt, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                                true) < 0)
                                 return al_error_set(b->err, errno, "protecting %s", target);
                         if (move_mount(mnt, "", tfd, "",
                                        MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
@@ -129,7 +131,7 @@ int mounts_prepare_workspace(const struct policy *p, struct al_error *err)
         return 0;
 }
 
-void plan_add_protect(struct mounts_plan *plan, const char *real, bool pin)
+void mounts_plan_add_protect(struct mounts_plan *plan, const char *real, bool pin)
 {
         for (size_t i = 0; i < plan->n_protect; i++)
                 if (STREQ(plan->protect[i], real)) {
@@ -166,7 +168,7 @@ static void protect_if_exists(struct mounts_plan *plan, int dirfd, const char *d
         if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
         _cleanup_free_ char *p = xasprintf("%s/%s", dir, name);
-        plan_add_protect(plan, p, false);
+        mounts_plan_add_protect(plan, p, false);
 }
 
 /* A git directory (`.git`, or one under .git/modules or .git/worktrees):
@@ -176,7 +178,7 @@ static void protect_if_exists(struct mounts_plan *plan, int dirfd, const char *d
 static void protect_gitdir(struct mounts_plan *plan, int fd, const char *path, int depth,
                            size_t *budget)
 {
-        plan_add_protect(plan, path, true);
+        mounts_plan_add_protect(plan, path, true);
         struct stat st, gst;
         if (fstatat(fd, "hooks", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT &&
             mkdirat(fd, "hooks", 0755) == 0 && fstat(fd, &gst) == 0 &&
@@ -198,7 +200,7 @@ static void protect_gitdir(struct mounts_plan *plan, int fd, const char *path, i
                         continue;
                 }
                 _cleanup_free_ char *subpath = xasprintf("%s/%s", path, nests[n]);
-                plan_add_protect(plan, subpath, true);
+                mounts_plan_add_protect(plan, subpath, true);
                 struct dirent *de;
                 while ((de = readdir(d)) && *budget > 0) {
                         if (de->d_name[0] == '.' &&
@@ -231,7 +233,7 @@ static void scan_git(struct mounts_plan *plan, int fd, const char *path, int dep
                 } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
                         /* A worktree's or submodule's "gitdir:" pointer, or
                          * a link to a git directory elsewhere. */
-                        plan_add_protect(plan, gp, false);
+                        mounts_plan_add_protect(plan, gp, false);
         }
         /* A bare repository (HEAD, objects/ and refs/ side by side): its
          * config runs code too (core.pager, aliases) when host git is used
@@ -270,7 +272,7 @@ static void scan_git(struct mounts_plan *plan, int fd, const char *path, int dep
         }
 }
 
-void protect_root(struct mounts_plan *plan, const struct policy *p, const char *real)
+void mounts_protect_root(struct mounts_plan *plan, const struct policy *p, const char *real)
 {
         _cleanup_close_ int fd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)

@@ -31,12 +31,12 @@ static const char *const host_skip[] = {
     "proc", "dev", "sys", "tmp", "run", "root", "workspace", "lost+found",
 };
 
-int build_system(struct builder *b)
+int mounts_build_system(struct builder *b)
 {
         const struct policy *p = b->c->policy;
         if (p->read == POLICY_READ_SYSTEM) {
                 for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
-                        int r = bind_host(b, system_dirs[i], system_dirs[i], true, true);
+                        int r = mounts_bind_host(b, system_dirs[i], system_dirs[i], true, true);
                         if (r < 0)
                                 return r;
                 }
@@ -60,7 +60,7 @@ int build_system(struct builder *b)
                 if (STREQ(de->d_name, "home")) {
                         /* Homes one by one, so that the sandbox's own $HOME
                          * can be created beside them. */
-                        r = make_target(b, "/home", false);
+                        r = mounts_make_target(b, "/home", false);
                         if (r < 0)
                                 return al_error_set(b->err, r, "creating /home");
                         _cleanup_(closedirp) DIR *h = opendir("/home");
@@ -71,13 +71,13 @@ int build_system(struct builder *b)
                                 _cleanup_free_ char *hp = xasprintf("/home/%s", he->d_name);
                                 if (b->c->home && STREQ(hp, b->c->home))
                                         continue;
-                                r = bind_host(b, hp, hp, true, true);
+                                r = mounts_bind_host(b, hp, hp, true, true);
                                 if (r < 0)
                                         return r;
                         }
                         continue;
                 }
-                r = bind_host(b, path, path, true, true);
+                r = mounts_bind_host(b, path, path, true, true);
                 if (r < 0)
                         return r;
         }
@@ -90,7 +90,7 @@ int build_system(struct builder *b)
  * overlayfs reaches its directories through /proc/self/fd, and the caller
  * gets an fd of the upper directory to hand to the supervisor, which keeps
  * the layer alive past the sandbox and captures it. */
-int mount_overlay(struct builder *b, int *ret_upper_fd)
+int mounts_mount_overlay(struct builder *b, int *ret_upper_fd)
 {
         const struct policy *p = b->c->policy;
         char size[32];
@@ -99,7 +99,8 @@ int mount_overlay(struct builder *b, int *ret_upper_fd)
         snprintf(u, sizeof(u), "%u", (unsigned)b->c->uid);
         snprintf(g, sizeof(g), "%u", (unsigned)b->c->gid);
         const char *opts[] = {"size", size, "mode", "0700", "uid", u, "gid", g, NULL};
-        _cleanup_close_ int layer = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        _cleanup_close_ int layer =
+            mounts_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
         if (layer < 0)
                 return al_error_set(b->err, layer, "creating the review layer");
         if (mkdirat(layer, "upper", 0755) < 0 || mkdirat(layer, "work", 0700) < 0)
@@ -109,7 +110,7 @@ int mount_overlay(struct builder *b, int *ret_upper_fd)
         if (upper < 0 || work < 0)
                 return al_error_set(b->err, errno, "opening the review layer");
 
-        int r = check_not_denied(b, p->workspace);
+        int r = mounts_check_not_denied(b, p->workspace);
         if (r < 0)
                 return r;
         _cleanup_close_ int lower = -1;
@@ -117,10 +118,10 @@ int mount_overlay(struct builder *b, int *ret_upper_fd)
                 /* overlayfs clones its lower layer, which it may only do for a
                  * mount in this namespace: attach the idmapped tree first and
                  * stack the overlay on top of it. */
-                r = attach(b, b->c->workspace_fd, WORKSPACE, false);
+                r = mounts_attach(b, b->c->workspace_fd, WORKSPACE, false);
                 if (r < 0)
                         return r;
-                lower = open_in_root(b, WORKSPACE, O_PATH | O_DIRECTORY);
+                lower = mounts_open_in_root(b, WORKSPACE, O_PATH | O_DIRECTORY);
         } else {
                 lower = open(p->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (lower < 0)
@@ -146,21 +147,21 @@ int mount_overlay(struct builder *b, int *ret_upper_fd)
             fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
         if (mnt < 0)
                 return al_error_set(b->err, errno, "mounting the workspace copy-on-write");
-        r = attach(b, mnt, WORKSPACE, false);
+        r = mounts_attach(b, mnt, WORKSPACE, false);
         if (r < 0)
                 return r;
-        add_mapping(b, p->workspace, WORKSPACE, true);
+        mounts_add_mapping(b, p->workspace, WORKSPACE, true);
         *ret_upper_fd = TAKE_FD(upper);
         return 0;
 }
 
-int build_proc(struct builder *b)
+int mounts_build_proc(struct builder *b)
 {
         _cleanup_close_ int mnt =
-            new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+            mounts_new_fs("proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
         if (mnt < 0)
                 return al_error_set(b->err, mnt, "mounting /proc");
-        int r = attach(b, mnt, "/proc", false);
+        int r = mounts_attach(b, mnt, "/proc", false);
         if (r < 0)
                 return r;
         static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
@@ -174,42 +175,43 @@ int build_proc(struct builder *b)
                                 continue;
                         return al_error_set(b->err, errno, "protecting /%s", path);
                 }
-                if (set_attr(sub,
-                             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                                 MOUNT_ATTR_NOEXEC,
-                             true) < 0)
+                if (mounts_set_attr(sub,
+                                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                        MOUNT_ATTR_NOEXEC,
+                                    true) < 0)
                         return al_error_set(b->err, errno, "protecting /%s", path);
                 _cleanup_free_ char *target = xasprintf("/%s", path);
-                r = attach(b, sub, target, false);
+                r = mounts_attach(b, sub, target, false);
                 if (r < 0)
                         return r;
         }
         return 0;
 }
 
-int build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
+int mounts_build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
 {
         const char *opts[] = {"size", "64k", "mode", "0755", NULL};
-        int devmnt = new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        int devmnt = mounts_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
         if (devmnt < 0)
                 return al_error_set(b->err, devmnt, "mounting /dev");
         _cleanup_close_ int dev = devmnt;
-        int r = attach(b, dev, "/dev", false);
+        int r = mounts_attach(b, dev, "/dev", false);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
                 if (nodes[i] < 0)
                         continue;
                 _cleanup_free_ char *target = xasprintf("/dev/%s", dev_nodes[i]);
-                r = attach(b, nodes[i], target, true);
+                r = mounts_attach(b, nodes[i], target, true);
                 if (r < 0)
                         return r;
         }
         const char *pts_opts[] = {"ptmxmode", "0666", "mode", "0620", NULL};
-        _cleanup_close_ int pts = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        _cleanup_close_ int pts =
+            mounts_new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
         if (pts < 0)
                 return al_error_set(b->err, pts, "mounting /dev/pts");
-        r = attach(b, pts, "/dev/pts", false);
+        r = mounts_attach(b, pts, "/dev/pts", false);
         if (r < 0)
                 return r;
         static const char *const links[][2] = {
@@ -222,12 +224,13 @@ int build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
                         return al_error_set(b->err, errno, "creating /dev/%s", links[i][0]);
         char size[32];
         snprintf(size, sizeof(size), "%" PRIu64, shm_size);
-        r = mount_tmpfs(b, "/dev/shm", size, "1777", b->c->uid, b->c->gid,
-                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        r = mounts_mount_tmpfs(b, "/dev/shm", size, "1777", b->c->uid, b->c->gid,
+                               MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
         if (r < 0)
                 return r;
         /* Nothing new can be created in /dev. */
-        if (set_attr(dev, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false) < 0)
+        if (mounts_set_attr(dev, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false) <
+            0)
                 return al_error_set(b->err, errno, "making /dev read-only");
         return 0;
 }
@@ -236,12 +239,12 @@ int build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
  * the like name its user ("agent", or "root" with uid 0) and not whoever
  * has that uid on the host: two files on a small tmpfs, each bound
  * read-only over the host's. */
-int build_passwd(struct builder *b)
+int mounts_build_passwd(struct builder *b)
 {
         const struct mounts_config *c = b->c;
         const char *opts[] = {"size", "64k", "mode", "0755", NULL};
         _cleanup_close_ int fs =
-            new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+            mounts_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
         if (fs < 0)
                 return al_error_set(b->err, fs, "mounting a tmpfs for /etc/passwd");
         char passwd[PATH_MAX + 256], group[128];
@@ -271,9 +274,9 @@ int build_passwd(struct builder *b)
                     open_tree(fs, files[i][0], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
                 if (mnt < 0)
                         return al_error_set(b->err, errno, "cloning the sandbox's %s", target);
-                if (set_attr(mnt, MOUNT_ATTR_RDONLY, false) < 0)
+                if (mounts_set_attr(mnt, MOUNT_ATTR_RDONLY, false) < 0)
                         return al_error_set(b->err, errno, "making %s read-only", target);
-                r = attach(b, mnt, target, true);
+                r = mounts_attach(b, mnt, target, true);
                 if (r < 0)
                         return r;
         }

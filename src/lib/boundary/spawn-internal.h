@@ -68,11 +68,11 @@ bool spawn_only_own_group(void);
 int spawn_write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
                      bool deny_setgroups);
 pid_t spawn_sys_clone3(struct clone_args *args);
-int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
-                     struct al_error *err);
+int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
+                           struct al_error *err);
 
 /* netns.c */
-void netns_setup(struct child_ctx *ctx);
+void spawn_netns_setup(struct child_ctx *ctx);
 
 /* pty.c: a fresh pty pair in the sandbox's devpts, sized rows x cols. */
 int spawn_pty_open(uint16_t rows, uint16_t cols, int *ret_master, int *ret_slave);

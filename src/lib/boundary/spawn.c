@@ -129,7 +129,7 @@ static void child_join_cgroup(struct child_ctx *ctx)
 static _Noreturn void child_main(struct child_ctx *ctx)
 {
         child_become_user(ctx);  /* waits for the maps, then setresuid */
-        netns_setup(ctx);        /* netns.c: lo up, the gate's listeners */
+        spawn_netns_setup(ctx);  /* netns.c: lo up, the gate's listeners */
         child_build_root(ctx);   /* mounts.c: the new root, pivot_root */
         child_set_hostname(ctx); /* uts */
         child_join_cgroup(ctx);  /* v1: waits for the parent's attach */
@@ -223,7 +223,8 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
                 return r;
         }
         if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO) {
-                r = prepare_idmapped(p->workspace, host_uid, host_gid, &ctx->workspace_fd, err);
+                r = spawn_prepare_idmapped(p->workspace, host_uid, host_gid, &ctx->workspace_fd,
+                                           err);
                 if (r < 0)
                         return r;
         }
@@ -236,7 +237,8 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
         for (size_t i = 0; i < p->n_mounts; i++) {
                 if (p->mounts[i].readonly || p->mounts[i].volume)
                         continue;
-                r = prepare_idmapped(p->mounts[i].source, host_uid, host_gid, &mount_fds[i], err);
+                r = spawn_prepare_idmapped(p->mounts[i].source, host_uid, host_gid, &mount_fds[i],
+                                           err);
                 if (r < 0)
                         return r;
         }

@@ -38,7 +38,8 @@ const char *spawn_userns_disabled_reason(void)
         free(s);
         s = NULL;
         if (geteuid() != 0 &&
-            read_file_at(AT_FDCWD, "/proc/sys/kernel/unprivileged_userns_clone", 64, &s, NULL) >= 0 &&
+            read_file_at(AT_FDCWD, "/proc/sys/kernel/unprivileged_userns_clone", 64, &s, NULL) >=
+                0 &&
             strncmp(s, "0\n", 2) == 0)
                 return "unprivileged user namespaces are disabled (sysctl "
                        "kernel.unprivileged_userns_clone = 0)";
@@ -153,8 +154,8 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
  * seccomp filter refuses every set-id mode and device node, and no
  * capability survives inside, so no file capability can be set either
  * (tests/escape/test_setuid.py). */
-int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
-                     struct al_error *err)
+int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
+                           struct al_error *err)
 {
         *ret_fd = -1; /* a plain bind, unless an idmapped mount is made below */
         _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -171,8 +172,8 @@ int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_
         _cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, host_uid, host_gid);
         if (userns < 0)
                 return 0; /* a plain bind: the sandbox then sees the tree as not its own */
-        int mnt = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
-                                            AT_RECURSIVE);
+        int mnt =
+            open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
         if (mnt < 0)
                 return 0;
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
