@@ -21,6 +21,8 @@
  *               to exactly the checked address; tls.c is its optional layer
  *   exchange.c  one HTTP request/response relay over a connected upstream
  *   tunnel.c    a CONNECT or SOCKS5 tunnel: bufferevent relay or splice()
+ *   client.c    the HTTP client: one sandbox connection, its callbacks, its
+ *               kept upstream, the retry, the exchange and the close
  *   proxy.c     front-ends: the HTTP proxy, CONNECT and SOCKS5
  *   route.c     front-end: the routes (route-def.c: one route's definition)
  *   gate.c      the public API (netgate.h): creation, listeners, accept */
