@@ -44,6 +44,7 @@ struct rconn {
         size_t n_recorded;
 
         struct evbuffer *head_out; /* the upstream request head, built before connecting */
+        char *tool;                /* a host tool's request (fetch.c) */
 };
 
 struct netgate_routes {
@@ -114,6 +115,7 @@ static void emit(struct rconn *c, bool allow, const char *reason)
             .upstream = c->rt ? c->rt->upstream : NULL,
             .recorded = c->recorded,
             .n_recorded = c->n_recorded,
+            .tool = c->tool,
         };
         netgate_emit(c->rs->g, &r);
 }
@@ -137,6 +139,7 @@ static void conn_free(struct rconn *c, const char *end_reason)
                 netgate_route_wipe(c->head_out);
                 evbuffer_free(c->head_out);
         }
+        free(c->tool);
         if (c->prev)
                 c->prev->next = c->next;
         else
@@ -403,7 +406,7 @@ static const struct netgate_client_ops client_ops = {
 
 /* ---- the engine ---- */
 
-void netgate_routes_accept(struct netgate_routes *rs, int fd)
+void netgate_routes_accept(struct netgate_routes *rs, int fd, const char *tool)
 {
         struct rconn *c = xcalloc(1, sizeof(*c));
         if (netgate_client_accept(&c->cl, rs->g, fd, &client_ops, &route_filter, c,
@@ -412,6 +415,7 @@ void netgate_routes_accept(struct netgate_routes *rs, int fd)
                 return;
         }
         c->rs = rs;
+        c->tool = tool ? xstrdup(tool) : NULL;
         c->cl.origin_form = true;
         c->cl.x.reqp = xcalloc(1, sizeof(*c->cl.x.reqp));
         netgate_http_parser_init(c->cl.x.reqp, NETGATE_HTTP_REQUEST);
