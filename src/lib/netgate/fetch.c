@@ -33,21 +33,10 @@ struct netgate_fetch {
         struct evbuffer *resp;
 };
 
-static bool is_tchar(char c)
-{
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               (c != '\0' && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 static bool is_token(const char *s, size_t max)
 {
         size_t n = s ? strlen(s) : 0;
-        if (n == 0 || n > max)
-                return false;
-        for (size_t i = 0; i < n; i++)
-                if (!is_tchar(s[i]))
-                        return false;
-        return true;
+        return n <= max && netgate_http_is_token(s, n);
 }
 
 /* Printable ASCII without space; none of `refused`. */
@@ -55,14 +44,6 @@ static bool is_plain(const char *s, const char *refused)
 {
         for (; *s; s++)
                 if (*s <= 0x20 || *s >= 0x7f || strchr(refused, *s))
-                        return false;
-        return true;
-}
-
-static bool value_ok(const char *v)
-{
-        for (; *v; v++)
-                if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f)
                         return false;
         return true;
 }
@@ -89,7 +70,7 @@ static int check_request(const struct netgate_fetch_request *req, struct al_erro
                                             "fetch through route %s: header %zu: not a field name",
                                             req->route, i);
                 if (!h->value || strlen(h->value) > NETGATE_HTTP_LINE_MAX / 2 ||
-                    !value_ok(h->value))
+                    !netgate_http_value_ok(h->value))
                         return al_error_set(err, -EINVAL,
                                             "fetch through route %s: header %s: the value holds "
                                             "control characters or is too long",

@@ -168,14 +168,6 @@ bool netgate_route_field_dropped(const struct netgate_route *rt, const struct ne
         return false;
 }
 
-static bool value_ok(const char *v)
-{
-        for (; *v; v++)
-                if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f)
-                        return false;
-        return true;
-}
-
 static void wipe_free(char *s)
 {
         if (s) {
@@ -223,7 +215,7 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
                 struct al_error e = {0};
                 char *v = NULL;
                 int r = s ? secrets_expand(s, rt->inject[i].value, vars, &v, &e) : -EINVAL;
-                if (r >= 0 && !value_ok(v))
+                if (r >= 0 && !netgate_http_value_ok(v))
                         r = -EBADMSG;
                 if (r < 0) {
                         wipe_free(v);
