@@ -298,7 +298,9 @@ Test(netgate_fetch, upstream_status_comes_back)
         result_free(&r);
 }
 
-Test(netgate_fetch, private_upstream_refused, .init = setup_no_private)
+TestSuite(netgate_fetch_private, .init = setup_no_private, .fini = teardown, .timeout = 60);
+
+Test(netgate_fetch_private, private_upstream_refused)
 {
         struct result r;
         struct netgate_fetch_request req = {.route = "forge",
@@ -408,7 +410,9 @@ Test(netgate_fetch, bad_requests_refused_before_sending)
         cr_expect_eq(n_recs, 0);
 }
 
-Test(netgate_fetch, no_routes, .init = setup_no_routes)
+TestSuite(netgate_fetch_no_routes, .init = setup_no_routes, .fini = teardown, .timeout = 60);
+
+Test(netgate_fetch_no_routes, refused)
 {
         struct al_error err = {0};
         struct netgate_fetch *f = NULL;
