@@ -16,9 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
 #include "util.h"
 
@@ -105,4 +109,33 @@ static inline void ngt_wait_records(struct event_base *base, const size_t *n_rec
                 poll(NULL, 0, 1);
         }
         cr_assert_geq(*n_recs, n, "waiting for %zu records", n);
+}
+
+/* What a test's upstream was sent, request after request. */
+struct ngt_seen {
+        int count;
+        char uri[1024];
+        char headers[4096]; /* "name: value\n" lines */
+        char body[1024];    /* the start of the body, NUL-terminated */
+        size_t body_len;    /* the whole body */
+};
+
+static inline void ngt_capture(struct ngt_seen *seen, struct evhttp_request *req)
+{
+        struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        struct evkeyval *kv;
+        seen->count++;
+        ngt_copy(seen->uri, sizeof(seen->uri), evhttp_request_get_uri(req));
+        seen->headers[0] = '\0';
+        TAILQ_FOREACH(kv, h, next)
+        {
+                size_t l = strlen(seen->headers);
+                snprintf(seen->headers + l, sizeof(seen->headers) - l, "%s: %s\n", kv->key,
+                         kv->value);
+        }
+        seen->body_len = evbuffer_get_length(in);
+        size_t n = seen->body_len < sizeof(seen->body) ? seen->body_len : sizeof(seen->body) - 1;
+        evbuffer_copyout(in, seen->body, n);
+        seen->body[n] = '\0';
 }

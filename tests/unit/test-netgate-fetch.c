@@ -33,12 +33,7 @@ static struct secrets *secrets;
 static struct evhttp *upstream;
 static uint16_t up_port;
 
-static struct {
-        int count;
-        char uri[512];
-        char headers[4096];
-        char body[256];
-} seen;
+static struct ngt_seen seen;
 
 struct rec {
         char protocol[16], decision[8], reason[64], route[80], tool[64];
@@ -64,22 +59,7 @@ static void recorder(void *ud, const struct netgate_record *r)
 static void up_handler(struct evhttp_request *req, void *ud)
 {
         struct evkeyvalq *h = evhttp_request_get_input_headers(req);
-        struct evkeyval *kv;
-        seen.count++;
-        ngt_copy(seen.uri, sizeof(seen.uri), evhttp_request_get_uri(req));
-        seen.headers[0] = '\0';
-        TAILQ_FOREACH(kv, h, next)
-        {
-                size_t l = strlen(seen.headers);
-                snprintf(seen.headers + l, sizeof(seen.headers) - l, "%s: %s\n", kv->key,
-                         kv->value);
-        }
-        struct evbuffer *in = evhttp_request_get_input_buffer(req);
-        size_t n = evbuffer_get_length(in);
-        if (n >= sizeof(seen.body))
-                n = sizeof(seen.body) - 1;
-        evbuffer_copyout(in, seen.body, n);
-        seen.body[n] = '\0';
+        ngt_capture(&seen, req);
         if (strcmp(seen.uri, "/v1/hang") == 0)
                 return; /* never answers */
         struct evbuffer *out = evbuffer_new();

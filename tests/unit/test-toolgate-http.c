@@ -43,12 +43,7 @@ static struct netgate *gate;
 static struct toolgate *tg;
 static char sock_dir[32], sock_path[64];
 
-static struct {
-        int count;
-        char uri[1024];
-        char headers[4096];
-        char body[1024];
-} seen;
+static struct ngt_seen seen;
 
 static struct {
         size_t n;
@@ -81,22 +76,7 @@ static void tool_recorder(void *ud, const struct toolgate_record *r)
 static void up_handler(struct evhttp_request *req, void *ud)
 {
         struct evkeyvalq *h = evhttp_request_get_input_headers(req);
-        struct evkeyval *kv;
-        seen.count++;
-        ngt_copy(seen.uri, sizeof(seen.uri), evhttp_request_get_uri(req));
-        seen.headers[0] = '\0';
-        TAILQ_FOREACH(kv, h, next)
-        {
-                size_t l = strlen(seen.headers);
-                snprintf(seen.headers + l, sizeof(seen.headers) - l, "%s: %s\n", kv->key,
-                         kv->value);
-        }
-        struct evbuffer *in = evhttp_request_get_input_buffer(req);
-        size_t n = evbuffer_get_length(in);
-        if (n >= sizeof(seen.body))
-                n = sizeof(seen.body) - 1;
-        evbuffer_copyout(in, seen.body, n);
-        seen.body[n] = '\0';
+        ngt_capture(&seen, req);
         if (strstr(seen.uri, "/hang"))
                 return; /* never answers */
         struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
@@ -127,7 +107,7 @@ static void up_handler(struct evhttp_request *req, void *ud)
         "  \"routes\": [{\"name\": \"forge\", \"upstream\": \"http://forge.test:%u/api\","         \
         "               \"inject\": {\"x-api-key\": \"${secret:" KEY_VAR "}\"}}]},"                \
         " \"tools\": {\"allow\": [\"forge.pulls\", \"forge.text\", \"forge.missing\","             \
-        "                       \"forge.hang\"],"                                                  \
+        "                       \"forge.hang\", \"forge.form\"],"                                  \
         "  \"define\": {"                                                                          \
         "   \"forge.pulls\": {\"description\": \"List pull requests\","                            \
         "     \"args\": {\"type\": \"object\", \"properties\": {"                                  \
@@ -143,6 +123,10 @@ static void up_handler(struct evhttp_request *req, void *ud)
         "   \"forge.missing\": {\"args\": {\"type\": \"object\", \"additionalProperties\": "       \
         "false},"                                                                                  \
         "     \"http\": {\"route\": \"forge\", \"method\": \"GET\", \"path\": \"/missing\"}},"     \
+        "   \"forge.form\": {\"args\": {\"type\": \"object\", \"properties\": {"                   \
+        "        \"q\": {\"type\": \"string\"}}, \"additionalProperties\": false},"                \
+        "     \"http\": {\"route\": \"forge\", \"method\": \"POST\", \"path\": \"/form\","         \
+        "              \"body\": \"q=${args.q}&n=1\"}},"                                           \
         "   \"forge.hang\": {\"args\": {\"type\": \"object\", \"additionalProperties\": false},"   \
         "     \"http\": {\"route\": \"forge\", \"method\": \"GET\", \"path\": \"/hang\"},"         \
         "     \"timeout\": \"300ms\"}}}}"
@@ -354,6 +338,17 @@ Test(toolgate_http, argument_cannot_leave_its_path_element)
         cr_expect(strstr(json_string_value(json_object_get(j, "safeMessage")), "bad_path"), "%s",
                   text);
         cr_expect_eq(seen.count, 0, "nothing reached the upstream");
+        free(text);
+        json_decref(j);
+}
+
+Test(toolgate_http, text_body_template_gets_json_encoded_arguments)
+{
+        json_t *j = call("{\"runId\": \"" RUN_ID "\", \"callId\": \"c8\", \"tool\": "
+                         "\"forge.form\", \"args\": {\"q\": \"a\\\"b\\n\"}}\n");
+        char *text = json_dumps(j, JSON_COMPACT);
+        cr_assert(json_is_true(json_object_get(j, "ok")), "%s", text);
+        cr_expect_str_eq(seen.body, "q=\"a\\\"b\\n\"&n=1");
         free(text);
         json_decref(j);
 }

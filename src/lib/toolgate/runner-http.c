@@ -48,38 +48,62 @@ static size_t placeholder(const char *s, const char **ret_name, size_t *ret_len)
         return (size_t)(end + 1 - s);
 }
 
-/* The text an argument stands for inside a path or a string: a string's
- * bytes, a number's or a boolean's JSON text, nothing when it is absent or
- * null. -EINVAL for an array or an object. */
-static int arg_text(const json_t *v, struct evbuffer *out)
+/* How an argument's value is written where its placeholder stands. */
+enum fill_mode {
+        FILL_TEXT,    /* a string's bytes, a number's or a boolean's JSON text,
+                       * nothing when absent or null; never an array or object */
+        FILL_PERCENT, /* the same, every byte but the unreserved ones
+                       * percent-encoded */
+        FILL_JSON,    /* JSON-encoded: a string with its quotes and escapes */
+};
+
+static bool unreserved(unsigned char c)
 {
-        if (!v || json_is_null(v))
-                return 0;
-        if (json_is_string(v))
-                return evbuffer_add(out, json_string_value(v), json_string_length(v)) < 0 ? -ENOMEM
-                                                                                          : 0;
-        if (json_is_array(v) || json_is_object(v))
-                return -EINVAL;
-        _cleanup_free_ char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        if (!t)
-                return -ENOMEM;
-        return evbuffer_add(out, t, strlen(t)) < 0 ? -ENOMEM : 0;
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-static void bad_arg(const char *name, size_t len, char *ret_bad, size_t size)
-{
-        snprintf(ret_bad, size, "%.*s", (int)len, name);
-}
-
-/* Replace every placeholder in `tmpl` by its argument's text, each passed
- * through `encode` when not NULL. */
-static int fill_text(const char *tmpl, const json_t *args, bool encode, struct evbuffer *out,
-                     char *ret_bad, size_t bad_size)
+static void put_bytes(struct evbuffer *out, const char *b, size_t n, enum fill_mode mode)
 {
         static const char hex[] = "0123456789ABCDEF";
-        _cleanup_(evbuffer_freep) struct evbuffer *val = evbuffer_new();
-        if (!val)
+        if (mode != FILL_PERCENT) {
+                evbuffer_add(out, b, n);
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char)b[i];
+                char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+                if (unreserved(c))
+                        evbuffer_add(out, &b[i], 1);
+                else
+                        evbuffer_add(out, e, 3);
+        }
+}
+
+static int arg_write(const json_t *v, enum fill_mode mode, struct evbuffer *out)
+{
+        if (mode != FILL_JSON) {
+                if (!v || json_is_null(v))
+                        return 0;
+                if (json_is_array(v) || json_is_object(v))
+                        return -EINVAL;
+                if (json_is_string(v)) {
+                        put_bytes(out, json_string_value(v), json_string_length(v), mode);
+                        return 0;
+                }
+        }
+        _cleanup_free_ char *t = json_dumps(v ? v : json_null(), JSON_ENCODE_ANY | JSON_COMPACT);
+        if (!t)
                 return -ENOMEM;
+        put_bytes(out, t, strlen(t), mode);
+        return 0;
+}
+
+/* Replace every placeholder in `tmpl` by its argument, written as `mode`
+ * says. *ret_bad names an argument that cannot stand there. */
+static int fill_text(const char *tmpl, const json_t *args, enum fill_mode mode,
+                     struct evbuffer *out, char *ret_bad, size_t bad_size)
+{
         for (const char *s = tmpl; *s;) {
                 const char *name;
                 size_t len, n = placeholder(s, &name, &len);
@@ -88,28 +112,28 @@ static int fill_text(const char *tmpl, const json_t *args, bool encode, struct e
                         s++;
                         continue;
                 }
-                evbuffer_drain(val, evbuffer_get_length(val));
-                int r = arg_text(json_object_getn(args, name, len), val);
+                int r = arg_write(json_object_getn(args, name, len), mode, out);
                 if (r < 0) {
-                        bad_arg(name, len, ret_bad, bad_size);
+                        snprintf(ret_bad, bad_size, "%.*s", (int)len, name);
                         return r;
-                }
-                size_t vl = evbuffer_get_length(val);
-                const unsigned char *b = evbuffer_pullup(val, -1);
-                for (size_t i = 0; i < vl; i++) {
-                        unsigned char c = b[i];
-                        bool keep = !encode || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                                    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-                                    c == '~';
-                        if (keep)
-                                evbuffer_add(out, &b[i], 1);
-                        else {
-                                char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-                                evbuffer_add(out, e, 3);
-                        }
                 }
                 s += n;
         }
+        return 0;
+}
+
+/* The whole of `tmpl` filled, NUL-terminated, in *ret. */
+static int fill_string(const char *tmpl, const json_t *args, enum fill_mode mode, char **ret,
+                       char *ret_bad, size_t bad_size)
+{
+        _cleanup_(evbuffer_freep) struct evbuffer *out = evbuffer_new();
+        if (!out)
+                return -ENOMEM;
+        int r = fill_text(tmpl ? tmpl : "", args, mode, out, ret_bad, bad_size);
+        if (r < 0)
+                return r;
+        evbuffer_add(out, "", 1);
+        *ret = xstrdup((const char *)evbuffer_pullup(out, -1));
         return 0;
 }
 
@@ -120,15 +144,7 @@ static int fill_text(const char *tmpl, const json_t *args, bool encode, struct e
 static int fill_path(const char *tmpl, const json_t *args, char **ret, char *ret_bad,
                      size_t bad_size)
 {
-        _cleanup_(evbuffer_freep) struct evbuffer *out = evbuffer_new();
-        if (!out)
-                return -ENOMEM;
-        int r = fill_text(tmpl ? tmpl : "", args, true, out, ret_bad, bad_size);
-        if (r < 0)
-                return r;
-        evbuffer_add(out, "", 1);
-        *ret = xstrdup((const char *)evbuffer_pullup(out, -1));
-        return 0;
+        return fill_string(tmpl, args, FILL_PERCENT, ret, ret_bad, bad_size);
 }
 
 /* A JSON value of the body template with its placeholders filled: a string
@@ -151,7 +167,7 @@ static json_t *fill_json(const json_t *t, const json_t *args, unsigned depth, in
                         return v ? json_deep_copy(v) : json_null();
                 }
                 _cleanup_(evbuffer_freep) struct evbuffer *out = evbuffer_new();
-                if (!out || (*ret_err = fill_text(s, args, false, out, ret_bad, bad_size)) < 0)
+                if (!out || (*ret_err = fill_text(s, args, FILL_TEXT, out, ret_bad, bad_size)) < 0)
                         return NULL;
                 json_t *r =
                     json_stringn((const char *)evbuffer_pullup(out, -1), evbuffer_get_length(out));
@@ -192,34 +208,6 @@ static json_t *fill_json(const json_t *t, const json_t *args, unsigned depth, in
         return json_deep_copy(t);
 }
 
-/* Each argument JSON-encoded where its placeholder stands, for a body
- * template that is not JSON itself. */
-static int fill_body_text(const char *tmpl, const json_t *args, char **ret)
-{
-        _cleanup_(evbuffer_freep) struct evbuffer *out = evbuffer_new();
-        if (!out)
-                return -ENOMEM;
-        for (const char *s = tmpl; *s;) {
-                const char *name;
-                size_t len, n = placeholder(s, &name, &len);
-                if (n == 0) {
-                        evbuffer_add(out, s, 1);
-                        s++;
-                        continue;
-                }
-                const json_t *v = json_object_getn(args, name, len);
-                _cleanup_free_ char *t =
-                    json_dumps(v ? v : json_null(), JSON_ENCODE_ANY | JSON_COMPACT);
-                if (!t)
-                        return -ENOMEM;
-                evbuffer_add(out, t, strlen(t));
-                s += n;
-        }
-        evbuffer_add(out, "", 1);
-        *ret = xstrdup((const char *)evbuffer_pullup(out, -1));
-        return 0;
-}
-
 /* The request body: a template that is JSON is filled value by value
  * (fill_json()); any other is filled as text, each argument JSON-encoded. */
 static int fill_body(const char *tmpl, const json_t *args, char **ret, char *ret_bad,
@@ -227,7 +215,7 @@ static int fill_body(const char *tmpl, const json_t *args, char **ret, char *ret
 {
         json_t *t = json_loads(tmpl, JSON_DECODE_ANY, NULL);
         if (!t)
-                return fill_body_text(tmpl, args, ret);
+                return fill_string(tmpl, args, FILL_JSON, ret, ret_bad, bad_size);
         int r = 0;
         json_t *b = fill_json(t, args, 0, &r, ret_bad, bad_size);
         json_decref(t);
