@@ -24,6 +24,9 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "netgate/netgate.h"
+#include "policy.h"
+#include "secrets.h"
 #include "util.h"
 
 static inline void ngt_copy(char *dst, size_t n, const char *src)
@@ -138,4 +141,41 @@ static inline void ngt_capture(struct ngt_seen *seen, struct evhttp_request *req
         size_t n = seen->body_len < sizeof(seen->body) ? seen->body_len : sizeof(seen->body) - 1;
         evbuffer_copyout(in, seen->body, n);
         seen->body[n] = '\0';
+}
+
+/* An HTTP upstream on 127.0.0.1 (GET and POST) that hands every request to
+ * `handler`; *ret_port is its port. */
+static inline struct evhttp *ngt_upstream_start(struct event_base *base,
+                                                void (*handler)(struct evhttp_request *, void *),
+                                                uint16_t *ret_port)
+{
+        struct evhttp *h = evhttp_new(base);
+        cr_assert_not_null(h);
+        struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(h, "127.0.0.1", 0);
+        cr_assert_not_null(bs);
+        *ret_port = ngt_local_port(evhttp_bound_socket_get_fd(bs));
+        evhttp_set_gencb(h, handler, NULL);
+        evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+        return h;
+}
+
+/* Let the loop run what is ready, `n` times. */
+static inline void ngt_spin(struct event_base *base, int n)
+{
+        for (int i = 0; i < n; i++)
+                event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+/* The end of a test with a gate, an upstream, a policy and secrets on one
+ * loop: the gate first (it records what is still open), then the rest. */
+static inline void ngt_teardown(struct event_base *base, struct netgate **gate,
+                                struct evhttp *upstream, struct policy **pol,
+                                struct secrets **secrets)
+{
+        *gate = netgate_free(*gate);
+        ngt_spin(base, 10);
+        evhttp_free(upstream);
+        *pol = policy_free(*pol);
+        *secrets = secrets_free(*secrets);
+        event_base_free(base);
 }

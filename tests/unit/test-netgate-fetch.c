@@ -100,12 +100,7 @@ static void setup_common(bool allow_loopback, bool routes)
         signal(SIGPIPE, SIG_IGN);
         setenv(KEY_VAR, KEY, 1);
         base = event_base_new();
-        upstream = evhttp_new(base);
-        struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(upstream, "127.0.0.1", 0);
-        cr_assert_not_null(bs);
-        up_port = ngt_local_port(evhttp_bound_socket_get_fd(bs));
-        evhttp_set_gencb(upstream, up_handler, NULL);
-        evhttp_set_allowed_methods(upstream, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+        upstream = ngt_upstream_start(base, up_handler, &up_port);
         memset(&seen, 0, sizeof(seen));
         n_recs = 0;
         secrets = secrets_new();
@@ -146,13 +141,7 @@ static void setup_no_routes(void)
 
 static void teardown(void)
 {
-        gate = netgate_free(gate);
-        for (int i = 0; i < 10; i++)
-                event_base_loop(base, EVLOOP_NONBLOCK);
-        evhttp_free(upstream);
-        pol = policy_free(pol);
-        secrets = secrets_free(secrets);
-        event_base_free(base);
+        ngt_teardown(base, &gate, upstream, &pol, &secrets);
 }
 
 /* ---- fetching ---- */
@@ -204,8 +193,7 @@ static void drive(struct result *r, unsigned seconds)
                 event_base_loop(base, EVLOOP_ONCE);
         cr_assert(r->called, "the fetch never completed");
         /* Let the gate's side finish and record. */
-        for (int i = 0; i < 20; i++)
-                event_base_loop(base, EVLOOP_NONBLOCK);
+        ngt_spin(base, 20);
 }
 
 static void fetch(const struct netgate_fetch_request *req, struct result *r)
@@ -383,8 +371,7 @@ Test(netgate_fetch, bad_requests_refused_before_sending)
                                             .body_len = NETGATE_FETCH_BODY_MAX + 1,
                                             .timeout_ms = 100};
         cr_expect_eq(netgate_route_fetch(gate, &big, on_done, &r, &f, &err), -EMSGSIZE);
-        for (int i = 0; i < 10; i++)
-                event_base_loop(base, EVLOOP_NONBLOCK);
+        ngt_spin(base, 10);
         cr_expect_not(r.called);
         cr_expect_eq(seen.count, 0);
         cr_expect_eq(n_recs, 0);
@@ -415,13 +402,11 @@ Test(netgate_fetch, cancel_and_free_in_flight)
                                             .tool = "t"};
         cr_assert_eq(netgate_route_fetch(gate, &req, on_done, &r, &f, &err), 0);
         cr_assert_eq(netgate_route_fetch(gate, &req, on_done, &r2, &g2, &err), 0);
-        for (int i = 0; i < 20; i++)
-                event_base_loop(base, EVLOOP_NONBLOCK);
+        ngt_spin(base, 20);
         netgate_fetch_cancel(f);
         /* The other one is still in flight when the gate goes. */
         gate = netgate_free(gate);
-        for (int i = 0; i < 20; i++)
-                event_base_loop(base, EVLOOP_NONBLOCK);
+        ngt_spin(base, 20);
         cr_expect_not(r.called);
         cr_expect_not(r2.called);
 }

@@ -377,12 +377,7 @@ static void setup_common(bool allow_loopback)
         setenv(KEY_VAR, KEY, 1);
         base = event_base_new();
         cr_assert_not_null(base);
-        upstream = evhttp_new(base);
-        struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(upstream, "127.0.0.1", 0);
-        cr_assert_not_null(bs);
-        up_port = ngt_local_port(evhttp_bound_socket_get_fd(bs));
-        evhttp_set_gencb(upstream, up_handler, NULL);
-        evhttp_set_allowed_methods(upstream, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+        upstream = ngt_upstream_start(base, up_handler, &up_port);
         memset(&seen, 0, sizeof(seen));
         stream_sent = 0;
         n_recs = 0;
@@ -403,13 +398,7 @@ static void setup_no_private(void)
 
 static void teardown(void)
 {
-        gate = netgate_free(gate);
-        for (int i = 0; i < 10; i++)
-                event_base_loop(base, EVLOOP_NONBLOCK);
-        evhttp_free(upstream);
-        pol = policy_free(pol);
-        secrets = secrets_free(secrets);
-        event_base_free(base);
+        ngt_teardown(base, &gate, upstream, &pol, &secrets);
 }
 
 /* ---- the client ---- */

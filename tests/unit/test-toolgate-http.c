@@ -137,12 +137,7 @@ static void setup_common(bool allow_loopback)
         signal(SIGPIPE, SIG_IGN);
         setenv(KEY_VAR, KEY, 1);
         base = event_base_new();
-        upstream = evhttp_new(base);
-        struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(upstream, "127.0.0.1", 0);
-        cr_assert_not_null(bs);
-        up_port = ngt_local_port(evhttp_bound_socket_get_fd(bs));
-        evhttp_set_gencb(upstream, up_handler, NULL);
-        evhttp_set_allowed_methods(upstream, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+        upstream = ngt_upstream_start(base, up_handler, &up_port);
         memset(&seen, 0, sizeof(seen));
         memset(&netrec, 0, sizeof(netrec));
         memset(&toolrec, 0, sizeof(toolrec));
@@ -197,13 +192,7 @@ static void teardown(void)
 {
         if (tg)
                 toolgate_free(tg);
-        gate = netgate_free(gate);
-        for (int i = 0; i < 10; i++)
-                event_base_loop(base, EVLOOP_NONBLOCK);
-        evhttp_free(upstream);
-        pol = policy_free(pol);
-        secrets = secrets_free(secrets);
-        event_base_free(base);
+        ngt_teardown(base, &gate, upstream, &pol, &secrets);
         unlink(sock_path);
         rmdir(sock_dir);
 }
@@ -241,8 +230,7 @@ static json_t *call(const char *line)
         json_t *j = json_loads(in, JSON_DISABLE_EOF_CHECK, &jerr);
         cr_assert_not_null(j, "not JSON: %s", in);
         /* Let the gates finish their records. */
-        for (int i = 0; i < 20; i++)
-                event_base_loop(base, EVLOOP_NONBLOCK);
+        ngt_spin(base, 20);
         return j;
 }
 
