@@ -406,3 +406,33 @@ Test(toolgate_proto, escape_and_parse)
         cr_assert_str_eq(toolgate_escape("a\"b\n\x01", buf, sizeof(buf)), "a\\x22b\\x0a\\x01");
         cr_assert_eq(toolgate_wanted(policy_new()), 0);
 }
+
+Test(toolgate, connections_cap, .init = setup_basic)
+{
+        int fds[TOOLGATE_CONNECTIONS_MAX + 1];
+        for (int i = 0; i < TOOLGATE_CONNECTIONS_MAX; i++) {
+                fds[i] = tg_connect();
+                json_t *r = tg_call(fds[i], Q("\"callId\": \"k\", \"op\": \"list\""));
+                cr_assert(json_is_true(json_object_get(r, "ok")));
+                json_decref(r);
+        }
+        fds[TOOLGATE_CONNECTIONS_MAX] = tg_connect();
+        tg_send(fds[TOOLGATE_CONNECTIONS_MAX], Q("\"callId\": \"k\", \"tool\": \"core.time\""));
+        cr_assert_null(tg_read(fds[TOOLGATE_CONNECTIONS_MAX], 5000), "a connection past the cap");
+        json_t *rec = last_record();
+        cr_assert_str_eq(str_of(rec, "rule"), "connections");
+        cr_assert_str_eq(str_of(rec, "errorCode"), "rate_limited");
+        /* One closing makes room. */
+        close(fds[0]);
+        for (int i = 0; i < 50; i++) {
+                tg_spin();
+                usleep(2000);
+        }
+        int fd = tg_connect();
+        json_t *r = tg_call(fd, Q("\"callId\": \"k\", \"tool\": \"core.time\""));
+        cr_assert(json_is_true(json_object_get(r, "ok")));
+        json_decref(r);
+        close(fd);
+        for (int i = 1; i <= TOOLGATE_CONNECTIONS_MAX; i++)
+                close(fds[i]);
+}
