@@ -404,5 +404,65 @@ Test(toolgate_proto, escape_and_parse)
 {
         char buf[64];
         cr_assert_str_eq(toolgate_escape("a\"b\n\x01", buf, sizeof(buf)), "a\\x22b\\x0a\\x01");
-        cr_assert_eq(toolgate_wanted(policy_new()), 0);
+        struct policy *p = policy_new();
+        cr_assert_eq(toolgate_wanted(p), 0);
+        policy_free(p);
+}
+
+Test(toolgate, connections_cap, .init = setup_basic)
+{
+        int fds[TOOLGATE_CONNECTIONS_MAX + 1];
+        for (int i = 0; i < TOOLGATE_CONNECTIONS_MAX; i++) {
+                fds[i] = tg_connect();
+                json_t *r = tg_call(fds[i], Q("\"callId\": \"k\", \"op\": \"list\""));
+                cr_assert(json_is_true(json_object_get(r, "ok")));
+                json_decref(r);
+        }
+        fds[TOOLGATE_CONNECTIONS_MAX] = tg_connect();
+        tg_send(fds[TOOLGATE_CONNECTIONS_MAX], Q("\"callId\": \"k\", \"tool\": \"core.time\""));
+        cr_assert_null(tg_read(fds[TOOLGATE_CONNECTIONS_MAX], 5000), "a connection past the cap");
+        json_t *rec = last_record();
+        cr_assert_str_eq(str_of(rec, "rule"), "connections");
+        cr_assert_str_eq(str_of(rec, "errorCode"), "rate_limited");
+        /* One closing makes room. */
+        close(fds[0]);
+        for (int i = 0; i < 50; i++) {
+                tg_spin();
+                usleep(2000);
+        }
+        int fd = tg_connect();
+        json_t *r = tg_call(fd, Q("\"callId\": \"k\", \"tool\": \"core.time\""));
+        cr_assert(json_is_true(json_object_get(r, "ok")));
+        json_decref(r);
+        close(fd);
+        for (int i = 1; i <= TOOLGATE_CONNECTIONS_MAX; i++)
+                close(fds[i]);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* The round trip of core.time on one connection, client and gateway in
+ * one process: printed for the record, bounded loosely so that a slow
+ * machine does not fail it. */
+Test(toolgate, round_trip_figure, .init = setup_basic)
+{
+        enum { N = 50 }; /* core.time allows 60 a minute */
+        uint64_t us[N];
+        int fd = tg_connect();
+        for (int i = 0; i < N; i++) {
+                uint64_t t0 = now_monotonic_us();
+                json_t *r = tg_call(fd, Q("\"callId\": \"b\", \"tool\": \"core.time\""));
+                us[i] = now_monotonic_us() - t0;
+                cr_assert(json_is_true(json_object_get(r, "ok")));
+                json_decref(r);
+        }
+        qsort(us, N, sizeof(us[0]), cmp_u64);
+        cr_log_info("core.time round trip: p50 %" PRIu64 " us, p99 %" PRIu64 " us", us[N / 2],
+                    us[N * 99 / 100]);
+        cr_assert_lt(us[N / 2], 50000);
+        close(fd);
 }

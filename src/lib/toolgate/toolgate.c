@@ -583,7 +583,16 @@ static void accept_cb(evutil_socket_t lfd, short what, void *ud)
                 return;
         if (t->n_conns >= TOOLGATE_CONNECTIONS_MAX) {
                 close(fd);
-                refusal_counted(t, "", "rate_limited", "connections");
+                if (!refusal_counted(t, "", "rate_limited", "connections")) {
+                        struct toolgate_record rec = {
+                            .tool = "",
+                            .decision = "deny",
+                            .rule = "connections",
+                            .error_code = "rate_limited",
+                            .exit_status = -1,
+                        };
+                        record(t, &rec, NULL);
+                }
                 return;
         }
         struct tg_conn *c = xcalloc(1, sizeof(*c));
@@ -701,6 +710,23 @@ void toolgate_free(struct toolgate *t)
 
 /* Listing */
 
+/* What the schema enforces anyway, said in the listing: no member an
+ * object's schema does not name. */
+static void close_objects(json_t *schema)
+{
+        const char *key;
+        json_t *v;
+
+        if (!json_is_object(schema))
+                return;
+        if (json_is_string(json_object_get(schema, "type")) &&
+            STREQ(json_string_value(json_object_get(schema, "type")), "object") &&
+            !json_object_get(schema, "additionalProperties"))
+                json_object_set_new(schema, "additionalProperties", json_false());
+        json_object_foreach(json_object_get(schema, "properties"), key, v) close_objects(v);
+        close_objects(json_object_get(schema, "items"));
+}
+
 json_t *toolgate_list(const struct policy *p)
 {
         json_t *a = json_array();
@@ -709,8 +735,7 @@ json_t *toolgate_list(const struct policy *p)
                 if (!policy_tool_allowed(p, d->name))
                         continue;
                 json_t *schema = d->schema_json ? json_loads(d->schema_json, 0, NULL) : NULL;
-                if (schema && !json_object_get(schema, "additionalProperties"))
-                        json_object_set_new(schema, "additionalProperties", json_false());
+                close_objects(schema);
                 json_array_append_new(a,
                                       json_pack("{s:s, s:s, s:o}", "name", d->name, "description",
                                                 d->description ? d->description : "", "inputSchema",
