@@ -393,7 +393,9 @@ Test(toolgate, http_tool_internal)
         int fd = tg_connect();
         json_t *r = tg_call(fd, Q("\"callId\": \"h\", \"tool\": \"t.web\""));
         assert_error(r, "internal");
-        cr_assert_str_eq(str_of(r, "safeMessage"), "HTTP tools are not available");
+        /* No network gate in this gateway's config: nothing to send through. */
+        cr_assert(strstr(str_of(r, "safeMessage"), "needs the network gate"), "%s",
+                  str_of(r, "safeMessage"));
         json_decref(r);
         close(fd);
         (void)http_tools;
