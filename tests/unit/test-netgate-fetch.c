@@ -7,11 +7,14 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include <jansson.h>
+
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "events.h"
 #include "netgate/netgate.h"
 #include "policy.h"
 #include "secrets.h"
@@ -409,4 +412,23 @@ Test(netgate_fetch, cancel_and_free_in_flight)
         ngt_spin(base, 20);
         cr_expect_not(r.called);
         cr_expect_not(r2.called);
+}
+
+/* The audit event of a tool's request says so; a sandbox's has no "tool". */
+Test(netgate_fetch_event, route_call_names_the_tool)
+{
+        struct netgate_record rec = {.protocol = "route",
+                                     .decision = "allow",
+                                     .route = "forge",
+                                     .address = "",
+                                     .tool = "forge.pulls"};
+        json_t *j = events_net_decision(&rec);
+        cr_assert_not_null(j);
+        cr_expect_str_eq(events_net_kind(&rec), "route.call");
+        cr_expect_str_eq(json_string_value(json_object_get(j, "tool")), "forge.pulls");
+        json_decref(j);
+        rec.tool = NULL;
+        j = events_net_decision(&rec);
+        cr_expect_null(json_object_get(j, "tool"));
+        json_decref(j);
 }
