@@ -16,10 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
+#include "netgate/netgate.h"
+#include "policy.h"
+#include "secrets.h"
 #include "util.h"
 
 static inline void ngt_copy(char *dst, size_t n, const char *src)
@@ -105,4 +112,70 @@ static inline void ngt_wait_records(struct event_base *base, const size_t *n_rec
                 poll(NULL, 0, 1);
         }
         cr_assert_geq(*n_recs, n, "waiting for %zu records", n);
+}
+
+/* What a test's upstream was sent, request after request. */
+struct ngt_seen {
+        int count;
+        char uri[1024];
+        char headers[4096]; /* "name: value\n" lines */
+        char body[1024];    /* the start of the body, NUL-terminated */
+        size_t body_len;    /* the whole body */
+};
+
+static inline void ngt_capture(struct ngt_seen *seen, struct evhttp_request *req)
+{
+        struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        struct evkeyval *kv;
+        seen->count++;
+        ngt_copy(seen->uri, sizeof(seen->uri), evhttp_request_get_uri(req));
+        seen->headers[0] = '\0';
+        TAILQ_FOREACH(kv, h, next)
+        {
+                size_t l = strlen(seen->headers);
+                snprintf(seen->headers + l, sizeof(seen->headers) - l, "%s: %s\n", kv->key,
+                         kv->value);
+        }
+        seen->body_len = evbuffer_get_length(in);
+        size_t n = seen->body_len < sizeof(seen->body) ? seen->body_len : sizeof(seen->body) - 1;
+        evbuffer_copyout(in, seen->body, n);
+        seen->body[n] = '\0';
+}
+
+/* An HTTP upstream on 127.0.0.1 (GET and POST) that hands every request to
+ * `handler`; *ret_port is its port. */
+static inline struct evhttp *ngt_upstream_start(struct event_base *base,
+                                                void (*handler)(struct evhttp_request *, void *),
+                                                uint16_t *ret_port)
+{
+        struct evhttp *h = evhttp_new(base);
+        cr_assert_not_null(h);
+        struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(h, "127.0.0.1", 0);
+        cr_assert_not_null(bs);
+        *ret_port = ngt_local_port(evhttp_bound_socket_get_fd(bs));
+        evhttp_set_gencb(h, handler, NULL);
+        evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+        return h;
+}
+
+/* Let the loop run what is ready, `n` times. */
+static inline void ngt_spin(struct event_base *base, int n)
+{
+        for (int i = 0; i < n; i++)
+                event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+/* The end of a test with a gate, an upstream, a policy and secrets on one
+ * loop: the gate first (it records what is still open), then the rest. */
+static inline void ngt_teardown(struct event_base *base, struct netgate **gate,
+                                struct evhttp *upstream, struct policy **pol,
+                                struct secrets **secrets)
+{
+        *gate = netgate_free(*gate);
+        ngt_spin(base, 10);
+        evhttp_free(upstream);
+        *pol = policy_free(*pol);
+        *secrets = secrets_free(*secrets);
+        event_base_free(base);
 }

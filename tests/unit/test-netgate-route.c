@@ -91,8 +91,8 @@ static char *head_for(const char *upstream, const char *req, const char *rest, i
         struct evbuffer *out = evbuffer_new();
         static char field[64];
         const char *f = NULL;
-        int r = netgate_route_write_head(rt, &p->head, rest, strlen(rest), false, s, &vars, out,
-                                         &f);
+        int r =
+            netgate_route_write_head(rt, &p->head, rest, strlen(rest), false, s, &vars, out, &f);
         ngt_copy(field, sizeof(field), f);
         if (ret_field)
                 *ret_field = field;
@@ -144,22 +144,24 @@ Test(netgate_route, fields_dropped_and_injected)
                           "Content-Length: 2\r\n"
                           "\r\n";
         int r;
-        char *h = head_for("https://api.model.test:8443/base/", req, "/v1/messages?beta=1", &r,
-                           NULL);
+        char *h =
+            head_for("https://api.model.test:8443/base/", req, "/v1/messages?beta=1", &r, NULL);
         cr_assert_eq(r, 0);
-        cr_expect(strncmp(h, "POST /base/v1/messages?beta=1 HTTP/1.1\r\nHost: api.model.test:8443\r\n",
+        cr_expect(strncmp(h,
+                          "POST /base/v1/messages?beta=1 HTTP/1.1\r\nHost: api.model.test:8443\r\n",
                           67) == 0,
                   "%s", h);
         cr_expect(strstr(h, "Content-Type: application/json\r\n"), "%s", h);
         cr_expect(strstr(h, "anthropic-version: 2023-06-01\r\n"), "%s", h);
         cr_expect(strstr(h, "Content-Length: 2\r\n"), "%s", h);
         cr_expect(strstr(h, "x-api-key: " KEY "\r\n"), "%s", h);
-        cr_expect(strstr(h, "x-litellm-spend-logs-metadata: "
-                            "{\"sandbox\":\"sbx-1\",\"account\":\"acct-7\",\"run\":\"sbx-1/1\"}\r\n"),
+        cr_expect(strstr(h,
+                         "x-litellm-spend-logs-metadata: "
+                         "{\"sandbox\":\"sbx-1\",\"account\":\"acct-7\",\"run\":\"sbx-1/1\"}\r\n"),
                   "%s", h);
-        const char *gone[] = {"client-token", "client-key", "end-user", "forged", "x-debug",
-                              "Proxy-",       "X-Hop",      "Keep-Alive", "127.0.0.1",
-                              "Connection"};
+        const char *gone[] = {"client-token", "client-key", "end-user", "forged",
+                              "x-debug",      "Proxy-",     "X-Hop",    "Keep-Alive",
+                              "127.0.0.1",    "Connection"};
         for (size_t i = 0; i < ARRAY_SIZE(gone); i++)
                 cr_expect_null(strcasestr(h, gone[i]), "%s in %s", gone[i], h);
         cr_expect(strstr(h, "\r\n\r\n") == h + strlen(h) - 4);
@@ -190,7 +192,8 @@ Test(netgate_route, control_characters_after_expansion_refused)
         const char *field = NULL;
         int r;
         setenv(KEY_VAR, "sk-1\r\nX-Evil: 1", 1);
-        char *h = head_for("http://api.model.test", "GET /model/ HTTP/1.1\r\n\r\n", "/", &r, &field);
+        char *h =
+            head_for("http://api.model.test", "GET /model/ HTTP/1.1\r\n\r\n", "/", &r, &field);
         cr_expect_null(h);
         cr_expect_eq(r, -EBADMSG);
         cr_expect_str_eq(field, "x-api-key");
@@ -235,13 +238,8 @@ static struct secrets *secrets;
 static struct evhttp *upstream;
 static uint16_t up_port, routes_port;
 
-static struct {
-        int count;
-        char uri[512];
-        char headers[4096];
-        size_t body_len;
-        int stream_sent;
-} seen;
+static struct ngt_seen seen;
+static int stream_sent;
 
 struct rec {
         char protocol[16], decision[8], reason[64], route[80], path[256], method[16], rule[64];
@@ -286,10 +284,10 @@ static void stream_next(evutil_socket_t fd, short what, void *ud)
 {
         struct stream *st = ud;
         struct evbuffer *b = evbuffer_new();
-        evbuffer_add_printf(b, "data: %d\n\n", seen.stream_sent++);
+        evbuffer_add_printf(b, "data: %d\n\n", stream_sent++);
         evhttp_send_reply_chunk(st->req, b);
         evbuffer_free(b);
-        if (seen.stream_sent == 3) {
+        if (stream_sent == 3) {
                 evhttp_send_reply_end(st->req);
                 event_free(st->ev);
                 free(st);
@@ -302,17 +300,7 @@ static void stream_next(evutil_socket_t fd, short what, void *ud)
 static void up_handler(struct evhttp_request *req, void *ud)
 {
         struct evkeyvalq *h = evhttp_request_get_input_headers(req);
-        struct evkeyval *kv;
-        seen.count++;
-        ngt_copy(seen.uri, sizeof(seen.uri), evhttp_request_get_uri(req));
-        seen.headers[0] = '\0';
-        TAILQ_FOREACH(kv, h, next)
-        {
-                size_t l = strlen(seen.headers);
-                snprintf(seen.headers + l, sizeof(seen.headers) - l, "%s: %s\n", kv->key,
-                         kv->value);
-        }
-        seen.body_len = evbuffer_get_length(evhttp_request_get_input_buffer(req));
+        ngt_capture(&seen, req);
         struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
         evhttp_add_header(oh, "x-litellm-call-id", "call-123");
         if (strcmp(seen.uri, "/v1/stream") == 0) {
@@ -376,13 +364,11 @@ static void start_gate(bool allow_loopback)
         cr_assert_not_null(gate, "%s", err.msg);
         netgate_set_recorder(gate, recorder, NULL);
         int fd = ngt_loopback_socket(SOCK_STREAM);
-        cr_expect_lt(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0,
-                     "routes first");
+        cr_expect_lt(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0, "routes first");
         cr_assert_eq(netgate_set_routes(gate, pol->routes, pol->n_routes, secrets, &vars, &err), 0,
                      "%s", err.msg);
         routes_port = ngt_local_port(fd);
-        cr_assert_eq(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0, "%s",
-                     err.msg);
+        cr_assert_eq(netgate_add_listener(gate, NETGATE_PROTO_ROUTES, fd, &err), 0, "%s", err.msg);
 }
 
 static void setup_common(bool allow_loopback)
@@ -391,13 +377,9 @@ static void setup_common(bool allow_loopback)
         setenv(KEY_VAR, KEY, 1);
         base = event_base_new();
         cr_assert_not_null(base);
-        upstream = evhttp_new(base);
-        struct evhttp_bound_socket *bs = evhttp_bind_socket_with_handle(upstream, "127.0.0.1", 0);
-        cr_assert_not_null(bs);
-        up_port = ngt_local_port(evhttp_bound_socket_get_fd(bs));
-        evhttp_set_gencb(upstream, up_handler, NULL);
-        evhttp_set_allowed_methods(upstream, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
+        upstream = ngt_upstream_start(base, up_handler, &up_port);
         memset(&seen, 0, sizeof(seen));
+        stream_sent = 0;
         n_recs = 0;
         secrets = secrets_new();
         pol = policy_new();
@@ -416,13 +398,7 @@ static void setup_no_private(void)
 
 static void teardown(void)
 {
-        gate = netgate_free(gate);
-        for (int i = 0; i < 10; i++)
-                event_base_loop(base, EVLOOP_NONBLOCK);
-        evhttp_free(upstream);
-        pol = policy_free(pol);
-        secrets = secrets_free(secrets);
-        event_base_free(base);
+        ngt_teardown(base, &gate, upstream, &pol, &secrets);
 }
 
 /* ---- the client ---- */
@@ -589,7 +565,7 @@ Test(netgate_route_e2e, stream_arrives_chunk_by_chunk, .init = setup, .fini = te
         struct tc *t = tc_open();
         tc_send(t, "GET /model/stream HTTP/1.1\r\nHost: x\r\n\r\n");
         cr_assert(tc_drive(t, has_text, "data: 0"), "%s", t->in);
-        cr_expect_lt(seen.stream_sent, 3, "the first event arrived before the upstream finished");
+        cr_expect_lt(stream_sent, 3, "the first event arrived before the upstream finished");
         cr_expect(strstr(t->in, "Transfer-Encoding: chunked\r\n"), "%s", t->in);
         cr_expect(strstr(t->in, "Content-Type: text/event-stream\r\n"), "%s", t->in);
         cr_assert(tc_drive(t, have_response, NULL), "%s", t->in);
@@ -610,8 +586,8 @@ Test(netgate_route_e2e, refusals, .init = setup, .fini = teardown)
         cr_expect_str_eq(recs[0].reason, "unknown_route");
         cr_expect_str_eq(recs[0].route, "nope");
 
-        char *abs = xasprintf("GET http://127.0.0.1:%u/model/x HTTP/1.1\r\nHost: x\r\n\r\n",
-                              routes_port);
+        char *abs =
+            xasprintf("GET http://127.0.0.1:%u/model/x HTTP/1.1\r\nHost: x\r\n\r\n", routes_port);
         t = call(abs);
         free(abs);
         cr_expect_eq(status_of(t), 400, "%s", t->in);
@@ -676,8 +652,8 @@ Test(netgate_route_e2e, large_bodies_both_ways, .init = setup, .fini = teardown)
 {
         struct tc *t = tc_open();
         char head[128];
-        snprintf(head, sizeof(head), "POST /model/up HTTP/1.1\r\nHost: x\r\nContent-Length: %u\r\n\r\n",
-                 BIG_SIZE);
+        snprintf(head, sizeof(head),
+                 "POST /model/up HTTP/1.1\r\nHost: x\r\nContent-Length: %u\r\n\r\n", BIG_SIZE);
         tc_send(t, head);
         static char block[65536];
         memset(block, 'u', sizeof(block));

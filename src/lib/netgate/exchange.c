@@ -41,7 +41,8 @@ static void write_response_head(struct netgate_exchange *x, struct evbuffer *out
         char *v = NULL;
         size_t vlen = 0;
 
-        if (x->ops->mask && (v = x->ops->mask(x->ud, h->reason, h->reason_len, &vlen)))
+        if (x->filter && x->filter->mask &&
+            (v = x->filter->mask(x->filter_ud, h->reason, h->reason_len, &vlen)))
                 evbuffer_add_printf(out, "HTTP/1.1 %03d %.*s\r\n", h->status, (int)vlen, v);
         else
                 evbuffer_add_printf(out, "HTTP/1.1 %03d %.*s\r\n", h->status, (int)h->reason_len,
@@ -58,14 +59,15 @@ static void write_response_head(struct netgate_exchange *x, struct evbuffer *out
                 const char *val = f->value;
                 size_t len = f->value_len;
                 v = NULL;
-                if (x->ops->mask && (v = x->ops->mask(x->ud, f->value, f->value_len, &vlen))) {
+                if (x->filter && x->filter->mask &&
+                    (v = x->filter->mask(x->filter_ud, f->value, f->value_len, &vlen))) {
                         val = v;
                         len = vlen;
                 }
                 evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name_len, f->name, (int)len,
                                     val);
-                if (!interim && x->ops->field)
-                        x->ops->field(x->ud, f, val, len);
+                if (!interim && x->filter && x->filter->field)
+                        x->filter->field(x->filter_ud, f, val, len);
                 free(v);
         }
         if (!interim) {
@@ -83,6 +85,14 @@ static void write_response_head(struct netgate_exchange *x, struct evbuffer *out
 void netgate_exchange_release(struct netgate_exchange *x)
 {
         x->resp_scrub = redactor_scrub_free(x->resp_scrub);
+}
+
+void netgate_exchange_put_framing(struct evbuffer *out, const struct netgate_http_head *req)
+{
+        if (req->framing == NETGATE_HTTP_BODY_LENGTH)
+                evbuffer_add_printf(out, "Content-Length: %" PRIu64 "\r\n", req->length);
+        else if (req->framing == NETGATE_HTTP_BODY_CHUNKED)
+                evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
 }
 
 void netgate_exchange_start(struct netgate_exchange *x, struct bufferevent *client,
@@ -320,8 +330,9 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                                          "values",
                                          enc);
                                 x->up_eof = true;
-                                if (x->ops->refused)
-                                        x->ops->refused(x->ud, "encoded_response", detail);
+                                if (x->filter && x->filter->refused)
+                                        x->filter->refused(x->filter_ud, "encoded_response",
+                                                           detail);
                                 else
                                         x->ops->upstream_failed(x->ud);
                                 return;

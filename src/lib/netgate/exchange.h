@@ -10,8 +10,8 @@
 #include "netgate/netgate-internal.h"
 #include "netgate/upstream.h"
 
-/* The HTTP layer above the upstream engine (upstream.h), shared by the HTTP
- * proxy (proxy.c) and the routes (route.c): one request/response exchange
+/* The HTTP layer above the upstream engine (upstream.h), under the gate's HTTP
+ * client (client.h): one request/response exchange
  * between a client and a connected upstream bufferevent (bodies streamed
  * both ways through bounded buffers, chunks re-encoded, interim answers
  * passed on), the gate's own plain-text answers, and the linger before a
@@ -26,21 +26,26 @@ struct timeval;
 
 /* ---- one exchange ---- */
 
+/* The exchange's owner, the HTTP client (client.h). */
 struct netgate_exchange_ops {
-        /* Optional: a masked copy (malloc'd) of a value from the upstream's
-         * response head, or NULL to pass it as it is. */
-        char *(*mask)(void *ud, const char *value, size_t len, size_t *ret_len);
-        /* Optional: a field of a final response head as it was passed on. */
-        void (*field)(void *ud, const struct netgate_http_field *f, const char *value, size_t len);
         /* The response is complete. */
         void (*done)(void *ud);
         /* The upstream closed, failed, or answered with a bad head. */
         void (*upstream_failed)(void *ud);
         /* Close the connection, ending the record with `reason`. */
         void (*end)(void *ud, const char *reason);
-        /* Optional: the upstream's final response head is refused before
-         * anything of it is passed on (a content-encoded answer the gate
-         * cannot scan); `detail` says why. Without it, upstream_failed. */
+};
+
+/* The front-end's view of the responses; every op is optional. */
+struct netgate_exchange_filter {
+        /* A masked copy (malloc'd) of a value from the upstream's response
+         * head, or NULL to pass it as it is. */
+        char *(*mask)(void *ud, const char *value, size_t len, size_t *ret_len);
+        /* A field of a final response head as it was passed on. */
+        void (*field)(void *ud, const struct netgate_http_field *f, const char *value, size_t len);
+        /* The upstream's final response head is refused before anything of
+         * it is passed on (a content-encoded answer the gate cannot scan);
+         * `detail` says why. Without it, upstream_failed. */
         void (*refused)(void *ud, const char *reason, const char *detail);
 };
 
@@ -48,6 +53,8 @@ struct netgate_exchange {
         struct netgate *g;
         const struct netgate_exchange_ops *ops;
         void *ud;
+        const struct netgate_exchange_filter *filter; /* NULL: none */
+        void *filter_ud;
 
         /* The request being served, for its record. */
         int status; /* sent to the client */
@@ -75,6 +82,10 @@ void netgate_exchange_release(struct netgate_exchange *x);
 
 /* Count bytes against the gate's budget and this request. */
 void netgate_exchange_account(struct netgate_exchange *x, bool up, size_t n);
+
+/* The framing field of a request head as the gate relays its body to the
+ * upstream: Content-Length, or chunked (re-encoded). */
+void netgate_exchange_put_framing(struct evbuffer *out, const struct netgate_http_head *req);
 
 /* Start the exchange of the request in x->reqp, whose head the caller has
  * already written to `up`, and pump it. */

@@ -57,7 +57,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
                 return;
         }
         if (lst->proto == NETGATE_PROTO_ROUTES) {
-                netgate_routes_accept(g->routes, fd);
+                netgate_routes_accept(g->routes, fd, NULL);
                 return;
         }
         netgate_proxy_accept(g, lst->proto, fd);
@@ -236,6 +236,7 @@ struct netgate *netgate_free(struct netgate *g)
 {
         if (!g)
                 return NULL;
+        netgate_fetch_cancel_all(g);
         netgate_proxy_close_all(g);
         g->routes = netgate_routes_free(g->routes);
         /* What was counted and not yet recorded. */

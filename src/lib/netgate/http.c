@@ -21,6 +21,24 @@ static bool is_tchar(unsigned char c)
         return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
+bool netgate_http_is_token(const char *s, size_t len)
+{
+        if (len == 0)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!is_tchar((unsigned char)s[i]))
+                        return false;
+        return true;
+}
+
+bool netgate_http_value_ok(const char *v)
+{
+        for (; *v; v++)
+                if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f)
+                        return false;
+        return true;
+}
+
 static bool is_digit(char c)
 {
         return c >= '0' && c <= '9';

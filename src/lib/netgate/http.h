@@ -104,6 +104,14 @@ int netgate_http_parser_feed(struct netgate_http_parser *p, const char *data, si
  * gate writes itself from what it parsed. */
 bool netgate_http_field_is_hop(const struct netgate_http_head *h, const char *name, size_t len);
 
+/* Whether `len` bytes (at least one) are an HTTP token: a method or a
+ * field name. */
+bool netgate_http_is_token(const char *s, size_t len);
+
+/* Whether a field value the gate writes holds no control character but
+ * horizontal tab (no CR or LF that would start another field). */
+bool netgate_http_value_ok(const char *v);
+
 /* Case-insensitive field-name comparison. */
 bool netgate_http_name_eq(const char *a, size_t alen, const char *b);
 

@@ -21,8 +21,12 @@
  *               to exactly the checked address; tls.c is its optional layer
  *   exchange.c  one HTTP request/response relay over a connected upstream
  *   tunnel.c    a CONNECT or SOCKS5 tunnel: bufferevent relay or splice()
+ *   client.c    the HTTP client: one sandbox connection, its callbacks, its
+ *               kept upstream, the retry, the exchange and the close
  *   proxy.c     front-ends: the HTTP proxy, CONNECT and SOCKS5
  *   route.c     front-end: the routes (route-def.c: one route's definition)
+ *   fetch.c     the host's own requests through a route, over a socket pair
+ *               into route.c
  *   gate.c      the public API (netgate.h): creation, listeners, accept */
 
 struct bufferevent;
@@ -102,6 +106,7 @@ struct netgate {
         struct netgate_stats stats;
 
         struct netgate_routes *routes;
+        struct netgate_fetch *fetches; /* the host's requests in flight (fetch.c) */
 
         /* The refusal budget and the aggregation of refusals. */
         uint64_t refusals_used;
@@ -163,8 +168,14 @@ int netgate_routes_new(struct netgate *g, struct event_base *base,
                        struct al_error *err);
 /* Closes every connection, recording the calls still in flight. */
 struct netgate_routes *netgate_routes_free(struct netgate_routes *rs);
-/* Serve a connection accepted on a routes listener; takes `fd`. */
-void netgate_routes_accept(struct netgate_routes *rs, int fd);
+/* Serve a connection accepted on a routes listener; takes `fd`. `tool`
+ * (copied) marks the records of a host tool's requests, else NULL. */
+void netgate_routes_accept(struct netgate_routes *rs, int fd, const char *tool);
+
+/* ---- fetch.c ---- */
+
+/* Cancel every fetch in flight (netgate_free()). */
+void netgate_fetch_cancel_all(struct netgate *g);
 
 /* ---- route-def.c ---- */
 

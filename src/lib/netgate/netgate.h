@@ -66,6 +66,9 @@ struct netgate_record {
         const char *upstream; /* the route's upstream URL */
         const struct netgate_header *recorded; /* response headers the route's "record" names */
         size_t n_recorded;
+        /* The host tool whose call sent this request (netgate_route_fetch());
+         * NULL for the sandbox's own requests. */
+        const char *tool;
 
         /* Refusals are aggregated: the first 8 of a kind (protocol, host,
          * port, reason, rule, route, status) in a window of
@@ -111,6 +114,66 @@ int netgate_set_routes(struct netgate *g, const struct policy_route *routes, siz
                        const struct secrets *s, const struct secrets_vars *vars,
                        struct al_error *err);
 
+/* ---- a request of the host's own, through a route ----
+ *
+ * The host (the tool gateway's HTTP runner) sends a request it built through
+ * one of the routes: it is served exactly as a sandbox's request to
+ * http://127.0.0.1:8080/<route><path> is (over a socket pair into the
+ * routes' front-end): the route's inject, strip and record rules, its CA
+ * file, the private address check, the connect and TLS verification, the
+ * gate's budgets, a "route" record through the gate's recorder, marked with
+ * `tool`. Injected values are scrubbed from the response as for the sandbox.
+ * The gate's own refusals come back as its answers (403 with
+ * X-Airlock-Denied, 502 with X-Airlock-Error, ...), like any status. */
+
+#define NETGATE_FETCH_BODY_MAX (4u << 20) /* request body */
+
+struct netgate_fetch_request {
+        const char *route;  /* the route's name */
+        const char *method; /* an HTTP token: "GET", "POST", ... */
+        /* Below the route: "", "/..." or "?...": printable ASCII without
+         * spaces, already percent-encoded. The route's path check applies. */
+        const char *path;
+        const void *body; /* NULL: no body */
+        size_t body_len;
+        const struct netgate_header *headers; /* extra request fields */
+        size_t n_headers;
+        uint64_t response_max; /* response body bytes; more fails with -EFBIG */
+        uint32_t timeout_ms;   /* the whole request; 0 is refused */
+        const char *tool;      /* the record's "tool" */
+};
+
+struct netgate_fetch_response {
+        int status;
+        const struct netgate_header *headers; /* as the sandbox would see them */
+        size_t n_headers;
+        const char *body; /* NUL-terminated after body_len bytes */
+        size_t body_len;
+        /* The gate answered itself: the value of its X-Airlock-Denied or
+         * X-Airlock-Error field (the record's reason), else NULL. */
+        const char *gate_reason;
+};
+
+struct netgate_fetch;
+
+/* `err` 0 with the response, or -ETIMEDOUT, -EFBIG (the body is over
+ * response_max), -EBADMSG (a malformed answer), -ECONNRESET (the
+ * connection ended before the answer did), -ENOMEM. Called once, from the
+ * loop, unless the fetch was canceled first; the fetch is freed when it
+ * returns. */
+typedef void (*netgate_fetch_cb)(void *ud, int err, const struct netgate_fetch_response *resp);
+
+/* Start the request. -ENOENT: the gate serves no routes; -EINVAL: a bad
+ * method, path, header or timeout (err names it; no value is shown);
+ * -EMSGSIZE: the body is over NETGATE_FETCH_BODY_MAX. *ret is the fetch in
+ * flight, until `cb` or netgate_fetch_cancel(). */
+int netgate_route_fetch(struct netgate *g, const struct netgate_fetch_request *req,
+                        netgate_fetch_cb cb, void *ud, struct netgate_fetch **ret,
+                        struct al_error *err);
+
+/* Stop a fetch in flight; its callback is not called. NULL is fine. */
+void netgate_fetch_cancel(struct netgate_fetch *f);
+
 /* Resolve through this name server ("IP" or "IP:port") instead of the ones in
  * /etc/resolv.conf. */
 int netgate_set_nameserver(struct netgate *g, const char *server, struct al_error *err);
@@ -118,5 +181,5 @@ int netgate_set_nameserver(struct netgate *g, const char *server, struct al_erro
 void netgate_get_stats(const struct netgate *g, struct netgate_stats *ret);
 
 /* Closes every connection (recording the allowed ones still open) and the
- * listeners. */
+ * listeners; cancels the fetches in flight. */
 struct netgate *netgate_free(struct netgate *g);

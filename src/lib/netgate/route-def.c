@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
-#include <inttypes.h>
 #include <string.h>
 #include <strings.h>
 
 #include <event2/buffer.h>
 
+#include "netgate/exchange.h"
 #include "netgate/netgate-internal.h"
 #include "netgate/route.h"
 #include "netgate/tls.h"
@@ -168,14 +168,6 @@ bool netgate_route_field_dropped(const struct netgate_route *rt, const struct ne
         return false;
 }
 
-static bool value_ok(const char *v)
-{
-        for (; *v; v++)
-                if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f)
-                        return false;
-        return true;
-}
-
 static void wipe_free(char *s)
 {
         if (s) {
@@ -218,15 +210,12 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
                 evbuffer_add_printf(head, "%.*s: %.*s\r\n", (int)f->name_len, f->name,
                                     (int)f->value_len, f->value);
         }
-        if (req->framing == NETGATE_HTTP_BODY_LENGTH)
-                evbuffer_add_printf(head, "Content-Length: %" PRIu64 "\r\n", req->length);
-        else if (req->framing == NETGATE_HTTP_BODY_CHUNKED)
-                evbuffer_add(head, "Transfer-Encoding: chunked\r\n", 28);
+        netgate_exchange_put_framing(head, req);
         for (size_t i = 0; i < rt->n_inject; i++) {
                 struct al_error e = {0};
                 char *v = NULL;
                 int r = s ? secrets_expand(s, rt->inject[i].value, vars, &v, &e) : -EINVAL;
-                if (r >= 0 && !value_ok(v))
+                if (r >= 0 && !netgate_http_value_ok(v))
                         r = -EBADMSG;
                 if (r < 0) {
                         wipe_free(v);

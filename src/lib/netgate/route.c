@@ -5,10 +5,10 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/util.h>
 
+#include "netgate/client.h"
 #include "netgate/exchange.h"
 #include "netgate/netgate-internal.h"
 #include "netgate/route.h"
@@ -26,21 +26,10 @@
 #define RECORDED_VALUE 512
 #define PATH_SHOWN     1024
 
-enum rstate {
-        R_HEAD,
-        R_RESOLVING,
-        R_CONNECTING,
-        R_EXCHANGE,
-        R_CLOSING,
-};
-
-struct rconn;
-
 struct rconn {
         struct netgate_routes *rs;
         struct rconn *prev, *next;
-        enum rstate state;
-        struct bufferevent *client, *up;
+        struct netgate_client cl; /* the connection, its upstream and its exchange */
 
         /* The call being served. */
         const struct netgate_route *rt;
@@ -50,23 +39,12 @@ struct rconn {
         const char *rule;
         bool in_flight;
         uint64_t t0;
-        struct netgate_addr addr;
-        bool have_addr;
         struct netgate_header recorded[RECORDED_MAX];
         char recorded_value[RECORDED_MAX][RECORDED_VALUE];
         size_t n_recorded;
 
-        struct netgate_upstream u;
-
         struct evbuffer *head_out; /* the upstream request head, built before connecting */
-        struct netgate_exchange x;
-
-        /* The upstream connection, kept between calls to the same route. */
-        const struct netgate_route *up_rt;
-        struct netgate_addr up_addr;
-        bool up_idle, up_reused;
-
-        struct netgate_linger linger;
+        char *tool;                /* a host tool's request (fetch.c) */
 };
 
 struct netgate_routes {
@@ -82,8 +60,6 @@ struct netgate_routes {
 };
 
 static void conn_free(struct rconn *c, const char *end_reason);
-static void read_head(struct rconn *c);
-static void pump(struct rconn *c);
 
 /* Bytes from the sandbox or the upstream as printable ASCII for a record:
  * others as \xNN, truncated to fit. */
@@ -118,8 +94,8 @@ static char *strdup_or_null(const char *s)
 static void emit(struct rconn *c, bool allow, const char *reason)
 {
         char addr[NETGATE_ADDR_STRLEN] = "";
-        if (c->have_addr)
-                netgate_addr_format(&c->addr, addr);
+        if (c->cl.have_addr)
+                netgate_addr_format(&c->cl.addr, addr);
         uint64_t now = now_monotonic_us();
         struct netgate_record r = {
             .protocol = "route",
@@ -130,15 +106,16 @@ static void emit(struct rconn *c, bool allow, const char *reason)
             .decision = allow ? "allow" : "deny",
             .reason = reason,
             .rule = c->rule,
-            .status = c->x.status,
-            .bytes_up = c->x.bytes_up,
-            .bytes_down = c->x.bytes_down,
+            .status = c->cl.x.status,
+            .bytes_up = c->cl.x.bytes_up,
+            .bytes_down = c->cl.x.bytes_down,
             .duration_ms = c->t0 && now > c->t0 ? (now - c->t0) / 1000 : 0,
             .route = c->name[0] ? c->name : NULL,
             .path = c->path[0] ? c->path : NULL,
             .upstream = c->rt ? c->rt->upstream : NULL,
             .recorded = c->recorded,
             .n_recorded = c->n_recorded,
+            .tool = c->tool,
         };
         netgate_emit(c->rs->g, &r);
 }
@@ -153,36 +130,16 @@ static void finish_in_flight(struct rconn *c, const char *end_reason)
 
 /* ---- closing ---- */
 
-static void drop_upstream(struct rconn *c)
-{
-        netgate_upstream_stop(&c->u);
-        if (c->up) {
-                netgate_bev_free(c->up);
-                c->up = NULL;
-        }
-        c->up_rt = NULL;
-        c->up_idle = false;
-        c->up_reused = false;
-}
-
 static void conn_free(struct rconn *c, const char *end_reason)
 {
         struct netgate_routes *rs = c->rs;
         finish_in_flight(c, end_reason);
-        drop_upstream(c);
-        if (c->client) {
-                /* It may be in the gate's rate group, freed before the loop
-                 * would finalize this bufferevent. */
-                bufferevent_remove_from_rate_limit_group(c->client);
-                netgate_bev_free(c->client);
-        }
+        netgate_client_release(&c->cl);
         if (c->head_out) {
                 netgate_route_wipe(c->head_out);
                 evbuffer_free(c->head_out);
         }
-        netgate_exchange_release(&c->x);
-        free(c->x.reqp);
-        free(c->x.respp);
+        free(c->tool);
         if (c->prev)
                 c->prev->next = c->next;
         else
@@ -194,48 +151,26 @@ static void conn_free(struct rconn *c, const char *end_reason)
         netgate_conn_count(rs->g, -1);
 }
 
-/* Answer, then close without resetting (netgate_linger_start()). */
-static void close_after_flush(struct rconn *c)
-{
-        drop_upstream(c);
-        c->state = R_CLOSING;
-        if (netgate_linger_start(&c->linger, c->client, c->x.client_eof))
-                conn_free(c, NULL);
-}
-
 /* ---- answers the gate writes ---- */
 
 /* `line` never holds a header value: nothing injected reaches the sandbox. */
-static void answer(struct rconn *c, int status, const char *phrase, const char *header,
-                   const char *reason, const char *line)
-{
-        netgate_exchange_answer(&c->x, c->client, status, phrase, header, reason, line);
-}
-
 static void refuse(struct rconn *c, int status, const char *phrase, const char *reason,
                    const char *line)
 {
         c->in_flight = false;
-        c->x.status = status;
+        c->cl.x.status = status;
         emit(c, false, reason);
-        answer(c, status, phrase, "X-Airlock-Denied", reason, line);
-        close_after_flush(c);
+        netgate_client_answer(&c->cl, status, phrase, "X-Airlock-Denied", reason, line);
 }
 
 static void fail_upstream(struct rconn *c, const char *reason, const char *detail)
 {
         char line[512];
-        c->x.status = 502;
+        c->cl.x.status = 502;
         finish_in_flight(c, reason);
         snprintf(line, sizeof(line), "airlock: route %s: %s: %s\n", c->rt->name, c->rt->upstream,
                  detail);
-        answer(c, 502, "Bad Gateway", "X-Airlock-Error", reason, line);
-        close_after_flush(c);
-}
-
-static void fail_errno(struct rconn *c, const char *reason, int err)
-{
-        fail_upstream(c, reason, err ? strerror(err) : reason);
+        netgate_client_answer(&c->cl, 502, "Bad Gateway", "X-Airlock-Error", reason, line);
 }
 
 /* ---- the request ---- */
@@ -243,9 +178,7 @@ static void fail_errno(struct rconn *c, const char *reason, int err)
 static void begin(struct rconn *c)
 {
         c->t0 = now_monotonic_us();
-        c->x.bytes_up = c->x.bytes_down = 0;
-        c->x.status = 0;
-        c->have_addr = false;
+        netgate_client_begin(&c->cl);
         c->rule = NULL;
         c->in_flight = false;
         c->n_recorded = 0;
@@ -277,12 +210,10 @@ static const struct netgate_route *find_route(const struct netgate_routes *rs, c
         return NULL;
 }
 
-static void start_exchange(struct rconn *c);
-
 static void handle_request(struct rconn *c)
 {
         struct netgate_routes *rs = c->rs;
-        const struct netgate_http_head *h = &c->x.reqp->head;
+        const struct netgate_http_head *h = &c->cl.x.reqp->head;
         char line[512];
 
         begin(c);
@@ -325,21 +256,22 @@ static void handle_request(struct rconn *c)
                 refuse(c, 429, "Too Many Requests", spent, line);
                 return;
         }
-        c->x.close_after = h->conn_close || c->x.client_eof;
+        c->cl.x.close_after = h->conn_close || c->cl.x.client_eof;
         /* Values the route injects are scrubbed from the answer's body, as
          * from its head: an upstream that echoes its request (a debug or
          * error page) must not hand them to the sandbox. */
-        c->x.scrub = secrets_redactor(rs->secrets);
-        c->x.refuse_encoded = c->rt->n_inject > 0;
+        c->cl.x.scrub = secrets_redactor(rs->secrets);
+        c->cl.x.refuse_encoded = c->rt->n_inject > 0;
 
         if (!c->head_out)
                 c->head_out = evbuffer_new();
         else
                 netgate_route_wipe(c->head_out);
         const char *field = NULL;
-        int r = c->head_out ? netgate_route_write_head(c->rt, h, rest, rest_len, c->x.close_after,
-                                                       rs->secrets, &rs->vars, c->head_out, &field)
-                            : -ENOMEM;
+        int r = c->head_out
+                    ? netgate_route_write_head(c->rt, h, rest, rest_len, c->cl.x.close_after,
+                                               rs->secrets, &rs->vars, c->head_out, &field)
+                    : -ENOMEM;
         if (r < 0) {
                 bool bad = r == -EBADMSG;
                 snprintf(line, sizeof(line),
@@ -347,42 +279,27 @@ static void handle_request(struct rconn *c)
                              : "airlock: route %s: header %s: the value could not be expanded\n",
                          c->rt->name, field ? field : "?");
                 c->in_flight = false;
-                c->x.status = bad ? 400 : 500;
+                c->cl.x.status = bad ? 400 : 500;
                 emit(c, false, bad ? "bad_inject_value" : "inject_failed");
-                answer(c, c->x.status, bad ? "Bad Request" : "Internal Server Error",
-                       "X-Airlock-Error", bad ? "bad_inject_value" : "inject_failed", line);
-                close_after_flush(c);
+                netgate_client_answer(
+                    &c->cl, c->cl.x.status, bad ? "Bad Request" : "Internal Server Error",
+                    "X-Airlock-Error", bad ? "bad_inject_value" : "inject_failed", line);
                 return;
         }
         c->in_flight = true;
-
-        if (c->up && c->up_idle && c->up_rt == c->rt) {
-                struct timeval tv;
-                c->addr = c->up_addr;
-                c->have_addr = true;
-                c->up_reused = true;
-                c->up_idle = false;
-                bufferevent_set_timeouts(c->up, netgate_secs(&tv, NETGATE_IO_TIMEOUT_S),
-                                         netgate_secs(&tv, NETGATE_IO_TIMEOUT_S));
-                start_exchange(c);
-                return;
-        }
-        drop_upstream(c);
-        c->state = R_RESOLVING;
-        bufferevent_enable(c->client, EV_READ);
-        netgate_upstream_open(&c->u, &c->rt->host, c->rt->port, c->rt->tls_layer);
+        netgate_client_send(&c->cl, &c->rt->host, c->rt->port, c->rt->tls_layer, c->rt);
 }
 
 static void read_head(struct rconn *c)
 {
-        int r = netgate_read_head(c->x.reqp, bufferevent_get_input(c->client));
+        int r = netgate_read_head(c->cl.x.reqp, bufferevent_get_input(c->cl.down));
         if (r < 0)
                 bad_request(c, r);
         else if (r > 0)
                 handle_request(c);
 }
 
-/* ---- the exchange ---- */
+/* ---- the response ---- */
 
 /* The upstream's answer passes as it is, except that a known secret value in
  * its head is masked: an upstream echoing the injected key in a field must
@@ -417,115 +334,38 @@ static void record_field(void *ud, const struct netgate_http_field *f, const cha
         }
 }
 
-static void start_exchange(struct rconn *c)
-{
-        struct evbuffer *uout = bufferevent_get_output(c->up);
-        c->state = R_EXCHANGE;
-        /* A copy: a retry on a fresh connection sends the head again. */
-        size_t n = evbuffer_get_length(c->head_out);
-        evbuffer_add(uout, evbuffer_pullup(c->head_out, -1), n);
-        netgate_exchange_account(&c->x, true, n);
-        netgate_exchange_start(&c->x, c->client, c->up);
-}
-
-static void exchange_done(void *ud)
-{
-        struct rconn *c = ud;
-        struct timeval tv;
-        const struct netgate_http_head *req = &c->x.reqp->head;
-        finish_in_flight(c, NULL);
-        if (c->up && netgate_exchange_keep_upstream(&c->x, c->up)) {
-                c->up_idle = true;
-                c->up_reused = false;
-        } else
-                drop_upstream(c);
-        if (c->x.close_after || !c->x.req_done || req->minor == 0) {
-                close_after_flush(c);
-                return;
-        }
-        c->state = R_HEAD;
-        netgate_http_parser_init(c->x.reqp, NETGATE_HTTP_REQUEST);
-        c->x.reqp->origin_form = true;
-        bufferevent_set_timeouts(c->client, netgate_secs(&tv, NETGATE_HEAD_TIMEOUT_S), NULL);
-        bufferevent_enable(c->client, EV_READ);
-        read_head(c);
-}
-
-/* A reused keep-alive upstream that closed before answering a body-less
- * request is retried once on a fresh connection to the same address. */
-static void exchange_upstream_failed(void *ud)
-{
-        struct rconn *c = ud;
-        if (netgate_exchange_retryable(&c->x, c->up_reused)) {
-                drop_upstream(c);
-                c->state = R_CONNECTING;
-                c->u.addr = c->addr;
-                c->u.host = &c->rt->host;
-                c->u.port = c->rt->port;
-                c->u.tls = c->rt->tls_layer;
-                netgate_upstream_reopen(&c->u);
-                return;
-        }
-        if (!c->x.resp_sent) {
-                fail_errno(c, "upstream_failed", c->x.last_errno ? c->x.last_errno : ECONNRESET);
-                return;
-        }
-        conn_free(c, "upstream_failed");
-}
-
-static void exchange_end(void *ud, const char *reason)
-{
-        conn_free(ud, reason);
-}
-
-static void exchange_refused(void *ud, const char *reason, const char *detail)
+static void encoded_refused(void *ud, const char *reason, const char *detail)
 {
         fail_upstream(ud, reason, detail);
 }
 
-static const struct netgate_exchange_ops route_ops = {
+static const struct netgate_exchange_filter route_filter = {
     .mask = mask,
     .field = record_field,
-    .done = exchange_done,
-    .upstream_failed = exchange_upstream_failed,
-    .end = exchange_end,
-    .refused = exchange_refused,
+    .refused = encoded_refused,
 };
 
-static void pump(struct rconn *c)
+/* ---- the HTTP client's ops ---- */
+
+static void client_read(void *ud)
 {
-        netgate_exchange_pump(&c->x, c->client, c->up);
+        read_head(ud);
 }
 
-/* ---- the upstream ---- */
-
-static void up_read_cb(struct bufferevent *bev, void *ud);
-static void up_write_cb(struct bufferevent *bev, void *ud);
-static void up_event_cb(struct bufferevent *bev, short what, void *ud);
-
-static void upstream_connected(void *ud, struct bufferevent *up)
+/* A copy: a retry on a fresh connection sends the head again. */
+static void client_write_head(void *ud, struct evbuffer *out)
 {
         struct rconn *c = ud;
-        c->addr = c->u.addr;
-        c->have_addr = true;
-        c->x.last_errno = 0;
-        c->up = up;
-        c->up_rt = c->rt;
-        c->up_addr = c->addr;
-        c->up_reused = false;
-        bufferevent_setcb(up, up_read_cb, up_write_cb, up_event_cb, c);
-        start_exchange(c);
+        evbuffer_add(out, evbuffer_pullup(c->head_out, -1), evbuffer_get_length(c->head_out));
 }
 
 /* Every answer is checked; one private answer refuses the upstream. */
-static void upstream_refused(void *ud, const char *range)
+static void client_refused(void *ud, const char *range)
 {
         struct rconn *c = ud;
         char line[1024], addr[NETGATE_ADDR_STRLEN];
-        c->addr = c->u.addr;
-        c->have_addr = true;
         c->rule = range;
-        netgate_addr_format(&c->addr, addr);
+        netgate_addr_format(&c->cl.addr, addr);
         snprintf(line, sizeof(line),
                  "airlock: route %s: %s is at %s (%s), not in "
                  "network.allowPrivate: allow it with --allow-private %s "
@@ -534,155 +374,57 @@ static void upstream_refused(void *ud, const char *range)
         refuse(c, 403, "Forbidden", "private_address", line);
 }
 
-static void upstream_failed(void *ud, const char *reason, int err, const char *detail)
+static void client_failed(void *ud, const char *reason, int err, const char *detail)
 {
         struct rconn *c = ud;
-        c->addr = c->u.addr;
-        c->have_addr = c->u.have_addr;
-        c->x.last_errno = err;
         if (detail)
                 fail_upstream(c, reason, detail);
         else if (STREQ(reason, "dns_failed") && !err)
                 fail_upstream(c, reason, "the name does not resolve");
         else
-                fail_errno(c, reason, err);
+                fail_upstream(c, reason, err ? strerror(err) : reason);
 }
 
-static const struct netgate_upstream_ops upstream_ops = {
-    .connected = upstream_connected,
-    .refused = upstream_refused,
-    .failed = upstream_failed,
+static void client_done(void *ud)
+{
+        finish_in_flight(ud, NULL);
+}
+
+static void client_end(void *ud, const char *reason)
+{
+        conn_free(ud, reason);
+}
+
+static const struct netgate_client_ops client_ops = {
+    .read = client_read,
+    .write_head = client_write_head,
+    .refused = client_refused,
+    .failed = client_failed,
+    .done = client_done,
+    .end = client_end,
 };
-
-/* ---- callbacks ---- */
-
-static void up_event_cb(struct bufferevent *bev, short what, void *ud)
-{
-        struct rconn *c = ud;
-        int err = EVUTIL_SOCKET_ERROR();
-
-        if (c->state == R_HEAD || c->state == R_CLOSING) {
-                drop_upstream(c);
-                return;
-        }
-        if (c->state == R_EXCHANGE) {
-                c->x.up_eof = true;
-                if (!(what & BEV_EVENT_EOF)) {
-                        c->x.last_errno =
-                            (what & BEV_EVENT_TIMEOUT) ? ETIMEDOUT : (err ? err : EIO);
-                        while (bufferevent_get_openssl_error(c->up))
-                                ;
-                }
-                pump(c);
-        }
-}
-
-static void up_read_cb(struct bufferevent *bev, void *ud)
-{
-        struct rconn *c = ud;
-        if (c->state == R_EXCHANGE)
-                pump(c);
-        else if (c->state == R_HEAD || c->state == R_CLOSING)
-                drop_upstream(c);
-}
-
-static void up_write_cb(struct bufferevent *bev, void *ud)
-{
-        struct rconn *c = ud;
-        if (c->state == R_EXCHANGE)
-                pump(c);
-}
-
-static void client_read_cb(struct bufferevent *bev, void *ud)
-{
-        struct rconn *c = ud;
-        switch (c->state) {
-        case R_HEAD:
-                read_head(c);
-                break;
-        case R_EXCHANGE:
-                pump(c);
-                break;
-        case R_CLOSING:
-                if (netgate_linger_read(&c->linger, c->client))
-                        conn_free(c, NULL);
-                break;
-        default:
-                break;
-        }
-}
-
-static void client_write_cb(struct bufferevent *bev, void *ud)
-{
-        struct rconn *c = ud;
-        if (c->state == R_EXCHANGE)
-                pump(c);
-        else if (c->state == R_CLOSING)
-                if (netgate_linger_write(&c->linger, c->client, c->x.client_eof))
-                        conn_free(c, NULL);
-}
-
-static void client_event_cb(struct bufferevent *bev, short what, void *ud)
-{
-        struct rconn *c = ud;
-        if (!(what & BEV_EVENT_EOF)) {
-                conn_free(c, (what & BEV_EVENT_TIMEOUT) ? "timeout" : "client_closed");
-                return;
-        }
-        c->x.client_eof = true;
-        switch (c->state) {
-        case R_EXCHANGE:
-                c->x.close_after = true;
-                pump(c);
-                break;
-        case R_CLOSING:
-                if (netgate_linger_eof(&c->linger, c->client))
-                        conn_free(c, NULL);
-                break;
-        case R_RESOLVING:
-        case R_CONNECTING:
-                /* A half-closed client still gets its answer. */
-                c->x.close_after = true;
-                break;
-        default:
-                conn_free(c, "client_closed");
-                break;
-        }
-}
 
 /* ---- the engine ---- */
 
-void netgate_routes_accept(struct netgate_routes *rs, int fd)
+void netgate_routes_accept(struct netgate_routes *rs, int fd, const char *tool)
 {
-        struct timeval tv;
-        struct bufferevent *bev =
-            bufferevent_socket_new(rs->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-        if (!bev) {
-                close(fd);
+        struct rconn *c = xcalloc(1, sizeof(*c));
+        if (netgate_client_accept(&c->cl, rs->g, fd, &client_ops, &route_filter, c,
+                                  NETGATE_HEAD_TIMEOUT_S) < 0) {
+                free(c);
                 return;
         }
-        netgate_set_nodelay(fd);
-        struct rconn *c = xcalloc(1, sizeof(*c));
         c->rs = rs;
-        c->x.g = rs->g;
-        c->x.ops = &route_ops;
-        c->x.ud = c;
-        c->client = bev;
-        netgate_upstream_init(&c->u, rs->g, &upstream_ops, c);
-        c->state = R_HEAD;
-        c->x.reqp = xcalloc(1, sizeof(*c->x.reqp));
-        netgate_http_parser_init(c->x.reqp, NETGATE_HTTP_REQUEST);
-        c->x.reqp->origin_form = true;
+        c->tool = tool ? xstrdup(tool) : NULL;
+        c->cl.origin_form = true;
+        c->cl.x.reqp = xcalloc(1, sizeof(*c->cl.x.reqp));
+        netgate_http_parser_init(c->cl.x.reqp, NETGATE_HTTP_REQUEST);
+        c->cl.x.reqp->origin_form = true;
         c->next = rs->conns;
         if (rs->conns)
                 rs->conns->prev = c;
         rs->conns = c;
         netgate_conn_count(rs->g, +1);
-
-        netgate_setup_bufferevent(rs->g, bev);
-        bufferevent_setcb(bev, client_read_cb, client_write_cb, client_event_cb, c);
-        bufferevent_set_timeouts(bev, netgate_secs(&tv, NETGATE_HEAD_TIMEOUT_S), NULL);
-        bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
 int netgate_routes_new(struct netgate *g, struct event_base *base,

@@ -123,7 +123,13 @@ void netgate_tls_describe_failure(struct bufferevent *bev, int err, char *buf, s
         } else
                 snprintf(buf, size, "TLS handshake failed%s%s", err ? ": " : "",
                          err ? strerror(err) : "");
+        netgate_tls_clear_errors(bev);
+        ERR_clear_error();
+}
+
+void netgate_tls_clear_errors(struct bufferevent *bev)
+{
+        /* 0 at once for a bufferevent without the layer. */
         while (bufferevent_get_openssl_error(bev))
                 ;
-        ERR_clear_error();
 }

@@ -27,3 +27,7 @@ struct bufferevent *netgate_tls_layer(const struct netgate_tls *t, struct event_
 /* What the layer refused, for the answer and the record: the certificate's
  * verification error, the TLS error, or `err`. Clears the error queues. */
 void netgate_tls_describe_failure(struct bufferevent *bev, int err, char *buf, size_t size);
+
+/* Forget the layer's errors after a failed exchange; nothing for a plain
+ * bufferevent. */
+void netgate_tls_clear_errors(struct bufferevent *bev);

@@ -195,14 +195,18 @@ json_t *events_route_call(const struct netgate_record *rec)
         for (size_t i = 0; i < rec->n_recorded; i++)
                 json_object_set_new(recorded, rec->recorded[i].name,
                                     json_string(rec->recorded[i].value));
-        return json_pack("{s:o, s:o, s:o, s:i, s:I, s:I, s:I, s:o, s:o, s:s, s:o, s:o, s:o}",
-                         "route", str_or_null(rec->route), "method", str_or_null(rec->method),
-                         "path", str_or_null(rec->path), "status", rec->status, "bytesUp",
-                         (json_int_t)rec->bytes_up, "bytesDown", (json_int_t)rec->bytes_down,
-                         "durationMs", (json_int_t)rec->duration_ms, "upstream",
-                         str_or_null(rec->upstream), "address", str_or_null(rec->address),
-                         "decision", rec->decision, "reason", str_or_null(rec->reason), "rule",
-                         str_or_null(rec->rule), "recorded", recorded);
+        json_t *o = json_pack("{s:o, s:o, s:o, s:i, s:I, s:I, s:I, s:o, s:o, s:s, s:o, s:o, s:o}",
+                              "route", str_or_null(rec->route), "method", str_or_null(rec->method),
+                              "path", str_or_null(rec->path), "status", rec->status, "bytesUp",
+                              (json_int_t)rec->bytes_up, "bytesDown", (json_int_t)rec->bytes_down,
+                              "durationMs", (json_int_t)rec->duration_ms, "upstream",
+                              str_or_null(rec->upstream), "address", str_or_null(rec->address),
+                              "decision", rec->decision, "reason", str_or_null(rec->reason), "rule",
+                              str_or_null(rec->rule), "recorded", recorded);
+        /* A host tool's request (netgate_route_fetch()), not the sandbox's. */
+        if (o && rec->tool)
+                json_object_set_new(o, "tool", json_string(rec->tool));
+        return o;
 }
 
 json_t *events_port_opened(const struct events_port *p)
