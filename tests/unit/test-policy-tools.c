@@ -210,6 +210,13 @@ Test(policy_tools, runner_keys)
                    "http.path");
         load_fails("{\"tools\": {\"define\": {\"a b\": {\"command\": [\"/bin/date\"]}}}}",
                    "tool name");
+        load_fails(DEF("{\"command\": [\"/bin/date\"], \"env\": {\"T\": \"${secret:}\"}}"),
+                   "\"env\" \"T\": a template");
+        load_fails(DEF("{\"command\": [\"/bin/date\"], \"env\": {\"T\": \"${run.attempt}\"}}"),
+                   "a template");
+        load_fails(DEF("{\"command\": [\"/bin/date\"], \"env\": {\"1T\": \"x\"}}"), "key \"1T\"");
+        policy_free(load_ok(DEF("{\"command\": [\"/bin/date\"], \"env\": {\"T\": \"a $${x} "
+                                "${secret:GH_1} ${run.id}/${sandbox.id}/${account}\"}}")));
         /* A route the policy lacks. */
         finalize_fails("{\"tools\": {\"allow\": [\"t.x\"], \"define\": {\"t.x\": {\"http\": "
                        "{\"route\": \"gh\", \"method\": \"GET\", \"path\": \"/repos\"}}}}}",

@@ -76,7 +76,8 @@ struct toolgate {
         struct event_base *base;
         const struct policy *policy;
         char *sandbox, *run_id, *account;
-        struct secrets *secrets;
+        struct secrets *secrets; /* the config's, else own_secrets */
+        struct secrets *own_secrets;
         struct netgate *netgate;
         void (*recorder)(void *ud, const struct toolgate_record *rec);
         void *ud;

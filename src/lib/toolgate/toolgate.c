@@ -630,7 +630,9 @@ struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_con
         t->sandbox = xstrdup(cfg->sandbox ? cfg->sandbox : "");
         t->run_id = xstrdup(cfg->run_id);
         t->account = xstrdup(cfg->account);
-        t->secrets = cfg->secrets;
+        /* Without the caller's secrets, an empty set: ${run.id} and the
+         * like still expand, and a ${secret:...} fails as not set. */
+        t->secrets = cfg->secrets ? cfg->secrets : (t->own_secrets = secrets_new());
         t->netgate = cfg->netgate;
         t->recorder = cfg->recorder;
         t->ud = cfg->ud;
@@ -701,6 +703,7 @@ void toolgate_free(struct toolgate *t)
                 refusals_flush(t, true);
                 event_free(t->kinds_timer);
         }
+        secrets_free(t->own_secrets);
         free(t->tools);
         free(t->sandbox);
         free(t->run_id);
