@@ -454,7 +454,7 @@ static int cmp_u64(const void *a, const void *b)
  * machine does not fail it. */
 Test(toolgate, round_trip_figure, .init = setup_basic)
 {
-        enum { N = 50 }; /* core.time allows 60 a minute */
+        enum { N = 200 }; /* core.time allows 600 a minute */
         uint64_t us[N];
         int fd = tg_connect();
         for (int i = 0; i < N; i++) {

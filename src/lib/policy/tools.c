@@ -32,9 +32,11 @@
 #define TOOL_CONCURRENCY  64 /* TOOLGATE_PENDING_MAX */
 #define TOOLS_FILE_MAX    (1024 * 1024)
 
-#define TOOL_TIMEOUT_DEFAULT     30000
-#define TOOL_OUTPUT_DEFAULT      (1ULL << 20)
-#define TOOL_RATE_DEFAULT        60
+#define TOOL_TIMEOUT_DEFAULT 30000
+#define TOOL_OUTPUT_DEFAULT  (1ULL << 20)
+#define TOOL_RATE_DEFAULT    60
+/* A built-in costs no process: as many as the sandbox may make. */
+#define TOOL_RATE_BUILTIN        600
 #define TOOL_CONCURRENCY_DEFAULT 4
 
 /* The built-in tools: answered by the gateway itself (toolgate/builtin.c). */
@@ -647,7 +649,7 @@ static void add_builtin(struct policy *p, size_t k)
             .runner = POLICY_TOOL_BUILTIN,
             .timeout_ms = TOOL_TIMEOUT_DEFAULT,
             .output_max = TOOL_OUTPUT_DEFAULT,
-            .rate_per_min = TOOL_RATE_DEFAULT,
+            .rate_per_min = TOOL_RATE_BUILTIN,
             .concurrency = TOOL_CONCURRENCY_DEFAULT,
         };
         json_decref(doc);
