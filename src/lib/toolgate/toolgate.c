@@ -36,8 +36,8 @@ static uint64_t now_ms(void)
 
 json_t *toolgate_record_json(const struct toolgate_record *rec)
 {
+        /* The sandbox is the audit event's own (as for net.decision). */
         json_t *o = json_object();
-        json_object_set_new(o, "sandbox", json_string(rec->sandbox ? rec->sandbox : ""));
         json_object_set_new(o, "callId", rec->call_id ? json_string(rec->call_id) : json_null());
         json_object_set_new(o, "tool", json_string(rec->tool ? rec->tool : ""));
         json_object_set_new(o, "args", rec->args ? json_deep_copy(rec->args) : json_null());
