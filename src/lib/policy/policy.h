@@ -66,7 +66,7 @@ enum policy_tool_clamp {
         POLICY_TOOL_REFUSE,    /* ... or refused with bad_args */
 };
 
-struct tool_schema; /* toolgate/schema.h: a compiled JSON Schema subset */
+struct tool_schema; /* base/schema.h: a compiled JSON Schema subset */
 
 struct policy_tool {
         char *name;
