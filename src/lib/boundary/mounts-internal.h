@@ -71,3 +71,4 @@ int mount_overlay(struct builder *b, int *ret_upper_fd);
 int build_proc(struct builder *b);
 int build_dev(struct builder *b, const int *nodes, uint64_t shm_size);
 int build_passwd(struct builder *b);
+int build_tool_endpoint(struct builder *b);

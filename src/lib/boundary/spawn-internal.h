@@ -25,6 +25,7 @@ enum sync_type {
         SYNC_EXIT,      /* pid 1 -> parent: the command's wait status */
         SYNC_EXEC,      /* parent -> pid 1: start a process (idle sandboxes) */
         SYNC_KILL,      /* parent -> pid 1: signal a process's group */
+        SYNC_TOOL,      /* child -> parent: the tool gateway's listening socket */
 };
 
 struct sync_msg {
@@ -71,6 +72,9 @@ int prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_
 
 /* netns.c */
 void netns_setup(struct child_ctx *ctx);
+
+/* toolsock.c */
+void toolsock_setup(struct child_ctx *ctx);
 
 /* init.c */
 _Noreturn void spawn_init_main(struct child_ctx *ctx);

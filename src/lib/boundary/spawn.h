@@ -24,6 +24,14 @@ enum spawn_listener {
 
 extern const uint16_t spawn_listen_ports[SPAWN_LISTEN_MAX];
 
+/* The tool gateway's endpoint inside a sandbox whose policy allows a tool
+ * (docs/tools.md): a small read-only tmpfs holding the gateway's socket and
+ * the client, airlock-tool, bound read-only from the host. */
+#define SPAWN_TOOL_DIR "/run/airlock"
+#define SPAWN_TOOL_SOCKET SPAWN_TOOL_DIR "/tool.sock"
+#define SPAWN_TOOL_BIN_DIR SPAWN_TOOL_DIR "/bin"
+#define SPAWN_TOOL_BIN SPAWN_TOOL_BIN_DIR "/airlock-tool"
+
 /* Which step failed, for exit codes: setup (125), exec (126/127). */
 enum spawn_failure {
         SPAWN_OK = 0,
@@ -43,6 +51,8 @@ struct spawn_config {
         int stdout_fd;         /* write ends, given as 1 and 2 */
         int stderr_fd;
         struct cgroup *cgroup; /* may be NULL */
+        const char *tool_bin;  /* host path of airlock-tool: the sandbox gets the tool
+                                * gateway's endpoint (SPAWN_TOOL_*); NULL: none */
 };
 
 struct spawn_result {
@@ -51,6 +61,7 @@ struct spawn_result {
         int pidfd;      /* of pid 1 */
         int listen_fds[SPAWN_LISTEN_MAX]; /* -1 when network mode is none */
         int upper_fd;   /* overlay workspace: the upper layer's directory, else -1 */
+        int tool_fd;    /* the listening socket at SPAWN_TOOL_SOCKET, else -1 */
         enum spawn_failure failure;
         uid_t host_uid; /* what the sandbox user is on the host */
 };
