@@ -1353,9 +1353,9 @@ static const char full_a[] =
     "  \"budget\": {\"rate\": \"1M\", \"requests\": 10}},"
     " \"limits\": {\"pids\": 64, \"timeout\": \"90s\"},"
     " \"filesystem\": {\"mounts\": [{\"target\": \"/m\", \"source\": \"m\"}]},"
-    " \"workspace\": {\"path\": \"w\", \"mode\": \"ro\"}, \"tools\": {\"allow\": [\"t\"]}}";
+    " \"workspace\": {\"path\": \"w\", \"mode\": \"ro\"}, \"tools\": {\"allow\": [\"core.time\"]}}";
 static const char full_b[] =
-    "{\"tools\": {\"allow\": [\"t\"]}, \"workspace\": {\"mode\": \"ro\", \"path\": \"./w/\"},"
+    "{\"tools\": {\"allow\": [\"core.time\"]}, \"workspace\": {\"mode\": \"ro\", \"path\": \"./w/\"},"
     " \"filesystem\": {\"mounts\": [{\"source\": \"./m\", \"target\": \"/m\","
     "  \"readonly\": true}]},"
     " \"limits\": {\"timeout\": 90, \"pids\": 64},"

@@ -119,9 +119,13 @@ char *policy_to_json(const struct policy *p)
 
         json_object_set_new(root, "class", str_json(p->class_name));
         json_object_set_new(root, "env", kv_json(p->env, p->n_env));
-        json_object_set_new(
-            root, "tools",
-            json_pack("{s:o}", "allow", strv_json(p->tools_allow, p->n_tools_allow)));
+        o = json_pack("{s:o}", "allow", strv_json(p->tools_allow, p->n_tools_allow));
+        json_t *define = tools_define_json(p);
+        if (json_object_size(define) > 0) /* written only when set, so older digests hold */
+                json_object_set_new(o, "define", define);
+        else
+                json_decref(define);
+        json_object_set_new(root, "tools", o);
         json_object_set_new(root, "uid", json_integer(p->uid));
         json_object_set_new(root, "gid", json_integer(p->gid));
 

@@ -543,8 +543,14 @@ static int tools_allow(struct ctx *c, void *t, json_t *v)
         return get_strv(c, v, &p->tools_allow, &p->n_tools_allow);
 }
 
+static int tools_define(struct ctx *c, void *t, json_t *v)
+{
+        return policy_tools_parse_define(c, t, v);
+}
+
 static const struct field tools_fields[] = {
     {"allow", tools_allow},
+    {"define", tools_define},
 };
 
 static int top_tools(struct ctx *c, void *t, json_t *v)

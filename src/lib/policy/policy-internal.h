@@ -97,5 +97,15 @@ int check_range(struct ctx *c, const char *path, enum value_kind kind, uint64_t 
 int parse_text(const char *s, enum value_kind kind, uint64_t *ret);
 void limit_store(struct policy *p, const struct limit_desc *d, uint64_t v);
 
+/* tools.define (tools.c) */
+struct json_t;
+int policy_tools_parse_define(struct ctx *c, struct policy *p, struct json_t *v);
+/* Cross-references: tools.allow names, HTTP routes; adds the allowed
+ * built-ins to p->tools. */
+int policy_tools_finalize(struct ctx *c, struct policy *p);
+void tools_free_n(struct policy_tool *t, size_t n);
+struct policy_tool *tools_dup_n(const struct policy_tool *t, size_t n);
+struct json_t *tools_define_json(const struct policy *p);
+
 /* The whole policy, whoever set its fields. */
 int validate(struct ctx *c, const struct policy *p);

@@ -198,6 +198,7 @@ struct policy *policy_free(struct policy *p)
         free(p->class_name);
         kv_free_n(p->env, p->n_env);
         strv_free_n(p->tools_allow, p->n_tools_allow);
+        tools_free_n(p->tools, p->n_tools);
         free(p);
         return NULL;
 }
@@ -264,6 +265,7 @@ struct policy *policy_dup(const struct policy *p)
         d->class_name = xstrdup(p->class_name);
         d->env = kv_dup_n(p->env, p->n_env);
         d->tools_allow = strv_dup_n(p->tools_allow, p->n_tools_allow);
+        d->tools = tools_dup_n(p->tools, p->n_tools);
         return d;
 }
 
@@ -595,6 +597,10 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
         if (!t->net_mode_set)
                 t->net_mode =
                     t->n_net_allow > 0 || t->n_routes > 0 ? POLICY_NET_GATED : POLICY_NET_NONE;
+
+        r = policy_tools_finalize(&c, t);
+        if (r < 0)
+                return r;
 
         policy_commit(p, TAKE_PTR(t));
         return 0;

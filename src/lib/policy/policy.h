@@ -225,6 +225,19 @@ void policy_add_deny_read(struct policy *p, const char *path);
  * explicitly. */
 int policy_set_limit(struct policy *p, const char *key, const char *value, struct al_error *err);
 
+/* Tool definitions from a JSON file {"define": {NAME: {...}}} (docs/tools.md),
+ * added to the policy's tools.define: `airlock run --tools FILE`, the
+ * daemon's operator file. A name defined twice is refused. */
+int policy_tools_load_file(struct policy *p, const char *path, struct al_error *err);
+/* The definition of a tool (or, after policy_finalize, an allowed
+ * built-in); NULL for none. */
+const struct policy_tool *policy_tool_find(const struct policy *p, const char *name);
+/* Whether tools.allow lets the sandbox call `name` ("*" in an entry matches
+ * as in a shell glob). */
+bool policy_tool_allowed(const struct policy *p, const char *name);
+/* Whether `name` is a built-in tool (core.*). */
+bool policy_tool_builtin(const char *name);
+
 /* The policy as canonical JSON (for the result, the audit log's digest, the
  * daemon). Caller frees. */
 char *policy_to_json(const struct policy *p);
