@@ -72,6 +72,9 @@ static const char run_usage[] =
         "      --allow-private CIDR let the gate reach a private range\n"
         "      --host NAME=IP       answer NAME with IP without DNS\n"
         "      --net-log FILE       append every network decision to FILE as JSON lines\n"
+        "      --tool NAME          allow a host tool through the tool gateway (tools.allow;\n"
+        "                           inside: airlock-tool call NAME, docs/tools.md)\n"
+        "      --tools FILE         host tool definitions, {\"define\": {...}} (docs/tools.md)\n"
         "      --inject NAME:HEADER=VALUE  add HEADER to requests through route NAME\n"
         "                           (VALUE may use ${secret:KEY}, ${sandbox.id}, ${account})\n"
         "      --secrets FILE       host-side secrets (JSON or KEY=VALUE, mode 0600)\n"
@@ -122,6 +125,8 @@ enum {
         OPT_IO_WRITE_BPS,
         OPT_IO_READ_IOPS,
         OPT_IO_WRITE_IOPS,
+        OPT_TOOL,
+        OPT_TOOLS,
 };
 
 static const struct option run_options[] = {
@@ -160,6 +165,8 @@ static const struct option run_options[] = {
         {"io-write-bps", required_argument, NULL, OPT_IO_WRITE_BPS},
         {"io-read-iops", required_argument, NULL, OPT_IO_READ_IOPS},
         {"io-write-iops", required_argument, NULL, OPT_IO_WRITE_IOPS},
+        {"tool", required_argument, NULL, OPT_TOOL},
+        {"tools", required_argument, NULL, OPT_TOOLS},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -430,6 +437,12 @@ int cmd_run(int argc, char **argv)
                         break;
                 case OPT_DENY:
                         push(&p->net_deny, &p->n_net_deny, optarg);
+                        break;
+                case OPT_TOOL:
+                        push(&p->tools_allow, &p->n_tools_allow, optarg);
+                        break;
+                case OPT_TOOLS:
+                        r = policy_tools_load_file(p, optarg, &err);
                         break;
                 case OPT_ALLOW_PRIVATE:
                         push(&p->net_allow_private, &p->n_net_allow_private, optarg);
