@@ -31,24 +31,29 @@ struct policy;
 struct secrets;
 struct toolgate;
 
-#define TOOLGATE_LINE_MAX (1u << 20)   /* one request line */
-#define TOOLGATE_PENDING_MAX 64        /* calls waiting or running, per connection */
-#define TOOLGATE_CONNECTIONS_MAX 64    /* open connections, per sandbox */
+#define TOOLGATE_LINE_MAX        (1u << 20) /* one request line */
+#define TOOLGATE_PENDING_MAX     64         /* calls waiting or running, per connection */
+#define TOOLGATE_CONNECTIONS_MAX 64         /* open connections, per sandbox */
 
 /* One per call, allowed or refused; strings valid during the call only. */
 struct toolgate_record {
         const char *sandbox;
-        const char *call_id;    /* escaped when it was not a short string */
-        const char *tool;       /* escaped raw bytes when refused as unknown */
-        const json_t *args;     /* secrets redacted; NULL when unparseable */
+        const char *call_id;     /* escaped when it was not a short string */
+        const char *tool;        /* escaped raw bytes when refused as unknown */
+        const json_t *args;      /* secrets redacted; NULL when unparseable */
         const char *args_digest; /* sha256 hex of the canonical args */
-        const char *decision;   /* "allow" or "deny" */
-        const char *rule;       /* what decided: "tools.allow", "schema", "rate", ... */
-        const char *error_code; /* NULL when the call succeeded */
-        const json_t *clamps;   /* [{"arg", "from", "to"}], NULL when none */
+        const char *decision;    /* "allow" or "deny" */
+        const char *rule;        /* what decided: "tools.allow", "schema", "rate", ... */
+        const char *error_code;  /* NULL when the call succeeded */
+        const json_t *clamps;    /* [{"arg", "from", "to"}], NULL when none */
         uint64_t duration_ms;
         uint64_t output_bytes;
         int exit_status; /* COMMAND: the wait status, -1 otherwise */
+        /* Refusals are aggregated: the first 8 of a kind (tool, errorCode,
+         * rule) in a window of 1 s are recorded one by one with count 0, the
+         * rest counted and recorded as one record with count = how many it
+         * stands for when the window ends. */
+        uint64_t count;
 };
 
 /* The audit event's fields for a record (kind "tool.call"). */
@@ -60,7 +65,7 @@ struct toolgate_config {
         const char *run_id;          /* host-generated; a request with another is run_mismatch */
         struct secrets *secrets;     /* ${secret:...} in tool env and routes; may be NULL */
         const char *account;
-        struct netgate *netgate;     /* for HTTP tools; may be NULL (they then fail: internal) */
+        struct netgate *netgate; /* for HTTP tools; may be NULL (they then fail: internal) */
         void (*recorder)(void *ud, const struct toolgate_record *rec);
         void *ud;
 };

@@ -1,0 +1,750 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The tool gateway's server: connections on the sandbox's socket, one
+ * request per line, and the order every call is checked in (run id,
+ * tools.allow, schema, rate limits, concurrency) before a runner gets it.
+ * Internals: docs/internals/toolgate.md. */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "policy.h"
+#include "schema.h"
+#include "secrets.h"
+#include "toolgate-internal.h"
+#include "util.h"
+
+struct tg_conn {
+        struct toolgate *t;
+        struct bufferevent *bev;
+        unsigned pending; /* calls of this connection queued or running */
+        bool closing;     /* answer what is written, then close */
+        struct tg_conn *next, **prev;
+};
+
+static uint64_t now_ms(void)
+{
+        return now_monotonic_us() / 1000;
+}
+
+/* Records */
+
+json_t *toolgate_record_json(const struct toolgate_record *rec)
+{
+        json_t *o = json_object();
+        json_object_set_new(o, "sandbox", json_string(rec->sandbox ? rec->sandbox : ""));
+        json_object_set_new(o, "callId", rec->call_id ? json_string(rec->call_id) : json_null());
+        json_object_set_new(o, "tool", json_string(rec->tool ? rec->tool : ""));
+        json_object_set_new(o, "args", rec->args ? json_deep_copy(rec->args) : json_null());
+        json_object_set_new(o, "argsDigest",
+                            rec->args_digest ? json_string(rec->args_digest) : json_null());
+        json_object_set_new(o, "decision", json_string(rec->decision ? rec->decision : "deny"));
+        json_object_set_new(o, "rule", rec->rule ? json_string(rec->rule) : json_null());
+        json_object_set_new(o, "errorCode",
+                            rec->error_code ? json_string(rec->error_code) : json_null());
+        if (rec->clamps)
+                json_object_set_new(o, "clamps", json_deep_copy(rec->clamps));
+        json_object_set_new(o, "durationMs", json_integer((json_int_t)rec->duration_ms));
+        json_object_set_new(o, "outputBytes", json_integer((json_int_t)rec->output_bytes));
+        if (rec->exit_status >= 0)
+                json_object_set_new(o, "exitStatus", json_integer(rec->exit_status));
+        if (rec->count > 0)
+                json_object_set_new(o, "count", json_integer((json_int_t)rec->count));
+        return o;
+}
+
+struct redactor *toolgate_redactor(const struct toolgate *t)
+{
+        return t->secrets ? secrets_redactor(t->secrets) : NULL;
+}
+
+char *toolgate_scrub_message(const struct toolgate *t, const char *s)
+{
+        char *out = NULL;
+        size_t len = 0;
+        if (redactor_apply(toolgate_redactor(t), s, strlen(s), &out, &len) < 0)
+                return xstrdup("(message withheld)");
+        if (len > TOOLGATE_MESSAGE_MAX) {
+                /* Cut on a character boundary. */
+                len = TOOLGATE_MESSAGE_MAX;
+                while (len > 0 && ((unsigned char)out[len] & 0xC0) == 0x80)
+                        len--;
+                out[len] = '\0';
+        }
+        return out;
+}
+
+/* Every string in the arguments, keys included, with secret values
+ * replaced: what the audit keeps. */
+static json_t *redact_json(const struct redactor *r, const json_t *v)
+{
+        char *out = NULL;
+        size_t len = 0;
+
+        if (json_is_string(v)) {
+                if (redactor_apply(r, json_string_value(v), json_string_length(v), &out, &len) < 0)
+                        return json_string(REDACTOR_MARK);
+                json_t *s = json_stringn(out, len);
+                free(out);
+                return s ? s : json_string(REDACTOR_MARK);
+        }
+        if (json_is_array(v)) {
+                json_t *a = json_array();
+                size_t i;
+                json_t *e;
+                json_array_foreach(v, i, e) json_array_append_new(a, redact_json(r, e));
+                return a;
+        }
+        if (json_is_object(v)) {
+                json_t *o = json_object();
+                const char *key;
+                json_t *e;
+                json_object_foreach((json_t *)v, key, e)
+                {
+                        if (redactor_apply(r, key, strlen(key), &out, &len) < 0)
+                                continue;
+                        json_object_set_new(o, out, redact_json(r, e));
+                        free(out);
+                }
+                return o;
+        }
+        return json_deep_copy(v);
+}
+
+static void args_digest(const json_t *args, char out[65])
+{
+        static const char hex[] = "0123456789abcdef";
+        unsigned char md[SHA256_DIGEST_LENGTH];
+        char *s = args ? json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+
+        SHA256((const unsigned char *)(s ? s : "null"), s ? strlen(s) : 4, md);
+        free(s);
+        for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+                out[2 * i] = hex[md[i] >> 4];
+                out[2 * i + 1] = hex[md[i] & 15];
+        }
+        out[64] = '\0';
+}
+
+static void record(struct toolgate *t, struct toolgate_record *rec, const json_t *args)
+{
+        char digest[65];
+        if (!t->recorder)
+                return;
+        rec->sandbox = t->sandbox;
+        json_t *red = args ? redact_json(toolgate_redactor(t), args) : NULL;
+        rec->args = red;
+        if (!rec->args_digest && args) {
+                args_digest(args, digest);
+                rec->args_digest = digest;
+        }
+        t->recorder(t->ud, rec);
+        json_decref(red);
+}
+
+/* Refusals: the first TOOLGATE_REFUSAL_SINGLES of a kind (tool, errorCode,
+ * rule) in a window are recorded one by one, the rest counted and recorded
+ * as one record when the window ends; past TOOLGATE_REFUSAL_KINDS kinds,
+ * all others share one kind (tool "*"). A flood grows neither memory nor
+ * the audit log beyond that. */
+static void kind_emit(struct toolgate *t, const struct tg_refusal_kind *k)
+{
+        struct toolgate_record rec = {
+            .tool = k->tool,
+            .decision = "deny",
+            .rule = k->rule,
+            .error_code = k->error_code,
+            .exit_status = -1,
+            .count = k->count,
+        };
+        record(t, &rec, NULL);
+}
+
+static void refusals_flush(struct toolgate *t, bool all)
+{
+        size_t kept = 0;
+        for (size_t i = 0; i < t->n_kinds; i++) {
+                struct tg_refusal_kind k = t->kinds[i];
+                if (k.count > 0)
+                        kind_emit(t, &k);
+                if (k.seen && !all) {
+                        k.count = 0;
+                        k.singles = 0;
+                        k.seen = false;
+                        t->kinds[kept++] = k;
+                }
+        }
+        t->n_kinds = kept;
+}
+
+static void refusals_tick(evutil_socket_t fd, short what, void *ud)
+{
+        struct toolgate *t = ud;
+        refusals_flush(t, false);
+        if (t->n_kinds > 0) {
+                struct timeval tv = {0, TOOLGATE_REFUSAL_WINDOW_MS * 1000};
+                evtimer_add(t->kinds_timer, &tv);
+        }
+}
+
+/* Whether this refusal is recorded on its own (else it was counted). */
+static bool refusal_counted(struct toolgate *t, const char *tool, const char *code,
+                            const char *rule)
+{
+        char name[TOOLGATE_TOOL_NAME_MAX + 1];
+        snprintf(name, sizeof(name), "%s", tool ? tool : "");
+        struct tg_refusal_kind *k = NULL;
+        for (size_t i = 0; i < t->n_kinds && !k; i++)
+                if (STREQ(t->kinds[i].tool, name) && t->kinds[i].error_code == code &&
+                    t->kinds[i].rule == rule)
+                        k = &t->kinds[i];
+        if (!k && t->n_kinds < TOOLGATE_REFUSAL_KINDS) {
+                k = &t->kinds[t->n_kinds++];
+                *k = (struct tg_refusal_kind){.error_code = code, .rule = rule};
+                snprintf(k->tool, sizeof(k->tool), "%s", name);
+        }
+        if (!k) { /* the shared kind */
+                for (size_t i = 0; i < t->n_kinds && !k; i++)
+                        if (STREQ(t->kinds[i].tool, "*") && t->kinds[i].error_code == NULL)
+                                k = &t->kinds[i];
+                if (!k) {
+                        k = &t->kinds[t->n_kinds++];
+                        *k = (struct tg_refusal_kind){.error_code = NULL, .rule = "aggregate"};
+                        snprintf(k->tool, sizeof(k->tool), "*");
+                }
+        }
+        k->seen = true;
+        if (!evtimer_pending(t->kinds_timer, NULL)) {
+                struct timeval tv = {0, TOOLGATE_REFUSAL_WINDOW_MS * 1000};
+                evtimer_add(t->kinds_timer, &tv);
+        }
+        if (k->singles < TOOLGATE_REFUSAL_SINGLES && k->error_code == code) {
+                k->singles++;
+                return false;
+        }
+        k->count++;
+        return true;
+}
+
+/* Answers */
+
+static void conn_free(struct tg_conn *c);
+
+static void conn_send(struct tg_conn *c, char *line, size_t len)
+{
+        if (c && line && !c->closing)
+                bufferevent_write(c->bev, line, len);
+        free(line);
+        /* A client that does not read its answers is not read either. */
+        if (c && evbuffer_get_length(bufferevent_get_output(c->bev)) > TOOLGATE_OUT_HIGH)
+                bufferevent_disable(c->bev, EV_READ);
+}
+
+static void refuse(struct toolgate *t, struct tg_conn *c, const char *call_id, const char *tool,
+                   const json_t *args, const char *code, const char *rule, const char *msg)
+{
+        size_t len;
+        _cleanup_free_ char *scrubbed = toolgate_scrub_message(t, msg);
+        char *line = toolgate_proto_error(call_id, code, scrubbed, &len);
+        conn_send(c, line, len);
+        if (refusal_counted(t, tool, code, rule))
+                return;
+        char esc_tool[TOOLGATE_TOOL_NAME_MAX * 4 + 8], esc_id[TOOLGATE_CALL_ID_MAX * 4 + 8];
+        struct toolgate_record rec = {
+            .call_id = call_id ? toolgate_escape(call_id, esc_id, sizeof(esc_id)) : NULL,
+            .tool = toolgate_escape(tool, esc_tool, sizeof(esc_tool)),
+            .decision = "deny",
+            .rule = rule,
+            .error_code = code,
+            .exit_status = -1,
+        };
+        record(t, &rec, args);
+}
+
+/* Calls */
+
+static struct tg_tool *tool_state(struct toolgate *t, const char *name)
+{
+        for (size_t i = 0; i < t->n_tools; i++)
+                if (STREQ(t->tools[i].def->name, name))
+                        return &t->tools[i];
+        return NULL;
+}
+
+static void bucket_init(struct tg_bucket *b, uint32_t per_min)
+{
+        b->cap = per_min;
+        b->tokens = per_min;
+        b->per_ms = per_min / 60000.0;
+        b->last_ms = now_ms();
+}
+
+static bool bucket_take(struct tg_bucket *b)
+{
+        uint64_t now = now_ms();
+        b->tokens += (double)(now - b->last_ms) * b->per_ms;
+        if (b->tokens > b->cap)
+                b->tokens = b->cap;
+        b->last_ms = now;
+        if (b->tokens < 1.0)
+                return false;
+        b->tokens -= 1.0;
+        return true;
+}
+
+static void call_free(struct tg_call *c)
+{
+        free(c->call_id);
+        json_decref(c->args);
+        json_decref(c->clamps);
+        free(c);
+}
+
+static void call_start(struct tg_call *c)
+{
+        struct toolgate *t = c->t;
+        c->started = true;
+        c->tool->running++;
+        c->next_running = t->running;
+        if (t->running)
+                t->running->prev_running = &c->next_running;
+        c->prev_running = &t->running;
+        t->running = c;
+        switch (c->tool->def->runner) {
+        case POLICY_TOOL_BUILTIN:
+                toolgate_builtin_start(c);
+                break;
+        case POLICY_TOOL_COMMAND:
+                toolgate_cmd_start(c);
+                break;
+        case POLICY_TOOL_HTTP:
+                toolgate_http_start(c);
+                break;
+        }
+}
+
+static void start_waiting(struct tg_tool *tool)
+{
+        while (tool->queue_head && tool->running < tool->def->concurrency) {
+                struct tg_call *c = tool->queue_head;
+                tool->queue_head = c->next_queued;
+                if (!tool->queue_head)
+                        tool->queue_tail = NULL;
+                c->next_queued = NULL;
+                call_start(c);
+        }
+}
+
+void toolgate_call_finish(struct tg_call *c, json_t *value, const char *error_code,
+                          const char *rule, const char *safe_message, int exit_status,
+                          uint64_t output_bytes)
+{
+        struct toolgate *t = c->t;
+        struct tg_tool *tool = c->tool;
+        size_t len;
+
+        if (c->started) {
+                tool->running--;
+                *c->prev_running = c->next_running;
+                if (c->next_running)
+                        c->next_running->prev_running = c->prev_running;
+        }
+        if (c->conn) {
+                char *line;
+                if (error_code) {
+                        _cleanup_free_ char *msg = toolgate_scrub_message(t, safe_message);
+                        line = toolgate_proto_error(c->call_id, error_code, msg, &len);
+                } else
+                        line = toolgate_proto_ok(c->call_id, value, &len);
+                if (!line)
+                        line = toolgate_proto_error(c->call_id, "internal",
+                                                    "the tool's answer could not be encoded", &len);
+                conn_send(c->conn, line, len);
+                c->conn->pending--;
+        }
+        struct toolgate_record rec = {
+            .call_id = c->call_id,
+            .tool = tool->def->name,
+            .args_digest = c->digest,
+            .decision = "allow",
+            .rule = rule ? rule : "tools.allow",
+            .error_code = error_code,
+            .clamps = c->clamps,
+            .duration_ms = (now_monotonic_us() - c->start_us) / 1000,
+            .output_bytes = output_bytes,
+            .exit_status = exit_status,
+        };
+        record(t, &rec, c->args);
+        json_decref(value);
+        call_free(c);
+        if (!t->freeing)
+                start_waiting(tool);
+}
+
+static void handle_call(struct tg_conn *conn, struct toolgate_request *req)
+{
+        struct toolgate *t = conn->t;
+        char msg[512], why[256], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
+        const char *name = toolgate_escape(req->tool, esc, sizeof(esc));
+
+        struct tg_tool *tool = NULL;
+        if (policy_tool_allowed(t->policy, req->tool))
+                tool = tool_state(t, req->tool);
+        if (!tool) {
+                snprintf(msg, sizeof(msg),
+                         "tool \"%s\" is not allowed in this sandbox; ask the operator to "
+                         "define it and add it to tools.allow",
+                         name);
+                refuse(t, conn, req->call_id, req->tool, req->args, "policy_denied", "tools.allow",
+                       msg);
+                return;
+        }
+        json_t *args = req->args ? json_deep_copy(req->args) : json_object();
+        json_t *clamps = NULL;
+        if (tool_schema_check(tool->def->schema, args, tool->def->clamp == POLICY_TOOL_CLAMP,
+                              &clamps, why, sizeof(why)) < 0) {
+                snprintf(msg, sizeof(msg), "tool \"%s\": %s", name, why);
+                refuse(t, conn, req->call_id, req->tool, req->args, "bad_args", "schema", msg);
+                json_decref(args);
+                json_decref(clamps);
+                return;
+        }
+        const char *limit = NULL;
+        if (conn->pending >= TOOLGATE_PENDING_MAX)
+                limit = "pending";
+        else if (!bucket_take(&tool->bucket))
+                limit = "rate";
+        else if (!bucket_take(&t->sandbox_bucket))
+                limit = "rate.sandbox";
+        if (limit) {
+                if (STREQ(limit, "pending"))
+                        snprintf(msg, sizeof(msg),
+                                 "more than %u calls are waiting on this connection; wait for "
+                                 "answers",
+                                 TOOLGATE_PENDING_MAX);
+                else if (STREQ(limit, "rate"))
+                        snprintf(msg, sizeof(msg),
+                                 "tool \"%s\" allows %u calls a minute; wait and retry", name,
+                                 tool->def->rate_per_min);
+                else
+                        snprintf(msg, sizeof(msg),
+                                 "this sandbox may make %u tool calls a minute; wait and retry",
+                                 TOOLGATE_SANDBOX_RATE_PER_MIN);
+                refuse(t, conn, req->call_id, req->tool, req->args, "rate_limited", limit, msg);
+                json_decref(args);
+                json_decref(clamps);
+                return;
+        }
+
+        struct tg_call *c = xcalloc(1, sizeof(*c));
+        c->t = t;
+        c->conn = conn;
+        c->tool = tool;
+        c->call_id = req->call_id ? xstrdup(req->call_id) : NULL;
+        c->args = args;
+        c->clamps = clamps;
+        c->start_us = now_monotonic_us();
+        args_digest(args, c->digest);
+        conn->pending++;
+        if (tool->running < tool->def->concurrency && !tool->queue_head) {
+                call_start(c);
+                return;
+        }
+        if (tool->queue_tail)
+                tool->queue_tail->next_queued = c;
+        else
+                tool->queue_head = c;
+        tool->queue_tail = c;
+}
+
+static void handle_line(struct tg_conn *conn, const char *line, size_t len)
+{
+        struct toolgate *t = conn->t;
+        struct toolgate_request req;
+        const char *why = NULL;
+        size_t n;
+
+        if (len > 0 && line[len - 1] == '\r')
+                len--;
+        if (len == 0)
+                return;
+        if (toolgate_proto_parse(line, len, &req, &why) < 0) {
+                refuse(t, conn, req.call_id, req.tool, NULL, "bad_args", "protocol", why);
+                toolgate_request_clear(&req);
+                return;
+        }
+        /* The run id first: a request from another run learns nothing else. */
+        if (!req.run_id || !STREQ(req.run_id, t->run_id)) {
+                refuse(t, conn, req.call_id, req.tool, NULL, "run_mismatch", "runId",
+                       "the request's runId is not this sandbox's run (AIRLOCK_RUN_ID)");
+                toolgate_request_clear(&req);
+                return;
+        }
+        if (req.list) {
+                json_t *l = toolgate_list(t->policy);
+                char *answer = toolgate_proto_ok(req.call_id, l, &n);
+                conn_send(conn, answer, n);
+                json_decref(l);
+        } else
+                handle_call(conn, &req);
+        toolgate_request_clear(&req);
+}
+
+/* Connections */
+
+static void conn_free(struct tg_conn *c)
+{
+        struct toolgate *t = c->t;
+        /* Calls still queued or running finish unanswered. */
+        for (struct tg_call *r = t->running; r; r = r->next_running)
+                if (r->conn == c)
+                        r->conn = NULL;
+        for (size_t i = 0; i < t->n_tools; i++)
+                for (struct tg_call *q = t->tools[i].queue_head; q; q = q->next_queued)
+                        if (q->conn == c)
+                                q->conn = NULL;
+        *c->prev = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        t->n_conns--;
+        bufferevent_free(c->bev);
+        free(c);
+}
+
+static void conn_read(struct bufferevent *bev, void *ud)
+{
+        struct tg_conn *c = ud;
+        struct evbuffer *in = bufferevent_get_input(bev);
+
+        while (!c->closing) {
+                size_t eol_len = 0;
+                struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
+                if (eol.pos < 0) {
+                        if (evbuffer_get_length(in) > TOOLGATE_LINE_MAX) {
+                                /* Too long: answer once, drop the rest, close
+                                 * once the answer is written (conn_write). */
+                                refuse(c->t, c, NULL, NULL, NULL, "bad_args", "protocol",
+                                       "the request line is longer than the gateway's limit "
+                                       "(1 MiB)");
+                                c->closing = true;
+                                evbuffer_drain(in, evbuffer_get_length(in));
+                                bufferevent_disable(bev, EV_READ);
+                        }
+                        return;
+                }
+                size_t len = (size_t)eol.pos;
+                if (len > TOOLGATE_LINE_MAX) {
+                        evbuffer_drain(in, len + eol_len);
+                        refuse(c->t, c, NULL, NULL, NULL, "bad_args", "protocol",
+                               "the request line is longer than the gateway's limit (1 MiB)");
+                        c->closing = true;
+                        bufferevent_disable(bev, EV_READ);
+                        return;
+                }
+                char *line = (char *)evbuffer_pullup(in, (ssize_t)(len + eol_len));
+                handle_line(c, line, len);
+                evbuffer_drain(in, len + eol_len);
+                if (!(bufferevent_get_enabled(bev) & EV_READ))
+                        return;
+        }
+}
+
+static void conn_write(struct bufferevent *bev, void *ud)
+{
+        struct tg_conn *c = ud;
+        if (evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+                return;
+        if (c->closing) {
+                conn_free(c);
+                return;
+        }
+        if (!(bufferevent_get_enabled(bev) & EV_READ)) {
+                bufferevent_enable(bev, EV_READ);
+                conn_read(bev, c); /* lines already buffered */
+        }
+}
+
+static void conn_event(struct bufferevent *bev, short what, void *ud)
+{
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+                conn_free(ud);
+}
+
+static void accept_cb(evutil_socket_t lfd, short what, void *ud)
+{
+        struct toolgate *t = ud;
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+                return;
+        if (t->n_conns >= TOOLGATE_CONNECTIONS_MAX) {
+                close(fd);
+                if (!refusal_counted(t, "", "rate_limited", "connections")) {
+                        struct toolgate_record rec = {
+                            .tool = "",
+                            .decision = "deny",
+                            .rule = "connections",
+                            .error_code = "rate_limited",
+                            .exit_status = -1,
+                        };
+                        record(t, &rec, NULL);
+                }
+                return;
+        }
+        struct tg_conn *c = xcalloc(1, sizeof(*c));
+        c->t = t;
+        c->bev = bufferevent_socket_new(t->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        if (!c->bev) {
+                close(fd);
+                free(c);
+                return;
+        }
+        /* The input stops growing one byte past the longest line. */
+        bufferevent_setwatermark(c->bev, EV_READ, 0, TOOLGATE_LINE_MAX + 2);
+        bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
+        bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+        c->next = t->conns;
+        if (t->conns)
+                t->conns->prev = &c->next;
+        c->prev = &t->conns;
+        t->conns = c;
+        t->n_conns++;
+}
+
+/* The gateway */
+
+struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_config *cfg,
+                              struct al_error *err)
+{
+        if (!cfg || !cfg->policy || !cfg->run_id || !*cfg->run_id) {
+                al_error_set(err, EINVAL, "tool gateway: a policy and a run id are required");
+                return NULL;
+        }
+        struct toolgate *t = xcalloc(1, sizeof(*t));
+        t->base = base;
+        t->policy = cfg->policy;
+        t->sandbox = xstrdup(cfg->sandbox ? cfg->sandbox : "");
+        t->run_id = xstrdup(cfg->run_id);
+        t->account = xstrdup(cfg->account);
+        t->secrets = cfg->secrets;
+        t->netgate = cfg->netgate;
+        t->recorder = cfg->recorder;
+        t->ud = cfg->ud;
+        t->tools = xcalloc(cfg->policy->n_tools ? cfg->policy->n_tools : 1, sizeof(*t->tools));
+        for (size_t i = 0; i < cfg->policy->n_tools; i++) {
+                const struct policy_tool *d = &cfg->policy->tools[i];
+                if (!d->schema)
+                        continue;
+                struct tg_tool *s = &t->tools[t->n_tools++];
+                s->def = d;
+                bucket_init(&s->bucket, d->rate_per_min ? d->rate_per_min : 60);
+        }
+        bucket_init(&t->sandbox_bucket, TOOLGATE_SANDBOX_RATE_PER_MIN);
+        t->kinds_timer = evtimer_new(base, refusals_tick, t);
+        if (!t->kinds_timer) {
+                al_error_set(err, ENOMEM, "tool gateway: making a timer");
+                toolgate_free(t);
+                return NULL;
+        }
+        return t;
+}
+
+int toolgate_add_listener(struct toolgate *t, int fd, struct al_error *err)
+{
+        if (t->n_listeners >= ARRAY_SIZE(t->listeners))
+                return al_error_set(err, EMFILE, "tool gateway: too many listeners");
+        if (evutil_make_socket_nonblocking(fd) < 0)
+                return al_error_set(err, errno, "tool gateway: listener");
+        struct event *ev = event_new(t->base, fd, EV_READ | EV_PERSIST, accept_cb, t);
+        if (!ev || event_add(ev, NULL) < 0) {
+                if (ev)
+                        event_free(ev);
+                return al_error_set(err, ENOMEM, "tool gateway: listening");
+        }
+        t->listeners[t->n_listeners] = ev;
+        t->listen_fds[t->n_listeners++] = fd;
+        return 0;
+}
+
+void toolgate_free(struct toolgate *t)
+{
+        if (!t)
+                return;
+        t->freeing = true;
+        for (size_t i = 0; i < t->n_listeners; i++) {
+                event_free(t->listeners[i]);
+                close(t->listen_fds[i]);
+        }
+        while (t->conns)
+                conn_free(t->conns);
+        /* Waiting calls never start; running ones are killed and reaped. */
+        for (size_t i = 0; i < t->n_tools; i++)
+                while (t->tools[i].queue_head) {
+                        struct tg_call *c = t->tools[i].queue_head;
+                        t->tools[i].queue_head = c->next_queued;
+                        toolgate_call_finish(c, NULL, "internal", "shutdown",
+                                             "the sandbox is stopping", -1, 0);
+                }
+        while (t->running) {
+                struct tg_call *c = t->running;
+                if (c->cancel)
+                        c->cancel(c); /* finishes c */
+                else
+                        toolgate_call_finish(c, NULL, "internal", "shutdown",
+                                             "the sandbox is stopping", -1, 0);
+        }
+        if (t->kinds_timer) {
+                refusals_flush(t, true);
+                event_free(t->kinds_timer);
+        }
+        free(t->tools);
+        free(t->sandbox);
+        free(t->run_id);
+        free(t->account);
+        free(t);
+}
+
+/* Listing */
+
+/* What the schema enforces anyway, said in the listing: no member an
+ * object's schema does not name. */
+static void close_objects(json_t *schema)
+{
+        const char *key;
+        json_t *v;
+
+        if (!json_is_object(schema))
+                return;
+        if (json_is_string(json_object_get(schema, "type")) &&
+            STREQ(json_string_value(json_object_get(schema, "type")), "object") &&
+            !json_object_get(schema, "additionalProperties"))
+                json_object_set_new(schema, "additionalProperties", json_false());
+        json_object_foreach(json_object_get(schema, "properties"), key, v) close_objects(v);
+        close_objects(json_object_get(schema, "items"));
+}
+
+json_t *toolgate_list(const struct policy *p)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; i < p->n_tools; i++) {
+                const struct policy_tool *d = &p->tools[i];
+                if (!policy_tool_allowed(p, d->name))
+                        continue;
+                json_t *schema = d->schema_json ? json_loads(d->schema_json, 0, NULL) : NULL;
+                close_objects(schema);
+                json_array_append_new(a,
+                                      json_pack("{s:s, s:s, s:o}", "name", d->name, "description",
+                                                d->description ? d->description : "", "inputSchema",
+                                                schema ? schema : json_object()));
+        }
+        return a;
+}
+
+int toolgate_wanted(const struct policy *p)
+{
+        return p->n_tools_allow > 0;
+}
