@@ -52,5 +52,7 @@ void route_accept(struct daemon *d, struct evhttp_request *req, const struct rou
 void route_discard(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_export(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_push(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* tools.c */
+void route_tools(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* audit.c */
 void route_audit(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
