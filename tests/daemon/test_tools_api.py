@@ -120,6 +120,32 @@ def test_grant_lists_its_tools(tools_daemon):
     assert p.returncode != 0 and "tool" in p.stderr, p.stderr
 
 
+def test_database_before_tools_is_migrated(tmp_path):
+    """A grants table from before tools (schema 3) gains the column, and
+    its grants name no tool."""
+    import sqlite3
+    db = tmp_path / "airlockd.db"
+    con = sqlite3.connect(db)
+    con.execute("""CREATE TABLE grants (name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE,
+        allow_sandbox INTEGER NOT NULL, allow_exec INTEGER NOT NULL,
+        allow_host_workspace INTEGER NOT NULL, max_sandboxes INTEGER NOT NULL,
+        classes TEXT NOT NULL, created_ms INTEGER NOT NULL, revoked_ms INTEGER NOT NULL DEFAULT 0,
+        allow_git INTEGER NOT NULL DEFAULT 0, secrets TEXT NOT NULL DEFAULT '')""")
+    con.execute("INSERT INTO grants VALUES ('old', ?, 1, 1, 0, 0, '', 1000, 0, 0, '')",
+                ("cd" * 32,))
+    con.execute("PRAGMA user_version=3")
+    con.commit()
+    con.close()
+    p = subprocess.run([str(AIRLOCK), "grant", "ls", "--json", "--state-dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)[0]["tools"] == []
+    con = sqlite3.connect(db)
+    assert [r[1] for r in con.execute("PRAGMA table_info(grants)")].count("tools") == 1
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 4
+    con.close()
+
+
 def test_daemon_refuses_a_bad_tools_file(make_daemon, daemon_base):
     f = pathlib.Path(tempfile.mkdtemp(prefix="badtools-", dir=daemon_base)) / "tools.json"
     f.write_text(json.dumps({"define": {"x.sh": {"args": {"type": "object"},
