@@ -210,6 +210,13 @@ Test(policy_tools, runner_keys)
                    "http.path");
         load_fails("{\"tools\": {\"define\": {\"a b\": {\"command\": [\"/bin/date\"]}}}}",
                    "tool name");
+        load_fails(DEF("{\"command\": [\"/bin/date\"], \"env\": {\"T\": \"${secret:}\"}}"),
+                   "\"env\" \"T\": a template");
+        load_fails(DEF("{\"command\": [\"/bin/date\"], \"env\": {\"T\": \"${run.attempt}\"}}"),
+                   "a template");
+        load_fails(DEF("{\"command\": [\"/bin/date\"], \"env\": {\"1T\": \"x\"}}"), "key \"1T\"");
+        policy_free(load_ok(DEF("{\"command\": [\"/bin/date\"], \"env\": {\"T\": \"a $${x} "
+                                "${secret:GH_1} ${run.id}/${sandbox.id}/${account}\"}}")));
         /* A route the policy lacks. */
         finalize_fails("{\"tools\": {\"allow\": [\"t.x\"], \"define\": {\"t.x\": {\"http\": "
                        "{\"route\": \"gh\", \"method\": \"GET\", \"path\": \"/repos\"}}}}}",
@@ -272,4 +279,45 @@ Test(policy_tools, definitions_file)
         cr_assert(strstr(e.msg, "unknown key \"tools\""), "%s", e.msg);
         unlink(path);
         policy_free(p);
+}
+
+Test(policy_tools, http_templates)
+{
+        const char *pre = "{\"network\": {\"routes\": [{\"name\": \"gh\", \"upstream\": "
+                          "\"https://api.example.com\"}]}, \"tools\": {\"allow\": [\"t.x\"], "
+                          "\"define\": {\"t.x\": {\"args\": {\"type\": \"object\", \"properties\": "
+                          "{\"r\": {\"type\": \"string\"}, \"l\": {\"type\": \"array\", \"items\": "
+                          "{\"type\": \"string\"}}}}, \"http\": ";
+        char json[1024];
+        snprintf(json, sizeof(json),
+                 "%s{\"route\": \"gh\", \"method\": \"POST\", \"path\": "
+                 "\"/repos/${args.r}\", \"body\": {\"q\": \"${args.r}\"}}}}}}",
+                 pre);
+        struct policy *p = finalize_ok(json);
+        const struct policy_tool *t = policy_tool_find(p, "t.x");
+        cr_assert_str_eq(t->path, "/repos/${args.r}");
+        cr_assert_str_eq(t->body, "{\"q\":\"${args.r}\"}");
+        char *s = policy_to_json(p);
+        struct policy *q = load_ok(s);
+        char *s2 = policy_to_json(q);
+        cr_assert_str_eq(s, s2);
+        free(s);
+        free(s2);
+        policy_free(q);
+        policy_free(p);
+        snprintf(json, sizeof(json),
+                 "%s{\"route\": \"gh\", \"method\": \"GET\", \"path\": \"/r/${args.zz}\"}}}}}",
+                 pre);
+        load_fails(json, "\"zz\", which \"args\" does not define");
+        snprintf(json, sizeof(json),
+                 "%s{\"route\": \"gh\", \"method\": \"GET\", \"path\": \"/r/${args.l}\"}}}}}", pre);
+        load_fails(json, "array or object");
+        snprintf(json, sizeof(json),
+                 "%s{\"route\": \"gh\", \"method\": \"GET\", \"path\": \"/r\", \"x\": 1}}}}}", pre);
+        load_fails(json, "unknown key \"x\"");
+        snprintf(json, sizeof(json),
+                 "%s{\"route\": \"gh\", \"method\": \"GET\", \"path\": \"/r\"}, \"env\": "
+                 "{\"A\": \"b\"}}}}}",
+                 pre);
+        load_fails(json, "applies to \"command\" tools only");
 }

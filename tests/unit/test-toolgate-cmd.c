@@ -31,6 +31,9 @@ static const char cmd_tools[] =
     "  \"c.hang\": {\"args\": {\"type\": \"object\", \"properties\": {"
     "    \"m\": {\"type\": \"string\", \"pattern\": \"^[0-9.]+$\"}}, \"required\": [\"m\"]},"
     "   \"command\": [\"/usr/bin/python3\", \"%S\", \"hang\", \"${args.m}\"], \"timeout\": \"1s\"},"
+    "  \"c.echo\": {\"args\": {\"type\": \"object\", \"properties\": {"
+    "    \"s\": {\"type\": \"string\"}}},"
+    "   \"command\": [\"/usr/bin/python3\", \"%S\", \"stdin\"]},"
     "  \"c.missing\": {\"command\": [\"/nonexistent/tool\"]}"
     "}}";
 
@@ -248,5 +251,30 @@ Test(toolgate_cmd, free_kills_running_tools)
         cr_assert_eq(count_marked(marker), 0, "toolgate_free left the tool's tree running");
         json_t *rec = last_record();
         cr_assert_str_eq(str_of(rec, "rule"), "shutdown");
+        close(fd);
+}
+
+/* Arguments larger than a socket buffer reach the tool's stdin whole. */
+Test(toolgate_cmd, large_args_on_stdin)
+{
+        enum { LEN = 600000 };
+        int fd = tg_connect();
+        char *line = xcalloc(1, LEN + 256);
+        size_t n =
+            (size_t)snprintf(line, 256,
+                             "{\"runId\": \"" RUN_ID
+                             "\", \"callId\": \"s\", \"tool\": \"c.echo\", \"args\": {\"s\": \"");
+        for (size_t i = 0; i < LEN; i++)
+                line[n + i] = (char)('a' + i % 26);
+        memcpy(line + n + LEN, "\"}}\n", 5);
+        json_t *r = tg_call(fd, line);
+        cr_assert(json_is_true(json_object_get(r, "ok")), "%s", str_of(r, "safeMessage"));
+        const char *s = str_of(json_object_get(r, "value"), "s");
+        cr_assert_eq(strlen(s), LEN);
+        cr_assert_eq(memcmp(s, line + n, LEN), 0);
+        /* {"s":"..."}: the arguments as the tool read them. */
+        cr_assert_eq(json_integer_value(json_object_get(last_record(), "outputBytes")), LEN + 8);
+        json_decref(r);
+        free(line);
         close(fd);
 }

@@ -9,7 +9,7 @@
 #define Q(s) "{\"runId\": \"" RUN_ID "\", " s "}\n"
 
 static const char basic_tools[] =
-    "{\"allow\": [\"core.time\", \"t.num\", \"t.strict\", \"t.slow\"],"
+    "{\"allow\": [\"core.time\", \"t.num\", \"t.strict\", \"t.slow\", \"t.hold\"],"
     " \"define\": {"
     "  \"t.num\": {\"description\": \"numbers\", \"args\": {\"type\": \"object\", \"properties\": {"
     "    \"n\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 10},"
@@ -23,6 +23,10 @@ static const char basic_tools[] =
     "   \"command\": [\"/usr/bin/python3\", \"%S\", \"stdin\"], \"clamp\": \"refuse\"},"
     "  \"t.slow\": {\"args\": {\"type\": \"object\", \"properties\": {}},"
     "   \"command\": [\"/usr/bin/python3\", \"%S\", \"sleep\", \"0.3\"], \"concurrency\": 2,"
+    "   \"rate\": 1000},"
+    "  \"t.hold\": {\"args\": {\"type\": \"object\", \"properties\": {\"s\": {\"type\": "
+    "\"string\"}}},"
+    "   \"command\": [\"/usr/bin/python3\", \"%S\", \"sleep\", \"5\"], \"concurrency\": 1,"
     "   \"rate\": 1000},"
     "  \"t.off\": {\"command\": [\"/bin/date\"]}"
     " }}";
@@ -450,7 +454,7 @@ static int cmp_u64(const void *a, const void *b)
  * machine does not fail it. */
 Test(toolgate, round_trip_figure, .init = setup_basic)
 {
-        enum { N = 50 }; /* core.time allows 60 a minute */
+        enum { N = 200 }; /* core.time allows 600 a minute */
         uint64_t us[N];
         int fd = tg_connect();
         for (int i = 0; i < N; i++) {
@@ -465,4 +469,46 @@ Test(toolgate, round_trip_figure, .init = setup_basic)
                     us[N * 99 / 100]);
         cr_assert_lt(us[N / 2], 50000);
         close(fd);
+}
+
+/* Calls of 1 MB waiting behind a slow tool: the gateway holds at most
+ * TOOLGATE_HELD_MAX of them, then refuses, whatever the connections. */
+Test(toolgate, held_bytes_bounded, .init = setup_basic)
+{
+        enum { CONNS = 2, PER = 40, ARG = 1000000 };
+        int fds[CONNS];
+        char *line = xcalloc(1, ARG + 256);
+        size_t n = (size_t)snprintf(
+            line, 256, "{\"runId\": \"" RUN_ID "\", \"tool\": \"t.hold\", \"args\": {\"s\": \"");
+        memset(line + n, 'a', ARG);
+        memcpy(line + n + ARG, "\"}}\n", 5);
+        size_t limited = 0, answered = 0;
+        for (int i = 0; i < CONNS; i++) {
+                fds[i] = tg_connect();
+                for (int k = 0; k < PER; k++)
+                        tg_send(fds[i], line);
+        }
+        /* Refusals come at once; the accepted calls wait behind the tool. */
+        for (int i = 0; i < CONNS; i++)
+                for (;;) {
+                        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+                        for (int s = 0; s < 20; s++)
+                                tg_spin();
+                        if (poll(&p, 1, 200) != 1)
+                                break;
+                        json_t *r = tg_read(fds[i], 2000);
+                        answered++;
+                        if (STREQ(str_of(r, "errorCode"), "rate_limited")) {
+                                limited++;
+                                cr_assert(strstr(str_of(r, "safeMessage"), "holds too many"), "%s",
+                                          str_of(r, "safeMessage"));
+                        }
+                        json_decref(r);
+                }
+        cr_assert_geq(limited, (size_t)(CONNS * PER) - (TOOLGATE_HELD_MAX / ARG) - 1,
+                      "%zu refused of %d", limited, CONNS * PER);
+        cr_assert_gt(limited, 0);
+        free(line);
+        for (int i = 0; i < CONNS; i++)
+                close(fds[i]);
 }

@@ -32,9 +32,11 @@
 #define TOOL_CONCURRENCY  64 /* TOOLGATE_PENDING_MAX */
 #define TOOLS_FILE_MAX    (1024 * 1024)
 
-#define TOOL_TIMEOUT_DEFAULT     30000
-#define TOOL_OUTPUT_DEFAULT      (1ULL << 20)
-#define TOOL_RATE_DEFAULT        60
+#define TOOL_TIMEOUT_DEFAULT 30000
+#define TOOL_OUTPUT_DEFAULT  (1ULL << 20)
+#define TOOL_RATE_DEFAULT    60
+/* A built-in costs no process: as many as the sandbox may make. */
+#define TOOL_RATE_BUILTIN        600
 #define TOOL_CONCURRENCY_DEFAULT 4
 
 /* The built-in tools: answered by the gateway itself (toolgate/builtin.c). */
@@ -373,6 +375,39 @@ static int parse_http(struct tool_ctx *tc, json_t *v)
         return r;
 }
 
+/* The templates an environment value may hold, checked here so that a
+ * typo fails at load rather than at the first call: ${secret:NAME},
+ * ${run.id}, ${sandbox.id}, ${account}; "$${" is a literal "${". */
+static bool env_template_ok(const char *s)
+{
+        static const char *const vars[] = {"${run.id}", "${sandbox.id}", "${account}"};
+        for (const char *p = s; (p = strstr(p, "${"));) {
+                if (p > s && p[-1] == '$') {
+                        p += 2;
+                        continue;
+                }
+                bool ok = false;
+                for (size_t i = 0; i < ARRAY_SIZE(vars) && !ok; i++)
+                        if (strncmp(p, vars[i], strlen(vars[i])) == 0) {
+                                ok = true;
+                                p += strlen(vars[i]);
+                        }
+                if (!ok && strncmp(p, "${secret:", 9) == 0) {
+                        const char *q = p + 9;
+                        if ((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') || *q == '_') {
+                                while ((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') ||
+                                       (*q >= '0' && *q <= '9') || *q == '_')
+                                        q++;
+                                ok = *q == '}';
+                                p = q + 1;
+                        }
+                }
+                if (!ok)
+                        return false;
+        }
+        return true;
+}
+
 static int parse_env(struct tool_ctx *tc, json_t *v)
 {
         struct policy_tool *t = tc->t;
@@ -398,6 +433,11 @@ static int parse_env(struct tool_ctx *tc, json_t *v)
                 if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e) ||
                     !utf8_str_valid(json_string_value(e)))
                         return tfail_key(tc, "env", "\"%s\" must be a UTF-8 string", key);
+                if (!env_template_ok(json_string_value(e)))
+                        return tfail_key(tc, "env",
+                                         "\"%s\": a template must be ${secret:NAME}, ${run.id}, "
+                                         "${sandbox.id} or ${account} (\"$${\" for a literal)",
+                                         key);
                 t->env[t->n_env].key = xstrdup(key);
                 t->env[t->n_env].value = xstrdup(json_string_value(e));
                 t->n_env++;
@@ -609,7 +649,7 @@ static void add_builtin(struct policy *p, size_t k)
             .runner = POLICY_TOOL_BUILTIN,
             .timeout_ms = TOOL_TIMEOUT_DEFAULT,
             .output_max = TOOL_OUTPUT_DEFAULT,
-            .rate_per_min = TOOL_RATE_DEFAULT,
+            .rate_per_min = TOOL_RATE_BUILTIN,
             .concurrency = TOOL_CONCURRENCY_DEFAULT,
         };
         json_decref(doc);

@@ -277,13 +277,7 @@ static char **build_env(struct tg_call *c, char *why, size_t why_size)
         for (size_t i = 0; i < d->n_env; i++) {
                 char *value = NULL;
                 struct al_error err = {0};
-                int r = t->secrets
-                            ? secrets_expand(t->secrets, d->env[i].value, &vars, &value, &err)
-                            : -ENOENT;
-                if (r < 0 && !t->secrets && !strstr(d->env[i].value, "${")) {
-                        value = xstrdup(d->env[i].value);
-                        r = 0;
-                }
+                int r = secrets_expand(t->secrets, d->env[i].value, &vars, &value, &err);
                 if (r < 0) {
                         snprintf(why, why_size,
                                  "the tool's environment variable %s could not be set (a secret "

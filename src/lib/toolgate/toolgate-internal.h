@@ -24,6 +24,9 @@ struct tg_conn;
 #define TOOLGATE_REFUSAL_SINGLES      8   /* recorded one by one per kind and window */
 #define TOOLGATE_REFUSAL_KINDS        64  /* kinds tracked; more share one */
 #define TOOLGATE_MESSAGE_MAX          256 /* bytes of a safeMessage */
+/* Bytes the gateway holds for one sandbox: the requests of calls waiting or
+ * running, and answers not yet read. Past it, new calls are rate_limited. */
+#define TOOLGATE_HELD_MAX (64u << 20)
 
 /* proto.c: one request line, parsed. Everything in it is hostile. */
 struct toolgate_request {
@@ -76,7 +79,8 @@ struct toolgate {
         struct event_base *base;
         const struct policy *policy;
         char *sandbox, *run_id, *account;
-        struct secrets *secrets;
+        struct secrets *secrets; /* the config's, else own_secrets */
+        struct secrets *own_secrets;
         struct netgate *netgate;
         void (*recorder)(void *ud, const struct toolgate_record *rec);
         void *ud;
@@ -91,6 +95,7 @@ struct toolgate {
         size_t n_tools;
         struct tg_bucket sandbox_bucket;
         struct tg_call *running; /* started calls, linked by next_running */
+        size_t requests_held;    /* request bytes of calls waiting or running */
 
         struct tg_refusal_kind kinds[TOOLGATE_REFUSAL_KINDS + 1]; /* the last: all others */
         size_t n_kinds;
@@ -107,6 +112,7 @@ struct tg_call {
         json_t *clamps;
         char digest[65];
         uint64_t start_us;
+        size_t held; /* its request's bytes, in t->requests_held */
         struct tg_call *next_queued;
         struct tg_call *next_running, **prev_running;
         bool started;

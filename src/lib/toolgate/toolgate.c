@@ -36,8 +36,8 @@ static uint64_t now_ms(void)
 
 json_t *toolgate_record_json(const struct toolgate_record *rec)
 {
+        /* The sandbox is the audit event's own (as for net.decision). */
         json_t *o = json_object();
-        json_object_set_new(o, "sandbox", json_string(rec->sandbox ? rec->sandbox : ""));
         json_object_set_new(o, "callId", rec->call_id ? json_string(rec->call_id) : json_null());
         json_object_set_new(o, "tool", json_string(rec->tool ? rec->tool : ""));
         json_object_set_new(o, "args", rec->args ? json_deep_copy(rec->args) : json_null());
@@ -348,6 +348,7 @@ void toolgate_call_finish(struct tg_call *c, json_t *value, const char *error_co
         struct tg_tool *tool = c->tool;
         size_t len;
 
+        t->requests_held -= c->held;
         if (c->started) {
                 tool->running--;
                 *c->prev_running = c->next_running;
@@ -386,7 +387,16 @@ void toolgate_call_finish(struct tg_call *c, json_t *value, const char *error_co
                 start_waiting(tool);
 }
 
-static void handle_call(struct tg_conn *conn, struct toolgate_request *req)
+/* What the gateway holds now (TOOLGATE_HELD_MAX). */
+static size_t held_bytes(const struct toolgate *t)
+{
+        size_t n = t->requests_held;
+        for (const struct tg_conn *c = t->conns; c; c = c->next)
+                n += evbuffer_get_length(bufferevent_get_output(c->bev));
+        return n;
+}
+
+static void handle_call(struct tg_conn *conn, struct toolgate_request *req, size_t len)
 {
         struct toolgate *t = conn->t;
         char msg[512], why[256], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
@@ -417,12 +427,18 @@ static void handle_call(struct tg_conn *conn, struct toolgate_request *req)
         const char *limit = NULL;
         if (conn->pending >= TOOLGATE_PENDING_MAX)
                 limit = "pending";
+        else if (held_bytes(t) + len > TOOLGATE_HELD_MAX)
+                limit = "held";
         else if (!bucket_take(&tool->bucket))
                 limit = "rate";
         else if (!bucket_take(&t->sandbox_bucket))
                 limit = "rate.sandbox";
         if (limit) {
-                if (STREQ(limit, "pending"))
+                if (STREQ(limit, "held"))
+                        snprintf(msg, sizeof(msg),
+                                 "the gateway holds too many unanswered or unread calls for this "
+                                 "sandbox; read the answers and retry");
+                else if (STREQ(limit, "pending"))
                         snprintf(msg, sizeof(msg),
                                  "more than %u calls are waiting on this connection; wait for "
                                  "answers",
@@ -449,6 +465,8 @@ static void handle_call(struct tg_conn *conn, struct toolgate_request *req)
         c->args = args;
         c->clamps = clamps;
         c->start_us = now_monotonic_us();
+        c->held = len;
+        t->requests_held += len;
         args_digest(args, c->digest);
         conn->pending++;
         if (tool->running < tool->def->concurrency && !tool->queue_head) {
@@ -491,7 +509,7 @@ static void handle_line(struct tg_conn *conn, const char *line, size_t len)
                 conn_send(conn, answer, n);
                 json_decref(l);
         } else
-                handle_call(conn, &req);
+                handle_call(conn, &req, len);
         toolgate_request_clear(&req);
 }
 
@@ -630,7 +648,9 @@ struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_con
         t->sandbox = xstrdup(cfg->sandbox ? cfg->sandbox : "");
         t->run_id = xstrdup(cfg->run_id);
         t->account = xstrdup(cfg->account);
-        t->secrets = cfg->secrets;
+        /* Without the caller's secrets, an empty set: ${run.id} and the
+         * like still expand, and a ${secret:...} fails as not set. */
+        t->secrets = cfg->secrets ? cfg->secrets : (t->own_secrets = secrets_new());
         t->netgate = cfg->netgate;
         t->recorder = cfg->recorder;
         t->ud = cfg->ud;
@@ -701,6 +721,7 @@ void toolgate_free(struct toolgate *t)
                 refusals_flush(t, true);
                 event_free(t->kinds_timer);
         }
+        secrets_free(t->own_secrets);
         free(t->tools);
         free(t->sandbox);
         free(t->run_id);

@@ -75,7 +75,10 @@ struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_con
                               struct al_error *err);
 /* Serve a listening unix socket (taken over, closed by toolgate_free). */
 int toolgate_add_listener(struct toolgate *t, int fd, struct al_error *err);
-/* Stop: close connections, kill every running tool's process tree, reap it. */
+/* Stop: close connections, kill every running tool's process tree, reap it.
+ * The recorder is still called from here (the killed calls, with rule
+ * "shutdown", and the refusals counted in the last window): keep the audit
+ * log open until this returns. */
 void toolgate_free(struct toolgate *t);
 
 /* The allowed tools as the sandbox sees them (`airlock-tool ls`, MCP
