@@ -10,8 +10,8 @@
       core.time` against `airlock-tool --version` (its own start cost, which
       is subtracted) and against running `date`.
 
-core.time is held to 60 calls a minute per sandbox like any tool (a bucket
-that starts full), so the samples come from ROUNDS sandboxes of 50 calls.
+core.time is held to 600 calls a minute per sandbox (a bucket that starts
+full), so the samples come from ROUNDS sandboxes of 500 calls.
 
 Reports, never judges: exit 1 only when a step fails."""
 
@@ -23,10 +23,10 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AIRLOCK = os.environ.get("AIRLOCK_BIN", os.path.join(REPO, "build/src/cli/airlock"))
-ROUNDS = int(os.environ.get("BENCH_TOOL_ROUNDS", "20"))
-CALLS = 50  # per sandbox, within the rate limit's first minute
-WARMUP = 5
-SPAWNS = 15  # one-shot calls per sandbox (three processes each)
+ROUNDS = int(os.environ.get("BENCH_TOOL_ROUNDS", "4"))
+CALLS = 500  # per sandbox, within the rate limit's first minute
+WARMUP = 50
+SPAWNS = 100  # one-shot calls per sandbox (three processes each)
 
 INSIDE = r"""
 import json, os, socket, subprocess, sys, time
@@ -88,7 +88,7 @@ def main():
         try:
             for _ in range(ROUNDS):
                 # Round trips in one sandbox, one-shot processes in another:
-                # each within core.time's 60 calls a minute.
+                # each within core.time's 600 calls a minute.
                 for k, v in one_round(ws, CALLS, WARMUP, 0).items():
                     r[k] += v
                 for k, v in one_round(ws, 0, 0, SPAWNS).items():
