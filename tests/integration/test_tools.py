@@ -323,3 +323,39 @@ def test_mcp_version_negotiation(airlock):
         "2025-06-18", "2024-11-05", "2025-11-25"], out
     assert out[3]["result"] == {} and out[4]["error"]["code"] == -32601, out
     assert out[5]["error"]["code"] == -32700 and out[5]["id"] is None, out
+
+
+# The host's side: secrets and concurrent callers
+
+
+def test_tool_uses_a_host_secret_the_sandbox_never_sees(airlock):
+    token = "forge-" + os.urandom(12).hex()
+    d = airlock.make_dir("sec")
+    sec = d / "secrets.env"
+    sec.write_text(f"FORGE_TOKEN={token}\n")
+    sec.chmod(0o600)
+    airlock.chown(d)
+    tools = _tools_file(airlock, {"forge.whoami": {
+        "description": "prints the token it was given (a careless tool)",
+        "command": ["/usr/bin/printenv", "FORGE_TOKEN"],
+        "env": {"FORGE_TOKEN": "${secret:FORGE_TOKEN}"}}})
+    log = _audit(airlock)
+    p = airlock.sandbox("airlock-tool call forge.whoami; env; cat /proc/self/environ",
+                        "--tool", "forge.whoami", "--tools", tools, "--secrets", sec,
+                        "--audit", log)
+    assert p.returncode == 0, p.stderr
+    assert token not in p.stdout + p.stderr
+    assert p.stdout.splitlines()[0] == "[REDACTED]", p.stdout
+    assert token not in log.read_text()
+    call = [e for e in _lines(log) if e["kind"] == "tool.call"][0]
+    assert (call["decision"], call.get("errorCode")) == ("allow", None), call
+
+
+def test_concurrent_callers_are_each_answered_and_audited(airlock):
+    log = _audit(airlock)
+    p = airlock.sandbox("for i in 1 2 3 4 5 6 7 8; do airlock-tool call core.time >/tmp/$i & done; "
+                        "wait; cat /tmp/[1-8] | grep -c unixMs",
+                        "--tool", "core.time", "--audit", log)
+    assert p.stdout.split() == ["8"], (p.stdout, p.stderr)
+    calls = [e for e in _lines(log) if e["kind"] == "tool.call"]
+    assert len(calls) == 8 and all(c["decision"] == "allow" for c in calls), calls
