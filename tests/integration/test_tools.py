@@ -359,3 +359,21 @@ def test_concurrent_callers_are_each_answered_and_audited(airlock):
     assert p.stdout.split() == ["8"], (p.stdout, p.stderr)
     calls = [e for e in _lines(log) if e["kind"] == "tool.call"]
     assert len(calls) == 8 and all(c["decision"] == "allow" for c in calls), calls
+
+
+def test_missing_client_is_a_clear_setup_error(airlock, tmp_path):
+    """An airlock without airlock-tool beside it refuses a sandbox with tools
+    (naming the file), and runs one without."""
+    if airlock.user:
+        pytest.skip("the copied binary is run directly, as root")
+    lonely = tmp_path / "bin"
+    lonely.mkdir()
+    shutil.copy(AIRLOCK_BIN, lonely / "airlock")
+    ws = airlock.make_dir()
+    p = subprocess.run([str(lonely / "airlock"), "run", "-q", "-w", str(ws), "--tool", "core.time",
+                        "--", "true"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 125, (p.returncode, p.stderr)
+    assert str(lonely / "airlock-tool") in p.stderr and "missing" in p.stderr, p.stderr
+    p = subprocess.run([str(lonely / "airlock"), "run", "-q", "-w", str(ws), "--", "true"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
