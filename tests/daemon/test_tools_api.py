@@ -81,9 +81,9 @@ def test_granted_tools_work_in_an_idle_sandbox(tools_daemon):
         assert (r.exit_code, json.loads(r.stdout)) == (0, ["--", "a b"]), r.stderr
         r = c.run(sb["id"], ["airlock-tool", "call", "other.tool"])
         assert r.exit_code == 3 and b"policy_denied" in r.stderr, r.stderr
-        listed = c._json("GET", "/v1/sandboxes/%s/tools" % sb["id"])
-        assert sorted(t["name"] for t in listed["tools"]) == ["argv.sep", "core.time"], listed
-        sep = next(t for t in listed["tools"] if t["name"] == "argv.sep")
+        listed = c.tools(sb["id"])
+        assert sorted(t["name"] for t in listed) == ["argv.sep", "core.time"], listed
+        sep = next(t for t in listed if t["name"] == "argv.sep")
         assert sep["inputSchema"]["required"] == ["v"], sep
     finally:
         c.delete(sb["id"])
@@ -101,10 +101,10 @@ def test_sandbox_without_tools_has_no_endpoint_and_lists_none(tools_daemon):
         r = c.run(sb["id"], ["sh", "-c", "test -e /run/airlock && echo present; "
                                          "echo \"${AIRLOCK_TOOL_SOCKET:-none}\""])
         assert r.stdout.split() == [b"none"], r.stdout
-        assert c._json("GET", "/v1/sandboxes/%s/tools" % sb["id"])["tools"] == []
+        assert c.tools(sb["id"]) == []
     finally:
         c.delete(sb["id"])
-    status, body = status_of(lambda: c._json("GET", "/v1/sandboxes/%s/tools" % ("0" * 16)))
+    status, body = status_of(lambda: c.tools("0" * 16))
     assert status == 404, body
 
 
