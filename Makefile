@@ -13,7 +13,7 @@ PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev \
 	libgit2-dev libcriterion-dev python3 python3-pytest \
 	bubblewrap hyperfine iproute2 curl wget git procps util-linux \
 	ca-certificates openssl tinyproxy wrk \
-	man-db groff-base
+	man-db groff-base nodejs
 
 .PHONY: all deps build install uninstall test unit integration asan demo bench fuzz format clean
 
@@ -27,6 +27,14 @@ deps:
 		fi; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(PKGS); \
 	fi
+	@# npm: Debian packages it apart from nodejs; other builds of nodejs bring
+	@# their own (and conflict with Debian's).
+	@command -v npm >/dev/null || { [ $$(id -u) -eq 0 ] && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends npm; } || \
+		{ echo "make deps: npm is missing; run as root: apt-get install npm" >&2; exit 1; }
+	@# The official MCP SDK, whose client drives airlock-tool mcp in the tests.
+	@test -d tests/integration/mcp/node_modules/@modelcontextprotocol/sdk || \
+		(cd tests/integration/mcp && npm ci --no-audit --no-fund)
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD)

@@ -26,7 +26,7 @@ _airlock() {
                 [[ ${COMP_WORDS[i]} == -- ]] && { COMPREPLY=($(compgen -c -- "$cur")); return; }
         done
         case $prev in
-        -p|--policy|-w|--workspace|--ro|--rw|--deny-read|--secrets|--audit|--result|--net-log|--state-root|--state-dir|--run-dir|--socket)
+        -p|--policy|-w|--workspace|--ro|--rw|--deny-read|--secrets|--tools|--audit|--result|--net-log|--state-root|--state-dir|--run-dir|--socket)
                 COMPREPLY=($(compgen -f -- "$cur"))
                 return ;;
         esac

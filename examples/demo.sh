@@ -77,3 +77,28 @@ echo "   memory hog:   $(cat "$demo/oom.json")"
 echo "   sleep 100:    $(cat "$demo/timeout.json")"
 "$AIRLOCK" run -q -w "$ws" --result "$demo/missing.json" -- no-such-agent 2>/dev/null || true
 echo "   missing:      $(cat "$demo/missing.json")"
+
+echo
+echo "== the tool gateway: the agent asks the host, through one audited door"
+cat >"$demo/tools.json" <<'TOOLS'
+{"define": {
+  "host.uptime": {"description": "How long the host has been up",
+                  "args": {"type": "object", "properties": {}, "additionalProperties": false},
+                  "command": ["/usr/bin/uptime", "-p"]},
+  "host.id": {"description": "Who the host runs tools as",
+              "args": {"type": "object", "properties": {}, "additionalProperties": false},
+              "command": ["/usr/bin/id"]}
+}}
+TOOLS
+chmod 644 "$demo/tools.json"
+"$AIRLOCK" run -q -w "$ws" --audit "$demo/tools.jsonl" --tools "$demo/tools.json" \
+        --tool core.time --tool host.uptime -- /bin/sh -c '
+echo "  airlock-tool ls:"; airlock-tool ls | sed "s/^/    /"
+echo "  allowed: core.time   ->" $(airlock-tool call core.time)
+echo "  allowed: host.uptime ->" $(airlock-tool call host.uptime)
+out=$(airlock-tool call host.id 2>&1); rc=$?
+echo "  refused: host.id (defined, not allowed), exit $rc:"; echo "    $out"
+'
+echo "  the audit lines:"
+"$AIRLOCK" audit show --kind tool.call "$demo/tools.jsonl" | sed 's/^/    /'
+"$AIRLOCK" audit verify "$demo/tools.jsonl" | sed 's/^/    /'

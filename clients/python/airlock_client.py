@@ -543,6 +543,10 @@ class Client:
             raise AirlockError(status, json.loads(data) if data else {})
         return [json.loads(l) for l in data.splitlines() if l.strip()]
 
+    def tools(self, sandbox_id):
+        """The host tools the sandbox may call: [{name, description, inputSchema}]."""
+        return self._json("GET", "/v1/sandboxes/%s/tools" % sandbox_id)["tools"]
+
     def health(self):
         return self._json("GET", "/healthz")
 

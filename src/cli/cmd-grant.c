@@ -54,7 +54,10 @@ static const char grant_usage[] =
         "      --secret NAME            a daemon secret (from airlockd --secrets) that this\n"
         "                               grant's policies may inject in routes as\n"
         "                               ${secret:NAME}; repeat for more (default: none; the\n"
-        "                               git credentials GIT_TOKEN and GIT_USERNAME never)\n";
+        "                               git credentials GIT_TOKEN and GIT_USERNAME never)\n"
+        "      --tool NAME              a host tool (built in, or defined by airlockd\n"
+        "                               --tools) that this grant's sandboxes may be given in\n"
+        "                               tools.allow; repeat for more (default: none)\n";
 
 static char *default_state_dir(void)
 {
@@ -95,7 +98,7 @@ static int open_store(const char *state_dir, bool create, struct store **ret)
 
 static int grant_create(int argc, char **argv)
 {
-        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_MAX, O_CLASSES, O_STATE, O_SECRET };
+        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_MAX, O_CLASSES, O_STATE, O_SECRET, O_TOOL };
         static const struct option opts[] = {
                 {"name", required_argument, NULL, O_NAME},
                 {"allow-sandbox", no_argument, NULL, O_SANDBOX},
@@ -105,6 +108,7 @@ static int grant_create(int argc, char **argv)
                 {"max-sandboxes", required_argument, NULL, O_MAX},
                 {"classes", required_argument, NULL, O_CLASSES},
                 {"secret", required_argument, NULL, O_SECRET},
+                {"tool", required_argument, NULL, O_TOOL},
                 {"state-dir", required_argument, NULL, O_STATE},
                 {"help", no_argument, NULL, 'h'},
                 {NULL, 0, NULL, 0},
@@ -113,6 +117,7 @@ static int grant_create(int argc, char **argv)
         const char *state_dir = NULL;
         _cleanup_strv_ char **classes = NULL;
         _cleanup_strv_ char **secrets = NULL;
+        _cleanup_strv_ char **tools = NULL;
         struct al_error err = {0};
         int c;
         optind = 1;
@@ -156,6 +161,12 @@ static int grant_create(int argc, char **argv)
                                 return EXIT_USAGE;
                         }
                         break;
+                case O_TOOL:
+                        if (grant_add_tool(&tools, &g.n_tools, optarg, &err) < 0) {
+                                fprintf(stderr, "airlock: grant create: --%s\n", err.msg);
+                                return EXIT_USAGE;
+                        }
+                        break;
                 case O_STATE:
                         state_dir = optarg;
                         break;
@@ -184,6 +195,7 @@ static int grant_create(int argc, char **argv)
         }
         g.classes = classes;
         g.secrets = secrets;
+        g.tools = tools;
 
         char token[GRANT_TOKEN_LEN + 1];
         int r = grant_token_new(token);
@@ -321,6 +333,9 @@ static int grant_ls(int argc, char **argv)
                         json_t *sec = json_array();
                         for (size_t k = 0; k < g->n_secrets; k++)
                                 json_array_append_new(sec, json_string(g->secrets[k]));
+                        json_t *tl = json_array();
+                        for (size_t k = 0; k < g->n_tools; k++)
+                                json_array_append_new(tl, json_string(g->tools[k]));
                         json_array_append_new(
                                 arr, json_pack("{s:s, s:b, s:b, s:b, s:b, s:b, s:I, s:s, s:s, s:o}",
                                                "name", g->name, "revoked", g->revoked_ms != 0,
@@ -330,6 +345,8 @@ static int grant_ls(int argc, char **argv)
                                                "maxSandboxes", (json_int_t)g->max_sandboxes,
                                                "classes", classes, "createdAt", created,
                                                "secrets", sec));
+                        json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+                                            "tools", tl);
                         continue;
                 }
                 printf("%-24s %-8s %-32s %-6s %-16s %-20s %s\n", g->name,

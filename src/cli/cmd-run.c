@@ -84,6 +84,9 @@ static const char run_usage[] =
         "                           port), network mode none included (repeatable)\n"
         "      --port-bind ADDR     the host address -P listens on (default 127.0.0.1)\n"
         "      --net-log FILE       append every network decision to FILE as JSON lines\n"
+        "      --tool NAME          allow a host tool through the tool gateway (tools.allow;\n"
+        "                           inside: airlock-tool call NAME, docs/tools.md)\n"
+        "      --tools FILE         host tool definitions, {\"define\": {...}} (docs/tools.md)\n"
         "      --inject NAME:HEADER=VALUE  add HEADER to requests through route NAME\n"
         "                           (VALUE may use ${secret:KEY}, ${sandbox.id}, ${account})\n"
         "      --secrets FILE       host-side secrets (JSON or KEY=VALUE, mode 0600)\n"
@@ -137,6 +140,8 @@ enum {
         OPT_PORT_BIND,
         OPT_HOME,
         OPT_VOLUME,
+        OPT_TOOL,
+        OPT_TOOLS,
 };
 
 static const struct option run_options[] = {
@@ -179,6 +184,8 @@ static const struct option run_options[] = {
         {"port-bind", required_argument, NULL, OPT_PORT_BIND},
         {"home", required_argument, NULL, OPT_HOME},
         {"volume", required_argument, NULL, OPT_VOLUME},
+        {"tool", required_argument, NULL, OPT_TOOL},
+        {"tools", required_argument, NULL, OPT_TOOLS},
         {"quiet", no_argument, NULL, 'q'},
         {"tty", no_argument, NULL, 't'},
         {"no-tty", no_argument, NULL, 'T'},
@@ -516,6 +523,12 @@ int cmd_run(int argc, char **argv)
                         break;
                 case OPT_DENY:
                         push(&p->net_deny, &p->n_net_deny, optarg);
+                        break;
+                case OPT_TOOL:
+                        push(&p->tools_allow, &p->n_tools_allow, optarg);
+                        break;
+                case OPT_TOOLS:
+                        r = policy_tools_load_file(p, optarg, &err);
                         break;
                 case OPT_ALLOW_PRIVATE:
                         push(&p->net_allow_private, &p->n_net_allow_private, optarg);

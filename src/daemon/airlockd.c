@@ -48,6 +48,7 @@ struct daemon_options {
         const char *audit_rotate; /* SIZE[:KEEP] (audit_parse_rotate); NULL: the defaults */
         const char *airlock_bin;
         const char *secrets_path; /* GIT_TOKEN for clones and pushes; route secrets */
+        const char *tools_path;   /* tool definitions for every sandbox */
         char **git_hosts;         /* the hosts repositories may be cloned from */
         bool git_helper;          /* ask the git credential helper */
         uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
@@ -92,6 +93,9 @@ static const char usage_text[] =
         "      --max-sandboxes N    live sandboxes at most, pooled ones included (default: 1000;\n"
         "                           0: no maximum)\n"
         "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
+        "      --tools FILE         host tool definitions, {\"define\": {...}}, for every\n"
+        "                           sandbox; a grant names the tools its sandboxes may be\n"
+        "                           given (airlock grant create --tool NAME; docs/tools.md)\n"
         "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
         "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
         "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
@@ -352,7 +356,7 @@ static void raise_nofile(void)
 int main(int argc, char **argv)
 {
         enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
-               OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_GIT_HOST,
+               OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_TOOLS, OPT_GIT_HOST,
                OPT_NO_GIT_HELPER, OPT_AUDIT_ROTATE, OPT_REQUEST_TIMEOUT, OPT_MAX_CONNECTIONS,
                OPT_MAX_PEER, OPT_RETAIN };
         static const struct option opts[] = {
@@ -369,6 +373,7 @@ int main(int argc, char **argv)
                 {"gc-interval", required_argument, NULL, OPT_GC},
                 {"quiet", no_argument, NULL, OPT_QUIET},
                 {"secrets", required_argument, NULL, OPT_SECRETS},
+                {"tools", required_argument, NULL, OPT_TOOLS},
                 {"git-host", required_argument, NULL, OPT_GIT_HOST},
                 {"no-git-helper", no_argument, NULL, OPT_NO_GIT_HELPER},
                 {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
@@ -462,6 +467,9 @@ int main(int argc, char **argv)
                         break;
                 case OPT_SECRETS:
                         o.secrets_path = optarg;
+                        break;
+                case OPT_TOOLS:
+                        o.tools_path = optarg;
                         break;
                 case OPT_GIT_HOST:
                         if (!git_host_valid(optarg)) {
@@ -560,6 +568,16 @@ int main(int argc, char **argv)
                 r = d.secrets_path ? secrets_load_file(d.secrets_path, &sec, &err)
                                    : al_error_set(&err, errno, "--secrets %s", o.secrets_path);
                 secrets_free(sec);
+                if (r < 0)
+                        goto out;
+        }
+        if (o.tools_path) {
+                /* The same: a bad definition is one error at start. */
+                struct policy *tp = policy_new();
+                d.tools_path = realpath(o.tools_path, NULL);
+                r = d.tools_path ? policy_tools_load_file(tp, d.tools_path, &err)
+                                 : al_error_set(&err, errno, "--tools %s", o.tools_path);
+                policy_free(tp);
                 if (r < 0)
                         goto out;
         }
@@ -683,6 +701,7 @@ out:
         free(d.git_bin);
         free(d.keep_dir);
         free(d.secrets_path);
+        free(d.tools_path);
         strv_free(d.git_hosts);
         return r < 0 ? 1 : 0;
 }

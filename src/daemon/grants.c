@@ -17,6 +17,7 @@ struct grant *grant_free(struct grant *g)
         free(g->name);
         strv_free(g->classes);
         strv_free(g->secrets);
+        strv_free(g->tools);
         free(g);
         return NULL;
 }
@@ -211,6 +212,63 @@ bool grant_allows_secret(const struct grant *g, const char *name)
         return false;
 }
 
+static bool tool_name_valid(const char *name)
+{
+        size_t n = strlen(name);
+        if (n == 0 || n > GRANT_TOOL_NAME_MAX || name[0] == '.' || name[0] == '-')
+                return false;
+        return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+               n;
+}
+
+int grant_add_tool(char ***v, size_t *n, const char *name, struct al_error *err)
+{
+        if (!tool_name_valid(name))
+                return al_error_set(err, 0,
+                                    "tool \"%s\": expected a tool name of 1 to 64 of A-Z a-z "
+                                    "0-9 . _ -, such as core.time",
+                                    name);
+        for (size_t i = 0; i < *n; i++)
+                if (STREQ((*v)[i], name))
+                        return al_error_set(err, 0, "tool \"%s\" given twice", name);
+        if (*n >= GRANT_TOOLS_MAX)
+                return al_error_set(err, 0, "at most %d tools", GRANT_TOOLS_MAX);
+        *v = strv_append(*v, n, name);
+        return 0;
+}
+
+char *grant_tools_string(const struct grant *g)
+{
+        return join_commas(g->tools, g->n_tools);
+}
+
+int grant_parse_tools(const char *csv, char ***ret, size_t *ret_n, struct al_error *err)
+{
+        _cleanup_strv_ char **v = NULL;
+        size_t n = 0;
+        const char *p = csv;
+        while (p && *p) {
+                const char *end = strchr(p, ',');
+                size_t len = end ? (size_t)(end - p) : strlen(p);
+                _cleanup_free_ char *name = xasprintf("%.*s", (int)len, p);
+                int r = grant_add_tool(&v, &n, name, err);
+                if (r < 0)
+                        return r;
+                p = end ? end + 1 : NULL;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
+bool grant_allows_tool(const struct grant *g, const char *name)
+{
+        for (size_t i = 0; i < g->n_tools; i++)
+                if (STREQ(g->tools[i], name))
+                        return true;
+        return false;
+}
+
 static int refuse(struct grant_policy_refusal *ret, const char *limit, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -272,6 +330,14 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
                                 return r;
                 }
         }
+        /* A tool acts on the host with the daemon's rights and secrets: only
+         * those the grant names. */
+        for (size_t i = 0; i < p->n_tools_allow; i++)
+                if (!grant_allows_tool(g, p->tools_allow[i]))
+                        return refuse(ret, "tools",
+                                      "tools.allow names \"%s\", which grant \"%s\" does not "
+                                      "allow (airlock grant create --tool %s)",
+                                      p->tools_allow[i], g->name, p->tools_allow[i]);
         if (g->allow_host_workspace)
                 return 0;
         const char *why;

@@ -18,6 +18,8 @@
 #define GRANT_NAME_MAX     64
 #define GRANT_CLASSES_MAX  8
 #define GRANT_SECRETS_MAX  32
+#define GRANT_TOOLS_MAX    64
+#define GRANT_TOOL_NAME_MAX 64
 
 struct grant {
         char *name;
@@ -31,6 +33,9 @@ struct grant {
         size_t n_classes;
         char **secrets; /* daemon secrets its policies may inject, NULL-terminated; NULL = none */
         size_t n_secrets;
+        char **tools; /* host tools its sandboxes may be given (tools.allow), NULL-terminated;
+                       * NULL = none */
+        size_t n_tools;
         uint64_t created_ms;
         uint64_t revoked_ms; /* 0 = in force */
 };
@@ -70,7 +75,16 @@ char *grant_secrets_string(const struct grant *g);
 int grant_parse_secrets(const char *csv, char ***ret, size_t *ret_n, struct al_error *err);
 bool grant_allows_secret(const struct grant *g, const char *name);
 
+/* Add NAME to the grant's tools: a tool name (1 to 64 of A-Z a-z 0-9 . _ -,
+ * not starting with '.' or '-'), not given twice, at most GRANT_TOOLS_MAX. */
+int grant_add_tool(char ***v, size_t *n, const char *name, struct al_error *err);
+/* "A,B": as stored; "" for none. grant_parse_tools() reads it back. */
+char *grant_tools_string(const struct grant *g);
+int grant_parse_tools(const char *csv, char ***ret, size_t *ret_n, struct al_error *err);
+bool grant_allows_tool(const struct grant *g, const char *name);
+
 /* What a policy given through the API may name under a grant: only the
+ * tools the grant names in tools.allow; only the
  * daemon secrets the grant names (never the git credentials) in route
  * templates, and host paths (a route's caFile, filesystem.denyRead,
  * mounts, a workspace, filesystem.read "host") only with
@@ -78,7 +92,7 @@ bool grant_allows_secret(const struct grant *g, const char *name);
  * finalized, so that nothing on the host is looked at first. */
 struct policy;
 struct grant_policy_refusal {
-        const char *limit; /* "secrets" or "allowHostWorkspace" */
+        const char *limit; /* "secrets", "tools" or "allowHostWorkspace" */
         char message[512];
 };
 /* 0, or -EPERM with *ret saying what the grant lacks. */

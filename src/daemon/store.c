@@ -16,7 +16,7 @@ struct store {
         char last_error[256];
 };
 
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS grants ("
@@ -30,7 +30,8 @@ static const char schema[] =
         " created_ms INTEGER NOT NULL,"
         " revoked_ms INTEGER NOT NULL DEFAULT 0,"
         " allow_git INTEGER NOT NULL DEFAULT 0,"
-        " secrets TEXT NOT NULL DEFAULT '');"
+        " secrets TEXT NOT NULL DEFAULT '',"
+        " tools TEXT NOT NULL DEFAULT '');"
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         " id TEXT PRIMARY KEY,"
         " state TEXT NOT NULL,"
@@ -99,7 +100,7 @@ static int has_column(struct store *s, const char *table, const char *column)
 }
 
 /* Bring a database an older version made up to this schema: grants gained
- * allow_git in version 2, secrets in version 3. The checks and the ALTERs
+ * allow_git in version 2, secrets in version 3, tools in version 4. The checks and the ALTERs
  * share one write transaction, so that the daemon and `airlock grant`
  * opening the same old file at once do not both add a column. */
 static int user_version(struct store *s)
@@ -136,6 +137,15 @@ static int migrate(struct store *s, char **emsg)
                 else if (has == 0)
                         rc = sqlite3_exec(s->db,
                                           "ALTER TABLE grants ADD COLUMN secrets TEXT NOT NULL DEFAULT '';",
+                                          NULL, NULL, emsg);
+        }
+        if (rc == SQLITE_OK) {
+                has = has_column(s, "grants", "tools");
+                if (has < 0)
+                        rc = -has;
+                else if (has == 0)
+                        rc = sqlite3_exec(s->db,
+                                          "ALTER TABLE grants ADD COLUMN tools TEXT NOT NULL DEFAULT '';",
                                           NULL, NULL, emsg);
         }
         if (rc == SQLITE_OK) {
@@ -257,13 +267,14 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         r = prepare(s,
                     "INSERT INTO grants (name, token_hash, allow_sandbox, allow_exec,"
-                    " allow_host_workspace, max_sandboxes, classes, created_ms, allow_git, secrets)"
-                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                     " allow_host_workspace, max_sandboxes, classes, created_ms, allow_git, secrets,"
+                    " tools) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                     &st);
         if (r < 0)
                 return al_error_set(err, -r, "adding grant \"%s\"", g->name);
         _cleanup_free_ char *classes = grant_classes_string(g);
         _cleanup_free_ char *secrets = grant_secrets_string(g);
+        _cleanup_free_ char *tools = grant_tools_string(g);
         bind_text(st, 1, g->name);
         bind_text(st, 2, g->token_hash);
         sqlite3_bind_int(st, 3, g->allow_sandbox);
@@ -274,6 +285,7 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
         sqlite3_bind_int64(st, 8, (sqlite3_int64)g->created_ms);
         sqlite3_bind_int(st, 9, g->allow_git);
         bind_text(st, 10, secrets);
+        bind_text(st, 11, tools);
         int rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 return 0;
@@ -314,12 +326,18 @@ static struct grant *grant_from_row(sqlite3_stmt *st)
                 struct al_error e = {0};
                 (void)grant_parse_secrets((const char *)secrets, &g->secrets, &g->n_secrets, &e);
         }
+        const unsigned char *tools = sqlite3_column_text(st, 11);
+        if (tools && tools[0]) {
+                /* A list that no longer parses names nothing. */
+                struct al_error e = {0};
+                (void)grant_parse_tools((const char *)tools, &g->tools, &g->n_tools, &e);
+        }
         return g;
 }
 
 #define GRANT_COLUMNS                                                                              \
         "name, token_hash, allow_sandbox, allow_exec, allow_host_workspace, max_sandboxes,"        \
-        " classes, created_ms, revoked_ms, allow_git, secrets"
+        " classes, created_ms, revoked_ms, allow_git, secrets, tools"
 
 int store_grant_by_hash(struct store *s, const char *hash, struct grant **ret)
 {

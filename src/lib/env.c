@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "env.h"
+#include "spawn.h"
 #include "util.h"
 
 #define PROXY_HTTP  "http://127.0.0.1:3128"
@@ -94,4 +95,18 @@ int env_build(const struct policy *p, const char *home, const char *user, const 
         }
         *ret = v;
         return 0;
+}
+
+void env_add_tool(char ***envp, const char *run_id)
+{
+        size_t n = strv_length(*envp);
+        const char *path = NULL;
+        for (size_t i = 0; i < n; i++)
+                if (strncmp((*envp)[i], "PATH=", 5) == 0)
+                        path = (*envp)[i] + 5;
+        _cleanup_free_ char *full = path && *path ? xasprintf("%s:%s", path, SPAWN_TOOL_BIN_DIR)
+                                                  : xstrdup(SPAWN_TOOL_BIN_DIR);
+        set(envp, &n, "PATH", full);
+        set(envp, &n, "AIRLOCK_TOOL_SOCKET", SPAWN_TOOL_SOCKET);
+        set(envp, &n, "AIRLOCK_RUN_ID", run_id);
 }

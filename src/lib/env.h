@@ -16,3 +16,8 @@ int env_build(const struct policy *p, const char *home, const char *user, const 
 /* The HOME and user name inside for a uid. */
 const char *env_home_for_uid(unsigned uid);
 const char *env_user_for_uid(unsigned uid);
+
+/* A sandbox with the tool gateway's endpoint: AIRLOCK_TOOL_SOCKET, its run
+ * id in AIRLOCK_RUN_ID (set over whatever the policy's env said), and the
+ * client's directory appended to PATH. */
+void env_add_tool(char ***envp, const char *run_id);

@@ -49,6 +49,7 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/export", route_export},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/push", route_push},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/audit", route_audit},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/tools", route_tools},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes", route_processes},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/events", route_events},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/stdin", route_stdin},

@@ -77,6 +77,8 @@ void route_volume_delete(struct daemon *d, struct evhttp_request *req, const str
  * 404 or 409 sent. */
 int volumes_apply_create(struct daemon *d, struct evhttp_request *req, const struct grant *g,
                          json_t *body, struct policy *p);
+/* tools.c */
+void route_tools(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* audit.c */
 void route_audit(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* ports.c: GET and POST .../ports, DELETE .../ports/{port} (in a->pid) */

@@ -258,6 +258,15 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         const char *class_name = json_is_string(jclass) ? json_string_value(jclass) : NULL;
 
         struct al_error err = {0};
+        /* A tool runs on the host: what it runs is the operator's to say,
+         * never an API client's. */
+        if (json_object_get(json_object_get(jpolicy, "tools"), "define")) {
+                reply_error_fields(d, req, 400, "invalid_policy",
+                                   json_pack("{s:s}", "field", "policy.tools.define"),
+                                   "tool definitions are host configuration: give them to "
+                                   "airlockd with --tools FILE");
+                goto out;
+        }
         p = policy_new();
         if (jpolicy && json_is_object(jpolicy)) {
                 _cleanup_free_ char *text = json_dumps(jpolicy, JSON_COMPACT);
@@ -274,6 +283,10 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         struct grant_policy_refusal why_not;
         if (grant_check_policy(g, p, &why_not) < 0) {
                 over_limit(d, req, why_not.limit, "%s", why_not.message);
+                goto out;
+        }
+        if (d->tools_path && policy_tools_load_file(p, d->tools_path, &err) < 0) {
+                reply_error(d, req, 500, "internal", "airlockd --tools: %s", err.msg);
                 goto out;
         }
         if (json_is_true(jreview))

@@ -71,3 +71,4 @@ int mounts_mount_overlay(struct builder *b, int *ret_upper_fd);
 int mounts_build_proc(struct builder *b);
 int mounts_build_dev(struct builder *b, const int *nodes, uint64_t shm_size);
 int mounts_build_passwd(struct builder *b);
+int mounts_build_tool_endpoint(struct builder *b);

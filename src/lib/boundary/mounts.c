@@ -475,6 +475,13 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                         goto out;
         }
 
+        /* After the policy's mounts: nothing they bring can cover it. */
+        if (c->tool_bin) {
+                r = mounts_build_tool_endpoint(&b);
+                if (r < 0)
+                        goto out;
+        }
+
         r = mounts_apply_protect(&b, devnull);
         if (r < 0)
                 goto out;
@@ -627,6 +634,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
 {
         struct mounts_plan *plan = xcalloc(1, sizeof(*plan));
         plan->workspace_ro_fd = -1;
+        plan->tool_bin_fd = -1;
         size_t n_homes = 0;
         _cleanup_strv_ char **homes = mounts_list_homes(caller_home, &n_homes);
         int r = 0;
@@ -801,6 +809,24 @@ struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts)
                 if (plan->mount_ro_fds[i] >= 0)
                         close(plan->mount_ro_fds[i]);
         free(plan->mount_ro_fds);
+        if (plan->tool_bin_fd >= 0)
+                close(plan->tool_bin_fd);
         free(plan);
         return NULL;
+}
+
+int mounts_plan_tool(struct mounts_plan *plan, const char *bin, struct al_error *err)
+{
+        struct stat st;
+        int e = stat(bin, &st) < 0 ? errno : S_ISREG(st.st_mode) ? 0 : EINVAL;
+        if (e)
+                return al_error_set(err, e,
+                                    "the tool gateway's client %s is missing; it is installed "
+                                    "beside airlock (make install)",
+                                    bin);
+        int fd = clone_for_sandbox(bin, true, err);
+        if (fd < -1)
+                return fd;
+        plan->tool_bin_fd = fd;
+        return 0;
 }

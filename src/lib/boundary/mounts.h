@@ -27,6 +27,7 @@ struct mounts_plan {
         int workspace_ro_fd; /* read-only workspace: a detached clone, or -1 */
         char **mount_reals;  /* one per policy mount */
         int *mount_ro_fds;   /* read-only mounts: detached clones, or -1 */
+        int tool_bin_fd;     /* airlock-tool: a detached read-only clone, or -1 */
 };
 
 /* Resolve the plan in the parent, as the caller. Fails (naming the path and
@@ -38,6 +39,10 @@ struct mounts_plan {
 int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
                     struct al_error *err);
 struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts);
+/* The tool gateway's client for the endpoint (mounts_config.tool_bin):
+ * checked here, as the caller, and cloned read-only when the caller can
+ * (root: the sandbox user may not reach the install directory). */
+int mounts_plan_tool(struct mounts_plan *plan, const char *bin, struct al_error *err);
 
 struct mounts_config {
         const struct mounts_plan *plan;
@@ -51,6 +56,9 @@ struct mounts_config {
          * policy mount. */
         int workspace_fd;
         const int *mount_fds;
+        /* The tool gateway's endpoint: a tmpfs at SPAWN_TOOL_DIR (spawn.h)
+         * with this host file bound read-only at SPAWN_TOOL_BIN; NULL: none. */
+        const char *tool_bin;
 };
 
 /* In the parent, before the sandbox starts: make the workspace's .git/hooks

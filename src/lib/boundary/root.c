@@ -15,6 +15,7 @@
 #include "fs.h"
 #include "mounts.h"
 #include "paths.h"
+#include "spawn.h"
 #include "util.h"
 #include "mounts-internal.h"
 
@@ -281,4 +282,38 @@ int mounts_build_passwd(struct builder *b)
                         return r;
         }
         return 0;
+}
+
+/* The tool gateway's endpoint (spawn.h): a small tmpfs at /run/airlock,
+ * owned by the sandbox user so that the setup child can bind the socket in
+ * it once the root is pivoted (toolsock.c, which then makes it read-only),
+ * and the client bound read-only at /run/airlock/bin/airlock-tool. The
+ * client comes from the parent's read-only clone when it made one (a root
+ * caller), else it is bound here with the caller's own rights. */
+int mounts_build_tool_endpoint(struct builder *b)
+{
+        const struct mounts_config *c = b->c;
+        int r = mounts_mount_tmpfs(b, SPAWN_TOOL_DIR, "64k", "0755", c->uid, c->gid,
+                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (r < 0)
+                return r;
+        uint64_t attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        int fd = c->plan ? c->plan->tool_bin_fd : -1;
+        _cleanup_close_ int mnt = -1;
+        if (fd >= 0) {
+                if (mounts_set_attr(fd, attrs, true) < 0)
+                        return al_error_set(b->err, errno, "binding %s", SPAWN_TOOL_BIN);
+                r = mounts_attach(b, fd, SPAWN_TOOL_BIN, true);
+        } else {
+                _cleanup_close_ int src = open(c->tool_bin, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                if (src < 0)
+                        return al_error_set(b->err, errno, "binding %s at %s", c->tool_bin,
+                                            SPAWN_TOOL_BIN);
+                mnt = mounts_clone_tree(src, attrs);
+                if (mnt < 0)
+                        return al_error_set(b->err, mnt, "binding %s at %s", c->tool_bin,
+                                            SPAWN_TOOL_BIN);
+                r = mounts_attach(b, mnt, SPAWN_TOOL_BIN, true);
+        }
+        return r;
 }

@@ -26,6 +26,7 @@ enum sync_type {
         SYNC_EXEC,      /* parent -> pid 1: start a process (idle sandboxes) */
         SYNC_KILL,      /* parent -> pid 1: signal a process's group */
         SYNC_PTY,       /* pid 1 -> parent: the command's terminal master */
+        SYNC_TOOL,      /* child -> parent: the tool gateway's listening socket */
 };
 
 struct sync_msg {
@@ -80,6 +81,9 @@ int spawn_pty_open(uint16_t rows, uint16_t cols, int *ret_master, int *ret_slave
 /* An exec request's terminal travels in sync_msg.value: 1 << 31 | rows << 15 | cols,
  * or 0 for none. */
 #define SYNC_TTY_ON (1U << 31)
+
+/* toolsock.c */
+void toolsock_setup(struct child_ctx *ctx);
 
 /* init.c */
 _Noreturn void spawn_init_main(struct child_ctx *ctx);

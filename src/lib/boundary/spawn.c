@@ -80,6 +80,7 @@ static void child_build_root(struct child_ctx *ctx)
             .caller_home = cfg->caller_home,
             .workspace_fd = ctx->workspace_fd,
             .mount_fds = ctx->mount_fds,
+            .tool_bin = cfg->tool_bin,
         };
         int upper = -1;
         r = mounts_build_root(&mc, &upper, &err);
@@ -131,6 +132,7 @@ static _Noreturn void child_main(struct child_ctx *ctx)
         child_become_user(ctx);  /* waits for the maps, then setresuid */
         spawn_netns_setup(ctx);  /* netns.c: lo up, the gate's listeners */
         child_build_root(ctx);   /* mounts.c: the new root, pivot_root */
+        toolsock_setup(ctx);     /* toolsock.c: the tool gateway's socket */
         child_set_hostname(ctx); /* uts */
         child_join_cgroup(ctx);  /* v1: waits for the parent's attach */
         if (ctx->cfg->argv)
@@ -344,6 +346,15 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
                                 ret->listen_fds[i] = fds[i];
                         continue;
                 }
+                if (m.type == SYNC_TOOL) {
+                        for (size_t i = 0; i < nfds; i++) {
+                                if (ret->tool_fd < 0)
+                                        ret->tool_fd = fds[i];
+                                else
+                                        close(fds[i]);
+                        }
+                        continue;
+                }
                 if (m.type == SYNC_UPPER) {
                         for (size_t i = 0; i < nfds; i++) {
                                 if (ret->upper_fd < 0)
@@ -401,6 +412,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ret->upper_fd = -1;
         ret->netns_fd = -1;
         ret->pty_fd = -1;
+        ret->tool_fd = -1;
         ret->failure = SPAWN_FAILED_SETUP;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 ret->listen_fds[i] = -1;
@@ -417,6 +429,11 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         if (r < 0)
                 return r;
         ctx.plan = plan;
+        if (cfg->tool_bin) {
+                r = mounts_plan_tool(plan, cfg->tool_bin, err); /* mounts.c */
+                if (r < 0)
+                        goto fail;
+        }
         if (root) {
                 r = prepare_root_caller(&ctx, host_uid, host_gid, &mount_fds, err);
                 if (r < 0)
@@ -495,6 +512,9 @@ fail:
         if (ret->pty_fd >= 0)
                 close(ret->pty_fd);
         ret->pty_fd = -1;
+        if (ret->tool_fd >= 0)
+                close(ret->tool_fd);
+        ret->tool_fd = -1;
         if (sp[0] >= 0)
                 close(sp[0]);
         if (sp[1] >= 0)

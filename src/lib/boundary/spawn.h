@@ -24,6 +24,14 @@ enum spawn_listener {
 
 extern const uint16_t spawn_listen_ports[SPAWN_LISTEN_MAX];
 
+/* The tool gateway's endpoint inside a sandbox whose policy allows a tool
+ * (docs/tools.md): a small read-only tmpfs holding the gateway's socket and
+ * the client, airlock-tool, bound read-only from the host. */
+#define SPAWN_TOOL_DIR "/run/airlock"
+#define SPAWN_TOOL_SOCKET SPAWN_TOOL_DIR "/tool.sock"
+#define SPAWN_TOOL_BIN_DIR SPAWN_TOOL_DIR "/bin"
+#define SPAWN_TOOL_BIN SPAWN_TOOL_BIN_DIR "/airlock-tool"
+
 /* Which step failed, for exit codes: setup (125), exec (126/127). */
 enum spawn_failure {
         SPAWN_OK = 0,
@@ -51,6 +59,8 @@ struct spawn_config {
         struct cgroup *cgroup; /* may be NULL */
         struct spawn_pty pty;  /* on: the command gets a fresh pty instead of the
                                 * three fds (pty.c) */
+        const char *tool_bin;  /* host path of airlock-tool: the sandbox gets the tool
+                                * gateway's endpoint (SPAWN_TOOL_*); NULL: none */
 };
 
 struct spawn_result {
@@ -61,6 +71,7 @@ struct spawn_result {
         int upper_fd;   /* overlay workspace: the upper layer's directory, else -1 */
         int netns_fd;   /* its network namespace, for port forwards (ports.h); -1: none */
         int pty_fd;     /* spawn_config.pty: the terminal's master, else -1 */
+        int tool_fd;    /* the listening socket at SPAWN_TOOL_SOCKET, else -1 */
         enum spawn_failure failure;
         uid_t host_uid; /* what the sandbox user is on the host */
 };

@@ -104,7 +104,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         const struct policy *p = cfg->policy;
         struct control c = {.cfg = cfg, .policy = p};
         struct gitguard *gg = NULL;
-        _cleanup_free_ char *cg_name = NULL, *state = NULL;
+        _cleanup_free_ char *cg_name = NULL, *state = NULL, *tool_bin = NULL;
         int r;
 
         sv_core_init(&c.core, p, on_audit_fault, &c);
@@ -136,6 +136,8 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
 
         const char *home = env_home_for_uid(p->uid);
         r = env_build(p, home, env_user_for_uid(p->uid), NULL, &c.envp, err);
+        if (r >= 0)
+                r = sv_core_tool_endpoint(&c.core, &c.envp, &tool_bin, err);
         if (r >= 0)
                 r = gates_check_routes(p, cfg->secrets, cfg->id, cfg->account, err);
         if (r >= 0 && cfg->audit_path) {
@@ -174,6 +176,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
             .stdout_fd = -1,
             .stderr_fd = -1,
             .cgroup = c.core.cg,
+            .tool_bin = tool_bin,
         };
         uint64_t started_ns = now_realtime_us() * 1000;
         gg = gitguard_begin(p);
@@ -198,6 +201,8 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         if (r >= 0)
                 r = sv_core_start_gate(&c.core, cfg->secrets, cfg->account, on_net_decision, &c,
                                        err);
+        if (r >= 0)
+                r = sv_core_start_tools(&c.core, cfg->secrets, cfg->account, err);
         if (r < 0)
                 goto fail;
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <event2/event.h>
+#include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -8,12 +9,14 @@
 
 #include "audit.h"
 #include "cgroup.h"
+#include "env.h"
 #include "core.h"
 #include "diskuse.h"
 #include "gates.h"
 #include "ports.h"
 #include "netgate/netgate.h"
 #include "quota.h"
+#include "toolgate/toolgate.h"
 #include "util.h"
 
 void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on_fault,
@@ -29,6 +32,7 @@ void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on
         c->sp.upper_fd = -1;
         c->sp.netns_fd = -1;
         c->sp.pty_fd = -1;
+        c->sp.tool_fd = -1;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c->sp.listen_fds[i] = -1;
         c->start_us = now_monotonic_us();
@@ -36,6 +40,9 @@ void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on
 
 int sv_core_set_id(struct sv_core *c, const char *id, struct al_error *err)
 {
+        int rr = random_hex(c->run_id, 32);
+        if (rr < 0)
+                return al_error_set(err, rr, "generating a run id");
         if (!id) {
                 int r = random_hex(c->id, 16);
                 return r < 0 ? al_error_set(err, r, "generating a sandbox id") : 0;
@@ -133,6 +140,68 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
                                    recorder, ud, &c->gate, err);
 }
 
+int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struct al_error *err)
+{
+        *ret_bin = NULL;
+        if (!toolgate_wanted(c->policy))
+                return 0;
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0)
+                return al_error_set(err, n < 0 ? errno : EINVAL,
+                                    "finding the tool gateway's client (airlock-tool)");
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash)
+                *slash = '\0';
+        *ret_bin = xasprintf("%s/airlock-tool", self);
+        env_add_tool(envp, c->run_id);
+        return 0;
+}
+
+static void on_tool_call(void *ud, const struct toolgate_record *rec)
+{
+        struct sv_core *c = ud;
+        json_t *fields = toolgate_record_json(rec);
+        /* The audit line says whose it is itself (the same id). */
+        json_object_del(fields, "sandbox");
+        c->tool_calls++;
+        sv_core_record(c, "tool.call", fields);
+}
+
+int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *account,
+                        struct al_error *err)
+{
+        if (c->sp.tool_fd < 0)
+                return 0;
+        struct toolgate_config tc = {
+            .policy = c->policy,
+            .sandbox = c->id,
+            .run_id = c->run_id,
+            .secrets = s,
+            .account = account,
+            .netgate = c->gate,
+            .recorder = on_tool_call,
+            .ud = c,
+        };
+        c->tools = toolgate_new(c->base, &tc, err);
+        if (!c->tools)
+                return -EINVAL;
+        int r = toolgate_add_listener(c->tools, c->sp.tool_fd, err);
+        c->sp.tool_fd = -1; /* taken over, even on failure */
+        return r;
+}
+
+void sv_core_close_gates(struct sv_core *c)
+{
+        c->ports = sv_ports_free(c->ports, "sandbox_ended");
+        if (c->tools) {
+                toolgate_free(c->tools);
+                c->tools = NULL;
+        }
+        c->gate = netgate_free(c->gate);
+}
+
 static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct sv_core *c = arg;
@@ -194,8 +263,7 @@ void sv_core_kill(struct sv_core *c)
 
 void sv_core_stop(struct sv_core *c)
 {
-        c->ports = sv_ports_free(c->ports, "sandbox_ended");
-        c->gate = netgate_free(c->gate);
+        sv_core_close_gates(c);
         if (c->sp.pid > 0) {
                 sv_core_kill(c);
                 while (waitpid(c->sp.pid, NULL, 0) < 0 && errno == EINTR)
@@ -220,7 +288,7 @@ void sv_core_free(struct sv_core *c)
         c->base = NULL;
         c->dm = disk_meter_free(c->dm); /* before the review layer's fd it borrows */
         int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd, &c->sp.netns_fd,
-                      &c->sp.pty_fd};
+                      &c->sp.pty_fd, &c->sp.tool_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {
                         close(*fds[i]);

@@ -36,6 +36,7 @@ typedef void (*sv_core_fault_fn)(struct sv_core *c, void *driver);
 
 struct sv_core {
         char id[17];
+        char run_id[33]; /* host-generated, 32 random hex: a tool call must name it */
         const struct policy *policy;
         struct event_base *base;
         struct spawn_result sp;
@@ -45,6 +46,8 @@ struct sv_core {
         struct audit *audit;
         struct netgate *gate;
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
+        struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
+        uint64_t tool_calls;    /* tool.call records */
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         uint64_t start_us;
         bool audit_failed;              /* a write failed at some point */
@@ -58,7 +61,7 @@ struct sv_core {
 void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on_fault,
                   void *driver);
 /* The sandbox's id: `id` checked (16 lowercase hex digits), or a random one
- * when NULL. */
+ * when NULL; and a fresh random run id. */
 int sv_core_set_id(struct sv_core *c, const char *id, struct al_error *err);
 /* Open the audit log at `path` with the secrets' redactor and the rotation
  * `rot` (gates.h). */
@@ -84,6 +87,20 @@ int sv_core_loop_new(struct sv_core *c, struct al_error *err);
 int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account,
                        void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                        struct al_error *err);
+/* Whether the sandbox gets the tool gateway's endpoint (its policy allows
+ * a tool); if so, *ret_bin is the client's host path (airlock-tool, next to
+ * the running program) for spawn_config.tool_bin, and envp gains the
+ * endpoint's variables (env_add_tool). */
+int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struct al_error *err);
+/* The tool gateway on the socket pid 1 handed over (spawn_result.tool_fd),
+ * every call recorded as a tool.call; HTTP tools go through the network
+ * gate, so this comes after sv_core_start_gate. Nothing without a socket. */
+int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *account,
+                        struct al_error *err);
+/* Close the port forwards and the gates, the tool gateway before the
+ * network gate (its HTTP calls use it): their open connections and running
+ * tools are ended and recorded. */
+void sv_core_close_gates(struct sv_core *c);
 /* Watch pid 1's sync fd with on_sync, SIGINT, SIGTERM and SIGHUP with
  * on_signal (both given `arg`), flush the audit log within 100 ms, and
  * start measuring the workspace's disk use (diskuse.h). */
@@ -95,8 +112,8 @@ bool sv_core_disk_usage(struct sv_core *c, uint64_t *ret_peak, uint64_t *ret_las
 
 /* SIGKILL pid 1, and so the whole sandbox. */
 void sv_core_kill(struct sv_core *c);
-/* The end, in order: the port forwards and the gate closed (its open connections recorded), pid 1
- * killed and reaped if it still runs. */
+/* The end, in order: sv_core_close_gates(), then pid 1 killed and reaped
+ * if it still runs. */
 void sv_core_stop(struct sv_core *c);
 /* Free the loop and its events, close pid 1's fds, remove the cgroup. */
 void sv_core_free(struct sv_core *c);

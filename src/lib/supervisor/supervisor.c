@@ -271,7 +271,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         const struct policy *p = cfg->policy;
         struct supervisor sv = {.cfg = cfg, .res = res};
         _cleanup_strv_ char **envp = NULL;
-        _cleanup_free_ char *cg_name = NULL;
+        _cleanup_free_ char *cg_name = NULL, *tool_bin = NULL;
         int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
         struct al_error e = {0};
         int r;
@@ -292,6 +292,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
 
         const char *home = env_home_for_uid(p->uid);
         r = env_build(p, home, env_user_for_uid(p->uid), cfg->term, &envp, err);
+        if (r < 0)
+                return r;
+        r = sv_core_tool_endpoint(core, &envp, &tool_bin, err);
         if (r < 0)
                 return r;
 
@@ -363,6 +366,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 .stderr_fd = err_pipe[1],
                 .cgroup = core->cg,
                 .pty = {.on = cfg->tty},
+                .tool_bin = tool_bin,
         };
         if (cfg->tty && cfg->tty_fd >= 0)
                 (void)term_size(cfg->tty_fd, &sc.pty.rows, &sc.pty.cols);
@@ -421,7 +425,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         /* The gate accepts on listeners that live in the sandbox's network
          * namespace; the routes listener stays closed (connections refused)
          * when the policy has no routes. */
-        if (sv_core_start_gate(core, cfg->secrets, cfg->account, on_net_decision, &sv, &e) < 0) {
+        if (sv_core_start_gate(core, cfg->secrets, cfg->account, on_net_decision, &sv, &e) < 0 ||
+            sv_core_start_tools(core, cfg->secrets, cfg->account, &e) < 0) {
                 kill_sandbox(&sv);
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
@@ -458,9 +463,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 res->usage.net_sent_bytes = ns.bytes_up;
                 res->usage.net_received_bytes = ns.bytes_down;
         }
-        /* Connections still open are closed and recorded now. */
-        core->ports = sv_ports_free(core->ports, "sandbox_ended");
-        core->gate = netgate_free(core->gate);
+        /* Connections and tool calls still open are closed and recorded now. */
+        sv_core_close_gates(core);
+        res->usage.tool_calls = core->tool_calls;
 
         struct rusage ru;
         memset(&ru, 0, sizeof(ru));
@@ -590,6 +595,7 @@ char *supervisor_result_json(const struct supervisor_result *r)
         json_object_set_new(u, "netSentBytes", json_integer((json_int_t)su->net_sent_bytes));
         json_object_set_new(u, "netReceivedBytes",
                             json_integer((json_int_t)su->net_received_bytes));
+        json_object_set_new(u, "toolCalls", json_integer((json_int_t)su->tool_calls));
         json_object_set_new(u, "workspaceAddedBytes",
                             su->workspace_measured
                                 ? json_integer((json_int_t)su->workspace_added_bytes)

@@ -22,6 +22,7 @@ struct supervisor_usage {
         uint64_t io_write_bytes;
         uint64_t net_sent_bytes; /* through the network gate, each way */
         uint64_t net_received_bytes;
+        uint64_t tool_calls; /* tool gateway calls, allowed or refused */
         uint64_t workspace_added_bytes; /* what a quota-limited workspace grew by, at the end */
         bool io_measured;               /* io_*_bytes were read from the cgroup */
         bool workspace_measured;        /* a workspace quota counted workspace_added_bytes */
