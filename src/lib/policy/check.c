@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Checking: the syntax of each kind of value, numbers and their ranges, and
- * validate(), which checks a whole policy whoever set its fields. */
+ * policy_validate(), which checks a whole policy whoever set its fields. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -311,7 +311,7 @@ static const char *check_tool_name(const char *s)
 
 /* Numbers */
 
-const char *kind_what(enum value_kind kind, uint64_t min)
+const char *policy_kind_what(enum value_kind kind, uint64_t min)
 {
         switch (kind) {
         case KIND_DURATION:
@@ -327,43 +327,45 @@ const char *kind_what(enum value_kind kind, uint64_t min)
         return min > 0 ? "a positive integer" : "a non-negative integer";
 }
 
-int check_range(struct ctx *c, const char *path, enum value_kind kind, uint64_t v, uint64_t min,
-                uint64_t max)
+int policy_check_range(struct ctx *c, const char *path, enum value_kind kind, uint64_t v,
+                       uint64_t min, uint64_t max)
 {
         if (v >= min && v <= max)
                 return 0;
         switch (kind) {
         case KIND_CPUS:
                 if (v > 0 && v < min)
-                        return fail(c, "\"%s\" must be at least %.2f (the kernel refuses less)",
-                                    path, (double)min / 1000.0);
-                return fail(c, "\"%s\" must be %s", path, kind_what(kind, min));
+                        return policy_fail(c,
+                                           "\"%s\" must be at least %.2f (the kernel refuses less)",
+                                           path, (double)min / 1000.0);
+                return policy_fail(c, "\"%s\" must be %s", path, policy_kind_what(kind, min));
         case KIND_COUNT:
                 if (v > 0 && v < min)
-                        return fail(c,
-                                    "\"%s\" must be at least %" PRIu64
-                                    " (a sandbox cannot start with less)",
-                                    path, min);
+                        return policy_fail(c,
+                                           "\"%s\" must be at least %" PRIu64
+                                           " (a sandbox cannot start with less)",
+                                           path, min);
                 if (v < min)
-                        return fail(c, "\"%s\" must be %s", path, kind_what(kind, min));
-                return fail(c, "\"%s\" must be at most %" PRIu64, path, max);
+                        return policy_fail(c, "\"%s\" must be %s", path,
+                                           policy_kind_what(kind, min));
+                return policy_fail(c, "\"%s\" must be at most %" PRIu64, path, max);
         case KIND_SIZE:
                 if (v > 0 && v < min)
-                        return fail(c,
-                                    "\"%s\" must be at least %" PRIu64
-                                    " bytes (a sandbox cannot start with less)",
-                                    path, min);
+                        return policy_fail(c,
+                                           "\"%s\" must be at least %" PRIu64
+                                           " bytes (a sandbox cannot start with less)",
+                                           path, min);
                 if (v < min)
-                        return fail(c, "\"%s\" must be greater than 0", path);
+                        return policy_fail(c, "\"%s\" must be greater than 0", path);
                 break;
         case KIND_DURATION:
         case KIND_SECONDS:
                 break;
         }
-        return fail(c, "\"%s\" is too large", path);
+        return policy_fail(c, "\"%s\" is too large", path);
 }
 
-int parse_text(const char *s, enum value_kind kind, uint64_t *ret)
+int policy_parse_text(const char *s, enum value_kind kind, uint64_t *ret)
 {
         uint64_t v;
         int r;
@@ -392,9 +394,10 @@ int parse_text(const char *s, enum value_kind kind, uint64_t *ret)
         return -EINVAL;
 }
 
-void limit_store(struct policy *p, const struct limit_desc *d, uint64_t v)
+void policy_limit_store(struct policy *p, const struct limit_desc *d, uint64_t v)
 {
-        *limit_field(&p->limits, d) = d->kind == KIND_SECONDS ? v / 1000 + (v % 1000 != 0) : v;
+        *policy_limit_field(&p->limits, d) =
+            d->kind == KIND_SECONDS ? v / 1000 + (v % 1000 != 0) : v;
         p->limits_set |= d->bit;
 }
 
@@ -408,7 +411,7 @@ static int check_strv(struct ctx *c, const char *name, char *const *v, size_t n,
                 const char *why = check(v[i]);
                 if (why) {
                         snprintf(path, sizeof(path), "%s[%zu]", name, i);
-                        return fail_value(c, path, why, v[i]);
+                        return policy_fail_value(c, path, why, v[i]);
                 }
         }
         return 0;
@@ -421,7 +424,7 @@ static int validate_network(struct ctx *c, const struct policy *p)
         int r;
 
         if ((unsigned)p->net_mode > POLICY_NET_GATED)
-                return fail(c, "\"network.mode\" is out of range");
+                return policy_fail(c, "\"network.mode\" is out of range");
         r = check_strv(c, "network.allow", p->net_allow, p->n_net_allow, check_net_rule);
         if (r < 0)
                 return r;
@@ -435,10 +438,12 @@ static int validate_network(struct ctx *c, const struct policy *p)
         for (size_t i = 0; i < p->n_net_hosts; i++) {
                 const struct policy_kv *h = &p->net_hosts[i];
                 if (!h->key || !is_hostname(h->key))
-                        return fail_value(c, "network.hosts", "keys must be host names", h->key);
+                        return policy_fail_value(c, "network.hosts", "keys must be host names",
+                                                 h->key);
                 if (!h->value || !(is_ip(h->value, AF_INET) || is_ip(h->value, AF_INET6))) {
                         snprintf(path, sizeof(path), "network.hosts.%s", SHOWN(h->key));
-                        return fail_value(c, path, "must be an IPv4 or IPv6 address", h->value);
+                        return policy_fail_value(c, path, "must be an IPv4 or IPv6 address",
+                                                 h->value);
                 }
         }
         for (size_t i = 0; i < p->n_routes; i++) {
@@ -446,82 +451,85 @@ static int validate_network(struct ctx *c, const struct policy *p)
 
                 snprintf(path, sizeof(path), "network.routes[%zu].name", i);
                 if ((why = check_route_name(rt->name)))
-                        return rt->name ? fail_value(c, path, why, rt->name)
-                                        : fail(c, "\"%s\" %s", path, why);
+                        return rt->name ? policy_fail_value(c, path, why, rt->name)
+                                        : policy_fail(c, "\"%s\" %s", path, why);
                 for (size_t j = 0; j < i; j++)
                         if (STREQ(p->routes[j].name, rt->name))
-                                return fail(c, "\"%s\" \"%s\" is already used by routes[%zu]", path,
-                                            rt->name, j);
+                                return policy_fail(c,
+                                                   "\"%s\" \"%s\" is already used by routes[%zu]",
+                                                   path, rt->name, j);
 
                 snprintf(path, sizeof(path), "network.routes[%zu].upstream", i);
                 if ((why = check_upstream(rt->upstream)))
-                        return rt->upstream ? fail_value(c, path, why, rt->upstream)
-                                            : fail(c, "\"%s\" %s", path, why);
+                        return rt->upstream ? policy_fail_value(c, path, why, rt->upstream)
+                                            : policy_fail(c, "\"%s\" %s", path, why);
 
                 for (size_t j = 0; j < rt->n_inject; j++) {
                         const struct policy_kv *h = &rt->inject[j];
                         if ((why = check_inject_header(h->key))) {
                                 snprintf(path, sizeof(path), "network.routes[%zu].inject", i);
-                                return fail(c, "\"%s\" keys %s (got \"%s\")", path, why,
-                                            SHOWN(h->key));
+                                return policy_fail(c, "\"%s\" keys %s (got \"%s\")", path, why,
+                                                   SHOWN(h->key));
                         }
                         if ((why = check_header_value(h->value))) {
                                 snprintf(path, sizeof(path), "network.routes[%zu].inject.%s", i,
                                          h->key);
-                                return fail_value(c, path, why, h->value);
+                                return policy_fail_value(c, path, why, h->value);
                         }
                 }
                 for (size_t j = 0; j < rt->n_strip; j++)
                         if (!is_token(rt->strip[j])) {
                                 snprintf(path, sizeof(path), "network.routes[%zu].strip[%zu]", i,
                                          j);
-                                return fail_value(c, path,
-                                                  "must be an HTTP header name, \"*\" allowed",
-                                                  rt->strip[j]);
+                                return policy_fail_value(
+                                    c, path, "must be an HTTP header name, \"*\" allowed",
+                                    rt->strip[j]);
                         }
                 for (size_t j = 0; j < rt->n_record; j++)
                         if (!is_token(rt->record[j])) {
                                 snprintf(path, sizeof(path), "network.routes[%zu].record[%zu]", i,
                                          j);
-                                return fail_value(c, path, "must be an HTTP header name",
-                                                  rt->record[j]);
+                                return policy_fail_value(c, path, "must be an HTTP header name",
+                                                         rt->record[j]);
                         }
                 if (rt->ca_file && (why = check_host_path(rt->ca_file))) {
                         snprintf(path, sizeof(path), "network.routes[%zu].caFile", i);
-                        return fail_value(c, path, why, rt->ca_file);
+                        return policy_fail_value(c, path, why, rt->ca_file);
                 }
         }
         if (p->net_mode_set && p->net_mode == POLICY_NET_NONE) {
                 if (p->n_net_allow > 0)
-                        return fail(c,
-                                    "\"network.mode\" is \"none\" but \"network.allow\" has %zu "
-                                    "rule(s); remove them or use mode \"gated\"",
-                                    p->n_net_allow);
+                        return policy_fail(
+                            c,
+                            "\"network.mode\" is \"none\" but \"network.allow\" has %zu "
+                            "rule(s); remove them or use mode \"gated\"",
+                            p->n_net_allow);
                 if (p->n_routes > 0)
-                        return fail(c,
-                                    "\"network.mode\" is \"none\" but \"network.routes\" has %zu "
-                                    "route(s); remove them or use mode \"gated\"",
-                                    p->n_routes);
+                        return policy_fail(
+                            c,
+                            "\"network.mode\" is \"none\" but \"network.routes\" has %zu "
+                            "route(s); remove them or use mode \"gated\"",
+                            p->n_routes);
         }
         return 0;
 }
 
-int validate(struct ctx *c, const struct policy *p)
+int policy_validate(struct ctx *c, const struct policy *p)
 {
         char path[128];
         const char *why;
         int r;
 
         if (!policy_class_find(p->class_name))
-                return fail_value(c, "class", "must be one of " CLASS_NAMES, p->class_name);
+                return policy_fail_value(c, "class", "must be one of " CLASS_NAMES, p->class_name);
 
         if ((unsigned)p->workspace_mode > POLICY_WORKSPACE_OVERLAY)
-                return fail(c, "\"workspace.mode\" is out of range");
+                return policy_fail(c, "\"workspace.mode\" is out of range");
         if (p->workspace && (why = check_host_path(p->workspace)))
-                return fail_value(c, "workspace.path", why, p->workspace);
+                return policy_fail_value(c, "workspace.path", why, p->workspace);
 
         if ((unsigned)p->read > POLICY_READ_HOST)
-                return fail(c, "\"filesystem.read\" is out of range");
+                return policy_fail(c, "\"filesystem.read\" is out of range");
         r = check_strv(c, "filesystem.denyRead", p->deny_read, p->n_deny_read, check_host_path);
         if (r < 0)
                 return r;
@@ -539,64 +547,65 @@ int validate(struct ctx *c, const struct policy *p)
                 const struct policy_mount *m = &p->mounts[i];
                 snprintf(path, sizeof(path), "filesystem.mounts[%zu].source", i);
                 if (m->source && m->volume)
-                        return fail(c, "\"%s\" and \"volume\" exclude each other", path);
+                        return policy_fail(c, "\"%s\" and \"volume\" exclude each other", path);
                 if (m->volume) {
                         snprintf(path, sizeof(path), "filesystem.mounts[%zu].volume", i);
                         if ((why = volume_name_check(m->volume)))
-                                return fail_value(c, path, why, m->volume);
+                                return policy_fail_value(c, path, why, m->volume);
                 } else if (!m->source)
-                        return fail(c, "\"%s\" is required", path);
+                        return policy_fail(c, "\"%s\" is required", path);
                 else if ((why = check_host_path(m->source)))
-                        return fail_value(c, path, why, m->source);
+                        return policy_fail_value(c, path, why, m->source);
                 snprintf(path, sizeof(path), "filesystem.mounts[%zu].target", i);
                 if (!m->target)
-                        return fail(c, "\"%s\" is required", path);
+                        return policy_fail(c, "\"%s\" is required", path);
                 if ((why = check_mount_target(m->target)))
-                        return fail_value(c, path, why, m->target);
+                        return policy_fail_value(c, path, why, m->target);
         }
 
         r = validate_network(c, p);
         if (r < 0)
                 return r;
 
-        for (size_t i = 0; i < n_limit_descs; i++) {
-                const struct limit_desc *d = &limit_descs[i];
-                uint64_t v = *limit_field((struct policy_limits *)&p->limits, d);
+        for (size_t i = 0; i < policy_n_limit_descs; i++) {
+                const struct limit_desc *d = &policy_limit_descs[i];
+                uint64_t v = *policy_limit_field((struct policy_limits *)&p->limits, d);
                 snprintf(path, sizeof(path), "limits.%s", d->key);
-                r = check_range(c, path, d->kind, v, d->min, d->max);
+                r = policy_check_range(c, path, d->kind, v, d->min, d->max);
                 if (r < 0)
                         return r;
         }
-        for (size_t i = 0; i < n_io_descs; i++) {
-                const struct limit_desc *d = &io_descs[i];
-                uint64_t v = *io_field((struct policy_io *)&p->limits.io, d);
+        for (size_t i = 0; i < policy_n_io_descs; i++) {
+                const struct limit_desc *d = &policy_io_descs[i];
+                uint64_t v = *policy_io_field((struct policy_io *)&p->limits.io, d);
                 snprintf(path, sizeof(path), "limits.io.%s", d->key);
-                r = check_range(c, path, d->kind, v, d->min, d->max);
+                r = policy_check_range(c, path, d->kind, v, d->min, d->max);
                 if (r < 0)
                         return r;
         }
         if (p->budget.requests > INT64_MAX || p->budget.bytes > INT64_MAX ||
             p->budget.rate > INT64_MAX || p->budget.refusals > INT64_MAX)
-                return fail(c, "\"network.budget\" is too large");
+                return policy_fail(c, "\"network.budget\" is too large");
 
         for (size_t i = 0; i < p->n_env; i++) {
                 const struct policy_kv *e = &p->env[i];
                 if (!is_env_name(e->key))
-                        return fail(c,
-                                    "\"env\" keys must be names of letters, digits and _, not "
-                                    "starting with a digit (got \"%s\")",
-                                    SHOWN(e->key));
+                        return policy_fail(
+                            c,
+                            "\"env\" keys must be names of letters, digits and _, not "
+                            "starting with a digit (got \"%s\")",
+                            SHOWN(e->key));
                 if ((why = check_env_value(e->value))) {
                         snprintf(path, sizeof(path), "env.%s", e->key);
-                        return fail_value(c, path, why, e->value);
+                        return policy_fail_value(c, path, why, e->value);
                 }
         }
         r = check_strv(c, "tools.allow", p->tools_allow, p->n_tools_allow, check_tool_name);
         if (r < 0)
                 return r;
         if (p->uid > UID_MAX_INSIDE)
-                return fail(c, "\"uid\" must be an integer from 0 to %d", UID_MAX_INSIDE);
+                return policy_fail(c, "\"uid\" must be an integer from 0 to %d", UID_MAX_INSIDE);
         if (p->gid > UID_MAX_INSIDE)
-                return fail(c, "\"gid\" must be an integer from 0 to %d", UID_MAX_INSIDE);
+                return policy_fail(c, "\"gid\" must be an integer from 0 to %d", UID_MAX_INSIDE);
         return 0;
 }

@@ -47,17 +47,19 @@ char *policy_to_json(const struct policy *p)
 
         o = json_object();
         json_object_set_new(o, "path", str_json(p->workspace));
-        json_object_set_new(o, "mode",
-                            json_string(enum_name(workspace_modes, ARRAY_SIZE(workspace_modes),
-                                                  p->workspace_mode)));
+        json_object_set_new(
+            o, "mode",
+            json_string(enum_name(policy_workspace_modes, ARRAY_SIZE(policy_workspace_modes),
+                                  p->workspace_mode)));
         json_object_set_new(o, "protectGit", json_boolean(p->protect_git));
         if (p->allow_broad) /* written only when set, so older digests hold */
                 json_object_set_new(o, "allowBroad", json_true());
         json_object_set_new(root, "workspace", o);
 
         o = json_object();
-        json_object_set_new(o, "read",
-                            json_string(enum_name(read_modes, ARRAY_SIZE(read_modes), p->read)));
+        json_object_set_new(
+            o, "read",
+            json_string(enum_name(policy_read_modes, ARRAY_SIZE(policy_read_modes), p->read)));
         json_object_set_new(o, "denyRead", strv_json(p->deny_read, p->n_deny_read));
         json_object_set_new(o, "allowWrite", strv_json(p->allow_write, p->n_allow_write));
         if (p->n_deny_write)
@@ -76,8 +78,9 @@ char *policy_to_json(const struct policy *p)
         json_object_set_new(root, "filesystem", o);
 
         o = json_object();
-        json_object_set_new(o, "mode",
-                            json_string(enum_name(net_modes, ARRAY_SIZE(net_modes), p->net_mode)));
+        json_object_set_new(
+            o, "mode",
+            json_string(enum_name(policy_net_modes, ARRAY_SIZE(policy_net_modes), p->net_mode)));
         json_object_set_new(o, "allow", strv_json(p->net_allow, p->n_net_allow));
         json_object_set_new(o, "deny", strv_json(p->net_deny, p->n_net_deny));
         json_object_set_new(o, "allowPrivate",
@@ -102,18 +105,18 @@ char *policy_to_json(const struct policy *p)
         json_object_set_new(root, "network", o);
 
         o = json_object();
-        for (size_t i = 0; i < n_limit_descs; i++) {
-                const struct limit_desc *d = &limit_descs[i];
-                uint64_t v = *limit_field((struct policy_limits *)&p->limits, d);
+        for (size_t i = 0; i < policy_n_limit_descs; i++) {
+                const struct limit_desc *d = &policy_limit_descs[i];
+                uint64_t v = *policy_limit_field((struct policy_limits *)&p->limits, d);
                 json_object_set_new(o, d->key,
                                     d->kind == KIND_DURATION || d->kind == KIND_CPUS
                                         ? milli_json(v)
                                         : json_integer((json_int_t)v));
         }
         json_t *io = json_object();
-        for (size_t i = 0; i < n_io_descs; i++) {
-                const struct limit_desc *d = &io_descs[i];
-                uint64_t v = *io_field((struct policy_io *)&p->limits.io, d);
+        for (size_t i = 0; i < policy_n_io_descs; i++) {
+                const struct limit_desc *d = &policy_io_descs[i];
+                uint64_t v = *policy_io_field((struct policy_io *)&p->limits.io, d);
                 json_object_set_new(io, d->key, json_integer((json_int_t)v));
         }
         json_object_set_new(o, "io", io);
@@ -122,7 +125,7 @@ char *policy_to_json(const struct policy *p)
         json_object_set_new(root, "class", str_json(p->class_name));
         json_object_set_new(root, "env", kv_json(p->env, p->n_env));
         o = json_pack("{s:o}", "allow", strv_json(p->tools_allow, p->n_tools_allow));
-        json_t *define = tools_define_json(p);
+        json_t *define = policy_tools_define_json(p);
         if (json_object_size(define) > 0) /* written only when set, so older digests hold */
                 json_object_set_new(o, "define", define);
         else

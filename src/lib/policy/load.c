@@ -15,43 +15,44 @@
 static int parse_json_value(struct ctx *c, json_t *v, enum value_kind kind, uint64_t min,
                             uint64_t max, uint64_t *ret)
 {
-        const char *what = kind_what(kind, min);
+        const char *what = policy_kind_what(kind, min);
         bool duration = kind == KIND_DURATION || kind == KIND_SECONDS;
         uint64_t x;
 
         if (json_is_integer(v)) {
                 json_int_t i = json_integer_value(v);
                 if (i < 0)
-                        return fail(c, "\"%s\" must be %s", c->path, what);
+                        return policy_fail(c, "\"%s\" must be %s", c->path, what);
                 x = (uint64_t)i;
                 if (duration || kind == KIND_CPUS) {
                         if (x > INT64_MAX / 1000)
-                                return check_range(c, c->path, kind, UINT64_MAX, min, max);
+                                return policy_check_range(c, c->path, kind, UINT64_MAX, min, max);
                         x *= 1000;
                 }
         } else if (json_is_real(v) && (duration || kind == KIND_CPUS)) {
                 double d = json_real_value(v);
                 if (!isfinite(d) || d < 0)
-                        return fail(c, "\"%s\" must be %s", c->path, what);
+                        return policy_fail(c, "\"%s\" must be %s", c->path, what);
                 if (d > 9e15)
-                        return check_range(c, c->path, kind, UINT64_MAX, min, max);
+                        return policy_check_range(c, c->path, kind, UINT64_MAX, min, max);
                 x = (uint64_t)(d * 1000.0 + 0.5);
                 if (x == 0 && d > 0 && duration)
-                        return fail(c, "\"%s\" must be 0 or at least 1ms", c->path);
+                        return policy_fail(c, "\"%s\" must be 0 or at least 1ms", c->path);
         } else if (json_is_string(v) && (duration || kind == KIND_SIZE)) {
                 const char *s = json_string_value(v);
-                int r = parse_text(s, kind, &x);
+                int r = policy_parse_text(s, kind, &x);
                 if (r == -ERANGE)
-                        return fail(c, "\"%s\" is too large", c->path);
+                        return policy_fail(c, "\"%s\" is too large", c->path);
                 if (r == -EDOM)
-                        return fail(c, "\"%s\" must be 0 or at least 1ms (got \"%s\")", c->path,
-                                    SHOWN(s));
+                        return policy_fail(c, "\"%s\" must be 0 or at least 1ms (got \"%s\")",
+                                           c->path, SHOWN(s));
                 if (r < 0)
-                        return fail(c, "\"%s\" must be %s (got \"%s\")", c->path, what, SHOWN(s));
+                        return policy_fail(c, "\"%s\" must be %s (got \"%s\")", c->path, what,
+                                           SHOWN(s));
         } else
-                return fail(c, "\"%s\" must be %s", c->path, what);
+                return policy_fail(c, "\"%s\" must be %s", c->path, what);
 
-        int r = check_range(c, c->path, kind, x, min, max);
+        int r = policy_check_range(c, c->path, kind, x, min, max);
         if (r < 0)
                 return r;
         *ret = x;
@@ -72,20 +73,20 @@ static int parse_fields(struct ctx *c, void *target, json_t *obj, const struct f
         json_t *v;
 
         if (!json_is_object(obj))
-                return fail(c, "\"%s\" must be an object", c->path);
+                return policy_fail(c, "\"%s\" must be an object", c->path);
         json_object_foreach(obj, key, v)
         {
                 const struct field *f = NULL;
-                size_t mark = path_push(c, key);
+                size_t mark = policy_path_push(c, key);
                 for (size_t i = 0; i < n_fields && !f; i++)
                         if (STREQ(fields[i].name, key))
                                 f = &fields[i];
                 if (!f)
-                        return fail(c, "unknown key \"%s\"", c->path);
+                        return policy_fail(c, "unknown key \"%s\"", c->path);
                 int r = f->parse(c, target, v);
                 if (r < 0)
                         return r;
-                path_pop(c, mark);
+                policy_path_pop(c, mark);
         }
         return 0;
 }
@@ -93,7 +94,7 @@ static int parse_fields(struct ctx *c, void *target, json_t *obj, const struct f
 static int get_string(struct ctx *c, json_t *v, char **field)
 {
         if (!json_is_string(v))
-                return fail(c, "\"%s\" must be a string", c->path);
+                return policy_fail(c, "\"%s\" must be a string", c->path);
         free(*field);
         *field = xstrdup(json_string_value(v));
         return 0;
@@ -107,14 +108,14 @@ static int get_string_or_null(struct ctx *c, json_t *v, char **field)
                 return 0;
         }
         if (!json_is_string(v))
-                return fail(c, "\"%s\" must be a string or null", c->path);
+                return policy_fail(c, "\"%s\" must be a string or null", c->path);
         return get_string(c, v, field);
 }
 
 static int get_bool(struct ctx *c, json_t *v, bool *field)
 {
         if (!json_is_boolean(v))
-                return fail(c, "\"%s\" must be true or false", c->path);
+                return policy_fail(c, "\"%s\" must be true or false", c->path);
         *field = json_is_true(v);
         return 0;
 }
@@ -128,7 +129,7 @@ static int get_enum(struct ctx *c, json_t *v, const char *const *names, size_t n
                 snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "", names[i]);
         }
         if (!json_is_string(v))
-                return fail(c, "\"%s\" must be one of %s", c->path, list);
+                return policy_fail(c, "\"%s\" must be one of %s", c->path, list);
         for (size_t i = 0; i < n; i++)
                 if (STREQ(names[i], json_string_value(v))) {
                         *ret = (int)i;
@@ -136,7 +137,7 @@ static int get_enum(struct ctx *c, json_t *v, const char *const *names, size_t n
                 }
         char why[160];
         snprintf(why, sizeof(why), "must be one of %s", list);
-        return fail_value(c, c->path, why, json_string_value(v));
+        return policy_fail_value(c, c->path, why, json_string_value(v));
 }
 
 /* An array of strings replaces the list it is read into. */
@@ -146,15 +147,15 @@ static int get_strv(struct ctx *c, json_t *v, char ***field, size_t *n)
         json_t *e;
 
         if (!json_is_array(v))
-                return fail(c, "\"%s\" must be an array of strings", c->path);
+                return policy_fail(c, "\"%s\" must be an array of strings", c->path);
         strv_free_n(*field, *n);
         *field = NULL;
         *n = 0;
         json_array_foreach(v, i, e)
         {
                 if (!json_is_string(e)) {
-                        path_push_index(c, i);
-                        return fail(c, "\"%s\" must be a string", c->path);
+                        policy_path_push_index(c, i);
+                        return policy_fail(c, "\"%s\" must be a string", c->path);
                 }
                 *field = strv_append(*field, n, json_string_value(e));
         }
@@ -168,15 +169,15 @@ static int get_kv(struct ctx *c, json_t *v, struct policy_kv **field, size_t *n)
         json_t *e;
 
         if (!json_is_object(v))
-                return fail(c, "\"%s\" must be an object", c->path);
-        kv_free_n(*field, *n);
+                return policy_fail(c, "\"%s\" must be an object", c->path);
+        policy_kv_free_n(*field, *n);
         *field = xcalloc(json_object_size(v), sizeof(**field));
         *n = 0;
         json_object_foreach(v, key, e)
         {
                 if (!json_is_string(e)) {
-                        path_push(c, key);
-                        return fail(c, "\"%s\" must be a string", c->path);
+                        policy_path_push(c, key);
+                        return policy_fail(c, "\"%s\" must be a string", c->path);
                 }
                 (*field)[*n].key = xstrdup(key);
                 (*field)[*n].value = xstrdup(json_string_value(e));
@@ -195,7 +196,7 @@ static int ws_path(struct ctx *c, void *t, json_t *v)
 static int ws_mode(struct ctx *c, void *t, json_t *v)
 {
         int m;
-        int r = get_enum(c, v, workspace_modes, ARRAY_SIZE(workspace_modes), &m);
+        int r = get_enum(c, v, policy_workspace_modes, ARRAY_SIZE(policy_workspace_modes), &m);
         if (r >= 0)
                 ((struct policy *)t)->workspace_mode = (enum policy_workspace_mode)m;
         return r;
@@ -223,7 +224,7 @@ static const struct field workspace_fields[] = {
 static int fs_read(struct ctx *c, void *t, json_t *v)
 {
         int m;
-        int r = get_enum(c, v, read_modes, ARRAY_SIZE(read_modes), &m);
+        int r = get_enum(c, v, policy_read_modes, ARRAY_SIZE(policy_read_modes), &m);
         if (r >= 0)
                 ((struct policy *)t)->read = (enum policy_read_mode)m;
         return r;
@@ -287,18 +288,18 @@ static int fs_mounts(struct ctx *c, void *t, json_t *v)
         json_t *e;
 
         if (!json_is_array(v))
-                return fail(c, "\"%s\" must be an array", c->path);
+                return policy_fail(c, "\"%s\" must be an array", c->path);
         mounts_free_n(p->mounts, p->n_mounts);
         p->n_mounts = json_array_size(v);
         p->mounts = xcalloc(p->n_mounts, sizeof(*p->mounts));
         json_array_foreach(v, i, e)
         {
-                size_t mark = path_push_index(c, i);
+                size_t mark = policy_path_push_index(c, i);
                 p->mounts[i].readonly = true;
                 int r = parse_fields(c, &p->mounts[i], e, mount_fields, ARRAY_SIZE(mount_fields));
                 if (r < 0)
                         return r;
-                path_pop(c, mark);
+                policy_path_pop(c, mark);
         }
         return 0;
 }
@@ -318,7 +319,7 @@ static int net_mode(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
         int m;
-        int r = get_enum(c, v, net_modes, ARRAY_SIZE(net_modes), &m);
+        int r = get_enum(c, v, policy_net_modes, ARRAY_SIZE(policy_net_modes), &m);
         if (r >= 0) {
                 p->net_mode = (enum policy_net_mode)m;
                 p->net_mode_set = true;
@@ -395,17 +396,17 @@ static int net_routes(struct ctx *c, void *t, json_t *v)
         json_t *e;
 
         if (!json_is_array(v))
-                return fail(c, "\"%s\" must be an array", c->path);
-        routes_free_n(p->routes, p->n_routes);
+                return policy_fail(c, "\"%s\" must be an array", c->path);
+        policy_routes_free_n(p->routes, p->n_routes);
         p->n_routes = json_array_size(v);
         p->routes = xcalloc(p->n_routes, sizeof(*p->routes));
         json_array_foreach(v, i, e)
         {
-                size_t mark = path_push_index(c, i);
+                size_t mark = policy_path_push_index(c, i);
                 int r = parse_fields(c, &p->routes[i], e, route_fields, ARRAY_SIZE(route_fields));
                 if (r < 0)
                         return r;
-                path_pop(c, mark);
+                policy_path_pop(c, mark);
         }
         return 0;
 }
@@ -455,30 +456,31 @@ static const struct field network_fields[] = {
     {"budget", net_budget},
 };
 
-/* limits.io: keys and handling come from io_descs. */
+/* limits.io: keys and handling come from policy_io_descs. */
 static int parse_io(struct ctx *c, struct policy *p, json_t *obj)
 {
         const char *key;
         json_t *v;
 
         if (!json_is_object(obj))
-                return fail(c, "\"%s\" must be an object", c->path);
+                return policy_fail(c, "\"%s\" must be an object", c->path);
         json_object_foreach(obj, key, v)
         {
-                size_t mark = path_push(c, key);
-                const struct limit_desc *d = io_desc_find(key);
+                size_t mark = policy_path_push(c, key);
+                const struct limit_desc *d = policy_io_desc_find(key);
                 if (!d)
-                        return fail(c, "unknown key \"%s\"", c->path);
-                int r = parse_json_value(c, v, d->kind, d->min, d->max, io_field(&p->limits.io, d));
+                        return policy_fail(c, "unknown key \"%s\"", c->path);
+                int r = parse_json_value(c, v, d->kind, d->min, d->max,
+                                         policy_io_field(&p->limits.io, d));
                 if (r < 0)
                         return r;
                 p->limits_set |= d->bit;
-                path_pop(c, mark);
+                policy_path_pop(c, mark);
         }
         return 0;
 }
 
-/* limits: keys and handling come from limit_descs. */
+/* limits: keys and handling come from policy_limit_descs. */
 
 static int parse_limits(struct ctx *c, struct policy *p, json_t *obj)
 {
@@ -486,26 +488,26 @@ static int parse_limits(struct ctx *c, struct policy *p, json_t *obj)
         json_t *v;
 
         if (!json_is_object(obj))
-                return fail(c, "\"%s\" must be an object", c->path);
+                return policy_fail(c, "\"%s\" must be an object", c->path);
         json_object_foreach(obj, key, v)
         {
-                size_t mark = path_push(c, key);
+                size_t mark = policy_path_push(c, key);
                 if (STREQ(key, "io")) {
                         int r = parse_io(c, p, v);
                         if (r < 0)
                                 return r;
-                        path_pop(c, mark);
+                        policy_path_pop(c, mark);
                         continue;
                 }
-                const struct limit_desc *d = limit_desc_find(key);
+                const struct limit_desc *d = policy_limit_desc_find(key);
                 uint64_t x;
                 if (!d)
-                        return fail(c, "unknown key \"%s\"", c->path);
+                        return policy_fail(c, "unknown key \"%s\"", c->path);
                 int r = parse_json_value(c, v, d->kind, d->min, d->max, &x);
                 if (r < 0)
                         return r;
-                limit_store(p, d, x);
-                path_pop(c, mark);
+                policy_limit_store(p, d, x);
+                policy_path_pop(c, mark);
         }
         return 0;
 }
@@ -568,7 +570,8 @@ static int get_id(struct ctx *c, json_t *v, uint32_t *field)
 {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) > UID_MAX_INSIDE)
-                return fail(c, "\"%s\" must be an integer from 0 to %d", c->path, UID_MAX_INSIDE);
+                return policy_fail(c, "\"%s\" must be an integer from 0 to %d", c->path,
+                                   UID_MAX_INSIDE);
         *field = (uint32_t)json_integer_value(v);
         return 0;
 }
@@ -619,7 +622,7 @@ static int load_json(struct policy *p, const char *text, size_t len, const char 
                                     jerr.text);
         if (!json_is_object(doc)) {
                 json_decref(doc);
-                return fail(&c, "the document must be a JSON object");
+                return policy_fail(&c, "the document must be a JSON object");
         }
 
         _cleanup_(policy_freep) struct policy *t = policy_dup(p);
@@ -629,7 +632,7 @@ static int load_json(struct policy *p, const char *text, size_t len, const char 
         json_decref(doc);
         if (r < 0)
                 return r;
-        r = validate(&c, t);
+        r = policy_validate(&c, t);
         if (r < 0)
                 return r;
         policy_commit(p, TAKE_PTR(t));

@@ -30,9 +30,9 @@
 #define CLASS_NAMES "small, medium, large, xlarge"
 
 /* Indexed by the enums in policy.h. */
-extern const char *const workspace_modes[3];
-extern const char *const read_modes[2];
-extern const char *const net_modes[2];
+extern const char *const policy_workspace_modes[3];
+extern const char *const policy_read_modes[2];
+extern const char *const policy_net_modes[2];
 
 enum value_kind {
         KIND_DURATION, /* milliseconds */
@@ -50,21 +50,21 @@ struct limit_desc {
         uint64_t min, max;
 };
 
-extern const struct limit_desc limit_descs[];
-extern const size_t n_limit_descs;
+extern const struct limit_desc policy_limit_descs[];
+extern const size_t policy_n_limit_descs;
 
-uint64_t *limit_field(struct policy_limits *l, const struct limit_desc *d);
+uint64_t *policy_limit_field(struct policy_limits *l, const struct limit_desc *d);
 /* limits.io's members: offsets into struct policy_io. */
-extern const struct limit_desc io_descs[];
-extern const size_t n_io_descs;
-uint64_t *io_field(struct policy_io *io, const struct limit_desc *d);
-const struct limit_desc *io_desc_find(const char *key);
-const struct limit_desc *limit_desc_find(const char *key);
+extern const struct limit_desc policy_io_descs[];
+extern const size_t policy_n_io_descs;
+uint64_t *policy_io_field(struct policy_io *io, const struct limit_desc *d);
+const struct limit_desc *policy_io_desc_find(const char *key);
+const struct limit_desc *policy_limit_desc_find(const char *key);
 
 void strv_free_n(char **v, size_t n);
-void kv_free_n(struct policy_kv *kv, size_t n);
+void policy_kv_free_n(struct policy_kv *kv, size_t n);
 void mounts_free_n(struct policy_mount *m, size_t n);
-void routes_free_n(struct policy_route *r, size_t n);
+void policy_routes_free_n(struct policy_route *r, size_t n);
 void policy_freep(struct policy **p);
 struct policy *policy_dup(const struct policy *p);
 /* Replace *p's contents by *t's and free what *p held. */
@@ -78,24 +78,24 @@ struct ctx {
         char path[256]; /* JSON path of the value being read */
 };
 
-int fail(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int policy_fail(struct ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Values are echoed in messages: keep them short, and free of bytes that a
  * terminal would act on. */
-const char *shown(char *buf, size_t size, const char *s);
-#define SHOWN(s) shown((char[72]){0}, 72, (s))
-int fail_value(struct ctx *c, const char *path, const char *why, const char *value);
-size_t path_push(struct ctx *c, const char *key);
-size_t path_push_index(struct ctx *c, size_t i);
-void path_pop(struct ctx *c, size_t mark);
+const char *policy_shown(char *buf, size_t size, const char *s);
+#define SHOWN(s) policy_shown((char[72]){0}, 72, (s))
+int policy_fail_value(struct ctx *c, const char *path, const char *why, const char *value);
+size_t policy_path_push(struct ctx *c, const char *key);
+size_t policy_path_push_index(struct ctx *c, size_t i);
+void policy_path_pop(struct ctx *c, size_t mark);
 
 /* Numbers (check.c) */
-const char *kind_what(enum value_kind kind, uint64_t min);
-int check_range(struct ctx *c, const char *path, enum value_kind kind, uint64_t v, uint64_t min,
-                uint64_t max);
+const char *policy_kind_what(enum value_kind kind, uint64_t min);
+int policy_check_range(struct ctx *c, const char *path, enum value_kind kind, uint64_t v,
+                       uint64_t min, uint64_t max);
 /* Text as a flag or a JSON string gives it. -EDOM: a duration that is not
  * zero but rounds to 0 ms, which would silently mean "no limit". */
-int parse_text(const char *s, enum value_kind kind, uint64_t *ret);
-void limit_store(struct policy *p, const struct limit_desc *d, uint64_t v);
+int policy_parse_text(const char *s, enum value_kind kind, uint64_t *ret);
+void policy_limit_store(struct policy *p, const struct limit_desc *d, uint64_t v);
 
 /* tools.define (tools.c) */
 struct json_t;
@@ -103,9 +103,9 @@ int policy_tools_parse_define(struct ctx *c, struct policy *p, struct json_t *v)
 /* Cross-references: tools.allow names, HTTP routes; adds the allowed
  * built-ins to p->tools. */
 int policy_tools_finalize(struct ctx *c, struct policy *p);
-void tools_free_n(struct policy_tool *t, size_t n);
-struct policy_tool *tools_dup_n(const struct policy_tool *t, size_t n);
-struct json_t *tools_define_json(const struct policy *p);
+void policy_tools_free_n(struct policy_tool *t, size_t n);
+struct policy_tool *policy_tools_dup_n(const struct policy_tool *t, size_t n);
+struct json_t *policy_tools_define_json(const struct policy *p);
 
 /* The whole policy, whoever set its fields. */
-int validate(struct ctx *c, const struct policy *p);
+int policy_validate(struct ctx *c, const struct policy *p);

@@ -27,11 +27,11 @@ static const struct policy_class classes[] = {
 };
 
 /* Indexed by the enums in policy.h. */
-const char *const workspace_modes[3] = {"rw", "ro", "overlay"};
-const char *const read_modes[2] = {"system", "host"};
-const char *const net_modes[2] = {"none", "gated"};
+const char *const policy_workspace_modes[3] = {"rw", "ro", "overlay"};
+const char *const policy_read_modes[2] = {"system", "host"};
+const char *const policy_net_modes[2] = {"none", "gated"};
 
-const struct limit_desc limit_descs[] = {
+const struct limit_desc policy_limit_descs[] = {
     {"timeout", POLICY_LIMIT_TIMEOUT, KIND_DURATION, offsetof(struct policy_limits, timeout_ms), 0,
      INT64_MAX},
     {"cpuTime", POLICY_LIMIT_CPU_TIME, KIND_SECONDS, offsetof(struct policy_limits, cpu_time_s), 0,
@@ -53,11 +53,11 @@ const struct limit_desc limit_descs[] = {
      offsetof(struct policy_limits, workspace_disk), 0, INT64_MAX},
 };
 
-const size_t n_limit_descs = ARRAY_SIZE(limit_descs);
+const size_t policy_n_limit_descs = ARRAY_SIZE(policy_limit_descs);
 
 /* limits.io: 0 = unlimited. The kernel keeps operation counts in 32 bits and
  * reads UINT32_MAX as "max". */
-const struct limit_desc io_descs[] = {
+const struct limit_desc policy_io_descs[] = {
     {"readBps", POLICY_LIMIT_IO, KIND_SIZE, offsetof(struct policy_io, read_bps), 0, INT64_MAX},
     {"writeBps", POLICY_LIMIT_IO, KIND_SIZE, offsetof(struct policy_io, write_bps), 0, INT64_MAX},
     {"readIops", POLICY_LIMIT_IO, KIND_COUNT, offsetof(struct policy_io, read_iops), 0,
@@ -66,31 +66,31 @@ const struct limit_desc io_descs[] = {
      UINT32_MAX - 1},
 };
 
-const size_t n_io_descs = ARRAY_SIZE(io_descs);
+const size_t policy_n_io_descs = ARRAY_SIZE(policy_io_descs);
 
-uint64_t *io_field(struct policy_io *io, const struct limit_desc *d)
+uint64_t *policy_io_field(struct policy_io *io, const struct limit_desc *d)
 {
         return (uint64_t *)((char *)io + d->offset);
 }
 
-const struct limit_desc *io_desc_find(const char *key)
+const struct limit_desc *policy_io_desc_find(const char *key)
 {
-        for (size_t i = 0; i < ARRAY_SIZE(io_descs); i++)
-                if (STREQ(io_descs[i].key, key))
-                        return &io_descs[i];
+        for (size_t i = 0; i < ARRAY_SIZE(policy_io_descs); i++)
+                if (STREQ(policy_io_descs[i].key, key))
+                        return &policy_io_descs[i];
         return NULL;
 }
 
-uint64_t *limit_field(struct policy_limits *l, const struct limit_desc *d)
+uint64_t *policy_limit_field(struct policy_limits *l, const struct limit_desc *d)
 {
         return (uint64_t *)((char *)l + d->offset);
 }
 
-const struct limit_desc *limit_desc_find(const char *key)
+const struct limit_desc *policy_limit_desc_find(const char *key)
 {
-        for (size_t i = 0; i < ARRAY_SIZE(limit_descs); i++)
-                if (STREQ(limit_descs[i].key, key))
-                        return &limit_descs[i];
+        for (size_t i = 0; i < ARRAY_SIZE(policy_limit_descs); i++)
+                if (STREQ(policy_limit_descs[i].key, key))
+                        return &policy_limit_descs[i];
         return NULL;
 }
 
@@ -115,7 +115,7 @@ void strv_free_n(char **v, size_t n)
         free(v);
 }
 
-void kv_free_n(struct policy_kv *kv, size_t n)
+void policy_kv_free_n(struct policy_kv *kv, size_t n)
 {
         if (!kv)
                 return;
@@ -138,14 +138,14 @@ void mounts_free_n(struct policy_mount *m, size_t n)
         free(m);
 }
 
-void routes_free_n(struct policy_route *r, size_t n)
+void policy_routes_free_n(struct policy_route *r, size_t n)
 {
         if (!r)
                 return;
         for (size_t i = 0; i < n; i++) {
                 free(r[i].name);
                 free(r[i].upstream);
-                kv_free_n(r[i].inject, r[i].n_inject);
+                policy_kv_free_n(r[i].inject, r[i].n_inject);
                 strv_free_n(r[i].strip, r[i].n_strip);
                 strv_free_n(r[i].record, r[i].n_record);
                 free(r[i].ca_file);
@@ -194,12 +194,12 @@ struct policy *policy_free(struct policy *p)
         strv_free_n(p->net_allow, p->n_net_allow);
         strv_free_n(p->net_deny, p->n_net_deny);
         strv_free_n(p->net_allow_private, p->n_net_allow_private);
-        kv_free_n(p->net_hosts, p->n_net_hosts);
-        routes_free_n(p->routes, p->n_routes);
+        policy_kv_free_n(p->net_hosts, p->n_net_hosts);
+        policy_routes_free_n(p->routes, p->n_routes);
         free(p->class_name);
-        kv_free_n(p->env, p->n_env);
+        policy_kv_free_n(p->env, p->n_env);
         strv_free_n(p->tools_allow, p->n_tools_allow);
-        tools_free_n(p->tools, p->n_tools);
+        policy_tools_free_n(p->tools, p->n_tools);
         free(p);
         return NULL;
 }
@@ -267,7 +267,7 @@ struct policy *policy_dup(const struct policy *p)
         d->class_name = xstrdup(p->class_name);
         d->env = kv_dup_n(p->env, p->n_env);
         d->tools_allow = strv_dup_n(p->tools_allow, p->n_tools_allow);
-        d->tools = tools_dup_n(p->tools, p->n_tools);
+        d->tools = policy_tools_dup_n(p->tools, p->n_tools);
         return d;
 }
 
@@ -281,7 +281,7 @@ void policy_commit(struct policy *p, struct policy *t)
 
 /* Messages */
 
-int fail(struct ctx *c, const char *fmt, ...)
+int policy_fail(struct ctx *c, const char *fmt, ...)
 {
         char msg[AL_ERROR_MAX];
         va_list ap;
@@ -296,7 +296,7 @@ int fail(struct ctx *c, const char *fmt, ...)
 
 /* Values are echoed in messages: keep them short, and free of bytes that a
  * terminal would act on. */
-const char *shown(char *buf, size_t size, const char *s)
+const char *policy_shown(char *buf, size_t size, const char *s)
 {
         size_t n = 0;
 
@@ -313,12 +313,12 @@ const char *shown(char *buf, size_t size, const char *s)
         return buf;
 }
 
-int fail_value(struct ctx *c, const char *path, const char *why, const char *value)
+int policy_fail_value(struct ctx *c, const char *path, const char *why, const char *value)
 {
-        return fail(c, "\"%s\" %s (got \"%s\")", path, why, SHOWN(value));
+        return policy_fail(c, "\"%s\" %s (got \"%s\")", path, why, SHOWN(value));
 }
 
-size_t path_push(struct ctx *c, const char *key)
+size_t policy_path_push(struct ctx *c, const char *key)
 {
         size_t old = strlen(c->path), n = old;
 
@@ -330,14 +330,14 @@ size_t path_push(struct ctx *c, const char *key)
         return old;
 }
 
-size_t path_push_index(struct ctx *c, size_t i)
+size_t policy_path_push_index(struct ctx *c, size_t i)
 {
         size_t old = strlen(c->path);
         snprintf(c->path + old, sizeof(c->path) - old, "[%zu]", i);
         return old;
 }
 
-void path_pop(struct ctx *c, size_t mark)
+void policy_path_pop(struct ctx *c, size_t mark)
 {
         c->path[mark] = '\0';
 }
@@ -359,34 +359,34 @@ int policy_set_limit(struct policy *p, const char *key, const char *value, struc
         struct ctx c = {.err = err};
         bool io = key && strncmp(key, "io.", 3) == 0;
         const struct limit_desc *d = !key ? NULL
-                                     : io ? io_desc_find(key + 3)
-                                          : limit_desc_find(key);
+                                     : io ? policy_io_desc_find(key + 3)
+                                          : policy_limit_desc_find(key);
         uint64_t v;
 
         if (!d)
                 return al_error_set(err, 0, "unknown limit \"%s\"", SHOWN(key));
-        path_push(&c, "limits");
+        policy_path_push(&c, "limits");
         if (io)
-                path_push(&c, "io");
-        path_push(&c, d->key);
-        int r = value ? parse_text(value, d->kind, &v) : -EINVAL;
+                policy_path_push(&c, "io");
+        policy_path_push(&c, d->key);
+        int r = value ? policy_parse_text(value, d->kind, &v) : -EINVAL;
         if (r == -ERANGE)
-                return fail(&c, "\"%s\" is too large", c.path);
+                return policy_fail(&c, "\"%s\" is too large", c.path);
         if (r == -EDOM)
-                return fail(&c, "\"%s\" must be 0 or at least 1ms (got \"%s\")", c.path,
-                            SHOWN(value));
+                return policy_fail(&c, "\"%s\" must be 0 or at least 1ms (got \"%s\")", c.path,
+                                   SHOWN(value));
         if (r < 0)
-                return fail(&c, "\"%s\" must be %s (got \"%s\")", c.path,
-                            kind_what(d->kind, d->min), SHOWN(value));
-        r = check_range(&c, c.path, d->kind, v, d->min, d->max);
+                return policy_fail(&c, "\"%s\" must be %s (got \"%s\")", c.path,
+                                   policy_kind_what(d->kind, d->min), SHOWN(value));
+        r = policy_check_range(&c, c.path, d->kind, v, d->min, d->max);
         if (r < 0)
                 return r;
         if (io) {
-                *io_field(&p->limits.io, d) = v;
+                *policy_io_field(&p->limits.io, d) = v;
                 p->limits_set |= d->bit;
                 return 0;
         }
-        limit_store(p, d, v);
+        policy_limit_store(p, d, v);
         return 0;
 }
 
@@ -452,8 +452,8 @@ static int resolve_path(struct ctx *c, const char *name, char **path, const char
 
         if (s[0] == '~') {
                 if (!home)
-                        return fail(c, "\"%s\" starts with \"~\" but no home directory is known",
-                                    name);
+                        return policy_fail(
+                            c, "\"%s\" starts with \"~\" but no home directory is known", name);
                 joined = xasprintf("%s/%s", home, s[1] ? s + 2 : "");
         } else if (s[0] == '/')
                 joined = xstrdup(s);
@@ -504,10 +504,10 @@ static int check_allow_read(struct ctx *c, const struct policy *t, size_t i)
                 if (under_path(a, t->deny_read[j]) && !STREQ(a, t->deny_read[j]))
                         under = true;
         if (!under)
-                return fail_value(c, name,
-                                  "must lie under a filesystem.denyRead entry (it re-allows "
-                                  "reading part of one)",
-                                  a);
+                return policy_fail_value(c, name,
+                                         "must lie under a filesystem.denyRead entry (it re-allows "
+                                         "reading part of one)",
+                                         a);
         for (size_t j = 0; policy_mandatory_deny[j]; j++) {
                 const char *m = policy_mandatory_deny[j];
                 if (m[0] == '~') {
@@ -518,14 +518,15 @@ static int check_allow_read(struct ctx *c, const struct policy *t, size_t i)
                         size_t n = strlen(rest);
                         while (hit) {
                                 if (hit[n] == '\0' || hit[n] == '/')
-                                        return fail_value(c, name,
-                                                          "is on the mandatory deny list and "
-                                                          "cannot be re-allowed",
-                                                          a);
+                                        return policy_fail_value(
+                                            c, name,
+                                            "is on the mandatory deny list and "
+                                            "cannot be re-allowed",
+                                            a);
                                 hit = strstr(hit + 1, rest);
                         }
                 } else if (under_path(a, m) || fnmatch(m, a, FNM_PATHNAME) == 0)
-                        return fail_value(
+                        return policy_fail_value(
                             c, name, "is on the mandatory deny list and cannot be re-allowed", a);
         }
         return 0;
@@ -545,11 +546,11 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
                 base_dir = cwd;
         }
         if (base_dir[0] != '/')
-                return fail(&c, "base directory \"%s\" is not absolute", SHOWN(base_dir));
+                return policy_fail(&c, "base directory \"%s\" is not absolute", SHOWN(base_dir));
         if (home && home[0] != '/')
-                return fail(&c, "home directory \"%s\" is not absolute", SHOWN(home));
+                return policy_fail(&c, "home directory \"%s\" is not absolute", SHOWN(home));
 
-        r = validate(&c, p);
+        r = policy_validate(&c, p);
         if (r < 0)
                 return r;
 
@@ -614,8 +615,9 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
         /* A quota is set on a read-write workspace only: refuse what would
          * not be enforced. */
         if (t->limits.workspace_disk && (!t->workspace || t->workspace_mode != POLICY_WORKSPACE_RW))
-                return fail(&c, "\"limits.workspaceDisk\" needs a read-write workspace (in "
-                                "overlay mode \"limits.disk\" bounds the copy-on-write layer)");
+                return policy_fail(&c,
+                                   "\"limits.workspaceDisk\" needs a read-write workspace (in "
+                                   "overlay mode \"limits.disk\" bounds the copy-on-write layer)");
 
         if (!t->net_mode_set)
                 t->net_mode =

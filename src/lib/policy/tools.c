@@ -154,7 +154,7 @@ static int tfail_key(struct tool_ctx *tc, const char *key, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        return fail(tc->c, "tool \"%s\": \"%s\" %s", tc->t->name, key, msg);
+        return policy_fail(tc->c, "tool \"%s\": \"%s\" %s", tc->t->name, key, msg);
 }
 
 static int get_duration(struct tool_ctx *tc, const char *key, json_t *v, uint64_t max,
@@ -167,7 +167,8 @@ static int get_duration(struct tool_ctx *tc, const char *key, json_t *v, uint64_
         else if (json_is_real(v) && isfinite(json_real_value(v)) && json_real_value(v) > 0 &&
                  json_real_value(v) * 1000.0 <= (double)max)
                 ms = (uint64_t)(json_real_value(v) * 1000.0 + 0.5);
-        else if (json_is_string(v) && parse_text(json_string_value(v), KIND_DURATION, &ms) < 0)
+        else if (json_is_string(v) &&
+                 policy_parse_text(json_string_value(v), KIND_DURATION, &ms) < 0)
                 ms = 0;
         if (ms == 0 || ms > max)
                 return tfail_key(tc, key,
@@ -454,15 +455,15 @@ static int check_name(struct ctx *c, const char *name)
                     !(name[n] >= '0' && name[n] <= '9') && !strchr("._:-", name[n]))
                         ok = false;
         if (!ok || n == 0 || n > 128)
-                return fail(c,
-                            "\"tools.define\": the tool name \"%s\" must be 1 to 128 of "
-                            "letters, digits and . _ : -",
-                            SHOWN(name));
+                return policy_fail(c,
+                                   "\"tools.define\": the tool name \"%s\" must be 1 to 128 of "
+                                   "letters, digits and . _ : -",
+                                   SHOWN(name));
         if (strncmp(name, "core.", 5) == 0)
-                return fail(c,
-                            "\"tools.define\": \"%s\": names starting \"core.\" are the "
-                            "built-in tools'",
-                            SHOWN(name));
+                return policy_fail(c,
+                                   "\"tools.define\": \"%s\": names starting \"core.\" are the "
+                                   "built-in tools'",
+                                   SHOWN(name));
         return 0;
 }
 
@@ -479,7 +480,7 @@ static int parse_tool(struct ctx *c, struct policy_tool *t, json_t *def)
         t->concurrency = TOOL_CONCURRENCY_DEFAULT;
         t->clamp = POLICY_TOOL_CLAMP;
         if (!json_is_object(def))
-                return fail(c, "tool \"%s\": the definition must be an object", t->name);
+                return policy_fail(c, "tool \"%s\": the definition must be an object", t->name);
 
         json_t *args = json_object_get(def, "args");
         json_t *dflt = json_pack("{s:s, s:{}}", "type", "object", "properties");
@@ -489,7 +490,7 @@ static int parse_tool(struct ctx *c, struct policy_tool *t, json_t *def)
                 t->schema_json = json_dumps(args ? args : dflt, JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(dflt);
         if (!t->schema)
-                return fail(c, "tool \"%s\": \"args\": %s", t->name, why);
+                return policy_fail(c, "tool \"%s\": \"args\": %s", t->name, why);
 
         json_object_foreach(def, key, v)
         {
@@ -505,10 +506,10 @@ static int parse_tool(struct ctx *c, struct policy_tool *t, json_t *def)
                         t->description = xstrdup(json_string_value(v));
                 } else if (STREQ(key, "command") || STREQ(key, "http")) {
                         if (t->runner != POLICY_TOOL_BUILTIN)
-                                return fail(c,
-                                            "tool \"%s\": give one runner, \"command\" or "
-                                            "\"http\", not both",
-                                            t->name);
+                                return policy_fail(c,
+                                                   "tool \"%s\": give one runner, \"command\" or "
+                                                   "\"http\", not both",
+                                                   t->name);
                         t->runner = STREQ(key, "command") ? POLICY_TOOL_COMMAND : POLICY_TOOL_HTTP;
                         r = STREQ(key, "command") ? parse_command(&tc, v) : parse_http(&tc, v);
                 } else if (STREQ(key, "env"))
@@ -532,16 +533,17 @@ static int parse_tool(struct ctx *c, struct policy_tool *t, json_t *def)
                         t->clamp = STREQ(json_string_value(v), "clamp") ? POLICY_TOOL_CLAMP
                                                                         : POLICY_TOOL_REFUSE;
                 } else
-                        return fail(c,
-                                    "tool \"%s\": unknown key \"%s\" (description, args, command, "
-                                    "http, env, timeout, outputMax, rate, concurrency, clamp)",
-                                    t->name, SHOWN(key));
+                        return policy_fail(
+                            c,
+                            "tool \"%s\": unknown key \"%s\" (description, args, command, "
+                            "http, env, timeout, outputMax, rate, concurrency, clamp)",
+                            t->name, SHOWN(key));
                 if (r < 0)
                         return r;
         }
         if (t->runner == POLICY_TOOL_BUILTIN)
-                return fail(c, "tool \"%s\": needs a runner: \"command\" (an argv) or \"http\"",
-                            t->name);
+                return policy_fail(
+                    c, "tool \"%s\": needs a runner: \"command\" (an argv) or \"http\"", t->name);
         if (t->runner == POLICY_TOOL_COMMAND)
                 return check_command(&tc);
         if (t->n_env)
@@ -557,16 +559,16 @@ int policy_tools_parse_define(struct ctx *c, struct policy *p, json_t *v)
         json_t *def;
 
         if (!json_is_object(v))
-                return fail(c, "\"%s\" must be an object of tool definitions", c->path);
+                return policy_fail(c, "\"%s\" must be an object of tool definitions", c->path);
         if (p->n_tools + json_object_size(v) > TOOLS_MAX)
-                return fail(c, "\"%s\": more than %d tools", c->path, TOOLS_MAX);
+                return policy_fail(c, "\"%s\": more than %d tools", c->path, TOOLS_MAX);
         json_object_foreach(v, name, def)
         {
                 int r = check_name(c, name);
                 if (r < 0)
                         return r;
                 if (policy_tool_find(p, name))
-                        return fail(c, "tool \"%s\" is defined twice", SHOWN(name));
+                        return policy_fail(c, "tool \"%s\" is defined twice", SHOWN(name));
                 p->tools = xrealloc(p->tools, p->n_tools + 1, sizeof(*p->tools));
                 struct policy_tool *t = &p->tools[p->n_tools++];
                 memset(t, 0, sizeof(*t));
@@ -597,12 +599,12 @@ int policy_tools_load_file(struct policy *p, const char *path, struct al_error *
         const char *key;
         json_t *v;
         if (!json_is_object(doc))
-                r = fail(&c, "the document must be a JSON object {\"define\": {...}}");
-        json_object_foreach(doc, key, v) if (r >= 0 && !STREQ(key, "define")) r = fail(
+                r = policy_fail(&c, "the document must be a JSON object {\"define\": {...}}");
+        json_object_foreach(doc, key, v) if (r >= 0 && !STREQ(key, "define")) r = policy_fail(
             &c, "unknown key \"%s\": a definitions file holds {\"define\": {...}}", SHOWN(key));
         _cleanup_(policy_freep) struct policy *t = policy_dup(p);
         if (r >= 0 && (v = json_object_get(doc, "define"))) {
-                path_push(&c, "define");
+                policy_path_push(&c, "define");
                 r = policy_tools_parse_define(&c, t, v);
         }
         json_decref(doc);
@@ -669,12 +671,13 @@ int policy_tools_finalize(struct ctx *c, struct policy *p)
                 for (size_t k = 0; k < p->n_tools && !found; k++)
                         found = allow_matches(a, p->tools[k].name);
                 if (!found)
-                        return fail(c,
-                                    "\"tools.allow[%zu]\" names \"%s\", which is neither a "
-                                    "built-in tool (core.time) nor defined in \"tools.define\" "
-                                    "or a definitions file (--tools); define it (docs/tools.md) "
-                                    "or remove it",
-                                    i, SHOWN(a));
+                        return policy_fail(
+                            c,
+                            "\"tools.allow[%zu]\" names \"%s\", which is neither a "
+                            "built-in tool (core.time) nor defined in \"tools.define\" "
+                            "or a definitions file (--tools); define it (docs/tools.md) "
+                            "or remove it",
+                            i, SHOWN(a));
         }
         for (size_t k = 0; k < p->n_tools; k++) {
                 const struct policy_tool *t = &p->tools[k];
@@ -684,17 +687,18 @@ int policy_tools_finalize(struct ctx *c, struct policy *p)
                 for (size_t i = 0; i < p->n_routes && !found; i++)
                         found = p->routes[i].name && STREQ(p->routes[i].name, t->route);
                 if (!found)
-                        return fail(c,
-                                    "tool \"%s\": \"http.route\" names \"%s\", which is not in "
-                                    "\"network.routes\"; add the route or fix the name",
-                                    t->name, SHOWN(t->route));
+                        return policy_fail(
+                            c,
+                            "tool \"%s\": \"http.route\" names \"%s\", which is not in "
+                            "\"network.routes\"; add the route or fix the name",
+                            t->name, SHOWN(t->route));
         }
         return 0;
 }
 
 /* Ownership */
 
-void tools_free_n(struct policy_tool *t, size_t n)
+void policy_tools_free_n(struct policy_tool *t, size_t n)
 {
         for (size_t i = 0; t && i < n; i++) {
                 free(t[i].name);
@@ -702,7 +706,7 @@ void tools_free_n(struct policy_tool *t, size_t n)
                 tool_schema_unref(t[i].schema);
                 free(t[i].schema_json);
                 strv_free_n(t[i].argv, t[i].n_argv);
-                kv_free_n(t[i].env, t[i].n_env);
+                policy_kv_free_n(t[i].env, t[i].n_env);
                 free(t[i].route);
                 free(t[i].method);
                 free(t[i].path);
@@ -711,7 +715,7 @@ void tools_free_n(struct policy_tool *t, size_t n)
         free(t);
 }
 
-struct policy_tool *tools_dup_n(const struct policy_tool *t, size_t n)
+struct policy_tool *policy_tools_dup_n(const struct policy_tool *t, size_t n)
 {
         if (!t)
                 return NULL;
@@ -741,7 +745,7 @@ struct policy_tool *tools_dup_n(const struct policy_tool *t, size_t n)
 
 /* tools.define as it is read back: the built-ins are left out (they need
  * no definition, and a document may not define them). */
-json_t *tools_define_json(const struct policy *p)
+json_t *policy_tools_define_json(const struct policy *p)
 {
         json_t *o = json_object();
         for (size_t i = 0; i < p->n_tools; i++) {
