@@ -92,21 +92,14 @@ int files_open_root(const char *workspace, int *ret_fd, struct al_error *err)
 int files_read(int root, const char *rel, size_t max, char **ret, size_t *ret_len,
                struct al_error *err)
 {
-        /* O_NONBLOCK: a FIFO the sandbox left must not hang the daemon. */
-        _cleanup_close_ int fd =
-            fs_openat2(root, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0, RESOLVE_READ);
-        if (fd < 0)
-                return path_error(err, fd, rel);
-        struct stat st;
-        if (fstat(fd, &st) < 0)
-                return al_error_set(err, errno, "%s", rel);
-        if (S_ISDIR(st.st_mode))
-                return al_error_set(err, EISDIR, "%s", rel);
-        if (!S_ISREG(st.st_mode))
-                return al_error_set_message(err, EINVAL, "%s: not a regular file", rel);
-        if ((uint64_t)st.st_size > max)
+        _cleanup_close_ int fd = -1;
+        uint64_t size;
+        int r = files_open_read(root, rel, &fd, &size, err);
+        if (r < 0)
+                return r;
+        if (size > max)
                 return al_error_set_message(err, EFBIG, "%s: larger than %zu bytes", rel, max);
-        size_t cap = (size_t)st.st_size + 1, len = 0;
+        size_t cap = (size_t)size + 1, len = 0;
         char *buf = malloc(cap + 1);
         if (!buf)
                 return al_error_set(err, ENOMEM, "%s", rel);
@@ -533,6 +526,7 @@ int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_
 int files_open_read(int root, const char *rel, int *ret_fd, uint64_t *ret_size,
                     struct al_error *err)
 {
+        /* O_NONBLOCK: a FIFO the sandbox left must not hang the daemon. */
         _cleanup_close_ int fd =
             fs_openat2(root, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0, RESOLVE_READ);
         if (fd < 0)

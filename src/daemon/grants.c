@@ -183,7 +183,10 @@ char *grant_secrets_string(const struct grant *g)
         return join_commas(g->secrets, g->n_secrets);
 }
 
-int grant_parse_secrets(const char *csv, char ***ret, size_t *ret_n, struct al_error *err)
+/* A comma-separated list of names, each checked and added by add. */
+static int parse_names(const char *csv,
+                       int (*add)(char ***, size_t *, const char *, struct al_error *), char ***ret,
+                       size_t *ret_n, struct al_error *err)
 {
         _cleanup_strv_ char **v = NULL;
         size_t n = 0;
@@ -192,7 +195,7 @@ int grant_parse_secrets(const char *csv, char ***ret, size_t *ret_n, struct al_e
                 const char *end = strchr(p, ',');
                 size_t len = end ? (size_t)(end - p) : strlen(p);
                 _cleanup_free_ char *name = xasprintf("%.*s", (int)len, p);
-                int r = grant_add_secret(&v, &n, name, err);
+                int r = add(&v, &n, name, err);
                 if (r < 0)
                         return r;
                 p = end ? end + 1 : NULL;
@@ -200,6 +203,11 @@ int grant_parse_secrets(const char *csv, char ***ret, size_t *ret_n, struct al_e
         *ret = TAKE_PTR(v);
         *ret_n = n;
         return 0;
+}
+
+int grant_parse_secrets(const char *csv, char ***ret, size_t *ret_n, struct al_error *err)
+{
+        return parse_names(csv, grant_add_secret, ret, ret_n, err);
 }
 
 bool grant_allows_secret(const struct grant *g, const char *name)
@@ -244,21 +252,7 @@ char *grant_tools_string(const struct grant *g)
 
 int grant_parse_tools(const char *csv, char ***ret, size_t *ret_n, struct al_error *err)
 {
-        _cleanup_strv_ char **v = NULL;
-        size_t n = 0;
-        const char *p = csv;
-        while (p && *p) {
-                const char *end = strchr(p, ',');
-                size_t len = end ? (size_t)(end - p) : strlen(p);
-                _cleanup_free_ char *name = xasprintf("%.*s", (int)len, p);
-                int r = grant_add_tool(&v, &n, name, err);
-                if (r < 0)
-                        return r;
-                p = end ? end + 1 : NULL;
-        }
-        *ret = TAKE_PTR(v);
-        *ret_n = n;
-        return 0;
+        return parse_names(csv, grant_add_tool, ret, ret_n, err);
 }
 
 bool grant_allows_tool(const struct grant *g, const char *name)
