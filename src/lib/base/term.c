@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -60,4 +63,62 @@ int term_size(int fd, uint16_t *ret_rows, uint16_t *ret_cols)
         *ret_rows = ws.ws_row;
         *ret_cols = ws.ws_col;
         return 0;
+}
+
+int term_stdin_relay(int fd, int *ret_fd, pid_t *ret_pid)
+{
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        pid_t parent = getpid();
+        pid_t pid = fork();
+        if (pid < 0) {
+                int e = errno;
+                close(p[0]);
+                close(p[1]);
+                return -e;
+        }
+        if (pid == 0) {
+                /* Gone with the run: a relay left behind would read the
+                 * user's keys before their shell does. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                        _exit(0);
+                signal(SIGINT, SIG_IGN);
+                signal(SIGQUIT, SIG_IGN);
+                signal(SIGPIPE, SIG_IGN);
+                signal(SIGTTIN, SIG_DFL);
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                close(p[0]);
+                char buf[4096];
+                for (;;) {
+                        ssize_t n = read(fd, buf, sizeof(buf));
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0)
+                                _exit(0);
+                        for (ssize_t o = 0; o < n;) {
+                                ssize_t w = write(p[1], buf + o, (size_t)(n - o));
+                                if (w < 0 && errno == EINTR)
+                                        continue;
+                                if (w < 0)
+                                        _exit(0);
+                                o += w;
+                        }
+                }
+        }
+        close(p[1]);
+        *ret_fd = p[0];
+        *ret_pid = pid;
+        return 0;
+}
+
+void term_stdin_relay_end(pid_t pid)
+{
+        if (pid <= 0)
+                return;
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
 }
