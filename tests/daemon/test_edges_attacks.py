@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Attacks at the edges where the daemon serves or reads what a client or
+an agent made: the terminal WebSocket, the files API's tar streams."""
+
+import os
+import socket
+import time
+
+from test_pty_api import _masked, _raw_ws
+
+
+def _rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_ws_client_that_never_reads_cannot_grow_the_daemon(shared_daemon, api, sandbox):
+    """A client sends pings as fast as it can and reads no pong: the daemon
+    stops reading it once its answers back up, instead of queueing pongs
+    without a limit."""
+    sid = sandbox["id"]
+    pid = api.pty.create(sid, cmd=["/bin/cat"])
+    s, resp = _raw_ws(shared_daemon, api, sid, pid)
+    try:
+        assert resp.startswith(b"HTTP/1.1 101"), resp
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        ping = _masked(0x9, b"p" * 125)
+        chunk = ping * 2000
+        before = _rss_kib(shared_daemon.proc.pid)
+        s.setblocking(False)
+        sent = 0
+        end = time.monotonic() + 15
+        stalled_since = None
+        while time.monotonic() < end and sent < 96 << 20:
+            try:
+                sent += s.send(chunk)
+                stalled_since = None
+            except BlockingIOError:
+                if stalled_since is None:
+                    stalled_since = time.monotonic()
+                elif time.monotonic() - stalled_since > 4:
+                    break  # the daemon stopped reading us: what we want
+                time.sleep(0.01)
+        time.sleep(0.5)
+        grown = _rss_kib(shared_daemon.proc.pid) - before
+        assert grown < 24 << 10, "daemon grew by %d KiB after %d bytes of pings" % (grown, sent)
+    finally:
+        s.close()
+    # The terminal's process runs on.
+    api.pty.send_input(sid, pid, b"still-here\r")
+    api.pty.kill(sid, pid)
