@@ -52,3 +52,36 @@ def test_ws_client_that_never_reads_cannot_grow_the_daemon(shared_daemon, api, s
     # The terminal's process runs on.
     api.pty.send_input(sid, pid, b"still-here\r")
     api.pty.kill(sid, pid)
+
+
+class _Counter:
+    def __init__(self, limit_s):
+        self.n = 0
+        self.end = time.monotonic() + limit_s
+
+    def write(self, b):
+        self.n += len(b)
+        if self.n <= 1 << 20:
+            time.sleep(0.1)  # slow at first: the file grows while it is read
+        if time.monotonic() > self.end:
+            raise TimeoutError("still streaming after %d bytes" % self.n)
+
+
+def test_streamed_read_of_a_file_growing_forever_ends(api):
+    """The agent grows a file faster than anyone reads it (sparse, so it
+    costs it no disk): a streamed read ends at the size the file had when
+    it was opened, the size the reply announced, instead of copying to the
+    host without end."""
+    sid = api.create(policy={"limits": {"fileSize": "4T"}})["id"]
+    api.write_file(sid, "grow", b"x" * (1 << 20))
+    pid = api.exec_background(sid, ["/bin/sh", "-c",
+                                     "sleep 0.5; while :; do truncate -s +512M /workspace/grow; "
+                                     "sleep 0.02; done"])
+    try:
+        out = _Counter(15)
+        n = api.read_file_to(sid, "grow", out, chunk=1 << 16)
+        # The size at open, and the stream stopped there.
+        assert n == out.n == 1 << 20
+    finally:
+        api.signal(sid, pid, "KILL")
+        api.delete(sid)
