@@ -6,6 +6,9 @@ import os
 import socket
 import time
 
+import pytest
+
+from daemonlib import AIRLOCK, REPO
 from test_pty_api import _masked, _raw_ws
 
 
@@ -85,3 +88,30 @@ def test_streamed_read_of_a_file_growing_forever_ends(api):
     finally:
         api.signal(sid, pid, "KILL")
         api.delete(sid)
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_attach_restores_the_terminal_when_signalled(shared_daemon, api, sandbox, sig):
+    """`airlock attach` puts the user's terminal in raw mode; a SIGTERM or a
+    hang-up must not leave it there."""
+    import signal
+    import sys
+    import termios
+    sys.path.insert(0, str(REPO / "tests/integration"))
+    from term import Term
+
+    sid = sandbox["id"]
+    pid = api.pty.create(sid, cmd=["/bin/sh", "-c", "echo ATTACHED-HERE; sleep 60"])
+    argv = [str(AIRLOCK), "attach", "--socket", str(shared_daemon.socket), "--token",
+            shared_daemon.admin, sid, str(pid)]
+    t = Term(argv)
+    try:
+        t.expect(rb"ATTACHED-HERE")
+        assert not t.mode()[3] & termios.ECHO, "the terminal is not raw while attached"
+        os.kill(t.proc.pid, getattr(signal, sig))
+        rc = t.wait(timeout=15)
+        assert rc != 0
+        assert t.mode() == t.initial, "the user's terminal was left in raw mode"
+    finally:
+        t.close()
+    api.pty.kill(sid, pid)
