@@ -741,8 +741,8 @@ int cmd_run(int argc, char **argv)
          * every way out of the run: the supervisor returns from each
          * (timeouts, kills, signals, audit failures). */
         struct term_saved saved = {.fd = -1};
-        if (cfg.tty && isatty(0))
-                (void)term_raw(0, &saved);
+        if (cfg.tty && isatty(0) && term_raw(0, &saved) == 0)
+                term_restore_on_fatal_signals(&saved);
         r = orphans_run(&cfg, &res, &err);
         if (relay_fd >= 0)
                 close(relay_fd);

@@ -71,3 +71,23 @@ def test_typed_input_still_reaches_a_command_without_a_terminal(airlock):
         assert t.mode() == t.initial
     finally:
         t.close()
+
+
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGABRT"])
+def test_terminal_restored_when_airlock_run_is_signalled(airlock, sig):
+    """-t puts the user's terminal in raw mode; a signal sent to `airlock run`
+    from outside ends the run but must not leave the terminal raw. (SIGINT
+    is passed to the command, SIGTERM and SIGHUP end the run; the rest are
+    fatal by default.)"""
+    import signal
+    ws = airlock.make_dir()
+    t = Term(airlock.cmd(["run", "-q", "-t", "-w", ws, "--", "/bin/sh", "-c",
+                          "echo STARTED; sleep 30"]), cwd=str(airlock.base))
+    try:
+        t.expect(rb"STARTED")
+        assert not t.mode()[3] & termios.ECHO, "the terminal is not raw while the run lasts"
+        os.kill(t.proc.pid, getattr(signal, sig))
+        t.wait(timeout=20)
+        assert t.mode() == t.initial, "the user's terminal was left raw after " + sig
+    finally:
+        t.close()

@@ -45,8 +45,45 @@ int term_raw(int fd, struct term_saved *ret)
         return 0;
 }
 
+static volatile sig_atomic_t fatal_fd = -1;
+static struct termios fatal_tio;
+
+/* Async-signal-safe: tcsetattr, signal, raise. SIGTTOU is blocked while
+ * it runs (sa_mask). */
+static void on_fatal(int sig)
+{
+        int fd = fatal_fd;
+        if (fd >= 0)
+                (void)tcsetattr(fd, TCSADRAIN, &fatal_tio);
+        signal(sig, SIG_DFL);
+        raise(sig);
+}
+
+void term_restore_on_fatal_signals(const struct term_saved *s)
+{
+        static const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM,   SIGUSR1, SIGUSR2,
+                                   SIGALRM, SIGABRT, SIGSEGV, SIGBUS,    SIGFPE,  SIGILL,
+                                   SIGXCPU, SIGXFSZ, SIGPROF, SIGVTALRM, SIGSYS,  SIGTRAP};
+        if (s->fd < 0)
+                return;
+        fatal_tio = s->tio;
+        fatal_fd = s->fd;
+        struct sigaction sa = {.sa_handler = on_fatal};
+        sigemptyset(&sa.sa_mask);
+        sigaddset(&sa.sa_mask, SIGTTOU);
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+                struct sigaction old;
+                /* A signal ignored by whoever started us stays ignored. */
+                if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+                        continue;
+                (void)sigaction(sigs[i], &sa, NULL);
+        }
+}
+
 void term_restore(struct term_saved *s)
 {
+        if (s->fd == fatal_fd)
+                fatal_fd = -1;
         if (s->fd < 0)
                 return;
         (void)set_mode(s->fd, &s->tio);

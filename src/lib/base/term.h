@@ -19,6 +19,12 @@ struct term_saved {
 int term_raw(int fd, struct term_saved *ret);
 /* Put the saved mode back (idempotent; safe on an empty save). */
 void term_restore(struct term_saved *s);
+/* While *s holds a saved mode, a signal that would end the process by
+ * default (SIGQUIT, SIGUSR1, SIGABRT, SIGSEGV, ...) puts it back first, then
+ * ends the process as it would have. Handlers installed later for some of
+ * them (the supervisor's SIGINT, SIGTERM, SIGHUP) take precedence. One
+ * saved mode at a time; term_restore disarms it. */
+void term_restore_on_fatal_signals(const struct term_saved *s);
 /* The terminal's rows and columns. */
 int term_size(int fd, uint16_t *ret_rows, uint16_t *ret_cols);
 
