@@ -294,7 +294,8 @@ int cmd_attach(int argc, char **argv)
         /* From here every way out goes through term_restore. */
         struct term_saved saved = {.fd = -1};
         if (isatty(0)) {
-                (void)term_raw(0, &saved);
+                if (term_raw(0, &saved) == 0)
+                        term_restore_on_fatal_signals(&saved); /* the others */
                 (void)resize(&t, id, pid, 0);
         }
         bool detached = false;

@@ -90,7 +90,7 @@ def test_streamed_read_of_a_file_growing_forever_ends(api):
         api.delete(sid)
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGUSR1", "SIGALRM"])
 def test_attach_restores_the_terminal_when_signalled(shared_daemon, api, sandbox, sig):
     """`airlock attach` puts the user's terminal in raw mode; a SIGTERM or a
     hang-up must not leave it there."""
