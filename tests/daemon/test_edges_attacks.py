@@ -115,3 +115,17 @@ def test_attach_restores_the_terminal_when_signalled(shared_daemon, api, sandbox
     finally:
         t.close()
     api.pty.kill(sid, pid)
+
+
+@pytest.mark.parametrize("name", ["%2e%2e", "..", ".", "a%2Fb", "..%2F..%2Fetc", "A", "x" * 65,
+                                  "%C3%A9t%C3%A9", "a%00b", "-rf", "_x"])
+def test_volume_names_that_are_not_names(api, name):
+    """A volume name in a URL is checked before any path is made of it:
+    refused (400) or not found (404), never served or removed."""
+    for method in ("GET", "DELETE"):
+        status, _, body = api.request(method, "/v1/volumes/" + name)
+        assert status in (400, 404), (method, name, status, body)
+    status, _, body = api.request("POST", "/v1/volumes",
+                                  body=('{"name": "%s", "size": "8M"}' % name).encode(),
+                                  content_type="application/json")
+    assert status == 400, (name, status, body)
