@@ -161,7 +161,7 @@ static int take_frames(struct session *s)
 }
 
 static int relay(const struct api_target *t, const char *id, uint64_t pid, struct session *s,
-                 int sfd, bool *detached)
+                 int sfd, bool *detached, int *ret_signal)
 {
         for (;;) {
                 struct pollfd pfd[3] = {{.fd = s->fd, .events = POLLIN},
@@ -174,9 +174,18 @@ static int relay(const struct api_target *t, const char *id, uint64_t pid, struc
                 }
                 if (pfd[2].revents & POLLIN) {
                         struct signalfd_siginfo si;
-                        while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                                ;
-                        (void)resize(t, id, pid, 0);
+                        bool winch = false;
+                        while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                                if (si.ssi_signo != SIGWINCH) {
+                                        /* Ended from outside: the terminal
+                                         * is put back before we go. */
+                                        *ret_signal = (int)si.ssi_signo;
+                                        return 0;
+                                }
+                                winch = true;
+                        }
+                        if (winch)
+                                (void)resize(t, id, pid, 0);
                 }
                 if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
                         if (s->len == FRAME_BUF)
@@ -268,27 +277,43 @@ int cmd_attach(int argc, char **argv)
         s.len = conn.end - conn.start;
         memcpy(s.buf, conn.buf + conn.start, s.len);
 
+        /* With the terminal raw, a SIGTERM, a hang-up or a ^\ from
+         * outside must not end us before its mode is restored: they are
+         * read from the signalfd too. */
         sigset_t winch;
         sigemptyset(&winch);
         sigaddset(&winch, SIGWINCH);
+        if (isatty(0)) {
+                sigaddset(&winch, SIGTERM);
+                sigaddset(&winch, SIGHUP);
+                sigaddset(&winch, SIGINT);
+                sigaddset(&winch, SIGQUIT);
+        }
         sigprocmask(SIG_BLOCK, &winch, NULL);
         int sfd = isatty(0) ? signalfd(-1, &winch, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
         /* From here every way out goes through term_restore. */
         struct term_saved saved = {.fd = -1};
         if (isatty(0)) {
-                (void)term_raw(0, &saved);
+                if (term_raw(0, &saved) == 0)
+                        term_restore_on_fatal_signals(&saved); /* the others */
                 (void)resize(&t, id, pid, 0);
         }
         bool detached = false;
+        int sig = 0;
         int r = take_frames(&s);
         if (r >= 0 && !s.closed)
-                r = relay(&t, id, pid, &s, sfd, &detached);
+                r = relay(&t, id, pid, &s, sfd, &detached, &sig);
         term_restore(&saved);
         if (sfd >= 0)
                 close(sfd);
         api_conn_close(&conn);
         free(s.buf);
 
+        if (sig) {
+                fprintf(stderr, "\nairlock: attach: ended by %s; process %" PRIu64 " runs on\n",
+                        strsignal(sig), pid);
+                return 128 + sig;
+        }
         if (r < 0) {
                 fprintf(stderr, "\nairlock: attach: the terminal stream broke: %s\n", strerror(-r));
                 return EXIT_FAIL;

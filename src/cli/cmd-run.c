@@ -721,6 +721,19 @@ int cmd_run(int argc, char **argv)
         };
         for (size_t i = 0; a.port_bind && i < a.n_ports; i++)
                 snprintf(a.ports[i].bind, sizeof(a.ports[i].bind), "%s", a.port_bind);
+        /* Without a terminal of its own the command reads the user's
+         * through a pipe, never the terminal itself (term.h says why). */
+        pid_t relay = -1;
+        int relay_fd = -1;
+        if (!cfg.tty && isatty(0)) {
+                int rr = term_stdin_relay(0, &relay_fd, &relay);
+                if (rr < 0) {
+                        secrets_free(secrets);
+                        policy_free(p);
+                        return fail_setup(&a, "relaying the terminal to the command's stdin");
+                }
+                cfg.stdin_fd = relay_fd;
+        }
         struct supervisor_result res = {0};
         struct gitguard *gg = gitguard_begin(p);
         /* The user's terminal passes keys through untouched while the
@@ -728,9 +741,12 @@ int cmd_run(int argc, char **argv)
          * every way out of the run: the supervisor returns from each
          * (timeouts, kills, signals, audit failures). */
         struct term_saved saved = {.fd = -1};
-        if (cfg.tty && isatty(0))
-                (void)term_raw(0, &saved);
+        if (cfg.tty && isatty(0) && term_raw(0, &saved) == 0)
+                term_restore_on_fatal_signals(&saved);
         r = orphans_run(&cfg, &res, &err);
+        if (relay_fd >= 0)
+                close(relay_fd);
+        term_stdin_relay_end(relay);
         term_restore(&saved);
         gitguard_finish_logged(gg, audit_path, &a.audit_rotate, res.sandbox, warn_line, NULL);
         if (r < 0) {

@@ -72,6 +72,10 @@ struct file_stream {
         struct evhttp_request *req;
         struct evhttp_connection *conn;
         int fd;
+        /* What is left of the size announced at open: a file the sandbox
+         * keeps growing (or extends sparsely, at no cost to it) is sent up
+         * to that size, not copied to the host without end. */
+        uint64_t left;
 };
 
 static void file_stream_free(struct file_stream *s)
@@ -93,8 +97,11 @@ static void file_stream_closed(struct evhttp_connection *conn, void *arg)
 static void file_stream_next(struct evhttp_connection *conn, void *arg)
 {
         struct file_stream *s = arg;
-        struct evbuffer *buf = evbuffer_new();
-        int n = buf ? evbuffer_read(buf, s->fd, STREAM_CHUNK) : -1;
+        struct evbuffer *buf = s->left ? evbuffer_new() : NULL;
+        int want = s->left < STREAM_CHUNK ? (int)s->left : (int)STREAM_CHUNK;
+        int n = buf ? evbuffer_read(buf, s->fd, want) : -1;
+        if (n > 0 && (uint64_t)evbuffer_get_length(buf) > s->left)
+                n = -1; /* never past the announced size */
         if (n <= 0) {
                 /* The end (or a read error: the client sees a short body,
                  * never bytes from elsewhere). */
@@ -105,6 +112,7 @@ static void file_stream_next(struct evhttp_connection *conn, void *arg)
                 evhttp_send_reply_end(req);
                 return;
         }
+        s->left -= evbuffer_get_length(buf);
         evhttp_send_reply_chunk_with_cb(s->req, buf, file_stream_next, s);
         evbuffer_free(buf);
 }
@@ -114,6 +122,7 @@ static void stream_file(struct daemon *d, struct evhttp_request *req, int fd, ui
         struct file_stream *s = xcalloc(1, sizeof(*s));
         s->req = req;
         s->fd = fd;
+        s->left = size;
         s->conn = evhttp_request_get_connection(req);
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         char len[32];
