@@ -100,6 +100,15 @@ class Stream:
         self.sock.close()
 
 
+FETCH_DENIED = """
+import urllib.request, urllib.error
+try:
+    urllib.request.urlopen('http://denied.test/', timeout=20)
+except urllib.error.HTTPError as e:
+    print(e.code)
+"""
+
+
 def opened(d, token, **kw):
     s = Stream(d, token, **kw)
     assert s.read_status() == 200, s.raw
@@ -111,19 +120,23 @@ def opened(d, token, **kw):
 def test_stream_sees_lifecycle_in_order_and_resumes_exactly(shared_daemon, api):
     d = shared_daemon
     s = opened(d, d.admin)
-    sb = api.create(sandbox_class="small")
+    sb = api.create(sandbox_class="small", policy={"network": {"allow": ["allowed.test:80"]}})
     sid = sb["id"]
-    r = api.run(sid, ["sh", "-c", "echo hi"])
+    r = api.run(sid, ["python3", "-c", FETCH_DENIED])
     assert r.exit_code == 0
     api.delete(sid)
     got = s.events_until(lambda e: e["sandbox"] == sid and e["kind"] == "sandbox.destroyed")
     s.close()
     mine = [(i, e) for i, e in got if e["sandbox"] == sid]
     kinds = [e["kind"] for _, e in mine]
-    for k in ("api.create", "sandbox.created", "api.exec", "process.started", "process.ended",
-              "api.destroy", "sandbox.destroyed"):
+    for k in ("api.create", "sandbox.created", "api.exec", "process.started", "net.decision",
+              "process.ended", "api.destroy", "sandbox.destroyed"):
         assert k in kinds, kinds
-    assert kinds.index("api.exec") < kinds.index("process.started") < kinds.index("sandbox.destroyed")
+    assert (kinds.index("sandbox.created") < kinds.index("api.exec") < kinds.index("process.started")
+            < kinds.index("net.decision") < kinds.index("process.ended")
+            < kinds.index("sandbox.destroyed"))
+    gate = next(e for _, e in mine if e["kind"] == "net.decision")
+    assert (gate["decision"], gate["host"]) == ("deny", "denied.test")
     ids = [i for i, _ in got]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert all(e["seq"] == i for i, e in got)  # the id is the audit line's seq
