@@ -83,3 +83,19 @@ def test_health_policy_is_validated(api, health, what):
     with pytest.raises(AirlockError) as e:
         api.create(sandbox_class="small", policy={"health": health})
     assert e.value.status == 400 and what in str(e.value)
+
+
+def test_memory_past_the_fraction_turns_unhealthy(api):
+    policy = {"limits": {"memory": "256M"}, "health": {"maxMemoryFraction": 0.25}}
+    sid = api.create(sandbox_class="small", policy=policy)["id"]
+    try:
+        r = api.run(sid, ["python3", "-c", "b = bytearray(32 << 20); b[::4096] = b'x' * len(b[::4096])"])
+        assert r.exit_code == 0, r.stderr
+        assert api.get(sid)["health"]["state"] == "healthy"  # 32M of 256M: under a quarter
+        r = api.run(sid, ["python3", "-c", "b = bytearray(100 << 20); b[::4096] = b'x' * len(b[::4096])"])
+        assert r.exit_code == 0, r.stderr
+        rec = wait_for(lambda: (lambda x: x if x["health"]["state"] == "unhealthy" else None)(
+            api.get(sid)), timeout=10, what="the sandbox to turn unhealthy")
+        assert "maxMemoryFraction" in rec["health"]["reason"], rec["health"]
+    finally:
+        api.delete(sid)
