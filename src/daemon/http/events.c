@@ -367,6 +367,14 @@ void route_events_stream(struct daemon *d, struct evhttp_request *req, const str
         evhttp_add_header(h, "Cache-Control", "no-store");
         count_reply(d, 200);
         evhttp_send_reply_start(req, 200, NULL);
+        /* No read timeout (a stream is long and the client says nothing);
+         * the write timeout counts only while output waits: a backstop
+         * under the stall drop above. */
+        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
+        if (bev) {
+                struct timeval wtv = {.tv_sec = 6 * EVENTS_STALL_MS / 1000};
+                bufferevent_set_timeouts(bev, NULL, &wtv);
+        }
         struct evbuffer *buf = evbuffer_new();
         evbuffer_add_printf(buf, ": events after %" PRIu64 "\n\n", events_cursor_seq(s->cur));
         stream_send(s, buf);
