@@ -85,6 +85,24 @@ static uint64_t last_seq(int fd, uint64_t size)
         return line_seq(b + start, span - 1 - start);
 }
 
+/* The last seq of the newest rotated file that has one: where a live
+ * file just rotated (still empty) continues from. */
+static uint64_t rotated_last_seq(const char *path)
+{
+        _cleanup_strv_ char **paths = NULL;
+        size_t n = 0;
+        if (audit_rotated_paths(path, &paths, &n) < 0)
+                return 0;
+        for (size_t i = n; i-- > 0;) {
+                struct stat st;
+                _cleanup_close_ int fd = open_log(paths[i], &st);
+                uint64_t seq = fd >= 0 ? last_seq(fd, (uint64_t)st.st_size) : 0;
+                if (seq)
+                        return seq;
+        }
+        return 0;
+}
+
 static void use_fd(struct events_cursor *c, int fd, const struct stat *st, uint64_t off)
 {
         if (c->fd >= 0)
@@ -155,6 +173,8 @@ int events_cursor_new(const char *path, bool after_set, uint64_t after, struct e
                 if (fd >= 0) {
                         c->seq = last_seq(fd, (uint64_t)st.st_size);
                         use_fd(c, fd, &st, (uint64_t)st.st_size);
+                        if (!c->seq)
+                                c->seq = rotated_last_seq(path);
                 } else if (fd == -ENOENT)
                         r = 0;
         }
