@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "health-sandbox.h"
 #include "sandbox.h"
 #include "pool.h"
 #include "gc.h"
@@ -660,6 +661,7 @@ int main(int argc, char **argv)
         }
         pool_refill(&d);
         gc_start(&d);
+        sandbox_health_start(&d);
         daemon_log(&d, "listening on %s%s%s", d.socket_path, o.listen ? " and " : "",
                    o.listen ? o.listen : "");
         event_base_dispatch(d.base);
@@ -669,6 +671,7 @@ out:
         d.shutting_down = true;
         jobs_shutdown(&d);
         api_shutdown(&d);
+        sandbox_health_stop();
         /* Left running: the next airlockd re-attaches them. */
         sandbox_shutdown_all(&d);
         if (d.http)

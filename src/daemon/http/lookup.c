@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "health-sandbox.h"
 #include "sandbox.h"
 #include "http.h"
 #include "util.h"
@@ -117,6 +118,9 @@ json_t *sandbox_record_json(const struct store_sandbox *r, const struct sandbox 
                                     json_integer((json_int_t)live->status.oom_kills));
                 json_object_set_new(o, "statusAt", time_json(live->status.at_ms));
         }
+        json_t *health = live ? sandbox_health_json(r->id) : NULL;
+        if (health)
+                json_object_set_new(o, "health", health);
         json_decref(policy);
         return o;
 }

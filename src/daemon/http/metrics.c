@@ -4,6 +4,7 @@
 #include <event2/http.h>
 #include <string.h>
 
+#include "health-sandbox.h"
 #include "sandbox.h"
 #include "pool.h"
 #include "daemon.h"
@@ -41,6 +42,7 @@ static void handle_metrics(struct daemon *d, struct evhttp_request *req)
         struct evbuffer *buf = evbuffer_new();
         evbuffer_add(buf, text, strlen(text));
         free(text);
+        sandbox_health_metrics(buf);
         reply_body(d, req, 200, "text/plain; version=0.0.4", buf);
         evbuffer_free(buf);
 }
@@ -58,5 +60,6 @@ void route_healthz(struct daemon *d, struct evhttp_request *req, const struct ro
         json_t *h = json_pack("{s:b, s:s, s:I}", "ok", 1, "version", "0.1.0", "sandboxes",
                               (json_int_t)sandbox_count(d, NULL, false));
         daemon_health_fill(d, h); /* health.c: "ok" and its reasons */
+        json_object_set_new(h, "unhealthySandboxes", sandbox_health_unhealthy());
         reply_json(d, req, daemon_health_ok(d) ? 200 : 503, h);
 }

@@ -81,6 +81,8 @@ int volumes_apply_create(struct daemon *d, struct evhttp_request *req, const str
 void route_tools(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* audit.c */
 void route_audit(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* events.c: GET /v1/events, the audit log as Server-Sent Events */
+void route_events_stream(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* ports.c: GET and POST .../ports, DELETE .../ports/{port} (in a->pid) */
 void route_ports(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_port_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

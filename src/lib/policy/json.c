@@ -133,6 +133,9 @@ char *policy_to_json(const struct policy *p)
         json_object_set_new(root, "tools", o);
         json_object_set_new(root, "uid", json_integer(p->uid));
         json_object_set_new(root, "gid", json_integer(p->gid));
+        json_t *health = policy_health_json(p);
+        if (health)
+                json_object_set_new(root, "health", health);
 
         char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
         json_decref(root);

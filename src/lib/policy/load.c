@@ -596,6 +596,7 @@ static const struct field top_fields[] = {
     {"tools", top_tools},
     {"uid", top_uid},
     {"gid", top_gid},
+    {"health", policy_health_parse},
 };
 /* Loading */
 

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <jansson.h>
+
 /* Shared by the policy module's files (policy.c, load.c, check.c, json.c);
  * nothing outside src/lib/policy includes it. */
 #include <stddef.h>
@@ -87,6 +89,11 @@ int policy_fail_value(struct ctx *c, const char *path, const char *why, const ch
 size_t policy_path_push(struct ctx *c, const char *key);
 size_t policy_path_push_index(struct ctx *c, size_t i);
 void policy_path_pop(struct ctx *c, size_t mark);
+
+/* health.c: the "health" section, read and written */
+int policy_health_parse(struct ctx *c, void *target, json_t *v);
+/* NULL when the section is all defaults (so older digests hold). */
+json_t *policy_health_json(const struct policy *p);
 
 /* Numbers (check.c) */
 const char *policy_kind_what(enum value_kind kind, uint64_t min);

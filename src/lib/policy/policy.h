@@ -123,6 +123,18 @@ struct policy_budget {
 
 #define POLICY_REFUSALS_DEFAULT 1000
 
+/* The "health" section: 0 turns a check off. */
+struct policy_health {
+        double max_denial_rate;     /* denied / decided over the window, (0, 1] */
+        uint64_t window_ms;         /* 0: POLICY_HEALTH_WINDOW_DEFAULT_MS */
+        uint64_t min_decisions;     /* 0: POLICY_HEALTH_MIN_DECISIONS_DEFAULT */
+        double max_memory_fraction; /* peak memory / limits.memory, (0, 1] */
+};
+#define POLICY_HEALTH_WINDOW_DEFAULT_MS     60000
+#define POLICY_HEALTH_WINDOW_MAX_MS         3600000
+#define POLICY_HEALTH_MIN_DECISIONS_DEFAULT 10
+#define POLICY_HEALTH_MIN_DECISIONS_MAX     1000000
+
 struct policy {
         /* workspace */
         char *workspace; /* host path; NULL = none */
@@ -173,6 +185,9 @@ struct policy {
         size_t n_tools_allow;
         struct policy_tool *tools; /* tools.define, and the built-ins the policy allows */
         size_t n_tools;
+
+        /* health: when the daemon calls the sandbox unhealthy (health.c) */
+        struct policy_health health;
 };
 
 enum {
