@@ -31,6 +31,7 @@ struct disk_meter {
 struct walk {
         dev_t dev;
         uint64_t entries, max_entries, bytes;
+        uint64_t deadline_us; /* 0: none */
 };
 
 static int walk_dir(struct walk *w, int dfd, int depth)
@@ -58,6 +59,10 @@ static int walk_dir(struct walk *w, int dfd, int depth)
                         r = -E2BIG;
                         break;
                 }
+                if (w->deadline_us && w->entries % 64 == 0 && now_monotonic_us() > w->deadline_us) {
+                        r = -ETIME;
+                        break;
+                }
                 struct stat st;
                 if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue; /* gone since readdir: the sandbox is running */
@@ -82,18 +87,25 @@ static int walk_dir(struct walk *w, int dfd, int depth)
         return r;
 }
 
-int diskuse_tree_bytes(int dfd, uint64_t max_entries, uint64_t *ret_bytes)
+static int tree_bytes(int dfd, uint64_t max_entries, uint64_t deadline_us, uint64_t *ret_bytes)
 {
         struct stat st;
         if (fstat(dfd, &st) < 0)
                 return -errno;
-        struct walk w = {
-            .dev = st.st_dev, .max_entries = max_entries, .bytes = (uint64_t)st.st_blocks * 512};
+        struct walk w = {.dev = st.st_dev,
+                         .max_entries = max_entries,
+                         .bytes = (uint64_t)st.st_blocks * 512,
+                         .deadline_us = deadline_us};
         int r = walk_dir(&w, dfd, 0);
         if (r < 0)
                 return r;
         *ret_bytes = w.bytes;
         return 0;
+}
+
+int diskuse_tree_bytes(int dfd, uint64_t max_entries, uint64_t *ret_bytes)
+{
+        return tree_bytes(dfd, max_entries, 0, ret_bytes);
 }
 
 static int fs_used(int fd, uint64_t *ret)
@@ -133,7 +145,10 @@ struct disk_meter *disk_meter_tree(const char *path)
 {
         struct disk_meter *m = meter_new(SRC_TREE);
         m->fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (m->fd < 0 || diskuse_tree_bytes(m->fd, DISKUSE_TREE_ENTRIES, &m->base) < 0)
+        /* The base is walked before the sandbox starts, so it must stay
+         * cheap: a tree that takes longer is not measured. */
+        if (m->fd < 0 || tree_bytes(m->fd, DISKUSE_TREE_ENTRIES,
+                                    now_monotonic_us() + DISKUSE_BASE_BUDGET_US, &m->base) < 0)
                 m->broken = true;
         return m;
 }
@@ -157,7 +172,12 @@ void disk_meter_sample(struct disk_meter *m, uint64_t now_us, bool force)
                 break;
         default: {
                 uint64_t t0 = now_monotonic_us();
-                r = diskuse_tree_bytes(m->fd, DISKUSE_TREE_ENTRIES, &cur);
+                /* A forced sample ends a run: bounded like the base, and one
+                 * that runs out keeps the peak sampled so far. */
+                r = tree_bytes(m->fd, DISKUSE_TREE_ENTRIES, force ? t0 + DISKUSE_BASE_BUDGET_US : 0,
+                               &cur);
+                if (r == -ETIME && m->measured)
+                        return;
                 uint64_t cost = (now_monotonic_us() - t0) * TREE_COST_FACTOR;
                 added = cur > m->base ? cur - m->base : 0;
                 m->next_us = now_us + (cost > TREE_INTERVAL_US ? cost : TREE_INTERVAL_US);

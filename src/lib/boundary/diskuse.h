@@ -14,19 +14,24 @@
  *    the host, never following a link or leaving its file system, at most
  *    DISKUSE_TREE_ENTRIES entries a walk, and walked again no sooner than a
  *    second later nor than 20 times what the last walk took (at most ~5% of
- *    one CPU). A tree over the cap is not measured (peak reported as null).
+ *    one CPU). A tree over the cap, or whose first walk (before the sandbox
+ *    starts) takes over DISKUSE_BASE_BUDGET_US, is not measured (null).
  * A file that lives shorter than one sample interval can be missed: it is a
  * peak of samples, not an enforced limit (limits.workspaceDisk is that). */
 
 enum { DISKUSE_TREE_ENTRIES = 10000 };
+/* The base walk of a tree happens before the sandbox starts, and the last
+ * one as it ends: each at most this long (µs), so that neither costs a run
+ * more. A base that runs out leaves the tree unmeasured; a last walk that
+ * runs out keeps the peak sampled before it. */
+enum { DISKUSE_BASE_BUDGET_US = 5000 };
 
 struct disk_meter;
 struct quota;
 
-/* The three sources; the base is taken now: the supervisor makes the meter
- * once the command runs, so that a tree's walk never delays the start
- * (writes in the command's first milliseconds may land in the base). fd is
- * borrowed and must outlive the meter. */
+/* The three sources; the base is taken now, before the sandbox runs (for
+ * a tree: within DISKUSE_BASE_BUDGET_US). fd is borrowed and must outlive
+ * the meter. */
 struct disk_meter *disk_meter_fs(int fd);
 struct disk_meter *disk_meter_quota(struct quota *q);
 struct disk_meter *disk_meter_tree(const char *path);

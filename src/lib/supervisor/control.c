@@ -166,6 +166,8 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                                 &c.core.wq, err);
         if (r < 0)
                 goto fail;
+        sv_core_disk_begin(&c.core);
+
         struct spawn_config sc = {
             .policy = p,
             .argv = NULL,

@@ -211,9 +211,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
         disk_meter_sample(c->dm, now, false);
 }
 
-/* The workspace's disk meter (diskuse.h): the quota's, or a read-write
- * tree's; a review layer's is made from its fd in sv_core_arm. */
-static void sv_core_disk_begin(struct sv_core *c)
+void sv_core_disk_begin(struct sv_core *c)
 {
         const struct policy *p = c->policy;
         if (c->dm)
@@ -235,12 +233,8 @@ void sv_core_arm(struct sv_core *c, event_callback_fn on_sync, event_callback_fn
 {
         c->ev_sync = event_new(c->base, c->sp.sync_fd, EV_READ | EV_PERSIST, on_sync, arg);
         event_add(c->ev_sync, NULL);
-        /* The meter's base is taken here, once the command runs: a tree's
-         * walk must not delay the start (writes in the command's first
-         * milliseconds may land in the base). */
         if (!c->dm && c->sp.upper_fd >= 0)
                 c->dm = disk_meter_fs(c->sp.upper_fd);
-        sv_core_disk_begin(c);
         if (c->audit || c->dm) {
                 c->ev_flush = event_new(c->base, -1, EV_PERSIST, on_flush, c);
                 struct timeval tv = {.tv_sec = 0, .tv_usec = 100000};
@@ -287,8 +281,8 @@ void sv_core_free(struct sv_core *c)
                 event_base_free(c->base);
         c->base = NULL;
         c->dm = disk_meter_free(c->dm); /* before the review layer's fd it borrows */
-        int *fds[] = {&c->sp.sync_fd, &c->sp.pidfd, &c->sp.upper_fd, &c->sp.netns_fd,
-                      &c->sp.pty_fd, &c->sp.tool_fd};
+        int *fds[] = {&c->sp.sync_fd,  &c->sp.pidfd,  &c->sp.upper_fd,
+                      &c->sp.netns_fd, &c->sp.pty_fd, &c->sp.tool_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {
                         close(*fds[i]);

@@ -41,7 +41,7 @@ struct sv_core {
         struct event_base *base;
         struct spawn_result sp;
         struct cgroup *cg;
-        struct quota *wq; /* limits.workspaceDisk, released at the end */
+        struct quota *wq;      /* limits.workspaceDisk, released at the end */
         struct disk_meter *dm; /* the workspace's peak growth (diskuse.h) */
         struct audit *audit;
         struct netgate *gate;
@@ -101,9 +101,12 @@ int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *accoun
  * network gate (its HTTP calls use it): their open connections and running
  * tools are ended and recorded. */
 void sv_core_close_gates(struct sv_core *c);
+/* Measure the workspace's growth: call before the sandbox starts (after
+ * the quota, if any), so that nothing it writes is in the base; a review
+ * layer is measured from sv_core_arm(). */
+void sv_core_disk_begin(struct sv_core *c);
 /* Watch pid 1's sync fd with on_sync, SIGINT, SIGTERM and SIGHUP with
- * on_signal (both given `arg`), flush the audit log within 100 ms, and
- * start measuring the workspace's disk use (diskuse.h). */
+ * on_signal (both given `arg`), and flush the audit log within 100 ms. */
 void sv_core_arm(struct sv_core *c, event_callback_fn on_sync, event_callback_fn on_signal,
                  void *arg);
 

@@ -355,6 +355,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 goto done;
         }
 
+        sv_core_disk_begin(core);
+
         struct spawn_config sc = {
                 .policy = p,
                 .argv = cfg->argv,
