@@ -52,6 +52,7 @@ struct cmd {
         size_t out_len, out_total;
         char err[STDERR_KEPT];
         size_t err_len;
+        bool err_cut; /* it wrote more than err holds */
         bool exited;
         int status;
         /* Set when the gateway killed it: what the answer says. */
@@ -345,13 +346,35 @@ static json_t *text_value(const char *s, size_t len)
         return v;
 }
 
-/* The first line of what the tool wrote to stderr, printable. */
-static void stderr_line(const struct cmd *m, char *buf, size_t size)
+/* The first line of what the tool wrote to stderr, scrubbed, then cut and
+ * made printable. Scrubbed before the cut: a secret straddling the cut
+ * would leave its first bytes, which the redactor no longer recognises.
+ * A line longer than what was kept goes through the redactor's stream
+ * without its end, so that a secret cut there is withheld whole. */
+static void stderr_line(const struct cmd *m, const struct redactor *r, char *buf, size_t size)
 {
-        size_t n = 0;
-        for (size_t i = 0; i < m->err_len && m->err[i] != '\n' && n + 1 < size && n < 160; i++)
-                buf[n++] = (unsigned char)m->err[i] < 0x20 || m->err[i] == 0x7f ? '?' : m->err[i];
+        size_t len = 0, n = 0;
+        while (len < m->err_len && m->err[len] != '\n')
+                len++;
+        bool whole = len < m->err_len || !m->err_cut;
+        char *a = NULL, *b = NULL;
+        size_t a_len = 0, b_len = 0;
+        struct redactor_stream *st = redactor_stream_new(r);
+        int k = redactor_stream_feed(st, m->err, len, &a, &a_len);
+        if (k >= 0 && whole)
+                k = redactor_stream_finish(st, &b, &b_len);
+        redactor_stream_free(st);
+        for (size_t i = 0; k >= 0 && i < a_len + b_len && n + 1 < size && n < 160; i++) {
+                char ch = i < a_len ? a[i] : b[i - a_len];
+                buf[n++] = (unsigned char)ch < 0x20 || ch == 0x7f ? '?' : ch;
+        }
         buf[n] = '\0';
+        if (a)
+                explicit_bzero(a, a_len);
+        if (b)
+                explicit_bzero(b, b_len);
+        free(a);
+        free(b);
 }
 
 static void cmd_complete(struct cmd *m)
@@ -372,7 +395,7 @@ static void cmd_complete(struct cmd *m)
                 return;
         }
         if (!WIFEXITED(m->status) || WEXITSTATUS(m->status) != 0) {
-                stderr_line(m, line, sizeof(line));
+                stderr_line(m, toolgate_redactor(c->t), line, sizeof(line));
                 if (WIFSIGNALED(m->status))
                         snprintf(msg, sizeof(msg), "tool \"%s\" was killed by signal %d%s%s", name,
                                  WTERMSIG(m->status), line[0] ? ": " : "", line);
@@ -470,6 +493,8 @@ static void on_stderr(evutil_socket_t fd, short what, void *ud)
         }
         size_t room = sizeof(m->err) - m->err_len;
         size_t n = (size_t)k < room ? (size_t)k : room;
+        if (n < (size_t)k)
+                m->err_cut = true;
         memcpy(m->err + m->err_len, buf, n);
         m->err_len += n;
 }
