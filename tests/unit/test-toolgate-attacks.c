@@ -71,6 +71,21 @@ static void assert_no_piece(const char *secret, const char *what, const char *s)
         }
 }
 
+/* A tool whose JSON encoder escapes characters (\uXXXX, "\/"): the parsed
+ * value holds the secret although the printed bytes do not. */
+Test(toolgate_attacks, json_escaped_secret_scrubbed)
+{
+        int fd = tg_connect();
+        json_t *r = tg_call(fd, Q("\"callId\": \"e\", \"tool\": \"a.escaped\""));
+        cr_assert(json_is_true(json_object_get(r, "ok")), "%s", str_of(r, "safeMessage"));
+        char *s = json_dumps(r, JSON_COMPACT);
+        assert_no_piece(SECRET_U, "the answer", s);
+        cr_assert(strstr(s, REDACTOR_MARK), "%s", s);
+        free(s);
+        json_decref(r);
+        close(fd);
+}
+
 /* The secret straddles the point where the message's stderr line is cut:
  * the part before the cut must not be shown. */
 Test(toolgate_attacks, stderr_secret_cut_not_shown)

@@ -415,7 +415,13 @@ static void cmd_complete(struct cmd *m)
         if (redactor_apply(toolgate_redactor(c->t), m->out ? m->out : "", m->out_len, &red,
                            &red_len) >= 0) {
                 value = json_loadb(red, red_len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
-                if (!value) {
+                if (value) {
+                        /* Parsing decodes escapes the byte redactor does
+                         * not know ("\u00e4"): scrub what it decoded. */
+                        json_t *parsed = value;
+                        value = toolgate_redact_json(toolgate_redactor(c->t), parsed);
+                        json_decref(parsed);
+                } else {
                         size_t n = red_len;
                         if (n > 0 && red[n - 1] == '\n')
                                 n--;

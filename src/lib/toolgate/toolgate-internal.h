@@ -130,6 +130,11 @@ void toolgate_call_finish(struct tg_call *c, json_t *value, const char *error_co
                           uint64_t output_bytes);
 /* The secrets' redactor (NULL: none known). */
 struct redactor *toolgate_redactor(const struct toolgate *t);
+/* A copy of v with every string, keys included, redacted. The byte
+ * redactor does not see a secret a JSON encoder spelt with escapes it does
+ * not know ("\u00e4" for a non-ASCII character), and the parser decodes
+ * them: a tool's parsed output passes through this too. */
+json_t *toolgate_redact_json(const struct redactor *r, const json_t *v);
 /* A redacted copy of s, truncated to TOOLGATE_MESSAGE_MAX; malloc'd. */
 char *toolgate_scrub_message(const struct toolgate *t, const char *s);
 

@@ -79,9 +79,10 @@ char *toolgate_scrub_message(const struct toolgate *t, const char *s)
         return out;
 }
 
-/* Every string in the arguments, keys included, with secret values
- * replaced: what the audit keeps. */
-static json_t *redact_json(const struct redactor *r, const json_t *v)
+/* Every string in v, keys included, with secret values replaced: what the
+ * audit keeps of the arguments, and what the sandbox gets of a tool's
+ * parsed output. */
+json_t *toolgate_redact_json(const struct redactor *r, const json_t *v)
 {
         char *out = NULL;
         size_t len = 0;
@@ -97,7 +98,7 @@ static json_t *redact_json(const struct redactor *r, const json_t *v)
                 json_t *a = json_array();
                 size_t i;
                 json_t *e;
-                json_array_foreach(v, i, e) json_array_append_new(a, redact_json(r, e));
+                json_array_foreach(v, i, e) json_array_append_new(a, toolgate_redact_json(r, e));
                 return a;
         }
         if (json_is_object(v)) {
@@ -108,7 +109,7 @@ static json_t *redact_json(const struct redactor *r, const json_t *v)
                 {
                         if (redactor_apply(r, key, strlen(key), &out, &len) < 0)
                                 continue;
-                        json_object_set_new(o, out, redact_json(r, e));
+                        json_object_set_new(o, out, toolgate_redact_json(r, e));
                         free(out);
                 }
                 return o;
@@ -137,7 +138,7 @@ static void record(struct toolgate *t, struct toolgate_record *rec, const json_t
         if (!t->recorder)
                 return;
         rec->sandbox = t->sandbox;
-        json_t *red = args ? redact_json(toolgate_redactor(t), args) : NULL;
+        json_t *red = args ? toolgate_redact_json(toolgate_redactor(t), args) : NULL;
         rec->args = red;
         if (!rec->args_digest && args) {
                 args_digest(args, digest);
