@@ -4,6 +4,8 @@
  * message's length limit must still never reach the sandbox, and a sandbox
  * that never reads its answers cannot make the gateway hold more than its
  * per-sandbox bound. */
+#include <malloc.h>
+
 #include "toolgate-test-util.h"
 
 #define Q(s)   "{\"runId\": \"" RUN_ID "\", " s "}\n"
@@ -105,4 +107,79 @@ Test(toolgate_attacks, stderr_secret_cut_not_shown)
         assert_no_piece(SECRET, "the records", s);
         free(s);
         close(fd);
+}
+
+/* A gateway whose one tool has a large schema, so that each "op": "list"
+ * answer is large (a description is free text of any length). */
+#define BIG_DESC 500000
+static void setup_big_list(void)
+{
+        memset(&T, 0, sizeof(T));
+        T.records = json_array();
+        snprintf(T.dir, sizeof(T.dir), "/tmp/tg-attack-XXXXXX");
+        cr_assert_not_null(mkdtemp(T.dir));
+        snprintf(T.sock, sizeof(T.sock), "%s/tool.sock", T.dir);
+        char *json = xcalloc(1, BIG_DESC + 1024);
+        size_t n = (size_t)snprintf(
+            json, 1024,
+            "{\"tools\": {\"allow\": [\"b.list\"], \"define\": {\"b.list\": {\"args\": "
+            "{\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"string\", "
+            "\"description\": \"");
+        memset(json + n, 'd', BIG_DESC);
+        snprintf(json + n + BIG_DESC, 1024, "\"}}}, \"command\": [\"/usr/bin/true\"]}}}}");
+        T.policy = policy_new();
+        struct al_error e = {0};
+        cr_assert_eq(policy_load_string(T.policy, json, "test", &e), 0, "%s", e.msg);
+        cr_assert_eq(policy_finalize(T.policy, "/", "/root", &e), 0, "%s", e.msg);
+        free(json);
+        T.base = event_base_new();
+        T.secrets = secrets_new();
+        struct toolgate_config cfg = {
+            .policy = T.policy,
+            .sandbox = "sb-test",
+            .run_id = RUN_ID,
+            .secrets = T.secrets,
+            .recorder = tg_recorder,
+        };
+        T.tg = toolgate_new(T.base, &cfg, &e);
+        cr_assert_not_null(T.tg, "%s", e.msg);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", T.sock);
+        cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        cr_assert_eq(listen(fd, 128), 0);
+        cr_assert_eq(toolgate_add_listener(T.tg, fd, &e), 0, "%s", e.msg);
+}
+
+/* Every connection the sandbox may open asks for the list again and again
+ * and never reads: what the gateway holds for the sandbox stays near its
+ * per-sandbox bound (TOOLGATE_HELD_MAX), not a multiple of it per
+ * connection. */
+Test(toolgate_attacks_mem, unread_answers_bounded_per_sandbox, .init = setup_big_list,
+     .fini = tg_teardown, .timeout = 60)
+{
+        enum { PER = 24 };
+        int fds[TOOLGATE_CONNECTIONS_MAX];
+        const char *list = Q("\"op\": \"list\"");
+        size_t base = mallinfo2().uordblks, peak = base;
+        for (int i = 0; i < TOOLGATE_CONNECTIONS_MAX; i++) {
+                fds[i] = tg_connect();
+                for (int k = 0; k < PER; k++)
+                        cr_assert_eq(send(fds[i], list, strlen(list), MSG_NOSIGNAL),
+                                     (ssize_t)strlen(list));
+                for (int s = 0; s < 8; s++)
+                        tg_spin();
+                size_t now = mallinfo2().uordblks;
+                peak = now > peak ? now : peak;
+        }
+        for (int s = 0; s < 200; s++) {
+                tg_spin();
+                size_t now = mallinfo2().uordblks;
+                peak = now > peak ? now : peak;
+        }
+        size_t grown = peak > base ? peak - base : 0;
+        cr_assert_lt(grown, (size_t)TOOLGATE_HELD_MAX + (24u << 20),
+                     "the gateway holds %zu MiB for one sandbox that reads nothing", grown >> 20);
+        for (int i = 0; i < TOOLGATE_CONNECTIONS_MAX; i++)
+                close(fds[i]);
 }

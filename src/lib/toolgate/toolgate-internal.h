@@ -19,7 +19,6 @@ struct tg_conn;
 #define TOOLGATE_CALL_ID_MAX          128 /* bytes of a callId */
 #define TOOLGATE_TOOL_NAME_MAX        128
 #define TOOLGATE_SANDBOX_RATE_PER_MIN 600 /* every tool together, one sandbox */
-#define TOOLGATE_OUT_HIGH             (8u << 20) /* unread responses before a connection stops being read */
 #define TOOLGATE_REFUSAL_WINDOW_MS    1000
 #define TOOLGATE_REFUSAL_SINGLES      8   /* recorded one by one per kind and window */
 #define TOOLGATE_REFUSAL_KINDS        64  /* kinds tracked; more share one */
@@ -27,6 +26,10 @@ struct tg_conn;
 /* Bytes the gateway holds for one sandbox: the requests of calls waiting or
  * running, and answers not yet read. Past it, new calls are rate_limited. */
 #define TOOLGATE_HELD_MAX (64u << 20)
+/* Unread answers before a connection stops being read: a share of the
+ * sandbox's bound, so that all its connections together (an "op": "list"
+ * or a refusal is answered without a call) stay near TOOLGATE_HELD_MAX. */
+#define TOOLGATE_OUT_HIGH (TOOLGATE_HELD_MAX / TOOLGATE_CONNECTIONS_MAX)
 
 /* proto.c: one request line, parsed. Everything in it is hostile. */
 struct toolgate_request {

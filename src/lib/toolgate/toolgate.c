@@ -504,7 +504,12 @@ static void handle_line(struct tg_conn *conn, const char *line, size_t len)
                 toolgate_request_clear(&req);
                 return;
         }
-        if (req.list) {
+        if (req.list && held_bytes(t) > TOOLGATE_HELD_MAX) {
+                /* A list is an answer the gateway holds until it is read. */
+                refuse(t, conn, req.call_id, NULL, NULL, "rate_limited", "held",
+                       "the gateway holds too many unanswered or unread calls for this "
+                       "sandbox; read the answers and retry");
+        } else if (req.list) {
                 json_t *l = toolgate_list(t->policy);
                 char *answer = toolgate_proto_ok(req.call_id, l, &n);
                 conn_send(conn, answer, n);
