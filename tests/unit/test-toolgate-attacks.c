@@ -183,3 +183,54 @@ Test(toolgate_attacks_mem, unread_answers_bounded_per_sandbox, .init = setup_big
         for (int i = 0; i < TOOLGATE_CONNECTIONS_MAX; i++)
                 close(fds[i]);
 }
+
+/* A tools policy with one command tool of argv template `argv` (a JSON
+ * array's members) and a string argument "x": whether it loads. */
+static int load_template(const char *argv, char *msg, size_t size)
+{
+        char json[2048];
+        snprintf(json, sizeof(json),
+                 "{\"tools\": {\"allow\": [\"i.t\"], \"define\": {\"i.t\": {\"args\": {\"type\": "
+                 "\"object\", \"properties\": {\"x\": {\"type\": \"string\"}}, \"required\": "
+                 "[\"x\"]}, \"command\": [%s]}}}}",
+                 argv);
+        struct policy *p = policy_new();
+        struct al_error e = {0};
+        int r = policy_load_string(p, json, "test", &e);
+        if (r >= 0)
+                r = policy_finalize(p, "/", "/root", &e);
+        snprintf(msg, size, "%.400s", e.msg);
+        policy_free(p);
+        return r;
+}
+
+/* An interpreter's option that takes the next element as its value is not
+ * the script: an argument after it would be the script (the code). */
+Test(toolgate_attacks_load, interpreter_option_value_is_not_the_script)
+{
+        static const char *const refused[] = {
+            "\"/usr/bin/python3\", \"-W\", \"ignore\", \"${args.x}\"",
+            "\"/usr/bin/python3\", \"-X\", \"utf8\", \"${args.x}\"",
+            "\"/usr/bin/awk\", \"-v\", \"n=1\", \"${args.x}\"",
+            "\"/usr/bin/mawk\", \"-F\", \":\", \"${args.x}\"",
+            "\"/usr/bin/jq\", \"--arg\", \"k\", \"v\", \"${args.x}\"",
+            "\"/usr/bin/jq\", \"--indent\", \"2\", \"${args.x}\"",
+            "\"/usr/bin/sed\", \"-l\", \"80\", \"${args.x}\"",
+            "\"/usr/bin/perl\", \"-I\", \"/usr/share/perl5\", \"${args.x}\"",
+            "\"/usr/bin/node\", \"--title\", \"t\", \"${args.x}\"",
+        };
+        static const char *const loaded[] = {
+            "\"/usr/bin/python3\", \"-I\", \"/opt/t.py\", \"${args.x}\"",
+            "\"/usr/bin/python3\", \"-W\", \"ignore\", \"/opt/t.py\", \"${args.x}\"",
+            "\"/usr/bin/awk\", \"-v\", \"n=1\", \"{print}\", \"${args.x}\"",
+            "\"/usr/bin/jq\", \"--arg\", \"k\", \"v\", \".\", \"${args.x}\"",
+            "\"/usr/bin/python3\", \"-m\", \"json.tool\", \"${args.x}\"",
+        };
+        char msg[512];
+        for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+                cr_expect_lt(load_template(refused[i], msg, sizeof(msg)), 0, "loaded: [%s]",
+                             refused[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(loaded); i++)
+                cr_expect_geq(load_template(loaded[i], msg, sizeof(msg)), 0, "[%s]: %s", loaded[i],
+                              msg);
+}
