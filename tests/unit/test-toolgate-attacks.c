@@ -234,3 +234,24 @@ Test(toolgate_attacks_load, interpreter_option_value_is_not_the_script)
                 cr_expect_geq(load_template(loaded[i], msg, sizeof(msg)), 0, "[%s]: %s", loaded[i],
                               msg);
 }
+
+/* PowerShell's -Command (any case, any prefix) runs the rest of its
+ * argv as one command line: an argument after it is code. */
+Test(toolgate_attacks_load, pwsh_command_is_a_code_option)
+{
+        static const char *const refused[] = {
+            "\"/usr/bin/pwsh\", \"-Command\", \"Get-Date\", \"${args.x}\"",
+            "\"/usr/bin/pwsh\", \"-NoProfile\", \"-command\", \"Get-Date\", \"${args.x}\"",
+            "\"/usr/bin/pwsh\", \"-Comm\", \"Get-Date\", \"${args.x}\"",
+            "\"/usr/bin/pwsh\", \"-cwa\", \"Get-Date\", \"${args.x}\"",
+            "\"/usr/bin/pwsh\", \"-EncodedCommand\", \"ZQBjAGgAbwA=\", \"${args.x}\"",
+        };
+        char msg[512];
+        for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+                cr_expect_lt(load_template(refused[i], msg, sizeof(msg)), 0, "loaded: [%s]",
+                             refused[i]);
+        cr_expect_geq(load_template("\"/usr/bin/pwsh\", \"-NoProfile\", \"-File\", "
+                                    "\"/opt/t.ps1\", \"${args.x}\"",
+                                    msg, sizeof(msg)),
+                      0, "%s", msg);
+}

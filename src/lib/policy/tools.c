@@ -174,6 +174,28 @@ static unsigned option_values(const char *base, const char *rbase, const char *o
         return 0;
 }
 
+/* PowerShell's parameters are single-dash words, in any case, and any
+ * unambiguous prefix: -Command, -comm, -c, -CommandWithArgs, -cwa,
+ * -EncodedCommand, -ec, -e run a command line; -NoProfile does not. */
+static bool is_pwsh_code_option(const char *s)
+{
+        static const char *const words[] = {"command", "commandwithargs", "encodedcommand"};
+        char low[32];
+        size_t n = 0;
+        s += strspn(s, "-/");
+        for (; s[n] && n + 1 < sizeof(low); n++)
+                low[n] = (char)((s[n] >= 'A' && s[n] <= 'Z') ? s[n] - 'A' + 'a' : s[n]);
+        low[n] = '\0';
+        if (n == 0)
+                return false;
+        if (STREQ(low, "cwa") || STREQ(low, "ec") || STREQ(low, "e"))
+                return true;
+        for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+                if (strncmp(words[i], low, n) == 0)
+                        return true;
+        return false;
+}
+
 static const char *base_name(const char *path)
 {
         const char *s = strrchr(path, '/');
@@ -317,7 +339,9 @@ static int check_command(struct tool_ctx *tc)
                                 continue;
                         }
                         if (interp && !script_seen && !dashdash) {
-                                if (is_code_option(el))
+                                bool pwsh = name_is(base, "pwsh") || name_is(rbase, "pwsh");
+                                if (pwsh ? el[0] == '-' && is_pwsh_code_option(el)
+                                         : is_code_option(el))
                                         return tfail_key(tc, "command",
                                                          "element %zu (\"%s\") makes the "
                                                          "interpreter \"%s\" run a command "
