@@ -255,3 +255,65 @@ Test(toolgate_attacks_load, pwsh_command_is_a_code_option)
                                     msg, sizeof(msg)),
                       0, "%s", msg);
 }
+
+/* The audit refuses a line over 1 MiB (AUDIT_LINE_MAX), and a failed audit
+ * stops the sandbox: a record must stay small whatever the arguments, or a
+ * sandbox could make its calls go unrecorded (and grow the log by a
+ * megabyte a refusal). The digest still pins the arguments. */
+static void setup_records(void)
+{
+        tg_setup("{\"allow\": [\"r.*\"], \"define\": {"
+                 "  \"r.nums\": {\"args\": {\"type\": \"object\", \"properties\": {"
+                 "    \"a\": {\"type\": \"array\", \"items\": {\"type\": \"integer\", "
+                 "\"maximum\": 1}}}},"
+                 "   \"command\": [\"/usr/bin/true\"]}}}");
+}
+
+static size_t record_size(json_t *rec)
+{
+        char *s = json_dumps(rec, JSON_COMPACT);
+        size_t n = s ? strlen(s) : 0;
+        free(s);
+        return n;
+}
+
+Test(toolgate_attacks_records, records_bounded, .init = setup_records, .fini = tg_teardown,
+     .timeout = 60)
+{
+        enum { BIG = 900000 };
+        int fd = tg_connect();
+        /* Refused (unknown tool), its one argument control characters that
+         * JSON spells six bytes each. */
+        char *line = xcalloc(1, BIG + 256);
+        size_t n = (size_t)snprintf(line, 256,
+                                    "{\"runId\": \"" RUN_ID "\", \"callId\": \"big\", \"tool\": "
+                                    "\"r.none\", \"args\": {\"s\": \"");
+        for (size_t i = 0; i < BIG / 6; i++)
+                memcpy(line + n + 6 * i, "\\u0001", 6);
+        n += BIG / 6 * 6;
+        memcpy(line + n, "\"}}\n", 5);
+        json_t *r = tg_call(fd, line);
+        assert_error(r, "policy_denied");
+        json_decref(r);
+        json_t *rec = last_record();
+        cr_assert_lt(record_size(rec), 65536u, "a refusal's record is %zu bytes", record_size(rec));
+        cr_assert_eq(strlen(str_of(rec, "argsDigest")), 64u);
+
+        /* Allowed, every one of many numbers clamped. */
+        n = (size_t)snprintf(line, 256,
+                             "{\"runId\": \"" RUN_ID "\", \"callId\": \"nums\", \"tool\": "
+                             "\"r.nums\", \"args\": {\"a\": [");
+        for (size_t i = 0; i < 100000; i++)
+                n += (size_t)snprintf(line + n, 16, "%s7", i ? "," : "");
+        memcpy(line + n, "]}}\n", 5);
+        r = tg_call(fd, line);
+        cr_assert(json_is_true(json_object_get(r, "ok")), "%s", str_of(r, "safeMessage"));
+        json_decref(r);
+        rec = last_record();
+        cr_assert_str_eq(str_of(rec, "callId"), "nums");
+        cr_assert_lt(record_size(rec), 256u * 1024, "a call's record is %zu bytes",
+                     record_size(rec));
+        cr_assert_eq(strlen(str_of(rec, "argsDigest")), 64u);
+        free(line);
+        close(fd);
+}

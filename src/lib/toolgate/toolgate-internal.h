@@ -23,6 +23,11 @@ struct tg_conn;
 #define TOOLGATE_REFUSAL_SINGLES      8   /* recorded one by one per kind and window */
 #define TOOLGATE_REFUSAL_KINDS        64  /* kinds tracked; more share one */
 #define TOOLGATE_MESSAGE_MAX          256 /* bytes of a safeMessage */
+/* What a tool.call record keeps of the arguments (their JSON, non-ASCII
+ * escaped) and of the clamps; past it, their size and count. */
+#define TOOLGATE_RECORD_ARGS_MAX    (64u << 10) /* a call that ran */
+#define TOOLGATE_RECORD_REFUSED_MAX (4u << 10)  /* a refusal */
+#define TOOLGATE_RECORD_CLAMPS_MAX  32
 /* Bytes the gateway holds for one sandbox: the requests of calls waiting or
  * running, and answers not yet read. Past it, new calls are rate_limited. */
 #define TOOLGATE_HELD_MAX (64u << 20)
