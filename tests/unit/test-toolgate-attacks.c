@@ -24,6 +24,12 @@ static const char attack_py[] = "import sys, os, json\n"
                                 "tok = os.environ.get('TOKEN', '')\n"
                                 "if mode == 'escaped':\n"
                                 "    print(json.dumps({'t': tok, tok: [tok]}))\n"
+                                "elif mode == 'passfd':\n"
+                                "    import socket\n"
+                                "    s = socket.socket(socket.AF_UNIX)\n"
+                                "    s.connect(sys.argv[2])\n"
+                                "    socket.send_fds(s, [b'x'], [1, 2])\n"
+                                "    sys.exit(0)\n"
                                 "elif mode == 'cut':\n"
                                 "    sys.stderr.write('x' * int(sys.argv[2]) + tok + '\\n')\n"
                                 "    sys.exit(1)\n";
@@ -47,9 +53,13 @@ static void setup_attacks(void)
                  "    \"n\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 400}},"
                  "    \"required\": [\"n\"]},"
                  "   \"command\": [\"/usr/bin/python3\", \"%s\", \"cut\", \"${args.n}\"],"
-                 "   \"env\": {\"TOKEN\": \"${secret:TG_TEST_SECRET}\"}}"
+                 "   \"env\": {\"TOKEN\": \"${secret:TG_TEST_SECRET}\"}},"
+                 "  \"a.passfd\": {\"args\": {\"type\": \"object\", \"properties\": {"
+                 "    \"p\": {\"type\": \"string\"}}, \"required\": [\"p\"]},"
+                 "   \"command\": [\"/usr/bin/python3\", \"%s\", \"passfd\", \"${args.p}\"],"
+                 "   \"timeout\": \"1s\"}"
                  "}}",
-                 attack_script, attack_script);
+                 attack_script, attack_script, attack_script);
         tg_setup(tools);
 }
 
@@ -315,5 +325,55 @@ Test(toolgate_attacks_records, records_bounded, .init = setup_records, .fini = t
                      record_size(rec));
         cr_assert_eq(strlen(str_of(rec, "argsDigest")), 64u);
         free(line);
+        close(fd);
+}
+
+/* A tool hands its stdout and stderr to a process outside its namespace
+ * (here the test, as a host service would hold them) and exits: the
+ * namespace's death does not close them, so the call must still end at
+ * its timeout rather than wait for an end of output that never comes. */
+Test(toolgate_attacks, pipe_held_outside_ends_at_timeout)
+{
+        char path[100];
+        snprintf(path, sizeof(path), "%s/holder.sock", T.dir);
+        int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        cr_assert_eq(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        cr_assert_eq(listen(l, 1), 0);
+        int fd = tg_connect();
+        char line[512];
+        snprintf(line, sizeof(line),
+                 Q("\"callId\": \"p\", \"tool\": \"a.passfd\", \"args\": {\"p\": \"%s\"}"), path);
+        tg_send(fd, line);
+        /* Take the descriptors and keep them while the gateway waits. */
+        int held[2] = {-1, -1};
+        uint64_t deadline = now_monotonic_us() + 10 * 1000000ull;
+        int c = -1;
+        while (c < 0 && now_monotonic_us() < deadline) {
+                tg_spin();
+                struct pollfd p = {.fd = l, .events = POLLIN};
+                if (poll(&p, 1, 10) == 1)
+                        c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        }
+        cr_assert_geq(c, 0, "the tool did not connect");
+        char data;
+        char cbuf[CMSG_SPACE(2 * sizeof(int))];
+        struct iovec iov = {.iov_base = &data, .iov_len = 1};
+        struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+        cr_assert_eq(recvmsg(c, &mh, MSG_CMSG_CLOEXEC), 1);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cr_assert_not_null(cm);
+        memcpy(held, CMSG_DATA(cm), sizeof(held));
+        json_t *r = tg_read(fd, 8000);
+        assert_error(r, "timeout");
+        json_decref(r);
+        cr_assert_str_eq(str_of(last_record(), "errorCode"), "timeout");
+        close(held[0]);
+        close(held[1]);
+        close(c);
+        close(l);
+        unlink(path);
         close(fd);
 }

@@ -534,7 +534,7 @@ static void on_exit_cb(evutil_socket_t fd, short what, void *ud)
         m->exited = true;
         m->status = r == m->pid ? status : 0;
         event_del(m->ev_exit);
-        event_del(m->timer);
+        /* The timer keeps running until the output ends too (on_timeout). */
         cmd_maybe_complete(m);
 }
 
@@ -545,6 +545,22 @@ static void on_timeout(evutil_socket_t fd, short what, void *ud)
         snprintf(msg, sizeof(msg), "tool \"%s\" ran longer than its %u ms and was stopped",
                  m->call->tool->def->name, m->call->tool->def->timeout_ms);
         kill_for(m, "timeout", "timeout", msg);
+        if (!m->exited)
+                return;
+        /* Its tree is gone, yet its output is still open: a process
+         * outside the namespace holds it (the tool handed it to a host
+         * service). Stop waiting for its end. */
+        if (m->out_fd >= 0) {
+                event_del(m->ev_out);
+                closep(&m->out_fd);
+                m->out_fd = -1;
+        }
+        if (m->err_fd >= 0) {
+                event_del(m->ev_err);
+                closep(&m->err_fd);
+                m->err_fd = -1;
+        }
+        cmd_maybe_complete(m);
 }
 
 /* toolgate_free: kill the tree, reap pid 1 (the namespace is then empty),
