@@ -116,6 +116,86 @@ static bool is_code_option(const char *s)
         return false;
 }
 
+/* Options that take the next element(s) as their value, per interpreter: that
+ * value is not the script, so an argument after it would be the script
+ * (["python3", "-W", "ignore", "${args.x}"] runs the file the sandbox
+ * names). Matched as whole elements; an attached value ("-Wignore") takes
+ * nothing more. */
+static const struct {
+        const char *interp;
+        const char *one; /* options taking one value, each between spaces */
+        const char *two; /* options taking two */
+} valued_options[] = {
+    {"python", " -W -X --check-hash-based-pycs ", ""},
+    {"awk", " -v -F -i -l --assign --field-separator --include --load ", ""},
+    {"gawk", " -v -F -i -l --assign --field-separator --include --load ", ""},
+    {"mawk", " -v -F ", ""},
+    {"nawk", " -v -F ", ""},
+    {"perl", " -I ", ""},
+    {"ruby", " -I -C ", ""},
+    {"irb", " -I ", ""},
+    {"node", " --title --conditions -C --loader --experimental-loader --input-type --env-file ",
+     ""},
+    {"nodejs", " --title --conditions -C --loader --experimental-loader --input-type ", ""},
+    {"jq", " --indent -L ", " --arg --argjson --slurpfile --rawfile "},
+    {"sed", " -l --line-length ", ""},
+    {"php", " -d -z ", ""},
+    {"java", " -cp -classpath --class-path -p --module-path --add-modules ", ""},
+    {"jshell", " --class-path ", ""},
+    {"lua", " -l ", ""},
+    {"luajit", " -l ", ""},
+    {"tclsh", " -encoding ", ""},
+    {"wish", " -encoding ", ""},
+    {"guile", " -L -l -x ", ""},
+    {"erl", " -pa -pz -sname -name -setcookie ", ""},
+};
+
+static bool word_in(const char *list, const char *word)
+{
+        size_t n = strlen(word);
+        for (const char *p = list; (p = strstr(p, word)); p++)
+                if (p > list && p[-1] == ' ' && p[n] == ' ')
+                        return true;
+        return false;
+}
+
+/* How many of the elements after opt are its value for this interpreter. */
+static unsigned option_values(const char *base, const char *rbase, const char *opt)
+{
+        for (size_t i = 0; i < ARRAY_SIZE(valued_options); i++) {
+                if (!name_is(base, valued_options[i].interp) &&
+                    !name_is(rbase, valued_options[i].interp))
+                        continue;
+                if (word_in(valued_options[i].one, opt))
+                        return 1;
+                if (word_in(valued_options[i].two, opt))
+                        return 2;
+        }
+        return 0;
+}
+
+/* PowerShell's parameters are single-dash words, in any case, and any
+ * unambiguous prefix: -Command, -comm, -c, -CommandWithArgs, -cwa,
+ * -EncodedCommand, -ec, -e run a command line; -NoProfile does not. */
+static bool is_pwsh_code_option(const char *s)
+{
+        static const char *const words[] = {"command", "commandwithargs", "encodedcommand"};
+        char low[32];
+        size_t n = 0;
+        s += strspn(s, "-/");
+        for (; s[n] && n + 1 < sizeof(low); n++)
+                low[n] = (char)((s[n] >= 'A' && s[n] <= 'Z') ? s[n] - 'A' + 'a' : s[n]);
+        low[n] = '\0';
+        if (n == 0)
+                return false;
+        if (STREQ(low, "cwa") || STREQ(low, "ec") || STREQ(low, "e"))
+                return true;
+        for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+                if (strncmp(words[i], low, n) == 0)
+                        return true;
+        return false;
+}
+
 static const char *base_name(const char *path)
 {
         const char *s = strrchr(path, '/');
@@ -243,6 +323,7 @@ static int check_command(struct tool_ctx *tc)
         bool interp = in_list(base, interpreters, ARRAY_SIZE(interpreters)) ||
                       in_list(rbase, interpreters, ARRAY_SIZE(interpreters));
         bool script_seen = false, dashdash = false;
+        unsigned values_left = 0; /* elements still an option's value */
         for (size_t i = 1; i < t->n_argv; i++) {
                 const char *el = t->argv[i];
                 const char *arg = whole_placeholder(el, name, sizeof(name));
@@ -253,8 +334,14 @@ static int check_command(struct tool_ctx *tc)
                                                  "whole argv element, \"${args.NAME}\" (secrets go "
                                                  "in \"env\")",
                                                  i, SHOWN(el));
+                        if (interp && !script_seen && !dashdash && values_left > 0) {
+                                values_left--;
+                                continue;
+                        }
                         if (interp && !script_seen && !dashdash) {
-                                if (is_code_option(el))
+                                bool pwsh = name_is(base, "pwsh") || name_is(rbase, "pwsh");
+                                if (pwsh ? el[0] == '-' && is_pwsh_code_option(el)
+                                         : is_code_option(el))
                                         return tfail_key(tc, "command",
                                                          "element %zu (\"%s\") makes the "
                                                          "interpreter \"%s\" run a command "
@@ -269,6 +356,8 @@ static int check_command(struct tool_ctx *tc)
                                         dashdash = true;
                                 else if (el[0] != '-')
                                         script_seen = true;
+                                else
+                                        values_left = option_values(base, rbase, el);
                         }
                         continue;
                 }

@@ -52,6 +52,7 @@ struct cmd {
         size_t out_len, out_total;
         char err[STDERR_KEPT];
         size_t err_len;
+        bool err_cut; /* it wrote more than err holds */
         bool exited;
         int status;
         /* Set when the gateway killed it: what the answer says. */
@@ -345,13 +346,35 @@ static json_t *text_value(const char *s, size_t len)
         return v;
 }
 
-/* The first line of what the tool wrote to stderr, printable. */
-static void stderr_line(const struct cmd *m, char *buf, size_t size)
+/* The first line of what the tool wrote to stderr, scrubbed, then cut and
+ * made printable. Scrubbed before the cut: a secret straddling the cut
+ * would leave its first bytes, which the redactor no longer recognises.
+ * A line longer than what was kept goes through the redactor's stream
+ * without its end, so that a secret cut there is withheld whole. */
+static void stderr_line(const struct cmd *m, const struct redactor *r, char *buf, size_t size)
 {
-        size_t n = 0;
-        for (size_t i = 0; i < m->err_len && m->err[i] != '\n' && n + 1 < size && n < 160; i++)
-                buf[n++] = (unsigned char)m->err[i] < 0x20 || m->err[i] == 0x7f ? '?' : m->err[i];
+        size_t len = 0, n = 0;
+        while (len < m->err_len && m->err[len] != '\n')
+                len++;
+        bool whole = len < m->err_len || !m->err_cut;
+        char *a = NULL, *b = NULL;
+        size_t a_len = 0, b_len = 0;
+        struct redactor_stream *st = redactor_stream_new(r);
+        int k = redactor_stream_feed(st, m->err, len, &a, &a_len);
+        if (k >= 0 && whole)
+                k = redactor_stream_finish(st, &b, &b_len);
+        redactor_stream_free(st);
+        for (size_t i = 0; k >= 0 && i < a_len + b_len && n + 1 < size && n < 160; i++) {
+                char ch = i < a_len ? a[i] : b[i - a_len];
+                buf[n++] = (unsigned char)ch < 0x20 || ch == 0x7f ? '?' : ch;
+        }
         buf[n] = '\0';
+        if (a)
+                explicit_bzero(a, a_len);
+        if (b)
+                explicit_bzero(b, b_len);
+        free(a);
+        free(b);
 }
 
 static void cmd_complete(struct cmd *m)
@@ -372,7 +395,7 @@ static void cmd_complete(struct cmd *m)
                 return;
         }
         if (!WIFEXITED(m->status) || WEXITSTATUS(m->status) != 0) {
-                stderr_line(m, line, sizeof(line));
+                stderr_line(m, toolgate_redactor(c->t), line, sizeof(line));
                 if (WIFSIGNALED(m->status))
                         snprintf(msg, sizeof(msg), "tool \"%s\" was killed by signal %d%s%s", name,
                                  WTERMSIG(m->status), line[0] ? ": " : "", line);
@@ -392,7 +415,13 @@ static void cmd_complete(struct cmd *m)
         if (redactor_apply(toolgate_redactor(c->t), m->out ? m->out : "", m->out_len, &red,
                            &red_len) >= 0) {
                 value = json_loadb(red, red_len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
-                if (!value) {
+                if (value) {
+                        /* Parsing decodes escapes the byte redactor does
+                         * not know ("\u00e4"): scrub what it decoded. */
+                        json_t *parsed = value;
+                        value = toolgate_redact_json(toolgate_redactor(c->t), parsed);
+                        json_decref(parsed);
+                } else {
                         size_t n = red_len;
                         if (n > 0 && red[n - 1] == '\n')
                                 n--;
@@ -470,6 +499,8 @@ static void on_stderr(evutil_socket_t fd, short what, void *ud)
         }
         size_t room = sizeof(m->err) - m->err_len;
         size_t n = (size_t)k < room ? (size_t)k : room;
+        if (n < (size_t)k)
+                m->err_cut = true;
         memcpy(m->err + m->err_len, buf, n);
         m->err_len += n;
 }
@@ -503,7 +534,7 @@ static void on_exit_cb(evutil_socket_t fd, short what, void *ud)
         m->exited = true;
         m->status = r == m->pid ? status : 0;
         event_del(m->ev_exit);
-        event_del(m->timer);
+        /* The timer keeps running until the output ends too (on_timeout). */
         cmd_maybe_complete(m);
 }
 
@@ -514,6 +545,22 @@ static void on_timeout(evutil_socket_t fd, short what, void *ud)
         snprintf(msg, sizeof(msg), "tool \"%s\" ran longer than its %u ms and was stopped",
                  m->call->tool->def->name, m->call->tool->def->timeout_ms);
         kill_for(m, "timeout", "timeout", msg);
+        if (!m->exited)
+                return;
+        /* Its tree is gone, yet its output is still open: a process
+         * outside the namespace holds it (the tool handed it to a host
+         * service). Stop waiting for its end. */
+        if (m->out_fd >= 0) {
+                event_del(m->ev_out);
+                closep(&m->out_fd);
+                m->out_fd = -1;
+        }
+        if (m->err_fd >= 0) {
+                event_del(m->ev_err);
+                closep(&m->err_fd);
+                m->err_fd = -1;
+        }
+        cmd_maybe_complete(m);
 }
 
 /* toolgate_free: kill the tree, reap pid 1 (the namespace is then empty),

@@ -237,8 +237,12 @@ static json_t *answer_value(const struct redactor *red, const char *body, size_t
         if (redactor_apply(red, body, len, &clean, &clean_len) < 0)
                 return NULL;
         json_t *v = json_loadb(clean, clean_len, JSON_DECODE_ANY, NULL);
-        if (v)
-                return v;
+        if (v) {
+                /* Parsing decodes escapes the byte redactor does not know. */
+                json_t *scrubbed = toolgate_redact_json(red, v);
+                json_decref(v);
+                return scrubbed;
+        }
         if (memchr(clean, '\0', clean_len) || !utf8_str_valid(clean))
                 return NULL;
         return json_stringn(clean, clean_len);

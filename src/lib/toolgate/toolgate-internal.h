@@ -19,14 +19,22 @@ struct tg_conn;
 #define TOOLGATE_CALL_ID_MAX          128 /* bytes of a callId */
 #define TOOLGATE_TOOL_NAME_MAX        128
 #define TOOLGATE_SANDBOX_RATE_PER_MIN 600 /* every tool together, one sandbox */
-#define TOOLGATE_OUT_HIGH             (8u << 20) /* unread responses before a connection stops being read */
 #define TOOLGATE_REFUSAL_WINDOW_MS    1000
 #define TOOLGATE_REFUSAL_SINGLES      8   /* recorded one by one per kind and window */
 #define TOOLGATE_REFUSAL_KINDS        64  /* kinds tracked; more share one */
 #define TOOLGATE_MESSAGE_MAX          256 /* bytes of a safeMessage */
+/* What a tool.call record keeps of the arguments (their JSON, non-ASCII
+ * escaped) and of the clamps; past it, their size and count. */
+#define TOOLGATE_RECORD_ARGS_MAX    (64u << 10) /* a call that ran */
+#define TOOLGATE_RECORD_REFUSED_MAX (4u << 10)  /* a refusal */
+#define TOOLGATE_RECORD_CLAMPS_MAX  32
 /* Bytes the gateway holds for one sandbox: the requests of calls waiting or
  * running, and answers not yet read. Past it, new calls are rate_limited. */
 #define TOOLGATE_HELD_MAX (64u << 20)
+/* Unread answers before a connection stops being read: a share of the
+ * sandbox's bound, so that all its connections together (an "op": "list"
+ * or a refusal is answered without a call) stay near TOOLGATE_HELD_MAX. */
+#define TOOLGATE_OUT_HIGH (TOOLGATE_HELD_MAX / TOOLGATE_CONNECTIONS_MAX)
 
 /* proto.c: one request line, parsed. Everything in it is hostile. */
 struct toolgate_request {
@@ -130,6 +138,11 @@ void toolgate_call_finish(struct tg_call *c, json_t *value, const char *error_co
                           uint64_t output_bytes);
 /* The secrets' redactor (NULL: none known). */
 struct redactor *toolgate_redactor(const struct toolgate *t);
+/* A copy of v with every string, keys included, redacted. The byte
+ * redactor does not see a secret a JSON encoder spelt with escapes it does
+ * not know ("\u00e4" for a non-ASCII character), and the parser decodes
+ * them: a tool's parsed output passes through this too. */
+json_t *toolgate_redact_json(const struct redactor *r, const json_t *v);
 /* A redacted copy of s, truncated to TOOLGATE_MESSAGE_MAX; malloc'd. */
 char *toolgate_scrub_message(const struct toolgate *t, const char *s);
 

@@ -34,21 +34,56 @@ static uint64_t now_ms(void)
 
 /* Records */
 
+/* The arguments as the record keeps them: whole up to a size (spelt as the
+ * log may spell them, every non-ASCII character escaped), else only their
+ * size. The audit refuses a line over AUDIT_LINE_MAX (1 MiB), and a failed
+ * audit stops the sandbox: a request's own arguments must not be able to
+ * make its record too big, nor a flood of refusals grow the log a megabyte
+ * each. argsDigest pins the arguments either way. */
+static void record_args(json_t *o, const struct toolgate_record *rec)
+{
+        size_t max = rec->decision && STREQ(rec->decision, "allow") ? TOOLGATE_RECORD_ARGS_MAX
+                                                                    : TOOLGATE_RECORD_REFUSED_MAX;
+        if (!rec->args) {
+                json_object_set_new(o, "args", json_null());
+                return;
+        }
+        char *s = json_dumps(rec->args, JSON_COMPACT | JSON_ENSURE_ASCII);
+        bool encoded = s != NULL;
+        size_t len = s ? strlen(s) : 0;
+        free(s);
+        if (encoded && len <= max) {
+                json_object_set_new(o, "args", json_deep_copy(rec->args));
+                return;
+        }
+        json_object_set_new(o, "args", json_null());
+        json_object_set_new(o, "argsTruncated", json_true());
+        json_object_set_new(o, "argsBytes", json_integer((json_int_t)len));
+}
+
 json_t *toolgate_record_json(const struct toolgate_record *rec)
 {
         /* The sandbox is the audit event's own (as for net.decision). */
         json_t *o = json_object();
         json_object_set_new(o, "callId", rec->call_id ? json_string(rec->call_id) : json_null());
         json_object_set_new(o, "tool", json_string(rec->tool ? rec->tool : ""));
-        json_object_set_new(o, "args", rec->args ? json_deep_copy(rec->args) : json_null());
+        record_args(o, rec);
         json_object_set_new(o, "argsDigest",
                             rec->args_digest ? json_string(rec->args_digest) : json_null());
         json_object_set_new(o, "decision", json_string(rec->decision ? rec->decision : "deny"));
         json_object_set_new(o, "rule", rec->rule ? json_string(rec->rule) : json_null());
         json_object_set_new(o, "errorCode",
                             rec->error_code ? json_string(rec->error_code) : json_null());
-        if (rec->clamps)
-                json_object_set_new(o, "clamps", json_deep_copy(rec->clamps));
+        if (rec->clamps) {
+                /* The first clamps, and how many there were. */
+                size_t n = json_array_size(rec->clamps);
+                json_t *kept = json_array();
+                for (size_t i = 0; i < n && i < TOOLGATE_RECORD_CLAMPS_MAX; i++)
+                        json_array_append_new(kept, json_deep_copy(json_array_get(rec->clamps, i)));
+                json_object_set_new(o, "clamps", kept);
+                if (n > TOOLGATE_RECORD_CLAMPS_MAX)
+                        json_object_set_new(o, "clampsTotal", json_integer((json_int_t)n));
+        }
         json_object_set_new(o, "durationMs", json_integer((json_int_t)rec->duration_ms));
         json_object_set_new(o, "outputBytes", json_integer((json_int_t)rec->output_bytes));
         if (rec->exit_status >= 0)
@@ -79,9 +114,10 @@ char *toolgate_scrub_message(const struct toolgate *t, const char *s)
         return out;
 }
 
-/* Every string in the arguments, keys included, with secret values
- * replaced: what the audit keeps. */
-static json_t *redact_json(const struct redactor *r, const json_t *v)
+/* Every string in v, keys included, with secret values replaced: what the
+ * audit keeps of the arguments, and what the sandbox gets of a tool's
+ * parsed output. */
+json_t *toolgate_redact_json(const struct redactor *r, const json_t *v)
 {
         char *out = NULL;
         size_t len = 0;
@@ -97,7 +133,7 @@ static json_t *redact_json(const struct redactor *r, const json_t *v)
                 json_t *a = json_array();
                 size_t i;
                 json_t *e;
-                json_array_foreach(v, i, e) json_array_append_new(a, redact_json(r, e));
+                json_array_foreach(v, i, e) json_array_append_new(a, toolgate_redact_json(r, e));
                 return a;
         }
         if (json_is_object(v)) {
@@ -108,7 +144,7 @@ static json_t *redact_json(const struct redactor *r, const json_t *v)
                 {
                         if (redactor_apply(r, key, strlen(key), &out, &len) < 0)
                                 continue;
-                        json_object_set_new(o, out, redact_json(r, e));
+                        json_object_set_new(o, out, toolgate_redact_json(r, e));
                         free(out);
                 }
                 return o;
@@ -137,7 +173,7 @@ static void record(struct toolgate *t, struct toolgate_record *rec, const json_t
         if (!t->recorder)
                 return;
         rec->sandbox = t->sandbox;
-        json_t *red = args ? redact_json(toolgate_redactor(t), args) : NULL;
+        json_t *red = args ? toolgate_redact_json(toolgate_redactor(t), args) : NULL;
         rec->args = red;
         if (!rec->args_digest && args) {
                 args_digest(args, digest);
@@ -503,7 +539,12 @@ static void handle_line(struct tg_conn *conn, const char *line, size_t len)
                 toolgate_request_clear(&req);
                 return;
         }
-        if (req.list) {
+        if (req.list && held_bytes(t) > TOOLGATE_HELD_MAX) {
+                /* A list is an answer the gateway holds until it is read. */
+                refuse(t, conn, req.call_id, NULL, NULL, "rate_limited", "held",
+                       "the gateway holds too many unanswered or unread calls for this "
+                       "sandbox; read the answers and retry");
+        } else if (req.list) {
                 json_t *l = toolgate_list(t->policy);
                 char *answer = toolgate_proto_ok(req.call_id, l, &n);
                 conn_send(conn, answer, n);
