@@ -9,8 +9,12 @@
 #include <event2/http.h>
 #include <string.h>
 
+#include "daemon.h"
+#include "grants.h"
 #include "httpguard.h"
 #include "routes.h"
+#include "sandbox.h"
+#include "store.h"
 #include "util.h"
 
 struct route {
@@ -137,6 +141,29 @@ static int match(const char *pattern, const char *path, struct route_args *a,
         return *s ? 0 : 1;
 }
 
+/* Acting on a sandbox (running, writing, signalling, a terminal, a port,
+ * its TTL, its review, its end) is for the grant that made it: to any other
+ * grant the sandbox does not exist, so that one grant's sandboxes, with the
+ * secrets and tools it was given, are never another grant's power. Reads
+ * (GET, but a terminal's stream, which carries input) stay open to every
+ * grant, as the reading grant's table in docs/api.md says. */
+static bool acts(enum evhttp_cmd_type cmd, const char *pattern)
+{
+        return cmd != EVHTTP_REQ_GET || strstr(pattern, "/pty") != NULL;
+}
+
+static bool someone_elses(struct daemon *d, const struct route_args *a)
+{
+        const struct sandbox *sb = sandbox_find(d, a->id);
+        if (sb)
+                return sb->grant && !STREQ(sb->grant, a->grant->name);
+        struct store_sandbox *r = NULL;
+        bool other = store_sandbox_get(d->store, a->id, &r) >= 0 && r->grant &&
+                     !STREQ(r->grant, a->grant->name);
+        store_sandbox_free(r);
+        return other;
+}
+
 static void dispatch(struct daemon *d, struct evhttp_request *req, const char *path,
                      struct route_args *a)
 {
@@ -155,6 +182,11 @@ static void dispatch(struct daemon *d, struct evhttp_request *req, const char *p
                 if (r <= 0)
                         continue;
                 if (routes[i].method == cmd) {
+                        if (strstr(routes[i].pattern, "{id}") && acts(cmd, routes[i].pattern) &&
+                            someone_elses(d, &m)) {
+                                reply_error(d, req, 404, "not_found", "no sandbox %s", m.id);
+                                return;
+                        }
                         routes[i].fn(d, req, &m);
                         return;
                 }
