@@ -110,6 +110,13 @@ int cgroup_create(struct cgroup *cg, const struct cgroup_limits *l, struct al_er
         return cg->ops->apply(cg, l, err);
 }
 
+int cgroup_freeze(struct cgroup *cg, bool frozen)
+{
+        if (!cg || !cg->created)
+                return -ESRCH;
+        return cg->ops->freeze(cg, frozen);
+}
+
 struct cgroup *cgroup_free(struct cgroup *cg)
 {
         if (!cg)
@@ -163,6 +170,13 @@ static bool empty_leaf(const char *dir)
                         if (!nl)
                                 break;
                         line = nl + 1;
+                }
+                /* A leaf frozen by a stop that did not finish (v1: its
+                 * members die only once thawed; v2 lets SIGKILL through). */
+                if (any) {
+                        struct cgroup cg = {.dir_fd = -1};
+                        (void)cgroup_write(&cg, dir, "freezer.state", "THAWED");
+                        (void)cgroup_write(&cg, dir, "cgroup.freeze", "0");
                 }
                 if (!any)
                         return true;
@@ -347,28 +361,46 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
         } else {
                 /* blkio last: optional unless limits.io is set (its byte
                  * counts show in the usage when it is there). */
-                static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct", "blkio"};
+                static const char *const ctrls[] = {"memory",  "pids",    "cpu",
+                                                    "cpuacct", "freezer", "blkio"};
                 char *parents[CGROUP_V1_MAX] = {0};
                 size_t n = 0;
                 r = 0;
                 for (size_t i = 0; i < ARRAY_SIZE(ctrls) && r >= 0; i++) {
                         _cleanup_free_ char *mnt = NULL, *own = NULL;
                         r = v1_mount_point(ctrls[i], &mnt);
+                        /* The freezer lets the kill switch stop the sandbox
+                         * before killing it; a user it is not delegated to
+                         * (or a host without it) gets a kill without the
+                         * freeze, and the stop says so. */
+                        if (STREQ(ctrls[i], "freezer") && r < 0) {
+                                r = 0;
+                                continue;
+                        }
                         if (r < 0 && STREQ(ctrls[i], "blkio") && !cgroup_io_limited(l)) {
                                 r = 0;
                                 break;
                         }
                         if (r < 0) {
-                                al_error_set(err, r, "cgroup: no v1 hierarchy with the %s controller",
+                                al_error_set(err, r,
+                                             "cgroup: no v1 hierarchy with the %s controller",
                                              ctrls[i]);
                                 break;
                         }
                         r = own_cgroup_path(ctrls[i], &own);
+                        if (r < 0 && STREQ(ctrls[i], "freezer")) {
+                                r = 0;
+                                continue;
+                        }
                         if (r < 0) {
                                 al_error_set(err, r, "cgroup: finding own %s cgroup", ctrls[i]);
                                 break;
                         }
                         char *dir = xasprintf("%s%s", mnt, STREQ(own, "/") ? "" : own);
+                        if (STREQ(ctrls[i], "freezer") && access(dir, W_OK) < 0) {
+                                free(dir);
+                                continue;
+                        }
                         /* Without limits.io, blkio only counts bytes: a caller
                          * it is not delegated to goes without. */
                         if (STREQ(ctrls[i], "blkio") && access(dir, W_OK) < 0) {
@@ -459,17 +491,28 @@ static int cgroup_remove_tagged(int parent, const char *name, const char *tag, u
                 close(kfd);
         }
         _cleanup_free_ char *procs = NULL;
+        bool any = false;
         if (read_file_at(dirfd(dir), "cgroup.procs", 1 << 20, &procs, NULL) == 0) {
                 for (char *p = procs; *p;) {
                         char *nl = strchr(p, '\n');
                         if (nl)
                                 *nl = '\0';
                         int pid;
-                        if (safe_atoi(p, &pid) == 0 && pid > 1)
+                        if (safe_atoi(p, &pid) == 0 && pid > 1) {
                                 kill_member(pid, tag);
+                                any = true;
+                        }
                         if (!nl)
                                 break;
                         p = nl + 1;
+                }
+        }
+        if (any) {
+                /* Killed members of a frozen v1 leaf die once thawed. */
+                int ffd = openat(dirfd(dir), "freezer.state", O_WRONLY | O_CLOEXEC);
+                if (ffd >= 0) {
+                        (void)write_full(ffd, "THAWED", 6);
+                        close(ffd);
                 }
         }
         int r = unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -EBUSY;
