@@ -520,9 +520,36 @@ static int cgroup_remove_tagged(int parent, const char *name, const char *tag, u
         return r;
 }
 
+/* Freeze the cgroup `name` beneath parent: v2 cgroup.freeze, v1
+ * freezer.state (only the freezer hierarchy has it). 1 when asked. */
+static int cgroup_freeze_tagged(int parent, const char *name)
+{
+        _cleanup_close_ int fd =
+            openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        static const char *const files[][2] = {{"cgroup.freeze", "1"}, {"freezer.state", "FROZEN"}};
+        int ret = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                _cleanup_close_ int f = openat(fd, files[i][0], O_WRONLY | O_CLOEXEC);
+                if (f >= 0 && write_full(f, files[i][1], strlen(files[i][1])) >= 0)
+                        ret = 1;
+        }
+        return ret;
+}
+
 /* Find directories named `name` at most `depth` levels down, within a budget
- * of directories looked at, and remove them. */
+ * of directories looked at, and remove them (or, freeze: freeze them,
+ * counting them in *r). */
+static void cgroup_search_do(int fd, const char *name, unsigned depth, unsigned *budget, int *r,
+                             bool freeze);
 static void cgroup_search(int fd, const char *name, unsigned depth, unsigned *budget, int *r)
+{
+        cgroup_search_do(fd, name, depth, budget, r, false);
+}
+
+static void cgroup_search_do(int fd, const char *name, unsigned depth, unsigned *budget, int *r,
+                             bool freeze)
 {
         int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (dup < 0)
@@ -538,7 +565,9 @@ static void cgroup_search(int fd, const char *name, unsigned depth, unsigned *bu
                         continue;
                 (*budget)--;
                 if (STREQ(de->d_name, name)) {
-                        if (cgroup_remove_tagged(dirfd(dir), de->d_name, name, 0) < 0)
+                        if (freeze)
+                                *r += cgroup_freeze_tagged(dirfd(dir), de->d_name);
+                        else if (cgroup_remove_tagged(dirfd(dir), de->d_name, name, 0) < 0)
                                 *r = -EBUSY;
                         continue;
                 }
@@ -547,7 +576,7 @@ static void cgroup_search(int fd, const char *name, unsigned depth, unsigned *bu
                 int sub =
                     openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (sub >= 0) {
-                        cgroup_search(sub, name, depth - 1, budget, r);
+                        cgroup_search_do(sub, name, depth - 1, budget, r, freeze);
                         close(sub);
                 }
         }
@@ -580,4 +609,23 @@ int cgroup_reclaim_named(const char *name)
                 }
         }
         return r;
+}
+
+int cgroup_freeze_named(const char *name)
+{
+        int n = 0;
+        _cleanup_close_ int root = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return 0;
+        unsigned budget = 20000;
+        if (is_cgroupfs(root)) {
+                cgroup_search_do(root, name, 6, &budget, &n, true);
+                return n;
+        }
+        /* v1: only the freezer hierarchy can freeze. */
+        _cleanup_close_ int h =
+            openat(root, "freezer", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (h >= 0 && is_cgroupfs(h))
+                cgroup_search_do(h, name, 6, &budget, &n, true);
+        return n;
 }

@@ -117,6 +117,11 @@ int cgroup_reclaim(char *const *dirs, size_t n);
  * processes: call again a moment later. */
 int cgroup_reclaim_named(const char *name);
 
+/* The kill switch without a supervisor: ask every cgroup named `name`
+ * beneath /sys/fs/cgroup (v2, or v1's freezer hierarchy) to freeze, without
+ * waiting. Returns how many were asked. */
+int cgroup_freeze_named(const char *name);
+
 /* "oom_kill N" style key lookup in a flat keyed file's contents. */
 int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret);
 
