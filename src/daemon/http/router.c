@@ -63,6 +63,7 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, "/v1/volumes", route_volume_create},
     {EVHTTP_REQ_GET, "/v1/volumes/{name}", route_volume_get},
     {EVHTTP_REQ_DELETE, "/v1/volumes/{name}", route_volume_delete},
+    {EVHTTP_REQ_POST, "/v1/stop", route_stop},
 };
 
 /* The methods, in the order Allow names them. */
