@@ -13,8 +13,7 @@
 #include "util.h"
 
 static const char stop_usage[] =
-    "Usage: airlock stop [OPTIONS] ID...\n"
-    "       airlock stop [OPTIONS] --all\n"
+    "Usage: airlock stop [OPTIONS] ID... | --all\n"
     "\n"
     "The kill switch. Freeze every process of the sandboxes first, so that\n"
     "nothing more crosses a gate, then close their gates, record\n"
