@@ -42,6 +42,7 @@ static const struct {
         {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
         {"doctor", cmd_doctor, "say which isolation tiers this host can run, and why not"},
         {"volume", cmd_volume, "list, create, remove named volumes (--home, --volume)"},
+        {"stop", cmd_stop, "the kill switch: freeze, then kill and destroy sandboxes"},
 };
 
 static void usage(FILE *f)

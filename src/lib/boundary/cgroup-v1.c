@@ -78,8 +78,7 @@ static int v1_set_io(struct cgroup *cg, const char *file, uint64_t v, const stru
                          minor(l->io.devs[i]), v);
                 int r = cgroup_write(cg, dir, file, buf);
                 if (r < 0)
-                        return al_error_set(err, r, "cgroup: writing %s to %s/%s", buf, dir,
-                                            file);
+                        return al_error_set(err, r, "cgroup: writing %s to %s/%s", buf, dir, file);
         }
         return 0;
 }
@@ -122,8 +121,8 @@ static int v1_apply(struct cgroup *cg, const struct cgroup_limits *l, struct al_
                         r = v1_set_io(cg, "blkio.throttle.read_iops_device", l->io.read_iops, l,
                                       err);
                 if (r >= 0)
-                        r = v1_set_io(cg, "blkio.throttle.write_iops_device", l->io.write_iops,
-                                      l, err);
+                        r = v1_set_io(cg, "blkio.throttle.write_iops_device", l->io.write_iops, l,
+                                      err);
                 if (r < 0)
                         return r;
         }
@@ -169,6 +168,16 @@ static int v1_usage(struct cgroup *cg, struct cgroup_usage *ret)
         return 0;
 }
 
+/* The leaf in the freezer hierarchy (a fake tree: the one named so). */
+static const char *freezer_dir(struct cgroup *cg)
+{
+        const char *dir = dir_with(cg, "freezer.state");
+        for (size_t i = 0; !dir && cg->fake && i < cg->n_dirs; i++)
+                if (strstr(cg->dirs[i], "/freezer/"))
+                        dir = cg->dirs[i];
+        return dir;
+}
+
 static int v1_kill(struct cgroup *cg)
 {
         /* Without cgroup.kill, signal what is listed until nothing is. The
@@ -195,11 +204,36 @@ static int v1_kill(struct cgroup *cg)
                                 line = nl + 1;
                         }
                 }
+                /* A frozen member dies only once thawed: the SIGKILL is
+                 * already pending, so it runs no more of its own code. */
+                const char *fz = freezer_dir(cg);
+                if (fz)
+                        (void)cgroup_write(cg, fz, "freezer.state", "THAWED");
                 if (!any)
                         return 0;
                 usleep(1000);
         }
         return -EBUSY;
+}
+
+static int v1_freeze(struct cgroup *cg, bool frozen)
+{
+        const char *dir = freezer_dir(cg);
+        if (!dir)
+                return -EOPNOTSUPP;
+        int r = cgroup_write(cg, dir, "freezer.state", frozen ? "FROZEN" : "THAWED");
+        if (r < 0 || !frozen)
+                return r;
+        /* FREEZING while some member has not stopped yet; FROZEN once all
+         * have. */
+        for (int ms = 0; ms < CGROUP_FREEZE_WAIT_MS; ms++) {
+                _cleanup_free_ char *path = xasprintf("%s/freezer.state", dir);
+                _cleanup_free_ char *s = NULL;
+                if (read_file_at(AT_FDCWD, path, 64, &s, NULL) >= 0 && strncmp(s, "FROZEN", 6) == 0)
+                        return 0;
+                usleep(1000);
+        }
+        return -ETIMEDOUT;
 }
 
 static int v1_destroy(struct cgroup *cg)
@@ -215,13 +249,14 @@ static int v1_destroy(struct cgroup *cg)
 }
 
 const struct cgroup_ops cgroup_v1_ops = {
-        .name = "v1",
-        .create = v1_create,
-        .apply = v1_apply,
-        .attach = v1_attach,
-        .usage = v1_usage,
-        .kill = v1_kill,
-        .destroy = v1_destroy,
+    .name = "v1",
+    .create = v1_create,
+    .apply = v1_apply,
+    .attach = v1_attach,
+    .usage = v1_usage,
+    .kill = v1_kill,
+    .destroy = v1_destroy,
+    .freeze = v1_freeze,
 };
 
 int cgroup_v1_new(char *const *parent_dirs, size_t n, const char *name, bool fake,

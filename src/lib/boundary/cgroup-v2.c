@@ -59,8 +59,8 @@ static int enable_controllers(struct cgroup *cg, struct al_error *err)
 
         r = cgroup_write(cg, parent, "cgroup.subtree_control", want);
         if (r == -EBUSY && !cg->fake) {
-                _cleanup_free_ char *leaf = xasprintf("%s/airlock-supervisor-%d", parent,
-                                                      (int)getpid());
+                _cleanup_free_ char *leaf =
+                    xasprintf("%s/airlock-supervisor-%d", parent, (int)getpid());
                 char pid[32];
                 snprintf(pid, sizeof(pid), "%d", (int)getpid());
                 if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
@@ -186,7 +186,29 @@ static int v2_kill(struct cgroup *cg)
 {
         if (cg->fake)
                 return 0;
-        return cgroup_write(cg, cg->dirs[0], "cgroup.kill", "1");
+        int r = cgroup_write(cg, cg->dirs[0], "cgroup.kill", "1");
+        /* cgroup.kill reaches frozen members too; thaw so nothing is left
+         * frozen for whoever looks next. */
+        (void)cgroup_write(cg, cg->dirs[0], "cgroup.freeze", "0");
+        return r;
+}
+
+static int v2_freeze(struct cgroup *cg, bool frozen)
+{
+        int r = cgroup_write(cg, cg->dirs[0], "cgroup.freeze", frozen ? "1" : "0");
+        if (r < 0)
+                return r == -ENOENT ? -EOPNOTSUPP : r;
+        if (!frozen)
+                return 0;
+        /* The write asks; "frozen 1" in cgroup.events says every member has
+         * stopped (a task in the kernel stops on its way back out). */
+        for (int ms = 0; ms < CGROUP_FREEZE_WAIT_MS; ms++) {
+                uint64_t v = 0;
+                if (cgroup_read_keyed(cg->dirs[0], "cgroup.events", "frozen", &v) >= 0 && v == 1)
+                        return 0;
+                usleep(1000);
+        }
+        return -ETIMEDOUT;
 }
 
 static int v2_destroy(struct cgroup *cg)
@@ -196,13 +218,14 @@ static int v2_destroy(struct cgroup *cg)
 }
 
 const struct cgroup_ops cgroup_v2_ops = {
-        .name = "v2",
-        .create = v2_create,
-        .apply = v2_apply,
-        .attach = v2_attach,
-        .usage = v2_usage,
-        .kill = v2_kill,
-        .destroy = v2_destroy,
+    .name = "v2",
+    .create = v2_create,
+    .apply = v2_apply,
+    .attach = v2_attach,
+    .usage = v2_usage,
+    .kill = v2_kill,
+    .destroy = v2_destroy,
+    .freeze = v2_freeze,
 };
 
 int cgroup_v2_new(const char *parent_dir, const char *name, bool fake, struct cgroup **ret)

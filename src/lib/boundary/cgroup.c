@@ -110,6 +110,13 @@ int cgroup_create(struct cgroup *cg, const struct cgroup_limits *l, struct al_er
         return cg->ops->apply(cg, l, err);
 }
 
+int cgroup_freeze(struct cgroup *cg, bool frozen)
+{
+        if (!cg || !cg->created)
+                return -ESRCH;
+        return cg->ops->freeze(cg, frozen);
+}
+
 struct cgroup *cgroup_free(struct cgroup *cg)
 {
         if (!cg)
@@ -163,6 +170,13 @@ static bool empty_leaf(const char *dir)
                         if (!nl)
                                 break;
                         line = nl + 1;
+                }
+                /* A leaf frozen by a stop that did not finish (v1: its
+                 * members die only once thawed; v2 lets SIGKILL through). */
+                if (any) {
+                        struct cgroup cg = {.dir_fd = -1};
+                        (void)cgroup_write(&cg, dir, "freezer.state", "THAWED");
+                        (void)cgroup_write(&cg, dir, "cgroup.freeze", "0");
                 }
                 if (!any)
                         return true;
@@ -347,28 +361,46 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
         } else {
                 /* blkio last: optional unless limits.io is set (its byte
                  * counts show in the usage when it is there). */
-                static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct", "blkio"};
+                static const char *const ctrls[] = {"memory",  "pids",    "cpu",
+                                                    "cpuacct", "freezer", "blkio"};
                 char *parents[CGROUP_V1_MAX] = {0};
                 size_t n = 0;
                 r = 0;
                 for (size_t i = 0; i < ARRAY_SIZE(ctrls) && r >= 0; i++) {
                         _cleanup_free_ char *mnt = NULL, *own = NULL;
                         r = v1_mount_point(ctrls[i], &mnt);
+                        /* The freezer lets the kill switch stop the sandbox
+                         * before killing it; a user it is not delegated to
+                         * (or a host without it) gets a kill without the
+                         * freeze, and the stop says so. */
+                        if (STREQ(ctrls[i], "freezer") && r < 0) {
+                                r = 0;
+                                continue;
+                        }
                         if (r < 0 && STREQ(ctrls[i], "blkio") && !cgroup_io_limited(l)) {
                                 r = 0;
                                 break;
                         }
                         if (r < 0) {
-                                al_error_set(err, r, "cgroup: no v1 hierarchy with the %s controller",
+                                al_error_set(err, r,
+                                             "cgroup: no v1 hierarchy with the %s controller",
                                              ctrls[i]);
                                 break;
                         }
                         r = own_cgroup_path(ctrls[i], &own);
+                        if (r < 0 && STREQ(ctrls[i], "freezer")) {
+                                r = 0;
+                                continue;
+                        }
                         if (r < 0) {
                                 al_error_set(err, r, "cgroup: finding own %s cgroup", ctrls[i]);
                                 break;
                         }
                         char *dir = xasprintf("%s%s", mnt, STREQ(own, "/") ? "" : own);
+                        if (STREQ(ctrls[i], "freezer") && access(dir, W_OK) < 0) {
+                                free(dir);
+                                continue;
+                        }
                         /* Without limits.io, blkio only counts bytes: a caller
                          * it is not delegated to goes without. */
                         if (STREQ(ctrls[i], "blkio") && access(dir, W_OK) < 0) {
@@ -459,17 +491,28 @@ static int cgroup_remove_tagged(int parent, const char *name, const char *tag, u
                 close(kfd);
         }
         _cleanup_free_ char *procs = NULL;
+        bool any = false;
         if (read_file_at(dirfd(dir), "cgroup.procs", 1 << 20, &procs, NULL) == 0) {
                 for (char *p = procs; *p;) {
                         char *nl = strchr(p, '\n');
                         if (nl)
                                 *nl = '\0';
                         int pid;
-                        if (safe_atoi(p, &pid) == 0 && pid > 1)
+                        if (safe_atoi(p, &pid) == 0 && pid > 1) {
                                 kill_member(pid, tag);
+                                any = true;
+                        }
                         if (!nl)
                                 break;
                         p = nl + 1;
+                }
+        }
+        if (any) {
+                /* Killed members of a frozen v1 leaf die once thawed. */
+                int ffd = openat(dirfd(dir), "freezer.state", O_WRONLY | O_CLOEXEC);
+                if (ffd >= 0) {
+                        (void)write_full(ffd, "THAWED", 6);
+                        close(ffd);
                 }
         }
         int r = unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -EBUSY;
@@ -477,9 +520,36 @@ static int cgroup_remove_tagged(int parent, const char *name, const char *tag, u
         return r;
 }
 
+/* Freeze the cgroup `name` beneath parent: v2 cgroup.freeze, v1
+ * freezer.state (only the freezer hierarchy has it). 1 when asked. */
+static int cgroup_freeze_tagged(int parent, const char *name)
+{
+        _cleanup_close_ int fd =
+            openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        static const char *const files[][2] = {{"cgroup.freeze", "1"}, {"freezer.state", "FROZEN"}};
+        int ret = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                _cleanup_close_ int f = openat(fd, files[i][0], O_WRONLY | O_CLOEXEC);
+                if (f >= 0 && write_full(f, files[i][1], strlen(files[i][1])) >= 0)
+                        ret = 1;
+        }
+        return ret;
+}
+
 /* Find directories named `name` at most `depth` levels down, within a budget
- * of directories looked at, and remove them. */
+ * of directories looked at, and remove them (or, freeze: freeze them,
+ * counting them in *r). */
+static void cgroup_search_do(int fd, const char *name, unsigned depth, unsigned *budget, int *r,
+                             bool freeze);
 static void cgroup_search(int fd, const char *name, unsigned depth, unsigned *budget, int *r)
+{
+        cgroup_search_do(fd, name, depth, budget, r, false);
+}
+
+static void cgroup_search_do(int fd, const char *name, unsigned depth, unsigned *budget, int *r,
+                             bool freeze)
 {
         int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (dup < 0)
@@ -495,7 +565,9 @@ static void cgroup_search(int fd, const char *name, unsigned depth, unsigned *bu
                         continue;
                 (*budget)--;
                 if (STREQ(de->d_name, name)) {
-                        if (cgroup_remove_tagged(dirfd(dir), de->d_name, name, 0) < 0)
+                        if (freeze)
+                                *r += cgroup_freeze_tagged(dirfd(dir), de->d_name);
+                        else if (cgroup_remove_tagged(dirfd(dir), de->d_name, name, 0) < 0)
                                 *r = -EBUSY;
                         continue;
                 }
@@ -504,7 +576,7 @@ static void cgroup_search(int fd, const char *name, unsigned depth, unsigned *bu
                 int sub =
                     openat(dirfd(dir), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (sub >= 0) {
-                        cgroup_search(sub, name, depth - 1, budget, r);
+                        cgroup_search_do(sub, name, depth - 1, budget, r, freeze);
                         close(sub);
                 }
         }
@@ -537,4 +609,23 @@ int cgroup_reclaim_named(const char *name)
                 }
         }
         return r;
+}
+
+int cgroup_freeze_named(const char *name)
+{
+        int n = 0;
+        _cleanup_close_ int root = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return 0;
+        unsigned budget = 20000;
+        if (is_cgroupfs(root)) {
+                cgroup_search_do(root, name, 6, &budget, &n, true);
+                return n;
+        }
+        /* v1: only the freezer hierarchy can freeze. */
+        _cleanup_close_ int h =
+            openat(root, "freezer", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (h >= 0 && is_cgroupfs(h))
+                cgroup_search_do(h, name, 6, &budget, &n, true);
+        return n;
 }

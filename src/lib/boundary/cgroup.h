@@ -49,22 +49,27 @@ struct cgroup_ops {
         int (*usage)(struct cgroup *cg, struct cgroup_usage *ret);
         int (*kill)(struct cgroup *cg);
         int (*destroy)(struct cgroup *cg);
+        /* Freeze (true) or thaw every process of the leaf: v2 cgroup.freeze,
+         * v1 the freezer hierarchy's freezer.state. A freeze waits, within
+         * CGROUP_FREEZE_WAIT_MS, until the kernel says every member is
+         * frozen (-ETIMEDOUT otherwise); -EOPNOTSUPP without a freezer. */
+        int (*freeze)(struct cgroup *cg, bool frozen);
 };
 
-enum { CGROUP_V1_MAX = 5 };
+enum { CGROUP_V1_MAX = 6, CGROUP_FREEZE_WAIT_MS = 2000 };
 
 struct cgroup {
         const struct cgroup_ops *ops;
         char *name; /* leaf name, "airlock-<id>" */
         /* v2: one directory; v1: one per controller hierarchy (memory, pids,
-         * cpu, cpuacct, and blkio when mounted; co-mounted controllers share
-         * one). */
+         * cpu, cpuacct, freezer when mounted and writable, and blkio when
+         * mounted; co-mounted controllers share one). */
         char *dirs[CGROUP_V1_MAX];
         size_t n_dirs;
         char *parent_v2; /* v2: the directory the leaf is created in */
         int dir_fd;      /* v2: the leaf, for CLONE_INTO_CGROUP; else -1 */
         bool created;
-        bool fake; /* unit tests: control files are plain files */
+        bool fake;                   /* unit tests: control files are plain files */
         struct cgroup_limits limits; /* applied by cgroup_realize() */
 };
 
@@ -91,6 +96,9 @@ int cgroup_v1_new(char *const *parent_dirs, size_t n, const char *name, bool fak
 
 int cgroup_create(struct cgroup *cg, const struct cgroup_limits *l, struct al_error *err);
 
+/* The kill switch's first step (cgroup->ops->freeze, bounded). */
+int cgroup_freeze(struct cgroup *cg, bool frozen);
+
 /* Kill every process left, remove the leaf; safe to call twice. */
 struct cgroup *cgroup_free(struct cgroup *cg);
 
@@ -108,6 +116,11 @@ int cgroup_reclaim(char *const *dirs, size_t n);
  * it) and removed. Returns 0 when none is left, -EBUSY when some still hold
  * processes: call again a moment later. */
 int cgroup_reclaim_named(const char *name);
+
+/* The kill switch without a supervisor: ask every cgroup named `name`
+ * beneath /sys/fs/cgroup (v2, or v1's freezer hierarchy) to freeze, without
+ * waiting. Returns how many were asked. */
+int cgroup_freeze_named(const char *name);
 
 /* "oom_kill N" style key lookup in a flat keyed file's contents. */
 int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret);

@@ -7,6 +7,7 @@
  *   control-procs.c   the process table: exec, output streams, kept events
  *   control-review.c  review snapshots, copied in a child process
  *   control-ports.c   the ports op: port forwards into the sandbox (ports.h)
+ *   control-stop.c    the stop op: the kill switch
  *   control-proto.c   the protocol's pure parsing (control-proto.h)
  * Not for other modules: they use control.h. */
 
@@ -133,6 +134,9 @@ void control_do_review(struct client *cl);
 
 /* control-ports.c: open, close and list port forwards (ports.h) */
 void control_do_ports(struct client *cl, json_t *req);
+
+/* control-stop.c: the kill switch (freeze, close the gates, record, kill) */
+void control_do_stop(struct client *cl, json_t *req);
 
 /* control.c */
 /* Kill the sandbox and stop serving once the queued answers are out. */

@@ -31,6 +31,9 @@
 #define CONTROL_OP_DESTROY "destroy"
 #define CONTROL_OP_PORTS   "ports" /* "action": open, close or list (ports.h) */
 #define CONTROL_OP_RESIZE  "resize"
+#define CONTROL_OP_STOP    "stop" /* the kill switch: freeze, close the gates, kill */
+/* The longest "by" (who stopped a sandbox) a stop request may carry. */
+#define CONTROL_STOP_BY_MAX 128
 
 /* The error codes of {"ok": false, "error": CODE, "message": ...}. */
 #define CONTROL_ERR_BAD_REQUEST        "bad_request"
@@ -63,6 +66,7 @@ enum control_req {
         CONTROL_REQ_DESTROY,
         CONTROL_REQ_PORTS,
         CONTROL_REQ_RESIZE,
+        CONTROL_REQ_STOP,
 };
 
 /* One request line, without its newline. Returns its op (CONTROL_REQ_*,

@@ -80,8 +80,7 @@ void control_do_status(struct client *cl)
         if (c->core.gate)
                 netgate_get_stats(c->core.gate, &ns);
         uint64_t ws_added = 0;
-        bool ws_full = false,
-             ws = c->core.wq && quota_usage(c->core.wq, &ws_added, &ws_full) >= 0;
+        bool ws_full = false, ws = c->core.wq && quota_usage(c->core.wq, &ws_added, &ws_full) >= 0;
         json_t *procs = json_array();
         for (int i = 0; i < CONTROL_MAX_PROCS; i++)
                 if (c->procs[i])
@@ -172,6 +171,9 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                         break;
                 case CONTROL_REQ_PORTS:
                         control_do_ports(cl, req);
+                        break;
+                case CONTROL_REQ_STOP:
+                        control_do_stop(cl, req);
                         break;
                 case CONTROL_REQ_UNKNOWN:
                         control_send_error(cl, "bad_request", "unknown op");
