@@ -232,14 +232,21 @@ def test_repo_refusals(git_api, api, remote, shared_daemon, sandbox):
     with pytest.raises(AirlockError) as e:
         git_api.create(sandbox_class="small", repo=f"file://{bare}", rev="no-such-branch")
     assert error_of(e)[0] in (400, 502) and "no-such-branch" in e.value.body["message"]
-    # A sandbox that was not cloned has nothing to export; bad branch names.
+    # Another grant's sandbox is not this grant's to export (it does not
+    # exist for it); its own that was not cloned has nothing to export; bad
+    # branch names.
     with pytest.raises(AirlockError) as e:
         git_api.export(sandbox["id"])
+    assert error_of(e)[:2] == (404, "not_found")
+    own = git_api.create(sandbox_class="small")["id"]
+    with pytest.raises(AirlockError) as e:
+        git_api.export(own)
     assert error_of(e)[:2] == (409, "no_repository")
     for branch in ("", "-x", "a..b", "a b", "x.lock"):
         with pytest.raises(AirlockError) as e:
-            git_api.push(sandbox["id"], branch)
+            git_api.push(own, branch)
         assert error_of(e)[0] == 400
+    git_api.delete(own)
     with pytest.raises(AirlockError) as e:
         api.push(sandbox["id"], "ok")
     assert error_of(e)[:2] == (403, "authz_denied")

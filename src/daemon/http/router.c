@@ -153,6 +153,19 @@ static bool acts(enum evhttp_cmd_type cmd, const char *pattern)
         return cmd != EVHTTP_REQ_GET || strstr(pattern, "/pty") != NULL;
 }
 
+/* Whether the grant holds the permission the route's handler asks for
+ * first: a grant without it gets the handler's 403, whoever made the
+ * sandbox. */
+static bool may_act(const struct grant *g, enum evhttp_cmd_type cmd, const char *pattern)
+{
+        if (strstr(pattern, "/push"))
+                return g->allow_git;
+        if (strstr(pattern, "/ports") || strstr(pattern, "/ttl") ||
+            (cmd == EVHTTP_REQ_DELETE && STREQ(pattern, "/v1/sandboxes/{id}")))
+                return g->allow_sandbox;
+        return g->allow_exec;
+}
+
 static bool someone_elses(struct daemon *d, const struct route_args *a)
 {
         const struct sandbox *sb = sandbox_find(d, a->id);
@@ -184,7 +197,7 @@ static void dispatch(struct daemon *d, struct evhttp_request *req, const char *p
                         continue;
                 if (routes[i].method == cmd) {
                         if (strstr(routes[i].pattern, "{id}") && acts(cmd, routes[i].pattern) &&
-                            someone_elses(d, &m)) {
+                            may_act(m.grant, cmd, routes[i].pattern) && someone_elses(d, &m)) {
                                 reply_error(d, req, 404, "not_found", "no sandbox %s", m.id);
                                 return;
                         }
