@@ -43,20 +43,6 @@ static const char stop_usage[] =
 
 enum { OPT_ALL = 256, OPT_JSON, OPT_RUN_DIR, OPT_TIMEOUT, STOP_MAX = 4096 };
 
-static const char *how_name(enum sv_stop_how h)
-{
-        switch (h) {
-        case SV_STOP_SUPERVISOR:
-                return "supervisor";
-        case SV_STOP_CGROUP:
-                return "cgroup";
-        case SV_STOP_FAILED:
-                return "failed";
-        default:
-                return "not_found";
-        }
-}
-
 int cmd_stop(int argc, char **argv)
 {
         static const struct option opts[] = {
@@ -154,9 +140,9 @@ int cmd_stop(int argc, char **argv)
                         rc = 3;
                 if (as_json) {
                         json_t *o = json_pack(
-                            "{s:s, s:s, s:b, s:b}", "id", s->id, "how", how_name(s->how), "stopped",
-                            s->how == SV_STOP_SUPERVISOR || s->how == SV_STOP_CGROUP, "frozen",
-                            s->frozen);
+                            "{s:s, s:s, s:b, s:b}", "id", s->id, "how", sv_stop_how_name(s->how),
+                            "stopped", s->how == SV_STOP_SUPERVISOR || s->how == SV_STOP_CGROUP,
+                            "frozen", s->frozen);
                         json_object_set_new(o, "frozenAt",
                                             s->frozen_at[0] ? json_string(s->frozen_at)
                                                             : json_null());

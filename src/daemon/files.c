@@ -193,6 +193,15 @@ static int open_dir(int root, const char *dir, bool create, struct al_error *err
         return TAKE_FD(cur);
 }
 
+/* The directory holding rel (made when create); rel's directory part in
+ * *ret_dir (to free) and its last name in *ret_name (within rel). */
+static int open_parent(int root, const char *rel, bool create, char **ret_dir,
+                       const char **ret_name, struct al_error *err)
+{
+        split(rel, ret_dir, ret_name);
+        return open_dir(root, *ret_dir, create, err);
+}
+
 int files_write(int root, const char *rel, const void *data, size_t len, bool parents,
                 struct al_error *err)
 {
@@ -206,8 +215,7 @@ int files_write_mode(int root, const char *rel, const void *data, size_t len, bo
                 return al_error_set_message(err, EISDIR, "the workspace itself is a directory");
         _cleanup_free_ char *dir = NULL;
         const char *name;
-        split(rel, &dir, &name);
-        _cleanup_close_ int dfd = open_dir(root, dir, parents, err);
+        _cleanup_close_ int dfd = open_parent(root, rel, parents, &dir, &name, err);
         if (dfd < 0)
                 return dfd;
 
@@ -271,8 +279,7 @@ int files_delete(int root, const char *rel, bool recursive, struct al_error *err
                 return al_error_set_message(err, EINVAL, "the workspace itself cannot be removed");
         _cleanup_free_ char *dir = NULL;
         const char *name;
-        split(rel, &dir, &name);
-        _cleanup_close_ int dfd = open_dir(root, dir, false, err);
+        _cleanup_close_ int dfd = open_parent(root, rel, false, &dir, &name, err);
         if (dfd < 0)
                 return dfd;
         struct stat st;
@@ -301,8 +308,7 @@ int files_mkdir(int root, const char *rel, bool parents, struct al_error *err)
         }
         _cleanup_free_ char *dir = NULL;
         const char *name;
-        split(rel, &dir, &name);
-        _cleanup_close_ int dfd = open_dir(root, dir, false, err);
+        _cleanup_close_ int dfd = open_parent(root, rel, false, &dir, &name, err);
         if (dfd < 0)
                 return dfd;
         struct stat pst;
@@ -549,8 +555,7 @@ int files_append(int root, const char *rel, const void *data, size_t len, struct
                 return al_error_set_message(err, EISDIR, "the workspace itself is a directory");
         _cleanup_free_ char *dir = NULL;
         const char *name;
-        split(rel, &dir, &name);
-        _cleanup_close_ int dfd = open_dir(root, dir, false, err);
+        _cleanup_close_ int dfd = open_parent(root, rel, false, &dir, &name, err);
         if (dfd < 0)
                 return dfd;
         /* O_NOFOLLOW: the name itself may not be a link either; O_NONBLOCK:

@@ -19,20 +19,6 @@
 
 enum { STOP_API_MAX = 4096, STOP_API_TIMEOUT_MS = 5000 };
 
-static const char *how_name(enum sv_stop_how h)
-{
-        switch (h) {
-        case SV_STOP_SUPERVISOR:
-                return "supervisor";
-        case SV_STOP_CGROUP:
-                return "cgroup";
-        case SV_STOP_FAILED:
-                return "failed";
-        default:
-                return "not_found";
-        }
-}
-
 /* A live sandbox of this grant's, or NULL. */
 static struct sandbox *own(struct daemon *d, const struct grant *g, const char *id)
 {
@@ -109,7 +95,7 @@ void route_stop(struct daemon *d, struct evhttp_request *req, const struct route
                         s = &res[k++];
                 json_t *o =
                     json_pack("{s:s, s:s, s:b, s:b}", "id", ids[i], "how",
-                              how_name(s ? s->how : SV_STOP_NOT_FOUND), "stopped",
+                              sv_stop_how_name(s ? s->how : SV_STOP_NOT_FOUND), "stopped",
                               s && (s->how == SV_STOP_SUPERVISOR || s->how == SV_STOP_CGROUP),
                               "frozen", s && s->frozen);
                 json_object_set_new(o, "frozenAt",

@@ -232,3 +232,17 @@ int sv_stop_many(const char *run_dir, char *const *ids, size_t n, const char *by
         free(pf);
         return failed;
 }
+
+const char *sv_stop_how_name(enum sv_stop_how h)
+{
+        switch (h) {
+        case SV_STOP_SUPERVISOR:
+                return "supervisor";
+        case SV_STOP_CGROUP:
+                return "cgroup";
+        case SV_STOP_FAILED:
+                return "failed";
+        default:
+                return "not_found";
+        }
+}

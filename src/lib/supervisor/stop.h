@@ -20,6 +20,9 @@ enum sv_stop_how {
         SV_STOP_FAILED,        /* processes were left after the bound */
 };
 
+/* The how's name, as `airlock stop --json` and POST /v1/stop say it. */
+const char *sv_stop_how_name(enum sv_stop_how h);
+
 struct sv_stop_result {
         char id[17];
         enum sv_stop_how how;
