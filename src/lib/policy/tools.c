@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "policy-internal.h"
+#include "tools-internal.h"
 #include "schema.h"
 #include "utf8.h"
 
@@ -55,155 +56,8 @@ bool policy_tool_builtin(const char *name)
         return false;
 }
 
-/* Programs that run a command given in their arguments, or a command
- * string: with any of these as argv[0] a tool would be a shell. */
-static const char *const shells[] = {
-    "sh",      "bash",     "dash",    "zsh",    "ksh",         "mksh",   "pdksh",  "fish",
-    "busybox", "env",      "csh",     "tcsh",   "rbash",       "ash",    "yash",   "xargs",
-    "sudo",    "su",       "doas",    "nohup",  "nice",        "ionice", "setsid", "timeout",
-    "stdbuf",  "chroot",   "flock",   "script", "watch",       "exec",   "eval",   "ssh",
-    "unshare", "nsenter",  "runuser", "pkexec", "systemd-run", "strace", "ltrace", "gdb",
-    "time",    "parallel", "expect",
-};
-
-/* Interpreters: allowed with a script file, never with a command string. */
-static const char *const interpreters[] = {
-    "python", "perl", "ruby",    "node",   "nodejs", "php",       "lua",     "luajit",
-    "awk",    "gawk", "mawk",    "nawk",   "tclsh",  "wish",      "Rscript", "deno",
-    "bun",    "pwsh", "guile",   "sed",    "jq",     "osascript", "java",    "jshell",
-    "irb",    "erl",  "escript", "racket", "sbcl",
-};
-
-/* name, or name followed by a version: "python3", "python3.11", "bash5". */
-static bool name_is(const char *base, const char *name)
-{
-        size_t n = strlen(name);
-        if (strncmp(base, name, n) != 0)
-                return false;
-        return base[n + strspn(base + n, "0123456789.-")] == '\0';
-}
-
-static bool in_list(const char *base, const char *const *list, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                if (name_is(base, list[i]))
-                        return true;
-        return false;
-}
-
-/* A literal element that asks an interpreter to run its value as code:
- * -c, -e, -E, -r (php), a cluster holding one of them (-Bc, -pe), or a long
- * form (--eval, --command, --exec, --execute, --run, --expression). */
-static bool is_code_option(const char *s)
-{
-        static const char *const longs[] = {"--eval", "--command",    "--exec",  "--execute",
-                                            "--run",  "--expression", "--print", "--import"};
-        if (s[0] != '-')
-                return false;
-        if (s[1] == '-') {
-                for (size_t i = 0; i < ARRAY_SIZE(longs); i++)
-                        if (strncmp(s, longs[i], strlen(longs[i])) == 0)
-                                return true;
-                return false;
-        }
-        for (const char *t = s + 1; *t; t++) {
-                if (strchr("ceEr", *t))
-                        return true;
-                if (!((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') ||
-                      (*t >= '0' && *t <= '9')))
-                        break;
-        }
-        return false;
-}
-
-/* Options that take the next element(s) as their value, per interpreter: that
- * value is not the script, so an argument after it would be the script
- * (["python3", "-W", "ignore", "${args.x}"] runs the file the sandbox
- * names). Matched as whole elements; an attached value ("-Wignore") takes
- * nothing more. */
-static const struct {
-        const char *interp;
-        const char *one; /* options taking one value, each between spaces */
-        const char *two; /* options taking two */
-} valued_options[] = {
-    {"python", " -W -X --check-hash-based-pycs ", ""},
-    {"awk", " -v -F -i -l --assign --field-separator --include --load ", ""},
-    {"gawk", " -v -F -i -l --assign --field-separator --include --load ", ""},
-    {"mawk", " -v -F ", ""},
-    {"nawk", " -v -F ", ""},
-    {"perl", " -I ", ""},
-    {"ruby", " -I -C ", ""},
-    {"irb", " -I ", ""},
-    {"node", " --title --conditions -C --loader --experimental-loader --input-type --env-file ",
-     ""},
-    {"nodejs", " --title --conditions -C --loader --experimental-loader --input-type ", ""},
-    {"jq", " --indent -L ", " --arg --argjson --slurpfile --rawfile "},
-    {"sed", " -l --line-length ", ""},
-    {"php", " -d -z ", ""},
-    {"java", " -cp -classpath --class-path -p --module-path --add-modules ", ""},
-    {"jshell", " --class-path ", ""},
-    {"lua", " -l ", ""},
-    {"luajit", " -l ", ""},
-    {"tclsh", " -encoding ", ""},
-    {"wish", " -encoding ", ""},
-    {"guile", " -L -l -x ", ""},
-    {"erl", " -pa -pz -sname -name -setcookie ", ""},
-};
-
-static bool word_in(const char *list, const char *word)
-{
-        size_t n = strlen(word);
-        for (const char *p = list; (p = strstr(p, word)); p++)
-                if (p > list && p[-1] == ' ' && p[n] == ' ')
-                        return true;
-        return false;
-}
-
-/* How many of the elements after opt are its value for this interpreter. */
-static unsigned option_values(const char *base, const char *rbase, const char *opt)
-{
-        for (size_t i = 0; i < ARRAY_SIZE(valued_options); i++) {
-                if (!name_is(base, valued_options[i].interp) &&
-                    !name_is(rbase, valued_options[i].interp))
-                        continue;
-                if (word_in(valued_options[i].one, opt))
-                        return 1;
-                if (word_in(valued_options[i].two, opt))
-                        return 2;
-        }
-        return 0;
-}
-
-/* PowerShell's parameters are single-dash words, in any case, and any
- * unambiguous prefix: -Command, -comm, -c, -CommandWithArgs, -cwa,
- * -EncodedCommand, -ec, -e run a command line; -NoProfile does not. */
-static bool is_pwsh_code_option(const char *s)
-{
-        static const char *const words[] = {"command", "commandwithargs", "encodedcommand"};
-        char low[32];
-        size_t n = 0;
-        s += strspn(s, "-/");
-        for (; s[n] && n + 1 < sizeof(low); n++)
-                low[n] = (char)((s[n] >= 'A' && s[n] <= 'Z') ? s[n] - 'A' + 'a' : s[n]);
-        low[n] = '\0';
-        if (n == 0)
-                return false;
-        if (STREQ(low, "cwa") || STREQ(low, "ec") || STREQ(low, "e"))
-                return true;
-        for (size_t i = 0; i < ARRAY_SIZE(words); i++)
-                if (strncmp(words[i], low, n) == 0)
-                        return true;
-        return false;
-}
-
-static const char *base_name(const char *path)
-{
-        const char *s = strrchr(path, '/');
-        return s ? s + 1 : path;
-}
-
 /* "${args.NAME}" as a whole string: NAME, else NULL. */
-static const char *whole_placeholder(const char *s, char *name, size_t size)
+const char *policy_tool_placeholder(const char *s, char *name, size_t size)
 {
         size_t len = strlen(s);
         if (len < 9 || strncmp(s, "${args.", 7) != 0 || s[len - 1] != '}')
@@ -218,15 +72,7 @@ static const char *whole_placeholder(const char *s, char *name, size_t size)
         return name;
 }
 
-struct tool_ctx {
-        struct ctx *c;
-        struct policy_tool *t;
-        json_t *def;
-};
-
-static int tfail_key(struct tool_ctx *tc, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int tfail_key(struct tool_ctx *tc, const char *key, const char *fmt, ...)
+int policy_tool_fail_key(struct tool_ctx *tc, const char *key, const char *fmt, ...)
 {
         char msg[AL_ERROR_MAX / 2];
         va_list ap;
@@ -251,10 +97,11 @@ static int get_duration(struct tool_ctx *tc, const char *key, json_t *v, uint64_
                  policy_parse_text(json_string_value(v), KIND_DURATION, &ms) < 0)
                 ms = 0;
         if (ms == 0 || ms > max)
-                return tfail_key(tc, key,
-                                 "must be a duration from 1ms to %" PRIu64 "s, in seconds or "
-                                 "a string such as \"10s\"",
-                                 max / 1000);
+                return policy_tool_fail_key(tc, key,
+                                            "must be a duration from 1ms to %" PRIu64
+                                            "s, in seconds or "
+                                            "a string such as \"10s\"",
+                                            max / 1000);
         *ret = ms;
         return 0;
 }
@@ -268,9 +115,9 @@ static int get_number(struct tool_ctx *tc, const char *key, json_t *v, bool size
         else if (size && json_is_string(v) && parse_size(json_string_value(v), &x) < 0)
                 x = 0;
         if (x == 0 || x > max)
-                return tfail_key(tc, key, "must be %s from 1 to %" PRIu64,
-                                 size ? "a size (bytes, or a string such as \"1M\")" : "an integer",
-                                 max);
+                return policy_tool_fail_key(
+                    tc, key, "must be %s from 1 to %" PRIu64,
+                    size ? "a size (bytes, or a string such as \"1M\")" : "an integer", max);
         *ret = x;
         return 0;
 }
@@ -282,108 +129,20 @@ static int parse_command(struct tool_ctx *tc, json_t *v)
         json_t *e;
 
         if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > TOOL_ARGV_MAX)
-                return tfail_key(tc, "command", "must be an array of 1 to %d strings (the argv)",
-                                 TOOL_ARGV_MAX);
+                return policy_tool_fail_key(
+                    tc, "command", "must be an array of 1 to %d strings (the argv)", TOOL_ARGV_MAX);
         t->argv = xcalloc(json_array_size(v) + 1, sizeof(char *));
         json_array_foreach(v, i, e)
         {
                 if (!json_is_string(e) || json_string_length(e) > TOOL_ELEMENT_MAX ||
                     strlen(json_string_value(e)) != json_string_length(e))
-                        return tfail_key(tc, "command",
-                                         "element %zu must be a string of at most %d bytes "
-                                         "without NUL",
-                                         i, TOOL_ELEMENT_MAX);
+                        return policy_tool_fail_key(
+                            tc, "command",
+                            "element %zu must be a string of at most %d bytes "
+                            "without NUL",
+                            i, TOOL_ELEMENT_MAX);
                 t->argv[i] = xstrdup(json_string_value(e));
                 t->n_argv = i + 1;
-        }
-        return 0;
-}
-
-/* The argv template: an absolute program that is not a shell, each
- * placeholder a whole element naming a scalar required argument. */
-static int check_command(struct tool_ctx *tc)
-{
-        struct policy_tool *t = tc->t;
-        char name[160];
-        const char *prog = t->argv[0];
-
-        if (prog[0] != '/' || strstr(prog, "${"))
-                return tfail_key(tc, "command",
-                                 "argv[0] must be an absolute path to a program (got \"%s\")",
-                                 SHOWN(prog));
-        const char *base = base_name(prog);
-        /* A link to a shell is a shell: check where it leads too. */
-        _cleanup_free_ char *real = realpath(prog, NULL);
-        const char *rbase = real ? base_name(real) : base;
-        if (in_list(base, shells, ARRAY_SIZE(shells)) || in_list(rbase, shells, ARRAY_SIZE(shells)))
-                return tfail_key(tc, "command",
-                                 "argv[0] \"%s\" is a shell or runs a command line; a tool never "
-                                 "runs a shell: name the program itself",
-                                 SHOWN(prog));
-        bool interp = in_list(base, interpreters, ARRAY_SIZE(interpreters)) ||
-                      in_list(rbase, interpreters, ARRAY_SIZE(interpreters));
-        bool script_seen = false, dashdash = false;
-        unsigned values_left = 0; /* elements still an option's value */
-        for (size_t i = 1; i < t->n_argv; i++) {
-                const char *el = t->argv[i];
-                const char *arg = whole_placeholder(el, name, sizeof(name));
-                if (!arg) {
-                        if (strstr(el, "${"))
-                                return tfail_key(tc, "command",
-                                                 "element %zu (\"%s\"): a placeholder must be a "
-                                                 "whole argv element, \"${args.NAME}\" (secrets go "
-                                                 "in \"env\")",
-                                                 i, SHOWN(el));
-                        if (interp && !script_seen && !dashdash && values_left > 0) {
-                                values_left--;
-                                continue;
-                        }
-                        if (interp && !script_seen && !dashdash) {
-                                bool pwsh = name_is(base, "pwsh") || name_is(rbase, "pwsh");
-                                if (pwsh ? el[0] == '-' && is_pwsh_code_option(el)
-                                         : is_code_option(el))
-                                        return tfail_key(tc, "command",
-                                                         "element %zu (\"%s\") makes the "
-                                                         "interpreter \"%s\" run a command "
-                                                         "string; give it a script file",
-                                                         i, SHOWN(el), base);
-                                if (STREQ(el, "-"))
-                                        return tfail_key(tc, "command",
-                                                         "element %zu: the interpreter \"%s\" "
-                                                         "would read its program from stdin",
-                                                         i, base);
-                                if (STREQ(el, "--"))
-                                        dashdash = true;
-                                else if (el[0] != '-')
-                                        script_seen = true;
-                                else
-                                        values_left = option_values(base, rbase, el);
-                        }
-                        continue;
-                }
-                if (interp && !script_seen)
-                        return tfail_key(tc, "command",
-                                         "element %zu: an argument cannot come before the "
-                                         "interpreter \"%s\"'s script (it would choose the code)",
-                                         i, base);
-                enum tool_schema_type type;
-                bool required = false;
-                if (tool_schema_property(t->schema, arg, &type, &required) < 0)
-                        return tfail_key(tc, "command",
-                                         "element %zu names \"%s\", which \"args\" does not "
-                                         "define",
-                                         i, SHOWN(arg));
-                if (type == TOOL_SCHEMA_ARRAY || type == TOOL_SCHEMA_OBJECT)
-                        return tfail_key(tc, "command",
-                                         "element %zu: \"%s\" is an %s; only a string, number, "
-                                         "integer or boolean fills an argv element",
-                                         i, SHOWN(arg),
-                                         type == TOOL_SCHEMA_ARRAY ? "array" : "object");
-                if (!required)
-                        return tfail_key(tc, "command",
-                                         "element %zu: \"%s\" must be listed in \"args.required\" "
-                                         "(an absent argument would shift the others)",
-                                         i, SHOWN(arg));
         }
         return 0;
 }
@@ -398,21 +157,23 @@ static int check_http_template(struct tool_ctx *tc, const char *key, const char 
         while ((p = strstr(p, "${"))) {
                 const char *end = strchr(p, '}');
                 if (strncmp(p, "${args.", 7) != 0 || !end || (size_t)(end - p) + 1 >= sizeof(name))
-                        return tfail_key(tc, key,
-                                         "may hold only \"${args.NAME}\" placeholders (secrets "
-                                         "go in the route's inject)");
+                        return policy_tool_fail_key(
+                            tc, key,
+                            "may hold only \"${args.NAME}\" placeholders (secrets "
+                            "go in the route's inject)");
                 size_t n = (size_t)(end - p) - 7;
                 memcpy(name, p + 7, n);
                 name[n] = '\0';
                 enum tool_schema_type type;
                 if (tool_schema_property(tc->t->schema, name, &type, NULL) < 0)
-                        return tfail_key(tc, key, "names \"%s\", which \"args\" does not define",
-                                         SHOWN(name));
+                        return policy_tool_fail_key(
+                            tc, key, "names \"%s\", which \"args\" does not define", SHOWN(name));
                 if (type == TOOL_SCHEMA_ARRAY || type == TOOL_SCHEMA_OBJECT)
-                        return tfail_key(tc, key,
-                                         "names \"%s\", an array or object; only scalars "
-                                         "are substituted",
-                                         SHOWN(name));
+                        return policy_tool_fail_key(
+                            tc, key,
+                            "names \"%s\", an array or object; only scalars "
+                            "are substituted",
+                            SHOWN(name));
                 p = end + 1;
         }
         return 0;
@@ -426,7 +187,8 @@ static int parse_http(struct tool_ctx *tc, json_t *v)
         json_t *e;
 
         if (!json_is_object(v))
-                return tfail_key(tc, "http", "must be an object {\"route\", \"method\", \"path\"}");
+                return policy_tool_fail_key(tc, "http",
+                                            "must be an object {\"route\", \"method\", \"path\"}");
         json_object_foreach(v, key, e)
         {
                 if (STREQ(key, "body")) {
@@ -435,30 +197,30 @@ static int parse_http(struct tool_ctx *tc, json_t *v)
                         continue;
                 }
                 if (!STREQ(key, "route") && !STREQ(key, "method") && !STREQ(key, "path"))
-                        return tfail_key(tc, "http",
-                                         "has an unknown key \"%s\" (route, method, "
-                                         "path, body)",
-                                         SHOWN(key));
+                        return policy_tool_fail_key(tc, "http",
+                                                    "has an unknown key \"%s\" (route, method, "
+                                                    "path, body)",
+                                                    SHOWN(key));
                 if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e))
-                        return tfail_key(tc, "http", "\"%s\" must be a string", key);
+                        return policy_tool_fail_key(tc, "http", "\"%s\" must be a string", key);
                 char **f = STREQ(key, "route")    ? &t->route
                            : STREQ(key, "method") ? &t->method
                                                   : &t->path;
                 *f = xstrdup(json_string_value(e));
         }
         if (!t->route || !t->method || !t->path)
-                return tfail_key(tc, "http", "needs \"route\", \"method\" and \"path\"");
+                return policy_tool_fail_key(tc, "http", "needs \"route\", \"method\" and \"path\"");
         bool ok = false;
         for (size_t i = 0; i < ARRAY_SIZE(methods); i++)
                 ok = ok || STREQ(methods[i], t->method);
         if (!ok)
-                return tfail_key(tc, "http.method",
-                                 "must be one of GET, POST, PUT, PATCH, DELETE, "
-                                 "HEAD");
+                return policy_tool_fail_key(tc, "http.method",
+                                            "must be one of GET, POST, PUT, PATCH, DELETE, "
+                                            "HEAD");
         if (t->path[0] != '/' || strpbrk(t->path, " \r\n\t#"))
-                return tfail_key(tc, "http.path",
-                                 "must start with \"/\" and hold no spaces, "
-                                 "control characters or \"#\"");
+                return policy_tool_fail_key(tc, "http.path",
+                                            "must start with \"/\" and hold no spaces, "
+                                            "control characters or \"#\"");
         int r = check_http_template(tc, "http.path", t->path);
         if (r >= 0 && t->body)
                 r = check_http_template(tc, "http.body", t->body);
@@ -505,7 +267,7 @@ static int parse_env(struct tool_ctx *tc, json_t *v)
         json_t *e;
 
         if (!json_is_object(v))
-                return tfail_key(tc, "env", "must be an object of strings");
+                return policy_tool_fail_key(tc, "env", "must be an object of strings");
         t->env = xcalloc(json_object_size(v), sizeof(*t->env));
         json_object_foreach(v, key, e)
         {
@@ -516,18 +278,20 @@ static int parse_env(struct tool_ctx *tc, json_t *v)
                             name_ok && ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
                                         (*s >= '0' && *s <= '9') || *s == '_');
                 if (!name_ok)
-                        return tfail_key(tc, "env",
-                                         "key \"%s\" must be a name of letters, digits "
-                                         "and _",
-                                         SHOWN(key));
+                        return policy_tool_fail_key(tc, "env",
+                                                    "key \"%s\" must be a name of letters, digits "
+                                                    "and _",
+                                                    SHOWN(key));
                 if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e) ||
                     !utf8_str_valid(json_string_value(e)))
-                        return tfail_key(tc, "env", "\"%s\" must be a UTF-8 string", key);
+                        return policy_tool_fail_key(tc, "env", "\"%s\" must be a UTF-8 string",
+                                                    key);
                 if (!env_template_ok(json_string_value(e)))
-                        return tfail_key(tc, "env",
-                                         "\"%s\": a template must be ${secret:NAME}, ${run.id}, "
-                                         "${sandbox.id} or ${account} (\"$${\" for a literal)",
-                                         key);
+                        return policy_tool_fail_key(
+                            tc, "env",
+                            "\"%s\": a template must be ${secret:NAME}, ${run.id}, "
+                            "${sandbox.id} or ${account} (\"$${\" for a literal)",
+                            key);
                 t->env[t->n_env].key = xstrdup(key);
                 t->env[t->n_env].value = xstrdup(json_string_value(e));
                 t->n_env++;
@@ -589,8 +353,9 @@ static int parse_tool(struct ctx *c, struct policy_tool *t, json_t *def)
                 if (STREQ(key, "description")) {
                         if (!json_is_string(v) || json_string_length(v) > TOOL_DESC_MAX ||
                             strlen(json_string_value(v)) != json_string_length(v))
-                                return tfail_key(&tc, key, "must be a string of at most %d bytes",
-                                                 TOOL_DESC_MAX);
+                                return policy_tool_fail_key(&tc, key,
+                                                            "must be a string of at most %d bytes",
+                                                            TOOL_DESC_MAX);
                         free(t->description);
                         t->description = xstrdup(json_string_value(v));
                 } else if (STREQ(key, "command") || STREQ(key, "http")) {
@@ -618,7 +383,8 @@ static int parse_tool(struct ctx *c, struct policy_tool *t, json_t *def)
                 } else if (STREQ(key, "clamp")) {
                         if (!json_is_string(v) || (!STREQ(json_string_value(v), "clamp") &&
                                                    !STREQ(json_string_value(v), "refuse")))
-                                return tfail_key(&tc, key, "must be \"clamp\" or \"refuse\"");
+                                return policy_tool_fail_key(&tc, key,
+                                                            "must be \"clamp\" or \"refuse\"");
                         t->clamp = STREQ(json_string_value(v), "clamp") ? POLICY_TOOL_CLAMP
                                                                         : POLICY_TOOL_REFUSE;
                 } else
@@ -634,11 +400,11 @@ static int parse_tool(struct ctx *c, struct policy_tool *t, json_t *def)
                 return policy_fail(
                     c, "tool \"%s\": needs a runner: \"command\" (an argv) or \"http\"", t->name);
         if (t->runner == POLICY_TOOL_COMMAND)
-                return check_command(&tc);
+                return policy_tool_check_command(&tc);
         if (t->n_env)
-                return tfail_key(&tc, "env",
-                                 "applies to \"command\" tools only (an HTTP tool's "
-                                 "headers come from its route)");
+                return policy_tool_fail_key(&tc, "env",
+                                            "applies to \"command\" tools only (an HTTP tool's "
+                                            "headers come from its route)");
         return 0;
 }
 
