@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The mount plan, made on the host before the sandbox starts: the
+ * workspace checked (never "/", a system directory or a whole home unless
+ * the user says so), every host path the policy names resolved and opened
+ * for the sandbox, the deny list and the protected paths resolved, the
+ * host's service sockets masked. mounts.c builds the root from it. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "fs.h"
+#include "mounts.h"
+#include "paths.h"
+#include "util.h"
+#include "mounts-internal.h"
+
+/* Host paths that hold Airlock's own state: always hidden. */
+static const char *const internal_deny[] = {
+    PATHS_STATE_ROOT_SYSTEM,
+    "~/" PATHS_STATE_ROOT_HOME,
+    PATHS_RUN_ROOT_SYSTEM,
+};
+
+/* "/", the system directories and whole homes are not workspaces unless the
+ * user says so: `cd / && airlock run` would hand the agent the host. */
+static const char *broad_reason(const char *real, const char *caller_home)
+{
+        static const char *const exact[] = {"/", "/var", "/opt", "/home", "/root", "/tmp"};
+        static const char *const trees[] = {"/usr",   "/bin",    "/sbin", "/lib",  "/lib32",
+                                            "/lib64", "/libx32", "/etc",  "/boot", "/proc",
+                                            "/sys",   "/dev",    "/run"};
+        for (size_t i = 0; i < ARRAY_SIZE(trees); i++)
+                if (mounts_path_under(real, trees[i]))
+                        return "is a system directory";
+        for (size_t i = 0; i < ARRAY_SIZE(exact); i++)
+                if (STREQ(real, exact[i]))
+                        return STREQ(real, "/home")   ? "holds whole homes"
+                               : STREQ(real, "/root") ? "is a whole home directory"
+                               : STREQ(real, "/tmp")  ? "is shared by every user"
+                                                      : "is a system directory";
+        char home[PATH_MAX];
+        if (caller_home && realpath(caller_home, home) && mounts_path_under(home, real))
+                return STREQ(home, real) ? "is a whole home directory" : "holds a whole home";
+        /* A home in /etc/passwd, or a directory that holds one. Homes of
+         * "/" are no one's. */
+        _cleanup_fclose_ FILE *pw = fopen("/etc/passwd", "re");
+        struct passwd *e;
+        while (pw && (e = fgetpwent(pw)))
+                if (e->pw_dir && realpath(e->pw_dir, home) && !STREQ(home, "/") &&
+                    mounts_path_under(home, real))
+                        return STREQ(home, real) ? "is a whole home directory"
+                                                 : "holds a whole home";
+        return NULL;
+}
+
+/* A detached read-only clone of a host tree, made with the caller's view
+ * (root: the sandbox user may not be able to reach it, e.g. under /root).
+ * -1 when the caller cannot clone trees (rootless: the sandbox then binds
+ * the path itself, with the caller's own rights). */
+static int clone_for_sandbox(const char *path, bool readonly, struct al_error *err)
+{
+        if (geteuid() != 0)
+                return -1;
+        _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return al_error_set(err, errno, "mount %s; give an existing host path", path);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "mount %s", path);
+        if (S_ISLNK(st.st_mode))
+                return al_error_set(err, 0, "mount %s: is a symbolic link; give its target", path);
+        int mnt = mounts_clone_tree(fd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                            (readonly ? MOUNT_ATTR_RDONLY : 0));
+        return mnt < 0 ? -1 : mnt;
+}
+
+/* Listening unix sockets with a path, from the host's /proc/net/unix: a
+ * read-only bind does not stop connect(), so a host service's socket that
+ * shows up inside (with `read: host`, or in a workspace) is masked. */
+static void add_sockets(struct mounts_plan *plan)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/net/unix", "re");
+        if (!f)
+                return;
+        char line[PATH_MAX + 128];
+        size_t n = 0;
+        while (fgets(line, sizeof(line), f) && n < 4096) {
+                char *path = strchr(line, '/');
+                if (!path || path[-1] != ' ')
+                        continue;
+                path[strcspn(path, "\n")] = '\0';
+                struct stat st;
+                char real[PATH_MAX];
+                if (!realpath(path, real) || lstat(real, &st) < 0 || !S_ISSOCK(st.st_mode))
+                        continue;
+                bool dup = false;
+                for (size_t i = plan->internal_hi; i < plan->n_deny && !dup; i++)
+                        dup = STREQ(plan->deny[i], real);
+                if (!dup) {
+                        mounts_plan_add_deny(plan, real, S_IFSOCK, false);
+                        n++;
+                }
+        }
+}
+
+int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
+                    struct al_error *err)
+{
+        struct mounts_plan *plan = xcalloc(1, sizeof(*plan));
+        plan->workspace_ro_fd = -1;
+        plan->tool_bin_fd = -1;
+        size_t n_homes = 0;
+        _cleanup_strv_ char **homes = mounts_list_homes(caller_home, &n_homes);
+        int r = 0;
+        for (size_t i = 0; policy_mandatory_deny[i]; i++) {
+                r = mounts_resolve_entry(plan, homes, n_homes, caller_home,
+                                         policy_mandatory_deny[i], false, err);
+                if (r < 0)
+                        goto fail;
+        }
+        plan->internal_lo = plan->n_deny;
+        for (size_t i = 0; i < ARRAY_SIZE(internal_deny); i++) {
+                r = mounts_resolve_entry(plan, homes, n_homes, caller_home, internal_deny[i], false,
+                                         err);
+                if (r < 0)
+                        goto fail;
+        }
+        plan->internal_hi = plan->n_deny;
+        for (size_t i = 0; i < p->n_deny_read; i++) {
+                r = mounts_resolve_entry(plan, homes, n_homes, caller_home, p->deny_read[i], true,
+                                         err);
+                if (r < 0) {
+                        al_error_wrap(err, "--deny-read/filesystem.denyRead");
+                        goto fail;
+                }
+        }
+        add_sockets(plan);
+
+        /* What the user named is resolved here, with the caller's view, and a
+         * path that cannot be resolved is refused rather than let through
+         * unchecked (the sandbox user may not see where it leads). */
+        struct mounts_config c = {.policy = p, .plan = plan};
+        struct builder b = {.c = &c,
+                            .err = err,
+                            .deny = plan->deny,
+                            .n_deny = plan->n_deny,
+                            .internal_lo = plan->internal_lo,
+                            .internal_hi = plan->internal_hi};
+        char real[PATH_MAX];
+        if (p->workspace) {
+                if (!realpath(p->workspace, real)) {
+                        r = al_error_set(err, errno,
+                                         "workspace %s; give an existing directory you can read "
+                                         "with -w (or workspace.path)",
+                                         p->workspace);
+                        goto fail;
+                }
+                const char *why = broad_reason(real, caller_home);
+                if (why && !p->allow_broad) {
+                        r = al_error_set_message(
+                            err, EPERM,
+                            "workspace %s %s: the agent would get all of it%s; give a "
+                            "project directory with -w DIR, or pass --allow-broad-workspace "
+                            "(workspace.allowBroad) if you mean it",
+                            real, why, p->workspace_mode == POLICY_WORKSPACE_RO ? "" : " to write");
+                        goto fail;
+                }
+                plan->workspace_real = xstrdup(real);
+                r = mounts_check_not_denied(&b, p->workspace);
+                if (r < 0)
+                        goto fail;
+                if (p->workspace_mode == POLICY_WORKSPACE_RO) {
+                        plan->workspace_ro_fd = clone_for_sandbox(p->workspace, true, err);
+                        if (plan->workspace_ro_fd < -1) {
+                                r = plan->workspace_ro_fd;
+                                goto fail;
+                        }
+                } else
+                        mounts_protect_root(plan, p, real);
+        }
+        plan->mount_reals = xcalloc(p->n_mounts + 1, sizeof(char *));
+        plan->mount_ro_fds = xcalloc(p->n_mounts + 1, sizeof(int));
+        for (size_t i = 0; i < p->n_mounts; i++)
+                plan->mount_ro_fds[i] = -1;
+        for (size_t i = 0; i < p->n_mounts; i++) {
+                const struct policy_mount *m = &p->mounts[i];
+                if (m->volume)
+                        continue; /* Airlock's own state, attached by spawn.c */
+                if (!realpath(m->source, real)) {
+                        int e = errno;
+                        r = al_error_set(err, e, "mount %s at %s: %s", m->source, m->target,
+                                         e == ENOENT   ? "no such path on the host; give an "
+                                                         "existing path (relative paths are taken "
+                                                         "from the current directory)"
+                                         : e == EACCES ? "you cannot reach it; give a path your "
+                                                         "user can read"
+                                                       : "check the source path");
+                        goto fail;
+                }
+                plan->mount_reals[i] = xstrdup(real);
+                r = mounts_check_not_denied(&b, m->source);
+                if (r < 0)
+                        goto fail;
+                if (m->readonly) {
+                        plan->mount_ro_fds[i] = clone_for_sandbox(m->source, true, err);
+                        if (plan->mount_ro_fds[i] < -1) {
+                                r = plan->mount_ro_fds[i];
+                                plan->mount_ro_fds[i] = -1;
+                                goto fail;
+                        }
+                } else
+                        mounts_protect_root(plan, p, real);
+        }
+
+        for (size_t i = 0; i < p->n_deny_write; i++) {
+                if (!realpath(p->deny_write[i], real)) {
+                        r = al_error_set(err, errno,
+                                         "filesystem.denyWrite entry %s cannot be resolved; give "
+                                         "an existing path you can read, or remove it",
+                                         p->deny_write[i]);
+                        goto fail;
+                }
+                mounts_plan_add_protect(plan, real, false);
+        }
+
+        plan->allow_read_fds = xcalloc(p->n_allow_read + 1, sizeof(int));
+        for (size_t i = 0; i < p->n_allow_read; i++) {
+                plan->allow_read_fds[i] = -1;
+                if (!realpath(p->allow_read[i], real)) {
+                        r = al_error_set(err, errno,
+                                         "filesystem.allowRead entry %s cannot be resolved; give "
+                                         "an existing path you can read, or remove it",
+                                         p->allow_read[i]);
+                        goto fail;
+                }
+                for (size_t j = 0; j < plan->internal_hi; j++)
+                        if (mounts_path_under(real, plan->deny[j]) ||
+                            mounts_path_under(plan->deny[j], real)) {
+                                r = al_error_set_message(
+                                    err, EPERM,
+                                    "filesystem.allowRead entry %s overlaps %s on the "
+                                    "mandatory deny list, which cannot be re-allowed; remove "
+                                    "the entry",
+                                    p->allow_read[i], plan->deny[j]);
+                                goto fail;
+                        }
+                plan->allow_read = strv_append(plan->allow_read, &plan->n_allow_read, real);
+                plan->allow_read_fds[i] = clone_for_sandbox(p->allow_read[i], true, err);
+                if (plan->allow_read_fds[i] < -1) {
+                        r = plan->allow_read_fds[i];
+                        plan->allow_read_fds[i] = -1;
+                        goto fail;
+                }
+        }
+        *ret = plan;
+        return 0;
+fail:
+        mounts_plan_free(plan, p->n_mounts);
+        return r;
+}
+
+struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts)
+{
+        if (!plan)
+                return NULL;
+        strv_free(plan->deny);
+        free(plan->deny_mode);
+        free(plan->deny_dir);
+        strv_free(plan->protect);
+        free(plan->protect_pin);
+        for (size_t i = 0; plan->allow_read_fds && i < plan->n_allow_read; i++)
+                if (plan->allow_read_fds[i] >= 0)
+                        close(plan->allow_read_fds[i]);
+        free(plan->allow_read_fds);
+        strv_free(plan->allow_read);
+        free(plan->workspace_real);
+        if (plan->workspace_ro_fd >= 0)
+                close(plan->workspace_ro_fd);
+        for (size_t i = 0; plan->mount_reals && i < n_mounts; i++)
+                free(plan->mount_reals[i]);
+        free(plan->mount_reals);
+        for (size_t i = 0; plan->mount_ro_fds && i < n_mounts; i++)
+                if (plan->mount_ro_fds[i] >= 0)
+                        close(plan->mount_ro_fds[i]);
+        free(plan->mount_ro_fds);
+        if (plan->tool_bin_fd >= 0)
+                close(plan->tool_bin_fd);
+        free(plan);
+        return NULL;
+}
+
+int mounts_plan_tool(struct mounts_plan *plan, const char *bin, struct al_error *err)
+{
+        struct stat st;
+        int e = stat(bin, &st) < 0 ? errno : S_ISREG(st.st_mode) ? 0 : EINVAL;
+        if (e)
+                return al_error_set(err, e,
+                                    "the tool gateway's client %s is missing; it is installed "
+                                    "beside airlock (make install)",
+                                    bin);
+        int fd = clone_for_sandbox(bin, true, err);
+        if (fd < -1)
+                return fd;
+        plan->tool_bin_fd = fd;
+        return 0;
+}
