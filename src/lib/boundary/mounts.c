@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The sandbox's root, built from explicit mounts on a fresh tmpfs: the
+ * builder's primitives (paths opened within the new root, targets made,
+ * detached mounts attached, host paths bound after the deny check) and
+ * mounts_build_root(), which follows the plan (plan.c) step by step. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <glob.h>

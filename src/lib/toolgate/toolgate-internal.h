@@ -2,8 +2,10 @@
 #pragma once
 
 /* Shared by the tool gateway's files: the server (toolgate.c), the protocol
- * (proto.c), the built-ins (builtin.c) and the runners (runner-cmd.c,
- * runner-http.c). Nothing outside src/lib/toolgate includes it. */
+ * (proto.c), the records (record.c), the built-ins (builtin.c) and the
+ * runners (runner-cmd.c, runner-http.c). Nothing outside src/lib/toolgate
+ * includes it. */
+#include <event2/util.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -152,3 +154,16 @@ void toolgate_builtin_start(struct tg_call *c);
 void toolgate_cmd_start(struct tg_call *c);
 /* runner-http.c: an HTTP tool's request through the network gate's route. */
 void toolgate_http_start(struct tg_call *c);
+
+/* record.c: one record (args redacted and digested) to the recorder. */
+void toolgate_record(struct toolgate *t, struct toolgate_record *rec, const json_t *args);
+/* sha256 hex of the canonical args. */
+void toolgate_args_digest(const json_t *args, char out[65]);
+/* Whether a refusal was counted into its kind's aggregate (true) rather
+ * than to be recorded on its own (false). */
+bool toolgate_refusal_counted(struct toolgate *t, const char *tool, const char *code,
+                              const char *rule);
+/* Record the counted refusals (all: and forget every kind). */
+void toolgate_refusals_flush(struct toolgate *t, bool all);
+/* The refusal window's timer. */
+void toolgate_refusals_tick(evutil_socket_t fd, short what, void *ud);
