@@ -11,36 +11,12 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "cgroup-test-util.h"
 #include "util.h"
-
-static char tmp[64];
 
 static void setup(void)
 {
-        snprintf(tmp, sizeof(tmp), "/tmp/test-cgroup-freeze-XXXXXX");
-        cr_assert_not_null(mkdtemp(tmp));
-}
-
-static void teardown(void)
-{
-        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s'", tmp);
-        cr_assert_eq(system(cmd), 0);
-}
-
-static void put(const char *dir, const char *file, const char *s)
-{
-        _cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
-        _cleanup_close_ int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        cr_assert_geq(fd, 0);
-        cr_assert_geq(write_full(fd, s, strlen(s)), 0);
-}
-
-static char *get(const char *dir, const char *file)
-{
-        _cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
-        char *s = NULL;
-        cr_assert_geq(read_file_at(AT_FDCWD, p, 4096, &s, NULL), 0, "%s", p);
-        return s;
+        fake_cgroup_setup("cgroup-freeze");
 }
 
 static struct cgroup *v2(void)

@@ -137,28 +137,8 @@ static void setup_big_list(void)
             "\"description\": \"");
         memset(json + n, 'd', BIG_DESC);
         snprintf(json + n + BIG_DESC, 1024, "\"}}}, \"command\": [\"/usr/bin/true\"]}}}}");
-        T.policy = policy_new();
-        struct al_error e = {0};
-        cr_assert_eq(policy_load_string(T.policy, json, "test", &e), 0, "%s", e.msg);
-        cr_assert_eq(policy_finalize(T.policy, "/", "/root", &e), 0, "%s", e.msg);
+        tg_start(json);
         free(json);
-        T.base = event_base_new();
-        T.secrets = secrets_new();
-        struct toolgate_config cfg = {
-            .policy = T.policy,
-            .sandbox = "sb-test",
-            .run_id = RUN_ID,
-            .secrets = T.secrets,
-            .recorder = tg_recorder,
-        };
-        T.tg = toolgate_new(T.base, &cfg, &e);
-        cr_assert_not_null(T.tg, "%s", e.msg);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", T.sock);
-        cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-        cr_assert_eq(listen(fd, 128), 0);
-        cr_assert_eq(toolgate_add_listener(T.tg, fd, &e), 0, "%s", e.msg);
 }
 
 /* Every connection the sandbox may open asks for the list again and again

@@ -75,6 +75,34 @@ static const char tool_py[] =
     "        os._exit(0)\n"
     "    os.execv('/bin/sleep', ['sleep', sys.argv[2]])\n";
 
+/* The policy in json loaded, the gateway made on T.base and serving T.sock. */
+static void tg_start(const char *json)
+{
+        T.policy = policy_new();
+        struct al_error e = {0};
+        cr_assert_eq(policy_load_string(T.policy, json, "test", &e), 0, "%s", e.msg);
+        cr_assert_eq(policy_finalize(T.policy, "/", "/root", &e), 0, "%s", e.msg);
+
+        T.base = event_base_new();
+        T.secrets = secrets_new();
+        struct toolgate_config cfg = {
+            .policy = T.policy,
+            .sandbox = "sb-test",
+            .run_id = RUN_ID,
+            .secrets = T.secrets,
+            .recorder = tg_recorder,
+        };
+        T.tg = toolgate_new(T.base, &cfg, &e);
+        cr_assert_not_null(T.tg, "%s", e.msg);
+
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", T.sock);
+        cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        cr_assert_eq(listen(fd, 128), 0);
+        cr_assert_eq(toolgate_add_listener(T.tg, fd, &e), 0, "%s", e.msg);
+}
+
 /* tools_json: the "tools" object of the policy; "%S" in it stands for the
  * helper script's path. */
 static void tg_setup(const char *tools_json)
@@ -103,29 +131,7 @@ static void tg_setup(const char *tools_json)
                         json[n++] = *s;
         }
         snprintf(json + n, sizeof(json) - n, "}");
-        T.policy = policy_new();
-        struct al_error e = {0};
-        cr_assert_eq(policy_load_string(T.policy, json, "test", &e), 0, "%s", e.msg);
-        cr_assert_eq(policy_finalize(T.policy, "/", "/root", &e), 0, "%s", e.msg);
-
-        T.base = event_base_new();
-        T.secrets = secrets_new();
-        struct toolgate_config cfg = {
-            .policy = T.policy,
-            .sandbox = "sb-test",
-            .run_id = RUN_ID,
-            .secrets = T.secrets,
-            .recorder = tg_recorder,
-        };
-        T.tg = toolgate_new(T.base, &cfg, &e);
-        cr_assert_not_null(T.tg, "%s", e.msg);
-
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", T.sock);
-        cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-        cr_assert_eq(listen(fd, 128), 0);
-        cr_assert_eq(toolgate_add_listener(T.tg, fd, &e), 0, "%s", e.msg);
+        tg_start(json);
 }
 
 static void tg_teardown(void)
