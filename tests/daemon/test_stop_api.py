@@ -5,66 +5,25 @@ through the gate are frozen, killed and destroyed within a bound; a grant
 stops only its own; the audit shows sandbox.stopped and no gate crossing
 that began after the freeze."""
 
-import http.server
 import json
-import socketserver
 import subprocess
-import threading
 import time
-from datetime import datetime, timezone
 
 import pytest
 
 from daemonlib import AIRLOCK, wait_for
+from stoplib import parse_ts, settle, start_upstream
 
 N = 8
 BOUND_S = 30
 
 
-class Counter(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.server.hits.append(time.time())
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *a):
-        pass
-
-
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass  # a connection the stop closed mid-answer
-
-
 @pytest.fixture
 def upstream():
-    srv = Server(("127.0.0.1", 0), Counter)
-    srv.hits = []
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = start_upstream()
     yield srv
     srv.shutdown()
     srv.server_close()
-
-
-def settle(upstream):
-    """The upstream's count stops moving within 5 s and then stays put."""
-    last, still = len(upstream.hits), time.monotonic()
-    deadline = time.monotonic() + 5
-    while time.monotonic() - still < 0.5:
-        assert time.monotonic() < deadline, "requests still arrive after the stop"
-        time.sleep(0.05)
-        if len(upstream.hits) != last:
-            last, still = len(upstream.hits), time.monotonic()
-    time.sleep(1.0)
-    assert len(upstream.hits) == last
-
-
-def parse_ts(s):
-    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
 
 def audit(d):
