@@ -8,23 +8,13 @@
 
 #include "child.h"
 #include "githelper.h"
+#include "paths.h"
 #include "util.h"
-
-static int githelper_path(char buf[PATH_MAX])
-{
-        ssize_t n = readlink("/proc/self/exe", buf, PATH_MAX - 16);
-        if (n <= 0)
-                return -errno;
-        buf[n] = '\0';
-        char *slash = strrchr(buf, '/');
-        snprintf(slash + 1, (size_t)(PATH_MAX - (slash + 1 - buf)), "airlock-git");
-        return 0;
-}
 
 int githelper_exec(const char *name, int argc, char **argv)
 {
-        char path[PATH_MAX];
-        if (githelper_path(path) < 0) {
+        _cleanup_free_ char *path = paths_beside_self("airlock-git");
+        if (!path) {
                 fprintf(stderr, "airlock: %s: cannot find airlock-git\n", name);
                 return 2;
         }
@@ -41,10 +31,9 @@ int githelper_exec(const char *name, int argc, char **argv)
 /* Run airlock-git with args, collecting its stdout (bounded). */
 static int run_githelper(char *const *args, char **ret_out, int *ret_status)
 {
-        char path[PATH_MAX];
-        int r = githelper_path(path);
-        if (r < 0)
-                return r;
+        _cleanup_free_ char *path = paths_beside_self("airlock-git");
+        if (!path)
+                return -ENOENT;
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
@@ -60,7 +49,7 @@ static int run_githelper(char *const *args, char **ret_out, int *ret_status)
                                  .fds = {CHILD_FD_INHERIT, pipefd[1], CHILD_FD_INHERIT},
                                  .n_fds = 3};
         pid_t pid;
-        r = child_spawn(&cs, &pid, NULL);
+        int r = child_spawn(&cs, &pid, NULL);
         if (r < 0) {
                 close(pipefd[0]);
                 close(pipefd[1]);

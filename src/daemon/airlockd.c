@@ -170,20 +170,15 @@ static int parse_seconds_ms(const char *s, uint64_t *ret)
  * src/cli/ when run from there. */
 static char *find_airlock(void)
 {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n <= 0)
+        char *c = paths_beside_self("airlock");
+        if (!c)
                 return NULL;
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (!slash)
-                return NULL;
-        *slash = '\0';
-        char *c = xasprintf("%s/airlock", self);
         if (access(c, X_OK) == 0)
                 return c;
         free(c);
-        c = xasprintf("%s/../cli/airlock", self);
+        c = paths_beside_self("../cli/airlock");
+        if (!c)
+                return NULL;
         if (access(c, X_OK) == 0) {
                 char real[PATH_MAX];
                 if (realpath(c, real)) {

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "paths.h"
 #include "util.h"
@@ -49,4 +51,17 @@ char *paths_daemon_socket(uid_t uid, const char *xdg_runtime)
 char *paths_sandbox_run_dir(uid_t uid, const char *xdg_runtime)
 {
         return run_path(uid, xdg_runtime, "/sandboxes");
+}
+
+char *paths_beside_self(const char *name)
+{
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0)
+                return NULL;
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (!slash)
+                return NULL;
+        return xasprintf("%.*s/%s", (int)(slash - self), self, name);
 }

@@ -29,3 +29,8 @@ char *paths_daemon_socket(uid_t uid, const char *xdg_runtime);
 /* The daemon's per-sandbox run directories: /run/airlock/sandboxes or
  * $XDG_RUNTIME_DIR/airlock/sandboxes. */
 char *paths_sandbox_run_dir(uid_t uid, const char *xdg_runtime);
+
+/* NAME in the directory of the running program (/proc/self/exe): where
+ * Airlock's own helpers sit (airlock-git, airlock-tool). NULL when the
+ * program's path cannot be read. */
+char *paths_beside_self(const char *name);

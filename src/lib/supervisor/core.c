@@ -15,6 +15,7 @@
 #include "gates.h"
 #include "ports.h"
 #include "netgate/netgate.h"
+#include "paths.h"
 #include "quota.h"
 #include "toolgate/toolgate.h"
 #include "util.h"
@@ -145,16 +146,10 @@ int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struc
         *ret_bin = NULL;
         if (!toolgate_wanted(c->policy))
                 return 0;
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n <= 0)
-                return al_error_set(err, n < 0 ? errno : EINVAL,
+        *ret_bin = paths_beside_self("airlock-tool");
+        if (!*ret_bin)
+                return al_error_set(err, EINVAL,
                                     "finding the tool gateway's client (airlock-tool)");
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash)
-                *slash = '\0';
-        *ret_bin = xasprintf("%s/airlock-tool", self);
         env_add_tool(envp, c->run_id);
         return 0;
 }
