@@ -13,7 +13,8 @@ PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev \
 	libgit2-dev libcriterion-dev python3 python3-pytest \
 	bubblewrap hyperfine iproute2 curl wget git procps util-linux \
 	ca-certificates openssl tinyproxy wrk \
-	man-db groff-base nodejs
+	man-db groff-base nodejs \
+	runsc chromium chromium-driver python3-selenium openssh-server openssh-client
 
 .PHONY: all deps build install uninstall test unit integration asan demo bench fuzz format clean
 
