@@ -18,45 +18,23 @@
 
 #define TAR_CHUNK (256u << 10)
 
-struct tar_stream {
-        struct evhttp_request *req;
-        struct evhttp_connection *conn;
-        struct files_tar_writer *w;
-        char *buf;
-};
-
-static void tar_stream_free(struct tar_stream *s)
+static int tar_pull(void *arg, struct evbuffer *out)
 {
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, NULL, NULL);
-        files_tar_writer_free(s->w);
-        free(s->buf);
-        free(s);
+        struct evbuffer_iovec v;
+        if (evbuffer_reserve_space(out, TAR_CHUNK, &v, 1) < 1)
+                return -1;
+        /* On a read error the client gets a tar without its end blocks,
+         * which tar readers report. */
+        ssize_t n = files_tar_writer_read(arg, v.iov_base, TAR_CHUNK);
+        if (n <= 0)
+                return n < 0 ? -1 : 0;
+        v.iov_len = (size_t)n;
+        return evbuffer_commit_space(out, &v, 1) < 0 ? -1 : 1;
 }
 
-static void tar_stream_closed(struct evhttp_connection *conn, void *arg)
+static void tar_src_free(void *arg)
 {
-        struct tar_stream *s = arg;
-        s->conn = NULL;
-        tar_stream_free(s);
-}
-
-static void tar_stream_next(struct evhttp_connection *conn, void *arg)
-{
-        struct tar_stream *s = arg;
-        ssize_t n = files_tar_writer_read(s->w, s->buf, TAR_CHUNK);
-        if (n <= 0) {
-                /* The end; on a read error the client gets a tar without its
-                 * end blocks, which tar readers report. */
-                struct evhttp_request *req = s->req;
-                tar_stream_free(s);
-                evhttp_send_reply_end(req);
-                return;
-        }
-        struct evbuffer *buf = evbuffer_new();
-        evbuffer_add(buf, s->buf, (size_t)n);
-        evhttp_send_reply_chunk_with_cb(s->req, buf, tar_stream_next, s);
-        evbuffer_free(buf);
+        files_tar_writer_free(arg);
 }
 
 static int tar_status(int e, const char **code)
@@ -147,16 +125,7 @@ void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct 
                                    err.msg);
                 return;
         }
-        struct tar_stream *s = xcalloc(1, sizeof(*s));
-        s->req = req;
-        s->w = w;
-        s->buf = xcalloc(1, TAR_CHUNK);
-        s->conn = evhttp_request_get_connection(req);
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, tar_stream_closed, s);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "application/x-tar");
-        count_reply(d, 200);
-        evhttp_send_reply_start(req, 200, NULL);
-        tar_stream_next(s->conn, s);
+        reply_stream(d, req, tar_pull, tar_src_free, w);
 }

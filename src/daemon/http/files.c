@@ -68,9 +68,7 @@ static void reply_errno(struct daemon *d, struct evhttp_request *req, const stru
  * takes no more of the daemon's memory than that. */
 #define STREAM_CHUNK (256u << 10)
 
-struct file_stream {
-        struct evhttp_request *req;
-        struct evhttp_connection *conn;
+struct file_src {
         int fd;
         /* What is left of the size announced at open: a file the sandbox
          * keeps growing (or extends sparsely, at no cost to it) is sent up
@@ -78,62 +76,38 @@ struct file_stream {
         uint64_t left;
 };
 
-static void file_stream_free(struct file_stream *s)
+static int file_pull(void *arg, struct evbuffer *out)
 {
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, NULL, NULL);
-        close(s->fd);
-        free(s);
+        struct file_src *f = arg;
+        if (!f->left)
+                return 0;
+        int want = f->left < STREAM_CHUNK ? (int)f->left : (int)STREAM_CHUNK;
+        int n = evbuffer_read(out, f->fd, want);
+        if (n > 0 && (uint64_t)evbuffer_get_length(out) > f->left)
+                return -1; /* never past the announced size */
+        if (n > 0)
+                f->left -= evbuffer_get_length(out);
+        return n;
 }
 
-/* The client went away: libevent frees the request. */
-static void file_stream_closed(struct evhttp_connection *conn, void *arg)
+static void file_src_free(void *arg)
 {
-        struct file_stream *s = arg;
-        s->conn = NULL;
-        file_stream_free(s);
-}
-
-static void file_stream_next(struct evhttp_connection *conn, void *arg)
-{
-        struct file_stream *s = arg;
-        struct evbuffer *buf = s->left ? evbuffer_new() : NULL;
-        int want = s->left < STREAM_CHUNK ? (int)s->left : (int)STREAM_CHUNK;
-        int n = buf ? evbuffer_read(buf, s->fd, want) : -1;
-        if (n > 0 && (uint64_t)evbuffer_get_length(buf) > s->left)
-                n = -1; /* never past the announced size */
-        if (n <= 0) {
-                /* The end (or a read error: the client sees a short body,
-                 * never bytes from elsewhere). */
-                if (buf)
-                        evbuffer_free(buf);
-                struct evhttp_request *req = s->req;
-                file_stream_free(s);
-                evhttp_send_reply_end(req);
-                return;
-        }
-        s->left -= evbuffer_get_length(buf);
-        evhttp_send_reply_chunk_with_cb(s->req, buf, file_stream_next, s);
-        evbuffer_free(buf);
+        struct file_src *f = arg;
+        close(f->fd);
+        free(f);
 }
 
 static void stream_file(struct daemon *d, struct evhttp_request *req, int fd, uint64_t size)
 {
-        struct file_stream *s = xcalloc(1, sizeof(*s));
-        s->req = req;
-        s->fd = fd;
-        s->left = size;
-        s->conn = evhttp_request_get_connection(req);
+        struct file_src *f = xcalloc(1, sizeof(*f));
+        f->fd = fd;
+        f->left = size;
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         char len[32];
         snprintf(len, sizeof(len), "%" PRIu64, size);
         evhttp_add_header(h, "Content-Type", "application/octet-stream");
         evhttp_add_header(h, "X-Airlock-Size", len);
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, file_stream_closed, s);
-        count_reply(d, 200);
-        evhttp_send_reply_start(req, 200, NULL);
-        file_stream_next(s->conn, s);
+        reply_stream(d, req, file_pull, file_src_free, f);
 }
 
 static void handle_files(struct daemon *d, struct evhttp_request *req, struct grant *g,

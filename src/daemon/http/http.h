@@ -29,6 +29,15 @@ void reply_bad_field(struct daemon *d, struct evhttp_request *req, const char *f
 void reply_body(struct daemon *d, struct evhttp_request *req, int code, const char *type,
                 struct evbuffer *body);
 
+/* A 200 whose body is pulled from `src` one chunk at a time (stream.c):
+ * pull adds the next chunk to `out` and answers > 0, or 0 at the end, or
+ * < 0 on a read error (the client sees a short body). free_src is called
+ * once, at the end or when the client goes away. Set the headers first. */
+typedef int (*stream_pull_fn)(void *src, struct evbuffer *out);
+typedef void (*stream_free_fn)(void *src);
+void reply_stream(struct daemon *d, struct evhttp_request *req, stream_pull_fn pull,
+                  stream_free_fn free_src, void *src);
+
 /* 503 audit_failed: the action was refused because the log failed. */
 void reply_audit_failed(struct daemon *d, struct evhttp_request *req, const char *why);
 
