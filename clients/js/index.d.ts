@@ -68,4 +68,72 @@ export class Client {
   execBackground(id: string, argv: string[], opts?: { env?: Record<string, string>; cwd?: string; timeout?: number; pty?: PtySize }): Promise<number>;
   stdin(id: string, pid: number, data: string | Uint8Array): Promise<{ ok: boolean }>;
   signal(id: string, pid: number, sig?: string | number): Promise<{ ok: boolean }>;
+
+  list(opts?: { state?: string; metadata?: Record<string, string>; limit?: number }): Promise<Array<{ id: string; [k: string]: unknown }>>;
+  setTtl(id: string, ttl: number): Promise<unknown>;
+
+  exec(id: string, argv: string[], opts?: ExecOptions): AsyncGenerator<ExecEvent>;
+  run(id: string, argv: string[], opts?: ExecOptions): Promise<ExecResult>;
+  events(id: string, pid: number): AsyncGenerator<ExecEvent>;
+  processes(id: string): Promise<Array<Record<string, unknown>>>;
+
+  readFile(id: string, path: string): Promise<Buffer>;
+  writeFile(id: string, path: string, data: string | Uint8Array, opts?: { parents?: boolean }): Promise<{ path: string; size: number }>;
+  deleteFile(id: string, path: string, opts?: { recursive?: boolean }): Promise<unknown>;
+  listFiles(id: string, path?: string, opts?: { depth?: number }): Promise<{ entries: Array<{ name: string; path?: string; type: string; size: number; [k: string]: unknown }> }>;
+  mkdir(id: string, path: string, opts?: { parents?: boolean }): Promise<unknown>;
+  rename(id: string, from: string, to: string, opts?: { overwrite?: boolean }): Promise<unknown>;
+  stat(id: string, path: string): Promise<{ size: number; type: string; [k: string]: unknown }>;
+  exists(id: string, path: string): Promise<boolean>;
+  uploadTar(id: string, path: string, tar: Uint8Array): Promise<{ path: string; files: number; dirs: number; bytes: number }>;
+  downloadTar(id: string, path?: string): Promise<Buffer>;
+  watch(id: string, path?: string, opts?: { recursive?: boolean; timeout?: number }): AsyncGenerator<{ type: string; path?: string; from?: string }>;
+
+  openPort(id: string, port: number, opts?: { hostPort?: number; bind?: string }): Promise<{ port: number; hostPort: number; [k: string]: unknown }>;
+  ports(id: string): Promise<Array<Record<string, unknown>>>;
+  closePort(id: string, port: number): Promise<unknown>;
+
+  volumes(): Promise<Array<Record<string, unknown>>>;
+  createVolume(name: string, size: number | string): Promise<Record<string, unknown>>;
+  getVolume(name: string): Promise<Record<string, unknown>>;
+  deleteVolume(name: string): Promise<unknown>;
+
+  diff(id: string): Promise<Buffer>;
+  accept(id: string, paths?: string[]): Promise<unknown>;
+  discard(id: string): Promise<unknown>;
+  export(id: string): Promise<Buffer>;
+  push(id: string, branch: string, opts?: { force?: boolean; openPr?: boolean }): Promise<unknown>;
+
+  audit(id: string): Promise<Array<Record<string, unknown>>>;
+  tools(id: string): Promise<Array<{ name: string; description: string; inputSchema: object }>>;
+  health(): Promise<{ status: string; [k: string]: unknown }>;
+  metrics(): Promise<string>;
+}
+
+export interface ExecOptions {
+  env?: Record<string, string>;
+  cwd?: string;
+  stdin?: string | Uint8Array;
+  timeout?: number;
+  uid?: number;
+}
+
+export interface ExecEvent {
+  type: "started" | "stdout" | "stderr" | "error" | "exit";
+  pid?: number;
+  data?: Buffer;
+  exitCode?: number;
+  signal?: number | null;
+  errorCode?: string | null;
+  [k: string]: unknown;
+}
+
+export interface ExecResult {
+  pid: number | null;
+  exitCode: number | null;
+  signal: number | null;
+  errorCode: string | null;
+  stdout: Buffer;
+  stderr: Buffer;
+  events: ExecEvent[];
 }

@@ -124,6 +124,224 @@ export class Client {
   signal(id, pid, sig = "TERM") {
     return this._json("POST", `/v1/sandboxes/${id}/processes/${pid}/signal`, { signal: sig });
   }
+
+  /**
+   * A request whose body is bytes (or nothing) and whose answer is read as a
+   * stream: resolves to the response once its status is known; an answer of
+   * 400 or above is read whole and thrown as AirlockError.
+   * @param {string} method @param {string} p @param {Buffer} [raw] @param {string} [type]
+   */
+  _open(method, p, raw, type = "application/octet-stream") {
+    return new Promise((resolve, reject) => {
+      const extra = raw === undefined ? {} : { "Content-Type": type, "Content-Length": String(raw.length) };
+      const req = http.request(this._options(method, p, extra), (res) => {
+        if (res.statusCode < 400) { resolve(res); return; }
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () => {
+          let doc = {};
+          try { doc = JSON.parse(Buffer.concat(chunks).toString()); } catch { /* not JSON */ }
+          reject(new AirlockError(res.statusCode, doc));
+        });
+        res.on("error", reject);
+      });
+      req.on("error", reject);
+      req.end(raw);
+    });
+  }
+
+  /** The whole body of a byte answer. */
+  async _bytes(method, p, raw, type) {
+    const res = await this._open(method, p, raw, type);
+    const chunks = [];
+    for await (const c of res) chunks.push(c);
+    return Buffer.concat(chunks);
+  }
+
+  /** JSON lines as they come (exec and watch streams). */
+  async *_lines(method, p, body) {
+    const raw = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const res = await this._open(method, p, raw, "application/json");
+    let buf = "";
+    for await (const c of res) {
+      buf += c.toString();
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (line.trim()) yield JSON.parse(line);
+      }
+    }
+    if (buf.trim()) yield JSON.parse(buf);
+  }
+
+  // sandboxes
+
+  /** @param {{state?: string, metadata?: Record<string,string>, limit?: number}} [opts] */
+  async list(opts = {}) {
+    return (await this._json("GET", "/v1/sandboxes" + query({ state: opts.state, limit: opts.limit, ...prefixed("metadata.", opts.metadata) }))).sandboxes;
+  }
+  /** @param {string} id @param {number} ttl seconds */
+  setTtl(id, ttl) { return this._json("POST", `/v1/sandboxes/${id}/ttl`, { ttl }); }
+
+  // processes
+
+  /**
+   * Run a command and yield its events as they come: started, stdout and
+   * stderr (with `data` as a Buffer), error, exit.
+   * @param {string} id @param {string[]} argv
+   * @param {{env?: Record<string,string>, cwd?: string, stdin?: string|Uint8Array, timeout?: number, uid?: number}} [opts]
+   */
+  async *exec(id, argv, opts = {}) {
+    const body = { argv };
+    for (const k of ["env", "cwd", "timeout", "uid"]) if (opts[k] !== undefined) body[k] = opts[k];
+    if (opts.stdin !== undefined) body.stdin = Buffer.from(opts.stdin).toString("base64");
+    for await (const ev of this._lines("POST", `/v1/sandboxes/${id}/exec`, body)) yield decodeData(ev);
+  }
+
+  /** exec() to the end: {pid, exitCode, signal, errorCode, stdout, stderr, events}. */
+  async run(id, argv, opts = {}) {
+    const r = { pid: null, exitCode: null, signal: null, errorCode: null, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0), events: [] };
+    for await (const ev of this.exec(id, argv, opts)) {
+      r.events.push(ev);
+      if (ev.type === "started") r.pid = ev.pid;
+      else if (ev.type === "stdout") r.stdout = Buffer.concat([r.stdout, ev.data]);
+      else if (ev.type === "stderr") r.stderr = Buffer.concat([r.stderr, ev.data]);
+      else if (ev.type === "exit") Object.assign(r, { pid: ev.pid ?? r.pid, exitCode: ev.exitCode, signal: ev.signal ?? null, errorCode: ev.errorCode ?? null });
+    }
+    return r;
+  }
+
+  /** A background process's events: what was kept, then as they come. */
+  async *events(id, pid) {
+    for await (const ev of this._lines("GET", `/v1/sandboxes/${id}/processes/${pid}/events`)) yield decodeData(ev);
+  }
+  /** @param {string} id */
+  async processes(id) { return (await this._json("GET", `/v1/sandboxes/${id}/processes`)).processes; }
+
+  // files (paths inside the workspace)
+
+  _files(id, suffix, params) { return `/v1/sandboxes/${id}/files${suffix}` + query(params); }
+  /** @param {string} id @param {string} p @returns {Promise<Buffer>} */
+  readFile(id, p) { return this._bytes("GET", this._files(id, "", { path: p })); }
+  /**
+   * Write bytes or a string. More than one request's worth (8 MiB pieces;
+   * the daemon takes 16 MiB a request) goes to a hidden sibling piece by
+   * piece and is then renamed into place, so readers see the old file or
+   * the whole new one.
+   * @param {string} id @param {string} p @param {string|Uint8Array} data @param {{parents?: boolean}} [opts]
+   */
+  async writeFile(id, p, data, opts = {}) {
+    const b = Buffer.from(data);
+    const parents = opts.parents === false ? "false" : "true";
+    const put = async (path, piece, extra) => JSON.parse((await this._bytes("PUT", this._files(id, "", { path, ...extra }), piece)).toString() || "{}");
+    if (b.length <= WRITE_PIECE) return put(p, b, { parents });
+    const slash = p.replace(/\/+$/, "").lastIndexOf("/");
+    const tmp = (slash >= 0 ? p.slice(0, slash + 1) : "") + ".airlock-upload-" + crypto.randomBytes(6).toString("hex");
+    try {
+      await put(tmp, b.subarray(0, WRITE_PIECE), { parents });
+      for (let i = WRITE_PIECE; i < b.length; i += WRITE_PIECE) await put(tmp, b.subarray(i, i + WRITE_PIECE), { append: "true" });
+      await this.rename(id, tmp, p, { overwrite: true });
+    } catch (e) {
+      await this.deleteFile(id, tmp).catch(() => {});
+      throw e;
+    }
+    return { path: p, size: b.length };
+  }
+  /** @param {string} id @param {string} p @param {{recursive?: boolean}} [opts] */
+  deleteFile(id, p, opts = {}) { return this._json("DELETE", this._files(id, "", { path: p, recursive: opts.recursive ? "true" : undefined })); }
+  /** @param {string} id @param {string} [p] @param {{depth?: number}} [opts] */
+  listFiles(id, p = ".", opts = {}) { return this._json("GET", this._files(id, "/list", { path: p, depth: opts.depth })); }
+  /** @param {string} id @param {string} p @param {{parents?: boolean}} [opts] */
+  mkdir(id, p, opts = {}) { return this._json("POST", this._files(id, "/mkdir", { path: p, parents: opts.parents ? "true" : undefined })); }
+  /** @param {string} id @param {string} from @param {string} to @param {{overwrite?: boolean}} [opts] */
+  rename(id, from, to, opts = {}) { return this._json("POST", `/v1/sandboxes/${id}/files/rename`, { from, to, overwrite: !!opts.overwrite }); }
+  /** @param {string} id @param {string} p */
+  stat(id, p) { return this._json("GET", this._files(id, "/stat", { path: p })); }
+  /** @param {string} id @param {string} p */
+  async exists(id, p) { return (await this._json("GET", this._files(id, "/exists", { path: p }))).exists; }
+  /** A tar archive (at most 16 MiB a call) extracted beneath directory `p`. */
+  async uploadTar(id, p, tar) {
+    return JSON.parse((await this._bytes("PUT", this._files(id, "/tar", { path: p }), Buffer.from(tar), "application/x-tar")).toString());
+  }
+  /** Directory `p` of the workspace as a tar (a Buffer). */
+  downloadTar(id, p = ".") { return this._bytes("GET", this._files(id, "/tar", { path: p })); }
+  /**
+   * A directory's events as they come: {type: "ready"} first, then create,
+   * modify, delete, rename (with `from`), overflow, and {type: "end"}.
+   * @param {string} id @param {string} [p] @param {{recursive?: boolean, timeout?: number}} [opts]
+   */
+  watch(id, p = ".", opts = {}) {
+    return this._lines("GET", this._files(id, "/watch", { path: p, recursive: opts.recursive === false ? "false" : "true", timeout: opts.timeout }));
+  }
+
+  // ports
+
+  /** Serve the sandbox's 127.0.0.1:port on the host; the answer's hostPort is where. */
+  openPort(id, port, opts = {}) {
+    const body = { port };
+    if (opts.hostPort !== undefined) body.hostPort = opts.hostPort;
+    if (opts.bind !== undefined) body.bind = opts.bind;
+    return this._json("POST", `/v1/sandboxes/${id}/ports`, body, [201]);
+  }
+  async ports(id) { return (await this._json("GET", `/v1/sandboxes/${id}/ports`)).ports; }
+  closePort(id, port) { return this._json("DELETE", `/v1/sandboxes/${id}/ports/${port}`); }
+
+  // volumes
+
+  async volumes() { return (await this._json("GET", "/v1/volumes")).volumes; }
+  /** @param {string} name @param {number|string} size bytes, or e.g. "1G" */
+  createVolume(name, size) { return this._json("POST", "/v1/volumes", { name, size }, [201]); }
+  getVolume(name) { return this._json("GET", `/v1/volumes/${encodeURIComponent(name)}`); }
+  deleteVolume(name) { return this._json("DELETE", `/v1/volumes/${encodeURIComponent(name)}`); }
+
+  // review and git
+
+  /** The unified diff of a review sandbox's changes (a Buffer). */
+  diff(id) { return this._bytes("GET", `/v1/sandboxes/${id}/diff`); }
+  /** @param {string} id @param {string[]} [paths] only these files */
+  accept(id, paths) { return this._json("POST", `/v1/sandboxes/${id}/accept`, paths && paths.length ? { paths } : {}); }
+  discard(id) { return this._json("POST", `/v1/sandboxes/${id}/discard`, {}); }
+  /** The agent's new commits as an mbox of patches (a Buffer). */
+  export(id) { return this._bytes("POST", `/v1/sandboxes/${id}/export`, Buffer.from("{}"), "application/json"); }
+  /** @param {string} id @param {string} branch @param {{force?: boolean, openPr?: boolean}} [opts] */
+  push(id, branch, opts = {}) {
+    const body = { branch };
+    if (opts.force) body.force = true;
+    if (opts.openPr) body.openPr = true;
+    return this._json("POST", `/v1/sandboxes/${id}/push`, body);
+  }
+
+  // the rest
+
+  /** The sandbox's audit lines, parsed. */
+  async audit(id) {
+    return (await this._bytes("GET", `/v1/sandboxes/${id}/audit`)).toString().split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+  }
+  /** The host tools the sandbox may call: [{name, description, inputSchema}]. */
+  async tools(id) { return (await this._json("GET", `/v1/sandboxes/${id}/tools`)).tools; }
+  health() { return this._json("GET", "/healthz", undefined, [200, 503]); }
+  async metrics() { return (await this._bytes("GET", "/metrics")).toString(); }
+}
+
+/** One request carries at most this much of a file (the daemon's body limit is 16 MiB). */
+const WRITE_PIECE = 8 << 20;
+
+/** "?k=v&..." of the defined values, percent-encoded; "" when none. */
+function query(params = {}) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) q.append(k, String(v));
+  const s = q.toString();
+  return s ? "?" + s : "";
+}
+
+function prefixed(prefix, obj = {}) {
+  return Object.fromEntries(Object.entries(obj || {}).map(([k, v]) => [prefix + k, v]));
+}
+
+function decodeData(ev) {
+  if ((ev.type === "stdout" || ev.type === "stderr") && typeof ev.data === "string") ev.data = Buffer.from(ev.data, "base64");
+  return ev;
 }
 
 /**
