@@ -72,6 +72,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, "/v1/ui/codes", route_ui_code},
     {EVHTTP_REQ_GET, "/v1/ui/session", route_ui_session},
     {EVHTTP_REQ_POST, "/v1/ui/logout", route_ui_logout},
+    {EVHTTP_REQ_GET, "/v1/ui/audit/verify", route_ui_audit_verify},
+    {EVHTTP_REQ_GET, "/v1/ui/doctor", route_ui_doctor},
 };
 
 /* The methods, in the order Allow names them. */

@@ -94,3 +94,6 @@ bool ui_serve(struct daemon *d, struct evhttp_request *req, const char *path);
 void route_ui_code(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_ui_session(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_ui_logout(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_ui_audit_verify(struct daemon *d, struct evhttp_request *req,
+                           const struct route_args *a);
+void route_ui_doctor(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
