@@ -71,12 +71,15 @@ function healthCell(sb) {
   return el("span", { class: `health health-${st}` }, st);
 }
 
-function row(sb) {
+// A row's cells; the first (the link) stays the same element across updates,
+// so that keyboard focus on it survives the live refresh.
+const rows = new Map(); // id -> tr
+
+function cells(sb) {
   const h = record(sb);
   const n = sb.network || {};
   const live = ["running", "starting", "stopping"].includes(sb.state);
-  return el("tr", { "data-id": sb.id, "data-state": sb.state },
-    el("td", {}, el("a", { href: `#/sandbox/${sb.id}`, class: "mono" }, sb.id)),
+  return [
     el("td", {}, stateBadge(sb.state)),
     el("td", {}, tierBadge(sb)),
     el("td", {}, sb.class || "–"),
@@ -86,7 +89,19 @@ function row(sb) {
     el("td", { class: "num" }, el("span", { class: "ok", title: "requests allowed" }, `✔ ${n.allowed || 0}`), " ",
       el("span", { class: "bad", title: "requests denied" }, `✖ ${n.denied || 0}`)),
     el("td", {}, healthCell(sb)),
-    el("td", {}, (sb.createdAt || "").replace("T", " ").slice(0, 19)));
+    el("td", {}, (sb.createdAt || "").replace("T", " ").slice(0, 19)),
+  ];
+}
+
+function row(sb) {
+  let tr = rows.get(sb.id);
+  if (!tr) {
+    tr = el("tr", { "data-id": sb.id }, el("td", {}, el("a", { href: `#/sandbox/${sb.id}`, class: "mono" }, sb.id)));
+    rows.set(sb.id, tr);
+  }
+  tr.dataset.state = sb.state;
+  tr.replaceChildren(tr.firstChild, ...cells(sb));
+  return tr;
 }
 
 export function sandboxesPage() {
@@ -142,8 +157,9 @@ export function sandboxesPage() {
   }
 
   function draw() {
-    const shown = sandboxes.filter(visible);
-    tbody.replaceChildren(...shown.map(row));
+    const shown = sandboxes.filter(visible).map(row);
+    const now = [...tbody.children];
+    if (now.length !== shown.length || now.some((tr, i) => tr !== shown[i])) tbody.replaceChildren(...shown);
     count.textContent = `${shown.length} of ${sandboxes.length} sandboxes`;
   }
 

@@ -241,6 +241,9 @@ export function sandboxPage(id) {
       reviewBody.replaceChildren(el("p", { class: "muted" }, "Not a review sandbox: its workspace is written directly."));
       return;
     }
+    // One review call at a time: the daemon's diff, accept and discard
+    // each take the kept changes' lock.
+    for (const b of reviewBody.querySelectorAll("button")) b.disabled = true;
     let text;
     try {
       text = await get(`${base}/diff`, { text: true });
