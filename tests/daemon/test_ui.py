@@ -211,6 +211,28 @@ def test_revoked_grant_ends_its_session(ui_daemon):
     assert st == 401 and b"revoked" in b
 
 
+def test_no_switching_grant_by_link(ui_daemon):
+    """Someone else's code, followed by a logged-in browser, does not make it
+    that grant's (a login CSRF); the same grant's code renews the session."""
+    d = ui_daemon
+    other = d.grant("other", "--allow-exec")
+
+    def login(url, cookie=None):
+        st, h, b = raw(d, "GET", url.split(d.host, 1)[1], {"Cookie": cookie} if cookie else {})
+        return st, (h.get("Set-Cookie") or "").split(";")[0], b
+
+    st, mine, _ = login(login_url(d))
+    assert st == 303
+    st, theirs, b = login(login_url(d, other), mine)
+    assert st == 409 and b"another grant" in b and not theirs
+    st, _, b = raw(d, "GET", "/v1/ui/session", {"Cookie": mine})
+    assert st == 200 and json.loads(b)["grant"] == "admin"
+    st, renewed, _ = login(login_url(d), mine)
+    assert st == 303 and renewed and renewed != mine
+    assert raw(d, "GET", "/v1/ui/session", {"Cookie": mine})[0] == 401
+    assert raw(d, "GET", "/v1/ui/session", {"Cookie": renewed})[0] == 200
+
+
 def test_live_list_output_terminal_stop(ui_daemon, browser, shots):
     d = ui_daemon
     api = d.client(d.admin)

@@ -85,6 +85,15 @@ static void set_cookie(struct evhttp_request *req, const char *value, long max_a
         evhttp_add_header(evhttp_request_get_output_headers(req), "Set-Cookie", c);
 }
 
+static struct ui_session *session_of(struct evhttp_request *req)
+{
+        const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
+        char value[UI_SECRET_HEX + 1];
+        if (!h || ui_cookie_get(h, UI_COOKIE_NAME, value, sizeof(value)) < 0)
+                return NULL;
+        return ui_session_find(&sessions, value, daemon_now_ms());
+}
+
 static void login(struct daemon *d, struct evhttp_request *req)
 {
         struct evkeyvalq q;
@@ -97,7 +106,8 @@ static void login(struct daemon *d, struct evhttp_request *req)
         }
         const char *code = evhttp_find_header(&q, "code");
         char cookie[UI_SECRET_HEX + 1];
-        int r = code ? ui_code_redeem(&sessions, code, daemon_now_ms(), cookie, NULL) : -EINVAL;
+        const struct ui_session *fresh = NULL;
+        int r = code ? ui_code_redeem(&sessions, code, daemon_now_ms(), cookie, &fresh) : -EINVAL;
         evhttp_clear_headers(&q);
         if (r == -ETIMEDOUT) {
                 reply_page(d, req, 401, "Login code expired",
@@ -110,6 +120,27 @@ static void login(struct daemon *d, struct evhttp_request *req)
                            "<code>airlock ui</code> again.");
                 return;
         }
+        /* A browser logged in as one grant is not switched to another by
+         * following a link (a login CSRF: someone else's code would have
+         * the user work in sandboxes that someone can read): logging out
+         * comes first. The same grant's code just renews the session. */
+        char fresh_grant[GRANT_HASH_HEX + 1];
+        memcpy(fresh_grant, fresh->grant_hash, sizeof(fresh_grant));
+        const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
+        char oldval[UI_SECRET_HEX + 1];
+        const struct ui_session *old =
+            h && ui_cookie_get(h, UI_COOKIE_NAME, oldval, sizeof(oldval)) == 0
+                ? ui_session_find(&sessions, oldval, daemon_now_ms())
+                : NULL;
+        if (old && !STREQ(old->grant_hash, fresh_grant)) {
+                ui_session_end(&sessions, cookie);
+                reply_page(d, req, 409, "Logged in as another grant",
+                           "This browser has a dashboard session of another grant: log out "
+                           "first, then run <code>airlock ui</code> again.");
+                return;
+        }
+        if (old)
+                ui_session_end(&sessions, oldval);
         set_cookie(req, cookie, UI_SESSION_TTL_MS / 1000);
         security_headers(req);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Location", "/ui/");
@@ -155,15 +186,6 @@ bool ui_serve(struct daemon *d, struct evhttp_request *req, const char *path)
         }
         reply_error(d, req, 404, "not_found", "no such page: %s", path);
         return true;
-}
-
-static struct ui_session *session_of(struct evhttp_request *req)
-{
-        const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
-        char value[UI_SECRET_HEX + 1];
-        if (!h || ui_cookie_get(h, UI_COOKIE_NAME, value, sizeof(value)) < 0)
-                return NULL;
-        return ui_session_find(&sessions, value, daemon_now_ms());
 }
 
 int ui_authenticate(struct daemon *d, struct evhttp_request *req, struct grant **ret)
