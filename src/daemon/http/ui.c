@@ -354,6 +354,9 @@ void route_ui_audit_verify(struct daemon *d, struct evhttp_request *req, const s
         reply_json(d, req, 200, o);
 }
 
+/* One doctor at a time: each forks its probes, and any grant may ask. */
+static bool doctor_running;
+
 struct doctor_ctx {
         struct daemon *d;
         struct evhttp_request *req;
@@ -374,6 +377,7 @@ static void doctor_done(const struct job_result *res, void *userdata)
                 reply_error(c->d, c->req, 500, "internal", "airlock doctor gave no report: %.200s",
                             res->err ? res->err : "");
         }
+        doctor_running = false;
         free(c);
 }
 
@@ -382,6 +386,12 @@ static void doctor_done(const struct job_result *res, void *userdata)
 void route_ui_doctor(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
         (void)a;
+        if (doctor_running) {
+                reply_error(d, req, 429, "busy",
+                            "airlock doctor is running for another request; "
+                            "ask again in a moment");
+                return;
+        }
         struct doctor_ctx *c = calloc(1, sizeof(*c));
         if (!c) {
                 reply_error(d, req, 500, "internal", "out of memory");
@@ -393,5 +403,7 @@ void route_ui_doctor(struct daemon *d, struct evhttp_request *req, const struct 
         if (job_start(d, argv, 256 * 1024, doctor_done, c, &err) < 0) {
                 reply_error(d, req, 500, "internal", "%s", err.msg);
                 free(c);
+                return;
         }
+        doctor_running = true;
 }
