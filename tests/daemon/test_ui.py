@@ -187,6 +187,9 @@ def test_csrf_and_origin_refused(ui_daemon, browser):
     # Reads from another site are refused too (the Origin says so).
     st, _, _ = raw(d, "GET", "/v1/sandboxes", {"Cookie": ck, "Origin": "http://evil.example"})
     assert st == 403
+    # A cookie that is no session's, however long: 401.
+    for bogus in ("0" * 64, "x" * 300, ""):
+        assert raw(d, "GET", "/v1/sandboxes", {"Cookie": f"airlock_session={bogus}"})[0] == 401
     # A session cannot mint the codes that would outlive it.
     st, _, b = raw(d, "POST", "/v1/ui/codes", {"Cookie": ck, "Origin": origin, "X-Airlock-CSRF": csrf})
     assert st == 403

@@ -193,9 +193,11 @@ int ui_authenticate(struct daemon *d, struct evhttp_request *req, struct grant *
         struct evkeyvalq *h = evhttp_request_get_input_headers(req);
         const char *cookie = evhttp_find_header(h, "Cookie");
         char value[UI_SECRET_HEX + 1];
-        if (!cookie || ui_cookie_get(cookie, UI_COOKIE_NAME, value, sizeof(value)) == -ENOENT)
+        int r = cookie ? ui_cookie_get(cookie, UI_COOKIE_NAME, value, sizeof(value)) : -ENOENT;
+        if (r == -ENOENT)
                 return 0;
-        struct ui_session *s = ui_session_find(&sessions, value, daemon_now_ms());
+        /* A value too long for a session's is none. */
+        struct ui_session *s = r < 0 ? NULL : ui_session_find(&sessions, value, daemon_now_ms());
         if (!s) {
                 reply_error(d, req, 401, "unauthorized",
                             "the dashboard session has ended: run 'airlock ui' to log in again");
@@ -211,7 +213,7 @@ int ui_authenticate(struct daemon *d, struct evhttp_request *req, struct grant *
                 return -1;
         }
         struct grant *g = NULL;
-        int r = store_grant_by_hash(d->store, s->grant_hash, &g);
+        r = store_grant_by_hash(d->store, s->grant_hash, &g);
         if (r == -ENOENT) {
                 ui_sessions_drop_grant(&sessions, s->grant_hash);
                 reply_error(d, req, 401, "unauthorized",
