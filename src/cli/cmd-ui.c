@@ -29,6 +29,7 @@ static const char ui_usage[] =
     "Examples:\n"
     "  airlock ui\n"
     "  airlock ui --no-open --url http://127.0.0.1:7070\n"
+    "  AIRLOCK_TOKEN=alk_... airlock ui --socket /run/airlock/airlockd.sock\n"
     "\n"
     "Options:\n"
     "      --no-open             print the address only\n";
