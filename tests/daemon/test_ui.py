@@ -201,6 +201,36 @@ def test_csrf_and_origin_refused(ui_daemon, browser):
     assert st == 403
 
 
+def test_secure_cookie_behind_tls_and_event_stream_by_cookie(ui_daemon):
+    d = ui_daemon
+    st, h, _ = raw(d, "GET", login_url(d).split(d.host, 1)[1], {"X-Forwarded-Proto": "https"})
+    assert st == 303
+    flags = [f.strip() for f in h["Set-Cookie"].split(";")]
+    assert {"HttpOnly", "SameSite=Strict", "Path=/", "Secure"} <= set(flags)
+    # The live list's stream takes the session as it takes a token.
+    c = http.client.HTTPConnection(d.host, timeout=10)
+    try:
+        c.request("GET", "/v1/events", headers={"Cookie": flags[0]})
+        r = c.getresponse()
+        assert r.status == 200 and r.getheader("Content-Type").startswith("text/event-stream")
+        assert r.readline().startswith(b": events after")
+    finally:
+        c.close()
+
+
+def test_airlock_ui_needs_a_tcp_address(make_daemon):
+    d = make_daemon()
+    p = subprocess.run([str(AIRLOCK), "ui", "--no-open"], capture_output=True, text=True, timeout=20,
+                       env=dict(os.environ, AIRLOCK_TOKEN=d.admin, AIRLOCK_SOCKET=str(d.socket)))
+    assert p.returncode == 1 and "--listen" in p.stderr, p.stderr
+    p = subprocess.run([str(AIRLOCK), "ui", "--no-open"], capture_output=True, text=True, timeout=20,
+                       env=dict(os.environ, AIRLOCK_TOKEN="alk_" + "0" * 64,
+                                AIRLOCK_SOCKET=str(d.socket)))
+    assert p.returncode == 1 and "no grant" in p.stderr, p.stderr
+    p = subprocess.run([str(AIRLOCK), "ui", "extra"], capture_output=True, text=True, timeout=20)
+    assert p.returncode == 2
+
+
 def test_revoked_grant_ends_its_session(ui_daemon):
     d = ui_daemon
     tok = d.grant("viewer")
