@@ -67,6 +67,7 @@ def browser():
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
               "--window-size=1400,1000", "--no-first-run", "--disable-extensions"):
         opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     drv.set_page_load_timeout(20)
     drv.set_script_timeout(20)
@@ -418,3 +419,13 @@ def test_grants_settings_and_logout(ui_daemon, browser, shots):
          what="the logged-out page")
     st, _, _ = raw(d, "GET", "/v1/ui/session", {"Cookie": f"airlock_session={cookie}"})
     assert st == 401
+
+
+def test_no_script_errors_or_policy_violations(ui_daemon, browser):
+    """Across every page the tests above opened: no uncaught error and
+    nothing the Content-Security-Policy had to block (an inline script or
+    style would be)."""
+    logs = browser.get_log("browser")
+    bad = [e["message"] for e in logs
+           if "Content Security Policy" in e["message"] or "Uncaught" in e["message"]]
+    assert not bad, bad
