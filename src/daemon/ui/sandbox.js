@@ -196,8 +196,9 @@ export function sandboxPage(id) {
       apprBody.replaceChildren(el("p", { class: "muted" }, "This daemon has no approvals (no /v1/approvals route)."));
       return;
     }
-    const r = await get("/v1/approvals");
-    const mine = (r.approvals || []).filter((a) => !a.sandbox || a.sandbox === id);
+    const r = await get(`/v1/approvals?sandbox=${id}`);
+    const all = Array.isArray(r) ? r : r.approvals || [];
+    const mine = all.filter((a) => !a.sandbox || a.sandbox === id);
     if (!mine.length) {
       apprBody.replaceChildren(el("p", { class: "muted", id: "no-approvals" }, "Nothing waits for a decision."));
       return;
@@ -209,7 +210,9 @@ export function sandboxPage(id) {
     };
     apprBody.replaceChildren(el("ul", { id: "approvals" }, mine.map((a) => el("li", { "data-approval": a.id },
       el("span", { class: "mono" }, a.kind || "ask"), " ",
-      el("span", {}, a.target || a.host || a.tool || JSON.stringify(a.request || a)), " ",
+      el("strong", {}, a.kind === "tool" ? `${a.tool}${a.argsDigest ? " (" + a.argsDigest.slice(0, 12) + "…)" : ""}`
+        : `${a.host}${a.port ? ":" + a.port : ""}${a.protocol ? " (" + a.protocol + ")" : ""}`), " ",
+      a.expires ? el("span", { class: "muted" }, `until ${String(a.expires).replace("T", " ").slice(0, 19)}`) : null, " ",
       el("button", { type: "button", "data-decision": "allow-once", onclick: decide(a, "allow-once") }, "Allow once"),
       el("button", { type: "button", "data-decision": "allow-sandbox", onclick: decide(a, "allow-sandbox") }, "Allow for this sandbox"),
       el("button", { type: "button", "data-decision": "deny", class: "danger", onclick: decide(a, "deny") }, "Deny"),
