@@ -289,11 +289,20 @@ def test_live_list_output_terminal_stop(ui_daemon, browser, shots):
     find(browser, sel)
     wait(browser, lambda x: "running" in x.find_element(By.CSS_SELECTOR, sel).text and
          "namespaces" in x.find_element(By.CSS_SELECTOR, sel).text, what="its state and tier")
-    # Made here, from a class: it appears too.
+    # Made here, from a class: a bad allow rule is refused with the API's
+    # reason; a good one makes a gated sandbox, which appears too.
     browser.find_element(By.CSS_SELECTOR, "#c-class").send_keys("small")
+    browser.find_element(By.CSS_SELECTOR, "#c-hosts").send_keys("https://example.org")
+    click(browser, "#create")
+    wait(browser, lambda x: "400" in text(x, "#toast") and "example.org" in text(x, "#toast"),
+         what="the refusal, with its reason")
+    browser.find_element(By.CSS_SELECTOR, "#c-hosts").clear()
+    browser.find_element(By.CSS_SELECTOR, "#c-hosts").send_keys("example.org:443")
     click(browser, "#create")
     wait(browser, lambda x: len(x.find_elements(By.CSS_SELECTOR, "#sandboxes tbody tr")) >= 2,
          what="the sandbox created from the page")
+    made = [x for x in api.list(state="running") if x["id"] != sb["id"]]
+    assert made and made[0]["networkMode"] == "gated" and made[0]["class"] == "small"
     shot(browser, shots, "sandboxes")
 
     click(browser, sel + " a")

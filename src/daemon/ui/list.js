@@ -126,6 +126,8 @@ export function sandboxesPage() {
     session.classes.filter((c) => c.allowed).map((c) =>
       el("option", { value: c.name, selected: c.name === "small" }, `${c.name} (${bytes(c.memory)}, ${c.cpus} cpu)`)));
   const createTtl = el("input", { id: "c-ttl", type: "number", min: "0", step: "60", value: "3600" });
+  const createHosts = el("input", { id: "c-hosts", type: "text", size: "30", placeholder: "api.example.com, *.pkg.example.org:443",
+    "aria-describedby": "c-hosts-help" });
   const createBtn = el("button", { type: "submit", id: "create" }, "Create sandbox");
   const canCreate = session.permissions.allowSandbox;
   const createForm = el("form", { class: "inline", onsubmit: async (e) => {
@@ -135,6 +137,8 @@ export function sandboxesPage() {
       const body = { class: createClass.value };
       const ttl = Number(createTtl.value);
       if (ttl > 0) body.ttl = ttl;
+      const hosts = createHosts.value.split(/[\s,]+/).filter(Boolean);
+      if (hosts.length) body.policy = { network: { allow: hosts } };
       const sb = await act("creating a sandbox", () => post("/v1/sandboxes", body));
       toast(`sandbox ${sb.id} is ${sb.state}`);
       refresh();
@@ -143,7 +147,10 @@ export function sandboxesPage() {
     }
   } },
   el("label", { for: "c-class" }, "Class"), createClass,
-  el("label", { for: "c-ttl" }, "TTL (s)"), createTtl, createBtn);
+  el("label", { for: "c-ttl" }, "TTL (s)"), createTtl,
+  el("label", { for: "c-hosts" }, "Allowed hosts"), createHosts,
+  el("span", { id: "c-hosts-help", class: "sr-only" }, "Host names the sandbox may reach through the network gate; none: no network"),
+  createBtn);
 
   function visible(sb) {
     if (filters.state === "live" && !["running", "starting", "stopping"].includes(sb.state)) return false;
