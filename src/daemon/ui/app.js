@@ -14,7 +14,7 @@ export function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), (ev) => handled(v(ev)));
     else if (k === "class") e.className = v;
     else e.setAttribute(k, v === true ? "" : String(v));
   }
@@ -23,6 +23,15 @@ export function el(tag, attrs = {}, ...children) {
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return e;
+}
+
+// An event handler's failure is shown, once, and goes no further.
+function handled(r) {
+  if (r && typeof r.catch === "function") {
+    r.catch((err) => {
+      if (!err.shown) toast(err.message, true);
+    });
+  }
 }
 
 export function toast(message, bad = false) {
@@ -41,6 +50,7 @@ export async function act(what, f) {
   } catch (e) {
     const m = e instanceof ApiError ? `${what}: ${e.message} (${e.status} ${e.code})` : `${what}: ${e.message}`;
     toast(m, true);
+    e.shown = true;
     throw e;
   }
 }
