@@ -117,6 +117,14 @@ def click(drv, css, timeout=15):
     wait(drv, lambda x: x.find_element(By.CSS_SELECTOR, css).click() or True, timeout, css)
 
 
+def stray_null(drv, css):
+    """A text node "null": a part left out by a condition, printed instead."""
+    return drv.execute_script(
+        "const w = document.createTreeWalker(document.querySelector(arguments[0]), 4);"
+        "while (w.nextNode()) if (w.currentNode.textContent === 'null') return true;"
+        "return false;", css)
+
+
 def text(drv, css):
     return drv.find_element(By.CSS_SELECTOR, css).text
 
@@ -321,6 +329,7 @@ def test_live_list_output_terminal_stop(ui_daemon, browser, shots):
     wait(browser, lambda x: "hi-42" in text(x, ".term"), what="the terminal's answer")
     wait(browser, lambda x: "verified" in x.find_element(By.CSS_SELECTOR, "#audit-verify").text,
          what="the audit chain's verdict")
+    assert not stray_null(browser, ".sbhead") and not stray_null(browser, "#caps")
     shot(browser, shots, "sandbox")
 
     click(browser, "#stop")
@@ -347,6 +356,7 @@ def test_accept_one_file(ui_daemon, browser, shots, tmp_path):
     assert not (ws / "drop.txt").exists()
     wait(browser, lambda x: not x.find_elements(By.CSS_SELECTOR, 'details[data-path="keep.txt"]'),
          what="the diff without the accepted file")
+    assert not stray_null(browser, "#review")
     shot(browser, shots, "review")
     click(browser, "#discard:enabled")
     wait(browser, lambda x: not x.find_elements(By.CSS_SELECTOR, "#discard"),

@@ -34,6 +34,12 @@ function handled(r) {
   }
 }
 
+// Replace a node's children, leaving out the null and false that
+// conditional parts give.
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 export function toast(message, bad = false) {
   const t = document.getElementById("toast");
   t.textContent = message;

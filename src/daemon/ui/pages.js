@@ -3,7 +3,7 @@
 // policy, the resource classes, the daemon's health and what `airlock
 // doctor` reports of this host).
 import { get } from "./api.js";
-import { bytes, el, session } from "./app.js";
+import { bytes, el, fill, session } from "./app.js";
 
 const yes = (b) => el("span", { class: b ? "ok" : "muted" }, b ? "✔ yes" : "✖ no");
 
@@ -41,7 +41,7 @@ export function settingsPage() {
       el("thead", {}, el("tr", {}, ["class", "memory", "cpus", "cpu time", "longest command", "network rate", "this grant"].map((h) => el("th", { scope: "col" }, h)))),
       el("tbody", {}, session.classes.map((c) => el("tr", {},
         el("th", { scope: "row" }, c.name), el("td", {}, bytes(c.memory)), el("td", {}, String(c.cpus)),
-        el("td", {}, `${c.cpuTime} s`), el("td", {}, `${c.timeout} s`), el("td", {}, `${bytes(c.netRate)}/s`),
+        el("td", {}, `${c.cpuTime} s`), el("td", {}, `${c.timeout} s`), el("td", {}, `${c.netRate / 1e6} MB/s`),
         el("td", {}, yes(c.allowed)))))),
     el("h2", {}, "Default policy"),
     el("p", { class: "muted" }, "What a sandbox gets when its create names no policy (docs/policy.md); a create's class replaces the limits."),
@@ -58,15 +58,15 @@ export function settingsPage() {
       }
       try {
         const d = await get("/v1/ui/doctor");
-        doctor.replaceChildren(...(d.tiers || []).map((t) => el("div", { class: "tier-report" },
+        fill(doctor, ...(d.tiers || []).map((t) => el("div", { class: "tier-report" },
           el("h3", {}, `${t.name}: `, el("span", { class: t.available ? "ok" : "bad" }, t.available ? "works" : t.built === false ? "not built" : "does not work")),
           t.why ? el("p", { class: "muted" }, t.why) : null,
           el("ul", {}, (t.checks || []).map((c) => el("li", {},
             el("span", { class: c.ok ? "ok" : "bad" }, c.ok ? "✔ " : "✖ "), el("strong", {}, c.name), ` ${c.detail}`,
             c.fix ? el("div", { class: "fix" }, `fix: ${c.fix}`) : null))))));
-        if (!d.tiers) doctor.replaceChildren(el("pre", {}, JSON.stringify(d, null, 2)));
+        if (!d.tiers) fill(doctor, el("pre", {}, JSON.stringify(d, null, 2)));
       } catch (e) {
-        doctor.replaceChildren(el("p", { class: "bad" }, `airlock doctor: ${e.message}`));
+        fill(doctor, el("p", { class: "bad" }, `airlock doctor: ${e.message}`));
       }
     },
   };

@@ -4,7 +4,7 @@
 // timeline with the chain's verdict, its review diff, its TTL, stop and
 // e-stop. Every button is one API call, under the session's grant.
 import { del, get, hasRoute, ndjson, post } from "./api.js";
-import { act, bytes, el, session, stateBadge, tierBadge, toast } from "./app.js";
+import { act, bytes, el, fill, session, stateBadge, tierBadge, toast } from "./app.js";
 import { Terminal } from "./term.js";
 
 const b64 = (s) => {
@@ -63,7 +63,7 @@ export function sandboxPage(id) {
   function drawHead() {
     const live = ["running", "starting"].includes(sb.state);
     const canAct = sb.grant === session.grant;
-    head.replaceChildren(
+    fill(head,
       el("h1", {}, "Sandbox ", el("span", { class: "mono" }, id)),
       el("p", { class: "facts" }, stateBadge(sb.state), " ", tierBadge(sb), " ",
         el("span", {}, `class ${sb.class}`), " · ",
@@ -106,7 +106,7 @@ export function sandboxPage(id) {
 
   async function loadProcs() {
     const r = await get(`${base}/processes`);
-    procList.replaceChildren(...r.processes.map((p) => el("li", {},
+    fill(procList, ...r.processes.map((p) => el("li", {},
       el("button", { type: "button", class: "link", "data-pid": p.pid, onclick: () => watch(p.pid, p.argv) },
         `#${p.pid} ${p.argv.join(" ")}`), " ",
       el("span", { class: `pstate pstate-${p.state}` }, p.state === "exited" ? `exit ${p.exitCode}` : p.state))));
@@ -149,20 +149,20 @@ export function sandboxPage(id) {
       argv: ["/bin/sh", "-i"], pty: { rows: 24, cols: 80 }, background: true }));
     if (term) term.close();
     term = new Terminal(id, r.pid);
-    termBox.replaceChildren(term.node);
+    fill(termBox, term.node);
     term.connect();
     loadProcs();
   }
 
   async function loadCaps() {
     if (!(await hasRoute(`${base}/capabilities`))) {
-      capsBody.replaceChildren(el("p", { class: "muted" }, "This daemon has no live capabilities (no /capabilities route)."));
+      fill(capsBody, el("p", { class: "muted" }, "This daemon has no live capabilities (no /capabilities route)."));
       return;
     }
     const c = await get(`${base}/capabilities`);
     const allow = (c.network && (c.network.allow || c.network.allowed)) || [];
     const add = el("input", { id: "cap-add", type: "text", placeholder: "host:port", size: "30" });
-    capsBody.replaceChildren(
+    fill(capsBody,
       el("h3", {}, "Network allow-list"),
       el("ul", { id: "caps-network" }, allow.map((a) => {
         const v = typeof a === "string" ? a : a.allow || JSON.stringify(a);
@@ -193,14 +193,14 @@ export function sandboxPage(id) {
 
   async function loadApprovals() {
     if (!(await hasRoute("/v1/approvals"))) {
-      apprBody.replaceChildren(el("p", { class: "muted" }, "This daemon has no approvals (no /v1/approvals route)."));
+      fill(apprBody, el("p", { class: "muted" }, "This daemon has no approvals (no /v1/approvals route)."));
       return;
     }
     const r = await get(`/v1/approvals?sandbox=${id}`);
     const all = Array.isArray(r) ? r : r.approvals || [];
     const mine = all.filter((a) => !a.sandbox || a.sandbox === id);
     if (!mine.length) {
-      apprBody.replaceChildren(el("p", { class: "muted", id: "no-approvals" }, "Nothing waits for a decision."));
+      fill(apprBody, el("p", { class: "muted", id: "no-approvals" }, "Nothing waits for a decision."));
       return;
     }
     const decide = (a, decision) => async () => {
@@ -208,7 +208,7 @@ export function sandboxPage(id) {
       toast(`${decision}: ${a.id}`);
       loadApprovals();
     };
-    apprBody.replaceChildren(el("ul", { id: "approvals" }, mine.map((a) => el("li", { "data-approval": a.id },
+    fill(apprBody, el("ul", { id: "approvals" }, mine.map((a) => el("li", { "data-approval": a.id },
       el("span", { class: "mono" }, a.kind || "ask"), " ",
       el("strong", {}, a.kind === "tool" ? `${a.tool}${a.argsDigest ? " (" + a.argsDigest.slice(0, 12) + "…)" : ""}`
         : `${a.host}${a.port ? ":" + a.port : ""}${a.protocol ? " (" + a.protocol + ")" : ""}`), " ",
@@ -222,7 +222,7 @@ export function sandboxPage(id) {
   async function loadAudit() {
     const text = await get(`${base}/audit`, { text: true });
     const lines = text.split("\n").filter(Boolean).map((l) => JSON.parse(l));
-    auditBody.replaceChildren(...lines.slice(-200).reverse().map((l) => {
+    fill(auditBody, ...lines.slice(-200).reverse().map((l) => {
       const { seq, ts, kind, sandbox, prev, ...rest } = l;
       return el("tr", {}, el("td", { class: "num" }, seq), el("td", {}, (ts || "").replace("T", " ").slice(0, 23)),
         el("td", { class: "mono" }, kind), el("td", { class: "mono small" }, JSON.stringify(rest).slice(0, 300)));
@@ -241,7 +241,7 @@ export function sandboxPage(id) {
 
   async function loadReview() {
     if (!sb || sb.workspaceMode !== "overlay") {
-      reviewBody.replaceChildren(el("p", { class: "muted" }, "Not a review sandbox: its workspace is written directly."));
+      fill(reviewBody, el("p", { class: "muted" }, "Not a review sandbox: its workspace is written directly."));
       return;
     }
     // One review call at a time: the daemon's diff, accept and discard
@@ -251,13 +251,13 @@ export function sandboxPage(id) {
     try {
       text = await get(`${base}/diff`, { text: true });
     } catch (e) {
-      reviewBody.replaceChildren(el("p", { class: "muted" }, `No diff: ${e.message}`));
+      fill(reviewBody, el("p", { class: "muted" }, `No diff: ${e.message}`));
       return;
     }
     const files = diffFiles(text);
     const ended = !["running", "starting", "stopping"].includes(sb.state);
     const canAct = sb.grant === session.grant && session.permissions.allowExec;
-    reviewBody.replaceChildren(
+    fill(reviewBody,
       ended ? null : el("p", { class: "muted" }, "Accept and discard wait for the end: stop the sandbox first."),
       files.length ? null : el("p", { class: "muted", id: "no-changes" }, "No changes are pending."),
       ...files.map((f) => el("details", { open: true, class: "difffile", "data-path": f.path },
@@ -283,7 +283,7 @@ export function sandboxPage(id) {
       await loadRecord();
       await loadProcs();
     } catch (e) {
-      head.replaceChildren(el("h1", {}, "Sandbox ", id), el("p", { class: "bad" }, e.message));
+      fill(head, el("h1", {}, "Sandbox ", id), el("p", { class: "bad" }, e.message));
     }
   }
 
