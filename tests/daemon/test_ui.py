@@ -338,6 +338,23 @@ def test_live_list_output_terminal_stop(ui_daemon, browser, shots):
     assert api.get(sb["id"])["state"] == "destroyed"
 
 
+def test_usage_sparklines(ui_daemon, browser, shots):
+    d = ui_daemon
+    api = d.client(d.admin)
+    sb = api.create(sandbox_class="small")
+    api.exec_background(sb["id"], ["sh", "-c", "while :; do :; done"], timeout=30)
+    logged_in(d, browser)
+    browser.get(f"http://{d.host}/ui/#/")
+    spark = f'tr[data-id="{sb["id"]}"] svg.spark'
+
+    def busy(x):
+        label = x.find_element(By.CSS_SELECTOR, spark).get_attribute("aria-label")
+        return x.find_elements(By.CSS_SELECTOR, spark + " polyline") and label != "cpu: 0%"
+    wait(browser, busy, timeout=20, what="the cpu sparkline to draw a busy sandbox")
+    shot(browser, shots, "sandboxes-busy")
+    api.delete(sb["id"])
+
+
 def test_accept_one_file(ui_daemon, browser, shots, tmp_path):
     d = ui_daemon
     api = d.client(d.admin)

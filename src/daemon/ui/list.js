@@ -7,6 +7,7 @@ import { act, bytes, el, session, stateBadge, tierBadge, toast } from "./app.js"
 
 const POLL_MS = 3000;
 const POINTS = 40;
+const FRESH_MAX = 20;
 const history = new Map(); // id -> {at, cpu, net, cpuPts, memPts, netPts}
 
 function sparkline(points, label, fmt) {
@@ -175,7 +176,12 @@ export function sandboxesPage() {
     refreshing = (async () => {
       try {
         const r = await get("/v1/sandboxes?limit=500");
-        sandboxes = r.sandboxes;
+        // A list carries the usage the daemon last heard (every 15 s); the
+        // live rows on show (at most FRESH_MAX) are asked for a fresh one.
+        const live = r.sandboxes.filter((x) => visible(x) && x.state === "running").slice(0, FRESH_MAX);
+        const fresh = await Promise.all(live.map((x) => get(`/v1/sandboxes/${x.id}`).catch(() => x)));
+        const byId = new Map(fresh.map((x) => [x.id, x]));
+        sandboxes = r.sandboxes.map((x) => byId.get(x.id) || x);
         draw();
       } catch (e) {
         count.textContent = `could not list sandboxes: ${e.message}`;
