@@ -24,13 +24,19 @@ function sparkline(points, label, fmt) {
   const title = document.createElementNS(NS, "title");
   title.textContent = `${label}: ${fmt(last)}`;
   svg.append(title);
+  const base = document.createElementNS(NS, "line");
+  base.setAttribute("x1", 0);
+  base.setAttribute("x2", w);
+  base.setAttribute("y1", h - 0.5);
+  base.setAttribute("y2", h - 0.5);
+  svg.append(base);
   if (points.length > 1) {
+    // The samples so far fill the width; past POINTS the oldest go.
     const max = Math.max(...points, 1e-9);
-    const step = w / (POINTS - 1);
-    const off = (POINTS - points.length) * step;
+    const step = w / (points.length - 1);
     const pl = document.createElementNS(NS, "polyline");
     pl.setAttribute("points", points.map((v, i) =>
-      `${(off + i * step).toFixed(1)},${(h - 1 - (v / max) * (h - 2)).toFixed(1)}`).join(" "));
+      `${(i * step).toFixed(1)},${(h - 1 - (v / max) * (h - 2)).toFixed(1)}`).join(" "));
     svg.append(pl);
   }
   return el("span", { class: "sparkcell" }, svg, el("span", { class: "sparkval" }, fmt(last)));
