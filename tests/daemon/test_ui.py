@@ -202,6 +202,13 @@ def test_csrf_and_origin_refused(ui_daemon, browser):
     assert st == 403
     st, _, b = raw(d, "POST", "/v1/sandboxes", {"Cookie": ck, "X-Airlock-CSRF": csrf}, body)
     assert st == 403
+    # Another port of the same host is the same site to the browser (a
+    # sandbox's forwarded port, say), so the cookie goes along: the Origin's
+    # port is what refuses it.
+    port = int(d.host.rsplit(":", 1)[1])
+    st, _, b = raw(d, "POST", "/v1/sandboxes", {"Cookie": ck, "Origin": f"http://127.0.0.1:{port + 1}",
+                                                "X-Airlock-CSRF": csrf}, body)
+    assert st == 403
     assert len(d.client(d.admin).list()) == before
     # Reads from another site are refused too (the Origin says so).
     st, _, _ = raw(d, "GET", "/v1/sandboxes", {"Cookie": ck, "Origin": "http://evil.example"})
