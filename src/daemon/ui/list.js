@@ -217,8 +217,13 @@ export function sandboxesPage() {
     async enter() {
       await refresh();
       timer = setInterval(refresh, POLL_MS);
+      // A busy log (a flood of gate decisions) brings one refresh a second,
+      // not one per line.
+      let soon = null;
       es = new EventSource("/v1/events");
-      es.onmessage = () => refresh();
+      es.onmessage = () => {
+        if (!soon) soon = setTimeout(() => { soon = null; refresh(); }, 1000);
+      };
     },
     leave() {
       clearInterval(timer);

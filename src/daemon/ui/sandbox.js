@@ -287,13 +287,15 @@ export function sandboxPage(id) {
     }
   }
 
+  // At most one refresh a second, however fast the events come.
   function soon() {
-    clearTimeout(pending);
+    if (pending) return;
     pending = setTimeout(() => {
+      pending = null;
       refresh();
       loadAudit().catch(() => {});
       loadApprovals().catch(() => {});
-    }, 250);
+    }, 1000);
   }
 
   const node = el("div", {},
