@@ -159,7 +159,13 @@ export function sandboxPage(id) {
       fill(capsBody, el("p", { class: "muted" }, "This daemon has no live capabilities (no /capabilities route)."));
       return;
     }
-    const c = await get(`${base}/capabilities`);
+    let c;
+    try {
+      c = await get(`${base}/capabilities`);
+    } catch (e) {
+      fill(capsBody, el("p", { class: "muted" }, `Capabilities: ${e.message}`));
+      return;
+    }
     const allow = (c.network && (c.network.allow || c.network.allowed)) || [];
     const add = el("input", { id: "cap-add", type: "text", placeholder: "host:port", size: "30" });
     fill(capsBody,
@@ -196,7 +202,13 @@ export function sandboxPage(id) {
       fill(apprBody, el("p", { class: "muted" }, "This daemon has no approvals (no /v1/approvals route)."));
       return;
     }
-    const r = await get(`/v1/approvals?sandbox=${id}`);
+    let r;
+    try {
+      r = await get(`/v1/approvals?sandbox=${id}`);
+    } catch (e) {
+      fill(apprBody, el("p", { class: "muted" }, `Approvals: ${e.message}`));
+      return;
+    }
     const all = Array.isArray(r) ? r : r.approvals || [];
     const mine = all.filter((a) => !a.sandbox || a.sandbox === id);
     if (!mine.length) {
