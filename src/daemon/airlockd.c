@@ -639,6 +639,7 @@ int main(int argc, char **argv)
         if (r >= 0 && lu)
                 http_guard_listener(lu);
         if (r >= 0 && o.listen) {
+                d.listen_addr = o.listen;
                 r = listen_tcp(&d, o.listen, &lt, &err);
                 if (r >= 0 && !evhttp_bind_listener(d.http, lt))
                         r = al_error_set(&err, ENOMEM, "serving %s", o.listen);

@@ -127,6 +127,7 @@ struct daemon {
         bool git_helper;
         struct job *jobs;    /* children doing host-side work (jobs.h) */
         char *socket_path;
+        const char *listen_addr; /* --listen HOST:PORT; NULL: no TCP */
         char *home;
         uint64_t max_sandboxes;
         uint64_t ready_timeout_ms;

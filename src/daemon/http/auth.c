@@ -17,6 +17,10 @@ struct grant *authenticate(struct daemon *d, struct evhttp_request *req)
         const char *token;
         size_t len;
         if (!h) {
+                struct grant *g = NULL;
+                int r = ui_authenticate(d, req, &g);
+                if (r != 0)
+                        return g;
                 reply_error(d, req, 401, "unauthorized",
                             "an Authorization: Bearer token is required");
                 return NULL;

@@ -66,6 +66,10 @@ int body_seconds(json_t *o, const char *key, double max, double *ret);
 
 /* The grant of the request's bearer token; NULL with a 401 or 500 sent. */
 struct grant *authenticate(struct daemon *d, struct evhttp_request *req);
+/* ui.c: the grant of a dashboard session's cookie, under its CSRF rules:
+ * 1 with *ret set, 0 when the request carries no session cookie, -1 with a
+ * 401 or 403 sent. */
+int ui_authenticate(struct daemon *d, struct evhttp_request *req, struct grant **ret);
 /* False (with a 403 sent) when !allowed. */
 bool require(struct daemon *d, struct evhttp_request *req, const struct grant *g, bool allowed,
              const char *permission);

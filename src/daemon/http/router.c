@@ -69,6 +69,11 @@ static const struct route routes[] = {
     {EVHTTP_REQ_DELETE, "/v1/volumes/{name}", route_volume_delete},
     {EVHTTP_REQ_GET, "/v1/events", route_events_stream},
     {EVHTTP_REQ_POST, "/v1/stop", route_stop},
+    {EVHTTP_REQ_POST, "/v1/ui/codes", route_ui_code},
+    {EVHTTP_REQ_GET, "/v1/ui/session", route_ui_session},
+    {EVHTTP_REQ_POST, "/v1/ui/logout", route_ui_logout},
+    {EVHTTP_REQ_GET, "/v1/ui/audit/verify", route_ui_audit_verify},
+    {EVHTTP_REQ_GET, "/v1/ui/doctor", route_ui_doctor},
 };
 
 /* The methods, in the order Allow names them. */
@@ -233,6 +238,8 @@ void route(struct daemon *d, struct evhttp_request *req)
                 reply_error(d, req, 400, "bad_request", "no path");
                 return;
         }
+        if (ui_serve(d, req, path))
+                return;
         /* Who asks comes first: nothing of a request is parsed or kept
          * for a client that has not shown a grant. */
         _cleanup_grant_ struct grant *g = authenticate(d, req);

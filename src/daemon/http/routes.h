@@ -88,3 +88,12 @@ void route_ports(struct daemon *d, struct evhttp_request *req, const struct rout
 void route_port_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* stop.c: the kill switch (POST /v1/stop) */
 void route_stop(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* ui.c: the dashboard. ui_serve() answers /ui and /ui/... (assets, login)
+ * before any grant is asked for, and says whether it did. */
+bool ui_serve(struct daemon *d, struct evhttp_request *req, const char *path);
+void route_ui_code(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_ui_session(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_ui_logout(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_ui_audit_verify(struct daemon *d, struct evhttp_request *req,
+                           const struct route_args *a);
+void route_ui_doctor(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grants.h"
+
+/* The dashboard's logins (docs/internals/ui.md): one-time codes that a
+ * grant's token mints, exchanged once for a session cookie bound to that
+ * grant, and the CSRF rules a session's state changes pass. Pure: no I/O but
+ * the random bytes, the clock is the caller's, unit-tested in
+ * tests/unit/test-ui-session.c. Only SHA-256 hashes of codes and cookies are
+ * kept, as for tokens. */
+
+#define UI_SECRET_HEX      64 /* a code, a cookie, a CSRF token: 32 random bytes */
+#define UI_CODE_TTL_MS     (60 * 1000)
+#define UI_SESSION_TTL_MS  (8 * 3600 * 1000) /* from login, whatever the use */
+#define UI_SESSION_IDLE_MS (3600 * 1000)     /* without a request */
+#define UI_CODES_MAX       32
+#define UI_SESSIONS_MAX    128
+#define UI_COOKIE_NAME     "airlock_session"
+#define UI_CSRF_HEADER     "X-Airlock-CSRF"
+
+struct ui_code {
+        char hash[GRANT_HASH_HEX + 1];
+        char grant_hash[GRANT_HASH_HEX + 1];
+        uint64_t expires_ms;
+};
+
+struct ui_session {
+        char hash[GRANT_HASH_HEX + 1]; /* of the cookie's value */
+        char csrf[UI_SECRET_HEX + 1];
+        char grant_hash[GRANT_HASH_HEX + 1]; /* the grant it acts as */
+        uint64_t created_ms, last_ms, expires_ms;
+};
+
+struct ui_sessions {
+        struct ui_code codes[UI_CODES_MAX];
+        size_t n_codes;
+        struct ui_session s[UI_SESSIONS_MAX];
+        size_t n;
+};
+
+/* A new code for the grant whose token hashes to grant_hash, valid
+ * UI_CODE_TTL_MS. -EAGAIN when UI_CODES_MAX unexpired codes wait. */
+int ui_code_new(struct ui_sessions *t, const char *grant_hash, uint64_t now_ms,
+                char ret_code[static UI_SECRET_HEX + 1]);
+/* Trade a code for a session: the code is gone whatever the outcome.
+ * -ENOENT unknown or used, -ETIMEDOUT expired, -EINVAL not a code's form.
+ * The oldest session makes room past UI_SESSIONS_MAX. */
+int ui_code_redeem(struct ui_sessions *t, const char *code, uint64_t now_ms,
+                   char ret_cookie[static UI_SECRET_HEX + 1],
+                   const struct ui_session **ret_session);
+/* The session of a cookie's value, its idle clock restarted; NULL (and an
+ * expired one removed) when none is in force. */
+struct ui_session *ui_session_find(struct ui_sessions *t, const char *cookie, uint64_t now_ms);
+/* End the session of a cookie's value (logout); -ENOENT when none. */
+int ui_session_end(struct ui_sessions *t, const char *cookie);
+/* End every session and code of a grant (it was revoked). */
+void ui_sessions_drop_grant(struct ui_sessions *t, const char *grant_hash);
+
+/* The value of cookie `name` in a Cookie header, at most size - 1 bytes:
+ * -ENOENT absent, -E2BIG longer. */
+int ui_cookie_get(const char *header, const char *name, char *ret, size_t size);
+/* The header, in constant time, equals the session's CSRF token. */
+bool ui_csrf_ok(const struct ui_session *s, const char *header);
+/* Origin is exactly http://HOST or https://HOST for the request's Host. */
+bool ui_origin_ok(const char *origin, const char *host);
+/* May a request of a cookie session go on: GET without Origin, or an Origin
+ * of the daemon's own; a state change (not GET) or a WebSocket needs the
+ * Origin, and a state change the CSRF header too. NULL when it may, else
+ * why not. */
+const char *ui_request_refusal(const struct ui_session *s, bool is_get, bool is_upgrade,
+                               const char *origin, const char *host, const char *csrf);

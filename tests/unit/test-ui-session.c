@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The dashboard's login codes, sessions and CSRF rules (uisession.c). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "uisession.h"
+
+static const char GRANT_A[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+static const char GRANT_B[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+static struct ui_sessions t;
+
+static void reset(void)
+{
+        memset(&t, 0, sizeof(t));
+}
+
+TestSuite(ui_session, .init = reset);
+
+Test(ui_session, code_is_single_use)
+{
+        char code[UI_SECRET_HEX + 1], cookie[UI_SECRET_HEX + 1], again[UI_SECRET_HEX + 1];
+        const struct ui_session *s = NULL;
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 1000, code), 0);
+        cr_assert_eq(strlen(code), UI_SECRET_HEX);
+        cr_assert_eq(ui_code_redeem(&t, code, 2000, cookie, &s), 0);
+        cr_assert_str_eq(s->grant_hash, GRANT_A);
+        cr_assert_neq(strcmp(cookie, code), 0);
+        cr_assert_eq(ui_code_redeem(&t, code, 2001, again, NULL), -ENOENT);
+        cr_assert_eq(t.n, 1);
+}
+
+Test(ui_session, code_expires_and_is_gone_after_a_late_try)
+{
+        char code[UI_SECRET_HEX + 1], cookie[UI_SECRET_HEX + 1];
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 1000, code), 0);
+        cr_assert_eq(ui_code_redeem(&t, code, 1000 + UI_CODE_TTL_MS, cookie, NULL), -ETIMEDOUT);
+        cr_assert_eq(ui_code_redeem(&t, code, 1001, cookie, NULL), -ENOENT);
+        cr_assert_eq(t.n, 0);
+}
+
+Test(ui_session, malformed_and_unknown_codes)
+{
+        char cookie[UI_SECRET_HEX + 1], code[UI_SECRET_HEX + 1];
+        cr_assert_eq(ui_code_redeem(&t, "", 1, cookie, NULL), -EINVAL);
+        cr_assert_eq(ui_code_redeem(&t, "zz", 1, cookie, NULL), -EINVAL);
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 1, code), 0);
+        char upper[UI_SECRET_HEX + 1];
+        for (size_t i = 0; i <= UI_SECRET_HEX; i++)
+                upper[i] = (char)(code[i] >= 'a' && code[i] <= 'f' ? code[i] - 32 : code[i]);
+        cr_assert_eq(ui_code_redeem(&t, upper, 2, cookie, NULL), -EINVAL);
+        code[0] = code[0] == '0' ? '1' : '0';
+        cr_assert_eq(ui_code_redeem(&t, code, 2, cookie, NULL), -ENOENT);
+}
+
+Test(ui_session, codes_are_bounded)
+{
+        char code[UI_SECRET_HEX + 1];
+        for (int i = 0; i < UI_CODES_MAX; i++)
+                cr_assert_eq(ui_code_new(&t, GRANT_A, 1, code), 0);
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 1, code), -EAGAIN);
+        /* Expired ones make room. */
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 1 + UI_CODE_TTL_MS, code), 0);
+}
+
+Test(ui_session, session_expiry_idle_and_absolute)
+{
+        char code[UI_SECRET_HEX + 1], cookie[UI_SECRET_HEX + 1];
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 0, code), 0);
+        cr_assert_eq(ui_code_redeem(&t, code, 0, cookie, NULL), 0);
+        cr_assert_not_null(ui_session_find(&t, cookie, UI_SESSION_IDLE_MS - 1));
+        /* Used within the idle time again and again: still ends at the TTL. */
+        uint64_t now = 0;
+        while (now + UI_SESSION_IDLE_MS / 2 < UI_SESSION_TTL_MS) {
+                now += UI_SESSION_IDLE_MS / 2;
+                cr_assert_not_null(ui_session_find(&t, cookie, now));
+        }
+        cr_assert_null(ui_session_find(&t, cookie, UI_SESSION_TTL_MS));
+        cr_assert_eq(t.n, 0);
+
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 0, code), 0);
+        cr_assert_eq(ui_code_redeem(&t, code, 0, cookie, NULL), 0);
+        cr_assert_null(ui_session_find(&t, cookie, UI_SESSION_IDLE_MS));
+}
+
+Test(ui_session, logout_and_revocation)
+{
+        char code[UI_SECRET_HEX + 1], a[UI_SECRET_HEX + 1], b[UI_SECRET_HEX + 1];
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 0, code), 0);
+        cr_assert_eq(ui_code_redeem(&t, code, 0, a, NULL), 0);
+        cr_assert_eq(ui_code_new(&t, GRANT_B, 0, code), 0);
+        cr_assert_eq(ui_code_redeem(&t, code, 0, b, NULL), 0);
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 0, code), 0);
+        cr_assert_eq(ui_session_end(&t, a), 0);
+        cr_assert_null(ui_session_find(&t, a, 1));
+        cr_assert_eq(ui_session_end(&t, a), -ENOENT);
+        ui_sessions_drop_grant(&t, GRANT_B);
+        cr_assert_null(ui_session_find(&t, b, 1));
+        ui_sessions_drop_grant(&t, GRANT_A);
+        cr_assert_eq(t.n_codes, 0);
+        cr_assert_eq(ui_code_redeem(&t, code, 1, a, NULL), -ENOENT);
+}
+
+Test(ui_session, sessions_are_bounded_oldest_goes)
+{
+        char code[UI_SECRET_HEX + 1], first[UI_SECRET_HEX + 1], c[UI_SECRET_HEX + 1];
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 0, code), 0);
+        cr_assert_eq(ui_code_redeem(&t, code, 0, first, NULL), 0);
+        for (int i = 1; i <= UI_SESSIONS_MAX; i++) {
+                cr_assert_eq(ui_code_new(&t, GRANT_A, (uint64_t)i, code), 0);
+                cr_assert_eq(ui_code_redeem(&t, code, (uint64_t)i, c, NULL), 0);
+        }
+        cr_assert_eq(t.n, UI_SESSIONS_MAX);
+        cr_assert_null(ui_session_find(&t, first, UI_SESSIONS_MAX + 1));
+        cr_assert_not_null(ui_session_find(&t, c, UI_SESSIONS_MAX + 1));
+}
+
+Test(ui_session, cookie_header_parsing)
+{
+        char v[UI_SECRET_HEX + 1];
+        cr_assert_eq(ui_cookie_get("a=1; airlock_session=abc; b=2", UI_COOKIE_NAME, v, sizeof(v)),
+                     0);
+        cr_assert_str_eq(v, "abc");
+        cr_assert_eq(ui_cookie_get("xairlock_session=abc", UI_COOKIE_NAME, v, sizeof(v)), -ENOENT);
+        cr_assert_eq(ui_cookie_get("airlock_sessionx=abc", UI_COOKIE_NAME, v, sizeof(v)), -ENOENT);
+        cr_assert_eq(ui_cookie_get("", UI_COOKIE_NAME, v, sizeof(v)), -ENOENT);
+        char big[200];
+        memset(big, 'a', sizeof(big));
+        memcpy(big, "airlock_session=", 16);
+        big[sizeof(big) - 1] = '\0';
+        cr_assert_eq(ui_cookie_get(big, UI_COOKIE_NAME, v, sizeof(v)), -E2BIG);
+}
+
+Test(ui_session, csrf_and_origin_rules)
+{
+        char code[UI_SECRET_HEX + 1], cookie[UI_SECRET_HEX + 1];
+        const struct ui_session *s = NULL;
+        cr_assert_eq(ui_code_new(&t, GRANT_A, 0, code), 0);
+        cr_assert_eq(ui_code_redeem(&t, code, 0, cookie, &s), 0);
+        const char *host = "127.0.0.1:7070", *origin = "http://127.0.0.1:7070";
+        char wrong[UI_SECRET_HEX + 1];
+        memcpy(wrong, s->csrf, sizeof(wrong));
+        wrong[5] = wrong[5] == 'a' ? 'b' : 'a';
+
+        /* Reads: no Origin needed, but a foreign one is refused. */
+        cr_assert_null(ui_request_refusal(s, true, false, NULL, host, NULL));
+        cr_assert_null(ui_request_refusal(s, true, false, origin, host, NULL));
+        cr_assert_not_null(ui_request_refusal(s, true, false, "http://evil.example", host, NULL));
+        cr_assert_not_null(ui_request_refusal(s, true, false, "null", host, NULL));
+        /* State changes: Origin and the token, both right. */
+        cr_assert_null(ui_request_refusal(s, false, false, origin, host, s->csrf));
+        cr_assert_not_null(ui_request_refusal(s, false, false, origin, host, NULL));
+        cr_assert_not_null(ui_request_refusal(s, false, false, origin, host, wrong));
+        cr_assert_not_null(ui_request_refusal(s, false, false, origin, host, ""));
+        cr_assert_not_null(ui_request_refusal(s, false, false, NULL, host, s->csrf));
+        cr_assert_not_null(
+            ui_request_refusal(s, false, false, "http://127.0.0.1:7071", host, s->csrf));
+        /* A WebSocket (a terminal): its Origin must be ours. */
+        cr_assert_not_null(ui_request_refusal(s, true, true, NULL, host, NULL));
+        cr_assert_not_null(ui_request_refusal(s, true, true, "http://evil.example", host, NULL));
+        cr_assert_null(ui_request_refusal(s, true, true, origin, host, NULL));
+        /* The Origin's host is the whole Host. */
+        cr_assert(ui_origin_ok("https://127.0.0.1:7070", host));
+        cr_assert_not(ui_origin_ok("http://127.0.0.1:7070.evil.example", host));
+        cr_assert_not(ui_origin_ok("http://127.0.0.1", host));
+        cr_assert_not(ui_origin_ok("ftp://127.0.0.1:7070", host));
+        cr_assert_not(ui_origin_ok(origin, NULL));
+        cr_assert_not(ui_origin_ok(origin, ""));
+}
