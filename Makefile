@@ -14,7 +14,8 @@ PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev \
 	bubblewrap hyperfine iproute2 curl wget git procps util-linux \
 	ca-certificates openssl tinyproxy wrk \
 	man-db groff-base nodejs \
-	runsc chromium chromium-driver python3-selenium openssh-server openssh-client
+	runsc chromium chromium-driver python3-selenium openssh-server openssh-client \
+	containerd
 
 .PHONY: all deps build install uninstall test unit integration asan demo bench fuzz format clean
 
