@@ -460,7 +460,7 @@ int cmd_discard(int argc, char **argv)
                 const char *msg = err.msg[0] ? err.msg : strerror(-r);
                 if (strncmp(msg, "discard: ", 9) == 0)
                         msg += 9;
-                return fail("discard", json, r == -EALREADY ? "already" : "failed", msg, EXIT_BAD);
+                return fail("discard", json, error_code(r), msg, EXIT_BAD);
         }
         if (json) {
                 json_line(json_pack("{s:s, s:s}", "sandbox", full_id, "state", "discarded"));

@@ -282,3 +282,24 @@ def test_repo_over_http_with_the_daemons_credential(daemon_base, remote):
         d.cleanup(tok)
         srv.shutdown()
         srv.server_close()
+
+
+def test_discard_while_the_state_is_in_use_is_a_conflict(api, host_ws, shared_daemon):
+    """Another airlock holding the review state (an accept or a diff under
+    way) makes a discard answer 409 conflict, not a server fault, and leaves
+    the changes to discard later."""
+    import fcntl
+    sb = api.create(sandbox_class="small", workspace=str(host_ws), review=True)
+    sh(api, sb["id"], "echo x > busy.txt")
+    api.delete(sb["id"])
+    fd = os.open(shared_daemon.state / "kept" / "sandboxes" / sb["id"], os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(AirlockError) as e:
+            api.discard(sb["id"])
+        status, code, body = error_of(e)
+        assert (status, code) == (409, "conflict"), body
+        assert "in use" in body["message"]
+    finally:
+        os.close(fd)
+    assert api.discard(sb["id"])["state"] == "discarded"
