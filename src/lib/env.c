@@ -97,6 +97,21 @@ int env_build(const struct policy *p, const char *home, const char *user, const 
         return 0;
 }
 
+void env_add_ca(char ***envp, const char *bundle)
+{
+        /* OpenSSL (curl, git, Python's ssl, Ruby), requests, curl's own,
+         * git's, Node's extra CAs, pip, AWS and gRPC's C core. */
+        static const char *const vars[] = {
+            "SSL_CERT_FILE",       "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",      "GIT_SSL_CAINFO",
+            "NODE_EXTRA_CA_CERTS", "PIP_CERT",
+            "AWS_CA_BUNDLE",       "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+        };
+        size_t n = strv_length(*envp);
+        for (size_t i = 0; i < ARRAY_SIZE(vars); i++)
+                set(envp, &n, vars[i], bundle);
+}
+
 void env_add_tool(char ***envp, const char *run_id)
 {
         size_t n = strv_length(*envp);

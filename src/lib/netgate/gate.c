@@ -212,6 +212,11 @@ int netgate_set_routes(struct netgate *g, const struct policy_route *routes, siz
         return 0;
 }
 
+void netgate_set_ca(struct netgate *g, const struct netgate_ca *ca)
+{
+        g->ca = ca;
+}
+
 int netgate_set_nameserver(struct netgate *g, const char *server, struct al_error *err)
 {
         int r;
@@ -238,6 +243,7 @@ struct netgate *netgate_free(struct netgate *g)
                 return NULL;
         netgate_fetch_cancel_all(g);
         netgate_proxy_close_all(g);
+        netgate_mitm_close_all(g);
         g->routes = netgate_routes_free(g->routes);
         /* What was counted and not yet recorded. */
         netgate_refusals_flush(g, true);

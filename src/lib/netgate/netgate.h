@@ -114,6 +114,12 @@ int netgate_set_routes(struct netgate *g, const struct policy_route *routes, siz
                        const struct secrets *s, const struct secrets_vars *vars,
                        struct al_error *err);
 
+/* The sandbox's TLS authority (netgate/ca.h), for the routes with
+ * "terminate": call before netgate_set_routes(). `ca` must outlive the
+ * gate. */
+struct netgate_ca;
+void netgate_set_ca(struct netgate *g, const struct netgate_ca *ca);
+
 /* ---- a request of the host's own, through a route ----
  *
  * The host (the tool gateway's HTTP runner) sends a request it built through

@@ -345,6 +345,35 @@ static void http_bad_request(struct netgate_conn *c, int r)
         netgate_client_answer(&c->cl, status, phrase, "X-Airlock-Denied", reason, line);
 }
 
+/* A CONNECT to the host and port of a route with "terminate" is not
+ * tunnelled: it is recorded as allowed by the route (the allow-list does
+ * not apply to a route's upstream), answered, and its TLS terminated
+ * (mitm.c); each request inside is then a call through the route. */
+static bool http_terminate(struct netgate_conn *c, const struct netgate_http_head *h)
+{
+        SSL_CTX *ctx = NULL;
+        struct netgate_host host;
+        if (!c->g->routes || c->g->closed || netgate_host_parse(h->host, h->host_len, &host) < 0)
+                return false;
+        const struct netgate_route *rt =
+            netgate_routes_terminating(c->g->routes, &host, h->port, &ctx);
+        if (!rt)
+                return false;
+        char rule[160];
+        snprintf(rule, sizeof(rule), "network.routes[%s].terminate", rt->name);
+        c->port = h->port;
+        c->d.host = host;
+        c->cl.x.status = 200;
+        record(c, true, NULL, rule);
+        static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        struct netgate *g = c->g;
+        struct bufferevent *down = TAKE_PTR(c->cl.down);
+        bufferevent_write(down, ok, sizeof(ok) - 1);
+        conn_free(c, NULL);
+        netgate_mitm_start(g, down, ctx, rt);
+        return true;
+}
+
 static void http_request(struct netgate_conn *c)
 {
         struct netgate_http_head *h = &c->cl.x.reqp->head;
@@ -352,6 +381,8 @@ static void http_request(struct netgate_conn *c)
         memcpy(method, h->method, h->method_len);
         method[h->method_len] = '\0';
         begin_request(c, h->is_connect ? "connect" : "http", method);
+        if (h->is_connect && http_terminate(c, h))
+                return;
         if (!decide(c, h->host, h->host_len, h->port))
                 return;
         c->cl.x.close_after = h->conn_close || c->cl.x.client_eof;

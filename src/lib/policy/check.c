@@ -255,6 +255,15 @@ static const char *check_upstream(const char *u)
         return NULL;
 }
 
+/* https://host[:port], optionally with one trailing "/". */
+static bool terminable(const char *u)
+{
+        if (strncmp(u, "https://", 8) != 0)
+                return false;
+        const char *slash = strchr(u + 8, '/');
+        return !slash || slash[1] == '\0';
+}
+
 /* Headers that decide how a message is framed or routed; letting a policy set
  * them would invite request smuggling past the upstream. */
 static const char *const framing_headers[] = {
@@ -491,6 +500,22 @@ static int validate_network(struct ctx *c, const struct policy *p)
                                          j);
                                 return policy_fail_value(c, path, "must be an HTTP header name",
                                                          rt->record[j]);
+                        }
+                if (rt->terminate && !terminable(rt->upstream)) {
+                        snprintf(path, sizeof(path), "network.routes[%zu].upstream", i);
+                        return policy_fail_value(c, path,
+                                                 "a route with \"terminate\" must be an https:// "
+                                                 "URL with no path: the sandbox's client names "
+                                                 "the path",
+                                                 rt->upstream);
+                }
+                for (size_t j = 0; rt->terminate && j < i; j++)
+                        if (p->routes[j].terminate && STREQ(p->routes[j].upstream, rt->upstream)) {
+                                snprintf(path, sizeof(path), "network.routes[%zu].upstream", i);
+                                return policy_fail(c,
+                                                   "\"%s\" \"%s\" is already terminated by "
+                                                   "routes[%zu]",
+                                                   path, rt->upstream, j);
                         }
                 if (rt->ca_file && (why = check_host_path(rt->ca_file))) {
                         snprintf(path, sizeof(path), "network.routes[%zu].caFile", i);

@@ -51,6 +51,10 @@ struct policy_route {
         char **record; /* response header names recorded in the audit log */
         size_t n_record;
         char *ca_file; /* NULL: system store */
+        /* CONNECT to the upstream's host and port is not tunnelled: the gate
+         * terminates the sandbox's TLS with the sandbox's own CA and serves
+         * each request as a call through this route (https, no path). */
+        bool terminate;
 };
 
 /* A host tool the sandbox may ask for through the tool gateway

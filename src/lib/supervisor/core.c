@@ -14,6 +14,7 @@
 #include "diskuse.h"
 #include "gates.h"
 #include "ports.h"
+#include "netgate/ca.h"
 #include "netgate/netgate.h"
 #include "paths.h"
 #include "quota.h"
@@ -133,12 +134,39 @@ int sv_core_loop_new(struct sv_core *c, struct al_error *err)
         return c->base ? 0 : al_error_set(err, ENOMEM, "creating the event loop");
 }
 
+static void drop_bundle(struct sv_core *c)
+{
+        if (c->ca_bundle)
+                unlink(c->ca_bundle);
+        free(c->ca_bundle);
+        c->ca_bundle = NULL;
+}
+
 int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account,
                        void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                        struct al_error *err)
 {
-        return gates_start_netgate(c->base, c->policy, c->id, s, account, c->sp.listen_fds,
+        /* The sandbox has its CA bundle bound by now. */
+        drop_bundle(c);
+        return gates_start_netgate(c->base, c->policy, c->id, s, account, c->ca, c->sp.listen_fds,
                                    recorder, ud, &c->gate, err);
+}
+
+int sv_core_tls_authority(struct sv_core *c, char ***envp, struct al_error *err)
+{
+        const struct policy *p = c->policy;
+        bool wanted = false;
+        for (size_t i = 0; i < p->n_routes; i++)
+                wanted = wanted || p->routes[i].terminate;
+        if (!wanted || p->net_mode != POLICY_NET_GATED)
+                return 0;
+        int r = netgate_ca_new(c->id, &c->ca, err);
+        if (r >= 0)
+                r = netgate_ca_write_bundle(c->ca, SPAWN_CA_BUNDLE, "/tmp", &c->ca_bundle, err);
+        if (r < 0)
+                return r;
+        env_add_ca(envp, SPAWN_CA_BUNDLE);
+        return 0;
 }
 
 int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struct al_error *err)
@@ -290,6 +318,8 @@ void sv_core_free(struct sv_core *c)
                 }
         c->wq = quota_release(c->wq);
         c->cg = cgroup_free(c->cg);
+        drop_bundle(c);
+        c->ca = netgate_ca_free(c->ca); /* the gate that used it is gone */
 }
 
 void sv_core_destroyed(struct sv_core *c, uint64_t duration_ms)

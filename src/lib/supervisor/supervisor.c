@@ -295,6 +295,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (r < 0)
                 return r;
         r = sv_core_tool_endpoint(core, &envp, &tool_bin, err);
+        if (r >= 0)
+                r = sv_core_tls_authority(core, &envp, err);
         if (r < 0)
                 return r;
 
@@ -369,6 +371,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 .cgroup = core->cg,
                 .pty = {.on = cfg->tty},
                 .tool_bin = tool_bin,
+                .ca_bundle = core->ca_bundle,
         };
         if (cfg->tty && cfg->tty_fd >= 0)
                 (void)term_size(cfg->tty_fd, &sc.pty.rows, &sc.pty.cols);
