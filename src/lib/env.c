@@ -97,6 +97,12 @@ int env_build(const struct policy *p, const char *home, const char *user, const 
         return 0;
 }
 
+void env_set(char ***envp, const char *key, const char *value)
+{
+        size_t n = strv_length(*envp);
+        set(envp, &n, key, value);
+}
+
 void env_add_ca(char ***envp, const char *bundle)
 {
         /* OpenSSL (curl, git, Python's ssl, Ruby), requests, curl's own,

@@ -26,3 +26,6 @@ void env_add_tool(char ***envp, const char *run_id);
  * `bundle` (the host's bundle and the sandbox's CA) named in every variable
  * a common client reads its trust store from. */
 void env_add_ca(char ***envp, const char *bundle);
+
+/* Set KEY=VALUE in *envp, over an entry of that name. */
+void env_set(char ***envp, const char *key, const char *value);

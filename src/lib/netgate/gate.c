@@ -16,7 +16,9 @@
 #include "netgate/netgate.h"
 #include "netgate/rules.h"
 #include "netgate/upstream.h"
+#include "netgate/http.h"
 #include "policy.h"
+#include "secrets.h"
 #include "util.h"
 
 /* The network gate's public side (netgate.h): creating it from the policy,
@@ -212,6 +214,41 @@ int netgate_set_routes(struct netgate *g, const struct policy_route *routes, siz
         return 0;
 }
 
+int netgate_set_sentinels(struct netgate *g, const struct netgate_sentinel_def *defs, size_t n,
+                          const struct secrets *s, struct al_error *err)
+{
+        netgate_sentinels_clear(&g->sentinels);
+        g->sentinels.v = xcalloc(n + 1, sizeof(*g->sentinels.v));
+        for (size_t i = 0; i < n; i++) {
+                const struct netgate_sentinel_def *d = &defs[i];
+                const char *v = secrets_get(s, d->secret);
+                if (!v)
+                        return al_error_set(err, ENOENT,
+                                            "sentinel %s: the secret %s is not in --secrets nor in "
+                                            "the host's environment",
+                                            d->env, d->secret);
+                if (!v[0] || strlen(v) > NETGATE_SENTINEL_VALUE_MAX || !netgate_http_value_ok(v))
+                        return al_error_set(err, EINVAL,
+                                            "sentinel %s: the secret %s is empty, over %d bytes, "
+                                            "or holds control characters (a stray newline?)",
+                                            d->env, d->secret, NETGATE_SENTINEL_VALUE_MAX);
+                if (strlen(d->placeholder) != NETGATE_SENTINEL_LEN ||
+                    strncmp(d->placeholder, NETGATE_SENTINEL_PREFIX,
+                            sizeof(NETGATE_SENTINEL_PREFIX) - 1) != 0)
+                        return al_error_set(err, EINVAL, "sentinel %s: not a placeholder", d->env);
+                struct netgate_sentinel *t = &g->sentinels.v[g->sentinels.n++];
+                t->placeholder = xstrdup(d->placeholder);
+                t->value = xstrdup(v);
+                t->value_len = strlen(v);
+                t->hosts = xcalloc(d->n_hosts + 1, sizeof(*t->hosts));
+                for (size_t j = 0; j < d->n_hosts; j++)
+                        t->hosts[j] = xstrdup(d->hosts[j]);
+                t->n_hosts = d->n_hosts;
+        }
+        g->secrets = s;
+        return 0;
+}
+
 void netgate_set_ca(struct netgate *g, const struct netgate_ca *ca)
 {
         g->ca = ca;
@@ -244,6 +281,7 @@ struct netgate *netgate_free(struct netgate *g)
         netgate_fetch_cancel_all(g);
         netgate_proxy_close_all(g);
         netgate_mitm_close_all(g);
+        netgate_sentinels_clear(&g->sentinels);
         g->routes = netgate_routes_free(g->routes);
         /* What was counted and not yet recorded. */
         netgate_refusals_flush(g, true);

@@ -8,6 +8,7 @@
 #include "netgate/addr.h"
 #include "netgate/netgate.h"
 #include "netgate/rules.h"
+#include "netgate/sentinel.h"
 #include "policy.h"
 
 /* The network gate's internals, shared by its files and by nothing else
@@ -112,6 +113,8 @@ struct netgate {
         struct netgate_routes *routes;
         const struct netgate_ca *ca;   /* the sandbox's TLS authority (netgate_set_ca()) */
         struct netgate_mitm *mitms;    /* terminated TLS connections (mitm.c) */
+        struct netgate_sentinels sentinels;
+        const struct secrets *secrets; /* the sentinels' values: the answers are scrubbed */
         struct netgate_fetch *fetches; /* the host's requests in flight (fetch.c) */
 
         /* The refusal budget and the aggregation of refusals. */
@@ -225,6 +228,7 @@ struct netgate_route {
          * itself, so its own Authorization and x-api-key pass (unless
          * stripped or injected). */
         bool keep_auth;
+        const struct netgate_sentinels *sentinels; /* the gate's */
 };
 
 /* Wipe and drain a buffer that held injected values. */

@@ -20,6 +20,7 @@
 #include "netgate/socks5.h"
 #include "netgate/tunnel.h"
 #include "netgate/upstream.h"
+#include "secrets.h"
 #include "util.h"
 
 /* The proxy's front-ends, above the upstream engine: the HTTP forward proxy
@@ -285,13 +286,32 @@ static void client_write_head(void *ud, struct evbuffer *out)
         if (c->port != 80)
                 evbuffer_add_printf(out, ":%u", c->port);
         evbuffer_add(out, "\r\n", 2);
+        bool sentinel_host = c->cl.x.scrub != NULL;
         for (size_t i = 0; i < h->n_fields; i++) {
                 const struct netgate_http_field *f = &h->fields[i];
                 if (netgate_http_field_is_hop(h, f->name, f->name_len))
                         continue;
+                if (sentinel_host && netgate_http_name_eq(f->name, f->name_len, "accept-encoding"))
+                        continue;
+                char *sv = NULL;
+                size_t sv_len = 0;
+                if (sentinel_host &&
+                    netgate_sentinels_apply(&c->g->sentinels, c->d.host.name, f->name, f->name_len,
+                                            f->value, f->value_len, &sv, &sv_len) > 0) {
+                        evbuffer_add_printf(out, "%.*s: ", (int)f->name_len, f->name);
+                        evbuffer_add(out, sv, sv_len);
+                        evbuffer_add(out, "\r\n", 2);
+                        explicit_bzero(sv, sv_len);
+                        free(sv);
+                        continue;
+                }
                 evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name_len, f->name,
                                     (int)f->value_len, f->value);
         }
+        /* The answer of a host a sentinel goes to is scrubbed of the
+         * secrets' values, which the gate can do only in a plain body. */
+        if (sentinel_host)
+                evbuffer_add(out, "Accept-Encoding: identity\r\n", 27);
         netgate_exchange_put_framing(out, h);
         if (c->cl.x.close_after && h->minor == 1)
                 evbuffer_add(out, "Connection: close\r\n", 19);
@@ -318,6 +338,28 @@ static void client_read(void *ud)
         else
                 http_read_head(c);
 }
+
+/* ---- answers of the hosts a sentinel goes to ---- */
+
+static char *mask(void *ud, const char *value, size_t len, size_t *ret_len)
+{
+        struct netgate_conn *c = ud;
+        const struct redactor *red = c->cl.x.scrub;
+        char *v = NULL;
+        if (red && redactor_audit_hook((void *)red, value, len, &v, ret_len) >= 0)
+                return v;
+        return NULL;
+}
+
+static void encoded_refused(void *ud, const char *reason, const char *detail)
+{
+        fail_upstream(ud, reason, 0);
+}
+
+static const struct netgate_exchange_filter proxy_filter = {
+    .mask = mask,
+    .refused = encoded_refused,
+};
 
 static const struct netgate_client_ops client_ops = {
     .read = client_read,
@@ -386,6 +428,15 @@ static void http_request(struct netgate_conn *c)
         if (!decide(c, h->host, h->host_len, h->port))
                 return;
         c->cl.x.close_after = h->conn_close || c->cl.x.client_eof;
+        /* Plain HTTP to a host a sentinel may go to: the sentinel is
+         * replaced in the head (client_write_head), and the answer masked
+         * and scrubbed as a route's is. */
+        bool listed = false;
+        for (size_t i = 0; !h->is_connect && i < c->g->sentinels.n; i++)
+                listed = listed ||
+                         netgate_sentinel_host_listed(&c->g->sentinels.v[i], c->d.host.name);
+        c->cl.x.scrub = listed ? secrets_redactor(c->g->secrets) : NULL;
+        c->cl.x.refuse_encoded = listed;
         if (h->is_connect)
                 netgate_client_tunnel(&c->cl, &c->d.host, c->port);
         else
@@ -458,7 +509,7 @@ void netgate_proxy_accept(struct netgate *g, enum netgate_proto proto, int fd)
 {
         struct netgate_conn *c = xcalloc(1, sizeof(*c));
         bool socks = proto == NETGATE_PROTO_SOCKS5;
-        if (netgate_client_accept(&c->cl, g, fd, &client_ops, NULL, c,
+        if (netgate_client_accept(&c->cl, g, fd, &client_ops, socks ? NULL : &proxy_filter, c,
                                   socks ? SOCKS_TIMEOUT_S : NETGATE_HEAD_TIMEOUT_S) < 0) {
                 free(c);
                 return;

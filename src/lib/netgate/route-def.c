@@ -209,6 +209,17 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
                         continue;
                 if (identity && netgate_http_name_eq(f->name, f->name_len, "accept-encoding"))
                         continue;
+                char *sv = NULL;
+                size_t sv_len = 0;
+                if (netgate_sentinels_apply(rt->sentinels, rt->host.name, f->name, f->name_len,
+                                            f->value, f->value_len, &sv, &sv_len) > 0) {
+                        evbuffer_add_printf(head, "%.*s: ", (int)f->name_len, f->name);
+                        evbuffer_add(head, sv, sv_len);
+                        evbuffer_add(head, "\r\n", 2);
+                        explicit_bzero(sv, sv_len);
+                        free(sv);
+                        continue;
+                }
                 evbuffer_add_printf(head, "%.*s: %.*s\r\n", (int)f->name_len, f->name,
                                     (int)f->value_len, f->value);
         }

@@ -483,6 +483,7 @@ static int add_terminated(struct netgate_routes *rs, const struct policy_route *
         if (r < 0)
                 return r;
         rt->keep_auth = true;
+        rt->sentinels = &rs->g->sentinels;
         SSL_CTX *ctx = NULL;
         r = netgate_ca_server_ctx(rs->g->ca, rt->host.name, &ctx, err);
         if (r < 0) {
@@ -509,6 +510,7 @@ int netgate_routes_new(struct netgate *g, struct event_base *base,
         for (size_t i = 0; i < n; i++) {
                 int r = netgate_route_new(&routes[i], &rs->routes[i], err);
                 if (r >= 0) {
+                        rs->routes[i]->sentinels = &g->sentinels;
                         rs->n_routes++;
                         if (routes[i].terminate)
                                 r = add_terminated(rs, &routes[i], err);

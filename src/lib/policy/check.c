@@ -522,6 +522,44 @@ static int validate_network(struct ctx *c, const struct policy *p)
                         return policy_fail_value(c, path, why, rt->ca_file);
                 }
         }
+        for (size_t i = 0; i < p->n_sentinels; i++) {
+                const struct policy_sentinel *s = &p->sentinels[i];
+                snprintf(path, sizeof(path), "network.sentinels[%zu].env", i);
+                if (!s->env || !is_env_name(s->env))
+                        return policy_fail_value(c, path, "must be an environment variable name",
+                                                 s->env);
+                for (size_t j = 0; j < i; j++)
+                        if (STREQ(p->sentinels[j].env, s->env))
+                                return policy_fail(c,
+                                                   "\"%s\" \"%s\" is already used by "
+                                                   "sentinels[%zu]",
+                                                   path, s->env, j);
+                snprintf(path, sizeof(path), "network.sentinels[%zu].secret", i);
+                if (!s->secret || !*s->secret || !is_env_name(s->secret))
+                        return policy_fail_value(c, path, "must name a secret (--secrets)",
+                                                 s->secret);
+                snprintf(path, sizeof(path), "network.sentinels[%zu].hosts", i);
+                if (s->n_hosts == 0)
+                        return policy_fail(c,
+                                           "\"%s\" must list the hosts the secret may go to",
+                                           path);
+                for (size_t j = 0; j < s->n_hosts; j++) {
+                        const char *h = s->hosts[j] ? s->hosts[j] : "";
+                        if (!is_hostname(strncmp(h, "*.", 2) == 0 ? h + 2 : h)) {
+                                snprintf(path, sizeof(path), "network.sentinels[%zu].hosts[%zu]",
+                                         i, j);
+                                return policy_fail_value(c, path,
+                                                         "must be a host name or \"*.\" and a "
+                                                         "host name",
+                                                         h);
+                        }
+                }
+        }
+        if (p->net_mode_set && p->net_mode == POLICY_NET_NONE && p->n_sentinels > 0)
+                return policy_fail(c,
+                                   "\"network.mode\" is \"none\" but \"network.sentinels\" "
+                                   "has %zu sentinel(s); remove them or use mode \"gated\"",
+                                   p->n_sentinels);
         if (p->net_mode_set && p->net_mode == POLICY_NET_NONE) {
                 if (p->n_net_allow > 0)
                         return policy_fail(

@@ -417,6 +417,51 @@ static int net_routes(struct ctx *c, void *t, json_t *v)
         return 0;
 }
 
+static int sentinel_env(struct ctx *c, void *t, json_t *v)
+{
+        return get_string(c, v, &((struct policy_sentinel *)t)->env);
+}
+
+static int sentinel_secret(struct ctx *c, void *t, json_t *v)
+{
+        return get_string(c, v, &((struct policy_sentinel *)t)->secret);
+}
+
+static int sentinel_hosts(struct ctx *c, void *t, json_t *v)
+{
+        struct policy_sentinel *s = t;
+        return get_strv(c, v, &s->hosts, &s->n_hosts);
+}
+
+static const struct field sentinel_fields[] = {
+    {"env", sentinel_env},
+    {"secret", sentinel_secret},
+    {"hosts", sentinel_hosts},
+};
+
+static int net_sentinels(struct ctx *c, void *t, json_t *v)
+{
+        struct policy *p = t;
+        size_t i;
+        json_t *e;
+
+        if (!json_is_array(v))
+                return policy_fail(c, "\"%s\" must be an array", c->path);
+        policy_sentinels_free_n(p->sentinels, p->n_sentinels);
+        p->n_sentinels = json_array_size(v);
+        p->sentinels = xcalloc(p->n_sentinels, sizeof(*p->sentinels));
+        json_array_foreach(v, i, e)
+        {
+                size_t mark = policy_path_push_index(c, i);
+                int r = parse_fields(c, &p->sentinels[i], e, sentinel_fields,
+                                     ARRAY_SIZE(sentinel_fields));
+                if (r < 0)
+                        return r;
+                policy_path_pop(c, mark);
+        }
+        return 0;
+}
+
 static int budget_requests(struct ctx *c, void *t, json_t *v)
 {
         return parse_json_value(c, v, KIND_COUNT, 0, INT64_MAX,
@@ -459,7 +504,7 @@ static const struct field network_fields[] = {
     {"mode", net_mode},     {"allow", net_allow},
     {"deny", net_deny},     {"allowPrivate", net_allow_private},
     {"hosts", net_hosts},   {"routes", net_routes},
-    {"budget", net_budget},
+    {"budget", net_budget}, {"sentinels", net_sentinels},
 };
 
 /* limits.io: keys and handling come from policy_io_descs. */

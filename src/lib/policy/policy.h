@@ -57,6 +57,16 @@ struct policy_route {
         bool terminate;
 };
 
+/* A sentinel secret (network.sentinels): the sandbox's environment holds
+ * ENV=airlock-sentinel-<random>; the gate puts the secret's value in its
+ * place only in requests to the hosts listed. */
+struct policy_sentinel {
+        char *env;    /* the variable inside */
+        char *secret; /* the secret's name (--secrets, else the host environment) */
+        char **hosts; /* "name" or "*.name" */
+        size_t n_hosts;
+};
+
 /* A host tool the sandbox may ask for through the tool gateway
  * (docs/tools.md): host configuration, never the sandbox's. */
 enum policy_tool_runner {
@@ -172,6 +182,8 @@ struct policy {
         size_t n_net_hosts;
         struct policy_route *routes;
         size_t n_routes;
+        struct policy_sentinel *sentinels;
+        size_t n_sentinels;
         struct policy_budget budget;
 
         /* limits */

@@ -139,7 +139,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         if (r >= 0)
                 r = sv_core_tool_endpoint(&c.core, &c.envp, &tool_bin, err);
         if (r >= 0)
-                r = sv_core_tls_authority(&c.core, &c.envp, err);
+                r = sv_core_gate_env(&c.core, cfg->secrets, &c.envp, err);
         if (r >= 0)
                 r = gates_check_routes(p, cfg->secrets, cfg->id, cfg->account, err);
         if (r >= 0 && cfg->audit_path) {

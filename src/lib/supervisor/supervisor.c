@@ -296,7 +296,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 return r;
         r = sv_core_tool_endpoint(core, &envp, &tool_bin, err);
         if (r >= 0)
-                r = sv_core_tls_authority(core, &envp, err);
+                r = sv_core_gate_env(core, cfg->secrets, &envp, err);
         if (r < 0)
                 return r;
 
