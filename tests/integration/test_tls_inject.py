@@ -228,3 +228,113 @@ def test_terminated_upstream_with_untrusted_certificate_is_refused(airlock, pki,
     assert rogue.seen == []
     calls = [e for e in _lines(d / "audit.jsonl") if e["kind"] == "route.call"]
     assert calls and all(c["reason"] == "upstream_tls" and c["status"] == 502 for c in calls)
+
+
+class Plain(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.seen = []
+        self.port = self.server_address[1]
+
+
+@pytest.fixture(scope="module")
+def plain():
+    srv = _serve(Plain())
+    yield srv
+    srv.shutdown()
+
+
+# Runs inside the sandbox: the token is whatever $GH_TOKEN holds, sent as a
+# bearer token and as a URL's Basic credentials (as git sends it), to hosts
+# the sentinel lists (terminated https, plain http) and to one it does not.
+SENTINEL_CLIENT = r"""
+import base64, json, os, sys, urllib.request
+
+tls_port, plain_port = sys.argv[1], sys.argv[2]
+needle = sys.argv[3][::-1].encode()
+tok = os.environ["GH_TOKEN"]
+basic = "Basic " + base64.b64encode(f"x-access-token:{tok}".encode()).decode()
+out = {"token": tok}
+
+def get(url, headers):
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as r:
+            return {"status": r.status, "body": r.read().decode(errors="replace")}
+    except Exception as e:
+        return {"error": repr(e)}
+
+out["tls"] = get(f"https://upstream.test:{tls_port}/bearer", {"Authorization": f"Bearer {tok}"})
+out["tlsBasic"] = get(f"https://upstream.test:{tls_port}/basic", {"Authorization": basic})
+out["plain"] = get(f"http://plain.test:{plain_port}/bearer", {"X-Token": tok})
+out["unlisted"] = get(f"http://other.test:{plain_port}/unlisted", {"Authorization": f"Bearer {tok}"})
+out["reflect"] = get(f"http://plain.test:{plain_port}/reflect", {"X-Api-Key": tok})
+with open("/proc/self/environ", "rb") as f:
+    out["secretInEnviron"] = needle in f.read()
+print(json.dumps(out))
+"""
+
+
+def test_sentinel_replaced_only_for_listed_hosts(airlock, pki, upstream, plain):
+    upstream.seen.clear()
+    plain.seen.clear()
+    ws = airlock.make_dir()
+    (ws / "client.py").write_text(SENTINEL_CLIENT)
+    airlock.chown(ws)
+    d = airlock.make_dir("tls")
+    sf = d / "secrets.env"
+    sf.write_text(f"GH_PAT={SECRET}\n")
+    sf.chmod(0o600)
+    policy = {"network": {
+        "allow": [f"plain.test:{plain.port}", f"other.test:{plain.port}"],
+        "routes": [{"name": "gh", "upstream": f"https://upstream.test:{upstream.port}",
+                    "terminate": True, "caFile": str(pki.ca)}],
+        "sentinels": [{"env": "GH_TOKEN", "secret": "GH_PAT",
+                       "hosts": ["upstream.test", "plain.test"]}],
+    }}
+    (d / "policy.json").write_text(json.dumps(policy))
+    airlock.chown(d)
+    p = airlock.run([
+        "run", "-q", "-w", ws, "--audit", d / "audit.jsonl", "-p", d / "policy.json",
+        "--secrets", sf, "--host", "upstream.test=127.0.0.1", "--host", "plain.test=127.0.0.1",
+        "--host", "other.test=127.0.0.1", "--allow-private", "127.0.0.0/8",
+        "--", "python3", "/workspace/client.py", str(upstream.port), str(plain.port),
+        SECRET[::-1],
+    ], timeout=90)
+    assert p.returncode == 0, p.stderr
+    assert SECRET not in p.stdout + p.stderr
+    out = json.loads(p.stdout)
+    tok = out["token"]
+    assert tok.startswith("airlock-sentinel-") and len(tok) == 17 + 32
+    assert not out["secretInEnviron"]
+    for k in ("tls", "tlsBasic", "plain", "unlisted", "reflect"):
+        assert out[k].get("status") == 200, (k, out[k])
+
+    tls = {s["path"]: dict(s["headers"]) for s in upstream.seen}
+    assert tls["/bearer"]["authorization"] == f"Bearer {SECRET}"
+    import base64
+    assert tls["/basic"]["authorization"] == "Basic " + base64.b64encode(
+        f"x-access-token:{SECRET}".encode()).decode()
+    seen = {s["path"]: dict(s["headers"]) for s in plain.seen}
+    assert seen["/bearer"]["x-token"] == SECRET
+    # Not listed: the placeholder goes out as it is.
+    assert seen["/unlisted"]["authorization"] == f"Bearer {tok}"
+    # A listed host echoing the value hands back only its mask.
+    assert seen["/reflect"]["x-api-key"] == SECRET
+    assert out["reflect"]["body"] == "*" * len(SECRET)
+    assert SECRET not in (d / "audit.jsonl").read_text()
+
+
+def test_sentinel_secret_missing_is_a_setup_error(airlock):
+    ws = airlock.make_dir()
+    d = airlock.make_dir("tls")
+    (d / "policy.json").write_text(json.dumps({"network": {
+        "allow": ["example.test"],
+        "sentinels": [{"env": "GH_TOKEN", "secret": "AIRLOCK_TEST_NO_SUCH_SECRET",
+                       "hosts": ["example.test"]}]}}))
+    airlock.chown(d)
+    p = airlock.run(["run", "-q", "-w", ws, "-p", d / "policy.json", "--", "true"], timeout=60,
+                    check_setup=False)
+    assert p.returncode == 125, p.stderr
+    assert "AIRLOCK_TEST_NO_SUCH_SECRET" in p.stderr and "GH_TOKEN" in p.stderr

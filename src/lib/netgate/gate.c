@@ -223,12 +223,12 @@ int netgate_set_sentinels(struct netgate *g, const struct netgate_sentinel_def *
                 const struct netgate_sentinel_def *d = &defs[i];
                 const char *v = secrets_get(s, d->secret);
                 if (!v)
-                        return al_error_set(err, ENOENT,
+                        return al_error_set(err, 0,
                                             "sentinel %s: the secret %s is not in --secrets nor in "
                                             "the host's environment",
                                             d->env, d->secret);
                 if (!v[0] || strlen(v) > NETGATE_SENTINEL_VALUE_MAX || !netgate_http_value_ok(v))
-                        return al_error_set(err, EINVAL,
+                        return al_error_set(err, 0,
                                             "sentinel %s: the secret %s is empty, over %d bytes, "
                                             "or holds control characters (a stray newline?)",
                                             d->env, d->secret, NETGATE_SENTINEL_VALUE_MAX);

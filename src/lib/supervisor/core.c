@@ -167,9 +167,10 @@ static int sentinels_env(struct sv_core *c, struct secrets *s, char ***envp,
         for (size_t i = 0; i < p->n_sentinels; i++) {
                 const struct policy_sentinel *ps = &p->sentinels[i];
                 if (!secrets_get(s, ps->secret))
-                        return al_error_set(err, ENOENT,
+                        return al_error_set(err, 0,
                                             "network.sentinels[%zu] (%s): the secret %s is not in "
-                                            "--secrets nor in the host's environment",
+                                            "--secrets nor in the host's environment; add it to "
+                                            "the secrets file",
                                             i, ps->env, ps->secret);
                 char ph[NETGATE_SENTINEL_LEN + 1];
                 int r = netgate_sentinel_make(ph);
