@@ -28,6 +28,13 @@ static const char *const proxy_env[][2] = {
         {"PIP_PROXY", PROXY_HTTP},
         {"NODE_USE_ENV_PROXY", "1"},
         {"GLOBAL_AGENT_HTTP_PROXY", PROXY_HTTP},
+        /* gRPC's C core (Python, Ruby, C++ clients) reads grpc_proxy first. */
+        {"grpc_proxy", PROXY_HTTP},
+        /* The JVM reads no proxy variable; every JVM reads this one. */
+        {"JAVA_TOOL_OPTIONS", "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=3128 "
+                              "-Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=3128 "
+                              "-Dhttp.nonProxyHosts=localhost|127.0.0.1|[::1] "
+                              "-Djava.net.useSystemProxies=false"},
 };
 
 const char *env_home_for_uid(unsigned uid)
