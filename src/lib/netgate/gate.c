@@ -17,6 +17,7 @@
 #include "netgate/rules.h"
 #include "netgate/upstream.h"
 #include "netgate/http.h"
+#include "netgate/parent.h"
 #include "policy.h"
 #include "secrets.h"
 #include "util.h"
@@ -133,6 +134,11 @@ struct netgate *netgate_new(struct event_base *base, const struct policy *p, con
                 memcpy(g->hosts[i].name, h.name, sizeof(h.name));
         }
         g->n_hosts = p->n_net_hosts;
+
+        if (p->net_parent_proxy &&
+            netgate_parent_new(p->net_parent_proxy, p->net_no_proxy, p->n_net_no_proxy, &g->parent,
+                               err) < 0)
+                return netgate_free(g);
 
         g->budget = p->budget;
         if (g->budget.rate > 0) {
@@ -282,6 +288,7 @@ struct netgate *netgate_free(struct netgate *g)
         netgate_proxy_close_all(g);
         netgate_mitm_close_all(g);
         netgate_sentinels_clear(&g->sentinels);
+        g->parent = netgate_parent_free(g->parent);
         g->routes = netgate_routes_free(g->routes);
         /* What was counted and not yet recorded. */
         netgate_refusals_flush(g, true);

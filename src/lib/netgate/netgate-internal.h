@@ -41,6 +41,7 @@ struct evdns_base;
 struct netgate_ca;
 struct netgate_conn;
 struct netgate_mitm;
+struct netgate_parent;
 struct netgate_route;
 typedef struct ssl_ctx_st SSL_CTX;
 struct netgate_routes;
@@ -114,6 +115,7 @@ struct netgate {
         const struct netgate_ca *ca;   /* the sandbox's TLS authority (netgate_set_ca()) */
         struct netgate_mitm *mitms;    /* terminated TLS connections (mitm.c) */
         struct netgate_sentinels sentinels;
+        struct netgate_parent *parent; /* network.parentProxy; NULL: direct */
         const struct secrets *secrets; /* the sentinels' values: the answers are scrubbed */
         struct netgate_fetch *fetches; /* the host's requests in flight (fetch.c) */
 

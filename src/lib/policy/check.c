@@ -255,6 +255,50 @@ static const char *check_upstream(const char *u)
         return NULL;
 }
 
+/* http://HOST:PORT or socks5://HOST:PORT, an optional trailing "/": no
+ * credentials, no path. HOST a name or an IP literal ([v6]). */
+static const char *check_parent_proxy(const char *u)
+{
+        static const char why[] = "must be http://HOST:PORT or socks5://HOST:PORT, with no "
+                                  "credentials or path";
+        const char *rest;
+        if (strncmp(u, "http://", 7) == 0)
+                rest = u + 7;
+        else if (strncmp(u, "socks5://", 9) == 0)
+                rest = u + 9;
+        else if (strncmp(u, "socks5h://", 10) == 0)
+                rest = u + 10;
+        else
+                return why;
+        char buf[300];
+        size_t alen = strcspn(rest, "/");
+        if ((rest[alen] == '/' && rest[alen + 1]) || alen == 0 || alen >= sizeof(buf) ||
+            memchr(rest, '@', alen))
+                return why;
+        memcpy(buf, rest, alen);
+        buf[alen] = '\0';
+        char *colon = strrchr(buf, ':');
+        if (!colon || !colon[1] || strlen(colon + 1) > 5)
+                return why;
+        *colon = '\0';
+        unsigned long port = 0;
+        for (const char *q = colon + 1; *q; q++) {
+                if (*q < '0' || *q > '9')
+                        return why;
+                port = port * 10 + (unsigned long)(*q - '0');
+        }
+        if (port < 1 || port > 65535)
+                return why;
+        if (buf[0] == '[') {
+                size_t n = strlen(buf);
+                if (n < 3 || buf[n - 1] != ']')
+                        return why;
+                buf[n - 1] = '\0';
+                return is_ip(buf + 1, AF_INET6) ? NULL : why;
+        }
+        return is_hostname(buf) || is_ip(buf, AF_INET) ? NULL : why;
+}
+
 /* https://host[:port], optionally with one trailing "/". */
 static bool terminable(const char *u)
 {
@@ -555,6 +599,22 @@ static int validate_network(struct ctx *c, const struct policy *p)
                         }
                 }
         }
+        if (p->net_parent_proxy && (why = check_parent_proxy(p->net_parent_proxy)))
+                return policy_fail_value(c, "network.parentProxy", why, p->net_parent_proxy);
+        for (size_t i = 0; i < p->n_net_no_proxy; i++) {
+                const char *h = p->net_no_proxy[i] ? p->net_no_proxy[i] : "";
+                if (!is_hostname(strncmp(h, "*.", 2) == 0 ? h + 2 : h) && !is_ip(h, AF_INET) &&
+                    !is_ip(h, AF_INET6)) {
+                        snprintf(path, sizeof(path), "network.noProxy[%zu]", i);
+                        return policy_fail_value(c, path,
+                                                 "must be a host name, \"*.\" and a host name, "
+                                                 "or an IP address",
+                                                 h);
+                }
+        }
+        if (p->n_net_no_proxy > 0 && !p->net_parent_proxy)
+                return policy_fail(c, "\"network.noProxy\" is given without "
+                                      "\"network.parentProxy\"");
         if (p->net_mode_set && p->net_mode == POLICY_NET_NONE && p->n_sentinels > 0)
                 return policy_fail(c,
                                    "\"network.mode\" is \"none\" but \"network.sentinels\" "

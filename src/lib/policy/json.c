@@ -106,6 +106,10 @@ char *policy_to_json(const struct policy *p)
                                                    "secret", str_json(sn->secret), "hosts",
                                                    strv_json(sn->hosts, sn->n_hosts)));
         }
+        if (p->net_parent_proxy) {
+                json_object_set_new(o, "parentProxy", str_json(p->net_parent_proxy));
+                json_object_set_new(o, "noProxy", strv_json(p->net_no_proxy, p->n_net_no_proxy));
+        }
         /* Only when used: a policy without them reads as it did before. */
         if (p->n_sentinels)
                 json_object_set_new(o, "sentinels", a);

@@ -462,6 +462,17 @@ static int net_sentinels(struct ctx *c, void *t, json_t *v)
         return 0;
 }
 
+static int net_parent_proxy(struct ctx *c, void *t, json_t *v)
+{
+        return get_string_or_null(c, v, &((struct policy *)t)->net_parent_proxy);
+}
+
+static int net_no_proxy(struct ctx *c, void *t, json_t *v)
+{
+        struct policy *p = t;
+        return get_strv(c, v, &p->net_no_proxy, &p->n_net_no_proxy);
+}
+
 static int budget_requests(struct ctx *c, void *t, json_t *v)
 {
         return parse_json_value(c, v, KIND_COUNT, 0, INT64_MAX,
@@ -505,6 +516,7 @@ static const struct field network_fields[] = {
     {"deny", net_deny},     {"allowPrivate", net_allow_private},
     {"hosts", net_hosts},   {"routes", net_routes},
     {"budget", net_budget}, {"sentinels", net_sentinels},
+    {"parentProxy", net_parent_proxy}, {"noProxy", net_no_proxy},
 };
 
 /* limits.io: keys and handling come from policy_io_descs. */

@@ -207,6 +207,8 @@ struct policy *policy_free(struct policy *p)
         policy_kv_free_n(p->net_hosts, p->n_net_hosts);
         policy_routes_free_n(p->routes, p->n_routes);
         policy_sentinels_free_n(p->sentinels, p->n_sentinels);
+        free(p->net_parent_proxy);
+        strv_free_n(p->net_no_proxy, p->n_net_no_proxy);
         free(p->class_name);
         policy_kv_free_n(p->env, p->n_env);
         strv_free_n(p->tools_allow, p->n_tools_allow);
@@ -285,6 +287,8 @@ struct policy *policy_dup(const struct policy *p)
                     .n_hosts = s->n_hosts,
                 };
         }
+        d->net_parent_proxy = xstrdup(p->net_parent_proxy);
+        d->net_no_proxy = strv_dup_n(p->net_no_proxy, p->n_net_no_proxy);
         d->class_name = xstrdup(p->class_name);
         d->env = kv_dup_n(p->env, p->n_env);
         d->tools_allow = strv_dup_n(p->tools_allow, p->n_tools_allow);

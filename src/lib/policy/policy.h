@@ -184,6 +184,9 @@ struct policy {
         size_t n_routes;
         struct policy_sentinel *sentinels;
         size_t n_sentinels;
+        char *net_parent_proxy; /* http://HOST:PORT or socks5://HOST:PORT; NULL: direct */
+        char **net_no_proxy;    /* names ("*.name") and IP literals reached directly */
+        size_t n_net_no_proxy;
         struct policy_budget budget;
 
         /* limits */
