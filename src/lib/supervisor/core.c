@@ -231,6 +231,11 @@ int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struc
                 return al_error_set(err, EINVAL,
                                     "finding the tool gateway's client (airlock-tool)");
         env_add_tool(envp, c->run_id);
+        /* ssh reads no proxy variable: its ProxyCommand goes through the
+         * gate's CONNECT listener with the tool gateway's client. */
+        if (c->policy->net_mode == POLICY_NET_GATED)
+                env_set(envp, "GIT_SSH_COMMAND",
+                        "ssh -o ProxyCommand='" SPAWN_TOOL_BIN " connect %h %p'");
         return 0;
 }
 
