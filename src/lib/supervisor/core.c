@@ -204,21 +204,29 @@ static int start_sentinels(struct sv_core *c, struct secrets *s, struct al_error
 int sv_core_gate_env(struct sv_core *c, struct secrets *s, char ***envp, struct al_error *err)
 {
         const struct policy *p = c->policy;
-        int r = sentinels_env(c, s, envp, err);
-        if (r < 0)
-                return r;
         bool wanted = false;
         for (size_t i = 0; i < p->n_routes; i++)
                 wanted = wanted || p->routes[i].terminate;
-        if (!wanted || p->net_mode != POLICY_NET_GATED)
-                return 0;
-        r = netgate_ca_new(c->id, &c->ca, err);
-        if (r >= 0)
-                r = netgate_ca_write_bundle(c->ca, SPAWN_CA_BUNDLE, "/tmp", &c->ca_bundle, err);
+        int r = sentinels_env(c, s, envp, err);
+        if (r >= 0 && wanted && p->net_mode == POLICY_NET_GATED) {
+                r = netgate_ca_new(c->id, &c->ca, err);
+                if (r >= 0)
+                        r = netgate_ca_write_bundle(c->ca, SPAWN_CA_BUNDLE, "/tmp", &c->ca_bundle,
+                                                    err);
+                if (r >= 0)
+                        env_add_ca(envp, SPAWN_CA_BUNDLE);
+        }
         if (r < 0)
-                return r;
-        env_add_ca(envp, SPAWN_CA_BUNDLE);
-        return 0;
+                sv_core_gate_env_release(c);
+        return r;
+}
+
+void sv_core_gate_env_release(struct sv_core *c)
+{
+        drop_bundle(c);
+        c->ca = netgate_ca_free(c->ca);
+        strv_free(c->sentinels);
+        c->sentinels = NULL;
 }
 
 int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struct al_error *err)
@@ -375,10 +383,7 @@ void sv_core_free(struct sv_core *c)
                 }
         c->wq = quota_release(c->wq);
         c->cg = cgroup_free(c->cg);
-        drop_bundle(c);
-        c->ca = netgate_ca_free(c->ca); /* the gate that used it is gone */
-        strv_free(c->sentinels);
-        c->sentinels = NULL;
+        sv_core_gate_env_release(c); /* the gate that used the CA is gone */
 }
 
 void sv_core_destroyed(struct sv_core *c, uint64_t duration_ms)

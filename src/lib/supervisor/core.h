@@ -102,6 +102,8 @@ int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struc
  * (network.sentinels): a fresh placeholder in its variable; its secret
  * must be in `s`. */
 int sv_core_gate_env(struct sv_core *c, struct secrets *s, char ***envp, struct al_error *err);
+/* Forget what sv_core_gate_env() made (sv_core_free() does it too). */
+void sv_core_gate_env_release(struct sv_core *c);
 /* The tool gateway on the socket pid 1 handed over (spawn_result.tool_fd),
  * every call recorded as a tool.call; HTTP tools go through the network
  * gate, so this comes after sv_core_start_gate. Nothing without a socket. */

@@ -306,12 +306,11 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
 
         struct redactor *redactor = cfg->secrets ? secrets_redactor(cfg->secrets) : NULL;
         r = gates_check_routes(p, cfg->secrets, res->sandbox, cfg->account, err);
-        if (r < 0)
-                return r;
-        if (cfg->audit_path) {
+        if (r >= 0 && cfg->audit_path)
                 r = sv_core_open_audit(core, cfg->audit_path, cfg->audit_rotate, cfg->secrets, err);
-                if (r < 0)
-                        return r;
+        if (r < 0) {
+                sv_core_gate_env_release(core);
+                return r;
         }
         if (cfg->net_log_path) {
                 sv.net_log_fd = open(cfg->net_log_path,
@@ -319,6 +318,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 if (sv.net_log_fd < 0) {
                         r = al_error_set(err, errno, "net log %s", cfg->net_log_path);
                         sv_core_close_audit(core);
+                        sv_core_gate_env_release(core);
                         return r;
                 }
         }
