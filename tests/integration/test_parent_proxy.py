@@ -184,3 +184,15 @@ def test_bad_parent_proxy_is_refused(airlock, bad):
                     check_setup=False)
     assert p.returncode == 125, p.stderr
     assert "network.parentProxy" in p.stderr, p.stderr
+
+
+def test_private_parent_needs_allow_private(airlock):
+    ws = airlock.make_dir()
+    d = airlock.make_dir("parent")
+    (d / "policy.json").write_text(json.dumps({"network": {
+        "allow": ["a.test"], "parentProxy": "http://127.0.0.1:3128"}}))
+    airlock.chown(d)
+    p = airlock.run(["run", "-q", "-w", ws, "-p", d / "policy.json", "--", "true"], timeout=60,
+                    check_setup=False)
+    assert p.returncode == 125, p.stderr
+    assert "network.parentProxy" in p.stderr and "allowPrivate" in p.stderr, p.stderr

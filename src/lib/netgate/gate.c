@@ -139,6 +139,18 @@ struct netgate *netgate_new(struct event_base *base, const struct policy *p, con
             netgate_parent_new(p->net_parent_proxy, p->net_no_proxy, p->n_net_no_proxy, &g->parent,
                                err) < 0)
                 return netgate_free(g);
+        /* The parent is reached as any upstream is: a private address only
+         * when allowPrivate lifts it (a policy is not always the host's). */
+        const char *range = g->parent ? netgate_address_refused(g, &g->parent->addr) : NULL;
+        if (range) {
+                char a[NETGATE_ADDR_STRLEN];
+                netgate_addr_format(&g->parent->addr, a);
+                al_error_set(err, 0,
+                             "network.parentProxy: %s is at %s (%s), not in network.allowPrivate; "
+                             "add it there",
+                             g->parent->host, a, range);
+                return netgate_free(g);
+        }
 
         g->budget = p->budget;
         if (g->budget.rate > 0) {

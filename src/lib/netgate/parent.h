@@ -13,8 +13,8 @@
  * by name) that the operator names, except to the hosts of its no-proxy
  * list. The gate still decides, resolves and checks every name itself; the
  * parent is handed the name and port that were decided. The parent's own
- * address is host configuration: the private-address check does not apply
- * to it. Internal to the network gate. */
+ * address passes the private-address check at the gate's creation
+ * (network.allowPrivate lifts it). Internal to the network gate. */
 
 struct event_base;
 
