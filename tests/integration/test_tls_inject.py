@@ -117,6 +117,11 @@ out["bundleCerts"] = bundle.count("BEGIN CERTIFICATE")
 c = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
                     base + "/v1/curl"], capture_output=True, text=True, timeout=30)
 out["curl"] = c.stdout + c.stderr
+# The same through the SOCKS5 listener.
+c = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-x",
+                    "socks5h://127.0.0.1:1080", base + "/v1/socks"],
+                   capture_output=True, text=True, timeout=30)
+out["socks"] = c.stdout + c.stderr
 
 found, keys = [], []
 with open("/proc/self/environ", "rb") as f:
@@ -178,8 +183,9 @@ def test_terminated_https_gets_injected_header(airlock, pki, upstream):
     assert out["plain"]["status"] == 200, out
     assert json.loads(out["plain"]["body"]) == {"path": "/v1/items?x=1"}
     assert out["curl"] == "200", out
+    assert out["socks"] == "200", out
     seen = {s["path"]: dict(s["headers"]) for s in upstream.seen}
-    assert set(seen) == {"/v1/items?x=1", "/reflect", "/v1/curl"}, seen
+    assert set(seen) == {"/v1/items?x=1", "/reflect", "/v1/curl", "/v1/socks"}, seen
     for h in seen.values():
         assert h["x-api-key"] == SECRET
         assert h["host"] == f"upstream.test:{upstream.port}"
@@ -201,11 +207,14 @@ def test_terminated_https_gets_injected_header(airlock, pki, upstream):
 
     events = _lines(d / "audit.jsonl")
     calls = [e for e in events if e["kind"] == "route.call"]
-    assert sorted(c["path"] for c in calls) == ["/reflect", "/v1/curl", "/v1/items?x=1"]
+    assert sorted(c["path"] for c in calls) == ["/reflect", "/v1/curl", "/v1/items?x=1",
+                                                "/v1/socks"]
     for c in calls:
         assert c["route"] == "up" and c["status"] == 200 and c["decision"] == "allow"
-    connects = [e for e in events if e["kind"] == "net.decision" and e.get("protocol") == "connect"]
-    assert connects and all(e["rule"] == "network.routes[up].terminate" for e in connects)
+    connects = [e for e in events if e["kind"] == "net.decision"
+                and e.get("protocol") in ("connect", "socks5")]
+    assert {e["protocol"] for e in connects} == {"connect", "socks5"}, connects
+    assert all(e["rule"] == "network.routes[up].terminate" for e in connects)
     assert SECRET not in (d / "audit.jsonl").read_text()
     assert airlock.run(["audit", "verify", d / "audit.jsonl"]).returncode == 0
 

@@ -387,30 +387,38 @@ static void http_bad_request(struct netgate_conn *c, int r)
         netgate_client_answer(&c->cl, status, phrase, "X-Airlock-Denied", reason, line);
 }
 
-/* A CONNECT to the host and port of a route with "terminate" is not
- * tunnelled: it is recorded as allowed by the route (the allow-list does
- * not apply to a route's upstream), answered, and its TLS terminated
- * (mitm.c); each request inside is then a call through the route. */
-static bool http_terminate(struct netgate_conn *c, const struct netgate_http_head *h)
+/* A CONNECT (HTTP or SOCKS5) to the host and port of a route with
+ * "terminate" is not tunnelled: it is recorded as allowed by the route
+ * (the allow-list does not apply to a route's upstream), answered, and its
+ * TLS terminated (mitm.c); each request inside is then a call through the
+ * route. */
+static bool terminate(struct netgate_conn *c, const char *raw, size_t raw_len, uint16_t port)
 {
         SSL_CTX *ctx = NULL;
         struct netgate_host host;
-        if (!c->g->routes || c->g->closed || netgate_host_parse(h->host, h->host_len, &host) < 0)
+        if (!c->g->routes || c->g->closed || netgate_host_parse(raw, raw_len, &host) < 0)
                 return false;
         const struct netgate_route *rt =
-            netgate_routes_terminating(c->g->routes, &host, h->port, &ctx);
+            netgate_routes_terminating(c->g->routes, &host, port, &ctx);
         if (!rt)
                 return false;
         char rule[160];
         snprintf(rule, sizeof(rule), "network.routes[%s].terminate", rt->name);
-        c->port = h->port;
+        c->port = port;
         c->d.host = host;
-        c->cl.x.status = 200;
-        record(c, true, NULL, rule);
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        uint8_t msg[22];
+        size_t n = sizeof(ok) - 1;
+        const void *reply = ok;
+        if (c->proto == NETGATE_PROTO_SOCKS5) {
+                n = netgate_socks5_reply(NETGATE_SOCKS5_REP_OK, NULL, 0, msg);
+                reply = msg;
+        }
+        c->cl.x.status = c->proto == NETGATE_PROTO_SOCKS5 ? NETGATE_SOCKS5_REP_OK : 200;
+        record(c, true, NULL, rule);
         struct netgate *g = c->g;
         struct bufferevent *down = TAKE_PTR(c->cl.down);
-        bufferevent_write(down, ok, sizeof(ok) - 1);
+        bufferevent_write(down, reply, n);
         conn_free(c, NULL);
         netgate_mitm_start(g, down, ctx, rt);
         return true;
@@ -423,7 +431,7 @@ static void http_request(struct netgate_conn *c)
         memcpy(method, h->method, h->method_len);
         method[h->method_len] = '\0';
         begin_request(c, h->is_connect ? "connect" : "http", method);
-        if (h->is_connect && http_terminate(c, h))
+        if (h->is_connect && terminate(c, h->host, h->host_len, h->port))
                 return;
         if (!decide(c, h->host, h->host_len, h->port))
                 return;
@@ -433,8 +441,8 @@ static void http_request(struct netgate_conn *c)
          * and scrubbed as a route's is. */
         bool listed = false;
         for (size_t i = 0; !h->is_connect && i < c->g->sentinels.n; i++)
-                listed = listed ||
-                         netgate_sentinel_host_listed(&c->g->sentinels.v[i], c->d.host.name);
+                listed =
+                    listed || netgate_sentinel_host_listed(&c->g->sentinels.v[i], c->d.host.name);
         c->cl.x.scrub = listed ? secrets_redactor(c->g->secrets) : NULL;
         c->cl.x.refuse_encoded = listed;
         if (h->is_connect)
@@ -473,6 +481,8 @@ static void socks_read(struct netgate_conn *c)
                 if (r == NETGATE_SOCKS5_REQUEST) {
                         struct netgate_socks5 *s = c->socks;
                         begin_request(c, "socks5", NULL);
+                        if (terminate(c, s->host, s->host_len, s->port))
+                                return;
                         if (!decide(c, s->host, s->host_len, s->port))
                                 return;
                         netgate_client_tunnel(&c->cl, &c->d.host, c->port);
