@@ -118,7 +118,11 @@ static void tls_event_cb(struct bufferevent *bev, short what, void *ud)
         struct netgate_mitm *m = ud;
         struct timeval tv;
         if (what & BEV_EVENT_CONNECTED) {
-                bufferevent_set_timeouts(m->tls, netgate_secs(&tv, IDLE_TIMEOUT_S), NULL);
+                /* A sandbox that stops reading is as silent as one that
+                 * stops writing. */
+                struct timeval tw;
+                bufferevent_set_timeouts(m->tls, netgate_secs(&tv, IDLE_TIMEOUT_S),
+                                         netgate_secs(&tw, IDLE_TIMEOUT_S));
                 return;
         }
         if (what & (BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
