@@ -324,6 +324,22 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
                                 return r;
                 }
         }
+        /* A sentinel sends a secret's value to the hosts it lists: the
+         * same secrets as a route's inject. */
+        for (size_t i = 0; i < p->n_sentinels; i++) {
+                const struct policy_sentinel *s = &p->sentinels[i];
+                const char *name = s->secret ? s->secret : "";
+                if (grant_secret_reserved(name))
+                        return refuse(ret, "secrets",
+                                      "network.sentinels names %s, the daemon's git credential: "
+                                      "no policy may use it",
+                                      name);
+                if (!grant_allows_secret(g, name))
+                        return refuse(ret, "secrets",
+                                      "network.sentinels names the secret %s, which grant \"%s\" "
+                                      "does not name (airlock grant create --secret %s)",
+                                      name, g->name, name);
+        }
         /* A tool acts on the host with the daemon's rights and secrets: only
          * those the grant names. */
         for (size_t i = 0; i < p->n_tools_allow; i++)

@@ -28,6 +28,13 @@ static const char *const proxy_env[][2] = {
         {"PIP_PROXY", PROXY_HTTP},
         {"NODE_USE_ENV_PROXY", "1"},
         {"GLOBAL_AGENT_HTTP_PROXY", PROXY_HTTP},
+        /* gRPC's C core (Python, Ruby, C++ clients) reads grpc_proxy first. */
+        {"grpc_proxy", PROXY_HTTP},
+        /* The JVM reads no proxy variable; every JVM reads this one. */
+        {"JAVA_TOOL_OPTIONS", "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=3128 "
+                              "-Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=3128 "
+                              "-Dhttp.nonProxyHosts=localhost|127.0.0.1|[::1] "
+                              "-Djava.net.useSystemProxies=false"},
 };
 
 const char *env_home_for_uid(unsigned uid)
@@ -95,6 +102,27 @@ int env_build(const struct policy *p, const char *home, const char *user, const 
         }
         *ret = v;
         return 0;
+}
+
+void env_set(char ***envp, const char *key, const char *value)
+{
+        size_t n = strv_length(*envp);
+        set(envp, &n, key, value);
+}
+
+void env_add_ca(char ***envp, const char *bundle)
+{
+        /* OpenSSL (curl, git, Python's ssl, Ruby), requests, curl's own,
+         * git's, Node's extra CAs, pip, AWS and gRPC's C core. */
+        static const char *const vars[] = {
+            "SSL_CERT_FILE",       "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",      "GIT_SSL_CAINFO",
+            "NODE_EXTRA_CA_CERTS", "PIP_CERT",
+            "AWS_CA_BUNDLE",       "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+        };
+        size_t n = strv_length(*envp);
+        for (size_t i = 0; i < ARRAY_SIZE(vars); i++)
+                set(envp, &n, vars[i], bundle);
 }
 
 void env_add_tool(char ***envp, const char *run_id)

@@ -21,3 +21,11 @@ const char *env_user_for_uid(unsigned uid);
  * id in AIRLOCK_RUN_ID (set over whatever the policy's env said), and the
  * client's directory appended to PATH. */
 void env_add_tool(char ***envp, const char *run_id);
+
+/* A sandbox whose TLS the gate terminates for some hosts: the CA bundle at
+ * `bundle` (the host's bundle and the sandbox's CA) named in every variable
+ * a common client reads its trust store from. */
+void env_add_ca(char ***envp, const char *bundle);
+
+/* Set KEY=VALUE in *envp, over an entry of that name. */
+void env_set(char ***envp, const char *key, const char *value);

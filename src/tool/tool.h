@@ -11,6 +11,9 @@
 
 #define TOOL_VERSION "0.1.0"
 
+/* `airlock-tool connect HOST PORT` (connect.c). */
+int tool_connect_main(int argc, char **argv);
+
 /* Exit codes of `airlock-tool call`, one per errorCode (docs/tools.md). */
 enum {
         TOOL_EXIT_OK = 0,

@@ -18,6 +18,7 @@
 
 #include "fs.h"
 #include "mounts.h"
+#include "spawn.h"
 #include "paths.h"
 #include "util.h"
 #include "mounts-internal.h"
@@ -475,6 +476,14 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
         /* After the policy's mounts: nothing they bring can cover it. */
         if (c->tool_bin) {
                 r = mounts_build_tool_endpoint(&b);
+                if (r < 0)
+                        goto out;
+        }
+
+        /* Also after the policy's mounts: the bundle the gate's terminated
+         * hosts are trusted through is the host's, not the agent's. */
+        if (c->ca_bundle) {
+                r = mounts_bind_host(&b, c->ca_bundle, SPAWN_CA_BUNDLE, true, false);
                 if (r < 0)
                         goto out;
         }

@@ -59,6 +59,8 @@ struct mounts_config {
         /* The tool gateway's endpoint: a tmpfs at SPAWN_TOOL_DIR (spawn.h)
          * with this host file bound read-only at SPAWN_TOOL_BIN; NULL: none. */
         const char *tool_bin;
+        /* A host file bound read-only over SPAWN_CA_BUNDLE; NULL: none. */
+        const char *ca_bundle;
 };
 
 /* In the parent, before the sandbox starts: make the workspace's .git/hooks

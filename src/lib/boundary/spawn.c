@@ -81,6 +81,7 @@ static void child_build_root(struct child_ctx *ctx)
             .workspace_fd = ctx->workspace_fd,
             .mount_fds = ctx->mount_fds,
             .tool_bin = cfg->tool_bin,
+            .ca_bundle = cfg->ca_bundle,
         };
         int upper = -1;
         r = mounts_build_root(&mc, &upper, &err);

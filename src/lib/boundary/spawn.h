@@ -31,6 +31,9 @@ extern const uint16_t spawn_listen_ports[SPAWN_LISTEN_MAX];
 #define SPAWN_TOOL_SOCKET SPAWN_TOOL_DIR "/tool.sock"
 #define SPAWN_TOOL_BIN_DIR SPAWN_TOOL_DIR "/bin"
 #define SPAWN_TOOL_BIN SPAWN_TOOL_BIN_DIR "/airlock-tool"
+/* Where the sandbox's CA bundle (the host's and the sandbox's TLS
+ * authority, netgate/ca.h) covers the system one. */
+#define SPAWN_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 /* Which step failed, for exit codes: setup (125), exec (126/127). */
 enum spawn_failure {
@@ -59,6 +62,7 @@ struct spawn_config {
         struct cgroup *cgroup; /* may be NULL */
         struct spawn_pty pty;  /* on: the command gets a fresh pty instead of the
                                 * three fds (pty.c) */
+        const char *ca_bundle; /* host file bound read-only at SPAWN_CA_BUNDLE; NULL: none */
         const char *tool_bin;  /* host path of airlock-tool: the sandbox gets the tool
                                 * gateway's endpoint (SPAWN_TOOL_*); NULL: none */
 };

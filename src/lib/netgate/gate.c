@@ -16,7 +16,10 @@
 #include "netgate/netgate.h"
 #include "netgate/rules.h"
 #include "netgate/upstream.h"
+#include "netgate/http.h"
+#include "netgate/parent.h"
 #include "policy.h"
+#include "secrets.h"
 #include "util.h"
 
 /* The network gate's public side (netgate.h): creating it from the policy,
@@ -132,6 +135,23 @@ struct netgate *netgate_new(struct event_base *base, const struct policy *p, con
         }
         g->n_hosts = p->n_net_hosts;
 
+        if (p->net_parent_proxy &&
+            netgate_parent_new(p->net_parent_proxy, p->net_no_proxy, p->n_net_no_proxy, &g->parent,
+                               err) < 0)
+                return netgate_free(g);
+        /* The parent is reached as any upstream is: a private address only
+         * when allowPrivate lifts it (a policy is not always the host's). */
+        const char *range = g->parent ? netgate_address_refused(g, &g->parent->addr) : NULL;
+        if (range) {
+                char a[NETGATE_ADDR_STRLEN];
+                netgate_addr_format(&g->parent->addr, a);
+                al_error_set(err, 0,
+                             "network.parentProxy: %s is at %s (%s), not in network.allowPrivate; "
+                             "add it there",
+                             g->parent->host, a, range);
+                return netgate_free(g);
+        }
+
         g->budget = p->budget;
         if (g->budget.rate > 0) {
                 uint64_t per_tick = g->budget.rate / (1000 / RATE_TICK_MS);
@@ -212,6 +232,46 @@ int netgate_set_routes(struct netgate *g, const struct policy_route *routes, siz
         return 0;
 }
 
+int netgate_set_sentinels(struct netgate *g, const struct netgate_sentinel_def *defs, size_t n,
+                          const struct secrets *s, struct al_error *err)
+{
+        netgate_sentinels_clear(&g->sentinels);
+        g->sentinels.v = xcalloc(n + 1, sizeof(*g->sentinels.v));
+        for (size_t i = 0; i < n; i++) {
+                const struct netgate_sentinel_def *d = &defs[i];
+                const char *v = secrets_get(s, d->secret);
+                if (!v)
+                        return al_error_set(err, 0,
+                                            "sentinel %s: the secret %s is not in --secrets nor in "
+                                            "the host's environment",
+                                            d->env, d->secret);
+                if (!v[0] || strlen(v) > NETGATE_SENTINEL_VALUE_MAX || !netgate_http_value_ok(v))
+                        return al_error_set(err, 0,
+                                            "sentinel %s: the secret %s is empty, over %d bytes, "
+                                            "or holds control characters (a stray newline?)",
+                                            d->env, d->secret, NETGATE_SENTINEL_VALUE_MAX);
+                if (strlen(d->placeholder) != NETGATE_SENTINEL_LEN ||
+                    strncmp(d->placeholder, NETGATE_SENTINEL_PREFIX,
+                            sizeof(NETGATE_SENTINEL_PREFIX) - 1) != 0)
+                        return al_error_set(err, EINVAL, "sentinel %s: not a placeholder", d->env);
+                struct netgate_sentinel *t = &g->sentinels.v[g->sentinels.n++];
+                t->placeholder = xstrdup(d->placeholder);
+                t->value = xstrdup(v);
+                t->value_len = strlen(v);
+                t->hosts = xcalloc(d->n_hosts + 1, sizeof(*t->hosts));
+                for (size_t j = 0; j < d->n_hosts; j++)
+                        t->hosts[j] = xstrdup(d->hosts[j]);
+                t->n_hosts = d->n_hosts;
+        }
+        g->secrets = s;
+        return 0;
+}
+
+void netgate_set_ca(struct netgate *g, const struct netgate_ca *ca)
+{
+        g->ca = ca;
+}
+
 int netgate_set_nameserver(struct netgate *g, const char *server, struct al_error *err)
 {
         int r;
@@ -238,6 +298,9 @@ struct netgate *netgate_free(struct netgate *g)
                 return NULL;
         netgate_fetch_cancel_all(g);
         netgate_proxy_close_all(g);
+        netgate_mitm_close_all(g);
+        netgate_sentinels_clear(&g->sentinels);
+        g->parent = netgate_parent_free(g->parent);
         g->routes = netgate_routes_free(g->routes);
         /* What was counted and not yet recorded. */
         netgate_refusals_flush(g, true);

@@ -8,6 +8,7 @@
 #include "netgate/addr.h"
 #include "netgate/netgate.h"
 #include "netgate/rules.h"
+#include "netgate/sentinel.h"
 #include "policy.h"
 
 /* The network gate's internals, shared by its files and by nothing else
@@ -37,7 +38,12 @@ struct event_base;
 struct evconnlistener;
 struct evbuffer;
 struct evdns_base;
+struct netgate_ca;
 struct netgate_conn;
+struct netgate_mitm;
+struct netgate_parent;
+struct netgate_route;
+typedef struct ssl_ctx_st SSL_CTX;
 struct netgate_routes;
 struct netgate_tls;
 struct netgate_rules;
@@ -106,6 +112,11 @@ struct netgate {
         struct netgate_stats stats;
 
         struct netgate_routes *routes;
+        const struct netgate_ca *ca;   /* the sandbox's TLS authority (netgate_set_ca()) */
+        struct netgate_mitm *mitms;    /* terminated TLS connections (mitm.c) */
+        struct netgate_sentinels sentinels;
+        struct netgate_parent *parent; /* network.parentProxy; NULL: direct */
+        const struct secrets *secrets; /* the sentinels' values: the answers are scrubbed */
         struct netgate_fetch *fetches; /* the host's requests in flight (fetch.c) */
 
         /* The refusal budget and the aggregation of refusals. */
@@ -172,6 +183,25 @@ struct netgate_routes *netgate_routes_free(struct netgate_routes *rs);
  * (copied) marks the records of a host tool's requests, else NULL. */
 void netgate_routes_accept(struct netgate_routes *rs, int fd, const char *tool);
 
+/* The route that terminates CONNECTs to `host`:`port` (a route with
+ * "terminate"), and its TLS server context; NULL when none does. */
+const struct netgate_route *netgate_routes_terminating(const struct netgate_routes *rs,
+                                                       const struct netgate_host *host,
+                                                       uint16_t port, SSL_CTX **ret_ctx);
+/* Serve the plain side of a terminated connection (mitm.c) as calls
+ * through `rt`: origin-form requests whose whole target is the path. */
+void netgate_routes_accept_terminated(struct netgate_routes *rs, int fd,
+                                      const struct netgate_route *rt);
+
+/* ---- mitm.c ---- */
+
+/* Terminate the sandbox's TLS on `down` (taken; the CONNECT's answer
+ * already queued on it) with `ctx`, and serve what is inside through `rt`.
+ * On failure `down` is freed. */
+int netgate_mitm_start(struct netgate *g, struct bufferevent *down, SSL_CTX *ctx,
+                       const struct netgate_route *rt);
+void netgate_mitm_close_all(struct netgate *g);
+
 /* ---- fetch.c ---- */
 
 /* Cancel every fetch in flight (netgate_free()). */
@@ -195,6 +225,12 @@ struct netgate_route {
         char **record;
         size_t n_record;
         struct netgate_tls *tls_layer; /* when tls */
+        bool terminate;                /* the policy's "terminate" */
+        /* Serving a terminated connection: the client talks to the host
+         * itself, so its own Authorization and x-api-key pass (unless
+         * stripped or injected). */
+        bool keep_auth;
+        const struct netgate_sentinels *sentinels; /* the gate's */
 };
 
 /* Wipe and drain a buffer that held injected values. */

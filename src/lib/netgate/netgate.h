@@ -114,6 +114,28 @@ int netgate_set_routes(struct netgate *g, const struct policy_route *routes, siz
                        const struct secrets *s, const struct secrets_vars *vars,
                        struct al_error *err);
 
+/* The sandbox's TLS authority (netgate/ca.h), for the routes with
+ * "terminate": call before netgate_set_routes(). `ca` must outlive the
+ * gate. */
+struct netgate_ca;
+void netgate_set_ca(struct netgate *g, const struct netgate_ca *ca);
+
+/* Sentinel secrets (netgate/sentinel.h): in request heads to one of
+ * `hosts`, `placeholder` (NETGATE_SENTINEL_PREFIX and 32 hex digits, what
+ * the sandbox's environment holds) is replaced by the value of the secret
+ * `secret` (from `s`, else the host's environment). Call before
+ * netgate_set_routes(); `s` must outlive the gate. Errors name the
+ * sentinel's variable, never a value. */
+struct netgate_sentinel_def {
+        const char *env;
+        const char *placeholder;
+        const char *secret;
+        char *const *hosts;
+        size_t n_hosts;
+};
+int netgate_set_sentinels(struct netgate *g, const struct netgate_sentinel_def *defs, size_t n,
+                          const struct secrets *s, struct al_error *err);
+
 /* ---- a request of the host's own, through a route ----
  *
  * The host (the tool gateway's HTTP runner) sends a request it built through

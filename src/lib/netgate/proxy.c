@@ -20,6 +20,7 @@
 #include "netgate/socks5.h"
 #include "netgate/tunnel.h"
 #include "netgate/upstream.h"
+#include "secrets.h"
 #include "util.h"
 
 /* The proxy's front-ends, above the upstream engine: the HTTP forward proxy
@@ -285,13 +286,32 @@ static void client_write_head(void *ud, struct evbuffer *out)
         if (c->port != 80)
                 evbuffer_add_printf(out, ":%u", c->port);
         evbuffer_add(out, "\r\n", 2);
+        bool sentinel_host = c->cl.x.scrub != NULL;
         for (size_t i = 0; i < h->n_fields; i++) {
                 const struct netgate_http_field *f = &h->fields[i];
                 if (netgate_http_field_is_hop(h, f->name, f->name_len))
                         continue;
+                if (sentinel_host && netgate_http_name_eq(f->name, f->name_len, "accept-encoding"))
+                        continue;
+                char *sv = NULL;
+                size_t sv_len = 0;
+                if (sentinel_host &&
+                    netgate_sentinels_apply(&c->g->sentinels, c->d.host.name, f->name, f->name_len,
+                                            f->value, f->value_len, &sv, &sv_len) > 0) {
+                        evbuffer_add_printf(out, "%.*s: ", (int)f->name_len, f->name);
+                        evbuffer_add(out, sv, sv_len);
+                        evbuffer_add(out, "\r\n", 2);
+                        explicit_bzero(sv, sv_len);
+                        free(sv);
+                        continue;
+                }
                 evbuffer_add_printf(out, "%.*s: %.*s\r\n", (int)f->name_len, f->name,
                                     (int)f->value_len, f->value);
         }
+        /* The answer of a host a sentinel goes to is scrubbed of the
+         * secrets' values, which the gate can do only in a plain body. */
+        if (sentinel_host)
+                evbuffer_add(out, "Accept-Encoding: identity\r\n", 27);
         netgate_exchange_put_framing(out, h);
         if (c->cl.x.close_after && h->minor == 1)
                 evbuffer_add(out, "Connection: close\r\n", 19);
@@ -319,6 +339,28 @@ static void client_read(void *ud)
                 http_read_head(c);
 }
 
+/* ---- answers of the hosts a sentinel goes to ---- */
+
+static char *mask(void *ud, const char *value, size_t len, size_t *ret_len)
+{
+        struct netgate_conn *c = ud;
+        const struct redactor *red = c->cl.x.scrub;
+        char *v = NULL;
+        if (red && redactor_audit_hook((void *)red, value, len, &v, ret_len) >= 0)
+                return v;
+        return NULL;
+}
+
+static void encoded_refused(void *ud, const char *reason, const char *detail)
+{
+        fail_upstream(ud, reason, 0);
+}
+
+static const struct netgate_exchange_filter proxy_filter = {
+    .mask = mask,
+    .refused = encoded_refused,
+};
+
 static const struct netgate_client_ops client_ops = {
     .read = client_read,
     .write_head = client_write_head,
@@ -345,6 +387,43 @@ static void http_bad_request(struct netgate_conn *c, int r)
         netgate_client_answer(&c->cl, status, phrase, "X-Airlock-Denied", reason, line);
 }
 
+/* A CONNECT (HTTP or SOCKS5) to the host and port of a route with
+ * "terminate" is not tunnelled: it is recorded as allowed by the route
+ * (the allow-list does not apply to a route's upstream), answered, and its
+ * TLS terminated (mitm.c); each request inside is then a call through the
+ * route. */
+static bool terminate(struct netgate_conn *c, const char *raw, size_t raw_len, uint16_t port)
+{
+        SSL_CTX *ctx = NULL;
+        struct netgate_host host;
+        if (!c->g->routes || c->g->closed || netgate_host_parse(raw, raw_len, &host) < 0)
+                return false;
+        const struct netgate_route *rt =
+            netgate_routes_terminating(c->g->routes, &host, port, &ctx);
+        if (!rt)
+                return false;
+        char rule[160];
+        snprintf(rule, sizeof(rule), "network.routes[%s].terminate", rt->name);
+        c->port = port;
+        c->d.host = host;
+        static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        uint8_t msg[22];
+        size_t n = sizeof(ok) - 1;
+        const void *reply = ok;
+        if (c->proto == NETGATE_PROTO_SOCKS5) {
+                n = netgate_socks5_reply(NETGATE_SOCKS5_REP_OK, NULL, 0, msg);
+                reply = msg;
+        }
+        c->cl.x.status = c->proto == NETGATE_PROTO_SOCKS5 ? NETGATE_SOCKS5_REP_OK : 200;
+        record(c, true, NULL, rule);
+        struct netgate *g = c->g;
+        struct bufferevent *down = TAKE_PTR(c->cl.down);
+        bufferevent_write(down, reply, n);
+        conn_free(c, NULL);
+        netgate_mitm_start(g, down, ctx, rt);
+        return true;
+}
+
 static void http_request(struct netgate_conn *c)
 {
         struct netgate_http_head *h = &c->cl.x.reqp->head;
@@ -352,9 +431,20 @@ static void http_request(struct netgate_conn *c)
         memcpy(method, h->method, h->method_len);
         method[h->method_len] = '\0';
         begin_request(c, h->is_connect ? "connect" : "http", method);
+        if (h->is_connect && terminate(c, h->host, h->host_len, h->port))
+                return;
         if (!decide(c, h->host, h->host_len, h->port))
                 return;
         c->cl.x.close_after = h->conn_close || c->cl.x.client_eof;
+        /* Plain HTTP to a host a sentinel may go to: the sentinel is
+         * replaced in the head (client_write_head), and the answer masked
+         * and scrubbed as a route's is. */
+        bool listed = false;
+        for (size_t i = 0; !h->is_connect && i < c->g->sentinels.n; i++)
+                listed =
+                    listed || netgate_sentinel_host_listed(&c->g->sentinels.v[i], c->d.host.name);
+        c->cl.x.scrub = listed ? secrets_redactor(c->g->secrets) : NULL;
+        c->cl.x.refuse_encoded = listed;
         if (h->is_connect)
                 netgate_client_tunnel(&c->cl, &c->d.host, c->port);
         else
@@ -391,6 +481,8 @@ static void socks_read(struct netgate_conn *c)
                 if (r == NETGATE_SOCKS5_REQUEST) {
                         struct netgate_socks5 *s = c->socks;
                         begin_request(c, "socks5", NULL);
+                        if (terminate(c, s->host, s->host_len, s->port))
+                                return;
                         if (!decide(c, s->host, s->host_len, s->port))
                                 return;
                         netgate_client_tunnel(&c->cl, &c->d.host, c->port);
@@ -427,7 +519,7 @@ void netgate_proxy_accept(struct netgate *g, enum netgate_proto proto, int fd)
 {
         struct netgate_conn *c = xcalloc(1, sizeof(*c));
         bool socks = proto == NETGATE_PROTO_SOCKS5;
-        if (netgate_client_accept(&c->cl, g, fd, &client_ops, NULL, c,
+        if (netgate_client_accept(&c->cl, g, fd, &client_ops, socks ? NULL : &proxy_filter, c,
                                   socks ? SOCKS_TIMEOUT_S : NETGATE_HEAD_TIMEOUT_S) < 0) {
                 free(c);
                 return;

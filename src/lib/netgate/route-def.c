@@ -118,6 +118,7 @@ int netgate_route_new(const struct policy_route *pr, struct netgate_route **ret,
         rt->n_strip = pr->n_strip;
         rt->record = strv_copy(pr->record, pr->n_record);
         rt->n_record = pr->n_record;
+        rt->terminate = pr->terminate;
         *ret = rt;
         return 0;
 }
@@ -153,9 +154,10 @@ bool netgate_route_strip_match(const char *pattern, const char *name, size_t len
 bool netgate_route_field_dropped(const struct netgate_route *rt, const struct netgate_http_head *h,
                                  const char *name, size_t len)
 {
-        if (netgate_http_field_is_hop(h, name, len) ||
-            netgate_http_name_eq(name, len, "authorization") ||
-            netgate_http_name_eq(name, len, "x-api-key"))
+        if (netgate_http_field_is_hop(h, name, len))
+                return true;
+        if (!rt->keep_auth && (netgate_http_name_eq(name, len, "authorization") ||
+                               netgate_http_name_eq(name, len, "x-api-key")))
                 return true;
         for (size_t i = 0; i < rt->n_strip; i++)
                 if (netgate_route_strip_match(rt->strip[i], name, len))
@@ -207,6 +209,17 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
                         continue;
                 if (identity && netgate_http_name_eq(f->name, f->name_len, "accept-encoding"))
                         continue;
+                char *sv = NULL;
+                size_t sv_len = 0;
+                if (netgate_sentinels_apply(rt->sentinels, rt->host.name, f->name, f->name_len,
+                                            f->value, f->value_len, &sv, &sv_len) > 0) {
+                        evbuffer_add_printf(head, "%.*s: ", (int)f->name_len, f->name);
+                        evbuffer_add(head, sv, sv_len);
+                        evbuffer_add(head, "\r\n", 2);
+                        explicit_bzero(sv, sv_len);
+                        free(sv);
+                        continue;
+                }
                 evbuffer_add_printf(head, "%.*s: %.*s\r\n", (int)f->name_len, f->name,
                                     (int)f->value_len, f->value);
         }

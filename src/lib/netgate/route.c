@@ -8,6 +8,9 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
+#include <openssl/ssl.h>
+
+#include "netgate/ca.h"
 #include "netgate/client.h"
 #include "netgate/exchange.h"
 #include "netgate/netgate-internal.h"
@@ -45,6 +48,9 @@ struct rconn {
 
         struct evbuffer *head_out; /* the upstream request head, built before connecting */
         char *tool;                /* a host tool's request (fetch.c) */
+        /* A terminated connection (mitm.c): every request goes through this
+         * route, and its whole target is the path. */
+        const struct netgate_route *fixed;
 };
 
 struct netgate_routes {
@@ -52,6 +58,11 @@ struct netgate_routes {
         struct event_base *base;
         struct netgate_route **routes;
         size_t n_routes;
+        /* The routes with "terminate", as served behind the terminator
+         * (keep_auth), and the TLS server context of each. */
+        struct netgate_route **terms;
+        SSL_CTX **term_ctx;
+        size_t n_terms;
         const struct secrets *secrets;
         struct secrets *own_secrets;
         char *run_id, *run_attempt, *sandbox_id, *account;
@@ -219,19 +230,23 @@ static void handle_request(struct rconn *c)
         begin(c);
         memcpy(c->method, h->method, h->method_len);
         c->method[h->method_len] = '\0';
-        /* The target is "/<route>" followed by "", "/..." or "?...". */
+        /* The target is "/<route>" followed by "", "/..." or "?...", or
+         * behind the terminator the path itself. */
         const char *name = h->path + 1, *end = h->path + h->path_len;
-        const char *rest = name;
-        while (rest < end && *rest != '/' && *rest != '?')
+        const char *rest = c->fixed ? h->path : name;
+        while (!c->fixed && rest < end && *rest != '/' && *rest != '?')
                 rest++;
         size_t rest_len = (size_t)(end - rest);
-        netgate_escape(name, (size_t)(rest - name), c->name, sizeof(c->name));
+        if (c->fixed)
+                snprintf(c->name, sizeof(c->name), "%s", c->fixed->name);
+        else
+                netgate_escape(name, (size_t)(rest - name), c->name, sizeof(c->name));
         if (rest_len == 0)
                 snprintf(c->path, sizeof(c->path), "/");
         else
                 show(rest, rest_len, c->path, sizeof(c->path));
 
-        c->rt = find_route(rs, name, (size_t)(rest - name));
+        c->rt = c->fixed ? c->fixed : find_route(rs, name, (size_t)(rest - name));
         if (!c->rt) {
                 snprintf(line, sizeof(line), "airlock: no route \"%s\"\n", c->name);
                 refuse(c, 404, "Not Found", "unknown_route", line);
@@ -406,13 +421,13 @@ static const struct netgate_client_ops client_ops = {
 
 /* ---- the engine ---- */
 
-void netgate_routes_accept(struct netgate_routes *rs, int fd, const char *tool)
+static struct rconn *accept_conn(struct netgate_routes *rs, int fd, const char *tool)
 {
         struct rconn *c = xcalloc(1, sizeof(*c));
         if (netgate_client_accept(&c->cl, rs->g, fd, &client_ops, &route_filter, c,
                                   NETGATE_HEAD_TIMEOUT_S) < 0) {
                 free(c);
-                return;
+                return NULL;
         }
         c->rs = rs;
         c->tool = tool ? xstrdup(tool) : NULL;
@@ -425,6 +440,60 @@ void netgate_routes_accept(struct netgate_routes *rs, int fd, const char *tool)
                 rs->conns->prev = c;
         rs->conns = c;
         netgate_conn_count(rs->g, +1);
+        return c;
+}
+
+void netgate_routes_accept(struct netgate_routes *rs, int fd, const char *tool)
+{
+        accept_conn(rs, fd, tool);
+}
+
+void netgate_routes_accept_terminated(struct netgate_routes *rs, int fd,
+                                      const struct netgate_route *rt)
+{
+        struct rconn *c = accept_conn(rs, fd, NULL);
+        if (c)
+                c->fixed = rt;
+}
+
+const struct netgate_route *netgate_routes_terminating(const struct netgate_routes *rs,
+                                                       const struct netgate_host *host,
+                                                       uint16_t port, SSL_CTX **ret_ctx)
+{
+        for (size_t i = 0; rs && i < rs->n_terms; i++)
+                if (rs->terms[i]->port == port && STREQ(rs->terms[i]->host.name, host->name)) {
+                        *ret_ctx = rs->term_ctx[i];
+                        return rs->terms[i];
+                }
+        return NULL;
+}
+
+/* The twin of a route with "terminate" that serves the terminated
+ * connections, and the leaf the sandbox is shown for its host. */
+static int add_terminated(struct netgate_routes *rs, const struct policy_route *pr,
+                          struct al_error *err)
+{
+        if (!rs->g->ca)
+                return al_error_set(err, EINVAL,
+                                    "route \"%s\": \"terminate\" needs the sandbox's TLS "
+                                    "authority, and this gate has none",
+                                    pr->name);
+        struct netgate_route *rt = NULL;
+        int r = netgate_route_new(pr, &rt, err);
+        if (r < 0)
+                return r;
+        rt->keep_auth = true;
+        rt->sentinels = &rs->g->sentinels;
+        SSL_CTX *ctx = NULL;
+        r = netgate_ca_server_ctx(rs->g->ca, rt->host.name, &ctx, err);
+        if (r < 0) {
+                netgate_route_free(rt);
+                return al_error_wrap(err, "route \"%s\"", pr->name);
+        }
+        rs->terms[rs->n_terms] = rt;
+        rs->term_ctx[rs->n_terms] = ctx;
+        rs->n_terms++;
+        return 0;
 }
 
 int netgate_routes_new(struct netgate *g, struct event_base *base,
@@ -436,13 +505,20 @@ int netgate_routes_new(struct netgate *g, struct event_base *base,
         rs->g = g;
         rs->base = base;
         rs->routes = xcalloc(n + 1, sizeof(*rs->routes));
+        rs->terms = xcalloc(n + 1, sizeof(*rs->terms));
+        rs->term_ctx = xcalloc(n + 1, sizeof(*rs->term_ctx));
         for (size_t i = 0; i < n; i++) {
                 int r = netgate_route_new(&routes[i], &rs->routes[i], err);
+                if (r >= 0) {
+                        rs->routes[i]->sentinels = &g->sentinels;
+                        rs->n_routes++;
+                        if (routes[i].terminate)
+                                r = add_terminated(rs, &routes[i], err);
+                }
                 if (r < 0) {
                         netgate_routes_free(rs);
                         return r;
                 }
-                rs->n_routes++;
         }
         if (!s)
                 s = rs->own_secrets = secrets_new();
@@ -472,6 +548,12 @@ struct netgate_routes *netgate_routes_free(struct netgate_routes *rs)
         for (size_t i = 0; i < rs->n_routes; i++)
                 netgate_route_free(rs->routes[i]);
         free(rs->routes);
+        for (size_t i = 0; i < rs->n_terms; i++) {
+                netgate_route_free(rs->terms[i]);
+                SSL_CTX_free(rs->term_ctx[i]);
+        }
+        free(rs->terms);
+        free(rs->term_ctx);
         secrets_free(rs->own_secrets);
         free(rs->run_id);
         free(rs->run_attempt);

@@ -13,6 +13,7 @@
 
 #include "netgate/netgate-internal.h"
 #include "netgate/rules.h"
+#include "netgate/parent.h"
 #include "netgate/tls.h"
 #include "netgate/upstream.h"
 #include "util.h"
@@ -154,6 +155,8 @@ void netgate_upstream_stop(struct netgate_upstream *u)
                 netgate_bev_free(u->handshake);
                 u->handshake = NULL;
         }
+        netgate_parent_handshake_cancel(u->parent_hs);
+        u->parent_hs = NULL;
 }
 
 static void fail(struct netgate_upstream *u, const char *reason, int err, const char *detail)
@@ -201,6 +204,7 @@ void netgate_upstream_open(struct netgate_upstream *u, const struct netgate_host
         u->have_addr = false;
         u->last_errno = 0;
         u->cand.n = u->cand.i = 0;
+        u->via_parent = netgate_parent_applies(u->g->parent, host->name);
 
         /* Numeric spellings are never handed to a resolver. */
         if (host->kind != NETGATE_HOST_NAME) {
@@ -281,6 +285,18 @@ static void connected(struct netgate_upstream *u, int fd)
         bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
+static void parent_done(void *ud, int err, const char *detail)
+{
+        struct netgate_upstream *u = ud;
+        u->parent_hs = NULL;
+        if (err < 0) {
+                u->last_errno = -err;
+                fail(u, "upstream_failed", -err, detail);
+                return;
+        }
+        connected(u, TAKE_FD(u->connect_fd));
+}
+
 static void connect_cb(evutil_socket_t fd, short what, void *ud)
 {
         struct netgate_upstream *u = ud;
@@ -292,6 +308,15 @@ static void connect_cb(evutil_socket_t fd, short what, void *ud)
                 err = errno;
         event_free(u->ev_connect);
         u->ev_connect = NULL;
+        if (!err && u->via_parent) {
+                /* The parent connects to the name that was decided and
+                 * checked; the socket stays ours (connect_fd) meanwhile. */
+                u->parent_hs = netgate_parent_handshake(u->g->parent, u->g->base, fd,
+                                                        u->host->name, u->port, parent_done, u);
+                if (u->parent_hs)
+                        return;
+                err = ENOMEM;
+        }
         int cfd = TAKE_FD(u->connect_fd);
         if (err) {
                 close(cfd);
@@ -309,9 +334,17 @@ static void connect_next(struct netgate_upstream *u)
                 u->addr = u->cand.addr[u->cand.i++];
                 u->have_addr = true;
                 struct sockaddr_storage ss;
-                socklen_t len = netgate_addr_to_sockaddr(&u->addr, u->port, &ss);
+                const struct netgate_addr *to = &u->addr;
+                uint16_t port = u->port;
+                if (u->via_parent) {
+                        /* One try: the parent is the only way there. */
+                        to = &u->g->parent->addr;
+                        port = u->g->parent->port;
+                        u->cand.i = u->cand.n;
+                }
+                socklen_t len = netgate_addr_to_sockaddr(to, port, &ss);
                 _cleanup_close_ int fd =
-                    socket(u->addr.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+                    socket(to->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
                 if (fd < 0) {
                         u->last_errno = errno;
                         continue;

@@ -32,6 +32,7 @@ struct evdns_base;
 struct evutil_addrinfo;
 struct netgate;
 struct netgate_tls;
+struct netgate_parent_hs;
 
 #define NETGATE_CANDIDATES_MAX    16
 #define NETGATE_CONNECT_TIMEOUT_S 30
@@ -100,6 +101,8 @@ struct netgate_upstream {
         int connect_fd;
         struct event *ev_connect;
         struct bufferevent *handshake; /* the TLS layer, until it is up */
+        bool via_parent;               /* through network.parentProxy (parent.h) */
+        struct netgate_parent_hs *parent_hs; /* its handshake, in flight */
         char tls_error[256];
 };
 

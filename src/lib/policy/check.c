@@ -255,6 +255,59 @@ static const char *check_upstream(const char *u)
         return NULL;
 }
 
+/* http://HOST:PORT or socks5://HOST:PORT, an optional trailing "/": no
+ * credentials, no path. HOST a name or an IP literal ([v6]). */
+static const char *check_parent_proxy(const char *u)
+{
+        static const char why[] = "must be http://HOST:PORT or socks5://HOST:PORT, with no "
+                                  "credentials or path";
+        const char *rest;
+        if (strncmp(u, "http://", 7) == 0)
+                rest = u + 7;
+        else if (strncmp(u, "socks5://", 9) == 0)
+                rest = u + 9;
+        else if (strncmp(u, "socks5h://", 10) == 0)
+                rest = u + 10;
+        else
+                return why;
+        char buf[300];
+        size_t alen = strcspn(rest, "/");
+        if ((rest[alen] == '/' && rest[alen + 1]) || alen == 0 || alen >= sizeof(buf) ||
+            memchr(rest, '@', alen))
+                return why;
+        memcpy(buf, rest, alen);
+        buf[alen] = '\0';
+        char *colon = strrchr(buf, ':');
+        if (!colon || !colon[1] || strlen(colon + 1) > 5)
+                return why;
+        *colon = '\0';
+        unsigned long port = 0;
+        for (const char *q = colon + 1; *q; q++) {
+                if (*q < '0' || *q > '9')
+                        return why;
+                port = port * 10 + (unsigned long)(*q - '0');
+        }
+        if (port < 1 || port > 65535)
+                return why;
+        if (buf[0] == '[') {
+                size_t n = strlen(buf);
+                if (n < 3 || buf[n - 1] != ']')
+                        return why;
+                buf[n - 1] = '\0';
+                return is_ip(buf + 1, AF_INET6) ? NULL : why;
+        }
+        return is_hostname(buf) || is_ip(buf, AF_INET) ? NULL : why;
+}
+
+/* https://host[:port], optionally with one trailing "/". */
+static bool terminable(const char *u)
+{
+        if (strncmp(u, "https://", 8) != 0)
+                return false;
+        const char *slash = strchr(u + 8, '/');
+        return !slash || slash[1] == '\0';
+}
+
 /* Headers that decide how a message is framed or routed; letting a policy set
  * them would invite request smuggling past the upstream. */
 static const char *const framing_headers[] = {
@@ -492,11 +545,81 @@ static int validate_network(struct ctx *c, const struct policy *p)
                                 return policy_fail_value(c, path, "must be an HTTP header name",
                                                          rt->record[j]);
                         }
+                if (rt->terminate && !terminable(rt->upstream)) {
+                        snprintf(path, sizeof(path), "network.routes[%zu].upstream", i);
+                        return policy_fail_value(c, path,
+                                                 "a route with \"terminate\" must be an https:// "
+                                                 "URL with no path: the sandbox's client names "
+                                                 "the path",
+                                                 rt->upstream);
+                }
+                for (size_t j = 0; rt->terminate && j < i; j++)
+                        if (p->routes[j].terminate && STREQ(p->routes[j].upstream, rt->upstream)) {
+                                snprintf(path, sizeof(path), "network.routes[%zu].upstream", i);
+                                return policy_fail(c,
+                                                   "\"%s\" \"%s\" is already terminated by "
+                                                   "routes[%zu]",
+                                                   path, rt->upstream, j);
+                        }
                 if (rt->ca_file && (why = check_host_path(rt->ca_file))) {
                         snprintf(path, sizeof(path), "network.routes[%zu].caFile", i);
                         return policy_fail_value(c, path, why, rt->ca_file);
                 }
         }
+        for (size_t i = 0; i < p->n_sentinels; i++) {
+                const struct policy_sentinel *s = &p->sentinels[i];
+                snprintf(path, sizeof(path), "network.sentinels[%zu].env", i);
+                if (!s->env || !is_env_name(s->env))
+                        return policy_fail_value(c, path, "must be an environment variable name",
+                                                 s->env);
+                for (size_t j = 0; j < i; j++)
+                        if (STREQ(p->sentinels[j].env, s->env))
+                                return policy_fail(c,
+                                                   "\"%s\" \"%s\" is already used by "
+                                                   "sentinels[%zu]",
+                                                   path, s->env, j);
+                snprintf(path, sizeof(path), "network.sentinels[%zu].secret", i);
+                if (!s->secret || !*s->secret || !is_env_name(s->secret))
+                        return policy_fail_value(c, path, "must name a secret (--secrets)",
+                                                 s->secret);
+                snprintf(path, sizeof(path), "network.sentinels[%zu].hosts", i);
+                if (s->n_hosts == 0)
+                        return policy_fail(c,
+                                           "\"%s\" must list the hosts the secret may go to",
+                                           path);
+                for (size_t j = 0; j < s->n_hosts; j++) {
+                        const char *h = s->hosts[j] ? s->hosts[j] : "";
+                        if (!is_hostname(strncmp(h, "*.", 2) == 0 ? h + 2 : h)) {
+                                snprintf(path, sizeof(path), "network.sentinels[%zu].hosts[%zu]",
+                                         i, j);
+                                return policy_fail_value(c, path,
+                                                         "must be a host name or \"*.\" and a "
+                                                         "host name",
+                                                         h);
+                        }
+                }
+        }
+        if (p->net_parent_proxy && (why = check_parent_proxy(p->net_parent_proxy)))
+                return policy_fail_value(c, "network.parentProxy", why, p->net_parent_proxy);
+        for (size_t i = 0; i < p->n_net_no_proxy; i++) {
+                const char *h = p->net_no_proxy[i] ? p->net_no_proxy[i] : "";
+                if (!is_hostname(strncmp(h, "*.", 2) == 0 ? h + 2 : h) && !is_ip(h, AF_INET) &&
+                    !is_ip(h, AF_INET6)) {
+                        snprintf(path, sizeof(path), "network.noProxy[%zu]", i);
+                        return policy_fail_value(c, path,
+                                                 "must be a host name, \"*.\" and a host name, "
+                                                 "or an IP address",
+                                                 h);
+                }
+        }
+        if (p->n_net_no_proxy > 0 && !p->net_parent_proxy)
+                return policy_fail(c, "\"network.noProxy\" is given without "
+                                      "\"network.parentProxy\"");
+        if (p->net_mode_set && p->net_mode == POLICY_NET_NONE && p->n_sentinels > 0)
+                return policy_fail(c,
+                                   "\"network.mode\" is \"none\" but \"network.sentinels\" "
+                                   "has %zu sentinel(s); remove them or use mode \"gated\"",
+                                   p->n_sentinels);
         if (p->net_mode_set && p->net_mode == POLICY_NET_NONE) {
                 if (p->n_net_allow > 0)
                         return policy_fail(

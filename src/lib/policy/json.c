@@ -89,14 +89,32 @@ char *policy_to_json(const struct policy *p)
         a = json_array();
         for (size_t i = 0; i < p->n_routes; i++) {
                 const struct policy_route *r = &p->routes[i];
-                json_array_append_new(
-                    a, json_pack(
-                           "{s:o, s:o, s:o, s:o, s:o, s:o}", "name", str_json(r->name), "upstream",
-                           str_json(r->upstream), "inject", kv_json(r->inject, r->n_inject),
-                           "strip", strv_json(r->strip, r->n_strip), "record",
-                           strv_json(r->record, r->n_record), "caFile", str_json(r->ca_file)));
+                json_t *ro = json_pack(
+                    "{s:o, s:o, s:o, s:o, s:o, s:o}", "name", str_json(r->name), "upstream",
+                    str_json(r->upstream), "inject", kv_json(r->inject, r->n_inject), "strip",
+                    strv_json(r->strip, r->n_strip), "record", strv_json(r->record, r->n_record),
+                    "caFile", str_json(r->ca_file));
+                if (r->terminate)
+                        json_object_set_new(ro, "terminate", json_true());
+                json_array_append_new(a, ro);
         }
         json_object_set_new(o, "routes", a);
+        a = json_array();
+        for (size_t i = 0; i < p->n_sentinels; i++) {
+                const struct policy_sentinel *sn = &p->sentinels[i];
+                json_array_append_new(a, json_pack("{s:o, s:o, s:o}", "env", str_json(sn->env),
+                                                   "secret", str_json(sn->secret), "hosts",
+                                                   strv_json(sn->hosts, sn->n_hosts)));
+        }
+        if (p->net_parent_proxy) {
+                json_object_set_new(o, "parentProxy", str_json(p->net_parent_proxy));
+                json_object_set_new(o, "noProxy", strv_json(p->net_no_proxy, p->n_net_no_proxy));
+        }
+        /* Only when used: a policy without them reads as it did before. */
+        if (p->n_sentinels)
+                json_object_set_new(o, "sentinels", a);
+        else
+                json_decref(a);
         json_object_set_new(
             o, "budget",
             json_pack("{s:I, s:I, s:I, s:I}", "requests", (json_int_t)p->budget.requests, "bytes",

@@ -384,9 +384,15 @@ static int route_ca_file(struct ctx *c, void *t, json_t *v)
         return get_string_or_null(c, v, &((struct policy_route *)t)->ca_file);
 }
 
+static int route_terminate(struct ctx *c, void *t, json_t *v)
+{
+        return get_bool(c, v, &((struct policy_route *)t)->terminate);
+}
+
 static const struct field route_fields[] = {
-    {"name", route_name},   {"upstream", route_upstream}, {"inject", route_inject},
-    {"strip", route_strip}, {"record", route_record},     {"caFile", route_ca_file},
+    {"name", route_name},           {"upstream", route_upstream}, {"inject", route_inject},
+    {"strip", route_strip},         {"record", route_record},     {"caFile", route_ca_file},
+    {"terminate", route_terminate},
 };
 
 static int net_routes(struct ctx *c, void *t, json_t *v)
@@ -409,6 +415,62 @@ static int net_routes(struct ctx *c, void *t, json_t *v)
                 policy_path_pop(c, mark);
         }
         return 0;
+}
+
+static int sentinel_env(struct ctx *c, void *t, json_t *v)
+{
+        return get_string(c, v, &((struct policy_sentinel *)t)->env);
+}
+
+static int sentinel_secret(struct ctx *c, void *t, json_t *v)
+{
+        return get_string(c, v, &((struct policy_sentinel *)t)->secret);
+}
+
+static int sentinel_hosts(struct ctx *c, void *t, json_t *v)
+{
+        struct policy_sentinel *s = t;
+        return get_strv(c, v, &s->hosts, &s->n_hosts);
+}
+
+static const struct field sentinel_fields[] = {
+    {"env", sentinel_env},
+    {"secret", sentinel_secret},
+    {"hosts", sentinel_hosts},
+};
+
+static int net_sentinels(struct ctx *c, void *t, json_t *v)
+{
+        struct policy *p = t;
+        size_t i;
+        json_t *e;
+
+        if (!json_is_array(v))
+                return policy_fail(c, "\"%s\" must be an array", c->path);
+        policy_sentinels_free_n(p->sentinels, p->n_sentinels);
+        p->n_sentinels = json_array_size(v);
+        p->sentinels = xcalloc(p->n_sentinels, sizeof(*p->sentinels));
+        json_array_foreach(v, i, e)
+        {
+                size_t mark = policy_path_push_index(c, i);
+                int r = parse_fields(c, &p->sentinels[i], e, sentinel_fields,
+                                     ARRAY_SIZE(sentinel_fields));
+                if (r < 0)
+                        return r;
+                policy_path_pop(c, mark);
+        }
+        return 0;
+}
+
+static int net_parent_proxy(struct ctx *c, void *t, json_t *v)
+{
+        return get_string_or_null(c, v, &((struct policy *)t)->net_parent_proxy);
+}
+
+static int net_no_proxy(struct ctx *c, void *t, json_t *v)
+{
+        struct policy *p = t;
+        return get_strv(c, v, &p->net_no_proxy, &p->n_net_no_proxy);
 }
 
 static int budget_requests(struct ctx *c, void *t, json_t *v)
@@ -453,7 +515,8 @@ static const struct field network_fields[] = {
     {"mode", net_mode},     {"allow", net_allow},
     {"deny", net_deny},     {"allowPrivate", net_allow_private},
     {"hosts", net_hosts},   {"routes", net_routes},
-    {"budget", net_budget},
+    {"budget", net_budget}, {"sentinels", net_sentinels},
+    {"parentProxy", net_parent_proxy}, {"noProxy", net_no_proxy},
 };
 
 /* limits.io: keys and handling come from policy_io_descs. */

@@ -67,6 +67,7 @@ void strv_free_n(char **v, size_t n);
 void policy_kv_free_n(struct policy_kv *kv, size_t n);
 void mounts_free_n(struct policy_mount *m, size_t n);
 void policy_routes_free_n(struct policy_route *r, size_t n);
+void policy_sentinels_free_n(struct policy_sentinel *v, size_t n);
 void policy_freep(struct policy **p);
 struct policy *policy_dup(const struct policy *p);
 /* Replace *p's contents by *t's and free what *p held. */

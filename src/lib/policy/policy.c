@@ -138,6 +138,16 @@ void mounts_free_n(struct policy_mount *m, size_t n)
         free(m);
 }
 
+void policy_sentinels_free_n(struct policy_sentinel *v, size_t n)
+{
+        for (size_t i = 0; v && i < n; i++) {
+                free(v[i].env);
+                free(v[i].secret);
+                strv_free_n(v[i].hosts, v[i].n_hosts);
+        }
+        free(v);
+}
+
 void policy_routes_free_n(struct policy_route *r, size_t n)
 {
         if (!r)
@@ -196,6 +206,9 @@ struct policy *policy_free(struct policy *p)
         strv_free_n(p->net_allow_private, p->n_net_allow_private);
         policy_kv_free_n(p->net_hosts, p->n_net_hosts);
         policy_routes_free_n(p->routes, p->n_routes);
+        policy_sentinels_free_n(p->sentinels, p->n_sentinels);
+        free(p->net_parent_proxy);
+        strv_free_n(p->net_no_proxy, p->n_net_no_proxy);
         free(p->class_name);
         policy_kv_free_n(p->env, p->n_env);
         strv_free_n(p->tools_allow, p->n_tools_allow);
@@ -264,6 +277,18 @@ struct policy *policy_dup(const struct policy *p)
                 t->record = strv_dup_n(s->record, s->n_record);
                 t->ca_file = xstrdup(s->ca_file);
         }
+        d->sentinels = p->sentinels ? xcalloc(p->n_sentinels, sizeof(*d->sentinels)) : NULL;
+        for (size_t i = 0; d->sentinels && i < p->n_sentinels; i++) {
+                const struct policy_sentinel *s = &p->sentinels[i];
+                d->sentinels[i] = (struct policy_sentinel){
+                    .env = xstrdup(s->env),
+                    .secret = xstrdup(s->secret),
+                    .hosts = strv_dup_n(s->hosts, s->n_hosts),
+                    .n_hosts = s->n_hosts,
+                };
+        }
+        d->net_parent_proxy = xstrdup(p->net_parent_proxy);
+        d->net_no_proxy = strv_dup_n(p->net_no_proxy, p->n_net_no_proxy);
         d->class_name = xstrdup(p->class_name);
         d->env = kv_dup_n(p->env, p->n_env);
         d->tools_allow = strv_dup_n(p->tools_allow, p->n_tools_allow);

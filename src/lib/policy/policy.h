@@ -51,6 +51,20 @@ struct policy_route {
         char **record; /* response header names recorded in the audit log */
         size_t n_record;
         char *ca_file; /* NULL: system store */
+        /* CONNECT to the upstream's host and port is not tunnelled: the gate
+         * terminates the sandbox's TLS with the sandbox's own CA and serves
+         * each request as a call through this route (https, no path). */
+        bool terminate;
+};
+
+/* A sentinel secret (network.sentinels): the sandbox's environment holds
+ * ENV=airlock-sentinel-<random>; the gate puts the secret's value in its
+ * place only in requests to the hosts listed. */
+struct policy_sentinel {
+        char *env;    /* the variable inside */
+        char *secret; /* the secret's name (--secrets, else the host environment) */
+        char **hosts; /* "name" or "*.name" */
+        size_t n_hosts;
 };
 
 /* A host tool the sandbox may ask for through the tool gateway
@@ -168,6 +182,11 @@ struct policy {
         size_t n_net_hosts;
         struct policy_route *routes;
         size_t n_routes;
+        struct policy_sentinel *sentinels;
+        size_t n_sentinels;
+        char *net_parent_proxy; /* http://HOST:PORT or socks5://HOST:PORT; NULL: direct */
+        char **net_no_proxy;    /* names ("*.name") and IP literals reached directly */
+        size_t n_net_no_proxy;
         struct policy_budget budget;
 
         /* limits */

@@ -139,6 +139,8 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         if (r >= 0)
                 r = sv_core_tool_endpoint(&c.core, &c.envp, &tool_bin, err);
         if (r >= 0)
+                r = sv_core_gate_env(&c.core, cfg->secrets, &c.envp, err);
+        if (r >= 0)
                 r = gates_check_routes(p, cfg->secrets, cfg->id, cfg->account, err);
         if (r >= 0 && cfg->audit_path) {
                 r = sv_core_open_audit(&c.core, cfg->audit_path, cfg->audit_rotate, cfg->secrets,
@@ -179,6 +181,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
             .stderr_fd = -1,
             .cgroup = c.core.cg,
             .tool_bin = tool_bin,
+            .ca_bundle = c.core.ca_bundle,
         };
         uint64_t started_ns = now_realtime_us() * 1000;
         gg = gitguard_begin(p);

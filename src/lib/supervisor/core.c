@@ -14,7 +14,10 @@
 #include "diskuse.h"
 #include "gates.h"
 #include "ports.h"
+#include "netgate/ca.h"
 #include "netgate/netgate.h"
+#include "netgate/sentinel.h"
+#include "secrets.h"
 #include "paths.h"
 #include "quota.h"
 #include "toolgate/toolgate.h"
@@ -133,12 +136,97 @@ int sv_core_loop_new(struct sv_core *c, struct al_error *err)
         return c->base ? 0 : al_error_set(err, ENOMEM, "creating the event loop");
 }
 
+static int start_sentinels(struct sv_core *c, struct secrets *s, struct al_error *err);
+
+static void drop_bundle(struct sv_core *c)
+{
+        if (c->ca_bundle)
+                unlink(c->ca_bundle);
+        free(c->ca_bundle);
+        c->ca_bundle = NULL;
+}
+
 int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account,
                        void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                        struct al_error *err)
 {
-        return gates_start_netgate(c->base, c->policy, c->id, s, account, c->sp.listen_fds,
-                                   recorder, ud, &c->gate, err);
+        /* The sandbox has its CA bundle bound by now. */
+        drop_bundle(c);
+        int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->ca,
+                                    c->sp.listen_fds, recorder, ud, &c->gate, err);
+        return r < 0 ? r : start_sentinels(c, s, err);
+}
+
+static int sentinels_env(struct sv_core *c, struct secrets *s, char ***envp,
+                         struct al_error *err)
+{
+        const struct policy *p = c->policy;
+        if (p->n_sentinels == 0 || p->net_mode != POLICY_NET_GATED)
+                return 0;
+        c->sentinels = xcalloc(p->n_sentinels + 1, sizeof(*c->sentinels));
+        for (size_t i = 0; i < p->n_sentinels; i++) {
+                const struct policy_sentinel *ps = &p->sentinels[i];
+                if (!secrets_get(s, ps->secret))
+                        return al_error_set(err, 0,
+                                            "network.sentinels[%zu] (%s): the secret %s is not in "
+                                            "--secrets nor in the host's environment; add it to "
+                                            "the secrets file",
+                                            i, ps->env, ps->secret);
+                char ph[NETGATE_SENTINEL_LEN + 1];
+                int r = netgate_sentinel_make(ph);
+                if (r < 0)
+                        return al_error_set(err, r, "making the placeholder of %s", ps->env);
+                c->sentinels[i] = xstrdup(ph);
+                env_set(envp, ps->env, ph);
+        }
+        return 0;
+}
+
+static int start_sentinels(struct sv_core *c, struct secrets *s, struct al_error *err)
+{
+        const struct policy *p = c->policy;
+        if (!c->gate || !c->sentinels)
+                return 0;
+        struct netgate_sentinel_def *defs = xcalloc(p->n_sentinels + 1, sizeof(*defs));
+        for (size_t i = 0; i < p->n_sentinels; i++)
+                defs[i] = (struct netgate_sentinel_def){
+                    .env = p->sentinels[i].env,
+                    .placeholder = c->sentinels[i],
+                    .secret = p->sentinels[i].secret,
+                    .hosts = p->sentinels[i].hosts,
+                    .n_hosts = p->sentinels[i].n_hosts,
+                };
+        int r = netgate_set_sentinels(c->gate, defs, p->n_sentinels, s, err);
+        free(defs);
+        return r;
+}
+
+int sv_core_gate_env(struct sv_core *c, struct secrets *s, char ***envp, struct al_error *err)
+{
+        const struct policy *p = c->policy;
+        bool wanted = false;
+        for (size_t i = 0; i < p->n_routes; i++)
+                wanted = wanted || p->routes[i].terminate;
+        int r = sentinels_env(c, s, envp, err);
+        if (r >= 0 && wanted && p->net_mode == POLICY_NET_GATED) {
+                r = netgate_ca_new(c->id, &c->ca, err);
+                if (r >= 0)
+                        r = netgate_ca_write_bundle(c->ca, SPAWN_CA_BUNDLE, "/tmp", &c->ca_bundle,
+                                                    err);
+                if (r >= 0)
+                        env_add_ca(envp, SPAWN_CA_BUNDLE);
+        }
+        if (r < 0)
+                sv_core_gate_env_release(c);
+        return r;
+}
+
+void sv_core_gate_env_release(struct sv_core *c)
+{
+        drop_bundle(c);
+        c->ca = netgate_ca_free(c->ca);
+        strv_free(c->sentinels);
+        c->sentinels = NULL;
 }
 
 int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struct al_error *err)
@@ -151,6 +239,11 @@ int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struc
                 return al_error_set(err, EINVAL,
                                     "finding the tool gateway's client (airlock-tool)");
         env_add_tool(envp, c->run_id);
+        /* ssh reads no proxy variable: its ProxyCommand goes through the
+         * gate's CONNECT listener with the tool gateway's client. */
+        if (c->policy->net_mode == POLICY_NET_GATED)
+                env_set(envp, "GIT_SSH_COMMAND",
+                        "ssh -o ProxyCommand='" SPAWN_TOOL_BIN " connect %h %p'");
         return 0;
 }
 
@@ -290,6 +383,7 @@ void sv_core_free(struct sv_core *c)
                 }
         c->wq = quota_release(c->wq);
         c->cg = cgroup_free(c->cg);
+        sv_core_gate_env_release(c); /* the gate that used the CA is gone */
 }
 
 void sv_core_destroyed(struct sv_core *c, uint64_t duration_ms)

@@ -45,6 +45,9 @@ struct sv_core {
         struct disk_meter *dm; /* the workspace's peak growth (diskuse.h) */
         struct audit *audit;
         struct netgate *gate;
+        struct netgate_ca *ca;  /* the sandbox's TLS authority, when a route terminates */
+        char *ca_bundle;        /* its bundle on the host, until the sandbox has it bound */
+        char **sentinels;       /* the placeholders, one per policy sentinel */
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
         struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
         uint64_t tool_calls;    /* tool.call records */
@@ -92,6 +95,15 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
  * the running program) for spawn_config.tool_bin, and envp gains the
  * endpoint's variables (env_add_tool). */
 int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struct al_error *err);
+/* What the gate puts in the sandbox's environment, before the spawn. When a
+ * route terminates TLS (netgate/ca.h): the sandbox's CA, made now, its
+ * bundle written for spawn_config.ca_bundle (removed once the gate starts,
+ * the sandbox having it bound), and the CA variables. For each sentinel
+ * (network.sentinels): a fresh placeholder in its variable; its secret
+ * must be in `s`. */
+int sv_core_gate_env(struct sv_core *c, struct secrets *s, char ***envp, struct al_error *err);
+/* Forget what sv_core_gate_env() made (sv_core_free() does it too). */
+void sv_core_gate_env_release(struct sv_core *c);
 /* The tool gateway on the socket pid 1 handed over (spawn_result.tool_fd),
  * every call recorded as a tool.call; HTTP tools go through the network
  * gate, so this comes after sv_core_start_gate. Nothing without a socket. */

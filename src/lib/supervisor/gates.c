@@ -45,7 +45,8 @@ int gates_open_audit(const char *path, struct secrets *s, const struct audit_opt
 }
 
 int gates_start_netgate(struct event_base *base, const struct policy *p, const char *sandbox,
-                        struct secrets *s, const char *account, int *listen_fds,
+                        struct secrets *s, const char *account, const struct netgate_ca *ca,
+                        int *listen_fds,
                         void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                         struct netgate **ret, struct al_error *err)
 {
@@ -62,6 +63,8 @@ int gates_start_netgate(struct event_base *base, const struct policy *p, const c
         struct netgate *g = netgate_new(base, p, sandbox, err);
         if (!g)
                 return -EINVAL;
+        if (ca)
+                netgate_set_ca(g, ca);
         for (size_t i = 0; i < ARRAY_SIZE(listeners); i++) {
                 int r = netgate_add_listener(g, listeners[i].proto, listen_fds[listeners[i].which], err);
                 if (r < 0) {

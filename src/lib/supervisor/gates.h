@@ -10,6 +10,7 @@
 struct audit;
 struct event_base;
 struct netgate;
+struct netgate_ca;
 struct netgate_record;
 struct secrets;
 
@@ -31,6 +32,7 @@ int gates_open_audit(const char *path, struct secrets *s, const struct audit_opt
  * has routes, their templates expanded from `s` (which must outlive the
  * gate) and `account`. */
 int gates_start_netgate(struct event_base *base, const struct policy *p, const char *sandbox,
-                        struct secrets *s, const char *account, int *listen_fds,
+                        struct secrets *s, const char *account, const struct netgate_ca *ca,
+                        int *listen_fds,
                         void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                         struct netgate **ret, struct al_error *err);

@@ -295,6 +295,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (r < 0)
                 return r;
         r = sv_core_tool_endpoint(core, &envp, &tool_bin, err);
+        if (r >= 0)
+                r = sv_core_gate_env(core, cfg->secrets, &envp, err);
         if (r < 0)
                 return r;
 
@@ -304,12 +306,11 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
 
         struct redactor *redactor = cfg->secrets ? secrets_redactor(cfg->secrets) : NULL;
         r = gates_check_routes(p, cfg->secrets, res->sandbox, cfg->account, err);
-        if (r < 0)
-                return r;
-        if (cfg->audit_path) {
+        if (r >= 0 && cfg->audit_path)
                 r = sv_core_open_audit(core, cfg->audit_path, cfg->audit_rotate, cfg->secrets, err);
-                if (r < 0)
-                        return r;
+        if (r < 0) {
+                sv_core_gate_env_release(core);
+                return r;
         }
         if (cfg->net_log_path) {
                 sv.net_log_fd = open(cfg->net_log_path,
@@ -317,6 +318,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 if (sv.net_log_fd < 0) {
                         r = al_error_set(err, errno, "net log %s", cfg->net_log_path);
                         sv_core_close_audit(core);
+                        sv_core_gate_env_release(core);
                         return r;
                 }
         }
@@ -369,6 +371,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 .cgroup = core->cg,
                 .pty = {.on = cfg->tty},
                 .tool_bin = tool_bin,
+                .ca_bundle = core->ca_bundle,
         };
         if (cfg->tty && cfg->tty_fd >= 0)
                 (void)term_size(cfg->tty_fd, &sc.pty.rows, &sc.pty.cols);

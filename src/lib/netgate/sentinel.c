@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include <openssl/evp.h>
+
+#include "netgate/http.h"
+#include "netgate/sentinel.h"
+#include "util.h"
+
+/* A replaced value past this is not sent: the placeholder goes instead. */
+#define RESULT_MAX (16 * 1024)
+
+int netgate_sentinel_make(char ret[static NETGATE_SENTINEL_LEN + 1])
+{
+        static const char hex[] = "0123456789abcdef";
+        unsigned char raw[16];
+        size_t got = 0;
+        while (got < sizeof(raw)) {
+                ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                got += (size_t)n;
+        }
+        size_t o = sizeof(NETGATE_SENTINEL_PREFIX) - 1;
+        memcpy(ret, NETGATE_SENTINEL_PREFIX, o);
+        for (size_t i = 0; i < sizeof(raw); i++) {
+                ret[o++] = hex[raw[i] >> 4];
+                ret[o++] = hex[raw[i] & 15];
+        }
+        ret[o] = '\0';
+        explicit_bzero(raw, sizeof(raw));
+        return 0;
+}
+
+bool netgate_sentinel_host_listed(const struct netgate_sentinel *s, const char *host)
+{
+        size_t hl = strlen(host);
+        for (size_t i = 0; i < s->n_hosts; i++) {
+                const char *h = s->hosts[i];
+                if (strncmp(h, "*.", 2) == 0) {
+                        size_t sl = strlen(h + 1); /* ".name" */
+                        if (hl > sl && strcasecmp(host + hl - sl, h + 1) == 0)
+                                return true;
+                } else if (strcasecmp(h, host) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* Replace every placeholder listed for `host` in [in, in+len): 1 and a
+ * new buffer when one was, 0 when none, -E2BIG past RESULT_MAX. */
+static int replace(const struct netgate_sentinels *ss, const char *host, const char *in, size_t len,
+                   char **ret, size_t *ret_len)
+{
+        char *cur = NULL;
+        size_t cur_len = len;
+        const char *src = in;
+        int changed = 0;
+        for (size_t k = 0; k < ss->n; k++) {
+                const struct netgate_sentinel *s = &ss->v[k];
+                size_t pl = strlen(s->placeholder);
+                if (!netgate_sentinel_host_listed(s, host) ||
+                    !memmem(src, cur_len, s->placeholder, pl))
+                        continue;
+                /* Count, then build within the bound. */
+                size_t hits = 0;
+                for (const char *p = src;
+                     (p = memmem(p, cur_len - (size_t)(p - src), s->placeholder, pl)); p += pl)
+                        hits++;
+                size_t out_len = cur_len - hits * pl + hits * s->value_len;
+                if (out_len > RESULT_MAX) {
+                        if (cur) {
+                                explicit_bzero(cur, cur_len);
+                                free(cur);
+                        }
+                        return -E2BIG;
+                }
+                char *out = xcalloc(out_len + 1, 1);
+                size_t o = 0;
+                const char *p = src, *end = src + cur_len;
+                for (const char *q; (q = memmem(p, (size_t)(end - p), s->placeholder, pl));
+                     p = q + pl) {
+                        memcpy(out + o, p, (size_t)(q - p));
+                        o += (size_t)(q - p);
+                        memcpy(out + o, s->value, s->value_len);
+                        o += s->value_len;
+                }
+                memcpy(out + o, p, (size_t)(end - p));
+                if (cur) {
+                        explicit_bzero(cur, cur_len);
+                        free(cur);
+                }
+                cur = out;
+                cur_len = out_len;
+                src = cur;
+                changed = 1;
+        }
+        if (changed) {
+                *ret = cur;
+                *ret_len = cur_len;
+        }
+        return changed;
+}
+
+/* "Basic <base64>": the placeholder inside the decoded credentials. */
+static int replace_basic(const struct netgate_sentinels *ss, const char *host, const char *value,
+                         size_t len, char **ret, size_t *ret_len)
+{
+        if (len < 6 || strncasecmp(value, "basic ", 6) != 0)
+                return 0;
+        const char *b64 = value + 6;
+        size_t bl = len - 6;
+        while (bl > 0 && *b64 == ' ') {
+                b64++;
+                bl--;
+        }
+        while (bl > 0 && b64[bl - 1] == ' ')
+                bl--;
+        if (bl == 0 || bl % 4 != 0 || bl > RESULT_MAX)
+                return 0;
+        unsigned char *dec = xcalloc(bl, 1);
+        int dl = EVP_DecodeBlock(dec, (const unsigned char *)b64, (int)bl);
+        if (dl < 0) {
+                free(dec);
+                return 0;
+        }
+        /* EVP_DecodeBlock counts the padding's zero bytes. */
+        if (bl >= 1 && b64[bl - 1] == '=')
+                dl--;
+        if (bl >= 2 && b64[bl - 2] == '=')
+                dl--;
+        char *plain = NULL;
+        size_t plain_len = 0;
+        int r = replace(ss, host, (const char *)dec, (size_t)dl, &plain, &plain_len);
+        explicit_bzero(dec, bl);
+        free(dec);
+        if (r <= 0)
+                return r;
+        size_t enc_len = 4 * ((plain_len + 2) / 3);
+        if (6 + enc_len > RESULT_MAX) {
+                explicit_bzero(plain, plain_len);
+                free(plain);
+                return -E2BIG;
+        }
+        char *out = xcalloc(6 + enc_len + 1, 1);
+        memcpy(out, "Basic ", 6);
+        EVP_EncodeBlock((unsigned char *)out + 6, (const unsigned char *)plain, (int)plain_len);
+        explicit_bzero(plain, plain_len);
+        free(plain);
+        *ret = out;
+        *ret_len = 6 + enc_len;
+        return 1;
+}
+
+int netgate_sentinels_apply(const struct netgate_sentinels *ss, const char *host, const char *name,
+                            size_t name_len, const char *value, size_t len, char **ret,
+                            size_t *ret_len)
+{
+        if (!ss || ss->n == 0 || !host)
+                return 0;
+        int r = replace(ss, host, value, len, ret, ret_len);
+        if (r != 0)
+                return r > 0 ? 1 : 0;
+        if (netgate_http_name_eq(name, name_len, "authorization") ||
+            netgate_http_name_eq(name, name_len, "proxy-authorization"))
+                return replace_basic(ss, host, value, len, ret, ret_len) > 0 ? 1 : 0;
+        return 0;
+}
+
+void netgate_sentinels_clear(struct netgate_sentinels *ss)
+{
+        for (size_t i = 0; i < ss->n; i++) {
+                struct netgate_sentinel *s = &ss->v[i];
+                free(s->placeholder);
+                if (s->value) {
+                        explicit_bzero(s->value, s->value_len);
+                        free(s->value);
+                }
+                strv_free(s->hosts);
+        }
+        free(ss->v);
+        ss->v = NULL;
+        ss->n = 0;
+}
