@@ -27,6 +27,10 @@ class Counter(http.server.BaseHTTPRequestHandler):
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
+    # A flood from 50 sandboxes overflows a short accept queue; the kernel
+    # then finishes those handshakes seconds later, after the senders are
+    # gone, and requests sent before the stop would be counted after it.
+    request_queue_size = 4096
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
