@@ -69,6 +69,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_DELETE, "/v1/volumes/{name}", route_volume_delete},
     {EVHTTP_REQ_GET, "/v1/events", route_events_stream},
     {EVHTTP_REQ_POST, "/v1/stop", route_stop},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/capabilities", route_capabilities},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/capabilities", route_capabilities},
 };
 
 /* The methods, in the order Allow names them. */
@@ -160,6 +162,8 @@ static bool may_act(const struct grant *g, enum evhttp_cmd_type cmd, const char 
 {
         if (strstr(pattern, "/push"))
                 return g->allow_git;
+        if (strstr(pattern, "/capabilities"))
+                return g->allow_capabilities;
         if (strstr(pattern, "/ports") || strstr(pattern, "/ttl") ||
             (cmd == EVHTTP_REQ_DELETE && STREQ(pattern, "/v1/sandboxes/{id}")))
                 return g->allow_sandbox;

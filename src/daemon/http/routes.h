@@ -88,3 +88,4 @@ void route_ports(struct daemon *d, struct evhttp_request *req, const struct rout
 void route_port_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* stop.c: the kill switch (POST /v1/stop) */
 void route_stop(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_capabilities(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
