@@ -237,10 +237,10 @@ int cmd_caps(int argc, char **argv)
                 }
                 case O_CONTROL:
                         control = optarg;
-                        break;
+                        continue;
                 case O_JSON:
                         compact = true;
-                        break;
+                        continue;
                 case 'h':
                         api_print_help(caps_usage, "caps");
                         rc = 0;
