@@ -92,8 +92,8 @@ struct mounts_live_request {
 };
 
 struct mounts_live {
-        int tree_fd;       /* the detached tree; once attached, the mount's root */
-        int *protect_fds;  /* read-only covers for write-protected paths in it */
+        int tree_fd;        /* the detached tree; once attached, the mount's root */
+        int *protect_fds;   /* read-only covers for write-protected paths in it */
         char **protect_rel; /* where each goes, below the target */
         size_t n_protect;
 };
@@ -109,10 +109,8 @@ int mounts_live_prepare(const struct mounts_live_request *q, struct mounts_live 
                         struct al_error *err);
 /* Move it into the sandbox's mount namespace at `target`. Keeps tree_fd
  * (the mount's root) for mounts_live_detach. */
-int mounts_live_attach(int pidfd, struct mounts_live *m, const char *target,
-                       struct al_error *err);
+int mounts_live_attach(int pidfd, struct mounts_live *m, const char *target, struct al_error *err);
 /* Detach it (MNT_DETACH) inside, by the mount rather than by its path;
  * clears m. */
-int mounts_live_detach(int pidfd, struct mounts_live *m, const char *target,
-                       struct al_error *err);
+int mounts_live_detach(int pidfd, struct mounts_live *m, const char *target, struct al_error *err);
 void mounts_live_clear(struct mounts_live *m);
