@@ -123,3 +123,31 @@ def test_grant_limits_tools_and_host_paths(capper, own):
     e = error_of(lambda: capper._json("POST", path(sid), {
         "grant": [{"mount": {"source": "/usr/share", "target": "/workspace/x"}}]}))
     assert (e.status, e.body["permission"]) == (403, "allowHostWorkspace")
+
+
+def test_database_before_capabilities_is_migrated(tmp_path):
+    """A grants table from schema 4 gains allow_capabilities, off."""
+    import json
+    import sqlite3
+    import subprocess
+    from daemonlib import AIRLOCK
+    db = tmp_path / "airlockd.db"
+    con = sqlite3.connect(db)
+    con.execute("""CREATE TABLE grants (name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE,
+        allow_sandbox INTEGER NOT NULL, allow_exec INTEGER NOT NULL,
+        allow_host_workspace INTEGER NOT NULL, max_sandboxes INTEGER NOT NULL,
+        classes TEXT NOT NULL, created_ms INTEGER NOT NULL, revoked_ms INTEGER NOT NULL DEFAULT 0,
+        allow_git INTEGER NOT NULL DEFAULT 0, secrets TEXT NOT NULL DEFAULT '',
+        tools TEXT NOT NULL DEFAULT '')""")
+    con.execute("INSERT INTO grants VALUES ('old', ?, 1, 1, 0, 0, '', 1000, 0, 0, '', '')", ("ab" * 32,))
+    con.execute("PRAGMA user_version=4")
+    con.commit()
+    con.close()
+    p = subprocess.run([str(AIRLOCK), "grant", "ls", "--json", "--state-dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)[0]["allowCapabilities"] is False
+    con = sqlite3.connect(db)
+    assert [r[1] for r in con.execute("PRAGMA table_info(grants)")].count("allow_capabilities") == 1
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
+    con.close()
