@@ -600,6 +600,8 @@ char **caps_env(const struct caps *c, char *const *base)
 {
         char **r = NULL;
         size_t n = 0;
+        if (!c)
+                return strv_copy(base, strv_length(base));
         for (char *const *e = base; e && *e; e++) {
                 size_t len = strcspn(*e, "=");
                 bool drop = false;

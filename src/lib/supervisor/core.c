@@ -160,7 +160,7 @@ int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struc
 static bool core_tool_allowed(void *ud, const char *name)
 {
         struct sv_core *c = ud;
-        return caps_tool_allowed(c->caps, name);
+        return c->caps && caps_tool_allowed(c->caps, name);
 }
 
 static void on_tool_call(void *ud, const struct toolgate_record *rec)
