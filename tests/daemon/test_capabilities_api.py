@@ -151,3 +151,37 @@ def test_database_before_capabilities_is_migrated(tmp_path):
     assert [r[1] for r in con.execute("PRAGMA table_info(grants)")].count("allow_capabilities") == 1
     assert con.execute("PRAGMA user_version").fetchone()[0] == 5
     con.close()
+
+
+def test_tool_granted_is_listed_and_callable_then_revoked(make_daemon, daemon_base):
+    import json
+    import pathlib
+    import tempfile
+    d = pathlib.Path(tempfile.mkdtemp(prefix="capstools-", dir=daemon_base))
+    d.chmod(0o755)
+    f = d / "tools.json"
+    f.write_text(json.dumps({"define": {"t.echo": {
+        "description": "echo", "args": {"type": "object", "additionalProperties": False},
+        "command": ["/bin/echo", "tool-ran"]}}}))
+    daemon = make_daemon("--tools", str(f))
+    c = daemon.client(daemon.grant("tooler", "--allow-sandbox", "--allow-exec", "--allow-capabilities",
+                                   "--tool", "core.time", "--tool", "t.echo"))
+    sb = c.create(sandbox_class="small", policy={"tools": {"allow": ["core.time"]}})
+    sid = sb["id"]
+
+    def names():
+        return sorted(t["name"] for t in c._json("GET", f"/v1/sandboxes/{sid}/tools")["tools"])
+
+    assert names() == ["core.time"]
+    r = c.run(sid, ["airlock-tool", "call", "t.echo"])
+    assert r.exit_code != 0 and b"policy_denied" in r.stderr, r
+    caps = c._json("POST", path(sid), {"grant": [{"tool": "t.echo"}]})
+    assert sorted(caps["tools"]) == ["core.time", "t.echo"]
+    assert names() == ["core.time", "t.echo"]
+    r = c.run(sid, ["airlock-tool", "call", "t.echo"])
+    assert r.exit_code == 0 and b"tool-ran" in r.stdout, r
+    c._json("POST", path(sid), {"revoke": [{"tool": "t.echo"}]})
+    assert names() == ["core.time"]
+    r = c.run(sid, ["airlock-tool", "call", "t.echo"])
+    assert r.exit_code != 0 and b"policy_denied" in r.stderr, r
+    c.delete(sid)
