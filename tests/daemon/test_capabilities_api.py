@@ -90,8 +90,10 @@ def test_read_grant_revoke_and_audit(shared_daemon, capper, own):
     capper._json("POST", path(sid), {"revoke": [{"env": {"name": "GIVEN"}}]})
     r = capper.run(sid, ["sh", "-c", "echo ${GIVEN:-unset}"])
     assert r.stdout.strip() == b"unset", r.stderr
-    kinds = [(a["kind"], a.get("capability")) for a in capper.audit(sid)
-             if a["kind"].startswith("capability.")]
+    lines = [a for a in capper.audit(sid) if a["kind"].startswith("capability.")]
+    assert all(set(a) == {"seq", "ts", "sandbox", "kind", "prev", "by", "capability", "entry"}
+               for a in lines), lines
+    kinds = [(a["kind"], a.get("capability")) for a in lines]
     assert kinds == [("capability.granted", "network.allow"), ("capability.granted", "env"),
                      ("capability.revoked", "network.allow"), ("capability.revoked", "env")], kinds
 

@@ -109,7 +109,16 @@ class Live:
             self.p.communicate(timeout=10)
 
 
+# The fields of capability.granted and capability.revoked, whichever
+# supervisor wrote them (docs/audit.md); test_capabilities_api.py checks
+# airlockd's sandboxes' the same way.
+CHANGE_FIELDS = {"seq", "ts", "sandbox", "kind", "prev", "by", "capability", "entry"}
+
+
 def changes(audit):
+    for r in audit:
+        if r["kind"].startswith("capability."):
+            assert set(r) == CHANGE_FIELDS, r
     return [(r["kind"], r["capability"], r["entry"], r["by"]) for r in audit
             if r["kind"].startswith("capability.")]
 
