@@ -347,3 +347,30 @@ def test_mount_refusals_follow_the_start_rules(airlock, tmp_path):
     finally:
         live.kill()
     assert changes(audit) == []
+
+
+def test_cli_against_a_run(airlock):
+    live = Live(airlock, "true", 1, ["--allow", "a.example.com"])
+    try:
+        p = subprocess.run(airlock.cmd(["caps", "--control", live.sock, "--allow", "b.example.com:443",
+                                        "--deny", "c.example.com", "--json"]),
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        caps = json.loads(p.stdout)
+        assert caps["network"]["allow"] == ["a.example.com", "b.example.com:443"], caps
+        assert caps["network"]["deny"] == ["c.example.com"], caps
+        p = subprocess.run(airlock.cmd(["caps", "--control", live.sock, "--revoke-allow", "nope.example.com"]),
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 1 and "not in the effective rules" in p.stderr, p.stderr
+        p = subprocess.run(airlock.cmd(["caps", "--control", live.sock, "--mount", "nocolon"]),
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and "SRC:DST" in p.stderr, p.stderr
+        # The socket's owner is who changed it, whatever the request says.
+        r = ask(live.sock, {"op": "caps", "by": "grant:someone", "grant": [{"network": {"deny": "d.example.com"}}]})
+        assert r["ok"], r
+        live.step()
+        audit = live.finish()
+    finally:
+        live.kill()
+    assert {c[3] for c in changes(audit)} == {"control-socket"}
+    assert [c[1] for c in changes(audit)] == ["network.allow", "network.deny", "network.deny"]

@@ -92,8 +92,11 @@ static void on_read(struct bufferevent *bev, void *arg)
                 send_and_close(cl, error(CONTROL_ERR_BAD_REQUEST,
                                          "airlock run's control socket serves the \"caps\" op "
                                          "only"));
-        else
+        else {
+                /* Who changed it is this socket's owner, whatever it says. */
+                json_object_del(req, "by");
                 send_and_close(cl, sv_core_caps_request(cl->s->core, req, "control-socket"));
+        }
         json_decref(req);
 }
 
