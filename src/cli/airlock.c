@@ -44,6 +44,7 @@ static const struct {
         {"volume", cmd_volume, "list, create, remove named volumes (--home, --volume)"},
         {"stop", cmd_stop, "the kill switch: freeze, then kill and destroy sandboxes"},
         {"ui", cmd_ui, "log a browser into airlockd's dashboard (a one-time address)"},
+        {"caps", cmd_caps, "show or change what a running sandbox may do"},
 };
 
 static void usage(FILE *f)

@@ -47,6 +47,8 @@ static const char grant_usage[] =
         "      --allow-git              create sandboxes from a repository, which the daemon\n"
         "                               clones with its own git credentials, and push\n"
         "                               their commits\n"
+        "      --allow-capabilities     read and change what its running sandboxes may do\n"
+        "                               (network rules, tools, mounts, env: airlock caps)\n"
         "      --max-sandboxes N        live sandboxes this grant may hold (default: no own\n"
         "                               maximum; the daemon's applies)\n"
         "      --classes LIST           allowed classes, e.g. small,medium (default: all); a\n"
@@ -98,13 +100,14 @@ static int open_store(const char *state_dir, bool create, struct store **ret)
 
 static int grant_create(int argc, char **argv)
 {
-        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_MAX, O_CLASSES, O_STATE, O_SECRET, O_TOOL };
+        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_MAX, O_CLASSES, O_STATE, O_SECRET, O_TOOL, O_CAPS };
         static const struct option opts[] = {
                 {"name", required_argument, NULL, O_NAME},
                 {"allow-sandbox", no_argument, NULL, O_SANDBOX},
                 {"allow-exec", no_argument, NULL, O_EXEC},
                 {"allow-host-workspace", no_argument, NULL, O_HOST},
                 {"allow-git", no_argument, NULL, O_GIT},
+                {"allow-capabilities", no_argument, NULL, O_CAPS},
                 {"max-sandboxes", required_argument, NULL, O_MAX},
                 {"classes", required_argument, NULL, O_CLASSES},
                 {"secret", required_argument, NULL, O_SECRET},
@@ -138,6 +141,9 @@ static int grant_create(int argc, char **argv)
                         break;
                 case O_GIT:
                         g.allow_git = true;
+                        break;
+                case O_CAPS:
+                        g.allow_capabilities = true;
                         break;
                 case O_MAX:
                         if (safe_atou64(optarg, &g.max_sandboxes) < 0 || g.max_sandboxes == 0) {
@@ -321,11 +327,12 @@ static int grant_ls(int argc, char **argv)
                 struct grant *g = v[i];
                 _cleanup_free_ char *classes = grant_classes_string(g);
                 _cleanup_free_ char *secrets_csv = grant_secrets_string(g);
-                char created[32], allows[64] = "", max[24];
+                char created[32], allows[96] = "", max[24];
                 format_time(g->created_ms, created, sizeof(created));
-                snprintf(allows, sizeof(allows), "%s%s%s%s", g->allow_sandbox ? "sandbox," : "",
+                snprintf(allows, sizeof(allows), "%s%s%s%s%s", g->allow_sandbox ? "sandbox," : "",
                          g->allow_exec ? "exec," : "",
-                         g->allow_host_workspace ? "host-workspace," : "", g->allow_git ? "git," : "");
+                         g->allow_host_workspace ? "host-workspace," : "", g->allow_git ? "git," : "",
+                         g->allow_capabilities ? "capabilities," : "");
                 if (allows[0])
                         allows[strlen(allows) - 1] = '\0';
                 snprintf(max, sizeof(max), "%" PRIu64, g->max_sandboxes);
@@ -347,6 +354,9 @@ static int grant_ls(int argc, char **argv)
                                                "secrets", sec));
                         json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
                                             "tools", tl);
+                        json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+                                            "allowCapabilities",
+                                            json_boolean(g->allow_capabilities));
                         continue;
                 }
                 printf("%-24s %-8s %-32s %-6s %-16s %-20s %s\n", g->name,

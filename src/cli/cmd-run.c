@@ -83,6 +83,8 @@ static const char run_usage[] =
         "                           127.0.0.1:HOSTPORT (default: the same; 0: any free\n"
         "                           port), network mode none included (repeatable)\n"
         "      --port-bind ADDR     the host address -P listens on (default 127.0.0.1)\n"
+        "      --control PATH       a unix socket (0600) where a host program changes the\n"
+        "                           run's capabilities while it runs (airlock caps --socket)\n"
         "      --net-log FILE       append every network decision to FILE as JSON lines\n"
         "      --tool NAME          allow a host tool through the tool gateway (tools.allow;\n"
         "                           inside: airlock-tool call NAME, docs/tools.md)\n"
@@ -142,6 +144,7 @@ enum {
         OPT_VOLUME,
         OPT_TOOL,
         OPT_TOOLS,
+        OPT_CONTROL,
 };
 
 static const struct option run_options[] = {
@@ -186,6 +189,7 @@ static const struct option run_options[] = {
         {"volume", required_argument, NULL, OPT_VOLUME},
         {"tool", required_argument, NULL, OPT_TOOL},
         {"tools", required_argument, NULL, OPT_TOOLS},
+        {"control", required_argument, NULL, OPT_CONTROL},
         {"quiet", no_argument, NULL, 'q'},
         {"tty", no_argument, NULL, 't'},
         {"no-tty", no_argument, NULL, 'T'},
@@ -209,6 +213,7 @@ struct run_args {
         struct sv_port_req ports[SV_PORTS_MAX];
         size_t n_ports;
         const char *port_bind;
+        const char *control; /* --control PATH: the caps op's socket */
         int tty; /* -1: by default (stdin and stdout terminals), 0: -T, 1: -t */
 };
 
@@ -606,6 +611,9 @@ int cmd_run(int argc, char **argv)
                         }
                         a.port_bind = optarg;
                         break;
+                case OPT_CONTROL:
+                        a.control = optarg;
+                        break;
                 case 'q':
                         a.quiet = true;
                         break;
@@ -718,6 +726,7 @@ int cmd_run(int argc, char **argv)
                 .on_port_ud = &a,
                 .tty = a.tty == 1 || (a.tty < 0 && isatty(0) && isatty(1)),
                 .tty_fd = isatty(0) ? 0 : isatty(1) ? 1 : -1,
+                .control_path = a.control,
         };
         for (size_t i = 0; a.port_bind && i < a.n_ports; i++)
                 snprintf(a.ports[i].bind, sizeof(a.ports[i].bind), "%s", a.port_bind);

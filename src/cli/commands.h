@@ -25,3 +25,4 @@ int cmd_doctor(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_ui(int argc, char **argv);
+int cmd_caps(int argc, char **argv);

@@ -74,6 +74,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, "/v1/ui/logout", route_ui_logout},
     {EVHTTP_REQ_GET, "/v1/ui/audit/verify", route_ui_audit_verify},
     {EVHTTP_REQ_GET, "/v1/ui/doctor", route_ui_doctor},
+    {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/capabilities", route_capabilities},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/capabilities", route_capabilities},
 };
 
 /* The methods, in the order Allow names them. */
@@ -165,6 +167,8 @@ static bool may_act(const struct grant *g, enum evhttp_cmd_type cmd, const char 
 {
         if (strstr(pattern, "/push"))
                 return g->allow_git;
+        if (strstr(pattern, "/capabilities"))
+                return g->allow_capabilities;
         if (strstr(pattern, "/ports") || strstr(pattern, "/ttl") ||
             (cmd == EVHTTP_REQ_DELETE && STREQ(pattern, "/v1/sandboxes/{id}")))
                 return g->allow_sandbox;

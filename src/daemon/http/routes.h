@@ -97,3 +97,4 @@ void route_ui_logout(struct daemon *d, struct evhttp_request *req, const struct 
 void route_ui_audit_verify(struct daemon *d, struct evhttp_request *req,
                            const struct route_args *a);
 void route_ui_doctor(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_capabilities(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

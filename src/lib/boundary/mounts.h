@@ -79,3 +79,40 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
 /* The sandbox paths the Landlock write allow-list starts from (NULL-terminated,
  * static storage): /tmp, $HOME, /dev/shm, the workspace when writable. */
 size_t mounts_writable_paths(const struct mounts_config *c, const char **ret, size_t max);
+
+/* ---- a mount added to a running sandbox (livemount.c) ---- */
+
+struct mounts_live_request {
+        const struct policy *policy; /* the sandbox's: its deny lists, its writable paths */
+        const char *caller_home;     /* for "~" in deny entries, as at the start */
+        const char *home;            /* $HOME inside */
+        pid_t pid1;                  /* the sandbox's pid 1, as the host sees it */
+        uid_t host_uid;              /* what the sandbox user is on the host */
+        gid_t host_gid;
+        const char *source, *target;
+        bool readonly;
+};
+
+struct mounts_live {
+        int tree_fd;        /* the detached tree; once attached, the mount's root */
+        int *protect_fds;   /* read-only covers for write-protected paths in it */
+        char **protect_rel; /* where each goes, below the target */
+        size_t n_protect;
+};
+
+/* Check and clone, on the host side, with the start's checks: no symbolic
+ * link anywhere on the source's path or the target's (inside), the deny
+ * list (a source under or holding a denied path is refused), nosuid and
+ * nodev, read-only or idmapped as at the start, write-protected paths
+ * covered read-only; a read-write mount only where the sandbox's Landlock
+ * rules let it write. Only a root supervisor can (EPERM otherwise). err
+ * says why and what to do. */
+int mounts_live_prepare(const struct mounts_live_request *q, struct mounts_live *ret,
+                        struct al_error *err);
+/* Move it into the sandbox's mount namespace at `target`. Keeps tree_fd
+ * (the mount's root) for mounts_live_detach. */
+int mounts_live_attach(int pidfd, struct mounts_live *m, const char *target, struct al_error *err);
+/* Detach it (MNT_DETACH) inside, by the mount rather than by its path;
+ * clears m. */
+int mounts_live_detach(int pidfd, struct mounts_live *m, const char *target, struct al_error *err);
+void mounts_live_clear(struct mounts_live *m);

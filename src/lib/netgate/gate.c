@@ -286,6 +286,23 @@ int netgate_set_nameserver(struct netgate *g, const char *server, struct al_erro
         return 0;
 }
 
+int netgate_set_rules(struct netgate *g, char *const *allow, size_t n_allow, char *const *deny,
+                      size_t n_deny, const struct policy_budget *budget, struct al_error *err)
+{
+        struct netgate_rules *r = NULL;
+        int ret = netgate_rules_new(allow, n_allow, deny, n_deny, &r, err);
+        if (ret < 0)
+                return ret;
+        netgate_rules_free(g->rules);
+        g->rules = r;
+        if (budget) {
+                g->budget.requests = budget->requests;
+                g->budget.bytes = budget->bytes;
+                g->budget.refusals = budget->refusals;
+        }
+        return 0;
+}
+
 void netgate_get_stats(const struct netgate *g, struct netgate_stats *ret)
 {
         *ret = g->stats;

@@ -200,6 +200,14 @@ void netgate_fetch_cancel(struct netgate_fetch *f);
  * /etc/resolv.conf. */
 int netgate_set_nameserver(struct netgate *g, const char *server, struct al_error *err);
 
+/* Replace the allow and deny rules (and, when `budget` is given, the
+ * request, byte and refusal budgets; not the rate) of a running gate: the
+ * next decision uses them, connections already allowed go on. On failure
+ * (a rule that does not parse, err names it) nothing changes. */
+struct policy_budget;
+int netgate_set_rules(struct netgate *g, char *const *allow, size_t n_allow, char *const *deny,
+                      size_t n_deny, const struct policy_budget *budget, struct al_error *err);
+
 void netgate_get_stats(const struct netgate *g, struct netgate_stats *ret);
 
 /* Closes every connection (recording the allowed ones still open) and the

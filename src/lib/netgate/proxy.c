@@ -42,6 +42,9 @@ struct netgate_conn {
         char method[NETGATE_HTTP_METHOD_MAX + 1];
         struct netgate_decision d;
         const char *rule;
+        /* The deciding rule's text, copied: the rules can be replaced while
+         * the connection is open (netgate_set_rules). */
+        char rule_text[NETGATE_HOST_MAX + 32];
         uint16_t port;
         bool in_flight; /* allowed and not yet recorded */
         uint64_t t0;
@@ -219,7 +222,12 @@ static bool decide(struct netgate_conn *c, const char *host, size_t host_len, ui
         }
         c->port = port;
         netgate_rules_decide(c->g->rules, host, host_len, port, &c->d);
-        c->rule = c->d.rule ? c->d.rule->text : NULL;
+        c->rule = NULL;
+        if (c->d.rule) {
+                snprintf(c->rule_text, sizeof(c->rule_text), "%s", c->d.rule->text);
+                c->rule = c->rule_text;
+        }
+        c->d.rule = NULL;
         if (!c->d.allow) {
                 deny(c, 403, c->d.reason, c->rule);
                 return false;

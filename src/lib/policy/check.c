@@ -732,3 +732,21 @@ int policy_validate(struct ctx *c, const struct policy *p)
                 return policy_fail(c, "\"gid\" must be an integer from 0 to %d", UID_MAX_INSIDE);
         return 0;
 }
+
+/* The same checks for what is granted to a running sandbox (caps.c). */
+const char *policy_check_net_rule(const char *rule)
+{
+        return check_net_rule(rule);
+}
+
+const char *policy_check_mount_target(const char *target)
+{
+        return check_mount_target(target);
+}
+
+const char *policy_check_env(const char *name, const char *value)
+{
+        if (!is_env_name(name))
+                return "env names must be letters, digits and _, not starting with a digit";
+        return check_env_value(value);
+}

@@ -278,6 +278,12 @@ bool policy_tool_allowed(const struct policy *p, const char *name);
 /* Whether `name` is a built-in tool (core.*). */
 bool policy_tool_builtin(const char *name);
 
+/* One entry checked as the policy's loader checks it: NULL when good,
+ * else why not (for a message naming the field). */
+const char *policy_check_net_rule(const char *rule);
+const char *policy_check_mount_target(const char *target);
+const char *policy_check_env(const char *name, const char *value);
+
 /* The policy as canonical JSON (for the result, the audit log's digest, the
  * daemon). Caller frees. */
 char *policy_to_json(const struct policy *p);

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "cgroup.h"
 #include "control-internal.h"
 #include "control-proto.h"
@@ -435,7 +436,10 @@ void control_do_exec(struct client *cl, json_t *req)
 
         _cleanup_strv_ char **ev = NULL;
         size_t n_ev = 0;
-        for (char **e = c->envp; e && *e; e++)
+        /* The clean environment as the live capabilities have it now
+         * (caps.h: env granted and revoked at run time). */
+        _cleanup_strv_ char **base = caps_env(c->core.caps, c->envp);
+        for (char **e = base; e && *e; e++)
                 ev = strv_append(ev, &n_ev, *e);
         for (char **e = x.env; e && *e; e++)
                 ev = strv_append(ev, &n_ev, *e);

@@ -17,6 +17,7 @@ int control_parse_request(const char *line, size_t len, json_t **req)
             {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY}, {CONTROL_OP_PORTS, CONTROL_REQ_PORTS},
             {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY}, {CONTROL_OP_RESIZE, CONTROL_REQ_RESIZE},
             {CONTROL_OP_STOP, CONTROL_REQ_STOP},
+            {CONTROL_OP_CAPS, CONTROL_REQ_CAPS},
         };
         json_error_t jerr;
         *req = NULL;

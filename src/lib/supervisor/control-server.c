@@ -175,6 +175,11 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                 case CONTROL_REQ_STOP:
                         control_do_stop(cl, req);
                         break;
+                case CONTROL_REQ_CAPS:
+                        control_send_json(
+                            cl, sv_core_caps_request(&cl->ctl->core, req, "control-socket"));
+                        control_client_finish(cl);
+                        break;
                 case CONTROL_REQ_UNKNOWN:
                         control_send_error(cl, "bad_request", "unknown op");
                         break;

@@ -108,6 +108,7 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         int r;
 
         sv_core_init(&c.core, p, on_audit_fault, &c);
+        c.core.caller_home = cfg->caller_home;
         c.snap_fd = -1;
         signal(SIGPIPE, SIG_IGN);
 

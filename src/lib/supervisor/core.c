@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "caps.h"
 #include "cgroup.h"
 #include "env.h"
 #include "core.h"
@@ -40,6 +41,7 @@ void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c->sp.listen_fds[i] = -1;
         c->start_us = now_monotonic_us();
+        c->caps = caps_new(p);
 }
 
 int sv_core_set_id(struct sv_core *c, const char *id, struct al_error *err)
@@ -247,6 +249,13 @@ int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struc
         return 0;
 }
 
+/* The tool gateway asks the live capabilities, not the policy. */
+static bool core_tool_allowed(void *ud, const char *name)
+{
+        struct sv_core *c = ud;
+        return c->caps && caps_tool_allowed(c->caps, name);
+}
+
 static void on_tool_call(void *ud, const struct toolgate_record *rec)
 {
         struct sv_core *c = ud;
@@ -271,6 +280,8 @@ int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *accoun
             .netgate = c->gate,
             .recorder = on_tool_call,
             .ud = c,
+            .allowed = core_tool_allowed,
+            .allowed_ud = c,
         };
         c->tools = toolgate_new(c->base, &tc, err);
         if (!c->tools)
@@ -356,6 +367,7 @@ void sv_core_stop(struct sv_core *c)
 
 void sv_core_free(struct sv_core *c)
 {
+        sv_core_caps_free(c);
         if (c->ev_sync)
                 event_free(c->ev_sync);
         if (c->ev_flush)

@@ -29,6 +29,8 @@ struct netgate_record;
 struct secrets;
 struct sv_core;
 struct sv_ports;
+struct caps;
+struct sv_live_mount;
 
 /* A write to the audit log failed: nothing may go on running unrecorded.
  * The driver kills what it runs. */
@@ -51,6 +53,10 @@ struct sv_core {
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
         struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
         uint64_t tool_calls;    /* tool.call records */
+        struct caps *caps;      /* the effective capabilities (caps.h), from the policy */
+        struct sv_live_mount *live_mounts; /* mounts added at run time (caps-live.c) */
+        size_t n_live_mounts;
+        const char *caller_home; /* the caller's home on the host, for the deny list */
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         uint64_t start_us;
         bool audit_failed;              /* a write failed at some point */
@@ -59,6 +65,19 @@ struct sv_core {
         sv_core_fault_fn on_fault;
         void *driver;
 };
+
+/* ---- live capabilities (caps-live.c, docs/internals/caps.md) ---- */
+
+/* The caps op of the control protocol, {"op": "caps", "grant": [...],
+ * "revoke": [...], "by": WHO}: check the whole change, apply it to the
+ * network gate, the tool gateway, the mounts and later commands' env, one
+ * capability.granted or capability.revoked audit event per entry, and
+ * answer {"ok": true, "capabilities": {...}} or {"ok": false, "error",
+ * "message"} with nothing applied. `by` when the request names no one. */
+json_t *sv_core_caps_request(struct sv_core *c, const json_t *req, const char *by);
+/* Detach what was mounted at run time (at the end; the namespace goes
+ * with pid 1 anyway). */
+void sv_core_caps_free(struct sv_core *c);
 
 /* Empty: no pid 1, no fds, no log. */
 void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on_fault,

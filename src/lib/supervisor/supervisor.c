@@ -11,6 +11,8 @@
 
 #include "audit.h"
 #include "cgroup.h"
+#include "caps.h"
+#include "caps-socket.h"
 #include "core.h"
 #include "env.h"
 #include "events.h"
@@ -52,6 +54,7 @@ struct supervisor {
         int net_log_fd;
         int pty_fd;          /* -t: the terminal's master, for input and resizes */
         struct ptyio *ptyio; /* the user's input and size into it */
+        struct caps_socket *control; /* --control PATH: the caps op (caps-socket.h) */
 };
 
 /* An event that cannot be written is not silently lost: the sandbox ends
@@ -279,6 +282,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         memset(res, 0, sizeof(*res));
         sv_core_init(&sv.core, p, on_audit_fault, &sv);
         struct sv_core *core = &sv.core;
+        core->caller_home = cfg->caller_home;
+        core->caps->one_command = true;
         sv.streams[0].fd = sv.streams[1].fd = -1;
         sv.net_log_fd = -1;
         sv.pty_fd = -1;
@@ -436,6 +441,11 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
+        if (cfg->control_path && caps_socket_open(core, cfg->control_path, &sv.control, &e) < 0) {
+                kill_sandbox(&sv);
+                set_failure(res, 125, "setup_failed", e.msg);
+                goto done;
+        }
         if (cfg->n_ports && open_ports(&sv, &e) < 0) {
                 kill_sandbox(&sv);
                 set_failure(res, 125, "setup_failed", e.msg);
@@ -469,6 +479,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 res->usage.net_received_bytes = ns.bytes_down;
         }
         /* Connections and tool calls still open are closed and recorded now. */
+        sv.control = caps_socket_free(sv.control);
         sv_core_close_gates(core);
         res->usage.tool_calls = core->tool_calls;
 

@@ -75,6 +75,9 @@ struct supervisor_config {
          * the start and on SIGWINCH. Its mode is the caller's business. */
         bool tty;
         int tty_fd;
+        /* --control PATH: a unix socket (0600) serving the caps op, so a
+         * host program can change the run's capabilities; NULL: none. */
+        const char *control_path;
 };
 
 /* Run to the end. Returns 0 whenever a result was produced (including setup

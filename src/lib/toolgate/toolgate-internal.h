@@ -88,6 +88,8 @@ struct tg_refusal_kind {
 struct toolgate {
         struct event_base *base;
         const struct policy *policy;
+        bool (*allowed)(void *ud, const char *name); /* NULL: tools.allow */
+        void *allowed_ud;
         char *sandbox, *run_id, *account;
         struct secrets *secrets; /* the config's, else own_secrets */
         struct secrets *own_secrets;

@@ -203,7 +203,8 @@ static void handle_call(struct tg_conn *conn, struct toolgate_request *req, size
         const char *name = toolgate_escape(req->tool, esc, sizeof(esc));
 
         struct tg_tool *tool = NULL;
-        if (policy_tool_allowed(t->policy, req->tool))
+        if (t->allowed ? t->allowed(t->allowed_ud, req->tool)
+                       : policy_tool_allowed(t->policy, req->tool))
                 tool = tool_state(t, req->tool);
         if (!tool) {
                 snprintf(msg, sizeof(msg),
@@ -309,7 +310,7 @@ static void handle_line(struct tg_conn *conn, const char *line, size_t len)
                        "the gateway holds too many unanswered or unread calls for this "
                        "sandbox; read the answers and retry");
         } else if (req.list) {
-                json_t *l = toolgate_list(t->policy);
+                json_t *l = toolgate_list_with(t->policy, t->allowed, t->allowed_ud);
                 char *answer = toolgate_proto_ok(req.call_id, l, &n);
                 conn_send(conn, answer, n);
                 json_decref(l);
@@ -459,6 +460,8 @@ struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_con
         t->netgate = cfg->netgate;
         t->recorder = cfg->recorder;
         t->ud = cfg->ud;
+        t->allowed = cfg->allowed;
+        t->allowed_ud = cfg->allowed_ud;
         t->tools = xcalloc(cfg->policy->n_tools ? cfg->policy->n_tools : 1, sizeof(*t->tools));
         for (size_t i = 0; i < cfg->policy->n_tools; i++) {
                 const struct policy_tool *d = &cfg->policy->tools[i];
@@ -555,10 +558,16 @@ static void close_objects(json_t *schema)
 
 json_t *toolgate_list(const struct policy *p)
 {
+        return toolgate_list_with(p, NULL, NULL);
+}
+
+json_t *toolgate_list_with(const struct policy *p, bool (*allowed)(void *ud, const char *name),
+                           void *ud)
+{
         json_t *a = json_array();
         for (size_t i = 0; i < p->n_tools; i++) {
                 const struct policy_tool *d = &p->tools[i];
-                if (!policy_tool_allowed(p, d->name))
+                if (allowed ? !allowed(ud, d->name) : !policy_tool_allowed(p, d->name))
                         continue;
                 json_t *schema = d->schema_json ? json_loads(d->schema_json, 0, NULL) : NULL;
                 close_objects(schema);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -68,6 +69,10 @@ struct toolgate_config {
         struct netgate *netgate; /* for HTTP tools; may be NULL (they then fail: internal) */
         void (*recorder)(void *ud, const struct toolgate_record *rec);
         void *ud;
+        /* Whether the sandbox may call a tool now (the supervisor's live
+         * capabilities, caps.h); NULL: the policy's tools.allow. */
+        bool (*allowed)(void *ud, const char *name);
+        void *allowed_ud;
 };
 
 /* NULL with err set on failure. The gateway runs on `base`. */
@@ -85,6 +90,9 @@ void toolgate_free(struct toolgate *t);
  * tools/list, GET /v1/sandboxes/{id}/tools): [{"name", "description",
  * "inputSchema"}]. */
 json_t *toolgate_list(const struct policy *p);
+/* The same, with `allowed` deciding instead of tools.allow (NULL: it). */
+json_t *toolgate_list_with(const struct policy *p, bool (*allowed)(void *ud, const char *name),
+                           void *ud);
 
 /* Whether a sandbox with this policy gets a gateway endpoint at all: when
  * its tools.allow names a tool. */

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "caps-socket.h"
+#include "control-proto.h"
+#include "core.h"
+#include "util.h"
+
+#define CAPS_SOCKET_LINE_MAX    (1u << 20)
+#define CAPS_SOCKET_CLIENTS_MAX 16
+
+struct caps_client {
+        struct caps_socket *s;
+        struct bufferevent *bev;
+        struct caps_client *next;
+        bool closing;
+};
+
+struct caps_socket {
+        struct sv_core *core;
+        struct evconnlistener *l;
+        char *path;
+        dev_t dev;
+        ino_t ino;
+        struct caps_client *clients;
+        size_t n_clients;
+};
+
+static void client_free(struct caps_client *cl)
+{
+        struct caps_socket *s = cl->s;
+        for (struct caps_client **p = &s->clients; *p; p = &(*p)->next)
+                if (*p == cl) {
+                        *p = cl->next;
+                        break;
+                }
+        s->n_clients--;
+        bufferevent_free(cl->bev);
+        free(cl);
+}
+
+static void send_and_close(struct caps_client *cl, json_t *o)
+{
+        char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        if (txt) {
+                evbuffer_add(bufferevent_get_output(cl->bev), txt, strlen(txt));
+                evbuffer_add(bufferevent_get_output(cl->bev), "\n", 1);
+        }
+        free(txt);
+        cl->closing = true;
+        bufferevent_disable(cl->bev, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_output(cl->bev)) == 0)
+                client_free(cl);
+}
+
+static json_t *error(const char *code, const char *msg)
+{
+        return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", code, "message", msg);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+        struct caps_client *cl = arg;
+        if (cl->closing)
+                return;
+        struct evbuffer *in = bufferevent_get_input(bev);
+        size_t len;
+        char *line = evbuffer_readln(in, &len, EVBUFFER_EOL_LF);
+        if (!line) {
+                if (evbuffer_get_length(in) > CAPS_SOCKET_LINE_MAX)
+                        send_and_close(cl, error(CONTROL_ERR_BAD_REQUEST, "request line too long"));
+                return;
+        }
+        json_t *req = NULL;
+        int op = control_parse_request(line, len, &req);
+        free(line);
+        if (op < 0)
+                send_and_close(
+                    cl, error(CONTROL_ERR_BAD_REQUEST, "expected a JSON object with \"op\""));
+        else if (op != CONTROL_REQ_CAPS)
+                send_and_close(cl, error(CONTROL_ERR_BAD_REQUEST,
+                                         "airlock run's control socket serves the \"caps\" op "
+                                         "only"));
+        else {
+                /* Who changed it is this socket's owner, whatever it says. */
+                json_object_del(req, "by");
+                send_and_close(cl, sv_core_caps_request(cl->s->core, req, "control-socket"));
+        }
+        json_decref(req);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+        struct caps_client *cl = arg;
+        if (cl->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+                client_free(cl);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+        if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+                client_free(arg);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+                      void *arg)
+{
+        struct caps_socket *s = arg;
+        if (s->n_clients >= CAPS_SOCKET_CLIENTS_MAX) {
+                close(fd);
+                return;
+        }
+        struct caps_client *cl = xcalloc(1, sizeof(*cl));
+        cl->s = s;
+        cl->bev = bufferevent_socket_new(s->core->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        if (!cl->bev) {
+                close(fd);
+                free(cl);
+                return;
+        }
+        cl->next = s->clients;
+        s->clients = cl;
+        s->n_clients++;
+        bufferevent_setcb(cl->bev, on_read, on_write, on_event, cl);
+        bufferevent_setwatermark(cl->bev, EV_READ, 0, CAPS_SOCKET_LINE_MAX + 1);
+        struct timeval tv = {.tv_sec = 30, .tv_usec = 0};
+        bufferevent_set_timeouts(cl->bev, &tv, &tv);
+        bufferevent_enable(cl->bev, EV_READ | EV_WRITE);
+}
+
+int caps_socket_open(struct sv_core *c, const char *path, struct caps_socket **ret,
+                     struct al_error *err)
+{
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (!path || !*path || strlen(path) >= sizeof(sa.sun_path))
+                return al_error_set_message(err, ENAMETOOLONG,
+                                            "--control %s: a socket path is at most %zu bytes",
+                                            path ? path : "", sizeof(sa.sun_path) - 1);
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return al_error_set(err, errno, "--control %s", path);
+        /* 0600 from the start: no moment when another user could connect. */
+        mode_t old = umask(0177);
+        int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+        int e = errno;
+        umask(old);
+        if (r < 0)
+                return al_error_set_message(err, e, "--control %s: %s", path,
+                                            e == EADDRINUSE ? "the path exists; remove it or "
+                                                              "choose another"
+                                                            : strerror(e));
+        struct stat st;
+        if (lstat(path, &st) < 0 || listen(fd, 16) < 0) {
+                e = errno;
+                unlink(path);
+                return al_error_set(err, e, "--control %s", path);
+        }
+        struct caps_socket *s = xcalloc(1, sizeof(*s));
+        s->core = c;
+        s->path = xstrdup(path);
+        s->dev = st.st_dev;
+        s->ino = st.st_ino;
+        s->l = evconnlistener_new(c->base, on_accept, s, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+        if (!s->l) {
+                caps_socket_free(s);
+                return al_error_set(err, ENOMEM, "--control %s", path);
+        }
+        TAKE_FD(fd);
+        *ret = s;
+        return 0;
+}
+
+struct caps_socket *caps_socket_free(struct caps_socket *s)
+{
+        if (!s)
+                return NULL;
+        while (s->clients)
+                client_free(s->clients);
+        if (s->l)
+                evconnlistener_free(s->l);
+        struct stat st;
+        if (lstat(s->path, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino &&
+            S_ISSOCK(st.st_mode))
+                unlink(s->path);
+        free(s->path);
+        free(s);
+        return NULL;
+}
