@@ -38,6 +38,8 @@ struct evconnlistener;
 struct evbuffer;
 struct evdns_base;
 struct netgate_conn;
+struct netgate_dns_server;
+struct netgate_names;
 struct netgate_routes;
 struct netgate_tls;
 struct netgate_rules;
@@ -116,7 +118,17 @@ struct netgate {
         struct event *kinds_timer;
         uint64_t closed_tick_us;
         unsigned closed_in_tick;
+
+        /* Transparent mode (dns-server.c, transparent.c): the name server
+         * and the addresses it answered, each with its name. */
+        struct netgate_dns_server *dns_server;
+        struct netgate_names *names;
 };
+
+/* ---- dns-server.c ---- */
+
+/* Stop serving DNS, drop the queries in flight (netgate_free()). */
+void netgate_dns_server_free(struct netgate *g);
 
 /* ---- ledger.c ---- */
 
