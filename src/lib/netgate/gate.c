@@ -237,7 +237,7 @@ struct netgate *netgate_free(struct netgate *g)
 {
         if (!g)
                 return NULL;
-        netgate_dns_server_free(g);
+        netgate_transparent_free(g);
         netgate_fetch_cancel_all(g);
         netgate_proxy_close_all(g);
         g->routes = netgate_routes_free(g->routes);

@@ -40,6 +40,7 @@ struct evdns_base;
 struct netgate_conn;
 struct netgate_dns_server;
 struct netgate_names;
+struct netgate_relay;
 struct netgate_routes;
 struct netgate_tls;
 struct netgate_rules;
@@ -123,12 +124,18 @@ struct netgate {
          * and the addresses it answered, each with its name. */
         struct netgate_dns_server *dns_server;
         struct netgate_names *names;
+        struct netgate_relay *relays; /* transparent-relay.c */
 };
 
 /* ---- dns-server.c ---- */
 
-/* Stop serving DNS, drop the queries in flight (netgate_free()). */
+/* Stop serving DNS, drop the queries in flight. */
 void netgate_dns_server_free(struct netgate *g);
+
+/* ---- transparent-relay.c ---- */
+
+/* The name server and the relays, each relay recorded (netgate_free()). */
+void netgate_transparent_free(struct netgate *g);
 
 /* ---- ledger.c ---- */
 

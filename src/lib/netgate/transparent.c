@@ -89,11 +89,8 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
         if (range)
                 return deny(v, "private_address", range);
         /* The direct path moves bytes the gate never sees: a byte budget or
-         * a rate needs the relay, which the proxy variables reach. */
-        if (g->budget.bytes > 0)
-                return deny(v, "relay_required", "network.budget.bytes");
-        if (g->budget.rate > 0)
-                return deny(v, "relay_required", "network.budget.rate");
+         * a rate needs the relay. */
+        v->relay = g->budget.bytes > 0 || g->rate_group;
         const char *spent = netgate_budget_take(g);
         if (spent)
                 return deny(v, spent, netgate_budget_rule(spent));

@@ -32,15 +32,16 @@ struct netgate_verdict {
         char address[NETGATE_ADDR_STRLEN];
         struct netgate_addr addr; /* IPv4 for a mapped IPv6 address */
         uint16_t port;
+        bool relay; /* allowed, through the gate's relay: a byte budget or a
+                     * rate applies (netgate_transparent_relay()) */
 };
 
 /* Decide a connect() caught from the sandbox: `sa` is the host's one copy
  * of the address the sandbox passed, `stream` whether its socket is a TCP
  * one. Allowed only when the address was answered by the gate for a name
  * the rules allow on that port (or an IP rule lists it), it passes the
- * private-address check, no byte budget or rate applies (those need the
- * relay: use the proxy variables) and the request budget has room (one
- * request is taken). */
+ * private-address check and the request budget has room (one request is
+ * taken). `relay` says when a byte budget or a rate applies. */
 void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, socklen_t len,
                                 bool stream, struct netgate_verdict *v);
 
@@ -48,3 +49,8 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
  * connection that was made (`reason` NULL) or failed ("upstream_failed"). */
 void netgate_transparent_record(struct netgate *g, const struct netgate_verdict *v,
                                 const char *reason);
+
+/* The relay path: serve `fd` (one end of a connected socket pair whose
+ * other end the sandbox gets) as a tunnel to v->address and v->port, with
+ * the gate's rate and byte budget; recorded when it ends. Takes `fd`. */
+int netgate_transparent_relay(struct netgate *g, const struct netgate_verdict *v, int fd);

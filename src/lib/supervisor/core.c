@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "cgroup.h"
 #include "env.h"
+#include "connect-notify.h"
 #include "core.h"
 #include "diskuse.h"
 #include "gates.h"
@@ -34,6 +35,7 @@ void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on
         c->sp.netns_fd = -1;
         c->sp.pty_fd = -1;
         c->sp.tool_fd = -1;
+        c->sp.dns_fd = c->sp.notify_fd = -1;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c->sp.listen_fds[i] = -1;
         c->start_us = now_monotonic_us();
@@ -137,8 +139,12 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
                        void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                        struct al_error *err)
 {
-        return gates_start_netgate(c->base, c->policy, c->id, s, account, c->sp.listen_fds,
-                                   recorder, ud, &c->gate, err);
+        int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->sp.listen_fds,
+                                    recorder, ud, &c->gate, err);
+        if (r >= 0 && c->gate)
+                r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.notify_fd,
+                                            &c->connect_notify, err);
+        return r;
 }
 
 int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struct al_error *err)
@@ -194,6 +200,7 @@ void sv_core_close_gates(struct sv_core *c)
                 toolgate_free(c->tools);
                 c->tools = NULL;
         }
+        c->connect_notify = sv_connect_notify_free(c->connect_notify);
         c->gate = netgate_free(c->gate);
 }
 
@@ -277,7 +284,8 @@ void sv_core_free(struct sv_core *c)
         c->base = NULL;
         c->dm = disk_meter_free(c->dm); /* before the review layer's fd it borrows */
         int *fds[] = {&c->sp.sync_fd,  &c->sp.pidfd,  &c->sp.upper_fd,
-                      &c->sp.netns_fd, &c->sp.pty_fd, &c->sp.tool_fd};
+                      &c->sp.netns_fd, &c->sp.pty_fd, &c->sp.tool_fd,
+                      &c->sp.dns_fd,   &c->sp.notify_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {
                         close(*fds[i]);

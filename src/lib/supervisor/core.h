@@ -25,6 +25,7 @@ struct audit_options;
 struct cgroup;
 struct disk_meter;
 struct netgate;
+struct sv_connect_notify;
 struct netgate_record;
 struct secrets;
 struct sv_core;
@@ -45,6 +46,7 @@ struct sv_core {
         struct disk_meter *dm; /* the workspace's peak growth (diskuse.h) */
         struct audit *audit;
         struct netgate *gate;
+        struct sv_connect_notify *connect_notify; /* transparent mode (connect-notify.h) */
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
         struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
         uint64_t tool_calls;    /* tool.call records */

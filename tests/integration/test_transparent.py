@@ -1,0 +1,231 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Transparent mode: with no proxy variables, clients inside a gated sandbox
+resolve names through the gate's name server and their connect() is caught
+by the supervisor (seccomp notification), decided on the name the address
+was answered for, and, when allowed, replaced by a socket the host connected
+to exactly the checked address. Refusals are ECONNREFUSED and audited with
+their reason. Runs against the private test network of netns.py."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+import netns
+from netns import HELLO, HTTP_PORT, OTHER_PORT, RANGE, SERVER_ADDR, TLS_PORT
+
+NAME = "upstream.test"
+ALLOW = ["--allow-private", RANGE, "--host", f"{NAME}={SERVER_ADDR}",
+         "--host", f"other.test={SERVER_ADDR}",
+         "--allow", f"{NAME}:{HTTP_PORT}", "--allow", f"{NAME}:{TLS_PORT}"]
+URL = f"http://{NAME}:{HTTP_PORT}/hello.txt"
+# Nothing of the proxy's: every client below goes straight to the address.
+NOPROXY = "unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy no_proxy NO_PROXY; "
+
+
+@pytest.fixture(scope="module")
+def net():
+    why = netns.available()
+    if why:
+        pytest.skip(why)
+    n = netns.Network().start()
+    yield n
+    n.stop()
+
+
+class Run:
+    def __init__(self, proc, logdir):
+        self.proc = proc
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        log = logdir / "net.jsonl"
+        self.records = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+    def of(self, protocol, decision=None):
+        return [r for r in self.records if r.get("protocol") == protocol
+                and (decision is None or r.get("decision") == decision)]
+
+
+def run(airlock, net, script, *opts, files=None, timeout=60):
+    ws = airlock.make_dir()
+    for name, text in (files or {}).items():
+        (ws / name).write_text(text)
+    airlock.chown(ws)
+    logdir = airlock.make_dir("netlog")
+    args = ["run", "-q", "-w", ws, "--net-log", logdir / "net.jsonl", *ALLOW, *opts,
+            "--", "/bin/sh", "-c", NOPROXY + script]
+    argv = ["nsenter", f"--net={net.client_ns_path}", *airlock.cmd(args)]
+    p = subprocess.run(argv, cwd=str(airlock.base), capture_output=True, text=True, timeout=timeout)
+    if p.returncode == 125:
+        raise AssertionError(f"sandbox setup failed: {p.stderr.strip()}")
+    return Run(p, logdir)
+
+
+def test_curl_noproxy_reaches_allowed_and_is_refused_unlisted(airlock, net):
+    r = run(airlock, net,
+            f"curl -sS --noproxy '*' --max-time 20 {URL}; echo rc=$?; "
+            f"curl -sS --noproxy '*' --max-time 20 http://other.test:{HTTP_PORT}/hello.txt; echo rc=$?; "
+            f"curl -sS --noproxy '*' --max-time 20 http://{NAME}:{OTHER_PORT}/hello.txt; echo rc=$?")
+    out = r.stdout
+    assert HELLO in out, (out, r.stderr)
+    assert out.count("rc=0") == 1, out
+    allowed = r.of("transparent", "allow")
+    assert any(a["host"] == NAME and a["port"] == HTTP_PORT and a["address"] == SERVER_ADDR
+               for a in allowed), r.records
+    # other.test is not listed: the name server refuses it and says why.
+    dns = r.of("dns", "deny")
+    assert any(d["host"] == "other.test" and d["reason"] == "not_allowed" for d in dns), r.records
+    # upstream.test on an unlisted port: the name resolves, the connect is refused.
+    denied = r.of("transparent", "deny")
+    assert any(d["host"] == NAME and d["port"] == OTHER_PORT and d["reason"] == "port_not_allowed"
+               for d in denied), r.records
+
+
+PY_CLIENT = r'''
+import socket, sys, urllib.request, json
+out = {}
+try:
+    out["urllib"] = urllib.request.urlopen(sys.argv[1], timeout=20).read().decode()
+except Exception as e:
+    out["urllib"] = "error: %r" % e
+# An address the gate never answered for: refused.
+s = socket.socket()
+s.settimeout(20)
+try:
+    s.connect((sys.argv[2], int(sys.argv[3])))
+    out["literal"] = "connected"
+except OSError as e:
+    out["literal"] = e.errno
+# UDP to the outside: nothing but the gate's name server is reached.
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.connect((sys.argv[2], 53))
+    u.send(b"x")
+    out["udp"] = "sent"
+except OSError as e:
+    out["udp"] = e.errno
+# IPv6: no address is offered and none is reached.
+try:
+    s6 = socket.socket(socket.AF_INET6)
+    s6.settimeout(20)
+    s6.connect(("fd7a:1e57:7::2", int(sys.argv[3])))
+    out["v6"] = "connected"
+except OSError as e:
+    out["v6"] = e.errno
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    out["raw"] = "opened"
+except OSError as e:
+    out["raw"] = e.errno
+print(json.dumps(out))
+'''
+
+
+def test_python_urllib_socket_udp_ipv6_raw(airlock, net):
+    r = run(airlock, net, f"python3 /workspace/c.py {URL} {SERVER_ADDR} {HTTP_PORT}",
+            files={"c.py": PY_CLIENT})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["urllib"] == HELLO, out
+    import errno
+    assert out["literal"] == errno.ECONNREFUSED, out
+    assert out["udp"] in (errno.ENETUNREACH, errno.ECONNREFUSED), out
+    assert out["v6"] != "connected", out
+    assert out["raw"] != "opened", out
+    denied = r.of("transparent", "deny")
+    assert any(d["address"] == SERVER_ADDR and d["reason"] == "not_resolved" for d in denied), r.records
+    assert any(d["reason"] == "not_stream" for d in denied), r.records
+    assert any(d["reason"] == "ipv6_not_offered" for d in denied), r.records
+
+
+NODE_CLIENT = r'''
+const http = require("http");
+const [url, bad] = process.argv.slice(2);
+const out = {};
+function get(u) {
+  return new Promise((res) => {
+    const req = http.get(u, (r) => { let b = ""; r.on("data", (d) => b += d); r.on("end", () => res(b)); });
+    req.on("error", (e) => res("error: " + e.code));
+    req.setTimeout(20000, () => req.destroy(new Error("timeout")));
+  });
+}
+(async () => {
+  out.get = await get(url);
+  out.bad = await get(bad);
+  try { out.fetch = await (await fetch(url)).text(); } catch (e) { out.fetch = "error: " + (e.cause ? e.cause.code : e); }
+  console.log(JSON.stringify(out));
+})();
+'''
+
+
+def test_node_http_get_and_fetch(airlock, net):
+    if not shutil.which("node"):
+        pytest.skip("node is not installed")
+    r = run(airlock, net, f"node /workspace/c.js {URL} http://{SERVER_ADDR}:{HTTP_PORT}/hello.txt",
+            files={"c.js": NODE_CLIENT})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["get"] == HELLO, out
+    assert out["fetch"] == HELLO, out
+    assert out["bad"] == "error: ECONNREFUSED", out
+
+
+RACE = r'''
+import ctypes, socket, struct, sys, threading, json
+libc = ctypes.CDLL(None, use_errno=True)
+good = (sys.argv[1], int(sys.argv[2]))   # answered by the gate for an allowed name
+bad = (sys.argv[3], int(sys.argv[4]))    # never answered
+def sa(addr):
+    return struct.pack("!HH4s8x", socket.AF_INET, addr[1], socket.inet_aton(addr[0]))
+buf = ctypes.create_string_buffer(sa(good), 16)
+gb, bb = sa(good), sa(bad)
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(buf, bb, 16)
+        ctypes.memmove(buf, gb, 16)
+threading.Thread(target=flip, daemon=True).start()
+res = {"ok": 0, "refused": 0, "peers": set()}
+for i in range(60):
+    s = socket.socket()
+    r = libc.connect(s.fileno(), buf, 16)
+    if r == 0:
+        res["ok"] += 1
+        res["peers"].add("%s:%d" % s.getpeername())
+    else:
+        res["refused"] += 1
+    s.close()
+stop = True
+res["peers"] = sorted(res["peers"])
+print(json.dumps(res))
+'''
+
+
+def test_racing_connect_argument_gets_only_what_was_checked(airlock, net):
+    # The bad address is the test server's own on an unlisted port: were
+    # the kernel's later read of the flipped argument used, it would reach it.
+    r = run(airlock, net,
+            f"getent hosts {NAME} >/dev/null; python3 /workspace/r.py {SERVER_ADDR} {HTTP_PORT} {SERVER_ADDR} {OTHER_PORT}",
+            files={"r.py": RACE}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["ok"] > 0, out
+    assert out["peers"] == [f"{SERVER_ADDR}:{HTTP_PORT}"], out
+    assert out["ok"] + out["refused"] == 60
+    for d in r.of("transparent", "allow"):
+        assert d["port"] == HTTP_PORT, d
+
+
+def test_private_answer_and_rebinding_refused_by_the_name_server(airlock, net):
+    # loop.test is allowed by rule but maps to the sandbox host's loopback
+    # range: the name server refuses it (private_address), and nothing is
+    # remembered for a later connect.
+    r = run(airlock, net,
+            "getent hosts loop.test; echo rc=$?; "
+            f"curl -sS --noproxy '*' --max-time 10 http://loop.test:{HTTP_PORT}/; echo rc=$?",
+            "--host", "loop.test=127.0.0.1", "--allow", f"loop.test:{HTTP_PORT}")
+    assert "rc=0" not in r.stdout, r.stdout
+    dns = r.of("dns", "deny")
+    assert any(d["host"] == "loop.test" and d["reason"] == "private_address" for d in dns), r.records
