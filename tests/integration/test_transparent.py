@@ -7,6 +7,7 @@ to exactly the checked address. Refusals are ECONNREFUSED and audited with
 their reason. Runs against the private test network of netns.py."""
 
 import json
+import secrets
 import shutil
 import subprocess
 
@@ -48,12 +49,16 @@ class Run:
                 and (decision is None or r.get("decision") == decision)]
 
 
-def run(airlock, net, script, *opts, files=None, timeout=60):
+def run(airlock, net, script, *opts, files=None, timeout=60, policy=None):
     ws = airlock.make_dir()
     for name, text in (files or {}).items():
         (ws / name).write_text(text)
     airlock.chown(ws)
     logdir = airlock.make_dir("netlog")
+    if policy is not None:
+        (logdir / "policy.json").write_text(json.dumps(policy))
+        airlock.chown(logdir)
+        opts = ("-p", logdir / "policy.json", *opts)
     args = ["run", "-q", "-w", ws, "--net-log", logdir / "net.jsonl", *ALLOW, *opts,
             "--", "/bin/sh", "-c", NOPROXY + script]
     argv = ["nsenter", f"--net={net.client_ns_path}", *airlock.cmd(args)]
@@ -86,11 +91,7 @@ def test_curl_noproxy_reaches_allowed_and_is_refused_unlisted(airlock, net):
 PY_CLIENT = r'''
 import socket, sys, urllib.request, json
 out = {}
-try:
-    out["urllib"] = urllib.request.urlopen(sys.argv[1], timeout=20).read().decode()
-except Exception as e:
-    out["urllib"] = "error: %r" % e
-# An address the gate never answered for: refused.
+# An address the gate never answered for (nothing resolved yet): refused.
 s = socket.socket()
 s.settimeout(20)
 try:
@@ -98,6 +99,10 @@ try:
     out["literal"] = "connected"
 except OSError as e:
     out["literal"] = e.errno
+try:
+    out["urllib"] = urllib.request.urlopen(sys.argv[1], timeout=20).read().decode()
+except Exception as e:
+    out["urllib"] = "error: %r" % e
 # UDP to the outside: nothing but the gate's name server is reached.
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
@@ -152,8 +157,8 @@ function get(u) {
   });
 }
 (async () => {
+  out.bad = await get(bad);  // before any name was answered
   out.get = await get(url);
-  out.bad = await get(bad);
   try { out.fetch = await (await fetch(url)).text(); } catch (e) { out.fetch = "error: " + (e.cause ? e.cause.code : e); }
   console.log(JSON.stringify(out));
 })();
@@ -176,46 +181,76 @@ RACE = r'''
 import ctypes, socket, struct, sys, threading, json
 libc = ctypes.CDLL(None, use_errno=True)
 good = (sys.argv[1], int(sys.argv[2]))   # answered by the gate for an allowed name
-bad = (sys.argv[3], int(sys.argv[4]))    # never answered
+bad = (sys.argv[3], int(sys.argv[4]))    # an unlisted port
+mark = sys.argv[5]
 def sa(addr):
-    return struct.pack("!HH4s8x", socket.AF_INET, addr[1], socket.inet_aton(addr[0]))
+    return (struct.pack("=H", socket.AF_INET) + struct.pack("!H", addr[1])
+            + socket.inet_aton(addr[0]) + bytes(8))
 buf = ctypes.create_string_buffer(sa(good), 16)
 gb, bb = sa(good), sa(bad)
 stop = False
 def flip():
+    n = 0
     while not stop:
         ctypes.memmove(buf, bb, 16)
         ctypes.memmove(buf, gb, 16)
+        n += 1
+        for _ in range(n % 7):  # the good address for a varying while
+            pass
 threading.Thread(target=flip, daemon=True).start()
-res = {"ok": 0, "refused": 0, "peers": set()}
-for i in range(60):
+res = {"ok": 0, "refused": 0}
+i = 0
+while i < 400 and (i < 40 or res["ok"] < 5):
+    i += 1
     s = socket.socket()
+    s.settimeout(10)
     r = libc.connect(s.fileno(), buf, 16)
     if r == 0:
         res["ok"] += 1
-        res["peers"].add("%s:%d" % s.getpeername())
+        try:
+            s.sendall(b"GET /hello.txt?m=%s-%d HTTP/1.0\r\n\r\n" % (mark.encode(), i))
+            while s.recv(65536):
+                pass
+        except OSError:
+            pass
     else:
         res["refused"] += 1
     s.close()
 stop = True
-res["peers"] = sorted(res["peers"])
 print(json.dumps(res))
 '''
 
 
-def test_racing_connect_argument_gets_only_what_was_checked(airlock, net):
-    # The bad address is the test server's own on an unlisted port: were
-    # the kernel's later read of the flipped argument used, it would reach it.
+# No rate and no byte budget: the direct path.
+NORATE = {"network": {"budget": {"rate": 0}}}
+
+
+def race(airlock, net, policy=None):
+    # The flipped-to address is the test server's own on an unlisted port:
+    # were the argument read again after the check, the request would reach
+    # it and be logged there.
+    mark = secrets.token_hex(6)
     r = run(airlock, net,
-            f"getent hosts {NAME} >/dev/null; python3 /workspace/r.py {SERVER_ADDR} {HTTP_PORT} {SERVER_ADDR} {OTHER_PORT}",
-            files={"r.py": RACE}, timeout=60)
+            f"getent hosts {NAME} >/dev/null; python3 /workspace/r.py {SERVER_ADDR} {HTTP_PORT} "
+            f"{SERVER_ADDR} {OTHER_PORT} {mark}", files={"r.py": RACE}, timeout=60, policy=policy)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["ok"] > 0, out
-    assert out["peers"] == [f"{SERVER_ADDR}:{HTTP_PORT}"], out
-    assert out["ok"] + out["refused"] == 60
+    assert out["ok"] >= 5, (out, json.dumps(r.records[:3]), r.stderr)
+    seen = net.requests(mark)
+    assert seen and all(line.startswith(f"{HTTP_PORT} ") for line in seen), seen
     for d in r.of("transparent", "allow"):
         assert d["port"] == HTTP_PORT, d
+    return r
+
+
+def test_racing_connect_argument_gets_only_what_was_checked(airlock, net):
+    r = race(airlock, net)  # the relay path (the class's rate applies)
+    assert any(d["bytesDown"] > 0 for d in r.of("transparent", "allow")), r.records
+
+
+def test_racing_connect_argument_direct_path(airlock, net):
+    r = race(airlock, net, policy=NORATE)
+    assert all(d["bytesDown"] == 0 for d in r.of("transparent", "allow")), r.records
 
 
 def test_private_answer_and_rebinding_refused_by_the_name_server(airlock, net):

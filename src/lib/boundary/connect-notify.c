@@ -48,6 +48,23 @@ static int install_connect_notify(void)
         return fd < 0 ? -errno : (int)fd;
 }
 
+/* The gate's relay listener: TCP on 127.0.0.1, a port of the kernel's
+ * choosing. The supervisor connects a caught socket here (from the host,
+ * on the sandbox's own socket) when the connection goes through the relay. */
+static int relay_listener(void)
+{
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (s < 0)
+                return -errno;
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 256) < 0) {
+                int r = -errno;
+                close(s);
+                return r;
+        }
+        return s;
+}
+
 static int dns_socket(void)
 {
         int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -67,20 +84,26 @@ static int dns_socket(void)
 void spawn_transparent_setup(struct child_ctx *ctx)
 {
         struct al_error err = {0};
-        int fds[2];
+        int fds[3];
         fds[0] = dns_socket();
         if (fds[0] < 0) {
                 al_error_set(&err, fds[0], "transparent mode: listening on 127.0.0.1:53/udp");
                 spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         }
+        fds[1] = relay_listener();
+        if (fds[1] < 0) {
+                al_error_set(&err, fds[1], "transparent mode: the relay's listener on 127.0.0.1");
+                spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
+        }
         /* A kernel without the notification (or a sandbox nested in one
          * that already has a listener) runs with the proxy listeners only:
          * its connect() to anything but loopback finds no route. */
-        fds[1] = install_connect_notify();
-        int r = spawn_send_fds(ctx->sync, SYNC_NOTIFY, fds, fds[1] < 0 ? 1 : 2);
+        fds[2] = install_connect_notify();
+        int r = spawn_send_fds(ctx->sync, SYNC_NOTIFY, fds, fds[2] < 0 ? 2 : 3);
         close(fds[0]);
-        if (fds[1] >= 0)
-                close(fds[1]);
+        close(fds[1]);
+        if (fds[2] >= 0)
+                close(fds[2]);
         if (r < 0)
                 _exit(125);
 }

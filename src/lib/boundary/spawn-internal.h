@@ -28,7 +28,8 @@ enum sync_type {
         SYNC_PTY,       /* pid 1 -> parent: the command's terminal master */
         SYNC_TOOL,      /* child -> parent: the tool gateway's listening socket */
         SYNC_NOTIFY,    /* child -> parent: transparent mode: the name server's UDP
-                         * socket, then the connect() notification listener */
+                         * socket, the relay's listener, then the connect()
+                         * notification listener (none: the kernel refused it) */
 };
 
 struct sync_msg {

@@ -347,7 +347,7 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
                         continue;
                 }
                 if (m.type == SYNC_NOTIFY) {
-                        int *slot[] = {&ret->dns_fd, &ret->notify_fd};
+                        int *slot[] = {&ret->dns_fd, &ret->relay_fd, &ret->notify_fd};
                         for (size_t i = 0; i < nfds; i++) {
                                 if (i < ARRAY_SIZE(slot) && *slot[i] < 0)
                                         *slot[i] = fds[i];
@@ -424,6 +424,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ret->pty_fd = -1;
         ret->tool_fd = -1;
         ret->dns_fd = -1;
+        ret->relay_fd = -1;
         ret->notify_fd = -1;
         ret->failure = SPAWN_FAILED_SETUP;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
@@ -527,6 +528,9 @@ fail:
         if (ret->dns_fd >= 0)
                 close(ret->dns_fd);
         ret->dns_fd = -1;
+        if (ret->relay_fd >= 0)
+                close(ret->relay_fd);
+        ret->relay_fd = -1;
         if (ret->notify_fd >= 0)
                 close(ret->notify_fd);
         ret->notify_fd = -1;

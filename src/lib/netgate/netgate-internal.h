@@ -41,6 +41,7 @@ struct netgate_conn;
 struct netgate_dns_server;
 struct netgate_names;
 struct netgate_relay;
+struct netgate_relay_expect;
 struct netgate_routes;
 struct netgate_tls;
 struct netgate_rules;
@@ -125,6 +126,9 @@ struct netgate {
         struct netgate_dns_server *dns_server;
         struct netgate_names *names;
         struct netgate_relay *relays; /* transparent-relay.c */
+        struct evconnlistener *relay_listener;
+        uint16_t relay_port;
+        struct netgate_relay_expect *expects; /* NETGATE_MAX_CONNECTIONS */
 };
 
 /* ---- dns-server.c ---- */

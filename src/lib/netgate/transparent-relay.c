@@ -8,6 +8,9 @@
 #include <errno.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -90,7 +93,7 @@ static const struct netgate_upstream_ops relay_ops = {
     .failed = up_failed,
 };
 
-int netgate_transparent_relay(struct netgate *g, const struct netgate_verdict *v, int fd)
+static int relay_start(struct netgate *g, const struct netgate_verdict *v, int fd)
 {
         struct netgate_relay *r = xcalloc(1, sizeof(*r));
         r->g = g;
@@ -101,16 +104,15 @@ int netgate_transparent_relay(struct netgate *g, const struct netgate_verdict *v
         if (netgate_host_parse(v->address, strlen(v->address), &r->host) < 0 ||
             r->host.kind != NETGATE_HOST_IP) {
                 free(r);
-                close(fd);
                 return -EINVAL;
         }
         r->client = bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE);
         if (!r->client) {
                 free(r);
-                close(fd);
                 return -ENOMEM;
         }
         netgate_setup_bufferevent(g, r->client);
+        netgate_set_nodelay(fd);
         r->next = g->relays;
         if (r->next)
                 r->next->pprev = &r->next;
@@ -122,9 +124,92 @@ int netgate_transparent_relay(struct netgate *g, const struct netgate_verdict *v
         return 0;
 }
 
+/* ---- what the supervisor announced ---- */
+
+#define EXPECT_TTL_US (30ull * 1000000) /* a loopback connect takes far less */
+
+struct netgate_relay_expect {
+        bool used;
+        uint16_t port;
+        uint64_t when_us;
+        struct netgate_verdict v;
+};
+
+int netgate_relay_expect(struct netgate *g, const struct netgate_verdict *v, uint16_t src_port)
+{
+        if (!g->expects)
+                return -ENOSPC;
+        uint64_t now = now_monotonic_us();
+        struct netgate_relay_expect *free_slot = NULL;
+        for (size_t i = 0; i < NETGATE_MAX_CONNECTIONS; i++) {
+                struct netgate_relay_expect *e = &g->expects[i];
+                if (e->used && (now - e->when_us > EXPECT_TTL_US || e->port == src_port))
+                        e->used = false; /* stale, or the port's earlier life */
+                if (!e->used && !free_slot)
+                        free_slot = e;
+        }
+        if (!free_slot)
+                return -ENOSPC;
+        *free_slot = (struct netgate_relay_expect){
+            .used = true, .port = src_port, .when_us = now, .v = *v};
+        return 0;
+}
+
+static void relay_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                         int len, void *ud)
+{
+        struct netgate *g = ud;
+        (void)l;
+        uint16_t port = 0;
+        if (sa && len >= (int)sizeof(struct sockaddr_in) && sa->sa_family == AF_INET &&
+            ntohl(((struct sockaddr_in *)sa)->sin_addr.s_addr) == INADDR_LOOPBACK)
+                port = ntohs(((struct sockaddr_in *)sa)->sin_port);
+        uint64_t now = now_monotonic_us();
+        for (size_t i = 0; port && i < NETGATE_MAX_CONNECTIONS; i++) {
+                struct netgate_relay_expect *e = &g->expects[i];
+                if (!e->used || e->port != port || now - e->when_us > EXPECT_TTL_US)
+                        continue;
+                e->used = false;
+                if (relay_start(g, &e->v, fd) < 0)
+                        close(fd);
+                return;
+        }
+        close(fd); /* not announced: the sandbox's own connection to the port */
+}
+
+int netgate_add_relay_listener(struct netgate *g, int fd, struct al_error *err)
+{
+        struct sockaddr_in sa;
+        socklen_t len = sizeof(sa);
+        if (g->relay_listener)
+                return al_error_set(err, EEXIST, "adding the gate's relay listener");
+        if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0 || sa.sin_family != AF_INET)
+                return al_error_set(err, errno ? errno : EINVAL, "adding the gate's relay listener");
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+                return al_error_set(err, errno, "adding the gate's relay listener");
+        g->relay_listener = evconnlistener_new(g->base, relay_accept, g,
+                                               LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+        if (!g->relay_listener)
+                return al_error_set(err, ENOMEM, "adding the gate's relay listener");
+        g->expects = xcalloc(NETGATE_MAX_CONNECTIONS, sizeof(*g->expects));
+        g->relay_port = ntohs(sa.sin_port);
+        return 0;
+}
+
+uint16_t netgate_relay_port(const struct netgate *g)
+{
+        return g->relay_port;
+}
+
 void netgate_transparent_free(struct netgate *g)
 {
         netgate_dns_server_free(g);
+        if (g->relay_listener)
+                evconnlistener_free(g->relay_listener);
+        g->relay_listener = NULL;
         while (g->relays)
                 relay_free(g->relays, "shutdown");
+        free(g->expects);
+        g->expects = NULL;
 }

@@ -50,7 +50,20 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
 void netgate_transparent_record(struct netgate *g, const struct netgate_verdict *v,
                                 const char *reason);
 
-/* The relay path: serve `fd` (one end of a connected socket pair whose
- * other end the sandbox gets) as a tunnel to v->address and v->port, with
- * the gate's rate and byte budget; recorded when it ends. Takes `fd`. */
-int netgate_transparent_relay(struct netgate *g, const struct netgate_verdict *v, int fd);
+/* ---- the relay path ----
+ *
+ * The gate's relay listener is a TCP socket on 127.0.0.1 inside the
+ * sandbox (spawn sends it with the name server's). For a verdict with
+ * `relay`, the supervisor connects the sandbox's own socket to it and says
+ * beforehand which local port that connection comes from; the gate then
+ * tunnels it to v->address, v->port (through the upstream engine, with the
+ * rate and the byte budget) and records it when it ends. A connection to
+ * the listener that was not announced is closed. */
+
+/* Takes `fd` on success; on failure the caller still owns it. */
+int netgate_add_relay_listener(struct netgate *g, int fd, struct al_error *err);
+/* The listener's port, 0 when there is none. */
+uint16_t netgate_relay_port(const struct netgate *g);
+/* A connection from 127.0.0.1:`src_port` to the relay will come for `v`
+ * (copied). -ENOSPC when NETGATE_MAX_CONNECTIONS are announced already. */
+int netgate_relay_expect(struct netgate *g, const struct netgate_verdict *v, uint16_t src_port);

@@ -31,7 +31,9 @@ struct cn_pending {
         uint64_t id;
         int target_fd; /* the caller's fd number */
         bool nonblock, cloexec, nodelay, keepalive;
-        int sock; /* the host's socket, connecting */
+        int sock;   /* the host's socket, connecting (or the caller's, to the relay) */
+        int dup;    /* the caller's socket (pidfd_getfd) */
+        int domain; /* its family */
         struct event *ev;
         struct netgate_verdict v;
 };
@@ -73,6 +75,8 @@ static void pending_free(struct cn_pending *p)
                 event_free(p->ev);
         if (p->sock >= 0)
                 close(p->sock);
+        if (p->dup >= 0)
+                close(p->dup);
         free(p);
 }
 
@@ -156,9 +160,10 @@ static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
         if (pidfd < 0)
                 return -errno;
-        _cleanup_close_ int s = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        int s = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
         if (s < 0)
-                return errno == EBADF ? -EBADF : -errno;
+                return -errno;
+        p->dup = s;
         int type = 0, proto = 0, on = 0;
         socklen_t l = sizeof(type);
         if (getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &l) < 0)
@@ -167,6 +172,9 @@ static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
         if (getsockopt(s, SOL_SOCKET, SO_PROTOCOL, &proto, &l) < 0)
                 return -errno;
         *stream = type == SOCK_STREAM && proto == IPPROTO_TCP;
+        l = sizeof(p->domain);
+        if (getsockopt(s, SOL_SOCKET, SO_DOMAIN, &p->domain, &l) < 0)
+                return -errno;
         l = sizeof(on);
         p->nodelay = *stream && getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &on, &l) == 0 && on;
         l = sizeof(on);
@@ -186,6 +194,12 @@ static void finish(struct cn_pending *p, int error)
         if (error) {
                 netgate_transparent_record(cn->g, &p->v, "upstream_failed");
                 (void)respond(cn, p->id, error, 0);
+                pending_free(p);
+                return;
+        }
+        if (p->v.relay) {
+                /* Connected to the relay: the gate records it when it ends. */
+                (void)respond(cn, p->id, 0, 0);
                 pending_free(p);
                 return;
         }
@@ -252,38 +266,67 @@ static void start_connect(struct cn_pending *p)
                 finish(p, ENOMEM);
 }
 
-/* The relay path: the sandbox gets one end of a socket pair, the gate
- * tunnels the other to the checked address (and records it). */
+/* The relay path: the sandbox's own socket (it lives in the sandbox's
+ * namespace) is connected from here to the gate's relay listener, and the
+ * gate is told which port it comes from; the gate tunnels it to the checked
+ * address. Nothing of the caller's memory is read again. */
 static void relay(struct sv_connect_notify *cn, struct cn_pending *p)
 {
-        int pair[2];
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) < 0) {
-                int e = errno;
-                netgate_transparent_record(cn->g, &p->v, "upstream_failed");
-                (void)respond(cn, p->id, e, 0);
+        uint16_t rport = netgate_relay_port(cn->g);
+        if (rport == 0) {
+                finish(p, ECONNREFUSED);
                 return;
         }
-        if (netgate_transparent_relay(cn->g, &p->v, pair[1]) < 0) {
-                close(pair[0]);
-                netgate_transparent_record(cn->g, &p->v, "upstream_failed");
-                (void)respond(cn, p->id, ECONNREFUSED, 0);
+        struct sockaddr_storage ss;
+        memset(&ss, 0, sizeof(ss));
+        socklen_t len;
+        if (p->domain == AF_INET6) {
+                struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+                in6->sin6_family = AF_INET6;
+                in6->sin6_port = htons(rport);
+                in6->sin6_addr.s6_addr[10] = in6->sin6_addr.s6_addr[11] = 0xff;
+                in6->sin6_addr.s6_addr[12] = 127;
+                in6->sin6_addr.s6_addr[15] = 1;
+                len = sizeof(*in6);
+        } else {
+                struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+                in->sin_family = AF_INET;
+                in->sin_port = htons(rport);
+                in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                len = sizeof(*in);
+        }
+        /* Non-blocking for this call only: the loop never waits on it. */
+        int fl = fcntl(p->dup, F_GETFL);
+        if (fl < 0 || fcntl(p->dup, F_SETFL, fl | O_NONBLOCK) < 0) {
+                finish(p, errno);
                 return;
         }
-        if (!p->nonblock)
-                (void)fcntl(pair[0], F_SETFL, fcntl(pair[0], F_GETFL) & ~O_NONBLOCK);
-        struct seccomp_notif_addfd add = {
-            .id = p->id,
-            .flags = SECCOMP_ADDFD_FLAG_SETFD,
-            .srcfd = (uint32_t)pair[0],
-            .newfd = (uint32_t)p->target_fd,
-            .newfd_flags = p->cloexec ? O_CLOEXEC : 0,
-        };
-        /* A caller gone meanwhile (ENOENT) gets nothing; any other failure
-         * is its connect()'s error. */
-        int e = ioctl(cn->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 ? errno : 0;
-        if (e != ENOENT)
-                (void)respond(cn, p->id, e, 0);
-        close(pair[0]); /* the relay sees the sandbox's end close with it */
+        int r = connect(p->dup, (struct sockaddr *)&ss, len), e = errno;
+        (void)fcntl(p->dup, F_SETFL, fl);
+        if (r < 0 && e != EINPROGRESS) {
+                finish(p, e);
+                return;
+        }
+        struct sockaddr_storage me;
+        socklen_t mlen = sizeof(me);
+        uint16_t src = 0;
+        if (getsockname(p->dup, (struct sockaddr *)&me, &mlen) == 0)
+                src = ntohs(me.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&me)->sin6_port
+                                                     : ((struct sockaddr_in *)&me)->sin_port);
+        if (src == 0 || netgate_relay_expect(cn->g, &p->v, src) < 0) {
+                finish(p, EAGAIN);
+                return;
+        }
+        p->sock = p->dup;
+        p->dup = -1;
+        if (r == 0) {
+                finish(p, 0);
+                return;
+        }
+        p->ev = event_new(cn->base, p->sock, EV_WRITE, connected, p);
+        struct timeval tv = {CN_CONNECT_TIMEOUT, 0};
+        if (!p->ev || event_add(p->ev, &tv) < 0)
+                finish(p, ENOMEM);
 }
 
 static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req)
@@ -325,12 +368,12 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
         p->cn = cn;
         p->id = req->id;
         p->target_fd = target_fd;
-        p->sock = -1;
+        p->sock = p->dup = -1;
         bool stream = false;
         int r = inspect_socket(req->pid, target_fd, p, &stream);
         if (r < 0 || !id_valid(cn, req->id)) {
                 (void)respond(cn, req->id, r < 0 ? -r : ESRCH, 0);
-                free(p);
+                pending_free(p);
                 return;
         }
         netgate_transparent_decide(cn->g, (struct sockaddr *)&ss, (socklen_t)len, stream, &p->v);
@@ -339,12 +382,7 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
                 (void)respond(cn, req->id,
                               stream && p->v.addr.family == AF_INET ? ECONNREFUSED : ENETUNREACH,
                               0);
-                free(p);
-                return;
-        }
-        if (p->v.relay) {
-                relay(cn, p);
-                free(p);
+                pending_free(p);
                 return;
         }
         p->next = cn->pending;
@@ -353,7 +391,10 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
         p->pprev = &cn->pending;
         cn->pending = p;
         cn->n_pending++;
-        start_connect(p);
+        if (p->v.relay)
+                relay(cn, p);
+        else
+                start_connect(p);
 }
 
 static void readable(evutil_socket_t fd, short what, void *ud)

@@ -35,7 +35,7 @@ void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on
         c->sp.netns_fd = -1;
         c->sp.pty_fd = -1;
         c->sp.tool_fd = -1;
-        c->sp.dns_fd = c->sp.notify_fd = -1;
+        c->sp.dns_fd = c->sp.relay_fd = c->sp.notify_fd = -1;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c->sp.listen_fds[i] = -1;
         c->start_us = now_monotonic_us();
@@ -142,8 +142,8 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
         int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->sp.listen_fds,
                                     recorder, ud, &c->gate, err);
         if (r >= 0 && c->gate)
-                r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.notify_fd,
-                                            &c->connect_notify, err);
+                r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.relay_fd,
+                                            &c->sp.notify_fd, &c->connect_notify, err);
         return r;
 }
 
@@ -285,7 +285,7 @@ void sv_core_free(struct sv_core *c)
         c->dm = disk_meter_free(c->dm); /* before the review layer's fd it borrows */
         int *fds[] = {&c->sp.sync_fd,  &c->sp.pidfd,  &c->sp.upper_fd,
                       &c->sp.netns_fd, &c->sp.pty_fd, &c->sp.tool_fd,
-                      &c->sp.dns_fd,   &c->sp.notify_fd};
+                      &c->sp.dns_fd,   &c->sp.relay_fd, &c->sp.notify_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {
                         close(*fds[i]);

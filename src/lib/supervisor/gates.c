@@ -90,7 +90,8 @@ int gates_start_netgate(struct event_base *base, const struct policy *p, const c
 }
 
 int gates_start_transparent(struct event_base *base, struct netgate *g, int *dns_fd,
-                            int *notify_fd, struct sv_connect_notify **ret, struct al_error *err)
+                            int *relay_fd, int *notify_fd, struct sv_connect_notify **ret,
+                            struct al_error *err)
 {
         *ret = NULL;
         if (*dns_fd >= 0) {
@@ -98,6 +99,12 @@ int gates_start_transparent(struct event_base *base, struct netgate *g, int *dns
                 if (r < 0)
                         return r;
                 *dns_fd = -1;
+        }
+        if (*relay_fd >= 0) {
+                int r = netgate_add_relay_listener(g, *relay_fd, err);
+                if (r < 0)
+                        return r;
+                *relay_fd = -1;
         }
         if (*notify_fd < 0)
                 return 0;
