@@ -153,7 +153,7 @@ static int read_tgid(pid_t tid, pid_t *ret)
  * host's socket takes over. */
 static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
 {
-        pid_t tgid;
+        pid_t tgid = 0;
         int r = read_tgid(tid, &tgid);
         if (r < 0)
                 return r;
