@@ -163,6 +163,14 @@ static void serve_one(struct netgate_dns_server *s, const uint8_t *buf, size_t l
                 return;
         }
         snprintf(m.name, sizeof(m.name), "%s", h.name);
+        /* The sandbox's own names (its host name is "airlock", spawn.c)
+         * are its loopback: answered here, never looked up, nothing left. */
+        if (STREQ(h.name, "airlock") || STREQ(h.name, "localhost")) {
+                struct netgate_addr lo;
+                (void)netgate_addr_parse("127.0.0.1", &lo);
+                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NOERROR, &lo, 1);
+                return;
+        }
         struct netgate_decision d;
         if (!name_allowed(g, h.name, &d)) {
                 refuse(g, h.name, d.reason, d.rule ? d.rule->text : NULL, NULL);
