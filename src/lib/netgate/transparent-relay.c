@@ -11,6 +11,7 @@
 #include <event2/listener.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "netgate/exchange.h"
 #include "netgate/netgate-internal.h"
 #include "netgate/transparent.h"
+#include "netgate/sni.h"
 #include "netgate/tunnel.h"
 #include "netgate/upstream.h"
 #include "util.h"
@@ -71,7 +73,13 @@ static void up_connected(void *ud, struct bufferevent *up)
         struct netgate_relay *r = ud;
         struct bufferevent *client = r->client;
         r->client = NULL; /* the tunnel's now */
-        netgate_tunnel_start(&r->t, r->g, &r->x, tunnel_end, r, client, up, NULL, 0);
+        /* Decided on a name: the ClientHello must name it too. */
+        struct netgate_sni_expect e = {.protocol = "transparent", .port = r->v.port};
+        bool named = !STREQ(r->v.host, r->v.address);
+        snprintf(e.host, sizeof(e.host), "%s", r->v.host);
+        snprintf(e.address, sizeof(e.address), "%s", r->v.address);
+        netgate_sni_tunnel_start(&r->t, r->g, &r->x, tunnel_end, r, client, up, NULL, 0,
+                                 named ? &e : NULL);
 }
 
 static void up_refused(void *ud, const char *range)
@@ -150,13 +158,13 @@ int netgate_relay_expect(struct netgate *g, const struct netgate_verdict *v, uin
         }
         if (!free_slot)
                 return -ENOSPC;
-        *free_slot = (struct netgate_relay_expect){
-            .used = true, .port = src_port, .when_us = now, .v = *v};
+        *free_slot =
+            (struct netgate_relay_expect){.used = true, .port = src_port, .when_us = now, .v = *v};
         return 0;
 }
 
-static void relay_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                         int len, void *ud)
+static void relay_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+                         void *ud)
 {
         struct netgate *g = ud;
         (void)l;
@@ -184,12 +192,13 @@ int netgate_add_relay_listener(struct netgate *g, int fd, struct al_error *err)
         if (g->relay_listener)
                 return al_error_set(err, EEXIST, "adding the gate's relay listener");
         if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0 || sa.sin_family != AF_INET)
-                return al_error_set(err, errno ? errno : EINVAL, "adding the gate's relay listener");
+                return al_error_set(err, errno ? errno : EINVAL,
+                                    "adding the gate's relay listener");
         int fl = fcntl(fd, F_GETFL);
         if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
                 return al_error_set(err, errno, "adding the gate's relay listener");
-        g->relay_listener = evconnlistener_new(g->base, relay_accept, g,
-                                               LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+        g->relay_listener = evconnlistener_new(
+            g->base, relay_accept, g, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
         if (!g->relay_listener)
                 return al_error_set(err, ENOMEM, "adding the gate's relay listener");
         g->expects = xcalloc(NETGATE_MAX_CONNECTIONS, sizeof(*g->expects));
