@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "netgate/exchange.h"
 #include "netgate/netgate-internal.h"
@@ -134,20 +135,28 @@ static void guard_free(struct netgate_tunnel *t)
         t->guard = NULL;
 }
 
+static void proceed(struct netgate_tunnel *t);
+
+static void drained(struct bufferevent *bev, void *ud)
+{
+        (void)bev;
+        proceed(ud);
+}
+
+/* The check passed: the tunnel takes both sides as they are, once the
+ * reply has left (a socket bufferevent's output cannot be taken back). */
 static void proceed(struct netgate_tunnel *t)
 {
-        guard_free(t);
-        /* Whatever of the reply is still unsent goes first. */
-        struct evbuffer *out = bufferevent_get_output(t->client);
-        size_t n = evbuffer_get_length(out);
-        _cleanup_free_ uint8_t *reply = NULL;
-        if (n > 0) {
-                reply = xcalloc(1, n);
-                evbuffer_remove(out, reply, n);
+        if (evbuffer_get_length(bufferevent_get_output(t->client)) > 0) {
+                bufferevent_setcb(t->client, NULL, drained, NULL, t);
+                bufferevent_disable(t->client, EV_READ);
+                bufferevent_disable(t->up, EV_READ);
+                return;
         }
+        guard_free(t);
         bufferevent_setcb(t->client, NULL, NULL, NULL, NULL);
         bufferevent_setcb(t->up, NULL, NULL, NULL, NULL);
-        netgate_tunnel_start(t, t->g, t->x, t->end, t->ud, t->client, t->up, reply, n);
+        netgate_tunnel_start(t, t->g, t->x, t->end, t->ud, t->client, t->up, NULL, 0);
 }
 
 static void refuse(struct netgate_tunnel *t, const char *reason, const char *sni)
@@ -244,8 +253,15 @@ void netgate_sni_tunnel_start(struct netgate_tunnel *t, struct netgate *g,
         bufferevent_setcb(up, up_read, NULL, guard_event, t);
         struct timeval tv = {SNI_TIMEOUT_S, 0};
         bufferevent_set_timeouts(client, &tv, NULL);
-        if (n > 0)
-                bufferevent_write(client, reply, n);
+        /* The reply straight to the socket when it takes it (it is short),
+         * so that the tunnel starts without waiting for it to drain. */
+        ssize_t w = 0;
+        if (n > 0 && evbuffer_get_length(bufferevent_get_output(client)) == 0)
+                w = send(bufferevent_getfd(client), reply, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0)
+                w = 0;
+        if ((size_t)w < n)
+                bufferevent_write(client, (const uint8_t *)reply + w, n - (size_t)w);
         bufferevent_enable(client, EV_READ | EV_WRITE);
         bufferevent_enable(up, EV_READ);
         if (evbuffer_get_length(bufferevent_get_input(client)) > 0)
