@@ -14,9 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char name[NETGATE_HOST_MAX + 1];
         size_t nl = 0;
         enum netgate_sni_result r = netgate_sni_parse(data, size, name, &nl);
-        if (r == NETGATE_SNI_NAME && (nl == 0 || nl > NETGATE_HOST_MAX || memchr(name, 0, nl)))
-                if (nl == 0 || nl > NETGATE_HOST_MAX)
-                        abort();
+        if (r == NETGATE_SNI_NAME && (nl == 0 || nl > NETGATE_HOST_MAX || name[nl] != '\0'))
+                abort();
         if (r != NETGATE_SNI_NAME && nl != 0)
                 abort();
         struct netgate_host h;
