@@ -91,7 +91,8 @@ static bool stays_inside(const struct sockaddr_storage *ss, size_t len)
                 if (len < sizeof(struct sockaddr_in))
                         return true;
                 const struct sockaddr_in *in = (const void *)ss;
-                return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+                uint32_t a = ntohl(in->sin_addr.s_addr) >> 24;
+                return a == 127 || a == 0; /* 0.0.0.0/8 is this host: loopback */
         }
         if (ss->ss_family == AF_INET6) {
                 if (len < sizeof(struct sockaddr_in6))
@@ -99,7 +100,8 @@ static bool stays_inside(const struct sockaddr_storage *ss, size_t len)
                 const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
                 static const uint8_t mapped_lo[13] = {0, 0, 0, 0,    0,    0,  0,
                                                       0, 0, 0, 0xff, 0xff, 127};
-                return IN6_IS_ADDR_LOOPBACK(a) || memcmp(a->s6_addr, mapped_lo, 13) == 0;
+                return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
+                       memcmp(a->s6_addr, mapped_lo, 13) == 0;
         }
         return true; /* AF_UNIX, AF_UNSPEC, AF_NETLINK, ...: nothing beyond */
 }
