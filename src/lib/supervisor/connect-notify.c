@@ -399,23 +399,28 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
                 start_connect(p);
 }
 
+/* RECV blocks when nothing is pending, so it is called only while poll()
+ * says a notification waits (one withdrawn meanwhile makes RECV fail with
+ * ENOENT, it does not block). */
 static void readable(evutil_socket_t fd, short what, void *ud)
 {
         struct sv_connect_notify *cn = ud;
         (void)what;
         _cleanup_free_ struct seccomp_notif *req = xcalloc(1, cn->notif_size);
         for (int i = 0; i < 32; i++) {
-                memset(req, 0, cn->notif_size);
-                if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0) {
-                        if (errno == EINTR || errno == ENOENT)
-                                continue; /* the caller went away before it was read */
-                        return;
-                }
-                handle(cn, req);
-                /* Stop when nothing else waits (RECV would block). */
                 struct pollfd pfd = {.fd = fd, .events = POLLIN};
                 if (poll(&pfd, 1, 0) <= 0)
                         return;
+                if (!(pfd.revents & POLLIN)) {
+                        /* Nothing in the sandbox uses the filter any more. */
+                        if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL))
+                                event_del(cn->ev);
+                        return;
+                }
+                memset(req, 0, cn->notif_size);
+                if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
+                        continue; /* ENOENT: the caller went away before it was read */
+                handle(cn, req);
         }
 }
 
