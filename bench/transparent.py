@@ -9,13 +9,17 @@ reference measured in the same run, interleaved:
   (b) the relay path: the same download with a byte budget (so the gate
       relays it, as it does under the classes' rates) against the same;
   (c) the gate's CONNECT relay (curl -p inside the sandbox) against
-      tinyproxy's CONNECT relay on the host.
+      tinyproxy's CONNECT relay on the host;
+  (d) the latency each path adds per request, p50 and p99: sequential
+      keep-alive requests on one connection from inside (direct path, relay
+      path) and from the host.
 
 Keep-alive requests and the added latency against tinyproxy are in
 netgate.py. The upstream is bench/upstream.c on the host's first
 non-loopback IPv4 address (loopback inside a sandbox is its own). Reports,
 never judges: exit 1 only when a tool is missing or a transfer fails."""
 
+import json
 import os
 import shutil
 import socket
@@ -25,7 +29,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netgate import AIRLOCK, REPO, STEP_TIMEOUT, BenchError, free_port, run, wait_listening  # noqa: E402
+from netgate import (AIRLOCK, LAT_REQUESTS, LAT_WARMUP, REPO, STEP_TIMEOUT, BenchError,  # noqa: E402
+                     free_port, run, wait_listening)
 
 BYTES = int(os.environ.get("BENCH_TUNNEL_BYTES", str(1 << 30)))
 RUNS = 3
@@ -94,6 +99,7 @@ def main():
 
         ws = os.path.join(tmp, "ws")
         os.mkdir(ws)
+        shutil.copy(os.path.join(REPO, "bench/netgate.py"), os.path.join(ws, "netgate.py"))
         pols = {}
         for name, budget in (("direct", {"rate": 0}), ("relay", {"rate": 0, "bytes": "1000G"})):
             pols[name] = os.path.join(tmp, f"{name}.json")
@@ -108,10 +114,13 @@ def main():
                 raise BenchError(f"{what}: incomplete transfer: HTTP {code}, {size} of {BYTES} bytes")
             return BYTES / float(secs) / 1e6
 
+        def inside(policy, argv, what):
+            return run([AIRLOCK, "run", "-q", "-p", pols[policy], "-w", ws, "--timeout", str(STEP_TIMEOUT),
+                        "--cpus", str(os.cpu_count() or 1),
+                        "--allow", f"{addr}:{port}", "--allow-private", f"{addr}/32", "--", *argv], what)
+
         def sandbox(policy, argv, what):
-            return rate(run([AIRLOCK, "run", "-q", "-p", pols[policy], "-w", ws, "--timeout", str(STEP_TIMEOUT),
-                             "--allow", f"{addr}:{port}", "--allow-private", f"{addr}/32", "--", *argv], what),
-                        what)
+            return rate(inside(policy, argv, what), what)
 
         plain = ["curl", "-sS", "--noproxy", "*"] + fmt
         viagate = ["curl", "-sS", "-p", "--noproxy", "", "-x", "http://127.0.0.1:3128"] + fmt
@@ -130,6 +139,24 @@ def main():
               f"ratio {m['direct'] / m['host']:.2f}x (target >= 0.95x)")
         print(f"transparent: relay path {m['relay']:.0f} MB/s, ratio to a direct connection "
               f"{m['relay'] / m['host']:.2f}x")
+        lat = {k: [] for k in ("host", "direct", "relay")}
+        largs = ["latency-client", addr, str(port), "/", f"{addr}:{port}", str(LAT_REQUESTS), str(LAT_WARMUP)]
+        for _ in range(RUNS):
+            for k in ("direct", "relay"):
+                lat[k] += json.loads(inside(k, ["/usr/bin/python3", "/workspace/netgate.py", *largs],
+                                            f"latency, {k} path"))
+            lat["host"] += json.loads(run([sys.executable, os.path.join(REPO, "bench/netgate.py"), *largs],
+                                          "latency direct"))
+
+        def pct(xs, q):
+            xs = sorted(xs)
+            return xs[min(len(xs) - 1, int(len(xs) * q))]
+
+        for k in ("direct", "relay"):
+            parts = [f"{n} {pct(lat[k], q) - pct(lat['host'], q):+.0f} us ({pct(lat[k], q):.0f} vs "
+                     f"{pct(lat['host'], q):.0f})" for n, q in (("p50", 0.5), ("p99", 0.99))]
+            print(f"transparent: latency added, {k} path: {', '.join(parts)}; "
+                  f"{RUNS}x{LAT_REQUESTS} sequential keep-alive requests each way (target p99 <= 100 us)")
         print(f"transparent: gate CONNECT relay {m['connect']:.0f} MB/s, tinyproxy CONNECT {m['tinyproxy']:.0f} MB/s, "
               f"ratio {m['connect'] / m['tinyproxy']:.2f}x (target >= 1.5x)")
     except BenchError as e:
