@@ -26,8 +26,8 @@ static uint32_t get(const uint8_t *p, size_t n)
         return v;
 }
 
-enum netgate_sni_result netgate_sni_parse(const uint8_t *buf, size_t len,
-                                          char name[static NETGATE_HOST_MAX + 1], size_t *name_len)
+static enum netgate_sni_result parse_hello(const uint8_t *buf, size_t len,
+                                           char name[static NETGATE_HOST_MAX + 1], size_t *name_len)
 {
         name[0] = '\0';
         *name_len = 0;
@@ -120,6 +120,17 @@ enum netgate_sni_result netgate_sni_parse(const uint8_t *buf, size_t len,
                 p += el;
         }
         return *name_len ? NETGATE_SNI_NAME : NETGATE_SNI_NONE;
+}
+
+enum netgate_sni_result netgate_sni_parse(const uint8_t *buf, size_t len,
+                                          char name[static NETGATE_HOST_MAX + 1], size_t *name_len)
+{
+        enum netgate_sni_result r = parse_hello(buf, len, name, name_len);
+        if (r != NETGATE_SNI_NAME) {
+                name[0] = '\0'; /* a name read before the hello was refused is no answer */
+                *name_len = 0;
+        }
+        return r;
 }
 
 /* ---- the guard ---- */
