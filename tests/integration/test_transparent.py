@@ -264,3 +264,33 @@ def test_private_answer_and_rebinding_refused_by_the_name_server(airlock, net):
     assert "rc=0" not in r.stdout, r.stdout
     dns = r.of("dns", "deny")
     assert any(d["host"] == "loop.test" and d["reason"] == "private_address" for d in dns), r.records
+
+
+JAVA_CLIENT = r'''
+import java.net.URI;
+import java.net.http.*;
+public class G {
+    public static void main(String[] a) throws Exception {
+        HttpClient c = HttpClient.newHttpClient();
+        HttpResponse<String> r = c.send(HttpRequest.newBuilder(URI.create(a[0])).build(),
+                                        HttpResponse.BodyHandlers.ofString());
+        System.out.print(r.body());
+        try (java.net.Socket s = new java.net.Socket(a[1], Integer.parseInt(a[2]))) {
+            System.out.println("bad connected");
+        } catch (Exception e) {
+            System.out.println("bad refused");
+        }
+    }
+}
+'''
+
+
+def test_jvm_http_client(airlock, net):
+    # The JVM's sockets are IPv6 ones carrying IPv4-mapped addresses.
+    if not shutil.which("java"):
+        pytest.skip("java is not installed")
+    r = run(airlock, net, f"java -Xmx64m /workspace/G.java {URL} {NAME} {OTHER_PORT}",
+            files={"G.java": JAVA_CLIENT}, timeout=60)
+    assert r.stdout == HELLO + "bad refused\n", (r.stdout, r.stderr)
+    assert any(d["port"] == OTHER_PORT and d["reason"] == "port_not_allowed"
+               for d in r.of("transparent", "deny")), r.records
