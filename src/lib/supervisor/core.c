@@ -283,8 +283,8 @@ void sv_core_free(struct sv_core *c)
                 event_base_free(c->base);
         c->base = NULL;
         c->dm = disk_meter_free(c->dm); /* before the review layer's fd it borrows */
-        int *fds[] = {&c->sp.sync_fd,  &c->sp.pidfd,  &c->sp.upper_fd,
-                      &c->sp.netns_fd, &c->sp.pty_fd, &c->sp.tool_fd,
+        int *fds[] = {&c->sp.sync_fd,  &c->sp.pidfd,    &c->sp.upper_fd,
+                      &c->sp.netns_fd, &c->sp.pty_fd,   &c->sp.tool_fd,
                       &c->sp.dns_fd,   &c->sp.relay_fd, &c->sp.notify_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {

@@ -46,7 +46,8 @@ struct sv_core {
         struct disk_meter *dm; /* the workspace's peak growth (diskuse.h) */
         struct audit *audit;
         struct netgate *gate;
-        struct sv_connect_notify *connect_notify; /* transparent mode (connect-notify.h) */
+        /* Transparent mode's connect() notifications (connect-notify.h). */
+        struct sv_connect_notify *connect_notify;
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
         struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
         uint64_t tool_calls;    /* tool.call records */

@@ -89,9 +89,8 @@ int gates_start_netgate(struct event_base *base, const struct policy *p, const c
         return 0;
 }
 
-int gates_start_transparent(struct event_base *base, struct netgate *g, int *dns_fd,
-                            int *relay_fd, int *notify_fd, struct sv_connect_notify **ret,
-                            struct al_error *err)
+int gates_start_transparent(struct event_base *base, struct netgate *g, int *dns_fd, int *relay_fd,
+                            int *notify_fd, struct sv_connect_notify **ret, struct al_error *err)
 {
         *ret = NULL;
         if (*dns_fd >= 0) {

@@ -41,6 +41,5 @@ struct sv_connect_notify;
  * *relay_fd and the connect() notifications on *notify_fd (each taken and
  * set to -1; -1 when pid 1 sent none: a kernel without the notification
  * keeps the proxy only). */
-int gates_start_transparent(struct event_base *base, struct netgate *g, int *dns_fd,
-                            int *relay_fd, int *notify_fd, struct sv_connect_notify **ret,
-                            struct al_error *err);
+int gates_start_transparent(struct event_base *base, struct netgate *g, int *dns_fd, int *relay_fd,
+                            int *notify_fd, struct sv_connect_notify **ret, struct al_error *err);
