@@ -4,6 +4,7 @@ set -eu
 cd "$(dirname "$0")"
 /usr/bin/python3 spawn.py
 /usr/bin/python3 netgate.py
+/usr/bin/python3 transparent.py
 /usr/bin/python3 daemon.py
 /usr/bin/python3 density.py
 /usr/bin/python3 toolgate.py

@@ -13,6 +13,7 @@
  * until killed. Usage: upstream [PORT] (0 or none: any free port). */
 
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -248,6 +249,11 @@ int main(int argc, char **argv)
         setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        /* An optional second argument: the IPv4 address to listen on. */
+        if (argc > 2 && inet_pton(AF_INET, argv[2], &sa.sin_addr) != 1) {
+                fprintf(stderr, "upstream: %s: not an IPv4 address\n", argv[2]);
+                return 1;
+        }
         if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 1024) < 0) {
                 perror("upstream: listen");
                 return 1;

@@ -92,5 +92,6 @@ void spawn_netns_setup(struct child_ctx *ctx)
                         close(fds[i]);
                 if (r < 0)
                         _exit(125);
+                spawn_transparent_setup(ctx); /* connect-notify.c */
         }
 }

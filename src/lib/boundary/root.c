@@ -263,8 +263,17 @@ int mounts_build_passwd(struct builder *b)
                               (unsigned)c->gid);
         snprintf(group + n, sizeof(group) - (size_t)n, "nogroup:x:65534:\n");
 
-        const char *const files[][2] = {{"passwd", passwd}, {"group", group}};
-        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+        /* Gated: names are resolved by the gate's name server inside
+         * (transparent mode, connect-notify.c). Only over a regular file:
+         * where the host's is a link, lookups follow it and find no route. */
+        struct stat rst;
+        bool resolv = c->policy && c->policy->net_mode == POLICY_NET_GATED &&
+                      lstat("/etc/resolv.conf", &rst) == 0 && S_ISREG(rst.st_mode);
+        const char *const files[][2] = {
+            {"passwd", passwd},
+            {"group", group},
+            {"resolv.conf", "nameserver 127.0.0.1\noptions timeout:5 attempts:2\n"}};
+        for (size_t i = 0; i < ARRAY_SIZE(files) - (resolv ? 0 : 1); i++) {
                 _cleanup_free_ char *target = xasprintf("/etc/%s", files[i][0]);
                 _cleanup_close_ int fd =
                     openat(fs, files[i][0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -27,6 +27,9 @@ enum sync_type {
         SYNC_KILL,      /* parent -> pid 1: signal a process's group */
         SYNC_PTY,       /* pid 1 -> parent: the command's terminal master */
         SYNC_TOOL,      /* child -> parent: the tool gateway's listening socket */
+        SYNC_NOTIFY,    /* child -> parent: transparent mode: the name server's UDP
+                         * socket, the relay's listener, then the connect()
+                         * notification listener (none: the kernel refused it) */
 };
 
 struct sync_msg {
@@ -74,6 +77,9 @@ int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int
 
 /* netns.c */
 void spawn_netns_setup(struct child_ctx *ctx);
+/* connect-notify.c: gated: the name server's socket and the connect()
+ * notification filter on pid 1, both sent to the parent (SYNC_NOTIFY). */
+void spawn_transparent_setup(struct child_ctx *ctx);
 
 /* pty.c: a fresh pty pair in the sandbox's devpts, sized rows x cols. */
 int spawn_pty_open(uint16_t rows, uint16_t cols, int *ret_master, int *ret_slave);

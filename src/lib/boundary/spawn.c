@@ -347,6 +347,16 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
                                 ret->listen_fds[i] = fds[i];
                         continue;
                 }
+                if (m.type == SYNC_NOTIFY) {
+                        int *slot[] = {&ret->dns_fd, &ret->relay_fd, &ret->notify_fd};
+                        for (size_t i = 0; i < nfds; i++) {
+                                if (i < ARRAY_SIZE(slot) && *slot[i] < 0)
+                                        *slot[i] = fds[i];
+                                else
+                                        close(fds[i]);
+                        }
+                        continue;
+                }
                 if (m.type == SYNC_TOOL) {
                         for (size_t i = 0; i < nfds; i++) {
                                 if (ret->tool_fd < 0)
@@ -414,6 +424,9 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ret->netns_fd = -1;
         ret->pty_fd = -1;
         ret->tool_fd = -1;
+        ret->dns_fd = -1;
+        ret->relay_fd = -1;
+        ret->notify_fd = -1;
         ret->failure = SPAWN_FAILED_SETUP;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 ret->listen_fds[i] = -1;
@@ -513,6 +526,15 @@ fail:
         if (ret->pty_fd >= 0)
                 close(ret->pty_fd);
         ret->pty_fd = -1;
+        if (ret->dns_fd >= 0)
+                close(ret->dns_fd);
+        ret->dns_fd = -1;
+        if (ret->relay_fd >= 0)
+                close(ret->relay_fd);
+        ret->relay_fd = -1;
+        if (ret->notify_fd >= 0)
+                close(ret->notify_fd);
+        ret->notify_fd = -1;
         if (ret->tool_fd >= 0)
                 close(ret->tool_fd);
         ret->tool_fd = -1;

@@ -76,6 +76,9 @@ struct spawn_result {
         int netns_fd;   /* its network namespace, for port forwards (ports.h); -1: none */
         int pty_fd;     /* spawn_config.pty: the terminal's master, else -1 */
         int tool_fd;    /* the listening socket at SPAWN_TOOL_SOCKET, else -1 */
+        int dns_fd;     /* gated: the gate's name server, UDP 127.0.0.1:53 inside; else -1 */
+        int relay_fd;   /* gated: the gate's relay listener, TCP 127.0.0.1 inside; else -1 */
+        int notify_fd;  /* gated: seccomp notifications of the sandbox's connect(); else -1 */
         enum spawn_failure failure;
         uid_t host_uid; /* what the sandbox user is on the host */
 };

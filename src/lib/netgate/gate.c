@@ -12,6 +12,7 @@
 #include <event2/util.h>
 
 #include "netgate/addr.h"
+#include "netgate/dns.h"
 #include "netgate/netgate-internal.h"
 #include "netgate/netgate.h"
 #include "netgate/rules.h"
@@ -313,6 +314,7 @@ struct netgate *netgate_free(struct netgate *g)
 {
         if (!g)
                 return NULL;
+        netgate_transparent_free(g);
         netgate_fetch_cancel_all(g);
         netgate_proxy_close_all(g);
         netgate_mitm_close_all(g);
@@ -334,6 +336,7 @@ struct netgate *netgate_free(struct netgate *g)
         if (g->rate_cfg)
                 ev_token_bucket_cfg_free(g->rate_cfg);
         netgate_rules_free(g->rules);
+        netgate_names_free(g->names);
         free(g->allow_private);
         free(g->hosts);
         free(g->sandbox);

@@ -44,6 +44,10 @@ struct netgate_mitm;
 struct netgate_parent;
 struct netgate_route;
 typedef struct ssl_ctx_st SSL_CTX;
+struct netgate_dns_server;
+struct netgate_names;
+struct netgate_relay;
+struct netgate_relay_expect;
 struct netgate_routes;
 struct netgate_tls;
 struct netgate_rules;
@@ -127,7 +131,26 @@ struct netgate {
         struct event *kinds_timer;
         uint64_t closed_tick_us;
         unsigned closed_in_tick;
+
+        /* Transparent mode (dns-server.c, transparent.c): the name server
+         * and the addresses it answered, each with its name. */
+        struct netgate_dns_server *dns_server;
+        struct netgate_names *names;
+        struct netgate_relay *relays; /* transparent-relay.c */
+        struct evconnlistener *relay_listener;
+        uint16_t relay_port;
+        struct netgate_relay_expect *expects; /* NETGATE_MAX_CONNECTIONS */
 };
+
+/* ---- dns-server.c ---- */
+
+/* Stop serving DNS, drop the queries in flight. */
+void netgate_dns_server_free(struct netgate *g);
+
+/* ---- transparent-relay.c ---- */
+
+/* The name server and the relays, each relay recorded (netgate_free()). */
+void netgate_transparent_free(struct netgate *g);
 
 /* ---- ledger.c ---- */
 

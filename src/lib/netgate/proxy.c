@@ -18,6 +18,7 @@
 #include "netgate/netgate-internal.h"
 #include "netgate/rules.h"
 #include "netgate/socks5.h"
+#include "netgate/sni.h"
 #include "netgate/tunnel.h"
 #include "netgate/upstream.h"
 #include "secrets.h"
@@ -255,9 +256,26 @@ static void tunnel_end(void *ud, const char *reason)
         conn_free(ud, reason);
 }
 
+/* The SNI check (sni.h) for a tunnel to a name; none for an address. */
+static const struct netgate_sni_expect *sni_expect(struct netgate_conn *c,
+                                                   struct netgate_sni_expect *e)
+{
+        if (c->d.host.kind != NETGATE_HOST_NAME)
+                return NULL;
+        *e = (struct netgate_sni_expect){
+            .protocol = c->proto == NETGATE_PROTO_SOCKS5 ? "socks5" : "connect",
+            .port = c->port,
+        };
+        snprintf(e->host, sizeof(e->host), "%s", c->d.host.name);
+        if (c->cl.have_addr)
+                netgate_addr_format(&c->cl.addr, e->address);
+        return e;
+}
+
 static void client_tunnel(void *ud, struct bufferevent *down, struct bufferevent *up)
 {
         struct netgate_conn *c = ud;
+        struct netgate_sni_expect e;
         if (c->proto == NETGATE_PROTO_SOCKS5) {
                 struct sockaddr_storage ss;
                 socklen_t len = sizeof(ss);
@@ -272,12 +290,14 @@ static void client_tunnel(void *ud, struct bufferevent *down, struct bufferevent
                 size_t n = netgate_socks5_reply(NETGATE_SOCKS5_REP_OK, bnd.family ? &bnd : NULL,
                                                 port, msg);
                 c->cl.x.status = NETGATE_SOCKS5_REP_OK;
-                netgate_tunnel_start(&c->t, c->g, &c->cl.x, tunnel_end, c, down, up, msg, n);
+                netgate_sni_tunnel_start(&c->t, c->g, &c->cl.x, tunnel_end, c, down, up, msg, n,
+                                         sni_expect(c, &e));
                 return;
         }
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
         c->cl.x.status = 200;
-        netgate_tunnel_start(&c->t, c->g, &c->cl.x, tunnel_end, c, down, up, ok, sizeof(ok) - 1);
+        netgate_sni_tunnel_start(&c->t, c->g, &c->cl.x, tunnel_end, c, down, up, ok, sizeof(ok) - 1,
+                                 sni_expect(c, &e));
 }
 
 /* The absolute-URI request as an origin-form request to the upstream. */

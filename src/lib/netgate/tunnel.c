@@ -316,6 +316,8 @@ void netgate_tunnel_release(struct netgate_tunnel *t)
         if (t->up)
                 netgate_bev_free(t->up);
         t->client = t->up = NULL;
+        free(t->guard);
+        t->guard = NULL;
         for (int i = 0; i < 2; i++)
                 dir_release(&t->dir[i]);
         if (t->client_fd >= 0)

@@ -42,6 +42,7 @@ struct netgate_tunnel {
         bool shut_up, shut_client;
         struct netgate_tunnel_dir dir[2];
         int client_fd, up_fd; /* owned once spliced */
+        void *guard;          /* sni.c: the SNI check, until it is done */
 };
 
 void netgate_tunnel_init(struct netgate_tunnel *t);

@@ -11,6 +11,7 @@
 #include "caps.h"
 #include "cgroup.h"
 #include "env.h"
+#include "connect-notify.h"
 #include "core.h"
 #include "diskuse.h"
 #include "gates.h"
@@ -38,6 +39,7 @@ void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on
         c->sp.netns_fd = -1;
         c->sp.pty_fd = -1;
         c->sp.tool_fd = -1;
+        c->sp.dns_fd = c->sp.relay_fd = c->sp.notify_fd = -1;
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
                 c->sp.listen_fds[i] = -1;
         c->start_us = now_monotonic_us();
@@ -156,6 +158,9 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
         drop_bundle(c);
         int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->ca,
                                     c->sp.listen_fds, recorder, ud, &c->gate, err);
+        if (r >= 0 && c->gate)
+                r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.relay_fd,
+                                            &c->sp.notify_fd, &c->connect_notify, err);
         return r < 0 ? r : start_sentinels(c, s, err);
 }
 
@@ -298,6 +303,7 @@ void sv_core_close_gates(struct sv_core *c)
                 toolgate_free(c->tools);
                 c->tools = NULL;
         }
+        c->connect_notify = sv_connect_notify_free(c->connect_notify);
         c->gate = netgate_free(c->gate);
 }
 
@@ -381,8 +387,9 @@ void sv_core_free(struct sv_core *c)
                 event_base_free(c->base);
         c->base = NULL;
         c->dm = disk_meter_free(c->dm); /* before the review layer's fd it borrows */
-        int *fds[] = {&c->sp.sync_fd,  &c->sp.pidfd,  &c->sp.upper_fd,
-                      &c->sp.netns_fd, &c->sp.pty_fd, &c->sp.tool_fd};
+        int *fds[] = {&c->sp.sync_fd,  &c->sp.pidfd,    &c->sp.upper_fd,
+                      &c->sp.netns_fd, &c->sp.pty_fd,   &c->sp.tool_fd,
+                      &c->sp.dns_fd,   &c->sp.relay_fd, &c->sp.notify_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 if (*fds[i] >= 0) {
                         close(*fds[i]);

@@ -25,6 +25,7 @@ struct audit_options;
 struct cgroup;
 struct disk_meter;
 struct netgate;
+struct sv_connect_notify;
 struct netgate_record;
 struct secrets;
 struct sv_core;
@@ -50,6 +51,8 @@ struct sv_core {
         struct netgate_ca *ca;  /* the sandbox's TLS authority, when a route terminates */
         char *ca_bundle;        /* its bundle on the host, until the sandbox has it bound */
         char **sentinels;       /* the placeholders, one per policy sentinel */
+        /* Transparent mode's connect() notifications (connect-notify.h). */
+        struct sv_connect_notify *connect_notify;
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
         struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
         uint64_t tool_calls;    /* tool.call records */

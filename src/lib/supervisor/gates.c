@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "audit.h"
+#include "connect-notify.h"
 #include "gates.h"
 #include "netgate/netgate.h"
+#include "netgate/transparent.h"
 #include "secrets.h"
 #include "spawn.h"
 #include "util.h"
@@ -88,4 +90,27 @@ int gates_start_netgate(struct event_base *base, const struct policy *p, const c
         netgate_set_recorder(g, recorder, ud);
         *ret = g;
         return 0;
+}
+
+int gates_start_transparent(struct event_base *base, struct netgate *g, int *dns_fd, int *relay_fd,
+                            int *notify_fd, struct sv_connect_notify **ret, struct al_error *err)
+{
+        *ret = NULL;
+        if (*dns_fd >= 0) {
+                int r = netgate_add_dns(g, *dns_fd, err);
+                if (r < 0)
+                        return r;
+                *dns_fd = -1;
+        }
+        if (*relay_fd >= 0) {
+                int r = netgate_add_relay_listener(g, *relay_fd, err);
+                if (r < 0)
+                        return r;
+                *relay_fd = -1;
+        }
+        if (*notify_fd < 0)
+                return 0;
+        *ret = sv_connect_notify_new(base, g, *notify_fd, err);
+        *notify_fd = -1; /* taken, even on failure */
+        return *ret ? 0 : -ENOMEM;
 }

@@ -36,3 +36,12 @@ int gates_start_netgate(struct event_base *base, const struct policy *p, const c
                         int *listen_fds,
                         void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                         struct netgate **ret, struct al_error *err);
+
+struct sv_connect_notify;
+
+/* Transparent mode: the gate's name server on *dns_fd, its relay on
+ * *relay_fd and the connect() notifications on *notify_fd (each taken and
+ * set to -1; -1 when pid 1 sent none: a kernel without the notification
+ * keeps the proxy only). */
+int gates_start_transparent(struct event_base *base, struct netgate *g, int *dns_fd, int *relay_fd,
+                            int *notify_fd, struct sv_connect_notify **ret, struct al_error *err);

@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Transparent mode benchmark (docs/network.md), each figure against a
+reference measured in the same run, interleaved:
+
+  (a) the direct path: a 1 GiB download by curl with no proxy inside
+      `airlock run` (no rate, no byte budget: the host connects the checked
+      address and hands the socket over) against the same curl on the host;
+  (b) the relay path: the same download with a byte budget (so the gate
+      relays it, as it does under the classes' rates) against the same;
+  (c) the gate's CONNECT relay (curl -p inside the sandbox) against
+      tinyproxy's CONNECT relay on the host;
+  (d) the latency each path adds per request, p50 and p99: sequential
+      keep-alive requests on one connection from inside (direct path, relay
+      path) and from the host.
+
+Keep-alive requests and the added latency against tinyproxy are in
+netgate.py. The upstream is bench/upstream.c on the host's first
+non-loopback IPv4 address (loopback inside a sandbox is its own). Reports,
+never judges: exit 1 only when a tool is missing or a transfer fails."""
+
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netgate import (AIRLOCK, LAT_REQUESTS, LAT_WARMUP, REPO, STEP_TIMEOUT, BenchError,  # noqa: E402
+                     free_port, run, wait_listening)
+
+BYTES = int(os.environ.get("BENCH_TUNNEL_BYTES", str(1 << 30)))
+RUNS = 3
+
+
+def host_address():
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            return parts[parts.index("inet") + 1].split("/")[0]
+    return None
+
+
+def wait_on(addr, port, proc, what):
+    import time
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BenchError(f"{what} exited with code {proc.returncode}")
+        try:
+            socket.create_connection((addr, port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise BenchError(f"{what} is not listening on {addr}:{port}")
+
+
+def main():
+    cc = shutil.which("cc") or shutil.which("gcc")
+    missing = [t for t, ok in (("cc", cc), ("curl", shutil.which("curl")),
+                               ("tinyproxy", shutil.which("tinyproxy")),
+                               (AIRLOCK, os.access(AIRLOCK, os.X_OK))) if not ok]
+    if missing:
+        print(f"bench: missing {', '.join(missing)} (make deps; make build)", file=sys.stderr)
+        return 1
+    addr = host_address()
+    if not addr:
+        print("transparent: skipped: the host has no non-loopback IPv4 address")
+        return 0
+    tmp = tempfile.mkdtemp(prefix="airlock-bench-tp-")
+    os.chmod(tmp, 0o755)
+    procs = []
+    try:
+        exe = os.path.join(tmp, "upstream")
+        run([cc, "-O2", "-o", exe, os.path.join(REPO, "bench/upstream.c")], "compiling upstream.c")
+        up = subprocess.Popen([exe, "0", addr], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        procs.append(up)
+        port = int(up.stdout.readline())
+        wait_on(addr, port, up, "upstream")
+        url = f"http://{addr}:{port}/bytes/{BYTES}"
+
+        tp_port = free_port()
+        conf = os.path.join(tmp, "tinyproxy.conf")
+        with open(conf, "w") as f:
+            if os.geteuid() == 0:
+                f.write("User nobody\nGroup nogroup\n")
+            f.write(f"Port {tp_port}\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 60\nMaxClients 64\n"
+                    "LogLevel Critical\nDisableViaHeader Yes\n")
+        os.chmod(conf, 0o644)
+        tp = subprocess.Popen(["tinyproxy", "-d", "-c", conf], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(tp)
+        wait_listening(tp_port, tp, "tinyproxy")
+
+        ws = os.path.join(tmp, "ws")
+        os.mkdir(ws)
+        shutil.copy(os.path.join(REPO, "bench/netgate.py"), os.path.join(ws, "netgate.py"))
+        pols = {}
+        for name, budget in (("direct", {"rate": 0}), ("relay", {"rate": 0, "bytes": "1000G"})):
+            pols[name] = os.path.join(tmp, f"{name}.json")
+            with open(pols[name], "w") as f:
+                f.write('{"network": {"budget": %s}}\n' % str(budget).replace("'", '"'))
+
+        fmt = ["-o", "/dev/null", "-w", "%{http_code} %{size_download} %{time_total}\\n", url]
+
+        def rate(out, what):
+            code, size, secs = out.split()
+            if code != "200" or int(size) != BYTES:
+                raise BenchError(f"{what}: incomplete transfer: HTTP {code}, {size} of {BYTES} bytes")
+            return BYTES / float(secs) / 1e6
+
+        def inside(policy, argv, what):
+            return run([AIRLOCK, "run", "-q", "-p", pols[policy], "-w", ws, "--timeout", str(STEP_TIMEOUT),
+                        "--cpus", str(os.cpu_count() or 1),
+                        "--allow", f"{addr}:{port}", "--allow-private", f"{addr}/32", "--", *argv], what)
+
+        def sandbox(policy, argv, what):
+            return rate(inside(policy, argv, what), what)
+
+        plain = ["curl", "-sS", "--noproxy", "*"] + fmt
+        viagate = ["curl", "-sS", "-p", "--noproxy", "", "-x", "http://127.0.0.1:3128"] + fmt
+        viatp = ["curl", "-sS", "-p", "--noproxy", "", "-x", f"http://127.0.0.1:{tp_port}"] + fmt
+        res = {k: [] for k in ("host", "direct", "relay", "connect", "tinyproxy")}
+        for _ in range(RUNS):
+            res["direct"].append(sandbox("direct", plain, "transparent direct path"))
+            res["host"].append(rate(run(plain, "direct transfer"), "direct transfer"))
+            res["relay"].append(sandbox("relay", plain, "transparent relay path"))
+            res["connect"].append(sandbox("direct", viagate, "CONNECT through the gate"))
+            res["tinyproxy"].append(rate(run(viatp, "CONNECT through tinyproxy"), "CONNECT through tinyproxy"))
+        m = {k: statistics.median(v) for k, v in res.items()}
+        gib = BYTES / (1 << 30)
+        print(f"transparent: {gib:g} GiB, median of {RUNS} interleaved; host {addr}")
+        print(f"transparent: direct path {m['direct']:.0f} MB/s, direct connection {m['host']:.0f} MB/s, "
+              f"ratio {m['direct'] / m['host']:.2f}x (target >= 0.95x)")
+        print(f"transparent: relay path {m['relay']:.0f} MB/s, ratio to a direct connection "
+              f"{m['relay'] / m['host']:.2f}x")
+        lat = {k: [] for k in ("host", "direct", "relay")}
+        largs = ["latency-client", addr, str(port), "/", f"{addr}:{port}", str(LAT_REQUESTS), str(LAT_WARMUP)]
+        for _ in range(RUNS):
+            for k in ("direct", "relay"):
+                lat[k] += json.loads(inside(k, ["/usr/bin/python3", "/workspace/netgate.py", *largs],
+                                            f"latency, {k} path"))
+            lat["host"] += json.loads(run([sys.executable, os.path.join(REPO, "bench/netgate.py"), *largs],
+                                          "latency direct"))
+
+        def pct(xs, q):
+            xs = sorted(xs)
+            return xs[min(len(xs) - 1, int(len(xs) * q))]
+
+        for k in ("direct", "relay"):
+            parts = [f"{n} {pct(lat[k], q) - pct(lat['host'], q):+.0f} us ({pct(lat[k], q):.0f} vs "
+                     f"{pct(lat['host'], q):.0f})" for n, q in (("p50", 0.5), ("p99", 0.99))]
+            print(f"transparent: latency added, {k} path: {', '.join(parts)}; "
+                  f"{RUNS}x{LAT_REQUESTS} sequential keep-alive requests each way (target p99 <= 100 us)")
+        print(f"transparent: gate CONNECT relay {m['connect']:.0f} MB/s, tinyproxy CONNECT {m['tinyproxy']:.0f} MB/s, "
+              f"ratio {m['connect'] / m['tinyproxy']:.2f}x (target >= 1.5x)")
+    except BenchError as e:
+        print(f"bench: transparent: {e}", file=sys.stderr)
+        return 1
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The gate's name server for transparent mode: queries on a UDP socket in
+ * the sandbox's network namespace, the rules applied to the name, the
+ * name resolved by the gate's own resolver, every answer checked against
+ * the private ranges, and the addresses answered remembered with the name
+ * (netgate_names) so that a connection to one is decided on that name. */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "netgate/dns.h"
+#include "netgate/netgate-internal.h"
+#include "netgate/transparent.h"
+#include "netgate/upstream.h"
+#include "util.h"
+
+#define DNS_PENDING_MAX 64
+#define DNS_ANSWER_TTL  60
+#define DNS_BURST       32
+
+struct dns_pending {
+        struct netgate_dns_server *s;
+        struct dns_pending *next, **pprev;
+        struct netgate_dns_query *q;
+        struct sockaddr_storage peer;
+        socklen_t peer_len;
+        struct netgate_dns_msg msg;
+        uint8_t query[NETGATE_DNS_UDP_MAX];
+        size_t query_len;
+};
+
+struct netgate_dns_server {
+        struct netgate *g;
+        int fd;
+        struct event *ev;
+        struct dns_pending *pending;
+        size_t n_pending;
+};
+
+static void send_answer(struct netgate_dns_server *s, const struct sockaddr_storage *peer,
+                        socklen_t peer_len, const uint8_t *buf, ssize_t n)
+{
+        if (n > 0)
+                (void)sendto(s->fd, buf, (size_t)n, MSG_DONTWAIT, (const struct sockaddr *)peer,
+                             peer_len);
+}
+
+static void answer(struct netgate_dns_server *s, const struct sockaddr_storage *peer,
+                   socklen_t peer_len, const struct netgate_dns_msg *m, const uint8_t *query,
+                   int rcode, const struct netgate_addr *addrs, size_t n)
+{
+        uint8_t out[NETGATE_DNS_UDP_MAX];
+        ssize_t len =
+            netgate_dns_answer(m, query, rcode, addrs, n, DNS_ANSWER_TTL, out, sizeof(out));
+        if (len == -ENOSPC)
+                len = netgate_dns_answer(m, query, NETGATE_DNS_SERVFAIL, NULL, 0, 0, out,
+                                         sizeof(out));
+        send_answer(s, peer, peer_len, out, len);
+}
+
+static void refuse(struct netgate *g, const char *host, const char *reason, const char *rule,
+                   const char *address)
+{
+        struct netgate_record rec = {
+            .protocol = "dns",
+            .host = host,
+            .port = 53,
+            .address = address ? address : "",
+            .decision = "deny",
+            .reason = reason,
+            .rule = rule,
+            .status = NETGATE_DNS_NXDOMAIN,
+        };
+        netgate_emit(g, &rec);
+}
+
+static void pending_free(struct dns_pending *p)
+{
+        if (p->pprev) {
+                *p->pprev = p->next;
+                if (p->next)
+                        p->next->pprev = p->pprev;
+                p->s->n_pending--;
+        }
+        netgate_dns_detach(p->q);
+        free(p);
+}
+
+static void resolved(void *ud, int err, struct evutil_addrinfo *res)
+{
+        struct dns_pending *p = ud;
+        struct netgate_dns_server *s = p->s;
+        struct netgate *g = s->g;
+        p->q = NULL;
+        struct netgate_candidates cs = {0};
+        netgate_candidates_add_answers(&cs, res);
+        if (err || cs.n == 0) {
+                answer(s, &p->peer, p->peer_len, &p->msg, p->query, NETGATE_DNS_NXDOMAIN, NULL, 0);
+                pending_free(p);
+                return;
+        }
+        /* One private answer refuses the name: a public and a private answer
+         * together is a rebinding attempt. */
+        for (size_t i = 0; i < cs.n; i++) {
+                const char *range = netgate_address_refused(g, &cs.addr[i]);
+                if (range) {
+                        char a[NETGATE_ADDR_STRLEN];
+                        netgate_addr_format(&cs.addr[i], a);
+                        refuse(g, p->msg.name, "private_address", range, a);
+                        answer(s, &p->peer, p->peer_len, &p->msg, p->query, NETGATE_DNS_NXDOMAIN,
+                               NULL, 0);
+                        pending_free(p);
+                        return;
+                }
+        }
+        uint64_t now = now_monotonic_us() / 1000000;
+        for (size_t i = 0; i < cs.n; i++)
+                if (cs.addr[i].family == AF_INET)
+                        netgate_names_add(g->names, p->msg.name, &cs.addr[i], now);
+        answer(s, &p->peer, p->peer_len, &p->msg, p->query, NETGATE_DNS_NOERROR, cs.addr, cs.n);
+        pending_free(p);
+}
+
+/* A name is answered when the rules allow it on some port: allowed on 443
+ * or 80, or refused only for the port (a rule names another one). */
+static bool name_allowed(struct netgate *g, const char *name, struct netgate_decision *d)
+{
+        static const uint16_t ports[] = {443, 80};
+        for (size_t i = 0; i < ARRAY_SIZE(ports); i++) {
+                netgate_rules_decide(g->rules, name, strlen(name), ports[i], d);
+                if (d->allow || (d->reason && STREQ(d->reason, "port_not_allowed")))
+                        return true;
+        }
+        return false;
+}
+
+static void serve_one(struct netgate_dns_server *s, const uint8_t *buf, size_t len,
+                      const struct sockaddr_storage *peer, socklen_t peer_len)
+{
+        struct netgate *g = s->g;
+        struct netgate_dns_msg m;
+        int r = netgate_dns_parse(buf, len, &m);
+        if (r == -EINVAL)
+                return;
+        if (r < 0) {
+                uint8_t out[NETGATE_DNS_HEADER];
+                send_answer(s, peer, peer_len, out,
+                            netgate_dns_error(buf, len, NETGATE_DNS_FORMERR, out, sizeof(out)));
+                return;
+        }
+        struct netgate_host h;
+        if (netgate_host_parse(m.name, m.name_len, &h) < 0 || h.kind != NETGATE_HOST_NAME) {
+                char esc[NETGATE_HOST_MAX + 1];
+                netgate_escape(m.name, m.name_len, esc, sizeof(esc));
+                refuse(g, esc, "bad_host", NULL, NULL);
+                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
+                return;
+        }
+        snprintf(m.name, sizeof(m.name), "%s", h.name);
+        /* The sandbox's own names (its host name is "airlock", spawn.c)
+         * are its loopback: answered here, never looked up, nothing left. */
+        if (STREQ(h.name, "airlock") || STREQ(h.name, "localhost")) {
+                struct netgate_addr lo;
+                (void)netgate_addr_parse("127.0.0.1", &lo);
+                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NOERROR, &lo, 1);
+                return;
+        }
+        struct netgate_decision d;
+        if (!name_allowed(g, h.name, &d)) {
+                refuse(g, h.name, d.reason, d.rule ? d.rule->text : NULL, NULL);
+                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
+                return;
+        }
+        /* Only IPv4 addresses are offered; other types get an empty answer. */
+        if (m.qclass != NETGATE_DNS_CLASS_IN || m.qtype != NETGATE_DNS_TYPE_A) {
+                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NOERROR, NULL, 0);
+                return;
+        }
+        struct netgate_addr fixed;
+        if (netgate_fixed_host(g, h.name, &fixed)) {
+                const char *range = netgate_address_refused(g, &fixed);
+                if (range) {
+                        char a[NETGATE_ADDR_STRLEN];
+                        netgate_addr_format(&fixed, a);
+                        refuse(g, h.name, "private_address", range, a);
+                        answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
+                        return;
+                }
+                if (fixed.family == AF_INET)
+                        netgate_names_add(g->names, h.name, &fixed, now_monotonic_us() / 1000000);
+                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NOERROR, &fixed, 1);
+                return;
+        }
+        struct evdns_base *dns = netgate_resolver(g, true);
+        if (!dns || s->n_pending >= DNS_PENDING_MAX) {
+                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_SERVFAIL, NULL, 0);
+                return;
+        }
+        struct dns_pending *p = xcalloc(1, sizeof(*p));
+        p->s = s;
+        p->peer = *peer;
+        p->peer_len = peer_len;
+        p->msg = m;
+        memcpy(p->query, buf, len);
+        p->query_len = len;
+        p->next = s->pending;
+        if (p->next)
+                p->next->pprev = &p->next;
+        p->pprev = &s->pending;
+        s->pending = p;
+        s->n_pending++;
+        struct netgate_dns_query *q = NULL;
+        netgate_dns_resolve(dns, h.name, resolved, p, &q);
+        /* Answered at once: `resolved` freed p already. */
+        if (q)
+                p->q = q;
+}
+
+static void readable(evutil_socket_t fd, short what, void *ud)
+{
+        struct netgate_dns_server *s = ud;
+        (void)what;
+        for (int i = 0; i < DNS_BURST; i++) {
+                uint8_t buf[NETGATE_DNS_UDP_MAX];
+                struct sockaddr_storage peer;
+                socklen_t peer_len = sizeof(peer);
+                ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC,
+                                     (struct sockaddr *)&peer, &peer_len);
+                if (n < 0)
+                        return;
+                if ((size_t)n > sizeof(buf))
+                        continue; /* larger than any plain query */
+                serve_one(s, buf, (size_t)n, &peer, peer_len);
+        }
+}
+
+int netgate_add_dns(struct netgate *g, int udp_fd, struct al_error *err)
+{
+        int type = 0;
+        socklen_t tl = sizeof(type);
+        if (g->dns_server)
+                return al_error_set(err, EEXIST, "adding the gate's name server");
+        if (getsockopt(udp_fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0)
+                return al_error_set(err, errno, "adding the gate's name server (fd %d)", udp_fd);
+        if (type != SOCK_DGRAM)
+                return al_error_set(err, EINVAL,
+                                    "adding the gate's name server: not a datagram socket");
+        int fl = fcntl(udp_fd, F_GETFL);
+        if (fl < 0 || fcntl(udp_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+            fcntl(udp_fd, F_SETFD, FD_CLOEXEC) < 0)
+                return al_error_set(err, errno, "adding the gate's name server");
+        struct netgate_dns_server *s = xcalloc(1, sizeof(*s));
+        s->g = g;
+        s->fd = udp_fd;
+        s->ev = event_new(g->base, udp_fd, EV_READ | EV_PERSIST, readable, s);
+        if (!s->ev || event_add(s->ev, NULL) < 0) {
+                if (s->ev)
+                        event_free(s->ev);
+                free(s);
+                return al_error_set(err, ENOMEM, "adding the gate's name server");
+        }
+        if (!g->names)
+                g->names = netgate_names_new();
+        g->dns_server = s;
+        return 0;
+}
+
+void netgate_dns_server_free(struct netgate *g)
+{
+        struct netgate_dns_server *s = g->dns_server;
+        if (!s)
+                return;
+        while (s->pending)
+                pending_free(s->pending);
+        event_free(s->ev);
+        close(s->fd);
+        free(s);
+        g->dns_server = NULL;
+}

@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Transparent mode on the host (connect-notify.h). */
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "connect-notify.h"
+#include "fs.h"
+#include "netgate/transparent.h"
+#include "util.h"
+
+#define CN_PENDING_MAX     256
+#define CN_CONNECT_TIMEOUT 30 /* seconds, as the gate's own connects */
+
+struct cn_pending {
+        struct sv_connect_notify *cn;
+        struct cn_pending *next, **pprev;
+        uint64_t id;
+        int target_fd; /* the caller's fd number */
+        bool nonblock, cloexec, nodelay, keepalive;
+        int sock;   /* the host's socket, connecting (or the caller's, to the relay) */
+        int dup;    /* the caller's socket (pidfd_getfd) */
+        int domain; /* its family */
+        struct event *ev;
+        struct netgate_verdict v;
+};
+
+struct sv_connect_notify {
+        struct event_base *base;
+        struct netgate *g;
+        int fd;
+        struct event *ev;
+        size_t notif_size, resp_size;
+        struct cn_pending *pending;
+        size_t n_pending;
+};
+
+static int respond(struct sv_connect_notify *cn, uint64_t id, int error, uint32_t flags)
+{
+        _cleanup_free_ struct seccomp_notif_resp *resp = xcalloc(1, cn->resp_size);
+        resp->id = id;
+        resp->error = error ? -error : 0;
+        resp->val = 0;
+        resp->flags = flags;
+        return ioctl(cn->fd, SECCOMP_IOCTL_NOTIF_SEND, resp) < 0 ? -errno : 0;
+}
+
+static bool id_valid(struct sv_connect_notify *cn, uint64_t id)
+{
+        return ioctl(cn->fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+static void pending_free(struct cn_pending *p)
+{
+        if (p->pprev) {
+                *p->pprev = p->next;
+                if (p->next)
+                        p->next->pprev = p->pprev;
+                p->cn->n_pending--;
+        }
+        if (p->ev)
+                event_free(p->ev);
+        if (p->sock >= 0)
+                close(p->sock);
+        if (p->dup >= 0)
+                close(p->dup);
+        free(p);
+}
+
+/* Loopback and the local families stay inside the sandbox: its namespace
+ * holds nothing else, so what the kernel reads again (after the caller may
+ * have changed it) still cannot leave. */
+static bool stays_inside(const struct sockaddr_storage *ss, size_t len)
+{
+        if (len < sizeof(sa_family_t))
+                return true; /* the kernel refuses it */
+        if (ss->ss_family == AF_INET) {
+                if (len < sizeof(struct sockaddr_in))
+                        return true;
+                const struct sockaddr_in *in = (const void *)ss;
+                uint32_t a = ntohl(in->sin_addr.s_addr) >> 24;
+                return a == 127 || a == 0; /* 0.0.0.0/8 is this host: loopback */
+        }
+        if (ss->ss_family == AF_INET6) {
+                if (len < sizeof(struct sockaddr_in6))
+                        return true;
+                const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+                static const uint8_t mapped_lo[13] = {0, 0, 0, 0,    0,    0,  0,
+                                                      0, 0, 0, 0xff, 0xff, 127};
+                return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
+                       memcmp(a->s6_addr, mapped_lo, 13) == 0;
+        }
+        return true; /* AF_UNIX, AF_UNSPEC, AF_NETLINK, ...: nothing beyond */
+}
+
+/* The caller's flags for its fd, from /proc: O_NONBLOCK and O_CLOEXEC. */
+static int read_fd_flags(pid_t pid, int fd, unsigned long *ret)
+{
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
+        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+                return -errno;
+        ssize_t n = read(f, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = '\0';
+        const char *p = strstr(buf, "\nflags:");
+        if (!p)
+                return -EIO;
+        char *end = NULL;
+        errno = 0;
+        unsigned long v = strtoul(p + 7, &end, 8);
+        if (errno || end == p + 7)
+                return -EIO;
+        *ret = v;
+        return 0;
+}
+
+static int read_tgid(pid_t tid, pid_t *ret)
+{
+        char path[64], buf[2048];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+                return -errno;
+        ssize_t n = read(f, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = '\0';
+        const char *p = strstr(buf, "\nTgid:");
+        if (!p)
+                return -EIO;
+        int v = 0;
+        if (sscanf(p + 6, "%d", &v) != 1 || v <= 0)
+                return -EIO;
+        *ret = v;
+        return 0;
+}
+
+/* What the caller's socket is: type and protocol, and the options the
+ * host's socket takes over. */
+static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
+{
+        pid_t tgid = 0;
+        int r = read_tgid(tid, &tgid);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
+        if (pidfd < 0)
+                return -errno;
+        int s = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        if (s < 0)
+                return -errno;
+        p->dup = s;
+        int type = 0, proto = 0, on = 0;
+        socklen_t l = sizeof(type);
+        if (getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &l) < 0)
+                return -errno; /* ENOTSOCK */
+        l = sizeof(proto);
+        if (getsockopt(s, SOL_SOCKET, SO_PROTOCOL, &proto, &l) < 0)
+                return -errno;
+        *stream = type == SOCK_STREAM && proto == IPPROTO_TCP;
+        l = sizeof(p->domain);
+        if (getsockopt(s, SOL_SOCKET, SO_DOMAIN, &p->domain, &l) < 0)
+                return -errno;
+        l = sizeof(on);
+        p->nodelay = *stream && getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &on, &l) == 0 && on;
+        l = sizeof(on);
+        p->keepalive = getsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &on, &l) == 0 && on;
+        unsigned long flags = 0;
+        r = read_fd_flags(tid, fd, &flags);
+        if (r < 0)
+                return r;
+        p->nonblock = flags & O_NONBLOCK;
+        p->cloexec = flags & O_CLOEXEC;
+        return 0;
+}
+
+static void finish(struct cn_pending *p, int error)
+{
+        struct sv_connect_notify *cn = p->cn;
+        if (error) {
+                netgate_transparent_record(cn->g, &p->v, "upstream_failed");
+                (void)respond(cn, p->id, error, 0);
+                pending_free(p);
+                return;
+        }
+        if (p->v.relay) {
+                /* Connected to the relay: the gate records it when it ends. */
+                (void)respond(cn, p->id, 0, 0);
+                pending_free(p);
+                return;
+        }
+        int one = 1;
+        if (p->nodelay)
+                (void)setsockopt(p->sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (p->keepalive)
+                (void)setsockopt(p->sock, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        int fl = fcntl(p->sock, F_GETFL);
+        if (fl >= 0 && !p->nonblock)
+                (void)fcntl(p->sock, F_SETFL, fl & ~O_NONBLOCK);
+        /* The host's socket, connected to the address that was checked,
+         * takes the caller's fd number; then connect() returns 0. A caller
+         * gone meanwhile (ENOENT) gets nothing. */
+        struct seccomp_notif_addfd add = {
+            .id = p->id,
+            .flags = SECCOMP_ADDFD_FLAG_SETFD,
+            .srcfd = (uint32_t)p->sock,
+            .newfd = (uint32_t)p->target_fd,
+            .newfd_flags = p->cloexec ? O_CLOEXEC : 0,
+        };
+        if (ioctl(cn->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
+                int e = errno;
+                netgate_transparent_record(cn->g, &p->v,
+                                           e == ENOENT ? "client_closed" : "upstream_failed");
+                if (e != ENOENT)
+                        (void)respond(cn, p->id, e, 0);
+                pending_free(p);
+                return;
+        }
+        netgate_transparent_record(cn->g, &p->v, NULL);
+        (void)respond(cn, p->id, 0, 0);
+        pending_free(p);
+}
+
+static void connected(evutil_socket_t fd, short what, void *ud)
+{
+        struct cn_pending *p = ud;
+        int error = 0;
+        socklen_t l = sizeof(error);
+        if (what & EV_TIMEOUT)
+                error = ETIMEDOUT;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &l) < 0)
+                error = errno;
+        finish(p, error);
+}
+
+static void start_connect(struct cn_pending *p)
+{
+        struct sv_connect_notify *cn = p->cn;
+        struct sockaddr_storage ss;
+        socklen_t len = netgate_addr_to_sockaddr(&p->v.addr, p->v.port, &ss);
+        p->sock = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int error = p->sock < 0 ? errno : 0;
+        if (!error && connect(p->sock, (struct sockaddr *)&ss, len) < 0)
+                error = errno;
+        if (error != EINPROGRESS) {
+                finish(p, error);
+                return;
+        }
+        p->ev = event_new(cn->base, p->sock, EV_WRITE, connected, p);
+        struct timeval tv = {CN_CONNECT_TIMEOUT, 0};
+        if (!p->ev || event_add(p->ev, &tv) < 0)
+                finish(p, ENOMEM);
+}
+
+/* The relay path: the sandbox's own socket (it lives in the sandbox's
+ * namespace) is connected from here to the gate's relay listener, and the
+ * gate is told which port it comes from; the gate tunnels it to the checked
+ * address. Nothing of the caller's memory is read again. */
+static void relay(struct sv_connect_notify *cn, struct cn_pending *p)
+{
+        uint16_t rport = netgate_relay_port(cn->g);
+        if (rport == 0) {
+                finish(p, ECONNREFUSED);
+                return;
+        }
+        struct sockaddr_storage ss;
+        memset(&ss, 0, sizeof(ss));
+        socklen_t len;
+        if (p->domain == AF_INET6) {
+                struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+                in6->sin6_family = AF_INET6;
+                in6->sin6_port = htons(rport);
+                in6->sin6_addr.s6_addr[10] = in6->sin6_addr.s6_addr[11] = 0xff;
+                in6->sin6_addr.s6_addr[12] = 127;
+                in6->sin6_addr.s6_addr[15] = 1;
+                len = sizeof(*in6);
+        } else {
+                struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+                in->sin_family = AF_INET;
+                in->sin_port = htons(rport);
+                in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                len = sizeof(*in);
+        }
+        /* Non-blocking for this call only: the loop never waits on it. */
+        int fl = fcntl(p->dup, F_GETFL);
+        if (fl < 0 || fcntl(p->dup, F_SETFL, fl | O_NONBLOCK) < 0) {
+                finish(p, errno);
+                return;
+        }
+        int r = connect(p->dup, (struct sockaddr *)&ss, len), e = errno;
+        (void)fcntl(p->dup, F_SETFL, fl);
+        if (r < 0 && e != EINPROGRESS) {
+                finish(p, e);
+                return;
+        }
+        struct sockaddr_storage me;
+        socklen_t mlen = sizeof(me);
+        uint16_t src = 0;
+        if (getsockname(p->dup, (struct sockaddr *)&me, &mlen) == 0)
+                src = ntohs(me.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&me)->sin6_port
+                                                     : ((struct sockaddr_in *)&me)->sin_port);
+        if (src == 0 || netgate_relay_expect(cn->g, &p->v, src) < 0) {
+                finish(p, EAGAIN);
+                return;
+        }
+        p->sock = p->dup;
+        p->dup = -1;
+        if (r == 0) {
+                finish(p, 0);
+                return;
+        }
+        p->ev = event_new(cn->base, p->sock, EV_WRITE, connected, p);
+        struct timeval tv = {CN_CONNECT_TIMEOUT, 0};
+        if (!p->ev || event_add(p->ev, &tv) < 0)
+                finish(p, ENOMEM);
+}
+
+static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req)
+{
+        if (req->data.nr != __NR_connect) {
+                (void)respond(cn, req->id, ENOSYS, 0);
+                return;
+        }
+        int target_fd = (int)req->data.args[0];
+        uint64_t uaddr = req->data.args[1];
+        size_t len = (size_t)(uint32_t)req->data.args[2];
+        struct sockaddr_storage ss;
+        memset(&ss, 0, sizeof(ss));
+        if (len > sizeof(ss)) {
+                (void)respond(cn, req->id, EINVAL, 0);
+                return;
+        }
+        /* The one read of the caller's memory: everything below decides on
+         * and connects to this copy. */
+        struct iovec local = {.iov_base = &ss, .iov_len = len};
+        struct iovec remote = {.iov_base = (void *)(uintptr_t)uaddr, .iov_len = len};
+        if (len > 0 && process_vm_readv(req->pid, &local, 1, &remote, 1, 0) != (ssize_t)len) {
+                (void)respond(cn, req->id, EFAULT, 0);
+                return;
+        }
+        /* The pid read from is still the caller's only if the notification
+         * is still valid. */
+        if (!id_valid(cn, req->id))
+                return;
+        if (stays_inside(&ss, len)) {
+                (void)respond(cn, req->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                return;
+        }
+        if (cn->n_pending >= CN_PENDING_MAX) {
+                (void)respond(cn, req->id, EAGAIN, 0);
+                return;
+        }
+        struct cn_pending *p = xcalloc(1, sizeof(*p));
+        p->cn = cn;
+        p->id = req->id;
+        p->target_fd = target_fd;
+        p->sock = p->dup = -1;
+        bool stream = false;
+        int r = inspect_socket(req->pid, target_fd, p, &stream);
+        if (r < 0 || !id_valid(cn, req->id)) {
+                (void)respond(cn, req->id, r < 0 ? -r : ESRCH, 0);
+                pending_free(p);
+                return;
+        }
+        netgate_transparent_decide(cn->g, (struct sockaddr *)&ss, (socklen_t)len, stream, &p->v);
+        if (!p->v.allow) {
+                netgate_transparent_record(cn->g, &p->v, NULL);
+                (void)respond(cn, req->id,
+                              stream && p->v.addr.family == AF_INET ? ECONNREFUSED : ENETUNREACH,
+                              0);
+                pending_free(p);
+                return;
+        }
+        p->next = cn->pending;
+        if (p->next)
+                p->next->pprev = &p->next;
+        p->pprev = &cn->pending;
+        cn->pending = p;
+        cn->n_pending++;
+        if (p->v.relay)
+                relay(cn, p);
+        else
+                start_connect(p);
+}
+
+/* RECV blocks when nothing is pending, so it is called only while poll()
+ * says a notification waits (one withdrawn meanwhile makes RECV fail with
+ * ENOENT, it does not block). */
+static void readable(evutil_socket_t fd, short what, void *ud)
+{
+        struct sv_connect_notify *cn = ud;
+        (void)what;
+        _cleanup_free_ struct seccomp_notif *req = xcalloc(1, cn->notif_size);
+        for (int i = 0; i < 32; i++) {
+                struct pollfd pfd = {.fd = fd, .events = POLLIN};
+                if (poll(&pfd, 1, 0) <= 0)
+                        return;
+                if (!(pfd.revents & POLLIN)) {
+                        /* Nothing in the sandbox uses the filter any more. */
+                        if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL))
+                                event_del(cn->ev);
+                        return;
+                }
+                memset(req, 0, cn->notif_size);
+                if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
+                        continue; /* ENOENT: the caller went away before it was read */
+                handle(cn, req);
+        }
+}
+
+struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct netgate *g, int fd,
+                                                struct al_error *err)
+{
+        struct seccomp_notif_sizes sizes = {0};
+        if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0) {
+                al_error_set(err, errno, "transparent mode: reading the notification sizes");
+                close(fd);
+                return NULL;
+        }
+        struct sv_connect_notify *cn = xcalloc(1, sizeof(*cn));
+        cn->base = base;
+        cn->g = g;
+        cn->fd = fd;
+        cn->notif_size = sizes.seccomp_notif > sizeof(struct seccomp_notif)
+                             ? sizes.seccomp_notif
+                             : sizeof(struct seccomp_notif);
+        cn->resp_size = sizes.seccomp_notif_resp > sizeof(struct seccomp_notif_resp)
+                            ? sizes.seccomp_notif_resp
+                            : sizeof(struct seccomp_notif_resp);
+        cn->ev = event_new(base, fd, EV_READ | EV_PERSIST, readable, cn);
+        if (!cn->ev || event_add(cn->ev, NULL) < 0) {
+                al_error_set(err, ENOMEM, "transparent mode: watching the notifications");
+                return sv_connect_notify_free(cn);
+        }
+        return cn;
+}
+
+struct sv_connect_notify *sv_connect_notify_free(struct sv_connect_notify *cn)
+{
+        if (!cn)
+                return NULL;
+        while (cn->pending) {
+                struct cn_pending *p = cn->pending;
+                (void)respond(cn, p->id, ECONNREFUSED, 0);
+                pending_free(p);
+        }
+        if (cn->ev)
+                event_free(cn->ev);
+        close(cn->fd);
+        free(cn);
+        return NULL;
+}

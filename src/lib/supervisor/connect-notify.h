@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include "error.h"
+
+/* Transparent mode, the host's side: every connect() of the sandbox arrives
+ * here as a seccomp notification (boundary/connect-notify.c installs the
+ * filter). Loopback, Unix and other local families go on inside the
+ * sandbox (its namespace has nothing else). An IPv4 or IPv6 address is read
+ * once from the caller's memory, decided by the gate
+ * (netgate_transparent_decide(): the name it was answered for, the rules,
+ * the private ranges, the budgets) and recorded; when allowed the host
+ * connects its own socket to exactly that address and installs it in place
+ * of the caller's (SECCOMP_IOCTL_NOTIF_ADDFD, SECCOMP_ADDFD_FLAG_SETFD), so
+ * bytes flow with no relay. A refusal is ECONNREFUSED. */
+
+struct event_base;
+struct netgate;
+struct sv_connect_notify;
+
+/* Serve `fd` (the listener, taken on success and on failure alike). */
+struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct netgate *g, int fd,
+                                                struct al_error *err);
+/* Answer what is pending with ECONNREFUSED, close the listener: processes
+ * still inside then get ENOSYS from connect(). */
+struct sv_connect_notify *sv_connect_notify_free(struct sv_connect_notify *cn);
