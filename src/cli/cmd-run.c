@@ -73,6 +73,11 @@ static const char run_usage[] =
         "      --io-read-iops N, --io-write-iops N\n"
         "                           block I/O operations per second (limits.io)\n"
         "      --class NAME         resource class: small, medium, large, xlarge\n"
+        "      --tier NAME          isolation tier: namespace (default), container,\n"
+        "                           gvisor, microvm (docs/tiers.md; 'airlock doctor')\n"
+        "      --image NAME         the container tier's image ('airlock image ls')\n"
+        "      --trust-repo-config  let the workspace's .airlock/isolation.json add network\n"
+        "                           rules and read-only mounts (policy: trustRepoConfig)\n"
         "      --env KEY=VALUE      set a variable in the sandbox's clean environment\n"
         "      --uid N              uid inside (default 1000; 0 is a fake root)\n"
         "      --net none|gated     network mode\n"
@@ -142,6 +147,9 @@ enum {
         OPT_VOLUME,
         OPT_TOOL,
         OPT_TOOLS,
+        OPT_TIER,
+        OPT_IMAGE,
+        OPT_TRUST_REPO,
 };
 
 static const struct option run_options[] = {
@@ -186,6 +194,9 @@ static const struct option run_options[] = {
         {"volume", required_argument, NULL, OPT_VOLUME},
         {"tool", required_argument, NULL, OPT_TOOL},
         {"tools", required_argument, NULL, OPT_TOOLS},
+        {"tier", required_argument, NULL, OPT_TIER},
+        {"image", required_argument, NULL, OPT_IMAGE},
+        {"trust-repo-config", no_argument, NULL, OPT_TRUST_REPO},
         {"quiet", no_argument, NULL, 'q'},
         {"tty", no_argument, NULL, 't'},
         {"no-tty", no_argument, NULL, 'T'},
@@ -483,6 +494,16 @@ int cmd_run(int argc, char **argv)
                         break;
                 case OPT_CLASS:
                         r = policy_set_class(p, optarg, &err);
+                        break;
+                case OPT_TIER:
+                        r = policy_set_tier(p, optarg, &err);
+                        break;
+                case OPT_IMAGE:
+                        free(p->image);
+                        p->image = xstrdup(optarg);
+                        break;
+                case OPT_TRUST_REPO:
+                        p->trust_repo_config = true;
                         break;
                 case OPT_ENV: {
                         _cleanup_free_ char *kv = xstrdup(optarg);

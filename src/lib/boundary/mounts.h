@@ -59,6 +59,9 @@ struct mounts_config {
         /* The tool gateway's endpoint: a tmpfs at SPAWN_TOOL_DIR (spawn.h)
          * with this host file bound read-only at SPAWN_TOOL_BIN; NULL: none. */
         const char *tool_bin;
+        /* Tier container: the image's root (tier.h), shown read-only
+         * instead of the host's system directories; NULL: none. */
+        const struct tier_image *image;
 };
 
 /* In the parent, before the sandbox starts: make the workspace's .git/hooks
