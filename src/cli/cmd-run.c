@@ -14,6 +14,7 @@
 #include "env.h"
 #include "githelper.h"
 #include "policy.h"
+#include "repo.h"
 #include "ports.h"
 #include "review.h"
 #include "secrets.h"
@@ -348,6 +349,42 @@ static int fail_setup(const struct run_args *a, const char *msg)
                         fprintf(stderr, "airlock: writing %s: %s\n", a->result_file, strerror(errno));
         }
         return EXIT_SETUP;
+}
+
+/* The workspace's .airlock/isolation.json (repo.h): its minimumTier always,
+ * the rest as the policy lets it; what it applied goes to the audit log
+ * with the sandbox's creation, and the user hears what was not applied. */
+static int apply_repo_config(struct policy *p, const char *cwd, const char *home, bool quiet,
+                             struct al_error *err)
+{
+        struct repo_config *rc = NULL;
+        int r = repo_config_load(p->workspace, &rc, err);
+        if (r < 0 || !rc)
+                return r;
+        json_t *applied = NULL;
+        r = repo_config_apply(rc, p, cwd, home, &applied, err);
+        if (r >= 0) {
+                free(p->repo_applied);
+                p->repo_applied = json_dumps(applied, JSON_COMPACT | JSON_SORT_KEYS);
+                json_t *nt = json_object_get(applied, "notTrusted");
+                if (nt && !quiet) {
+                        char *s = json_dumps(nt, JSON_COMPACT | JSON_SORT_KEYS);
+                        fprintf(stderr,
+                                "airlock: .airlock/isolation.json asks for %s; not applied: the "
+                                "policy does not trust repository config (--trust-repo-config "
+                                "or \"trustRepoConfig\": true)\n",
+                                s ? s : "more");
+                        free(s);
+                }
+                if (rc->has_recommended && p->tier < rc->recommended && !quiet)
+                        fprintf(stderr,
+                                "airlock: .airlock/isolation.json recommends tier %s (this run: "
+                                "%s)\n",
+                                policy_tier_name(rc->recommended), policy_tier_name(p->tier));
+        }
+        json_decref(applied);
+        repo_config_free(rc);
+        return r;
 }
 
 static int parse_mount_arg(struct policy *p, const char *arg, bool readonly, const char *cwd,
@@ -698,6 +735,11 @@ int cmd_run(int argc, char **argv)
 
         const char *home = getenv("HOME");
         r = policy_finalize(p, cwd, home ? home : "/", &err);
+        if (r < 0) {
+                policy_free(p);
+                return fail_setup(&a, err.msg);
+        }
+        r = apply_repo_config(p, cwd, home ? home : "/", a.quiet, &err);
         if (r < 0) {
                 policy_free(p);
                 return fail_setup(&a, err.msg);

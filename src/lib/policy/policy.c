@@ -198,6 +198,7 @@ struct policy *policy_free(struct policy *p)
         policy_routes_free_n(p->routes, p->n_routes);
         free(p->class_name);
         free(p->image);
+        free(p->repo_applied);
         policy_kv_free_n(p->env, p->n_env);
         strv_free_n(p->tools_allow, p->n_tools_allow);
         policy_tools_free_n(p->tools, p->n_tools);
@@ -267,6 +268,7 @@ struct policy *policy_dup(const struct policy *p)
         }
         d->class_name = xstrdup(p->class_name);
         d->image = xstrdup(p->image);
+        d->repo_applied = xstrdup(p->repo_applied);
         d->env = kv_dup_n(p->env, p->n_env);
         d->tools_allow = strv_dup_n(p->tools_allow, p->n_tools_allow);
         d->tools = policy_tools_dup_n(p->tools, p->n_tools);

@@ -155,6 +155,8 @@ struct policy {
         enum policy_tier tier;
         char *image;            /* tier container: an imported image's name or id */
         bool trust_repo_config; /* .airlock/isolation.json may add network and mounts */
+        char *repo_applied;     /* JSON: what that file applied (repo.h), for the audit; not
+                                 * part of the policy's JSON */
 
         /* filesystem */
         enum policy_read_mode read;
