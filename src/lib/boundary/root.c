@@ -56,7 +56,7 @@ static int build_image_root(struct builder *b, const struct tier_image *t)
                         r = mounts_attach(b, e->mnt, dst, !S_ISDIR(st.st_mode));
                 } else {
                         _cleanup_free_ char *src = xasprintf("%s/%s", t->path, e->name);
-                        r = mounts_bind_host(b, src, dst, true, false);
+                        r = mounts_bind_image(b, src, dst);
                 }
                 if (r < 0)
                         return r;
