@@ -160,9 +160,7 @@ int cmd_doctor(int argc, char **argv)
              .built = true,
              .what = "namespaces, seccomp, Landlock and cgroups over the host's system "
                      "directories"},
-            {.name = "container",
-             .built = true,
-             .what = "the namespace tier with an image's root"},
+            {.name = "container", .built = true, .what = "the namespace tier with an image's root"},
             {.name = "gvisor", .what = "the same gates over gVisor's runsc"},
             {.name = "microvm", .what = "its own kernel, where KVM is usable"},
         };
