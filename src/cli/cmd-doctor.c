@@ -26,9 +26,10 @@ static const char doctor_usage[] =
     "Say which isolation tiers this host can run and, for each check that fails,\n"
     "why and the fix: user namespaces (and the sysctl or AppArmor switch that\n"
     "blocks them), the cgroup version and its delegation, the Landlock ABI and\n"
-    "seccomp for the namespace and container tiers; the images the container\n"
-    "tier can use; runsc and /dev/kvm, and why Airlock cannot run the gvisor and\n"
-    "microvm tiers yet. With --workspace, also whether limits.workspaceDisk (project quotas)\n"
+    "seccomp for the namespace, container and gvisor tiers; the images the\n"
+    "container tier can use; runsc for the gvisor tier; /dev/kvm, and why\n"
+    "Airlock cannot run the microvm tier yet. With --workspace, also whether limits.workspaceDisk "
+    "(project quotas)\n"
     "and limits.io (a disk to throttle) can be had on that directory. The checks\n"
     "use the kernel's own interfaces as the caller: run it as the user who will\n"
     "run Airlock.\n"
@@ -161,7 +162,7 @@ int cmd_doctor(int argc, char **argv)
              .what = "namespaces, seccomp, Landlock and cgroups over the host's system "
                      "directories"},
             {.name = "container", .built = true, .what = "the namespace tier with an image's root"},
-            {.name = "gvisor", .what = "the same gates over gVisor's runsc"},
+            {.name = "gvisor", .built = true, .what = "the same gates over gVisor's runsc"},
             {.name = "microvm", .what = "its own kernel, where KVM is usable"},
         };
         struct tier *ns = &tiers[0];
@@ -178,6 +179,8 @@ int cmd_doctor(int argc, char **argv)
                     tier_available(pt, tiers[i].why, sizeof(tiers[i].why)) < 0)
                         tiers[i].built = false;
         }
+        for (size_t i = 0; i < ns->n; i++)
+                tiers[2].checks[tiers[2].n++] = ns->checks[i];
         probe_runsc(&tiers[2].checks[tiers[2].n++]);
         probe_kvm(&tiers[3].checks[tiers[3].n++]);
         struct probe_check ws[2];

@@ -62,5 +62,20 @@ def test_tier_field_and_refusals(api):
     status, _, body = api.request("POST", "/v1/sandboxes", {"tier": "vm"})
     assert status == 400 and b"tier" in body
     with pytest.raises(AirlockError) as e:
-        api.create(policy={"tier": "gvisor"})
-    assert "gVisor backend" in json.dumps(e.value.body) or "runsc" in json.dumps(e.value.body)
+        api.create(policy={"tier": "microvm"})
+    assert "microVM backend" in json.dumps(e.value.body) or "kvm" in json.dumps(e.value.body)
+
+
+def test_gvisor_tier_through_the_api(api):
+    if not os.access("/usr/bin/runsc", os.X_OK):
+        pytest.skip("runsc is not installed")
+    status, _, body = api.request("POST", "/v1/sandboxes", {"tier": "gvisor", "class": "small"})
+    assert status == 201, body
+    sb = json.loads(body)
+    try:
+        assert sb["tier"] == "gvisor"
+        out = api.run(sb["id"], ["/bin/uname", "-r"])
+        host = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
+        assert out.stdout.strip() and out.stdout.decode().strip() != host, out.stderr
+    finally:
+        api.delete(sb["id"])

@@ -204,6 +204,12 @@ int mounts_build_proc(struct builder *b)
         int r = mounts_attach(b, mnt, "/proc", false);
         if (r < 0)
                 return r;
+        /* The gvisor tier: runsc mounts a proc of its own namespaces, which
+         * the kernel allows only where this one is fully visible (no mount
+         * over any part of it). Only runsc sees this /proc: the agent's is
+         * gVisor's own. */
+        if (b->c->policy->tier == POLICY_TIER_GVISOR)
+                return 0;
         static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
         for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
                 _cleanup_free_ char *path = xasprintf("proc/%s", ro[i]);

@@ -18,6 +18,7 @@
 
 #define RUNSC_PATH "/usr/bin/runsc"
 #define KVM_PATH   "/dev/kvm"
+#define SETPRIV    "/usr/bin/setpriv"
 
 static int refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int refuse(char *why, size_t n, const char *fmt, ...)
@@ -43,12 +44,12 @@ int tier_available(enum policy_tier t, char *why, size_t n)
                                       "the gvisor tier needs runsc, and %s is missing "
                                       "(install the runsc package)",
                                       RUNSC_PATH);
-                return refuse(why, n,
-                              "runsc is installed at %s, but Airlock has no gVisor backend "
-                              "yet: it cannot yet hand the network gate's listeners and the "
-                              "tool gateway's socket into runsc's sandbox, so the gates would "
-                              "not hold; use --tier namespace or container",
-                              RUNSC_PATH);
+                if (access(SETPRIV, X_OK) < 0)
+                        return refuse(why, n,
+                                      "the gvisor tier drops the command's capabilities inside "
+                                      "gVisor with %s, which is missing (install util-linux)",
+                                      SETPRIV);
+                return 0;
         case POLICY_TIER_MICROVM: {
                 int fd = open(KVM_PATH, O_RDWR | O_CLOEXEC);
                 if (fd < 0) {
@@ -70,6 +71,54 @@ int tier_available(enum policy_tier t, char *why, size_t n)
         default:
                 return refuse(why, n, "%s", "unknown tier");
         }
+}
+
+char **tier_gvisor_argv(char *const *argv, const char *cwd)
+{
+        static char *const head[] = {
+            RUNSC_PATH,
+            /* Its own user namespace inside Airlock's, no host cgroup setup:
+             * Airlock's cgroup already holds the whole tree. */
+            "--rootless",
+            "--ignore-cgroups",
+            /* The network of the namespace runsc runs in: Airlock's, where
+             * only the gate's listeners on 127.0.0.1 exist. */
+            "--network=host",
+            /* The tool gateway's socket at /run/airlock/tool.sock. */
+            "--host-uds=open",
+            /* Its state in the sandbox's own /tmp. */
+            "--root=/tmp/.runsc",
+            "do",
+            /* Airlock's root is already read-only but for the workspace,
+             * /tmp and $HOME: writes reach them as in the namespace tier. */
+            "--force-overlay=false",
+            "--quiet",
+        };
+        size_t n = 0;
+        while (argv[n])
+                n++;
+        char **v = xcalloc(ARRAY_SIZE(head) + n + 12, sizeof(char *));
+        size_t k = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(head); i++)
+                v[k++] = head[i];
+        static char cwd_flag[] = "--cwd";
+        v[k++] = cwd_flag;
+        v[k++] = (char *)(cwd ? cwd : "/");
+        /* runsc starts the command as root of gVisor's kernel with every
+         * capability: drop them all, for good, before the agent runs. */
+        static char *const drop[] = {
+            SETPRIV,
+            "--inh-caps=-all",
+            "--ambient-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(drop); i++)
+                v[k++] = drop[i];
+        for (size_t i = 0; i < n; i++)
+                v[k++] = argv[i];
+        return v;
 }
 
 struct tier_image *tier_image_free(struct tier_image *t)

@@ -39,3 +39,8 @@ struct tier_image {
 int tier_prepare(const struct policy *p, uid_t uid, const char *caller_home,
                  struct tier_image **ret_image, struct al_error *err);
 struct tier_image *tier_image_free(struct tier_image *t);
+
+/* The gvisor tier's command line: runsc running `argv` in `cwd` (NULL: the
+ * current directory) inside the sandbox Airlock built. The array is
+ * allocated, its strings are argv's or static. */
+char **tier_gvisor_argv(char *const *argv, const char *cwd);
