@@ -19,9 +19,10 @@ static const char image_usage[] =
     "--image NAME'), kept once each in a content-addressed cache under Airlock's\n"
     "state (/var/lib/airlock/images, ~/.local/state/airlock/images). A sandbox\n"
     "shows the image read-only, nosuid and nodev instead of the host's system\n"
-    "directories. Importing copies the tree without following any link: device\n"
-    "nodes, FIFOs and sockets are left out, set-id and sticky bits are cleared,\n"
-    "hard links become separate files.\n"
+    "directories. Importing follows no link and lets no path leave the cache:\n"
+    "absolute or \"..\" names are refused, layers' whiteouts applied, device\n"
+    "nodes, FIFOs and sockets left out, set-id and sticky bits cleared, hard\n"
+    "links copied from inside the image (one pointing out is refused).\n"
     "\n"
     "Examples:\n"
     "  airlock image import ./rootfs --name debian\n"
@@ -29,7 +30,10 @@ static const char image_usage[] =
     "  airlock image ls\n"
     "\n"
     "Commands:\n"
-    "  import DIR [--name NAME]    copy the directory DIR into the cache (prints the id)\n"
+    "  import SRC [--name NAME]    unpack SRC into the cache (prints the id): a\n"
+    "                              directory, an OCI image layout (a directory or a\n"
+    "                              tar of one), a docker-archive tarball ('docker\n"
+    "                              save'), or a tarball of a root file system\n"
     "  ls [--json]                 the images: id and names\n"
     "  rm NAME|ID...               remove a name (the tree goes with its last name),\n"
     "                              or an image by id with all its names\n"
@@ -74,14 +78,14 @@ int cmd_image(int argc, char **argv)
                         else {
                                 fprintf(stderr,
                                         "airlock: image import: unexpected \"%s\" (usage: "
-                                        "airlock image import DIR [--name NAME])\n",
+                                        "airlock image import SRC [--name NAME])\n",
                                         argv[i]);
                                 return 2;
                         }
                 }
                 if (!src) {
-                        fprintf(stderr, "airlock: image import: no DIR given (usage: airlock "
-                                        "image import DIR [--name NAME])\n");
+                        fprintf(stderr, "airlock: image import: no SRC given (usage: airlock "
+                                        "image import SRC [--name NAME])\n");
                         return 2;
                 }
                 struct image_info info;
@@ -96,6 +100,8 @@ int cmd_image(int argc, char **argv)
                 if (info.skipped)
                         fprintf(stderr, "; %" PRIu64 " device nodes, FIFOs or sockets left out",
                                 info.skipped);
+                if (info.whiteouts)
+                        fprintf(stderr, "; %" PRIu64 " whiteouts applied", info.whiteouts);
                 if (info.setid_stripped)
                         fprintf(stderr, "; %" PRIu64 " set-id or sticky bits cleared",
                                 info.setid_stripped);

@@ -72,3 +72,112 @@ def test_bad_names_and_sources(airlock):
     root = airlock.make_dir("img")
     p = airlock.run(["image", "import", root, "--name", "../evil"], check_setup=False)
     assert p.returncode == 2 and "image name" in p.stderr
+
+
+# Layered archives: whiteouts, links, and entries that try to leave.
+
+import tarfile  # noqa: E402
+import hashlib  # noqa: E402
+import subprocess  # noqa: E402
+
+from tierlib import oci_layout, tar_layer  # noqa: E402
+
+LOWER = [
+    {"name": "etc", "type": tarfile.DIRTYPE, "mode": 0o755},
+    {"name": "etc/os-release", "data": b"ID=layered\n"},
+    {"name": "etc/gone", "data": b"x\n"},
+    {"name": "opq", "type": tarfile.DIRTYPE, "mode": 0o755},
+    {"name": "opq/old", "data": b"old\n"},
+    {"name": "suid", "data": b"#!/bin/sh\n", "mode": 0o6755},
+    {"name": "lib", "type": tarfile.SYMTYPE, "link": "/usr/lib"},
+    {"name": "shadow-link", "type": tarfile.SYMTYPE, "link": "../../../etc/shadow"},
+    {"name": "null", "type": tarfile.CHRTYPE},
+    {"name": "fifo", "type": tarfile.FIFOTYPE},
+]
+UPPER = [
+    {"name": "etc/.wh.gone"},
+    {"name": "opq/.wh..wh..opq"},
+    {"name": "opq/new", "data": b"new\n"},
+    {"name": "hard", "type": tarfile.LNKTYPE, "link": "etc/os-release"},
+]
+
+
+def check_layered(airlock, iid):
+    rootfs = cache_dir(airlock) / iid / "rootfs"
+    assert not (rootfs / "etc/gone").exists()  # .wh.gone
+    assert sorted(os.listdir(rootfs / "opq")) == ["new"]  # opaque whiteout
+    assert not os.lstat(rootfs / "suid").st_mode & 0o7000
+    assert os.readlink(rootfs / "lib") == "/usr/lib"
+    assert not os.path.lexists(rootfs / "null") and not os.path.lexists(rootfs / "fifo")
+    assert (rootfs / "hard").read_text() == "ID=layered\n"
+    assert os.lstat(rootfs / "hard").st_nlink == 1
+
+
+def test_oci_layout_and_docker_archive_same_id(airlock):
+    d = airlock.make_dir("oci")
+    layout = oci_layout(d / "layout", [tar_layer(LOWER, gz=True), tar_layer(UPPER)])
+    da = d / "da"
+    (da / "a").mkdir(parents=True)
+    (da / "b").mkdir()
+    (da / "a/layer.tar").write_bytes(tar_layer(LOWER))
+    (da / "b/layer.tar").write_bytes(tar_layer(UPPER))
+    (da / "manifest.json").write_text(
+        '[{"Config": "c.json", "RepoTags": ["x:1"], "Layers": ["a/layer.tar", "b/layer.tar"]}]')
+    subprocess.run(["tar", "-C", da, "-cf", d / "da.tar", "manifest.json", "a", "b"], check=True)
+    airlock.chown(d)
+    n1, id1 = import_image(airlock, layout)
+    n2, id2 = import_image(airlock, d / "da.tar")
+    try:
+        assert id1 == id2
+        check_layered(airlock, id1)
+    finally:
+        airlock.run(["image", "rm", id1], check_setup=False)
+
+
+def test_layers_that_try_to_leave_are_refused(airlock):
+    d = airlock.make_dir("evil")
+    cases = {
+        "dotdot": [{"name": "a/../../escape", "data": b"x"}],
+        "absolute": [{"name": "/escape-abs", "data": b"x"}],
+        "hardlink-out": [{"name": "h", "type": tarfile.LNKTYPE, "link": "/etc/passwd"}],
+        "hardlink-up": [{"name": "h", "type": tarfile.LNKTYPE, "link": "../../etc/passwd"}],
+        "symlinked-parent": [{"name": "d", "type": tarfile.SYMTYPE, "link": "/tmp"},
+                             {"name": "d/airlock-escaped", "data": b"x"}],
+        "symlinked-parent-up": [{"name": "d", "type": tarfile.SYMTYPE, "link": "../../../../tmp"},
+                                {"name": "d/airlock-escaped", "data": b"x"}],
+    }
+    for name, entries in cases.items():
+        (d / f"{name}.tar").write_bytes(tar_layer(entries))
+    airlock.chown(d)
+    for name in cases:
+        p = airlock.run(["image", "import", d / f"{name}.tar", "--name", "evil-" + name],
+                        check_setup=False, timeout=30)
+        assert p.returncode != 0, (name, p.stderr)
+        assert "airlock: image:" in p.stderr, p.stderr
+    assert not os.path.exists("/tmp/airlock-escaped")
+    assert not os.path.exists("/escape-abs") and not os.path.exists("/escape")
+    for p in cache_dir(airlock).glob("*/rootfs"):
+        assert not (p / "h").exists() or (p / "h").read_text() != open("/etc/passwd").read()
+    # A tampered OCI blob is refused: its content must hash to its digest.
+    layout = oci_layout(d / "tampered", [tar_layer([{"name": "f", "data": b"ok"}])])
+    blobs = sorted((layout / "blobs/sha256").iterdir(), key=lambda p: p.stat().st_size)
+    for b in blobs:
+        if b.read_bytes()[:1] != b"{":
+            b.write_bytes(tar_layer([{"name": "f", "data": b"evil"}]))
+    airlock.chown(d)
+    p = airlock.run(["image", "import", layout], check_setup=False, timeout=30)
+    assert p.returncode != 0 and "does not hash to its digest" in p.stderr, p.stderr
+
+
+def test_rootfs_tarball_runs_in_container_tier(airlock):
+    root = make_rootfs(airlock)
+    d = airlock.make_dir("tarball")
+    subprocess.run(["tar", "-C", root, "-czf", d / "rootfs.tar.gz", "."], check=True)
+    airlock.chown(d)
+    name, _ = import_image(airlock, d / "rootfs.tar.gz")
+    try:
+        p = airlock.sandbox("cat /etc/os-release", "--tier", "container", "--image", name,
+                            timeout=60)
+        assert p.returncode == 0 and "ID=airlock-test-image" in p.stdout, p.stderr
+    finally:
+        airlock.run(["image", "rm", name], check_setup=False)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "image-internal.h"
 #include "image.h"
 #include "paths.h"
 #include "util.h"
@@ -62,7 +63,7 @@ static int cmp_names(const void *a, const void *b)
 }
 
 /* The entries of directory fd, sorted (so that the digest is stable). */
-static int sorted_entries(int fd, char ***ret, size_t *ret_n)
+int image_sorted_entries(int fd, char ***ret, size_t *ret_n)
 {
         int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
@@ -164,7 +165,7 @@ static int copy_tree(struct copy *c, int src, int dst, const char *rel, unsigned
                                     IMAGE_DEPTH_MAX);
         char **names = NULL;
         size_t n = 0;
-        int r = sorted_entries(src, &names, &n);
+        int r = image_sorted_entries(src, &names, &n);
         if (r < 0)
                 return al_error_set(c->err, r, "reading %s", rel[0] ? rel : "/");
         for (size_t i = 0; i < n && r >= 0; i++) {
@@ -310,16 +311,38 @@ int image_import(const char *images_dir, const char *src, const char *name, stru
         const char *why;
         if (name && (why = image_name_check(name)))
                 return al_error_set_message(err, EINVAL, "image name \"%s\": %s", name, why);
-        _cleanup_close_ int in = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (in < 0)
-                return al_error_set(err, errno, "image source %s: give a directory", src);
         _cleanup_close_ int cache = open_cache(images_dir, true, err);
         if (cache < 0)
                 return cache;
 
-        char hex[17], tmp[32];
+        /* An archive or an OCI layout is unpacked into a staging tree
+         * first; the cache then gets a copy made as a directory's is. */
+        char hex[17], tmp[32], stage[32];
         random_hex(hex, sizeof(hex));
         snprintf(tmp, sizeof(tmp), ".tmp-%s", hex);
+        snprintf(stage, sizeof(stage), ".stage-%s", hex);
+        if (mkdirat(cache, stage, 0700) < 0)
+                return al_error_set(err, errno, "creating %s/%s", images_dir, stage);
+        struct image_info staged_info = {0};
+        bool staged = false;
+        _cleanup_close_ int in = -1;
+        {
+                _cleanup_close_ int sfd =
+                    openat(cache, stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                int r = sfd < 0 ? al_error_set(err, errno, "creating %s/%s", images_dir, stage)
+                                : image_stage(src, sfd, &staged, &staged_info, err);
+                if (r >= 0) {
+                        in = staged ? openat(sfd, "rootfs",
+                                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                                    : open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        if (in < 0)
+                                r = al_error_set(err, errno, "image source %s", src);
+                }
+                if (r < 0) {
+                        fs_remove_tree(cache, stage, FS_REMOVE_DEPTH_MAX);
+                        return r;
+                }
+        }
         if (mkdirat(cache, tmp, 0700) < 0)
                 return al_error_set(err, errno, "creating %s/%s", images_dir, tmp);
         int r;
@@ -367,16 +390,21 @@ int image_import(const char *images_dir, const char *src, const char *name, stru
                 info.cached = 1; /* the same tree is there already */
                 fs_remove_tree(cache, tmp, FS_REMOVE_DEPTH_MAX);
         }
+        fs_remove_tree(cache, stage, FS_REMOVE_DEPTH_MAX);
         if (name) {
                 r = set_name(cache, name, info.id, err);
                 if (r < 0)
                         return r;
         }
+        info.skipped += staged_info.skipped;
+        info.setid_stripped += staged_info.setid_stripped;
+        info.whiteouts = staged_info.whiteouts;
         if (ret)
                 *ret = info;
         return 0;
 fail:
         fs_remove_tree(cache, tmp, FS_REMOVE_DEPTH_MAX);
+        fs_remove_tree(cache, stage, FS_REMOVE_DEPTH_MAX);
         return r;
 }
 
@@ -453,11 +481,11 @@ int image_list(const char *images_dir, json_t **ret, struct al_error *err)
         }
         char **ids = NULL, **names = NULL;
         size_t n_ids = 0, n_names = 0;
-        int r = sorted_entries(cache, &ids, &n_ids);
+        int r = image_sorted_entries(cache, &ids, &n_ids);
         _cleanup_close_ int nd =
             openat(cache, "names", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (r >= 0 && nd >= 0)
-                r = sorted_entries(nd, &names, &n_names);
+                r = image_sorted_entries(nd, &names, &n_names);
         if (r < 0) {
                 strv_free(ids);
                 json_decref(out);
@@ -511,7 +539,7 @@ int image_remove(const char *images_dir, const char *ref, struct al_error *err)
         size_t n = 0;
         _cleanup_close_ int nd =
             openat(cache, "names", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (nd >= 0 && sorted_entries(nd, &names, &n) < 0)
+        if (nd >= 0 && image_sorted_entries(nd, &names, &n) < 0)
                 n = 0;
         bool used = false;
         for (size_t i = 0; i < n; i++) {

@@ -30,7 +30,8 @@ struct image_info {
         uint64_t files, dirs, links, bytes;
         uint64_t skipped; /* device nodes, FIFOs, sockets left out */
         uint64_t setid_stripped;
-        int cached; /* the same tree was already in the cache */
+        uint64_t whiteouts; /* OCI whiteouts applied */
+        int cached;         /* the same tree was already in the cache */
 };
 
 /* <state root>/images for this caller; NULL when there is no state root. */
