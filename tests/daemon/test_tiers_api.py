@@ -8,14 +8,11 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 import uuid
 
 import pytest
 
 from daemonlib import AIRLOCK, AirlockError
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "integration"))
 
 
 def import_image(tmp):

@@ -77,7 +77,6 @@ def test_bad_names_and_sources(airlock):
 # Layered archives: whiteouts, links, and entries that try to leave.
 
 import tarfile  # noqa: E402
-import hashlib  # noqa: E402
 import subprocess  # noqa: E402
 
 from tierlib import oci_layout, tar_layer  # noqa: E402
