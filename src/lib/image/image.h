@@ -7,7 +7,7 @@
 
 #include "error.h"
 
-/* Images for the container tier (docs/tiers.md, docs/internals/image.md):
+/* Images for the container tier (docs/tiers.md, docs/internals/tiers.md):
  * root file systems kept in a content-addressed cache under Airlock's state
  * directory, <state root>/images:
  *
