@@ -75,3 +75,11 @@ def test_container_root_is_the_image(airlock):
         assert "root:" not in p.stdout
     finally:
         airlock.run(["image", "rm", name], check_setup=False, timeout=30)
+
+
+def test_gvisor_refuses_too_few_pids(airlock):
+    if not os.access("/usr/bin/runsc", os.X_OK):
+        return
+    p = airlock.run(["run", "-q", "--tier", "gvisor", "--pids", "32", "--", "/bin/true"],
+                    check_setup=False, timeout=60)
+    assert p.returncode == 125 and "limits.pids is 32" in p.stderr, p.stderr

@@ -16,9 +16,10 @@
 #include "tier.h"
 #include "util.h"
 
-#define RUNSC_PATH "/usr/bin/runsc"
-#define KVM_PATH   "/dev/kvm"
-#define SETPRIV    "/usr/bin/setpriv"
+#define RUNSC_PATH           "/usr/bin/runsc"
+#define KVM_PATH             "/dev/kvm"
+#define SETPRIV              "/usr/bin/setpriv"
+#define TIER_GVISOR_PIDS_MIN 64
 
 static int refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int refuse(char *why, size_t n, const char *fmt, ...)
@@ -211,6 +212,16 @@ int tier_prepare(const struct policy *p, uid_t uid, const char *caller_home,
         if (tier_available(p->tier, why, sizeof(why)) < 0)
                 return al_error_set_message(err, EOPNOTSUPP, "tier %s: %s",
                                             policy_tier_name(p->tier), why);
+        /* runsc's own threads (its kernel, gofer and monitor) count
+         * against pids.max: below this it fails to start with an RPC
+         * error that names nothing. */
+        if (p->tier == POLICY_TIER_GVISOR && p->limits.pids &&
+            p->limits.pids < TIER_GVISOR_PIDS_MIN)
+                return al_error_set_message(err, EINVAL,
+                                            "tier gvisor: limits.pids is %llu, and runsc's own "
+                                            "threads need at least %d; raise --pids",
+                                            (unsigned long long)p->limits.pids,
+                                            TIER_GVISOR_PIDS_MIN);
         if (p->tier != POLICY_TIER_CONTAINER)
                 return 0;
         if (!p->image)
