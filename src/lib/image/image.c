@@ -284,7 +284,9 @@ static int open_cache(const char *images_dir, bool create, struct al_error *err)
 static int set_name(int cache, const char *name, const char *id, struct al_error *err)
 {
         char tmp[IMAGE_NAME_MAX + 32], hex[17];
-        random_hex(hex, sizeof(hex));
+        int r = random_hex(hex, 16);
+        if (r < 0)
+                return al_error_set(err, r, "naming image %s", name);
         snprintf(tmp, sizeof(tmp), "names/.tmp-%s", hex);
         _cleanup_close_ int fd =
             openat(cache, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -318,7 +320,8 @@ int image_import(const char *images_dir, const char *src, const char *name, stru
         /* An archive or an OCI layout is unpacked into a staging tree
          * first; the cache then gets a copy made as a directory's is. */
         char hex[17], tmp[32], stage[32];
-        random_hex(hex, sizeof(hex));
+        if (random_hex(hex, 16) < 0)
+                return al_error_set(err, EIO, "choosing a staging name");
         snprintf(tmp, sizeof(tmp), ".tmp-%s", hex);
         snprintf(stage, sizeof(stage), ".stage-%s", hex);
         if (mkdirat(cache, stage, 0700) < 0)
