@@ -42,6 +42,7 @@ static const struct {
         {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
         {"doctor", cmd_doctor, "say which isolation tiers this host can run, and why not"},
         {"volume", cmd_volume, "list, create, remove named volumes (--home, --volume)"},
+        {"image", cmd_image, "import, list, remove the container tier's images"},
         {"stop", cmd_stop, "the kill switch: freeze, then kill and destroy sandboxes"},
         {"ui", cmd_ui, "log a browser into airlockd's dashboard (a one-time address)"},
         {"caps", cmd_caps, "show or change what a running sandbox may do"},
@@ -73,6 +74,7 @@ static void usage(FILE *f)
                       "  gc        remove records and reviewed changes past their retention\n"
                       "  doctor    say which isolation tiers this host can run, and why not\n"
                       "  volume    named volumes for 'run --home' and '--volume'\n"
+                      "  image     images for 'run --tier container --image NAME'\n"
                       "  supervise run one long-lived sandbox (used by airlockd)\n",
                       f);
         fputs("\nA command's options: 'airlock COMMAND --help', all of them: 'airlock help "

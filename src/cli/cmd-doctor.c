@@ -11,8 +11,10 @@
 
 #include "commands.h"
 #include "help.h"
+#include "image.h"
 #include "jsonout.h"
 #include "probe.h"
+#include "tier.h"
 #include "util.h"
 
 /* The namespace tier cannot run here. */
@@ -21,12 +23,12 @@
 static const char doctor_usage[] =
     "Usage: airlock doctor [--workspace DIR] [--json]\n"
     "\n"
-    "Say which isolation tiers this host can run and, for each check that fails,\n"
-    "why and the fix: user namespaces (and the sysctl or AppArmor switch that\n"
-    "blocks them), the cgroup version and its delegation, the Landlock ABI and\n"
-    "seccomp for the namespace tier; runsc and /dev/kvm for the tiers not built\n"
-    "yet. With --workspace, also whether limits.workspaceDisk (project quotas)\n"
-    "and limits.io (a disk to throttle) can be had on that directory. The checks\n"
+    "Say which isolation tiers this host can run and, for each failed check, why\n"
+    "and the fix: user namespaces (and the switch that blocks them), cgroups,\n"
+    "Landlock and seccomp for every tier; images (container); runsc (gvisor);\n"
+    "/dev/kvm and why the microvm tier cannot run yet. With --workspace, also\n"
+    "whether limits.workspaceDisk (project quotas) and limits.io (a disk to\n"
+    "throttle) can be had on that directory. The checks\n"
     "use the kernel's own interfaces as the caller: run it as the user who will\n"
     "run Airlock.\n"
     "\n"
@@ -46,9 +48,32 @@ struct tier {
         const char *name;
         bool built;
         const char *what;
-        struct probe_check checks[4];
+        struct probe_check checks[6];
         size_t n;
+        char why[512]; /* an unbuilt tier's reason (tier_available) */
 };
+
+/* The container tier's images: how many the cache holds for this caller. */
+static void probe_images(struct probe_check *c)
+{
+        struct al_error err = {0};
+        _cleanup_free_ char *dir = image_dir(geteuid(), getenv("HOME"));
+        json_t *list = NULL;
+        *c = (struct probe_check){.name = "images"};
+        if (!dir || image_list(dir, &list, &err) < 0) {
+                snprintf(c->detail, sizeof(c->detail), "the image cache cannot be read: %.400s",
+                         dir ? err.msg : "no state directory ($HOME)");
+                snprintf(c->fix, sizeof(c->fix), "set $HOME, or run as the user who runs Airlock");
+                return;
+        }
+        size_t n = json_array_size(list);
+        json_decref(list);
+        c->ok = n > 0;
+        snprintf(c->detail, sizeof(c->detail), "%zu image(s) in %.400s", n, dir);
+        if (!n)
+                snprintf(c->fix, sizeof(c->fix),
+                         "import a root file system: airlock image import DIR --name NAME");
+}
 
 static bool tier_ok(const struct tier *t)
 {
@@ -134,8 +159,8 @@ int cmd_doctor(int argc, char **argv)
              .built = true,
              .what = "namespaces, seccomp, Landlock and cgroups over the host's system "
                      "directories"},
-            {.name = "container", .what = "the namespace tier with an image's root"},
-            {.name = "gvisor", .what = "the same gates over gVisor's runsc"},
+            {.name = "container", .built = true, .what = "the namespace tier with an image's root"},
+            {.name = "gvisor", .built = true, .what = "the same gates over gVisor's runsc"},
             {.name = "microvm", .what = "its own kernel, where KVM is usable"},
         };
         struct tier *ns = &tiers[0];
@@ -143,6 +168,17 @@ int cmd_doctor(int argc, char **argv)
         probe_cgroup(&ns->checks[ns->n++]);
         probe_landlock(&ns->checks[ns->n++]);
         probe_seccomp(&ns->checks[ns->n++]);
+        for (size_t i = 0; i < ns->n; i++)
+                tiers[1].checks[tiers[1].n++] = ns->checks[i];
+        probe_images(&tiers[1].checks[tiers[1].n++]);
+        for (size_t i = 0; i < ARRAY_SIZE(tiers); i++) {
+                enum policy_tier pt;
+                if (policy_tier_parse(tiers[i].name, &pt) == 0 &&
+                    tier_available(pt, tiers[i].why, sizeof(tiers[i].why)) < 0)
+                        tiers[i].built = false;
+        }
+        for (size_t i = 0; i < ns->n; i++)
+                tiers[2].checks[tiers[2].n++] = ns->checks[i];
         probe_runsc(&tiers[2].checks[tiers[2].n++]);
         probe_kvm(&tiers[3].checks[tiers[3].n++]);
         struct probe_check ws[2];
@@ -164,7 +200,7 @@ int cmd_doctor(int argc, char **argv)
                                          t->built, "available", tier_ok(t), "why",
                                          t->built ? (tier_ok(t) ? json_null()
                                                                 : json_string("a check failed"))
-                                                  : json_string("tier not built yet"),
+                                                  : json_string(t->why),
                                          "checks", checks_json(t->checks, t->n)));
                 }
                 json_t *o = json_pack("{s:i, s:s, s:o}", "uid", (int)geteuid(), "kernel", u.release,
@@ -180,7 +216,7 @@ int cmd_doctor(int argc, char **argv)
         for (size_t i = 0; i < ARRAY_SIZE(tiers); i++) {
                 const struct tier *t = &tiers[i];
                 printf("\n%s tier (%s): %s\n", t->name, t->what,
-                       !t->built    ? "tier not built yet"
+                       !t->built    ? t->why
                        : tier_ok(t) ? "available"
                                     : "NOT available");
                 print_checks(t->checks, t->n);

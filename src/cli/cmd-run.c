@@ -14,6 +14,7 @@
 #include "env.h"
 #include "githelper.h"
 #include "policy.h"
+#include "repo.h"
 #include "ports.h"
 #include "review.h"
 #include "secrets.h"
@@ -73,6 +74,11 @@ static const char run_usage[] =
         "      --io-read-iops N, --io-write-iops N\n"
         "                           block I/O operations per second (limits.io)\n"
         "      --class NAME         resource class: small, medium, large, xlarge\n"
+        "      --tier NAME          isolation tier: namespace (default), container,\n"
+        "                           gvisor, microvm (docs/tiers.md; 'airlock doctor')\n"
+        "      --image NAME         the container tier's image ('airlock image ls')\n"
+        "      --trust-repo-config  let the workspace's .airlock/isolation.json add network\n"
+        "                           rules and read-only mounts (policy: trustRepoConfig)\n"
         "      --env KEY=VALUE      set a variable in the sandbox's clean environment\n"
         "      --uid N              uid inside (default 1000; 0 is a fake root)\n"
         "      --net none|gated     network mode\n"
@@ -145,6 +151,9 @@ enum {
         OPT_TOOL,
         OPT_TOOLS,
         OPT_CONTROL,
+        OPT_TIER,
+        OPT_IMAGE,
+        OPT_TRUST_REPO,
 };
 
 static const struct option run_options[] = {
@@ -190,6 +199,9 @@ static const struct option run_options[] = {
         {"tool", required_argument, NULL, OPT_TOOL},
         {"tools", required_argument, NULL, OPT_TOOLS},
         {"control", required_argument, NULL, OPT_CONTROL},
+        {"tier", required_argument, NULL, OPT_TIER},
+        {"image", required_argument, NULL, OPT_IMAGE},
+        {"trust-repo-config", no_argument, NULL, OPT_TRUST_REPO},
         {"quiet", no_argument, NULL, 'q'},
         {"tty", no_argument, NULL, 't'},
         {"no-tty", no_argument, NULL, 'T'},
@@ -344,6 +356,42 @@ static int fail_setup(const struct run_args *a, const char *msg)
         return EXIT_SETUP;
 }
 
+/* The workspace's .airlock/isolation.json (repo.h): its minimumTier always,
+ * the rest as the policy lets it; what it applied goes to the audit log
+ * with the sandbox's creation, and the user hears what was not applied. */
+static int apply_repo_config(struct policy *p, const char *cwd, const char *home, bool quiet,
+                             struct al_error *err)
+{
+        struct repo_config *rc = NULL;
+        int r = repo_config_load(p->workspace, &rc, err);
+        if (r < 0 || !rc)
+                return r;
+        json_t *applied = NULL;
+        r = repo_config_apply(rc, p, cwd, home, &applied, err);
+        if (r >= 0) {
+                free(p->repo_applied);
+                p->repo_applied = json_dumps(applied, JSON_COMPACT | JSON_SORT_KEYS);
+                json_t *nt = json_object_get(applied, "notTrusted");
+                if (nt && !quiet) {
+                        char *s = json_dumps(nt, JSON_COMPACT | JSON_SORT_KEYS);
+                        fprintf(stderr,
+                                "airlock: .airlock/isolation.json asks for %s; not applied: the "
+                                "policy does not trust repository config (--trust-repo-config "
+                                "or \"trustRepoConfig\": true)\n",
+                                s ? s : "more");
+                        free(s);
+                }
+                if (rc->has_recommended && p->tier < rc->recommended && !quiet)
+                        fprintf(stderr,
+                                "airlock: .airlock/isolation.json recommends tier %s (this run: "
+                                "%s)\n",
+                                policy_tier_name(rc->recommended), policy_tier_name(p->tier));
+        }
+        json_decref(applied);
+        repo_config_free(rc);
+        return r;
+}
+
 static int parse_mount_arg(struct policy *p, const char *arg, bool readonly, const char *cwd,
                            char *msg, size_t msglen)
 {
@@ -488,6 +536,16 @@ int cmd_run(int argc, char **argv)
                         break;
                 case OPT_CLASS:
                         r = policy_set_class(p, optarg, &err);
+                        break;
+                case OPT_TIER:
+                        r = policy_set_tier(p, optarg, &err);
+                        break;
+                case OPT_IMAGE:
+                        free(p->image);
+                        p->image = xstrdup(optarg);
+                        break;
+                case OPT_TRUST_REPO:
+                        p->trust_repo_config = true;
                         break;
                 case OPT_ENV: {
                         _cleanup_free_ char *kv = xstrdup(optarg);
@@ -685,6 +743,11 @@ int cmd_run(int argc, char **argv)
 
         const char *home = getenv("HOME");
         r = policy_finalize(p, cwd, home ? home : "/", &err);
+        if (r < 0) {
+                policy_free(p);
+                return fail_setup(&a, err.msg);
+        }
+        r = apply_repo_config(p, cwd, home ? home : "/", a.quiet, &err);
         if (r < 0) {
                 policy_free(p);
                 return fail_setup(&a, err.msg);

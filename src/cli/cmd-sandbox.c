@@ -30,6 +30,8 @@ static const char create_usage[] =
     "\n"
     "Options:\n"
     "      --class NAME          small, medium (default), large, xlarge\n"
+    "      --tier NAME           isolation tier: namespace (default), container (with\n"
+    "                            \"image\" in the policy), gvisor, microvm\n"
     "  -p, --policy FILE         a policy document (docs/policy.md)\n"
     "      --meta KEY=VALUE      a metadata entry (repeatable), for 'airlock ls --meta'\n"
     "      --ttl SECONDS         destroy it this long after its creation\n"
@@ -46,9 +48,10 @@ static const char create_usage[] =
 
 int cmd_create(int argc, char **argv)
 {
-        enum { O_CLASS = 1, O_META, O_TTL, O_IDLE, O_JSON, O_REVIEW, O_REPO, O_REV };
+        enum { O_CLASS = 1, O_META, O_TTL, O_IDLE, O_JSON, O_REVIEW, O_REPO, O_REV, O_TIER };
         static const struct option opts[] = {
             {"class", required_argument, NULL, O_CLASS},
+            {"tier", required_argument, NULL, O_TIER},
             {"policy", required_argument, NULL, 'p'},
             {"meta", required_argument, NULL, O_META},
             {"ttl", required_argument, NULL, O_TTL},
@@ -76,6 +79,9 @@ int cmd_create(int argc, char **argv)
                 switch (c) {
                 case O_CLASS:
                         json_object_set_new(body, "class", json_string(optarg));
+                        break;
+                case O_TIER:
+                        json_object_set_new(body, "tier", json_string(optarg));
                         break;
                 case 'p': {
                         _cleanup_free_ char *doc = NULL;
@@ -301,7 +307,8 @@ int cmd_ls(int argc, char **argv)
                 json_decref(o);
                 return 0;
         }
-        printf("%-16s  %-9s  %-6s  %-24s  %s\n", "ID", "STATE", "CLASS", "CREATED", "METADATA");
+        printf("%-16s  %-9s  %-6s  %-9s  %-24s  %s\n", "ID", "STATE", "CLASS", "TIER", "CREATED",
+               "METADATA");
         size_t i;
         json_t *sb;
         json_array_foreach(arr, i, sb)
@@ -309,9 +316,11 @@ int cmd_ls(int argc, char **argv)
                 _cleanup_free_ char *meta =
                     json_dumps(json_object_get(sb, "metadata"), JSON_COMPACT | JSON_SORT_KEYS);
                 printf(
-                    "%-16s  %-9s  %-6s  %-24s  %s\n", json_string_value(json_object_get(sb, "id")),
+                    "%-16s  %-9s  %-6s  %-9s  %-24s  %s\n",
+                    json_string_value(json_object_get(sb, "id")),
                     json_string_value(json_object_get(sb, "state")),
                     json_string_value(json_object_get(sb, "class")) ?: "-",
+                    json_string_value(json_object_get(sb, "tier")) ?: "namespace",
                     json_string_value(json_object_get(sb, "createdAt")) ?: "-", meta ? meta : "{}");
         }
         json_decref(o);

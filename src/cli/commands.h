@@ -23,6 +23,7 @@ int cmd_grant(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
+int cmd_image(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_ui(int argc, char **argv);
 int cmd_caps(int argc, char **argv);

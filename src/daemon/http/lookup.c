@@ -107,6 +107,9 @@ json_t *sandbox_record_json(const struct store_sandbox *r, const struct sandbox 
             o, "workspaceMode",
             json_incref(json_object_get(json_object_get(policy, "workspace"), "mode"))
                 ?: json_string("rw"));
+        /* The isolation tier; a policy without one is the namespace tier's. */
+        json_object_set_new(o, "tier",
+                            json_incref(json_object_get(policy, "tier")) ?: json_string("namespace"));
         json_object_set_new(o, "networkMode",
                             json_incref(json_object_get(network, "mode")) ?: json_null());
         if (live && live->status.valid && live->status.doc) {

@@ -166,7 +166,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 return;
         static const char *const keys[] = {"policy",      "class",     "metadata", "ttl",
                                            "idleTimeout", "workspace", "review",   "repo",
-                                           "rev",         "volumes",   "home",     NULL};
+                                           "rev",         "volumes",   "home",     "tier",
+                                           NULL};
         struct policy *p = NULL;
         _cleanup_free_ char *ws = NULL;
         if (reject_unknown(d, req, body, keys))
@@ -291,6 +292,12 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         }
         if (json_is_true(jreview))
                 p->workspace_mode = POLICY_WORKSPACE_OVERLAY;
+        json_t *jtier = json_object_get(body, "tier");
+        if (jtier && !json_is_null(jtier) &&
+            (!json_is_string(jtier) || policy_set_tier(p, json_string_value(jtier), &err) < 0)) {
+                reply_bad_field(d, req, "tier", "must be one of " POLICY_TIER_NAMES);
+                goto out;
+        }
         if (class_name && policy_set_class(p, class_name, &err) < 0) {
                 reply_error_fields(d, req, 400, "bad_request", json_pack("{s:s}", "field", "class"),
                                    "%s", err.msg);

@@ -12,6 +12,7 @@
 #include "confine.h"
 #include "landlock.h"
 #include "seccomp.h"
+#include "tier.h"
 #include "util.h"
 
 extern char **environ;
@@ -110,20 +111,36 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return al_error_set(err, errno, "setting no_new_privs");
 
-        r = landlock_restrict_writes((const char *const *)c->write_paths, c->n_write_paths, true, err);
-        if (r < 0)
-                return r;
+        bool gvisor = c->policy->tier == POLICY_TIER_GVISOR;
+        /* The gvisor tier: runsc builds its own namespaces, mounts and
+         * seccomp filter around its user-space kernel, which Landlock and
+         * Airlock's filter forbid; the agent's system calls never reach this
+         * kernel's (tier.h, docs/tiers.md). */
+        if (!gvisor) {
+                r = landlock_restrict_writes((const char *const *)c->write_paths,
+                                             c->n_write_paths, true, err);
+                if (r < 0)
+                        return r;
+        }
 
         if ((r = confine_drop_caps(err)) < 0)
                 return r;
 
-        r = seccomp_install(err);
-        if (r < 0)
-                return r;
+        if (!gvisor) {
+                r = seccomp_install(err);
+                if (r < 0)
+                        return r;
+        }
 
         /* execvp searches the sandbox's PATH, so the clean environment must
          * already be ours. */
         environ = (char **)c->envp;
+        if (gvisor) {
+                _cleanup_free_ char **argv = tier_gvisor_argv(c->argv, c->cwd);
+                execv(argv[0], argv);
+                *ret_exec_errno = errno;
+                return al_error_set(err, errno, "%s", argv[0]);
+        }
         execvp(c->argv[0], c->argv);
         *ret_exec_errno = errno;
         return al_error_set(err, errno, "%s", c->argv[0]);

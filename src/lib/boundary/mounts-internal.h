@@ -47,6 +47,7 @@ bool mounts_path_under(const char *path, const char *dir);
 int mounts_check_not_denied(struct builder *b, const char *host);
 int mounts_bind_host(struct builder *b, const char *host, const char *target, bool readonly,
                      bool optional);
+int mounts_bind_image(struct builder *b, const char *host, const char *target);
 int mounts_new_fs(const char *type, const char *const *opts, uint64_t attrs);
 int mounts_mount_tmpfs(struct builder *b, const char *target, const char *size, const char *mode,
                        uid_t uid, gid_t gid, uint64_t attrs);

@@ -203,8 +203,8 @@ int mounts_check_not_denied(struct builder *b, const char *host)
 /* Bind a host path at `target`. For the system directories (`optional`), a
  * symlink is recreated inside; for anything the user named it is refused:
  * a link swapped in must not redirect a mount. */
-int mounts_bind_host(struct builder *b, const char *host, const char *target, bool readonly,
-                     bool optional)
+static int bind_host(struct builder *b, const char *host, const char *target, bool readonly,
+                     bool optional, bool check_deny)
 {
         _cleanup_close_ int fd = open(host, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
@@ -238,7 +238,7 @@ int mounts_bind_host(struct builder *b, const char *host, const char *target, bo
                         return al_error_set(b->err, errno, "creating link %s", target);
                 return 0;
         }
-        int r = mounts_check_not_denied(b, host);
+        int r = check_deny ? mounts_check_not_denied(b, host) : 0;
         if (r < 0)
                 return r;
         uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
@@ -253,6 +253,20 @@ int mounts_bind_host(struct builder *b, const char *host, const char *target, bo
                 return r;
         mounts_add_mapping(b, host, target, !readonly);
         return 0;
+}
+
+int mounts_bind_host(struct builder *b, const char *host, const char *target, bool readonly,
+                     bool optional)
+{
+        return bind_host(b, host, target, readonly, optional, true);
+}
+
+/* An image's entry lies in Airlock's own state directory, which the
+ * internal deny list hides from every sandbox: it is shown read-only at
+ * the image's own paths, never the state directory itself. */
+int mounts_bind_image(struct builder *b, const char *host, const char *target)
+{
+        return bind_host(b, host, target, true, false, false);
 }
 
 static int bind_prepared(struct builder *b, int mnt, const char *host, const char *target,

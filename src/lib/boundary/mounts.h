@@ -61,6 +61,9 @@ struct mounts_config {
         const char *tool_bin;
         /* A host file bound read-only over SPAWN_CA_BUNDLE; NULL: none. */
         const char *ca_bundle;
+        /* Tier container: the image's root (tier.h), shown read-only
+         * instead of the host's system directories; NULL: none. */
+        const struct tier_image *image;
 };
 
 /* In the parent, before the sandbox starts: make the workspace's .git/hooks

@@ -16,6 +16,7 @@
 #include "mounts.h"
 #include "paths.h"
 #include "spawn.h"
+#include "tier.h"
 #include "util.h"
 #include "mounts-internal.h"
 
@@ -32,9 +33,47 @@ static const char *const host_skip[] = {
     "proc", "dev", "sys", "tmp", "run", "root", "workspace", "lost+found",
 };
 
+/* The container tier: each top-level entry of the image's root (listed by
+ * the parent, tier.h), read-only, nosuid, nodev; links recreated as links,
+ * resolved inside the sandbox only. */
+static int build_image_root(struct builder *b, const struct tier_image *t)
+{
+        bool has_etc = false;
+        for (size_t i = 0; i < t->n_entries; i++) {
+                const struct tier_entry *e = &t->entries[i];
+                _cleanup_free_ char *dst = xasprintf("/%s", e->name);
+                int r;
+                has_etc = has_etc || (STREQ(e->name, "etc") && !e->link);
+                if (e->link) {
+                        if (symlinkat(e->link, b->root, e->name) < 0)
+                                return al_error_set(b->err, errno, "creating link %s", dst);
+                        continue;
+                }
+                if (e->mnt >= 0) {
+                        struct stat st;
+                        if (fstat(e->mnt, &st) < 0)
+                                return al_error_set(b->err, errno, "image entry %s", dst);
+                        r = mounts_attach(b, e->mnt, dst, !S_ISDIR(st.st_mode));
+                } else {
+                        _cleanup_free_ char *src = xasprintf("%s/%s", t->path, e->name);
+                        r = mounts_bind_image(b, src, dst);
+                }
+                if (r < 0)
+                        return r;
+        }
+        if (!has_etc) {
+                int r = mounts_make_target(b, "/etc", false);
+                if (r < 0)
+                        return al_error_set(b->err, r, "creating /etc");
+        }
+        return 0;
+}
+
 int mounts_build_system(struct builder *b)
 {
         const struct policy *p = b->c->policy;
+        if (b->c->image)
+                return build_image_root(b, b->c->image);
         if (p->read == POLICY_READ_SYSTEM) {
                 for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
                         int r = mounts_bind_host(b, system_dirs[i], system_dirs[i], true, true);
@@ -165,6 +204,12 @@ int mounts_build_proc(struct builder *b)
         int r = mounts_attach(b, mnt, "/proc", false);
         if (r < 0)
                 return r;
+        /* The gvisor tier: runsc mounts a proc of its own namespaces, which
+         * the kernel allows only where this one is fully visible (no mount
+         * over any part of it). Only runsc sees this /proc: the agent's is
+         * gVisor's own. */
+        if (b->c->policy->tier == POLICY_TIER_GVISOR)
+                return 0;
         static const char *const ro[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
         for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
                 _cleanup_free_ char *path = xasprintf("proc/%s", ro[i]);

@@ -24,6 +24,7 @@
 #include "idle.h"
 #include "mounts.h"
 #include "spawn.h"
+#include "tier.h"
 #include "util.h"
 #include "volume.h"
 #include "spawn-internal.h"
@@ -82,6 +83,7 @@ static void child_build_root(struct child_ctx *ctx)
             .mount_fds = ctx->mount_fds,
             .tool_bin = cfg->tool_bin,
             .ca_bundle = cfg->ca_bundle,
+            .image = ctx->image,
         };
         int upper = -1;
         r = mounts_build_root(&mc, &upper, &err);
@@ -439,6 +441,11 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         r = check_workspace(p, err); /* it exists; an overlay's layers */
         if (r < 0)
                 return r;
+        /* The tier: one this host cannot run is refused here; the
+         * container tier's image is opened as the caller. */
+        r = tier_prepare(p, geteuid(), cfg->caller_home, &ctx.image, err);
+        if (r < 0)
+                return r;
         r = mounts_plan_new(p, cfg->caller_home, &plan, err); /* mounts.c */
         if (r < 0)
                 return r;
@@ -499,6 +506,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         mounts_plan_free(plan, p->n_mounts);
         if (ctx.workspace_fd >= 0)
                 close(ctx.workspace_fd);
+        ctx.image = tier_image_free(ctx.image);
         for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
                 if (mount_fds[i] >= 0)
                         close(mount_fds[i]);
@@ -544,6 +552,7 @@ fail:
                 close(sp[1]);
         if (ctx.workspace_fd >= 0)
                 close(ctx.workspace_fd);
+        ctx.image = tier_image_free(ctx.image);
         for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
                 if (mount_fds[i] >= 0)
                         close(mount_fds[i]);

@@ -141,6 +141,13 @@ char *policy_to_json(const struct policy *p)
         json_object_set_new(root, "limits", o);
 
         json_object_set_new(root, "class", str_json(p->class_name));
+        /* Written only when not the defaults, so older digests hold. */
+        if (p->tier != POLICY_TIER_NAMESPACE)
+                json_object_set_new(root, "tier", json_string(policy_tier_name(p->tier)));
+        if (p->image)
+                json_object_set_new(root, "image", json_string(p->image));
+        if (p->trust_repo_config)
+                json_object_set_new(root, "trustRepoConfig", json_true());
         json_object_set_new(root, "env", kv_json(p->env, p->n_env));
         o = json_pack("{s:o}", "allow", strv_json(p->tools_allow, p->n_tools_allow));
         json_t *define = policy_tools_define_json(p);

@@ -602,6 +602,26 @@ static int top_class(struct ctx *c, void *t, json_t *v)
         return get_string(c, v, &((struct policy *)t)->class_name);
 }
 
+static int top_tier(struct ctx *c, void *t, json_t *v)
+{
+        int i;
+        int r = get_enum(c, v, policy_tier_names_v, POLICY_TIER_COUNT_, &i);
+        if (r < 0)
+                return r;
+        ((struct policy *)t)->tier = (enum policy_tier)i;
+        return 0;
+}
+
+static int top_image(struct ctx *c, void *t, json_t *v)
+{
+        return get_string_or_null(c, v, &((struct policy *)t)->image);
+}
+
+static int top_trust_repo(struct ctx *c, void *t, json_t *v)
+{
+        return get_bool(c, v, &((struct policy *)t)->trust_repo_config);
+}
+
 static int top_env(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
@@ -655,6 +675,9 @@ static const struct field top_fields[] = {
     {"network", top_network},
     {"limits", top_limits},
     {"class", top_class},
+    {"tier", top_tier},
+    {"image", top_image},
+    {"trustRepoConfig", top_trust_repo},
     {"env", top_env},
     {"tools", top_tools},
     {"uid", top_uid},

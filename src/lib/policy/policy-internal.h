@@ -35,6 +35,7 @@
 extern const char *const policy_workspace_modes[3];
 extern const char *const policy_read_modes[2];
 extern const char *const policy_net_modes[2];
+extern const char *const policy_tier_names_v[POLICY_TIER_COUNT_];
 
 enum value_kind {
         KIND_DURATION, /* milliseconds */

@@ -210,6 +210,8 @@ struct policy *policy_free(struct policy *p)
         free(p->net_parent_proxy);
         strv_free_n(p->net_no_proxy, p->n_net_no_proxy);
         free(p->class_name);
+        free(p->image);
+        free(p->repo_applied);
         policy_kv_free_n(p->env, p->n_env);
         strv_free_n(p->tools_allow, p->n_tools_allow);
         policy_tools_free_n(p->tools, p->n_tools);
@@ -290,6 +292,8 @@ struct policy *policy_dup(const struct policy *p)
         d->net_parent_proxy = xstrdup(p->net_parent_proxy);
         d->net_no_proxy = strv_dup_n(p->net_no_proxy, p->n_net_no_proxy);
         d->class_name = xstrdup(p->class_name);
+        d->image = xstrdup(p->image);
+        d->repo_applied = xstrdup(p->repo_applied);
         d->env = kv_dup_n(p->env, p->n_env);
         d->tools_allow = strv_dup_n(p->tools_allow, p->n_tools_allow);
         d->tools = policy_tools_dup_n(p->tools, p->n_tools);
@@ -376,6 +380,38 @@ int policy_set_class(struct policy *p, const char *name, struct al_error *err)
                                     SHOWN(name));
         free(p->class_name);
         p->class_name = xstrdup(cl->name);
+        return 0;
+}
+
+const char *const policy_tier_names_v[POLICY_TIER_COUNT_] = {
+    [POLICY_TIER_NAMESPACE] = "namespace",
+    [POLICY_TIER_CONTAINER] = "container",
+    [POLICY_TIER_GVISOR] = "gvisor",
+    [POLICY_TIER_MICROVM] = "microvm",
+};
+
+const char *policy_tier_name(enum policy_tier t)
+{
+        return (unsigned)t < POLICY_TIER_COUNT_ ? policy_tier_names_v[t] : NULL;
+}
+
+int policy_tier_parse(const char *name, enum policy_tier *ret)
+{
+        for (unsigned i = 0; name && i < POLICY_TIER_COUNT_; i++)
+                if (STREQ(name, policy_tier_names_v[i])) {
+                        *ret = (enum policy_tier)i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+int policy_set_tier(struct policy *p, const char *name, struct al_error *err)
+{
+        enum policy_tier t;
+        if (policy_tier_parse(name, &t) < 0)
+                return al_error_set(err, 0, "unknown tier \"%s\" (one of " POLICY_TIER_NAMES ")",
+                                    SHOWN(name));
+        p->tier = t;
         return 0;
 }
 

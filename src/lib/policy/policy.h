@@ -18,6 +18,15 @@ enum policy_read_mode {
         POLICY_READ_HOST,       /* all of / */
 };
 
+/* The isolation tier (docs/tiers.md): how the sandbox is built. */
+enum policy_tier {
+        POLICY_TIER_NAMESPACE = 0, /* namespaces over the host's system directories */
+        POLICY_TIER_CONTAINER,     /* the same over an image's root file system */
+        POLICY_TIER_GVISOR,        /* the command under runsc's user-space kernel */
+        POLICY_TIER_MICROVM,       /* its own kernel under a hypervisor */
+        POLICY_TIER_COUNT_,
+};
+
 enum policy_workspace_mode {
         POLICY_WORKSPACE_RW = 0,
         POLICY_WORKSPACE_RO,
@@ -156,6 +165,13 @@ struct policy {
         bool protect_git; /* .git/hooks and .git/config read-only (default true) */
         bool allow_broad; /* "/", a system directory or a whole home is allowed as workspace */
 
+        /* isolation */
+        enum policy_tier tier;
+        char *image;            /* tier container: an imported image's name or id */
+        bool trust_repo_config; /* .airlock/isolation.json may add network and mounts */
+        char *repo_applied;     /* JSON: what that file applied (repo.h), for the audit; not
+                                 * part of the policy's JSON */
+
         /* filesystem */
         enum policy_read_mode read;
         char **deny_read; /* host paths, in addition to the mandatory list */
@@ -249,7 +265,15 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
 
 const struct policy_class *policy_class_find(const char *name);
 
+/* "namespace", "container", ...; NULL for a value out of range. */
+const char *policy_tier_name(enum policy_tier t);
+/* The tier named `name`, or -EINVAL. */
+int policy_tier_parse(const char *name, enum policy_tier *ret);
+/* The tier names, comma separated, for messages. */
+#define POLICY_TIER_NAMES "namespace, container, gvisor, microvm"
+
 /* Setters used by the CLI; each validates its argument. */
+int policy_set_tier(struct policy *p, const char *name, struct al_error *err);
 int policy_set_class(struct policy *p, const char *name, struct al_error *err);
 void policy_add_env(struct policy *p, const char *key, const char *value);
 void policy_add_mount(struct policy *p, const char *source, const char *target, bool readonly);

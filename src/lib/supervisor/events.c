@@ -16,7 +16,23 @@ static const char *const read_modes[] = {"system", "host"};
 static const char *const ws_modes[] = {"rw", "ro", "overlay"};
 static const char *const net_modes[] = {"none", "gated"};
 
+static json_t *sandbox_created(const struct policy *p);
+
+/* The tier, and what the repository's .airlock/isolation.json applied. */
 json_t *events_sandbox_created(const struct policy *p)
+{
+        json_t *o = sandbox_created(p);
+        json_t *s = json_object_get(o, "summary");
+        json_object_set_new(s, "tier", json_string(policy_tier_name(p->tier)));
+        if (p->image)
+                json_object_set_new(s, "image", json_string(p->image));
+        json_t *repo = p->repo_applied ? json_loads(p->repo_applied, 0, NULL) : NULL;
+        if (repo)
+                json_object_set_new(o, "repoConfig", repo);
+        return o;
+}
+
+static json_t *sandbox_created(const struct policy *p)
 {
         _cleanup_free_ char *canon = policy_to_json(p);
         char digest[AUDIT_HASH_HEX + 1] = "";

@@ -294,6 +294,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (r < 0)
                 return r;
         memcpy(res->sandbox, core->id, sizeof(core->id));
+        res->tier = policy_tier_name(p->tier);
 
         const char *home = env_home_for_uid(p->uid);
         r = env_build(p, home, env_user_for_uid(p->uid), cfg->term, &envp, err);
@@ -631,6 +632,8 @@ char *supervisor_result_json(const struct supervisor_result *r)
                 return NULL;
         if (r->message[0])
                 json_object_set_new(o, "message", json_string(r->message));
+        if (r->tier)
+                json_object_set_new(o, "tier", json_string(r->tier));
         char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(o);
         return s;

@@ -38,6 +38,7 @@ struct supervisor_result {
         uint64_t duration_ms;
         struct supervisor_usage usage;
         char message[AL_ERROR_MAX]; /* why, when error_code is set */
+        const char *tier;           /* the isolation tier (policy_tier_name); NULL: unknown */
         /* An overlay workspace: where the proposed changes were kept. */
         char review_dir[512];
         uint64_t review_added, review_modified, review_deleted;

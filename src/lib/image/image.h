@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* Images for the container tier (docs/tiers.md, docs/internals/tiers.md):
+ * root file systems kept in a content-addressed cache under Airlock's state
+ * directory, <state root>/images:
+ *
+ *   <id>/rootfs/    the tree, id = sha256 of its canonical listing
+ *   names/<name>    a file holding the id the name stands for
+ *
+ * What is imported is hostile: nothing is followed, no device node, FIFO or
+ * socket is kept, no set-id or sticky bit survives, and every entry is
+ * created beneath the new tree (openat on directory fds, O_NOFOLLOW), so no
+ * path leaves the cache. Symbolic links are kept as links: they resolve
+ * only inside the sandbox, whose root the image is. */
+
+#define IMAGE_ID_LEN      64
+#define IMAGE_NAME_MAX    64
+#define IMAGE_DEPTH_MAX   64
+#define IMAGE_ENTRIES_MAX 1000000
+
+struct image_info {
+        char id[IMAGE_ID_LEN + 1];
+        uint64_t files, dirs, links, bytes;
+        uint64_t skipped; /* device nodes, FIFOs, sockets left out */
+        uint64_t setid_stripped;
+        uint64_t whiteouts; /* OCI whiteouts applied */
+        int cached;         /* the same tree was already in the cache */
+};
+
+/* <state root>/images for this caller; NULL when there is no state root. */
+char *image_dir(uid_t uid, const char *home);
+
+/* NULL when `name` is a valid image name, else why not. */
+const char *image_name_check(const char *name);
+
+/* Import the directory `src` into the cache; `name` (may be NULL) then
+ * stands for it. */
+int image_import(const char *images_dir, const char *src, const char *name, struct image_info *ret,
+                 struct al_error *err);
+
+/* The root file system of image `ref` (a name, or a 64-digit id): its path
+ * (caller frees) and id. */
+int image_resolve(const char *images_dir, const char *ref, char **ret_rootfs,
+                  char ret_id[IMAGE_ID_LEN + 1], struct al_error *err);
+
+/* [{"id", "names": [...]}] for every image in the cache. */
+int image_list(const char *images_dir, json_t **ret, struct al_error *err);
+
+/* Remove a name; the tree goes when no name is left for it. An id removes
+ * the tree and every name standing for it. */
+int image_remove(const char *images_dir, const char *ref, struct al_error *err);
