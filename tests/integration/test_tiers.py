@@ -77,6 +77,28 @@ def test_container_root_is_the_image(airlock):
         airlock.run(["image", "rm", name], check_setup=False, timeout=30)
 
 
+def test_container_tier_with_the_gate(airlock):
+    """An image has no room of its own for what Airlock mounts over its files
+    in a gated sandbox: the gate's resolver, and the sandbox's CA bundle
+    when a route terminates TLS. Import makes room; both are there."""
+    name, _ = import_image(airlock, make_rootfs(airlock))
+    try:
+        pol = airlock.make_dir("pol") / "policy.json"
+        pol.write_text(json.dumps({"network": {
+            "mode": "gated", "allow": ["example.test:443"],
+            "routes": [{"name": "ex", "upstream": "https://example.test", "terminate": True}]}}))
+        airlock.chown(pol)
+        p = airlock.sandbox("cat /etc/resolv.conf; echo CA=$SSL_CERT_FILE; "
+                            "cat /etc/ssl/certs/ca-certificates.crt",
+                            "--tier", "container", "--image", name, "--policy", pol, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert "nameserver 127.0.0.1" in p.stdout
+        assert "CA=/etc/ssl/certs/ca-certificates.crt" in p.stdout
+        assert "BEGIN CERTIFICATE" in p.stdout
+    finally:
+        airlock.run(["image", "rm", name], check_setup=False, timeout=30)
+
+
 def test_gvisor_refuses_too_few_pids(airlock):
     if not os.access("/usr/bin/runsc", os.X_OK):
         return

@@ -309,11 +309,14 @@ int mounts_build_passwd(struct builder *b)
         snprintf(group + n, sizeof(group) - (size_t)n, "nogroup:x:65534:\n");
 
         /* Gated: names are resolved by the gate's name server inside
-         * (transparent mode, connect-notify.c). Only over a regular file:
-         * where the host's is a link, lookups follow it and find no route. */
+         * (transparent mode, connect-notify.c). Only over a regular file
+         * (the host's, or the image's for the container tier, where import
+         * made an empty one if it had none): where it is a link, lookups
+         * follow it and find no route. */
         struct stat rst;
         bool resolv = c->policy && c->policy->net_mode == POLICY_NET_GATED &&
-                      lstat("/etc/resolv.conf", &rst) == 0 && S_ISREG(rst.st_mode);
+                      (c->image ? c->image->resolv_file
+                                : lstat("/etc/resolv.conf", &rst) == 0 && S_ISREG(rst.st_mode));
         const char *const files[][2] = {
             {"passwd", passwd},
             {"group", group},
@@ -348,7 +351,7 @@ int mounts_build_tool_endpoint(struct builder *b)
 {
         const struct mounts_config *c = b->c;
         int r = mounts_mount_tmpfs(b, SPAWN_TOOL_DIR, "64k", "0755", c->uid, c->gid,
-                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+                                   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
         if (r < 0)
                 return r;
         uint64_t attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;

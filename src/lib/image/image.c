@@ -234,29 +234,62 @@ static int copy_tree(struct copy *c, int src, int dst, const char *rel, unsigned
         return r < 0 ? r : 0;
 }
 
-/* The sandbox's own /etc/passwd and /etc/group are mounted over the
- * image's (mounts_build_passwd): make sure there is a file to mount on. */
+/* Files Airlock mounts over the image's own when a sandbox starts: its
+ * /etc/passwd and /etc/group (mounts_build_passwd), the gate's resolver in
+ * a gated sandbox, and the sandbox's CA bundle when a route terminates TLS.
+ * An image root is read-only, so each needs a file to mount on: an empty
+ * one is made where the image has none. A directory or link the image has
+ * in the way is left as it is (a sandbox that needs that mount then fails
+ * to start, naming it). */
+static const struct {
+        const char *path;
+        bool always; /* every sandbox mounts it: an image without room fails here */
+} mount_points[] = {
+    {"etc/passwd", true},
+    {"etc/group", true},
+    {"etc/resolv.conf", false},
+    {"etc/ssl/certs/ca-certificates.crt", false},
+};
+
+static int add_mount_point(struct copy *c, int root, const char *rel, bool always)
+{
+        _cleanup_close_ int dir = fcntl(root, F_DUPFD_CLOEXEC, 3);
+        if (dir < 0)
+                return al_error_set(c->err, errno, "opening the image");
+        _cleanup_free_ char *path = xasprintf("/%s", rel);
+        const char *name = rel;
+        for (const char *slash; (slash = strchr(name, '/'));) {
+                _cleanup_free_ char *part = xasprintf("%.*s", (int)(slash - name), name);
+                _cleanup_free_ char *sofar = xasprintf("%.*s", (int)(slash - rel) + 1, path);
+                if (mkdirat(dir, part, 0755) == 0)
+                        digest(c, "D", sofar, 0755, NULL);
+                else if (errno != EEXIST)
+                        return al_error_set(c->err, errno, "creating %s in the image", sofar);
+                int next = openat(dir, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (next < 0 && !always && (errno == ENOTDIR || errno == ELOOP))
+                        return 0;
+                if (next < 0)
+                        return al_error_set(c->err, errno, "%s of the image is not a directory",
+                                            sofar);
+                close(dir);
+                dir = next;
+                name = slash + 1;
+        }
+        int fd = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+                digest(c, "F", path, 0644, "0");
+                close(fd);
+        } else if (errno != EEXIST)
+                return al_error_set(c->err, errno, "creating %s in the image", path);
+        return 0;
+}
+
 static int add_mount_points(struct copy *c, int root)
 {
-        if (mkdirat(root, "etc", 0755) == 0)
-                digest(c, "D", "/etc", 0755, NULL);
-        else if (errno != EEXIST)
-                return al_error_set(c->err, errno, "creating /etc in the image");
-        _cleanup_close_ int etc =
-            openat(root, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (etc < 0)
-                return al_error_set(c->err, errno, "/etc of the image is not a directory");
-        const char *const files[] = {"passwd", "group"};
-        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-                int fd = openat(etc, files[i], O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                                0644);
-                if (fd >= 0) {
-                        _cleanup_free_ char *path = xasprintf("/etc/%s", files[i]);
-                        digest(c, "F", path, 0644, "0");
-                        close(fd);
-                } else if (errno != EEXIST)
-                        return al_error_set(c->err, errno, "creating /etc/%s in the image",
-                                            files[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(mount_points); i++) {
+                int r = add_mount_point(c, root, mount_points[i].path, mount_points[i].always);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }

@@ -147,6 +147,9 @@ static int list_image(struct tier_image *t, bool clone, struct al_error *err)
         _cleanup_close_ int root = open(t->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (root < 0)
                 return al_error_set(err, errno, "opening image %s", t->path);
+        struct stat rst;
+        t->resolv_file = fstatat(root, "etc/resolv.conf", &rst, AT_SYMLINK_NOFOLLOW) == 0 &&
+                         S_ISREG(rst.st_mode);
         int dfd = fcntl(root, F_DUPFD_CLOEXEC, 3);
         DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
         if (!d) {

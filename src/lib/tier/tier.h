@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -31,6 +32,10 @@ struct tier_image {
         char *path; /* the image's root file system */
         struct tier_entry *entries;
         size_t n_entries;
+        /* etc/resolv.conf is a regular file there, so that a gated
+         * sandbox's resolver can be mounted over it (seen by the parent:
+         * the sandbox's own user may not reach the image cache). */
+        bool resolv_file;
 };
 
 /* In the parent, before the sandbox starts: refuse a tier this host cannot
