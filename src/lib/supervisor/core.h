@@ -47,6 +47,7 @@ struct sv_core {
         struct netgate *gate;
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
         struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
+        struct hwgate *hw;      /* the hardware gate, when the policy has a hardware section */
         uint64_t tool_calls;    /* tool.call records */
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         uint64_t start_us;
@@ -93,10 +94,15 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
  * endpoint's variables (env_add_tool). */
 int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struct al_error *err);
 /* The tool gateway on the socket pid 1 handed over (spawn_result.tool_fd),
+ * and first the hardware gate when the policy has a hardware section (its
+ * driver started or connected: a failure is a setup error),
  * every call recorded as a tool.call; HTTP tools go through the network
  * gate, so this comes after sv_core_start_gate. Nothing without a socket. */
 int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *account,
                         struct al_error *err);
+/* The host's emergency stop (hwgate_estop): every actuator stopped now and
+ * motion refused until the sandbox ends. -ENODEV: no hardware gate. */
+int sv_core_estop(struct sv_core *c, const char *by);
 /* Close the port forwards and the gates, the tool gateway before the
  * network gate (its HTTP calls use it): their open connections and running
  * tools are ended and recorded. */

@@ -68,6 +68,10 @@ struct toolgate_config {
         struct netgate *netgate; /* for HTTP tools; may be NULL (they then fail: internal) */
         void (*recorder)(void *ud, const struct toolgate_record *rec);
         void *ud;
+        /* The hardware gate (hwgate.h): its hw.* calls go to it, past
+         * tools.allow and the tool buckets (it has its own rate, and a stop
+         * is never limited). NULL: none; outlives the gateway. */
+        struct hwgate *hw;
 };
 
 /* NULL with err set on failure. The gateway runs on `base`. */
@@ -87,5 +91,5 @@ void toolgate_free(struct toolgate *t);
 json_t *toolgate_list(const struct policy *p);
 
 /* Whether a sandbox with this policy gets a gateway endpoint at all: when
- * its tools.allow names a tool. */
+ * its tools.allow names a tool, or it has a hardware section. */
 int toolgate_wanted(const struct policy *p);
