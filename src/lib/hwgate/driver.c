@@ -97,6 +97,10 @@ int hwgate_driver_open(struct hwgate_driver *d, const struct policy_hardware *h,
         int r = h->socket ? open_socket(d, h->socket, err) : start_command(d, h->command, err);
         if (r < 0)
                 return r;
+        /* Little in flight in the kernel: what waits stays in d->out, where
+         * a stop can drop it and go first. */
+        int small = 4096;
+        (void)setsockopt(d->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
         r = set_nonblock(d->fd);
         if (r < 0) {
                 hwgate_driver_close(d, 0);

@@ -21,6 +21,7 @@ struct act {
         double current;           /* what the driver was last told */
         double target;            /* where the ramp goes */
         uint64_t moving_since_ms; /* 0: at rest */
+        uint64_t ramp_ms;         /* the ramp's last step (or its start) */
 };
 
 struct pending {
@@ -98,18 +99,24 @@ static void record_cmd(struct hwgate *g, const char *op, const char *name, const
 }
 
 /* Rate refusals of a flood: the first few a second one by one, the rest
- * counted into one record when the window ends. */
+ * counted into one record (count: how many it stands for) when the window
+ * ends, or the gate closes. */
+static void rate_flush(struct hwgate *g, uint64_t now)
+{
+        if (g->counted)
+                record(g, json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "op", "*", "name", "*",
+                                    "decision", "deny", "rule", "rate", "count",
+                                    (json_int_t)g->counted, "reason",
+                                    "more calls than limits.rate allows"));
+        g->window_ms = now;
+        g->singles = 0;
+        g->counted = 0;
+}
+
 static bool rate_refusal_counted(struct hwgate *g, uint64_t now)
 {
-        if (now - g->window_ms >= 1000) {
-                if (g->counted)
-                        record(g, json_pack("{s:s, s:s, s:s, s:I, s:s}", "op", "*", "decision",
-                                            "deny", "rule", "rate", "count", (json_int_t)g->counted,
-                                            "reason", "more calls than limits.rate allows"));
-                g->window_ms = now;
-                g->singles = 0;
-                g->counted = 0;
-        }
+        if (now - g->window_ms >= 1000)
+                rate_flush(g, now);
         if (g->singles < HWGATE_REFUSAL_SINGLES) {
                 g->singles++;
                 return false;
@@ -261,15 +268,18 @@ static void on_tick(evutil_socket_t fd, short what, void *ud)
 {
         struct hwgate *g = ud;
         uint64_t now = now_ms();
-        double dt = (double)(now - g->last_tick_ms) / 1000.0;
         g->last_tick_ms = now;
 
         if (!g->driver_lost) {
                 for (size_t i = 0; i < g->n_acts; i++) {
                         struct act *a = &g->acts[i];
-                        if (a->current != a->target)
-                                apply(g, a, hwgate_ramp(a->current, a->target, a->max_accel, dt),
-                                      now);
+                        if (a->current == a->target)
+                                continue;
+                        /* The time since its own last step: a ramp that began
+                         * between two ticks gets only what has passed. */
+                        double adt = (double)(now - a->ramp_ms) / 1000.0;
+                        a->ramp_ms = now;
+                        apply(g, a, hwgate_ramp(a->current, a->target, a->max_accel, adt), now);
                 }
                 for (size_t i = 0; i < g->n_acts; i++) {
                         struct act *a = &g->acts[i];
@@ -291,8 +301,8 @@ static void on_tick(evutil_socket_t fd, short what, void *ud)
                         pending_fail(g, i, "timeout", "the hardware driver did not answer in 2 s");
                 else
                         i++;
-        if (g->counted && now - g->window_ms >= 1000)
-                rate_refusal_counted(g, now), g->singles = 0, g->counted = 0;
+        if (now - g->window_ms >= 1000)
+                rate_flush(g, now);
 }
 
 struct hwgate *hwgate_new(struct event_base *base, const struct hwgate_config *cfg,
@@ -437,6 +447,8 @@ static void do_set(struct hwgate *g, const json_t *args, hwgate_done_fn done, vo
         bool clamped;
         double actual = hwgate_clamp(v, a->max_speed, &clamped);
         bool ramp = a->max_accel > 0 && actual != a->current;
+        if (ramp && a->target == a->current)
+                a->ramp_ms = now; /* a ramp starts now */
         a->target = actual;
         if (!ramp && actual != a->current)
                 apply(g, a, actual, now);
@@ -536,6 +548,7 @@ void hwgate_free(struct hwgate *g)
         }
         while (g->n_pending)
                 pending_fail(g, 0, "internal", "the sandbox is stopping");
+        rate_flush(g, now_ms());
         if (g->ev_read)
                 event_free(g->ev_read);
         if (g->ev_tick)
