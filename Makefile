@@ -72,6 +72,7 @@ asan: deps
 
 demo: build
 	examples/demo.sh
+	/usr/bin/python3 examples/robot-sim/demo.py
 
 bench: build
 	bench/spawn.sh

@@ -50,8 +50,34 @@ static int open_socket(struct hwgate_driver *d, const char *path, struct al_erro
         return 0;
 }
 
+#define DRIVER_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* argv[0] as the driver's own PATH finds it (not the supervisor's: the
+ * driver's environment is clean, and so is what it is looked up in). */
+static char *resolve(const char *name)
+{
+        if (strchr(name, '/'))
+                return xstrdup(name);
+        const char *p = DRIVER_PATH;
+        while (*p) {
+                size_t n = strcspn(p, ":");
+                char *path = xasprintf("%.*s/%s", (int)n, p, name);
+                if (access(path, X_OK) == 0)
+                        return path;
+                free(path);
+                p += n + (p[n] == ':');
+        }
+        return NULL;
+}
+
 static int start_command(struct hwgate_driver *d, char *const *argv, struct al_error *err)
 {
+        _cleanup_free_ char *exe = resolve(argv[0]);
+        if (!exe)
+                return al_error_set_message(err, ENOENT,
+                                            "starting the hardware driver: \"%s\" is not in "
+                                            "%s (give a path in hardware.driver.command)",
+                                            argv[0], DRIVER_PATH);
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
                 return al_error_set(err, errno, "hardware driver: socketpair");
@@ -71,9 +97,9 @@ static int start_command(struct hwgate_driver *d, char *const *argv, struct al_e
          * stops the actuators, not the driver before it is told. */
         posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
                                           POSIX_SPAWN_SETSID);
-        char *envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", NULL};
+        char *envp[] = {"PATH=" DRIVER_PATH, "LANG=C.UTF-8", NULL};
         pid_t pid;
-        int r = posix_spawnp(&pid, argv[0], &fa, &at, argv, envp);
+        int r = posix_spawn(&pid, exe, &fa, &at, argv, envp);
         posix_spawn_file_actions_destroy(&fa);
         posix_spawnattr_destroy(&at);
         close(sv[1]);
