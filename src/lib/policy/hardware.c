@@ -13,11 +13,14 @@
  * Everything is checked here, once: a key the gate would not enforce is an
  * error, never ignored. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "fs.h"
 #include "hardware.h"
+#include "policy.h"
 #include "util.h"
 
 struct hctx {
@@ -370,4 +373,37 @@ void policy_hardware_limits(const struct policy_hardware *h, const char *name, d
                         if (h->per[i].max_accel > 0)
                                 *max_accel = h->per[i].max_accel;
                 }
+}
+
+int policy_hardware_load_file(struct policy *p, const char *path, struct al_error *err)
+{
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int r = read_file_at(AT_FDCWD, path, 1u << 20, &text, &len);
+        if (r < 0)
+                return al_error_set(err, -r, "reading the hardware file \"%s\"", path);
+        json_error_t jerr;
+        json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+        json_t *hw = json_object_get(doc, "hardware");
+        if (!json_is_object(doc) || !hw || json_object_size(doc) != 1) {
+                json_decref(doc);
+                return al_error_set_message(err, EINVAL,
+                                            "%s: must be {\"hardware\": {...}} and nothing else "
+                                            "(docs/hardware.md)",
+                                            path);
+        }
+        struct policy_hardware h;
+        r = policy_hardware_parse(hw, "hardware", &h, err);
+        if (r < 0) {
+                json_decref(doc);
+                return al_error_wrap(err, "%s", path);
+        }
+        policy_hardware_clear(&h);
+        char *s = json_dumps(hw, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+        json_decref(doc);
+        if (!s)
+                return al_error_set(err, ENOMEM, "%s", path);
+        free(p->hardware_json);
+        p->hardware_json = s;
+        return 0;
 }

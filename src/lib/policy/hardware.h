@@ -58,6 +58,11 @@ void policy_hardware_clear(struct policy_hardware *h);
 /* From the policy's canonical text (policy.hardware_json). */
 int policy_hardware_from_text(const char *text, struct policy_hardware *ret, struct al_error *err);
 
+/* An operator's file {"hardware": {...}} (airlockd --hardware FILE),
+ * checked, set as p's hardware section. */
+struct policy;
+int policy_hardware_load_file(struct policy *p, const char *path, struct al_error *err);
+
 /* Whether a name may be moved (in actuators.allow, not in actuators.deny) or
  * read (not in sensors.deny), and an actuator's limits. */
 bool policy_hardware_actuator_allowed(const struct policy_hardware *h, const char *name);
