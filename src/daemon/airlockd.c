@@ -49,12 +49,12 @@ struct daemon_options {
         const char *audit_path;
         const char *audit_rotate; /* SIZE[:KEEP] (audit_parse_rotate); NULL: the defaults */
         const char *airlock_bin;
-        const char *secrets_path;  /* GIT_TOKEN for clones and pushes; route secrets */
-        const char *tools_path;    /* tool definitions for every sandbox */
+        const char *secrets_path; /* GIT_TOKEN for clones and pushes; route secrets */
+        const char *tools_path;   /* tool definitions for every sandbox */
         const char *hardware_path; /* the hardware section for every sandbox */
-        char **git_hosts;          /* the hosts repositories may be cloned from */
-        bool git_helper;           /* ask the git credential helper */
-        uint64_t max_sandboxes;    /* 0: no daemon-wide maximum */
+        char **git_hosts;         /* the hosts repositories may be cloned from */
+        bool git_helper;          /* ask the git credential helper */
+        uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
         uint64_t ready_timeout_ms;
         uint64_t gc_interval_ms;
         uint64_t retain_ms; /* ended records and reviewed changes are kept this long */
@@ -63,69 +63,68 @@ struct daemon_options {
 };
 
 static const char usage_text[] =
-    "Usage: airlockd [OPTIONS]\n"
-    "\n"
-    "Serve Airlock's HTTP API (docs/api.md): sandboxes that outlive the request that made\n"
-    "them, each owned by its own supervisor, behind bearer-token grants\n"
-    "('airlock grant create').\n"
-    "\n"
-    "Examples:\n"
-    "  airlockd\n"
-    "  airlockd --listen 127.0.0.1:7070 --pool small=4\n"
-    "  systemctl enable --now airlockd.socket\n"
-    "\n"
-    "Options:\n"
-    "      --socket PATH        the API's unix socket (default: /run/airlock/airlockd.sock\n"
-    "                           for root, $XDG_RUNTIME_DIR/airlock/airlockd.sock otherwise)\n"
-    "      --listen HOST:PORT   also serve on TCP, e.g. 127.0.0.1:7070\n"
-    "      --state-dir DIR      the database and daemon-made workspaces (default:\n"
-    "                           /var/lib/airlock/daemon, or ~/.local/state/airlock/daemon)\n"
-    "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
-    "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
-    "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
-    "  -h, --help               show this help\n"
-    "\n"
-    "More options:\n"
-    "      --run-dir DIR        the supervisors' control sockets (default:\n"
-    "                           /run/airlock/sandboxes, or $XDG_RUNTIME_DIR/airlock/sandboxes)\n"
-    "      --audit FILE         the audit log (default: as 'airlock run')\n"
-    "      --audit-rotate SIZE[:KEEP]  rotate it at SIZE keeping KEEP older files, for the\n"
-    "                           daemon and its supervisors (default 64M:8; never)\n"
-    "      --airlock PATH       the airlock binary that supervises sandboxes (default: the\n"
-    "                           one next to airlockd)\n"
-    "      --max-sandboxes N    live sandboxes at most, pooled ones included (default: 1000;\n"
-    "                           0: no maximum)\n"
-    "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
-    "      --tools FILE         host tool definitions, {\"define\": {...}}, for every\n"
-    "                           sandbox; a grant names the tools its sandboxes may be\n"
-    "                           given (airlock grant create --tool NAME; docs/tools.md)\n"
-    "      --hardware FILE      a device every sandbox drives through the hardware gate,\n"
-    "                           {\"hardware\": {...}} (docs/hardware.md)\n"
-    "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
-    "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
-    "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
-    "      --git-host HOST      repositories may be cloned from HOST, which gets the\n"
-    "                           daemon's git credentials (repeatable; without it only\n"
-    "                           local repositories can be named)\n"
-    "      --no-git-helper      do not ask the git credential helper\n"
-    "      --request-timeout SEC  a request's head and body must arrive within SEC of\n"
-    "                           its first byte (default: 30)\n"
-    "      --max-connections N  API connections open at once (default: 4096)\n"
-    "      --max-peer-connections N  per uid on the unix socket, per address on TCP\n"
-    "                           (default: 512)\n";
+        "Usage: airlockd [OPTIONS]\n"
+        "\n"
+        "Serve Airlock's HTTP API (docs/api.md): sandboxes that outlive the request that made\n"
+        "them, each owned by its own supervisor, behind bearer-token grants\n"
+        "('airlock grant create').\n"
+        "\n"
+        "Examples:\n"
+        "  airlockd\n"
+        "  airlockd --listen 127.0.0.1:7070 --pool small=4\n"
+        "  systemctl enable --now airlockd.socket\n"
+        "\n"
+        "Options:\n"
+        "      --socket PATH        the API's unix socket (default: /run/airlock/airlockd.sock\n"
+        "                           for root, $XDG_RUNTIME_DIR/airlock/airlockd.sock otherwise)\n"
+        "      --listen HOST:PORT   also serve on TCP, e.g. 127.0.0.1:7070\n"
+        "      --state-dir DIR      the database and daemon-made workspaces (default:\n"
+        "                           /var/lib/airlock/daemon, or ~/.local/state/airlock/daemon)\n"
+        "      --pool CLASS=N       keep N sandboxes of CLASS started ahead of need (repeatable)\n"
+        "      --secrets FILE       host-side secrets (mode 0600): the routes' secrets, and\n"
+        "                           GIT_TOKEN (GIT_USERNAME) for clones and pushes\n"
+        "  -h, --help               show this help\n"
+        "\n"
+        "More options:\n"
+        "      --run-dir DIR        the supervisors' control sockets (default:\n"
+        "                           /run/airlock/sandboxes, or $XDG_RUNTIME_DIR/airlock/sandboxes)\n"
+        "      --audit FILE         the audit log (default: as 'airlock run')\n"
+        "      --audit-rotate SIZE[:KEEP]  rotate it at SIZE keeping KEEP older files, for the\n"
+        "                           daemon and its supervisors (default 64M:8; never)\n"
+        "      --airlock PATH       the airlock binary that supervises sandboxes (default: the\n"
+        "                           one next to airlockd)\n"
+        "      --max-sandboxes N    live sandboxes at most, pooled ones included (default: 1000;\n"
+        "                           0: no maximum)\n"
+        "      --ready-timeout SEC  how long a sandbox may take to start (default: 30)\n"
+        "      --tools FILE         host tool definitions, {\"define\": {...}}, for every\n"
+        "                           sandbox; a grant names the tools its sandboxes may be\n"
+        "                           given (airlock grant create --tool NAME; docs/tools.md)\n"
+        "      --hardware FILE      a device every sandbox drives through the hardware gate,\n"
+        "                           {\"hardware\": {...}} (docs/hardware.md)\n"
+        "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
+        "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
+        "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
+        "      --git-host HOST      repositories may be cloned from HOST, which gets the\n"
+        "                           daemon's git credentials (repeatable; without it only\n"
+        "                           local repositories can be named)\n"
+        "      --no-git-helper      do not ask the git credential helper\n"
+        "      --request-timeout SEC  a request's head and body must arrive within SEC of\n"
+        "                           its first byte (default: 30)\n"
+        "      --max-connections N  API connections open at once (default: 4096)\n"
+        "      --max-peer-connections N  per uid on the unix socket, per address on TCP\n"
+        "                           (default: 512)\n";
 
 /* Connections the kernel queues before airlockd accepts them; the kernel
  * caps it at net.core.somaxconn. */
 #define LISTEN_BACKLOG 512
 
+
 /* A DNS name: letters, digits, '-' and '.', at most 253 characters. */
 static bool git_host_valid(const char *h)
 {
         size_t n = strlen(h);
-        return n > 0 && n <= 253 &&
-               strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                         "0123456789-.") == n &&
-               h[0] != '-' && h[0] != '.';
+        return n > 0 && n <= 253 && strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789-.") == n && h[0] != '-' && h[0] != '.';
 }
 
 /* NAME in the directory of path. */
@@ -260,8 +259,7 @@ static int listen_unix(struct daemon *d, const char *path, struct evconnlistener
                         return al_error_set(err, EEXIST, "%s exists and is not a socket", path);
                 _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0)
-                        return al_error_set(err, EADDRINUSE, "another airlockd listens on %s",
-                                            path);
+                        return al_error_set(err, EADDRINUSE, "another airlockd listens on %s", path);
                 unlink(path);
         }
         mode_t old = umask(0117);
@@ -275,8 +273,8 @@ static int listen_unix(struct daemon *d, const char *path, struct evconnlistener
                 return al_error_set(err, errno, "listening on %s", path);
         /* A backlog of 0 tells libevent the socket already listens; -1
          * would have it call listen(fd, 128) again and shrink the queue. */
-        *ret = evconnlistener_new(d->base, NULL, NULL,
-                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+        *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                                  0, fd);
         if (!*ret)
                 return al_error_set(err, ENOMEM, "listening on %s", path);
         TAKE_FD(fd);
@@ -291,10 +289,9 @@ static int listen_tcp(struct daemon *d, const char *addr, struct evconnlistener 
         if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &len) < 0 ||
             (ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_port == 0) ||
             (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port == 0))
-                return al_error_set(
-                    err, 0, "--listen \"%s\": expected HOST:PORT, e.g. 127.0.0.1:7070", addr);
-        _cleanup_close_ int fd =
-            socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                return al_error_set(err, 0, "--listen \"%s\": expected HOST:PORT, e.g. 127.0.0.1:7070",
+                                    addr);
+        _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return al_error_set(err, errno, "socket");
         int one = 1;
@@ -305,8 +302,8 @@ static int listen_tcp(struct daemon *d, const char *addr, struct evconnlistener 
                 return al_error_set(err, errno, "listening on %s", addr);
         /* A backlog of 0 tells libevent the socket already listens; -1
          * would have it call listen(fd, 128) again and shrink the queue. */
-        *ret = evconnlistener_new(d->base, NULL, NULL,
-                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+        *ret = evconnlistener_new(d->base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                                  0, fd);
         if (!*ret)
                 return al_error_set(err, ENOMEM, "listening on %s", addr);
         TAKE_FD(fd);
@@ -326,9 +323,8 @@ static void check_somaxconn(struct daemon *d)
         buf[strcspn(buf, "\n")] = '\0';
         uint64_t v;
         if (safe_atou64(buf, &v) == 0 && v < LISTEN_BACKLOG)
-                daemon_log(d,
-                           "net.core.somaxconn is %" PRIu64 ": the listen backlog is %" PRIu64
-                           ", not %d; raise it with sysctl for bursts of connections",
+                daemon_log(d, "net.core.somaxconn is %" PRIu64 ": the listen backlog is %" PRIu64
+                              ", not %d; raise it with sysctl for bursts of connections",
                            v, v, LISTEN_BACKLOG);
 }
 
@@ -359,58 +355,37 @@ static void raise_nofile(void)
 
 int main(int argc, char **argv)
 {
-        enum {
-                OPT_SOCKET = 256,
-                OPT_LISTEN,
-                OPT_STATE_DIR,
-                OPT_RUN_DIR,
-                OPT_AUDIT,
-                OPT_AIRLOCK,
-                OPT_POOL,
-                OPT_MAX,
-                OPT_READY,
-                OPT_GC,
-                OPT_QUIET,
-                OPT_SECRETS,
-                OPT_TOOLS,
-                OPT_HARDWARE,
-                OPT_GIT_HOST,
-                OPT_NO_GIT_HELPER,
-                OPT_AUDIT_ROTATE,
-                OPT_REQUEST_TIMEOUT,
-                OPT_MAX_CONNECTIONS,
-                OPT_MAX_PEER,
-                OPT_RETAIN
-        };
+        enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
+               OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_TOOLS, OPT_HARDWARE, OPT_GIT_HOST,
+               OPT_NO_GIT_HELPER, OPT_AUDIT_ROTATE, OPT_REQUEST_TIMEOUT, OPT_MAX_CONNECTIONS,
+               OPT_MAX_PEER, OPT_RETAIN };
         static const struct option opts[] = {
-            {"socket", required_argument, NULL, OPT_SOCKET},
-            {"listen", required_argument, NULL, OPT_LISTEN},
-            {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-            {"run-dir", required_argument, NULL, OPT_RUN_DIR},
-            {"audit", required_argument, NULL, OPT_AUDIT},
-            {"audit-rotate", required_argument, NULL, OPT_AUDIT_ROTATE},
-            {"airlock", required_argument, NULL, OPT_AIRLOCK},
-            {"pool", required_argument, NULL, OPT_POOL},
-            {"max-sandboxes", required_argument, NULL, OPT_MAX},
-            {"ready-timeout", required_argument, NULL, OPT_READY},
-            {"gc-interval", required_argument, NULL, OPT_GC},
-            {"quiet", no_argument, NULL, OPT_QUIET},
-            {"secrets", required_argument, NULL, OPT_SECRETS},
-            {"tools", required_argument, NULL, OPT_TOOLS},
-            {"hardware", required_argument, NULL, OPT_HARDWARE},
-            {"git-host", required_argument, NULL, OPT_GIT_HOST},
-            {"no-git-helper", no_argument, NULL, OPT_NO_GIT_HELPER},
-            {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
-            {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
-            {"max-peer-connections", required_argument, NULL, OPT_MAX_PEER},
-            {"retain", required_argument, NULL, OPT_RETAIN},
-            {"help", no_argument, NULL, 'h'},
-            {NULL, 0, NULL, 0},
+                {"socket", required_argument, NULL, OPT_SOCKET},
+                {"listen", required_argument, NULL, OPT_LISTEN},
+                {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+                {"run-dir", required_argument, NULL, OPT_RUN_DIR},
+                {"audit", required_argument, NULL, OPT_AUDIT},
+                {"audit-rotate", required_argument, NULL, OPT_AUDIT_ROTATE},
+                {"airlock", required_argument, NULL, OPT_AIRLOCK},
+                {"pool", required_argument, NULL, OPT_POOL},
+                {"max-sandboxes", required_argument, NULL, OPT_MAX},
+                {"ready-timeout", required_argument, NULL, OPT_READY},
+                {"gc-interval", required_argument, NULL, OPT_GC},
+                {"quiet", no_argument, NULL, OPT_QUIET},
+                {"secrets", required_argument, NULL, OPT_SECRETS},
+                {"tools", required_argument, NULL, OPT_TOOLS},
+                {"hardware", required_argument, NULL, OPT_HARDWARE},
+                {"git-host", required_argument, NULL, OPT_GIT_HOST},
+                {"no-git-helper", no_argument, NULL, OPT_NO_GIT_HELPER},
+                {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+                {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+                {"max-peer-connections", required_argument, NULL, OPT_MAX_PEER},
+                {"retain", required_argument, NULL, OPT_RETAIN},
+                {"help", no_argument, NULL, 'h'},
+                {NULL, 0, NULL, 0},
         };
-        struct daemon_options o = {.max_sandboxes = 1000,
-                                   .ready_timeout_ms = 30000,
-                                   .gc_interval_ms = 1000,
-                                   .git_helper = true,
+        struct daemon_options o = {.max_sandboxes = 1000, .ready_timeout_ms = 30000,
+                                   .gc_interval_ms = 1000, .git_helper = true,
                                    .retain_ms = PRUNE_RETAIN_DEFAULT_MS};
         struct http_limits hl = {.request_timeout_ms = HTTP_REQUEST_TIMEOUT_MS,
                                  .max_connections = HTTP_MAX_CONNECTIONS,
@@ -439,9 +414,7 @@ int main(int argc, char **argv)
                 case OPT_AUDIT_ROTATE: {
                         struct audit_options check = {0};
                         if (audit_parse_rotate(optarg, &check) < 0) {
-                                fprintf(stderr,
-                                        "airlockd: --audit-rotate \"%s\": expected SIZE[:KEEP], "
-                                        "e.g. 64M:8, or never\n",
+                                fprintf(stderr, "airlockd: --audit-rotate \"%s\": expected SIZE[:KEEP], e.g. 64M:8, or never\n",
                                         optarg);
                                 return 2;
                         }
@@ -454,9 +427,8 @@ int main(int argc, char **argv)
                 case OPT_POOL:
                         if (o.n_pools >= DAEMON_POOL_CLASSES ||
                             parse_pool(optarg, &o.pools[o.n_pools]) < 0) {
-                                fprintf(stderr,
-                                        "airlockd: --pool \"%s\": expected CLASS=N with CLASS one "
-                                        "of small, medium, large, xlarge and N up to 1000\n",
+                                fprintf(stderr, "airlockd: --pool \"%s\": expected CLASS=N with CLASS one "
+                                                "of small, medium, large, xlarge and N up to 1000\n",
                                         optarg);
                                 return 2;
                         }
@@ -464,24 +436,21 @@ int main(int argc, char **argv)
                         break;
                 case OPT_MAX:
                         if (safe_atou64(optarg, &o.max_sandboxes) < 0) {
-                                fprintf(stderr,
-                                        "airlockd: --max-sandboxes \"%s\": expected a number\n",
+                                fprintf(stderr, "airlockd: --max-sandboxes \"%s\": expected a number\n",
                                         optarg);
                                 return 2;
                         }
                         break;
                 case OPT_READY:
                         if (parse_seconds_ms(optarg, &o.ready_timeout_ms) < 0) {
-                                fprintf(stderr,
-                                        "airlockd: --ready-timeout \"%s\": expected seconds\n",
+                                fprintf(stderr, "airlockd: --ready-timeout \"%s\": expected seconds\n",
                                         optarg);
                                 return 2;
                         }
                         break;
                 case OPT_GC:
                         if (parse_seconds_ms(optarg, &o.gc_interval_ms) < 0) {
-                                fprintf(stderr,
-                                        "airlockd: --gc-interval \"%s\": expected seconds\n",
+                                fprintf(stderr, "airlockd: --gc-interval \"%s\": expected seconds\n",
                                         optarg);
                                 return 2;
                         }
@@ -491,9 +460,8 @@ int main(int argc, char **argv)
                         break;
                 case OPT_RETAIN:
                         if (prune_parse_retain(optarg, &o.retain_ms) < 0 || o.retain_ms == 0) {
-                                fprintf(stderr,
-                                        "airlockd: --retain \"%s\": expected a duration such "
-                                        "as 7d, 12h or 30m\n",
+                                fprintf(stderr, "airlockd: --retain \"%s\": expected a duration such "
+                                                "as 7d, 12h or 30m\n",
                                         optarg);
                                 return 2;
                         }
@@ -509,10 +477,8 @@ int main(int argc, char **argv)
                         break;
                 case OPT_GIT_HOST:
                         if (!git_host_valid(optarg)) {
-                                fprintf(stderr,
-                                        "airlockd: --git-host \"%s\": expected a host name "
-                                        "such as git.example.com\n",
-                                        optarg);
+                                fprintf(stderr, "airlockd: --git-host \"%s\": expected a host name "
+                                                "such as git.example.com\n", optarg);
                                 return 2;
                         }
                         git_hosts = strv_append(git_hosts, &n_git_hosts, optarg);
@@ -523,9 +489,8 @@ int main(int argc, char **argv)
                 case OPT_REQUEST_TIMEOUT:
                         if (parse_seconds_ms(optarg, &hl.request_timeout_ms) < 0 ||
                             hl.request_timeout_ms > 3600 * 1000) {
-                                fprintf(stderr,
-                                        "airlockd: --request-timeout \"%s\": expected "
-                                        "seconds, more than 0 and up to 3600\n",
+                                fprintf(stderr, "airlockd: --request-timeout \"%s\": expected "
+                                                "seconds, more than 0 and up to 3600\n",
                                         optarg);
                                 return 2;
                         }
@@ -535,9 +500,8 @@ int main(int argc, char **argv)
                         uint64_t *v = c == OPT_MAX_CONNECTIONS ? &hl.max_connections
                                                                : &hl.max_peer_connections;
                         if (safe_atou64(optarg, v) < 0 || *v > 1000000) {
-                                fprintf(stderr,
-                                        "airlockd: --%s \"%s\": expected a number up to "
-                                        "1000000 (0: no maximum)\n",
+                                fprintf(stderr, "airlockd: --%s \"%s\": expected a number up to "
+                                                "1000000 (0: no maximum)\n",
                                         c == OPT_MAX_CONNECTIONS ? "max-connections"
                                                                  : "max-peer-connections",
                                         optarg);
@@ -549,15 +513,13 @@ int main(int argc, char **argv)
                         help_print(stdout, usage_text, "airlockd");
                         return 0;
                 default:
-                        fprintf(stderr,
-                                "airlockd: unknown or incomplete option \"%s\" (see --help)\n",
+                        fprintf(stderr, "airlockd: unknown or incomplete option \"%s\" (see --help)\n",
                                 argv[optind - 1]);
                         return 2;
                 }
         }
         if (optind < argc) {
-                fprintf(stderr, "airlockd: unexpected argument \"%s\" (see --help)\n",
-                        argv[optind]);
+                fprintf(stderr, "airlockd: unexpected argument \"%s\" (see --help)\n", argv[optind]);
                 return 2;
         }
 
@@ -569,8 +531,7 @@ int main(int argc, char **argv)
         }
         const char *xdg = getenv("XDG_RUNTIME_DIR");
         if (!root && (!xdg || xdg[0] != '/') && (!o.socket_path || !o.run_dir)) {
-                fprintf(stderr,
-                        "airlockd: XDG_RUNTIME_DIR is not set; give --socket and --run-dir\n");
+                fprintf(stderr, "airlockd: XDG_RUNTIME_DIR is not set; give --socket and --run-dir\n");
                 return 2;
         }
 
@@ -639,8 +600,8 @@ int main(int argc, char **argv)
         }
         if (strlen(d.run_dir) + sizeof("/0123456789abcdef/control.sock") >
             sizeof(((struct sockaddr_un *)0)->sun_path)) {
-                r = al_error_set(&err, ENAMETOOLONG,
-                                 "--run-dir %s: too long for the control sockets", d.run_dir);
+                r = al_error_set(&err, ENAMETOOLONG, "--run-dir %s: too long for the control sockets",
+                                 d.run_dir);
                 goto out;
         }
         static const char *const subdirs[] = {"", "/sandboxes", "/workspaces", "/kept"};
