@@ -228,7 +228,8 @@ static void hw_done(void *ud, json_t *value, const char *error_code, const char 
 static void handle_hw(struct tg_conn *conn, struct toolgate_request *req)
 {
         struct toolgate *t = conn->t;
-        if (conn->pending >= TOOLGATE_PENDING_MAX) {
+        /* A stop is never refused, not even on a crowded connection. */
+        if (conn->pending >= TOOLGATE_PENDING_MAX && !STREQ(req->tool, "hw.stop")) {
                 size_t len;
                 conn_send(conn,
                           toolgate_proto_error(req->call_id, "rate_limited",
