@@ -25,7 +25,8 @@ static const char estop_usage[] =
     "  airlock estop 0123456789abcdef\n"
     "\n"
     "Options:\n"
-    "      --json            one JSON object: {\"id\", \"stopped\", \"driverTold\"}\n"
+    "      --json            one JSON object: {\"id\", \"stopped\", \"driverTold\",\n"
+    "                        \"receivedAt\"}\n"
     "      --run-dir DIR     the supervisors' run directory (default: airlockd's,\n"
     "                        /run/airlock/sandboxes for root,\n"
     "                        $XDG_RUNTIME_DIR/airlock/sandboxes otherwise)\n"
@@ -84,15 +85,17 @@ int cmd_estop(int argc, char **argv)
         char by[64];
         snprintf(by, sizeof(by), "cli:uid=%u", (unsigned)getuid());
         struct al_error err = {0};
-        bool told = false;
-        int r = sv_estop(run_dir, id, by, 5000, &told, &err);
+        struct sv_estop_result res;
+        int r = sv_estop(run_dir, id, by, 5000, &res, &err);
+        bool told = res.driver_told;
         if (r < 0) {
                 fprintf(stderr, "airlock estop: %s\n", err.msg);
                 return r == -ENOENT ? 3 : r == -ENODEV ? 4 : 1;
         }
         if (as_json)
-                printf("{\"id\":\"%s\",\"stopped\":true,\"driverTold\":%s}\n", id,
-                       told ? "true" : "false");
+                printf("{\"id\":\"%s\",\"stopped\":true,\"driverTold\":%s,"
+                       "\"receivedAt\":%.6f}\n",
+                       id, told ? "true" : "false", res.received_at);
         else
                 printf("%s: actuators stopped%s\n", id,
                        told ? "" : " (the driver was not reachable: it stops on connection loss)");

@@ -27,8 +27,8 @@ void route_estop(struct daemon *d, struct evhttp_request *req, const struct rout
                 return;
         _cleanup_free_ char *by = xasprintf("grant:%s", g->name);
         struct al_error err = {0};
-        bool told = false;
-        int r = sv_estop(d->run_dir, a->id, by, ESTOP_API_TIMEOUT_MS, &told, &err);
+        struct sv_estop_result res;
+        int r = sv_estop(d->run_dir, a->id, by, ESTOP_API_TIMEOUT_MS, &res, &err);
         if (r == -ENODEV) {
                 reply_error(d, req, 409, "no_hardware",
                             "sandbox %s has no hardware section in its policy", a->id);
@@ -42,7 +42,7 @@ void route_estop(struct daemon *d, struct evhttp_request *req, const struct rout
                             a->id, err.msg, a->id);
                 return;
         }
-        reply_json(
-            d, req, 200,
-            json_pack("{s:s, s:b, s:b}", "sandbox", a->id, "stopped", 1, "driverTold", told));
+        reply_json(d, req, 200,
+                   json_pack("{s:s, s:b, s:b, s:f}", "sandbox", a->id, "stopped", 1, "driverTold",
+                             res.driver_told, "receivedAt", res.received_at));
 }

@@ -95,6 +95,7 @@ void control_do_stop(struct client *cl, json_t *req)
 void control_do_estop(struct client *cl, json_t *req)
 {
         struct control *c = cl->ctl;
+        uint64_t received_us = now_realtime_us();
         json_t *jby = json_object_get(req, "by");
         if (jby && (!json_is_string(jby) || !by_ok(json_string_value(jby)))) {
                 control_send_error(cl, CONTROL_ERR_BAD_REQUEST,
@@ -107,7 +108,10 @@ void control_do_estop(struct client *cl, json_t *req)
                 return;
         }
         int r = sv_core_estop(&c->core, jby ? json_string_value(jby) : "unknown");
-        control_send_json(
-            cl, json_pack("{s:b, s:s, s:b}", "ok", 1, "sandbox", c->cfg->id, "driverTold", r >= 0));
+        /* receivedAt: when the supervisor took the request (seconds since
+         * the epoch), so that a test can time the device against it. */
+        control_send_json(cl,
+                          json_pack("{s:b, s:s, s:b, s:f}", "ok", 1, "sandbox", c->cfg->id,
+                                    "driverTold", r >= 0, "receivedAt", (double)received_us / 1e6));
         control_client_finish(cl);
 }

@@ -16,10 +16,10 @@
 #define ESTOP_ANSWER_MAX 4096
 
 int sv_estop(const char *run_dir, const char *id, const char *by, uint64_t timeout_ms,
-             bool *ret_driver_told, struct al_error *err)
+             struct sv_estop_result *res, struct al_error *err)
 {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        *ret_driver_told = false;
+        *res = (struct sv_estop_result){0};
         int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s/control.sock", run_dir, id);
         if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
                 return al_error_set_message(err, ENAMETOOLONG,
@@ -72,7 +72,8 @@ int sv_estop(const char *run_dir, const char *id, const char *by, uint64_t timeo
         const char *code = json_string_value(json_object_get(a, "error"));
         const char *msg = json_string_value(json_object_get(a, "message"));
         if (json_is_true(json_object_get(a, "ok"))) {
-                *ret_driver_told = json_is_true(json_object_get(a, "driverTold"));
+                res->driver_told = json_is_true(json_object_get(a, "driverTold"));
+                res->received_at = json_number_value(json_object_get(a, "receivedAt"));
                 json_decref(a);
                 return 0;
         }
