@@ -391,3 +391,48 @@ def test_bad_policy_refused(airlock):
         airlock.chown(d)
         p = airlock.run(["run", "-q", "-w", d, "--policy", pol, "--", "true"], check_setup=False)
         assert p.returncode != 0 and key in p.stderr, (text, p.returncode, p.stderr)
+
+
+def test_sandbox_cannot_reach_the_driver(airlock):
+    """A socket driver whose socket lies in the sandbox's own workspace: the
+    sandbox still cannot talk to it past the gate."""
+    d = airlock.make_dir("sockdrv")
+    ws = airlock.make_dir()
+    log, sock = d / "sim.log", ws / "robot.sock"
+    sim = subprocess.Popen(["python3", str(SIM), "--listen", str(sock), "--log", str(log)])
+    try:
+        deadline = time.time() + 10
+        while not sock.exists():
+            assert time.time() < deadline and sim.poll() is None, "the simulator did not listen"
+            time.sleep(0.02)
+        os.chmod(sock, 0o777)
+        (ws / "probe.py").write_text(
+            "import socket\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n"
+            "    s.connect('/workspace/robot.sock')\n"
+            "    s.sendall(b'{\"id\": 1, \"op\": \"set\", \"name\": \"arm_joint_5\", \"value\": 9}\\n')\n"
+            "    print('CONNECTED')\n"
+            "except OSError as e:\n"
+            "    print('refused', e)\n")
+        airlock.chown(ws)
+        pol = d / "policy.json"
+        pol.write_text(json.dumps({"hardware": {
+            "driver": {"socket": str(sock)}, "actuators": {"allow": ["motor_left"]},
+            "limits": {"maxSpeed": 0.5}}}))
+        airlock.chown(d)
+        p = airlock.sandbox("python3 /workspace/probe.py && airlock-tool hw set motor_left 0.1",
+                            "--policy", pol, workspace=ws)
+        assert p.returncode == 0, p.stderr
+        assert "CONNECTED" not in p.stdout, p.stdout
+        # The simulator outlives the sandbox: wait for it to have read all.
+        deadline = time.time() + 10
+        while '"disconnect"' not in log.read_text():
+            assert time.time() < deadline, "the gate's connection did not end"
+            time.sleep(0.02)
+        got = [json.loads(x) for x in log.read_text().splitlines()]
+        assert not [e for e in got if e.get("name") == "arm_joint_5"], "the sandbox reached the driver"
+        assert [e for e in got if e.get("name") == "motor_left"], (p.stdout, got)
+    finally:
+        sim.kill()
+        sim.wait()
