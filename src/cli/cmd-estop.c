@@ -23,6 +23,8 @@ static const char estop_usage[] =
     "\n"
     "Examples:\n"
     "  airlock estop 0123456789abcdef\n"
+    "  airlock estop --json 0123456789abcdef\n"
+    "  airlock estop --run-dir /run/airlock/sandboxes 0123456789abcdef\n"
     "\n"
     "Options:\n"
     "      --json            one JSON object: {\"id\", \"stopped\", \"driverTold\",\n"
