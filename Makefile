@@ -73,6 +73,7 @@ asan: deps
 
 demo: build
 	examples/demo.sh
+	/usr/bin/python3 examples/robot-sim/demo.py
 
 bench: build
 	bench/spawn.sh

@@ -46,6 +46,7 @@ static const struct {
         {"stop", cmd_stop, "the kill switch: freeze, then kill and destroy sandboxes"},
         {"ui", cmd_ui, "log a browser into airlockd's dashboard (a one-time address)"},
         {"caps", cmd_caps, "show or change what a running sandbox may do"},
+        {"estop", cmd_estop, "the hardware's emergency stop: every actuator stopped"},
 };
 
 static void usage(FILE *f)

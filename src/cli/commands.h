@@ -27,3 +27,4 @@ int cmd_image(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_ui(int argc, char **argv);
 int cmd_caps(int argc, char **argv);
+int cmd_estop(int argc, char **argv);

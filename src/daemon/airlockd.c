@@ -25,6 +25,7 @@
 
 #include "health-sandbox.h"
 #include "sandbox.h"
+#include "policy/hardware.h"
 #include "pool.h"
 #include "gc.h"
 #include "../cli/help.h"
@@ -50,6 +51,7 @@ struct daemon_options {
         const char *airlock_bin;
         const char *secrets_path; /* GIT_TOKEN for clones and pushes; route secrets */
         const char *tools_path;   /* tool definitions for every sandbox */
+        const char *hardware_path; /* the hardware section for every sandbox */
         char **git_hosts;         /* the hosts repositories may be cloned from */
         bool git_helper;          /* ask the git credential helper */
         uint64_t max_sandboxes; /* 0: no daemon-wide maximum */
@@ -97,6 +99,8 @@ static const char usage_text[] =
         "      --tools FILE         host tool definitions, {\"define\": {...}}, for every\n"
         "                           sandbox; a grant names the tools its sandboxes may be\n"
         "                           given (airlock grant create --tool NAME; docs/tools.md)\n"
+        "      --hardware FILE      a device every sandbox drives through the hardware gate,\n"
+        "                           {\"hardware\": {...}} (docs/hardware.md)\n"
         "      --gc-interval SEC    how often TTLs and idle timeouts are checked (default: 1)\n"
         "      --retain DURATION    keep records of ended sandboxes and reviewed changes this\n"
         "                           long, e.g. 7d, 12h, 30m (default: 7d)\n"
@@ -352,7 +356,7 @@ static void raise_nofile(void)
 int main(int argc, char **argv)
 {
         enum { OPT_SOCKET = 256, OPT_LISTEN, OPT_STATE_DIR, OPT_RUN_DIR, OPT_AUDIT, OPT_AIRLOCK,
-               OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_TOOLS, OPT_GIT_HOST,
+               OPT_POOL, OPT_MAX, OPT_READY, OPT_GC, OPT_QUIET, OPT_SECRETS, OPT_TOOLS, OPT_HARDWARE, OPT_GIT_HOST,
                OPT_NO_GIT_HELPER, OPT_AUDIT_ROTATE, OPT_REQUEST_TIMEOUT, OPT_MAX_CONNECTIONS,
                OPT_MAX_PEER, OPT_RETAIN };
         static const struct option opts[] = {
@@ -370,6 +374,7 @@ int main(int argc, char **argv)
                 {"quiet", no_argument, NULL, OPT_QUIET},
                 {"secrets", required_argument, NULL, OPT_SECRETS},
                 {"tools", required_argument, NULL, OPT_TOOLS},
+                {"hardware", required_argument, NULL, OPT_HARDWARE},
                 {"git-host", required_argument, NULL, OPT_GIT_HOST},
                 {"no-git-helper", no_argument, NULL, OPT_NO_GIT_HELPER},
                 {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
@@ -466,6 +471,9 @@ int main(int argc, char **argv)
                         break;
                 case OPT_TOOLS:
                         o.tools_path = optarg;
+                        break;
+                case OPT_HARDWARE:
+                        o.hardware_path = optarg;
                         break;
                 case OPT_GIT_HOST:
                         if (!git_host_valid(optarg)) {
@@ -574,6 +582,15 @@ int main(int argc, char **argv)
                 r = d.tools_path ? policy_tools_load_file(tp, d.tools_path, &err)
                                  : al_error_set(&err, errno, "--tools %s", o.tools_path);
                 policy_free(tp);
+                if (r < 0)
+                        goto out;
+        }
+        if (o.hardware_path) {
+                struct policy *hp = policy_new();
+                d.hardware_path = realpath(o.hardware_path, NULL);
+                r = d.hardware_path ? policy_hardware_load_file(hp, d.hardware_path, &err)
+                                    : al_error_set(&err, errno, "--hardware %s", o.hardware_path);
+                policy_free(hp);
                 if (r < 0)
                         goto out;
         }
@@ -701,6 +718,7 @@ out:
         free(d.keep_dir);
         free(d.secrets_path);
         free(d.tools_path);
+        free(d.hardware_path);
         strv_free(d.git_hosts);
         return r < 0 ? 1 : 0;
 }

@@ -123,6 +123,7 @@ struct daemon {
         char *keep_dir;      /* state_dir/kept: reviewed changes and clones */
         char *secrets_path;  /* NULL: none */
         char *tools_path;    /* tool definitions (airlockd --tools) for every sandbox; NULL: none */
+        char *hardware_path; /* airlockd --hardware: every sandbox's device; NULL: none */
         char **git_hosts;    /* NULL-terminated; NULL: network repositories refused */
         bool git_helper;
         struct job *jobs;    /* children doing host-side work (jobs.h) */

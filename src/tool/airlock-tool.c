@@ -14,7 +14,7 @@
 #include "tool.h"
 
 static const char usage_text[] =
-    "Usage: airlock-tool ls|call|mcp|connect [ARGS...]\n"
+    "Usage: airlock-tool ls|call|hw|mcp|connect [ARGS...]\n"
     "\n"
     "Ask the host for a tool through Airlock's tool gateway: only the tools the\n"
     "sandbox's policy allows, each checked, limited and audited on the host.\n"
@@ -26,6 +26,8 @@ static const char usage_text[] =
     "                     JSON); ARGS are one JSON object (--json '{\"n\": 3}'), or\n"
     "                     KEY=VALUE pairs (a string, or a number or boolean where\n"
     "                     the tool's schema says so) and KEY:=JSON pairs\n"
+    "  hw ...             the host's device through the hardware gate\n"
+    "                     (airlock-tool hw --help)\n"
     "  mcp                serve the allowed tools as an MCP server on stdin and\n"
     "                     stdout (JSON-RPC 2.0, one message a line)\n"
     "  connect HOST PORT  a byte pipe from stdin and stdout to HOST:PORT through\n"
@@ -490,6 +492,8 @@ int main(int argc, char **argv)
                 return cmd_call(argc - 2, argv + 2);
         if (strcmp(argv[1], "connect") == 0)
                 return tool_connect_main(argc - 2, argv + 2);
+        if (strcmp(argv[1], "hw") == 0)
+                return tool_hw_main(argc - 2, argv + 2);
         if (strcmp(argv[1], "mcp") == 0) {
                 if (argc > 2) {
                         fprintf(stderr, "airlock-tool: mcp takes no arguments\n");

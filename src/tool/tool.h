@@ -53,5 +53,8 @@ json_t *tool_client_request(struct tool_client *c, json_t *req, char *err, size_
 /* The exit code for an errorCode. */
 int tool_exit_code(const char *error_code);
 
+/* `airlock-tool hw ...`: the hardware gate's calls (hw.c). */
+int tool_hw_main(int argc, char **argv);
+
 /* `airlock-tool mcp`: an MCP server on stdin/stdout (mcp.c). */
 int tool_mcp_main(void);

@@ -76,6 +76,7 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/v1/ui/doctor", route_ui_doctor},
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/capabilities", route_capabilities},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/capabilities", route_capabilities},
+    {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/estop", route_estop},
 };
 
 /* The methods, in the order Allow names them. */

@@ -86,6 +86,8 @@ void route_events_stream(struct daemon *d, struct evhttp_request *req, const str
 /* ports.c: GET and POST .../ports, DELETE .../ports/{port} (in a->pid) */
 void route_ports(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_port_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* estop.c: the hardware's emergency stop (POST /v1/sandboxes/{id}/estop) */
+void route_estop(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* stop.c: the kill switch (POST /v1/stop) */
 void route_stop(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* ui.c: the dashboard. ui_serve() answers /ui and /ui/... (assets, login)

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "sandbox.h"
+#include "policy/hardware.h"
 #include "pool.h"
 #include "changes.h"
 #include "daemon.h"
@@ -253,7 +254,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 goto out;
 
         /* The pool serves creates that ask for nothing but a class. */
-        bool plain = (!jpolicy || json_is_null(jpolicy) || json_object_size(jpolicy) == 0) &&
+        bool plain = !d->hardware_path &&
+                     (!jpolicy || json_is_null(jpolicy) || json_object_size(jpolicy) == 0) &&
                      (!jws || json_is_null(jws)) && !json_is_true(jreview) && !repo &&
                      !json_object_get(body, "volumes") && !json_object_get(body, "home");
         const char *class_name = json_is_string(jclass) ? json_string_value(jclass) : NULL;
@@ -266,6 +268,15 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                                    json_pack("{s:s}", "field", "policy.tools.define"),
                                    "tool definitions are host configuration: give them to "
                                    "airlockd with --tools FILE");
+                goto out;
+        }
+        /* The same for a device's driver: it runs on, or is reached from,
+         * the host (airlockd --hardware FILE). */
+        if (json_object_get(jpolicy, "hardware")) {
+                reply_error_fields(d, req, 400, "invalid_policy",
+                                   json_pack("{s:s}", "field", "policy.hardware"),
+                                   "the hardware section is host configuration: give it to "
+                                   "airlockd with --hardware FILE");
                 goto out;
         }
         p = policy_new();
@@ -288,6 +299,10 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         }
         if (d->tools_path && policy_tools_load_file(p, d->tools_path, &err) < 0) {
                 reply_error(d, req, 500, "internal", "airlockd --tools: %s", err.msg);
+                goto out;
+        }
+        if (d->hardware_path && policy_hardware_load_file(p, d->hardware_path, &err) < 0) {
+                reply_error(d, req, 500, "internal", "airlockd --hardware: %s", err.msg);
                 goto out;
         }
         if (json_is_true(jreview))

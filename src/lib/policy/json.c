@@ -158,6 +158,12 @@ char *policy_to_json(const struct policy *p)
         json_object_set_new(root, "tools", o);
         json_object_set_new(root, "uid", json_integer(p->uid));
         json_object_set_new(root, "gid", json_integer(p->gid));
+        if (p->hardware_json) {
+                json_error_t jerr;
+                json_t *hw = json_loads(p->hardware_json, 0, &jerr);
+                if (hw)
+                        json_object_set_new(root, "hardware", hw);
+        }
         json_t *health = policy_health_json(p);
         if (health)
                 json_object_set_new(root, "health", health);

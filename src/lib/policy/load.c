@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "hardware.h"
 #include "policy-internal.h"
 
 #define POLICY_MAX_SIZE (1024 * 1024)
@@ -669,6 +670,23 @@ static int top_gid(struct ctx *c, void *t, json_t *v)
         return get_id(c, v, &((struct policy *)t)->gid);
 }
 
+/* Checked whole here (hardware.c); kept as canonical text. */
+static int top_hardware(struct ctx *c, void *t, json_t *v)
+{
+        struct policy *p = t;
+        struct policy_hardware h;
+        struct al_error e = {0};
+        if (policy_hardware_parse(v, "hardware", &h, &e) < 0)
+                return policy_fail(c, "%s", e.msg);
+        policy_hardware_clear(&h);
+        char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+        if (!s)
+                return policy_fail(c, "\"%s\" could not be encoded", c->path);
+        free(p->hardware_json);
+        p->hardware_json = s;
+        return 0;
+}
+
 static const struct field top_fields[] = {
     {"workspace", top_workspace},
     {"filesystem", top_filesystem},
@@ -683,6 +701,7 @@ static const struct field top_fields[] = {
     {"uid", top_uid},
     {"gid", top_gid},
     {"health", policy_health_parse},
+    {"hardware", top_hardware},
 };
 /* Loading */
 

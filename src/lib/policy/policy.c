@@ -215,6 +215,7 @@ struct policy *policy_free(struct policy *p)
         policy_kv_free_n(p->env, p->n_env);
         strv_free_n(p->tools_allow, p->n_tools_allow);
         policy_tools_free_n(p->tools, p->n_tools);
+        free(p->hardware_json);
         free(p);
         return NULL;
 }
@@ -297,6 +298,7 @@ struct policy *policy_dup(const struct policy *p)
         d->env = kv_dup_n(p->env, p->n_env);
         d->tools_allow = strv_dup_n(p->tools_allow, p->n_tools_allow);
         d->tools = policy_tools_dup_n(p->tools, p->n_tools);
+        d->hardware_json = xstrdup(p->hardware_json);
         return d;
 }
 

@@ -221,6 +221,10 @@ struct policy {
         struct policy_tool *tools; /* tools.define, and the built-ins the policy allows */
         size_t n_tools;
 
+        /* hardware: the section's canonical JSON, checked (hardware.h); NULL
+         * when the policy has none */
+        char *hardware_json;
+
         /* health: when the daemon calls the sandbox unhealthy (health.c) */
         struct policy_health health;
 };

@@ -137,6 +137,7 @@ void control_do_ports(struct client *cl, json_t *req);
 
 /* control-stop.c: the kill switch (freeze, close the gates, record, kill) */
 void control_do_stop(struct client *cl, json_t *req);
+void control_do_estop(struct client *cl, json_t *req);
 
 /* control.c */
 /* Kill the sandbox and stop serving once the queued answers are out. */

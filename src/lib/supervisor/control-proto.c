@@ -18,6 +18,7 @@ int control_parse_request(const char *line, size_t len, json_t **req)
             {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY}, {CONTROL_OP_RESIZE, CONTROL_REQ_RESIZE},
             {CONTROL_OP_STOP, CONTROL_REQ_STOP},
             {CONTROL_OP_CAPS, CONTROL_REQ_CAPS},
+            {CONTROL_OP_ESTOP, CONTROL_REQ_ESTOP},
         };
         json_error_t jerr;
         *req = NULL;

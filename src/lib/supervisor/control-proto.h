@@ -33,6 +33,7 @@
 #define CONTROL_OP_RESIZE  "resize"
 #define CONTROL_OP_STOP    "stop" /* the kill switch: freeze, close the gates, kill */
 #define CONTROL_OP_CAPS    "caps" /* the live capabilities: read, grant, revoke (caps.h) */
+#define CONTROL_OP_ESTOP   "estop" /* the hardware's emergency stop (hwgate.h) */
 /* The longest "by" (who stopped a sandbox) a stop request may carry. */
 #define CONTROL_STOP_BY_MAX 128
 
@@ -49,6 +50,7 @@
 #define CONTROL_ERR_UNKNOWN_PORT       "unknown_port"
 #define CONTROL_ERR_PORT_UNAVAILABLE   "port_unavailable"
 #define CONTROL_ERR_REFUSED            "refused" /* caps: a change the sandbox cannot have */
+#define CONTROL_ERR_NO_HARDWARE        "no_hardware"
 
 /* How long a streaming client may stop reading before its foreground
  * process is abandoned ("stallTimeout"): the default and the most. */
@@ -70,6 +72,7 @@ enum control_req {
         CONTROL_REQ_RESIZE,
         CONTROL_REQ_STOP,
         CONTROL_REQ_CAPS,
+        CONTROL_REQ_ESTOP,
 };
 
 /* One request line, without its newline. Returns its op (CONTROL_REQ_*,
@@ -89,8 +92,8 @@ struct control_exec {
         double timeout_s;  /* 0: none */
         uint64_t stall_ms; /* at least 1 */
         bool background;
-        bool pty;              /* "pty": {"rows", "cols"}: a terminal instead of pipes */
-        uint16_t rows, cols;   /* 1 to CONTROL_PTY_MAX each */
+        bool pty;            /* "pty": {"rows", "cols"}: a terminal instead of pipes */
+        uint16_t rows, cols; /* 1 to CONTROL_PTY_MAX each */
 };
 
 /* A terminal's largest side, in rows or columns. */

@@ -180,6 +180,9 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                             cl, sv_core_caps_request(&cl->ctl->core, req, "control-socket"));
                         control_client_finish(cl);
                         break;
+                case CONTROL_REQ_ESTOP:
+                        control_do_estop(cl, req);
+                        break;
                 case CONTROL_REQ_UNKNOWN:
                         control_send_error(cl, "bad_request", "unknown op");
                         break;

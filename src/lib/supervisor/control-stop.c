@@ -49,6 +49,13 @@ void control_do_stop(struct client *cl, json_t *req)
         }
         const char *by = jby ? json_string_value(jby) : "unknown";
 
+        /* The actuators first: a moving device is the most urgent. */
+        if (c->core.hw) {
+                char who[CONTROL_STOP_BY_MAX + 32];
+                snprintf(who, sizeof(who), "kill switch, %s", by);
+                sv_core_estop(&c->core, who);
+        }
+
         uint64_t t0 = now_monotonic_us();
         int fr = c->core.cg ? cgroup_freeze(c->core.cg, true) : -ESRCH;
         uint64_t frozen_us = now_realtime_us();
@@ -80,4 +87,31 @@ void control_do_stop(struct client *cl, json_t *req)
         control_send_json(cl, ans);
         control_client_finish(cl);
         control_destroy(c);
+}
+
+/* The hardware's emergency stop (`airlock estop`, POST
+ * /v1/sandboxes/{id}/estop): every actuator stopped now, motion refused
+ * until the sandbox ends; the sandbox itself goes on. */
+void control_do_estop(struct client *cl, json_t *req)
+{
+        struct control *c = cl->ctl;
+        uint64_t received_us = now_realtime_us();
+        json_t *jby = json_object_get(req, "by");
+        if (jby && (!json_is_string(jby) || !by_ok(json_string_value(jby)))) {
+                control_send_error(cl, CONTROL_ERR_BAD_REQUEST,
+                                   "\"by\" must be 1 to 128 printable ASCII characters");
+                return;
+        }
+        if (!c->core.hw) {
+                control_send_error(cl, CONTROL_ERR_NO_HARDWARE,
+                                   "this sandbox's policy has no hardware section");
+                return;
+        }
+        int r = sv_core_estop(&c->core, jby ? json_string_value(jby) : "unknown");
+        /* receivedAt: when the supervisor took the request (seconds since
+         * the epoch), so that a test can time the device against it. */
+        control_send_json(cl,
+                          json_pack("{s:b, s:s, s:b, s:f}", "ok", 1, "sandbox", c->cfg->id,
+                                    "driverTold", r >= 0, "receivedAt", (double)received_us / 1e6));
+        control_client_finish(cl);
 }

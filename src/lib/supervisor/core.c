@@ -22,6 +22,7 @@
 #include "secrets.h"
 #include "paths.h"
 #include "quota.h"
+#include "hwgate/hwgate.h"
 #include "toolgate/toolgate.h"
 #include "util.h"
 
@@ -271,9 +272,24 @@ static void on_tool_call(void *ud, const struct toolgate_record *rec)
         sv_core_record(c, "tool.call", fields);
 }
 
+static void on_hw(void *ud, const char *kind, json_t *fields)
+{
+        sv_core_record(ud, kind, fields);
+}
+
 int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *account,
                         struct al_error *err)
 {
+        if (c->policy->hardware_json && !c->hw) {
+                struct hwgate_config hc = {
+                    .policy_text = c->policy->hardware_json,
+                    .recorder = on_hw,
+                    .ud = c,
+                };
+                c->hw = hwgate_new(c->base, &hc, err);
+                if (!c->hw)
+                        return -EINVAL;
+        }
         if (c->sp.tool_fd < 0)
                 return 0;
         struct toolgate_config tc = {
@@ -287,12 +303,22 @@ int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *accoun
             .ud = c,
             .allowed = core_tool_allowed,
             .allowed_ud = c,
+            .hw = c->hw,
         };
         c->tools = toolgate_new(c->base, &tc, err);
         if (!c->tools)
                 return -EINVAL;
         int r = toolgate_add_listener(c->tools, c->sp.tool_fd, err);
         c->sp.tool_fd = -1; /* taken over, even on failure */
+        return r;
+}
+
+int sv_core_estop(struct sv_core *c, const char *by)
+{
+        if (!c->hw)
+                return -ENODEV;
+        int r = hwgate_estop(c->hw, by);
+        sv_core_commit(c);
         return r;
 }
 
@@ -304,6 +330,10 @@ void sv_core_close_gates(struct sv_core *c)
                 c->tools = NULL;
         }
         c->connect_notify = sv_connect_notify_free(c->connect_notify);
+        /* After the tool gateway (it calls the hardware gate): every
+         * actuator is stopped and the driver closed. */
+        hwgate_free(c->hw);
+        c->hw = NULL;
         c->gate = netgate_free(c->gate);
 }
 

@@ -55,6 +55,7 @@ struct sv_core {
         struct sv_connect_notify *connect_notify;
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
         struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
+        struct hwgate *hw;      /* the hardware gate, when the policy has a hardware section */
         uint64_t tool_calls;    /* tool.call records */
         struct caps *caps;      /* the effective capabilities (caps.h), from the policy */
         struct sv_live_mount *live_mounts; /* mounts added at run time (caps-live.c) */
@@ -127,10 +128,15 @@ int sv_core_gate_env(struct sv_core *c, struct secrets *s, char ***envp, struct 
 /* Forget what sv_core_gate_env() made (sv_core_free() does it too). */
 void sv_core_gate_env_release(struct sv_core *c);
 /* The tool gateway on the socket pid 1 handed over (spawn_result.tool_fd),
+ * and first the hardware gate when the policy has a hardware section (its
+ * driver started or connected: a failure is a setup error),
  * every call recorded as a tool.call; HTTP tools go through the network
  * gate, so this comes after sv_core_start_gate. Nothing without a socket. */
 int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *account,
                         struct al_error *err);
+/* The host's emergency stop (hwgate_estop): every actuator stopped now and
+ * motion refused until the sandbox ends. -ENODEV: no hardware gate. */
+int sv_core_estop(struct sv_core *c, const char *by);
 /* Close the port forwards and the gates, the tool gateway before the
  * network gate (its HTTP calls use it): their open connections and running
  * tools are ended and recorded. */

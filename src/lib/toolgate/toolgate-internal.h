@@ -16,6 +16,7 @@ struct event;
 struct policy_tool;
 struct redactor;
 struct tg_conn;
+struct tg_hwcall;
 
 #define TOOLGATE_DEPTH_MAX            32  /* nesting of one request */
 #define TOOLGATE_CALL_ID_MAX          128 /* bytes of a callId */
@@ -108,6 +109,9 @@ struct toolgate {
         struct tg_bucket sandbox_bucket;
         struct tg_call *running; /* started calls, linked by next_running */
         size_t requests_held;    /* request bytes of calls waiting or running */
+
+        struct hwgate *hw;
+        struct tg_hwcall *hwcalls; /* hw.* calls waiting for the hardware gate */
 
         struct tg_refusal_kind kinds[TOOLGATE_REFUSAL_KINDS + 1]; /* the last: all others */
         size_t n_kinds;

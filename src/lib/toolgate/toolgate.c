@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "hwgate/hwgate.h"
 #include "policy.h"
 #include "schema.h"
 #include "secrets.h"
@@ -196,12 +197,69 @@ static size_t held_bytes(const struct toolgate *t)
         return n;
 }
 
+/* hw.* calls: the hardware gate answers them (at once, or when its driver
+ * does), records them (hw.command) and applies its own rate. */
+struct tg_hwcall {
+        struct toolgate *t;
+        struct tg_conn *conn; /* NULL once the connection is gone */
+        char *call_id;
+        struct tg_hwcall *next, **prev;
+};
+
+static void hw_done(void *ud, json_t *value, const char *error_code, const char *message)
+{
+        struct tg_hwcall *h = ud;
+        size_t len;
+        if (h->conn) {
+                char *line = error_code
+                                 ? toolgate_proto_error(h->call_id, error_code, message, &len)
+                                 : toolgate_proto_ok(h->call_id, value, &len);
+                conn_send(h->conn, line, len);
+                h->conn->pending--;
+        }
+        json_decref(value);
+        *h->prev = h->next;
+        if (h->next)
+                h->next->prev = h->prev;
+        free(h->call_id);
+        free(h);
+}
+
+static void handle_hw(struct tg_conn *conn, struct toolgate_request *req)
+{
+        struct toolgate *t = conn->t;
+        /* A stop is never refused, not even on a crowded connection. */
+        if (conn->pending >= TOOLGATE_PENDING_MAX && !STREQ(req->tool, "hw.stop")) {
+                size_t len;
+                conn_send(conn,
+                          toolgate_proto_error(req->call_id, "rate_limited",
+                                               "too many calls wait on this connection", &len),
+                          len);
+                return;
+        }
+        struct tg_hwcall *h = xcalloc(1, sizeof(*h));
+        h->t = t;
+        h->conn = conn;
+        h->call_id = req->call_id ? xstrdup(req->call_id) : NULL;
+        h->next = t->hwcalls;
+        if (t->hwcalls)
+                t->hwcalls->prev = &h->next;
+        h->prev = &t->hwcalls;
+        t->hwcalls = h;
+        conn->pending++;
+        hwgate_call(t->hw, req->tool, req->args, hw_done, h);
+}
+
 static void handle_call(struct tg_conn *conn, struct toolgate_request *req, size_t len)
 {
         struct toolgate *t = conn->t;
         char msg[512], why[256], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
         const char *name = toolgate_escape(req->tool, esc, sizeof(esc));
 
+        if (t->hw && hwgate_is_tool(req->tool)) {
+                handle_hw(conn, req);
+                return;
+        }
         struct tg_tool *tool = NULL;
         if (t->allowed ? t->allowed(t->allowed_ud, req->tool)
                        : policy_tool_allowed(t->policy, req->tool))
@@ -332,6 +390,9 @@ static void conn_free(struct tg_conn *c)
                 for (struct tg_call *q = t->tools[i].queue_head; q; q = q->next_queued)
                         if (q->conn == c)
                                 q->conn = NULL;
+        for (struct tg_hwcall *h = t->hwcalls; h; h = h->next)
+                if (h->conn == c)
+                        h->conn = NULL;
         *c->prev = c->next;
         if (c->next)
                 c->next->prev = c->prev;
@@ -462,6 +523,7 @@ struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_con
         t->ud = cfg->ud;
         t->allowed = cfg->allowed;
         t->allowed_ud = cfg->allowed_ud;
+        t->hw = cfg->hw;
         t->tools = xcalloc(cfg->policy->n_tools ? cfg->policy->n_tools : 1, sizeof(*t->tools));
         for (size_t i = 0; i < cfg->policy->n_tools; i++) {
                 const struct policy_tool *d = &cfg->policy->tools[i];
@@ -509,6 +571,14 @@ void toolgate_free(struct toolgate *t)
         }
         while (t->conns)
                 conn_free(t->conns);
+        /* hw.* calls still waiting for the driver: never answered now. */
+        while (t->hwcalls) {
+                struct tg_hwcall *h = t->hwcalls;
+                t->hwcalls = h->next;
+                hwgate_forget(t->hw, h);
+                free(h->call_id);
+                free(h);
+        }
         /* Waiting calls never start; running ones are killed and reaped. */
         for (size_t i = 0; i < t->n_tools; i++)
                 while (t->tools[i].queue_head) {
@@ -576,10 +646,15 @@ json_t *toolgate_list_with(const struct policy *p, bool (*allowed)(void *ud, con
                                                 d->description ? d->description : "", "inputSchema",
                                                 schema ? schema : json_object()));
         }
+        if (p->hardware_json) {
+                json_t *hw = hwgate_tools();
+                json_array_extend(a, hw);
+                json_decref(hw);
+        }
         return a;
 }
 
 int toolgate_wanted(const struct policy *p)
 {
-        return p->n_tools_allow > 0;
+        return p->n_tools_allow > 0 || p->hardware_json;
 }

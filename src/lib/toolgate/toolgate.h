@@ -73,6 +73,10 @@ struct toolgate_config {
          * capabilities, caps.h); NULL: the policy's tools.allow. */
         bool (*allowed)(void *ud, const char *name);
         void *allowed_ud;
+        /* The hardware gate (hwgate.h): its hw.* calls go to it, past
+         * tools.allow and the tool buckets (it has its own rate, and a stop
+         * is never limited). NULL: none; outlives the gateway. */
+        struct hwgate *hw;
 };
 
 /* NULL with err set on failure. The gateway runs on `base`. */
@@ -95,5 +99,5 @@ json_t *toolgate_list_with(const struct policy *p, bool (*allowed)(void *ud, con
                            void *ud);
 
 /* Whether a sandbox with this policy gets a gateway endpoint at all: when
- * its tools.allow names a tool. */
+ * its tools.allow names a tool, or it has a hardware section. */
 int toolgate_wanted(const struct policy *p);
