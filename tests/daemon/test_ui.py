@@ -453,18 +453,41 @@ def test_kill_switch(ui_daemon, browser):
     assert api.get(sb["id"])["reason"] == "stopped"
 
 
-def test_estop(ui_daemon, browser):
-    d = ui_daemon
-    api = d.client(d.admin)
-    sb = api.create(sandbox_class="small")
-    if route_missing(d, f"/v1/sandboxes/{sb['id']}/estop"):
-        api.delete(sb["id"])
-        pytest.skip("this daemon has no POST .../estop yet (404): the hardware e-stop issue lands it")
-    logged_in(d, browser)
-    browser.get(f"http://{d.host}/ui/#/sandbox/{sb['id']}")
-    click(browser, "#estop:not([hidden])")
-    wait_for(lambda: api.get(sb["id"])["state"] in ("destroyed", "stopping"), timeout=15,
-             what="the e-stop")
+def test_estop(daemon_base, browser, tmp_path, ui_daemon):
+    """The e-stop is the hardware's: absent for a sandbox without a device;
+    for one driving the simulated robot, the click stops it (the device's
+    own log) and the sandbox runs on."""
+    from test_estop_api import hardware, received
+    api = ui_daemon.client(ui_daemon.admin)
+    plain = api.create(sandbox_class="small")
+    logged_in(ui_daemon, browser)
+    browser.get(f"http://{ui_daemon.host}/ui/#/sandbox/{plain['id']}")
+    find(browser, "#killswitch")
+    time.sleep(0.5)
+    assert not browser.find_element(By.CSS_SELECTOR, "#estop").is_displayed()
+    api.delete(plain["id"])
+
+    hw, log = hardware(tmp_path)
+    port = free_port()
+    d = Daemon(tempfile.mkdtemp(prefix="ui-hw-", dir=daemon_base),
+               ["--listen", f"127.0.0.1:{port}", "--hardware", str(hw)])
+    d.admin = d.grant("admin", "--allow-sandbox", "--allow-exec", *grant_flags_for_panels())
+    d.host = f"127.0.0.1:{port}"
+    d.start()
+    try:
+        api = d.client(d.admin)
+        sb = api.create(sandbox_class="small")
+        logged_in(d, browser)
+        browser.get(f"http://{d.host}/ui/#/sandbox/{sb['id']}")
+        click(browser, "#estop:not([hidden])")
+        wait_for(lambda: any(e["op"] == "stop" for e in received(log)), timeout=15,
+                 what="the device to be told to stop")
+        wait_for(lambda: any(e.get("kind") == "hw.command" and e.get("rule") == "estop"
+                             for e in (json.loads(x) for x in d.audit.read_text().splitlines())),
+                 timeout=10, what="the e-stop's audit line")
+        assert api.get(sb["id"])["state"] == "running"
+    finally:
+        d.cleanup(d.admin)
 
 
 def test_grants_settings_and_logout(ui_daemon, browser, shots):

@@ -99,8 +99,8 @@ export function sandboxPage(id) {
   }
 
   const estopButton = el("button", { type: "button", id: "estop", class: "danger", hidden: true, onclick: async () => {
-    await act("e-stop", () => post(`${base}/estop`, {}));
-    toast("e-stop sent");
+    const r = await act("e-stop", () => post(`${base}/estop`, {}));
+    toast(r && r.stopped ? "every actuator stopped; motion stays off until the sandbox ends" : "e-stop sent");
     refresh();
   } }, "E-stop");
 
@@ -328,9 +328,10 @@ export function sandboxPage(id) {
     node,
     async enter() {
       await refresh();
-      if (await hasRoute(`${base}/estop`)) estopButton.hidden = false;
       await Promise.all([loadAudit(), loadReview(), loadCaps(), loadApprovals()].map((p) => p.catch((e) => toast(e.message, true))));
       const tools = await loadTools();
+      // The e-stop is the hardware's: shown where the sandbox drives a device.
+      estopButton.hidden = !tools.some((t) => t.startsWith("hw."));
       if (tools.length) capsBody.append(el("p", {}, `Tools given: ${tools.join(", ")}`));
       es = new EventSource(`/v1/events?sandbox=${id}`);
       es.onmessage = soon;
