@@ -453,7 +453,8 @@ static const struct field network_fields[] = {
     {"mode", net_mode},     {"allow", net_allow},
     {"deny", net_deny},     {"allowPrivate", net_allow_private},
     {"hosts", net_hosts},   {"routes", net_routes},
-    {"budget", net_budget},
+    {"budget", net_budget}, {"onUnlisted", policy_net_on_unlisted_parse},
+    {"denyReasons", policy_deny_reasons_parse},
 };
 
 /* limits.io: keys and handling come from policy_io_descs. */
@@ -559,6 +560,7 @@ static int tools_define(struct ctx *c, void *t, json_t *v)
 static const struct field tools_fields[] = {
     {"allow", tools_allow},
     {"define", tools_define},
+    {"onUnlisted", policy_tools_on_unlisted_parse},
 };
 
 static int top_tools(struct ctx *c, void *t, json_t *v)
@@ -597,6 +599,7 @@ static const struct field top_fields[] = {
     {"uid", top_uid},
     {"gid", top_gid},
     {"health", policy_health_parse},
+    {"ask", policy_ask_parse},
 };
 /* Loading */
 

@@ -178,6 +178,7 @@ struct policy *policy_new(void)
         p->uid = 1000;
         p->gid = 1000;
         p->budget.refusals = POLICY_REFUSALS_DEFAULT;
+        p->ask_timeout_ms = POLICY_ASK_TIMEOUT_DEFAULT_MS;
         return p;
 }
 
@@ -195,6 +196,7 @@ struct policy *policy_free(struct policy *p)
         strv_free_n(p->net_deny, p->n_net_deny);
         strv_free_n(p->net_allow_private, p->n_net_allow_private);
         policy_kv_free_n(p->net_hosts, p->n_net_hosts);
+        policy_kv_free_n(p->net_deny_reasons, p->n_net_deny_reasons);
         policy_routes_free_n(p->routes, p->n_routes);
         free(p->class_name);
         policy_kv_free_n(p->env, p->n_env);
@@ -252,6 +254,7 @@ struct policy *policy_dup(const struct policy *p)
         d->net_deny = strv_dup_n(p->net_deny, p->n_net_deny);
         d->net_allow_private = strv_dup_n(p->net_allow_private, p->n_net_allow_private);
         d->net_hosts = kv_dup_n(p->net_hosts, p->n_net_hosts);
+        d->net_deny_reasons = kv_dup_n(p->net_deny_reasons, p->n_net_deny_reasons);
         d->routes = p->routes ? xcalloc(p->n_routes, sizeof(*d->routes)) : NULL;
         for (size_t i = 0; d->routes && i < p->n_routes; i++) {
                 const struct policy_route *s = &p->routes[i];

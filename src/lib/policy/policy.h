@@ -130,6 +130,10 @@ struct policy_health {
         uint64_t min_decisions;     /* 0: POLICY_HEALTH_MIN_DECISIONS_DEFAULT */
         double max_memory_fraction; /* peak memory / limits.memory, (0, 1] */
 };
+#define POLICY_ASK_TIMEOUT_DEFAULT_MS 30000
+#define POLICY_ASK_TIMEOUT_MAX_MS     600000
+#define POLICY_DENY_REASON_MAX        256 /* bytes of one network.denyReasons text */
+
 #define POLICY_HEALTH_WINDOW_DEFAULT_MS     60000
 #define POLICY_HEALTH_WINDOW_MAX_MS         3600000
 #define POLICY_HEALTH_MIN_DECISIONS_DEFAULT 10
@@ -169,6 +173,12 @@ struct policy {
         struct policy_route *routes;
         size_t n_routes;
         struct policy_budget budget;
+        /* network.onUnlisted / tools.onUnlisted: "ask" holds a request the
+         * lists do not name and asks the operator (ask.c); "deny" (false)
+         * refuses it. */
+        bool net_ask;
+        struct policy_kv *net_deny_reasons; /* network.denyReasons: host pattern -> text */
+        size_t n_net_deny_reasons;
 
         /* limits */
         struct policy_limits limits;
@@ -185,6 +195,8 @@ struct policy {
         size_t n_tools_allow;
         struct policy_tool *tools; /* tools.define, and the built-ins the policy allows */
         size_t n_tools;
+        bool tools_ask;          /* tools.onUnlisted: "ask" */
+        uint64_t ask_timeout_ms; /* ask.timeout: an undecided ask is denied after it */
 
         /* health: when the daemon calls the sandbox unhealthy (health.c) */
         struct policy_health health;
@@ -229,6 +241,10 @@ int policy_load_string(struct policy *p, const char *json, const char *origin,
 int policy_finalize(struct policy *p, const char *base_dir, const char *home, struct al_error *err);
 
 const struct policy_class *policy_class_find(const char *name);
+
+/* The network.denyReasons text for a canonical host (the first pattern
+ * that matches it, as an allow rule would, port aside), or NULL. */
+const char *policy_deny_reason(const struct policy *p, const char *host);
 
 /* Setters used by the CLI; each validates its argument. */
 int policy_set_class(struct policy *p, const char *name, struct al_error *err);
