@@ -122,12 +122,17 @@ void policy_ask_json(const struct policy *p, json_t *root, json_t *network, json
 
 const char *policy_deny_reason(const struct policy *p, const char *host)
 {
+        return policy_deny_reason_in(p->net_deny_reasons, p->n_net_deny_reasons, host);
+}
+
+const char *policy_deny_reason_in(const struct policy_kv *kv, size_t n, const char *host)
+{
         if (!host)
                 return NULL;
         size_t hl = strlen(host);
-        for (size_t i = 0; i < p->n_net_deny_reasons; i++) {
+        for (size_t i = 0; i < n; i++) {
                 struct netgate_rule r;
-                if (netgate_rule_parse(p->net_deny_reasons[i].key, &r) < 0)
+                if (netgate_rule_parse(kv[i].key, &r) < 0)
                         continue;
                 const char *d = r.host.name;
                 size_t dl = strlen(d);
@@ -136,7 +141,7 @@ const char *policy_deny_reason(const struct policy *p, const char *host)
                                       : STREQ(host, d);
                 netgate_rule_done(&r);
                 if (hit)
-                        return p->net_deny_reasons[i].value;
+                        return kv[i].value;
         }
         return NULL;
 }

@@ -245,6 +245,7 @@ const struct policy_class *policy_class_find(const char *name);
 /* The network.denyReasons text for a canonical host (the first pattern
  * that matches it, as an allow rule would, port aside), or NULL. */
 const char *policy_deny_reason(const struct policy *p, const char *host);
+const char *policy_deny_reason_in(const struct policy_kv *kv, size_t n, const char *host);
 
 /* Setters used by the CLI; each validates its argument. */
 int policy_set_class(struct policy *p, const char *name, struct al_error *err);

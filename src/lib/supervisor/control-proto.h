@@ -22,16 +22,18 @@
 #define CONTROL_LINE_MAX (8u << 20)
 
 /* The ops (the "op" field of a request). */
-#define CONTROL_OP_STATUS  "status"
-#define CONTROL_OP_EXEC    "exec"
-#define CONTROL_OP_ATTACH  "attach"
-#define CONTROL_OP_STDIN   "stdin"
-#define CONTROL_OP_SIGNAL  "signal"
-#define CONTROL_OP_REVIEW  "review"
-#define CONTROL_OP_DESTROY "destroy"
-#define CONTROL_OP_PORTS   "ports" /* "action": open, close or list (ports.h) */
-#define CONTROL_OP_RESIZE  "resize"
-#define CONTROL_OP_STOP    "stop" /* the kill switch: freeze, close the gates, kill */
+#define CONTROL_OP_STATUS    "status"
+#define CONTROL_OP_EXEC      "exec"
+#define CONTROL_OP_ATTACH    "attach"
+#define CONTROL_OP_STDIN     "stdin"
+#define CONTROL_OP_SIGNAL    "signal"
+#define CONTROL_OP_REVIEW    "review"
+#define CONTROL_OP_DESTROY   "destroy"
+#define CONTROL_OP_PORTS     "ports" /* "action": open, close or list (ports.h) */
+#define CONTROL_OP_RESIZE    "resize"
+#define CONTROL_OP_STOP      "stop"      /* the kill switch: freeze, close the gates, kill */
+#define CONTROL_OP_APPROVALS "approvals" /* the pending asks (approvals.h) */
+#define CONTROL_OP_APPROVE   "approve"   /* "id", "decision", "by": decide one */
 /* The longest "by" (who stopped a sandbox) a stop request may carry. */
 #define CONTROL_STOP_BY_MAX 128
 
@@ -47,6 +49,7 @@
 #define CONTROL_ERR_INTERNAL           "internal"
 #define CONTROL_ERR_UNKNOWN_PORT       "unknown_port"
 #define CONTROL_ERR_PORT_UNAVAILABLE   "port_unavailable"
+#define CONTROL_ERR_UNKNOWN_APPROVAL   "unknown_approval"
 
 /* How long a streaming client may stop reading before its foreground
  * process is abandoned ("stallTimeout"): the default and the most. */
@@ -67,6 +70,8 @@ enum control_req {
         CONTROL_REQ_PORTS,
         CONTROL_REQ_RESIZE,
         CONTROL_REQ_STOP,
+        CONTROL_REQ_APPROVALS,
+        CONTROL_REQ_APPROVE,
 };
 
 /* One request line, without its newline. Returns its op (CONTROL_REQ_*,
@@ -86,8 +91,8 @@ struct control_exec {
         double timeout_s;  /* 0: none */
         uint64_t stall_ms; /* at least 1 */
         bool background;
-        bool pty;              /* "pty": {"rows", "cols"}: a terminal instead of pipes */
-        uint16_t rows, cols;   /* 1 to CONTROL_PTY_MAX each */
+        bool pty;            /* "pty": {"rows", "cols"}: a terminal instead of pipes */
+        uint16_t rows, cols; /* 1 to CONTROL_PTY_MAX each */
 };
 
 /* A terminal's largest side, in rows or columns. */

@@ -137,8 +137,13 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
                        void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                        struct al_error *err)
 {
-        return gates_start_netgate(c->base, c->policy, c->id, s, account, c->sp.listen_fds,
-                                   recorder, ud, &c->gate, err);
+        int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->sp.listen_fds,
+                                    recorder, ud, &c->gate, err);
+        if (r >= 0 && c->gate && c->policy->net_ask) {
+                sv_core_asks_begin(c);
+                netgate_set_asker(c->gate, sv_core_net_asker(c));
+        }
+        return r;
 }
 
 int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struct al_error *err)
@@ -179,6 +184,10 @@ int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *accoun
             .recorder = on_tool_call,
             .ud = c,
         };
+        if (c->policy->tools_ask) {
+                sv_core_asks_begin(c);
+                tc.asker = sv_core_tool_asker(c);
+        }
         c->tools = toolgate_new(c->base, &tc, err);
         if (!c->tools)
                 return -EINVAL;
@@ -195,6 +204,7 @@ void sv_core_close_gates(struct sv_core *c)
                 c->tools = NULL;
         }
         c->gate = netgate_free(c->gate);
+        sv_core_asks_end(c);
 }
 
 static void on_flush(evutil_socket_t fd, short what, void *arg)

@@ -45,9 +45,13 @@ struct sv_core {
         struct disk_meter *dm; /* the workspace's peak growth (diskuse.h) */
         struct audit *audit;
         struct netgate *gate;
-        struct sv_ports *ports; /* port forwards (ports.h), made on the first */
-        struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
-        uint64_t tool_calls;    /* tool.call records */
+        struct sv_ports *ports;      /* port forwards (ports.h), made on the first */
+        struct toolgate *tools;      /* the tool gateway, when the policy allows a tool */
+        uint64_t tool_calls;         /* tool.call records */
+        struct approvals *approvals; /* the operator's asks (ask.c), when the policy asks */
+        struct event *ev_ask;        /* the next ask's timeout */
+        /* The driver's prompt (airlock run --ask): each new ask, borrowed. */
+        void (*on_ask)(void *driver, const json_t *approval);
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         uint64_t start_us;
         bool audit_failed;              /* a write failed at some point */
@@ -97,6 +101,22 @@ int sv_core_tool_endpoint(struct sv_core *c, char ***envp, char **ret_bin, struc
  * gate, so this comes after sv_core_start_gate. Nothing without a socket. */
 int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *account,
                         struct al_error *err);
+/* ask.c: the approvals of a policy with network.onUnlisted or
+ * tools.onUnlisted "ask" (approvals.h), wired to the gates as they start;
+ * every ask and decision is an audit event. NULL list when nothing asks. */
+json_t *sv_core_approvals_list(struct sv_core *c);
+/* Decide `id` ("<sandbox>-<n>"); `by` is recorded. -ENOENT: not pending. */
+int sv_core_approvals_decide(struct sv_core *c, const char *id, const char *decision,
+                             const char *by, json_t **ret);
+/* Internal to the core: make the approvals (when the policy asks), and end
+ * them (every ask still held is denied) after the gates closed. */
+void sv_core_asks_begin(struct sv_core *c);
+void sv_core_asks_end(struct sv_core *c);
+struct netgate_asker;
+struct toolgate_asker;
+const struct netgate_asker *sv_core_net_asker(struct sv_core *c);
+const struct toolgate_asker *sv_core_tool_asker(struct sv_core *c);
+
 /* Close the port forwards and the gates, the tool gateway before the
  * network gate (its HTTP calls use it): their open connections and running
  * tools are ended and recorded. */
