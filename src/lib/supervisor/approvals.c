@@ -197,7 +197,11 @@ int approvals_ask(struct approvals *a, const struct approval_request *req, appro
         p->done = done;
         p->ud = ud;
         *ret_id = p->n;
-        record(a, "approval.requested", pending_json(a, p));
+        char id[APPROVALS_ID_MAX];
+        format_id(a, p->n, id);
+        json_t *f = json_pack("{s:s, s:o}", "id", id, "request", pending_json(a, p));
+        json_object_del(json_object_get(f, "request"), "sandbox");
+        record(a, "approval.requested", f);
         return 0;
 }
 
@@ -215,16 +219,17 @@ static void finish(struct approvals *a, struct pending *p, const char *decision,
                    bool allow, const char *reason, json_t **ret)
 {
         json_t *o = pending_json(a, p);
-        json_object_set_new(o, "decision", json_string(decision));
-        json_object_set_new(o, "decidedBy", json_string(by));
         approval_done_fn done = p->done;
         void *ud = p->ud;
         char id[APPROVALS_ID_MAX];
         format_id(a, p->n, id);
         pending_clear(p);
         json_t *f = json_pack("{s:s, s:s, s:s}", "id", id, "decision", decision, "by", by);
-        json_object_set(f, "request", o);
-        json_object_del(json_object_get(f, "request"), "sandbox");
+        json_t *req = json_deep_copy(o);
+        json_object_del(req, "sandbox");
+        json_object_set_new(f, "request", req);
+        json_object_set_new(o, "decision", json_string(decision));
+        json_object_set_new(o, "decidedBy", json_string(by));
         if (!allow)
                 json_object_set_new(f, "reason", json_string(reason));
         record(a, "approval.decided", f);

@@ -42,8 +42,10 @@ struct approval_request {
  * ("ask_denied", "ask_timeout", "ask_shutdown"). */
 typedef void (*approval_done_fn)(void *ud, bool allow, const char *reason);
 
-/* The audit events: kind "approval.requested" or "approval.decided", the
- * fields taken over by the callee. */
+/* The audit events, the fields taken over by the callee:
+ * "approval.requested" {"id", "request": the approval as listed, without
+ * "sandbox"}; "approval.decided" {"id", "decision", "by", "request",
+ * "reason" when denied}. */
 typedef void (*approvals_record_fn)(void *ud, const char *kind, json_t *fields);
 
 struct approvals;
