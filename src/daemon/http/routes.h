@@ -88,3 +88,6 @@ void route_ports(struct daemon *d, struct evhttp_request *req, const struct rout
 void route_port_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* stop.c: the kill switch (POST /v1/stop) */
 void route_stop(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_approvals_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_approval_decide(struct daemon *d, struct evhttp_request *req,
+                           const struct route_args *a);
