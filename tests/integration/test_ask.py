@@ -278,6 +278,28 @@ def test_bad_decisions(make, upstream):
     assert f.result().split()[0] == "403"
 
 
+def test_cli_lists_and_decides(make, upstream, airlock):
+    sup = make(policy(upstream))
+    f = fetch(sup, "up.test", upstream)
+    [a] = pending(sup)
+    p = airlock.run(["approvals", "--run-dir", sup.run_dir, "--json"])
+    assert p.returncode == 0, p.stderr
+    assert [x["id"] for x in json.loads(p.stdout)["approvals"]] == [a["id"]]
+    p = airlock.run(["approvals", "--run-dir", sup.run_dir])
+    assert a["id"] in p.stdout and f"up.test:{upstream}" in p.stdout, p.stdout
+    p = airlock.run(["approvals", "allow", a["id"], "--remember", "--run-dir", sup.run_dir])
+    assert p.returncode == 0 and "allow-sandbox" in p.stdout, p.stderr
+    assert f.result().split()[0] == "200"
+    p = airlock.run(["approvals", "deny", a["id"], "--run-dir", sup.run_dir])
+    assert p.returncode == 3 and "not pending" in p.stderr, (p.returncode, p.stderr)
+    p = airlock.run(["approvals", "deny", "nonsense", "--run-dir", sup.run_dir])
+    assert p.returncode == 2 and "not an approval id" in p.stderr
+    p = airlock.run(["approvals", "maybe", a["id"], "--run-dir", sup.run_dir])
+    assert p.returncode == 2 and "allow or deny" in p.stderr
+    [d] = audit(sup, "approval.decided")
+    assert d["decision"] == "allow-sandbox" and d["by"].startswith("cli:uid="), d
+
+
 TOOL_POLICY = {
     "tools": {
         "onUnlisted": "ask",
