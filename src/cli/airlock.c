@@ -22,28 +22,28 @@ static const struct {
         int (*fn)(int argc, char **argv);
         const char *help;
 } commands[] = {
-    {"run", cmd_run, "run a command in a new sandbox"},
-    {"audit", cmd_audit, "verify or show an audit log"},
-    {"diff", cmd_diff, "show what a review sandbox changed"},
-    {"accept", cmd_accept, "apply a review sandbox's changes to its workspace"},
-    {"discard", cmd_discard, "drop a review sandbox's changes"},
-    {"review", cmd_review, "list the review sandboxes whose changes are pending (review ls)"},
-    {"export", tools_export, "write a sandbox's new commits as patches (mbox)"},
-    {"push", tools_push, "push a sandbox's new commits to a new branch"},
-    {"supervise", cmd_supervise, "run one long-lived sandbox (used by airlockd)"},
-    {"create", cmd_create, "ask airlockd for a sandbox"},
-    {"ls", cmd_ls, "list airlockd's sandboxes"},
-    {"exec", cmd_exec, "run a command in one of airlockd's sandboxes"},
-    {"cp", cmd_cp, "copy a file into or out of a sandbox's workspace"},
-    {"rm", cmd_rm, "destroy airlockd's sandboxes"},
-    {"logs", cmd_logs, "show a sandbox's audit lines or a process's output"},
-    {"attach", cmd_attach, "join this terminal to a sandbox process's terminal"},
-    {"grant", cmd_grant, "manage the tokens airlockd accepts"},
-    {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
-    {"doctor", cmd_doctor, "say which isolation tiers this host can run, and why not"},
-    {"volume", cmd_volume, "list, create, remove named volumes (--home, --volume)"},
-    {"stop", cmd_stop, "the kill switch: freeze, then kill and destroy sandboxes"},
-    {"approvals", cmd_approvals, "list and decide the requests sandboxes ask the operator"},
+        {"run", cmd_run, "run a command in a new sandbox"},
+        {"audit", cmd_audit, "verify or show an audit log"},
+        {"diff", cmd_diff, "show what a review sandbox changed"},
+        {"accept", cmd_accept, "apply a review sandbox's changes to its workspace"},
+        {"discard", cmd_discard, "drop a review sandbox's changes"},
+        {"review", cmd_review, "list the review sandboxes whose changes are pending (review ls)"},
+        {"export", tools_export, "write a sandbox's new commits as patches (mbox)"},
+        {"push", tools_push, "push a sandbox's new commits to a new branch"},
+        {"supervise", cmd_supervise, "run one long-lived sandbox (used by airlockd)"},
+        {"create", cmd_create, "ask airlockd for a sandbox"},
+        {"ls", cmd_ls, "list airlockd's sandboxes"},
+        {"exec", cmd_exec, "run a command in one of airlockd's sandboxes"},
+        {"cp", cmd_cp, "copy a file into or out of a sandbox's workspace"},
+        {"rm", cmd_rm, "destroy airlockd's sandboxes"},
+        {"logs", cmd_logs, "show a sandbox's audit lines or a process's output"},
+        {"attach", cmd_attach, "join this terminal to a sandbox process's terminal"},
+        {"grant", cmd_grant, "manage the tokens airlockd accepts"},
+        {"gc", cmd_gc, "remove records and reviewed changes past their retention"},
+        {"doctor", cmd_doctor, "say which isolation tiers this host can run, and why not"},
+        {"volume", cmd_volume, "list, create, remove named volumes (--home, --volume)"},
+        {"stop", cmd_stop, "the kill switch: freeze, then kill and destroy sandboxes"},
+        {"approvals", cmd_approvals, "list and decide the requests sandboxes ask the operator"},
 };
 
 static void usage(FILE *f)
@@ -63,18 +63,17 @@ static void usage(FILE *f)
                 for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
                         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
         else
-                fputs(
-                    "  run       run a command in a new sandbox\n"
-                    "  audit     verify or show an audit log\n"
-                    "  review ls, diff, accept, discard   review what a --review sandbox changed\n"
-                    "  export, push              take the commits of a --repo sandbox\n"
-                    "  create, ls, exec, cp, rm, logs   use airlockd's sandboxes\n"
-                    "  grant     manage the tokens airlockd accepts\n"
-                    "  gc        remove records and reviewed changes past their retention\n"
-                    "  doctor    say which isolation tiers this host can run, and why not\n"
-                    "  volume    named volumes for 'run --home' and '--volume'\n"
-                    "  supervise run one long-lived sandbox (used by airlockd)\n",
-                    f);
+                fputs("  run       run a command in a new sandbox\n"
+                      "  audit     verify or show an audit log\n"
+                      "  review ls, diff, accept, discard   review what a --review sandbox changed\n"
+                      "  export, push              take the commits of a --repo sandbox\n"
+                      "  create, ls, exec, cp, rm, logs   use airlockd's sandboxes\n"
+                      "  grant     manage the tokens airlockd accepts\n"
+                      "  gc        remove records and reviewed changes past their retention\n"
+                      "  doctor    say which isolation tiers this host can run, and why not\n"
+                      "  volume    named volumes for 'run --home' and '--volume'\n"
+                      "  supervise run one long-lived sandbox (used by airlockd)\n",
+                      f);
         fputs("\nA command's options: 'airlock COMMAND --help', all of them: 'airlock help "
               "COMMAND'.\nManual: 'man airlock', 'man airlock-COMMAND'.\n",
               f);
