@@ -22,18 +22,20 @@
 #define CONTROL_LINE_MAX (8u << 20)
 
 /* The ops (the "op" field of a request). */
-#define CONTROL_OP_STATUS    "status"
-#define CONTROL_OP_EXEC      "exec"
-#define CONTROL_OP_ATTACH    "attach"
-#define CONTROL_OP_STDIN     "stdin"
-#define CONTROL_OP_SIGNAL    "signal"
-#define CONTROL_OP_REVIEW    "review"
-#define CONTROL_OP_DESTROY   "destroy"
-#define CONTROL_OP_PORTS     "ports" /* "action": open, close or list (ports.h) */
-#define CONTROL_OP_RESIZE    "resize"
-#define CONTROL_OP_STOP      "stop"      /* the kill switch: freeze, close the gates, kill */
-#define CONTROL_OP_APPROVALS "approvals" /* the pending asks (approvals.h) */
-#define CONTROL_OP_APPROVE   "approve"   /* "id", "decision", "by": decide one */
+#define CONTROL_OP_STATUS  "status"
+#define CONTROL_OP_EXEC    "exec"
+#define CONTROL_OP_ATTACH  "attach"
+#define CONTROL_OP_STDIN   "stdin"
+#define CONTROL_OP_SIGNAL  "signal"
+#define CONTROL_OP_REVIEW  "review"
+#define CONTROL_OP_DESTROY "destroy"
+#define CONTROL_OP_PORTS   "ports" /* "action": open, close or list (ports.h) */
+#define CONTROL_OP_RESIZE  "resize"
+#define CONTROL_OP_STOP    "stop" /* the kill switch: freeze, close the gates, kill */
+/* The pending asks (approvals.h); "approve" decides one: "id", "decision",
+ * "by". */
+#define CONTROL_OP_APPROVALS "approvals"
+#define CONTROL_OP_APPROVE   "approve"
 /* The longest "by" (who stopped a sandbox) a stop request may carry. */
 #define CONTROL_STOP_BY_MAX 128
 
@@ -91,8 +93,8 @@ struct control_exec {
         double timeout_s;  /* 0: none */
         uint64_t stall_ms; /* at least 1 */
         bool background;
-        bool pty;            /* "pty": {"rows", "cols"}: a terminal instead of pipes */
-        uint16_t rows, cols; /* 1 to CONTROL_PTY_MAX each */
+        bool pty;              /* "pty": {"rows", "cols"}: a terminal instead of pipes */
+        uint16_t rows, cols;   /* 1 to CONTROL_PTY_MAX each */
 };
 
 /* A terminal's largest side, in rows or columns. */

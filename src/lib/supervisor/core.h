@@ -45,12 +45,14 @@ struct sv_core {
         struct disk_meter *dm; /* the workspace's peak growth (diskuse.h) */
         struct audit *audit;
         struct netgate *gate;
-        struct sv_ports *ports;      /* port forwards (ports.h), made on the first */
-        struct toolgate *tools;      /* the tool gateway, when the policy allows a tool */
-        uint64_t tool_calls;         /* tool.call records */
-        struct approvals *approvals; /* the operator's asks (ask.c), when the policy asks */
-        struct event *ev_ask;        /* the next ask's timeout */
-        /* The driver's prompt (airlock run --ask): each new ask, borrowed. */
+        struct sv_ports *ports; /* port forwards (ports.h), made on the first */
+        struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
+        uint64_t tool_calls;    /* tool.call records */
+        /* The operator's asks (ask.c), when the policy asks; the next
+         * ask's timeout; the driver's prompt (airlock run --ask), told of
+         * each new ask ({"id", "request"}, borrowed). */
+        struct approvals *approvals;
+        struct event *ev_ask;
         void (*on_ask)(void *driver, const json_t *approval);
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         uint64_t start_us;
@@ -103,9 +105,11 @@ int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *accoun
                         struct al_error *err);
 /* ask.c: the approvals of a policy with network.onUnlisted or
  * tools.onUnlisted "ask" (approvals.h), wired to the gates as they start;
- * every ask and decision is an audit event. NULL list when nothing asks. */
+ * every ask and decision is an audit event. An empty list when nothing
+ * asks. */
 json_t *sv_core_approvals_list(struct sv_core *c);
-/* Decide `id` ("<sandbox>-<n>"); `by` is recorded. -ENOENT: not pending. */
+/* Decide `id` ("<sandbox>-<n>"); `by` is recorded. -ENOENT: not pending,
+ * -EINVAL: not a decision. */
 int sv_core_approvals_decide(struct sv_core *c, const char *id, const char *decision,
                              const char *by, json_t **ret);
 /* Internal to the core: make the approvals (when the policy asks), and end
