@@ -40,7 +40,7 @@ static void on_record(void *ud, const char *kind, json_t *fields)
 {
         struct sv_core *c = ud;
         if (c->on_ask && STREQ(kind, "approval.requested"))
-                c->on_ask(c->driver, fields);
+                c->on_ask(c->on_ask_ud, fields);
         sv_core_record(c, kind, fields);
 }
 

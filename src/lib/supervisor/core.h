@@ -53,7 +53,8 @@ struct sv_core {
          * each new ask ({"id", "request"}, borrowed). */
         struct approvals *approvals;
         struct event *ev_ask;
-        void (*on_ask)(void *driver, const json_t *approval);
+        void (*on_ask)(void *ud, const json_t *approval);
+        void *on_ask_ud;
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         uint64_t start_us;
         bool audit_failed;              /* a write failed at some point */

@@ -75,6 +75,15 @@ struct supervisor_config {
          * the start and on SIGWINCH. Its mode is the caller's business. */
         bool tty;
         int tty_fd;
+        /* --ask: the user's terminal (/dev/tty, O_RDWR), where each ask of
+         * the gates is put to them (askprompt.h); -1 or 0: nobody is asked, and
+         * asks wait for their timeout. The caller keeps it. */
+        int ask_tty_fd;
+        void (*ask_pause)(void *ud, bool up); /* another reader of it stops (askprompt.h) */
+        void *ask_pause_ud;
+        /* -T with the terminal as stdin: the write end of stdin_fd's pipe,
+         * fed by the prompt (askprompt.h); taken. -1: none. */
+        int ask_stdin_fd;
 };
 
 /* Run to the end. Returns 0 whenever a result was produced (including setup
