@@ -721,6 +721,10 @@ int cmd_run(int argc, char **argv)
                 }
                 p->net_ask = true;
                 p->tools_ask = true;
+                /* The gate is what asks: on, unless the policy or a flag
+                 * said "none" (then nothing is asked about). */
+                if (!p->net_mode_set)
+                        p->net_mode = POLICY_NET_GATED;
         }
 
         _cleanup_free_ char *state_root =

@@ -394,7 +394,8 @@ def _pty_run(airlock, argv, answers, timeout=40):
 def test_run_ask_prompts_on_the_terminal(airlock, upstream, tty):
     d = airlock.make_dir("ask")
     pol = d / "policy.json"
-    pol.write_text(json.dumps({"network": {"mode": "gated", "allowPrivate": ["127.0.0.0/8"],
+    # No allow rule and no mode: --ask turns the gate on itself.
+    pol.write_text(json.dumps({"network": {"allowPrivate": ["127.0.0.0/8"],
                                            "hosts": {"up.test": "127.0.0.1"}},
                                "ask": {"timeout": 20}}))
     airlock.chown(d)

@@ -68,4 +68,13 @@ Test(policy_ask, bad_values_are_named)
         load_bad("{\"network\": {\"denyReasons\": {\"x.example\": \"\"}}}",
                  "network.denyReasons.x.example");
         load_bad("{\"network\": {\"denyReasons\": [\"x\"]}}", "network.denyReasons");
+        load_bad("{\"network\": {\"mode\": \"none\", \"onUnlisted\": \"ask\"}}",
+                 "network.onUnlisted");
+}
+
+Test(policy_ask, ask_turns_the_gate_on)
+{
+        struct policy *p = finalize_ok("{\"network\": {\"onUnlisted\": \"ask\"}}");
+        cr_assert_eq(p->net_mode, POLICY_NET_GATED);
+        policy_free(p);
 }

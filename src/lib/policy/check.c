@@ -517,6 +517,11 @@ static int validate_network(struct ctx *c, const struct policy *p)
                             "\"network.mode\" is \"none\" but \"network.routes\" has %zu "
                             "route(s); remove them or use mode \"gated\"",
                             p->n_routes);
+                if (p->net_ask)
+                        return policy_fail(c, "\"network.mode\" is \"none\" but "
+                                              "\"network.onUnlisted\" is \"ask\": without the "
+                                              "gate there is nothing to ask about; use mode "
+                                              "\"gated\"");
         }
         return 0;
 }

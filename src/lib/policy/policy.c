@@ -624,7 +624,8 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
 
         if (!t->net_mode_set)
                 t->net_mode =
-                    t->n_net_allow > 0 || t->n_routes > 0 ? POLICY_NET_GATED : POLICY_NET_NONE;
+                    t->n_net_allow > 0 || t->n_routes > 0 || t->net_ask ? POLICY_NET_GATED
+                                                                        : POLICY_NET_NONE;
 
         r = policy_tools_finalize(&c, t);
         if (r < 0)
