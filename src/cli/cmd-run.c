@@ -5,7 +5,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/stat.h>
 
 #include "help.h"
@@ -692,18 +691,6 @@ int cmd_run(int argc, char **argv)
                 return fail_setup(&a, err.msg);
         }
 
-        struct secrets *secrets = NULL;
-        if (a.secrets_file)
-                r = secrets_load_file(a.secrets_file, &secrets, &err);
-        else {
-                secrets = secrets_new();
-                r = 0;
-        }
-        if (r < 0) {
-                policy_free(p);
-                return fail_setup(&a, err.msg);
-        }
-        _cleanup_free_ char *audit_path = a.audit ? xstrdup(a.audit) : audit_default_path(geteuid(), home);
         /* --ask: the asks are put to the user on their terminal, as sudo
          * asks; with no terminal nobody could answer. */
         _cleanup_close_ int ask_fd = -1;
@@ -726,6 +713,19 @@ int cmd_run(int argc, char **argv)
                 if (!p->net_mode_set)
                         p->net_mode = POLICY_NET_GATED;
         }
+
+        struct secrets *secrets = NULL;
+        if (a.secrets_file)
+                r = secrets_load_file(a.secrets_file, &secrets, &err);
+        else {
+                secrets = secrets_new();
+                r = 0;
+        }
+        if (r < 0) {
+                policy_free(p);
+                return fail_setup(&a, err.msg);
+        }
+        _cleanup_free_ char *audit_path = a.audit ? xstrdup(a.audit) : audit_default_path(geteuid(), home);
 
         _cleanup_free_ char *state_root =
                 a.state_root ? xstrdup(a.state_root) : review_state_root(geteuid(), home);

@@ -21,8 +21,6 @@ struct ask_prompt {
         struct event *ev;
         json_t *queue; /* [{"id", "request"}], the first one shown */
         bool showing;
-        void (*pause)(void *ud, bool up);
-        void *ud;
         /* -T with the terminal as stdin: the prompt is the terminal's one
          * reader, and what is typed while no prompt is up goes on to the
          * command's stdin through this pipe (so no second reader races the
@@ -40,8 +38,6 @@ static void fwd_flush(struct ask_prompt *a);
 static void hold_input(struct ask_prompt *a, bool up)
 {
         ptyio_pause(a->pty, up);
-        if (a->pause)
-                a->pause(a->ud, up);
 }
 
 static void say(struct ask_prompt *a, const char *s)
@@ -230,12 +226,9 @@ static void on_ask(void *ud, const json_t *fields)
                 show_next(a);
 }
 
-struct ask_prompt *ask_prompt_start(struct sv_core *core, int tty_fd, struct ptyio *pty,
-                                    void (*pause)(void *ud, bool up), void *ud, int fwd_fd)
+struct ask_prompt *ask_prompt_start(struct sv_core *core, int tty_fd, struct ptyio *pty, int fwd_fd)
 {
         struct ask_prompt *a = xcalloc(1, sizeof(*a));
-        a->pause = pause;
-        a->ud = ud;
         a->fwd_fd = fwd_fd;
         a->fwd = evbuffer_new();
         a->core = core;

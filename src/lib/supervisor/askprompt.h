@@ -16,12 +16,10 @@ struct ptyio;
 struct ask_prompt;
 
 /* tty_fd: the user's terminal (/dev/tty), opened O_RDWR by the caller, who
- * keeps it; pty: the -t copier to pause, or NULL; pause (may be NULL): told
- * when a prompt goes up (true) and down, so that another reader of the
- * terminal stops while the prompt reads; fwd_fd (taken, or -1): the
+ * keeps it; pty: the -t copier to pause, or NULL; fwd_fd (taken, or -1): the
  * write end of the command's stdin pipe, when the terminal is its stdin
  * (-T): the prompt is then the terminal's one reader and passes on what is
  * typed while no prompt is up, and the end of input. */
 struct ask_prompt *ask_prompt_start(struct sv_core *core, int tty_fd, struct ptyio *pty,
-                                    void (*pause)(void *ud, bool up), void *ud, int fwd_fd);
+                                    int fwd_fd);
 struct ask_prompt *ask_prompt_free(struct ask_prompt *a);

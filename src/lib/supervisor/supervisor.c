@@ -451,8 +451,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (sv.pty_fd >= 0)
                 sv.ptyio = ptyio_start(core->base, cfg->stdin_fd, sv.pty_fd, cfg->tty_fd);
         if (cfg->ask_tty_fd > 0) /* 0: a config that did not say */
-                sv.askp = ask_prompt_start(core, cfg->ask_tty_fd, sv.ptyio, cfg->ask_pause,
-                                           cfg->ask_pause_ud, cfg->ask_stdin_fd);
+                sv.askp = ask_prompt_start(core, cfg->ask_tty_fd, sv.ptyio, cfg->ask_stdin_fd);
         sv_core_arm(core, on_sync, on_signal, &sv);
         if (p->limits.timeout_ms) {
                 uint64_t elapsed_ms = (now_monotonic_us() - start) / 1000;

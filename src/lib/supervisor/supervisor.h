@@ -79,8 +79,6 @@ struct supervisor_config {
          * the gates is put to them (askprompt.h); -1 or 0: nobody is asked, and
          * asks wait for their timeout. The caller keeps it. */
         int ask_tty_fd;
-        void (*ask_pause)(void *ud, bool up); /* another reader of it stops (askprompt.h) */
-        void *ask_pause_ud;
         /* -T with the terminal as stdin: the write end of stdin_fd's pipe,
          * fed by the prompt (askprompt.h); taken. -1: none. */
         int ask_stdin_fd;
