@@ -47,6 +47,7 @@ static const struct {
         {"ui", cmd_ui, "log a browser into airlockd's dashboard (a one-time address)"},
         {"caps", cmd_caps, "show or change what a running sandbox may do"},
         {"estop", cmd_estop, "the hardware's emergency stop: every actuator stopped"},
+        {"approvals", cmd_approvals, "list and decide the requests sandboxes ask the operator"},
 };
 
 static void usage(FILE *f)

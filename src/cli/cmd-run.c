@@ -48,8 +48,12 @@ static const char run_usage[] =
         "  -q, --quiet              print nothing of Airlock's own but errors\n"
         "  -t, --tty                give the command a terminal of its own (the default when\n"
         "                           stdin and stdout are terminals); -T, --no-tty: pipes\n"
+
         "\n"
         "More options:\n"
+        "      --ask                ask on this terminal before a host or tool the policy\n"
+        "                           does not list is reached: [o]nce, [a]lways, [d]eny,\n"
+        "                           [n]ever (network.onUnlisted and tools.onUnlisted \"ask\")\n"
         "      --allow-broad-workspace  allow /, a system directory or a whole home as the\n"
         "                           workspace (refused otherwise; the deny list still applies)\n"
         "      --state-root DIR     keep a review sandbox's changes under DIR/sandboxes/ID\n"
@@ -154,6 +158,7 @@ enum {
         OPT_TIER,
         OPT_IMAGE,
         OPT_TRUST_REPO,
+        OPT_ASK,
 };
 
 static const struct option run_options[] = {
@@ -204,6 +209,7 @@ static const struct option run_options[] = {
         {"trust-repo-config", no_argument, NULL, OPT_TRUST_REPO},
         {"quiet", no_argument, NULL, 'q'},
         {"tty", no_argument, NULL, 't'},
+        {"ask", no_argument, NULL, OPT_ASK},
         {"no-tty", no_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -227,6 +233,7 @@ struct run_args {
         const char *port_bind;
         const char *control; /* --control PATH: the caps op's socket */
         int tty; /* -1: by default (stdin and stdout terminals), 0: -T, 1: -t */
+        bool ask; /* --ask: prompt on the user's terminal */
 };
 
 /* -P: where a forward listens, said once (not under -q). */
@@ -679,6 +686,9 @@ int cmd_run(int argc, char **argv)
                 case 'T':
                         a.tty = c == 't';
                         break;
+                case OPT_ASK:
+                        a.ask = true;
+                        break;
                 case 'h':
                         help_print(stdout, run_usage, "run");
                         policy_free(p);
@@ -753,6 +763,29 @@ int cmd_run(int argc, char **argv)
                 return fail_setup(&a, err.msg);
         }
 
+        /* --ask: the asks are put to the user on their terminal, as sudo
+         * asks; with no terminal nobody could answer. */
+        _cleanup_close_ int ask_fd = -1;
+        if (a.ask) {
+                if (!isatty(0) && !isatty(2)) {
+                        policy_free(p);
+                        return fail_setup(&a, "--ask needs a terminal to ask on (stdin or "
+                                              "stderr); without one nobody could answer: leave "
+                                              "--ask out and list the hosts with --allow");
+                }
+                ask_fd = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+                if (ask_fd < 0) {
+                        policy_free(p);
+                        return fail_setup(&a, "--ask: opening /dev/tty, the terminal to ask on");
+                }
+                p->net_ask = true;
+                p->tools_ask = true;
+                /* The gate is what asks: on, unless the policy or a flag
+                 * said "none" (then nothing is asked about). */
+                if (!p->net_mode_set)
+                        p->net_mode = POLICY_NET_GATED;
+        }
+
         struct secrets *secrets = NULL;
         if (a.secrets_file)
                 r = secrets_load_file(a.secrets_file, &secrets, &err);
@@ -790,6 +823,7 @@ int cmd_run(int argc, char **argv)
                 .tty = a.tty == 1 || (a.tty < 0 && isatty(0) && isatty(1)),
                 .tty_fd = isatty(0) ? 0 : isatty(1) ? 1 : -1,
                 .control_path = a.control,
+                .ask_tty_fd = ask_fd,
         };
         for (size_t i = 0; a.port_bind && i < a.n_ports; i++)
                 snprintf(a.ports[i].bind, sizeof(a.ports[i].bind), "%s", a.port_bind);
@@ -797,7 +831,20 @@ int cmd_run(int argc, char **argv)
          * through a pipe, never the terminal itself (term.h says why). */
         pid_t relay = -1;
         int relay_fd = -1;
-        if (!cfg.tty && isatty(0)) {
+        cfg.ask_stdin_fd = -1;
+        if (ask_fd >= 0 && !cfg.tty && isatty(0)) {
+                /* The prompt is the terminal's one reader and feeds the
+                 * command's stdin itself (askprompt.h). */
+                int sp[2];
+                if (pipe2(sp, O_CLOEXEC) < 0) {
+                        secrets_free(secrets);
+                        policy_free(p);
+                        return fail_setup(&a, "--ask: making the command's stdin pipe");
+                }
+                relay_fd = sp[0];
+                cfg.stdin_fd = sp[0];
+                cfg.ask_stdin_fd = sp[1];
+        } else if (!cfg.tty && isatty(0)) {
                 int rr = term_stdin_relay(0, &relay_fd, &relay);
                 if (rr < 0) {
                         secrets_free(secrets);

@@ -28,3 +28,4 @@ int cmd_stop(int argc, char **argv);
 int cmd_ui(int argc, char **argv);
 int cmd_caps(int argc, char **argv);
 int cmd_estop(int argc, char **argv);
+int cmd_approvals(int argc, char **argv);

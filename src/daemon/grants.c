@@ -348,6 +348,11 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
                                       "tools.allow names \"%s\", which grant \"%s\" does not "
                                       "allow (airlock grant create --tool %s)",
                                       p->tools_allow[i], g->name, p->tools_allow[i]);
+        /* An approved ask would reach a tool the grant does not name. */
+        if (p->tools_ask)
+                return refuse(ret, "tools",
+                              "tools.onUnlisted \"ask\" is not available through the API: "
+                              "name the tools in tools.allow (airlock grant create --tool NAME)");
         if (g->allow_host_workspace)
                 return 0;
         const char *why;

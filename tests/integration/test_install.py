@@ -24,7 +24,7 @@ TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
 
 COMMANDS = ["run", "audit", "diff", "accept", "discard", "export", "push", "supervise",
             "create", "ls", "exec", "cp", "rm", "logs", "grant", "gc", "review", "doctor", "volume", "stop",
-            "ui", "image", "estop"]
+            "ui", "image", "estop", "approvals"]
 
 
 def sh(argv, timeout=120, **kw):

@@ -77,6 +77,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_GET, "/v1/sandboxes/{id}/capabilities", route_capabilities},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/capabilities", route_capabilities},
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/estop", route_estop},
+    {EVHTTP_REQ_GET, "/v1/approvals", route_approvals_list},
+    {EVHTTP_REQ_POST, "/v1/approvals/{name}", route_approval_decide},
 };
 
 /* The methods, in the order Allow names them. */

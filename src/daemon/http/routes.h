@@ -100,3 +100,6 @@ void route_ui_audit_verify(struct daemon *d, struct evhttp_request *req,
                            const struct route_args *a);
 void route_ui_doctor(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_capabilities(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_approvals_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_approval_decide(struct daemon *d, struct evhttp_request *req,
+                           const struct route_args *a);

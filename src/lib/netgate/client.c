@@ -50,7 +50,14 @@ void netgate_client_close(struct netgate_client *cl)
 void netgate_client_answer(struct netgate_client *cl, int status, const char *phrase,
                            const char *header, const char *reason, const char *line)
 {
-        netgate_exchange_answer(&cl->x, cl->down, status, phrase, header, reason, line);
+        netgate_client_answer_ex(cl, status, phrase, header, reason, NULL, line);
+}
+
+void netgate_client_answer_ex(struct netgate_client *cl, int status, const char *phrase,
+                              const char *header, const char *reason, const char *extra,
+                              const char *line)
+{
+        netgate_exchange_answer_ex(&cl->x, cl->down, status, phrase, header, reason, extra, line);
         netgate_client_close(cl);
 }
 

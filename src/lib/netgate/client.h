@@ -131,6 +131,11 @@ void netgate_client_tunnel(struct netgate_client *cl, const struct netgate_host 
 void netgate_client_answer(struct netgate_client *cl, int status, const char *phrase,
                            const char *header, const char *reason, const char *line);
 
+/* The same with `extra` header fields ("Name: value\r\n" each). */
+void netgate_client_answer_ex(struct netgate_client *cl, int status, const char *phrase,
+                              const char *header, const char *reason, const char *extra,
+                              const char *line);
+
 /* Close after what is written has gone (netgate_linger_start()); may call
  * ops->end. */
 void netgate_client_close(struct netgate_client *cl);

@@ -425,17 +425,25 @@ void netgate_exchange_answer(struct netgate_exchange *x, struct bufferevent *cli
                              const char *phrase, const char *header, const char *reason,
                              const char *line)
 {
+        netgate_exchange_answer_ex(x, client, status, phrase, header, reason, NULL, line);
+}
+
+void netgate_exchange_answer_ex(struct netgate_exchange *x, struct bufferevent *client, int status,
+                                const char *phrase, const char *header, const char *reason,
+                                const char *extra, const char *line)
+{
         struct evbuffer *out = bufferevent_get_output(client);
         x->status = status;
         evbuffer_add_printf(out,
                             "HTTP/1.1 %d %s\r\n"
                             "%s: %s\r\n"
+                            "%s"
                             "Content-Type: text/plain; charset=utf-8\r\n"
                             "Content-Length: %zu\r\n"
                             "Connection: close\r\n"
                             "\r\n"
                             "%s",
-                            status, phrase, header, reason, strlen(line), line);
+                            status, phrase, header, reason, extra ? extra : "", strlen(line), line);
 }
 
 void netgate_http_refusal(int r, int *ret_status, const char **ret_phrase, const char **ret_reason)

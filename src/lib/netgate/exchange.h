@@ -111,6 +111,11 @@ bool netgate_exchange_retryable(const struct netgate_exchange *x, bool up_reused
 void netgate_exchange_answer(struct netgate_exchange *x, struct bufferevent *client, int status,
                              const char *phrase, const char *header, const char *reason,
                              const char *line);
+/* The same with `extra` (NULL, or whole "Name: value\r\n" fields) after
+ * the first field. */
+void netgate_exchange_answer_ex(struct netgate_exchange *x, struct bufferevent *client,
+                                int status, const char *phrase, const char *header,
+                                const char *reason, const char *extra, const char *line);
 
 /* The status, phrase and record reason for a request head the parser
  * refused with `r`. */

@@ -152,6 +152,15 @@ struct netgate *netgate_new(struct event_base *base, const struct policy *p, con
                              g->parent->host, a, range);
                 return netgate_free(g);
         }
+        g->ask = p->net_ask;
+        if (p->n_net_deny_reasons) {
+                g->deny_reasons = xcalloc(p->n_net_deny_reasons, sizeof(*g->deny_reasons));
+                for (size_t i = 0; i < p->n_net_deny_reasons; i++) {
+                        g->deny_reasons[i].key = xstrdup(p->net_deny_reasons[i].key);
+                        g->deny_reasons[i].value = xstrdup(p->net_deny_reasons[i].value);
+                }
+                g->n_deny_reasons = p->n_net_deny_reasons;
+        }
 
         g->budget = p->budget;
         if (g->budget.rate > 0) {
@@ -339,7 +348,25 @@ struct netgate *netgate_free(struct netgate *g)
         netgate_names_free(g->names);
         free(g->allow_private);
         free(g->hosts);
+        for (size_t i = 0; i < g->n_deny_reasons; i++) {
+                free(g->deny_reasons[i].key);
+                free(g->deny_reasons[i].value);
+        }
+        free(g->deny_reasons);
         free(g->sandbox);
         free(g);
         return NULL;
+}
+
+void netgate_set_asker(struct netgate *g, const struct netgate_asker *a)
+{
+        if (a)
+                g->asker = *a;
+        else
+                memset(&g->asker, 0, sizeof(g->asker));
+}
+
+const char *netgate_deny_reason(const struct netgate *g, const char *host)
+{
+        return policy_deny_reason_in(g->deny_reasons, g->n_deny_reasons, host);
 }

@@ -115,6 +115,12 @@ struct netgate {
         void *recorder_ud;
         struct netgate_stats stats;
 
+        /* network.onUnlisted "ask", the asker, network.denyReasons (copied). */
+        bool ask;
+        struct netgate_asker asker;
+        struct policy_kv *deny_reasons;
+        size_t n_deny_reasons;
+
         struct netgate_routes *routes;
         const struct netgate_ca *ca;   /* the sandbox's TLS authority (netgate_set_ca()) */
         struct netgate_mitm *mitms;    /* terminated TLS connections (mitm.c) */
@@ -186,6 +192,9 @@ void netgate_set_nodelay(int fd);
 bool netgate_fixed_host(const struct netgate *g, const char *name, struct netgate_addr *ret);
 /* NULL when the gate may connect to `a`, else the private range it hit. */
 const char *netgate_address_refused(const struct netgate *g, const struct netgate_addr *a);
+
+/* The network.denyReasons text for a canonical host, or NULL. */
+const char *netgate_deny_reason(const struct netgate *g, const char *host);
 
 /* ---- proxy.c ---- */
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -195,6 +196,40 @@ int netgate_route_fetch(struct netgate *g, const struct netgate_fetch_request *r
 
 /* Stop a fetch in flight; its callback is not called. NULL is fine. */
 void netgate_fetch_cancel(struct netgate_fetch *f);
+
+/* ---- asking the operator (network.onUnlisted "ask") ----
+ *
+ * A request the lists do not name (reasons not_allowed, port_not_allowed,
+ * ip_literal_not_listed; never denied_by_rule or bad_host) is handed to the
+ * asker instead of refused. The connection waits, unread and without its
+ * head timeout (the ask has its own), and the loop goes on serving every
+ * other connection. */
+
+enum netgate_ask_answer {
+        NETGATE_ASK_ALLOW, /* decided already (remembered): go on */
+        NETGATE_ASK_DENY,  /* decided already, or refused: *ret_reason says why */
+        NETGATE_ASK_HELD,  /* `done` will be called, unless canceled first */
+};
+
+struct netgate_ask {
+        const char *host; /* canonical */
+        uint16_t port;
+        const char *protocol; /* "http", "connect" or "socks5" */
+};
+
+typedef void (*netgate_ask_done_fn)(void *conn, bool allow, const char *reason);
+
+struct netgate_asker {
+        enum netgate_ask_answer (*ask)(void *ud, const struct netgate_ask *q,
+                                       netgate_ask_done_fn done, void *conn, uint64_t *ret_token,
+                                       const char **ret_reason);
+        /* The connection closed while held: `done` must not be called. */
+        void (*cancel)(void *ud, uint64_t token);
+        void *ud;
+};
+
+/* Ask through `a` (copied) when the policy says "ask"; NULL: refuse. */
+void netgate_set_asker(struct netgate *g, const struct netgate_asker *a);
 
 /* Resolve through this name server ("IP" or "IP:port") instead of the ones in
  * /etc/resolv.conf. */

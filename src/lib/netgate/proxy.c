@@ -52,6 +52,10 @@ struct netgate_conn {
 
         struct netgate_tunnel t;
         struct netgate_socks5 *socks;
+
+        /* Held for the operator (network.onUnlisted "ask"). */
+        bool asking;
+        uint64_t ask_token;
 };
 
 static void conn_free(struct netgate_conn *c, const char *end_reason);
@@ -102,6 +106,9 @@ static void finish_in_flight(struct netgate_conn *c, const char *end_reason)
 static void conn_free(struct netgate_conn *c, const char *end_reason)
 {
         struct netgate *g = c->g;
+        if (c->asking && g->asker.cancel)
+                g->asker.cancel(g->asker.ud, c->ask_token);
+        c->asking = false;
         finish_in_flight(c, end_reason);
         netgate_client_release(&c->cl);
         netgate_tunnel_release(&c->t);
@@ -126,10 +133,52 @@ static void socks_answer(struct netgate_conn *c, uint8_t rep)
         bufferevent_write(c->cl.down, msg, n);
 }
 
-/* A policy refusal: 403 (429 for budgets) or SOCKS5 "not allowed". */
+/* Why a refusal happened and what to ask for, for the agent (docs/network.md,
+ * "Refusals"): the policy field to ask the operator about, and its value. */
+static void explain(const struct netgate_conn *c, const char *reason, const char *rule,
+                    const char **ret_why, const char **ret_field, char *value, size_t size)
+{
+        const char *h = host_name(c);
+        bool v6 = c->d.host.kind == NETGATE_HOST_IP && c->d.host.addr.family == AF_INET6;
+        *ret_field = NULL;
+        value[0] = '\0';
+        if (STREQ(reason, "not_allowed") || STREQ(reason, "port_not_allowed") ||
+            STREQ(reason, "ip_literal_not_listed")) {
+                *ret_why = STREQ(reason, "port_not_allowed")
+                               ? "network.allow names this host, not this port"
+                               : "no network.allow rule names this host";
+                *ret_field = "network.allow";
+                snprintf(value, size, "%s%s%s:%u", v6 ? "[" : "", h, v6 ? "]" : "", c->port);
+        } else if (STREQ(reason, "denied_by_rule")) {
+                *ret_why = "a network.deny rule names this host; deny rules beat allow rules";
+        } else if (STREQ(reason, "private_address")) {
+                *ret_why = "the host resolves to a private, loopback or link-local address";
+                *ret_field = "network.allowPrivate";
+                snprintf(value, size, "%s", rule ? rule : "");
+        } else if (STREQ(reason, "budget_requests") || STREQ(reason, "budget_bytes") ||
+                   STREQ(reason, "budget_refusals")) {
+                *ret_why = "the sandbox's network budget is spent";
+                *ret_field = rule;
+        } else if (STREQ(reason, "ask_denied")) {
+                *ret_why = "the operator denied this request";
+        } else if (STREQ(reason, "ask_timeout")) {
+                *ret_why = "the operator did not answer in time; retrying asks again";
+        } else if (STREQ(reason, "ask_pending_limit")) {
+                *ret_why = "too many requests of this sandbox wait for the operator; retry later";
+        } else if (STREQ(reason, "ask_shutdown")) {
+                *ret_why = "the sandbox is ending";
+        } else
+                *ret_why = "the host name is malformed";
+}
+
+/* A policy refusal: 403 (429 for budgets) or SOCKS5 "not allowed". The
+ * HTTP answer says why, what to ask for and the policy's denyReasons text
+ * for the host; SOCKS5 has only its code, the record has the reason. */
 static void deny(struct netgate_conn *c, int status, const char *reason, const char *rule)
 {
-        char line[NETGATE_HOST_MAX * 2 + 512];
+        char line[NETGATE_HOST_MAX * 4 + 1024], extra[NETGATE_HOST_MAX * 2 + 512];
+        char value[NETGATE_HOST_MAX + 64], at[NETGATE_ADDR_STRLEN + 8] = "";
+        const char *why, *field;
         c->in_flight = false;
         if (c->proto == NETGATE_PROTO_SOCKS5)
                 c->cl.x.status = NETGATE_SOCKS5_REP_NOT_ALLOWED;
@@ -144,13 +193,33 @@ static void deny(struct netgate_conn *c, int status, const char *reason, const c
         if (c->cl.have_addr) {
                 char addr[NETGATE_ADDR_STRLEN];
                 netgate_addr_format(&c->cl.addr, addr);
-                snprintf(line, sizeof(line), "airlock: denied %s:%u at %s (%s), rule: %s\n",
-                         host_name(c), c->port, addr, reason, rule ? rule : "none");
-        } else
-                snprintf(line, sizeof(line), "airlock: denied %s:%u (%s), rule: %s\n", host_name(c),
-                         c->port, reason, rule ? rule : "none");
-        netgate_client_answer(&c->cl, status, status == 429 ? "Too Many Requests" : "Forbidden",
-                              "X-Airlock-Denied", reason, line);
+                snprintf(at, sizeof(at), " at %s", addr);
+        }
+        explain(c, reason, rule, &why, &field, value, sizeof(value));
+        const char *note = netgate_deny_reason(c->g, host_name(c));
+        int n = snprintf(line, sizeof(line), "airlock: denied %s:%u%s (%s), rule: %s\nwhy: %s\n",
+                         host_name(c), c->port, at, reason, rule ? rule : "none", why);
+        int m = snprintf(extra, sizeof(extra), "X-Airlock-Rule: %s\r\n", rule ? rule : "none");
+        if (field && n > 0 && (size_t)n < sizeof(line)) {
+                n += snprintf(line + n, sizeof(line) - (size_t)n,
+                              "ask for: %s%s%s (ask the operator to add it%s)\n", field,
+                              value[0] ? " " : "", value,
+                              c->g->ask && STREQ(field, "network.allow")
+                                  ? ", or to approve it when asked"
+                                  : "");
+                if (m > 0 && (size_t)m < sizeof(extra))
+                        m += snprintf(extra + m, sizeof(extra) - (size_t)m,
+                                      "X-Airlock-Ask: %s%s%s\r\n", field, value[0] ? " " : "",
+                                      value);
+        }
+        if (note && n > 0 && (size_t)n < sizeof(line)) {
+                snprintf(line + n, sizeof(line) - (size_t)n, "note: %s\n", note);
+                if (m > 0 && (size_t)m < sizeof(extra))
+                        snprintf(extra + m, sizeof(extra) - (size_t)m, "X-Airlock-Reason: %s\r\n",
+                                 note);
+        }
+        netgate_client_answer_ex(&c->cl, status, status == 429 ? "Too Many Requests" : "Forbidden",
+                                 "X-Airlock-Denied", reason, extra, line);
 }
 
 static uint8_t socks_code_for(int err)
@@ -212,7 +281,34 @@ static void begin_request(struct netgate_conn *c, const char *protocol, const ch
         memset(&c->d, 0, sizeof(c->d));
 }
 
-/* Decide (host, port); on refusal answer and return false. */
+static void proceed(struct netgate_conn *c);
+
+/* The operator's answer to a held request. */
+static void ask_done(void *ud, bool allow, const char *reason)
+{
+        struct netgate_conn *c = ud;
+        if (!c->asking)
+                return;
+        c->asking = false;
+        if (!allow) {
+                deny(c, 403, reason, "network.onUnlisted");
+                return;
+        }
+        c->rule = "ask";
+        if (!check_budget(c))
+                return;
+        c->in_flight = true;
+        proceed(c);
+}
+
+static bool askable(const char *reason)
+{
+        return STREQ(reason, "not_allowed") || STREQ(reason, "port_not_allowed") ||
+               STREQ(reason, "ip_literal_not_listed");
+}
+
+/* Decide (host, port); on refusal answer and return false. A request held
+ * for the operator returns false too: ask_done() goes on with it. */
 static bool decide(struct netgate_conn *c, const char *host, size_t host_len, uint16_t port)
 {
         if (c->g->closed) {
@@ -229,7 +325,32 @@ static bool decide(struct netgate_conn *c, const char *host, size_t host_len, ui
                 c->rule = c->rule_text;
         }
         c->d.rule = NULL;
-        if (!c->d.allow) {
+        if (!c->d.allow && c->g->ask && c->g->asker.ask && askable(c->d.reason)) {
+                struct netgate_ask q = {
+                    .host = host_name(c),
+                    .port = port,
+                    .protocol = c->protocol,
+                };
+                const char *why = "ask_denied";
+                uint64_t token = 0;
+                switch (c->g->asker.ask(c->g->asker.ud, &q, ask_done, c, &token, &why)) {
+                case NETGATE_ASK_ALLOW:
+                        c->rule = "ask";
+                        break;
+                case NETGATE_ASK_HELD: {
+                        /* Unread and without the head timeout: the ask has
+                         * its own, and a close still ends it (conn_free). */
+                        c->asking = true;
+                        c->ask_token = token;
+                        bufferevent_set_timeouts(c->cl.down, NULL, NULL);
+                        return false;
+                }
+                case NETGATE_ASK_DENY:
+                default:
+                        deny(c, 403, why, "network.onUnlisted");
+                        return false;
+                }
+        } else if (!c->d.allow) {
                 deny(c, 403, c->d.reason, c->rule);
                 return false;
         }
@@ -361,6 +482,8 @@ static void client_end(void *ud, const char *reason)
 static void client_read(void *ud)
 {
         struct netgate_conn *c = ud;
+        if (c->asking)
+                return; /* bytes wait in the bounded input */
         if (c->proto == NETGATE_PROTO_SOCKS5)
                 socks_read(c);
         else
@@ -463,6 +586,17 @@ static void http_request(struct netgate_conn *c)
                 return;
         if (!decide(c, h->host, h->host_len, h->port))
                 return;
+        proceed(c);
+}
+
+/* The request is allowed: on to the upstream. */
+static void proceed(struct netgate_conn *c)
+{
+        if (c->proto == NETGATE_PROTO_SOCKS5) {
+                netgate_client_tunnel(&c->cl, &c->d.host, c->port);
+                return;
+        }
+        struct netgate_http_head *h = &c->cl.x.reqp->head;
         c->cl.x.close_after = h->conn_close || c->cl.x.client_eof;
         /* Plain HTTP to a host a sentinel may go to: the sentinel is
          * replaced in the head (client_write_head), and the answer masked
@@ -513,7 +647,7 @@ static void socks_read(struct netgate_conn *c)
                                 return;
                         if (!decide(c, s->host, s->host_len, s->port))
                                 return;
-                        netgate_client_tunnel(&c->cl, &c->d.host, c->port);
+                        proceed(c);
                         return;
                 }
                 if (r == -EACCES) {

@@ -499,6 +499,13 @@ static int validate_network(struct ctx *c, const struct policy *p)
                                                  h->value);
                 }
         }
+        for (size_t i = 0; i < p->n_net_deny_reasons; i++) {
+                const char *k = p->net_deny_reasons[i].key;
+                if ((why = check_net_rule(k)))
+                        return policy_fail_value(c, "network.denyReasons",
+                                                 "keys must be host patterns as in network.allow",
+                                                 k);
+        }
         for (size_t i = 0; i < p->n_routes; i++) {
                 const struct policy_route *rt = &p->routes[i];
 
@@ -633,6 +640,11 @@ static int validate_network(struct ctx *c, const struct policy *p)
                             "\"network.mode\" is \"none\" but \"network.routes\" has %zu "
                             "route(s); remove them or use mode \"gated\"",
                             p->n_routes);
+                if (p->net_ask)
+                        return policy_fail(c, "\"network.mode\" is \"none\" but "
+                                              "\"network.onUnlisted\" is \"ask\": without the "
+                                              "gate there is nothing to ask about; use mode "
+                                              "\"gated\"");
         }
         return 0;
 }

@@ -120,6 +120,7 @@ char *policy_to_json(const struct policy *p)
             json_pack("{s:I, s:I, s:I, s:I}", "requests", (json_int_t)p->budget.requests, "bytes",
                       (json_int_t)p->budget.bytes, "rate", (json_int_t)p->budget.rate, "refusals",
                       (json_int_t)p->budget.refusals));
+        json_t *net_o = o;
         json_object_set_new(root, "network", o);
 
         o = json_object();
@@ -156,6 +157,7 @@ char *policy_to_json(const struct policy *p)
         else
                 json_decref(define);
         json_object_set_new(root, "tools", o);
+        policy_ask_json(p, root, net_o, o);
         json_object_set_new(root, "uid", json_integer(p->uid));
         json_object_set_new(root, "gid", json_integer(p->gid));
         if (p->hardware_json) {

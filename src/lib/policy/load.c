@@ -518,6 +518,8 @@ static const struct field network_fields[] = {
     {"hosts", net_hosts},   {"routes", net_routes},
     {"budget", net_budget}, {"sentinels", net_sentinels},
     {"parentProxy", net_parent_proxy}, {"noProxy", net_no_proxy},
+    {"budget", net_budget}, {"onUnlisted", policy_net_on_unlisted_parse},
+    {"denyReasons", policy_deny_reasons_parse},
 };
 
 /* limits.io: keys and handling come from policy_io_descs. */
@@ -643,6 +645,7 @@ static int tools_define(struct ctx *c, void *t, json_t *v)
 static const struct field tools_fields[] = {
     {"allow", tools_allow},
     {"define", tools_define},
+    {"onUnlisted", policy_tools_on_unlisted_parse},
 };
 
 static int top_tools(struct ctx *c, void *t, json_t *v)
@@ -702,6 +705,7 @@ static const struct field top_fields[] = {
     {"gid", top_gid},
     {"health", policy_health_parse},
     {"hardware", top_hardware},
+    {"ask", policy_ask_parse},
 };
 /* Loading */
 

@@ -97,6 +97,14 @@ int policy_health_parse(struct ctx *c, void *target, json_t *v);
 /* NULL when the section is all defaults (so older digests hold). */
 json_t *policy_health_json(const struct policy *p);
 
+/* ask.c: network.onUnlisted, tools.onUnlisted, network.denyReasons, "ask" */
+int policy_net_on_unlisted_parse(struct ctx *c, void *target, json_t *v);
+int policy_tools_on_unlisted_parse(struct ctx *c, void *target, json_t *v);
+int policy_deny_reasons_parse(struct ctx *c, void *target, json_t *v);
+int policy_ask_parse(struct ctx *c, void *target, json_t *v);
+/* Writes the keys that are not at their defaults (so older digests hold). */
+void policy_ask_json(const struct policy *p, json_t *root, json_t *network, json_t *tools);
+
 /* Numbers (check.c) */
 const char *policy_kind_what(enum value_kind kind, uint64_t min);
 int policy_check_range(struct ctx *c, const char *path, enum value_kind kind, uint64_t v,

@@ -188,6 +188,7 @@ struct policy *policy_new(void)
         p->uid = 1000;
         p->gid = 1000;
         p->budget.refusals = POLICY_REFUSALS_DEFAULT;
+        p->ask_timeout_ms = POLICY_ASK_TIMEOUT_DEFAULT_MS;
         return p;
 }
 
@@ -205,6 +206,7 @@ struct policy *policy_free(struct policy *p)
         strv_free_n(p->net_deny, p->n_net_deny);
         strv_free_n(p->net_allow_private, p->n_net_allow_private);
         policy_kv_free_n(p->net_hosts, p->n_net_hosts);
+        policy_kv_free_n(p->net_deny_reasons, p->n_net_deny_reasons);
         policy_routes_free_n(p->routes, p->n_routes);
         policy_sentinels_free_n(p->sentinels, p->n_sentinels);
         free(p->net_parent_proxy);
@@ -268,6 +270,7 @@ struct policy *policy_dup(const struct policy *p)
         d->net_deny = strv_dup_n(p->net_deny, p->n_net_deny);
         d->net_allow_private = strv_dup_n(p->net_allow_private, p->n_net_allow_private);
         d->net_hosts = kv_dup_n(p->net_hosts, p->n_net_hosts);
+        d->net_deny_reasons = kv_dup_n(p->net_deny_reasons, p->n_net_deny_reasons);
         d->routes = p->routes ? xcalloc(p->n_routes, sizeof(*d->routes)) : NULL;
         for (size_t i = 0; d->routes && i < p->n_routes; i++) {
                 const struct policy_route *s = &p->routes[i];
@@ -684,7 +687,8 @@ int policy_finalize(struct policy *p, const char *base_dir, const char *home, st
 
         if (!t->net_mode_set)
                 t->net_mode =
-                    t->n_net_allow > 0 || t->n_routes > 0 ? POLICY_NET_GATED : POLICY_NET_NONE;
+                    t->n_net_allow > 0 || t->n_routes > 0 || t->net_ask ? POLICY_NET_GATED
+                                                                        : POLICY_NET_NONE;
 
         r = policy_tools_finalize(&c, t);
         if (r < 0)

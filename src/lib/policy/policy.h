@@ -153,6 +153,10 @@ struct policy_health {
         uint64_t min_decisions;     /* 0: POLICY_HEALTH_MIN_DECISIONS_DEFAULT */
         double max_memory_fraction; /* peak memory / limits.memory, (0, 1] */
 };
+#define POLICY_ASK_TIMEOUT_DEFAULT_MS 30000
+#define POLICY_ASK_TIMEOUT_MAX_MS     600000
+#define POLICY_DENY_REASON_MAX        256 /* bytes of one network.denyReasons text */
+
 #define POLICY_HEALTH_WINDOW_DEFAULT_MS     60000
 #define POLICY_HEALTH_WINDOW_MAX_MS         3600000
 #define POLICY_HEALTH_MIN_DECISIONS_DEFAULT 10
@@ -204,6 +208,12 @@ struct policy {
         char **net_no_proxy;    /* names ("*.name") and IP literals reached directly */
         size_t n_net_no_proxy;
         struct policy_budget budget;
+        /* network.onUnlisted / tools.onUnlisted: "ask" holds a request the
+         * lists do not name and asks the operator (ask.c); "deny" (false)
+         * refuses it. */
+        bool net_ask;
+        struct policy_kv *net_deny_reasons; /* network.denyReasons: host pattern -> text */
+        size_t n_net_deny_reasons;
 
         /* limits */
         struct policy_limits limits;
@@ -220,6 +230,8 @@ struct policy {
         size_t n_tools_allow;
         struct policy_tool *tools; /* tools.define, and the built-ins the policy allows */
         size_t n_tools;
+        bool tools_ask;          /* tools.onUnlisted: "ask" */
+        uint64_t ask_timeout_ms; /* ask.timeout: an undecided ask is denied after it */
 
         /* hardware: the section's canonical JSON, checked (hardware.h); NULL
          * when the policy has none */
@@ -275,6 +287,10 @@ const char *policy_tier_name(enum policy_tier t);
 int policy_tier_parse(const char *name, enum policy_tier *ret);
 /* The tier names, comma separated, for messages. */
 #define POLICY_TIER_NAMES "namespace, container, gvisor, microvm"
+/* The network.denyReasons text for a canonical host (the first pattern
+ * that matches it, as an allow rule would, port aside), or NULL. */
+const char *policy_deny_reason(const struct policy *p, const char *host);
+const char *policy_deny_reason_in(const struct policy_kv *kv, size_t n, const char *host);
 
 /* Setters used by the CLI; each validates its argument. */
 int policy_set_tier(struct policy *p, const char *name, struct al_error *err);

@@ -139,6 +139,10 @@ void control_do_ports(struct client *cl, json_t *req);
 void control_do_stop(struct client *cl, json_t *req);
 void control_do_estop(struct client *cl, json_t *req);
 
+/* control-approvals.c: list and decide the pending asks */
+void control_do_approvals(struct client *cl);
+void control_do_approve(struct client *cl, json_t *req);
+
 /* control.c */
 /* Kill the sandbox and stop serving once the queued answers are out. */
 void control_destroy(struct control *c);

@@ -19,6 +19,8 @@ int control_parse_request(const char *line, size_t len, json_t **req)
             {CONTROL_OP_STOP, CONTROL_REQ_STOP},
             {CONTROL_OP_CAPS, CONTROL_REQ_CAPS},
             {CONTROL_OP_ESTOP, CONTROL_REQ_ESTOP},
+            {CONTROL_OP_APPROVALS, CONTROL_REQ_APPROVALS},
+            {CONTROL_OP_APPROVE, CONTROL_REQ_APPROVE},
         };
         json_error_t jerr;
         *req = NULL;

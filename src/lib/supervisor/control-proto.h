@@ -34,6 +34,10 @@
 #define CONTROL_OP_STOP    "stop" /* the kill switch: freeze, close the gates, kill */
 #define CONTROL_OP_CAPS    "caps" /* the live capabilities: read, grant, revoke (caps.h) */
 #define CONTROL_OP_ESTOP   "estop" /* the hardware's emergency stop (hwgate.h) */
+/* The pending asks (approvals.h); "approve" decides one: "id", "decision",
+ * "by". */
+#define CONTROL_OP_APPROVALS "approvals"
+#define CONTROL_OP_APPROVE   "approve"
 /* The longest "by" (who stopped a sandbox) a stop request may carry. */
 #define CONTROL_STOP_BY_MAX 128
 
@@ -51,6 +55,7 @@
 #define CONTROL_ERR_PORT_UNAVAILABLE   "port_unavailable"
 #define CONTROL_ERR_REFUSED            "refused" /* caps: a change the sandbox cannot have */
 #define CONTROL_ERR_NO_HARDWARE        "no_hardware"
+#define CONTROL_ERR_UNKNOWN_APPROVAL   "unknown_approval"
 
 /* How long a streaming client may stop reading before its foreground
  * process is abandoned ("stallTimeout"): the default and the most. */
@@ -73,6 +78,8 @@ enum control_req {
         CONTROL_REQ_STOP,
         CONTROL_REQ_CAPS,
         CONTROL_REQ_ESTOP,
+        CONTROL_REQ_APPROVALS,
+        CONTROL_REQ_APPROVE,
 };
 
 /* One request line, without its newline. Returns its op (CONTROL_REQ_*,

@@ -183,6 +183,12 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                 case CONTROL_REQ_ESTOP:
                         control_do_estop(cl, req);
                         break;
+                case CONTROL_REQ_APPROVALS:
+                        control_do_approvals(cl);
+                        break;
+                case CONTROL_REQ_APPROVE:
+                        control_do_approve(cl, req);
+                        break;
                 case CONTROL_REQ_UNKNOWN:
                         control_send_error(cl, "bad_request", "unknown op");
                         break;

@@ -162,6 +162,10 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
         if (r >= 0 && c->gate)
                 r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.relay_fd,
                                             &c->sp.notify_fd, &c->connect_notify, err);
+        if (r >= 0 && c->gate && c->policy->net_ask) {
+                sv_core_asks_begin(c);
+                netgate_set_asker(c->gate, sv_core_net_asker(c));
+        }
         return r < 0 ? r : start_sentinels(c, s, err);
 }
 
@@ -305,6 +309,10 @@ int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *accoun
             .allowed_ud = c,
             .hw = c->hw,
         };
+        if (c->policy->tools_ask) {
+                sv_core_asks_begin(c);
+                tc.asker = sv_core_tool_asker(c);
+        }
         c->tools = toolgate_new(c->base, &tc, err);
         if (!c->tools)
                 return -EINVAL;
@@ -335,6 +343,7 @@ void sv_core_close_gates(struct sv_core *c)
         hwgate_free(c->hw);
         c->hw = NULL;
         c->gate = netgate_free(c->gate);
+        sv_core_asks_end(c);
 }
 
 static void on_flush(evutil_socket_t fd, short what, void *arg)

@@ -61,6 +61,13 @@ struct sv_core {
         struct sv_live_mount *live_mounts; /* mounts added at run time (caps-live.c) */
         size_t n_live_mounts;
         const char *caller_home; /* the caller's home on the host, for the deny list */
+        /* The operator's asks (ask.c), when the policy asks; the next
+         * ask's timeout; the driver's prompt (airlock run --ask), told of
+         * each new ask ({"id", "request"}, borrowed). */
+        struct approvals *approvals;
+        struct event *ev_ask;
+        void (*on_ask)(void *ud, const json_t *approval);
+        void *on_ask_ud;
         struct event *ev_sync, *ev_flush, *ev_signals[3];
         uint64_t start_us;
         bool audit_failed;              /* a write failed at some point */
@@ -137,6 +144,24 @@ int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *accoun
 /* The host's emergency stop (hwgate_estop): every actuator stopped now and
  * motion refused until the sandbox ends. -ENODEV: no hardware gate. */
 int sv_core_estop(struct sv_core *c, const char *by);
+/* ask.c: the approvals of a policy with network.onUnlisted or
+ * tools.onUnlisted "ask" (approvals.h), wired to the gates as they start;
+ * every ask and decision is an audit event. An empty list when nothing
+ * asks. */
+json_t *sv_core_approvals_list(struct sv_core *c);
+/* Decide `id` ("<sandbox>-<n>"); `by` is recorded. -ENOENT: not pending,
+ * -EINVAL: not a decision. */
+int sv_core_approvals_decide(struct sv_core *c, const char *id, const char *decision,
+                             const char *by, json_t **ret);
+/* Internal to the core: make the approvals (when the policy asks), and end
+ * them (every ask still held is denied) after the gates closed. */
+void sv_core_asks_begin(struct sv_core *c);
+void sv_core_asks_end(struct sv_core *c);
+struct netgate_asker;
+struct toolgate_asker;
+const struct netgate_asker *sv_core_net_asker(struct sv_core *c);
+const struct toolgate_asker *sv_core_tool_asker(struct sv_core *c);
+
 /* Close the port forwards and the gates, the tool gateway before the
  * network gate (its HTTP calls use it): their open connections and running
  * tools are ended and recorded. */

@@ -17,6 +17,7 @@ struct ptyio {
         int in_fd, master, tty_fd;
         struct event *ev_in, *ev_out, *ev_winch;
         bool in_polled; /* ev_in watches in_fd; else in_fd is a file, read on */
+        bool paused;    /* the user's input is someone else's (ptyio_pause) */
         char buf[PTYIO_BUF];
         size_t len, off;
 };
@@ -53,6 +54,8 @@ static bool drain(struct ptyio *p)
 /* Read input again: when it is ready (polled), or at once (a file). */
 static void want_input(struct ptyio *p)
 {
+        if (p->paused)
+                return;
         if (p->in_polled)
                 event_add(p->ev_in, NULL);
         else
@@ -147,4 +150,16 @@ struct ptyio *ptyio_free(struct ptyio *p)
                         event_free(evs[i]);
         free(p);
         return NULL;
+}
+
+void ptyio_pause(struct ptyio *p, bool pause)
+{
+        if (!p || p->paused == pause)
+                return;
+        p->paused = pause;
+        if (pause) {
+                if (p->ev_in)
+                        event_del(p->ev_in);
+        } else if (p->ev_in && p->len == 0)
+                want_input(p);
 }

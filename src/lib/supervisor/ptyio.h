@@ -18,3 +18,6 @@ struct ptyio *ptyio_start(struct event_base *base, int in_fd, int master, int tt
 /* Copy the user's terminal size into the sandbox's now. */
 void ptyio_resize(struct ptyio *p);
 struct ptyio *ptyio_free(struct ptyio *p);
+/* Stop reading the user's input (a prompt of the supervisor's reads it:
+ * askprompt.c), or start again. NULL is fine. */
+void ptyio_pause(struct ptyio *p, bool pause);

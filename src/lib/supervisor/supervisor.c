@@ -19,6 +19,7 @@
 #include "gates.h"
 #include "netgate/netgate.h"
 #include "ports.h"
+#include "askprompt.h"
 #include "ptyio.h"
 #include "quota.h"
 #include "review.h"
@@ -55,6 +56,7 @@ struct supervisor {
         int pty_fd;          /* -t: the terminal's master, for input and resizes */
         struct ptyio *ptyio; /* the user's input and size into it */
         struct caps_socket *control; /* --control PATH: the caps op (caps-socket.h) */
+        struct ask_prompt *askp; /* --ask: the asks put to the user (askprompt.h) */
 };
 
 /* An event that cannot be written is not silently lost: the sandbox ends
@@ -462,6 +464,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
         if (sv.pty_fd >= 0)
                 sv.ptyio = ptyio_start(core->base, cfg->stdin_fd, sv.pty_fd, cfg->tty_fd);
+        if (cfg->ask_tty_fd > 0) /* 0: a config that did not say */
+                sv.askp = ask_prompt_start(core, cfg->ask_tty_fd, sv.ptyio, cfg->ask_stdin_fd);
         sv_core_arm(core, on_sync, on_signal, &sv);
         if (p->limits.timeout_ms) {
                 uint64_t elapsed_ms = (now_monotonic_us() - start) / 1000;
@@ -563,6 +567,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
 
 
 done:
+        sv.askp = ask_prompt_free(sv.askp);
         sv.ptyio = ptyio_free(sv.ptyio);
         if (sv.pty_fd >= 0)
                 close(sv.pty_fd);

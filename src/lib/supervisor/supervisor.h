@@ -79,6 +79,13 @@ struct supervisor_config {
         /* --control PATH: a unix socket (0600) serving the caps op, so a
          * host program can change the run's capabilities; NULL: none. */
         const char *control_path;
+        /* --ask: the user's terminal (/dev/tty, O_RDWR), where each ask of
+         * the gates is put to them (askprompt.h); -1 or 0: nobody is asked, and
+         * asks wait for their timeout. The caller keeps it. */
+        int ask_tty_fd;
+        /* -T with the terminal as stdin: the write end of stdin_fd's pipe,
+         * fed by the prompt (askprompt.h); taken. -1: none. */
+        int ask_stdin_fd;
 };
 
 /* Run to the end. Returns 0 whenever a result was produced (including setup

@@ -117,6 +117,9 @@ struct toolgate {
         size_t n_kinds;
         struct event *kinds_timer;
         bool freeing;
+
+        struct toolgate_asker asker; /* ask is NULL when there is none */
+        struct tg_call *asking;      /* calls held for the operator */
 };
 
 struct tg_call {
@@ -132,6 +135,9 @@ struct tg_call {
         struct tg_call *next_queued;
         struct tg_call *next_running, **prev_running;
         bool started;
+        /* Held for the operator: in t->asking. */
+        struct tg_call *next_asking, **prev_asking;
+        uint64_t ask_token;
 
         /* The runner's state, and how to stop it at toolgate_free (kill
          * and reap; no answer follows). */

@@ -250,39 +250,14 @@ static void handle_hw(struct tg_conn *conn, struct toolgate_request *req)
         hwgate_call(t->hw, req->tool, req->args, hw_done, h);
 }
 
-static void handle_call(struct tg_conn *conn, struct toolgate_request *req, size_t len)
+/* The limits, then start or queue: the call is allowed. Takes c. */
+static void admit(struct tg_call *c, size_t len)
 {
-        struct toolgate *t = conn->t;
-        char msg[512], why[256], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
-        const char *name = toolgate_escape(req->tool, esc, sizeof(esc));
-
-        if (t->hw && hwgate_is_tool(req->tool)) {
-                handle_hw(conn, req);
-                return;
-        }
-        struct tg_tool *tool = NULL;
-        if (t->allowed ? t->allowed(t->allowed_ud, req->tool)
-                       : policy_tool_allowed(t->policy, req->tool))
-                tool = tool_state(t, req->tool);
-        if (!tool) {
-                snprintf(msg, sizeof(msg),
-                         "tool \"%s\" is not allowed in this sandbox; ask the operator to "
-                         "define it and add it to tools.allow",
-                         name);
-                refuse(t, conn, req->call_id, req->tool, req->args, "policy_denied", "tools.allow",
-                       msg);
-                return;
-        }
-        json_t *args = req->args ? json_deep_copy(req->args) : json_object();
-        json_t *clamps = NULL;
-        if (tool_schema_check(tool->def->schema, args, tool->def->clamp == POLICY_TOOL_CLAMP,
-                              &clamps, why, sizeof(why)) < 0) {
-                snprintf(msg, sizeof(msg), "tool \"%s\": %s", name, why);
-                refuse(t, conn, req->call_id, req->tool, req->args, "bad_args", "schema", msg);
-                json_decref(args);
-                json_decref(clamps);
-                return;
-        }
+        struct toolgate *t = c->t;
+        struct tg_conn *conn = c->conn;
+        struct tg_tool *tool = c->tool;
+        char msg[512], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
+        const char *name = toolgate_escape(tool->def->name, esc, sizeof(esc));
         const char *limit = NULL;
         if (conn->pending >= TOOLGATE_PENDING_MAX)
                 limit = "pending";
@@ -310,7 +285,107 @@ static void handle_call(struct tg_conn *conn, struct toolgate_request *req, size
                         snprintf(msg, sizeof(msg),
                                  "this sandbox may make %u tool calls a minute; wait and retry",
                                  TOOLGATE_SANDBOX_RATE_PER_MIN);
-                refuse(t, conn, req->call_id, req->tool, req->args, "rate_limited", limit, msg);
+                refuse(t, conn, c->call_id, tool->def->name, c->args, "rate_limited", limit, msg);
+                call_free(c);
+                return;
+        }
+        c->start_us = now_monotonic_us();
+        c->held = len;
+        t->requests_held += len;
+        conn->pending++;
+        if (tool->running < tool->def->concurrency && !tool->queue_head) {
+                call_start(c);
+                return;
+        }
+        if (tool->queue_tail)
+                tool->queue_tail->next_queued = c;
+        else
+                tool->queue_head = c;
+        tool->queue_tail = c;
+}
+
+static void asking_unlink(struct tg_call *c)
+{
+        *c->prev_asking = c->next_asking;
+        if (c->next_asking)
+                c->next_asking->prev_asking = c->prev_asking;
+        c->next_asking = NULL;
+        c->prev_asking = NULL;
+        c->conn->pending--;
+}
+
+static void ask_refuse(struct tg_call *c, const char *reason)
+{
+        char msg[512], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
+        const char *name = toolgate_escape(c->tool->def->name, esc, sizeof(esc));
+        if (STREQ(reason, "ask_timeout"))
+                snprintf(msg, sizeof(msg),
+                         "tool \"%s\" is not in tools.allow and the operator did not answer in "
+                         "time; call again to ask again",
+                         name);
+        else if (STREQ(reason, "ask_pending_limit"))
+                snprintf(msg, sizeof(msg),
+                         "tool \"%s\" is not in tools.allow and too many requests of this "
+                         "sandbox wait for the operator; retry later",
+                         name);
+        else if (STREQ(reason, "ask_shutdown"))
+                snprintf(msg, sizeof(msg), "the sandbox is stopping");
+        else
+                snprintf(msg, sizeof(msg),
+                         "the operator denied tool \"%s\" for this sandbox; ask them to add it "
+                         "to tools.allow",
+                         name);
+        refuse(c->t, c->conn, c->call_id, c->tool->def->name, c->args, "policy_denied",
+               "tools.onUnlisted", msg);
+        call_free(c);
+}
+
+static void ask_done(void *ud, bool allow, const char *reason)
+{
+        struct tg_call *c = ud;
+        size_t len = c->held;
+        asking_unlink(c);
+        c->held = 0;
+        if (allow)
+                admit(c, len);
+        else
+                ask_refuse(c, reason);
+}
+
+static void handle_call(struct tg_conn *conn, struct toolgate_request *req, size_t len)
+{
+        struct toolgate *t = conn->t;
+        char msg[512], why[256], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
+        const char *name = toolgate_escape(req->tool, esc, sizeof(esc));
+
+        if (t->hw && hwgate_is_tool(req->tool)) {
+                handle_hw(conn, req);
+                return;
+        }
+        struct tg_tool *tool = NULL;
+        bool ask = false;
+        if (t->allowed ? t->allowed(t->allowed_ud, req->tool)
+                       : policy_tool_allowed(t->policy, req->tool))
+                tool = tool_state(t, req->tool);
+        else if (t->policy->tools_ask && t->asker.ask) {
+                tool = tool_state(t, req->tool);
+                ask = tool != NULL;
+        }
+        if (!tool) {
+                snprintf(msg, sizeof(msg),
+                         "tool \"%s\" is not allowed in this sandbox; ask the operator to "
+                         "define it and add it to tools.allow",
+                         name);
+                refuse(t, conn, req->call_id, req->tool, req->args, "policy_denied", "tools.allow",
+                       msg);
+                return;
+        }
+        json_t *args = req->args ? json_deep_copy(req->args) : json_object();
+        json_t *clamps = NULL;
+        if (tool_schema_check(tool->def->schema, args, tool->def->clamp == POLICY_TOOL_CLAMP,
+                              &clamps, why, sizeof(why)) < 0) {
+                snprintf(msg, sizeof(msg), "tool \"%s\": %s", name, why);
+                refuse(t, conn, req->call_id, req->tool, req->args, "bad_args", "schema", msg);
                 json_decref(args);
                 json_decref(clamps);
                 return;
@@ -324,19 +399,37 @@ static void handle_call(struct tg_conn *conn, struct toolgate_request *req, size
         c->args = args;
         c->clamps = clamps;
         c->start_us = now_monotonic_us();
-        c->held = len;
-        t->requests_held += len;
         toolgate_args_digest(args, c->digest);
-        conn->pending++;
-        if (tool->running < tool->def->concurrency && !tool->queue_head) {
-                call_start(c);
+        if (!ask) {
+                admit(c, len);
                 return;
         }
-        if (tool->queue_tail)
-                tool->queue_tail->next_queued = c;
-        else
-                tool->queue_head = c;
-        tool->queue_tail = c;
+        if (conn->pending >= TOOLGATE_PENDING_MAX) {
+                admit(c, len); /* refused there, as any call past the bound */
+                return;
+        }
+        const char *reason = "ask_denied";
+        uint64_t token = 0;
+        switch (
+            t->asker.ask(t->asker.ud, tool->def->name, c->digest, ask_done, c, &token, &reason)) {
+        case TOOLGATE_ASK_ALLOW:
+                admit(c, len);
+                return;
+        case TOOLGATE_ASK_HELD:
+                c->ask_token = token;
+                c->held = len;
+                conn->pending++;
+                c->next_asking = t->asking;
+                if (t->asking)
+                        t->asking->prev_asking = &c->next_asking;
+                c->prev_asking = &t->asking;
+                t->asking = c;
+                return;
+        case TOOLGATE_ASK_DENY:
+        default:
+                ask_refuse(c, reason);
+                return;
+        }
 }
 
 static void handle_line(struct tg_conn *conn, const char *line, size_t len)
@@ -379,9 +472,24 @@ static void handle_line(struct tg_conn *conn, const char *line, size_t len)
 
 /* Connections */
 
+/* A held call whose connection is going: the ask is withdrawn. */
+static void asking_cancel(struct tg_call *c)
+{
+        struct toolgate *t = c->t;
+        if (t->asker.cancel)
+                t->asker.cancel(t->asker.ud, c->ask_token);
+        asking_unlink(c);
+        call_free(c);
+}
+
 static void conn_free(struct tg_conn *c)
 {
         struct toolgate *t = c->t;
+        for (struct tg_call *a = t->asking, *next; a; a = next) {
+                next = a->next_asking;
+                if (a->conn == c)
+                        asking_cancel(a);
+        }
         /* Calls still queued or running finish unanswered. */
         for (struct tg_call *r = t->running; r; r = r->next_running)
                 if (r->conn == c)
@@ -524,6 +632,8 @@ struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_con
         t->allowed = cfg->allowed;
         t->allowed_ud = cfg->allowed_ud;
         t->hw = cfg->hw;
+        if (cfg->asker)
+                t->asker = *cfg->asker;
         t->tools = xcalloc(cfg->policy->n_tools ? cfg->policy->n_tools : 1, sizeof(*t->tools));
         for (size_t i = 0; i < cfg->policy->n_tools; i++) {
                 const struct policy_tool *d = &cfg->policy->tools[i];
@@ -656,5 +766,5 @@ json_t *toolgate_list_with(const struct policy *p, bool (*allowed)(void *ud, con
 
 int toolgate_wanted(const struct policy *p)
 {
-        return p->n_tools_allow > 0 || p->hardware_json;
+        return p->n_tools_allow > 0 || p->hardware_json || (p->tools_ask && p->n_tools > 0);
 }

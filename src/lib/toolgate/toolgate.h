@@ -60,6 +60,24 @@ struct toolgate_record {
 /* The audit event's fields for a record (kind "tool.call"). */
 json_t *toolgate_record_json(const struct toolgate_record *rec);
 
+/* Asking the operator (tools.onUnlisted "ask"): a call of a tool the host
+ * defines but tools.allow does not name is held (its schema checked first)
+ * and the asker decides it. */
+enum toolgate_ask_answer {
+        TOOLGATE_ASK_ALLOW, /* decided already (remembered) */
+        TOOLGATE_ASK_DENY,  /* decided already, or refused: *ret_reason */
+        TOOLGATE_ASK_HELD,  /* `done` follows, unless canceled first */
+};
+
+struct toolgate_asker {
+        enum toolgate_ask_answer (*ask)(void *ud, const char *tool, const char *args_digest,
+                                        void (*done)(void *call, bool allow, const char *reason),
+                                        void *call, uint64_t *ret_token, const char **ret_reason);
+        /* The call went away while held: `done` must not be called. */
+        void (*cancel)(void *ud, uint64_t token);
+        void *ud;
+};
+
 struct toolgate_config {
         const struct policy *policy; /* outlives the gateway */
         const char *sandbox;         /* the sandbox's id */
@@ -77,6 +95,7 @@ struct toolgate_config {
          * tools.allow and the tool buckets (it has its own rate, and a stop
          * is never limited). NULL: none; outlives the gateway. */
         struct hwgate *hw;
+        const struct toolgate_asker *asker; /* NULL: unlisted tools are refused */
 };
 
 /* NULL with err set on failure. The gateway runs on `base`. */
