@@ -16,7 +16,7 @@ int control_parse_request(const char *line, size_t len, json_t **req)
             {CONTROL_OP_SIGNAL, CONTROL_REQ_SIGNAL},   {CONTROL_OP_REVIEW, CONTROL_REQ_REVIEW},
             {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY}, {CONTROL_OP_PORTS, CONTROL_REQ_PORTS},
             {CONTROL_OP_DESTROY, CONTROL_REQ_DESTROY}, {CONTROL_OP_RESIZE, CONTROL_REQ_RESIZE},
-            {CONTROL_OP_STOP, CONTROL_REQ_STOP},
+            {CONTROL_OP_STOP, CONTROL_REQ_STOP},     {CONTROL_OP_FETCH, CONTROL_REQ_FETCH},
         };
         json_error_t jerr;
         *req = NULL;

@@ -32,6 +32,7 @@
 #define CONTROL_OP_PORTS   "ports" /* "action": open, close or list (ports.h) */
 #define CONTROL_OP_RESIZE  "resize"
 #define CONTROL_OP_STOP    "stop" /* the kill switch: freeze, close the gates, kill */
+#define CONTROL_OP_FETCH   "fetch" /* the host's own request through a route */
 /* The longest "by" (who stopped a sandbox) a stop request may carry. */
 #define CONTROL_STOP_BY_MAX 128
 
@@ -47,6 +48,7 @@
 #define CONTROL_ERR_INTERNAL           "internal"
 #define CONTROL_ERR_UNKNOWN_PORT       "unknown_port"
 #define CONTROL_ERR_PORT_UNAVAILABLE   "port_unavailable"
+#define CONTROL_ERR_FETCH_FAILED       "fetch_failed"
 
 /* How long a streaming client may stop reading before its foreground
  * process is abandoned ("stallTimeout"): the default and the most. */
@@ -67,6 +69,7 @@ enum control_req {
         CONTROL_REQ_PORTS,
         CONTROL_REQ_RESIZE,
         CONTROL_REQ_STOP,
+        CONTROL_REQ_FETCH,
 };
 
 /* One request line, without its newline. Returns its op (CONTROL_REQ_*,
