@@ -43,6 +43,7 @@ static const struct {
         {"doctor", cmd_doctor, "say which isolation tiers this host can run, and why not"},
         {"volume", cmd_volume, "list, create, remove named volumes (--home, --volume)"},
         {"stop", cmd_stop, "the kill switch: freeze, then kill and destroy sandboxes"},
+        {"agent", cmd_agent, "run a task with the model on the host, the sandbox as its hands"},
 };
 
 static void usage(FILE *f)

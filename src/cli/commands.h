@@ -24,3 +24,4 @@ int cmd_gc(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+int cmd_agent(int argc, char **argv);

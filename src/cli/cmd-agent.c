@@ -1,0 +1,996 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "audit.h"
+#include "child.h"
+#include "commands.h"
+#include "control-proto.h"
+#include "githelper.h"
+#include "help.h"
+#include "paths.h"
+#include "policy.h"
+#include "review.h"
+#include "util.h"
+
+/* airlock agent: the host-owned agent loop (docs/agent.md). This command
+ * starts the sandbox's supervisor (`airlock supervise`), runs the loop of
+ * src/lib/agent against its control socket, collects what the agent
+ * produced, and, when asked, pushes it from the host. */
+
+#define EXIT_TASK_FAILED 1
+#define EXIT_USAGE       2
+#define EXIT_BUDGET      3
+#define EXIT_INTERNAL    70
+#define EXIT_TIMEOUT     124
+#define EXIT_SETUP       125
+
+static const char agent_usage[] =
+    "Usage: airlock agent --task TEXT | --task-file FILE [OPTIONS]\n"
+    "\n"
+    "Run a task with the model on the host and the sandbox as the hands: the host calls\n"
+    "the model through a route (the key never enters the sandbox), the model's tool\n"
+    "calls (bash, read_file, write_file, edit, list_files, host tools) run inside the\n"
+    "sandbox, and the result is a diff, patches or a pushed branch (docs/agent.md).\n"
+    "\n"
+    "Options:\n"
+    "      --task TEXT          the task\n"
+    "      --task-file FILE     the task, read from FILE\n"
+    "  -w, --workspace DIR      the workspace (default: .)\n"
+    "      --repo URL --rev REV clone URL at REV on the host and work on the clone\n"
+    "      --provider NAME      anthropic (Messages API, default) or openai (Chat Completions)\n"
+    "      --model NAME         the model (required)\n"
+    "      --model-route NAME   the route the model is called through (default: model;\n"
+    "                           made for the provider when the policy has none)\n"
+    "      --no-stream          ask for whole answers instead of server-sent events\n"
+    "      --max-turns N        model calls at most (default 50)\n"
+    "      --max-tokens N       tokens (input + output, as the model reports them) at most\n"
+    "      --timeout SECONDS    the whole run's wall time (default 1800)\n"
+    "      --cmd-timeout SECONDS  one bash call's time at most (default 120)\n"
+    "      --output-cap BYTES   a tool result's size given to the model (default 32768)\n"
+    "      --retries N          model calls retried after an API error (default 3)\n"
+    "      --review             copy-on-write workspace; the diff waits for 'airlock accept'\n"
+    "      --push BRANCH        with --repo: push the agent's commits from the host\n"
+    "      --open-pr            with --push: run AIRLOCK_FORGE_COMMAND (docs/git.md)\n"
+    "      --transcript FILE    keep the transcript as JSON lines in FILE\n"
+    "      --result FILE        write the result JSON to FILE as well as to stdout\n"
+    "  -q, --quiet              do not stream the transcript to stderr\n"
+    "\n"
+    "Policy options, as for 'airlock run': -p FILE, --route NAME=URL,\n"
+    "  --inject NAME:HEADER=VALUE, --secrets FILE, --account ID, --audit FILE,\n"
+    "  --allow HOST, --allow-private CIDR, --host NAME=IP, --tool NAME, --tools FILE,\n"
+    "  --env KEY=VALUE, --memory SIZE, --class NAME, --state-root DIR.\n"
+    "\n"
+    "Exit status: 0 done; 1 task_failed; 3 budget_exhausted; 124 timeout; 70 internal;\n"
+    "125 the sandbox could not be set up; 2 usage.\n";
+
+enum {
+        OPT_TASK = 256,
+        OPT_TASK_FILE,
+        OPT_REPO,
+        OPT_REV,
+        OPT_PROVIDER,
+        OPT_MODEL,
+        OPT_MODEL_ROUTE,
+        OPT_NO_STREAM,
+        OPT_MAX_TURNS,
+        OPT_MAX_TOKENS,
+        OPT_TIMEOUT,
+        OPT_CMD_TIMEOUT,
+        OPT_OUTPUT_CAP,
+        OPT_RETRIES,
+        OPT_BACKOFF_MS,
+        OPT_REVIEW,
+        OPT_PUSH,
+        OPT_OPEN_PR,
+        OPT_TRANSCRIPT,
+        OPT_RESULT,
+        OPT_ROUTE,
+        OPT_INJECT,
+        OPT_SECRETS,
+        OPT_ACCOUNT,
+        OPT_AUDIT,
+        OPT_ALLOW,
+        OPT_ALLOW_PRIVATE,
+        OPT_HOST,
+        OPT_TOOL,
+        OPT_TOOLS,
+        OPT_ENV,
+        OPT_MEMORY,
+        OPT_CLASS,
+        OPT_STATE_ROOT,
+};
+
+static const struct option agent_options[] = {
+    {"task", required_argument, NULL, OPT_TASK},
+    {"task-file", required_argument, NULL, OPT_TASK_FILE},
+    {"workspace", required_argument, NULL, 'w'},
+    {"policy", required_argument, NULL, 'p'},
+    {"repo", required_argument, NULL, OPT_REPO},
+    {"rev", required_argument, NULL, OPT_REV},
+    {"provider", required_argument, NULL, OPT_PROVIDER},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"model-route", required_argument, NULL, OPT_MODEL_ROUTE},
+    {"no-stream", no_argument, NULL, OPT_NO_STREAM},
+    {"max-turns", required_argument, NULL, OPT_MAX_TURNS},
+    {"max-tokens", required_argument, NULL, OPT_MAX_TOKENS},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"cmd-timeout", required_argument, NULL, OPT_CMD_TIMEOUT},
+    {"output-cap", required_argument, NULL, OPT_OUTPUT_CAP},
+    {"retries", required_argument, NULL, OPT_RETRIES},
+    {"backoff-ms", required_argument, NULL, OPT_BACKOFF_MS},
+    {"review", no_argument, NULL, OPT_REVIEW},
+    {"push", required_argument, NULL, OPT_PUSH},
+    {"open-pr", no_argument, NULL, OPT_OPEN_PR},
+    {"transcript", required_argument, NULL, OPT_TRANSCRIPT},
+    {"result", required_argument, NULL, OPT_RESULT},
+    {"route", required_argument, NULL, OPT_ROUTE},
+    {"inject", required_argument, NULL, OPT_INJECT},
+    {"secrets", required_argument, NULL, OPT_SECRETS},
+    {"account", required_argument, NULL, OPT_ACCOUNT},
+    {"audit", required_argument, NULL, OPT_AUDIT},
+    {"allow", required_argument, NULL, OPT_ALLOW},
+    {"allow-private", required_argument, NULL, OPT_ALLOW_PRIVATE},
+    {"host", required_argument, NULL, OPT_HOST},
+    {"tool", required_argument, NULL, OPT_TOOL},
+    {"tools", required_argument, NULL, OPT_TOOLS},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"class", required_argument, NULL, OPT_CLASS},
+    {"state-root", required_argument, NULL, OPT_STATE_ROOT},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+struct agent_args {
+        const char *task, *task_file, *workspace, *policy_file, *repo, *rev, *model;
+        const char *model_route, *push, *transcript, *result, *secrets, *account, *audit;
+        const char *state_root;
+        enum agent_provider provider;
+        bool stream, review, open_pr, quiet;
+        struct agent_budget budget;
+        char **routes, **injects;
+        size_t n_routes, n_injects;
+};
+
+struct transcript {
+        FILE *f;
+        bool quiet;
+};
+
+/* ---- the transcript ---- */
+
+static void print_entry(FILE *out, json_t *e)
+{
+        const char *type = json_string_value(json_object_get(e, "type"));
+        if (!type)
+                return;
+        if (STREQ(type, "assistant")) {
+                const char *t = json_string_value(json_object_get(e, "text"));
+                if (t && t[0])
+                        fprintf(out, "agent: model: %s\n", t);
+                size_t i;
+                json_t *c;
+                json_array_foreach(json_object_get(e, "toolCalls"), i, c)
+                {
+                        _cleanup_free_ char *in =
+                            json_dumps(json_object_get(c, "input"), JSON_COMPACT);
+                        fprintf(out, "agent: -> %s %.300s\n",
+                                json_string_value(json_object_get(c, "name")), in ? in : "");
+                }
+        } else if (STREQ(type, "tool.result")) {
+                const char *r = json_string_value(json_object_get(e, "result"));
+                fprintf(out, "agent: <- %s%s: %.400s\n",
+                        json_string_value(json_object_get(e, "name")),
+                        json_is_true(json_object_get(e, "isError")) ? " (error)" : "", r ? r : "");
+        } else if (STREQ(type, "model.error")) {
+                fprintf(out, "agent: model call failed (attempt %d): %s\n",
+                        (int)json_integer_value(json_object_get(e, "attempt")),
+                        json_string_value(json_object_get(e, "message")));
+        } else if (STREQ(type, "end") && !json_is_null(json_object_get(e, "errorCode"))) {
+                fprintf(out, "agent: ended: %s: %s\n",
+                        json_string_value(json_object_get(e, "errorCode")),
+                        json_string_value(json_object_get(e, "message")));
+        }
+        fflush(out);
+}
+
+static void on_entry(void *ud, json_t *e)
+{
+        struct transcript *t = ud;
+        if (t->f) {
+                char *s = json_dumps(e, JSON_COMPACT);
+                if (s) {
+                        fprintf(t->f, "%s\n", s);
+                        fflush(t->f);
+                }
+                free(s);
+        }
+        if (!t->quiet)
+                print_entry(stderr, e);
+        json_decref(e);
+}
+
+/* ---- the policy ---- */
+
+static struct policy_route *find_route(struct policy *p, const char *name)
+{
+        for (size_t i = 0; i < p->n_routes; i++)
+                if (STREQ(p->routes[i].name, name))
+                        return &p->routes[i];
+        return NULL;
+}
+
+static struct policy_route *route_upsert(struct policy *p, const char *name, const char *url)
+{
+        struct policy_route *r = find_route(p, name);
+        if (!r) {
+                p->routes = xrealloc(p->routes, p->n_routes + 1, sizeof(*p->routes));
+                r = &p->routes[p->n_routes++];
+                memset(r, 0, sizeof(*r));
+                r->name = xstrdup(name);
+        }
+        free(r->upstream);
+        r->upstream = xstrdup(url);
+        return r;
+}
+
+static void route_inject(struct policy_route *r, const char *key, const char *value)
+{
+        r->inject = xrealloc(r->inject, r->n_inject + 1, sizeof(*r->inject));
+        r->inject[r->n_inject].key = xstrdup(key);
+        r->inject[r->n_inject].value = xstrdup(value);
+        r->n_inject++;
+}
+
+static int apply_routes(struct agent_args *a, struct policy *p, char *msg, size_t msglen)
+{
+        for (size_t i = 0; i < a->n_routes; i++) {
+                const char *eq = strchr(a->routes[i], '=');
+                if (!eq || eq == a->routes[i] || !eq[1]) {
+                        snprintf(msg, msglen, "agent: --route \"%s\": expected NAME=URL",
+                                 a->routes[i]);
+                        return -EINVAL;
+                }
+                _cleanup_free_ char *name = strndup(a->routes[i], (size_t)(eq - a->routes[i]));
+                route_upsert(p, name, eq + 1);
+        }
+        for (size_t i = 0; i < a->n_injects; i++) {
+                const char *arg = a->injects[i];
+                const char *colon = strchr(arg, ':');
+                const char *eq = colon ? strchr(colon, '=') : NULL;
+                if (!colon || colon == arg || !eq || eq == colon + 1 || !eq[1]) {
+                        snprintf(msg, msglen,
+                                 "agent: --inject \"%s\": expected ROUTE:HEADER=VALUE (VALUE in "
+                                 "single quotes)",
+                                 arg);
+                        return -EINVAL;
+                }
+                _cleanup_free_ char *name = strndup(arg, (size_t)(colon - arg));
+                _cleanup_free_ char *key = strndup(colon + 1, (size_t)(eq - colon - 1));
+                struct policy_route *r = find_route(p, name);
+                if (!r) {
+                        snprintf(msg, msglen, "agent: --inject \"%s\": no route \"%s\"", arg, name);
+                        return -EINVAL;
+                }
+                route_inject(r, key, eq + 1);
+        }
+        /* The model's route, made for the provider's public API when the
+         * policy and the flags name none; its key comes from the secrets. */
+        if (!find_route(p, a->model_route)) {
+                struct policy_route *r;
+                if (a->provider == AGENT_PROVIDER_ANTHROPIC) {
+                        r = route_upsert(p, a->model_route, "https://api.anthropic.com");
+                        route_inject(r, "x-api-key", "${secret:ANTHROPIC_API_KEY}");
+                } else {
+                        r = route_upsert(p, a->model_route, "https://api.openai.com");
+                        route_inject(r, "authorization", "Bearer ${secret:OPENAI_API_KEY}");
+                }
+        }
+        return 0;
+}
+
+/* ---- the supervisor ---- */
+
+struct sandbox_proc {
+        char id[17];
+        char dir[PATH_MAX]; /* private: the policy file and the run dir */
+        char sock[PATH_MAX + 64];
+        pid_t pid;
+};
+
+static int start_sandbox(struct sandbox_proc *sb, const struct agent_args *a, struct policy *p,
+                         const char *audit_path, char *msg, size_t msglen)
+{
+        _cleanup_free_ char *tmpl =
+            xasprintf("%s/airlock-agent-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (!mkdtemp(tmpl)) {
+                snprintf(msg, msglen, "agent: making a private directory: %s", strerror(errno));
+                return -errno;
+        }
+        snprintf(sb->dir, sizeof(sb->dir), "%s", tmpl);
+        _cleanup_free_ char *policy_path = xasprintf("%s/policy.json", sb->dir);
+        _cleanup_free_ char *run_dir = xasprintf("%s/run", sb->dir);
+        _cleanup_free_ char *json = policy_to_json(p);
+        _cleanup_close_ int pfd =
+            open(policy_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (pfd < 0 || write_full(pfd, json, strlen(json)) < 0 || mkdir(run_dir, 0700) < 0) {
+                snprintf(msg, msglen, "agent: writing %s: %s", policy_path, strerror(errno));
+                return -EIO;
+        }
+        snprintf(sb->sock, sizeof(sb->sock), "%s/%s/control.sock", run_dir, sb->id);
+        _cleanup_free_ char *self = paths_beside_self("airlock");
+        int pp[2];
+        if (!self || pipe2(pp, O_CLOEXEC) < 0) {
+                snprintf(msg, msglen, "agent: cannot find airlock beside this program");
+                return -ENOENT;
+        }
+        char *argv[24] = {self,         "supervise", "--id",      sb->id,
+                          "--policy",   policy_path, "--run-dir", run_dir,
+                          "--ready-fd", "3",         "--audit",   (char *)audit_path};
+        size_t n = 12;
+        if (a->secrets) {
+                argv[n++] = "--secrets";
+                argv[n++] = (char *)a->secrets;
+        }
+        if (a->account) {
+                argv[n++] = "--account";
+                argv[n++] = (char *)a->account;
+        }
+        if (a->state_root) {
+                argv[n++] = "--keep-root";
+                argv[n++] = (char *)a->state_root;
+        }
+        struct child_spawn cs = {.path = self,
+                                 .argv = argv,
+                                 .envp = environ,
+                                 .fds = {CHILD_FD_NULL, CHILD_FD_NULL, CHILD_FD_INHERIT, pp[1]},
+                                 .n_fds = 4,
+                                 .setsid = true};
+        int r = child_spawn(&cs, &sb->pid, NULL);
+        close(pp[1]);
+        if (r < 0) {
+                close(pp[0]);
+                snprintf(msg, msglen, "agent: starting the supervisor: %s", strerror(-r));
+                return r;
+        }
+        char line[1024];
+        size_t len = 0;
+        ssize_t k;
+        while (len < sizeof(line) - 1 &&
+               (k = read(pp[0], line + len, sizeof(line) - 1 - len)) != 0) {
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        break;
+                len += (size_t)k;
+                if (memchr(line, '\n', len))
+                        break;
+        }
+        close(pp[0]);
+        line[len] = '\0';
+        line[strcspn(line, "\n")] = '\0';
+        if (!STREQ(line, "ok")) {
+                snprintf(msg, msglen, "agent: the sandbox could not be set up: %.900s",
+                         line[0] ? line : "the supervisor exited before it was ready");
+                return -EIO;
+        }
+        return 0;
+}
+
+static int ignore_line(void *ud, json_t *msg)
+{
+        return 0;
+}
+
+static void stop_sandbox(struct sandbox_proc *sb)
+{
+        if (sb->pid <= 0)
+                return;
+        json_t *req = json_pack("{s:s}", "op", CONTROL_OP_DESTROY);
+        struct al_error err = {0};
+        if (agent_ctl_call(sb->sock, req, 10000, ignore_line, NULL, &err) < 0)
+                kill(sb->pid, SIGTERM);
+        json_decref(req);
+        child_wait(sb->pid);
+        sb->pid = 0;
+}
+
+static void remove_private_dir(struct sandbox_proc *sb)
+{
+        if (!sb->dir[0])
+                return;
+        _cleanup_free_ char *pol = xasprintf("%s/policy.json", sb->dir);
+        _cleanup_free_ char *run = xasprintf("%s/run", sb->dir);
+        unlink(pol);
+        rmdir(run);
+        rmdir(sb->dir);
+}
+
+/* ---- what the agent produced ---- */
+
+/* Run airlock or airlock-git with args; its stdout, bounded. */
+static int run_helper(const char *prog, char *const *args, char **ret_out, int *ret_status)
+{
+        _cleanup_free_ char *path = paths_beside_self(prog);
+        if (!path)
+                return -ENOENT;
+        int pfd[2];
+        if (pipe2(pfd, O_CLOEXEC) < 0)
+                return -errno;
+        size_t n = strv_length(args);
+        _cleanup_free_ char **av = xcalloc(n + 2, sizeof(char *));
+        av[0] = path;
+        for (size_t i = 0; i < n; i++)
+                av[i + 1] = args[i];
+        struct child_spawn cs = {.path = path,
+                                 .argv = av,
+                                 .envp = environ,
+                                 .fds = {CHILD_FD_NULL, pfd[1], CHILD_FD_INHERIT},
+                                 .n_fds = 3};
+        pid_t pid;
+        int r = child_spawn(&cs, &pid, NULL);
+        close(pfd[1]);
+        if (r < 0) {
+                close(pfd[0]);
+                return r;
+        }
+        size_t cap = 16u << 20, len = 0;
+        char *out = xcalloc(1, 1);
+        char buf[65536];
+        ssize_t k;
+        while ((k = read(pfd[0], buf, sizeof(buf))) > 0 || (k < 0 && errno == EINTR)) {
+                if (k < 0 || len + (size_t)k > cap)
+                        continue;
+                out = xrealloc(out, len + (size_t)k + 1, 1);
+                memcpy(out + len, buf, (size_t)k);
+                len += (size_t)k;
+                out[len] = '\0';
+        }
+        close(pfd[0]);
+        *ret_status = child_wait(pid);
+        *ret_out = out;
+        return 0;
+}
+
+/* "From <40 hex> Mon Sep 17 00:00:00 2001\n": where a patch of an mbox
+ * (airlock export) starts. */
+static bool is_from_line(const char *p)
+{
+        if (strncmp(p, "From ", 5) != 0)
+                return false;
+        for (int i = 0; i < 40; i++)
+                if (!strchr("0123456789abcdef", p[5 + i]) || !p[5 + i])
+                        return false;
+        return strncmp(p + 45, " Mon Sep 17 00:00:00 2001\n", 26) == 0;
+}
+
+/* The mbox into one patch each, and each one's subject. */
+static void split_mbox(const char *mbox, json_t *patches, json_t *messages)
+{
+        const char *p = mbox;
+        while (p && *p) {
+                const char *next = p;
+                do
+                        next = strstr(next + 1, "\nFrom ");
+                while (next && !is_from_line(next + 1));
+                size_t len = next ? (size_t)(next + 1 - p) : strlen(p);
+                _cleanup_free_ char *one = strndup(p, len);
+                json_t *s = json_string(one);
+                if (s)
+                        json_array_append_new(patches, s);
+                const char *subj = strstr(one, "\nSubject: ");
+                if (subj) {
+                        subj += 10;
+                        if (strncmp(subj, "[PATCH", 6) == 0 && strchr(subj, ']'))
+                                subj = strchr(subj, ']') + 1;
+                        while (*subj == ' ')
+                                subj++;
+                        _cleanup_free_ char *line = strndup(subj, strcspn(subj, "\n"));
+                        json_t *m = json_string(line);
+                        if (m)
+                                json_array_append_new(messages, m);
+                }
+                p = next ? next + 1 : NULL;
+        }
+}
+
+static int parse_uint(const char *opt, const char *s, uint64_t max, uint64_t *ret, char *msg,
+                      size_t msglen)
+{
+        if (safe_atou64(s, ret) < 0 || *ret > max) {
+                snprintf(msg, msglen, "agent: --%s \"%s\": expected a number from 0 to %llu", opt,
+                         s, (unsigned long long)max);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int read_task_file(const char *path, char **ret, char *msg, size_t msglen)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
+                snprintf(msg, msglen, "agent: --task-file %s: %s", path,
+                         fd < 0 ? strerror(errno) : "not a regular file of at most 1 MiB");
+                return -EINVAL;
+        }
+        char *buf = xcalloc((size_t)st.st_size + 1, 1);
+        ssize_t k = read(fd, buf, (size_t)st.st_size);
+        if (k < 0) {
+                free(buf);
+                snprintf(msg, msglen, "agent: --task-file %s: %s", path, strerror(errno));
+                return -EIO;
+        }
+        buf[k] = '\0';
+        *ret = buf;
+        return 0;
+}
+
+static void policy_freep(struct policy **p)
+{
+        policy_free(*p);
+}
+
+static int exit_for(const char *code)
+{
+        if (!code)
+                return 0;
+        if (STREQ(code, "task_failed"))
+                return EXIT_TASK_FAILED;
+        if (STREQ(code, "budget_exhausted"))
+                return EXIT_BUDGET;
+        if (STREQ(code, "timeout"))
+                return EXIT_TIMEOUT;
+        return EXIT_INTERNAL;
+}
+
+static void write_result(const char *path, const char *json)
+{
+        _cleanup_free_ char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 || write_full(fd, json, strlen(json)) < 0 || write_full(fd, "\n", 1) < 0 ||
+            rename(tmp, path) < 0) {
+                fprintf(stderr, "airlock: agent: writing %s: %s\n", path, strerror(errno));
+                unlink(tmp);
+        }
+}
+
+/* A result for a run that never got to the loop. */
+static int setup_failed(const struct agent_args *a, int code, const char *msg)
+{
+        fprintf(stderr, "airlock: %s\n", msg);
+        json_t *o =
+            json_pack("{s:b, s:i, s:s, s:s, s:{s:[], s:[]}, s:{}, s:n}", "ok", 0, "exitCode", code,
+                      "errorCode", code == EXIT_SETUP ? "setup_failed" : "usage", "message", msg,
+                      "bundle", "patches", "commitMessages", "usage", "runId");
+        _cleanup_free_ char *s = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        if (s && a->result)
+                write_result(a->result, s);
+        return code;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+        struct agent_args a = {
+            .provider = AGENT_PROVIDER_ANTHROPIC,
+            .model_route = "model",
+            .stream = true,
+            .budget = {.max_turns = 50,
+                       .timeout_ms = 1800 * 1000,
+                       .cmd_timeout = 120,
+                       .output_cap = 32768,
+                       .retries = 3,
+                       .backoff_ms = 500},
+        };
+        char msg[AL_ERROR_MAX] = "";
+        struct al_error err = {0};
+        _cleanup_(policy_freep) struct policy *p = policy_new();
+        uint64_t v;
+        int c, r = 0;
+
+        for (int i = 1; i < argc; i++)
+                if ((STREQ(argv[i], "-p") || STREQ(argv[i], "--policy")) && i + 1 < argc)
+                        a.policy_file = argv[i + 1];
+                else if (STREQ(argv[i], "--result") && i + 1 < argc)
+                        a.result = argv[i + 1];
+        if (a.policy_file && policy_load_file(p, a.policy_file, &err) < 0)
+                return setup_failed(&a, EXIT_USAGE, err.msg);
+
+        optind = 1;
+        opterr = 0;
+        while (r >= 0 && (c = getopt_long(argc, argv, "p:w:qh", agent_options, NULL)) != -1) {
+                switch (c) {
+                case 'p':
+                case OPT_RESULT:
+                        break;
+                case OPT_TASK:
+                        a.task = optarg;
+                        break;
+                case OPT_TASK_FILE:
+                        a.task_file = optarg;
+                        break;
+                case 'w':
+                        a.workspace = optarg;
+                        break;
+                case OPT_REPO:
+                        a.repo = optarg;
+                        break;
+                case OPT_REV:
+                        a.rev = optarg;
+                        break;
+                case OPT_PROVIDER:
+                        if (agent_provider_parse(optarg, &a.provider) < 0) {
+                                snprintf(msg, sizeof(msg),
+                                         "agent: --provider \"%s\": expected anthropic or openai",
+                                         optarg);
+                                r = -EINVAL;
+                        }
+                        break;
+                case OPT_MODEL:
+                        a.model = optarg;
+                        break;
+                case OPT_MODEL_ROUTE:
+                        a.model_route = optarg;
+                        break;
+                case OPT_NO_STREAM:
+                        a.stream = false;
+                        break;
+                case OPT_MAX_TURNS:
+                        r = parse_uint("max-turns", optarg, 100000, &v, msg, sizeof(msg));
+                        a.budget.max_turns = (unsigned)v;
+                        break;
+                case OPT_MAX_TOKENS:
+                        r = parse_uint("max-tokens", optarg, UINT64_MAX / 2, &v, msg, sizeof(msg));
+                        a.budget.max_tokens = v;
+                        break;
+                case OPT_TIMEOUT:
+                        r = parse_uint("timeout", optarg, 7 * 86400, &v, msg, sizeof(msg));
+                        a.budget.timeout_ms = v * 1000;
+                        break;
+                case OPT_CMD_TIMEOUT:
+                        r = parse_uint("cmd-timeout", optarg, 86400, &v, msg, sizeof(msg));
+                        if (r >= 0 && v == 0) {
+                                snprintf(msg, sizeof(msg), "agent: --cmd-timeout: at least 1");
+                                r = -EINVAL;
+                        }
+                        a.budget.cmd_timeout = (unsigned)v;
+                        break;
+                case OPT_OUTPUT_CAP:
+                        r = parse_uint("output-cap", optarg, 1u << 20, &v, msg, sizeof(msg));
+                        if (r >= 0 && v < 256) {
+                                snprintf(msg, sizeof(msg), "agent: --output-cap: at least 256");
+                                r = -EINVAL;
+                        }
+                        a.budget.output_cap = (size_t)v;
+                        break;
+                case OPT_RETRIES:
+                        r = parse_uint("retries", optarg, 10, &v, msg, sizeof(msg));
+                        a.budget.retries = (unsigned)v;
+                        break;
+                case OPT_BACKOFF_MS:
+                        r = parse_uint("backoff-ms", optarg, 60000, &v, msg, sizeof(msg));
+                        a.budget.backoff_ms = (unsigned)v;
+                        break;
+                case OPT_REVIEW:
+                        a.review = true;
+                        p->workspace_mode = POLICY_WORKSPACE_OVERLAY;
+                        break;
+                case OPT_PUSH:
+                        a.push = optarg;
+                        break;
+                case OPT_OPEN_PR:
+                        a.open_pr = true;
+                        break;
+                case OPT_TRANSCRIPT:
+                        a.transcript = optarg;
+                        break;
+                case OPT_ROUTE:
+                        a.routes = strv_append(a.routes, &a.n_routes, optarg);
+                        break;
+                case OPT_INJECT:
+                        a.injects = strv_append(a.injects, &a.n_injects, optarg);
+                        break;
+                case OPT_SECRETS:
+                        a.secrets = optarg;
+                        break;
+                case OPT_ACCOUNT:
+                        a.account = optarg;
+                        break;
+                case OPT_AUDIT:
+                        a.audit = optarg;
+                        break;
+                case OPT_ALLOW:
+                        p->net_allow = strv_append(p->net_allow, &p->n_net_allow, optarg);
+                        break;
+                case OPT_ALLOW_PRIVATE:
+                        p->net_allow_private =
+                            strv_append(p->net_allow_private, &p->n_net_allow_private, optarg);
+                        break;
+                case OPT_HOST: {
+                        const char *eq = strchr(optarg, '=');
+                        if (!eq || eq == optarg || !eq[1]) {
+                                snprintf(msg, sizeof(msg), "agent: --host \"%s\": expected NAME=IP",
+                                         optarg);
+                                r = -EINVAL;
+                                break;
+                        }
+                        p->net_hosts =
+                            xrealloc(p->net_hosts, p->n_net_hosts + 1, sizeof(*p->net_hosts));
+                        p->net_hosts[p->n_net_hosts].key = strndup(optarg, (size_t)(eq - optarg));
+                        p->net_hosts[p->n_net_hosts].value = xstrdup(eq + 1);
+                        p->n_net_hosts++;
+                        break;
+                }
+                case OPT_TOOL:
+                        p->tools_allow = strv_append(p->tools_allow, &p->n_tools_allow, optarg);
+                        break;
+                case OPT_TOOLS:
+                        r = policy_tools_load_file(p, optarg, &err);
+                        break;
+                case OPT_ENV: {
+                        _cleanup_free_ char *kv = xstrdup(optarg);
+                        char *eq = strchr(kv, '=');
+                        if (!eq || eq == kv) {
+                                snprintf(msg, sizeof(msg),
+                                         "agent: --env \"%s\": expected KEY=VALUE", optarg);
+                                r = -EINVAL;
+                                break;
+                        }
+                        *eq = '\0';
+                        policy_add_env(p, kv, eq + 1);
+                        break;
+                }
+                case OPT_MEMORY:
+                        r = policy_set_limit(p, "memory", optarg, &err);
+                        break;
+                case OPT_CLASS:
+                        r = policy_set_class(p, optarg, &err);
+                        break;
+                case OPT_STATE_ROOT:
+                        a.state_root = optarg;
+                        break;
+                case 'q':
+                        a.quiet = true;
+                        break;
+                case 'h':
+                        help_print(stdout, agent_usage, "agent");
+                        strv_free(a.routes);
+                        strv_free(a.injects);
+                        return 0;
+                default:
+                        snprintf(msg, sizeof(msg),
+                                 "agent: unknown option or missing value \"%s\" (see 'airlock "
+                                 "agent --help')",
+                                 argv[optind - 1]);
+                        r = -EINVAL;
+                }
+        }
+        _cleanup_free_ char *task_buf = NULL;
+        if (r >= 0 && optind < argc) {
+                snprintf(msg, sizeof(msg), "agent: unexpected argument \"%s\"", argv[optind]);
+                r = -EINVAL;
+        }
+        if (r >= 0 && !a.task == !a.task_file) {
+                snprintf(msg, sizeof(msg),
+                         "agent: give the task with --task TEXT or --task-file FILE");
+                r = -EINVAL;
+        }
+        if (r >= 0 && a.task_file &&
+            (r = read_task_file(a.task_file, &task_buf, msg, sizeof(msg))) >= 0)
+                a.task = task_buf;
+        if (r >= 0 && !a.model) {
+                snprintf(msg, sizeof(msg), "agent: give the model with --model NAME");
+                r = -EINVAL;
+        }
+        if (r >= 0 && (a.repo || a.rev) && (!a.repo || !a.rev || a.workspace || a.review)) {
+                snprintf(msg, sizeof(msg),
+                         "agent: --repo needs --rev (a commit, branch or tag) and cannot be "
+                         "combined with -w or --review");
+                r = -EINVAL;
+        }
+        if (r >= 0 && (a.push || a.open_pr) && (!a.repo || (a.open_pr && !a.push))) {
+                snprintf(msg, sizeof(msg), "agent: --push needs --repo; --open-pr needs --push");
+                r = -EINVAL;
+        }
+        if (r >= 0 && a.state_root && (a.state_root[0] != '/' || a.repo)) {
+                snprintf(msg, sizeof(msg),
+                         "agent: --state-root: an absolute path, and not with --repo");
+                r = -EINVAL;
+        }
+        if (r >= 0)
+                r = apply_routes(&a, p, msg, sizeof(msg));
+        strv_free(a.routes);
+        strv_free(a.injects);
+        a.routes = a.injects = NULL;
+        if (r < 0)
+                return setup_failed(&a, EXIT_USAGE, msg[0] ? msg : err.msg);
+
+        /* From here on the run is real: clone, sandbox, loop. */
+        _cleanup_(githelper_clone_done) struct githelper_clone git = {0};
+        const char *home = getenv("HOME");
+        _cleanup_free_ char *audit_path =
+            a.audit ? xstrdup(a.audit) : audit_default_path(geteuid(), home);
+        if (a.repo) {
+                if (githelper_clone(a.repo, a.rev, a.secrets, audit_path, &git, msg, sizeof(msg)) <
+                    0)
+                        return setup_failed(&a, EXIT_SETUP, msg);
+                a.workspace = git.workspace;
+        }
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd)))
+                return setup_failed(&a, EXIT_SETUP, "agent: the current directory is gone");
+        free(p->workspace);
+        p->workspace = a.workspace ? (a.workspace[0] == '/' ? xstrdup(a.workspace)
+                                                            : xasprintf("%s/%s", cwd, a.workspace))
+                                   : xstrdup(cwd);
+        if (a.secrets)
+                policy_add_deny_read(p, a.secrets);
+        if (policy_finalize(p, cwd, home ? home : "/", &err) < 0)
+                return setup_failed(&a, EXIT_SETUP, err.msg);
+
+        struct sandbox_proc sb = {0};
+        if (a.repo)
+                memcpy(sb.id, git.id, sizeof(sb.id));
+        else if (random_hex(sb.id, 16) < 0)
+                return setup_failed(&a, EXIT_SETUP, "agent: picking an id");
+        _cleanup_fclose_ FILE *tf = NULL;
+        if (a.transcript) {
+                int tfd = open(a.transcript, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+                               0600);
+                tf = tfd >= 0 ? fdopen(tfd, "a") : NULL;
+                if (!tf) {
+                        snprintf(msg, sizeof(msg), "agent: --transcript %s: %s", a.transcript,
+                                 strerror(errno));
+                        return setup_failed(&a, EXIT_SETUP, msg);
+                }
+        }
+        uint64_t t0 = now_monotonic_us();
+        r = start_sandbox(&sb, &a, p, audit_path, msg, sizeof(msg));
+        if (r < 0) {
+                if (sb.pid > 0)
+                        child_wait(sb.pid);
+                remove_private_dir(&sb);
+                return setup_failed(&a, EXIT_SETUP, msg);
+        }
+        if (!a.quiet)
+                fprintf(stderr, "airlock: agent: sandbox %s, model %s through route \"%s\"\n",
+                        sb.id, a.model, a.model_route);
+
+        struct transcript tr = {.f = tf, .quiet = a.quiet};
+        const char **tool_names = xcalloc(p->n_tools_allow + 1, sizeof(char *));
+        for (size_t i = 0; i < p->n_tools_allow; i++)
+                tool_names[i] = p->tools_allow[i];
+        _cleanup_free_ char *system = xasprintf(
+            "You are a coding agent working in a sandbox. The repository is at /workspace. Use the "
+            "tools to inspect, change and test it; commit with git when the task asks for it. "
+            "When the task is done, answer with a short summary and no tool call.%s%s",
+            p->n_tools_allow ? " Host tools you may call with host_tool: " : "",
+            p->n_tools_allow ? p->tools_allow[0] : "");
+        struct agent_config cfg = {
+            .control_socket = sb.sock,
+            .provider = a.provider,
+            .route = a.model_route,
+            .model = a.model,
+            .system = system,
+            .task = a.task,
+            .stream = a.stream,
+            .reply_tokens = 4096,
+            .host_tools = p->n_tools_allow > 0,
+            .host_tool_names = tool_names,
+            .n_host_tool_names = p->n_tools_allow,
+            .budget = a.budget,
+            .transcript = on_entry,
+            .ud = &tr,
+        };
+        struct agent_outcome o = {0};
+        r = agent_run(&cfg, &o, &err);
+        free(tool_names);
+        if (r < 0) {
+                o.error_code = "internal";
+                snprintf(o.message, sizeof(o.message), "%s", err.msg);
+        }
+
+        /* What the agent produced. In a plain workspace, the sandbox's own
+         * git says what changed (its output is data here, never run). */
+        json_t *patches = json_array(), *messages = json_array(), *extra = json_object();
+        if (!a.repo && !a.review) {
+                char *argv_diff[] = {"/bin/sh", "-c",
+                                     "git -C /workspace diff HEAD 2>/dev/null || true", NULL};
+                struct agent_exec_result er = {0};
+                if (agent_exec(sb.sock, argv_diff, NULL, 0, 60, 8u << 20, &er, &err) >= 0 &&
+                    er.out_len) {
+                        _cleanup_free_ char *d =
+                            agent_text_for_model(er.out, er.out_len, er.out_total, 8u << 20);
+                        json_array_append_new(patches, json_string(d));
+                }
+                agent_exec_result_clear(&er);
+        }
+        stop_sandbox(&sb);
+        remove_private_dir(&sb);
+
+        int status = 0;
+        _cleanup_free_ char *out = NULL;
+        if (a.repo) {
+                char *args[] = {"export", sb.id, NULL};
+                if (run_helper("airlock-git", args, &out, &status) >= 0 && WIFEXITED(status) &&
+                    WEXITSTATUS(status) == 0)
+                        split_mbox(out, patches, messages);
+                if (a.push && !o.error_code) {
+                        free(out);
+                        out = NULL;
+                        char *pargs[8] = {"push", sb.id, "--branch", (char *)a.push, "--json"};
+                        size_t n = 5;
+                        if (a.open_pr)
+                                pargs[n++] = "--open-pr";
+                        if (a.secrets) {
+                                pargs[n++] = "--secrets";
+                                pargs[n++] = (char *)a.secrets;
+                        }
+                        pargs[n] = NULL;
+                        json_t *pj = NULL;
+                        if (run_helper("airlock-git", pargs, &out, &status) >= 0)
+                                pj = json_loads(out, 0, NULL);
+                        json_object_set_new(extra, "push",
+                                            pj ? pj : json_pack("{s:s}", "error", "push failed"));
+                        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                                o.error_code = "task_failed";
+                                snprintf(o.message, sizeof(o.message),
+                                         "the push of branch %s failed", a.push);
+                        }
+                }
+        } else if (a.review) {
+                char *args[] = {"diff", "--state-root", NULL, sb.id, NULL};
+                _cleanup_free_ char *root =
+                    a.state_root ? xstrdup(a.state_root) : review_state_root(geteuid(), home);
+                args[2] = root;
+                if (run_helper("airlock", args, &out, &status) >= 0 && out && out[0]) {
+                        _cleanup_free_ char *d =
+                            agent_text_for_model(out, strlen(out), strlen(out), 8u << 20);
+                        json_array_append_new(patches, json_string(d));
+                }
+                json_object_set_new(extra, "review",
+                                    json_pack("{s:s, s:s}", "accept", "airlock accept ID",
+                                              "discard", "airlock discard ID"));
+                if (!a.quiet)
+                        fprintf(stderr,
+                                "airlock: agent: the changes wait for review:\n"
+                                "  review:  airlock diff %s\n  accept:  airlock accept %s\n"
+                                "  discard: airlock discard %s\n",
+                                sb.id, sb.id, sb.id);
+        }
+
+        int code = exit_for(o.error_code);
+        json_t *res = json_pack(
+            "{s:b, s:i, s:o, s:s, s:{s:o, s:o}, s:{s:i, s:i, s:i, s:I, s:I, s:I}, s:s, s:o}", "ok",
+            o.error_code == NULL, "exitCode", code, "errorCode",
+            o.error_code ? json_string(o.error_code) : json_null(), "message", o.message, "bundle",
+            "patches", patches, "commitMessages", messages, "usage", "turns", o.turns, "toolCalls",
+            o.tool_calls, "modelCalls", o.model_calls, "inputTokens", (json_int_t)o.input_tokens,
+            "outputTokens", (json_int_t)o.output_tokens, "durationMs",
+            (json_int_t)((now_monotonic_us() - t0) / 1000), "runId", sb.id, "summary",
+            o.final_text ? json_string(o.final_text) : json_null());
+        json_object_update(res, extra);
+        json_decref(extra);
+        if (a.review)
+                json_object_set_new(json_object_get(res, "review"), "sandbox", json_string(sb.id));
+        _cleanup_free_ char *s = json_dumps(res, JSON_COMPACT);
+        json_decref(res);
+        if (s) {
+                printf("%s\n", s);
+                if (a.result)
+                        write_result(a.result, s);
+        }
+        agent_outcome_clear(&o);
+        return code;
+}
