@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent-out.h"
+#include "agent-sandbox.h"
 #include "agent/agent.h"
 #include "audit.h"
 #include "child.h"
@@ -162,64 +164,6 @@ struct agent_args {
         size_t n_routes, n_injects;
 };
 
-struct transcript {
-        FILE *f;
-        bool quiet;
-};
-
-/* ---- the transcript ---- */
-
-static void print_entry(FILE *out, json_t *e)
-{
-        const char *type = json_string_value(json_object_get(e, "type"));
-        if (!type)
-                return;
-        if (STREQ(type, "assistant")) {
-                const char *t = json_string_value(json_object_get(e, "text"));
-                if (t && t[0])
-                        fprintf(out, "agent: model: %s\n", t);
-                size_t i;
-                json_t *c;
-                json_array_foreach(json_object_get(e, "toolCalls"), i, c)
-                {
-                        _cleanup_free_ char *in =
-                            json_dumps(json_object_get(c, "input"), JSON_COMPACT);
-                        fprintf(out, "agent: -> %s %.300s\n",
-                                json_string_value(json_object_get(c, "name")), in ? in : "");
-                }
-        } else if (STREQ(type, "tool.result")) {
-                const char *r = json_string_value(json_object_get(e, "result"));
-                fprintf(out, "agent: <- %s%s: %.400s\n",
-                        json_string_value(json_object_get(e, "name")),
-                        json_is_true(json_object_get(e, "isError")) ? " (error)" : "", r ? r : "");
-        } else if (STREQ(type, "model.error")) {
-                fprintf(out, "agent: model call failed (attempt %d): %s\n",
-                        (int)json_integer_value(json_object_get(e, "attempt")),
-                        json_string_value(json_object_get(e, "message")));
-        } else if (STREQ(type, "end") && !json_is_null(json_object_get(e, "errorCode"))) {
-                fprintf(out, "agent: ended: %s: %s\n",
-                        json_string_value(json_object_get(e, "errorCode")),
-                        json_string_value(json_object_get(e, "message")));
-        }
-        fflush(out);
-}
-
-static void on_entry(void *ud, json_t *e)
-{
-        struct transcript *t = ud;
-        if (t->f) {
-                char *s = json_dumps(e, JSON_COMPACT);
-                if (s) {
-                        fprintf(t->f, "%s\n", s);
-                        fflush(t->f);
-                }
-                free(s);
-        }
-        if (!t->quiet)
-                print_entry(stderr, e);
-        json_decref(e);
-}
-
 /* ---- the policy ---- */
 
 static struct policy_route *find_route(struct policy *p, const char *name)
@@ -297,211 +241,6 @@ static int apply_routes(struct agent_args *a, struct policy *p, char *msg, size_
                 }
         }
         return 0;
-}
-
-/* ---- the supervisor ---- */
-
-struct sandbox_proc {
-        char id[17];
-        char dir[PATH_MAX]; /* private: the policy file and the run dir */
-        char sock[PATH_MAX + 64];
-        pid_t pid;
-};
-
-static int start_sandbox(struct sandbox_proc *sb, const struct agent_args *a, struct policy *p,
-                         const char *audit_path, char *msg, size_t msglen)
-{
-        _cleanup_free_ char *tmpl =
-            xasprintf("%s/airlock-agent-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-        if (!mkdtemp(tmpl)) {
-                snprintf(msg, msglen, "agent: making a private directory: %s", strerror(errno));
-                return -errno;
-        }
-        snprintf(sb->dir, sizeof(sb->dir), "%s", tmpl);
-        _cleanup_free_ char *policy_path = xasprintf("%s/policy.json", sb->dir);
-        _cleanup_free_ char *run_dir = xasprintf("%s/run", sb->dir);
-        _cleanup_free_ char *json = policy_to_json(p);
-        _cleanup_close_ int pfd =
-            open(policy_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (pfd < 0 || write_full(pfd, json, strlen(json)) < 0 || mkdir(run_dir, 0700) < 0) {
-                snprintf(msg, msglen, "agent: writing %s: %s", policy_path, strerror(errno));
-                return -EIO;
-        }
-        snprintf(sb->sock, sizeof(sb->sock), "%s/%s/control.sock", run_dir, sb->id);
-        _cleanup_free_ char *self = paths_beside_self("airlock");
-        int pp[2];
-        if (!self || pipe2(pp, O_CLOEXEC) < 0) {
-                snprintf(msg, msglen, "agent: cannot find airlock beside this program");
-                return -ENOENT;
-        }
-        char *argv[24] = {self,         "supervise", "--id",      sb->id,
-                          "--policy",   policy_path, "--run-dir", run_dir,
-                          "--ready-fd", "3",         "--audit",   (char *)audit_path};
-        size_t n = 12;
-        if (a->secrets) {
-                argv[n++] = "--secrets";
-                argv[n++] = (char *)a->secrets;
-        }
-        if (a->account) {
-                argv[n++] = "--account";
-                argv[n++] = (char *)a->account;
-        }
-        if (a->state_root) {
-                argv[n++] = "--keep-root";
-                argv[n++] = (char *)a->state_root;
-        }
-        struct child_spawn cs = {.path = self,
-                                 .argv = argv,
-                                 .envp = environ,
-                                 .fds = {CHILD_FD_NULL, CHILD_FD_NULL, CHILD_FD_INHERIT, pp[1]},
-                                 .n_fds = 4,
-                                 .setsid = true};
-        int r = child_spawn(&cs, &sb->pid, NULL);
-        close(pp[1]);
-        if (r < 0) {
-                close(pp[0]);
-                snprintf(msg, msglen, "agent: starting the supervisor: %s", strerror(-r));
-                return r;
-        }
-        char line[1024];
-        size_t len = 0;
-        ssize_t k;
-        while (len < sizeof(line) - 1 &&
-               (k = read(pp[0], line + len, sizeof(line) - 1 - len)) != 0) {
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        break;
-                len += (size_t)k;
-                if (memchr(line, '\n', len))
-                        break;
-        }
-        close(pp[0]);
-        line[len] = '\0';
-        line[strcspn(line, "\n")] = '\0';
-        if (!STREQ(line, "ok")) {
-                snprintf(msg, msglen, "agent: the sandbox could not be set up: %.900s",
-                         line[0] ? line : "the supervisor exited before it was ready");
-                return -EIO;
-        }
-        return 0;
-}
-
-static int ignore_line(void *ud, json_t *msg)
-{
-        return 0;
-}
-
-static void stop_sandbox(struct sandbox_proc *sb)
-{
-        if (sb->pid <= 0)
-                return;
-        json_t *req = json_pack("{s:s}", "op", CONTROL_OP_DESTROY);
-        struct al_error err = {0};
-        if (agent_ctl_call(sb->sock, req, 10000, ignore_line, NULL, &err) < 0)
-                kill(sb->pid, SIGTERM);
-        json_decref(req);
-        child_wait(sb->pid);
-        sb->pid = 0;
-}
-
-static void remove_private_dir(struct sandbox_proc *sb)
-{
-        if (!sb->dir[0])
-                return;
-        _cleanup_free_ char *pol = xasprintf("%s/policy.json", sb->dir);
-        _cleanup_free_ char *run = xasprintf("%s/run", sb->dir);
-        unlink(pol);
-        rmdir(run);
-        rmdir(sb->dir);
-}
-
-/* ---- what the agent produced ---- */
-
-/* Run airlock or airlock-git with args; its stdout, bounded. */
-static int run_helper(const char *prog, char *const *args, char **ret_out, int *ret_status)
-{
-        _cleanup_free_ char *path = paths_beside_self(prog);
-        if (!path)
-                return -ENOENT;
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) < 0)
-                return -errno;
-        size_t n = strv_length(args);
-        _cleanup_free_ char **av = xcalloc(n + 2, sizeof(char *));
-        av[0] = path;
-        for (size_t i = 0; i < n; i++)
-                av[i + 1] = args[i];
-        struct child_spawn cs = {.path = path,
-                                 .argv = av,
-                                 .envp = environ,
-                                 .fds = {CHILD_FD_NULL, pfd[1], CHILD_FD_INHERIT},
-                                 .n_fds = 3};
-        pid_t pid;
-        int r = child_spawn(&cs, &pid, NULL);
-        close(pfd[1]);
-        if (r < 0) {
-                close(pfd[0]);
-                return r;
-        }
-        size_t cap = 16u << 20, len = 0;
-        char *out = xcalloc(1, 1);
-        char buf[65536];
-        ssize_t k;
-        while ((k = read(pfd[0], buf, sizeof(buf))) > 0 || (k < 0 && errno == EINTR)) {
-                if (k < 0 || len + (size_t)k > cap)
-                        continue;
-                out = xrealloc(out, len + (size_t)k + 1, 1);
-                memcpy(out + len, buf, (size_t)k);
-                len += (size_t)k;
-                out[len] = '\0';
-        }
-        close(pfd[0]);
-        *ret_status = child_wait(pid);
-        *ret_out = out;
-        return 0;
-}
-
-/* "From <40 hex> Mon Sep 17 00:00:00 2001\n": where a patch of an mbox
- * (airlock export) starts. */
-static bool is_from_line(const char *p)
-{
-        if (strncmp(p, "From ", 5) != 0)
-                return false;
-        for (int i = 0; i < 40; i++)
-                if (!strchr("0123456789abcdef", p[5 + i]) || !p[5 + i])
-                        return false;
-        return strncmp(p + 45, " Mon Sep 17 00:00:00 2001\n", 26) == 0;
-}
-
-/* The mbox into one patch each, and each one's subject. */
-static void split_mbox(const char *mbox, json_t *patches, json_t *messages)
-{
-        const char *p = mbox;
-        while (p && *p) {
-                const char *next = p;
-                do
-                        next = strstr(next + 1, "\nFrom ");
-                while (next && !is_from_line(next + 1));
-                size_t len = next ? (size_t)(next + 1 - p) : strlen(p);
-                _cleanup_free_ char *one = strndup(p, len);
-                json_t *s = json_string(one);
-                if (s)
-                        json_array_append_new(patches, s);
-                const char *subj = strstr(one, "\nSubject: ");
-                if (subj) {
-                        subj += 10;
-                        if (strncmp(subj, "[PATCH", 6) == 0 && strchr(subj, ']'))
-                                subj = strchr(subj, ']') + 1;
-                        while (*subj == ' ')
-                                subj++;
-                        _cleanup_free_ char *line = strndup(subj, strcspn(subj, "\n"));
-                        json_t *m = json_string(line);
-                        if (m)
-                                json_array_append_new(messages, m);
-                }
-                p = next ? next + 1 : NULL;
-        }
 }
 
 static int parse_uint(const char *opt, const char *s, uint64_t max, uint64_t *ret, char *msg,
@@ -856,11 +595,15 @@ int cmd_agent(int argc, char **argv)
                 }
         }
         uint64_t t0 = now_monotonic_us();
-        r = start_sandbox(&sb, &a, p, audit_path, msg, sizeof(msg));
+        r = agent_sandbox_start(&sb,
+                                &(struct agent_sandbox_opts){.secrets = a.secrets,
+                                                             .account = a.account,
+                                                             .state_root = a.state_root},
+                                p, audit_path, msg, sizeof(msg));
         if (r < 0) {
                 if (sb.pid > 0)
                         child_wait(sb.pid);
-                remove_private_dir(&sb);
+                agent_sandbox_remove_dir(&sb);
                 return setup_failed(&a, EXIT_SETUP, msg);
         }
         if (!a.quiet)
@@ -890,7 +633,7 @@ int cmd_agent(int argc, char **argv)
             .host_tool_names = tool_names,
             .n_host_tool_names = p->n_tools_allow,
             .budget = a.budget,
-            .transcript = on_entry,
+            .transcript = agent_out_entry,
             .ud = &tr,
         };
         struct agent_outcome o = {0};
@@ -916,16 +659,16 @@ int cmd_agent(int argc, char **argv)
                 }
                 agent_exec_result_clear(&er);
         }
-        stop_sandbox(&sb);
-        remove_private_dir(&sb);
+        agent_sandbox_stop(&sb);
+        agent_sandbox_remove_dir(&sb);
 
         int status = 0;
         _cleanup_free_ char *out = NULL;
         if (a.repo) {
                 char *args[] = {"export", sb.id, NULL};
-                if (run_helper("airlock-git", args, &out, &status) >= 0 && WIFEXITED(status) &&
-                    WEXITSTATUS(status) == 0)
-                        split_mbox(out, patches, messages);
+                if (agent_out_run_helper("airlock-git", args, &out, &status) >= 0 &&
+                    WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                        agent_out_split_mbox(out, patches, messages);
                 if (a.push && !o.error_code) {
                         free(out);
                         out = NULL;
@@ -939,7 +682,7 @@ int cmd_agent(int argc, char **argv)
                         }
                         pargs[n] = NULL;
                         json_t *pj = NULL;
-                        if (run_helper("airlock-git", pargs, &out, &status) >= 0)
+                        if (agent_out_run_helper("airlock-git", pargs, &out, &status) >= 0)
                                 pj = json_loads(out, 0, NULL);
                         json_object_set_new(extra, "push",
                                             pj ? pj : json_pack("{s:s}", "error", "push failed"));
@@ -954,7 +697,7 @@ int cmd_agent(int argc, char **argv)
                 _cleanup_free_ char *root =
                     a.state_root ? xstrdup(a.state_root) : review_state_root(geteuid(), home);
                 args[2] = root;
-                if (run_helper("airlock", args, &out, &status) >= 0 && out && out[0]) {
+                if (agent_out_run_helper("airlock", args, &out, &status) >= 0 && out && out[0]) {
                         _cleanup_free_ char *d =
                             agent_text_for_model(out, strlen(out), strlen(out), 8u << 20);
                         json_array_append_new(patches, json_string(d));
