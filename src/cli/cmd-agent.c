@@ -240,6 +240,9 @@ static int apply_routes(struct agent_args *a, struct policy *p, char *msg, size_
                         route_inject(r, "authorization", "Bearer ${secret:OPENAI_API_KEY}");
                 }
         }
+        /* The model's route is the host's alone: a request of the sandbox
+         * through it would carry the key (and spend it). */
+        find_route(p, a->model_route)->host_only = true;
         return 0;
 }
 

@@ -207,3 +207,25 @@ def test_bad_flags(airlock):
     assert p.returncode == 2 and "anthropic or openai" in p.stderr
     p = airlock.run(["agent", "--task", "x", "--model", "m", "--push", "b"], check_setup=False)
     assert p.returncode == 2 and "--repo" in p.stderr
+
+
+def test_model_route_is_the_hosts_alone(airlock):
+    """The sandbox cannot call the model through the agent's route: the key
+    would be injected into its request."""
+    d = airlock.make_dir("agent")
+    probe = ("python3 -c \"import urllib.request as u, urllib.error as e\n"
+             "try:\n"
+             " r = u.urlopen(u.Request('http://127.0.0.1:8080/model/v1/messages', data=b'{}'), timeout=10)\n"
+             " print('STATUS', r.status)\n"
+             "except e.HTTPError as x:\n"
+             " print('STATUS', x.code, x.headers.get('x-airlock-denied'))\"")
+    script = [{"calls": [("bash", {"command": probe})]}, {"text": "ok"}]
+    with ScriptedModel(script) as m:
+        p, res = run_agent(airlock, m, d, "-w", plain_ws(airlock))
+        assert res["ok"], p.stderr
+        assert len(m.requests) == 2, [r["path"] for r in m.requests]
+    out = [e for e in read_jsonl(d / "transcript.jsonl") if e["type"] == "tool.result"][0]["result"]
+    assert "STATUS 403 host_only" in out, out
+    denied = [e for e in read_jsonl(d / "audit.jsonl")
+              if e["kind"] == "route.call" and e["sandbox"] == res["runId"] and e["decision"] == "deny"]
+    assert [e["reason"] for e in denied] == ["host_only"]

@@ -195,6 +195,7 @@ struct netgate_route {
         char **record;
         size_t n_record;
         struct netgate_tls *tls_layer; /* when tls */
+        bool host_only;                /* the sandbox's requests are refused */
 };
 
 /* Wipe and drain a buffer that held injected values. */

@@ -118,6 +118,7 @@ int netgate_route_new(const struct policy_route *pr, struct netgate_route **ret,
         rt->n_strip = pr->n_strip;
         rt->record = strv_copy(pr->record, pr->n_record);
         rt->n_record = pr->n_record;
+        rt->host_only = pr->host_only;
         *ret = rt;
         return 0;
 }

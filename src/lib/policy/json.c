@@ -89,12 +89,13 @@ char *policy_to_json(const struct policy *p)
         a = json_array();
         for (size_t i = 0; i < p->n_routes; i++) {
                 const struct policy_route *r = &p->routes[i];
-                json_array_append_new(
-                    a, json_pack(
-                           "{s:o, s:o, s:o, s:o, s:o, s:o}", "name", str_json(r->name), "upstream",
-                           str_json(r->upstream), "inject", kv_json(r->inject, r->n_inject),
-                           "strip", strv_json(r->strip, r->n_strip), "record",
-                           strv_json(r->record, r->n_record), "caFile", str_json(r->ca_file)));
+                json_array_append_new(a, json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "name",
+                                                   str_json(r->name), "upstream",
+                                                   str_json(r->upstream), "inject",
+                                                   kv_json(r->inject, r->n_inject), "strip",
+                                                   strv_json(r->strip, r->n_strip), "record",
+                                                   strv_json(r->record, r->n_record), "caFile",
+                                                   str_json(r->ca_file), "hostOnly", r->host_only));
         }
         json_object_set_new(o, "routes", a);
         json_object_set_new(

@@ -51,6 +51,9 @@ struct policy_route {
         char **record; /* response header names recorded in the audit log */
         size_t n_record;
         char *ca_file; /* NULL: system store */
+        /* Only the host's own requests (netgate_route_fetch) may use it;
+         * the sandbox's get 403 host_only. */
+        bool host_only;
 };
 
 /* A host tool the sandbox may ask for through the tool gateway
