@@ -72,6 +72,7 @@ asan: deps
 
 demo: build
 	examples/demo.sh
+	examples/demo-agent.py
 
 bench: build
 	bench/spawn.sh

@@ -229,3 +229,19 @@ def test_model_route_is_the_hosts_alone(airlock):
     denied = [e for e in read_jsonl(d / "audit.jsonl")
               if e["kind"] == "route.call" and e["sandbox"] == res["runId"] and e["decision"] == "deny"]
     assert [e["reason"] for e in denied] == ["host_only"]
+
+
+def test_review_leaves_the_diff_for_accept(airlock):
+    d = airlock.make_dir("agent")
+    ws = plain_ws(airlock)
+    state = airlock.make_dir("state")
+    script = [{"calls": [("write_file", {"path": "a.txt", "content": "changed\n"})]}, {"text": "ok"}]
+    with ScriptedModel(script) as m:
+        p, res = run_agent(airlock, m, d, "-w", ws, "--review", "--state-root", state)
+    assert res["ok"], p.stderr
+    assert (ws / "a.txt").read_text() == "hello\n"
+    assert "+changed" in res["bundle"]["patches"][0]
+    assert res["review"]["sandbox"] == res["runId"]
+    acc = airlock.run(["accept", "--state-root", state, res["runId"]])
+    assert acc.returncode == 0, acc.stderr
+    assert (ws / "a.txt").read_text() == "changed\n"
