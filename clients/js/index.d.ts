@@ -69,3 +69,30 @@ export class Client {
   stdin(id: string, pid: number, data: string | Uint8Array): Promise<{ ok: boolean }>;
   signal(id: string, pid: number, sig?: string | number): Promise<{ ok: boolean }>;
 }
+
+export interface RunOptions {
+  task: string;
+  model: string;
+  policy: object;
+  provider?: "anthropic" | "openai";
+  modelRoute?: string;
+  maxTurns?: number;
+  maxTokens?: number;
+  timeout?: number;
+  stream?: boolean;
+}
+
+export interface Run {
+  id: string;
+  state: "running" | "done";
+  result: { ok: boolean; exitCode: number; errorCode: string | null;
+            bundle: { patches: string[]; commitMessages: string[] };
+            usage: Record<string, number>; runId: string } | null;
+  transcript: object[];
+}
+
+export interface Client {
+  createRun(opts: RunOptions): Promise<{ id: string; state: string }>;
+  getRun(id: string): Promise<Run>;
+  waitRun(id: string, timeoutMs?: number): Promise<Run>;
+}

@@ -101,6 +101,24 @@ export class Client {
   delete(id) { return this._json("DELETE", `/v1/sandboxes/${id}`); }
 
   /**
+   * Start an agent run (docs/agent.md); resolves to {id, state}.
+   * @param {{task: string, model: string, policy: object, provider?: string, modelRoute?: string,
+   *          maxTurns?: number, maxTokens?: number, timeout?: number, stream?: boolean}} opts
+   */
+  createRun(opts) { return this._json("POST", "/v1/runs", opts, [202]); }
+  /** @param {string} id resolves to {id, state, result, transcript} */
+  getRun(id) { return this._json("GET", `/v1/runs/${id}`); }
+  /** Poll until the run is done. @param {string} id @param {number} [timeoutMs] */
+  async waitRun(id, timeoutMs = 600000) {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const r = await this.getRun(id);
+      if (r.state === "done" || Date.now() > end) return r;
+      await new Promise((res) => setTimeout(res, 500));
+    }
+  }
+
+  /**
    * Start a command in the background; resolves to its pid.
    * @param {string} id @param {string[]} argv
    * @param {{env?: Record<string,string>, cwd?: string, timeout?: number, pty?: {rows: number, cols: number}}} [opts]

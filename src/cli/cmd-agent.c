@@ -109,6 +109,7 @@ enum {
         OPT_MEMORY,
         OPT_CLASS,
         OPT_STATE_ROOT,
+        OPT_ID,
 };
 
 static const struct option agent_options[] = {
@@ -148,6 +149,7 @@ static const struct option agent_options[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"class", required_argument, NULL, OPT_CLASS},
     {"state-root", required_argument, NULL, OPT_STATE_ROOT},
+    {"id", required_argument, NULL, OPT_ID},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -157,6 +159,7 @@ struct agent_args {
         const char *task, *task_file, *workspace, *policy_file, *repo, *rev, *model;
         const char *model_route, *push, *transcript, *result, *secrets, *account, *audit;
         const char *state_root;
+        const char *id; /* --id: the run's (and its sandbox's) id, chosen by the caller */
         enum agent_provider provider;
         bool stream, review, open_pr, quiet;
         struct agent_budget budget;
@@ -502,6 +505,15 @@ int cmd_agent(int argc, char **argv)
                 case OPT_STATE_ROOT:
                         a.state_root = optarg;
                         break;
+                case OPT_ID:
+                        a.id = optarg;
+                        if (strlen(optarg) != 16 || strspn(optarg, "0123456789abcdef") != 16) {
+                                snprintf(msg, sizeof(msg),
+                                         "agent: --id \"%s\": expected 16 lowercase hex digits",
+                                         optarg);
+                                r = -EINVAL;
+                        }
+                        break;
                 case 'q':
                         a.quiet = true;
                         break;
@@ -545,6 +557,10 @@ int cmd_agent(int argc, char **argv)
                 snprintf(msg, sizeof(msg), "agent: --push needs --repo; --open-pr needs --push");
                 r = -EINVAL;
         }
+        if (r >= 0 && a.id && a.repo) {
+                snprintf(msg, sizeof(msg), "agent: --id cannot be combined with --repo");
+                r = -EINVAL;
+        }
         if (r >= 0 && a.state_root && (a.state_root[0] != '/' || a.repo)) {
                 snprintf(msg, sizeof(msg),
                          "agent: --state-root: an absolute path, and not with --repo");
@@ -584,6 +600,8 @@ int cmd_agent(int argc, char **argv)
         struct sandbox_proc sb = {0};
         if (a.repo)
                 memcpy(sb.id, git.id, sizeof(sb.id));
+        else if (a.id)
+                memcpy(sb.id, a.id, sizeof(sb.id));
         else if (random_hex(sb.id, 16) < 0)
                 return setup_failed(&a, EXIT_SETUP, "agent: picking an id");
         _cleanup_fclose_ FILE *tf = NULL;

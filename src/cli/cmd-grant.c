@@ -47,6 +47,7 @@ static const char grant_usage[] =
         "      --allow-git              create sandboxes from a repository, which the daemon\n"
         "                               clones with its own git credentials, and push\n"
         "                               their commits\n"
+        "      --allow-runs             start agent runs (POST /v1/runs, docs/agent.md)\n"
         "      --max-sandboxes N        live sandboxes this grant may hold (default: no own\n"
         "                               maximum; the daemon's applies)\n"
         "      --classes LIST           allowed classes, e.g. small,medium (default: all); a\n"
@@ -98,13 +99,14 @@ static int open_store(const char *state_dir, bool create, struct store **ret)
 
 static int grant_create(int argc, char **argv)
 {
-        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_MAX, O_CLASSES, O_STATE, O_SECRET, O_TOOL };
+        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_RUNS, O_MAX, O_CLASSES, O_STATE, O_SECRET, O_TOOL };
         static const struct option opts[] = {
                 {"name", required_argument, NULL, O_NAME},
                 {"allow-sandbox", no_argument, NULL, O_SANDBOX},
                 {"allow-exec", no_argument, NULL, O_EXEC},
                 {"allow-host-workspace", no_argument, NULL, O_HOST},
                 {"allow-git", no_argument, NULL, O_GIT},
+                {"allow-runs", no_argument, NULL, O_RUNS},
                 {"max-sandboxes", required_argument, NULL, O_MAX},
                 {"classes", required_argument, NULL, O_CLASSES},
                 {"secret", required_argument, NULL, O_SECRET},
@@ -138,6 +140,9 @@ static int grant_create(int argc, char **argv)
                         break;
                 case O_GIT:
                         g.allow_git = true;
+                        break;
+                case O_RUNS:
+                        g.allow_runs = true;
                         break;
                 case O_MAX:
                         if (safe_atou64(optarg, &g.max_sandboxes) < 0 || g.max_sandboxes == 0) {
@@ -323,9 +328,10 @@ static int grant_ls(int argc, char **argv)
                 _cleanup_free_ char *secrets_csv = grant_secrets_string(g);
                 char created[32], allows[64] = "", max[24];
                 format_time(g->created_ms, created, sizeof(created));
-                snprintf(allows, sizeof(allows), "%s%s%s%s", g->allow_sandbox ? "sandbox," : "",
+                snprintf(allows, sizeof(allows), "%s%s%s%s%s", g->allow_sandbox ? "sandbox," : "",
                          g->allow_exec ? "exec," : "",
-                         g->allow_host_workspace ? "host-workspace," : "", g->allow_git ? "git," : "");
+                         g->allow_host_workspace ? "host-workspace," : "", g->allow_git ? "git," : "",
+                         g->allow_runs ? "runs," : "");
                 if (allows[0])
                         allows[strlen(allows) - 1] = '\0';
                 snprintf(max, sizeof(max), "%" PRIu64, g->max_sandboxes);
@@ -347,6 +353,8 @@ static int grant_ls(int argc, char **argv)
                                                "secrets", sec));
                         json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
                                             "tools", tl);
+                        json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+                                            "allowRuns", json_boolean(g->allow_runs));
                         continue;
                 }
                 printf("%-24s %-8s %-32s %-6s %-16s %-20s %s\n", g->name,

@@ -69,6 +69,8 @@ static const struct route routes[] = {
     {EVHTTP_REQ_DELETE, "/v1/volumes/{name}", route_volume_delete},
     {EVHTTP_REQ_GET, "/v1/events", route_events_stream},
     {EVHTTP_REQ_POST, "/v1/stop", route_stop},
+    {EVHTTP_REQ_POST, "/v1/runs", route_runs},
+    {EVHTTP_REQ_GET, "/v1/runs/{id}", route_run_get},
 };
 
 /* The methods, in the order Allow names them. */

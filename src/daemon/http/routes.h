@@ -88,3 +88,6 @@ void route_ports(struct daemon *d, struct evhttp_request *req, const struct rout
 void route_port_delete(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* stop.c: the kill switch (POST /v1/stop) */
 void route_stop(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* runs.c: the host-owned agent loop (POST /v1/runs, GET /v1/runs/{id}) */
+void route_runs(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_run_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

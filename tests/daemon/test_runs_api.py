@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: Apache-2.0
+"""POST /v1/runs and GET /v1/runs/{id}: `airlock agent` through the daemon
+(docs/agent.md). The model is the scripted server of tests/agentlib.py,
+reached through the policy's route with a daemon secret the grant names."""
+
+import pathlib
+import sys
+import tempfile
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from agentlib import KEY, ScriptedModel  # noqa: E402
+from daemonlib import AirlockError  # noqa: E402
+
+
+@pytest.fixture
+def run_daemon(make_daemon, daemon_base):
+    sec = pathlib.Path(tempfile.mkdtemp(prefix="sec-", dir=daemon_base)) / "secrets.env"
+    sec.write_text(f"MODEL_KEY={KEY}\n")
+    sec.chmod(0o600)
+    return make_daemon("--secrets", str(sec))
+
+
+def policy(port):
+    return {"network": {"routes": [{"name": "model", "upstream": f"http://127.0.0.1:{port}",
+                                    "inject": {"x-api-key": "${secret:MODEL_KEY}"}}],
+                        "allowPrivate": ["127.0.0.1"]}}
+
+
+def test_run_through_the_api(run_daemon):
+    d = run_daemon
+    c = d.client(d.grant("runner", "--allow-runs", "--secret", "MODEL_KEY"))
+    script = [{"calls": [("write_file", {"path": "out.txt", "content": "made by the agent\n"}),
+                         ("bash", {"command": "cat out.txt"})]},
+              {"text": "done"}]
+    with ScriptedModel(script) as m:
+        run = c.create_run("write out.txt", "test-model", policy(m.port), max_turns=5)
+        assert run["state"] == "running" and len(run["id"]) == 16
+        r = c.wait_run(run["id"], timeout=60)
+    assert r["state"] == "done", r
+    res = r["result"]
+    assert res["ok"] and res["runId"] == run["id"] and res["summary"] == "done", res
+    results = [e for e in r["transcript"] if e["type"] == "tool.result"]
+    assert results[1]["result"] == "made by the agent\n"
+    assert all(q["headers"]["x-api-key"] == KEY for q in m.requests)
+    # Its model calls and tool calls are in the daemon's audit log.
+    audit = [__import__("json").loads(l) for l in d.audit.read_text().splitlines() if l.strip()]
+    mine = [e for e in audit if e.get("sandbox") == run["id"]]
+    assert len([e for e in mine if e["kind"] == "route.call"]) == 2
+    started = {e["pid"] for e in mine if e["kind"] == "process.started"}
+    assert {e["pid"] for e in results} <= started
+    # Another grant sees no such run.
+    other = d.client(d.grant("other", "--allow-runs"))
+    with pytest.raises(AirlockError) as e:
+        other.get_run(run["id"])
+    assert e.value.status == 404
+
+
+def test_runs_need_the_grant_flag_and_a_named_secret(run_daemon):
+    d = run_daemon
+    plain = d.client(d.admin)
+    with pytest.raises(AirlockError) as e:
+        plain.create_run("x", "m", policy(1))
+    assert (e.value.status, e.value.body["permission"]) == (403, "allowRuns")
+    nosecret = d.client(d.grant("nosecret", "--allow-runs"))
+    with pytest.raises(AirlockError) as e:
+        nosecret.create_run("x", "m", policy(1))
+    assert (e.value.status, e.value.body["limit"]) == (403, "secrets")
+    runner = d.client(d.grant("runner2", "--allow-runs", "--secret", "MODEL_KEY"))
+    with pytest.raises(AirlockError) as e:
+        runner.create_run("x", "m", {"network": {"routes": []}})
+    assert e.value.status == 400 and e.value.body["field"] == "policy"
+    with pytest.raises(AirlockError) as e:
+        runner.create_run("x", "m", policy(1), provider="other")
+    assert e.value.status == 400 and e.value.body["field"] == "provider"
