@@ -26,8 +26,9 @@ int agent_sandbox_start(struct sandbox_proc *sb, const struct agent_sandbox_opts
                 return -errno;
         }
         snprintf(sb->dir, sizeof(sb->dir), "%s", tmpl);
-        _cleanup_free_ char *policy_path = xasprintf("%s/policy.json", sb->dir);
-        _cleanup_free_ char *run_dir = xasprintf("%s/run", sb->dir);
+        snprintf(sb->policy_path, sizeof(sb->policy_path), "%s/policy.json", sb->dir);
+        snprintf(sb->run_dir, sizeof(sb->run_dir), "%s/run", sb->dir);
+        const char *policy_path = sb->policy_path, *run_dir = sb->run_dir;
         _cleanup_free_ char *json = policy_to_json(p);
         _cleanup_close_ int pfd =
             open(policy_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -42,9 +43,9 @@ int agent_sandbox_start(struct sandbox_proc *sb, const struct agent_sandbox_opts
                 snprintf(msg, msglen, "agent: cannot find airlock beside this program");
                 return -ENOENT;
         }
-        char *argv[24] = {self,         "supervise", "--id",      sb->id,
-                          "--policy",   policy_path, "--run-dir", run_dir,
-                          "--ready-fd", "3",         "--audit",   (char *)audit_path};
+        char *argv[24] = {
+            self,        "supervise",     "--id",       sb->id, "--policy", (char *)policy_path,
+            "--run-dir", (char *)run_dir, "--ready-fd", "3",    "--audit",  (char *)audit_path};
         size_t n = 12;
         if (a->secrets) {
                 argv[n++] = "--secrets";
@@ -62,8 +63,7 @@ int agent_sandbox_start(struct sandbox_proc *sb, const struct agent_sandbox_opts
                                  .argv = argv,
                                  .envp = environ,
                                  .fds = {CHILD_FD_NULL, CHILD_FD_NULL, CHILD_FD_INHERIT, pp[1]},
-                                 .n_fds = 4,
-                                 .setsid = true};
+                                 .n_fds = 4};
         int r = child_spawn(&cs, &sb->pid, NULL);
         close(pp[1]);
         if (r < 0) {

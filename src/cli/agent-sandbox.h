@@ -13,6 +13,8 @@ struct policy;
 struct sandbox_proc {
         char id[17];        /* set by the caller */
         char dir[PATH_MAX]; /* private: the policy file and the run dir */
+        char policy_path[PATH_MAX + 32];
+        char run_dir[PATH_MAX + 32];
         char sock[PATH_MAX + 64];
         pid_t pid;
 };

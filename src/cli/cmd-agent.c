@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -279,6 +280,29 @@ static int read_task_file(const char *path, char **ret, char *msg, size_t msglen
         buf[k] = '\0';
         *ret = buf;
         return 0;
+}
+
+/* The supervisor is in this command's process group, so a terminal's
+ * Ctrl-C and a job's group kill reach it as well; a signal sent to this
+ * process alone is passed on, so that its sandbox never outlives the run. */
+static volatile pid_t supervisor_pid;
+static struct sandbox_proc *signal_sandbox;
+
+static void on_fatal_signal(int sig)
+{
+        /* kill, waitpid, unlink and rmdir are async-signal-safe; the paths
+         * were made before the handler was set. */
+        if (supervisor_pid > 0) {
+                kill(supervisor_pid, SIGTERM);
+                while (waitpid(supervisor_pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        if (signal_sandbox) {
+                unlink(signal_sandbox->policy_path);
+                rmdir(signal_sandbox->run_dir);
+                rmdir(signal_sandbox->dir);
+        }
+        _exit(128 + sig);
 }
 
 static void policy_freep(struct policy **p)
@@ -627,6 +651,13 @@ int cmd_agent(int argc, char **argv)
                 agent_sandbox_remove_dir(&sb);
                 return setup_failed(&a, EXIT_SETUP, msg);
         }
+        supervisor_pid = sb.pid;
+        signal_sandbox = &sb;
+        struct sigaction sa = {.sa_handler = on_fatal_signal};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
         if (!a.quiet)
                 fprintf(stderr, "airlock: agent: sandbox %s, model %s through route \"%s\"\n",
                         sb.id, a.model, a.model_route);
@@ -680,6 +711,7 @@ int cmd_agent(int argc, char **argv)
                 }
                 agent_exec_result_clear(&er);
         }
+        supervisor_pid = 0;
         agent_sandbox_stop(&sb);
         agent_sandbox_remove_dir(&sb);
 

@@ -245,3 +245,56 @@ def test_review_leaves_the_diff_for_accept(airlock):
     acc = airlock.run(["accept", "--state-root", state, res["runId"]])
     assert acc.returncode == 0, acc.stderr
     assert (ws / "a.txt").read_text() == "changed\n"
+
+
+def test_wall_timeout_cuts_a_command_and_ends_the_run(airlock):
+    d = airlock.make_dir("agent")
+    t0 = time.monotonic()
+    with ScriptedModel([{"repeat": {"calls": [("bash", {"command": "sleep 60"})]}}]) as m:
+        p, res = run_agent(airlock, m, d, "-w", plain_ws(airlock), "--timeout", "3")
+    assert time.monotonic() - t0 < 30
+    assert p.returncode == 124 and res["errorCode"] == "timeout", (p.stderr, res)
+    assert len(m.requests) == 1
+
+
+def test_a_signal_to_the_agent_ends_its_sandbox(airlock):
+    import os
+    import signal
+    d = airlock.make_dir("agent")
+    sf = write_secrets(airlock, d)
+    with ScriptedModel([{"calls": [("bash", {"command": "sleep 60"})]}, {"text": "x"}]) as m:
+        proc = subprocess.Popen(airlock.cmd(["agent", "--task", "t", "--audit", d / "audit.jsonl",
+                                             "-w", plain_ws(airlock), *m.agent_args(sf)]),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        sid = None
+        while time.monotonic() < deadline and not sid:
+            time.sleep(0.2)
+            if (d / "audit.jsonl").exists():
+                started = [e for e in read_jsonl(d / "audit.jsonl") if e["kind"] == "process.started"]
+                sid = started[0]["sandbox"] if started else None
+        assert sid, "the command never started"
+        # The agent alone (not its group) is told to stop.
+        before = set(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("airlock-agent-*"))
+        # runas.sh execs the command: the pid is the agent's.
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=30)
+
+        def supervisors():
+            out = []
+            for p in os.listdir("/proc"):
+                try:
+                    if p.isdigit() and sid.encode() in open(f"/proc/{p}/cmdline", "rb").read():
+                        out.append(p)
+                except OSError:
+                    pass
+            return out
+        end = time.monotonic() + 15
+        while supervisors() and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not supervisors()
+        # Its private directory (the policy, the run dir) is gone too.
+        after = set(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("airlock-agent-*"))
+        assert len(after - before) == 0 and len(before - after) == 1
+    ends = [e for e in read_jsonl(d / "audit.jsonl") if e["kind"] == "sandbox.destroyed" and e["sandbox"] == sid]
+    assert len(ends) == 1

@@ -245,7 +245,18 @@ int agent_run(const struct agent_config *cfg, struct agent_outcome *ret, struct 
                 for (size_t i = 0; i < reply.n_calls && r >= 0; i++) {
                         char *text = NULL;
                         json_t *rec = NULL;
-                        r = agent_tool_run(cfg, &reply.calls[i], &text, &is_error[i], &rec, err);
+                        /* A command may not outrun the run: its timeout is
+                         * cut to the time left (at least a second). */
+                        struct agent_config tc = *cfg;
+                        if (cfg->budget.timeout_ms) {
+                                uint64_t used = elapsed_ms(start_us);
+                                uint64_t left_s = used < cfg->budget.timeout_ms
+                                                      ? (cfg->budget.timeout_ms - used + 999) / 1000
+                                                      : 1;
+                                if (left_s < tc.budget.cmd_timeout)
+                                        tc.budget.cmd_timeout = (unsigned)left_s;
+                        }
+                        r = agent_tool_run(&tc, &reply.calls[i], &text, &is_error[i], &rec, err);
                         if (r < 0)
                                 break;
                         o.tool_calls++;
