@@ -663,15 +663,17 @@ int cmd_agent(int argc, char **argv)
                         sb.id, a.model, a.model_route);
 
         struct transcript tr = {.f = tf, .quiet = a.quiet};
-        const char **tool_names = xcalloc(p->n_tools_allow + 1, sizeof(char *));
-        for (size_t i = 0; i < p->n_tools_allow; i++)
-                tool_names[i] = p->tools_allow[i];
+        _cleanup_free_ char *tool_list = xstrdup("");
+        for (size_t i = 0; i < p->n_tools_allow; i++) {
+                char *t = xasprintf("%s%s%s", tool_list, i ? ", " : "", p->tools_allow[i]);
+                free(tool_list);
+                tool_list = t;
+        }
         _cleanup_free_ char *system = xasprintf(
             "You are a coding agent working in a sandbox. The repository is at /workspace. Use the "
             "tools to inspect, change and test it; commit with git when the task asks for it. "
             "When the task is done, answer with a short summary and no tool call.%s%s",
-            p->n_tools_allow ? " Host tools you may call with host_tool: " : "",
-            p->n_tools_allow ? p->tools_allow[0] : "");
+            p->n_tools_allow ? " Host tools you may call with host_tool: " : "", tool_list);
         struct agent_config cfg = {
             .control_socket = sb.sock,
             .provider = a.provider,
@@ -682,15 +684,12 @@ int cmd_agent(int argc, char **argv)
             .stream = a.stream,
             .reply_tokens = 4096,
             .host_tools = p->n_tools_allow > 0,
-            .host_tool_names = tool_names,
-            .n_host_tool_names = p->n_tools_allow,
             .budget = a.budget,
             .transcript = agent_out_entry,
             .ud = &tr,
         };
         struct agent_outcome o = {0};
         r = agent_run(&cfg, &o, &err);
-        free(tool_names);
         if (r < 0) {
                 o.error_code = "internal";
                 snprintf(o.message, sizeof(o.message), "%s", err.msg);

@@ -251,10 +251,11 @@ def test_wall_timeout_cuts_a_command_and_ends_the_run(airlock):
     d = airlock.make_dir("agent")
     t0 = time.monotonic()
     with ScriptedModel([{"repeat": {"calls": [("bash", {"command": "sleep 60"})]}}]) as m:
-        p, res = run_agent(airlock, m, d, "-w", plain_ws(airlock), "--timeout", "3")
-    assert time.monotonic() - t0 < 30
+        p, res = run_agent(airlock, m, d, "-w", plain_ws(airlock), "--timeout", "4")
+    assert time.monotonic() - t0 < 40
     assert p.returncode == 124 and res["errorCode"] == "timeout", (p.stderr, res)
-    assert len(m.requests) == 1
+    # The first command was cut at the run's end, not left to sleep its 60 s.
+    assert 1 <= len(m.requests) <= 2, len(m.requests)
 
 
 def test_a_signal_to_the_agent_ends_its_sandbox(airlock):

@@ -37,10 +37,8 @@ struct agent_config {
         const char *system;
         const char *task;
         bool stream;
-        uint64_t reply_tokens;              /* max_tokens asked of the model per turn */
-        bool host_tools;                    /* the sandbox has the tool gateway (airlock-tool) */
-        const char *const *host_tool_names; /* what tools.allow lists, for the model */
-        size_t n_host_tool_names;
+        uint64_t reply_tokens; /* max_tokens asked of the model per turn */
+        bool host_tools;       /* the sandbox has the tool gateway (airlock-tool) */
         struct agent_budget budget;
         /* Transcript: each entry as one JSON line (taken over: the callee
          * decref's it). May be NULL. */

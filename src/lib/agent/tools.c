@@ -227,11 +227,12 @@ int agent_tool_run(const struct agent_config *cfg, const struct agent_tool_call 
                 rr = do_edit(cfg, in, ret_text, ret_error, rec, err);
         } else if (STREQ(call->name, "list_files")) {
                 const char *path = arg_str(in, "path");
-                char *argv[] = {"find",      (char *)(path ? path : "."),
-                                "-maxdepth", "4",
-                                "-name",     ".git",
-                                "-prune",    "-o",
-                                "-print",    NULL};
+                /* A path that find would take for an expression. */
+                _cleanup_free_ char *start = !path            ? xstrdup(".")
+                                             : path[0] == '-' ? xasprintf("./%s", path)
+                                                              : xstrdup(path);
+                char *argv[] = {"find", start,    "-maxdepth", "4",      "-name",
+                                ".git", "-prune", "-o",        "-print", NULL};
                 rr = run(cfg, argv, NULL, 0, 30, cap, &r, rec, err);
                 if (rr >= 0) {
                         *ret_text = exec_text(cfg, &r);
