@@ -23,7 +23,8 @@ AIRLOCK_BIN = REPO / os.environ.get("AIRLOCK_BIN", BUILD / "src/cli/airlock")
 TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
 
 COMMANDS = ["run", "audit", "diff", "accept", "discard", "export", "push", "supervise",
-            "create", "ls", "exec", "cp", "rm", "logs", "grant", "gc", "review", "doctor", "volume", "stop"]
+            "create", "ls", "exec", "cp", "rm", "logs", "grant", "gc", "review", "doctor", "volume", "stop",
+            "agent"]
 
 
 def sh(argv, timeout=120, **kw):
