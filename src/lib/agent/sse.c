@@ -12,9 +12,9 @@ struct agent_sse {
         int error;
         bool skip_lf; /* the last line ended with CR: a following LF is its end too */
         char *line;
-        size_t line_len;
+        size_t line_len, line_cap;
         char *data;
-        size_t data_len;
+        size_t data_len, data_cap;
         bool have_data;
         char name[AGENT_SSE_NAME_MAX + 1];
 };
@@ -24,9 +24,20 @@ struct agent_sse *agent_sse_new(agent_sse_event_fn fn, void *ud)
         struct agent_sse *s = xcalloc(1, sizeof(*s));
         s->fn = fn;
         s->ud = ud;
-        s->line = xcalloc(AGENT_SSE_LINE_MAX + 1, 1);
-        s->data = xcalloc(AGENT_SSE_EVENT_MAX + 1, 1);
         return s;
+}
+
+/* Room for `need` bytes and a NUL in *buf, grown by doubling; the bounds
+ * are checked by the callers before. */
+static void reserve(char **buf, size_t *cap, size_t need)
+{
+        if (need + 1 <= *cap)
+                return;
+        size_t n = *cap ? *cap : 256;
+        while (n < need + 1)
+                n *= 2;
+        *buf = xrealloc(*buf, n, 1);
+        *cap = n;
 }
 
 struct agent_sse *agent_sse_free(struct agent_sse *s)
@@ -43,6 +54,7 @@ static int dispatch(struct agent_sse *s)
 {
         int r = 0;
         if (s->have_data) {
+                reserve(&s->data, &s->data_cap, s->data_len);
                 s->data[s->data_len] = '\0';
                 r = s->fn(s->ud, s->name[0] ? s->name : "message", s->data, s->data_len);
         }
@@ -70,6 +82,7 @@ static int field(struct agent_sse *s, const char *line, size_t len)
                 size_t need = vlen + (s->have_data ? 1 : 0);
                 if (s->data_len + need > AGENT_SSE_EVENT_MAX)
                         return -EMSGSIZE;
+                reserve(&s->data, &s->data_cap, s->data_len + need);
                 if (s->have_data)
                         s->data[s->data_len++] = '\n';
                 memcpy(s->data + s->data_len, v, vlen);
@@ -96,6 +109,7 @@ int agent_sse_feed(struct agent_sse *s, const char *buf, size_t len)
                 }
                 if (ch == '\r' || ch == '\n') {
                         s->skip_lf = ch == '\r';
+                        reserve(&s->line, &s->line_cap, s->line_len);
                         s->line[s->line_len] = '\0';
                         int r = field(s, s->line, s->line_len);
                         s->line_len = 0;
@@ -107,6 +121,7 @@ int agent_sse_feed(struct agent_sse *s, const char *buf, size_t len)
                         s->error = -EMSGSIZE;
                         break;
                 }
+                reserve(&s->line, &s->line_cap, s->line_len + 1);
                 s->line[s->line_len++] = ch;
         }
         return s->error;
