@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent-out.h"
+#include "agent-policy.h"
 #include "agent-sandbox.h"
 #include "agent/agent.h"
 #include "audit.h"
@@ -82,13 +83,18 @@ static const char agent_usage[] =
     "      --audit FILE         the audit log\n"
     "      --allow HOST         allow a destination through the network gate\n"
     "      --allow-private CIDR let the gate reach a private range\n"
+    "      --deny HOST          deny a destination\n"
     "      --host NAME=IP       answer NAME with IP without DNS\n"
     "      --tool NAME          allow a host tool (offered to the model as host_tool)\n"
     "      --tools FILE         host tool definitions (docs/tools.md)\n"
     "      --env KEY=VALUE      set a variable in the sandbox's clean environment\n"
-    "      --memory SIZE        memory limit; --class NAME: resource class\n"
+    "      --memory SIZE        memory limit, no swap, e.g. 512M\n"
     "      --class NAME         resource class: small, medium, large, xlarge\n"
     "      --state-root DIR     where a review sandbox's changes are kept\n"
+    "      --pids N, --cpus N   process limit, cpu quota\n"
+    "      --ro SRC[:DST], --rw SRC[:DST]  bind SRC read-only / read-write at DST\n"
+    "      --deny-read PATH     hide PATH inside the sandbox\n"
+    "      --read system|host   show the system directories (default) or all of /\n"
     "  -h, --help               show this help\n"
     "\n"
     "Exit status: 0 done; 1 task_failed; 3 budget_exhausted; 124 timeout; 70 internal;\n"
@@ -120,14 +126,6 @@ enum {
         OPT_SECRETS,
         OPT_ACCOUNT,
         OPT_AUDIT,
-        OPT_ALLOW,
-        OPT_ALLOW_PRIVATE,
-        OPT_HOST,
-        OPT_TOOL,
-        OPT_TOOLS,
-        OPT_ENV,
-        OPT_MEMORY,
-        OPT_CLASS,
         OPT_STATE_ROOT,
         OPT_ID,
 };
@@ -160,16 +158,9 @@ static const struct option agent_options[] = {
     {"secrets", required_argument, NULL, OPT_SECRETS},
     {"account", required_argument, NULL, OPT_ACCOUNT},
     {"audit", required_argument, NULL, OPT_AUDIT},
-    {"allow", required_argument, NULL, OPT_ALLOW},
-    {"allow-private", required_argument, NULL, OPT_ALLOW_PRIVATE},
-    {"host", required_argument, NULL, OPT_HOST},
-    {"tool", required_argument, NULL, OPT_TOOL},
-    {"tools", required_argument, NULL, OPT_TOOLS},
-    {"env", required_argument, NULL, OPT_ENV},
-    {"memory", required_argument, NULL, OPT_MEMORY},
-    {"class", required_argument, NULL, OPT_CLASS},
     {"state-root", required_argument, NULL, OPT_STATE_ROOT},
     {"id", required_argument, NULL, OPT_ID},
+    AGENT_POLICY_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -186,88 +177,6 @@ struct agent_args {
         char **routes, **injects;
         size_t n_routes, n_injects;
 };
-
-/* ---- the policy ---- */
-
-static struct policy_route *find_route(struct policy *p, const char *name)
-{
-        for (size_t i = 0; i < p->n_routes; i++)
-                if (STREQ(p->routes[i].name, name))
-                        return &p->routes[i];
-        return NULL;
-}
-
-static struct policy_route *route_upsert(struct policy *p, const char *name, const char *url)
-{
-        struct policy_route *r = find_route(p, name);
-        if (!r) {
-                p->routes = xrealloc(p->routes, p->n_routes + 1, sizeof(*p->routes));
-                r = &p->routes[p->n_routes++];
-                memset(r, 0, sizeof(*r));
-                r->name = xstrdup(name);
-        }
-        free(r->upstream);
-        r->upstream = xstrdup(url);
-        return r;
-}
-
-static void route_inject(struct policy_route *r, const char *key, const char *value)
-{
-        r->inject = xrealloc(r->inject, r->n_inject + 1, sizeof(*r->inject));
-        r->inject[r->n_inject].key = xstrdup(key);
-        r->inject[r->n_inject].value = xstrdup(value);
-        r->n_inject++;
-}
-
-static int apply_routes(struct agent_args *a, struct policy *p, char *msg, size_t msglen)
-{
-        for (size_t i = 0; i < a->n_routes; i++) {
-                const char *eq = strchr(a->routes[i], '=');
-                if (!eq || eq == a->routes[i] || !eq[1]) {
-                        snprintf(msg, msglen, "agent: --route \"%s\": expected NAME=URL",
-                                 a->routes[i]);
-                        return -EINVAL;
-                }
-                _cleanup_free_ char *name = strndup(a->routes[i], (size_t)(eq - a->routes[i]));
-                route_upsert(p, name, eq + 1);
-        }
-        for (size_t i = 0; i < a->n_injects; i++) {
-                const char *arg = a->injects[i];
-                const char *colon = strchr(arg, ':');
-                const char *eq = colon ? strchr(colon, '=') : NULL;
-                if (!colon || colon == arg || !eq || eq == colon + 1 || !eq[1]) {
-                        snprintf(msg, msglen,
-                                 "agent: --inject \"%s\": expected ROUTE:HEADER=VALUE (VALUE in "
-                                 "single quotes)",
-                                 arg);
-                        return -EINVAL;
-                }
-                _cleanup_free_ char *name = strndup(arg, (size_t)(colon - arg));
-                _cleanup_free_ char *key = strndup(colon + 1, (size_t)(eq - colon - 1));
-                struct policy_route *r = find_route(p, name);
-                if (!r) {
-                        snprintf(msg, msglen, "agent: --inject \"%s\": no route \"%s\"", arg, name);
-                        return -EINVAL;
-                }
-                route_inject(r, key, eq + 1);
-        }
-        /* The model's route, made for the provider's public API when the
-         * policy and the flags name none; its key comes from the secrets. */
-        if (!find_route(p, a->model_route)) {
-                struct policy_route *r;
-                if (a->provider == AGENT_PROVIDER_ANTHROPIC) {
-                        r = route_upsert(p, a->model_route, "https://api.anthropic.com");
-                        route_inject(r, "x-api-key", "${secret:ANTHROPIC_API_KEY}");
-                } else {
-                        r = route_upsert(p, a->model_route, "https://api.openai.com");
-                        route_inject(r, "authorization", "Bearer ${secret:OPENAI_API_KEY}");
-                }
-        }
-        /* The model's route is the host's alone: a request of the sandbox
-         * through it would carry the key (and spend it). */
-        find_route(p, a->model_route)->host_only = true;
-        return 0;
-}
 
 static int parse_uint(const char *opt, const char *s, uint64_t max, uint64_t *ret, char *msg,
                       size_t msglen)
@@ -386,6 +295,9 @@ int cmd_agent(int argc, char **argv)
         _cleanup_(policy_freep) struct policy *p = policy_new();
         uint64_t v;
         int c, r = 0;
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd)))
+                return setup_failed(&a, EXIT_SETUP, "agent: the current directory is gone");
 
         for (int i = 1; i < argc; i++)
                 if ((STREQ(argv[i], "-p") || STREQ(argv[i], "--policy")) && i + 1 < argc)
@@ -498,53 +410,6 @@ int cmd_agent(int argc, char **argv)
                 case OPT_AUDIT:
                         a.audit = optarg;
                         break;
-                case OPT_ALLOW:
-                        p->net_allow = strv_append(p->net_allow, &p->n_net_allow, optarg);
-                        break;
-                case OPT_ALLOW_PRIVATE:
-                        p->net_allow_private =
-                            strv_append(p->net_allow_private, &p->n_net_allow_private, optarg);
-                        break;
-                case OPT_HOST: {
-                        const char *eq = strchr(optarg, '=');
-                        if (!eq || eq == optarg || !eq[1]) {
-                                snprintf(msg, sizeof(msg), "agent: --host \"%s\": expected NAME=IP",
-                                         optarg);
-                                r = -EINVAL;
-                                break;
-                        }
-                        p->net_hosts =
-                            xrealloc(p->net_hosts, p->n_net_hosts + 1, sizeof(*p->net_hosts));
-                        p->net_hosts[p->n_net_hosts].key = strndup(optarg, (size_t)(eq - optarg));
-                        p->net_hosts[p->n_net_hosts].value = xstrdup(eq + 1);
-                        p->n_net_hosts++;
-                        break;
-                }
-                case OPT_TOOL:
-                        p->tools_allow = strv_append(p->tools_allow, &p->n_tools_allow, optarg);
-                        break;
-                case OPT_TOOLS:
-                        r = policy_tools_load_file(p, optarg, &err);
-                        break;
-                case OPT_ENV: {
-                        _cleanup_free_ char *kv = xstrdup(optarg);
-                        char *eq = strchr(kv, '=');
-                        if (!eq || eq == kv) {
-                                snprintf(msg, sizeof(msg),
-                                         "agent: --env \"%s\": expected KEY=VALUE", optarg);
-                                r = -EINVAL;
-                                break;
-                        }
-                        *eq = '\0';
-                        policy_add_env(p, kv, eq + 1);
-                        break;
-                }
-                case OPT_MEMORY:
-                        r = policy_set_limit(p, "memory", optarg, &err);
-                        break;
-                case OPT_CLASS:
-                        r = policy_set_class(p, optarg, &err);
-                        break;
                 case OPT_STATE_ROOT:
                         a.state_root = optarg;
                         break;
@@ -566,6 +431,10 @@ int cmd_agent(int argc, char **argv)
                         strv_free(a.injects);
                         return 0;
                 default:
+                        if (c >= AGENT_POLICY_OPT_FIRST) {
+                                r = agent_policy_flag(p, c, optarg, cwd, msg, sizeof(msg), &err);
+                                break;
+                        }
                         snprintf(msg, sizeof(msg),
                                  "agent: unknown option or missing value \"%s\" (see 'airlock "
                                  "agent --help')",
@@ -610,7 +479,8 @@ int cmd_agent(int argc, char **argv)
                 r = -EINVAL;
         }
         if (r >= 0)
-                r = apply_routes(&a, p, msg, sizeof(msg));
+                r = agent_policy_routes(p, a.routes, a.n_routes, a.injects, a.n_injects,
+                                        a.model_route, a.provider, msg, sizeof(msg));
         strv_free(a.routes);
         strv_free(a.injects);
         a.routes = a.injects = NULL;
@@ -628,9 +498,6 @@ int cmd_agent(int argc, char **argv)
                         return setup_failed(&a, EXIT_SETUP, msg);
                 a.workspace = git.workspace;
         }
-        char cwd[PATH_MAX];
-        if (!getcwd(cwd, sizeof(cwd)))
-                return setup_failed(&a, EXIT_SETUP, "agent: the current directory is gone");
         free(p->workspace);
         p->workspace = a.workspace ? (a.workspace[0] == '/' ? xstrdup(a.workspace)
                                                             : xasprintf("%s/%s", cwd, a.workspace))

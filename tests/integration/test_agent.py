@@ -299,3 +299,21 @@ def test_a_signal_to_the_agent_ends_its_sandbox(airlock):
         assert len(after - before) == 0 and len(before - after) == 1
     ends = [e for e in read_jsonl(d / "audit.jsonl") if e["kind"] == "sandbox.destroyed" and e["sandbox"] == sid]
     assert len(ends) == 1
+
+
+def test_run_policy_flags_shape_the_sandbox(airlock):
+    d = airlock.make_dir("agent")
+    extra = airlock.make_dir("extra")
+    (extra / "data.txt").write_text("fixture\n")
+    airlock.chown(extra)
+    script = [{"calls": [("bash", {"command": "cat /fixtures/data.txt; (echo x > /fixtures/new) "
+                                              "2>/dev/null || echo READONLY; echo $GREETING"})]},
+              {"text": "ok"}]
+    with ScriptedModel(script) as m:
+        p, res = run_agent(airlock, m, d, "-w", plain_ws(airlock), "--ro", f"{extra}:/fixtures",
+                           "--env", "GREETING=hello", "--pids", "64")
+    assert res["ok"], p.stderr
+    out = [e for e in read_jsonl(d / "transcript.jsonl") if e["type"] == "tool.result"][0]["result"]
+    assert out == "fixture\nREADONLY\nhello\n", out
+    bad = airlock.run(["agent", "--task", "t", "--model", "m", "--read", "all"], check_setup=False)
+    assert bad.returncode == 2 and "system or host" in bad.stderr
