@@ -565,6 +565,32 @@ class Client:
         """{"id", "state": "running" | "done", "result", "transcript": [...]}."""
         return self._json("GET", "/v1/runs/%s" % run_id)
 
+    def run_events(self, run_id, timeout=None):
+        """The run's transcript as it happens: yields ("transcript", entry) for
+        each entry, then ("result", result) once, when the run is over."""
+        conn, resp = self._open("GET", "/v1/runs/%s/events" % run_id, timeout=timeout)
+        try:
+            if resp.status != 200:
+                data = resp.read()
+                raise AirlockError(resp.status, json.loads(data) if data else {})
+            name, data = None, []
+            while True:
+                line = resp.readline()
+                if not line:
+                    return
+                line = line.decode().rstrip("\r\n")
+                if line.startswith("event:"):
+                    name = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].lstrip(" "))
+                elif not line and data:
+                    yield name or "message", json.loads("\n".join(data))
+                    if name == "result":
+                        return
+                    name, data = None, []
+        finally:
+            conn.close()
+
     def wait_run(self, run_id, timeout=600, poll=0.5):
         """Poll until the run is done; returns get_run()'s answer."""
         end = time.monotonic() + timeout

@@ -50,6 +50,11 @@ def test_run_through_the_api(run_daemon):
     assert len([e for e in mine if e["kind"] == "route.call"]) == 2
     started = {e["pid"] for e in mine if e["kind"] == "process.started"}
     assert {e["pid"] for e in results} <= started
+    # The stream of a finished run replays its transcript, then its result.
+    events = list(c.run_events(run["id"], timeout=30))
+    assert [n for n, _ in events].count("result") == 1 and events[-1][0] == "result"
+    assert [e for n, e in events if n == "transcript"] == r["transcript"]
+    assert events[-1][1]["runId"] == run["id"]
     # Another grant sees no such run.
     other = d.client(d.grant("other", "--allow-runs"))
     with pytest.raises(AirlockError) as e:
@@ -74,3 +79,22 @@ def test_runs_need_the_grant_flag_and_a_named_secret(run_daemon):
     with pytest.raises(AirlockError) as e:
         runner.create_run("x", "m", policy(1), provider="other")
     assert e.value.status == 400 and e.value.body["field"] == "provider"
+
+
+def test_run_events_stream_as_they_happen(run_daemon):
+    d = run_daemon
+    c = d.client(d.grant("streamer", "--allow-runs", "--secret", "MODEL_KEY"))
+    script = [{"calls": [("bash", {"command": "echo first"})]},
+              {"calls": [("bash", {"command": "sleep 2; echo second"})]},
+              {"text": "done"}]
+    with ScriptedModel(script) as m:
+        run = c.create_run("t", "test-model", policy(m.port))
+        seen = []
+        for name, e in c.run_events(run["id"], timeout=60):
+            seen.append((name, e))
+            if name == "transcript" and e["type"] == "tool.result" and e["result"] == "first\n":
+                # Seen while the run still goes on.
+                assert c.get_run(run["id"])["state"] == "running"
+    assert seen[-1][0] == "result" and seen[-1][1]["ok"], seen[-1]
+    results = [e["result"] for n, e in seen if n == "transcript" and e["type"] == "tool.result"]
+    assert results == ["first\n", "second\n"]

@@ -71,6 +71,7 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, "/v1/stop", route_stop},
     {EVHTTP_REQ_POST, "/v1/runs", route_runs},
     {EVHTTP_REQ_GET, "/v1/runs/{id}", route_run_get},
+    {EVHTTP_REQ_GET, "/v1/runs/{id}/events", route_run_events},
 };
 
 /* The methods, in the order Allow names them. */

@@ -91,3 +91,4 @@ void route_stop(struct daemon *d, struct evhttp_request *req, const struct route
 /* runs.c: the host-owned agent loop (POST /v1/runs, GET /v1/runs/{id}) */
 void route_runs(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_run_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_run_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

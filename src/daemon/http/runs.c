@@ -6,6 +6,10 @@
  * to the daemon's audit log. Its state lives in state_dir/runs/ID: the
  * grant that made it, the task, the policy, the transcript and the result. */
 #include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
@@ -327,4 +331,132 @@ void route_run_get(struct daemon *d, struct evhttp_request *req, const struct ro
                    json_pack("{s:s, s:s, s:o, s:o, s:b}", "id", a->id, "state",
                              result ? "done" : "running", "result", result ? result : json_null(),
                              "transcript", entries, "transcriptTruncated", cut));
+}
+
+/* ---- GET /v1/runs/{id}/events: the transcript as server-sent events ---- */
+
+#define RUN_STREAMS_MAX    16
+#define RUN_STREAM_TICK_MS 200
+#define RUN_LINE_MAX       (8u << 20) /* a transcript line: a tool result is far less */
+#define RUN_QUEUE_MAX      (4u << 20) /* output waiting for a slow client */
+
+struct run_stream {
+        struct daemon *d;
+        struct evhttp_request *req;
+        struct evhttp_connection *conn;
+        struct event *tick;
+        char *dir;
+        uint64_t off;
+        struct evbuffer *partial; /* a line not ended yet */
+};
+
+static int run_streams;
+
+static void stream_free(struct run_stream *s)
+{
+        if (s->conn)
+                evhttp_connection_set_closecb(s->conn, NULL, NULL);
+        if (s->tick)
+                event_free(s->tick);
+        evbuffer_free(s->partial);
+        free(s->dir);
+        free(s);
+        run_streams--;
+}
+
+static void stream_closed(struct evhttp_connection *conn, void *arg)
+{
+        struct run_stream *s = arg;
+        s->conn = NULL;
+        stream_free(s);
+}
+
+static void stream_end(struct run_stream *s, const char *result)
+{
+        struct evbuffer *buf = evbuffer_new();
+        evbuffer_add_printf(buf, "event: result\ndata: %s\n\n", result);
+        struct evhttp_request *req = s->req;
+        stream_free(s);
+        evhttp_send_reply_chunk(req, buf);
+        evbuffer_free(buf);
+        evhttp_send_reply_end(req);
+}
+
+static void stream_tick(evutil_socket_t fd, short what, void *arg)
+{
+        struct run_stream *s = arg;
+        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
+        if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > RUN_QUEUE_MAX)
+                return; /* the client is slow: read on when it has caught up */
+        /* Whether the run is over is asked before the transcript is read: the
+         * agent writes its result after its last transcript line. */
+        _cleanup_free_ char *result = read_file(s->dir, "result.json", 32u << 20, NULL);
+        _cleanup_free_ char *path = xasprintf("%s/transcript.jsonl", s->dir);
+        _cleanup_close_ int tfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct evbuffer *out = evbuffer_new();
+        char buf[65536];
+        ssize_t n = 0;
+        while (tfd >= 0 && (n = pread(tfd, buf, sizeof(buf), (off_t)s->off)) > 0) {
+                s->off += (uint64_t)n;
+                evbuffer_add(s->partial, buf, (size_t)n);
+                size_t len;
+                char *line;
+                while ((line = evbuffer_readln(s->partial, &len, EVBUFFER_EOL_LF))) {
+                        if (len && !memchr(line, '\n', len))
+                                evbuffer_add_printf(out, "event: transcript\ndata: %s\n\n", line);
+                        free(line);
+                }
+                if (evbuffer_get_length(s->partial) > RUN_LINE_MAX)
+                        evbuffer_drain(s->partial, evbuffer_get_length(s->partial));
+                if (evbuffer_get_length(out) > RUN_QUEUE_MAX)
+                        break;
+        }
+        if (evbuffer_get_length(out))
+                evhttp_send_reply_chunk(s->req, out);
+        evbuffer_free(out);
+        if (result && n <= 0) {
+                /* The result is one line of JSON: drop any newline in it. */
+                for (char *c = result; *c; c++)
+                        if (*c == '\n' || *c == '\r')
+                                *c = ' ';
+                stream_end(s, result);
+        }
+}
+
+void route_run_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        _cleanup_free_ char *dir = run_dir(d, a->id);
+        _cleanup_free_ char *owner = read_file(dir, "grant", 256, NULL);
+        if (!owner || !STREQ(owner, a->grant->name)) {
+                reply_error(d, req, 404, "not_found", "no run %s", a->id);
+                return;
+        }
+        if (run_streams >= RUN_STREAMS_MAX) {
+                reply_error(d, req, 429, "too_many_streams",
+                            "at most %d run streams at once; end one first", RUN_STREAMS_MAX);
+                return;
+        }
+        struct run_stream *s = xcalloc(1, sizeof(*s));
+        run_streams++;
+        s->d = d;
+        s->req = req;
+        s->dir = TAKE_PTR(dir);
+        s->partial = evbuffer_new();
+        s->conn = evhttp_request_get_connection(req);
+        s->tick = event_new(d->base, -1, EV_PERSIST, stream_tick, s);
+        struct timeval tv = {.tv_usec = RUN_STREAM_TICK_MS * 1000};
+        event_add(s->tick, &tv);
+        if (s->conn)
+                evhttp_connection_set_closecb(s->conn, stream_closed, s);
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        evhttp_add_header(h, "Content-Type", "text/event-stream");
+        evhttp_add_header(h, "Cache-Control", "no-store");
+        count_reply(d, 200);
+        evhttp_send_reply_start(req, 200, NULL);
+        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
+        if (bev) {
+                struct timeval wtv = {.tv_sec = 120};
+                bufferevent_set_timeouts(bev, NULL, &wtv);
+        }
+        stream_tick(-1, 0, s);
 }
