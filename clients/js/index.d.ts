@@ -95,4 +95,5 @@ export interface Client {
   createRun(opts: RunOptions): Promise<{ id: string; state: string }>;
   getRun(id: string): Promise<Run>;
   waitRun(id: string, timeoutMs?: number): Promise<Run>;
+  runEvents(id: string, onEvent: (name: "transcript" | "result", data: any) => void): Promise<object | null>;
 }

@@ -98,3 +98,35 @@ def test_run_events_stream_as_they_happen(run_daemon):
     assert seen[-1][0] == "result" and seen[-1][1]["ok"], seen[-1]
     results = [e["result"] for n, e in seen if n == "transcript" and e["type"] == "tool.result"]
     assert results == ["first\n", "second\n"]
+
+
+JS = """
+import { Client } from %s;
+const [sock, token, port] = process.argv.slice(2);
+const c = new Client({ socketPath: sock, token });
+const policy = { network: { routes: [{ name: "model", upstream: `http://127.0.0.1:${port}`,
+                 inject: { "x-api-key": "${secret:MODEL_KEY}" } }], allowPrivate: ["127.0.0.1"] } };
+const run = await c.createRun({ task: "t", model: "m", policy });
+const names = [];
+const result = await c.runEvents(run.id, (name) => names.push(name));
+const got = await c.getRun(run.id);
+console.log(JSON.stringify({ names, ok: result.ok, state: got.state }));
+"""
+
+
+@pytest.mark.skipif(not __import__("shutil").which("node"), reason="node is not installed")
+def test_js_client_runs(run_daemon, tmp_path):
+    import json
+    import subprocess
+    d = run_daemon
+    token = d.grant("js", "--allow-runs", "--secret", "MODEL_KEY")
+    index = pathlib.Path(__file__).resolve().parent.parent.parent / "clients/js/index.js"
+    script = tmp_path / "run.mjs"
+    script.write_text(JS % json.dumps(index.as_uri()))
+    with ScriptedModel([{"calls": [("bash", {"command": "true"})]}, {"text": "ok"}]) as m:
+        p = subprocess.run(["node", str(script), str(d.socket), token, str(m.port)],
+                           capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["ok"] and out["state"] == "done" and out["names"][-1] == "result", out
+    assert out["names"].count("transcript") >= 4, out
