@@ -8,6 +8,35 @@
 #include "paths.h"
 #include "util.h"
 
+/* Text of the model or the sandbox on the user's terminal: at most `max`
+ * bytes, cut at a character's boundary, and no control character reaches
+ * the terminal as itself (an escape sequence could set the title, write the
+ * clipboard or hide what is shown): C0, DEL and C1 are written as \xNN,
+ * newlines and tabs are kept. */
+static void print_clean(FILE *out, const char *s, size_t max)
+{
+        size_t i = 0, len = s ? strlen(s) : 0;
+        while (i < len && i < max) {
+                unsigned char c = (unsigned char)s[i];
+                if (c == 0xc2 && i + 1 < len && (unsigned char)s[i + 1] >= 0x80 &&
+                    (unsigned char)s[i + 1] <= 0x9f) {
+                        fprintf(out, "\\x%02x", (unsigned char)s[i + 1]);
+                        i += 2;
+                        continue;
+                }
+                size_t n = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+                if (i + n > max || i + n > len)
+                        break;
+                if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+                        fprintf(out, "\\x%02x", c);
+                else
+                        fwrite(s + i, 1, n, out);
+                i += n;
+        }
+        if (i < len)
+                fputs(" [...]", out);
+}
+
 static void print_entry(FILE *out, json_t *e)
 {
         const char *type = json_string_value(json_object_get(e, "type"));
@@ -15,30 +44,40 @@ static void print_entry(FILE *out, json_t *e)
                 return;
         if (STREQ(type, "assistant")) {
                 const char *t = json_string_value(json_object_get(e, "text"));
-                if (t && t[0])
-                        fprintf(out, "agent: model: %s\n", t);
+                if (t && t[0]) {
+                        fputs("agent: model: ", out);
+                        print_clean(out, t, 4000);
+                        fputc('\n', out);
+                }
                 size_t i;
                 json_t *c;
                 json_array_foreach(json_object_get(e, "toolCalls"), i, c)
                 {
                         _cleanup_free_ char *in =
                             json_dumps(json_object_get(c, "input"), JSON_COMPACT);
-                        fprintf(out, "agent: -> %s %.300s\n",
-                                json_string_value(json_object_get(c, "name")), in ? in : "");
+                        fputs("agent: -> ", out);
+                        print_clean(out, json_string_value(json_object_get(c, "name")), 128);
+                        fputc(' ', out);
+                        print_clean(out, in, 300);
+                        fputc('\n', out);
                 }
         } else if (STREQ(type, "tool.result")) {
                 const char *r = json_string_value(json_object_get(e, "result"));
-                fprintf(out, "agent: <- %s%s: %.400s\n",
-                        json_string_value(json_object_get(e, "name")),
-                        json_is_true(json_object_get(e, "isError")) ? " (error)" : "", r ? r : "");
+                fputs("agent: <- ", out);
+                print_clean(out, json_string_value(json_object_get(e, "name")), 128);
+                fprintf(out, "%s: ", json_is_true(json_object_get(e, "isError")) ? " (error)" : "");
+                print_clean(out, r, 400);
+                fputc('\n', out);
         } else if (STREQ(type, "model.error")) {
-                fprintf(out, "agent: model call failed (attempt %d): %s\n",
-                        (int)json_integer_value(json_object_get(e, "attempt")),
-                        json_string_value(json_object_get(e, "message")));
+                fprintf(out, "agent: model call failed (attempt %d): ",
+                        (int)json_integer_value(json_object_get(e, "attempt")));
+                print_clean(out, json_string_value(json_object_get(e, "message")), 1000);
+                fputc('\n', out);
         } else if (STREQ(type, "end") && !json_is_null(json_object_get(e, "errorCode"))) {
-                fprintf(out, "agent: ended: %s: %s\n",
-                        json_string_value(json_object_get(e, "errorCode")),
-                        json_string_value(json_object_get(e, "message")));
+                fprintf(out,
+                        "agent: ended: %s: ", json_string_value(json_object_get(e, "errorCode")));
+                print_clean(out, json_string_value(json_object_get(e, "message")), 1000);
+                fputc('\n', out);
         }
         fflush(out);
 }

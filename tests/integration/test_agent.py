@@ -317,3 +317,40 @@ def test_run_policy_flags_shape_the_sandbox(airlock):
     assert out == "fixture\nREADONLY\nhello\n", out
     bad = airlock.run(["agent", "--task", "t", "--model", "m", "--read", "all"], check_setup=False)
     assert bad.returncode == 2 and "system or host" in bad.stderr
+
+
+def test_edit_refusals_and_large_output_truncated(airlock):
+    d = airlock.make_dir("agent")
+    ws = plain_ws(airlock)
+    (ws / "b.txt").write_text("x x\n")
+    airlock.chown(ws)
+    script = [{"calls": [("edit", {"path": "a.txt", "old_string": "absent", "new_string": "y"}),
+                         ("edit", {"path": "b.txt", "old_string": "x", "new_string": "y"}),
+                         ("bash", {"command": "head -c 100000 /dev/zero | tr '\\0' a"}),
+                         ("read_file", {"path": "missing.txt"}),
+                         ("no_such_tool", {})]},
+              {"text": "ok"}]
+    with ScriptedModel(script) as m:
+        p, res = run_agent(airlock, m, d, "-w", ws, "--output-cap", "1000")
+    assert res["ok"], p.stderr
+    r = [e for e in read_jsonl(d / "transcript.jsonl") if e["type"] == "tool.result"]
+    assert r[0]["isError"] and "not found" in r[0]["result"]
+    assert r[1]["isError"] and "occurs 2 times" in r[1]["result"]
+    assert (ws / "b.txt").read_text() == "x x\n"
+    assert r[2]["result"].startswith("a" * 1000)
+    assert "[airlock: output truncated, 99000 more bytes not shown]" in r[2]["result"]
+    assert r[3]["isError"] and "No such file" in r[3]["result"]
+    assert r[4]["isError"] and "unknown tool" in r[4]["result"]
+
+
+def test_terminal_escapes_from_the_model_and_the_sandbox_are_shown_escaped(airlock):
+    d = airlock.make_dir("agent")
+    script = [{"text": "title \x1b]0;pwned\x07 and \u009b2J",
+               "calls": [("bash", {"command": "printf 'out \\033[2J \\302\\233 done'"})]},
+              {"text": "ok"}]
+    with ScriptedModel(script) as m:
+        p, res = run_agent(airlock, m, d, "-w", plain_ws(airlock))
+    assert res["ok"], p.stderr
+    assert "\x1b" not in p.stderr and "\x07" not in p.stderr and "\u009b" not in p.stderr
+    assert "title \\x1b]0;pwned\\x07 and \\x9b2J" in p.stderr, p.stderr
+    assert "out \\x1b[2J \\x9b done" in p.stderr, p.stderr
