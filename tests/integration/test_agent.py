@@ -185,14 +185,19 @@ def test_transcript_and_audit_agree(airlock):
     script = [{"calls": [("bash", {"command": "echo one"}), ("list_files", {})]},
               {"calls": [("write_file", {"path": "sub/new.txt", "content": "x\n"})]},
               {"text": "done"}]
+    # The route records the model server's call id in each route.call.
+    pol = d / "policy.json"
+    pol.write_text(json.dumps({"network": {"routes": [{"name": "model", "upstream": "http://x",
+                                                        "record": ["x-call-id"]}]}}))
     with ScriptedModel(script) as m:
-        p, res = run_agent(airlock, m, d, "-w", plain_ws(airlock))
+        p, res = run_agent(airlock, m, d, "-w", plain_ws(airlock), "-p", pol)
     assert res["ok"], p.stderr
     tr = read_jsonl(d / "transcript.jsonl")
     audit = [e for e in read_jsonl(d / "audit.jsonl") if e["sandbox"] == res["runId"]]
     calls = [e for e in audit if e["kind"] == "route.call"]
     assert len(calls) == len([e for e in tr if e["type"] == "model.call"]) == 3
     assert all(c["tool"] == "agent.model" and c["status"] == 200 for c in calls)
+    assert [c["recorded"]["x-call-id"] for c in calls] == ["call-1", "call-2", "call-3"]
     started = {e["pid"]: e for e in audit if e["kind"] == "process.started"}
     for e in tr:
         if e["type"] == "tool.result":
