@@ -74,6 +74,7 @@ asan: deps
 demo: build
 	examples/demo.sh
 	/usr/bin/python3 examples/robot-sim/demo.py
+	examples/demo-agent.py
 
 bench: build
 	bench/spawn.sh

@@ -137,3 +137,31 @@ export interface ExecResult {
   stderr: Buffer;
   events: ExecEvent[];
 }
+
+export interface RunOptions {
+  task: string;
+  model: string;
+  policy: object;
+  provider?: "anthropic" | "openai";
+  modelRoute?: string;
+  maxTurns?: number;
+  maxTokens?: number;
+  timeout?: number;
+  stream?: boolean;
+}
+
+export interface Run {
+  id: string;
+  state: "running" | "done";
+  result: { ok: boolean; exitCode: number; errorCode: string | null;
+            bundle: { patches: string[]; commitMessages: string[] };
+            usage: Record<string, number>; runId: string } | null;
+  transcript: object[];
+}
+
+export interface Client {
+  createRun(opts: RunOptions): Promise<{ id: string; state: string }>;
+  getRun(id: string): Promise<Run>;
+  waitRun(id: string, timeoutMs?: number): Promise<Run>;
+  runEvents(id: string, onEvent: (name: "transcript" | "result", data: any) => void): Promise<object | null>;
+}

@@ -101,6 +101,68 @@ export class Client {
   delete(id) { return this._json("DELETE", `/v1/sandboxes/${id}`); }
 
   /**
+   * Start an agent run (docs/agent.md); resolves to {id, state}.
+   * @param {{task: string, model: string, policy: object, provider?: string, modelRoute?: string,
+   *          maxTurns?: number, maxTokens?: number, timeout?: number, stream?: boolean}} opts
+   */
+  createRun(opts) { return this._json("POST", "/v1/runs", opts, [202]); }
+  /** @param {string} id resolves to {id, state, result, transcript} */
+  getRun(id) { return this._json("GET", `/v1/runs/${id}`); }
+  /**
+   * The run's transcript as it happens: onEvent("transcript", entry) for each
+   * entry, then onEvent("result", result); resolves to the result.
+   * @param {string} id @param {(name: string, data: any) => void} onEvent
+   */
+  runEvents(id, onEvent) {
+    return new Promise((resolve, reject) => {
+      const req = http.request(this._options("GET", `/v1/runs/${id}/events`), (res) => {
+        const chunks = [];
+        let buf = "", result = null;
+        res.setEncoding("utf8");
+        res.on("data", (c) => {
+          if (res.statusCode !== 200) { chunks.push(c); return; }
+          buf += c;
+          let i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            const block = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            let name = "message";
+            const data = [];
+            for (const line of block.split("\n")) {
+              if (line.startsWith("event:")) name = line.slice(6).trim();
+              else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+            }
+            if (!data.length) continue;
+            const doc = JSON.parse(data.join("\n"));
+            if (name === "result") result = doc;
+            onEvent(name, doc);
+          }
+        });
+        res.on("end", () => {
+          if (res.statusCode !== 200) {
+            let doc = {};
+            try { doc = JSON.parse(chunks.join("")); } catch { doc = { error: "bad_response" }; }
+            reject(new AirlockError(res.statusCode, doc));
+          } else resolve(result);
+        });
+        res.on("error", reject);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+  }
+
+  /** Poll until the run is done. @param {string} id @param {number} [timeoutMs] */
+  async waitRun(id, timeoutMs = 600000) {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const r = await this.getRun(id);
+      if (r.state === "done" || Date.now() > end) return r;
+      await new Promise((res) => setTimeout(res, 500));
+    }
+  }
+
+  /**
    * Start a command in the background; resolves to its pid.
    * @param {string} id @param {string[]} argv
    * @param {{env?: Record<string,string>, cwd?: string, timeout?: number, pty?: {rows: number, cols: number}}} [opts]

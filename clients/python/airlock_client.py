@@ -547,6 +547,59 @@ class Client:
         """The host tools the sandbox may call: [{name, description, inputSchema}]."""
         return self._json("GET", "/v1/sandboxes/%s/tools" % sandbox_id)["tools"]
 
+    # agent runs (docs/agent.md): the host owns the model loop
+
+    def create_run(self, task, model, policy, provider=None, model_route=None, max_turns=None,
+                   max_tokens=None, timeout=None, stream=None):
+        """Start `airlock agent` in a new sandbox; returns {"id", "state"}. The
+        policy's network.routes must hold the model's route (model_route,
+        "model" by default)."""
+        body = {"task": task, "model": model, "policy": policy}
+        for k, v in (("provider", provider), ("modelRoute", model_route), ("maxTurns", max_turns),
+                     ("maxTokens", max_tokens), ("timeout", timeout), ("stream", stream)):
+            if v is not None:
+                body[k] = v
+        return self._json("POST", "/v1/runs", body, expect=(202,))
+
+    def get_run(self, run_id):
+        """{"id", "state": "running" | "done", "result", "transcript": [...]}."""
+        return self._json("GET", "/v1/runs/%s" % run_id)
+
+    def run_events(self, run_id, timeout=None):
+        """The run's transcript as it happens: yields ("transcript", entry) for
+        each entry, then ("result", result) once, when the run is over."""
+        conn, resp = self._open("GET", "/v1/runs/%s/events" % run_id, timeout=timeout)
+        try:
+            if resp.status != 200:
+                data = resp.read()
+                raise AirlockError(resp.status, json.loads(data) if data else {})
+            name, data = None, []
+            while True:
+                line = resp.readline()
+                if not line:
+                    return
+                line = line.decode().rstrip("\r\n")
+                if line.startswith("event:"):
+                    name = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].lstrip(" "))
+                elif not line and data:
+                    yield name or "message", json.loads("\n".join(data))
+                    if name == "result":
+                        return
+                    name, data = None, []
+        finally:
+            conn.close()
+
+    def wait_run(self, run_id, timeout=600, poll=0.5):
+        """Poll until the run is done; returns get_run()'s answer."""
+        end = time.monotonic() + timeout
+        while True:
+            r = self.get_run(run_id)
+            if r["state"] == "done" or time.monotonic() > end:
+                return r
+            time.sleep(poll)
+
     def health(self):
         return self._json("GET", "/healthz")
 

@@ -48,6 +48,7 @@ static const struct {
         {"caps", cmd_caps, "show or change what a running sandbox may do"},
         {"estop", cmd_estop, "the hardware's emergency stop: every actuator stopped"},
         {"approvals", cmd_approvals, "list and decide the requests sandboxes ask the operator"},
+        {"agent", cmd_agent, "run a task with the model on the host, the sandbox as its hands"},
 };
 
 static void usage(FILE *f)

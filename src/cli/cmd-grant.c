@@ -49,6 +49,7 @@ static const char grant_usage[] =
         "                               their commits\n"
         "      --allow-capabilities     read and change what its running sandboxes may do\n"
         "                               (network rules, tools, mounts, env: airlock caps)\n"
+        "      --allow-runs             start agent runs (POST /v1/runs, docs/agent.md)\n"
         "      --max-sandboxes N        live sandboxes this grant may hold (default: no own\n"
         "                               maximum; the daemon's applies)\n"
         "      --classes LIST           allowed classes, e.g. small,medium (default: all); a\n"
@@ -100,7 +101,7 @@ static int open_store(const char *state_dir, bool create, struct store **ret)
 
 static int grant_create(int argc, char **argv)
 {
-        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_MAX, O_CLASSES, O_STATE, O_SECRET, O_TOOL, O_CAPS };
+        enum { O_NAME = 256, O_SANDBOX, O_EXEC, O_HOST, O_GIT, O_RUNS, O_MAX, O_CLASSES, O_STATE, O_SECRET, O_TOOL, O_CAPS };
         static const struct option opts[] = {
                 {"name", required_argument, NULL, O_NAME},
                 {"allow-sandbox", no_argument, NULL, O_SANDBOX},
@@ -108,6 +109,7 @@ static int grant_create(int argc, char **argv)
                 {"allow-host-workspace", no_argument, NULL, O_HOST},
                 {"allow-git", no_argument, NULL, O_GIT},
                 {"allow-capabilities", no_argument, NULL, O_CAPS},
+                {"allow-runs", no_argument, NULL, O_RUNS},
                 {"max-sandboxes", required_argument, NULL, O_MAX},
                 {"classes", required_argument, NULL, O_CLASSES},
                 {"secret", required_argument, NULL, O_SECRET},
@@ -144,6 +146,9 @@ static int grant_create(int argc, char **argv)
                         break;
                 case O_CAPS:
                         g.allow_capabilities = true;
+                        break;
+                case O_RUNS:
+                        g.allow_runs = true;
                         break;
                 case O_MAX:
                         if (safe_atou64(optarg, &g.max_sandboxes) < 0 || g.max_sandboxes == 0) {
@@ -329,10 +334,10 @@ static int grant_ls(int argc, char **argv)
                 _cleanup_free_ char *secrets_csv = grant_secrets_string(g);
                 char created[32], allows[96] = "", max[24];
                 format_time(g->created_ms, created, sizeof(created));
-                snprintf(allows, sizeof(allows), "%s%s%s%s%s", g->allow_sandbox ? "sandbox," : "",
+                snprintf(allows, sizeof(allows), "%s%s%s%s%s%s", g->allow_sandbox ? "sandbox," : "",
                          g->allow_exec ? "exec," : "",
                          g->allow_host_workspace ? "host-workspace," : "", g->allow_git ? "git," : "",
-                         g->allow_capabilities ? "capabilities," : "");
+                         g->allow_capabilities ? "capabilities," : "", g->allow_runs ? "runs," : "");
                 if (allows[0])
                         allows[strlen(allows) - 1] = '\0';
                 snprintf(max, sizeof(max), "%" PRIu64, g->max_sandboxes);
@@ -357,6 +362,8 @@ static int grant_ls(int argc, char **argv)
                         json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
                                             "allowCapabilities",
                                             json_boolean(g->allow_capabilities));
+                        json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+                                            "allowRuns", json_boolean(g->allow_runs));
                         continue;
                 }
                 printf("%-24s %-8s %-32s %-6s %-16s %-20s %s\n", g->name,

@@ -29,3 +29,4 @@ int cmd_ui(int argc, char **argv);
 int cmd_caps(int argc, char **argv);
 int cmd_estop(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
+int cmd_agent(int argc, char **argv);

@@ -29,6 +29,7 @@ struct grant {
         bool allow_host_workspace; /* name host paths: a workspace, mounts, read=host */
         bool allow_git;            /* clone repositories with the daemon's git credentials, push */
         bool allow_capabilities;   /* read and change a running sandbox's capabilities */
+        bool allow_runs;           /* start agent runs (POST /v1/runs, docs/agent.md) */
         uint64_t max_sandboxes;    /* live sandboxes this grant made; 0 = no own maximum */
         char **classes;            /* allowed classes, NULL-terminated; NULL = any */
         size_t n_classes;

@@ -16,7 +16,7 @@ struct store {
         char last_error[256];
 };
 
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 6
 
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS grants ("
@@ -32,7 +32,8 @@ static const char schema[] =
         " allow_git INTEGER NOT NULL DEFAULT 0,"
         " secrets TEXT NOT NULL DEFAULT '',"
         " tools TEXT NOT NULL DEFAULT '',"
-        " allow_capabilities INTEGER NOT NULL DEFAULT 0);"
+        " allow_capabilities INTEGER NOT NULL DEFAULT 0,"
+        " allow_runs INTEGER NOT NULL DEFAULT 0);"
         "CREATE TABLE IF NOT EXISTS sandboxes ("
         " id TEXT PRIMARY KEY,"
         " state TEXT NOT NULL,"
@@ -102,7 +103,7 @@ static int has_column(struct store *s, const char *table, const char *column)
 
 /* Bring a database an older version made up to this schema: grants gained
  * allow_git in version 2, secrets in version 3, tools in version 4,
- * allow_capabilities in version 5. The checks and the ALTERs
+ * allow_capabilities in version 5, allow_runs in version 6. The checks and the ALTERs
  * share one write transaction, so that the daemon and `airlock grant`
  * opening the same old file at once do not both add a column. */
 static int user_version(struct store *s)
@@ -158,6 +159,16 @@ static int migrate(struct store *s, char **emsg)
                         rc = sqlite3_exec(s->db,
                                           "ALTER TABLE grants ADD COLUMN allow_capabilities INTEGER "
                                           "NOT NULL DEFAULT 0;",
+                                          NULL, NULL, emsg);
+        }
+        if (rc == SQLITE_OK) {
+                has = has_column(s, "grants", "allow_runs");
+                if (has < 0)
+                        rc = -has;
+                else if (has == 0)
+                        rc = sqlite3_exec(s->db,
+                                          "ALTER TABLE grants ADD COLUMN allow_runs INTEGER NOT "
+                                          "NULL DEFAULT 0;",
                                           NULL, NULL, emsg);
         }
         if (rc == SQLITE_OK) {
@@ -280,8 +291,8 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
         r = prepare(s,
                     "INSERT INTO grants (name, token_hash, allow_sandbox, allow_exec,"
                      " allow_host_workspace, max_sandboxes, classes, created_ms, allow_git, secrets,"
-                    " tools, allow_capabilities) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-                    " ?11, ?12)",
+                    " tools, allow_capabilities, allow_runs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+                    " ?9, ?10, ?11, ?12, ?13)",
                     &st);
         if (r < 0)
                 return al_error_set(err, -r, "adding grant \"%s\"", g->name);
@@ -300,6 +311,7 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
         bind_text(st, 10, secrets);
         bind_text(st, 11, tools);
         sqlite3_bind_int(st, 12, g->allow_capabilities);
+        sqlite3_bind_int(st, 13, g->allow_runs);
         int rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 return 0;
@@ -347,12 +359,14 @@ static struct grant *grant_from_row(sqlite3_stmt *st)
                 (void)grant_parse_tools((const char *)tools, &g->tools, &g->n_tools, &e);
         }
         g->allow_capabilities = sqlite3_column_int(st, 12) != 0;
+        g->allow_runs = sqlite3_column_int(st, 13) != 0;
         return g;
 }
 
 #define GRANT_COLUMNS                                                                              \
         "name, token_hash, allow_sandbox, allow_exec, allow_host_workspace, max_sandboxes,"        \
-        " classes, created_ms, revoked_ms, allow_git, secrets, tools, allow_capabilities"
+        " classes, created_ms, revoked_ms, allow_git, secrets, tools, allow_capabilities,"        \
+        " allow_runs"
 
 int store_grant_by_hash(struct store *s, const char *hash, struct grant **ret)
 {

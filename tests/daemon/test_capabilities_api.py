@@ -151,7 +151,7 @@ def test_database_before_capabilities_is_migrated(tmp_path):
     assert json.loads(p.stdout)[0]["allowCapabilities"] is False
     con = sqlite3.connect(db)
     assert [r[1] for r in con.execute("PRAGMA table_info(grants)")].count("allow_capabilities") == 1
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
     con.close()
 
 

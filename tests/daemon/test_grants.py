@@ -189,8 +189,8 @@ def test_database_without_allow_git_is_migrated(tmp_path):
     assert grants["old"]["allowGit"] is False and grants["old"]["allowExec"] is True
     con = sqlite3.connect(db)
     cols = [r[1] for r in con.execute("PRAGMA table_info(grants)")]
-    assert cols.count("allow_git") == 1
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert cols.count("allow_git") == 1 and cols.count("allow_runs") == 1
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
     con.close()
 
     # A migrated database takes the new flag, and opening it again is no

@@ -142,7 +142,7 @@ def test_database_before_tools_is_migrated(tmp_path):
     assert json.loads(p.stdout)[0]["tools"] == []
     con = sqlite3.connect(db)
     assert [r[1] for r in con.execute("PRAGMA table_info(grants)")].count("tools") == 1
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 6
     con.close()
 
 

@@ -24,7 +24,7 @@ TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
 
 COMMANDS = ["run", "audit", "diff", "accept", "discard", "export", "push", "supervise",
             "create", "ls", "exec", "cp", "rm", "logs", "grant", "gc", "review", "doctor", "volume", "stop",
-            "ui", "image", "estop", "approvals"]
+            "ui", "image", "estop", "approvals", "agent"]
 
 
 def sh(argv, timeout=120, **kw):

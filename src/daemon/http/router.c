@@ -79,6 +79,9 @@ static const struct route routes[] = {
     {EVHTTP_REQ_POST, "/v1/sandboxes/{id}/estop", route_estop},
     {EVHTTP_REQ_GET, "/v1/approvals", route_approvals_list},
     {EVHTTP_REQ_POST, "/v1/approvals/{name}", route_approval_decide},
+    {EVHTTP_REQ_POST, "/v1/runs", route_runs},
+    {EVHTTP_REQ_GET, "/v1/runs/{id}", route_run_get},
+    {EVHTTP_REQ_GET, "/v1/runs/{id}/events", route_run_events},
 };
 
 /* The methods, in the order Allow names them. */

@@ -103,3 +103,7 @@ void route_capabilities(struct daemon *d, struct evhttp_request *req, const stru
 void route_approvals_list(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_approval_decide(struct daemon *d, struct evhttp_request *req,
                            const struct route_args *a);
+/* runs.c: the host-owned agent loop (POST /v1/runs, GET /v1/runs/{id}) */
+void route_runs(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_run_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+void route_run_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a);

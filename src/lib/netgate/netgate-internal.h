@@ -263,6 +263,7 @@ struct netgate_route {
          * stripped or injected). */
         bool keep_auth;
         const struct netgate_sentinels *sentinels; /* the gate's */
+        bool host_only;                /* the sandbox's requests are refused */
 };
 
 /* Wipe and drain a buffer that held injected values. */

@@ -119,6 +119,7 @@ int netgate_route_new(const struct policy_route *pr, struct netgate_route **ret,
         rt->record = strv_copy(pr->record, pr->n_record);
         rt->n_record = pr->n_record;
         rt->terminate = pr->terminate;
+        rt->host_only = pr->host_only;
         *ret = rt;
         return 0;
 }

@@ -252,6 +252,15 @@ static void handle_request(struct rconn *c)
                 refuse(c, 404, "Not Found", "unknown_route", line);
                 return;
         }
+        if (c->rt->host_only && !c->tool) {
+                /* The host's own route (airlock agent's model): a sandbox's
+                 * request through it would carry the host's key. */
+                snprintf(line, sizeof(line),
+                         "airlock: route \"%s\" is the host's own; the sandbox may not use it\n",
+                         c->name);
+                refuse(c, 403, "Forbidden", "host_only", line);
+                return;
+        }
         const char *problem = netgate_route_path_problem(rest, rest_len);
         if (problem) {
                 snprintf(line, sizeof(line),

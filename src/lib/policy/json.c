@@ -90,10 +90,10 @@ char *policy_to_json(const struct policy *p)
         for (size_t i = 0; i < p->n_routes; i++) {
                 const struct policy_route *r = &p->routes[i];
                 json_t *ro = json_pack(
-                    "{s:o, s:o, s:o, s:o, s:o, s:o}", "name", str_json(r->name), "upstream",
+                    "{s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "name", str_json(r->name), "upstream",
                     str_json(r->upstream), "inject", kv_json(r->inject, r->n_inject), "strip",
                     strv_json(r->strip, r->n_strip), "record", strv_json(r->record, r->n_record),
-                    "caFile", str_json(r->ca_file));
+                    "caFile", str_json(r->ca_file), "hostOnly", r->host_only);
                 if (r->terminate)
                         json_object_set_new(ro, "terminate", json_true());
                 json_array_append_new(a, ro);

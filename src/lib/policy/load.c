@@ -385,6 +385,11 @@ static int route_ca_file(struct ctx *c, void *t, json_t *v)
         return get_string_or_null(c, v, &((struct policy_route *)t)->ca_file);
 }
 
+static int route_host_only(struct ctx *c, void *t, json_t *v)
+{
+        return get_bool(c, v, &((struct policy_route *)t)->host_only);
+}
+
 static int route_terminate(struct ctx *c, void *t, json_t *v)
 {
         return get_bool(c, v, &((struct policy_route *)t)->terminate);
@@ -393,7 +398,7 @@ static int route_terminate(struct ctx *c, void *t, json_t *v)
 static const struct field route_fields[] = {
     {"name", route_name},           {"upstream", route_upstream}, {"inject", route_inject},
     {"strip", route_strip},         {"record", route_record},     {"caFile", route_ca_file},
-    {"terminate", route_terminate},
+    {"terminate", route_terminate}, {"hostOnly", route_host_only},
 };
 
 static int net_routes(struct ctx *c, void *t, json_t *v)

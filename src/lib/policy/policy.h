@@ -64,6 +64,9 @@ struct policy_route {
          * terminates the sandbox's TLS with the sandbox's own CA and serves
          * each request as a call through this route (https, no path). */
         bool terminate;
+        /* Only the host's own requests (netgate_route_fetch) may use it;
+         * the sandbox's get 403 host_only. */
+        bool host_only;
 };
 
 /* A sentinel secret (network.sentinels): the sandbox's environment holds

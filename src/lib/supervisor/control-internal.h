@@ -40,6 +40,7 @@ enum {
 
 struct control;
 struct client;
+struct fetch_ticket;
 
 struct proc {
         struct control *ctl;
@@ -74,6 +75,7 @@ struct client {
         struct control *ctl;
         struct bufferevent *bev;
         struct proc *streaming;
+        struct fetch_ticket *fetch; /* a fetch op in flight (control-fetch.c) */
         bool closing;
 };
 
@@ -142,6 +144,11 @@ void control_do_estop(struct client *cl, json_t *req);
 /* control-approvals.c: list and decide the pending asks */
 void control_do_approvals(struct client *cl);
 void control_do_approve(struct client *cl, json_t *req);
+
+/* control-fetch.c: the host's own request through a route */
+void control_do_fetch(struct client *cl, json_t *req);
+/* Its client is gone: the fetch runs out (bounded by its timeout) unanswered. */
+void control_fetch_orphan(struct client *cl);
 
 /* control.c */
 /* Kill the sandbox and stop serving once the queued answers are out. */

@@ -21,6 +21,7 @@ int control_parse_request(const char *line, size_t len, json_t **req)
             {CONTROL_OP_ESTOP, CONTROL_REQ_ESTOP},
             {CONTROL_OP_APPROVALS, CONTROL_REQ_APPROVALS},
             {CONTROL_OP_APPROVE, CONTROL_REQ_APPROVE},
+            {CONTROL_OP_FETCH, CONTROL_REQ_FETCH},
         };
         json_error_t jerr;
         *req = NULL;

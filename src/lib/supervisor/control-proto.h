@@ -38,6 +38,7 @@
  * "by". */
 #define CONTROL_OP_APPROVALS "approvals"
 #define CONTROL_OP_APPROVE   "approve"
+#define CONTROL_OP_FETCH   "fetch" /* the host's own request through a route */
 /* The longest "by" (who stopped a sandbox) a stop request may carry. */
 #define CONTROL_STOP_BY_MAX 128
 
@@ -56,6 +57,7 @@
 #define CONTROL_ERR_REFUSED            "refused" /* caps: a change the sandbox cannot have */
 #define CONTROL_ERR_NO_HARDWARE        "no_hardware"
 #define CONTROL_ERR_UNKNOWN_APPROVAL   "unknown_approval"
+#define CONTROL_ERR_FETCH_FAILED       "fetch_failed"
 
 /* How long a streaming client may stop reading before its foreground
  * process is abandoned ("stallTimeout"): the default and the most. */
@@ -80,6 +82,7 @@ enum control_req {
         CONTROL_REQ_ESTOP,
         CONTROL_REQ_APPROVALS,
         CONTROL_REQ_APPROVE,
+        CONTROL_REQ_FETCH,
 };
 
 /* One request line, without its newline. Returns its op (CONTROL_REQ_*,

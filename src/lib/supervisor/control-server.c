@@ -34,6 +34,7 @@ void control_client_free(struct client *cl)
 {
         if (cl->ctl->snap_client == cl)
                 cl->ctl->snap_client = NULL;
+        control_fetch_orphan(cl);
         struct proc *p = cl->streaming;
         if (p) {
                 for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
@@ -124,7 +125,7 @@ void control_do_status(struct client *cl)
 static void on_client_read(struct bufferevent *bev, void *arg)
 {
         struct client *cl = arg;
-        if (cl->streaming || cl->closing)
+        if (cl->streaming || cl->closing || cl->fetch)
                 return; /* one request per connection */
         struct evbuffer *in = bufferevent_get_input(bev);
         size_t len;
@@ -188,6 +189,9 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                         break;
                 case CONTROL_REQ_APPROVE:
                         control_do_approve(cl, req);
+                        break;
+                case CONTROL_REQ_FETCH:
+                        control_do_fetch(cl, req);
                         break;
                 case CONTROL_REQ_UNKNOWN:
                         control_send_error(cl, "bad_request", "unknown op");

@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* POST /v1/runs and GET /v1/runs/{id}: the host-owned agent loop through the
+ * API (docs/agent.md). A run is `airlock agent` as a job of the daemon: the
+ * model is called through the policy's route with the daemon's secrets that
+ * the grant names, the tool calls run in a new sandbox, the audit lines go
+ * to the daemon's audit log. Its state lives in state_dir/runs/ID: the
+ * grant that made it, the task, the policy, the transcript and the result. */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "grants.h"
+#include "http.h"
+#include "jobs.h"
+#include "policy.h"
+#include "routes.h"
+#include "util.h"
+
+#define RUN_TASK_MAX       (1u << 20)
+#define RUN_TRANSCRIPT_MAX (4u << 20) /* bytes of transcript an answer carries */
+
+static char *run_dir(struct daemon *d, const char *id)
+{
+        return xasprintf("%s/runs/%s", d->state_dir, id);
+}
+
+static int write_file(const char *dir, const char *name, const char *data)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
+        _cleanup_close_ int fd =
+            open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        return write_full(fd, data, strlen(data));
+}
+
+/* A file of the run's directory, at most `max` bytes; NULL when absent. */
+static char *read_file(const char *dir, const char *name, size_t max, bool *ret_cut)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        char *buf = xcalloc(max + 1, 1);
+        size_t len = 0;
+        ssize_t k;
+        while (len < max && (k = read(fd, buf + len, max - len)) > 0)
+                len += (size_t)k;
+        buf[len] = '\0';
+        if (ret_cut) {
+                char c;
+                *ret_cut = len == max && read(fd, &c, 1) == 1;
+        }
+        return buf;
+}
+
+struct run_job {
+        struct daemon *d;
+        char *dir;
+};
+
+static void run_done(const struct job_result *res, void *ud)
+{
+        struct run_job *j = ud;
+        /* An agent that died without its result still gets one. */
+        _cleanup_free_ char *have = read_file(j->dir, "result.json", 16, NULL);
+        if (!have) {
+                json_t *o = json_pack(
+                    "{s:b, s:i, s:s, s:s, s:{s:[], s:[]}}", "ok", 0, "exitCode", res->exit_code,
+                    "errorCode", res->timed_out ? "timeout" : "internal", "message",
+                    res->err && res->err[0] ? res->err : "the agent ended without a result",
+                    "bundle", "patches", "commitMessages");
+                _cleanup_free_ char *s = json_dumps(o, JSON_COMPACT);
+                json_decref(o);
+                if (s)
+                        (void)write_file(j->dir, "result.json", s);
+        }
+        free(j->dir);
+        free(j);
+}
+
+static bool str_field(struct daemon *d, struct evhttp_request *req, json_t *body, const char *key,
+                      size_t max, bool required, const char **ret)
+{
+        json_t *v = json_object_get(body, key);
+        *ret = NULL;
+        if (!v || json_is_null(v)) {
+                if (required)
+                        reply_bad_field(d, req, key, "is required");
+                return !required;
+        }
+        if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > max ||
+            strlen(json_string_value(v)) != json_string_length(v)) {
+                _cleanup_free_ char *what = xasprintf("must be a string of 1 to %zu bytes", max);
+                reply_bad_field(d, req, key, what);
+                return false;
+        }
+        *ret = json_string_value(v);
+        return true;
+}
+
+static bool uint_field(struct daemon *d, struct evhttp_request *req, json_t *body, const char *key,
+                       uint64_t max, uint64_t *ret)
+{
+        json_t *v = json_object_get(body, key);
+        *ret = 0;
+        if (!v || json_is_null(v))
+                return true;
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            (uint64_t)json_integer_value(v) > max) {
+                _cleanup_free_ char *what = xasprintf("must be a number from 1 to %" PRIu64, max);
+                reply_bad_field(d, req, key, what);
+                return false;
+        }
+        *ret = (uint64_t)json_integer_value(v);
+        return true;
+}
+
+static bool model_safe(const char *s)
+{
+        for (; *s; s++)
+                if (*s <= 0x20 || *s >= 0x7f)
+                        return false;
+        return true;
+}
+
+static void run_create(struct daemon *d, struct evhttp_request *req, const struct grant *g)
+{
+        if (!require(d, req, g, g->allow_runs, "allowRuns"))
+                return;
+        json_t *body = read_json_body(d, req, false);
+        if (!body)
+                return;
+        static const char *const known[] = {"task",   "model",    "provider",  "modelRoute",
+                                            "policy", "maxTurns", "maxTokens", "timeout",
+                                            "stream", NULL};
+        const char *task, *model, *provider, *route;
+        uint64_t turns, tokens, timeout;
+        struct policy *p = NULL;
+        _cleanup_free_ char *ptext = NULL, *runs = NULL, *dir = NULL, *ws = NULL, *task_path = NULL,
+                            *policy_path = NULL, *tr_path = NULL, *res_path = NULL;
+        json_t *jpolicy = json_object_get(body, "policy");
+        json_t *jstream = json_object_get(body, "stream");
+        if (reject_unknown(d, req, body, known) ||
+            !str_field(d, req, body, "task", RUN_TASK_MAX, true, &task) ||
+            !str_field(d, req, body, "model", 256, true, &model) ||
+            !str_field(d, req, body, "provider", 16, false, &provider) ||
+            !str_field(d, req, body, "modelRoute", 128, false, &route) ||
+            !uint_field(d, req, body, "maxTurns", 100000, &turns) ||
+            !uint_field(d, req, body, "maxTokens", UINT32_MAX, &tokens) ||
+            !uint_field(d, req, body, "timeout", job_timeout_seconds(), &timeout))
+                goto out;
+        if (!model_safe(model)) {
+                reply_bad_field(d, req, "model", "must be printable ASCII without spaces");
+                goto out;
+        }
+        if (provider && !STREQ(provider, "anthropic") && !STREQ(provider, "openai")) {
+                reply_bad_field(d, req, "provider", "must be anthropic or openai");
+                goto out;
+        }
+        if (jstream && !json_is_boolean(jstream)) {
+                reply_bad_field(d, req, "stream", "must be true or false");
+                goto out;
+        }
+        if (!json_is_object(jpolicy)) {
+                reply_bad_field(d, req, "policy",
+                                "must be a policy whose network.routes has the model's route");
+                goto out;
+        }
+        if (json_object_get(json_object_get(jpolicy, "tools"), "define")) {
+                reply_error_fields(d, req, 400, "invalid_policy",
+                                   json_pack("{s:s}", "field", "policy.tools.define"),
+                                   "tool definitions are host configuration: give them to "
+                                   "airlockd with --tools FILE");
+                goto out;
+        }
+        if (!route)
+                route = "model";
+        struct al_error err = {0};
+        ptext = json_dumps(jpolicy, JSON_COMPACT);
+        p = policy_new();
+        if (policy_load_string(p, ptext, "policy", &err) < 0) {
+                reply_error_fields(d, req, 400, "invalid_policy",
+                                   json_pack("{s:s}", "field", "policy"), "%s", err.msg);
+                goto out;
+        }
+        bool have_route = false;
+        for (size_t i = 0; i < p->n_routes; i++)
+                have_route = have_route || STREQ(p->routes[i].name, route);
+        if (!have_route) {
+                /* The API has no default route: its key would be a daemon
+                 * secret the grant does not name. */
+                reply_bad_field(d, req, "policy",
+                                "network.routes must have the model's route "
+                                "(modelRoute, \"model\" by default)");
+                goto out;
+        }
+        struct grant_policy_refusal why_not;
+        if (grant_check_policy(g, p, &why_not) < 0) {
+                reply_error_fields(d, req, 403, "limit_exceeded",
+                                   json_pack("{s:s}", "limit", why_not.limit), "%s",
+                                   why_not.message);
+                goto out;
+        }
+        if (!grant_allows_class(g, p->class_name ? p->class_name : "medium")) {
+                reply_error_fields(d, req, 403, "limit_exceeded",
+                                   json_pack("{s:s}", "limit", "classes"),
+                                   "the policy's class is beyond the grant's classes");
+                goto out;
+        }
+
+        char id[17];
+        if (random_hex(id, 16) < 0) {
+                reply_error(d, req, 500, "internal", "picking an id");
+                goto out;
+        }
+        runs = xasprintf("%s/runs", d->state_dir);
+        dir = run_dir(d, id);
+        ws = xasprintf("%s/workspace", dir);
+        if ((mkdir(runs, 0700) < 0 && errno != EEXIST) || mkdir(dir, 0700) < 0 ||
+            mkdir(ws, 0755) < 0 || write_file(dir, "grant", g->name) < 0 ||
+            write_file(dir, "task.txt", task) < 0 || write_file(dir, "policy.json", ptext) < 0) {
+                reply_error(d, req, 500, "internal", "writing the run's state: %s",
+                            strerror(errno));
+                goto out;
+        }
+        task_path = xasprintf("%s/task.txt", dir);
+        policy_path = xasprintf("%s/policy.json", dir);
+        tr_path = xasprintf("%s/transcript.jsonl", dir);
+        res_path = xasprintf("%s/result.json", dir);
+        char nturns[24], ntokens[24], ntimeout[24];
+        snprintf(nturns, sizeof(nturns), "%" PRIu64, turns ? turns : 50);
+        snprintf(ntokens, sizeof(ntokens), "%" PRIu64, tokens);
+        snprintf(ntimeout, sizeof(ntimeout), "%" PRIu64, timeout ? timeout : job_timeout_seconds());
+        char *argv[40] = {d->airlock_bin,
+                          "agent",
+                          "-q",
+                          "--id",
+                          id,
+                          "--task-file",
+                          task_path,
+                          "-p",
+                          policy_path,
+                          "-w",
+                          ws,
+                          "--model",
+                          (char *)model,
+                          "--provider",
+                          (char *)(provider ? provider : "anthropic"),
+                          "--model-route",
+                          (char *)route,
+                          "--transcript",
+                          tr_path,
+                          "--result",
+                          res_path,
+                          "--max-turns",
+                          nturns,
+                          "--timeout",
+                          ntimeout};
+        size_t n = 25;
+        if (tokens) {
+                argv[n++] = "--max-tokens";
+                argv[n++] = ntokens;
+        }
+        if (json_is_false(jstream))
+                argv[n++] = "--no-stream";
+        if (d->audit_path) {
+                argv[n++] = "--audit";
+                argv[n++] = d->audit_path;
+        }
+        if (d->secrets_path) {
+                argv[n++] = "--secrets";
+                argv[n++] = d->secrets_path;
+        }
+        if (d->tools_path) {
+                argv[n++] = "--tools";
+                argv[n++] = d->tools_path;
+        }
+        argv[n] = NULL;
+        struct run_job *j = xcalloc(1, sizeof(*j));
+        j->d = d;
+        j->dir = xstrdup(dir);
+        if (job_start(d, argv, 64 * 1024, run_done, j, &err) < 0) {
+                free(j->dir);
+                free(j);
+                reply_error(d, req, 500, "internal", "%s", err.msg);
+                goto out;
+        }
+        reply_json(d, req, 202, json_pack("{s:s, s:s}", "id", id, "state", "running"));
+out:
+        policy_free(p);
+        json_decref(body);
+}
+
+void route_runs(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        run_create(d, req, a->grant);
+}
+
+void route_run_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        _cleanup_free_ char *dir = run_dir(d, a->id);
+        _cleanup_free_ char *owner = read_file(dir, "grant", 256, NULL);
+        /* Another grant's run is no run to this one. */
+        if (!owner || !STREQ(owner, a->grant->name)) {
+                reply_error(d, req, 404, "not_found", "no run %s", a->id);
+                return;
+        }
+        _cleanup_free_ char *res = read_file(dir, "result.json", 32u << 20, NULL);
+        json_t *result = res ? json_loads(res, 0, NULL) : NULL;
+        bool cut = false;
+        _cleanup_free_ char *tr = read_file(dir, "transcript.jsonl", RUN_TRANSCRIPT_MAX, &cut);
+        json_t *entries = json_array();
+        for (char *line = tr, *nl; line && *line; line = nl + 1) {
+                nl = strchr(line, '\n');
+                if (!nl)
+                        break; /* a line still being written */
+                json_t *e = json_loadb(line, (size_t)(nl - line), 0, NULL);
+                if (e)
+                        json_array_append_new(entries, e);
+        }
+        reply_json(d, req, 200,
+                   json_pack("{s:s, s:s, s:o, s:o, s:b}", "id", a->id, "state",
+                             result ? "done" : "running", "result", result ? result : json_null(),
+                             "transcript", entries, "transcriptTruncated", cut));
+}
+
+/* ---- GET /v1/runs/{id}/events: the transcript as server-sent events ---- */
+
+#define RUN_STREAMS_MAX    16
+#define RUN_STREAM_TICK_MS 200
+#define RUN_LINE_MAX       (8u << 20) /* a transcript line: a tool result is far less */
+#define RUN_QUEUE_MAX      (4u << 20) /* output waiting for a slow client */
+
+struct run_stream {
+        struct daemon *d;
+        struct evhttp_request *req;
+        struct evhttp_connection *conn;
+        struct event *tick;
+        char *dir;
+        uint64_t off;
+        struct evbuffer *partial; /* a line not ended yet */
+};
+
+static int run_streams;
+
+static void stream_free(struct run_stream *s)
+{
+        if (s->conn)
+                evhttp_connection_set_closecb(s->conn, NULL, NULL);
+        if (s->tick)
+                event_free(s->tick);
+        evbuffer_free(s->partial);
+        free(s->dir);
+        free(s);
+        run_streams--;
+}
+
+static void stream_closed(struct evhttp_connection *conn, void *arg)
+{
+        struct run_stream *s = arg;
+        s->conn = NULL;
+        stream_free(s);
+}
+
+static void stream_end(struct run_stream *s, const char *result)
+{
+        struct evbuffer *buf = evbuffer_new();
+        evbuffer_add_printf(buf, "event: result\ndata: %s\n\n", result);
+        struct evhttp_request *req = s->req;
+        stream_free(s);
+        evhttp_send_reply_chunk(req, buf);
+        evbuffer_free(buf);
+        evhttp_send_reply_end(req);
+}
+
+static void stream_tick(evutil_socket_t fd, short what, void *arg)
+{
+        struct run_stream *s = arg;
+        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
+        if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > RUN_QUEUE_MAX)
+                return; /* the client is slow: read on when it has caught up */
+        /* Whether the run is over is asked before the transcript is read: the
+         * agent writes its result after its last transcript line. */
+        _cleanup_free_ char *result = read_file(s->dir, "result.json", 32u << 20, NULL);
+        _cleanup_free_ char *path = xasprintf("%s/transcript.jsonl", s->dir);
+        _cleanup_close_ int tfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct evbuffer *out = evbuffer_new();
+        char buf[65536];
+        ssize_t n = 0;
+        while (tfd >= 0 && (n = pread(tfd, buf, sizeof(buf), (off_t)s->off)) > 0) {
+                s->off += (uint64_t)n;
+                evbuffer_add(s->partial, buf, (size_t)n);
+                size_t len;
+                char *line;
+                while ((line = evbuffer_readln(s->partial, &len, EVBUFFER_EOL_LF))) {
+                        if (len && !memchr(line, '\n', len))
+                                evbuffer_add_printf(out, "event: transcript\ndata: %s\n\n", line);
+                        free(line);
+                }
+                if (evbuffer_get_length(s->partial) > RUN_LINE_MAX)
+                        evbuffer_drain(s->partial, evbuffer_get_length(s->partial));
+                if (evbuffer_get_length(out) > RUN_QUEUE_MAX)
+                        break;
+        }
+        if (evbuffer_get_length(out))
+                evhttp_send_reply_chunk(s->req, out);
+        evbuffer_free(out);
+        if (result && n <= 0) {
+                /* The result is one line of JSON: drop any newline in it. */
+                for (char *c = result; *c; c++)
+                        if (*c == '\n' || *c == '\r')
+                                *c = ' ';
+                stream_end(s, result);
+        }
+}
+
+void route_run_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
+{
+        _cleanup_free_ char *dir = run_dir(d, a->id);
+        _cleanup_free_ char *owner = read_file(dir, "grant", 256, NULL);
+        if (!owner || !STREQ(owner, a->grant->name)) {
+                reply_error(d, req, 404, "not_found", "no run %s", a->id);
+                return;
+        }
+        if (run_streams >= RUN_STREAMS_MAX) {
+                reply_error(d, req, 429, "too_many_streams",
+                            "at most %d run streams at once; end one first", RUN_STREAMS_MAX);
+                return;
+        }
+        struct run_stream *s = xcalloc(1, sizeof(*s));
+        run_streams++;
+        s->d = d;
+        s->req = req;
+        s->dir = TAKE_PTR(dir);
+        s->partial = evbuffer_new();
+        s->conn = evhttp_request_get_connection(req);
+        s->tick = event_new(d->base, -1, EV_PERSIST, stream_tick, s);
+        struct timeval tv = {.tv_usec = RUN_STREAM_TICK_MS * 1000};
+        event_add(s->tick, &tv);
+        if (s->conn)
+                evhttp_connection_set_closecb(s->conn, stream_closed, s);
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        evhttp_add_header(h, "Content-Type", "text/event-stream");
+        evhttp_add_header(h, "Cache-Control", "no-store");
+        count_reply(d, 200);
+        evhttp_send_reply_start(req, 200, NULL);
+        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
+        if (bev) {
+                struct timeval wtv = {.tv_sec = 120};
+                bufferevent_set_timeouts(bev, NULL, &wtv);
+        }
+        stream_tick(-1, 0, s);
+}
