@@ -104,7 +104,7 @@ void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct 
         if (put) {
                 struct evbuffer *in = evhttp_request_get_input_buffer(req);
                 size_t len = evbuffer_get_length(in);
-                const void *data = len ? evbuffer_pullup(in, -1) : "";
+                const void *data = len ? (const void *)evbuffer_pullup(in, -1) : (const void *)"";
                 json_t *o = NULL;
                 if (files_tar_extract(root, rel, data, len, &o, &err) < 0) {
                         int status = tar_status(err.code, &code);

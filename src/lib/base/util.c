@@ -355,3 +355,27 @@ uint64_t now_realtime_us(void)
 {
         return clock_us(CLOCK_REALTIME);
 }
+
+bool json_text_depth_ok(const char *s, size_t len, unsigned max)
+{
+        unsigned depth = 0;
+        bool in_string = false;
+        for (size_t i = 0; i < len; i++) {
+                char ch = s[i];
+                if (in_string) {
+                        if (ch == '\\')
+                                i++;
+                        else if (ch == '"')
+                                in_string = false;
+                        continue;
+                }
+                if (ch == '"')
+                        in_string = true;
+                else if (ch == '[' || ch == '{') {
+                        if (++depth > max)
+                                return false;
+                } else if ((ch == ']' || ch == '}') && depth > 0)
+                        depth--;
+        }
+        return true;
+}

@@ -114,5 +114,11 @@ char *base64_encode(const void *data, size_t len);
 int base64_decode(const char *in, unsigned char **ret, size_t *ret_len);
 
 /* Monotonic and wall clocks in microseconds. */
+/* Whether JSON text nests arrays and objects at most `max` deep, counted
+ * outside strings before a parser sees it (jansson's own limit is far
+ * deeper than a line of a protocol needs). Malformed text passes here and
+ * fails in the parser. */
+bool json_text_depth_ok(const char *s, size_t len, unsigned max);
+
 uint64_t now_monotonic_us(void);
 uint64_t now_realtime_us(void);

@@ -35,30 +35,6 @@ char *hwgate_proto_request(uint64_t id, const char *op, const char *name, const 
         return line;
 }
 
-static bool depth_ok(const char *s, size_t len)
-{
-        unsigned depth = 0;
-        bool in_string = false;
-        for (size_t i = 0; i < len; i++) {
-                char ch = s[i];
-                if (in_string) {
-                        if (ch == '\\')
-                                i++;
-                        else if (ch == '"')
-                                in_string = false;
-                        continue;
-                }
-                if (ch == '"')
-                        in_string = true;
-                else if (ch == '[' || ch == '{') {
-                        if (++depth > DEPTH_MAX)
-                                return false;
-                } else if ((ch == ']' || ch == '}') && depth > 0)
-                        depth--;
-        }
-        return true;
-}
-
 void hwgate_reply_clear(struct hwgate_reply *r)
 {
         json_decref(r->doc);
@@ -86,7 +62,7 @@ int hwgate_proto_parse_reply(const char *line, size_t len, struct hwgate_reply *
                 *why = "the driver's line is longer than 64 KiB";
                 return -EINVAL;
         }
-        if (!depth_ok(line, len)) {
+        if (!json_text_depth_ok(line, len, DEPTH_MAX)) {
                 *why = "the driver's answer nests deeper than 16";
                 return -EINVAL;
         }

@@ -10,31 +10,6 @@
 
 /* Nesting of arrays and objects, counted outside strings, before the JSON
  * parser sees the text (its own limit is far deeper). */
-static bool depth_ok(const char *s, size_t len)
-{
-        unsigned depth = 0;
-        bool in_string = false;
-
-        for (size_t i = 0; i < len; i++) {
-                char ch = s[i];
-                if (in_string) {
-                        if (ch == '\\')
-                                i++;
-                        else if (ch == '"')
-                                in_string = false;
-                        continue;
-                }
-                if (ch == '"')
-                        in_string = true;
-                else if (ch == '[' || ch == '{') {
-                        if (++depth > TOOLGATE_DEPTH_MAX)
-                                return false;
-                } else if ((ch == ']' || ch == '}') && depth > 0)
-                        depth--;
-        }
-        return true;
-}
-
 static bool short_printable(const char *s, size_t len, size_t max)
 {
         if (len == 0 || len > max || strlen(s) != len)
@@ -63,7 +38,7 @@ int toolgate_proto_parse(const char *line, size_t len, struct toolgate_request *
                 *ret_why = "the request line is longer than the gateway's limit (1 MiB)";
                 return -EINVAL;
         }
-        if (!depth_ok(line, len)) {
+        if (!json_text_depth_ok(line, len, TOOLGATE_DEPTH_MAX)) {
                 *ret_why = "the request nests deeper than the gateway's limit (32)";
                 return -EINVAL;
         }
