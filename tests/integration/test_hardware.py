@@ -157,7 +157,8 @@ def test_rate_limit(airlock):
     r = Robot(airlock, {"rate": 5})
     script = RAW + r'''
 t0 = time.time(); n = 0; ok = 0
-while time.time() - t0 < 1.0:
+# One second at least, and long enough for 60 calls on a loaded machine.
+while time.time() - t0 < 1.0 or (n < 60 and time.time() - t0 < 10):
     a = call("hw.set", '{"name": "motor_left", "value": %s}' % (0.1 if n % 2 else 0.2)); n += 1
     ok += a["ok"]
 print(n, ok, time.time() - t0)
@@ -182,7 +183,8 @@ def test_deadman(airlock):
     got = r.received()
     first = next(e for e in got if e["op"] == "set" and e["value"] != 0)
     stop = next(e for e in got if e["op"] == "stop" and e["t"] > first["t"])
-    assert 0.45 <= stop["t"] - first["t"] <= 0.75, (first, stop)
+    # At motionTimeout; late by at most the gate's tick on a loaded machine.
+    assert 0.45 <= stop["t"] - first["t"] <= 1.0, (first, stop)
     dm = [e for e in r.hw() if e["rule"] == "deadman"]
     assert dm and "motor_left" in dm[0]["reason"] and "motionTimeout" in dm[0]["reason"]
     # Stopped means stopped: nothing moved it again.
