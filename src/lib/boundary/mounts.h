@@ -59,6 +59,9 @@ struct mounts_config {
         /* The tool gateway's endpoint: a tmpfs at SPAWN_TOOL_DIR (spawn.h)
          * with this host file bound read-only at SPAWN_TOOL_BIN; NULL: none. */
         const char *tool_bin;
+        /* A container's root file system (spawn_config.rootfs), or NULL. */
+        const char *rootfs;
+        bool rootfs_readonly;
 };
 
 /* In the parent, before the sandbox starts: make the workspace's .git/hooks

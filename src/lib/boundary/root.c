@@ -32,9 +32,37 @@ static const char *const host_skip[] = {
     "proc", "dev", "sys", "tmp", "run", "root", "workspace", "lost+found",
 };
 
+/* A container's root file system (airlock-runtime): each top-level entry
+ * bound in place of the host's, except those Airlock makes fresh or never
+ * shows (host_skip). The same resolution and deny checks as a host path. */
+static int build_rootfs(struct builder *b)
+{
+        _cleanup_(closedirp) DIR *d = opendir(b->c->rootfs);
+        if (!d)
+                return al_error_set(b->err, errno, "reading the root file system %s", b->c->rootfs);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
+                        continue;
+                bool skip = false;
+                for (size_t i = 0; i < ARRAY_SIZE(host_skip); i++)
+                        skip = skip || STREQ(de->d_name, host_skip[i]);
+                if (skip)
+                        continue;
+                _cleanup_free_ char *host = xasprintf("%s/%s", b->c->rootfs, de->d_name);
+                _cleanup_free_ char *target = xasprintf("/%s", de->d_name);
+                int r = mounts_bind_host(b, host, target, b->c->rootfs_readonly, true);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int mounts_build_system(struct builder *b)
 {
         const struct policy *p = b->c->policy;
+        if (b->c->rootfs)
+                return build_rootfs(b);
         if (p->read == POLICY_READ_SYSTEM) {
                 for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
                         int r = mounts_bind_host(b, system_dirs[i], system_dirs[i], true, true);
@@ -243,6 +271,9 @@ int mounts_build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
 int mounts_build_passwd(struct builder *b)
 {
         const struct mounts_config *c = b->c;
+        /* A container's image brings its own users. */
+        if (c->rootfs)
+                return 0;
         const char *opts[] = {"size", "64k", "mode", "0755", NULL};
         _cleanup_close_ int fs =
             mounts_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
@@ -294,7 +325,7 @@ int mounts_build_tool_endpoint(struct builder *b)
 {
         const struct mounts_config *c = b->c;
         int r = mounts_mount_tmpfs(b, SPAWN_TOOL_DIR, "64k", "0755", c->uid, c->gid,
-                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+                                   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
         if (r < 0)
                 return r;
         uint64_t attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;

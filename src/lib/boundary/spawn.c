@@ -81,6 +81,8 @@ static void child_build_root(struct child_ctx *ctx)
             .workspace_fd = ctx->workspace_fd,
             .mount_fds = ctx->mount_fds,
             .tool_bin = cfg->tool_bin,
+            .rootfs = cfg->rootfs,
+            .rootfs_readonly = cfg->rootfs_readonly,
         };
         int upper = -1;
         r = mounts_build_root(&mc, &upper, &err);

@@ -61,6 +61,10 @@ struct spawn_config {
                                 * three fds (pty.c) */
         const char *tool_bin;  /* host path of airlock-tool: the sandbox gets the tool
                                 * gateway's endpoint (SPAWN_TOOL_*); NULL: none */
+        const char *rootfs;    /* a container's root file system (airlock-runtime):
+                                * its top-level entries replace the host's system
+                                * directories; NULL: the host's (policy.read) */
+        bool rootfs_readonly;
 };
 
 struct spawn_result {

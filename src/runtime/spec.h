@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "policy.h"
+
+/* A bundle's config.json (OCI runtime spec 1.x), validated strictly: what
+ * Airlock cannot honour is refused naming the key, never ignored
+ * (docs/kubernetes.md lists what is accepted). */
+
+struct oci_process {
+        char **argv; /* NULL-terminated */
+        char **env;  /* NULL-terminated, "K=V" */
+        char *cwd;   /* absolute */
+        uint32_t uid, gid;
+        bool terminal;
+        uint64_t nofile, fsize, cpu; /* rlimits (hard), 0 = not given */
+};
+
+struct oci_spec {
+        char *oci_version;
+        char *root; /* absolute host path of root.path */
+        bool root_readonly;
+        struct oci_process process;
+        char *cgroups_path;
+        uint64_t memory;     /* linux.resources.memory.limit, 0 = none */
+        uint64_t pids;       /* linux.resources.pids.limit */
+        uint64_t cpus_milli; /* linux.resources.cpu quota/period */
+        struct policy_kv *annotations;
+        size_t n_annotations;
+        struct policy_mount *binds; /* bind mounts from "mounts" */
+        size_t n_binds;
+};
+
+/* Parse `json` (the bundle's config.json); `bundle` is the absolute bundle
+ * directory root.path is relative to. */
+int oci_spec_parse(const char *json, const char *bundle, struct oci_spec **ret,
+                   struct al_error *err);
+/* A process document alone (exec --process). */
+int oci_process_parse(const char *json, struct oci_process *ret, struct al_error *err);
+void oci_process_clear(struct oci_process *p);
+struct oci_spec *oci_spec_free(struct oci_spec *s);
+const char *oci_spec_annotation(const struct oci_spec *s, const char *key);
+
+/* The policy a container runs under: the annotation airlock.io/policy (a
+ * policy JSON document) if any, then the spec's user, limits and binds. */
+int oci_spec_policy(const struct oci_spec *s, struct policy **ret, struct al_error *err);
