@@ -32,26 +32,43 @@ static const char *const host_skip[] = {
     "proc", "dev", "sys", "tmp", "run", "root", "workspace", "lost+found",
 };
 
+static mode_t st_mode_of(int fd)
+{
+        struct stat st;
+        return fstat(fd, &st) < 0 ? 0 : st.st_mode;
+}
+
 /* A container's root file system (airlock-runtime): each top-level entry
  * bound in place of the host's, except those Airlock makes fresh or never
  * shows (host_skip). The same resolution and deny checks as a host path. */
 static int build_rootfs(struct builder *b)
 {
-        _cleanup_(closedirp) DIR *d = opendir(b->c->rootfs);
-        if (!d)
-                return al_error_set(b->err, errno, "reading the root file system %s", b->c->rootfs);
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
+        const struct mounts_plan *pl = b->c->plan;
+        for (size_t i = 0; pl && i < pl->n_rootfs; i++) {
+                const char *name = pl->rootfs_names[i];
                 bool skip = false;
-                for (size_t i = 0; i < ARRAY_SIZE(host_skip); i++)
-                        skip = skip || STREQ(de->d_name, host_skip[i]);
+                for (size_t k = 0; k < ARRAY_SIZE(host_skip); k++)
+                        skip = skip || STREQ(name, host_skip[k]);
                 if (skip)
                         continue;
-                _cleanup_free_ char *host = xasprintf("%s/%s", b->c->rootfs, de->d_name);
-                _cleanup_free_ char *target = xasprintf("/%s", de->d_name);
-                int r = mounts_bind_host(b, host, target, b->c->rootfs_readonly, true);
+                _cleanup_free_ char *host = xasprintf("%s/%s", b->c->rootfs, name);
+                _cleanup_free_ char *target = xasprintf("/%s", name);
+                int r;
+                if (pl->rootfs_links[i]) {
+                        if (symlinkat(pl->rootfs_links[i], b->root, name) < 0 && errno != EEXIST)
+                                return al_error_set(b->err, errno, "creating link %s", target);
+                        continue;
+                }
+                if (pl->rootfs_fds[i] < 0) {
+                        r = mounts_bind_host(b, host, target, b->c->rootfs_readonly, true);
+                } else {
+                        r = mounts_check_not_denied(b, host);
+                        if (r >= 0)
+                                r = mounts_attach(b, pl->rootfs_fds[i], target,
+                                                  !S_ISDIR(st_mode_of(pl->rootfs_fds[i])));
+                        if (r >= 0)
+                                mounts_add_mapping(b, host, target, !b->c->rootfs_readonly);
+                }
                 if (r < 0)
                         return r;
         }

@@ -436,6 +436,11 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                 if (r < 0)
                         goto fail;
         }
+        if (cfg->rootfs) {
+                r = mounts_plan_rootfs(plan, cfg->rootfs, cfg->rootfs_readonly, err); /* plan.c */
+                if (r < 0)
+                        goto fail;
+        }
         if (root) {
                 r = prepare_root_caller(&ctx, host_uid, host_gid, &mount_fds, err);
                 if (r < 0)

@@ -1,0 +1,363 @@
+# SPDX-License-Identifier: Apache-2.0
+"""airlock-runtime, the OCI runtime: a bundle driven directly
+(create/start/state/kill/delete, exec, pause/resume), then through a
+containerd started by the test (`ctr run --runc-binary`). Needs root."""
+
+import hashlib
+import io
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
+BUILD = REPO / os.environ.get("AIRLOCK_BUILD", "build")
+RUNTIME = BUILD / "src/runtime/airlock-runtime"
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the OCI runtime is driven as root here"),
+    pytest.mark.skipif(not RUNTIME.exists(), reason="airlock-runtime not built"),
+]
+
+BINS = ["/bin/sh", "/bin/sleep", "/bin/cat", "/bin/true", "/bin/id"]
+NAMESPACES = [{"type": t} for t in ("pid", "network", "mount", "ipc", "uts")]
+
+
+def make_rootfs(root):
+    """A small root file system: a shell, a few tools and their libraries."""
+    libs = set()
+    for b in BINS:
+        out = subprocess.run(["ldd", b], capture_output=True, text=True).stdout
+        for tok in out.split():
+            if tok.startswith("/"):
+                libs.add(tok)
+    for f in BINS + sorted(libs):
+        dst = pathlib.Path(str(root) + f)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(f), dst)
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+
+
+def spec(args, **extra):
+    s = {
+        "ociVersion": "1.0.2",
+        "root": {"path": "rootfs", "readonly": True},
+        "process": {"args": args, "env": ["PATH=/bin"], "cwd": "/", "user": {"uid": 0, "gid": 0}},
+        "linux": {"namespaces": NAMESPACES},
+    }
+    s.update(extra)
+    return s
+
+
+@pytest.fixture
+def env(tmp_path):
+    tmp_path.chmod(0o755)
+    bundle = tmp_path / "bundle"
+    (bundle / "rootfs").mkdir(parents=True)
+    make_rootfs(bundle / "rootfs")
+    e = dict(os.environ, AIRLOCK_RUNTIME_AUDIT=str(tmp_path / "audit.log"))
+    state = tmp_path / "state"
+    yield {"bundle": bundle, "state": state, "env": e, "tmp": tmp_path}
+    # Nothing left behind even when a test fails half-way.
+    if state.exists():
+        for c in os.listdir(state):
+            subprocess.run([str(RUNTIME), "--root", str(state), "delete", "--force", c],
+                           timeout=20, capture_output=True)
+
+
+def rt(env, *args, timeout=20, **kw):
+    return subprocess.run([str(RUNTIME), "--root", str(env["state"])] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=timeout, env=env["env"], **kw)
+
+
+def create(env, cid, pid_file=True):
+    """create: the container keeps create's stdio, so they are files here
+    (a pipe would stay open as long as the container)."""
+    out = env["tmp"] / f"{cid}.out"
+    err = env["tmp"] / f"{cid}.err"
+    args = [str(RUNTIME), "--root", str(env["state"]), "create", "--bundle", str(env["bundle"])]
+    if pid_file:
+        args += ["--pid-file", str(env["tmp"] / f"{cid}.pid")]
+    with open(out, "w") as o, open(err, "w") as e:
+        p = subprocess.run(args + [cid], stdin=subprocess.DEVNULL, stdout=o, stderr=e,
+                           timeout=20, env=env["env"])
+    p.stderr = err.read_text()
+    p.out = out
+    if pid_file and p.returncode == 0:
+        p.pid = int((env["tmp"] / f"{cid}.pid").read_text())
+    return p
+
+
+def write_spec(env, s):
+    (env["bundle"] / "config.json").write_text(json.dumps(s))
+
+
+def state_of(env, cid):
+    p = rt(env, "state", cid)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def wait_pid(pid, timeout=10):
+    """Wait for a process's end (a zombie has ended: the keeper and the
+    sandbox's pid 1 are reaped by whoever adopts them, a shim or init)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def cgroups_named(name):
+    out = subprocess.run(["find", "/sys/fs/cgroup", "-maxdepth", "6", "-type", "d",
+                          "-name", name], capture_output=True, text=True).stdout
+    return out.split()
+
+
+def cgroup_of(env, cid):
+    """The container's own cgroup leaf, as the keeper recorded it."""
+    name = json.loads((env["state"] / cid / "state.json").read_text())["cgroupName"]
+    assert cgroups_named(name), "the container has a cgroup"
+    return name
+
+
+def test_lifecycle_and_state_schema(env):
+    write_spec(env, spec(["/bin/sh", "-c", "echo hello; exit 3"]))
+    p = create(env, "c1")
+    assert p.returncode == 0, p.stderr
+    cg = cgroup_of(env, "c1")
+    pid, out = p.pid, p.out
+    st = state_of(env, "c1")
+    # The runtime spec's required fields, and their types.
+    for k, t in (("ociVersion", str), ("id", str), ("status", str), ("pid", int),
+                 ("bundle", str)):
+        assert isinstance(st[k], t), k
+    assert st["ociVersion"].startswith("1.")
+    assert st["id"] == "c1" and st["status"] == "created" and st["pid"] == pid
+    assert st["bundle"] == str(env["bundle"])
+    assert (env["state"].stat().st_mode & 0o777) == 0o700
+    assert rt(env, "start", "c1").returncode == 0
+    assert wait_pid(pid)
+    assert state_of(env, "c1")["status"] == "stopped"
+    assert "hello" in out.read_text()
+    # A second start is refused.
+    assert rt(env, "start", "c1").returncode != 0
+    assert rt(env, "delete", "c1").returncode == 0
+    assert rt(env, "state", "c1").returncode != 0
+    assert not cgroups_named(cg)
+    audit = (env["tmp"] / "audit.log").read_text()
+    assert '"container.exited"' in audit and '"exit_code":3' in audit
+
+
+def test_kill_exec_pause_delete(env):
+    write_spec(env, spec(["/bin/sleep", "60"]))
+    p = create(env, "c2")
+    assert p.returncode == 0, p.stderr
+    cg = cgroup_of(env, "c2")
+    pid = p.pid
+    assert rt(env, "start", "c2").returncode == 0
+    assert state_of(env, "c2")["status"] == "running"
+    # exec: the exit code comes back.
+    p = rt(env, "exec", "c2", "/bin/sh", "-c", "echo in-exec; exit 5")
+    assert p.returncode == 5 and "in-exec" in p.stdout
+    # ps --format json lists the container's processes.
+    ps = json.loads(rt(env, "ps", "--format", "json", "c2").stdout)
+    assert len(ps) >= 2
+    # pause/resume: the freezer.
+    assert rt(env, "pause", "c2").returncode == 0
+    assert state_of(env, "c2")["status"] == "paused"
+    assert rt(env, "resume", "c2").returncode == 0
+    assert state_of(env, "c2")["status"] == "running"
+    # A running container is not deleted without --force.
+    assert rt(env, "delete", "c2").returncode != 0
+    assert rt(env, "kill", "c2", "TERM").returncode == 0
+    assert wait_pid(pid)
+    assert state_of(env, "c2")["status"] == "stopped"
+    assert rt(env, "delete", "c2").returncode == 0
+    assert not cgroups_named(cg)
+    for q in ps:
+        assert wait_pid(q, 5), f"process {q} left behind"
+
+
+def test_delete_force_kills_everything(env):
+    write_spec(env, spec(["/bin/sh", "-c", "sleep 60 & sleep 60"]))
+    assert create(env, "c3", pid_file=False).returncode == 0
+    assert rt(env, "start", "c3").returncode == 0
+    ps = json.loads(rt(env, "ps", "--format", "json", "c3").stdout)
+    cg = cgroup_of(env, "c3")
+    assert rt(env, "delete", "--force", "c3").returncode == 0
+    assert not cgroups_named(cg)
+    for q in ps:
+        assert wait_pid(q, 5), f"process {q} left behind"
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"hooks": {"prestart": [{"path": "/bin/true"}]}}, "hooks"),
+    ({"linux": {"namespaces": NAMESPACES[1:]}}, "pid"),
+    ({"linux": {"namespaces": NAMESPACES + [{"type": "network", "path": "/proc/1/ns/net"}]}},
+     "joining"),
+    ({"linux": {"namespaces": NAMESPACES, "seccomp": {"defaultAction": "SCMP_ACT_ALLOW"}}},
+     "seccomp"),
+    ({"linux": {"namespaces": NAMESPACES, "sysctl": {"net.ipv4.ip_forward": "1"}}}, "sysctl"),
+    ({"mounts": [{"destination": "/x", "type": "tmpfs", "source": "tmpfs"}]}, "tmpfs"),
+    ({"bogus": 1}, "bogus"),
+])
+def test_unsupported_refused(env, change, needle):
+    write_spec(env, spec(["/bin/true"], **change))
+    p = create(env, "bad")
+    assert p.returncode != 0
+    assert needle in p.stderr, p.stderr
+    assert not (env["state"] / "bad").exists()
+
+
+def test_unsupported_flags_refused(env):
+    assert "systemd" in rt(env, "--systemd-cgroup", "state", "x").stderr
+    assert "checkpoint" in rt(env, "checkpoint", "x").stderr
+    p = rt(env, "features")
+    assert p.returncode == 0 and json.loads(p.stdout)["ociVersionMax"].startswith("1.")
+
+
+def test_annotation_policy_limits(env):
+    """airlock.io/policy: its limits apply (here the open files limit)."""
+    pol = json.dumps({"limits": {"openFiles": 64}})
+    write_spec(env, spec(["/bin/sh", "-c", "ulimit -n"],
+                         annotations={"airlock.io/policy": pol,
+                                      "io.kubernetes.pod.name": "agent-0",
+                                      "io.kubernetes.pod.namespace": "agents"}))
+    p = create(env, "c4")
+    assert p.returncode == 0, p.stderr
+    pid, out = p.pid, p.out
+    assert rt(env, "start", "c4").returncode == 0
+    assert wait_pid(pid)
+    assert out.read_text().strip() == "64"
+    audit = (env["tmp"] / "audit.log").read_text()
+    assert '"pod":"agent-0"' in audit and '"namespace":"agents"' in audit
+    rt(env, "delete", "c4")
+
+
+# ---- through containerd -------------------------------------------------
+
+def docker_archive(rootfs, path, ref):
+    """An image as `docker save` writes it: one layer, a config, a manifest."""
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as t:
+        t.add(rootfs, arcname=".")
+    data = layer.getvalue()
+    diff = "sha256:" + hashlib.sha256(data).hexdigest()
+    cfg = json.dumps({"architecture": "amd64", "os": "linux",
+                      "config": {"Env": ["PATH=/bin"], "Cmd": ["/bin/sh"]},
+                      "rootfs": {"type": "layers", "diff_ids": [diff]}}).encode()
+    cfg_name = hashlib.sha256(cfg).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": cfg_name, "RepoTags": [ref],
+                            "Layers": ["layer.tar"]}]).encode()
+    with tarfile.open(path, "w") as t:
+        for name, blob in (("layer.tar", data), (cfg_name, cfg), ("manifest.json", manifest)):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(blob)
+            t.addfile(ti, io.BytesIO(blob))
+
+
+@pytest.fixture
+def containerd(env):
+    if not shutil.which("containerd") or not shutil.which("ctr") or \
+            not shutil.which("containerd-shim-runc-v2"):
+        pytest.skip("containerd, ctr and containerd-shim-runc-v2 are needed (make deps)")
+    base = pathlib.Path(tempfile.mkdtemp(prefix="ctrd-", dir="/tmp"))
+    sock = base / "c.sock"
+    cfg = base / "config.toml"
+    cfg.write_text("version = 2\n"
+                   f"root = \"{base}/root\"\nstate = \"{base}/state\"\n"
+                   f"[grpc]\n  address = \"{sock}\"\n"
+                   "[ttrpc]\n  address = \"" + str(base / "t.sock") + "\"\n"
+                   "disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n")
+    log = open(base / "containerd.log", "w")
+    proc = subprocess.Popen(["containerd", "--config", str(cfg)], stdout=log, stderr=log,
+                            env=env["env"])
+    end = time.time() + 20
+    while not sock.exists() and time.time() < end:
+        time.sleep(0.1)
+    if not sock.exists():
+        proc.kill()
+        pytest.fail("containerd did not start: " + (base / "containerd.log").read_text()[-2000:])
+
+    def ctr(*args, timeout=30, check=True):
+        p = subprocess.run(["ctr", "--address", str(sock), "--namespace", "airlock-test"] +
+                           [str(a) for a in args], capture_output=True, text=True,
+                           timeout=timeout, env=env["env"])
+        if check:
+            assert p.returncode == 0, (args, p.stdout, p.stderr)
+        return p
+
+    tar = env["tmp"] / "image.tar"
+    docker_archive(env["bundle"] / "rootfs", tar, "docker.io/airlock-test/sh:1")
+    ctr("image", "import", "--no-unpack", "--all-platforms", tar)
+    yield ctr
+    subprocess.run(["pkill", "-TERM", "-P", str(proc.pid)], capture_output=True)
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    # The shims containerd started (their own processes, found by address).
+    out = subprocess.run(["pgrep", "-f", f"containerd-shim-runc-v2.*{base}"],
+                         capture_output=True, text=True).stdout.split()
+    for p in out:
+        os.kill(int(p), signal.SIGKILL)
+    subprocess.run(["umount", "-R", str(base / "root")], capture_output=True)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+IMAGE = "docker.io/airlock-test/sh:1"
+
+
+def run_args(cid, *cmd, detach=False):
+    a = ["run", "--runtime", "io.containerd.runc.v2", "--runc-binary", str(RUNTIME)]
+    if detach:
+        a.append("-d")
+    return a + [IMAGE, cid] + list(cmd)
+
+
+def test_containerd_run_exit_code(env, containerd):
+    before = cgroup_leaves()
+    p = containerd(*run_args("e1", "/bin/sh", "-c", "echo via-containerd; exit 7"), check=False)
+    assert "via-containerd" in p.stdout, p.stderr
+    assert p.returncode == 7, (p.stdout, p.stderr)
+    containerd("container", "rm", "e1")
+    assert cgroup_leaves() <= before
+
+
+def test_containerd_exec_pause_kill(env, containerd):
+    before = cgroup_leaves()
+    containerd(*run_args("e2", "/bin/sleep", "60", detach=True))
+    p = containerd("task", "exec", "--exec-id", "x1", "e2", "/bin/sh", "-c", "echo ex; exit 4",
+                   check=False)
+    assert p.returncode == 4 and "ex" in p.stdout, (p.stdout, p.stderr)
+    containerd("task", "pause", "e2")
+    assert "PAUSED" in containerd("task", "ls").stdout
+    containerd("task", "resume", "e2")
+    assert "RUNNING" in containerd("task", "ls").stdout
+    containerd("task", "kill", "--signal", "SIGKILL", "e2")
+    end = time.time() + 10
+    while "STOPPED" not in containerd("task", "ls").stdout and time.time() < end:
+        time.sleep(0.1)
+    containerd("task", "delete", "e2")
+    containerd("container", "rm", "e2")
+    assert cgroup_leaves() <= before
