@@ -136,6 +136,8 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
             .cgroup = k->cg,
             .rootfs = k->spec->root,
             .rootfs_readonly = k->spec->root_readonly,
+            .tmpfs_dirs = k->spec->tmpfs,
+            .tmpfs_sizes = k->spec->tmpfs_sizes,
         };
         r = spawn_sandbox(&sc, &k->sp, err);
         if (r < 0)
@@ -279,10 +281,12 @@ static void keeper_exec(struct keeper *k, int fd, const char *doc, const int *fd
                                          "exec: process.user must be the container's own "
                                          "(%u:%u)",
                                          k->spec->process.uid, k->spec->process.gid);
-        if (r >= 0 && (p.nofile || p.fsize || p.cpu))
+        const struct oci_process *own = &k->spec->process;
+        if (r >= 0 && ((p.nofile && p.nofile != own->nofile) ||
+                       (p.fsize && p.fsize != own->fsize) || (p.cpu && p.cpu != own->cpu)))
                 r = al_error_set_message(&err, EINVAL,
-                                         "exec: process.rlimits: the container's own apply; "
-                                         "remove them");
+                                         "exec: process.rlimits: only the container's own "
+                                         "apply; give the same or none");
         for (size_t i = 0; r >= 0 && i < KEEPER_EXECS_MAX; i++)
                 if (k->conns[i] < 0) {
                         slot = i;
@@ -491,7 +495,10 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         }
         k.policy = p;
 
-        if (mkdir(g->root, 0700) < 0 && errno != EEXIST)
+        r = mkdir_p(g->root, 0711, 0700);
+        if (r < 0 && r != -EEXIST)
+                errno = -r;
+        if (r < 0 && r != -EEXIST)
                 return al_error_set(err, errno, "creating --root %s", g->root);
         _cleanup_free_ char *dir = rt_dir(g, id);
         if (mkdir(dir, 0700) < 0) {

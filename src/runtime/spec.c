@@ -131,6 +131,8 @@ struct oci_spec *oci_spec_free(struct oci_spec *s)
                 free(s->binds[i].target);
         }
         free(s->binds);
+        strv_free(s->tmpfs);
+        free(s->tmpfs_sizes);
         free(s);
         return NULL;
 }
@@ -347,6 +349,30 @@ static bool provided_mount(const char *type, const char *dest)
         return false;
 }
 
+/* A fresh tmpfs (nosuid, nodev, mode 0755, owned by the container's user,
+ * at most limits.disk): options asking for anything else are refused. */
+static int parse_tmpfs(struct oci_spec *s, size_t i, const char *dest, char **opts,
+                       struct al_error *err)
+{
+        uint64_t size = 0;
+        for (size_t j = 0; opts && opts[j]; j++) {
+                const char *o = opts[j];
+                if (STREQ(o, "nosuid") || STREQ(o, "nodev") || STREQ(o, "strictatime") ||
+                    STREQ(o, "relatime") || STREQ(o, "rw") || STREQ(o, "mode=755") ||
+                    STREQ(o, "mode=0755"))
+                        continue;
+                if (strncmp(o, "size=", 5) == 0 && parse_size(o + 5, &size) >= 0 && size > 0)
+                        continue;
+                return al_error_set_message(err, EINVAL,
+                                            "mounts[%zu]: tmpfs option \"%s\" is not supported "
+                                            "(nosuid, nodev, mode=755 and size= are)",
+                                            i, o);
+        }
+        s->tmpfs[s->n_tmpfs] = xstrdup(dest);
+        s->tmpfs_sizes[s->n_tmpfs++] = size;
+        return 0;
+}
+
 static int parse_mounts(json_t *a, struct oci_spec *s, struct al_error *err)
 {
         if (!a || json_is_null(a))
@@ -354,6 +380,8 @@ static int parse_mounts(json_t *a, struct oci_spec *s, struct al_error *err)
         if (!json_is_array(a))
                 return al_error_set_message(err, EINVAL, "mounts: must be an array");
         s->binds = xcalloc(json_array_size(a) + 1, sizeof(*s->binds));
+        s->tmpfs = xcalloc(json_array_size(a) + 1, sizeof(char *));
+        s->tmpfs_sizes = xcalloc(json_array_size(a) + 1, sizeof(uint64_t));
         size_t i;
         json_t *m;
         json_array_foreach(a, i, m)
@@ -394,6 +422,12 @@ static int parse_mounts(json_t *a, struct oci_spec *s, struct al_error *err)
                         type = bind ? "bind" : "";
                 if (provided_mount(type, dest))
                         continue;
+                if (STREQ(type, "tmpfs")) {
+                        r = parse_tmpfs(s, i, dest, opts, err);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
                 if (!STREQ(type, "bind") && !bind)
                         return al_error_set_message(
                             err, EINVAL,
@@ -575,7 +609,7 @@ static int parse_resources(json_t *o, struct oci_spec *s, struct al_error *err)
         }
         json_t *c = json_object_get(o, "cpu");
         if (c && !json_is_null(c)) {
-                static const char *const ck[] = {"quota", "period", NULL};
+                static const char *const ck[] = {"quota", "period", "shares", NULL};
                 uint64_t quota = 0, period = 0;
                 bool qs, ps;
                 r = json_is_object(c)
@@ -588,6 +622,20 @@ static int parse_resources(json_t *o, struct oci_spec *s, struct al_error *err)
                         r = get_u64(c, "period", "linux.resources.cpu", 1000000, &ps, &period, err);
                 if (r < 0)
                         return r;
+                uint64_t shares = 0;
+                bool ss;
+                if (r >= 0)
+                        r = get_u64(c, "shares", "linux.resources.cpu", 1u << 20, &ss, &shares,
+                                    err);
+                if (r < 0)
+                        return r;
+                /* A relative weight: only the default one, which changes
+                 * nothing, can be honoured without a weight control. */
+                if (ss && shares != 1024 && shares != 0)
+                        return al_error_set_message(
+                            err, EINVAL,
+                            "linux.resources.cpu.shares: only 1024 (the default weight) is "
+                            "supported; use a quota for a limit");
                 if (qs && quota > 0) {
                         if (!ps || period < 1000)
                                 return al_error_set_message(

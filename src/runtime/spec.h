@@ -34,6 +34,9 @@ struct oci_spec {
         size_t n_annotations;
         struct policy_mount *binds; /* bind mounts from "mounts" */
         size_t n_binds;
+        char **tmpfs;          /* tmpfs mounts' destinations, NULL-terminated */
+        uint64_t *tmpfs_sizes; /* their size= in bytes, 0: limits.disk */
+        size_t n_tmpfs;
 };
 
 /* Parse `json` (the bundle's config.json); `bundle` is the absolute bundle

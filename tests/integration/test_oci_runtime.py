@@ -297,8 +297,11 @@ def containerd(env):
         proc.kill()
         pytest.fail("containerd did not start: " + (base / "containerd.log").read_text()[-2000:])
 
+    ns = "airlock-test-%d" % os.getpid()
+    shim_root = pathlib.Path("/run/containerd/runc") / ns
+
     def ctr(*args, timeout=30, check=True):
-        p = subprocess.run(["ctr", "--address", str(sock), "--namespace", "airlock-test"] +
+        p = subprocess.run(["ctr", "--address", str(sock), "--namespace", ns] +
                            [str(a) for a in args], capture_output=True, text=True,
                            timeout=timeout, env=env["env"])
         if check:
@@ -308,7 +311,13 @@ def containerd(env):
     tar = env["tmp"] / "image.tar"
     docker_archive(env["bundle"] / "rootfs", tar, "docker.io/airlock-test/sh:1")
     ctr("image", "import", "--no-unpack", "--all-platforms", tar)
+    ctr.shim_root = shim_root
     yield ctr
+    if shim_root.exists():
+        for c in os.listdir(shim_root):
+            subprocess.run([str(RUNTIME), "--root", str(shim_root), "delete", "--force", c],
+                           timeout=20, capture_output=True)
+        shutil.rmtree(shim_root, ignore_errors=True)
     subprocess.run(["pkill", "-TERM", "-P", str(proc.pid)], capture_output=True)
     proc.terminate()
     try:
@@ -336,17 +345,17 @@ def run_args(cid, *cmd, detach=False):
 
 
 def test_containerd_run_exit_code(env, containerd):
-    before = cgroup_leaves()
     p = containerd(*run_args("e1", "/bin/sh", "-c", "echo via-containerd; exit 7"), check=False)
     assert "via-containerd" in p.stdout, p.stderr
     assert p.returncode == 7, (p.stdout, p.stderr)
     containerd("container", "rm", "e1")
-    assert cgroup_leaves() <= before
+    assert not (containerd.shim_root / "e1").exists()
 
 
 def test_containerd_exec_pause_kill(env, containerd):
-    before = cgroup_leaves()
     containerd(*run_args("e2", "/bin/sleep", "60", detach=True))
+    st = json.loads((containerd.shim_root / "e2/state.json").read_text())
+    assert cgroups_named(st["cgroupName"])
     p = containerd("task", "exec", "--exec-id", "x1", "e2", "/bin/sh", "-c", "echo ex; exit 4",
                    check=False)
     assert p.returncode == 4 and "ex" in p.stdout, (p.stdout, p.stderr)
@@ -360,4 +369,6 @@ def test_containerd_exec_pause_kill(env, containerd):
         time.sleep(0.1)
     containerd("task", "delete", "e2")
     containerd("container", "rm", "e2")
-    assert cgroup_leaves() <= before
+    assert not (containerd.shim_root / "e2").exists()
+    assert not cgroups_named(st["cgroupName"])
+    assert wait_pid(st["pid"], 5)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -73,6 +74,10 @@ struct mounts_config {
         /* A container's root file system (spawn_config.rootfs), or NULL. */
         const char *rootfs;
         bool rootfs_readonly;
+        /* Fresh tmpfs directories (a container's tmpfs mounts), each of
+         * limits.disk, owned by the sandbox user; NULL-terminated or NULL. */
+        char *const *tmpfs_dirs;
+        const uint64_t *tmpfs_sizes; /* bytes, one per dir, at most limits.disk */
 };
 
 /* In the parent, before the sandbox starts: make the workspace's .git/hooks

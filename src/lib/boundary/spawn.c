@@ -83,6 +83,8 @@ static void child_build_root(struct child_ctx *ctx)
             .tool_bin = cfg->tool_bin,
             .rootfs = cfg->rootfs,
             .rootfs_readonly = cfg->rootfs_readonly,
+            .tmpfs_dirs = cfg->tmpfs_dirs,
+            .tmpfs_sizes = cfg->tmpfs_sizes,
         };
         int upper = -1;
         r = mounts_build_root(&mc, &upper, &err);

@@ -65,6 +65,8 @@ struct spawn_config {
                                 * its top-level entries replace the host's system
                                 * directories; NULL: the host's (policy.read) */
         bool rootfs_readonly;
+        char *const *tmpfs_dirs; /* fresh tmpfs directories (mounts_config) */
+        const uint64_t *tmpfs_sizes;
 };
 
 struct spawn_result {
