@@ -216,7 +216,12 @@ def test_delete_force_kills_everything(env):
     ({"linux": {"namespaces": NAMESPACES, "seccomp": {"defaultAction": "SCMP_ACT_ALLOW"}}},
      "seccomp"),
     ({"linux": {"namespaces": NAMESPACES, "sysctl": {"net.ipv4.ip_forward": "1"}}}, "sysctl"),
-    ({"mounts": [{"destination": "/x", "type": "tmpfs", "source": "tmpfs"}]}, "tmpfs"),
+    ({"mounts": [{"destination": "/x", "type": "nfs", "source": "srv:/x"}]}, "nfs"),
+    ({"mounts": [{"destination": "/run", "type": "tmpfs", "source": "tmpfs",
+                  "options": ["exec", "suid"]}]}, "tmpfs option"),
+    ({"process": {"args": ["/bin/true"], "cwd": "/", "terminal": True}}, "terminal"),
+    ({"linux": {"namespaces": NAMESPACES,
+                "resources": {"memory": {"limit": 1 << 26, "swap": 1 << 27}}}}, "swap"),
     ({"bogus": 1}, "bogus"),
 ])
 def test_unsupported_refused(env, change, needle):
