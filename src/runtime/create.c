@@ -32,6 +32,7 @@
 #include "runtime.h"
 #include "runtime-audit.h"
 #include "spawn.h"
+#include "seccomp-spec.h"
 #include "spec.h"
 #include "util.h"
 
@@ -50,6 +51,7 @@ struct keeper {
         int conns[KEEPER_EXECS_MAX]; /* exec connections, by slot */
         int conn_ids[KEEPER_EXECS_MAX];
         struct rt_audit audit;
+        struct sock_fprog filter; /* the spec's seccomp profile, or .filter NULL */
 };
 
 static void policy_freep(struct policy **p)
@@ -138,6 +140,7 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
             .rootfs_readonly = k->spec->root_readonly,
             .tmpfs_dirs = k->spec->tmpfs,
             .tmpfs_sizes = k->spec->tmpfs_sizes,
+            .extra_filter = k->filter.filter ? &k->filter : NULL,
         };
         r = spawn_sandbox(&sc, &k->sp, err);
         if (r < 0)
@@ -494,6 +497,13 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                     "not supported in a container yet; the container has no network");
         }
         k.policy = p;
+        if (k.spec->seccomp_json) {
+                r = rt_seccomp_compile(k.spec->seccomp_json, &k.filter, err);
+                if (r < 0) {
+                        k.spec = oci_spec_free(k.spec);
+                        return r;
+                }
+        }
 
         r = mkdir_p(g->root, 0711, 0700);
         if (r < 0 && r != -EEXIST)

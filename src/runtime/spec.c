@@ -132,6 +132,7 @@ struct oci_spec *oci_spec_free(struct oci_spec *s)
         }
         free(s->binds);
         strv_free(s->tmpfs);
+        free(s->seccomp_json);
         free(s->tmpfs_sizes);
         free(s);
         return NULL;
@@ -663,8 +664,6 @@ static int parse_linux(json_t *o, struct oci_spec *s, struct al_error *err)
         } refuse[] = {
             {"uidMappings", "Airlock maps the container's user itself; remove it"},
             {"gidMappings", "Airlock maps the container's group itself; remove it"},
-            {"seccomp", "the spec's own profile is not supported yet (Airlock's filter always "
-                        "applies); remove it"},
             {"sysctl", "not supported; remove it"},
             {"mountLabel", "not supported; remove it"},
             {"intelRdt", "not supported; remove it"},
@@ -675,6 +674,9 @@ static int parse_linux(json_t *o, struct oci_spec *s, struct al_error *err)
                 r = refuse_nonempty(o, refuse[i].key, "linux", refuse[i].why, err);
         if (r < 0)
                 return r;
+        json_t *sc = json_object_get(o, "seccomp");
+        if (sc && !json_is_null(sc))
+                s->seccomp_json = json_dumps(sc, JSON_COMPACT);
         r = parse_namespaces(json_object_get(o, "namespaces"), err);
         if (r >= 0)
                 r = parse_resources(json_object_get(o, "resources"), s, err);

@@ -26,7 +26,7 @@ pytestmark = [
     pytest.mark.skipif(not RUNTIME.exists(), reason="airlock-runtime not built"),
 ]
 
-BINS = ["/bin/sh", "/bin/sleep", "/bin/cat", "/bin/true", "/bin/id"]
+BINS = ["/bin/sh", "/bin/sleep", "/bin/cat", "/bin/true", "/bin/id", "/usr/bin/unshare"]
 NAMESPACES = [{"type": t} for t in ("pid", "network", "mount", "ipc", "uts")]
 
 
@@ -213,8 +213,12 @@ def test_delete_force_kills_everything(env):
     ({"linux": {"namespaces": NAMESPACES[1:]}}, "pid"),
     ({"linux": {"namespaces": NAMESPACES + [{"type": "network", "path": "/proc/1/ns/net"}]}},
      "joining"),
-    ({"linux": {"namespaces": NAMESPACES, "seccomp": {"defaultAction": "SCMP_ACT_ALLOW"}}},
+    ({"linux": {"namespaces": NAMESPACES, "seccomp": {"defaultAction": "SCMP_ACT_NOTIFY"}}},
      "seccomp"),
+    ({"linux": {"namespaces": NAMESPACES, "seccomp": {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": ["read"], "action": "SCMP_ACT_ERRNO",
+                      "args": [{"index": 9, "value": 1, "op": "SCMP_CMP_EQ"}]}]}}}, "args"),
     ({"linux": {"namespaces": NAMESPACES, "sysctl": {"net.ipv4.ip_forward": "1"}}}, "sysctl"),
     ({"mounts": [{"destination": "/x", "type": "nfs", "source": "srv:/x"}]}, "nfs"),
     ({"mounts": [{"destination": "/run", "type": "tmpfs", "source": "tmpfs",
@@ -255,6 +259,50 @@ def test_annotation_policy_limits(env):
     audit = (env["tmp"] / "audit.log").read_text()
     assert '"pod":"agent-0"' in audit and '"namespace":"agents"' in audit
     rt(env, "delete", "c4")
+
+
+def run_once(env, cid, args, **extra):
+    write_spec(env, spec(args, **extra))
+    p = create(env, cid)
+    assert p.returncode == 0, p.stderr
+    assert rt(env, "start", cid).returncode == 0
+    assert wait_pid(p.pid)
+    rt(env, "delete", cid)
+    return p.out.read_text()
+
+
+def test_spec_seccomp_narrows_never_widens(env):
+    """The spec's profile is stacked on Airlock's filter: it can refuse
+    more (nanosleep here), and allowing what Airlock refuses (unshare)
+    changes nothing."""
+    sh = "/bin/sleep 0.01; echo sleep=$?; /usr/bin/unshare -r /bin/true; echo unshare=$?"
+    plain = run_once(env, "s0", ["/bin/sh", "-c", sh])
+    assert "sleep=0" in plain and "unshare=0" not in plain, plain
+    prof = {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+        {"names": ["nanosleep", "clock_nanosleep"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+        {"names": ["unshare", "clone", "clone3", "setns", "mount"], "action": "SCMP_ACT_ALLOW"}]}
+    out = run_once(env, "s1", ["/bin/sh", "-c", sh],
+                   linux={"namespaces": NAMESPACES, "seccomp": prof})
+    assert "sleep=0" not in out and "sleep=" in out, out
+    assert "unshare=0" not in out, out
+
+
+def test_spec_limits_reach_the_cgroup(env):
+    """linux.resources: memory and pids limits land in the container's cgroup."""
+    write_spec(env, spec(["/bin/sleep", "30"], linux={
+        "namespaces": NAMESPACES,
+        "resources": {"memory": {"limit": 64 << 20}, "pids": {"limit": 32}}}))
+    p = create(env, "l1")
+    assert p.returncode == 0, p.stderr
+    name = cgroup_of(env, "l1")
+    found = {}
+    for d in cgroups_named(name):
+        for f in ("memory.max", "memory.limit_in_bytes", "pids.max"):
+            if os.path.exists(os.path.join(d, f)):
+                found[f] = open(os.path.join(d, f)).read().strip()
+    assert found.get("memory.max", found.get("memory.limit_in_bytes")) == str(64 << 20), found
+    assert found.get("pids.max") == "32", found
+    assert rt(env, "delete", "--force", "l1").returncode == 0
 
 
 # ---- through containerd -------------------------------------------------

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "policy.h"
+#include "seccomp-spec.h"
 #include "spec.h"
 #include "util.h"
 
@@ -131,7 +132,11 @@ Test(oci_spec, refusals)
         refused(b, "hooks");
         _cleanup_free_ char *c =
             doc(NULL, NULL, ",\"seccomp\":{\"defaultAction\":\"SCMP_ACT_ALLOW\"}");
-        refused(c, "seccomp");
+        struct oci_spec *s = NULL;
+        struct al_error e = {0};
+        cr_assert_eq(oci_spec_parse(c, "/b", &s, &e), 0, "%s", e.msg);
+        cr_assert_not_null(s->seccomp_json);
+        oci_spec_free(s);
         _cleanup_free_ char *d = doc(NULL, NULL, ",\"uidMappings\":[{\"containerID\":0}]");
         refused(d, "uidMappings");
         _cleanup_free_ char *f =
@@ -196,4 +201,30 @@ Test(oci_spec, process_document)
             oci_process_parse("{\"args\":[\"id\"],\"cwd\":\"/\",\"env\":[\"=1\"]}", &p, &e), 0);
         cr_assert_lt(
             oci_process_parse("{\"args\":[\"id\"],\"cwd\":\"/\",\"terminal\":true}", &p, &e), 0);
+}
+
+Test(oci_spec, seccomp_profile)
+{
+        struct sock_fprog f = {0};
+        struct al_error e = {0};
+        cr_assert_eq(rt_seccomp_compile("{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"syscalls\":[{"
+                                        "\"names\":[\"read\",\"no_such_call\"],\"action\":"
+                                        "\"SCMP_ACT_ALLOW\"}]}",
+                                        &f, &e),
+                     0, "%s", e.msg);
+        cr_assert_gt(f.len, 0);
+        free(f.filter);
+        cr_assert_lt(rt_seccomp_compile("{\"defaultAction\":\"SCMP_ACT_NOTIFY\"}", &f, &e), 0);
+        cr_assert(strstr(e.msg, "SCMP_ACT_NOTIFY"), "%s", e.msg);
+        cr_assert_lt(rt_seccomp_compile("{\"defaultAction\":\"SCMP_ACT_ALLOW\","
+                                        "\"listenerPath\":\"/run/x\"}",
+                                        &f, &e),
+                     0);
+        cr_assert(strstr(e.msg, "listenerPath"), "%s", e.msg);
+        cr_assert_lt(rt_seccomp_compile("{\"syscalls\":[]}", &f, &e), 0);
+        cr_assert_lt(rt_seccomp_compile("{\"defaultAction\":\"SCMP_ACT_ALLOW\",\"syscalls\":[{"
+                                        "\"names\":[\"read\"],\"action\":\"SCMP_ACT_ERRNO\","
+                                        "\"args\":[{\"index\":0,\"value\":1,\"op\":\"BOGUS\"}]}]}",
+                                        &f, &e),
+                     0);
 }

@@ -9,6 +9,7 @@
 #include "policy.h"
 
 struct cgroup;
+struct sock_fprog;
 
 /* The host uid/gid a sandbox started by root runs as: never a privileged one. */
 #define SPAWN_ROOT_HOST_UID 65534
@@ -67,6 +68,9 @@ struct spawn_config {
         bool rootfs_readonly;
         char *const *tmpfs_dirs; /* fresh tmpfs directories (mounts_config) */
         const uint64_t *tmpfs_sizes;
+        /* A second seccomp filter installed after Airlock's own in every
+         * process (a container's profile): stacked, it can only narrow. */
+        const struct sock_fprog *extra_filter;
 };
 
 struct spawn_result {
