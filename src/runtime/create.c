@@ -123,6 +123,18 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
                 return al_error_wrap(err, "cgroup");
         if (k->cg->n_dirs > 0)
                 k->st.cgroup_dir = xstrdup(k->cg->dirs[0]);
+        size_t n_parents = 0;
+        for (size_t i = 0; i < k->cg->n_dirs; i++) {
+                _cleanup_free_ char *parent = xstrdup(k->cg->dirs[i]);
+                char *slash = strrchr(parent, '/');
+                if (slash)
+                        *slash = '\0';
+                k->st.cgroup_parents = strv_append(k->st.cgroup_parents, &n_parents, parent);
+        }
+        k->st.cgroup_v2 = k->cg->ops == &cgroup_v2_ops;
+        k->st.max_memory = k->policy->limits.memory;
+        k->st.max_pids = k->policy->limits.pids;
+        k->st.max_cpus_milli = k->policy->limits.cpus_milli;
         find_freezer(k);
 
         char *empty[] = {NULL};

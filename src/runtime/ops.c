@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "runtime.h"
+#include "spec.h"
 #include "util.h"
 
 static int load_alive(const struct rt_globals *g, const char *verb, int argc, char **argv,
@@ -119,11 +121,57 @@ int rt_resume(const struct rt_globals *g, int argc, char **argv, struct al_error
         return freeze(g, "resume", false, argc, argv, err);
 }
 
+/* update --resources FILE|-: memory, pids and cpu of a running container,
+ * never above what it was created with (its policy's limits). */
 int rt_update(const struct rt_globals *g, int argc, char **argv, struct al_error *err)
 {
-        return al_error_set_message(err, EOPNOTSUPP,
-                                    "update: changing a running container's resources is not "
-                                    "supported by airlock-runtime yet; recreate the container");
+        struct rt_state st = {0};
+        const char *file = NULL;
+        int r = load_alive(g, "update", argc, argv, &st, &file, err);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *json = NULL;
+        struct oci_spec res = {0};
+        if (!file)
+                r = al_error_set_message(err, EINVAL,
+                                         "update: give --resources FILE (a LinuxResources "
+                                         "document, - for stdin); single-value flags are not "
+                                         "supported");
+        else
+                r = read_file_at(STREQ(file, "-") ? AT_FDCWD : AT_FDCWD,
+                                 STREQ(file, "-") ? "/dev/stdin" : file, 1 << 20, &json, NULL);
+        if (r < 0 && file)
+                al_error_set(err, -r, "update: reading %s", file);
+        if (r >= 0)
+                r = oci_resources_parse(json, &res, err);
+        const struct {
+                const char *what;
+                uint64_t v, max;
+        } chk[] = {{"memory.limit", res.memory, st.max_memory},
+                   {"pids.limit", res.pids, st.max_pids},
+                   {"cpu quota", res.cpus_milli, st.max_cpus_milli}};
+        for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(chk); i++)
+                if (chk[i].v && chk[i].max && chk[i].v > chk[i].max)
+                        r = al_error_set_message(err, EPERM,
+                                                 "update: %s %" PRIu64
+                                                 " is above the container's limit %" PRIu64
+                                                 " (its policy); recreate it to raise it",
+                                                 chk[i].what, chk[i].v, chk[i].max);
+        struct cgroup *cg = NULL;
+        if (r >= 0 && (!st.cgroup_parents || !st.cgroup_name))
+                r = al_error_set_message(err, ENOENT, "update: the container has no cgroup");
+        if (r >= 0)
+                r = st.cgroup_v2 ? cgroup_v2_new(st.cgroup_parents[0], st.cgroup_name, false, &cg)
+                                 : cgroup_v1_new(st.cgroup_parents, strv_length(st.cgroup_parents),
+                                                 st.cgroup_name, false, &cg);
+        if (r >= 0) {
+                struct cgroup_limits lim = {
+                    .memory = res.memory, .pids = res.pids, .cpus_milli = res.cpus_milli};
+                r = cg->ops->apply(cg, &lim, err);
+        }
+        /* cg is not freed: cgroup_free() would remove the live leaf. */
+        rt_state_clear(&st);
+        return r;
 }
 
 int rt_features(const struct rt_globals *g, int argc, char **argv, struct al_error *err)

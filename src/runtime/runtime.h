@@ -33,6 +33,10 @@ struct rt_state {
         char *freeze_file;      /* cgroup.freeze (v2) or freezer.state (v1), or NULL */
         char *cgroup_name;      /* airlock-<16 hex> */
         char *annotations_json; /* the spec's annotations, as given */
+        char **cgroup_parents;  /* where the leaf (cgroup_name) lies, one per hierarchy */
+        bool cgroup_v2;
+        uint64_t max_memory, max_pids, max_cpus_milli; /* the limits at create: update
+                                                        * may not go above them */
 };
 
 void rt_state_clear(struct rt_state *s);

@@ -649,6 +649,18 @@ static int parse_resources(json_t *o, struct oci_spec *s, struct al_error *err)
         return 0;
 }
 
+int oci_resources_parse(const char *json, struct oci_spec *ret, struct al_error *err)
+{
+        json_error_t je;
+        json_t *o = json_loads(json, JSON_REJECT_DUPLICATES, &je);
+        if (!o)
+                return al_error_set_message(err, EINVAL, "resources: line %d: %s", je.line,
+                                            je.text);
+        int r = parse_resources(o, ret, err);
+        json_decref(o);
+        return r;
+}
+
 static int parse_linux(json_t *o, struct oci_spec *s, struct al_error *err)
 {
         static const char *const keys[] = {

@@ -44,6 +44,9 @@ struct oci_spec {
  * directory root.path is relative to. */
 int oci_spec_parse(const char *json, const char *bundle, struct oci_spec **ret,
                    struct al_error *err);
+/* A LinuxResources document alone (update --resources): memory, pids and
+ * cpus_milli of *ret set (0 = not given), the rest refused as in config.json. */
+int oci_resources_parse(const char *json, struct oci_spec *ret, struct al_error *err);
 /* A process document alone (exec --process). */
 int oci_process_parse(const char *json, struct oci_process *ret, struct al_error *err);
 void oci_process_clear(struct oci_process *p);

@@ -22,6 +22,7 @@ void rt_state_clear(struct rt_state *s)
         free(s->freeze_file);
         free(s->cgroup_name);
         free(s->annotations_json);
+        strv_free(s->cgroup_parents);
         memset(s, 0, sizeof(*s));
 }
 
@@ -140,6 +141,18 @@ int rt_state_load(const struct rt_globals *g, const char *id, struct rt_state *r
         s.pid = (pid_t)json_integer_value(json_object_get(o, "pid"));
         s.pid_start = (uint64_t)json_integer_value(json_object_get(o, "pidStart"));
         s.started = json_is_true(json_object_get(o, "started"));
+        json_t *parents = json_object_get(o, "cgroupParents");
+        size_t n_parents = 0;
+        if (json_is_array(parents)) {
+                size_t i;
+                json_t *e;
+                json_array_foreach(parents, i, e) if (json_is_string(e)) s.cgroup_parents =
+                    strv_append(s.cgroup_parents, &n_parents, json_string_value(e));
+        }
+        s.cgroup_v2 = json_is_true(json_object_get(o, "cgroupV2"));
+        s.max_memory = (uint64_t)json_integer_value(json_object_get(o, "maxMemory"));
+        s.max_pids = (uint64_t)json_integer_value(json_object_get(o, "maxPids"));
+        s.max_cpus_milli = (uint64_t)json_integer_value(json_object_get(o, "maxCpusMilli"));
         json_t *ann = json_object_get(o, "annotations");
         s.annotations_json = json_dumps(ann ? ann : json_object(), JSON_COMPACT);
         json_decref(o);
@@ -162,6 +175,14 @@ int rt_state_save(const struct rt_globals *g, const struct rt_state *s, struct a
                 json_object_set_new(o, "freezeFile", json_string(s->freeze_file));
         if (s->cgroup_name)
                 json_object_set_new(o, "cgroupName", json_string(s->cgroup_name));
+        json_t *parents = json_array();
+        for (size_t i = 0; s->cgroup_parents && s->cgroup_parents[i]; i++)
+                json_array_append_new(parents, json_string(s->cgroup_parents[i]));
+        json_object_set_new(o, "cgroupParents", parents);
+        json_object_set_new(o, "cgroupV2", json_boolean(s->cgroup_v2));
+        json_object_set_new(o, "maxMemory", json_integer((json_int_t)s->max_memory));
+        json_object_set_new(o, "maxPids", json_integer((json_int_t)s->max_pids));
+        json_object_set_new(o, "maxCpusMilli", json_integer((json_int_t)s->max_cpus_milli));
         json_t *ann = s->annotations_json ? json_loads(s->annotations_json, 0, NULL) : NULL;
         json_object_set_new(o, "annotations", ann ? ann : json_object());
         _cleanup_free_ char *text = json_dumps(o, JSON_COMPACT);

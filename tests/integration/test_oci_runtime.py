@@ -302,6 +302,17 @@ def test_spec_limits_reach_the_cgroup(env):
                 found[f] = open(os.path.join(d, f)).read().strip()
     assert found.get("memory.max", found.get("memory.limit_in_bytes")) == str(64 << 20), found
     assert found.get("pids.max") == "32", found
+    # update --resources lowers them, and never raises them past the limits
+    # the container was created with.
+    assert rt(env, "start", "l1").returncode == 0
+    p = rt(env, "update", "--resources", "-", "l1", input=json.dumps({"pids": {"limit": 20}}))
+    assert p.returncode == 0, p.stderr
+    pids = [os.path.join(d, "pids.max") for d in cgroups_named(name)
+            if os.path.exists(os.path.join(d, "pids.max"))]
+    assert open(pids[0]).read().strip() == "20"
+    p = rt(env, "update", "--resources", "-", "l1", input=json.dumps({"pids": {"limit": 64}}))
+    assert p.returncode != 0 and "above" in p.stderr, p.stderr
+    assert open(pids[0]).read().strip() == "20"
     assert rt(env, "delete", "--force", "l1").returncode == 0
 
 
