@@ -137,6 +137,14 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
         k->st.max_cpus_milli = k->policy->limits.cpus_milli;
         find_freezer(k);
 
+        /* Inherited by the sandbox and every process in it. */
+        if (k->spec->process.oom_score_adj_set) {
+                char v[16];
+                snprintf(v, sizeof(v), "%d", k->spec->process.oom_score_adj);
+                r = write_file_at(AT_FDCWD, "/proc/self/oom_score_adj", v);
+                if (r < 0)
+                        return al_error_set(err, -r, "process.oomScoreAdj %s", v);
+        }
         char *empty[] = {NULL};
         struct spawn_config sc = {
             .policy = k->policy,

@@ -234,9 +234,14 @@ static int parse_process(json_t *o, struct oci_process *p, struct al_error *err)
                 return al_error_set_message(err, EINVAL,
                                             "process.noNewPrivileges: must be a boolean");
         json_t *oom = json_object_get(o, "oomScoreAdj");
-        if (oom && !json_is_null(oom))
-                return al_error_set_message(err, EINVAL,
-                                            "process.oomScoreAdj: not supported yet; remove it");
+        if (oom && !json_is_null(oom)) {
+                if (!json_is_integer(oom) || json_integer_value(oom) < -1000 ||
+                    json_integer_value(oom) > 1000)
+                        return al_error_set_message(
+                            err, EINVAL, "process.oomScoreAdj: an integer from -1000 to 1000");
+                p->oom_score_adj_set = true;
+                p->oom_score_adj = (int)json_integer_value(oom);
+        }
 
         r = get_strv(o, "args", "process", &p->argv, err);
         if (r < 0)

@@ -287,6 +287,13 @@ def test_spec_seccomp_narrows_never_widens(env):
     assert "unshare=0" not in out, out
 
 
+def test_oom_score_adj(env):
+    s = spec(["/bin/cat", "/proc/self/oom_score_adj"])
+    s["process"]["oomScoreAdj"] = 500
+    out = run_once(env, "o1", s["process"]["args"], process=s["process"])
+    assert out.strip() == "500", out
+
+
 def test_spec_limits_reach_the_cgroup(env):
     """linux.resources: memory and pids limits land in the container's cgroup."""
     write_spec(env, spec(["/bin/sleep", "30"], linux={
