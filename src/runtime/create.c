@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,46 @@ static void find_freezer(struct keeper *k)
         }
 }
 
+/* The pod's namespaces (linux.namespaces[].path), joined by the keeper so
+ * that the sandbox is cloned inside them; setns checks each path is a
+ * namespace of that kind. */
+static int join_namespaces(const struct oci_spec *s, struct al_error *err)
+{
+        const struct {
+                const char *path;
+                int type;
+                const char *name;
+        } ns[] = {{s->join_net, CLONE_NEWNET, "network"},
+                  {s->join_ipc, CLONE_NEWIPC, "ipc"},
+                  {s->join_uts, CLONE_NEWUTS, "uts"}};
+        for (size_t i = 0; i < ARRAY_SIZE(ns); i++) {
+                if (!ns[i].path)
+                        continue;
+                _cleanup_close_ int fd = open(ns[i].path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        return al_error_set(err, errno, "joining the %s namespace %s", ns[i].name,
+                                            ns[i].path);
+                /* Naming the runtime's own namespace is sharing the
+                 * host's, which is refused as when the entry is missing. */
+                static const char *const own[] = {"/proc/self/ns/net", "/proc/self/ns/ipc",
+                                                  "/proc/self/ns/uts"};
+                struct stat a, b;
+                if (fstat(fd, &a) < 0 || stat(own[i], &b) < 0)
+                        return al_error_set(err, errno, "the %s namespace %s", ns[i].name,
+                                            ns[i].path);
+                if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+                        return al_error_set_message(
+                            err, EINVAL,
+                            "linux.namespaces: %s is the host's %s namespace, which Airlock "
+                            "does not share",
+                            ns[i].path, ns[i].name);
+                if (setns(fd, ns[i].type) < 0)
+                        return al_error_set(err, errno, "joining the %s namespace %s (is it one?)",
+                                            ns[i].name, ns[i].path);
+        }
+        return 0;
+}
+
 static int keeper_setup(struct keeper *k, struct al_error *err)
 {
         struct cgroup_limits lim;
@@ -137,6 +178,9 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
         k->st.max_cpus_milli = k->policy->limits.cpus_milli;
         find_freezer(k);
 
+        r = join_namespaces(k->spec, err);
+        if (r < 0)
+                return r;
         /* Inherited by the sandbox and every process in it. */
         if (k->spec->process.oom_score_adj_set) {
                 char v[16];
@@ -161,6 +205,9 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
             .tmpfs_dirs = k->spec->tmpfs,
             .tmpfs_sizes = k->spec->tmpfs_sizes,
             .extra_filter = k->filter.filter ? &k->filter : NULL,
+            .share_net = k->spec->join_net != NULL,
+            .share_ipc = k->spec->join_ipc != NULL,
+            .share_uts = k->spec->join_uts != NULL,
         };
         r = spawn_sandbox(&sc, &k->sp, err);
         if (r < 0)

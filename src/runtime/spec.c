@@ -133,6 +133,9 @@ struct oci_spec *oci_spec_free(struct oci_spec *s)
         free(s->binds);
         strv_free(s->tmpfs);
         free(s->seccomp_json);
+        free(s->join_net);
+        free(s->join_ipc);
+        free(s->join_uts);
         free(s->tmpfs_sizes);
         free(s);
         return NULL;
@@ -464,7 +467,7 @@ static int parse_mounts(json_t *a, struct oci_spec *s, struct al_error *err)
         return 0;
 }
 
-static int parse_namespaces(json_t *a, struct al_error *err)
+static int parse_namespaces(json_t *a, struct oci_spec *s, struct al_error *err)
 {
         /* Airlock always makes new user, mount, pid, network, ipc, uts and
          * cgroup namespaces: sharing the host's is refused, and so is
@@ -498,12 +501,28 @@ static int parse_namespaces(json_t *a, struct al_error *err)
                 if (!known[k])
                         return al_error_set_message(
                             err, EINVAL, "linux.namespaces[%zu]: unknown type \"%s\"", i, type);
-                if (path && *path)
-                        return al_error_set_message(
-                            err, EINVAL,
-                            "linux.namespaces[%zu]: joining the %s namespace at %s is not "
-                            "supported yet; every container gets its own",
-                            i, type, path);
+                if (path && *path) {
+                        /* A pod's network, ipc and uts namespaces are shared
+                         * by its containers; joining any other kind would
+                         * give up part of the boundary. */
+                        char **slot = STREQ(type, "network") ? &s->join_net
+                                      : STREQ(type, "ipc")   ? &s->join_ipc
+                                      : STREQ(type, "uts")   ? &s->join_uts
+                                                             : NULL;
+                        if (!slot)
+                                return al_error_set_message(
+                                    err, EINVAL,
+                                    "linux.namespaces[%zu]: joining the %s namespace at %s is "
+                                    "not supported (network, ipc and uts can be joined)",
+                                    i, type, path);
+                        if (path[0] != '/')
+                                return al_error_set_message(
+                                    err, EINVAL, "linux.namespaces[%zu].path: must be absolute", i);
+                        if (*slot)
+                                return al_error_set_message(
+                                    err, EINVAL, "linux.namespaces: %s given twice", type);
+                        *slot = xstrdup(path);
+                }
                 seen[k] = true;
         }
         for (size_t k = 0; needed[k]; k++)
@@ -694,7 +713,7 @@ static int parse_linux(json_t *o, struct oci_spec *s, struct al_error *err)
         json_t *sc = json_object_get(o, "seccomp");
         if (sc && !json_is_null(sc))
                 s->seccomp_json = json_dumps(sc, JSON_COMPACT);
-        r = parse_namespaces(json_object_get(o, "namespaces"), err);
+        r = parse_namespaces(json_object_get(o, "namespaces"), s, err);
         if (r >= 0)
                 r = parse_resources(json_object_get(o, "resources"), s, err);
         if (r < 0)

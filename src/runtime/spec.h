@@ -39,7 +39,8 @@ struct oci_spec {
         char **tmpfs;          /* tmpfs mounts' destinations, NULL-terminated */
         uint64_t *tmpfs_sizes; /* their size= in bytes, 0: limits.disk */
         size_t n_tmpfs;
-        char *seccomp_json; /* linux.seccomp as given, or NULL (seccomp-spec.h) */
+        char *join_net, *join_ipc, *join_uts; /* namespace paths to join, or NULL */
+        char *seccomp_json;                   /* linux.seccomp as given, or NULL (seccomp-spec.h) */
 };
 
 /* Parse `json` (the bundle's config.json); `bundle` is the absolute bundle

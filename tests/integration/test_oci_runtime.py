@@ -211,8 +211,10 @@ def test_delete_force_kills_everything(env):
 @pytest.mark.parametrize("change,needle", [
     ({"hooks": {"prestart": [{"path": "/bin/true"}]}}, "hooks"),
     ({"linux": {"namespaces": NAMESPACES[1:]}}, "pid"),
-    ({"linux": {"namespaces": NAMESPACES + [{"type": "network", "path": "/proc/1/ns/net"}]}},
-     "joining"),
+    ({"linux": {"namespaces": NAMESPACES[:1] + NAMESPACES[2:] +
+                [{"type": "network", "path": "/proc/self/ns/net"}]}}, "host's network"),
+    ({"linux": {"namespaces": NAMESPACES[1:] + [{"type": "pid", "path": "/proc/1/ns/pid"}]}},
+     "joining the pid"),
     ({"linux": {"namespaces": NAMESPACES, "seccomp": {"defaultAction": "SCMP_ACT_NOTIFY"}}},
      "seccomp"),
     ({"linux": {"namespaces": NAMESPACES, "seccomp": {
@@ -285,6 +287,37 @@ def test_spec_seccomp_narrows_never_widens(env):
                    linux={"namespaces": NAMESPACES, "seccomp": prof})
     assert "sleep=0" not in out and "sleep=" in out, out
     assert "unshare=0" not in out, out
+
+
+def test_join_pod_network_namespace(env):
+    """A pod's network namespace given by path is joined (here one made by
+    the test); the container still has no capability in it."""
+    holder = subprocess.Popen(["unshare", "--net", "sleep", "30"])
+    try:
+        ns = f"/proc/{holder.pid}/ns/net"
+        end = time.time() + 5
+        while os.readlink(ns) == os.readlink("/proc/self/ns/net") and time.time() < end:
+            time.sleep(0.02)
+        want = os.readlink(ns)
+        nss = [n for n in NAMESPACES if n["type"] != "network"] + [{"type": "network",
+                                                                    "path": ns}]
+        out = run_once(env, "j1", ["/bin/sh", "-c",
+                                   "cat /proc/self/net/dev >/dev/null; echo ok; "
+                                   "/usr/bin/unshare -r /bin/true; echo unshare=$?"],
+                       linux={"namespaces": nss})
+        assert "ok" in out and "unshare=0" not in out, out
+        # The joined namespace is the one the test made: its inode shows in
+        # the keeper's, which the sandbox was cloned from.
+        write_spec(env, spec(["/bin/sleep", "30"], linux={"namespaces": nss}))
+        p = create(env, "j2")
+        assert p.returncode == 0, p.stderr
+        assert os.readlink(f"/proc/{p.pid}/ns/net") == want
+        ps = json.loads(rt(env, "ps", "--format", "json", "j2").stdout)
+        assert all(os.readlink(f"/proc/{q}/ns/net") == want for q in ps)
+        rt(env, "delete", "--force", "j2")
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_oom_score_adj(env):

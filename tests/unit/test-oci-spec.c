@@ -183,9 +183,9 @@ Test(oci_spec, host_namespace_refused)
         refused(j, "\"network\"");
         const char *k = "{\"ociVersion\":\"1.0.2\",\"root\":{\"path\":\"r\"}," PROC
                         ",\"linux\":{\"namespaces\":[{\"type\":\"pid\"},{\"type\":\"mount\"},"
-                        "{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"network\","
-                        "\"path\":\"/var/run/netns/pod\"}]}}";
-        refused(k, "joining");
+                        "{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"network\"},"
+                        "{\"type\":\"pid\",\"path\":\"/proc/1/ns/pid\"}]}}";
+        refused(k, "joining the pid");
 }
 
 Test(oci_spec, process_document)

@@ -133,11 +133,13 @@ static void child_join_cgroup(struct child_ctx *ctx)
 
 static _Noreturn void child_main(struct child_ctx *ctx)
 {
-        child_become_user(ctx);  /* waits for the maps, then setresuid */
-        spawn_netns_setup(ctx);  /* netns.c: lo up, the gate's listeners */
-        child_build_root(ctx);   /* mounts.c: the new root, pivot_root */
-        toolsock_setup(ctx);     /* toolsock.c: the tool gateway's socket */
-        child_set_hostname(ctx); /* uts */
+        child_become_user(ctx); /* waits for the maps, then setresuid */
+        if (!ctx->cfg->share_net)
+                spawn_netns_setup(ctx); /* netns.c: lo up, the gate's listeners */
+        child_build_root(ctx);          /* mounts.c: the new root, pivot_root */
+        toolsock_setup(ctx);            /* toolsock.c: the tool gateway's socket */
+        if (!ctx->cfg->share_uts)
+                child_set_hostname(ctx); /* uts */
         child_join_cgroup(ctx);  /* v1: waits for the parent's attach */
         if (ctx->cfg->argv)
                 spawn_init_main(ctx); /* init.c: pid 1 runs the command */
@@ -265,6 +267,12 @@ static pid_t clone_sandbox(struct child_ctx *ctx, int *pidfd, struct al_error *e
             .exit_signal = SIGCHLD,
         };
         args.pidfd = (uint64_t)(uintptr_t)pidfd;
+        if (cfg->share_net)
+                args.flags &= ~(uint64_t)CLONE_NEWNET;
+        if (cfg->share_ipc)
+                args.flags &= ~(uint64_t)CLONE_NEWIPC;
+        if (cfg->share_uts)
+                args.flags &= ~(uint64_t)CLONE_NEWUTS;
         /* v2 places the child at clone: the cgroup must exist first. */
         if (cfg->cgroup && cfg->cgroup->ops == &cgroup_v2_ops) {
                 r = cgroup_realize(cfg->cgroup, err);
@@ -410,6 +418,11 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         int sp[2] = {-1, -1};
         int r;
 
+        /* Fail closed: the gate lives in a namespace of the sandbox's own. */
+        if (cfg->share_net && p->net_mode == POLICY_NET_GATED)
+                return al_error_set_message(err, EINVAL,
+                                            "a gated network needs a network namespace of the "
+                                            "sandbox's own");
         ret->pid = -1;
         ret->sync_fd = -1;
         ret->pidfd = -1;

@@ -71,6 +71,11 @@ struct spawn_config {
         /* A second seccomp filter installed after Airlock's own in every
          * process (a container's profile): stacked, it can only narrow. */
         const struct sock_fprog *extra_filter;
+        /* Stay in the caller's network, ipc or uts namespace instead of a
+         * new one (a pod's, joined by the caller): the sandbox holds no
+         * capability there. A shared network gets no gate (refused with a
+         * gated policy) and keeps its own lo; a shared uts its host name. */
+        bool share_net, share_ipc, share_uts;
 };
 
 struct spawn_result {
