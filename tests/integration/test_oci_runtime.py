@@ -441,6 +441,11 @@ def containerd(env):
 IMAGE = "docker.io/airlock-test/sh:1"
 
 
+def env_shim(ctr):
+    """rt() on the shim's --root."""
+    return {"state": ctr.shim_root, "env": dict(os.environ)}
+
+
 def run_args(cid, *cmd, detach=False):
     a = ["run", "--runtime", "io.containerd.runc.v2", "--runc-binary", str(RUNTIME)]
     if detach:
@@ -463,6 +468,17 @@ def test_containerd_exec_pause_kill(env, containerd):
     p = containerd("task", "exec", "--exec-id", "x1", "e2", "/bin/sh", "-c", "echo ex; exit 4",
                    check=False)
     assert p.returncode == 4 and "ex" in p.stdout, (p.stdout, p.stderr)
+    # A detached exec killed on its own: its proxy forwards the signal.
+    containerd("task", "exec", "--detach", "--exec-id", "x2", "e2", "/bin/sleep", "30")
+    before = json.loads(rt(env_shim(containerd), "ps", "--format", "json", "e2").stdout)
+    containerd("task", "kill", "--exec-id", "x2", "--signal", "SIGTERM", "e2")
+    end = time.time() + 10
+    while time.time() < end:
+        now = json.loads(rt(env_shim(containerd), "ps", "--format", "json", "e2").stdout)
+        if len(now) < len(before):
+            break
+        time.sleep(0.1)
+    assert len(now) < len(before), (before, now)
     containerd("task", "pause", "e2")
     assert "PAUSED" in containerd("task", "ls").stdout
     containerd("task", "resume", "e2")
