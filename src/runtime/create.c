@@ -148,6 +148,35 @@ static int join_namespaces(const struct oci_spec *s, struct al_error *err)
         return 0;
 }
 
+/* linux.resources.cpu.shares: a relative weight, v1's cpu.shares or v2's
+ * cpu.weight (the usual conversion from shares). */
+static int set_cpu_weight(struct cgroup *cg, uint64_t shares, struct al_error *err)
+{
+        for (size_t i = 0; i < cg->n_dirs; i++) {
+                _cleanup_free_ char *v1 = xasprintf("%s/cpu.shares", cg->dirs[i]);
+                _cleanup_free_ char *v2 = xasprintf("%s/cpu.weight", cg->dirs[i]);
+                char buf[32];
+                const char *file = NULL;
+                if (access(v1, W_OK) == 0) {
+                        file = v1;
+                        snprintf(buf, sizeof(buf), "%" PRIu64, shares);
+                } else if (access(v2, W_OK) == 0) {
+                        file = v2;
+                        snprintf(buf, sizeof(buf), "%" PRIu64, 1 + ((shares - 2) * 9999) / 262142);
+                }
+                if (!file)
+                        continue;
+                int r = write_file_at(AT_FDCWD, file, buf);
+                if (r < 0)
+                        return al_error_set(err, -r, "linux.resources.cpu.shares: writing %s",
+                                            file);
+                return 0;
+        }
+        return al_error_set_message(err, EOPNOTSUPP,
+                                    "linux.resources.cpu.shares: the container's cgroup has no "
+                                    "cpu controller");
+}
+
 static int keeper_setup(struct keeper *k, struct al_error *err)
 {
         struct cgroup_limits lim;
@@ -177,6 +206,11 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
         k->st.max_pids = k->policy->limits.pids;
         k->st.max_cpus_milli = k->policy->limits.cpus_milli;
         find_freezer(k);
+        if (k->spec->cpu_shares) {
+                r = set_cpu_weight(k->cg, k->spec->cpu_shares, err);
+                if (r < 0)
+                        return r;
+        }
 
         r = join_namespaces(k->spec, err);
         if (r < 0)

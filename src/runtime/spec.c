@@ -654,13 +654,11 @@ static int parse_resources(json_t *o, struct oci_spec *s, struct al_error *err)
                                     err);
                 if (r < 0)
                         return r;
-                /* A relative weight: only the default one, which changes
-                 * nothing, can be honoured without a weight control. */
-                if (ss && shares != 1024 && shares != 0)
-                        return al_error_set_message(
-                            err, EINVAL,
-                            "linux.resources.cpu.shares: only 1024 (the default weight) is "
-                            "supported; use a quota for a limit");
+                if (ss && (shares < 2 || shares > 262144))
+                        return al_error_set_message(err, EINVAL,
+                                                    "linux.resources.cpu.shares: from 2 to 262144");
+                if (ss)
+                        s->cpu_shares = shares;
                 if (qs && quota > 0) {
                         if (!ps || period < 1000)
                                 return al_error_set_message(

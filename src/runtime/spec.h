@@ -32,6 +32,7 @@ struct oci_spec {
         uint64_t memory;     /* linux.resources.memory.limit, 0 = none */
         uint64_t pids;       /* linux.resources.pids.limit */
         uint64_t cpus_milli; /* linux.resources.cpu quota/period */
+        uint64_t cpu_shares; /* linux.resources.cpu.shares, 0 = not given */
         struct policy_kv *annotations;
         size_t n_annotations;
         struct policy_mount *binds; /* bind mounts from "mounts" */

@@ -331,17 +331,20 @@ def test_spec_limits_reach_the_cgroup(env):
     """linux.resources: memory and pids limits land in the container's cgroup."""
     write_spec(env, spec(["/bin/sleep", "30"], linux={
         "namespaces": NAMESPACES,
-        "resources": {"memory": {"limit": 64 << 20}, "pids": {"limit": 32}}}))
+        "resources": {"memory": {"limit": 64 << 20}, "pids": {"limit": 32},
+                      "cpu": {"shares": 512}}}))
     p = create(env, "l1")
     assert p.returncode == 0, p.stderr
     name = cgroup_of(env, "l1")
     found = {}
     for d in cgroups_named(name):
-        for f in ("memory.max", "memory.limit_in_bytes", "pids.max"):
+        for f in ("memory.max", "memory.limit_in_bytes", "pids.max", "cpu.shares",
+                  "cpu.weight"):
             if os.path.exists(os.path.join(d, f)):
                 found[f] = open(os.path.join(d, f)).read().strip()
     assert found.get("memory.max", found.get("memory.limit_in_bytes")) == str(64 << 20), found
     assert found.get("pids.max") == "32", found
+    assert found.get("cpu.shares", found.get("cpu.weight")) in ("512", "20"), found
     # update --resources lowers them, and never raises them past the limits
     # the container was created with.
     assert rt(env, "start", "l1").returncode == 0

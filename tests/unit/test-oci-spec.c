@@ -167,7 +167,7 @@ Test(oci_spec, refusals)
         refused(n, "/dev/sda");
         _cleanup_free_ char *o = doc(",\"hostname\":\"web\"", NULL, NULL);
         refused(o, "hostname");
-        _cleanup_free_ char *q = doc(NULL, NULL, ",\"resources\":{\"cpu\":{\"shares\":2}}");
+        _cleanup_free_ char *q = doc(NULL, NULL, ",\"resources\":{\"cpu\":{\"shares\":1}}");
         refused(q, "shares");
         _cleanup_free_ char *t =
             doc(",\"mounts\":[{\"destination\":\"/d\",\"type\":\"bind\",\"source\":\"rel\"}]", NULL,
