@@ -583,7 +583,9 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         if (r < 0)
                 return al_error_wrap(err, "%s", cfg_path);
         _cleanup_(policy_freep) struct policy *p = NULL;
-        r = oci_spec_policy(k.spec, &p, err);
+        const char *policy_dir = getenv("AIRLOCK_RUNTIME_POLICIES");
+        r = oci_spec_policy(
+            k.spec, policy_dir && *policy_dir ? policy_dir : RUNTIME_POLICY_DIR_DEFAULT, &p, err);
         if (r >= 0)
                 r = policy_finalize(p, bundle_abs, "/root", err);
         if (r < 0) {

@@ -14,6 +14,8 @@
 #define RUNTIME_ROOT_DEFAULT "/run/airlock-runtime"
 #define RUNTIME_STATE_MAX    (256 * 1024)
 #define RUNTIME_CTL          "ctl.sock"
+/* Policies installed on the node, named by airlock.io/policy. */
+#define RUNTIME_POLICY_DIR_DEFAULT "/etc/airlock/policies"
 
 struct rt_globals {
         const char *root; /* state directory, one subdirectory (0700) per container */

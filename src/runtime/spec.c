@@ -886,15 +886,41 @@ static void policy_freep(struct policy **p)
                 policy_free(*p);
 }
 
-int oci_spec_policy(const struct oci_spec *s, struct policy **ret, struct al_error *err)
+static bool policy_name_ok(const char *n)
+{
+        size_t len = strlen(n);
+        if (len == 0 || len > 64 || n[0] == '.')
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' && n[i] <= 'Z') ||
+                      (n[i] >= '0' && n[i] <= '9') || n[i] == '-' || n[i] == '_' || n[i] == '.'))
+                        return false;
+        return true;
+}
+
+int oci_spec_policy(const struct oci_spec *s, const char *policy_dir, struct policy **ret,
+                    struct al_error *err)
 {
         _cleanup_(policy_freep) struct policy *p = policy_new();
         const char *doc = oci_spec_annotation(s, "airlock.io/policy");
         int r;
-        if (doc) {
+        if (doc && doc[0] != '{') {
+                if (!policy_name_ok(doc))
+                        return al_error_set_message(
+                            err, EINVAL,
+                            "annotation airlock.io/policy: \"%s\" is neither a policy document "
+                            "nor a policy name ([A-Za-z0-9_.-], at most 64)",
+                            doc);
+                _cleanup_free_ char *path = xasprintf("%s/%s.json", policy_dir, doc);
+                r = policy_load_file(p, path, err);
+                if (r < 0)
+                        return al_error_wrap(err, "annotation airlock.io/policy \"%s\"", doc);
+        } else if (doc) {
                 r = policy_load_string(p, doc, "annotation airlock.io/policy", err);
                 if (r < 0)
                         return r;
+        }
+        if (doc) {
                 if (p->workspace)
                         return al_error_set_message(
                             err, EINVAL,

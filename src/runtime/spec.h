@@ -58,5 +58,7 @@ struct oci_spec *oci_spec_free(struct oci_spec *s);
 const char *oci_spec_annotation(const struct oci_spec *s, const char *key);
 
 /* The policy a container runs under: the annotation airlock.io/policy (a
- * policy JSON document) if any, then the spec's user, limits and binds. */
-int oci_spec_policy(const struct oci_spec *s, struct policy **ret, struct al_error *err);
+ * policy JSON document, or the name of one installed on the node as
+ * <policy_dir>/<name>.json) if any, then the spec's user, limits and binds. */
+int oci_spec_policy(const struct oci_spec *s, const char *policy_dir, struct policy **ret,
+                    struct al_error *err);

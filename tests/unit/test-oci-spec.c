@@ -80,7 +80,7 @@ Test(oci_spec, resources_user_rlimits_mounts_to_policy)
         cr_assert_str_eq(oci_spec_annotation(s, "io.kubernetes.pod.name"), "p");
 
         struct policy *p = NULL;
-        cr_assert_eq(oci_spec_policy(s, &p, &e), 0, "%s", e.msg);
+        cr_assert_eq(oci_spec_policy(s, "/nonexistent", &p, &e), 0, "%s", e.msg);
         cr_assert_eq(p->uid, 1000);
         cr_assert_eq(p->limits.memory, 64u << 20);
         cr_assert_eq(p->limits.pids, 64);
@@ -101,7 +101,7 @@ Test(oci_spec, annotation_policy_never_loosened_by_spec)
         struct al_error e = {0};
         cr_assert_eq(oci_spec_parse(j, "/b", &s, &e), 0, "%s", e.msg);
         struct policy *p = NULL;
-        cr_assert_eq(oci_spec_policy(s, &p, &e), 0, "%s", e.msg);
+        cr_assert_eq(oci_spec_policy(s, "/nonexistent", &p, &e), 0, "%s", e.msg);
         cr_assert_eq(p->limits.memory, 32u << 20);
         cr_assert_eq(p->limits.pids, 10);
         policy_free(p);
@@ -116,7 +116,7 @@ Test(oci_spec, bad_annotation_policy_refused)
         struct al_error e = {0};
         cr_assert_eq(oci_spec_parse(j, "/b", &s, &e), 0, "%s", e.msg);
         struct policy *p = NULL;
-        cr_assert_lt(oci_spec_policy(s, &p, &e), 0);
+        cr_assert_lt(oci_spec_policy(s, "/nonexistent", &p, &e), 0);
         cr_assert(strstr(e.msg, "nope"), "%s", e.msg);
         oci_spec_free(s);
 }
@@ -227,4 +227,38 @@ Test(oci_spec, seccomp_profile)
                                         "\"args\":[{\"index\":0,\"value\":1,\"op\":\"BOGUS\"}]}]}",
                                         &f, &e),
                      0);
+}
+
+Test(oci_spec, policy_by_name)
+{
+        char dir[] = "/tmp/oci-pol-XXXXXX";
+        cr_assert_not_null(mkdtemp(dir));
+        _cleanup_free_ char *path = xasprintf("%s/agents.json", dir);
+        FILE *f = fopen(path, "w");
+        fputs("{\"limits\":{\"pids\":40}}", f);
+        fclose(f);
+        _cleanup_free_ char *j =
+            doc(",\"annotations\":{\"airlock.io/policy\":\"agents\"}", NULL, NULL);
+        struct oci_spec *s = NULL;
+        struct al_error e = {0};
+        cr_assert_eq(oci_spec_parse(j, "/b", &s, &e), 0, "%s", e.msg);
+        struct policy *p = NULL;
+        cr_assert_eq(oci_spec_policy(s, dir, &p, &e), 0, "%s", e.msg);
+        cr_assert_eq(p->limits.pids, 40);
+        policy_free(p);
+        oci_spec_free(s);
+        _cleanup_free_ char *k =
+            doc(",\"annotations\":{\"airlock.io/policy\":\"../etc/x\"}", NULL, NULL);
+        cr_assert_eq(oci_spec_parse(k, "/b", &s, &e), 0, "%s", e.msg);
+        cr_assert_lt(oci_spec_policy(s, dir, &p, &e), 0);
+        cr_assert(strstr(e.msg, "policy name"), "%s", e.msg);
+        oci_spec_free(s);
+        _cleanup_free_ char *m =
+            doc(",\"annotations\":{\"airlock.io/policy\":\"missing\"}", NULL, NULL);
+        cr_assert_eq(oci_spec_parse(m, "/b", &s, &e), 0, "%s", e.msg);
+        cr_assert_lt(oci_spec_policy(s, dir, &p, &e), 0);
+        cr_assert(strstr(e.msg, "missing"), "%s", e.msg);
+        oci_spec_free(s);
+        unlink(path);
+        rmdir(dir);
 }
