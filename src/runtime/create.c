@@ -664,7 +664,10 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                 got += (size_t)n;
         close(pipefd[0]);
         msg[got] = '\0';
+        /* The keeper has its own copies: the parent's go. */
         k.spec = oci_spec_free(k.spec);
+        rt_state_clear(&k.st);
+        free(k.filter.filter);
         if (got == 0 || msg[0] != '\0') {
                 (void)waitpid(pid, NULL, 0);
                 _cleanup_free_ char *d = rt_dir(g, id);

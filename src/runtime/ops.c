@@ -169,7 +169,16 @@ int rt_update(const struct rt_globals *g, int argc, char **argv, struct al_error
                     .memory = res.memory, .pids = res.pids, .cpus_milli = res.cpus_milli};
                 r = cg->ops->apply(cg, &lim, err);
         }
-        /* cg is not freed: cgroup_free() would remove the live leaf. */
+        /* Only the handle goes: cgroup_free() would remove the live leaf. */
+        if (cg) {
+                for (size_t i = 0; i < cg->n_dirs; i++)
+                        free(cg->dirs[i]);
+                free(cg->name);
+                free(cg->parent_v2);
+                if (cg->dir_fd >= 0)
+                        close(cg->dir_fd);
+                free(cg);
+        }
         rt_state_clear(&st);
         return r;
 }
