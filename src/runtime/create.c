@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -29,6 +30,7 @@
 
 #include "cgroup.h"
 #include "fs.h"
+#include "console.h"
 #include "ctl.h"
 #include "runtime.h"
 #include "runtime-audit.h"
@@ -53,6 +55,9 @@ struct keeper {
         int conn_ids[KEEPER_EXECS_MAX];
         struct rt_audit audit;
         struct sock_fprog filter; /* the spec's seccomp profile, or .filter NULL */
+        const char *console_socket;
+        int console_fd; /* process.terminal: the host pty's slave side, else -1 */
+        int inner_pty;  /* ... and the sandbox's pty master once started, else -1 */
 };
 
 static void policy_freep(struct policy **p)
@@ -246,6 +251,15 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
         r = spawn_sandbox(&sc, &k->sp, err);
         if (r < 0)
                 return r;
+        if (k->spec->process.terminal) {
+                r = rt_console_open(k->console_socket, k->spec->process.rows, k->spec->process.cols,
+                                    &k->console_fd, err);
+                if (r < 0)
+                        return r;
+                /* The keeper's controlling terminal: a resize of the
+                 * caller's side reaches the keeper as SIGWINCH. */
+                (void)ioctl(k->console_fd, TIOCSCTTY, 0);
+        }
         _cleanup_free_ char *dir = rt_dir(k->g, k->st.id);
         _cleanup_free_ char *sock = xasprintf("%s/%s", dir, RUNTIME_CTL);
         k->listen_fd = listen_ctl(sock, err);
@@ -273,7 +287,7 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
  * other processes met meanwhile are handled as they come. */
 static void keeper_handle_event(struct keeper *k, const struct spawn_event *ev);
 
-static int keeper_wait_started(struct keeper *k, int id, struct al_error *err)
+static int keeper_wait_started(struct keeper *k, int id, int *ret_pty, struct al_error *err)
 {
         for (;;) {
                 struct spawn_event ev;
@@ -281,7 +295,9 @@ static int keeper_wait_started(struct keeper *k, int id, struct al_error *err)
                 if (r < 0)
                         return al_error_set(err, -r, "the sandbox ended");
                 if (ev.id == id && ev.type == SPAWN_EVENT_STARTED) {
-                        if (ev.pty_fd >= 0)
+                        if (ret_pty)
+                                *ret_pty = ev.pty_fd;
+                        else if (ev.pty_fd >= 0)
                                 close(ev.pty_fd);
                         return 0;
                 }
@@ -324,8 +340,11 @@ static void keeper_handle_event(struct keeper *k, const struct spawn_event *ev)
                 close(ev->pty_fd);
         if (ev->type != SPAWN_EVENT_EXIT && ev->type != SPAWN_EVENT_FAILED)
                 return;
-        if (ev->id == 1 && ev->type == SPAWN_EVENT_EXIT)
+        if (ev->id == 1 && ev->type == SPAWN_EVENT_EXIT) {
+                if (k->inner_pty >= 0 && k->console_fd >= 0)
+                        rt_console_drain(k->inner_pty, k->console_fd);
                 keeper_exit(k, ev->status);
+        }
         for (size_t i = 0; i < KEEPER_EXECS_MAX; i++) {
                 if (k->conns[i] < 0 || k->conn_ids[i] != ev->id)
                         continue;
@@ -353,12 +372,20 @@ static void keeper_start(struct keeper *k, int fd)
                 return;
         }
         const int fds[3] = {0, 1, 2};
-        int r = spawn_exec_request(k->sp.sync_fd, 1, k->spec->process.argv, k->spec->process.env,
-                                   k->spec->process.cwd, fds);
+        const struct oci_process *pr = &k->spec->process;
+        int r;
+        if (pr->terminal) {
+                struct spawn_pty pty = {.on = true, .rows = pr->rows, .cols = pr->cols};
+                r = spawn_exec_pty_request(k->sp.sync_fd, 1, pr->argv, pr->env, pr->cwd, &pty);
+        } else {
+                r = spawn_exec_request(k->sp.sync_fd, 1, pr->argv, pr->env, pr->cwd, fds);
+        }
         if (r < 0)
                 al_error_set(&err, -r, "asking the sandbox to start the process");
         else
-                r = keeper_wait_started(k, 1, &err);
+                r = keeper_wait_started(k, 1, pr->terminal ? &k->inner_pty : NULL, &err);
+        if (r >= 0 && k->inner_pty >= 0 && k->console_fd >= 0)
+                rt_console_winsize(k->console_fd, k->inner_pty);
         if (r < 0) {
                 rt_audit_event(&k->audit, "container.start_failed", err.msg);
                 reply_error(fd, &err);
@@ -405,7 +432,7 @@ static void keeper_exec(struct keeper *k, int fd, const char *doc, const int *fd
                         al_error_set(&err, -r, "asking the sandbox to start the process");
         }
         if (r >= 0)
-                r = keeper_wait_started(k, id, &err);
+                r = keeper_wait_started(k, id, NULL, &err);
         for (size_t i = 0; i < n; i++)
                 close(fds[i]);
         oci_process_clear(&p);
@@ -480,7 +507,7 @@ static void keeper_conn_msg(struct keeper *k, size_t slot)
 static _Noreturn void keeper_loop(struct keeper *k)
 {
         for (;;) {
-                struct pollfd pf[3 + KEEPER_EXECS_MAX];
+                struct pollfd pf[3 + KEEPER_EXECS_MAX + 2];
                 size_t slots[KEEPER_EXECS_MAX];
                 nfds_t n = 0;
                 pf[n++] = (struct pollfd){.fd = k->sp.sync_fd, .events = POLLIN};
@@ -491,6 +518,12 @@ static _Noreturn void keeper_loop(struct keeper *k)
                                 slots[n - 3] = i;
                                 pf[n++] = (struct pollfd){.fd = k->conns[i], .events = POLLIN};
                         }
+                nfds_t n_execs = n;
+                bool relay = k->console_fd >= 0 && k->inner_pty >= 0;
+                if (relay) {
+                        pf[n++] = (struct pollfd){.fd = k->console_fd, .events = POLLIN};
+                        pf[n++] = (struct pollfd){.fd = k->inner_pty, .events = POLLIN};
+                }
                 if (poll(pf, n, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -506,6 +539,8 @@ static _Noreturn void keeper_loop(struct keeper *k)
                         struct signalfd_siginfo si;
                         while (read(k->sig_fd, &si, sizeof(si)) == sizeof(si)) {
                                 int sig = (int)si.ssi_signo;
+                                if (sig == SIGWINCH && k->console_fd >= 0 && k->inner_pty >= 0)
+                                        rt_console_winsize(k->console_fd, k->inner_pty);
                                 if (sig == SIGCHLD || sig == SIGWINCH)
                                         continue;
                                 if (k->st.started)
@@ -518,7 +553,15 @@ static _Noreturn void keeper_loop(struct keeper *k)
                 }
                 if (pf[2].revents)
                         keeper_accept(k);
-                for (nfds_t i = 3; i < n; i++)
+                if (relay && pf[n_execs].revents &&
+                    rt_console_pump(k->console_fd, k->inner_pty) < 0)
+                        k->console_fd = -1; /* the caller's side is gone */
+                if (relay && pf[n_execs + 1].revents &&
+                    rt_console_pump(k->inner_pty, k->console_fd) < 0) {
+                        close(k->inner_pty);
+                        k->inner_pty = -1;
+                }
+                for (nfds_t i = 3; i < n_execs; i++)
                         if (pf[i].revents && k->conns[slots[i - 3]] >= 0)
                                 keeper_conn_msg(k, slots[i - 3]);
         }
@@ -539,7 +582,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
 
 int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error *err)
 {
-        const char *bundle = ".", *pid_file = NULL, *id = NULL;
+        const char *bundle = ".", *pid_file = NULL, *id = NULL, *console_socket = NULL;
         for (int i = 0; i < argc; i++) {
                 const char *v;
                 if ((v = opt_value(argc, argv, &i, "--bundle")) ||
@@ -548,9 +591,7 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                 else if ((v = opt_value(argc, argv, &i, "--pid-file")))
                         pid_file = v;
                 else if ((v = opt_value(argc, argv, &i, "--console-socket")))
-                        return al_error_set_message(err, EINVAL,
-                                                    "create --console-socket: a terminal is not "
-                                                    "supported by airlock-runtime yet");
+                        console_socket = v;
                 else if (STREQ(argv[i], "--no-pivot") || STREQ(argv[i], "--no-new-keyring"))
                         return al_error_set_message(err, EINVAL, "create %s: not supported",
                                                     argv[i]);
@@ -576,7 +617,13 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         if (r < 0)
                 return al_error_set(err, -r, "reading %s", cfg_path);
 
-        struct keeper k = {.g = g, .listen_fd = -1, .sig_fd = -1, .next_id = 1};
+        struct keeper k = {.g = g,
+                           .listen_fd = -1,
+                           .sig_fd = -1,
+                           .next_id = 1,
+                           .console_socket = console_socket,
+                           .console_fd = -1,
+                           .inner_pty = -1};
         for (size_t i = 0; i < KEEPER_EXECS_MAX; i++)
                 k.conns[i] = -1;
         r = oci_spec_parse(json, bundle_abs, &k.spec, err);
@@ -588,6 +635,15 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
             k.spec, policy_dir && *policy_dir ? policy_dir : RUNTIME_POLICY_DIR_DEFAULT, &p, err);
         if (r >= 0)
                 r = policy_finalize(p, bundle_abs, "/root", err);
+        if (r < 0) {
+                k.spec = oci_spec_free(k.spec);
+                return r;
+        }
+        if (r >= 0 && k.spec->process.terminal != (console_socket != NULL))
+                r = al_error_set_message(err, EINVAL,
+                                         k.spec->process.terminal
+                                             ? "process.terminal needs --console-socket"
+                                             : "--console-socket without process.terminal");
         if (r < 0) {
                 k.spec = oci_spec_free(k.spec);
                 return r;

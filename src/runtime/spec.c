@@ -226,10 +226,23 @@ static int parse_process(json_t *o, struct oci_process *p, struct al_error *err)
         if (t && !json_is_boolean(t))
                 return al_error_set_message(err, EINVAL, "process.terminal: must be a boolean");
         p->terminal = t && json_is_true(t);
-        if (p->terminal)
-                return al_error_set_message(err, EINVAL,
-                                            "process.terminal: a terminal is not supported by "
-                                            "airlock-runtime yet; run without -t");
+        json_t *cs = json_object_get(o, "consoleSize");
+        if (cs && !json_is_null(cs)) {
+                static const char *const ckeys[] = {"height", "width", NULL};
+                uint64_t h = 0, w = 0;
+                bool set;
+                r = json_is_object(cs)
+                        ? spec_check_keys(cs, "process.consoleSize", ckeys, err)
+                        : al_error_set_message(err, EINVAL, "process.consoleSize: object");
+                if (r >= 0)
+                        r = spec_get_u64(cs, "height", "process.consoleSize", 65535, &set, &h, err);
+                if (r >= 0)
+                        r = spec_get_u64(cs, "width", "process.consoleSize", 65535, &set, &w, err);
+                if (r < 0)
+                        return r;
+                p->rows = (uint16_t)h;
+                p->cols = (uint16_t)w;
+        }
         json_t *nnp = json_object_get(o, "noNewPrivileges");
         if (nnp && !json_is_boolean(nnp))
                 return al_error_set_message(err, EINVAL,

@@ -18,6 +18,7 @@ struct oci_process {
         char *cwd;   /* absolute */
         uint32_t uid, gid;
         bool terminal;
+        uint16_t rows, cols; /* consoleSize, 0: none */
         bool oom_score_adj_set;
         int oom_score_adj;
         uint64_t nofile, fsize, cpu; /* rlimits (hard), 0 = not given */

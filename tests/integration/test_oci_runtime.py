@@ -225,7 +225,7 @@ def test_delete_force_kills_everything(env):
     ({"mounts": [{"destination": "/x", "type": "nfs", "source": "srv:/x"}]}, "nfs"),
     ({"mounts": [{"destination": "/run", "type": "tmpfs", "source": "tmpfs",
                   "options": ["exec", "suid"]}]}, "tmpfs option"),
-    ({"process": {"args": ["/bin/true"], "cwd": "/", "terminal": True}}, "terminal"),
+    ({"process": {"args": ["/bin/true"], "cwd": "/", "terminal": True}}, "console-socket"),
     ({"linux": {"namespaces": NAMESPACES,
                 "resources": {"memory": {"limit": 1 << 26, "swap": 1 << 27}}}}, "swap"),
     ({"bogus": 1}, "bogus"),
@@ -318,6 +318,56 @@ def test_join_pod_network_namespace(env):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_terminal_through_console_socket(env):
+    """process.terminal: the master comes over --console-socket at create;
+    the process gets a terminal of the sandbox's own; bytes go both ways;
+    the window size is carried."""
+    import array
+    import socket as sk
+    import termios
+    import fcntl as fc
+    import struct
+    path = str(env["tmp"] / "console.sock")
+    srv = sk.socket(sk.AF_UNIX, sk.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    proc = {"args": ["/bin/sh", "-c", "test -t 0 && echo is-a-tty; read line; echo got:$line"],
+            "env": ["PATH=/bin"], "cwd": "/", "terminal": True,
+            "consoleSize": {"height": 30, "width": 100}}
+    write_spec(env, spec(proc["args"], process=proc))
+    args = [str(RUNTIME), "--root", str(env["state"]), "create", "--bundle", str(env["bundle"]),
+            "--console-socket", path, "--pid-file", str(env["tmp"] / "t.pid"), "t1"]
+    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=env["env"])
+    srv.settimeout(10)
+    conn, _ = srv.accept()
+    fds = array.array("i")
+    msg, anc, _, _ = conn.recvmsg(1024, sk.CMSG_SPACE(4))
+    for level, typ, data in anc:
+        fds.frombytes(data[:4])
+    master = fds[0]
+    assert p.wait(timeout=20) == 0, p.stderr.read()
+    pid = int((env["tmp"] / "t.pid").read_text())
+    ws = struct.unpack("HHHH", fc.ioctl(master, termios.TIOCGWINSZ, b"\0" * 8))
+    assert ws[:2] == (30, 100)
+    assert rt(env, "start", "t1").returncode == 0
+    os.write(master, b"hello\r")
+    out = b""
+    end = time.time() + 10
+    while b"got:hello" not in out and time.time() < end:
+        import select
+        r, _, _ = select.select([master], [], [], 0.5)
+        if r:
+            try:
+                out += os.read(master, 4096)
+            except OSError:
+                break
+    assert b"is-a-tty" in out and b"got:hello" in out, out
+    assert wait_pid(pid)
+    os.close(master)
+    rt(env, "delete", "t1")
 
 
 def test_oom_score_adj(env):
