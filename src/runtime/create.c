@@ -706,6 +706,15 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                         k.cg = cgroup_free(k.cg);
                         _exit(1);
                 }
+                /* With a terminal the process's stdio is the pty: create's
+                 * own (a pipe the caller may wait on) is let go. */
+                if (k.spec->process.terminal) {
+                        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+                        for (int fd = 0; fd < 3 && null >= 0; fd++)
+                                (void)dup3(null, fd, 0);
+                        if (null > 2)
+                                close(null);
+                }
                 rt_audit_event(&k.audit, "container.created", NULL);
                 (void)write_full(pipefd[1], "", 1);
                 close(pipefd[1]);

@@ -469,6 +469,8 @@ def containerd(env):
     docker_archive(env["bundle"] / "rootfs", tar, "docker.io/airlock-test/sh:1")
     ctr("image", "import", "--no-unpack", "--all-platforms", tar)
     ctr.shim_root = shim_root
+    ctr.address = str(sock)
+    ctr.ns = ns
     yield ctr
     if shim_root.exists():
         for c in os.listdir(shim_root):
@@ -545,3 +547,39 @@ def test_containerd_exec_pause_kill(env, containerd):
     assert not (containerd.shim_root / "e2").exists()
     assert not cgroups_named(st["cgroupName"])
     assert wait_pid(st["pid"], 5)
+
+
+def test_containerd_run_with_terminal(env, containerd):
+    """ctr run -t: the shim receives the terminal over the console socket."""
+    import pty
+    import select
+    cmd = ["ctr", "--address", containerd.address, "--namespace", containerd.ns] + \
+        run_args("e3", "/bin/sh", "-c", "test -t 0 && echo on-a-tty; exit 3")
+    cmd.insert(cmd.index("run") + 1, "-t")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(cmd[0], cmd, env["env"])
+    out = b""
+    end = time.time() + 30
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif os.waitpid(pid, os.WNOHANG)[0]:
+            pid = 0
+            break
+    if pid:
+        _, status = os.waitpid(pid, 0)
+    else:
+        status = None
+    os.close(fd)
+    assert b"on-a-tty" in out, out
+    if status is not None:
+        assert os.waitstatus_to_exitcode(status) == 3, out
+    containerd("container", "rm", "e3")
