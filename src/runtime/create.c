@@ -404,9 +404,10 @@ static void keeper_exec(struct keeper *k, int fd, const char *doc, const int *fd
         struct al_error err = {0};
         struct oci_process p = {0};
         size_t slot = KEEPER_EXECS_MAX;
-        int r = n == 3 ? 0 : al_error_set_message(&err, EINVAL, "exec needs three fds");
-        if (r >= 0)
-                r = oci_process_parse(doc, &p, &err);
+        int pty = -1;
+        int r = oci_process_parse(doc, &p, &err);
+        if (r >= 0 && !p.terminal && n != 3)
+                r = al_error_set_message(&err, EINVAL, "exec needs three fds");
         if (r >= 0 && (p.uid != k->spec->process.uid || p.gid != k->spec->process.gid))
                 r = al_error_set_message(&err, EINVAL,
                                          "exec: process.user must be the container's own "
@@ -427,12 +428,17 @@ static void keeper_exec(struct keeper *k, int fd, const char *doc, const int *fd
                 r = al_error_set_message(&err, EBUSY, "exec: too many processes at once");
         int id = ++k->next_id;
         if (r >= 0) {
-                r = spawn_exec_request(k->sp.sync_fd, id, p.argv, p.env, p.cwd, fds);
+                if (p.terminal) {
+                        struct spawn_pty sp = {.on = true, .rows = p.rows, .cols = p.cols};
+                        r = spawn_exec_pty_request(k->sp.sync_fd, id, p.argv, p.env, p.cwd, &sp);
+                } else {
+                        r = spawn_exec_request(k->sp.sync_fd, id, p.argv, p.env, p.cwd, fds);
+                }
                 if (r < 0)
                         al_error_set(&err, -r, "asking the sandbox to start the process");
         }
         if (r >= 0)
-                r = keeper_wait_started(k, id, NULL, &err);
+                r = keeper_wait_started(k, id, p.terminal ? &pty : NULL, &err);
         for (size_t i = 0; i < n; i++)
                 close(fds[i]);
         oci_process_clear(&p);
@@ -444,7 +450,10 @@ static void keeper_exec(struct keeper *k, int fd, const char *doc, const int *fd
         rt_audit_event(&k->audit, "container.exec", NULL);
         k->conns[slot] = fd;
         k->conn_ids[slot] = id;
-        (void)ctl_send(fd, "ok", NULL, 0);
+        /* With a terminal the proxy gets the sandbox's pty master to relay. */
+        (void)ctl_send(fd, "ok", pty >= 0 ? &pty : NULL, pty >= 0 ? 1 : 0);
+        if (pty >= 0)
+                close(pty);
 }
 
 static void keeper_accept(struct keeper *k)

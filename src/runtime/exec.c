@@ -10,12 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "console.h"
 #include "ctl.h"
+#include "spec.h"
 #include "runtime.h"
 #include "util.h"
 
@@ -38,7 +41,8 @@ static _Noreturn void exit_like(int status)
 
 /* Ask the keeper; on "ok", report 0 on `report` (when >= 0), then wait
  * for the end and exit with the process's status. */
-static _Noreturn void proxy(const char *sock, const char *doc, int report)
+static _Noreturn void proxy(const char *sock, const char *doc, int report, const char *console,
+                            bool terminal)
 {
         sigset_t set;
         sigfillset(&set);
@@ -54,9 +58,25 @@ static _Noreturn void proxy(const char *sock, const char *doc, int report)
         }
         _cleanup_free_ char *req = xasprintf("exec %s", doc);
         const int fds[3] = {0, 1, 2};
-        int r = ctl_send(fd, req, fds, 3);
+        int slave = -1, inner = -1;
+        size_t got = 0;
+        int r = ctl_send(fd, req, fds, terminal ? 0 : 3);
         if (r >= 0)
-                r = ctl_recv(fd, msg, sizeof(msg), NULL, 0, NULL);
+                r = ctl_recv(fd, msg, sizeof(msg), &inner, 1, &got);
+        if (r >= 0 && terminal && strncmp(msg, "error ", 6) != 0) {
+                struct al_error e = {0};
+                if (got != 1) {
+                        snprintf(msg, sizeof(msg), "the keeper sent no terminal");
+                        goto fail;
+                }
+                /* The process runs already: the caller gets its terminal. */
+                if (rt_console_open(console, 0, 0, &slave, &e) < 0) {
+                        snprintf(msg, sizeof(msg), "%s", e.msg);
+                        goto fail;
+                }
+                (void)ioctl(slave, TIOCSCTTY, 0);
+                rt_console_winsize(slave, inner);
+        }
         if (r < 0) {
                 snprintf(msg, sizeof(msg), "the keeper did not answer: %s", strerror(-r));
                 goto fail;
@@ -74,13 +94,25 @@ static _Noreturn void proxy(const char *sock, const char *doc, int report)
         for (int i = 0; i < 3 && null >= 0; i++)
                 dup3(null, i, 0);
         for (;;) {
-                struct pollfd pf[2] = {{.fd = fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-                if (poll(pf, 2, -1) < 0 && errno != EINTR)
+                struct pollfd pf[4] = {{.fd = fd, .events = POLLIN},
+                                       {.fd = sfd, .events = POLLIN},
+                                       {.fd = slave, .events = POLLIN},
+                                       {.fd = inner, .events = POLLIN}};
+                nfds_t np = slave >= 0 && inner >= 0 ? 4 : 2;
+                if (poll(pf, np, -1) < 0 && errno != EINTR)
                         _exit(255);
+                if (np == 4 && pf[2].revents && rt_console_pump(slave, inner) < 0)
+                        slave = -1;
+                if (np == 4 && pf[3].revents && rt_console_pump(inner, slave) < 0) {
+                        close(inner);
+                        inner = -1;
+                }
                 if (pf[1].revents) {
                         struct signalfd_siginfo si;
                         while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-                                if (si.ssi_signo == SIGCHLD)
+                                if (si.ssi_signo == SIGWINCH && slave >= 0 && inner >= 0)
+                                        rt_console_winsize(slave, inner);
+                                if (si.ssi_signo == SIGCHLD || si.ssi_signo == SIGWINCH)
                                         continue;
                                 char k[32];
                                 snprintf(k, sizeof(k), "kill %u", si.ssi_signo);
@@ -92,8 +124,11 @@ static _Noreturn void proxy(const char *sock, const char *doc, int report)
                         int status;
                         if (r < 0)
                                 _exit(255);
-                        if (strncmp(msg, "exit ", 5) == 0 && safe_atoi(msg + 5, &status) >= 0)
+                        if (strncmp(msg, "exit ", 5) == 0 && safe_atoi(msg + 5, &status) >= 0) {
+                                if (slave >= 0 && inner >= 0)
+                                        rt_console_drain(inner, slave);
                                 exit_like(status);
+                        }
                 }
         }
 fail:
@@ -106,7 +141,8 @@ fail:
 
 int rt_exec(const struct rt_globals *g, int argc, char **argv, struct al_error *err)
 {
-        const char *process = NULL, *pid_file = NULL, *id = NULL;
+        const char *process = NULL, *pid_file = NULL, *id = NULL, *console = NULL;
+        bool tty = false;
         bool detach = false;
         int i;
         for (i = 0; i < argc; i++) {
@@ -121,12 +157,12 @@ int rt_exec(const struct rt_globals *g, int argc, char **argv, struct al_error *
                         pid_file = a + 11;
                 else if (STREQ(a, "--detach") || STREQ(a, "-d"))
                         detach = true;
-                else if (STREQ(a, "--console-socket") || strncmp(a, "--console-socket=", 17) == 0 ||
-                         STREQ(a, "--tty") || STREQ(a, "-t"))
-                        return al_error_set_message(err, EINVAL,
-                                                    "exec %s: a terminal is not supported by "
-                                                    "airlock-runtime yet",
-                                                    a);
+                else if (STREQ(a, "--console-socket") && i + 1 < argc)
+                        console = argv[++i];
+                else if (strncmp(a, "--console-socket=", 17) == 0)
+                        console = a + 17;
+                else if (STREQ(a, "--tty") || STREQ(a, "-t"))
+                        tty = true;
                 else if (a[0] == '-')
                         return al_error_set_message(err, EINVAL, "exec: option %s is not supported",
                                                     a);
@@ -170,9 +206,31 @@ int rt_exec(const struct rt_globals *g, int argc, char **argv, struct al_error *
                 doc = json_dumps(o, JSON_COMPACT);
                 json_decref(o);
         }
+        /* Whether the process asks for a terminal decides, as at create;
+         * --tty asks for one for a command given on the line. */
+        if (tty && process)
+                return al_error_set_message(err, EINVAL,
+                                            "exec: --tty with --process; set process.terminal");
+        if (tty) {
+                json_t *o = json_loads(doc, 0, NULL);
+                json_object_set_new(o, "terminal", json_true());
+                free(doc);
+                doc = json_dumps(o, JSON_COMPACT);
+                json_decref(o);
+        }
+        struct oci_process pr = {0};
+        r = oci_process_parse(doc, &pr, err);
+        bool terminal = pr.terminal;
+        oci_process_clear(&pr);
+        if (r < 0)
+                return al_error_wrap(err, "exec");
+        if (terminal != (console != NULL))
+                return al_error_set_message(err, EINVAL,
+                                            terminal ? "exec: a terminal needs --console-socket"
+                                                     : "exec: --console-socket without a terminal");
         _cleanup_free_ char *sock = xasprintf("%s/%s/%s", g->root, id, RUNTIME_CTL);
         if (!detach)
-                proxy(sock, doc, -1);
+                proxy(sock, doc, -1, console, terminal);
 
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -183,7 +241,7 @@ int rt_exec(const struct rt_globals *g, int argc, char **argv, struct al_error *
         if (pid == 0) {
                 close(pipefd[0]);
                 setsid();
-                proxy(sock, doc, pipefd[1]);
+                proxy(sock, doc, pipefd[1], console, terminal);
         }
         close(pipefd[1]);
         char msg[AL_ERROR_MAX];

@@ -534,6 +534,29 @@ def test_containerd_exec_pause_kill(env, containerd):
             break
         time.sleep(0.1)
     assert len(now) < len(before), (before, now)
+    # exec with a terminal (kubectl exec -it): the shim gets it over the
+    # console socket.
+    import pty
+    import select
+    cmd = ["ctr", "--address", containerd.address, "--namespace", containerd.ns, "task", "exec",
+           "-t", "--exec-id", "x3", "e2", "/bin/sh", "-c", "test -t 0 && echo exec-tty; exit 6"]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execvpe(cmd[0], cmd, env["env"])
+    out, end = b"", time.time() + 20
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.5)
+        try:
+            chunk = os.read(fd, 4096) if r else b""
+        except OSError:
+            break
+        if r and not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert b"exec-tty" in out, out
+    assert os.waitstatus_to_exitcode(status) == 6, out
     containerd("task", "pause", "e2")
     assert "PAUSED" in containerd("task", "ls").stdout
     containerd("task", "resume", "e2")
