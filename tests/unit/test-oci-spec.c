@@ -199,8 +199,16 @@ Test(oci_spec, process_document)
         oci_process_clear(&p);
         cr_assert_lt(
             oci_process_parse("{\"args\":[\"id\"],\"cwd\":\"/\",\"env\":[\"=1\"]}", &p, &e), 0);
-        cr_assert_lt(
-            oci_process_parse("{\"args\":[\"id\"],\"cwd\":\"/\",\"terminal\":true}", &p, &e), 0);
+        cr_assert_eq(oci_process_parse("{\"args\":[\"id\"],\"cwd\":\"/\",\"terminal\":true,"
+                                       "\"consoleSize\":{\"height\":24,\"width\":80}}",
+                                       &p, &e),
+                     0, "%s", e.msg);
+        cr_assert(p.terminal);
+        cr_assert_eq(p.rows, 24);
+        cr_assert_eq(p.cols, 80);
+        oci_process_clear(&p);
+        cr_assert_lt(oci_process_parse("{\"args\":[\"id\"],\"cwd\":\"/\",\"terminal\":1}", &p, &e),
+                     0);
 }
 
 Test(oci_spec, seccomp_profile)
