@@ -447,13 +447,6 @@ def containerd(env):
     log = open(base / "containerd.log", "w")
     proc = subprocess.Popen(["containerd", "--config", str(cfg)], stdout=log, stderr=log,
                             env=env["env"])
-    end = time.time() + 20
-    while not sock.exists() and time.time() < end:
-        time.sleep(0.1)
-    if not sock.exists():
-        proc.kill()
-        pytest.fail("containerd did not start: " + (base / "containerd.log").read_text()[-2000:])
-
     ns = "airlock-test-%d" % os.getpid()
     shim_root = pathlib.Path("/run/containerd/runc") / ns
 
@@ -465,32 +458,45 @@ def containerd(env):
             assert p.returncode == 0, (args, p.stdout, p.stderr)
         return p
 
-    tar = env["tmp"] / "image.tar"
-    docker_archive(env["bundle"] / "rootfs", tar, "docker.io/airlock-test/sh:1")
-    ctr("image", "import", "--no-unpack", "--all-platforms", tar)
     ctr.shim_root = shim_root
     ctr.address = str(sock)
     ctr.ns = ns
-    yield ctr
-    if shim_root.exists():
-        for c in os.listdir(shim_root):
-            subprocess.run([str(RUNTIME), "--root", str(shim_root), "delete", "--force", c],
-                           timeout=20, capture_output=True)
-        shutil.rmtree(shim_root, ignore_errors=True)
-    subprocess.run(["pkill", "-TERM", "-P", str(proc.pid)], capture_output=True)
-    proc.terminate()
+    # Whatever happens from here, containerd, its shims and the containers
+    # go at the end.
     try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
-    # The shims containerd started (their own processes, found by address).
-    out = subprocess.run(["pgrep", "-f", f"containerd-shim-runc-v2.*{base}"],
-                         capture_output=True, text=True).stdout.split()
-    for p in out:
-        os.kill(int(p), signal.SIGKILL)
-    subprocess.run(["umount", "-R", str(base / "root")], capture_output=True)
-    shutil.rmtree(base, ignore_errors=True)
+        end = time.time() + 20
+        while not sock.exists() and time.time() < end:
+            time.sleep(0.1)
+        if not sock.exists():
+            pytest.fail("containerd did not start: " +
+                        (base / "containerd.log").read_text()[-2000:])
+        tar = env["tmp"] / "image.tar"
+        docker_archive(env["bundle"] / "rootfs", tar, "docker.io/airlock-test/sh:1")
+        ctr("image", "import", "--no-unpack", "--all-platforms", tar)
+        yield ctr
+    finally:
+        if shim_root.exists():
+            for c in os.listdir(shim_root):
+                subprocess.run([str(RUNTIME), "--root", str(shim_root), "delete", "--force", c],
+                               timeout=20, capture_output=True)
+            shutil.rmtree(shim_root, ignore_errors=True)
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        # The shims this containerd started, found by its address.
+        out = subprocess.run(["pgrep", "-f", f"containerd-shim-runc-v2.*{base}"],
+                             capture_output=True, text=True).stdout.split()
+        for p in out:
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["umount", "-R", str(base / "root")], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 IMAGE = "docker.io/airlock-test/sh:1"
@@ -553,6 +559,8 @@ def test_containerd_exec_pause_kill(env, containerd):
         if r and not chunk:
             break
         out += chunk
+    if time.time() >= end:
+        os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     os.close(fd)
     assert b"exec-tty" in out, out
@@ -597,6 +605,8 @@ def test_containerd_run_with_terminal(env, containerd):
         elif os.waitpid(pid, os.WNOHANG)[0]:
             pid = 0
             break
+    if pid and time.time() >= end:
+        os.kill(pid, signal.SIGKILL)
     if pid:
         _, status = os.waitpid(pid, 0)
     else:
