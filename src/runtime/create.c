@@ -32,6 +32,7 @@
 #include "fs.h"
 #include "console.h"
 #include "ctl.h"
+#include "gate.h"
 #include "runtime.h"
 #include "runtime-audit.h"
 #include "spawn.h"
@@ -58,6 +59,8 @@ struct keeper {
         const char *console_socket;
         int console_fd; /* process.terminal: the host pty's slave side, else -1 */
         int inner_pty;  /* ... and the sandbox's pty master once started, else -1 */
+        pid_t gate_pid; /* the network gate's process (gate.c), or -1 */
+        int report_fd;  /* create's pipe, until the keeper has reported */
 };
 
 static void policy_freep(struct policy **p)
@@ -260,6 +263,13 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
                  * caller's side reaches the keeper as SIGWINCH. */
                 (void)ioctl(k->console_fd, TIOCSCTTY, 0);
         }
+        _cleanup_free_ char *sandbox = xasprintf("oci:%s", k->st.id);
+        const int hold[] = {k->sp.sync_fd, k->sp.pidfd,    k->sp.upper_fd, k->sp.tool_fd,
+                            k->sp.pty_fd,  k->sp.netns_fd, k->report_fd};
+        r = rt_gate_start(k->policy, sandbox, k->sp.listen_fds, &k->audit, hold, ARRAY_SIZE(hold),
+                          &k->gate_pid, err);
+        if (r < 0)
+                return r;
         _cleanup_free_ char *dir = rt_dir(k->g, k->st.id);
         _cleanup_free_ char *sock = xasprintf("%s/%s", dir, RUNTIME_CTL);
         k->listen_fd = listen_ctl(sock, err);
@@ -315,6 +325,8 @@ static _Noreturn void keeper_exit(struct keeper *k, int status)
         if (k->sp.sync_fd >= 0)
                 close(k->sp.sync_fd);
         k->cg = cgroup_free(k->cg);
+        if (k->gate_pid > 0)
+                (void)kill(k->gate_pid, SIGKILL);
         _cleanup_free_ char *dir = rt_dir(k->g, k->st.id);
         _cleanup_free_ char *sock = xasprintf("%s/%s", dir, RUNTIME_CTL);
         unlink(sock);
@@ -632,7 +644,9 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                            .next_id = 1,
                            .console_socket = console_socket,
                            .console_fd = -1,
-                           .inner_pty = -1};
+                           .inner_pty = -1,
+                           .gate_pid = -1,
+                           .report_fd = -1};
         for (size_t i = 0; i < KEEPER_EXECS_MAX; i++)
                 k.conns[i] = -1;
         r = oci_spec_parse(json, bundle_abs, &k.spec, err);
@@ -657,12 +671,19 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                 k.spec = oci_spec_free(k.spec);
                 return r;
         }
-        if (p->n_tools_allow || p->n_routes || p->net_mode != POLICY_NET_NONE) {
+        if (p->n_tools_allow || p->n_routes) {
                 k.spec = oci_spec_free(k.spec);
                 return al_error_set_message(
                     err, EINVAL,
-                    "annotation airlock.io/policy: the network gate and the tool gateway are "
-                    "not supported in a container yet; the container has no network");
+                    "annotation airlock.io/policy: routes and the tool gateway are not "
+                    "supported in a container yet; remove routes and tools");
+        }
+        if (p->net_mode == POLICY_NET_GATED && k.spec->join_net) {
+                k.spec = oci_spec_free(k.spec);
+                return al_error_set_message(
+                    err, EINVAL,
+                    "annotation airlock.io/policy: a gated network needs the container's own "
+                    "network namespace; remove the network namespace's path");
         }
         k.policy = p;
         if (k.spec->seccomp_json) {
@@ -703,6 +724,7 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                 return al_error_set(err, errno, "fork");
         if (pid == 0) {
                 close(pipefd[0]);
+                k.report_fd = pipefd[1];
                 setsid();
                 struct al_error e = {0};
                 r = rt_audit_open(&k.audit, g, k.spec, id);
@@ -727,6 +749,7 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                 rt_audit_event(&k.audit, "container.created", NULL);
                 (void)write_full(pipefd[1], "", 1);
                 close(pipefd[1]);
+                k.report_fd = -1;
                 /* The keeper keeps the three stdio fds for the process. */
                 keeper_loop(&k);
         }
@@ -734,7 +757,9 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         char msg[AL_ERROR_MAX];
         size_t got = 0;
         ssize_t n;
-        while (got < sizeof(msg) - 1 && (n = read(pipefd[0], msg + got, sizeof(msg) - 1 - got)) > 0)
+        /* A lone NUL says "started"; anything else is the error. */
+        while (got < sizeof(msg) - 1 && !(got == 1 && msg[0] == '\0') &&
+               (n = read(pipefd[0], msg + got, sizeof(msg) - 1 - got)) > 0)
                 got += (size_t)n;
         close(pipefd[0]);
         msg[got] = '\0';

@@ -55,6 +55,11 @@ static int append(struct rt_audit *ra, const char *kind, json_t *f)
         return r;
 }
 
+int rt_audit_fields(struct rt_audit *ra, const char *kind, json_t *fields)
+{
+        return append(ra, kind, fields);
+}
+
 int rt_audit_event(struct rt_audit *ra, const char *kind, const char *message)
 {
         json_t *f = json_object();

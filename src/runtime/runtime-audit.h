@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <jansson.h>
+
 #include "runtime.h"
 #include "spec.h"
 
@@ -20,4 +22,6 @@ struct rt_audit {
 int rt_audit_open(struct rt_audit *ra, const struct rt_globals *g, const struct oci_spec *s,
                   const char *id);
 int rt_audit_event(struct rt_audit *ra, const char *kind, const char *message);
+/* An event with these fields (taken). */
+int rt_audit_fields(struct rt_audit *ra, const char *kind, json_t *fields);
 void rt_audit_exit(struct rt_audit *ra, int status);

@@ -370,6 +370,59 @@ def test_terminal_through_console_socket(env):
     rt(env, "delete", "t1")
 
 
+def test_annotation_network_gate(env):
+    """airlock.io/policy with network rules: the gate answers inside the
+    container's own network namespace, allows what the policy allows,
+    refuses the rest, and each decision is in the audit log."""
+    import http.server
+    import threading
+    curl = shutil.which("curl")
+    if not curl:
+        pytest.skip("curl is needed inside the test image")
+    root = env["bundle"] / "rootfs"
+    libs = set()
+    for tok in subprocess.run(["ldd", curl], capture_output=True, text=True).stdout.split():
+        if tok.startswith("/"):
+            libs.add(tok)
+    for f in [curl] + sorted(libs):
+        dst = pathlib.Path(str(root) + f)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(f), dst)
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"from-upstream"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    port = srv.server_address[1]
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        pol = json.dumps({"network": {"allow": [f"upstream.test:{port}"],
+                                      "hosts": {"upstream.test": "127.0.0.1"},
+                                      "allowPrivate": ["127.0.0.1/32"]}})
+        sh = (f"{curl} -s -m 10 http://upstream.test:{port}/ ; echo; "
+              f"{curl} -s -m 10 -o /dev/null -w 'denied=%{{http_code}}' http://other.test:{port}/")
+        proc = {"args": ["/bin/sh", "-c", sh], "cwd": "/", "user": {"uid": 0, "gid": 0},
+                "env": ["PATH=/bin:/usr/bin", "HTTP_PROXY=http://127.0.0.1:3128",
+                        "http_proxy=http://127.0.0.1:3128"]}
+        out = run_once(env, "g1", proc["args"], process=proc,
+                       annotations={"airlock.io/policy": pol})
+    finally:
+        srv.shutdown()
+    assert "from-upstream" in out, out
+    assert "denied=403" in out, out
+    audit = [json.loads(x) for x in (env["tmp"] / "audit.log").read_text().splitlines()]
+    decisions = [a for a in audit if a["kind"] == "net.decision" and a["sandbox"] == "oci:g1"]
+    assert {d["decision"] for d in decisions} >= {"allow", "deny"}, decisions
+
+
 def test_oom_score_adj(env):
     s = spec(["/bin/cat", "/proc/self/oom_score_adj"])
     s["process"]["oomScoreAdj"] = 500
