@@ -421,6 +421,12 @@ def test_annotation_network_gate(env):
     audit = [json.loads(x) for x in (env["tmp"] / "audit.log").read_text().splitlines()]
     decisions = [a for a in audit if a["kind"] == "net.decision" and a["sandbox"] == "oci:g1"]
     assert {d["decision"] for d in decisions} >= {"allow", "deny"}, decisions
+    # The keeper and its gate both write: the hash chain holds.
+    airlock = BUILD / "src/cli/airlock"
+    if airlock.exists():
+        v = subprocess.run([str(airlock), "audit", "verify", str(env["tmp"] / "audit.log")],
+                           capture_output=True, text=True, timeout=30)
+        assert v.returncode == 0, v.stdout + v.stderr
 
 
 def test_oom_score_adj(env):
