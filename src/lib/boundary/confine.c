@@ -2,6 +2,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/securebits.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -131,6 +133,11 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                 if (r < 0)
                         return r;
         }
+        /* A second filter only narrows: the kernel runs both and the
+         * strictest answer wins. */
+        if (c->extra_filter &&
+            syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, c->extra_filter) < 0)
+                return al_error_set(err, errno, "seccomp: loading the container's own filter");
 
         /* execvp searches the sandbox's PATH, so the clean environment must
          * already be ours. */

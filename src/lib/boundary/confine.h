@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+struct sock_fprog;
+
 #include "error.h"
 #include "policy.h"
 
@@ -23,6 +25,7 @@ struct confine_config {
         int keep_fd; /* kept open across close_range (CLOEXEC), or -1 */
         bool ctty;   /* fd 0 is a terminal of the sandbox's own: make it the new
                       * session's controlling terminal */
+        const struct sock_fprog *extra_filter; /* spawn_config.extra_filter, or NULL */
 };
 
 /* Returns only on failure, with `err` set; *ret_exec_errno is non-zero when

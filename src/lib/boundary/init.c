@@ -83,6 +83,7 @@ static _Noreturn void command_main(struct child_ctx *ctx, const struct command *
                 .envp = cmd->envp,
                 .keep_fd = errfd,
                 .ctty = cmd->ctty,
+                .extra_filter = cfg->extra_filter,
         };
         int exec_errno = 0;
         confine_and_exec(&cc, &exec_errno, &err);

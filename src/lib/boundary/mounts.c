@@ -449,6 +449,19 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                 r = mounts_build_dev(&b, nodes, p->limits.disk);
                 if (r < 0)
                         goto out;
+                for (size_t i = 0; c->tmpfs_dirs && c->tmpfs_dirs[i]; i++) {
+                        char tsize[32];
+                        uint64_t n = c->tmpfs_sizes ? c->tmpfs_sizes[i] : p->limits.disk;
+                        snprintf(tsize, sizeof(tsize), "%" PRIu64,
+                                 n && n < p->limits.disk ? n : p->limits.disk);
+                        r = check_not_hiding(&b, c->tmpfs_dirs[i]);
+                        if (r >= 0)
+                                r = mounts_mount_tmpfs(&b, c->tmpfs_dirs[i], tsize, "0755", c->uid,
+                                                       c->gid,
+                                                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+                        if (r < 0)
+                                goto out;
+                }
         }
 
         if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -28,6 +29,13 @@ struct mounts_plan {
         char **mount_reals;  /* one per policy mount */
         int *mount_ro_fds;   /* read-only mounts: detached clones, or -1 */
         int tool_bin_fd;     /* airlock-tool: a detached read-only clone, or -1 */
+        /* A container's root file system (mounts_plan_rootfs): its top-level
+         * entries, each a detached clone (root caller), or -1 to bind by
+         * path, or a symbolic link's text in rootfs_links. */
+        char **rootfs_names;
+        char **rootfs_links;
+        int *rootfs_fds;
+        size_t n_rootfs;
 };
 
 /* Resolve the plan in the parent, as the caller. Fails (naming the path and
@@ -43,6 +51,10 @@ struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts);
  * checked here, as the caller, and cloned read-only when the caller can
  * (root: the sandbox user may not reach the install directory). */
 int mounts_plan_tool(struct mounts_plan *plan, const char *bin, struct al_error *err);
+/* A container's root file system (spawn_config.rootfs), listed and cloned
+ * as the caller: the sandbox user need not reach the directory. */
+int mounts_plan_rootfs(struct mounts_plan *plan, const char *rootfs, bool readonly,
+                       struct al_error *err);
 
 struct mounts_config {
         const struct mounts_plan *plan;
@@ -64,6 +76,13 @@ struct mounts_config {
         /* Tier container: the image's root (tier.h), shown read-only
          * instead of the host's system directories; NULL: none. */
         const struct tier_image *image;
+        /* A container's root file system (spawn_config.rootfs), or NULL. */
+        const char *rootfs;
+        bool rootfs_readonly;
+        /* Fresh tmpfs directories (a container's tmpfs mounts), each of
+         * limits.disk, owned by the sandbox user; NULL-terminated or NULL. */
+        char *const *tmpfs_dirs;
+        const uint64_t *tmpfs_sizes; /* bytes, one per dir, at most limits.disk */
 };
 
 /* In the parent, before the sandbox starts: make the workspace's .git/hooks

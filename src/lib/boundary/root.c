@@ -69,11 +69,56 @@ static int build_image_root(struct builder *b, const struct tier_image *t)
         return 0;
 }
 
+static mode_t st_mode_of(int fd)
+{
+        struct stat st;
+        return fstat(fd, &st) < 0 ? 0 : st.st_mode;
+}
+
+/* A container's root file system (airlock-runtime): each top-level entry
+ * bound in place of the host's, except those Airlock makes fresh or never
+ * shows (host_skip). The same resolution and deny checks as a host path. */
+static int build_rootfs(struct builder *b)
+{
+        const struct mounts_plan *pl = b->c->plan;
+        for (size_t i = 0; pl && i < pl->n_rootfs; i++) {
+                const char *name = pl->rootfs_names[i];
+                bool skip = false;
+                for (size_t k = 0; k < ARRAY_SIZE(host_skip); k++)
+                        skip = skip || STREQ(name, host_skip[k]);
+                if (skip)
+                        continue;
+                _cleanup_free_ char *host = xasprintf("%s/%s", b->c->rootfs, name);
+                _cleanup_free_ char *target = xasprintf("/%s", name);
+                int r;
+                if (pl->rootfs_links[i]) {
+                        if (symlinkat(pl->rootfs_links[i], b->root, name) < 0 && errno != EEXIST)
+                                return al_error_set(b->err, errno, "creating link %s", target);
+                        continue;
+                }
+                if (pl->rootfs_fds[i] < 0) {
+                        r = mounts_bind_host(b, host, target, b->c->rootfs_readonly, true);
+                } else {
+                        r = mounts_check_not_denied(b, host);
+                        if (r >= 0)
+                                r = mounts_attach(b, pl->rootfs_fds[i], target,
+                                                  !S_ISDIR(st_mode_of(pl->rootfs_fds[i])));
+                        if (r >= 0)
+                                mounts_add_mapping(b, host, target, !b->c->rootfs_readonly);
+                }
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int mounts_build_system(struct builder *b)
 {
         const struct policy *p = b->c->policy;
         if (b->c->image)
                 return build_image_root(b, b->c->image);
+        if (b->c->rootfs)
+                return build_rootfs(b);
         if (p->read == POLICY_READ_SYSTEM) {
                 for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
                         int r = mounts_bind_host(b, system_dirs[i], system_dirs[i], true, true);
@@ -288,6 +333,9 @@ int mounts_build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
 int mounts_build_passwd(struct builder *b)
 {
         const struct mounts_config *c = b->c;
+        /* A container's image brings its own users. */
+        if (c->rootfs)
+                return 0;
         const char *opts[] = {"size", "64k", "mode", "0755", NULL};
         _cleanup_close_ int fs =
             mounts_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);

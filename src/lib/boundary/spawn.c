@@ -84,6 +84,10 @@ static void child_build_root(struct child_ctx *ctx)
             .tool_bin = cfg->tool_bin,
             .ca_bundle = cfg->ca_bundle,
             .image = ctx->image,
+            .rootfs = cfg->rootfs,
+            .rootfs_readonly = cfg->rootfs_readonly,
+            .tmpfs_dirs = cfg->tmpfs_dirs,
+            .tmpfs_sizes = cfg->tmpfs_sizes,
         };
         int upper = -1;
         r = mounts_build_root(&mc, &upper, &err);
@@ -132,11 +136,13 @@ static void child_join_cgroup(struct child_ctx *ctx)
 
 static _Noreturn void child_main(struct child_ctx *ctx)
 {
-        child_become_user(ctx);  /* waits for the maps, then setresuid */
-        spawn_netns_setup(ctx);  /* netns.c: lo up, the gate's listeners */
-        child_build_root(ctx);   /* mounts.c: the new root, pivot_root */
-        toolsock_setup(ctx);     /* toolsock.c: the tool gateway's socket */
-        child_set_hostname(ctx); /* uts */
+        child_become_user(ctx); /* waits for the maps, then setresuid */
+        if (!ctx->cfg->share_net)
+                spawn_netns_setup(ctx); /* netns.c: lo up, the gate's listeners */
+        child_build_root(ctx);          /* mounts.c: the new root, pivot_root */
+        toolsock_setup(ctx);            /* toolsock.c: the tool gateway's socket */
+        if (!ctx->cfg->share_uts)
+                child_set_hostname(ctx); /* uts */
         child_join_cgroup(ctx);  /* v1: waits for the parent's attach */
         if (ctx->cfg->argv)
                 spawn_init_main(ctx); /* init.c: pid 1 runs the command */
@@ -264,6 +270,12 @@ static pid_t clone_sandbox(struct child_ctx *ctx, int *pidfd, struct al_error *e
             .exit_signal = SIGCHLD,
         };
         args.pidfd = (uint64_t)(uintptr_t)pidfd;
+        if (cfg->share_net)
+                args.flags &= ~(uint64_t)CLONE_NEWNET;
+        if (cfg->share_ipc)
+                args.flags &= ~(uint64_t)CLONE_NEWIPC;
+        if (cfg->share_uts)
+                args.flags &= ~(uint64_t)CLONE_NEWUTS;
         /* v2 places the child at clone: the cgroup must exist first. */
         if (cfg->cgroup && cfg->cgroup->ops == &cgroup_v2_ops) {
                 r = cgroup_realize(cfg->cgroup, err);
@@ -419,6 +431,11 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         int sp[2] = {-1, -1};
         int r;
 
+        /* Fail closed: the gate lives in a namespace of the sandbox's own. */
+        if (cfg->share_net && p->net_mode == POLICY_NET_GATED)
+                return al_error_set_message(err, EINVAL,
+                                            "a gated network needs a network namespace of the "
+                                            "sandbox's own");
         ret->pid = -1;
         ret->sync_fd = -1;
         ret->pidfd = -1;
@@ -452,6 +469,11 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ctx.plan = plan;
         if (cfg->tool_bin) {
                 r = mounts_plan_tool(plan, cfg->tool_bin, err); /* mounts.c */
+                if (r < 0)
+                        goto fail;
+        }
+        if (cfg->rootfs) {
+                r = mounts_plan_rootfs(plan, cfg->rootfs, cfg->rootfs_readonly, err); /* plan.c */
                 if (r < 0)
                         goto fail;
         }

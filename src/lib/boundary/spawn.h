@@ -9,6 +9,7 @@
 #include "policy.h"
 
 struct cgroup;
+struct sock_fprog;
 
 /* The host uid/gid a sandbox started by root runs as: never a privileged one. */
 #define SPAWN_ROOT_HOST_UID 65534
@@ -65,6 +66,20 @@ struct spawn_config {
         const char *ca_bundle; /* host file bound read-only at SPAWN_CA_BUNDLE; NULL: none */
         const char *tool_bin;  /* host path of airlock-tool: the sandbox gets the tool
                                 * gateway's endpoint (SPAWN_TOOL_*); NULL: none */
+        const char *rootfs;    /* a container's root file system (airlock-runtime):
+                                * its top-level entries replace the host's system
+                                * directories; NULL: the host's (policy.read) */
+        bool rootfs_readonly;
+        char *const *tmpfs_dirs; /* fresh tmpfs directories (mounts_config) */
+        const uint64_t *tmpfs_sizes;
+        /* A second seccomp filter installed after Airlock's own in every
+         * process (a container's profile): stacked, it can only narrow. */
+        const struct sock_fprog *extra_filter;
+        /* Stay in the caller's network, ipc or uts namespace instead of a
+         * new one (a pod's, joined by the caller): the sandbox holds no
+         * capability there. A shared network gets no gate (refused with a
+         * gated policy) and keeps its own lo; a shared uts its host name. */
+        bool share_net, share_ipc, share_uts;
 };
 
 struct spawn_result {
