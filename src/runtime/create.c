@@ -266,7 +266,7 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
         _cleanup_free_ char *sandbox = xasprintf("oci:%s", k->st.id);
         const int hold[] = {k->sp.sync_fd, k->sp.pidfd,    k->sp.upper_fd, k->sp.tool_fd,
                             k->sp.pty_fd,  k->sp.netns_fd, k->report_fd};
-        r = rt_gate_start(k->policy, sandbox, k->sp.listen_fds, &k->audit, hold, ARRAY_SIZE(hold),
+        r = rt_gate_start(k->policy, sandbox, &k->sp, &k->audit, hold, ARRAY_SIZE(hold),
                           &k->gate_pid, err);
         if (r < 0)
                 return r;

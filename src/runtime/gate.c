@@ -26,9 +26,11 @@ static void on_decision(void *ud, const struct netgate_record *rec)
                 (void)rt_audit_fields(ra, events_net_kind(rec), f);
 }
 
-int rt_gate_start(const struct policy *p, const char *sandbox, int *listen_fds, struct rt_audit *ra,
-                  const int *close_fds, size_t n_close, pid_t *ret_pid, struct al_error *err)
+int rt_gate_start(const struct policy *p, const char *sandbox, struct spawn_result *sp,
+                  struct rt_audit *ra, const int *close_fds, size_t n_close, pid_t *ret_pid,
+                  struct al_error *err)
 {
+        int *listen_fds = sp->listen_fds;
         *ret_pid = -1;
         if (listen_fds[SPAWN_LISTEN_HTTP] < 0)
                 return 0;
@@ -57,9 +59,13 @@ int rt_gate_start(const struct policy *p, const char *sandbox, int *listen_fds, 
                 struct al_error e = {0};
                 struct event_base *base = event_base_new();
                 struct netgate *g = NULL;
-                int r = base ? gates_start_netgate(base, p, sandbox, NULL, NULL, listen_fds,
+                struct sv_connect_notify *cn = NULL;
+                int r = base ? gates_start_netgate(base, p, sandbox, NULL, NULL, NULL, listen_fds,
                                                    on_decision, ra, &g, &e)
                              : al_error_set(&e, ENOMEM, "gate: event base");
+                if (r >= 0)
+                        r = gates_start_transparent(base, g, &sp->dns_fd, &sp->relay_fd,
+                                                    &sp->notify_fd, &cn, &e);
                 if (r < 0) {
                         (void)write_full(pipefd[1], e.msg, strlen(e.msg));
                         _exit(1);
@@ -82,11 +88,14 @@ int rt_gate_start(const struct policy *p, const char *sandbox, int *listen_fds, 
                 return al_error_set_message(err, EINVAL, "network gate: %s",
                                             got ? msg : "it ended before it started");
         }
-        /* The gate holds the listeners now. */
+        /* The gate holds the listeners and transparent mode's fds now. */
+        int *held[SPAWN_LISTEN_MAX + 3] = {&sp->dns_fd, &sp->relay_fd, &sp->notify_fd};
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
-                if (listen_fds[i] >= 0) {
-                        close(listen_fds[i]);
-                        listen_fds[i] = -1;
+                held[3 + i] = &listen_fds[i];
+        for (size_t i = 0; i < ARRAY_SIZE(held); i++)
+                if (*held[i] >= 0) {
+                        close(*held[i]);
+                        *held[i] = -1;
                 }
         *ret_pid = pid;
         return 0;
