@@ -98,50 +98,6 @@ void agent_out_entry(void *ud, json_t *e)
         json_decref(e);
 }
 
-/* Run airlock or airlock-git with args; its stdout, bounded. */
-int agent_out_run_helper(const char *prog, char *const *args, char **ret_out, int *ret_status)
-{
-        _cleanup_free_ char *path = paths_beside_self(prog);
-        if (!path)
-                return -ENOENT;
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) < 0)
-                return -errno;
-        size_t n = strv_length(args);
-        _cleanup_free_ char **av = xcalloc(n + 2, sizeof(char *));
-        av[0] = path;
-        for (size_t i = 0; i < n; i++)
-                av[i + 1] = args[i];
-        struct child_spawn cs = {.path = path,
-                                 .argv = av,
-                                 .envp = environ,
-                                 .fds = {CHILD_FD_NULL, pfd[1], CHILD_FD_INHERIT},
-                                 .n_fds = 3};
-        pid_t pid;
-        int r = child_spawn(&cs, &pid, NULL);
-        close(pfd[1]);
-        if (r < 0) {
-                close(pfd[0]);
-                return r;
-        }
-        size_t cap = 16u << 20, len = 0;
-        char *out = xcalloc(1, 1);
-        char buf[65536];
-        ssize_t k;
-        while ((k = read(pfd[0], buf, sizeof(buf))) > 0 || (k < 0 && errno == EINTR)) {
-                if (k < 0 || len + (size_t)k > cap)
-                        continue;
-                out = xrealloc(out, len + (size_t)k + 1, 1);
-                memcpy(out + len, buf, (size_t)k);
-                len += (size_t)k;
-                out[len] = '\0';
-        }
-        close(pfd[0]);
-        *ret_status = child_wait(pid);
-        *ret_out = out;
-        return 0;
-}
-
 /* "From <40 hex> Mon Sep 17 00:00:00 2001\n": where a patch of an mbox
  * (airlock export) starts. */
 static bool is_from_line(const char *p)

@@ -17,9 +17,6 @@ struct transcript {
 /* One transcript entry (taken over). */
 void agent_out_entry(void *ud, json_t *e);
 
-/* Run PROG (airlock or airlock-git, beside this program) with args; its
- * stdout (at most 16 MiB) and its wait status. */
-int agent_out_run_helper(const char *prog, char *const *args, char **ret_out, int *ret_status);
 
 /* An mbox of patches (airlock export) into one patch each, and each one's
  * subject, appended to the arrays. */

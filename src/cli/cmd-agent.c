@@ -604,7 +604,7 @@ int cmd_agent(int argc, char **argv)
         _cleanup_free_ char *out = NULL;
         if (a.repo) {
                 char *args[] = {"export", sb.id, NULL};
-                if (agent_out_run_helper("airlock-git", args, &out, &status) >= 0 &&
+                if (githelper_capture("airlock-git", args, 16u << 20, true, &out, &status) >= 0 &&
                     WIFEXITED(status) && WEXITSTATUS(status) == 0)
                         agent_out_split_mbox(out, patches, messages);
                 if (a.push && !o.error_code) {
@@ -620,7 +620,8 @@ int cmd_agent(int argc, char **argv)
                         }
                         pargs[n] = NULL;
                         json_t *pj = NULL;
-                        if (agent_out_run_helper("airlock-git", pargs, &out, &status) >= 0)
+                        if (githelper_capture("airlock-git", pargs, 16u << 20, true, &out,
+                                              &status) >= 0)
                                 pj = json_loads(out, 0, NULL);
                         json_object_set_new(extra, "push",
                                             pj ? pj : json_pack("{s:s}", "error", "push failed"));
@@ -635,7 +636,8 @@ int cmd_agent(int argc, char **argv)
                 _cleanup_free_ char *root =
                     a.state_root ? xstrdup(a.state_root) : review_state_root(geteuid(), home);
                 args[2] = root;
-                if (agent_out_run_helper("airlock", args, &out, &status) >= 0 && out && out[0]) {
+                if (githelper_capture("airlock", args, 16u << 20, true, &out, &status) >= 0 &&
+                    out && out[0]) {
                         _cleanup_free_ char *d =
                             agent_text_for_model(out, strlen(out), strlen(out), 8u << 20);
                         json_array_append_new(patches, json_string(d));

@@ -28,10 +28,10 @@ int githelper_exec(const char *name, int argc, char **argv)
         return 2;
 }
 
-/* Run airlock-git with args, collecting its stdout (bounded). */
-static int run_githelper(char *const *args, char **ret_out, int *ret_status)
+int githelper_capture(const char *prog, char *const *args, size_t cap, bool stdin_null,
+                      char **ret_out, int *ret_status)
 {
-        _cleanup_free_ char *path = paths_beside_self("airlock-git");
+        _cleanup_free_ char *path = paths_beside_self(prog);
         if (!path)
                 return -ENOENT;
         int pipefd[2];
@@ -42,25 +42,29 @@ static int run_githelper(char *const *args, char **ret_out, int *ret_status)
         av[0] = path;
         for (size_t i = 0; i < n; i++)
                 av[i + 1] = args[i];
-        /* Its environment and its stdin and stderr are ours. */
-        struct child_spawn cs = {.path = path,
-                                 .argv = av,
-                                 .envp = environ,
-                                 .fds = {CHILD_FD_INHERIT, pipefd[1], CHILD_FD_INHERIT},
-                                 .n_fds = 3};
+        /* Its environment and its stderr are ours. */
+        struct child_spawn cs = {
+            .path = path,
+            .argv = av,
+            .envp = environ,
+            .fds = {stdin_null ? CHILD_FD_NULL : CHILD_FD_INHERIT, pipefd[1], CHILD_FD_INHERIT},
+            .n_fds = 3};
         pid_t pid;
         int r = child_spawn(&cs, &pid, NULL);
+        close(pipefd[1]);
         if (r < 0) {
                 close(pipefd[0]);
-                close(pipefd[1]);
                 return r;
         }
-        close(pipefd[1]);
-        char *out = NULL;
+        /* Read to the end, so the helper never blocks on a full pipe; what
+         * is past `cap` is dropped. */
         size_t len = 0;
-        char buf[4096];
+        char *out = xcalloc(1, 1);
+        char buf[65536];
         ssize_t k;
-        while ((k = read(pipefd[0], buf, sizeof(buf))) > 0 && len < 64 * 1024) {
+        while ((k = read(pipefd[0], buf, sizeof(buf))) > 0 || (k < 0 && errno == EINTR)) {
+                if (k < 0 || len + (size_t)k > cap)
+                        continue;
                 out = xrealloc(out, len + (size_t)k + 1, 1);
                 memcpy(out + len, buf, (size_t)k);
                 len += (size_t)k;
@@ -69,7 +73,7 @@ static int run_githelper(char *const *args, char **ret_out, int *ret_status)
         close(pipefd[0]);
         int st = child_wait(pid);
         *ret_out = out;
-        *ret_status = st < 0 ? 0 : st;
+        *ret_status = st < 0 ? 255 : st; /* a wait that failed is a failure */
         return 0;
 }
 
@@ -96,7 +100,7 @@ int githelper_clone(const char *repo, const char *rev, const char *secrets_file,
         args[n] = NULL;
         _cleanup_free_ char *out = NULL;
         int st;
-        int r = run_githelper(args, &out, &st);
+        int r = githelper_capture("airlock-git", args, 64 * 1024, false, &out, &st);
         if (r < 0) {
                 snprintf(msg, msglen, "run: --repo: running airlock-git: %s", strerror(-r));
                 return r;
@@ -123,7 +127,7 @@ void githelper_report(const char *id, bool quiet)
         char *args[] = {"git-report", (char *)id, NULL};
         _cleanup_free_ char *out = NULL;
         int st;
-        (void)run_githelper(args, &out, &st);
+        (void)githelper_capture("airlock-git", args, 64 * 1024, false, &out, &st);
 }
 
 void githelper_clone_done(struct githelper_clone *c)

@@ -12,6 +12,13 @@
  * failure, with the exit code to use. */
 int githelper_exec(const char *name, int argc, char **argv);
 
+/* Run `prog` (airlock or airlock-git, found beside this program) with
+ * args; *ret_out is its stdout, at most `cap` bytes (the rest is read and
+ * dropped), and *ret_status its exit status. stdin_null: its stdin is
+ * /dev/null, else ours. -ENOENT when the program is not there. */
+int githelper_capture(const char *prog, char *const *args, size_t cap, bool stdin_null,
+                      char **ret_out, int *ret_status);
+
 struct githelper_clone {
         char id[17];
         char *workspace;
