@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -331,6 +333,72 @@ static void relay(struct sv_connect_notify *cn, struct cn_pending *p)
                 finish(p, ENOMEM);
 }
 
+/* Whether the caller's `fd` is a socket of the sandbox's own network
+ * namespace, from a copy of it taken here (*dup). The direct path's sockets
+ * are the host's: connected, they stay so, because a disconnected one
+ * (connect(AF_UNSPEC)) would reach whatever the host reaches. Any doubt
+ * (no SIOCGSKNS, another namespace) is "not its own". */
+static int caller_socket(pid_t tid, int fd, int *dup, bool *own)
+{
+        *own = false;
+        pid_t tgid = 0;
+        int r = read_tgid(tid, &tgid);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
+        if (pidfd < 0)
+                return -errno;
+        *dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        if (*dup < 0)
+                return -errno;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)tid);
+        struct stat mine, its;
+        if (stat(path, &mine) < 0)
+                return -errno;
+        _cleanup_close_ int ns = ioctl(*dup, SIOCGSKNS);
+        if (ns < 0)
+                return errno == ENOTSOCK ? -ENOTSOCK : 0;
+        if (fstat(ns, &its) < 0)
+                return -errno;
+        *own = its.st_dev == mine.st_dev && its.st_ino == mine.st_ino;
+        return 0;
+}
+
+/* A local address (or AF_UNSPEC) on an IPv4/IPv6 socket: let through only
+ * on a socket of the sandbox's own. A disconnect is done here, on the copy
+ * that was checked, so no later change of the caller's fd or memory can
+ * turn it on the host's socket. Returns true when answered. */
+static bool guard_local(struct sv_connect_notify *cn, const struct seccomp_notif *req,
+                        const struct sockaddr_storage *ss, size_t len)
+{
+        sa_family_t fam = len >= sizeof(sa_family_t) ? ss->ss_family : AF_UNIX;
+        if (fam != AF_UNSPEC && fam != AF_INET && fam != AF_INET6)
+                return false;
+        _cleanup_close_ int dup = -1;
+        bool own = false;
+        int r = caller_socket(req->pid, (int)req->data.args[0], &dup, &own);
+        if (r < 0 || !id_valid(cn, req->id)) {
+                (void)respond(cn, req->id, r < 0 ? -r : ESRCH, 0);
+                return true;
+        }
+        if (!own) {
+                struct netgate_verdict v = {.port = 0};
+                snprintf(v.host, sizeof(v.host), "%s",
+                         fam == AF_UNSPEC ? "disconnect" : "local address");
+                v.reason = "host_socket_reuse";
+                netgate_transparent_record(cn->g, &v, NULL);
+                (void)respond(cn, req->id, fam == AF_UNSPEC ? EOPNOTSUPP : EISCONN, 0);
+                return true;
+        }
+        if (fam == AF_UNSPEC) {
+                r = connect(dup, (const struct sockaddr *)ss, (socklen_t)len) < 0 ? errno : 0;
+                (void)respond(cn, req->id, r, 0);
+                return true;
+        }
+        return false;
+}
+
 static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req)
 {
         if (req->data.nr != __NR_connect) {
@@ -359,6 +427,8 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
         if (!id_valid(cn, req->id))
                 return;
         if (stays_inside(&ss, len)) {
+                if (guard_local(cn, req, &ss, len))
+                        return;
                 (void)respond(cn, req->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
                 return;
         }
