@@ -112,3 +112,4 @@ def test_direct_socket_cannot_be_disconnected_and_reused(airlock, net):
     reuse = [d for d in r.of("transparent", "deny") if d.get("reason") == "host_socket_reuse"]
     assert len(reuse) >= 3, r.records
     assert all(d["port"] == HTTP_PORT for d in r.of("transparent", "allow")), r.records
+

@@ -33,6 +33,7 @@ struct cn_pending {
         uint64_t id;
         int target_fd; /* the caller's fd number */
         bool nonblock, cloexec, nodelay, keepalive;
+        bool local; /* a local address, connected here on the caller's own socket */
         int sock;   /* the host's socket, connecting (or the caller's, to the relay) */
         int dup;    /* the caller's socket (pidfd_getfd) */
         int domain; /* its family */
@@ -195,6 +196,11 @@ static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
 static void finish(struct cn_pending *p, int error)
 {
         struct sv_connect_notify *cn = p->cn;
+        if (p->local) {
+                (void)respond(cn, p->id, error, 0);
+                pending_free(p);
+                return;
+        }
         if (error) {
                 netgate_transparent_record(cn->g, &p->v, "upstream_failed");
                 (void)respond(cn, p->id, error, 0);
@@ -365,10 +371,11 @@ static int caller_socket(pid_t tid, int fd, int *dup, bool *own)
         return 0;
 }
 
-/* A local address (or AF_UNSPEC) on an IPv4/IPv6 socket: let through only
- * on a socket of the sandbox's own. A disconnect is done here, on the copy
- * that was checked, so no later change of the caller's fd or memory can
- * turn it on the host's socket. Returns true when answered. */
+/* A local address (or AF_UNSPEC) on an IPv4/IPv6 socket: refused on the
+ * host's sockets, and on the sandbox's own connected (or disconnected) here,
+ * on the copy that was checked, never let through to the kernel's second
+ * read, so no later change of the caller's fd or memory can turn it on a
+ * host's socket. Returns true when answered (now or when it connects). */
 static bool guard_local(struct sv_connect_notify *cn, const struct seccomp_notif *req,
                         const struct sockaddr_storage *ss, size_t len)
 {
@@ -391,12 +398,39 @@ static bool guard_local(struct sv_connect_notify *cn, const struct seccomp_notif
                 (void)respond(cn, req->id, fam == AF_UNSPEC ? EOPNOTSUPP : EISCONN, 0);
                 return true;
         }
-        if (fam == AF_UNSPEC) {
-                r = connect(dup, (const struct sockaddr *)ss, (socklen_t)len) < 0 ? errno : 0;
+        /* Connected here, on the copy: what the caller's fd or memory is
+         * by the time the kernel would read them again does not matter. A
+         * blocking caller's socket is made non-blocking for this call only,
+         * and its answer waits for the connection. */
+        int fl = fcntl(dup, F_GETFL);
+        if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(dup, F_SETFL, fl | O_NONBLOCK) < 0)) {
+                (void)respond(cn, req->id, errno, 0);
+                return true;
+        }
+        r = connect(dup, (const struct sockaddr *)ss, (socklen_t)len) < 0 ? errno : 0;
+        if (!(fl & O_NONBLOCK))
+                (void)fcntl(dup, F_SETFL, fl);
+        if (r != EINPROGRESS || (fl & O_NONBLOCK) || cn->n_pending >= CN_PENDING_MAX) {
                 (void)respond(cn, req->id, r, 0);
                 return true;
         }
-        return false;
+        struct cn_pending *p = xcalloc(1, sizeof(*p));
+        p->cn = cn;
+        p->id = req->id;
+        p->local = true;
+        p->dup = -1;
+        p->sock = TAKE_FD(dup);
+        p->next = cn->pending;
+        if (p->next)
+                p->next->pprev = &p->next;
+        p->pprev = &cn->pending;
+        cn->pending = p;
+        cn->n_pending++;
+        p->ev = event_new(cn->base, p->sock, EV_WRITE, connected, p);
+        struct timeval tv = {CN_CONNECT_TIMEOUT, 0};
+        if (!p->ev || event_add(p->ev, &tv) < 0)
+                finish(p, ENOMEM);
+        return true;
 }
 
 static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req)
