@@ -29,6 +29,9 @@
 #error "transparent mode: add this architecture's AUDIT_ARCH"
 #endif
 
+/* The low 32 bits of argument i (both architectures are little-endian). */
+#define ARG_LO(i) ((uint32_t)offsetof(struct seccomp_data, args[i]))
+
 /* The notification listener, or -errno. Other ABIs are left to the main
  * filter, which kills them. */
 static int install_connect_notify(void)
@@ -40,7 +43,19 @@ static int install_connect_notify(void)
             BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
             BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 0, 1),
             BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+            /* TCP Fast Open connects with no connect(): sendto, sendmsg,
+             * sendmmsg with MSG_FASTOPEN are refused (the flags are in a
+             * register, so this reads no memory the caller can change). */
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sendto, 3, 0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sendmmsg, 2, 0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sendmsg, 3, 0),
             BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(3)),
+            BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MSG_FASTOPEN, 3, 2),
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
+            BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MSG_FASTOPEN, 1, 0),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EOPNOTSUPP & SECCOMP_RET_DATA)),
         };
         struct sock_fprog prog = {.len = (unsigned short)ARRAY_SIZE(f), .filter = f};
         long fd =

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -31,6 +33,7 @@ struct cn_pending {
         uint64_t id;
         int target_fd; /* the caller's fd number */
         bool nonblock, cloexec, nodelay, keepalive;
+        bool local; /* a local address, connected here on the caller's own socket */
         int sock;   /* the host's socket, connecting (or the caller's, to the relay) */
         int dup;    /* the caller's socket (pidfd_getfd) */
         int domain; /* its family */
@@ -193,6 +196,11 @@ static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
 static void finish(struct cn_pending *p, int error)
 {
         struct sv_connect_notify *cn = p->cn;
+        if (p->local) {
+                (void)respond(cn, p->id, error, 0);
+                pending_free(p);
+                return;
+        }
         if (error) {
                 netgate_transparent_record(cn->g, &p->v, "upstream_failed");
                 (void)respond(cn, p->id, error, 0);
@@ -331,6 +339,100 @@ static void relay(struct sv_connect_notify *cn, struct cn_pending *p)
                 finish(p, ENOMEM);
 }
 
+/* Whether the caller's `fd` is a socket of the sandbox's own network
+ * namespace, from a copy of it taken here (*dup). The direct path's sockets
+ * are the host's: connected, they stay so, because a disconnected one
+ * (connect(AF_UNSPEC)) would reach whatever the host reaches. Any doubt
+ * (no SIOCGSKNS, another namespace) is "not its own". */
+static int caller_socket(pid_t tid, int fd, int *dup, bool *own)
+{
+        *own = false;
+        pid_t tgid = 0;
+        int r = read_tgid(tid, &tgid);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
+        if (pidfd < 0)
+                return -errno;
+        *dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        if (*dup < 0)
+                return -errno;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)tid);
+        struct stat mine, its;
+        if (stat(path, &mine) < 0)
+                return -errno;
+        _cleanup_close_ int ns = ioctl(*dup, SIOCGSKNS);
+        if (ns < 0)
+                return errno == ENOTSOCK ? -ENOTSOCK : 0;
+        if (fstat(ns, &its) < 0)
+                return -errno;
+        *own = its.st_dev == mine.st_dev && its.st_ino == mine.st_ino;
+        return 0;
+}
+
+/* A local address (or AF_UNSPEC) on an IPv4/IPv6 socket: refused on the
+ * host's sockets, and on the sandbox's own connected (or disconnected) here,
+ * on the copy that was checked, never let through to the kernel's second
+ * read, so no later change of the caller's fd or memory can turn it on a
+ * host's socket. Returns true when answered (now or when it connects). */
+static bool guard_local(struct sv_connect_notify *cn, const struct seccomp_notif *req,
+                        const struct sockaddr_storage *ss, size_t len)
+{
+        sa_family_t fam = len >= sizeof(sa_family_t) ? ss->ss_family : AF_UNIX;
+        if (fam != AF_UNSPEC && fam != AF_INET && fam != AF_INET6)
+                return false;
+        _cleanup_close_ int dup = -1;
+        bool own = false;
+        int r = caller_socket(req->pid, (int)req->data.args[0], &dup, &own);
+        if (r < 0 || !id_valid(cn, req->id)) {
+                (void)respond(cn, req->id, r < 0 ? -r : ESRCH, 0);
+                return true;
+        }
+        if (!own) {
+                struct netgate_verdict v = {.port = 0};
+                snprintf(v.host, sizeof(v.host), "%s",
+                         fam == AF_UNSPEC ? "disconnect" : "local address");
+                v.reason = "host_socket_reuse";
+                netgate_transparent_record(cn->g, &v, NULL);
+                (void)respond(cn, req->id, fam == AF_UNSPEC ? EOPNOTSUPP : EISCONN, 0);
+                return true;
+        }
+        /* Connected here, on the copy: what the caller's fd or memory is
+         * by the time the kernel would read them again does not matter. A
+         * blocking caller's socket is made non-blocking for this call only,
+         * and its answer waits for the connection. */
+        int fl = fcntl(dup, F_GETFL);
+        if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(dup, F_SETFL, fl | O_NONBLOCK) < 0)) {
+                (void)respond(cn, req->id, errno, 0);
+                return true;
+        }
+        r = connect(dup, (const struct sockaddr *)ss, (socklen_t)len) < 0 ? errno : 0;
+        if (!(fl & O_NONBLOCK))
+                (void)fcntl(dup, F_SETFL, fl);
+        if (r != EINPROGRESS || (fl & O_NONBLOCK) || cn->n_pending >= CN_PENDING_MAX) {
+                (void)respond(cn, req->id, r, 0);
+                return true;
+        }
+        struct cn_pending *p = xcalloc(1, sizeof(*p));
+        p->cn = cn;
+        p->id = req->id;
+        p->local = true;
+        p->dup = -1;
+        p->sock = TAKE_FD(dup);
+        p->next = cn->pending;
+        if (p->next)
+                p->next->pprev = &p->next;
+        p->pprev = &cn->pending;
+        cn->pending = p;
+        cn->n_pending++;
+        p->ev = event_new(cn->base, p->sock, EV_WRITE, connected, p);
+        struct timeval tv = {CN_CONNECT_TIMEOUT, 0};
+        if (!p->ev || event_add(p->ev, &tv) < 0)
+                finish(p, ENOMEM);
+        return true;
+}
+
 static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req)
 {
         if (req->data.nr != __NR_connect) {
@@ -359,6 +461,8 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
         if (!id_valid(cn, req->id))
                 return;
         if (stays_inside(&ss, len)) {
+                if (guard_local(cn, req, &ss, len))
+                        return;
                 (void)respond(cn, req->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
                 return;
         }
