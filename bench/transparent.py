@@ -101,10 +101,11 @@ def main():
         os.mkdir(ws)
         shutil.copy(os.path.join(REPO, "bench/netgate.py"), os.path.join(ws, "netgate.py"))
         pols = {}
-        for name, budget in (("direct", {"rate": 0}), ("relay", {"rate": 0, "bytes": "1000G"})):
+        for name, direct, budget in (("direct", True, {"rate": 0}),
+                                     ("relay", False, {"rate": 0, "bytes": "1000G"})):
             pols[name] = os.path.join(tmp, f"{name}.json")
             with open(pols[name], "w") as f:
-                f.write('{"network": {"budget": %s}}\n' % str(budget).replace("'", '"'))
+                json.dump({"network": {"directPath": direct, "budget": budget}}, f)
 
         fmt = ["-o", "/dev/null", "-w", "%{http_code} %{size_download} %{time_total}\\n", url]
 

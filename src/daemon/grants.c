@@ -353,6 +353,12 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
                 return refuse(ret, "tools",
                               "tools.onUnlisted \"ask\" is not available through the API: "
                               "name the tools in tools.allow (airlock grant create --tool NAME)");
+        /* The direct path hands the sandbox a socket of the host's: a
+         * host-side choice, as host paths are. */
+        if (p->net_direct_path && !g->allow_host_workspace)
+                return refuse(ret, "allowHostWorkspace",
+                              "network.directPath hands the sandbox the host's own sockets; "
+                              "it needs a grant with --allow-host-workspace");
         if (g->allow_host_workspace)
                 return 0;
         const char *why;

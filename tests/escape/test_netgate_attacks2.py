@@ -20,7 +20,7 @@ import netns  # noqa: E402
 from netns import HTTP_PORT, LOOP_PORT, OTHER_PORT, RANGE, SERVER_ADDR  # noqa: E402
 from test_transparent import NAME, run  # noqa: E402
 
-NORATE = {"network": {"budget": {"rate": 0}}}  # the direct path (no relay)
+NORATE = {"network": {"directPath": True, "budget": {"rate": 0}}}  # the direct path (no relay)
 
 
 @pytest.fixture(scope="module")

@@ -200,13 +200,13 @@ if pid == 0:
         mm[0:16] = gb
 res = {"ok": 0, "refused": 0}
 i = 0
-while i < 400 and (i < 40 or res["ok"] < 5):
+while i < 3000 and (i < 40 or res["ok"] < 5):
     i += 1
-    s = socket.socket()
-    s.settimeout(10)
+    s = socket.socket()  # blocking: a connect answers when it is done
     r = libc.connect(s.fileno(), ctypes.byref(buf), 16)
     if r == 0:
         res["ok"] += 1
+        s.settimeout(10)
         try:
             s.sendall(b"GET /hello.txt?m=%s-%d HTTP/1.0\r\n\r\n" % (mark.encode(), i))
             while s.recv(65536):
@@ -222,8 +222,8 @@ print(json.dumps(res))
 '''
 
 
-# No rate and no byte budget: the direct path.
-NORATE = {"network": {"budget": {"rate": 0}}}
+# No rate and no byte budget, and the policy asks for it: the direct path.
+NORATE = {"network": {"directPath": True, "budget": {"rate": 0}}}
 
 
 def race(airlock, net, policy=None):
@@ -254,6 +254,17 @@ def test_racing_connect_argument_gets_only_what_was_checked(airlock, net):
 def test_racing_connect_argument_direct_path(airlock, net):
     r = race(airlock, net, policy=NORATE)
     assert all(d["bytesDown"] == 0 for d in r.of("transparent", "allow")), r.records
+
+
+def test_no_direct_path_unless_asked(airlock, net):
+    """Without network.directPath, even a connection with no rate and no
+    byte budget goes through the gate's relay (counted bytes): the sandbox
+    never holds a socket of the host's unless the policy says so."""
+    r = run(airlock, net, f"curl -s -o /dev/null --noproxy '*' http://{NAME}:{HTTP_PORT}/",
+            policy={"network": {"budget": {"rate": 0}}}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    allowed = r.of("transparent", "allow")
+    assert allowed and all(d["bytesDown"] > 0 for d in allowed), r.records
 
 
 def test_private_answer_and_rebinding_refused_by_the_name_server(airlock, net):

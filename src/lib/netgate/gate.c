@@ -153,6 +153,7 @@ struct netgate *netgate_new(struct event_base *base, const struct policy *p, con
                 return netgate_free(g);
         }
         g->ask = p->net_ask;
+        g->direct_path = p->net_direct_path;
         if (p->n_net_deny_reasons) {
                 g->deny_reasons = xcalloc(p->n_net_deny_reasons, sizeof(*g->deny_reasons));
                 for (size_t i = 0; i < p->n_net_deny_reasons; i++) {

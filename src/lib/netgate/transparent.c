@@ -88,9 +88,11 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
         const char *range = netgate_address_refused(g, &a);
         if (range)
                 return deny(v, "private_address", range);
-        /* The direct path moves bytes the gate never sees: a byte budget or
-         * a rate needs the relay. */
-        v->relay = g->budget.bytes > 0 || g->rate_group;
+        /* The direct path moves bytes the gate never sees, and puts a
+         * socket of the host's in the sandbox's hands: only when the policy
+         * asks for it (network.directPath), and never with a byte budget or
+         * a rate, which need the relay. */
+        v->relay = !g->direct_path || g->budget.bytes > 0 || g->rate_group;
         const char *spent = netgate_budget_take(g);
         if (spent)
                 return deny(v, spent, netgate_budget_rule(spent));

@@ -106,6 +106,8 @@ char *policy_to_json(const struct policy *p)
                                                    "secret", str_json(sn->secret), "hosts",
                                                    strv_json(sn->hosts, sn->n_hosts)));
         }
+        if (p->net_direct_path)
+                json_object_set_new(o, "directPath", json_true());
         if (p->net_parent_proxy) {
                 json_object_set_new(o, "parentProxy", str_json(p->net_parent_proxy));
                 json_object_set_new(o, "noProxy", strv_json(p->net_no_proxy, p->n_net_no_proxy));

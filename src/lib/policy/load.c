@@ -512,6 +512,11 @@ static const struct field budget_fields[] = {
     {"refusals", budget_refusals},
 };
 
+static int net_direct_path(struct ctx *c, void *t, json_t *v)
+{
+        return get_bool(c, v, &((struct policy *)t)->net_direct_path);
+}
+
 static int net_budget(struct ctx *c, void *t, json_t *v)
 {
         return parse_fields(c, t, v, budget_fields, ARRAY_SIZE(budget_fields));
@@ -523,8 +528,8 @@ static const struct field network_fields[] = {
     {"hosts", net_hosts},   {"routes", net_routes},
     {"budget", net_budget}, {"sentinels", net_sentinels},
     {"parentProxy", net_parent_proxy}, {"noProxy", net_no_proxy},
-    {"budget", net_budget}, {"onUnlisted", policy_net_on_unlisted_parse},
-    {"denyReasons", policy_deny_reasons_parse},
+    {"onUnlisted", policy_net_on_unlisted_parse},
+    {"denyReasons", policy_deny_reasons_parse}, {"directPath", net_direct_path},
 };
 
 /* limits.io: keys and handling come from policy_io_descs. */

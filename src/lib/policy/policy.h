@@ -215,6 +215,11 @@ struct policy {
          * lists do not name and asks the operator (ask.c); "deny" (false)
          * refuses it. */
         bool net_ask;
+        /* network.directPath: in transparent mode, a connection with no
+         * byte budget and no rate is handed to the sandbox as the host's
+         * own connected socket (no relay, no SNI check); false: every
+         * connection goes through the gate's relay. */
+        bool net_direct_path;
         struct policy_kv *net_deny_reasons; /* network.denyReasons: host pattern -> text */
         size_t n_net_deny_reasons;
 
