@@ -161,3 +161,31 @@ def test_bodies_of_new_routes_are_bounded(d, victim):
         assert st in (404, 409, 413), (p, st)
     # The daemon is still up and answers.
     assert c.get(victim)["id"] == victim
+
+
+def test_run_stream_ends_when_its_grant_is_revoked(d):
+    # A model that takes the connection and never answers: the run goes on,
+    # its event stream stays open with nothing to say.
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    tok = d.grant("revokedrunner", "--allow-runs")
+    c = d.client(tok)
+    try:
+        run = c.create_run("t", "m", {"network": {"routes": [
+            {"name": "model", "upstream": f"http://127.0.0.1:{port}"}],
+            "allowPrivate": ["127.0.0.1"]}}, timeout=60)
+        conn, resp = c._open("GET", f"/v1/runs/{run['id']}/events", timeout=10)
+        assert resp.status == 200
+        d.revoke("revokedrunner")
+        # The stream ends (an "end" event naming the revocation), well
+        # before the run would.
+        data = resp.read()
+        conn.close()
+        assert b"event: end" in data and b"revoked" in data, data[-300:]
+        # And the run is no longer this token's to read.
+        st, _ = status(c, "GET", f"/v1/runs/{run['id']}")
+        assert st == 401
+    finally:
+        srv.close()

@@ -22,6 +22,7 @@
 #include "jobs.h"
 #include "policy.h"
 #include "routes.h"
+#include "store.h"
 #include "util.h"
 
 #define RUN_TASK_MAX       (1u << 20)
@@ -339,6 +340,7 @@ void route_run_get(struct daemon *d, struct evhttp_request *req, const struct ro
 #define RUN_STREAM_TICK_MS 200
 #define RUN_LINE_MAX       (8u << 20) /* a transcript line: a tool result is far less */
 #define RUN_QUEUE_MAX      (4u << 20) /* output waiting for a slow client */
+#define RUN_GRANT_TICKS    5          /* the grant is looked at every 5 ticks */
 
 struct run_stream {
         struct daemon *d;
@@ -346,6 +348,8 @@ struct run_stream {
         struct evhttp_connection *conn;
         struct event *tick;
         char *dir;
+        char grant_hash[GRANT_HASH_HEX + 1];
+        unsigned ticks;
         uint64_t off;
         struct evbuffer *partial; /* a line not ended yet */
 };
@@ -371,10 +375,10 @@ static void stream_closed(struct evhttp_connection *conn, void *arg)
         stream_free(s);
 }
 
-static void stream_end(struct run_stream *s, const char *result)
+static void stream_end_event(struct run_stream *s, const char *event, const char *data)
 {
         struct evbuffer *buf = evbuffer_new();
-        evbuffer_add_printf(buf, "event: result\ndata: %s\n\n", result);
+        evbuffer_add_printf(buf, "event: %s\ndata: %s\n\n", event, data);
         struct evhttp_request *req = s->req;
         stream_free(s);
         evhttp_send_reply_chunk(req, buf);
@@ -382,9 +386,31 @@ static void stream_end(struct run_stream *s, const char *result)
         evhttp_send_reply_end(req);
 }
 
+static void stream_end(struct run_stream *s, const char *result)
+{
+        stream_end_event(s, "result", result);
+}
+
+/* A grant revoked reads no more of its runs: its open streams end as its
+ * requests would be refused (GET /v1/events does the same). */
+static bool grant_revoked(struct run_stream *s)
+{
+        if (s->ticks++ % RUN_GRANT_TICKS != 0)
+                return false;
+        struct grant *g = NULL;
+        int r = store_grant_by_hash(s->d->store, s->grant_hash, &g);
+        grant_free(g);
+        if (r != -ENOENT)
+                return false;
+        stream_end_event(s, "end", "{\"reason\":\"the grant was revoked\"}");
+        return true;
+}
+
 static void stream_tick(evutil_socket_t fd, short what, void *arg)
 {
         struct run_stream *s = arg;
+        if (grant_revoked(s))
+                return;
         struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
         if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > RUN_QUEUE_MAX)
                 return; /* the client is slow: read on when it has caught up */
@@ -441,6 +467,8 @@ void route_run_events(struct daemon *d, struct evhttp_request *req, const struct
         s->d = d;
         s->req = req;
         s->dir = TAKE_PTR(dir);
+        snprintf(s->grant_hash, sizeof(s->grant_hash), "%s", a->grant->token_hash);
+        s->ticks = 1; /* the first look is a tick later: the grant was just found */
         s->partial = evbuffer_new();
         s->conn = evhttp_request_get_connection(req);
         s->tick = event_new(d->base, -1, EV_PERSIST, stream_tick, s);
