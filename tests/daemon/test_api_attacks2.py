@@ -189,3 +189,26 @@ def test_run_stream_ends_when_its_grant_is_revoked(d):
         assert st == 401
     finally:
         srv.close()
+
+
+def test_runs_count_against_max_sandboxes(d):
+    # Each run is a sandbox: a grant held to one live sandbox does not get
+    # a second (nor a hundredth) by asking for runs.
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    pol = {"network": {"routes": [{"name": "model", "upstream": f"http://127.0.0.1:{port}"}],
+                       "allowPrivate": ["127.0.0.1"]}}
+    c = d.client(d.grant("onerun", "--allow-runs", "--allow-sandbox", "--max-sandboxes", "1"))
+    try:
+        c.create_run("t", "m", pol, timeout=20)
+        with pytest.raises(AirlockError) as e:
+            c.create_run("t", "m", pol, timeout=20)
+        assert (e.value.status, e.value.error) == (429, "too_many_sandboxes"), e.value
+        assert e.value.body["limit"] == "grant.maxSandboxes"
+        with pytest.raises(AirlockError) as e:
+            c.create(sandbox_class="small")
+        assert (e.value.status, e.value.error) == (429, "too_many_sandboxes"), e.value
+    finally:
+        srv.close()

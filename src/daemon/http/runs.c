@@ -22,6 +22,7 @@
 #include "jobs.h"
 #include "policy.h"
 #include "routes.h"
+#include "sandbox.h"
 #include "store.h"
 #include "util.h"
 
@@ -63,10 +64,33 @@ static char *read_file(const char *dir, const char *name, size_t max, bool *ret_
         return buf;
 }
 
+/* A run going on: each is a sandbox of its grant's (the agent's), counted
+ * against the grant's and the daemon's maxSandboxes as the API's own are. */
 struct run_job {
         struct daemon *d;
         char *dir;
+        char grant[GRANT_NAME_MAX + 1];
+        struct run_job *next;
 };
+
+static struct run_job *live_runs;
+
+size_t runs_live(const char *grant)
+{
+        size_t n = 0;
+        for (const struct run_job *j = live_runs; j; j = j->next)
+                n += !grant || STREQ(j->grant, grant);
+        return n;
+}
+
+static void run_forget(struct run_job *j)
+{
+        for (struct run_job **p = &live_runs; *p; p = &(*p)->next)
+                if (*p == j) {
+                        *p = j->next;
+                        return;
+                }
+}
 
 static void run_done(const struct job_result *res, void *ud)
 {
@@ -84,8 +108,36 @@ static void run_done(const struct job_result *res, void *ud)
                 if (s)
                         (void)write_file(j->dir, "result.json", s);
         }
+        run_forget(j);
         free(j->dir);
         free(j);
+}
+
+/* Whether one more sandbox is within the grant's and the daemon's
+ * maxSandboxes; else the 429 is sent, as a create's would be. */
+static bool room_for_one(struct daemon *d, struct evhttp_request *req, const struct grant *g)
+{
+        if (g->max_sandboxes &&
+            sandbox_count(d, g->name, false) + runs_live(g->name) >= g->max_sandboxes) {
+                reply_error_fields(d, req, 429, "too_many_sandboxes",
+                                   json_pack("{s:s, s:I}", "limit", "grant.maxSandboxes", "max",
+                                             (json_int_t)g->max_sandboxes),
+                                   "grant \"%s\" has its maximum of %" PRIu64
+                                   " live sandboxes (a run is one)",
+                                   g->name, g->max_sandboxes);
+                return false;
+        }
+        if (d->max_sandboxes &&
+            sandbox_count(d, NULL, true) + runs_live(NULL) >= d->max_sandboxes) {
+                reply_error_fields(d, req, 429, "too_many_sandboxes",
+                                   json_pack("{s:s, s:I}", "limit", "daemon.maxSandboxes", "max",
+                                             (json_int_t)d->max_sandboxes),
+                                   "the daemon has its maximum of %" PRIu64
+                                   " live sandboxes (a run is one)",
+                                   d->max_sandboxes);
+                return false;
+        }
+        return true;
 }
 
 static bool str_field(struct daemon *d, struct evhttp_request *req, json_t *body, const char *key,
@@ -217,6 +269,8 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
                                    "the policy's class is beyond the grant's classes");
                 goto out;
         }
+        if (!room_for_one(d, req, g))
+                goto out;
 
         char id[17];
         if (random_hex(id, 16) < 0) {
@@ -289,12 +343,15 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
         struct run_job *j = xcalloc(1, sizeof(*j));
         j->d = d;
         j->dir = xstrdup(dir);
+        snprintf(j->grant, sizeof(j->grant), "%s", g->name);
         if (job_start(d, argv, 64 * 1024, run_done, j, &err) < 0) {
                 free(j->dir);
                 free(j);
                 reply_error(d, req, 500, "internal", "%s", err.msg);
                 goto out;
         }
+        j->next = live_runs;
+        live_runs = j;
         reply_json(d, req, 202, json_pack("{s:s, s:s}", "id", id, "state", "running"));
 out:
         policy_free(p);

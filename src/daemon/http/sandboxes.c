@@ -410,7 +410,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         }
 
         /* How many. */
-        if (g->max_sandboxes && sandbox_count(d, g->name, false) >= g->max_sandboxes) {
+        if (g->max_sandboxes &&
+            sandbox_count(d, g->name, false) + runs_live(g->name) >= g->max_sandboxes) {
                 char n[32];
                 snprintf(n, sizeof(n), "%" PRIu64, g->max_sandboxes);
                 reply_error_fields(d, req, 429, "too_many_sandboxes",
@@ -420,7 +421,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 goto out;
         }
         struct sandbox *pooled = plain ? pool_take(d, cls) : NULL;
-        if (!pooled && d->max_sandboxes && sandbox_count(d, NULL, true) >= d->max_sandboxes) {
+        if (!pooled && d->max_sandboxes &&
+            sandbox_count(d, NULL, true) + runs_live(NULL) >= d->max_sandboxes) {
                 reply_error_fields(d, req, 429, "too_many_sandboxes",
                                    json_pack("{s:s, s:I}", "limit", "daemon.maxSandboxes", "max",
                                              (json_int_t)d->max_sandboxes),
