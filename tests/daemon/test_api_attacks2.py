@@ -217,3 +217,26 @@ def test_runs_count_against_max_sandboxes(d):
         assert (e.value.status, e.value.error) == (429, "too_many_sandboxes"), e.value
     finally:
         srv.close()
+
+
+def test_tier_on_create_is_never_served_from_the_warm_pool(make_daemon):
+    # The pool holds namespace sandboxes: a create that names another tier
+    # must start one of that tier, never be handed a weaker pooled one.
+    import os
+    import subprocess
+    from daemonlib import wait_for
+    if not os.access("/usr/bin/runsc", os.X_OK):
+        pytest.skip("runsc is not installed")
+    dd = make_daemon("--pool", "small=1")
+    c = dd.client(dd.admin)
+    wait_for(lambda: any(line == "airlock_pool_ready 1" for line in c.metrics().splitlines()),
+             timeout=30, what="the pool to fill")
+    pooled = set(dd.supervisors())
+    sb = c._json("POST", "/v1/sandboxes", {"class": "small", "tier": "gvisor"})
+    try:
+        assert sb["id"] not in pooled and sb["tier"] == "gvisor", sb
+        host = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
+        out = c.run(sb["id"], ["/bin/uname", "-r"])
+        assert out.stdout.strip() and out.stdout.decode().strip() != host, out
+    finally:
+        c.delete(sb["id"])
