@@ -207,7 +207,7 @@ def test_runs_count_against_max_sandboxes(d):
                        "allowPrivate": ["127.0.0.1"]}}
     c = d.client(d.grant("onerun", "--allow-runs", "--allow-sandbox", "--max-sandboxes", "1"))
     try:
-        c.create_run("t", "m", pol, timeout=20)
+        run = c.create_run("t", "m", pol, timeout=20)
         with pytest.raises(AirlockError) as e:
             c.create_run("t", "m", pol, timeout=20)
         assert (e.value.status, e.value.error) == (429, "too_many_sandboxes"), e.value
@@ -217,6 +217,18 @@ def test_runs_count_against_max_sandboxes(d):
         assert (e.value.status, e.value.error) == (429, "too_many_sandboxes"), e.value
     finally:
         srv.close()
+    # The model gone, the run ends, and its place is free again.
+    from daemonlib import wait_for
+    wait_for(lambda: c.get_run(run["id"])["state"] == "done", timeout=25, what="the run to end")
+
+    def create():
+        try:
+            return c.create(sandbox_class="small")
+        except AirlockError as e:
+            assert e.status == 429, e
+            return None  # the agent wrote its result and is still exiting
+    sb = wait_for(create, timeout=10, what="the run's place to be free")
+    c.delete(sb["id"])
 
 
 def test_tier_on_create_is_never_served_from_the_warm_pool(make_daemon):
