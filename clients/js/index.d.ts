@@ -165,3 +165,22 @@ export interface Client {
   waitRun(id: string, timeoutMs?: number): Promise<Run>;
   runEvents(id: string, onEvent: (name: "transcript" | "result", data: any) => void): Promise<object | null>;
 }
+
+export type ApprovalDecision = "allow-once" | "allow-sandbox" | "deny" | "deny-sandbox";
+
+export interface Approval {
+  id: string;
+  sandbox: string;
+  kind: string;
+  [k: string]: unknown;
+}
+
+export interface Client {
+  capabilities(id: string): Promise<Record<string, unknown>>;
+  changeCapabilities(id: string, change?: { grant?: object[]; revoke?: object[] }): Promise<Record<string, unknown>>;
+  grantCapabilities(id: string, ...entries: object[]): Promise<Record<string, unknown>>;
+  revokeCapabilities(id: string, ...entries: object[]): Promise<Record<string, unknown>>;
+  approvals(sandboxId?: string): Promise<Approval[]>;
+  decideApproval(approvalId: string, decision: ApprovalDecision): Promise<Record<string, unknown>>;
+  estop(id: string): Promise<{ sandbox: string; stopped: boolean; driverTold: boolean; receivedAt: number }>;
+}

@@ -100,6 +100,37 @@ export class Client {
   /** @param {string} id */
   delete(id) { return this._json("DELETE", `/v1/sandboxes/${id}`); }
 
+  /** @param {string} id resolves to the running sandbox's effective capabilities */
+  capabilities(id) { return this._json("GET", `/v1/sandboxes/${id}/capabilities`); }
+  /**
+   * Grant and revoke entries at once (all or none); resolves to the new set.
+   * @param {string} id @param {{grant?: object[], revoke?: object[]}} change
+   */
+  changeCapabilities(id, change = {}) {
+    const body = {};
+    if (change.grant) body.grant = change.grant;
+    if (change.revoke) body.revoke = change.revoke;
+    return this._json("POST", `/v1/sandboxes/${id}/capabilities`, body);
+  }
+  /** @param {string} id @param {...object} entries */
+  grantCapabilities(id, ...entries) { return this.changeCapabilities(id, { grant: entries }); }
+  /** @param {string} id @param {...object} entries */
+  revokeCapabilities(id, ...entries) { return this.changeCapabilities(id, { revoke: entries }); }
+  /** @param {string} [sandboxId] resolves to the pending approvals, oldest first */
+  async approvals(sandboxId) {
+    const q = sandboxId ? `?sandbox=${encodeURIComponent(sandboxId)}` : "";
+    return (await this._json("GET", `/v1/approvals${q}`)).approvals;
+  }
+  /**
+   * @param {string} approvalId
+   * @param {"allow-once"|"allow-sandbox"|"deny"|"deny-sandbox"} decision
+   */
+  decideApproval(approvalId, decision) {
+    return this._json("POST", `/v1/approvals/${encodeURIComponent(approvalId)}`, { decision });
+  }
+  /** @param {string} id the hardware's emergency stop: resolves to {sandbox, stopped, driverTold, receivedAt} */
+  estop(id) { return this._json("POST", `/v1/sandboxes/${id}/estop`, {}); }
+
   /**
    * Start an agent run (docs/agent.md); resolves to {id, state}.
    * @param {{task: string, model: string, policy: object, provider?: string, modelRoute?: string,

@@ -547,6 +547,41 @@ class Client:
         """The host tools the sandbox may call: [{name, description, inputSchema}]."""
         return self._json("GET", "/v1/sandboxes/%s/tools" % sandbox_id)["tools"]
 
+    # capabilities, approvals and the emergency stop (docs/api.md)
+
+    def capabilities(self, sandbox_id):
+        """The running sandbox's effective capabilities (allowCapabilities)."""
+        return self._json("GET", "/v1/sandboxes/%s/capabilities" % sandbox_id)
+
+    def change_capabilities(self, sandbox_id, grant=None, revoke=None):
+        """Grant and revoke entries at once (all or none); returns the new set."""
+        body = {}
+        if grant is not None:
+            body["grant"] = list(grant)
+        if revoke is not None:
+            body["revoke"] = list(revoke)
+        return self._json("POST", "/v1/sandboxes/%s/capabilities" % sandbox_id, body)
+
+    def grant_capabilities(self, sandbox_id, *entries):
+        """grant_capabilities(id, {"network": {"allow": "host:443"}}, ...)."""
+        return self.change_capabilities(sandbox_id, grant=entries)
+
+    def revoke_capabilities(self, sandbox_id, *entries):
+        return self.change_capabilities(sandbox_id, revoke=entries)
+
+    def approvals(self, sandbox_id=None):
+        """The asks the gates of the grant's running sandboxes hold, oldest first."""
+        return self._json("GET", "/v1/approvals" + self._q(sandbox=sandbox_id))["approvals"]
+
+    def decide_approval(self, approval_id, decision):
+        """decision: "allow-once", "allow-sandbox", "deny" or "deny-sandbox"."""
+        return self._json("POST", "/v1/approvals/%s" % urllib.parse.quote(approval_id, safe=""),
+                          {"decision": decision})
+
+    def estop(self, sandbox_id):
+        """The hardware's emergency stop: {"sandbox", "stopped", "driverTold", "receivedAt"}."""
+        return self._json("POST", "/v1/sandboxes/%s/estop" % sandbox_id, {})
+
     # agent runs (docs/agent.md): the host owns the model loop
 
     def create_run(self, task, model, policy, provider=None, model_route=None, max_turns=None,

@@ -59,6 +59,12 @@ void route_approval_decide(struct daemon *d, struct evhttp_request *req, const s
                             a->name);
                 return;
         }
+        /* Another grant's sandbox has no approvals, as it has no processes:
+         * nothing of the request is judged before that. */
+        if (!own(d, g, id)) {
+                reply_error(d, req, 404, "not_found", "no approval %s", a->name);
+                return;
+        }
         json_t *body = read_json_body(d, req, false);
         if (!body)
                 return;
@@ -73,12 +79,6 @@ void route_approval_decide(struct daemon *d, struct evhttp_request *req, const s
                 reply_bad_field(d, req, "decision",
                                 "must be \"allow-once\", \"allow-sandbox\", \"deny\" or "
                                 "\"deny-sandbox\"");
-                json_decref(body);
-                return;
-        }
-        /* Another grant's sandbox has no approvals, as it has no processes. */
-        if (!own(d, g, id)) {
-                reply_error(d, req, 404, "not_found", "no approval %s", a->name);
                 json_decref(body);
                 return;
         }

@@ -161,8 +161,8 @@ void route_capabilities(struct daemon *d, struct evhttp_request *req, const stru
                 goto out;
         by = xasprintf("grant:%s", g->name);
         ctl = json_pack("{s:s, s:s}", "op", CONTROL_OP_CAPS, "by", by);
-        json_object_set(ctl, "grant", grant ? grant : json_array());
-        json_object_set(ctl, "revoke", revoke ? revoke : json_array());
+        json_object_set_new(ctl, "grant", grant ? json_incref(grant) : json_array());
+        json_object_set_new(ctl, "revoke", revoke ? json_incref(revoke) : json_array());
         call(d, req, sb, ctl);
 out:
         json_decref(ctl);

@@ -168,7 +168,10 @@ static bool acts(enum evhttp_cmd_type cmd, const char *pattern)
 
 /* Whether the grant holds the permission the route's handler asks for
  * first: a grant without it gets the handler's 403, whoever made the
- * sandbox. */
+ * sandbox. Every acting route is named here; one that is not is taken as
+ * held, so that its sandbox is the maker's alone (a 404 to every other
+ * grant) whatever its handler asks: a route added without a line here
+ * fails closed, never open. */
 static bool may_act(const struct grant *g, enum evhttp_cmd_type cmd, const char *pattern)
 {
         if (strstr(pattern, "/push"))
@@ -178,7 +181,11 @@ static bool may_act(const struct grant *g, enum evhttp_cmd_type cmd, const char 
         if (strstr(pattern, "/ports") || strstr(pattern, "/ttl") ||
             (cmd == EVHTTP_REQ_DELETE && STREQ(pattern, "/v1/sandboxes/{id}")))
                 return g->allow_sandbox;
-        return g->allow_exec;
+        if (strstr(pattern, "/exec") || strstr(pattern, "/files") || strstr(pattern, "/stdin") ||
+            strstr(pattern, "/signal") || strstr(pattern, "/pty") || strstr(pattern, "/resize") ||
+            strstr(pattern, "/accept") || strstr(pattern, "/discard") || strstr(pattern, "/export"))
+                return g->allow_exec;
+        return true;
 }
 
 static bool someone_elses(struct daemon *d, const struct route_args *a)

@@ -107,3 +107,5 @@ void route_approval_decide(struct daemon *d, struct evhttp_request *req,
 void route_runs(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_run_get(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 void route_run_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
+/* The runs going on (of one grant, or of all with NULL): each is a sandbox. */
+size_t runs_live(const char *grant);

@@ -22,6 +22,8 @@
 #include "jobs.h"
 #include "policy.h"
 #include "routes.h"
+#include "sandbox.h"
+#include "store.h"
 #include "util.h"
 
 #define RUN_TASK_MAX       (1u << 20)
@@ -62,10 +64,33 @@ static char *read_file(const char *dir, const char *name, size_t max, bool *ret_
         return buf;
 }
 
+/* A run going on: each is a sandbox of its grant's (the agent's), counted
+ * against the grant's and the daemon's maxSandboxes as the API's own are. */
 struct run_job {
         struct daemon *d;
         char *dir;
+        char grant[GRANT_NAME_MAX + 1];
+        struct run_job *next;
 };
+
+static struct run_job *live_runs;
+
+size_t runs_live(const char *grant)
+{
+        size_t n = 0;
+        for (const struct run_job *j = live_runs; j; j = j->next)
+                n += !grant || STREQ(j->grant, grant);
+        return n;
+}
+
+static void run_forget(struct run_job *j)
+{
+        for (struct run_job **p = &live_runs; *p; p = &(*p)->next)
+                if (*p == j) {
+                        *p = j->next;
+                        return;
+                }
+}
 
 static void run_done(const struct job_result *res, void *ud)
 {
@@ -83,8 +108,36 @@ static void run_done(const struct job_result *res, void *ud)
                 if (s)
                         (void)write_file(j->dir, "result.json", s);
         }
+        run_forget(j);
         free(j->dir);
         free(j);
+}
+
+/* Whether one more sandbox is within the grant's and the daemon's
+ * maxSandboxes; else the 429 is sent, as a create's would be. */
+static bool room_for_one(struct daemon *d, struct evhttp_request *req, const struct grant *g)
+{
+        if (g->max_sandboxes &&
+            sandbox_count(d, g->name, false) + runs_live(g->name) >= g->max_sandboxes) {
+                reply_error_fields(d, req, 429, "too_many_sandboxes",
+                                   json_pack("{s:s, s:I}", "limit", "grant.maxSandboxes", "max",
+                                             (json_int_t)g->max_sandboxes),
+                                   "grant \"%s\" has its maximum of %" PRIu64
+                                   " live sandboxes (a run is one)",
+                                   g->name, g->max_sandboxes);
+                return false;
+        }
+        if (d->max_sandboxes &&
+            sandbox_count(d, NULL, true) + runs_live(NULL) >= d->max_sandboxes) {
+                reply_error_fields(d, req, 429, "too_many_sandboxes",
+                                   json_pack("{s:s, s:I}", "limit", "daemon.maxSandboxes", "max",
+                                             (json_int_t)d->max_sandboxes),
+                                   "the daemon has its maximum of %" PRIu64
+                                   " live sandboxes (a run is one)",
+                                   d->max_sandboxes);
+                return false;
+        }
+        return true;
 }
 
 static bool str_field(struct daemon *d, struct evhttp_request *req, json_t *body, const char *key,
@@ -216,6 +269,8 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
                                    "the policy's class is beyond the grant's classes");
                 goto out;
         }
+        if (!room_for_one(d, req, g))
+                goto out;
 
         char id[17];
         if (random_hex(id, 16) < 0) {
@@ -288,12 +343,15 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
         struct run_job *j = xcalloc(1, sizeof(*j));
         j->d = d;
         j->dir = xstrdup(dir);
+        snprintf(j->grant, sizeof(j->grant), "%s", g->name);
         if (job_start(d, argv, 64 * 1024, run_done, j, &err) < 0) {
                 free(j->dir);
                 free(j);
                 reply_error(d, req, 500, "internal", "%s", err.msg);
                 goto out;
         }
+        j->next = live_runs;
+        live_runs = j;
         reply_json(d, req, 202, json_pack("{s:s, s:s}", "id", id, "state", "running"));
 out:
         policy_free(p);
@@ -339,6 +397,7 @@ void route_run_get(struct daemon *d, struct evhttp_request *req, const struct ro
 #define RUN_STREAM_TICK_MS 200
 #define RUN_LINE_MAX       (8u << 20) /* a transcript line: a tool result is far less */
 #define RUN_QUEUE_MAX      (4u << 20) /* output waiting for a slow client */
+#define RUN_GRANT_TICKS    5          /* the grant is looked at every 5 ticks */
 
 struct run_stream {
         struct daemon *d;
@@ -346,6 +405,8 @@ struct run_stream {
         struct evhttp_connection *conn;
         struct event *tick;
         char *dir;
+        char grant_hash[GRANT_HASH_HEX + 1];
+        unsigned ticks;
         uint64_t off;
         struct evbuffer *partial; /* a line not ended yet */
 };
@@ -371,10 +432,10 @@ static void stream_closed(struct evhttp_connection *conn, void *arg)
         stream_free(s);
 }
 
-static void stream_end(struct run_stream *s, const char *result)
+static void stream_end_event(struct run_stream *s, const char *event, const char *data)
 {
         struct evbuffer *buf = evbuffer_new();
-        evbuffer_add_printf(buf, "event: result\ndata: %s\n\n", result);
+        evbuffer_add_printf(buf, "event: %s\ndata: %s\n\n", event, data);
         struct evhttp_request *req = s->req;
         stream_free(s);
         evhttp_send_reply_chunk(req, buf);
@@ -382,9 +443,31 @@ static void stream_end(struct run_stream *s, const char *result)
         evhttp_send_reply_end(req);
 }
 
+static void stream_end(struct run_stream *s, const char *result)
+{
+        stream_end_event(s, "result", result);
+}
+
+/* A grant revoked reads no more of its runs: its open streams end as its
+ * requests would be refused (GET /v1/events does the same). */
+static bool grant_revoked(struct run_stream *s)
+{
+        if (s->ticks++ % RUN_GRANT_TICKS != 0)
+                return false;
+        struct grant *g = NULL;
+        int r = store_grant_by_hash(s->d->store, s->grant_hash, &g);
+        grant_free(g);
+        if (r != -ENOENT)
+                return false;
+        stream_end_event(s, "end", "{\"reason\":\"the grant was revoked\"}");
+        return true;
+}
+
 static void stream_tick(evutil_socket_t fd, short what, void *arg)
 {
         struct run_stream *s = arg;
+        if (grant_revoked(s))
+                return;
         struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
         if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > RUN_QUEUE_MAX)
                 return; /* the client is slow: read on when it has caught up */
@@ -441,6 +524,8 @@ void route_run_events(struct daemon *d, struct evhttp_request *req, const struct
         s->d = d;
         s->req = req;
         s->dir = TAKE_PTR(dir);
+        snprintf(s->grant_hash, sizeof(s->grant_hash), "%s", a->grant->token_hash);
+        s->ticks = 1; /* the first look is a tick later: the grant was just found */
         s->partial = evbuffer_new();
         s->conn = evhttp_request_get_connection(req);
         s->tick = event_new(d->base, -1, EV_PERSIST, stream_tick, s);

@@ -253,11 +253,14 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         if (repo && !require(d, req, g, g->allow_git, "allowGit"))
                 goto out;
 
-        /* The pool serves creates that ask for nothing but a class. */
-        bool plain = !d->hardware_path &&
-                     (!jpolicy || json_is_null(jpolicy) || json_object_size(jpolicy) == 0) &&
-                     (!jws || json_is_null(jws)) && !json_is_true(jreview) && !repo &&
-                     !json_object_get(body, "volumes") && !json_object_get(body, "home");
+        /* The pool serves creates that ask for nothing but a class (not a
+         * tier: the pool's are namespace sandboxes, never a weaker stand-in). */
+        bool plain =
+            !d->hardware_path &&
+            (!jpolicy || json_is_null(jpolicy) || json_object_size(jpolicy) == 0) &&
+            (!jws || json_is_null(jws)) && !json_is_true(jreview) && !repo &&
+            !json_object_get(body, "volumes") && !json_object_get(body, "home") &&
+            (!json_object_get(body, "tier") || json_is_null(json_object_get(body, "tier")));
         const char *class_name = json_is_string(jclass) ? json_string_value(jclass) : NULL;
 
         struct al_error err = {0};
@@ -410,7 +413,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         }
 
         /* How many. */
-        if (g->max_sandboxes && sandbox_count(d, g->name, false) >= g->max_sandboxes) {
+        if (g->max_sandboxes &&
+            sandbox_count(d, g->name, false) + runs_live(g->name) >= g->max_sandboxes) {
                 char n[32];
                 snprintf(n, sizeof(n), "%" PRIu64, g->max_sandboxes);
                 reply_error_fields(d, req, 429, "too_many_sandboxes",
@@ -420,7 +424,8 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 goto out;
         }
         struct sandbox *pooled = plain ? pool_take(d, cls) : NULL;
-        if (!pooled && d->max_sandboxes && sandbox_count(d, NULL, true) >= d->max_sandboxes) {
+        if (!pooled && d->max_sandboxes &&
+            sandbox_count(d, NULL, true) + runs_live(NULL) >= d->max_sandboxes) {
                 reply_error_fields(d, req, 429, "too_many_sandboxes",
                                    json_pack("{s:s, s:I}", "limit", "daemon.maxSandboxes", "max",
                                              (json_int_t)d->max_sandboxes),
