@@ -312,6 +312,9 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
         static const char *const keys[] = {"from", "to", "overwrite", NULL};
         json_t *jover = json_object_get(body, "overwrite");
         _cleanup_free_ char *from = NULL, *to = NULL;
+        /* Before the first goto: a jump past it would leave the cleanup an
+         * unset descriptor to close. */
+        _cleanup_close_ int root = -1;
         if (reject_unknown(d, req, body, keys))
                 goto out;
         if (jover && !json_is_boolean(jover)) {
@@ -325,7 +328,6 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
         to = clean_query_path(d, req, json_string_value(json_object_get(body, "to")), "to", false);
         if (!to)
                 goto out;
-        _cleanup_close_ int root = -1;
         if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
                 goto out;
         struct al_error err = {0};
