@@ -78,8 +78,7 @@ int mounts_open_source(const struct policy *p, const struct policy_mount *m)
         if (ws < 0)
                 return -errno;
         return fs_openat2(ws, m->in_workspace, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0,
-                          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                              RESOLVE_NO_XDEV);
+                          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
 /* A repository's mount source, resolved as mounts_open_source opens it:
