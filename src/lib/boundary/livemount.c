@@ -138,6 +138,19 @@ int mounts_live_prepare(const struct mounts_live_request *q, struct mounts_live 
         if (r < 0)
                 return r;
         const char *real = plan->mount_reals[0];
+        /* The plan resolved the path again: it must name what was opened
+         * above, without links, or a swap in between would have the deny
+         * list checked against one tree and another mounted. */
+        char proc[64], opened[PATH_MAX];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", src);
+        ssize_t n_opened = readlink(proc, opened, sizeof(opened) - 1);
+        if (n_opened < 0 || (opened[n_opened] = '\0', !STREQ(opened, real))) {
+                r = al_error_set_message(err, EAGAIN,
+                                         "mount %s: its path changed while it was checked; "
+                                         "give a path nothing else is changing",
+                                         q->source);
+                goto out;
+        }
         for (size_t i = 0; i < plan->n_deny; i++)
                 if (mounts_path_under(plan->deny[i], real) &&
                     (plan->deny_mode[i] || !q->readonly)) {
@@ -179,9 +192,8 @@ int mounts_live_prepare(const struct mounts_live_request *q, struct mounts_live 
                 goto out;
 
         const uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-        if (q->readonly && plan->mount_ro_fds[0] >= 0) {
-                ret->tree_fd = TAKE_FD(plan->mount_ro_fds[0]);
-        } else if (q->readonly) {
+        if (q->readonly) {
+                /* From the fd checked above, never the path again. */
                 r = mounts_clone_tree(src, attrs | MOUNT_ATTR_RDONLY);
         } else {
                 r = spawn_prepare_idmapped(real, q->host_uid, q->host_gid, &ret->tree_fd, err);

@@ -288,6 +288,24 @@ static int bind_prepared(struct builder *b, int mnt, const char *host, const cha
         return 0;
 }
 
+/* A repository's mount (policy_mount.in_workspace) without a clone made by
+ * the parent: opened here beneath the workspace, no link followed, and
+ * bound from that fd, never by its path. */
+static int bind_in_workspace(struct builder *b, const struct policy_mount *m)
+{
+        _cleanup_close_ int fd = mounts_open_source(b->c->policy, m);
+        if (fd < 0)
+                return al_error_set(b->err, fd,
+                                    "mount %s at %s: .airlock/isolation.json's source must be "
+                                    "reached inside the workspace without symbolic links",
+                                    m->in_workspace, m->target);
+        _cleanup_close_ int mnt =
+            mounts_clone_tree(fd, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_RDONLY);
+        if (mnt < 0)
+                return al_error_set(b->err, mnt, "mount %s at %s", m->source, m->target);
+        return bind_prepared(b, mnt, m->source, m->target, true);
+}
+
 /* `target` with "." and empty components dropped, into buf. */
 static void normalize(const char *target, char buf[PATH_MAX])
 {
@@ -494,6 +512,8 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                 else if (m->readonly && c->plan && c->plan->mount_ro_fds &&
                          c->plan->mount_ro_fds[i] >= 0)
                         r = bind_prepared(&b, c->plan->mount_ro_fds[i], m->source, m->target, true);
+                else if (m->in_workspace)
+                        r = bind_in_workspace(&b, m);
                 else
                         r = mounts_bind_host(&b, m->source, m->target, m->readonly, false);
                 if (r < 0)

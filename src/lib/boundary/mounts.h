@@ -47,6 +47,11 @@ struct mounts_plan {
 int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
                     struct al_error *err);
 struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts);
+/* An O_PATH fd on a mount's source: a repository's (in_workspace) opened
+ * beneath the policy's workspace with no link followed on the way, so a
+ * directory swapped for a link after the check cannot redirect it; any
+ * other opened by path with O_NOFOLLOW. -errno on failure. */
+int mounts_open_source(const struct policy *p, const struct policy_mount *m);
 /* The tool gateway's client for the endpoint (mounts_config.tool_bin):
  * checked here, as the caller, and cloned read-only when the caller can
  * (root: the sandbox user may not reach the install directory). */

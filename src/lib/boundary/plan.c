@@ -66,6 +66,44 @@ static const char *broad_reason(const char *real, const char *caller_home)
  * (root: the sandbox user may not be able to reach it, e.g. under /root).
  * -1 when the caller cannot clone trees (rootless: the sandbox then binds
  * the path itself, with the caller's own rights). */
+int mounts_open_source(const struct policy *p, const struct policy_mount *m)
+{
+        if (!m->in_workspace) {
+                int fd = open(m->source, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                return fd < 0 ? -errno : fd;
+        }
+        if (!p->workspace)
+                return -ENOENT;
+        _cleanup_close_ int ws = open(p->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (ws < 0)
+                return -errno;
+        return fs_openat2(ws, m->in_workspace, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0,
+                          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+}
+
+/* A repository's mount source, resolved as mounts_open_source opens it:
+ * the real path of what lies beneath the workspace, or -errno. */
+static int repo_source_real(const struct policy *p, const struct policy_mount *m,
+                            char real[PATH_MAX], struct al_error *err)
+{
+        _cleanup_close_ int fd = mounts_open_source(p, m);
+        if (fd < 0)
+                return al_error_set(err, -fd,
+                                    "mount %s at %s: .airlock/isolation.json's source must be "
+                                    "reached inside the workspace without symbolic links (has "
+                                    "it been replaced since it was checked?)",
+                                    m->in_workspace, m->target);
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(proc, real, PATH_MAX - 1);
+        if (n < 0)
+                return al_error_set(err, errno, "mount %s at %s", m->in_workspace, m->target);
+        real[n] = '\0';
+        return 0;
+}
+
+static int clone_for_sandbox_fd(int fd, const char *path, bool readonly, struct al_error *err);
+
 static int clone_for_sandbox(const char *path, bool readonly, struct al_error *err)
 {
         if (geteuid() != 0)
@@ -73,6 +111,13 @@ static int clone_for_sandbox(const char *path, bool readonly, struct al_error *e
         _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return al_error_set(err, errno, "mount %s; give an existing host path", path);
+        return clone_for_sandbox_fd(fd, path, readonly, err);
+}
+
+static int clone_for_sandbox_fd(int fd, const char *path, bool readonly, struct al_error *err)
+{
+        if (geteuid() != 0)
+                return -1;
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return al_error_set(err, errno, "mount %s", path);
@@ -195,7 +240,11 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                 const struct policy_mount *m = &p->mounts[i];
                 if (m->volume)
                         continue; /* Airlock's own state, attached by spawn.c */
-                if (!realpath(m->source, real)) {
+                if (m->in_workspace) {
+                        r = repo_source_real(p, m, real, err);
+                        if (r < 0)
+                                goto fail;
+                } else if (!realpath(m->source, real)) {
                         int e = errno;
                         r = al_error_set(err, e, "mount %s at %s: %s", m->source, m->target,
                                          e == ENOENT   ? "no such path on the host; give an "
@@ -207,11 +256,22 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                         goto fail;
                 }
                 plan->mount_reals[i] = xstrdup(real);
-                r = mounts_check_not_denied(&b, m->source);
+                r = mounts_check_not_denied(&b, m->in_workspace ? real : m->source);
                 if (r < 0)
                         goto fail;
                 if (m->readonly) {
-                        plan->mount_ro_fds[i] = clone_for_sandbox(m->source, true, err);
+                        _cleanup_close_ int sfd = -1;
+                        if (m->in_workspace && geteuid() == 0) {
+                                sfd = mounts_open_source(p, m);
+                                if (sfd < 0) {
+                                        r = al_error_set(err, -sfd, "mount %s at %s",
+                                                         m->in_workspace, m->target);
+                                        goto fail;
+                                }
+                        }
+                        plan->mount_ro_fds[i] =
+                            sfd >= 0 ? clone_for_sandbox_fd(sfd, m->source, true, err)
+                                     : clone_for_sandbox(m->source, true, err);
                         if (plan->mount_ro_fds[i] < -1) {
                                 r = plan->mount_ro_fds[i];
                                 plan->mount_ro_fds[i] = -1;

@@ -6,11 +6,15 @@
  * is kept whole-line, so that a stop can go ahead of it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -18,6 +22,7 @@
 
 #include "hardware.h"
 #include "hwgate-internal.h"
+#include "policy.h"
 #include "util.h"
 
 static int set_nonblock(int fd)
@@ -110,6 +115,83 @@ static int start_command(struct hwgate_driver *d, char *const *argv, struct al_e
         d->fd = sv[0];
         d->pid = pid;
         d->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        return 0;
+}
+
+/* The real path of `path`, or of its directory joined with its last
+ * component when it does not exist yet. */
+static bool real_of(const char *path, char out[PATH_MAX])
+{
+        if (realpath(path, out))
+                return true;
+        _cleanup_free_ char *dir = xstrdup(path);
+        char *slash = strrchr(dir, '/');
+        const char *base = slash ? slash + 1 : path;
+        if (slash == dir)
+                dir[1] = '\0';
+        else if (slash)
+                *slash = '\0';
+        char d[PATH_MAX];
+        if (!realpath(slash ? dir : ".", d))
+                return false;
+        int n = snprintf(out, PATH_MAX, "%.*s/%s", STREQ(d, "/") ? 0 : PATH_MAX - 2, d, base);
+        return n > 0 && n < PATH_MAX;
+}
+
+static bool under(const char *path, const char *dir)
+{
+        size_t n = strlen(dir);
+        return STREQ(dir, "/") ||
+               (strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/'));
+}
+
+/* The first of the agent's writable host trees that `path` lies in. */
+static const char *writable_by_agent(const struct policy *p, const char *path)
+{
+        char real[PATH_MAX], w[PATH_MAX];
+        if (!real_of(path, real))
+                return NULL;
+        if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO && realpath(p->workspace, w) &&
+            under(real, w))
+                return p->workspace;
+        for (size_t i = 0; i < p->n_mounts; i++)
+                if (p->mounts[i].source && !p->mounts[i].readonly &&
+                    realpath(p->mounts[i].source, w) && under(real, w))
+                        return p->mounts[i].source;
+        return NULL;
+}
+
+int hwgate_driver_check_reach(const struct policy_hardware *h, const struct policy *p,
+                              struct al_error *err)
+{
+        if (!p)
+                return 0;
+        const char *in;
+        /* A socket in the workspace is masked inside (a listening socket
+         * found at start is hidden): the agent cannot reach or replace it. */
+        if (h->socket)
+                return 0;
+        _cleanup_free_ char *exe = resolve(h->command[0]);
+        if (exe && (in = writable_by_agent(p, exe)))
+                return al_error_set_message(
+                    err, EPERM,
+                    "hardware.driver.command \"%s\" lies in %s, which the sandbox can write "
+                    "(the workspace or a read-write mount): the agent could change what runs on "
+                    "the host; install the driver outside the workspace",
+                    exe, in);
+        for (size_t i = 1; i < h->n_command; i++) {
+                struct stat st;
+                if (stat(h->command[i], &st) < 0)
+                        continue; /* not a file: an option or a value */
+                if ((in = writable_by_agent(p, h->command[i])))
+                        return al_error_set_message(
+                            err, EPERM,
+                            "hardware.driver.command argument \"%s\" lies in %s, which the "
+                            "sandbox can write (the workspace or a read-write mount): the "
+                            "agent could change what the driver runs on the host; keep the "
+                            "driver's files outside the workspace",
+                            h->command[i], in);
+        }
         return 0;
 }
 

@@ -80,6 +80,12 @@ struct hwgate_driver {
         size_t out_len, out_cap;
         size_t out_line_end; /* end of the line being written: never cut */
 };
+struct policy;
+/* The driver's command (its executable and every argument naming an
+ * existing file) must lie outside what the agent can write
+ * on the host: it runs with the caller's rights. */
+int hwgate_driver_check_reach(const struct policy_hardware *h, const struct policy *p,
+                              struct al_error *err);
 int hwgate_driver_open(struct hwgate_driver *d, const struct policy_hardware *h,
                        struct al_error *err);
 /* Queue a line (dropped, -ENOBUFS, past HWGATE_OUT_MAX) and write what can

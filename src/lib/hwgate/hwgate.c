@@ -333,7 +333,8 @@ struct hwgate *hwgate_new(struct event_base *base, const struct hwgate_config *c
         g->last_tick_ms = now;
         g->window_ms = now;
         g->in = evbuffer_new();
-        if (hwgate_driver_open(&g->drv, &g->hw, err) < 0) {
+        if (hwgate_driver_check_reach(&g->hw, cfg->policy, err) < 0 ||
+            hwgate_driver_open(&g->drv, &g->hw, err) < 0) {
                 hwgate_free(g);
                 return NULL;
         }

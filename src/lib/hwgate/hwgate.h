@@ -6,6 +6,8 @@
 
 #include "error.h"
 
+struct policy;
+
 /* The hardware gate (docs/hardware.md, docs/internals/hwgate.md): the one
  * way a sandbox reaches a device. It runs on the supervisor's loop, owns
  * the connection to the host-side driver (a command it starts, or a unix
@@ -27,6 +29,9 @@ struct hwgate;
 
 struct hwgate_config {
         const char *policy_text; /* the policy's hardware_json */
+        /* Where the agent writes on the host (the workspace, read-write
+         * mounts): a driver command or its files there are refused. */
+        const struct policy *policy;
         /* One hw.command (or hw.driver) record; fields are taken over. */
         void (*recorder)(void *ud, const char *kind, json_t *fields);
         void *ud;

@@ -23,6 +23,8 @@
 #define MANIFEST_MAX (4 << 20)
 #define LAYERS_MAX   256
 
+static json_t *read_json_fd(int fd, const char *rel, struct al_error *err);
+
 /* A JSON file beneath dir, no link followed. */
 static json_t *read_json(int dir, const char *rel, struct al_error *err)
 {
@@ -33,6 +35,11 @@ static json_t *read_json(int dir, const char *rel, struct al_error *err)
                 al_error_set(err, -fd, "image: %s", rel);
                 return NULL;
         }
+        return read_json_fd(fd, rel, err);
+}
+
+static json_t *read_json_fd(int fd, const char *rel, struct al_error *err)
+{
         _cleanup_free_ char *text = xcalloc(1, MANIFEST_MAX + 1);
         size_t len = 0;
         ssize_t n;
@@ -62,8 +69,11 @@ static char *blob_path(const char *digest)
         return xasprintf("blobs/sha256/%s", digest + 7);
 }
 
-/* The blob's content must hash to its digest: a layout cannot swap one. */
-static int check_blob(int dir, const char *rel, const char *digest, struct al_error *err)
+/* The blob's content must hash to its digest: a layout cannot swap one.
+ * The fd that was hashed, rewound, goes to *ret_fd: what is used is what
+ * was checked, never the path opened again. */
+static int check_blob(int dir, const char *rel, const char *digest, int *ret_fd,
+                      struct al_error *err)
 {
         _cleanup_close_ int fd =
             fs_openat2(dir, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0,
@@ -88,18 +98,15 @@ static int check_blob(int dir, const char *rel, const char *digest, struct al_er
         if (!STREQ(hex, digest + 7))
                 return al_error_set_message(
                     err, EINVAL, "image: blob %s does not hash to its digest %s", rel, digest);
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return al_error_set(err, errno, "image: blob %s", rel);
+        *ret_fd = TAKE_FD(fd);
         return 0;
 }
 
-static int apply(int dir, const char *rel, int rootfs, struct image_info *info,
-                 struct al_error *err)
+/* A layer from the fd check_blob hashed. */
+static int apply(int fd, const char *rel, int rootfs, struct image_info *info, struct al_error *err)
 {
-        /* Opened beneath the layout without links, then read by path. */
-        _cleanup_close_ int fd =
-            fs_openat2(dir, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0,
-                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
-        if (fd < 0)
-                return al_error_set(err, -fd, "image: layer %s", rel);
         struct stat st;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
                 return al_error_set_message(err, EINVAL, "image: layer %s is not a file", rel);
@@ -124,10 +131,11 @@ static int oci_layout(int dir, int rootfs, struct image_info *info, struct al_er
                                                  "sha256 digest");
                         break;
                 }
-                if ((r = check_blob(dir, rel, digest, err)) < 0)
+                _cleanup_close_ int bfd = -1;
+                if ((r = check_blob(dir, rel, digest, &bfd, err)) < 0)
                         break;
                 json_decref(manifest);
-                manifest = read_json(dir, rel, err);
+                manifest = read_json_fd(bfd, rel, err);
                 if (!manifest) {
                         r = -EINVAL;
                         break;
@@ -169,8 +177,9 @@ static int oci_layout(int dir, int rootfs, struct image_info *info, struct al_er
                                     err, EINVAL, "image: layer %zu has no sha256 digest", i);
                                 break;
                         }
-                        if ((r = check_blob(dir, rel, d, err)) < 0 ||
-                            (r = apply(dir, rel, rootfs, info, err)) < 0)
+                        _cleanup_close_ int bfd = -1;
+                        if ((r = check_blob(dir, rel, d, &bfd, err)) < 0 ||
+                            (r = apply(bfd, rel, rootfs, info, err)) < 0)
                                 break;
                 }
         json_decref(manifest);
@@ -202,7 +211,14 @@ static int docker_archive(int dir, int rootfs, struct image_info *info, struct a
                                                          i);
                                 break;
                         }
-                        if ((r = apply(dir, rel, rootfs, info, err)) < 0)
+                        _cleanup_close_ int lfd = fs_openat2(
+                            dir, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0,
+                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                        if (lfd < 0) {
+                                r = al_error_set(err, -lfd, "image: layer %s", rel);
+                                break;
+                        }
+                        if ((r = apply(lfd, rel, rootfs, info, err)) < 0)
                                 break;
                 }
         json_decref(manifest);

@@ -24,6 +24,10 @@
 #define IMAGE_NAME_MAX    64
 #define IMAGE_DEPTH_MAX   64
 #define IMAGE_ENTRIES_MAX 1000000
+/* What an archive may unpack to at most, and the free space an import
+ * leaves on the cache's file system (image_info.bytes_max). */
+#define IMAGE_BYTES_MAX   (64ull << 30)
+#define IMAGE_BYTES_SPARE (256ull << 20)
 
 struct image_info {
         char id[IMAGE_ID_LEN + 1];
@@ -32,6 +36,9 @@ struct image_info {
         uint64_t setid_stripped;
         uint64_t whiteouts; /* OCI whiteouts applied */
         int cached;         /* the same tree was already in the cache */
+        /* In: the most an archive may unpack to, in bytes (0: the lesser of
+         * IMAGE_BYTES_MAX and the free space of the target, less a reserve). */
+        uint64_t bytes_max;
 };
 
 /* <state root>/images for this caller; NULL when there is no state root. */

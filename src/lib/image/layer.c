@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -28,7 +29,41 @@ struct reader {
         struct al_error *err;
         const char *what;
         uint64_t entries;
+        uint64_t bytes_max; /* info->bytes may not pass it */
 };
+
+/* `n` more bytes to write into the tree: refused past the bound, before
+ * anything is written (a gzip bomb, a file copied again and again by hard
+ * links, must not fill the host's disk). */
+static int take_bytes(struct reader *r, struct image_info *info, uint64_t n)
+{
+        if (n > r->bytes_max || info->bytes > r->bytes_max - n)
+                return al_error_set_message(r->err, EFBIG,
+                                            "%s: the image unpacks to more than %llu bytes "
+                                            "(the bound is the lesser of %llu GiB and the free "
+                                            "space less %llu MiB): refused; free some space or "
+                                            "import a smaller image",
+                                            r->what, (unsigned long long)r->bytes_max,
+                                            IMAGE_BYTES_MAX >> 30, IMAGE_BYTES_SPARE >> 20);
+        info->bytes += n;
+        return 0;
+}
+
+/* The bound for this archive: the caller's, or what the target's file
+ * system can take beyond what is already unpacked, less a reserve. */
+static uint64_t bytes_bound(int root, const struct image_info *info)
+{
+        if (info->bytes_max)
+                return info->bytes_max;
+        struct statvfs sv;
+        uint64_t room = IMAGE_BYTES_MAX;
+        if (fstatvfs(root, &sv) == 0) {
+                uint64_t avail = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+                room = avail > IMAGE_BYTES_SPARE ? avail - IMAGE_BYTES_SPARE : 0;
+        }
+        uint64_t b = info->bytes + room;
+        return b < info->bytes || b > IMAGE_BYTES_MAX ? IMAGE_BYTES_MAX : b;
+}
 
 static int rd(struct reader *r, void *buf, size_t n)
 {
@@ -246,7 +281,10 @@ static int copy_fd(int in, int out)
 static int write_entry(struct reader *r, int dir, const char *base, mode_t mode, uint64_t size,
                        struct image_info *info)
 {
-        int e = clear(dir, base, false);
+        int e = take_bytes(r, info, size);
+        if (e < 0)
+                return e;
+        e = clear(dir, base, false);
         if (e < 0)
                 return e;
         _cleanup_close_ int fd =
@@ -279,7 +317,10 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
         int fd = fcntl(in, F_DUPFD_CLOEXEC, 3);
         if (fd < 0)
                 return al_error_set(err, errno, "%s", what);
-        struct reader r = {.gz = gzdopen(fd, "rb"), .err = err, .what = what};
+        struct reader r = {.gz = gzdopen(fd, "rb"),
+                           .err = err,
+                           .what = what,
+                           .bytes_max = bytes_bound(root, info)};
         if (!r.gz) {
                 close(fd);
                 return al_error_set(err, ENOMEM, "%s", what);
@@ -420,7 +461,7 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                 case '7':
                         e = write_entry(&r, wdir, base, (mode_t)mode, size, info);
                         if (e >= 0)
-                                info->files++, info->bytes += size;
+                                info->files++;
                         break;
                 case '5':
                         e = clear(wdir, base, true);
@@ -464,7 +505,9 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                                          what, name, link);
                                 break;
                         }
-                        e = clear(wdir, base, false);
+                        e = take_bytes(&r, info, (uint64_t)st.st_size);
+                        if (e >= 0)
+                                e = clear(wdir, base, false);
                         _cleanup_close_ int out =
                             e < 0 ? -1
                                   : openat(wdir, base,

@@ -133,6 +133,7 @@ void mounts_free_n(struct policy_mount *m, size_t n)
         for (size_t i = 0; i < n; i++) {
                 free(m[i].source);
                 free(m[i].volume);
+                free(m[i].in_workspace);
                 free(m[i].target);
         }
         free(m);
@@ -265,6 +266,8 @@ struct policy *policy_dup(const struct policy *p)
                 d->mounts[i].volume = p->mounts[i].volume ? xstrdup(p->mounts[i].volume) : NULL;
                 d->mounts[i].target = xstrdup(p->mounts[i].target);
                 d->mounts[i].readonly = p->mounts[i].readonly;
+                d->mounts[i].in_workspace =
+                    p->mounts[i].in_workspace ? xstrdup(p->mounts[i].in_workspace) : NULL;
         }
         d->net_allow = strv_dup_n(p->net_allow, p->n_net_allow);
         d->net_deny = strv_dup_n(p->net_deny, p->n_net_deny);

@@ -43,6 +43,9 @@ struct policy_mount {
         char *volume; /* a named volume (volume.h) instead of a host path */
         char *target; /* absolute path inside the sandbox */
         bool readonly;
+        /* A repository's mount (repo.c): `source` is this path beneath the
+         * workspace, and is opened from it without links when mounted. */
+        char *in_workspace;
 };
 
 struct policy_kv {

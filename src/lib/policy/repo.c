@@ -376,6 +376,9 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
                         }
                         src = xasprintf("%s/%s", t->workspace, rc->mounts[i].source);
                         policy_add_mount(t, src, rc->mounts[i].target, true);
+                        /* Checked now; opened again beneath the workspace,
+                         * without links, when mounted (mounts.c). */
+                        t->mounts[t->n_mounts - 1].in_workspace = xstrdup(rc->mounts[i].source);
                 }
         }
         if (json_object_size(ignored))

@@ -5,9 +5,12 @@
 #include <event2/listener.h>
 #include <jansson.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -113,10 +116,76 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
                 client_free(arg);
 }
 
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+/* How deep `pid`'s pid namespace lies below that of /proc: the number of
+ * ids on its NSpid line less one (status is readable without ptrace
+ * rights, unlike ns/). -1 when unreadable. */
+static int pidns_depth(const char *pid)
+{
+        char p[64], line[256];
+        snprintf(p, sizeof(p), "/proc/%s/status", pid);
+        _cleanup_fclose_ FILE *f = fopen(p, "re");
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof(line), f)) {
+                if (strncmp(line, "NSpid:", 6) != 0)
+                        continue;
+                int n = 0;
+                for (const char *c = line + 6; *c;) {
+                        c += strspn(c, " \t\n");
+                        size_t k = strspn(c, "0123456789");
+                        if (k == 0)
+                                break;
+                        n++;
+                        c += k;
+                }
+                return n - 1;
+        }
+        return -1;
+}
+
+/* The socket's path may lie where the sandbox can see it (its workspace, a
+ * host directory shown read-only: connect() needs no write access to the
+ * mount), and the sandbox's processes run as the caller's uid: the
+ * permission bits do not keep the agent out. Every sandbox has its own pid
+ * namespace below the supervisor's: a peer deeper than the supervisor is
+ * refused. The peer's pidfd, taken with the credentials, tells that its
+ * pid still names it after /proc was read; anything unreadable is refused. */
+static bool peer_outside_sandbox(int fd)
+{
+        struct ucred cr;
+        socklen_t l = sizeof(cr);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0 || cr.pid <= 0)
+                return false;
+        _cleanup_close_ int pidfd = -1;
+        l = sizeof(int);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) < 0) {
+                pidfd = (int)syscall(SYS_pidfd_open, cr.pid, 0);
+                if (pidfd < 0)
+                        return false;
+        }
+        char pid[24];
+        snprintf(pid, sizeof(pid), "%d", (int)cr.pid);
+        int peer = pidns_depth(pid), self = pidns_depth("self");
+        if (peer < 0 || self < 0 || peer > self)
+                return false;
+        /* Still running (a pidfd polls readable once its process ended):
+         * the pid read above was the peer's, not a reuse. */
+        struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+        return poll(&pfd, 1, 0) == 0;
+}
+
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
                       void *arg)
 {
         struct caps_socket *s = arg;
+        if (!peer_outside_sandbox(fd)) {
+                close(fd);
+                return;
+        }
         if (s->n_clients >= CAPS_SOCKET_CLIENTS_MAX) {
                 close(fd);
                 return;

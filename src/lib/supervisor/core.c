@@ -287,6 +287,7 @@ int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *accoun
         if (c->policy->hardware_json && !c->hw) {
                 struct hwgate_config hc = {
                     .policy_text = c->policy->hardware_json,
+                    .policy = c->policy,
                     .recorder = on_hw,
                     .ud = c,
                 };
