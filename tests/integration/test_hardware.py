@@ -171,7 +171,9 @@ print(n, ok, time.time() - t0)
     bound = 5 + 5 * elapsed + 1
     assert n > 50, "the flood was too slow to test anything"
     assert ok <= bound and len(sets) <= bound, (n, ok, len(sets))
-    assert len(sets) >= 5
+    # The burst is accepted; the device may see fewer sets, the ramp folding
+    # targets that follow each other within one of its steps.
+    assert ok >= 5 and sets, (n, ok, len(sets))
     recs = [e for e in r.hw() if e["rule"] == "rate"]
     assert sum(e.get("count", 1) for e in recs) == n - ok, "every refusal is counted in the audit"
 

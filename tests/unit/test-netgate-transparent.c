@@ -151,6 +151,19 @@ static bool recorded(const char *protocol, const char *host, const char *reason)
         return false;
 }
 
+Test(netgate_transparent, direct_path_only_when_asked, .init = setup, .fini = teardown)
+{
+        pol->net_direct_path = true;
+        start();
+        struct in_addr a;
+        int n;
+        cr_assert_eq(ask("api.test", NETGATE_DNS_TYPE_A, &a, &n), NETGATE_DNS_NOERROR);
+        struct netgate_verdict v;
+        decide("93.184.216.34", 443, true, &v);
+        cr_expect(v.allow, "%s", v.reason);
+        cr_expect(!v.relay, "asked for, no budget, no rate: the direct path");
+}
+
 Test(netgate_transparent, decides_on_the_name_answered, .init = setup, .fini = teardown)
 {
         start();
@@ -168,7 +181,7 @@ Test(netgate_transparent, decides_on_the_name_answered, .init = setup, .fini = t
         decide("93.184.216.34", 443, true, &v);
         cr_expect(v.allow, "%s", v.reason);
         cr_expect_str_eq(v.host, "api.test");
-        cr_expect(!v.relay, "no budget: the direct path");
+        cr_expect(v.relay, "the relay unless the policy asks for the direct path");
         decide("::ffff:93.184.216.34", 443, true, &v);
         cr_expect(v.allow, "an IPv4-mapped address is the IPv4 address");
         cr_expect_eq(v.addr.family, AF_INET);
