@@ -331,19 +331,7 @@ static _Noreturn void keeper_exit(struct keeper *k, int status)
         _cleanup_free_ char *sock = xasprintf("%s/%s", dir, RUNTIME_CTL);
         unlink(sock);
         rt_audit_exit(&k->audit, status);
-        if (WIFSIGNALED(status)) {
-                int sig = WTERMSIG(status);
-                struct rlimit nocore = {0, 0};
-                setrlimit(RLIMIT_CORE, &nocore);
-                signal(sig, SIG_DFL);
-                sigset_t set;
-                sigemptyset(&set);
-                sigaddset(&set, sig);
-                sigprocmask(SIG_UNBLOCK, &set, NULL);
-                raise(sig);
-                _exit(128 + sig);
-        }
-        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 255);
+        rt_exit_like(status);
 }
 
 static void keeper_handle_event(struct keeper *k, const struct spawn_event *ev)

@@ -22,23 +22,6 @@
 #include "runtime.h"
 #include "util.h"
 
-static _Noreturn void exit_like(int status)
-{
-        if (WIFSIGNALED(status)) {
-                int sig = WTERMSIG(status);
-                struct rlimit nocore = {0, 0};
-                setrlimit(RLIMIT_CORE, &nocore);
-                signal(sig, SIG_DFL);
-                sigset_t set;
-                sigemptyset(&set);
-                sigaddset(&set, sig);
-                sigprocmask(SIG_UNBLOCK, &set, NULL);
-                raise(sig);
-                _exit(128 + sig);
-        }
-        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 255);
-}
-
 /* Ask the keeper; on "ok", report 0 on `report` (when >= 0), then wait
  * for the end and exit with the process's status. */
 static _Noreturn void proxy(const char *sock, const char *doc, int report, const char *console,
@@ -128,7 +111,7 @@ static _Noreturn void proxy(const char *sock, const char *doc, int report, const
                         if (strncmp(msg, "exit ", 5) == 0 && safe_atoi(msg + 5, &status) >= 0) {
                                 if (slave >= 0 && inner >= 0)
                                         rt_console_drain(inner, slave);
-                                exit_like(status);
+                                rt_exit_like(status);
                         }
                 }
         }

@@ -52,6 +52,10 @@ const char *rt_status(const struct rt_state *s);
 bool rt_alive(const struct rt_state *s);
 uint64_t rt_pid_start(pid_t pid);
 int rt_signal_parse(const char *s, int *ret);
+/* End this process the way `status` (a wait status) ended the container's
+ * process: the same exit code, or the same signal (without a core), so the
+ * shim and kubectl see what the process did. */
+_Noreturn void rt_exit_like(int status);
 int rt_write_pid_file(const char *path, pid_t pid, struct al_error *err);
 
 int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error *err);

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -237,4 +239,21 @@ int rt_write_pid_file(const char *path, pid_t pid, struct al_error *err)
         if (r < 0)
                 return al_error_set(err, -r, "writing the pid file %s", path);
         return 0;
+}
+
+_Noreturn void rt_exit_like(int status)
+{
+        if (WIFSIGNALED(status)) {
+                int sig = WTERMSIG(status);
+                struct rlimit nocore = {0, 0};
+                setrlimit(RLIMIT_CORE, &nocore);
+                signal(sig, SIG_DFL);
+                sigset_t set;
+                sigemptyset(&set);
+                sigaddset(&set, sig);
+                sigprocmask(SIG_UNBLOCK, &set, NULL);
+                raise(sig);
+                _exit(128 + sig);
+        }
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 255);
 }
