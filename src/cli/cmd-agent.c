@@ -22,6 +22,7 @@
 #include "help.h"
 #include "paths.h"
 #include "policy.h"
+#include "policyflags.h"
 #include "review.h"
 #include "util.h"
 
@@ -160,7 +161,7 @@ static const struct option agent_options[] = {
     {"audit", required_argument, NULL, OPT_AUDIT},
     {"state-root", required_argument, NULL, OPT_STATE_ROOT},
     {"id", required_argument, NULL, OPT_ID},
-    AGENT_POLICY_OPTIONS,
+    POLICYFLAGS_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -293,6 +294,7 @@ int cmd_agent(int argc, char **argv)
         char msg[AL_ERROR_MAX] = "";
         struct al_error err = {0};
         _cleanup_(policy_freep) struct policy *p = policy_new();
+        struct policyflags pf = {0};
         uint64_t v;
         int c, r = 0;
         char cwd[PATH_MAX];
@@ -431,8 +433,10 @@ int cmd_agent(int argc, char **argv)
                         strv_free(a.injects);
                         return 0;
                 default:
-                        if (c >= AGENT_POLICY_OPT_FIRST) {
-                                r = agent_policy_flag(p, c, optarg, cwd, msg, sizeof(msg), &err);
+                        if (policyflags_is(c)) {
+                                msg[0] = '\0';
+                                r = policyflags_apply(p, &pf, c, optarg, cwd, msg, sizeof(msg),
+                                                      &err);
                                 break;
                         }
                         snprintf(msg, sizeof(msg),
@@ -504,6 +508,7 @@ int cmd_agent(int argc, char **argv)
                                    : xstrdup(cwd);
         if (a.secrets)
                 policy_add_deny_read(p, a.secrets);
+        policyflags_finish(p, &pf);
         if (policy_finalize(p, cwd, home ? home : "/", &err) < 0)
                 return setup_failed(&a, EXIT_SETUP, err.msg);
 
