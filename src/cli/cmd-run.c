@@ -166,6 +166,7 @@ static const struct option run_options[] = {
         {"no-tty", no_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         POLICYFLAGS_OPTIONS,
+        POLICYFLAGS_NET_OPTION,
         {NULL, 0, NULL, 0},
 };
 

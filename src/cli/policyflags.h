@@ -9,8 +9,8 @@
 
 /* The policy flags `airlock run` and `airlock agent` share: each shapes the
  * sandbox's struct policy, with one message and one meaning for both. A
- * command puts POLICYFLAGS_OPTIONS in its getopt table and hands every
- * option from PF_OPT_FIRST on to policyflags_apply. */
+ * command puts POLICYFLAGS_OPTIONS (and POLICYFLAGS_NET_OPTION) in its
+ * getopt table and hands every option policyflags_is to policyflags_apply. */
 
 struct policy;
 
@@ -59,7 +59,6 @@ enum {
         {"class", required_argument, NULL, PF_OPT_CLASS}, \
         {"env", required_argument, NULL, PF_OPT_ENV}, \
         {"uid", required_argument, NULL, PF_OPT_UID}, \
-        {"net", required_argument, NULL, PF_OPT_NET}, \
         {"allow", required_argument, NULL, PF_OPT_ALLOW}, \
         {"deny", required_argument, NULL, PF_OPT_DENY}, \
         {"allow-private", required_argument, NULL, PF_OPT_ALLOW_PRIVATE}, \
@@ -69,6 +68,9 @@ enum {
         {"allow-broad-workspace", no_argument, NULL, PF_OPT_ALLOW_BROAD}, \
         {"home", required_argument, NULL, PF_OPT_HOME}, \
         {"volume", required_argument, NULL, PF_OPT_VOLUME}
+/* --net, apart: airlock agent's model is called through a route of the
+ * sandbox's network gate, so the agent leaves it out. */
+#define POLICYFLAGS_NET_OPTION {"net", required_argument, NULL, PF_OPT_NET}
 /* clang-format on */
 
 /* What a flag leaves for after all flags are read. */
