@@ -59,6 +59,10 @@ int agent_sandbox_start(struct sandbox_proc *sb, const struct agent_sandbox_opts
                 argv[n++] = "--keep-root";
                 argv[n++] = (char *)a->state_root;
         }
+        if (a->audit_rotate) {
+                argv[n++] = "--audit-rotate";
+                argv[n++] = (char *)a->audit_rotate;
+        }
         struct child_spawn cs = {.path = self,
                                  .argv = argv,
                                  .envp = environ,

@@ -21,6 +21,7 @@ struct sandbox_proc {
 
 struct agent_sandbox_opts {
         const char *secrets, *account, *state_root;
+        const char *audit_rotate; /* SIZE[:KEEP] or never, passed to the supervisor */
 };
 
 /* Start the supervisor and wait for its ready line; msg says why not. */

@@ -22,6 +22,7 @@
 #include "help.h"
 #include "paths.h"
 #include "policy.h"
+#include "policyflags.h"
 #include "review.h"
 #include "util.h"
 
@@ -95,6 +96,17 @@ static const char agent_usage[] =
     "      --ro SRC[:DST], --rw SRC[:DST]  bind SRC read-only / read-write at DST\n"
     "      --deny-read PATH     hide PATH inside the sandbox\n"
     "      --read system|host   show the system directories (default) or all of /\n"
+    "      --uid N              uid inside (default 1000; 0 is a fake root)\n"
+    "      --io-read-bps SIZE, --io-write-bps SIZE, --io-read-iops N, --io-write-iops N\n"
+    "                           block I/O limits (limits.io)\n"
+    "      --home NAME          keep $HOME in volume NAME across runs ('airlock volume')\n"
+    "      --volume NAME:/PATH[:ro]  mount volume NAME at PATH\n"
+    "      --allow-broad-workspace  allow /, a system directory or a whole home as the workspace\n"
+    "      --audit-rotate SIZE[:KEEP]  rotate the audit log (default 64M:8; never: no rotation)\n"
+    "  run's --net is not offered (the model is called through the sandbox's network gate;\n"
+    "  with no --allow nothing else gets out), nor -P, --port-bind, --net-log, --tier,\n"
+    "  --image, --ask, --control, -t: nobody is at a terminal, no port is served, and the\n"
+    "  network decisions are in the audit log (docs/cli.md).\n"
     "  -h, --help               show this help\n"
     "\n"
     "Exit status: 0 done; 1 task_failed; 3 budget_exhausted; 124 timeout; 70 internal;\n"
@@ -128,6 +140,7 @@ enum {
         OPT_AUDIT,
         OPT_STATE_ROOT,
         OPT_ID,
+        OPT_AUDIT_ROTATE,
 };
 
 static const struct option agent_options[] = {
@@ -160,7 +173,8 @@ static const struct option agent_options[] = {
     {"audit", required_argument, NULL, OPT_AUDIT},
     {"state-root", required_argument, NULL, OPT_STATE_ROOT},
     {"id", required_argument, NULL, OPT_ID},
-    AGENT_POLICY_OPTIONS,
+    {"audit-rotate", required_argument, NULL, OPT_AUDIT_ROTATE},
+    POLICYFLAGS_OPTIONS,
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -170,7 +184,8 @@ struct agent_args {
         const char *task, *task_file, *workspace, *policy_file, *repo, *rev, *model;
         const char *model_route, *push, *transcript, *result, *secrets, *account, *audit;
         const char *state_root;
-        const char *id; /* --id: the run's (and its sandbox's) id, chosen by the caller */
+        const char *audit_rotate; /* --audit-rotate, checked here, applied by the supervisor */
+        const char *id;           /* --id: the run's (and its sandbox's) id, chosen by the caller */
         enum agent_provider provider;
         bool stream, review, open_pr, quiet;
         struct agent_budget budget;
@@ -293,6 +308,7 @@ int cmd_agent(int argc, char **argv)
         char msg[AL_ERROR_MAX] = "";
         struct al_error err = {0};
         _cleanup_(policy_freep) struct policy *p = policy_new();
+        struct policyflags pf = {0};
         uint64_t v;
         int c, r = 0;
         char cwd[PATH_MAX];
@@ -413,6 +429,18 @@ int cmd_agent(int argc, char **argv)
                 case OPT_STATE_ROOT:
                         a.state_root = optarg;
                         break;
+                case OPT_AUDIT_ROTATE: {
+                        struct audit_options ao = {0};
+                        a.audit_rotate = optarg;
+                        if (audit_parse_rotate(optarg, &ao) < 0) {
+                                snprintf(msg, sizeof(msg),
+                                         "--audit-rotate \"%s\": expected SIZE[:KEEP], e.g. 64M:8, "
+                                         "or never",
+                                         optarg);
+                                r = -EINVAL;
+                        }
+                        break;
+                }
                 case OPT_ID:
                         a.id = optarg;
                         if (strlen(optarg) != 16 || strspn(optarg, "0123456789abcdef") != 16) {
@@ -431,8 +459,10 @@ int cmd_agent(int argc, char **argv)
                         strv_free(a.injects);
                         return 0;
                 default:
-                        if (c >= AGENT_POLICY_OPT_FIRST) {
-                                r = agent_policy_flag(p, c, optarg, cwd, msg, sizeof(msg), &err);
+                        if (policyflags_is(c)) {
+                                msg[0] = '\0';
+                                r = policyflags_apply(p, &pf, c, optarg, cwd, msg, sizeof(msg),
+                                                      &err);
                                 break;
                         }
                         snprintf(msg, sizeof(msg),
@@ -504,6 +534,7 @@ int cmd_agent(int argc, char **argv)
                                    : xstrdup(cwd);
         if (a.secrets)
                 policy_add_deny_read(p, a.secrets);
+        policyflags_finish(p, &pf);
         if (policy_finalize(p, cwd, home ? home : "/", &err) < 0)
                 return setup_failed(&a, EXIT_SETUP, err.msg);
 
@@ -529,7 +560,8 @@ int cmd_agent(int argc, char **argv)
         r = agent_sandbox_start(&sb,
                                 &(struct agent_sandbox_opts){.secrets = a.secrets,
                                                              .account = a.account,
-                                                             .state_root = a.state_root},
+                                                             .state_root = a.state_root,
+                                                             .audit_rotate = a.audit_rotate},
                                 p, audit_path, msg, sizeof(msg));
         if (r < 0) {
                 if (sb.pid > 0)

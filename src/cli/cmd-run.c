@@ -14,6 +14,7 @@
 #include "env.h"
 #include "githelper.h"
 #include "policy.h"
+#include "policyflags.h"
 #include "repo.h"
 #include "ports.h"
 #include "review.h"
@@ -116,22 +117,7 @@ static const char run_usage[] =
         "command cannot be executed; 127 when it is not found.\n";
 
 enum {
-        OPT_RO = 256,
-        OPT_RW,
-        OPT_DENY_READ,
-        OPT_READ,
-        OPT_TIMEOUT,
-        OPT_MEMORY,
-        OPT_PIDS,
-        OPT_CPUS,
-        OPT_CLASS,
-        OPT_ENV,
-        OPT_UID,
-        OPT_NET,
-        OPT_ALLOW,
-        OPT_DENY,
-        OPT_ALLOW_PRIVATE,
-        OPT_HOST,
+        OPT_TIMEOUT = 256,
         OPT_RESULT,
         OPT_NET_LOG,
         OPT_ROUTE,
@@ -143,17 +129,8 @@ enum {
         OPT_REVIEW,
         OPT_REPO,
         OPT_REV,
-        OPT_ALLOW_BROAD,
         OPT_STATE_ROOT,
-        OPT_IO_READ_BPS,
-        OPT_IO_WRITE_BPS,
-        OPT_IO_READ_IOPS,
-        OPT_IO_WRITE_IOPS,
         OPT_PORT_BIND,
-        OPT_HOME,
-        OPT_VOLUME,
-        OPT_TOOL,
-        OPT_TOOLS,
         OPT_CONTROL,
         OPT_TIER,
         OPT_IMAGE,
@@ -164,22 +141,7 @@ enum {
 static const struct option run_options[] = {
         {"policy", required_argument, NULL, 'p'},
         {"workspace", required_argument, NULL, 'w'},
-        {"ro", required_argument, NULL, OPT_RO},
-        {"rw", required_argument, NULL, OPT_RW},
-        {"deny-read", required_argument, NULL, OPT_DENY_READ},
-        {"read", required_argument, NULL, OPT_READ},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"memory", required_argument, NULL, OPT_MEMORY},
-        {"pids", required_argument, NULL, OPT_PIDS},
-        {"cpus", required_argument, NULL, OPT_CPUS},
-        {"class", required_argument, NULL, OPT_CLASS},
-        {"env", required_argument, NULL, OPT_ENV},
-        {"uid", required_argument, NULL, OPT_UID},
-        {"net", required_argument, NULL, OPT_NET},
-        {"allow", required_argument, NULL, OPT_ALLOW},
-        {"deny", required_argument, NULL, OPT_DENY},
-        {"allow-private", required_argument, NULL, OPT_ALLOW_PRIVATE},
-        {"host", required_argument, NULL, OPT_HOST},
         {"result", required_argument, NULL, OPT_RESULT},
         {"net-log", required_argument, NULL, OPT_NET_LOG},
         {"route", required_argument, NULL, OPT_ROUTE},
@@ -191,18 +153,9 @@ static const struct option run_options[] = {
         {"review", no_argument, NULL, OPT_REVIEW},
         {"repo", required_argument, NULL, OPT_REPO},
         {"rev", required_argument, NULL, OPT_REV},
-        {"allow-broad-workspace", no_argument, NULL, OPT_ALLOW_BROAD},
         {"state-root", required_argument, NULL, OPT_STATE_ROOT},
-        {"io-read-bps", required_argument, NULL, OPT_IO_READ_BPS},
-        {"io-write-bps", required_argument, NULL, OPT_IO_WRITE_BPS},
-        {"io-read-iops", required_argument, NULL, OPT_IO_READ_IOPS},
-        {"io-write-iops", required_argument, NULL, OPT_IO_WRITE_IOPS},
         {"port", required_argument, NULL, 'P'},
         {"port-bind", required_argument, NULL, OPT_PORT_BIND},
-        {"home", required_argument, NULL, OPT_HOME},
-        {"volume", required_argument, NULL, OPT_VOLUME},
-        {"tool", required_argument, NULL, OPT_TOOL},
-        {"tools", required_argument, NULL, OPT_TOOLS},
         {"control", required_argument, NULL, OPT_CONTROL},
         {"tier", required_argument, NULL, OPT_TIER},
         {"image", required_argument, NULL, OPT_IMAGE},
@@ -212,6 +165,8 @@ static const struct option run_options[] = {
         {"ask", no_argument, NULL, OPT_ASK},
         {"no-tty", no_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
+        POLICYFLAGS_OPTIONS,
+        POLICYFLAGS_NET_OPTION,
         {NULL, 0, NULL, 0},
 };
 
@@ -226,7 +181,7 @@ struct run_args {
         const char *repo;
         const char *rev;
         const char *state_root;
-        const char *home_volume; /* --home NAME */
+        struct policyflags pf;
         bool quiet;
         struct sv_port_req ports[SV_PORTS_MAX];
         size_t n_ports;
@@ -399,52 +354,6 @@ static int apply_repo_config(struct policy *p, const char *cwd, const char *home
         return r;
 }
 
-static int parse_mount_arg(struct policy *p, const char *arg, bool readonly, const char *cwd,
-                           char *msg, size_t msglen)
-{
-        _cleanup_free_ char *src = xstrdup(arg);
-        char *colon = strchr(src, ':');
-        const char *dst = NULL;
-        if (colon) {
-                *colon = '\0';
-                dst = colon + 1;
-        }
-        if (!*src || (dst && !*dst)) {
-                snprintf(msg, msglen, "--%s \"%s\": expected SRC[:DST]", readonly ? "ro" : "rw", arg);
-                return -EINVAL;
-        }
-        _cleanup_free_ char *abs = src[0] == '/' ? xstrdup(src) : xasprintf("%s/%s", cwd, src);
-        policy_add_mount(p, abs, dst ? dst : abs, readonly);
-        return 0;
-}
-
-/* NAME:/PATH[:ro] */
-static int parse_volume_arg(struct policy *p, const char *arg, char *msg, size_t msglen)
-{
-        _cleanup_free_ char *name = xstrdup(arg);
-        char *target = strchr(name, ':');
-        bool readonly = false;
-        if (target) {
-                *target++ = '\0';
-                char *mode = strrchr(target, ':');
-                if (mode && (STREQ(mode, ":ro") || STREQ(mode, ":rw"))) {
-                        readonly = STREQ(mode, ":ro");
-                        *mode = '\0';
-                }
-        }
-        if (!*name || !target || target[0] != '/') {
-                snprintf(msg, msglen, "--volume \"%s\": expected NAME:/PATH[:ro]", arg);
-                return -EINVAL;
-        }
-        policy_add_volume(p, name, target, readonly);
-        return 0;
-}
-
-static void push(char ***v, size_t *n, const char *s)
-{
-        *v = strv_append(*v, n, s);
-}
-
 static void warn_line(const char *line, void *userdata)
 {
         fprintf(stderr, "%s\n", line);
@@ -494,55 +403,8 @@ int cmd_run(int argc, char **argv)
                 case 'w':
                         workspace = optarg;
                         break;
-                case OPT_RO:
-                case OPT_RW:
-                        r = parse_mount_arg(p, optarg, c == OPT_RO, cwd, msg, sizeof(msg));
-                        break;
-                case OPT_HOME:
-                        a.home_volume = optarg;
-                        break;
-                case OPT_VOLUME:
-                        r = parse_volume_arg(p, optarg, msg, sizeof(msg));
-                        break;
-                case OPT_DENY_READ:
-                        policy_add_deny_read(p, optarg);
-                        break;
-                case OPT_READ:
-                        if (STREQ(optarg, "system"))
-                                p->read = POLICY_READ_SYSTEM;
-                        else if (STREQ(optarg, "host"))
-                                p->read = POLICY_READ_HOST;
-                        else {
-                                snprintf(msg, sizeof(msg), "--read \"%s\": expected system or host", optarg);
-                                r = -EINVAL;
-                        }
-                        break;
                 case OPT_TIMEOUT:
                         r = policy_set_limit(p, "timeout", optarg, &err);
-                        break;
-                case OPT_MEMORY:
-                        r = policy_set_limit(p, "memory", optarg, &err);
-                        break;
-                case OPT_PIDS:
-                        r = policy_set_limit(p, "pids", optarg, &err);
-                        break;
-                case OPT_CPUS:
-                        r = policy_set_limit(p, "cpus", optarg, &err);
-                        break;
-                case OPT_IO_READ_BPS:
-                        r = policy_set_limit(p, "io.readBps", optarg, &err);
-                        break;
-                case OPT_IO_WRITE_BPS:
-                        r = policy_set_limit(p, "io.writeBps", optarg, &err);
-                        break;
-                case OPT_IO_READ_IOPS:
-                        r = policy_set_limit(p, "io.readIops", optarg, &err);
-                        break;
-                case OPT_IO_WRITE_IOPS:
-                        r = policy_set_limit(p, "io.writeIops", optarg, &err);
-                        break;
-                case OPT_CLASS:
-                        r = policy_set_class(p, optarg, &err);
                         break;
                 case OPT_TIER:
                         r = policy_set_tier(p, optarg, &err);
@@ -554,70 +416,6 @@ int cmd_run(int argc, char **argv)
                 case OPT_TRUST_REPO:
                         p->trust_repo_config = true;
                         break;
-                case OPT_ENV: {
-                        _cleanup_free_ char *kv = xstrdup(optarg);
-                        char *eq = strchr(kv, '=');
-                        if (!eq || eq == kv) {
-                                snprintf(msg, sizeof(msg), "--env \"%s\": expected KEY=VALUE", optarg);
-                                r = -EINVAL;
-                                break;
-                        }
-                        *eq = '\0';
-                        policy_add_env(p, kv, eq + 1);
-                        break;
-                }
-                case OPT_UID: {
-                        int uid;
-                        if (safe_atoi(optarg, &uid) < 0 || uid < 0 || uid > 65534) {
-                                snprintf(msg, sizeof(msg), "--uid \"%s\": expected a number from 0 to 65534", optarg);
-                                r = -EINVAL;
-                                break;
-                        }
-                        p->uid = p->gid = (uint32_t)uid;
-                        break;
-                }
-                case OPT_NET:
-                        if (STREQ(optarg, "none"))
-                                p->net_mode = POLICY_NET_NONE;
-                        else if (STREQ(optarg, "gated"))
-                                p->net_mode = POLICY_NET_GATED;
-                        else {
-                                snprintf(msg, sizeof(msg), "--net \"%s\": expected none or gated", optarg);
-                                r = -EINVAL;
-                                break;
-                        }
-                        p->net_mode_set = true;
-                        break;
-                case OPT_ALLOW:
-                        push(&p->net_allow, &p->n_net_allow, optarg);
-                        break;
-                case OPT_DENY:
-                        push(&p->net_deny, &p->n_net_deny, optarg);
-                        break;
-                case OPT_TOOL:
-                        push(&p->tools_allow, &p->n_tools_allow, optarg);
-                        break;
-                case OPT_TOOLS:
-                        r = policy_tools_load_file(p, optarg, &err);
-                        break;
-                case OPT_ALLOW_PRIVATE:
-                        push(&p->net_allow_private, &p->n_net_allow_private, optarg);
-                        break;
-                case OPT_HOST: {
-                        _cleanup_free_ char *kv = xstrdup(optarg);
-                        char *eq = strchr(kv, '=');
-                        if (!eq || eq == kv || !eq[1]) {
-                                snprintf(msg, sizeof(msg), "--host \"%s\": expected NAME=IP", optarg);
-                                r = -EINVAL;
-                                break;
-                        }
-                        *eq = '\0';
-                        p->net_hosts = xrealloc(p->net_hosts, p->n_net_hosts + 1, sizeof(*p->net_hosts));
-                        p->net_hosts[p->n_net_hosts].key = xstrdup(kv);
-                        p->net_hosts[p->n_net_hosts].value = xstrdup(eq + 1);
-                        p->n_net_hosts++;
-                        break;
-                }
                 case OPT_RESULT:
                         a.result_file = optarg;
                         break;
@@ -660,9 +458,6 @@ int cmd_run(int argc, char **argv)
                 case OPT_REV:
                         a.rev = optarg;
                         break;
-                case OPT_ALLOW_BROAD:
-                        p->allow_broad = true;
-                        break;
                 case 'P':
                         r = add_port(&a, optarg, msg, sizeof(msg));
                         break;
@@ -694,6 +489,10 @@ int cmd_run(int argc, char **argv)
                         policy_free(p);
                         return 0;
                 default:
+                        if (policyflags_is(c)) {
+                                r = policyflags_apply(p, &a.pf, c, optarg, cwd, msg, sizeof(msg), &err);
+                                break;
+                        }
                         if (optopt)
                                 snprintf(msg, sizeof(msg), "run: option -%c needs a value or is unknown (see 'airlock run --help')", optopt);
                         else
@@ -748,8 +547,7 @@ int cmd_run(int argc, char **argv)
                 policy_add_deny_read(p, a.secrets_file);
 
         /* After every flag: --uid decides where $HOME is. */
-        if (a.home_volume)
-                policy_add_volume(p, a.home_volume, env_home_for_uid(p->uid), false);
+        policyflags_finish(p, &a.pf);
 
         const char *home = getenv("HOME");
         r = policy_finalize(p, cwd, home ? home : "/", &err);

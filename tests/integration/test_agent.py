@@ -359,3 +359,26 @@ def test_terminal_escapes_from_the_model_and_the_sandbox_are_shown_escaped(airlo
     assert "\x1b" not in p.stderr and "\x07" not in p.stderr and "\u009b" not in p.stderr
     assert "title \\x1b]0;pwned\\x07 and \\x9b2J" in p.stderr, p.stderr
     assert "out \\x1b[2J \\x9b done" in p.stderr, p.stderr
+
+
+def test_agent_takes_runs_uid_and_audit_rotate_flags(airlock):
+    """Flags the agent gained from run through one engine (policyflags.c):
+    --uid and --audit-rotate (its supervisor rotates the log) live; --volume, --io-* with run's messages;
+    --net is not one of them (the model is called through the gate)."""
+    d = airlock.make_dir("agent")
+    script = [{"calls": [("bash", {"command": "id -u"})]}] * 4 + [{"text": "ok"}]
+    with ScriptedModel(script) as m:
+        p, res = run_agent(airlock, m, d, "-w", plain_ws(airlock), "--uid", "0",
+                           "--audit-rotate", "4K:3")
+    assert res["ok"], p.stderr
+    # The supervisor rotated the log at 4K (one run writes more than that).
+    assert (d / "audit.jsonl.1").exists(), sorted(x.name for x in d.iterdir())
+    out = [e for e in read_jsonl(d / "transcript.jsonl") if e["type"] == "tool.result"][0]["result"]
+    assert out.startswith("0\n"), out
+    for flag, value, why in [("--uid", "x", "--uid \"x\": expected a number from 0 to 65534"),
+                             ("--volume", "v", "--volume \"v\": expected NAME:/PATH[:ro]"),
+                             ("--audit-rotate", "lots", "expected SIZE[:KEEP]"),
+                             ("--io-read-bps", "fast", "io.readBps"),
+                             ("--net", "none", "unknown option")]:
+        bad = airlock.run(["agent", "--task", "t", "--model", "m", flag, value], check_setup=False)
+        assert bad.returncode == 2 and why in bad.stderr, (flag, bad.stderr)
