@@ -23,7 +23,8 @@ else
                 echo $$ >"$dir/cgroup.procs"
         done
 fi
-# The sanitizers' settings go along; nothing else of the environment does.
+# The sanitizers' settings and a test's own TMPDIR go along; nothing else of
+# the environment does.
 exec setpriv --reuid="$user" --regid="$user" --init-groups --reset-env -- \
         env ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} ${UBSAN_OPTIONS:+UBSAN_OPTIONS="$UBSAN_OPTIONS"} \
-        ${LSAN_OPTIONS:+LSAN_OPTIONS="$LSAN_OPTIONS"} "$@"
+        ${LSAN_OPTIONS:+LSAN_OPTIONS="$LSAN_OPTIONS"} ${TMPDIR:+TMPDIR="$TMPDIR"} "$@"

@@ -268,10 +268,13 @@ def test_a_signal_to_the_agent_ends_its_sandbox(airlock):
     import signal
     d = airlock.make_dir("agent")
     sf = write_secrets(airlock, d)
+    # A TMPDIR of its own: other runs' private directories come and go in /tmp.
+    tmp = airlock.make_dir("tmp")
     with ScriptedModel([{"calls": [("bash", {"command": "sleep 60"})]}, {"text": "x"}]) as m:
         proc = subprocess.Popen(airlock.cmd(["agent", "--task", "t", "--audit", d / "audit.jsonl",
                                              "-w", plain_ws(airlock), *m.agent_args(sf)]),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, TMPDIR=str(tmp)))
         deadline = time.monotonic() + 30
         sid = None
         while time.monotonic() < deadline and not sid:
@@ -281,7 +284,7 @@ def test_a_signal_to_the_agent_ends_its_sandbox(airlock):
                 sid = started[0]["sandbox"] if started else None
         assert sid, "the command never started"
         # The agent alone (not its group) is told to stop.
-        before = set(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("airlock-agent-*"))
+        before = set(tmp.glob("airlock-agent-*"))
         # runas.sh execs the command: the pid is the agent's.
         os.kill(proc.pid, signal.SIGTERM)
         proc.communicate(timeout=30)
@@ -300,7 +303,7 @@ def test_a_signal_to_the_agent_ends_its_sandbox(airlock):
             time.sleep(0.2)
         assert not supervisors()
         # Its private directory (the policy, the run dir) is gone too.
-        after = set(pathlib.Path(os.environ.get("TMPDIR", "/tmp")).glob("airlock-agent-*"))
+        after = set(tmp.glob("airlock-agent-*"))
         assert len(after - before) == 0 and len(before - after) == 1
     ends = [e for e in read_jsonl(d / "audit.jsonl") if e["kind"] == "sandbox.destroyed" and e["sandbox"] == sid]
     assert len(ends) == 1
