@@ -100,7 +100,7 @@ export class Client {
 
   diff(id: string): Promise<Buffer>;
   accept(id: string, paths?: string[]): Promise<unknown>;
-  discard(id: string): Promise<unknown>;
+  discard(id: string, paths?: string[]): Promise<unknown>;
   export(id: string): Promise<Buffer>;
   push(id: string, branch: string, opts?: { force?: boolean; openPr?: boolean }): Promise<unknown>;
 

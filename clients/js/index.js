@@ -394,7 +394,8 @@ export class Client {
   diff(id) { return this._bytes("GET", `/v1/sandboxes/${id}/diff`); }
   /** @param {string} id @param {string[]} [paths] only these files */
   accept(id, paths) { return this._json("POST", `/v1/sandboxes/${id}/accept`, paths && paths.length ? { paths } : {}); }
-  discard(id) { return this._json("POST", `/v1/sandboxes/${id}/discard`, {}); }
+  /** @param {string} id @param {string[]} [paths] only these files; the rest stays pending */
+  discard(id, paths) { return this._json("POST", `/v1/sandboxes/${id}/discard`, paths && paths.length ? { paths } : {}); }
   /** The agent's new commits as an mbox of patches (a Buffer). */
   export(id) { return this._bytes("POST", `/v1/sandboxes/${id}/export`, Buffer.from("{}"), "application/json"); }
   /** @param {string} id @param {string} branch @param {{force?: boolean, openPr?: boolean}} [opts] */

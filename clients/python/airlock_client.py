@@ -520,8 +520,11 @@ class Client:
         body = {"paths": list(paths)} if paths else {}
         return self._json("POST", "/v1/sandboxes/%s/accept" % sandbox_id, body)
 
-    def discard(self, sandbox_id):
-        return self._json("POST", "/v1/sandboxes/%s/discard" % sandbox_id, {})
+    def discard(self, sandbox_id, paths=None):
+        """Drop the pending changes (only those at and beneath `paths` when
+        given; the rest stays pending)."""
+        body = {"paths": list(paths)} if paths else {}
+        return self._json("POST", "/v1/sandboxes/%s/discard" % sandbox_id, body)
 
     def export(self, sandbox_id):
         """The agent's new commits as an mbox of patches (bytes)."""

@@ -59,19 +59,22 @@ static const char accept_usage[] =
     "                         failed\n";
 
 static const char discard_usage[] =
-    "Usage: airlock discard [OPTIONS] ID\n"
+    "Usage: airlock discard [OPTIONS] ID [PATH...]\n"
     "\n"
     "Drop the changes of review sandbox ID; the workspace stays as it is.\n"
+    "With PATHs, drop only the changes at and beneath them; the rest stays\n"
+    "pending for 'airlock accept'.\n"
     "\n"
     "Examples:\n"
     "  airlock discard 3f2a\n"
-    "  airlock discard --json 3f2a\n"
-    "  airlock discard --state-root /srv/review 3f2a\n"
+    "  airlock discard 3f2a build/ notes.txt\n"
+    "  airlock discard --json --state-root /srv/review 3f2a\n"
     "\n"
     "Options:\n"
-    "      --json             print one JSON line on stdout: {\"sandbox\", \"state\"},\n"
-    "                         or on failure {\"error\", \"message\"}, error being\n"
-    "                         already, not_found or failed\n";
+    "      --json             print one JSON line on stdout: {\"sandbox\", \"state\"}\n"
+    "                         (and \"remaining\" while changes stay pending), or on\n"
+    "                         failure {\"error\", \"message\"}, error being already,\n"
+    "                         not_found, bad_path, conflict or failed\n";
 
 static const char exit_help[] = "\nExit status: 0 on success, 1 when refused or failed, 2 on usage "
                                 "errors or an unknown ID.\n";
@@ -444,8 +447,8 @@ int cmd_discard(int argc, char **argv)
         int first = parse_common("discard", discard_usage, argc, argv, &root, &json);
         if (first < 0)
                 return -1 - first;
-        if (argc - first != 1)
-                return operand_error("discard", json, "expected exactly one sandbox ID");
+        if (argc - first < 1)
+                return operand_error("discard", json, "expected a sandbox ID, then any paths");
         int r = find_sandbox("discard", json, root, argv[first], &dir, &full_id);
         if (r)
                 return r;
@@ -455,12 +458,25 @@ int cmd_discard(int argc, char **argv)
         size_t taken = json_array_size(json_object_get(m, "accepted"));
         json_decref(m);
         struct al_error err = {0};
-        r = review_discard(dir, &err);
+        size_t remaining = 0;
+        size_t n_paths = (size_t)(argc - first - 1);
+        r = review_discard(dir, argv + first + 1, n_paths, &remaining, &err);
         if (r < 0) {
                 const char *msg = err.msg[0] ? err.msg : strerror(-r);
                 if (strncmp(msg, "discard: ", 9) == 0)
                         msg += 9;
-                return fail("discard", json, error_code(r), msg, EXIT_BAD);
+                return fail("discard", json, error_code(r), msg,
+                            n_paths && (r == -ENOENT || r == -EINVAL) ? EXIT_USAGE : EXIT_BAD);
+        }
+        if (remaining) {
+                if (json)
+                        json_line(json_pack("{s:s, s:s, s:I}", "sandbox", full_id, "state",
+                                            "pending", "remaining", (json_int_t)remaining));
+                else
+                        printf("discard: %zu %s dropped; %zu %s left (airlock diff %s)\n", n_paths,
+                               plural(n_paths, "path", "paths"), remaining,
+                               plural(remaining, "change", "changes"), argv[first]);
+                return 0;
         }
         if (json) {
                 json_line(json_pack("{s:s, s:s}", "sandbox", full_id, "state", "discarded"));

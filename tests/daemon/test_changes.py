@@ -2,6 +2,7 @@
 """Review and git through the API: a copy-on-write workspace's diff, accept
 and discard; a sandbox created from a repository, its export and push."""
 
+import json
 import os
 import pathlib
 import secrets
@@ -303,3 +304,23 @@ def test_discard_while_the_state_is_in_use_is_a_conflict(api, host_ws, shared_da
     finally:
         os.close(fd)
     assert api.discard(sb["id"])["state"] == "discarded"
+
+
+def test_discard_some_paths_keeps_the_rest_pending(api, host_ws):
+    (host_ws / "a.txt").write_text("host a\n")
+    sb = api.create(sandbox_class="small", workspace=str(host_ws), review=True)
+    sh(api, sb["id"], "echo agent > a.txt; echo b > b.txt; mkdir d; echo c > d/c.txt")
+    api.delete(sb["id"])
+    doc = api.discard(sb["id"], ["a.txt", "d"])
+    assert doc["state"] == "pending" and doc["remaining"] >= 1, doc
+    diff = api.diff(sb["id"])
+    assert b"b.txt" in diff and b"a.txt" not in diff and b"d/c.txt" not in diff
+    # A path that names no pending change refuses the whole, naming it.
+    with pytest.raises(AirlockError) as e:
+        api.discard(sb["id"], ["b.txt", "nothing"])
+    status, code, body = error_of(e)
+    assert (status, code) == (404, "not_found") and "nothing" in body["message"]
+    assert b"b.txt" in api.diff(sb["id"])
+    api.accept(sb["id"])
+    assert (host_ws / "a.txt").read_text() == "host a\n"
+    assert (host_ws / "b.txt").read_text() == "b\n" and not (host_ws / "d").exists()

@@ -369,12 +369,18 @@ def test_accept_one_file(ui_daemon, browser, shots, tmp_path):
     ws.mkdir()
     (ws / "keep.txt").write_text("old\n")
     sb = api.create(sandbox_class="small", workspace=str(ws), review=True)
-    r = api.run(sb["id"], ["sh", "-c", "echo new > keep.txt && echo junk > drop.txt"])
+    r = api.run(sb["id"], ["sh", "-c", "echo new > keep.txt && echo junk > drop.txt && "
+                                       "echo no > one.txt"])
     assert r.exit_code == 0
     api.delete(sb["id"])
     logged_in(d, browser)
     browser.get(f"http://{d.host}/ui/#/sandbox/{sb['id']}")
     find(browser, 'details[data-path="drop.txt"]')
+    # One file discarded: gone from the diff, the rest still pending.
+    click(browser, 'button[data-discard="one.txt"]')
+    wait(browser, lambda x: not x.find_elements(By.CSS_SELECTOR, 'details[data-path="one.txt"]'),
+         what="the diff without the discarded file")
+    assert b"one.txt" not in api.diff(sb["id"]) and b"drop.txt" in api.diff(sb["id"])
     click(browser, 'button[data-accept="keep.txt"]')
     wait(browser, lambda x: (ws / "keep.txt").read_text() == "new\n", what="keep.txt accepted")
     assert not (ws / "drop.txt").exists()
@@ -386,7 +392,7 @@ def test_accept_one_file(ui_daemon, browser, shots, tmp_path):
     wait(browser, lambda x: not x.find_elements(By.CSS_SELECTOR, "#discard"),
          what="the review to be over: " + browser.find_element(By.CSS_SELECTOR, "#toast").text)
     time.sleep(0.3)
-    assert not (ws / "drop.txt").exists()
+    assert not (ws / "drop.txt").exists() and not (ws / "one.txt").exists()
 
 
 def route_missing(d, path):

@@ -405,7 +405,7 @@ Test(review, accept_all)
         cr_assert_eq(review_diff(sdir, f, &err), -EALREADY);
         fclose(f);
         free(buf);
-        cr_assert_eq(review_discard(sdir, &err), -EALREADY);
+        cr_assert_eq(review_discard(sdir, NULL, 0, NULL, &err), -EALREADY);
 }
 
 Test(review, accept_subset)
@@ -743,15 +743,56 @@ Test(review, discard)
         fixture();
         capture("sb1");
         struct al_error err = {0};
-        cr_assert_eq(review_discard(sdir, &err), 0, "%s", err.msg);
+        cr_assert_eq(review_discard(sdir, NULL, 0, NULL, &err), 0, "%s", err.msg);
         cr_assert(!exists(sdir, "changes"));
         cr_assert(exists(sdir, "meta.json"));
         cr_assert_str_eq(meta_state(), "discarded");
         cr_assert_eq(accept_(NULL, 0, NULL, &err), -EALREADY);
         cr_assert(strstr(err.msg, "discarded"), "%s", err.msg);
-        cr_assert_eq(review_discard(sdir, &err), 0, "discarding twice: %s", err.msg);
+        cr_assert_eq(review_discard(sdir, NULL, 0, NULL, &err), 0, "discarding twice: %s", err.msg);
         expect_content(ws, "src/main.c", MAIN_OLD);
         cr_assert(!exists(ws, "src/new.c"));
+}
+
+Test(review, discard_some_paths)
+{
+        fixture();
+        capture("sb1");
+        struct al_error err = {0};
+        size_t remaining = 0;
+        char *const some[] = {"src/new.c", "logo.bin"};
+        cr_assert_eq(review_discard(sdir, some, 2, &remaining, &err), 0, "%s", err.msg);
+        cr_assert_gt(remaining, 0);
+        cr_assert_str_eq(meta_state(), "pending");
+        char *d = diff();
+        cr_assert(!strstr(d, "src/new.c") && !strstr(d, "logo.bin"), "%s", d);
+        cr_assert(strstr(d, "src/main.c"), "%s", d);
+        free(d);
+        /* Naming no pending change refuses the whole, as accept does. */
+        char *const none[] = {"src/new.c", "nothing-here"};
+        cr_assert_eq(review_discard(sdir, none, 2, &remaining, &err), -ENOENT);
+        cr_assert(strstr(err.msg, "nothing-here"), "%s", err.msg);
+        char *const out[] = {"../etc/passwd"};
+        cr_assert_eq(review_discard(sdir, out, 1, &remaining, &err), -EINVAL);
+        /* Accepting the rest leaves the discarded paths as the host had them. */
+        cr_assert_eq(accept_(NULL, 0, NULL, &err), 0, "%s", err.msg);
+        expect_content(ws, "src/main.c", MAIN_NEW);
+        cr_assert(!exists(ws, "src/new.c"));
+        cr_assert(exists(ws, "logo.bin"));
+        cr_assert_str_eq(meta_state(), "accepted");
+}
+
+Test(review, discard_every_path_is_the_whole)
+{
+        fixture();
+        capture("sb1");
+        struct al_error err = {0};
+        size_t remaining = 7;
+        char *const all[] = {"src", "script.sh", "logo.bin", "link", "newlink"};
+        cr_assert_eq(review_discard(sdir, all, 5, &remaining, &err), 0, "%s", err.msg);
+        cr_assert_eq(remaining, 0);
+        cr_assert_str_eq(meta_state(), "discarded");
+        cr_assert(!exists(sdir, "changes"));
 }
 
 Test(review, sparse_file_stays_sparse)
@@ -939,7 +980,7 @@ Test(review, capture_past_the_limit_keeps_nothing)
         cr_assert(strstr(e2.msg, "not kept") && strstr(e2.msg, "limits.disk"), "%s", e2.msg);
         cr_assert_eq(accept_(NULL, 0, NULL, &e2), -ENODATA);
         cr_assert(!exists(ws, "small.txt"));
-        cr_assert_eq(review_discard(sdir, &e2), 0, "%s", e2.msg);
+        cr_assert_eq(review_discard(sdir, NULL, 0, NULL, &e2), 0, "%s", e2.msg);
         cr_assert_str_eq(meta_state(), "discarded");
 }
 

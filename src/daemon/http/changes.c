@@ -347,9 +347,7 @@ static void changes_decide(struct daemon *d, struct evhttp_request *req, const s
         struct target t;
         _cleanup_free_ char *dir = kept_path(d, id, NULL);
         static const char *const accept_keys[] = {"paths", NULL};
-        static const char *const discard_keys[] = {NULL};
-        if (reject_unknown(d, req, body, accept ? accept_keys : discard_keys) ||
-            !find_target(d, req, id, &t)) {
+        if (reject_unknown(d, req, body, accept_keys) || !find_target(d, req, id, &t)) {
                 json_decref(body);
                 return;
         }

@@ -279,7 +279,13 @@ export function sandboxPage(id) {
             const r = await act(`accepting ${f.path}`, () => post(`${base}/accept`, { paths: [f.path] }));
             toast(`${f.path} accepted (${r.written} written, ${r.removed} removed)`);
             loadReview();
-          } }, "Accept") : null),
+          } }, "Accept") : null, " ",
+          canAct && ended ? el("button", { type: "button", class: "danger", "data-discard": f.path, onclick: async (e) => {
+            e.preventDefault();
+            await act(`discarding ${f.path}`, () => post(`${base}/discard`, { paths: [f.path] }));
+            toast(`${f.path} discarded: the host keeps its own`);
+            loadReview();
+          } }, "Discard") : null),
         el("pre", { class: "diff" }, f.lines.map((l) => el("span", {
           class: l.startsWith("+") && !l.startsWith("+++") ? "add" : l.startsWith("-") && !l.startsWith("---") ? "del" : null,
         }, l + "\n"))))),

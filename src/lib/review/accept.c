@@ -391,12 +391,12 @@ static int apply_dir_mode(struct applier *a, const struct item *it)
         return 0;
 }
 
-static void record_accepted(json_t *meta, const struct strarr *paths)
+static void record_paths(json_t *meta, const char *key, const struct strarr *paths)
 {
-        json_t *acc = json_object_get(meta, "accepted");
+        json_t *acc = json_object_get(meta, key);
         if (!acc) {
                 acc = json_array();
-                json_object_set_new(meta, "accepted", acc);
+                json_object_set_new(meta, key, acc);
         }
         for (size_t i = 0; i < paths->n; i++) {
                 size_t k;
@@ -406,6 +406,52 @@ static void record_accepted(json_t *meta, const struct strarr *paths)
                 if (!dup)
                         json_array_append_new(acc, json_string(paths->v[i]));
         }
+}
+
+/* Select the pending changes `paths` name (all of them when n is 0), with
+ * their ancestors, into p; the normalized requests go into req. A path
+ * outside the workspace, malformed, or naming no pending change fails the
+ * whole request, each named. */
+static int select_requests(struct review *rv, struct plan *p, char *const *paths, size_t n,
+                           const char *verb, struct strarr *req, struct al_error *err)
+{
+        for (size_t i = 0; i < n; i++) {
+                char norm[PATH_MAX];
+                int r = normalize_request(rv->workspace, paths[i], norm);
+                if (r == -EXDEV)
+                        return al_error_set_message(err, EINVAL,
+                                                    "%s: \"%s\" is outside the workspace %s", verb,
+                                                    paths[i], rv->workspace);
+                if (r < 0)
+                        return al_error_set_message(err, EINVAL, "%s: bad path \"%s\"", verb,
+                                                    paths[i]);
+                strarr_add(req, norm);
+        }
+        char unknown[AL_ERROR_MAX] = "";
+        size_t n_unknown = 0;
+        if (n == 0)
+                strarr_add(req, "");
+        for (size_t k = 0; k < req->n; k++) {
+                bool any = false;
+                for (size_t i = 0; i < p->n; i++)
+                        if (plan_request_takes(req->v[k], p->v[i].path))
+                                any = p->v[i].selected = true;
+                        else if (n > 0 && review_is_beneath(p->v[i].path, req->v[k]))
+                                any = true; /* held back: reported, not "no change" */
+                if (!any && n > 0) {
+                        size_t ul = strlen(unknown);
+                        snprintf(unknown + ul, sizeof(unknown) - ul, "%s\"%s\"",
+                                 n_unknown ? ", " : "", paths[k]);
+                        n_unknown++;
+                }
+        }
+        if (n_unknown)
+                return al_error_set_message(err, ENOENT, "%s: no pending change at %s", verb,
+                                            unknown);
+        for (size_t i = 0; i < p->n; i++)
+                if (p->v[i].selected)
+                        select_ancestors(p, p->v[i].path);
+        return 0;
 }
 
 int review_accept(const char *state_dir, char *const *paths, size_t n, struct review_report *ret,
@@ -421,44 +467,10 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         if (r < 0)
                 return r;
 
-        for (size_t i = 0; i < n; i++) {
-                char norm[PATH_MAX];
-                r = normalize_request(rv.workspace, paths[i], norm);
-                if (r == -EXDEV)
-                        return al_error_set_message(err, EINVAL,
-                                                    "accept: \"%s\" is outside the workspace %s",
-                                                    paths[i], rv.workspace);
-                if (r < 0)
-                        return al_error_set_message(err, EINVAL, "accept: bad path \"%s\"",
-                                                    paths[i]);
-                strarr_add(&req, norm);
-        }
-
-        /* Select, and name every request that matches nothing. */
-        char unknown[AL_ERROR_MAX] = "";
-        size_t n_unknown = 0, selected = 0;
-        if (n == 0)
-                strarr_add(&req, "");
-        for (size_t k = 0; k < req.n; k++) {
-                bool any = false;
-                for (size_t i = 0; i < p.n; i++)
-                        if (plan_request_takes(req.v[k], p.v[i].path))
-                                any = p.v[i].selected = true;
-                        else if (n > 0 && review_is_beneath(p.v[i].path, req.v[k]))
-                                any = true; /* held back: reported, not "no change" */
-                if (!any && n > 0) {
-                        size_t ul = strlen(unknown);
-                        snprintf(unknown + ul, sizeof(unknown) - ul, "%s\"%s\"",
-                                 n_unknown ? ", " : "", paths[k]);
-                        n_unknown++;
-                }
-        }
-        if (n_unknown)
-                return al_error_set_message(err, ENOENT, "accept: no pending change at %s",
-                                            unknown);
-        for (size_t i = 0; i < p.n; i++)
-                if (p.v[i].selected)
-                        select_ancestors(&p, p.v[i].path);
+        r = select_requests(&rv, &p, paths, n, "accept", &req, err);
+        if (r < 0)
+                return r;
+        size_t selected = 0;
 
         /* Nothing is applied unless every workspace entry it replaces or
          * removes is as it was when the sandbox started. */
@@ -524,7 +536,7 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         if (a.rep.complete)
                 json_object_set_new(rv.meta, "state", json_string("accepted"));
         else
-                record_accepted(rv.meta, &req);
+                record_paths(rv.meta, "accepted", &req);
         r = review_write_json_at(rv.dir_fd, META_FILE, rv.meta);
         if (r < 0)
                 return al_error_set(err, r, "accept: writing %s/%s", state_dir, META_FILE);
@@ -533,9 +545,42 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         return 0;
 }
 
-int review_discard(const char *state_dir, struct al_error *err)
+int review_discard(const char *state_dir, char *const *paths, size_t n, size_t *ret_remaining,
+                   struct al_error *err)
 {
         _cleanup_(review_done) struct review rv;
+        if (ret_remaining)
+                *ret_remaining = 0;
+        if (n > 0) {
+                /* Some paths: the host keeps its own there; the rest stays
+                 * pending, and when nothing does, the whole is discarded. */
+                _cleanup_(plan_done) struct plan p = {0};
+                _cleanup_(strarr_done) struct strarr req = {0};
+                int r = review_load(state_dir, true, &rv, err);
+                if (r < 0)
+                        return r;
+                r = plan_build(&rv, &p, err);
+                if (r < 0)
+                        return r;
+                r = select_requests(&rv, &p, paths, n, "discard", &req, err);
+                if (r < 0)
+                        return r;
+                size_t remaining = 0;
+                for (size_t i = 0; i < p.n; i++)
+                        if (!p.v[i].selected && item_visible(&p, i))
+                                remaining++;
+                if (remaining > 0) {
+                        record_paths(rv.meta, "discarded", &req);
+                        r = review_write_json_at(rv.dir_fd, META_FILE, rv.meta);
+                        if (r < 0)
+                                return al_error_set(err, r, "discard: writing %s/%s", state_dir,
+                                                    META_FILE);
+                        if (ret_remaining)
+                                *ret_remaining = remaining;
+                        return 0;
+                }
+                review_done(&rv);
+        }
         int r = review_open(state_dir, true, &rv, err);
         if (r < 0)
                 return r;

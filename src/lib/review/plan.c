@@ -171,6 +171,9 @@ int plan_build(struct review *rv, struct plan *p, struct al_error *err)
 
         *p = (struct plan){0};
         json_array_foreach(acc, i, v) strarr_add(&p->accepted, json_string_value(v));
+        /* Paths discarded one by one are settled too: the host keeps its own. */
+        json_t *dis = json_object_get(rv->meta, "discarded");
+        json_array_foreach(dis, i, v) strarr_add(&p->accepted, json_string_value(v));
 
         for (i = 0; i < rv->m.n_e; i++) {
                 const struct entry *e = &rv->m.e[i];

@@ -121,9 +121,14 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
 /* The host workspace a review sandbox's changes are for (caller frees). */
 int review_workspace(const char *state_dir, char **ret, struct al_error *err);
 
-/* Remove changes/ and mark the sandbox "discarded"; meta.json and the
- * manifest stay. -EALREADY when it was accepted. Discarding twice is fine. */
-int review_discard(const char *state_dir, struct al_error *err);
+/* With no paths: remove changes/ and mark the sandbox "discarded";
+ * meta.json and the manifest stay. -EALREADY when it was accepted.
+ * Discarding twice is fine. With paths: the pending changes they name (as
+ * review_accept's paths do, with the same errors) are dropped, the host
+ * keeping its own there, and the rest stays pending (*ret_remaining says
+ * how many); when nothing would remain, the whole is discarded. */
+int review_discard(const char *state_dir, char *const *paths, size_t n, size_t *ret_remaining,
+                   struct al_error *err);
 
 /* Resolve a sandbox id, or a prefix of at least 4 characters naming one
  * sandbox, to its state directory. -ENOENT when there is none, -EINVAL when

@@ -46,11 +46,12 @@ int review_open(const char *state_dir, bool exclusive, struct review *rv, struct
         rv->workspace = json_string_value(json_object_get(rv->meta, "workspace"));
         rv->state = json_string_value(json_object_get(rv->meta, "state"));
         json_t *acc = json_object_get(rv->meta, "accepted");
+        json_t *dis = json_object_get(rv->meta, "discarded");
         if (!rv->id || !rv->workspace || rv->workspace[0] != '/' || !json_is_integer(started) ||
             json_integer_value(started) < 0 || !rv->state ||
             !(STREQ(rv->state, "pending") || STREQ(rv->state, "accepted") ||
               STREQ(rv->state, "discarded") || STREQ(rv->state, "failed")) ||
-            (acc && !json_is_array(acc)))
+            (acc && !json_is_array(acc)) || (dis && !json_is_array(dis)))
                 return al_error_set_message(err, EBADMSG, "%s/%s", state_dir, META_FILE);
         rv->started_ns = (uint64_t)json_integer_value(started);
         size_t i;
@@ -60,6 +61,13 @@ int review_open(const char *state_dir, bool exclusive, struct review *rv, struct
                 const char *p = json_string_value(v);
                 if (!p || !(p[0] == '\0' || review_path_valid(p)))
                         return al_error_set_message(err, EBADMSG, "%s/%s: \"accepted\"", state_dir,
+                                                    META_FILE);
+        }
+        json_array_foreach(dis, i, v)
+        {
+                const char *p = json_string_value(v);
+                if (!p || !(p[0] == '\0' || review_path_valid(p)))
+                        return al_error_set_message(err, EBADMSG, "%s/%s: \"discarded\"", state_dir,
                                                     META_FILE);
         }
         return 0;
