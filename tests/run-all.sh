@@ -15,8 +15,8 @@ meson test -C "$BUILD" --suite unit --print-errorlogs
 echo "== integration, escape, daemon and fault tests"
 $PYTEST tests/integration tests/escape tests/daemon tests/faults
 
-echo "== fuzzers, ${FUZZ_SECONDS:-10} s each over their corpus (clang, -Dfuzz=true)"
-FUZZ_SECONDS=${FUZZ_SECONDS:-10} tests/fuzz/run.sh
+echo "== fuzzers, ${FUZZ_SECONDS:-5} s each over their corpus (clang, -Dfuzz=true)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-5} tests/fuzz/run.sh
 
 if [ "${AIRLOCK_SKIP_ASAN:-0}" != 1 ]; then
         echo "== ASan+UBSan build"
