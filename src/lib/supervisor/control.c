@@ -283,5 +283,6 @@ cleanup:
 
 fail_early:
         tell_ready(cfg->ready_fd, err->msg);
+        sv_core_caps_free(&c.core);
         return r;
 }

@@ -89,6 +89,11 @@ json_t *sv_core_caps_request(struct sv_core *c, const json_t *req, const char *b
 /* Detach what was mounted at run time (at the end; the namespace goes
  * with pid 1 anyway). */
 void sv_core_caps_free(struct sv_core *c);
+static inline void sv_core_caps_freep(struct sv_core **c)
+{
+        if (*c)
+                sv_core_caps_free(*c);
+}
 
 /* Empty: no pid 1, no fds, no log. */
 void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on_fault,

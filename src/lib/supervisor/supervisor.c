@@ -284,6 +284,10 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         memset(res, 0, sizeof(*res));
         sv_core_init(&sv.core, p, on_audit_fault, &sv);
         struct sv_core *core = &sv.core;
+        /* The capabilities the core made are freed on every way out, the
+         * early failures included (sv_core_free frees them too; twice is
+         * fine). */
+        _cleanup_(sv_core_caps_freep) struct sv_core *caps_owner = core;
         core->caller_home = cfg->caller_home;
         core->caps->one_command = true;
         sv.streams[0].fd = sv.streams[1].fd = -1;
