@@ -57,15 +57,31 @@ Test(trace, marks_go_to_the_named_file_parent_and_child)
         cr_assert_eq(lines, 3, "%s", buf);
 }
 
-Test(trace, the_descriptor_is_close_on_exec)
+static int count_inheritable(void)
 {
-        setenv("AIRLOCK_TRACE", "1", 1);
-        cr_assert(al_trace_on());
         int found = 0;
-        for (int fd = 3; fd < 64; fd++) {
+        for (int fd = 3; fd < 256; fd++) {
                 int fl = fcntl(fd, F_GETFD);
                 if (fl >= 0 && !(fl & FD_CLOEXEC))
                         found++;
         }
-        cr_assert_eq(found, 0);
+        return found;
+}
+
+static int count_open(void)
+{
+        int found = 0;
+        for (int fd = 3; fd < 256; fd++)
+                if (fcntl(fd, F_GETFD) >= 0)
+                        found++;
+        return found;
+}
+
+Test(trace, the_descriptor_is_close_on_exec)
+{
+        int inheritable = count_inheritable(), open_before = count_open();
+        setenv("AIRLOCK_TRACE", "1", 1);
+        cr_assert(al_trace_on());
+        cr_assert_eq(count_open(), open_before + 1);
+        cr_assert_eq(count_inheritable(), inheritable);
 }
