@@ -15,7 +15,7 @@ PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev \
 	ca-certificates openssl tinyproxy wrk \
 	man-db groff-base nodejs \
 	runsc chromium chromium-driver python3-selenium openssh-server openssh-client \
-	containerd
+	containerd uidmap
 
 .PHONY: all deps build install uninstall test unit integration asan demo bench fuzz format clean
 

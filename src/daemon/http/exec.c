@@ -23,6 +23,7 @@
 #include "daemon.h"
 #include "grants.h"
 #include "http.h"
+#include "idrange.h"
 #include "record.h"
 #include "routes.h"
 #include "util.h"
@@ -594,17 +595,22 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 goto out;
-        /* A sandbox's user namespace maps one uid (its policy's, onto one
-         * unprivileged host uid): a command runs as that user or not at all. */
+        /* A sandbox's user namespace maps its policy's uid, and with
+         * "users" uids 0 to users-1, each its own unprivileged host id
+         * (idrange.h): a command runs as one of those or not at all. */
         json_t *juid = json_object_get(body, "uid");
-        if (juid && !json_is_null(juid) &&
-            (!json_is_integer(juid) || json_integer_value(juid) != (json_int_t)sb->policy->uid)) {
-                _cleanup_free_ char *why = xasprintf(
-                    "must be %u, the sandbox's one user; for a fake root create the sandbox with "
-                    "\"uid\": 0 in its policy",
-                    (unsigned)sb->policy->uid);
-                reply_bad_field(d, req, "uid", why);
-                goto out;
+        long uid = -1;
+        if (juid && !json_is_null(juid)) {
+                char why[256];
+                /* Not an integer from 0 to 65535: the same message. */
+                uid = json_is_integer(juid) && json_integer_value(juid) >= 0 &&
+                              json_integer_value(juid) <= 65535
+                          ? (long)json_integer_value(juid)
+                          : -2;
+                if (idrange_check_uid(sb->policy, uid, why, sizeof(why))) {
+                        reply_bad_field(d, req, "uid", why);
+                        goto out;
+                }
         }
         /* The policy's wall clock bounds every command. */
         double cap = (double)sb->policy->limits.timeout_ms / 1000.0;
@@ -619,6 +625,8 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 json_object_set(ctl, "cwd", cwd);
         if (json_is_string(in))
                 json_object_set(ctl, "stdin", in);
+        if (uid >= 0)
+                json_object_set_new(ctl, "uid", json_integer(uid));
         if (timeout > 0)
                 json_object_set_new(ctl, "timeout", json_real(timeout));
         if (stall > 0)
@@ -626,8 +634,9 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         if (!pty_exec_option(d, req, body, ctl))
                 goto out;
         if (record_audit(d, id, "api.exec",
-                         json_pack("{s:s, s:O, s:b}", "grant", g->name, "argv", argv, "background",
-                                   json_is_true(bg))) < 0) {
+                         json_pack("{s:s, s:O, s:b, s:o}", "grant", g->name, "argv", argv,
+                                   "background", json_is_true(bg), "uid",
+                                   uid >= 0 ? json_integer(uid) : json_null())) < 0) {
                 reply_audit_failed(d, req, d->audit_fault);
                 goto out;
         }

@@ -41,6 +41,11 @@ static int last_cap(void)
 
 int confine_drop_caps(struct al_error *err)
 {
+        return confine_drop_caps_but(0, err);
+}
+
+int confine_drop_caps_but(uint64_t keep, struct al_error *err)
+{
         int last = last_cap();
         /* Processes that an idle sandbox's pid 1 starts come from a parent
          * that has dropped everything already: what is gone needs no
@@ -63,6 +68,10 @@ int confine_drop_caps(struct al_error *err)
         struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
         struct __user_cap_data_struct data[2];
         memset(data, 0, sizeof(data));
+        /* What is kept stays permitted and effective, never inheritable and
+         * out of the bounding set: no program executed gets it back. */
+        data[0].permitted = data[0].effective = (uint32_t)keep;
+        data[1].permitted = data[1].effective = (uint32_t)(keep >> 32);
         if (syscall(SYS_capset, &hdr, data) < 0)
                 return al_error_set(err, errno, "clearing capabilities");
         return 0;

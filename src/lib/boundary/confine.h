@@ -34,3 +34,6 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
 
 /* Drop every capability from every set, lock the securebits. */
 int confine_drop_caps(struct al_error *err);
+/* The same, keeping the capabilities of mask `keep` (1 << CAP_x) permitted
+ * and effective in this process alone: the bounding set loses them too. */
+int confine_drop_caps_but(uint64_t keep, struct al_error *err);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -48,6 +49,7 @@ struct command {
         const char *cwd;
         int fds[3];
         bool ctty; /* fds[0] is the sandbox's own pty slave */
+        uint32_t as_user; /* 1 + another inside uid (policy "users"); 0: the sandbox's */
 };
 
 static _Noreturn void command_main(struct child_ctx *ctx, const struct command *cmd, int errfd)
@@ -74,8 +76,8 @@ static _Noreturn void command_main(struct child_ctx *ctx, const struct command *
         size_t n = mounts_writable_paths(&mc, paths, ARRAY_SIZE(paths));
         struct confine_config cc = {
                 .policy = cfg->policy,
-                .uid = ctx->uid,
-                .gid = ctx->gid,
+                .uid = cmd->as_user ? cmd->as_user - 1 : ctx->uid,
+                .gid = cmd->as_user ? cmd->as_user - 1 : ctx->gid,
                 .cwd = cmd->cwd ? cmd->cwd : cfg->policy->workspace ? "/workspace" : cfg->home,
                 .write_paths = paths,
                 .n_write_paths = n,
@@ -174,8 +176,8 @@ static int parse_exec(char *buf, size_t len, const char **cwd, char ***argv, cha
 /* Start one requested process: it goes through command_main() exactly as a
  * sandbox's first command does. */
 static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc *procs,
-                      int id, uint32_t tty, char *payload, size_t len, const int *fds,
-                      size_t nfds)
+                      int id, uint32_t tty, uint32_t as_user, char *payload, size_t len,
+                      const int *fds, size_t nfds)
 {
         struct sync_msg m = {.type = SYNC_ERROR, .id = id, .value = SPAWN_FAILED_SETUP};
         const char *cwd;
@@ -222,7 +224,8 @@ static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc
                 close(pair[0]);
                 close(sync);
                 close(sfd);
-                struct command c = {.argv = argv, .envp = envp, .cwd = *cwd ? cwd : NULL};
+                struct command c = {.argv = argv, .envp = envp, .cwd = *cwd ? cwd : NULL,
+                                    .as_user = as_user};
                 for (int i = 0; i < 3; i++)
                         c.fds[i] = want_tty ? slave : fds[i];
                 c.ctty = want_tty;
@@ -285,7 +288,13 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
 
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         wipe_host_identity();
-        confine_drop_caps(&err);
+        /* With "users", pid 1 keeps what it takes to start a process as
+         * another of the sandbox's own users (setresuid, setresgid), and
+         * nothing more; the process drops it before its execve. */
+        confine_drop_caps_but(ctx->cfg->policy->users
+                                  ? (1ull << CAP_SETUID) | (1ull << CAP_SETGID)
+                                  : 0,
+                              &err);
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
@@ -352,7 +361,7 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
                                 memcpy(&m, buf, sizeof(m));
                                 if (m.type == SYNC_EXEC)
                                         init_exec(ctx, sync, sfd, procs, m.id, (uint32_t)m.value,
-                                                  buf + sizeof(m), (size_t)n - sizeof(m), fds,
+                                                  m.as_user, buf + sizeof(m), (size_t)n - sizeof(m), fds,
                                                   nfds);
                                 else if (m.type == SYNC_KILL)
                                         for (int i = 0; i < INIT_MAX_PROCS; i++)

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "error.h"
+#include "idrange.h"
 #include "mounts.h"
 #include "spawn.h"
 
@@ -38,6 +39,7 @@ struct sync_msg {
         int32_t value;     /* enum spawn_failure, or a wait status, or a signal */
         int32_t id;        /* the process, in an idle sandbox */
         uint64_t usage[3]; /* SYNC_EXIT: user ms, system ms, max RSS KiB */
+        uint32_t as_user;  /* SYNC_EXEC: 1 + the inside uid to run as; 0: the sandbox's own */
         char text[AL_ERROR_MAX];
 };
 
@@ -55,6 +57,7 @@ struct child_ctx {
         struct tier_image *image; /* tier container: the image's root (tier.h), else NULL */
         const int *mount_fds;
         const struct mounts_plan *plan;
+        struct idrange ids; /* policy "users": the other users' host ids */
 };
 
 /* sync.c */

@@ -312,7 +312,12 @@ static int release_child(const struct child_ctx *ctx, pid_t pid, uid_t host_uid,
         const struct policy *p = cfg->policy;
         int r;
 
-        r = spawn_write_maps(pid, p->uid, host_uid, p->gid, host_gid, true);
+        if (ctx->ids.users) /* several users inside (idrange.c) */
+                r = idrange_write_maps(&ctx->ids, pid, p->uid, host_uid, p->gid, host_gid, err);
+        else
+                r = spawn_write_maps(pid, p->uid, host_uid, p->gid, host_gid, true);
+        if (r < 0 && ctx->ids.users)
+                return r;
         if (r < 0) {
                 const char *why = spawn_userns_disabled_reason();
                 if (why)
@@ -424,7 +429,8 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
 int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, struct al_error *err)
 {
         const struct policy *p = cfg->policy;
-        struct child_ctx ctx = {.cfg = cfg, .uid = p->uid, .gid = p->gid, .workspace_fd = -1};
+        struct child_ctx ctx = {
+            .cfg = cfg, .uid = p->uid, .gid = p->gid, .workspace_fd = -1, .ids = IDRANGE_INIT};
         struct mounts_plan *plan = NULL;
         _cleanup_free_ int *mount_fds = NULL;
         size_t locks_mark = n_volume_locks;
@@ -487,6 +493,9 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         if (r < 0)
                 goto fail;
         ctx.mount_fds = mount_fds;
+        r = idrange_acquire(p, &ctx.ids, err); /* "users": idrange.c */
+        if (r < 0)
+                goto fail;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
                 r = al_error_set(err, errno, "socketpair");
                 goto fail;
@@ -520,6 +529,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
 
         ret->sync_fd = sp[0];
         ret->failure = SPAWN_OK;
+        idrange_keep(&ctx.ids);
         if (spawn_idmap_helper > 0) {
                 while (waitpid(spawn_idmap_helper, NULL, 0) < 0 && errno == EINTR)
                         ;
@@ -538,6 +548,7 @@ fail:
         release_volumes(locks_mark);
         if (ret->pid > 0)
                 kill_and_reap(ret->pid);
+        idrange_release(&ctx.ids); /* its ids are free once its processes are gone */
         ret->pid = -1;
         if (ret->pidfd >= 0)
                 close(ret->pidfd);

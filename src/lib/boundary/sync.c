@@ -165,8 +165,10 @@ int spawn_read_exit(int sync_fd, int *ret_status)
 }
 
 static int exec_request(int sync_fd, int id, char *const *argv, char *const *envp,
-                        const char *cwd, const int fds[3], uint32_t tty)
+                        const char *cwd, const int fds[3], uint32_t tty, long uid)
 {
+        if (uid < SPAWN_EXEC_OWN_USER || uid > 65535)
+                return -EINVAL;
         size_t argc = strv_length(argv), envc = strv_length(envp);
         size_t len = 8 + strlen(cwd ? cwd : "") + 1;
         for (size_t i = 0; i < argc; i++)
@@ -186,7 +188,8 @@ static int exec_request(int sync_fd, int id, char *const *argv, char *const *env
         for (size_t i = 0; i < envc; i++)
                 p = stpcpy(p, envp[i]) + 1;
 
-        struct sync_msg m = {.type = SYNC_EXEC, .id = id, .value = (int32_t)tty};
+        struct sync_msg m = {.type = SYNC_EXEC, .id = id, .value = (int32_t)tty,
+                             .as_user = (uint32_t)(uid + 1)};
         char control[CMSG_SPACE(sizeof(int) * 3)];
         memset(control, 0, sizeof(control));
         struct iovec iov[2] = {{.iov_base = &m, .iov_len = sizeof(m)},
@@ -207,7 +210,7 @@ static int exec_request(int sync_fd, int id, char *const *argv, char *const *env
 int spawn_exec_request(int sync_fd, int id, char *const *argv, char *const *envp, const char *cwd,
                        const int fds[3])
 {
-        return exec_request(sync_fd, id, argv, envp, cwd, fds, 0);
+        return exec_request(sync_fd, id, argv, envp, cwd, fds, 0, SPAWN_EXEC_OWN_USER);
 }
 
 int spawn_exec_pty_request(int sync_fd, int id, char *const *argv, char *const *envp,
@@ -216,7 +219,20 @@ int spawn_exec_pty_request(int sync_fd, int id, char *const *argv, char *const *
         uint32_t rows = pty->rows ? pty->rows : 24, cols = pty->cols ? pty->cols : 80;
         if (rows > 0x7fff || cols > 0x7fff)
                 return -EINVAL;
-        return exec_request(sync_fd, id, argv, envp, cwd, NULL, SYNC_TTY_ON | rows << 15 | cols);
+        return exec_request(sync_fd, id, argv, envp, cwd, NULL, SYNC_TTY_ON | rows << 15 | cols,
+                            SPAWN_EXEC_OWN_USER);
+}
+
+int spawn_exec_request_as(int sync_fd, int id, char *const *argv, char *const *envp,
+                          const char *cwd, const int fds[3], const struct spawn_pty *pty, long uid)
+{
+        if (!pty)
+                return exec_request(sync_fd, id, argv, envp, cwd, fds, 0, uid);
+        uint32_t rows = pty->rows ? pty->rows : 24, cols = pty->cols ? pty->cols : 80;
+        if (rows > 0x7fff || cols > 0x7fff)
+                return -EINVAL;
+        return exec_request(sync_fd, id, argv, envp, cwd, NULL, SYNC_TTY_ON | rows << 15 | cols,
+                            uid);
 }
 
 int spawn_kill_request(int sync_fd, int id, int sig)

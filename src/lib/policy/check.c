@@ -742,6 +742,12 @@ int policy_validate(struct ctx *c, const struct policy *p)
                 return policy_fail(c, "\"uid\" must be an integer from 0 to %d", UID_MAX_INSIDE);
         if (p->gid > UID_MAX_INSIDE)
                 return policy_fail(c, "\"gid\" must be an integer from 0 to %d", UID_MAX_INSIDE);
+        if (p->users && (p->users < 2 || p->uid >= p->users || p->gid >= p->users))
+                return policy_fail(c,
+                                   "\"users\" (%u) must be 0 (one user) or from 2 to 65536 and "
+                                   "larger than \"uid\" (%u) and \"gid\" (%u): it maps uids 0 to "
+                                   "users-1",
+                                   (unsigned)p->users, (unsigned)p->uid, (unsigned)p->gid);
         return 0;
 }
 

@@ -162,6 +162,8 @@ char *policy_to_json(const struct policy *p)
         policy_ask_json(p, root, net_o, o);
         json_object_set_new(root, "uid", json_integer(p->uid));
         json_object_set_new(root, "gid", json_integer(p->gid));
+        if (p->users) /* written only when set, so older digests hold */
+                json_object_set_new(root, "users", json_integer(p->users));
         if (p->hardware_json) {
                 json_error_t jerr;
                 json_t *hw = json_loads(p->hardware_json, 0, &jerr);

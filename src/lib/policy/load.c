@@ -683,6 +683,15 @@ static int top_gid(struct ctx *c, void *t, json_t *v)
         return get_id(c, v, &((struct policy *)t)->gid);
 }
 
+static int top_users(struct ctx *c, void *t, json_t *v)
+{
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > UID_MAX_INSIDE + 1)
+                return policy_fail(c, "\"users\" must be an integer from 0 to %d", UID_MAX_INSIDE + 1);
+        ((struct policy *)t)->users = (uint32_t)json_integer_value(v);
+        return 0;
+}
+
 /* Checked whole here (hardware.c); kept as canonical text. */
 static int top_hardware(struct ctx *c, void *t, json_t *v)
 {
@@ -713,6 +722,7 @@ static const struct field top_fields[] = {
     {"tools", top_tools},
     {"uid", top_uid},
     {"gid", top_gid},
+    {"users", top_users},
     {"health", policy_health_parse},
     {"hardware", top_hardware},
     {"ask", policy_ask_parse},

@@ -236,6 +236,9 @@ struct policy {
         size_t n_env;
         uint32_t uid; /* inside the sandbox; default 1000 */
         uint32_t gid;
+        /* "users": inside uids and gids 0 to users-1 all exist, each its own
+         * unprivileged host id (boundary/idrange.h); 0: only uid/gid */
+        uint32_t users;
 
         char **tools_allow;
         size_t n_tools_allow;

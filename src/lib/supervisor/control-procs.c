@@ -16,6 +16,7 @@
 #include "cgroup.h"
 #include "control-internal.h"
 #include "control-proto.h"
+#include "idrange.h"
 #include "events.h"
 #include "spawn.h"
 #include "util.h"
@@ -415,6 +416,11 @@ void control_do_exec(struct client *cl, json_t *req)
         if (control_parse_exec(req, &x, &why) < 0)
                 return control_send_error(cl, "bad_request", why);
         background = x.background;
+        char why_uid[256];
+        if (idrange_check_uid(c->policy, x.uid, why_uid, sizeof(why_uid))) {
+                _cleanup_free_ char *m = xasprintf("\"uid\" %s", why_uid);
+                return control_send_error(cl, "bad_request", m);
+        }
 
         int slot = -1, id = 0;
         for (int tries = 0; tries < CONTROL_MAX_PROCS && slot < 0; tries++) {
@@ -492,8 +498,9 @@ void control_do_exec(struct client *cl, json_t *req)
 
         int fds[3] = {pin[0], pout[1], perr[1]};
         struct spawn_pty tty = {.on = true, .rows = x.rows, .cols = x.cols};
-        int r = x.pty ? spawn_exec_pty_request(c->core.sp.sync_fd, id, x.argv, ev, x.cwd, &tty)
-                      : spawn_exec_request(c->core.sp.sync_fd, id, x.argv, ev, x.cwd, fds);
+        int r = spawn_exec_request_as(c->core.sp.sync_fd, id, x.argv, ev, x.cwd,
+                                      x.pty ? NULL : fds, x.pty ? &tty : NULL,
+                                      x.uid == (long)c->policy->uid ? SPAWN_EXEC_OWN_USER : x.uid);
         if (!x.pty) {
                 close(pin[0]);
                 close(pout[1]);

@@ -129,6 +129,14 @@ int control_parse_exec(json_t *req, struct control_exec *x, const char **why)
                                    "\"stdin\" cannot go with \"pty\": type into the terminal");
                 x->pty = true;
         }
+        json_t *uid = json_object_get(req, "uid");
+        x->uid = -1;
+        if (uid && !json_is_null(uid)) {
+                if (!json_is_integer(uid) || json_integer_value(uid) < 0 ||
+                    json_integer_value(uid) > 65535)
+                        return bad(x, why, "\"uid\" must be an integer from 0 to 65535");
+                x->uid = (long)json_integer_value(uid);
+        }
         x->cwd = json_is_string(cwd) ? json_string_value(cwd) : "/workspace";
         x->timeout_s = json_is_number(timeout) ? json_number_value(timeout) : 0;
         x->stall_ms = json_is_number(stall) ? (uint64_t)(json_number_value(stall) * 1000)

@@ -104,6 +104,7 @@ struct control_exec {
         bool background;
         bool pty;            /* "pty": {"rows", "cols"}: a terminal instead of pipes */
         uint16_t rows, cols; /* 1 to CONTROL_PTY_MAX each */
+        long uid;            /* "uid": another user inside (policy "users"); -1: the own */
 };
 
 /* A terminal's largest side, in rows or columns. */
