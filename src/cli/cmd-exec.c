@@ -138,6 +138,8 @@ static const char exec_usage[] =
     "Options:\n"
     "      --env KEY=VALUE  add to the command's environment\n"
     "      --cwd DIR        working directory inside (default: /workspace)\n"
+    "      --uid N          run as user N inside: the sandbox's own, or one of 0 to\n"
+    "                       users-1 when its policy has \"users\"\n"
     "      --timeout SEC    kill the command after this long (at most the policy's)\n"
     "  -i, --stdin          send our stdin (up to 6 MiB) to the command\n"
     "      --background     start it, print its process id and return; see\n"
@@ -145,10 +147,11 @@ static const char exec_usage[] =
 
 int cmd_exec(int argc, char **argv)
 {
-        enum { O_ENV = 1, O_CWD, O_TIMEOUT, O_BG };
+        enum { O_ENV = 1, O_CWD, O_TIMEOUT, O_BG, O_UID };
         static const struct option opts[] = {
             {"env", required_argument, NULL, O_ENV},
             {"cwd", required_argument, NULL, O_CWD},
+            {"uid", required_argument, NULL, O_UID},
             {"timeout", required_argument, NULL, O_TIMEOUT},
             {"stdin", no_argument, NULL, 'i'},
             {"background", no_argument, NULL, O_BG},
@@ -182,6 +185,18 @@ int cmd_exec(int argc, char **argv)
                 case O_CWD:
                         json_object_set_new(body, "cwd", json_string(optarg));
                         break;
+                case O_UID: {
+                        uint64_t uid;
+                        if (safe_atou64(optarg, &uid) < 0 || uid > 65535) {
+                                fprintf(stderr,
+                                        "airlock: exec: --uid \"%s\": expected a number from 0 "
+                                        "to 65535\n",
+                                        optarg);
+                                goto out;
+                        }
+                        json_object_set_new(body, "uid", json_integer((json_int_t)uid));
+                        break;
+                }
                 case O_TIMEOUT:
                         if (api_parse_seconds(optarg, &sec) < 0 || sec <= 0) {
                                 fprintf(stderr,

@@ -86,6 +86,8 @@ static const char run_usage[] =
         "                           rules and read-only mounts (policy: trustRepoConfig)\n"
         "      --env KEY=VALUE      set a variable in the sandbox's clean environment\n"
         "      --uid N              uid inside (default 1000; 0 is a fake root)\n"
+        "      --users N            users 0 to N-1 exist inside, each its own host id (for\n"
+        "                           exec --uid); needs /etc/subuid when not root\n"
         "      --net none|gated     network mode\n"
         "      --deny HOST          deny a destination\n"
         "      --allow-private CIDR let the gate reach a private range\n"

@@ -117,6 +117,18 @@ int policyflags_apply(struct policy *p, struct policyflags *pf, int c, const cha
                 p->uid = p->gid = (uint32_t)uid;
                 return 0;
         }
+        case PF_OPT_USERS: {
+                int n;
+                if (safe_atoi(arg, &n) < 0 || n < 2 || n > 65536) {
+                        snprintf(msg, msglen,
+                                 "--users \"%s\": expected a number from 2 to 65536 (uids 0 "
+                                 "to N-1 inside)",
+                                 arg);
+                        return -EINVAL;
+                }
+                p->users = (uint32_t)n;
+                return 0;
+        }
         case PF_OPT_NET:
                 if (STREQ(arg, "none"))
                         p->net_mode = POLICY_NET_NONE;

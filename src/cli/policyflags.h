@@ -40,6 +40,7 @@ enum {
         PF_OPT_ALLOW_BROAD,
         PF_OPT_HOME,
         PF_OPT_VOLUME,
+        PF_OPT_USERS,
         PF_OPT_LAST,
 };
 
@@ -67,7 +68,8 @@ enum {
         {"tools", required_argument, NULL, PF_OPT_TOOLS}, \
         {"allow-broad-workspace", no_argument, NULL, PF_OPT_ALLOW_BROAD}, \
         {"home", required_argument, NULL, PF_OPT_HOME}, \
-        {"volume", required_argument, NULL, PF_OPT_VOLUME}
+        {"volume", required_argument, NULL, PF_OPT_VOLUME}, \
+        {"users", required_argument, NULL, PF_OPT_USERS}
 /* --net, apart: airlock agent's model is called through a route of the
  * sandbox's network gate, so the agent leaves it out. */
 #define POLICYFLAGS_NET_OPTION {"net", required_argument, NULL, PF_OPT_NET}

@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Per-command users through `airlock supervise`, as root and as an ordinary
+user: policy "users" maps inside uids 0..N-1, each to a host id of the
+sandbox's own (a reserved range for root, the caller's /etc/subuid range
+through newuidmap otherwise); exec "uid" runs as any of them."""
+
+import os
+import pwd
+import shutil
+
+import pytest
+
+from test_supervise import Supervisor
+
+BASE, END = 0x70000000, 0x7FFE0000
+
+
+def subid_range(name, path):
+    with open(path) as f:
+        for line in f:
+            parts = line.strip().split(":")
+            if len(parts) == 3 and parts[0] == name:
+                return int(parts[1]), int(parts[2])
+    return None
+
+
+@pytest.fixture
+def multi(airlock):
+    if airlock.rootless:
+        if not shutil.which("newuidmap"):
+            pytest.skip("needs newuidmap and newgidmap (package uidmap) as an ordinary user")
+        if not subid_range(airlock.user.pw_name, "/etc/subuid"):
+            pytest.skip(f"{airlock.user.pw_name} has no /etc/subuid range")
+    sups = []
+
+    def make(policy):
+        s = Supervisor(airlock, policy=policy)
+        sups.append(s)
+        assert s.ready == "ok", s.proc.stderr.read().decode() if s.proc.poll() is not None \
+            else s.ready
+        return s
+    yield make
+    for s in sups:
+        s.close()
+
+
+def parse_map(text):
+    return [tuple(int(x) for x in line.split()) for line in text.splitlines()]
+
+
+def host_id(lines, inside):
+    for first, out, count in lines:
+        if first <= inside < first + count:
+            return out + inside - first
+    return None
+
+
+def exit_code(events):
+    return [e for e in events if e.get("type") == "exit"][0]["exitCode"]
+
+
+def allowed_range(airlock):
+    if not airlock.rootless:
+        return BASE, END
+    start, count = subid_range(airlock.user.pw_name, "/etc/subuid")
+    return start, start + count
+
+
+def test_exec_as_each_user_with_its_own_host_id(airlock, multi):
+    a = multi({"users": 2048})
+    b = multi({"users": 1024, "uid": 7, "gid": 7})
+    for uid in (0, 2000):
+        ev, out, err = a.exec(["sh", "-c", "id -u; id -g"], uid=uid)
+        assert out.split() == [str(uid), str(uid)], (ev, err)
+    ev = a.request({"op": "exec", "argv": ["true"], "uid": 2048})
+    assert ev[0]["ok"] is False and "0 to 2047" in ev[0]["message"]
+    _, ma, _ = a.exec(["cat", "/proc/self/uid_map"])
+    _, mb, _ = b.exec(["cat", "/proc/self/uid_map"])
+    la, lb = parse_map(ma), parse_map(mb)
+    own = airlock.user.pw_uid if airlock.rootless else 65534
+    assert host_id(la, 1000) == own and host_id(lb, 7) == own
+    lo, hi = allowed_range(airlock)
+    ids = [host_id(la, u) for u in (0, 999, 1001, 2047)] + \
+        [host_id(lb, u) for u in (0, 6, 8, 1023)]
+    for h in ids:
+        assert lo <= h < hi, (hex(h), la, lb)
+        if not airlock.rootless:
+            with pytest.raises(KeyError):
+                pwd.getpwuid(h)
+    assert len(set(ids)) == len(ids), "two sandboxes share a host id"
+
+
+def test_another_user_cannot_read_a_private_file(multi):
+    s = multi({"users": 2048})
+    ev, out, err = s.exec(["sh", "-c", "umask 077; echo s3cret > /tmp/private; "
+                           "echo s3cret > $HOME/mine"])
+    assert exit_code(ev) == 0, err
+    for uid in (0, 2000):
+        ev, out, err = s.exec(["sh", "-c", "cat /tmp/private; cat ~1000/mine /home/*/mine; "
+                               "chmod 666 /tmp/private; cat /tmp/private"], uid=uid)
+        assert "s3cret" not in out and "Permission denied" in err
+
+
+def test_files_of_another_user_are_not_a_host_accounts(airlock, multi):
+    s = multi({"users": 1024})
+    _, m, _ = s.exec(["cat", "/proc/self/uid_map"])
+    lines = parse_map(m)
+    ev, _, err = s.exec(["chmod", "777", "/workspace"])  # the sandbox's user opens it to all
+    assert exit_code(ev) == 0, err
+    ev, out, err = s.exec(["sh", "-c", "mkdir /workspace/d500 && echo x > /workspace/d500/f"],
+                          uid=500)
+    made = s.ws / "d500"
+    if not airlock.rootless:
+        # The workspace is idmapped to the sandbox's user alone: another
+        # user's id has no owner there, so nothing is made.
+        assert exit_code(ev) != 0 and not made.exists()
+        return
+    # A plain bind: the files belong to inside uid 500's subordinate id.
+    assert exit_code(ev) == 0, err
+    lo, hi = allowed_range(airlock)
+    for p in (made, made / "f"):
+        st = os.lstat(p)
+        assert st.st_uid == host_id(lines, 500) and lo <= st.st_uid < hi
+        with pytest.raises(KeyError):
+            pwd.getpwuid(st.st_uid)
