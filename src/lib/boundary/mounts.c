@@ -21,6 +21,7 @@
 #include "spawn.h"
 #include "paths.h"
 #include "util.h"
+#include "volume.h"
 #include "mounts-internal.h"
 
 /* A host path's real form: the plan's for what the user named (resolved by
@@ -355,6 +356,15 @@ static int bind_volume(struct builder *b, int mnt, const char *name, const char 
         if (mnt < 0)
                 return al_error_set_message(b->err, EINVAL, "volume %s at %s: not attached", name,
                                             target);
+        /* A caller that is not root: its volume's files in a tmpfs. */
+        _cleanup_close_ int tmpfs = -1;
+        int r = volume_child_mount(mnt, b->c->policy->uid, b->c->policy->gid, &tmpfs, b->err);
+        if (r < 0) {
+                al_error_wrap(b->err, "volume %s at %s", name, target);
+                return r;
+        }
+        if (r > 0)
+                mnt = tmpfs;
         uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
         if (mounts_set_attr(mnt, attrs, true) < 0)
                 return al_error_set(b->err, errno, "volume %s at %s", name, target);

@@ -25,6 +25,7 @@
 #include "hwgate/hwgate.h"
 #include "toolgate/toolgate.h"
 #include "util.h"
+#include "volume.h"
 
 void sv_core_init(struct sv_core *c, const struct policy *p, sv_core_fault_fn on_fault,
                   void *driver)
@@ -400,6 +401,16 @@ void sv_core_kill(struct sv_core *c)
                 kill(c->sp.pid, SIGKILL);
 }
 
+static void on_volume_saved(void *arg, const char *name, int r)
+{
+        struct sv_core *c = arg;
+        json_t *f = json_pack("{s:s}", "volume", name);
+        if (r < 0)
+                json_object_set_new(f, "error", json_string(strerror(-r)));
+        sv_core_record(c, r < 0 ? "volume.save_failed" : "volume.saved", f);
+        sv_core_commit(c);
+}
+
 void sv_core_stop(struct sv_core *c)
 {
         sv_core_close_gates(c);
@@ -409,6 +420,9 @@ void sv_core_stop(struct sv_core *c)
                         ;
                 c->sp.pid = -1;
         }
+        /* Every process of the sandbox is gone (pid 1's end empties its
+         * namespace): a caller's directory volumes are saved now. */
+        volume_save_all(on_volume_saved, c);
 }
 
 void sv_core_free(struct sv_core *c)

@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "paths.h"
 #include "spawn.h"
 #include "util.h"
+#include "volume-internal.h"
 #include "volume.h"
 
 #define IMAGE     "disk.img"
@@ -124,9 +126,6 @@ int volume_create(const char *name, uint64_t size, const char *owner, struct al_
         int r = check_name(name, err);
         if (r < 0)
                 return r;
-        r = need_root("creating a volume", err);
-        if (r < 0)
-                return r;
         if (size < VOLUME_SIZE_MIN || size > VOLUME_SIZE_MAX)
                 return al_error_set_message(err, ERANGE,
                                             "volume size %" PRIu64
@@ -153,6 +152,24 @@ int volume_create(const char *name, uint64_t size, const char *owner, struct al_
         if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0) {
                 r = al_error_set(err, errno, "creating the lock of volume %s", name);
                 goto fail;
+        }
+        if (geteuid() != 0) {
+                /* Not root: a directory of files, given to each sandbox as
+                 * a tmpfs of the volume's size (dirvol.c). */
+                char sz[32];
+                snprintf(sz, sizeof(sz), "%" PRIu64 "\n", size);
+                if (mkdirat(dir, DIRVOL_DATA, 0700) < 0) {
+                        r = al_error_set(err, errno, "creating volume %s", name);
+                        goto fail;
+                }
+                img = openat(dir, DIRVOL_SIZE, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                             0600);
+                r = img < 0 ? -errno : write_full(img, sz, strlen(sz));
+                if (r < 0 || fsync(img) < 0) {
+                        r = al_error_set(err, r < 0 ? r : -errno, "creating volume %s", name);
+                        goto fail;
+                }
+                goto owner;
         }
         img = openat(dir, IMAGE, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (img < 0 || ftruncate(img, (off_t)size) < 0) {
@@ -193,6 +210,7 @@ int volume_create(const char *name, uint64_t size, const char *owner, struct al_
                 r = al_error_set(err, errno, "writing volume %s", name);
                 goto fail;
         }
+owner:
         if (owner) {
                 _cleanup_close_ int ofd =
                     openat(dir, OWNER, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -204,8 +222,140 @@ int volume_create(const char *name, uint64_t size, const char *owner, struct al_
         }
         return 0;
 fail:
-        fs_remove_tree(root, name, 2);
+        fs_remove_tree(root, name, 3);
         return r;
+}
+
+static bool is_dirvol(int dir)
+{
+        return faccessat(dir, DIRVOL_SIZE, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* The directory volumes this process attached: the sandbox's child mounts
+ * each as a tmpfs and sends the tmpfs's root back over `sock`, which the
+ * supervisor reads when the sandbox has ended, to save it. */
+static struct dirvol_attach {
+        char name[VOLUME_NAME_MAX + 1];
+        dev_t dev;
+        ino_t ino;
+        int vol;     /* the volume's directory */
+        int sock[2]; /* [0] read by the supervisor, [1] written by the child */
+        bool readonly;
+} dirvols[16];
+static size_t n_dirvols;
+
+static int attach_dirvol(const char *name, int dir, bool readonly, int *ret_mnt,
+                         struct al_error *err)
+{
+        uint64_t size;
+        int r = dirvol_read_size(dir, &size);
+        if (r < 0)
+                return al_error_set(err, r, "volume %s: reading its size", name);
+        if (n_dirvols >= ARRAY_SIZE(dirvols))
+                return al_error_set_message(err, E2BIG, "too many volumes (at most %zu)",
+                                            ARRAY_SIZE(dirvols));
+        struct dirvol_attach *a = &dirvols[n_dirvols];
+        struct stat st;
+        if (fstat(dir, &st) < 0)
+                return al_error_set(err, errno, "volume %s", name);
+        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, a->sock) < 0)
+                return al_error_set(err, errno, "volume %s", name);
+        int given = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+        a->vol = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+        if (given < 0 || a->vol < 0) {
+                r = -errno;
+                if (given >= 0)
+                        close(given);
+                if (a->vol >= 0)
+                        close(a->vol);
+                close(a->sock[0]);
+                close(a->sock[1]);
+                return al_error_set(err, r, "volume %s", name);
+        }
+        snprintf(a->name, sizeof(a->name), "%s", name);
+        a->dev = st.st_dev;
+        a->ino = st.st_ino;
+        a->readonly = readonly;
+        n_dirvols++;
+        *ret_mnt = given;
+        return 0;
+}
+
+int volume_child_mount(int fd, uid_t uid, gid_t gid, int *ret_mnt, struct al_error *err)
+{
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode))
+                return 0;
+        struct dirvol_attach *a = NULL;
+        for (size_t i = 0; i < n_dirvols && !a; i++)
+                if (dirvols[i].dev == st.st_dev && dirvols[i].ino == st.st_ino &&
+                    dirvols[i].vol >= 0)
+                        a = &dirvols[i];
+        if (!a)
+                return 0; /* a file system mounted by the parent (root) */
+        int root = -1;
+        int r = dirvol_mount(fd, uid, gid, ret_mnt, &root, err);
+        if (r < 0)
+                return r;
+        if (!a->readonly) {
+                char c = 0;
+                struct iovec iov = {.iov_base = &c, .iov_len = 1};
+                char control[CMSG_SPACE(sizeof(int))];
+                memset(control, 0, sizeof(control));
+                struct msghdr mh = {.msg_iov = &iov,
+                                    .msg_iovlen = 1,
+                                    .msg_control = control,
+                                    .msg_controllen = sizeof(control)};
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cm), &root, sizeof(int));
+                if (sendmsg(a->sock[1], &mh, MSG_NOSIGNAL) < 0) {
+                        r = -errno;
+                        close(root);
+                        close(*ret_mnt);
+                        *ret_mnt = -1;
+                        return al_error_set(err, r, "volume %s: handing its tmpfs over", a->name);
+                }
+        }
+        close(root);
+        return 1;
+}
+
+void volume_save_all(volume_saved_fn fn, void *arg)
+{
+        for (size_t i = 0; i < n_dirvols; i++) {
+                struct dirvol_attach *a = &dirvols[i];
+                if (a->vol < 0)
+                        continue;
+                int root = -1;
+                if (!a->readonly) {
+                        char c;
+                        struct iovec iov = {.iov_base = &c, .iov_len = 1};
+                        char control[CMSG_SPACE(sizeof(int))];
+                        struct msghdr mh = {.msg_iov = &iov,
+                                            .msg_iovlen = 1,
+                                            .msg_control = control,
+                                            .msg_controllen = sizeof(control)};
+                        if (recvmsg(a->sock[0], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) > 0) {
+                                struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+                                if (cm && cm->cmsg_type == SCM_RIGHTS)
+                                        memcpy(&root, CMSG_DATA(cm), sizeof(int));
+                        }
+                }
+                if (root >= 0) {
+                        int r = dirvol_save(a->vol, root);
+                        if (fn)
+                                fn(arg, a->name, r);
+                        close(root);
+                }
+                close(a->vol);
+                close(a->sock[0]);
+                close(a->sock[1]);
+                a->vol = -1;
+        }
+        n_dirvols = 0;
 }
 
 /* Loop devices whose backing file is `image` (dev, ino): a sandbox that is
@@ -273,9 +423,7 @@ static int loop_attach(int img, bool readonly, char ret_path[static 32])
 int volume_attach(const char *name, bool readonly, int *ret_lock, int *ret_mnt,
                   struct al_error *err)
 {
-        int r = need_root("attaching a volume", err);
-        if (r < 0)
-                return r;
+        int r;
         _cleanup_close_ int dir = open_volume(name, err);
         if (dir < 0)
                 return dir;
@@ -294,6 +442,16 @@ int volume_attach(const char *name, bool readonly, int *ret_lock, int *ret_mnt,
                             name);
                 return al_error_set(err, errno, "locking volume %s", name);
         }
+        if (is_dirvol(dir)) {
+                r = attach_dirvol(name, dir, readonly, ret_mnt, err);
+                if (r < 0)
+                        return r;
+                *ret_lock = TAKE_FD(lk);
+                return 0;
+        }
+        r = need_root("attaching a volume", err);
+        if (r < 0)
+                return r;
         _cleanup_close_ int img =
             openat(dir, IMAGE, (readonly ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC);
         if (img < 0)
@@ -362,8 +520,19 @@ int volume_info(const char *name, json_t **ret, struct al_error *err)
                 return dir;
         _cleanup_close_ int lk = openat(dir, LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
-        if (lk < 0 || fstatat(dir, IMAGE, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        uint64_t size = 0, used = 0;
+        if (lk < 0)
                 return al_error_set(err, errno, "volume %s", name);
+        if (is_dirvol(dir)) {
+                int k = dirvol_read_size(dir, &size);
+                if (k < 0 || (k = dirvol_used(dir, &used)) < 0)
+                        return al_error_set(err, k, "volume %s", name);
+        } else if (fstatat(dir, IMAGE, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                return al_error_set(err, errno, "volume %s", name);
+        } else {
+                size = (uint64_t)st.st_size;
+                used = (uint64_t)st.st_blocks * 512;
+        }
         const char *how = attached(lk);
         _cleanup_free_ char *owner = NULL;
         size_t olen = 0;
@@ -373,9 +542,9 @@ int volume_info(const char *name, json_t **ret, struct al_error *err)
         json_t *jowner = owner ? json_stringn(owner, olen) : json_null();
         if (!jowner)
                 return al_error_set_message(err, EINVAL, "volume %s: its owner is not UTF-8", name);
-        *ret = json_pack("{s:s, s:I, s:I, s:o, s:o}", "name", name, "size", (json_int_t)st.st_size,
-                         "used", (json_int_t)st.st_blocks * 512, "attached",
-                         how ? json_string(how) : json_null(), "owner", jowner);
+        *ret = json_pack("{s:s, s:I, s:I, s:o, s:o}", "name", name, "size", (json_int_t)size,
+                         "used", (json_int_t)used, "attached", how ? json_string(how) : json_null(),
+                         "owner", jowner);
         return 0;
 }
 
@@ -447,7 +616,7 @@ int volume_remove(const char *name, struct al_error *err)
         if (root < 0)
                 return root;
         /* Holding the lock while the tree goes: no attach can start. */
-        int r = fs_remove_tree(root, name, 2);
+        int r = fs_remove_tree(root, name, FS_REMOVE_DEPTH_MAX);
         if (r < 0)
                 return al_error_set(err, r, "removing volume %s", name);
         return 0;

@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "error.h"
 
@@ -12,8 +13,14 @@
  * file system through a loop device, mounted nosuid and nodev; the size is
  * the file system's own, so a write past it fails with ENOSPC inside, and
  * what was written is on the host's disk as soon as the kernel writes it
- * back, whatever happens to the supervisor. Mounting a loop device needs
- * root: a rootless caller is refused with a message saying so.
+ * back, whatever happens to the supervisor.
+ *
+ * Mounting a loop device needs root. A caller that is not root keeps a
+ * volume as a directory of files instead (`data`, with its size in `size`):
+ * the sandbox gets a tmpfs of exactly that size (the limit the kernel
+ * enforces), filled from the files when it starts; the supervisor saves
+ * the tmpfs back, whole, when the sandbox has ended (volume_save_all). A
+ * supervisor killed outright loses what was written since the start.
  *
  * The lock: the attaching process holds flock(LOCK_EX) on `lock` for a
  * read-write attachment, LOCK_SH for a read-only one, on a close-on-exec fd
@@ -47,5 +54,17 @@ int volume_list(json_t **ret, struct al_error *err);
  * long as the sandbox runs), *ret_mnt a detached mount (fsmount) of its
  * file system, nosuid, nodev, read-only when `readonly`. -EBUSY when
  * another sandbox holds it in a way that excludes this one. */
+/* In the sandbox's child, for the mount volume_attach gave: a caller
+ * that is not root got its volume's directory, made here into a filled
+ * tmpfs (*ret_mnt, returning 1); 0 when `fd` is a file system to mount as
+ * it is. */
+int volume_child_mount(int fd, uid_t uid, gid_t gid, int *ret_mnt, struct al_error *err);
+
+/* Once the sandbox has ended: save every directory volume this process
+ * attached read-write; fn hears each (r < 0: not saved, the files stay as
+ * they were). */
+typedef void (*volume_saved_fn)(void *arg, const char *name, int r);
+void volume_save_all(volume_saved_fn fn, void *arg);
+
 int volume_attach(const char *name, bool readonly, int *ret_lock, int *ret_mnt,
                   struct al_error *err);
