@@ -123,6 +123,10 @@ def test_nothing_dangerous_is_saved(airlock, uvol):
                         "--volume", f"{uvol}:/v", workspace=ws, timeout=60)
     assert p.returncode == 0, p.stderr
     assert (d / "f").exists() and not (d / "a").exists()  # the earlier save stands
+    audit = pathlib.Path(airlock.user.pw_dir) / ".local/state/airlock/audit/audit.jsonl"
+    kinds = [e["kind"] for e in map(json.loads, audit.read_text().splitlines()[-400:])
+             if e.get("volume") == uvol]
+    assert kinds[-2:] == ["volume.saved", "volume.save_failed"], kinds
     assert sum(f.stat().st_size for f in d.iterdir() if f.is_file() and not f.is_symlink()) \
         <= 8 << 20
 
