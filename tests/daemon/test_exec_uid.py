@@ -148,3 +148,13 @@ def test_bad_users_key_is_refused(api):
                 {"users": 10, "uid": 0, "gid": 20}):
         e = refused(lambda: api.create(sandbox_class="small", policy=bad))
         assert "users" in e.message, e.message
+
+
+def test_cli_exec_uid(shared_daemon, api, multi):
+    from test_cli import cli
+    p = cli(shared_daemon, shared_daemon.admin, "exec", "--uid", "0", multi, "--", "id", "-u")
+    assert p.returncode == 0 and p.stdout == b"0\n", p.stderr
+    p = cli(shared_daemon, shared_daemon.admin, "exec", "--uid", "4096", multi, "--", "true")
+    assert p.returncode == 125 and b"0 to 2047" in p.stderr, p.stderr
+    p = cli(shared_daemon, shared_daemon.admin, "exec", "--uid", "x", multi, "--", "true")
+    assert p.returncode != 0 and b"--uid" in p.stderr
