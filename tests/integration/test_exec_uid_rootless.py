@@ -4,7 +4,10 @@ user: policy "users" maps inside uids 0..N-1, each to a host id of the
 sandbox's own (a reserved range for root, the caller's /etc/subuid range
 through newuidmap otherwise); exec "uid" runs as any of them."""
 
+import fcntl
+import json
 import os
+import pathlib
 import pwd
 import shutil
 
@@ -123,3 +126,31 @@ def test_files_of_another_user_are_not_a_host_accounts(airlock, multi):
         assert st.st_uid == host_id(lines, 500) and lo <= st.st_uid < hi
         with pytest.raises(KeyError):
             pwd.getpwuid(st.st_uid)
+
+
+def test_range_released_or_retired(airlock):
+    """Root's ranges: free again when the sandbox ends, unless it could
+    write a host tree that outlives it (then never handed out again)."""
+    if airlock.rootless:
+        pytest.skip("root's reserved range")
+    ws = airlock.make_dir()
+    pol = airlock.make_dir("policy") / "p.json"
+    for mode, kept in (("ro", False), ("rw", True)):
+        pol.write_text(json.dumps({"workspace": {"path": str(ws), "mode": mode},
+                                   "users": 1024}))
+        p = airlock.run(["run", "-q", "--policy", pol, "--", "cat", "/proc/self/uid_map"],
+                        timeout=60)
+        assert p.returncode == 0, p.stderr
+        base = host_id(parse_map(p.stdout), 0)
+        record = pathlib.Path("/var/lib/airlock/idranges") / str((base - BASE) // 1024)
+        if kept:
+            assert record.read_text().split() == ["1", "1"]
+            continue
+        # Free: unlocked and not retired (removed by the next allocation),
+        # so the next sandbox gets the same first free block.
+        assert record.read_text().split() == ["1", "0"]
+        with open(record) as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        p = airlock.run(["run", "-q", "--policy", pol, "--", "cat", "/proc/self/uid_map"],
+                        timeout=60)
+        assert host_id(parse_map(p.stdout), 0) == base
