@@ -48,7 +48,7 @@ struct command {
         char *const *envp;
         const char *cwd;
         int fds[3];
-        bool ctty; /* fds[0] is the sandbox's own pty slave */
+        bool ctty;        /* fds[0] is the sandbox's own pty slave */
         uint32_t as_user; /* 1 + another inside uid (policy "users"); 0: the sandbox's */
 };
 
@@ -175,9 +175,9 @@ static int parse_exec(char *buf, size_t len, const char **cwd, char ***argv, cha
 
 /* Start one requested process: it goes through command_main() exactly as a
  * sandbox's first command does. */
-static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc *procs,
-                      int id, uint32_t tty, uint32_t as_user, char *payload, size_t len,
-                      const int *fds, size_t nfds)
+static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc *procs, int id,
+                      uint32_t tty, uint32_t as_user, char *payload, size_t len, const int *fds,
+                      size_t nfds)
 {
         struct sync_msg m = {.type = SYNC_ERROR, .id = id, .value = SPAWN_FAILED_SETUP};
         const char *cwd;
@@ -224,8 +224,8 @@ static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc
                 close(pair[0]);
                 close(sync);
                 close(sfd);
-                struct command c = {.argv = argv, .envp = envp, .cwd = *cwd ? cwd : NULL,
-                                    .as_user = as_user};
+                struct command c = {
+                    .argv = argv, .envp = envp, .cwd = *cwd ? cwd : NULL, .as_user = as_user};
                 for (int i = 0; i < 3; i++)
                         c.fds[i] = want_tty ? slave : fds[i];
                 c.ctty = want_tty;
@@ -291,10 +291,8 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
         /* With "users", pid 1 keeps what it takes to start a process as
          * another of the sandbox's own users (setresuid, setresgid), and
          * nothing more; the process drops it before its execve. */
-        confine_drop_caps_but(ctx->cfg->policy->users
-                                  ? (1ull << CAP_SETUID) | (1ull << CAP_SETGID)
-                                  : 0,
-                              &err);
+        confine_drop_caps_but(
+            ctx->cfg->policy->users ? (1ull << CAP_SETUID) | (1ull << CAP_SETGID) : 0, &err);
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);

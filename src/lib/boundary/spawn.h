@@ -123,8 +123,7 @@ int spawn_exec_pty_request(int sync_fd, int id, char *const *argv, char *const *
  * SPAWN_EXEC_OWN_USER: the sandbox's own user, as the two above. */
 #define SPAWN_EXEC_OWN_USER (-1L)
 int spawn_exec_request_as(int sync_fd, int id, char *const *argv, char *const *envp,
-                          const char *cwd, const int fds[3], const struct spawn_pty *pty,
-                          long uid);
+                          const char *cwd, const int fds[3], const struct spawn_pty *pty, long uid);
 /* Signal a started process's group. */
 int spawn_kill_request(int sync_fd, int id, int sig);
 

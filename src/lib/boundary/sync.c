@@ -164,8 +164,8 @@ int spawn_read_exit(int sync_fd, int *ret_status)
         return 0;
 }
 
-static int exec_request(int sync_fd, int id, char *const *argv, char *const *envp,
-                        const char *cwd, const int fds[3], uint32_t tty, long uid)
+static int exec_request(int sync_fd, int id, char *const *argv, char *const *envp, const char *cwd,
+                        const int fds[3], uint32_t tty, long uid)
 {
         if (uid < SPAWN_EXEC_OWN_USER || uid > 65535)
                 return -EINVAL;
@@ -188,8 +188,8 @@ static int exec_request(int sync_fd, int id, char *const *argv, char *const *env
         for (size_t i = 0; i < envc; i++)
                 p = stpcpy(p, envp[i]) + 1;
 
-        struct sync_msg m = {.type = SYNC_EXEC, .id = id, .value = (int32_t)tty,
-                             .as_user = (uint32_t)(uid + 1)};
+        struct sync_msg m = {
+            .type = SYNC_EXEC, .id = id, .value = (int32_t)tty, .as_user = (uint32_t)(uid + 1)};
         char control[CMSG_SPACE(sizeof(int) * 3)];
         memset(control, 0, sizeof(control));
         struct iovec iov[2] = {{.iov_base = &m, .iov_len = sizeof(m)},

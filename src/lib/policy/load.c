@@ -687,7 +687,8 @@ static int top_users(struct ctx *c, void *t, json_t *v)
 {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) > UID_MAX_INSIDE + 1)
-                return policy_fail(c, "\"users\" must be an integer from 0 to %d", UID_MAX_INSIDE + 1);
+                return policy_fail(c, "\"users\" must be an integer from 0 to %d",
+                                   UID_MAX_INSIDE + 1);
         ((struct policy *)t)->users = (uint32_t)json_integer_value(v);
         return 0;
 }

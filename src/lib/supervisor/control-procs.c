@@ -498,8 +498,8 @@ void control_do_exec(struct client *cl, json_t *req)
 
         int fds[3] = {pin[0], pout[1], perr[1]};
         struct spawn_pty tty = {.on = true, .rows = x.rows, .cols = x.cols};
-        int r = spawn_exec_request_as(c->core.sp.sync_fd, id, x.argv, ev, x.cwd,
-                                      x.pty ? NULL : fds, x.pty ? &tty : NULL,
+        int r = spawn_exec_request_as(c->core.sp.sync_fd, id, x.argv, ev, x.cwd, x.pty ? NULL : fds,
+                                      x.pty ? &tty : NULL,
                                       x.uid == (long)c->policy->uid ? SPAWN_EXEC_OWN_USER : x.uid);
         if (!x.pty) {
                 close(pin[0]);
