@@ -69,6 +69,7 @@ Test(idrange, policy_key)
             "{\"users\": 1}",     "{\"users\": 1000}",
             "{\"users\": 65537}", "{\"users\": \"many\"}",
             "{\"users\": -3}",    "{\"users\": 10, \"uid\": 0, \"gid\": 20}",
+            "{\"users\": 1024, \"tier\": \"gvisor\"}",
         };
         for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
                 refused(bad[i]);

@@ -748,6 +748,12 @@ int policy_validate(struct ctx *c, const struct policy *p)
                                    "larger than \"uid\" (%u) and \"gid\" (%u): it maps uids 0 to "
                                    "users-1",
                                    (unsigned)p->users, (unsigned)p->uid, (unsigned)p->gid);
+        /* Under runsc a command's identity is gVisor's own, whatever uid
+         * started it: the users would be accepted and not kept apart. */
+        if (p->users && p->tier == POLICY_TIER_GVISOR)
+                return policy_fail(c, "\"users\" cannot go with the gvisor tier (gVisor runs "
+                                      "every command as its own user); use the namespace or "
+                                      "container tier");
         return 0;
 }
 
