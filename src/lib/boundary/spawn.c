@@ -213,6 +213,7 @@ static int prepare_volumes(const struct policy *p, int **mount_fds, struct al_er
 
 static void release_volumes(size_t mark)
 {
+        volume_forget_all(); /* before the locks: never saved after another attached */
         while (n_volume_locks > mark)
                 close(volume_locks[--n_volume_locks]);
 }

@@ -323,14 +323,14 @@ int volume_child_mount(int fd, uid_t uid, gid_t gid, int *ret_mnt, struct al_err
         return 1;
 }
 
-void volume_save_all(volume_saved_fn fn, void *arg)
+static void save_or_forget(bool save, volume_saved_fn fn, void *arg)
 {
         for (size_t i = 0; i < n_dirvols; i++) {
                 struct dirvol_attach *a = &dirvols[i];
                 if (a->vol < 0)
                         continue;
                 int root = -1;
-                if (!a->readonly) {
+                if (save && !a->readonly) {
                         char c;
                         struct iovec iov = {.iov_base = &c, .iov_len = 1};
                         char control[CMSG_SPACE(sizeof(int))];
@@ -356,6 +356,16 @@ void volume_save_all(volume_saved_fn fn, void *arg)
                 a->vol = -1;
         }
         n_dirvols = 0;
+}
+
+void volume_save_all(volume_saved_fn fn, void *arg)
+{
+        save_or_forget(true, fn, arg);
+}
+
+void volume_forget_all(void)
+{
+        save_or_forget(false, NULL, NULL);
 }
 
 /* Loop devices whose backing file is `image` (dev, ino): a sandbox that is

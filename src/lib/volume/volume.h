@@ -65,6 +65,8 @@ int volume_child_mount(int fd, uid_t uid, gid_t gid, int *ret_mnt, struct al_err
  * they were). */
 typedef void (*volume_saved_fn)(void *arg, const char *name, int r);
 void volume_save_all(volume_saved_fn fn, void *arg);
+/* The sandbox did not start: nothing it had is saved (its locks go too). */
+void volume_forget_all(void);
 
 int volume_attach(const char *name, bool readonly, int *ret_lock, int *ret_mnt,
                   struct al_error *err);
