@@ -108,7 +108,8 @@ def test_nothing_dangerous_is_saved(airlock, uvol):
     files larger than the volume: such a save is refused whole."""
     ws = airlock.make_dir()
     p = airlock.sandbox("echo ok > /v/f; chmod 4755 /v/f; mkfifo /v/fifo; "
-                        "ln -s /etc/shadow /v/shadow; ln -s ../../../../.. /v/up; true",
+                        "mkdir -p /v/closed/in && chmod 0 /v/closed; "
+                        "ln -s /etc/shadow /v/shadow; ln -s ../../../../.. /v/up; chmod 500 /v",
                         "--volume", f"{uvol}:/v", workspace=ws, timeout=60)
     assert p.returncode == 0, p.stderr
     d = _data(airlock, uvol)
@@ -117,6 +118,10 @@ def test_nothing_dangerous_is_saved(airlock, uvol):
     assert not (d / "fifo").exists()
     assert os.readlink(d / "shadow") == "/etc/shadow" and (d / "shadow").is_symlink()
     assert os.readlink(d / "up") == "../../../../.."
+    # Directories the agent closed stay open to their owner on the host.
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    assert stat.S_IMODE((d / "closed").stat().st_mode) == 0o700
+    assert uvol in _ls(airlock)
     # 3 MiB and 9 hard links to it: 30 MiB to copy into an 8 MiB volume.
     p = airlock.sandbox("rm /v/f; head -c 3000000 /dev/zero > /v/a && "
                         "for i in 1 2 3 4 5 6 7 8 9; do ln /v/a /v/l$i; done",

@@ -32,6 +32,14 @@ struct copy {
 
 static int copy_tree(struct copy *c, int from, int to, unsigned depth);
 
+/* A directory's permission bits, always open to its owner: a directory the
+ * agent closed (chmod 0) would otherwise stop the host's own `airlock
+ * volume du` and `rm` of the volume. */
+static mode_t dir_mode(mode_t m)
+{
+        return (m & 0777) | 0700;
+}
+
 /* A regular file's data, at most c->budget bytes. */
 static int copy_file(struct copy *c, int from, int to, const char *name, const struct stat *st)
 {
@@ -112,7 +120,7 @@ static int copy_entry(struct copy *c, int from, int to, const char *name, unsign
                 int r = copy_tree(c, sub_from, sub_to, depth + 1);
                 if (r < 0)
                         return r;
-                return fchmod(sub_to, st.st_mode & 0777) < 0 ? -errno : 0;
+                return fchmod(sub_to, dir_mode(st.st_mode)) < 0 ? -errno : 0;
         }
         /* Devices, FIFOs and sockets are not kept. */
         return 0;
@@ -218,7 +226,7 @@ int dirvol_save(int vol, int tmpfs)
                 return -errno;
         struct copy c = {.budget = size, .entries = COPY_ENTRIES};
         r = copy_tree(&c, tmpfs, to, 0);
-        if (r >= 0 && fchmod(to, st.st_mode & 0777) < 0)
+        if (r >= 0 && fchmod(to, dir_mode(st.st_mode)) < 0)
                 r = -errno;
         if (r >= 0 && fsync(to) < 0)
                 r = -errno;
