@@ -10,9 +10,11 @@ import os
 import pathlib
 import pwd
 import shutil
+import subprocess
 
 import pytest
 
+from conftest import AIRLOCK_BIN
 from test_supervise import Supervisor
 
 BASE, END = 0x70000000, 0x7FFE0000
@@ -154,3 +156,29 @@ def test_range_released_or_retired(airlock):
         p = airlock.run(["run", "-q", "--policy", pol, "--", "cat", "/proc/self/uid_map"],
                         timeout=60)
         assert host_id(parse_map(p.stdout), 0) == base
+
+
+def test_without_a_subordinate_range_refused(airlock):
+    """An ordinary user with no /etc/subuid range gets the reason, not a
+    sandbox whose users share its own id."""
+    if airlock.rootless or os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("runs a uid without a range through setpriv, as root")
+    uid = next(u for u in range(4242, 4300) if not _named(u))
+    home = airlock.make_dir("h")
+    (home / "ws").mkdir()
+    for p in (home, home / "ws"):
+        os.chown(p, uid, uid)
+    p = subprocess.run(["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
+                        "env", f"HOME={home}", str(AIRLOCK_BIN), "run", "-q", "--users", "1024",
+                        "-w", str(home / "ws"), "--", "true"],
+                       capture_output=True, text=True, timeout=60, cwd=str(home))
+    assert p.returncode == 125
+    assert "no range in /etc/subuid" in p.stderr and "usermod --add-subuids" in p.stderr
+
+
+def _named(uid):
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
