@@ -274,7 +274,9 @@ int idrange_acquire(const struct policy *p, struct idrange *ret, struct al_error
          * subordinate ids go back to it whatever its sandboxes left. */
         snprintf(rec, sizeof(rec), "%" PRIu64 " %d\n", need, root && shared ? 1 : 0);
         r = write_full(lk, rec, strlen(rec));
-        if (r < 0 || fsync(lk) < 0) {
+        /* A record that may be retired must survive a crash (files of its
+         * ids may stay); one that is freed at the end needs no sync. */
+        if (r < 0 || (root && shared && (fsync(lk) < 0 || fsync(dir) < 0))) {
                 unlinkat(dir, name, 0);
                 return al_error_set(err, r < 0 ? r : -errno, "recording the id range %s/%s", path,
                                     name);
