@@ -14,7 +14,6 @@ import subprocess
 
 import pytest
 
-from conftest import AIRLOCK_BIN
 from test_supervise import Supervisor
 
 BASE, END = 0x70000000, 0x7FFE0000
@@ -169,8 +168,9 @@ def test_without_a_subordinate_range_refused(airlock):
     for p in (home, home / "ws"):
         os.chown(p, uid, uid)
     p = subprocess.run(["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups",
-                        "env", f"HOME={home}", str(AIRLOCK_BIN), "run", "-q", "--users", "1024",
-                        "-w", str(home / "ws"), "--", "true"],
+                        "env", f"HOME={home}"] +
+                       airlock.cmd(["run", "-q", "--users", "1024", "-w", home / "ws", "--",
+                                    "true"]),
                        capture_output=True, text=True, timeout=60, cwd=str(home))
     assert p.returncode == 125
     assert "no range in /etc/subuid" in p.stderr and "usermod --add-subuids" in p.stderr
