@@ -158,3 +158,14 @@ def test_cli_exec_uid(shared_daemon, api, multi):
     assert p.returncode == 125 and b"0 to 2047" in p.stderr, p.stderr
     p = cli(shared_daemon, shared_daemon.admin, "exec", "--uid", "x", multi, "--", "true")
     assert p.returncode != 0 and b"--uid" in p.stderr
+
+
+def test_no_capability_in_any_user(api, multi):
+    """pid 1 keeps setuid/setgid to start other users' processes; none of
+    them (root inside included) keeps any capability past its execve."""
+    for uid in (None, 0, 1000, 2000):
+        kw = {} if uid is None else {"uid": uid}
+        r = api.run(multi, ["grep", "^Cap", "/proc/self/status"], timeout=20, **kw)
+        caps = dict(line.split(":\t") for line in r.stdout.decode().splitlines())
+        for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            assert int(caps[k], 16) == 0, (uid, k, caps[k])
