@@ -4,6 +4,7 @@ user: policy "users" maps inside uids 0..N-1, each to a host id of the
 sandbox's own (a reserved range for root, the caller's /etc/subuid range
 through newuidmap otherwise); exec "uid" runs as any of them."""
 
+import array
 import fcntl
 import json
 import os
@@ -11,6 +12,7 @@ import pathlib
 import pwd
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -182,3 +184,38 @@ def _named(uid):
         return True
     except KeyError:
         return False
+
+
+def test_seen_from_the_host(airlock, multi):
+    """A process of inside uid 2000 is, on the host, the range's id (not an
+    account's), and its user namespace is still owned by the supervisor's
+    user: newuidmap wrote the map, it did not create the namespace."""
+    s = multi({"users": 2048})
+    _, m, _ = s.exec(["cat", "/proc/self/uid_map"])
+    want = host_id(parse_map(m), 2000)
+    ev = s.request({"op": "exec", "argv": ["sleep", "30"], "uid": 2000, "background": True})
+    assert ev[0].get("type") == "started", ev
+    owner = airlock.user.pw_uid if airlock.rootless else 0
+    found = []
+    for _ in range(100):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    st = dict(line.split(":", 1) for line in f if ":" in line)
+                if int(st["Uid"].split()[0]) != want or "sleep" not in st["Name"]:
+                    continue
+                fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
+                try:
+                    buf = array.array("I", [0xFFFFFFFF])
+                    fcntl.ioctl(fd, 0xB704, buf)  # NS_GET_OWNER_UID
+                finally:
+                    os.close(fd)
+                found.append(buf[0])
+            except (OSError, KeyError, ValueError):
+                continue
+        if found:
+            break
+        time.sleep(0.05)
+    assert found == [owner], found
+    with pytest.raises(KeyError):
+        pwd.getpwuid(want)
