@@ -219,3 +219,16 @@ def test_seen_from_the_host(airlock, multi):
     assert found == [owner], found
     with pytest.raises(KeyError):
         pwd.getpwuid(want)
+
+
+def test_another_user_has_no_group_of_the_first(multi):
+    """The caller's supplementary groups map to the sandbox user's group
+    inside: another user must not carry them (a 0640 file stays closed)."""
+    s = multi({"users": 2048})
+    ev, _, err = s.exec(["sh", "-c", "umask 027; echo s3cret > /tmp/grp"])
+    assert exit_code(ev) == 0, err
+    for uid in (0, 500):
+        ev, out, err = s.exec(["sh", "-c", "grep ^Groups /proc/self/status; cat /tmp/grp"],
+                              uid=uid)
+        assert out.split() == ["Groups:"], (uid, out)
+        assert "s3cret" not in out and "Permission denied" in err

@@ -88,6 +88,16 @@ static _Noreturn void command_main(struct child_ctx *ctx, const struct command *
                 .extra_filter = cfg->extra_filter,
         };
         int exec_errno = 0;
+        /* Another user inside must not carry the supplementary groups the
+         * sandbox inherited from its creator: they are the sandbox user's
+         * own group inside. Where setgroups is denied there are none to
+         * carry (a root caller dropped them before the clone). */
+        if (cmd->as_user && setgroups(0, NULL) < 0 && getgroups(0, NULL) != 0) {
+                al_error_set(&err, errno, "dropping the supplementary groups of uid %u",
+                             (unsigned)(cmd->as_user - 1));
+                spawn_sync_send(errfd, SYNC_ERROR, err.code, SPAWN_FAILED_SETUP, err.msg);
+                _exit(125);
+        }
         confine_and_exec(&cc, &exec_errno, &err);
 
         enum spawn_failure kind = SPAWN_FAILED_SETUP;
