@@ -21,6 +21,7 @@
 #include "http.h"
 #include "jobs.h"
 #include "policy.h"
+#include "record.h"
 #include "routes.h"
 #include "sandbox.h"
 #include "store.h"
@@ -69,11 +70,18 @@ static char *read_file(const char *dir, const char *name, size_t max, bool *ret_
 struct run_job {
         struct daemon *d;
         char *dir;
+        char id[17];
         char grant[GRANT_NAME_MAX + 1];
+        char grant_hash[GRANT_HASH_HEX + 1]; /* to notice the grant revoked */
+        char *stopped;                       /* why it was stopped, or NULL */
         struct run_job *next;
 };
 
 static struct run_job *live_runs;
+static struct event *revoked_tick; /* looks for revoked grants while runs go on */
+
+#define RUN_STOP_TIMEOUT_MS 5000
+#define RUN_REVOKED_TICK_MS 1000
 
 size_t runs_live(const char *grant)
 {
@@ -98,19 +106,77 @@ static void run_done(const struct job_result *res, void *ud)
         /* An agent that died without its result still gets one. */
         _cleanup_free_ char *have = read_file(j->dir, "result.json", 16, NULL);
         if (!have) {
-                json_t *o = json_pack(
-                    "{s:b, s:i, s:s, s:s, s:{s:[], s:[]}}", "ok", 0, "exitCode", res->exit_code,
-                    "errorCode", res->timed_out ? "timeout" : "internal", "message",
-                    res->err && res->err[0] ? res->err : "the agent ended without a result",
-                    "bundle", "patches", "commitMessages");
+                const char *code = j->stopped ? "stopped" : res->timed_out ? "timeout" : "internal";
+                const char *msg = j->stopped                ? j->stopped
+                                  : res->err && res->err[0] ? res->err
+                                                            : "the agent ended without a result";
+                json_t *o = json_pack("{s:b, s:i, s:s, s:s, s:{s:[], s:[]}}", "ok", 0, "exitCode",
+                                      res->exit_code, "errorCode", code, "message", msg, "bundle",
+                                      "patches", "commitMessages");
                 _cleanup_free_ char *s = json_dumps(o, JSON_COMPACT);
                 json_decref(o);
                 if (s)
                         (void)write_file(j->dir, "result.json", s);
         }
         run_forget(j);
+        free(j->stopped);
         free(j->dir);
         free(j);
+}
+
+/* Stop a run: recorded first (run.stopped, naming who and why), then its
+ * agent is stopped, and with it its sandbox. Whether it ended in the
+ * bound. */
+static bool run_stop(struct run_job *j, const char *by, const char *reason)
+{
+        if (j->stopped)
+                return true;
+        j->stopped = xasprintf("the run was stopped: %s", reason);
+        (void)record_audit(
+            j->d, j->id, "run.stopped",
+            json_pack("{s:s, s:s, s:s}", "grant", j->grant, "by", by, "reason", reason));
+        return job_stop(j->d, j, RUN_STOP_TIMEOUT_MS) != 0;
+}
+
+int runs_stop(struct daemon *d, const char *grant, const char *id, const char *by)
+{
+        for (struct run_job *j = live_runs; j; j = j->next)
+                if (STREQ(j->grant, grant) && STREQ(j->id, id))
+                        return run_stop(j, by, "the kill switch (POST /v1/stop)") ? 1 : 0;
+        return -ENOENT;
+}
+
+size_t runs_of_grant(const char *grant, char ***ret)
+{
+        char **v = NULL;
+        size_t n = 0;
+        for (struct run_job *j = live_runs; j; j = j->next)
+                if (STREQ(j->grant, grant) && !j->stopped)
+                        v = strv_append(v, &n, j->id);
+        *ret = v;
+        return n;
+}
+
+/* A revoked grant's runs are stopped: the grant no longer stands behind
+ * what they do with its secrets and tools. */
+static void revoked_check(evutil_socket_t fd, short what, void *arg)
+{
+        struct daemon *d = arg;
+        if (!live_runs) {
+                event_del(revoked_tick);
+                return;
+        }
+        /* run_stop does not free a run (that comes from the loop), so the
+         * list may be walked on. */
+        for (struct run_job *j = live_runs; j; j = j->next) {
+                if (j->stopped)
+                        continue;
+                struct grant *g = NULL;
+                int r = store_grant_by_hash(d->store, j->grant_hash, &g);
+                grant_free(g);
+                if (r == -ENOENT)
+                        (void)run_stop(j, "daemon", "its grant was revoked");
+        }
 }
 
 /* Whether one more sandbox is within the grant's and the daemon's
@@ -343,7 +409,9 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
         struct run_job *j = xcalloc(1, sizeof(*j));
         j->d = d;
         j->dir = xstrdup(dir);
+        snprintf(j->id, sizeof(j->id), "%s", id);
         snprintf(j->grant, sizeof(j->grant), "%s", g->name);
+        snprintf(j->grant_hash, sizeof(j->grant_hash), "%s", g->token_hash);
         if (job_start(d, argv, 64 * 1024, run_done, j, &err) < 0) {
                 free(j->dir);
                 free(j);
@@ -352,6 +420,12 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
         }
         j->next = live_runs;
         live_runs = j;
+        if (!revoked_tick)
+                revoked_tick = event_new(d->base, -1, EV_PERSIST, revoked_check, d);
+        if (!event_pending(revoked_tick, EV_TIMEOUT, NULL)) {
+                struct timeval tv = {.tv_sec = RUN_REVOKED_TICK_MS / 1000};
+                event_add(revoked_tick, &tv);
+        }
         reply_json(d, req, 202, json_pack("{s:s, s:s}", "id", id, "state", "running"));
 out:
         policy_free(p);
