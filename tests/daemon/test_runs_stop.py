@@ -6,6 +6,7 @@ says who stopped it (run.stopped)."""
 
 import json
 import pathlib
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,29 @@ def _audit(d, rid, kind):
             if e.get("sandbox") == rid and e.get("kind") == kind]
 
 
+def _events_of(d, token, query, needle, timeout=10):
+    """GET /v1/events?QUERY as raw bytes, until needle is seen or the time is up."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1)
+    s.connect(str(d.socket))
+    s.sendall(("GET /v1/events?%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n"
+               % (query, token)).encode())
+    data = b""
+    end = time.monotonic() + timeout
+    try:
+        while needle not in data and time.monotonic() < end:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                continue
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    return data
+
+
 def test_stop_all_stops_the_grants_runs(run_daemon):
     d = run_daemon
     c = d.client(d.grant("runner", "--allow-runs", "--secret", "MODEL_KEY"))
@@ -81,6 +105,9 @@ def test_stop_all_stops_the_grants_runs(run_daemon):
         assert c.get_run(rid)["state"] == "done"
         (rec,) = _audit(d, rid, "run.stopped")
         assert rec["by"] == "grant:runner" and rec["grant"] == "runner", rec
+        # The grant's event stream carries its runs' lines, this one too.
+        data = _events_of(d, c.token, "kind=run.stopped&lastEventId=0", rid.encode())
+        assert rid.encode() in data and b'"run.stopped"' in data, data[-500:]
 
 
 def test_another_grants_run_is_not_stopped(run_daemon):

@@ -113,5 +113,8 @@ size_t runs_live(const char *grant);
  * run.stopped by `by`. 1 when it ended within the bound, 0 when not,
  * -ENOENT when the grant has no such run. */
 int runs_stop(struct daemon *d, const char *grant, const char *id, const char *by);
+/* Whether run `id` (16 hex digits) is the grant's: 1 or 0, -ENOENT when
+ * there is no such run, -EINVAL for something not a run id. */
+int run_owner_is(struct daemon *d, const char *id, const char *grant);
 /* The ids of the grant's live runs not being stopped; caller frees. */
 size_t runs_of_grant(const char *grant, char ***ret);

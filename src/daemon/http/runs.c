@@ -24,6 +24,7 @@
 #include "record.h"
 #include "routes.h"
 #include "sandbox.h"
+#include "sse.h"
 #include "store.h"
 #include "util.h"
 
@@ -467,83 +468,28 @@ void route_run_get(struct daemon *d, struct evhttp_request *req, const struct ro
 
 /* ---- GET /v1/runs/{id}/events: the transcript as server-sent events ---- */
 
-#define RUN_STREAMS_MAX    16
 #define RUN_STREAM_TICK_MS 200
 #define RUN_LINE_MAX       (8u << 20) /* a transcript line: a tool result is far less */
 #define RUN_QUEUE_MAX      (4u << 20) /* output waiting for a slow client */
-#define RUN_GRANT_TICKS    5          /* the grant is looked at every 5 ticks */
 
 struct run_stream {
-        struct daemon *d;
-        struct evhttp_request *req;
-        struct evhttp_connection *conn;
-        struct event *tick;
         char *dir;
-        char grant_hash[GRANT_HASH_HEX + 1];
-        unsigned ticks;
         uint64_t off;
         struct evbuffer *partial; /* a line not ended yet */
 };
 
-static int run_streams;
-
-static void stream_free(struct run_stream *s)
+static void run_stream_free(void *ctx)
 {
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, NULL, NULL);
-        if (s->tick)
-                event_free(s->tick);
+        struct run_stream *s = ctx;
         evbuffer_free(s->partial);
         free(s->dir);
         free(s);
-        run_streams--;
 }
 
-static void stream_closed(struct evhttp_connection *conn, void *arg)
+static void run_stream_tick(struct sse_stream *sse, void *ctx)
 {
-        struct run_stream *s = arg;
-        s->conn = NULL;
-        stream_free(s);
-}
-
-static void stream_end_event(struct run_stream *s, const char *event, const char *data)
-{
-        struct evbuffer *buf = evbuffer_new();
-        evbuffer_add_printf(buf, "event: %s\ndata: %s\n\n", event, data);
-        struct evhttp_request *req = s->req;
-        stream_free(s);
-        evhttp_send_reply_chunk(req, buf);
-        evbuffer_free(buf);
-        evhttp_send_reply_end(req);
-}
-
-static void stream_end(struct run_stream *s, const char *result)
-{
-        stream_end_event(s, "result", result);
-}
-
-/* A grant revoked reads no more of its runs: its open streams end as its
- * requests would be refused (GET /v1/events does the same). */
-static bool grant_revoked(struct run_stream *s)
-{
-        if (s->ticks++ % RUN_GRANT_TICKS != 0)
-                return false;
-        struct grant *g = NULL;
-        int r = store_grant_by_hash(s->d->store, s->grant_hash, &g);
-        grant_free(g);
-        if (r != -ENOENT)
-                return false;
-        stream_end_event(s, "end", "{\"reason\":\"the grant was revoked\"}");
-        return true;
-}
-
-static void stream_tick(evutil_socket_t fd, short what, void *arg)
-{
-        struct run_stream *s = arg;
-        if (grant_revoked(s))
-                return;
-        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
-        if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > RUN_QUEUE_MAX)
+        struct run_stream *s = ctx;
+        if (sse_queued(sse) > RUN_QUEUE_MAX)
                 return; /* the client is slow: read on when it has caught up */
         /* Whether the run is over is asked before the transcript is read: the
          * agent writes its result after its last transcript line. */
@@ -568,16 +514,29 @@ static void stream_tick(evutil_socket_t fd, short what, void *arg)
                 if (evbuffer_get_length(out) > RUN_QUEUE_MAX)
                         break;
         }
-        if (evbuffer_get_length(out))
-                evhttp_send_reply_chunk(s->req, out);
+        sse_send(sse, out);
         evbuffer_free(out);
         if (result && n <= 0) {
                 /* The result is one line of JSON: drop any newline in it. */
                 for (char *c = result; *c; c++)
                         if (*c == '\n' || *c == '\r')
                                 *c = ' ';
-                stream_end(s, result);
+                sse_end(sse, "result", result);
         }
+}
+
+int run_owner_is(struct daemon *d, const char *id, const char *grant)
+{
+        for (const char *c = id; *c; c++)
+                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+                        return -EINVAL;
+        if (strlen(id) != 16)
+                return -EINVAL;
+        _cleanup_free_ char *dir = run_dir(d, id);
+        _cleanup_free_ char *owner = read_file(dir, "grant", 256, NULL);
+        if (!owner)
+                return -ENOENT;
+        return STREQ(owner, grant);
 }
 
 void route_run_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
@@ -588,34 +547,19 @@ void route_run_events(struct daemon *d, struct evhttp_request *req, const struct
                 reply_error(d, req, 404, "not_found", "no run %s", a->id);
                 return;
         }
-        if (run_streams >= RUN_STREAMS_MAX) {
-                reply_error(d, req, 429, "too_many_streams",
-                            "at most %d run streams at once; end one first", RUN_STREAMS_MAX);
-                return;
-        }
         struct run_stream *s = xcalloc(1, sizeof(*s));
-        run_streams++;
-        s->d = d;
-        s->req = req;
         s->dir = TAKE_PTR(dir);
-        snprintf(s->grant_hash, sizeof(s->grant_hash), "%s", a->grant->token_hash);
-        s->ticks = 1; /* the first look is a tick later: the grant was just found */
         s->partial = evbuffer_new();
-        s->conn = evhttp_request_get_connection(req);
-        s->tick = event_new(d->base, -1, EV_PERSIST, stream_tick, s);
-        struct timeval tv = {.tv_usec = RUN_STREAM_TICK_MS * 1000};
-        event_add(s->tick, &tv);
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, stream_closed, s);
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-        evhttp_add_header(h, "Content-Type", "text/event-stream");
-        evhttp_add_header(h, "Cache-Control", "no-store");
-        count_reply(d, 200);
-        evhttp_send_reply_start(req, 200, NULL);
-        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
-        if (bev) {
-                struct timeval wtv = {.tv_sec = 120};
-                bufferevent_set_timeouts(bev, NULL, &wtv);
-        }
-        stream_tick(-1, 0, s);
+        static const struct sse_stream_ops ops = {.tick = run_stream_tick,
+                                                  .free_ctx = run_stream_free};
+        struct sse_stream *sse = sse_start(d, req, a->grant,
+                                           &(struct sse_stream_opts){
+                                               .kind = SSE_RUNS,
+                                               .tick_ms = RUN_STREAM_TICK_MS,
+                                               .high = RUN_QUEUE_MAX,
+                                               .write_timeout_s = 120,
+                                           },
+                                           &ops, s);
+        if (sse)
+                sse_tick_now(sse);
 }
