@@ -157,10 +157,17 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
 int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
                            struct al_error *err)
 {
-        *ret_fd = -1; /* a plain bind, unless an idmapped mount is made below */
+        *ret_fd = -1;
         _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return al_error_set(err, errno, "mount %s", path);
+        return spawn_prepare_idmapped_fd(fd, path, host_uid, host_gid, ret_fd, err);
+}
+
+int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t host_gid,
+                              int *ret_fd, struct al_error *err)
+{
+        *ret_fd = -1; /* a plain bind, unless an idmapped mount is made below */
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return al_error_set(err, errno, "mount %s", path);
