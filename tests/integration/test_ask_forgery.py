@@ -145,3 +145,24 @@ def test_sandbox_output_is_held_while_a_prompt_is_up(airlock, upstream):  # noqa
     assert t.finish() == 0, t.out[-1500:]
     assert b"SPAM39" in t.out and b"200 " in t.out, t.out[-1500:]
     assert _decisions(d) == [("allow-once", "terminal")]
+
+
+def test_unanswered_prompt_comes_down_and_output_follows(airlock, upstream):  # noqa: F811
+    d = airlock.make_dir("askgone")
+    pol = d / "policy.json"
+    pol.write_text(json.dumps({"network": {"allowPrivate": ["127.0.0.0/8"],
+                                           "hosts": {"up.test": "127.0.0.1"}},
+                               "ask": {"timeout": 2}}))
+    airlock.chown(d)
+    script = (f"python3 -c '{FETCH}' up.test {upstream} /one & "
+              "sleep 0.5; echo held-line; wait; echo after-line")
+    argv = [str(x) for x in airlock.cmd(["run", "-q", "-T", "--ask", "-p", pol, "--audit",
+                                         d / "audit.jsonl", "--", "sh", "-c", script])]
+    t = PtyRun(airlock, argv)
+    t.until(rb"the sandbox asks to connect to up\.test")
+    t0 = time.monotonic()
+    assert t.finish(timeout=20) == 0, t.out[-1500:]
+    assert time.monotonic() - t0 < 10
+    shown = t.out.decode(errors="replace")
+    assert "no longer asked" in shown and "held-line" in shown and "after-line" in shown, shown
+    assert "ask_timeout" in shown, shown
