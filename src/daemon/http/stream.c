@@ -36,13 +36,23 @@ static void stream_free(struct stream *s)
         free(s);
 }
 
-/* The client went away: libevent frees the request. */
+/* The client went away. A reply under way is detached from its connection
+ * by libevent and left to its sender (evhttp_connection_incoming_fail):
+ * freed here; one still on the connection is libevent's to free. */
+static void request_release(struct evhttp_request *req)
+{
+        if (!evhttp_request_get_connection(req))
+                evhttp_request_free(req);
+}
+
 static void stream_closed(struct evhttp_connection *conn, void *arg)
 {
         struct stream *s = arg;
+        struct evhttp_request *req = s->req;
         (void)conn;
         s->conn = NULL;
         stream_free(s);
+        request_release(req);
 }
 
 static void stream_next(struct evhttp_connection *conn, void *arg)
@@ -160,13 +170,14 @@ static void sse_free(struct sse_stream *s)
         free(s);
 }
 
-/* The client went away: libevent frees the request. */
 static void sse_closed(struct evhttp_connection *conn, void *arg)
 {
         struct sse_stream *s = arg;
+        struct evhttp_request *req = s->req;
         (void)conn;
         s->conn = NULL;
         sse_free(s);
+        request_release(req);
 }
 
 size_t sse_queued(struct sse_stream *s)
