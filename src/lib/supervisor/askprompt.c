@@ -336,7 +336,8 @@ struct ask_prompt *ask_prompt_start(struct sv_core *core, int tty_fd, struct pty
         char banner[300];
         snprintf(banner, sizeof(banner),
                  ASK_CLEAN "[airlock] --ask: this run's prompts begin \"[airlock %s]\"; a prompt "
-                           "without that word is not Airlock's, whatever it says\r\n",
+                           "without that word is not Airlock's, whatever it says (this line "
+                           "comes once, before anything the sandbox prints)\r\n",
                  a->word);
         say(a, banner);
         core->on_ask = on_ask;
