@@ -12,93 +12,14 @@
 #include "files-tar.h"
 #include "files.h"
 #include "fs.h"
+#include "tar.h"
 #include "util.h"
 
 #define BLOCK        512
 #define RESOLVE_TREE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 #define NAME_MAX_TAR 4096
 
-/* ---- reading ---- */
-
-/* An octal field: digits, then NUL or spaces; leading spaces allowed. The
- * base-256 form (for sizes past 8 GiB) is refused: no request is that big. */
-static int octal(const unsigned char *f, size_t n, uint64_t *ret)
-{
-        size_t i = 0;
-        uint64_t v = 0;
-        while (i < n && f[i] == ' ')
-                i++;
-        size_t digits = 0;
-        for (; i < n && f[i] >= '0' && f[i] <= '7'; i++, digits++) {
-                if (v > (UINT64_MAX >> 3))
-                        return -ERANGE;
-                v = (v << 3) | (uint64_t)(f[i] - '0');
-        }
-        for (; i < n; i++)
-                if (f[i] != ' ' && f[i] != '\0')
-                        return -EINVAL;
-        if (digits == 0)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
-static bool checksum_ok(const unsigned char *h)
-{
-        uint64_t want;
-        if (octal(h + 148, 8, &want) < 0)
-                return false;
-        uint64_t sum = 0;
-        for (size_t i = 0; i < BLOCK; i++)
-                sum += (i >= 148 && i < 156) ? ' ' : h[i];
-        return sum == want;
-}
-
-static bool all_zero(const unsigned char *h)
-{
-        for (size_t i = 0; i < BLOCK; i++)
-                if (h[i])
-                        return false;
-        return true;
-}
-
-/* A field that may fill its whole width without a NUL. */
-static char *field(const unsigned char *f, size_t n)
-{
-        size_t len = strnlen((const char *)f, n);
-        return xasprintf("%.*s", (int)len, (const char *)f);
-}
-
-/* The "path" and "size" records of a pax header; others are ignored. */
-static int pax_records(const char *d, size_t n, char **path, uint64_t *size, bool *has_size)
-{
-        size_t off = 0;
-        while (off < n) {
-                size_t len = 0, i = off;
-                while (i < n && d[i] >= '0' && d[i] <= '9' && len < 1000000)
-                        len = len * 10 + (size_t)(d[i++] - '0');
-                if (i >= n || d[i] != ' ' || len < 5 || len > n - off || d[off + len - 1] != '\n')
-                        return -EINVAL;
-                const char *kv = d + i + 1, *end = d + off + len - 1;
-                const char *eq = memchr(kv, '=', (size_t)(end - kv));
-                if (!eq)
-                        return -EINVAL;
-                size_t klen = (size_t)(eq - kv), vlen = (size_t)(end - eq - 1);
-                if (klen == 4 && memcmp(kv, "path", 4) == 0) {
-                        if (vlen == 0 || vlen > NAME_MAX_TAR || memchr(eq + 1, '\0', vlen))
-                                return -EINVAL;
-                        free(*path);
-                        *path = xasprintf("%.*s", (int)vlen, eq + 1);
-                } else if (klen == 4 && memcmp(kv, "size", 4) == 0) {
-                        _cleanup_free_ char *v = xasprintf("%.*s", (int)vlen, eq + 1);
-                        if (safe_atou64(v, size) < 0)
-                                return -EINVAL;
-                        *has_size = true;
-                }
-                off += len;
-        }
-        return 0;
-}
+/* ---- reading: the one tar reader (tar.h), with the files API's policy ---- */
 
 struct entry {
         char *path; /* beneath the workspace */
@@ -125,86 +46,26 @@ static int parse(const char *rel, const unsigned char *data, size_t len, struct 
                  size_t *ret_n, struct al_error *err)
 {
         struct entry *v = NULL;
-        size_t n = 0, off = 0, index = 0;
-        _cleanup_free_ char *next_path = NULL;
-        uint64_t next_size = 0;
-        bool next_has_size = false;
-        int r = 0;
-        for (;;) {
-                if (len - off < BLOCK) {
-                        r = al_error_set_message(err, EINVAL,
-                                                 "tar: ends without its end-of-archive blocks");
-                        goto fail;
-                }
-                const unsigned char *h = data + off;
-                if (all_zero(h))
-                        break; /* the end (a second zero block may follow) */
-                index++;
-                if (!checksum_ok(h)) {
-                        r = al_error_set_message(err, EINVAL,
-                                                 "tar entry %zu: bad header checksum (not a tar "
-                                                 "archive, or a damaged one)",
-                                                 index);
-                        goto fail;
-                }
-                uint64_t size, mode;
-                if (octal(h + 124, 12, &size) < 0 || octal(h + 100, 8, &mode) < 0) {
-                        r = al_error_set_message(err, EINVAL, "tar entry %zu: bad size or mode",
-                                                 index);
-                        goto fail;
-                }
-                char type = (char)h[156];
-                if (next_has_size && type != 'x' && type != 'L')
-                        size = next_size;
-                off += BLOCK;
-                if (size > len - off) {
+        size_t n = 0;
+        struct tar_mem m = {.data = data, .len = len};
+        struct tar_reader tr = {.read = tar_mem_read,
+                                .src = &m,
+                                .what = "tar",
+                                .err = err,
+                                .ext_max = NAME_MAX_TAR + 64};
+        struct tar_entry t = {0};
+        int r;
+        while ((r = tar_next(&tr, &t)) > 0) {
+                size_t index = t.index;
+                if (t.size > len - m.off) {
                         r = al_error_set_message(err, EINVAL,
                                                  "tar entry %zu: runs past the end of the "
                                                  "archive",
                                                  index);
                         goto fail;
                 }
-                size_t padded = (size_t)((size + BLOCK - 1) / BLOCK * BLOCK);
-                if (padded > len - off)
-                        padded = len - off;
-                const char *body = (const char *)data + off;
-                if (type == 'x' || type == 'L') {
-                        if (size > NAME_MAX_TAR + 64) {
-                                r = al_error_set_message(err, EINVAL,
-                                                         "tar entry %zu: extended header too "
-                                                         "large",
-                                                         index);
-                                goto fail;
-                        }
-                        if (type == 'x' &&
-                            pax_records(body, size, &next_path, &next_size, &next_has_size) < 0) {
-                                r = al_error_set_message(
-                                    err, EINVAL, "tar entry %zu: malformed pax header", index);
-                                goto fail;
-                        }
-                        if (type == 'L') {
-                                size_t l = strnlen(body, size);
-                                if (l == 0) {
-                                        r = refuse(err, index, "", "empty long name");
-                                        goto fail;
-                                }
-                                free(next_path);
-                                next_path = xasprintf("%.*s", (int)l, body);
-                        }
-                        off += padded;
-                        continue;
-                }
-                _cleanup_free_ char *name = NULL;
-                if (next_path)
-                        name = TAKE_PTR(next_path);
-                else {
-                        _cleanup_free_ char *base = field(h, 100);
-                        bool ustar = memcmp(h + 257, "ustar", 5) == 0;
-                        _cleanup_free_ char *prefix = ustar ? field(h + 345, 155) : NULL;
-                        name =
-                            prefix && *prefix ? xasprintf("%s/%s", prefix, base) : TAKE_PTR(base);
-                }
-                next_has_size = false;
+                const char *name = t.name;
+                char type = t.type;
                 bool dir = type == '5';
                 if ((type == '0' || type == '\0') && *name && name[strlen(name) - 1] == '/')
                         dir = true; /* the old convention */
@@ -245,15 +106,18 @@ static int parse(const char *rel, const unsigned char *data, size_t len, struct 
                 v = xrealloc(v, n + 1, sizeof(*v));
                 v[n++] = (struct entry){.path = full,
                                         .dir = dir,
-                                        .off = off,
-                                        .size = dir ? 0 : (size_t)size,
-                                        .mode = (int)(mode & 0777)};
-                off += padded;
+                                        .off = m.off,
+                                        .size = dir ? 0 : (size_t)t.size,
+                                        .mode = (int)(t.mode & 0777)};
+                tar_entry_clear(&t);
         }
+        if (r < 0)
+                goto fail;
         *ret = v;
         *ret_n = n;
         return 0;
 fail:
+        tar_entry_clear(&t);
         entries_free(v, n);
         return r;
 }

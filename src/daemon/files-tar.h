@@ -7,8 +7,9 @@
 
 #include "error.h"
 
-/* Directories in and out of the workspace as tar streams (ustar, with pax
- * "path"/"size" records and GNU long names read; ustar and pax written).
+/* Directories in and out of the workspace as tar streams (read with the
+ * one tar reader, src/lib/base/tar.h: ustar, pax records, GNU long names;
+ * ustar and pax written).
  *
  * Extraction fails closed, and before anything is written: the whole
  * archive is checked first. Refused: a bad header checksum, an absolute

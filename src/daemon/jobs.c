@@ -2,9 +2,11 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -278,6 +280,54 @@ int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn 
         j->next = d->jobs;
         d->jobs = j;
         return 0;
+}
+
+/* Whether the job's process has ended, waiting up to timeout_ms; it is not
+ * reaped here (collect() does that, from the loop). */
+static bool job_wait_exit(struct job *j, unsigned timeout_ms)
+{
+        if (j->pidfd >= 0) {
+                struct pollfd p = {.fd = j->pidfd, .events = POLLIN};
+                int r;
+                while ((r = poll(&p, 1, (int)timeout_ms)) < 0 && errno == EINTR)
+                        ;
+                return r > 0;
+        }
+        for (unsigned waited = 0;; waited += 10) {
+                siginfo_t si = {0};
+                if (waitid(P_PID, (id_t)j->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+                    si.si_pid == j->pid)
+                        return true;
+                if (waited >= timeout_ms)
+                        return false;
+                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        }
+}
+
+int job_stop(struct daemon *d, void *userdata, unsigned timeout_ms)
+{
+        struct job *j = d->jobs;
+        while (j && (j->userdata != userdata || j->exited))
+                j = j->next;
+        if (!j)
+                return -ENOENT;
+        if (j->pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, j->pidfd, SIGTERM, NULL, 0);
+        else
+                kill(j->pid, SIGTERM);
+        bool ended = job_wait_exit(j, timeout_ms);
+        /* Whatever it started and left behind, and the job itself when it
+         * did not end in time. */
+        kill(-j->pid, SIGKILL);
+        if (!ended) {
+                if (j->pidfd >= 0)
+                        syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+                ended = job_wait_exit(j, 1000);
+        }
+        /* A descendant that escaped the group could hold the pipes open. */
+        close_output(j, 0);
+        close_output(j, 1);
+        return ended ? 1 : 0;
 }
 
 void jobs_shutdown(struct daemon *d)

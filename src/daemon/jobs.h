@@ -47,5 +47,13 @@ char **daemon_child_env(const struct daemon *d);
  * else reaps them. */
 void jobs_reap(struct daemon *d);
 
+/* Stop the running job started with this userdata: SIGTERM, so that it
+ * stops what it started (airlock agent stops its sandbox), then SIGKILL to
+ * its process group, and to it too when it has not ended within timeout_ms.
+ * The loop blocks meanwhile. Its callback comes later, from the loop, as
+ * for any end. 1 when it ended, 0 when it outlived even the SIGKILL's
+ * second, -ENOENT when no such job runs. */
+int job_stop(struct daemon *d, void *userdata, unsigned timeout_ms);
+
 /* Stopping: kill every job and call its callback with exit code -1. */
 void jobs_shutdown(struct daemon *d);

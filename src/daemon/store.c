@@ -276,19 +276,22 @@ static int step_done(struct store *s, sqlite3_stmt *st, struct al_error *err, co
 
 /* grants */
 
+static bool grant_name_revoked(struct store *s, const char *name)
+{
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        if (prepare(s, "SELECT 1 FROM grants WHERE name = ?1 AND revoked_ms != 0", &st) < 0)
+                return false;
+        bind_text(st, 1, name);
+        return sqlite3_step(st) == SQLITE_ROW;
+}
+
 int store_grant_add(struct store *s, const struct grant *g, struct al_error *err)
 {
-        _cleanup_stmt_ sqlite3_stmt *del = NULL;
-        int r = prepare(s, "DELETE FROM grants WHERE name = ?1 AND revoked_ms != 0", &del);
-        if (r < 0)
-                return al_error_set(err, -r, "adding grant \"%s\"", g->name);
-        bind_text(del, 1, g->name);
-        r = step_done(s, del, err, "adding grant");
-        if (r < 0)
-                return r;
-
+        /* A revoked grant's row stays: its name is the identity its
+         * sandboxes, runs and events are owned by, so a new grant under that
+         * name would inherit them. The primary key refuses it. */
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prepare(s,
+        int r = prepare(s,
                     "INSERT INTO grants (name, token_hash, allow_sandbox, allow_exec,"
                      " allow_host_workspace, max_sandboxes, classes, created_ms, allow_git, secrets,"
                     " tools, allow_capabilities, allow_runs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
@@ -317,7 +320,14 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
                 return 0;
         if ((rc & 0xff) == SQLITE_CONSTRAINT) {
                 if (err) {
-                        al_error_set(err, 0, "a grant named \"%s\" exists", g->name);
+                        if (grant_name_revoked(s, g->name))
+                                al_error_set(err, 0,
+                                             "a grant named \"%s\" was revoked, and a name is "
+                                             "never given again (what that grant made stays "
+                                             "its own): choose another name",
+                                             g->name);
+                        else
+                                al_error_set(err, 0, "a grant named \"%s\" exists", g->name);
                         err->code = EEXIST;
                 }
                 return -EEXIST;

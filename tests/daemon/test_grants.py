@@ -127,8 +127,8 @@ def test_revoked_grant_is_401_at_once(shared_daemon):
     assert c.health()["ok"]
     shared_daemon.revoke("shortlived")
     assert status_of(c.health)[0] == 401
-    # The name can be given again, with a new token; the old stays dead.
-    tok2 = shared_daemon.grant("shortlived", "--allow-sandbox")
+    # A new grant takes a new name (test_grant_names.py); the old stays dead.
+    tok2 = shared_daemon.grant("shortlived2", "--allow-sandbox")
     assert tok2 != tok
     assert shared_daemon.client(tok2).health()["ok"]
     assert status_of(c.health)[0] == 401

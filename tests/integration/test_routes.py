@@ -9,16 +9,11 @@ that nothing it echoes could carry the key back into the sandbox."""
 import hashlib
 import http.server
 import json
-import os
-import pathlib
-import socketserver
-import ssl
-import subprocess
-import tempfile
-import threading
 import time
 
 import pytest
+
+from tlslib import Server, make_pki, read_body, serve
 
 SECRET = "sk-route-7c1e9a52d48b36f0e2a4"
 CALL_ID = "call-123"
@@ -26,45 +21,10 @@ EVENTS = 5
 EVENT_GAP = 0.3
 
 
-def _openssl(*argv):
-    subprocess.run(["openssl", *[str(a) for a in argv]], check=True, capture_output=True)
-
-
-class PKI:
-    """A test CA and a server certificate for upstream.test it signed, and a
-    second CA, unknown to the gate, that signed another for the same name."""
-
-    def __init__(self, d):
-        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        self.dir = d
-        for ca in ("ca", "rogue-ca"):
-            _openssl("req", "-x509", *ec, "-keyout", d / f"{ca}.key", "-out", d / f"{ca}.pem",
-                     "-days", "2", "-subj", f"/CN=airlock {ca}")
-        (d / "ext.cnf").write_text("subjectAltName=DNS:upstream.test\n")
-        for name, ca in (("server", "ca"), ("rogue", "rogue-ca")):
-            _openssl("req", *ec, "-keyout", d / f"{name}.key", "-out", d / f"{name}.csr",
-                     "-subj", "/CN=upstream.test")
-            _openssl("x509", "-req", "-in", d / f"{name}.csr", "-CA", d / f"{ca}.pem",
-                     "-CAkey", d / f"{ca}.key", "-CAcreateserial", "-out", d / f"{name}.pem",
-                     "-days", "2", "-extfile", d / "ext.cnf")
-        self.ca = d / "ca.pem"
-        self.ca.chmod(0o644)
-
-
-class Upstream(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
+class Upstream(Server):
     def __init__(self, cert, key):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.seen = []
+        super().__init__(Handler, cert, key)
         self.stream_done = []
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        self.socket = ctx.wrap_socket(self.socket, server_side=True)
-        self.port = self.server_address[1]
-
-    def handle_error(self, request, client_address):
-        pass  # refused handshakes are part of the tests
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -73,21 +33,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
-    def _body(self):
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0], 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("Content-Length", "0")))
-
     def _handle(self):
-        body = self._body()
+        body = read_body(self)
         self.server.seen.append({"method": self.command, "path": self.path,
                                  "headers": [(k.lower(), v) for k, v in self.headers.items()],
                                  "body": body.decode(errors="replace")})
@@ -130,26 +77,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def pki():
-    d = pathlib.Path(tempfile.mkdtemp(prefix="airlock-routes-pki-", dir="/tmp"))
-    d.chmod(0o755)
-    return PKI(d)
-
-
-def _serve(srv):
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
+    return make_pki("airlock-routes-pki-")
 
 
 @pytest.fixture(scope="module")
 def upstream(pki):
-    srv = _serve(Upstream(pki.dir / "server.pem", pki.dir / "server.key"))
+    srv = serve(Upstream(pki.dir / "server.pem", pki.dir / "server.key"))
     yield srv
     srv.shutdown()
 
 
 @pytest.fixture(scope="module")
 def rogue(pki):
-    srv = _serve(Upstream(pki.dir / "rogue.pem", pki.dir / "rogue.key"))
+    srv = serve(Upstream(pki.dir / "rogue.pem", pki.dir / "rogue.key"))
     yield srv
     srv.shutdown()
 

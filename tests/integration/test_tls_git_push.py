@@ -11,33 +11,21 @@ import http.server
 import json
 import os
 import pathlib
-import socketserver
-import ssl
 import subprocess
 import tempfile
-import threading
 
 import pytest
 
-from test_routes import PKI
+from tlslib import Server, make_pki, read_body, serve
 
 TOKEN = "ghp_push7c40aa19d3e25b86f1"
 
 
-class GitServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
+class GitServer(Server):
     def __init__(self, cert, key, root):
-        super().__init__(("127.0.0.1", 0), GitHandler)
+        super().__init__(GitHandler, cert, key)
         self.root = root
         self.auth = []
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        self.socket = ctx.wrap_socket(self.socket, server_side=True)
-        self.port = self.server_address[1]
-
-    def handle_error(self, request, client_address):
-        pass
 
 
 class GitHandler(http.server.BaseHTTPRequestHandler):
@@ -46,21 +34,8 @@ class GitHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
-    def _body(self):
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0], 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("Content-Length", "0")))
-
     def _handle(self):
-        body = self._body()
+        body = read_body(self)
         auth = self.headers.get("Authorization", "")
         self.server.auth.append(auth)
         want = "Basic " + base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
@@ -110,9 +85,7 @@ class GitHandler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def pki():
-    d = pathlib.Path(tempfile.mkdtemp(prefix="airlock-git-pki-", dir="/tmp"))
-    d.chmod(0o755)
-    return PKI(d)
+    return make_pki("airlock-git-pki-")
 
 
 @pytest.fixture
@@ -120,8 +93,7 @@ def server(pki):
     root = pathlib.Path(tempfile.mkdtemp(prefix="airlock-git-srv-", dir="/tmp"))
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(root / "repo.git")],
                    check=True)
-    srv = GitServer(pki.dir / "server.pem", pki.dir / "server.key", root)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = serve(GitServer(pki.dir / "server.pem", pki.dir / "server.key", root))
     yield srv
     srv.shutdown()
 

@@ -9,32 +9,12 @@ CA's key stay on the host."""
 
 import http.server
 import json
-import pathlib
-import socketserver
-import ssl
-import tempfile
-import threading
 
 import pytest
 
-from test_routes import PKI
+from tlslib import Server, make_pki, serve, tls_server
 
 SECRET = "sk-term-4f0b7d19a2c8e6531b9d"
-
-
-class Upstream(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
-    def __init__(self, cert, key):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.seen = []
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(cert, key)
-        self.socket = ctx.wrap_socket(self.socket, server_side=True)
-        self.port = self.server_address[1]
-
-    def handle_error(self, request, client_address):
-        pass
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -60,26 +40,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def pki():
-    d = pathlib.Path(tempfile.mkdtemp(prefix="airlock-tls-pki-", dir="/tmp"))
-    d.chmod(0o755)
-    return PKI(d)
-
-
-def _serve(srv):
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
+    return make_pki("airlock-tls-pki-")
 
 
 @pytest.fixture(scope="module")
 def upstream(pki):
-    srv = _serve(Upstream(pki.dir / "server.pem", pki.dir / "server.key"))
+    srv = tls_server(pki, "server", Handler)
     yield srv
     srv.shutdown()
 
 
 @pytest.fixture(scope="module")
 def rogue(pki):
-    srv = _serve(Upstream(pki.dir / "rogue.pem", pki.dir / "rogue.key"))
+    srv = tls_server(pki, "rogue", Handler)
     yield srv
     srv.shutdown()
 
@@ -239,18 +212,9 @@ def test_terminated_upstream_with_untrusted_certificate_is_refused(airlock, pki,
     assert calls and all(c["reason"] == "upstream_tls" and c["status"] == 502 for c in calls)
 
 
-class Plain(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.seen = []
-        self.port = self.server_address[1]
-
-
 @pytest.fixture(scope="module")
 def plain():
-    srv = _serve(Plain())
+    srv = serve(Server(Handler))
     yield srv
     srv.shutdown()
 

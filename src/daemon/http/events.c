@@ -6,11 +6,14 @@
  * sandboxes only; ?sandbox=ID and ?kind=K (exact, or "net.*" for a prefix)
  * narrow that, each repeatable.
  *
- * Bounded: at most EVENTS_STREAMS_MAX streams; the log is read for a
- * client only while less than EVENTS_HIGH bytes wait for it, and a client
- * that leaves that much unread for EVENTS_STALL_MS is dropped with a final
- * "end" event naming the id to resume from. A comment every heartbeat
- * keeps proxies from closing an idle stream; a grant revoked ends it. */
+ * A grant's agent runs (POST /v1/runs) are its sandboxes here too.
+ *
+ * Bounded: the stream's lifetime and slots are sse.h's (per grant); the
+ * log is read for a client only while less than EVENTS_HIGH bytes wait
+ * for it, and a client that leaves that much unread for EVENTS_STALL_MS is
+ * dropped with a final "end" event naming the id to resume from. A
+ * comment every heartbeat keeps proxies from closing an idle stream; a
+ * grant revoked ends it. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -24,9 +27,9 @@
 #include "events-cursor.h"
 #include "http.h"
 #include "routes.h"
+#include "sse.h"
 #include "util.h"
 
-#define EVENTS_STREAMS_MAX   64
 #define EVENTS_HIGH          (64u << 10)
 #define EVENTS_READ_CHUNK    (64u << 10)
 #define EVENTS_TICK_MS       100
@@ -37,8 +40,6 @@
 #define EVENTS_KIND_MAX      64
 #define EVENTS_OWN_CACHE     64
 
-static unsigned streams_active;
-
 struct own_entry {
         char id[17];
         bool mine;
@@ -46,13 +47,8 @@ struct own_entry {
 
 struct events_stream {
         struct daemon *d;
-        struct evhttp_request *req;
-        struct evhttp_connection *conn;
         struct events_cursor *cur;
-        struct event *tick;
-        struct event *heartbeat;
         char grant[GRANT_NAME_MAX + 1];
-        char grant_hash[GRANT_HASH_HEX + 1];
         char ids[EVENTS_FILTERS_MAX][17];
         size_t n_ids;
         char kinds[EVENTS_FILTERS_MAX][EVENTS_KIND_MAX + 3];
@@ -63,46 +59,42 @@ struct events_stream {
         struct evbuffer *out; /* while reading */
 };
 
-static void stream_free(struct events_stream *s)
+static void events_free(void *ctx)
 {
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, NULL, NULL);
-        if (s->tick)
-                event_free(s->tick);
-        if (s->heartbeat)
-                event_free(s->heartbeat);
+        struct events_stream *s = ctx;
         events_cursor_free(s->cur);
         free(s);
-        streams_active--;
 }
 
-static void stream_closed(struct evhttp_connection *conn, void *arg)
-{
-        struct events_stream *s = arg;
-        s->conn = NULL;
-        stream_free(s);
-}
-
-static size_t queued(struct events_stream *s)
-{
-        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
-        return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
-}
-
-/* The final event: why the stream ends and the id to resume after. */
-static void stream_end(struct events_stream *s, const char *reason)
+/* The final event's data: why the stream ends and the id to resume after. */
+static char *end_data(struct events_stream *s, const char *reason)
 {
         json_t *o = json_pack("{s:s, s:I}", "reason", reason, "lastEventId",
                               (json_int_t)events_cursor_seq(s->cur));
-        _cleanup_free_ char *j = json_dumps(o, JSON_COMPACT);
+        char *j = json_dumps(o, JSON_COMPACT);
         json_decref(o);
-        struct evbuffer *buf = evbuffer_new();
-        evbuffer_add_printf(buf, "event: end\ndata: %s\n\n", j ? j : "{}");
-        struct evhttp_request *req = s->req;
-        stream_free(s);
-        evhttp_send_reply_chunk(req, buf);
-        evbuffer_free(buf);
-        evhttp_send_reply_end(req);
+        return j;
+}
+
+static void stream_end(struct sse_stream *sse, struct events_stream *s, const char *reason)
+{
+        _cleanup_free_ char *j = end_data(s, reason);
+        sse_end(sse, "end", j ? j : "{}");
+}
+
+static char *events_revoked(void *ctx)
+{
+        return end_data(ctx, "the grant was revoked");
+}
+
+static void own_keep(struct events_stream *s, const char *id, bool mine)
+{
+        struct own_entry *e = &s->own[s->own_next];
+        s->own_next = (s->own_next + 1) % EVENTS_OWN_CACHE;
+        if (s->n_own < EVENTS_OWN_CACHE)
+                s->n_own++;
+        snprintf(e->id, sizeof(e->id), "%s", id);
+        e->mine = mine;
 }
 
 /* Whether the grant made the sandbox: the store's record says, and what it
@@ -113,18 +105,19 @@ static bool sandbox_mine(struct events_stream *s, const char *id)
         for (size_t i = 0; i < s->n_own; i++)
                 if (STREQ(s->own[i].id, id))
                         return s->own[i].mine;
-        struct store_sandbox *r = NULL;
-        if (strlen(id) != 16 || store_sandbox_get(s->d->store, id, &r) < 0)
+        if (strlen(id) != 16)
                 return false;
-        bool mine = r->grant && STREQ(r->grant, s->grant);
-        if (r->grant && !STREQ(r->state, "pooled")) {
-                struct own_entry *e = &s->own[s->own_next];
-                s->own_next = (s->own_next + 1) % EVENTS_OWN_CACHE;
-                if (s->n_own < EVENTS_OWN_CACHE)
-                        s->n_own++;
-                snprintf(e->id, sizeof(e->id), "%s", id);
-                e->mine = mine;
+        struct store_sandbox *r = NULL;
+        if (store_sandbox_get(s->d->store, id, &r) < 0) {
+                /* An agent run's lines are under the run's id. */
+                int owner = run_owner_is(s->d, id, s->grant);
+                if (owner >= 0)
+                        own_keep(s, id, owner);
+                return owner > 0;
         }
+        bool mine = r->grant && STREQ(r->grant, s->grant);
+        if (r->grant && !STREQ(r->state, "pooled"))
+                own_keep(s, id, mine);
         store_sandbox_free(r);
         return mine;
 }
@@ -174,22 +167,17 @@ static int on_line(const char *line, size_t len, uint64_t seq, void *userdata)
         return 0;
 }
 
-static void stream_send(struct events_stream *s, struct evbuffer *buf)
+static void events_tick(struct sse_stream *sse, void *ctx)
 {
-        if (evbuffer_get_length(buf))
-                evhttp_send_reply_chunk(s->req, buf);
-}
-
-static void stream_tick(evutil_socket_t fd, short what, void *arg)
-{
-        struct events_stream *s = arg;
+        struct events_stream *s = ctx;
         uint64_t now = now_monotonic_us();
-        if (queued(s) >= EVENTS_HIGH) {
+        if (sse_queued(sse) >= EVENTS_HIGH) {
                 if (!s->stalled_since_us)
                         s->stalled_since_us = now;
                 else if (now - s->stalled_since_us > (uint64_t)EVENTS_STALL_MS * 1000) {
-                        stream_end(s, "slow client: events were left unread; reconnect with "
-                                      "Last-Event-ID to resume");
+                        stream_end(sse, s,
+                                   "slow client: events were left unread; reconnect with "
+                                   "Last-Event-ID to resume");
                 }
                 return;
         }
@@ -203,28 +191,10 @@ static void stream_tick(evutil_socket_t fd, short what, void *arg)
                         break;
         }
         s->out = NULL;
-        stream_send(s, out);
+        sse_send(sse, out);
         evbuffer_free(out);
         if (r < 0)
-                stream_end(s, "the audit log could not be read");
-}
-
-static void stream_heartbeat(evutil_socket_t fd, short what, void *arg)
-{
-        struct events_stream *s = arg;
-        struct grant *g = NULL;
-        int r = store_grant_by_hash(s->d->store, s->grant_hash, &g);
-        grant_free(g);
-        if (r == -ENOENT) {
-                stream_end(s, "the grant was revoked");
-                return;
-        }
-        if (queued(s) < EVENTS_HIGH) {
-                struct evbuffer *buf = evbuffer_new();
-                evbuffer_add_printf(buf, ": heartbeat\n\n");
-                stream_send(s, buf);
-                evbuffer_free(buf);
-        }
+                stream_end(sse, s, "the audit log could not be read");
 }
 
 static bool kind_valid(const char *k)
@@ -329,7 +299,6 @@ void route_events_stream(struct daemon *d, struct evhttp_request *req, const str
         struct events_stream *s = xcalloc(1, sizeof(*s));
         s->d = d;
         snprintf(s->grant, sizeof(s->grant), "%s", a->grant->name);
-        snprintf(s->grant_hash, sizeof(s->grant_hash), "%s", a->grant->token_hash);
         if (!parse_filters(d, req, a, s)) {
                 free(s);
                 return;
@@ -339,45 +308,29 @@ void route_events_stream(struct daemon *d, struct evhttp_request *req, const str
                 reply_error(d, req, 503, "no_audit_log", "the daemon keeps no audit log");
                 return;
         }
-        if (streams_active >= EVENTS_STREAMS_MAX) {
-                free(s);
-                reply_error(d, req, 429, "too_many_streams",
-                            "at most %d event streams at once; end one first", EVENTS_STREAMS_MAX);
-                return;
-        }
         int r = events_cursor_new(d->audit_path, last != NULL, after, &s->cur);
         if (r < 0) {
                 free(s);
                 reply_error(d, req, 500, "internal", "reading the audit log: %s", strerror(-r));
                 return;
         }
-        streams_active++;
-        s->req = req;
-        s->conn = evhttp_request_get_connection(req);
-        s->tick = event_new(d->base, -1, EV_PERSIST, stream_tick, s);
-        s->heartbeat = event_new(d->base, -1, EV_PERSIST, stream_heartbeat, s);
-        struct timeval ttv = {.tv_usec = EVENTS_TICK_MS * 1000};
-        struct timeval htv = {.tv_sec = (time_t)heartbeat};
-        event_add(s->tick, &ttv);
-        event_add(s->heartbeat, &htv);
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, stream_closed, s);
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-        evhttp_add_header(h, "Content-Type", "text/event-stream");
-        evhttp_add_header(h, "Cache-Control", "no-store");
-        count_reply(d, 200);
-        evhttp_send_reply_start(req, 200, NULL);
-        /* No read timeout (a stream is long and the client says nothing);
-         * the write timeout counts only while output waits: a backstop
-         * under the stall drop above. */
-        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
-        if (bev) {
-                struct timeval wtv = {.tv_sec = 6 * EVENTS_STALL_MS / 1000};
-                bufferevent_set_timeouts(bev, NULL, &wtv);
-        }
+        static const struct sse_stream_ops ops = {
+            .tick = events_tick, .revoked = events_revoked, .free_ctx = events_free};
+        /* The write timeout is a backstop under the stall drop above. */
+        struct sse_stream *sse = sse_start(d, req, a->grant,
+                                           &(struct sse_stream_opts){
+                                               .kind = SSE_EVENTS,
+                                               .tick_ms = EVENTS_TICK_MS,
+                                               .heartbeat_s = (unsigned)heartbeat,
+                                               .high = EVENTS_HIGH,
+                                               .write_timeout_s = 6 * EVENTS_STALL_MS / 1000,
+                                           },
+                                           &ops, s);
+        if (!sse)
+                return;
         struct evbuffer *buf = evbuffer_new();
         evbuffer_add_printf(buf, ": events after %" PRIu64 "\n\n", events_cursor_seq(s->cur));
-        stream_send(s, buf);
+        sse_send(sse, buf);
         evbuffer_free(buf);
-        stream_tick(-1, 0, s);
+        sse_tick_now(sse);
 }

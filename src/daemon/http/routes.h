@@ -109,3 +109,12 @@ void route_run_get(struct daemon *d, struct evhttp_request *req, const struct ro
 void route_run_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a);
 /* The runs going on (of one grant, or of all with NULL): each is a sandbox. */
 size_t runs_live(const char *grant);
+/* The kill switch for runs: stop the grant's live run `id`, recorded as
+ * run.stopped by `by`. 1 when it ended within the bound, 0 when not,
+ * -ENOENT when the grant has no such run. */
+int runs_stop(struct daemon *d, const char *grant, const char *id, const char *by);
+/* Whether run `id` (16 hex digits) is the grant's: 1 or 0, -ENOENT when
+ * there is no such run, -EINVAL for something not a run id. */
+int run_owner_is(struct daemon *d, const char *id, const char *grant);
+/* The ids of the grant's live runs not being stopped; caller frees. */
+size_t runs_of_grant(const char *grant, char ***ret);

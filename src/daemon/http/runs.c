@@ -21,8 +21,10 @@
 #include "http.h"
 #include "jobs.h"
 #include "policy.h"
+#include "record.h"
 #include "routes.h"
 #include "sandbox.h"
+#include "sse.h"
 #include "store.h"
 #include "util.h"
 
@@ -69,11 +71,18 @@ static char *read_file(const char *dir, const char *name, size_t max, bool *ret_
 struct run_job {
         struct daemon *d;
         char *dir;
+        char id[17];
         char grant[GRANT_NAME_MAX + 1];
+        char grant_hash[GRANT_HASH_HEX + 1]; /* to notice the grant revoked */
+        char *stopped;                       /* why it was stopped, or NULL */
         struct run_job *next;
 };
 
 static struct run_job *live_runs;
+static struct event *revoked_tick; /* looks for revoked grants while runs go on */
+
+#define RUN_STOP_TIMEOUT_MS 5000
+#define RUN_REVOKED_TICK_MS 1000
 
 size_t runs_live(const char *grant)
 {
@@ -98,19 +107,77 @@ static void run_done(const struct job_result *res, void *ud)
         /* An agent that died without its result still gets one. */
         _cleanup_free_ char *have = read_file(j->dir, "result.json", 16, NULL);
         if (!have) {
-                json_t *o = json_pack(
-                    "{s:b, s:i, s:s, s:s, s:{s:[], s:[]}}", "ok", 0, "exitCode", res->exit_code,
-                    "errorCode", res->timed_out ? "timeout" : "internal", "message",
-                    res->err && res->err[0] ? res->err : "the agent ended without a result",
-                    "bundle", "patches", "commitMessages");
+                const char *code = j->stopped ? "stopped" : res->timed_out ? "timeout" : "internal";
+                const char *msg = j->stopped                ? j->stopped
+                                  : res->err && res->err[0] ? res->err
+                                                            : "the agent ended without a result";
+                json_t *o = json_pack("{s:b, s:i, s:s, s:s, s:{s:[], s:[]}}", "ok", 0, "exitCode",
+                                      res->exit_code, "errorCode", code, "message", msg, "bundle",
+                                      "patches", "commitMessages");
                 _cleanup_free_ char *s = json_dumps(o, JSON_COMPACT);
                 json_decref(o);
                 if (s)
                         (void)write_file(j->dir, "result.json", s);
         }
         run_forget(j);
+        free(j->stopped);
         free(j->dir);
         free(j);
+}
+
+/* Stop a run: recorded first (run.stopped, naming who and why), then its
+ * agent is stopped, and with it its sandbox. Whether it ended in the
+ * bound. */
+static bool run_stop(struct run_job *j, const char *by, const char *reason)
+{
+        if (j->stopped)
+                return true;
+        j->stopped = xasprintf("the run was stopped: %s", reason);
+        (void)record_audit(
+            j->d, j->id, "run.stopped",
+            json_pack("{s:s, s:s, s:s}", "grant", j->grant, "by", by, "reason", reason));
+        return job_stop(j->d, j, RUN_STOP_TIMEOUT_MS) != 0;
+}
+
+int runs_stop(struct daemon *d, const char *grant, const char *id, const char *by)
+{
+        for (struct run_job *j = live_runs; j; j = j->next)
+                if (STREQ(j->grant, grant) && STREQ(j->id, id))
+                        return run_stop(j, by, "the kill switch (POST /v1/stop)") ? 1 : 0;
+        return -ENOENT;
+}
+
+size_t runs_of_grant(const char *grant, char ***ret)
+{
+        char **v = NULL;
+        size_t n = 0;
+        for (struct run_job *j = live_runs; j; j = j->next)
+                if (STREQ(j->grant, grant) && !j->stopped)
+                        v = strv_append(v, &n, j->id);
+        *ret = v;
+        return n;
+}
+
+/* A revoked grant's runs are stopped: the grant no longer stands behind
+ * what they do with its secrets and tools. */
+static void revoked_check(evutil_socket_t fd, short what, void *arg)
+{
+        struct daemon *d = arg;
+        if (!live_runs) {
+                event_del(revoked_tick);
+                return;
+        }
+        /* run_stop does not free a run (that comes from the loop), so the
+         * list may be walked on. */
+        for (struct run_job *j = live_runs; j; j = j->next) {
+                if (j->stopped)
+                        continue;
+                struct grant *g = NULL;
+                int r = store_grant_by_hash(d->store, j->grant_hash, &g);
+                grant_free(g);
+                if (r == -ENOENT)
+                        (void)run_stop(j, "daemon", "its grant was revoked");
+        }
 }
 
 /* Whether one more sandbox is within the grant's and the daemon's
@@ -343,7 +410,9 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
         struct run_job *j = xcalloc(1, sizeof(*j));
         j->d = d;
         j->dir = xstrdup(dir);
+        snprintf(j->id, sizeof(j->id), "%s", id);
         snprintf(j->grant, sizeof(j->grant), "%s", g->name);
+        snprintf(j->grant_hash, sizeof(j->grant_hash), "%s", g->token_hash);
         if (job_start(d, argv, 64 * 1024, run_done, j, &err) < 0) {
                 free(j->dir);
                 free(j);
@@ -352,6 +421,12 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
         }
         j->next = live_runs;
         live_runs = j;
+        if (!revoked_tick)
+                revoked_tick = event_new(d->base, -1, EV_PERSIST, revoked_check, d);
+        if (!event_pending(revoked_tick, EV_TIMEOUT, NULL)) {
+                struct timeval tv = {.tv_sec = RUN_REVOKED_TICK_MS / 1000};
+                event_add(revoked_tick, &tv);
+        }
         reply_json(d, req, 202, json_pack("{s:s, s:s}", "id", id, "state", "running"));
 out:
         policy_free(p);
@@ -393,83 +468,28 @@ void route_run_get(struct daemon *d, struct evhttp_request *req, const struct ro
 
 /* ---- GET /v1/runs/{id}/events: the transcript as server-sent events ---- */
 
-#define RUN_STREAMS_MAX    16
 #define RUN_STREAM_TICK_MS 200
 #define RUN_LINE_MAX       (8u << 20) /* a transcript line: a tool result is far less */
 #define RUN_QUEUE_MAX      (4u << 20) /* output waiting for a slow client */
-#define RUN_GRANT_TICKS    5          /* the grant is looked at every 5 ticks */
 
 struct run_stream {
-        struct daemon *d;
-        struct evhttp_request *req;
-        struct evhttp_connection *conn;
-        struct event *tick;
         char *dir;
-        char grant_hash[GRANT_HASH_HEX + 1];
-        unsigned ticks;
         uint64_t off;
         struct evbuffer *partial; /* a line not ended yet */
 };
 
-static int run_streams;
-
-static void stream_free(struct run_stream *s)
+static void run_stream_free(void *ctx)
 {
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, NULL, NULL);
-        if (s->tick)
-                event_free(s->tick);
+        struct run_stream *s = ctx;
         evbuffer_free(s->partial);
         free(s->dir);
         free(s);
-        run_streams--;
 }
 
-static void stream_closed(struct evhttp_connection *conn, void *arg)
+static void run_stream_tick(struct sse_stream *sse, void *ctx)
 {
-        struct run_stream *s = arg;
-        s->conn = NULL;
-        stream_free(s);
-}
-
-static void stream_end_event(struct run_stream *s, const char *event, const char *data)
-{
-        struct evbuffer *buf = evbuffer_new();
-        evbuffer_add_printf(buf, "event: %s\ndata: %s\n\n", event, data);
-        struct evhttp_request *req = s->req;
-        stream_free(s);
-        evhttp_send_reply_chunk(req, buf);
-        evbuffer_free(buf);
-        evhttp_send_reply_end(req);
-}
-
-static void stream_end(struct run_stream *s, const char *result)
-{
-        stream_end_event(s, "result", result);
-}
-
-/* A grant revoked reads no more of its runs: its open streams end as its
- * requests would be refused (GET /v1/events does the same). */
-static bool grant_revoked(struct run_stream *s)
-{
-        if (s->ticks++ % RUN_GRANT_TICKS != 0)
-                return false;
-        struct grant *g = NULL;
-        int r = store_grant_by_hash(s->d->store, s->grant_hash, &g);
-        grant_free(g);
-        if (r != -ENOENT)
-                return false;
-        stream_end_event(s, "end", "{\"reason\":\"the grant was revoked\"}");
-        return true;
-}
-
-static void stream_tick(evutil_socket_t fd, short what, void *arg)
-{
-        struct run_stream *s = arg;
-        if (grant_revoked(s))
-                return;
-        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
-        if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > RUN_QUEUE_MAX)
+        struct run_stream *s = ctx;
+        if (sse_queued(sse) > RUN_QUEUE_MAX)
                 return; /* the client is slow: read on when it has caught up */
         /* Whether the run is over is asked before the transcript is read: the
          * agent writes its result after its last transcript line. */
@@ -494,16 +514,29 @@ static void stream_tick(evutil_socket_t fd, short what, void *arg)
                 if (evbuffer_get_length(out) > RUN_QUEUE_MAX)
                         break;
         }
-        if (evbuffer_get_length(out))
-                evhttp_send_reply_chunk(s->req, out);
+        sse_send(sse, out);
         evbuffer_free(out);
         if (result && n <= 0) {
                 /* The result is one line of JSON: drop any newline in it. */
                 for (char *c = result; *c; c++)
                         if (*c == '\n' || *c == '\r')
                                 *c = ' ';
-                stream_end(s, result);
+                sse_end(sse, "result", result);
         }
+}
+
+int run_owner_is(struct daemon *d, const char *id, const char *grant)
+{
+        for (const char *c = id; *c; c++)
+                if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+                        return -EINVAL;
+        if (strlen(id) != 16)
+                return -EINVAL;
+        _cleanup_free_ char *dir = run_dir(d, id);
+        _cleanup_free_ char *owner = read_file(dir, "grant", 256, NULL);
+        if (!owner)
+                return -ENOENT;
+        return STREQ(owner, grant);
 }
 
 void route_run_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
@@ -514,34 +547,19 @@ void route_run_events(struct daemon *d, struct evhttp_request *req, const struct
                 reply_error(d, req, 404, "not_found", "no run %s", a->id);
                 return;
         }
-        if (run_streams >= RUN_STREAMS_MAX) {
-                reply_error(d, req, 429, "too_many_streams",
-                            "at most %d run streams at once; end one first", RUN_STREAMS_MAX);
-                return;
-        }
         struct run_stream *s = xcalloc(1, sizeof(*s));
-        run_streams++;
-        s->d = d;
-        s->req = req;
         s->dir = TAKE_PTR(dir);
-        snprintf(s->grant_hash, sizeof(s->grant_hash), "%s", a->grant->token_hash);
-        s->ticks = 1; /* the first look is a tick later: the grant was just found */
         s->partial = evbuffer_new();
-        s->conn = evhttp_request_get_connection(req);
-        s->tick = event_new(d->base, -1, EV_PERSIST, stream_tick, s);
-        struct timeval tv = {.tv_usec = RUN_STREAM_TICK_MS * 1000};
-        event_add(s->tick, &tv);
-        if (s->conn)
-                evhttp_connection_set_closecb(s->conn, stream_closed, s);
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-        evhttp_add_header(h, "Content-Type", "text/event-stream");
-        evhttp_add_header(h, "Cache-Control", "no-store");
-        count_reply(d, 200);
-        evhttp_send_reply_start(req, 200, NULL);
-        struct bufferevent *bev = s->conn ? evhttp_connection_get_bufferevent(s->conn) : NULL;
-        if (bev) {
-                struct timeval wtv = {.tv_sec = 120};
-                bufferevent_set_timeouts(bev, NULL, &wtv);
-        }
-        stream_tick(-1, 0, s);
+        static const struct sse_stream_ops ops = {.tick = run_stream_tick,
+                                                  .free_ctx = run_stream_free};
+        struct sse_stream *sse = sse_start(d, req, a->grant,
+                                           &(struct sse_stream_opts){
+                                               .kind = SSE_RUNS,
+                                               .tick_ms = RUN_STREAM_TICK_MS,
+                                               .high = RUN_QUEUE_MAX,
+                                               .write_timeout_s = 120,
+                                           },
+                                           &ops, s);
+        if (sse)
+                sse_tick_now(sse);
 }

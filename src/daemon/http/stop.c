@@ -31,7 +31,8 @@ static struct sandbox *own(struct daemon *d, const struct grant *g, const char *
 void route_stop(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
         struct grant *g = a->grant;
-        if (!require(d, req, g, g->allow_sandbox, "allowSandbox"))
+        /* A grant stops what it may start: its sandboxes, its runs. */
+        if (!require(d, req, g, g->allow_sandbox || g->allow_runs, "allowSandbox"))
                 return;
         json_t *body = read_json_body(d, req, false);
         if (!body)
@@ -40,6 +41,7 @@ void route_stop(struct daemon *d, struct evhttp_request *req, const struct route
         char **ids = NULL, **mine = NULL, *by = NULL;
         size_t n = 0, n_mine = 0;
         struct sv_stop_result *res = NULL;
+        int *run_res = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;
         json_t *jids = json_object_get(body, "ids"), *jall = json_object_get(body, "all");
@@ -57,6 +59,10 @@ void route_stop(struct daemon *d, struct evhttp_request *req, const struct route
                 for (struct sandbox *sb = d->sandboxes; sb && n < STOP_API_MAX; sb = sb->next)
                         if (own(d, g, sb->id))
                                 ids = strv_append(ids, &n, sb->id);
+                _cleanup_strv_ char **runs = NULL;
+                size_t n_runs = runs_of_grant(g->name, &runs);
+                for (size_t i = 0; i < n_runs && n < STOP_API_MAX; i++)
+                        ids = strv_append(ids, &n, runs[i]);
         } else {
                 if (!json_is_array(jids) || json_array_size(jids) == 0 ||
                     json_array_size(jids) > STOP_API_MAX) {
@@ -86,6 +92,11 @@ void route_stop(struct daemon *d, struct evhttp_request *req, const struct route
         res = xcalloc(n_mine ? n_mine : 1, sizeof(*res));
         by = xasprintf("grant:%s", g->name);
         (void)sv_stop_many(d->run_dir, mine, n_mine, by, STOP_API_TIMEOUT_MS, res);
+        /* The grant's host-owned agent runs (POST /v1/runs): each agent is
+         * stopped, and stops its sandbox (run.stopped is recorded). */
+        run_res = xcalloc(n ? n : 1, sizeof(*run_res));
+        for (size_t i = 0; i < n; i++)
+                run_res[i] = own(d, g, ids[i]) ? -ENOENT : runs_stop(d, g->name, ids[i], by);
 
         json_t *arr = json_array();
         size_t k = 0;
@@ -93,6 +104,18 @@ void route_stop(struct daemon *d, struct evhttp_request *req, const struct route
                 struct sv_stop_result *s = NULL;
                 if (k < n_mine && STREQ(mine[k], ids[i]))
                         s = &res[k++];
+                if (!s && run_res[i] >= 0) {
+                        json_t *o =
+                            json_pack("{s:s, s:s, s:b, s:b, s:n}", "id", ids[i], "how", "run",
+                                      "stopped", run_res[i] == 1, "frozen", 0, "frozenAt");
+                        json_object_set_new(o, "message",
+                                            run_res[i] == 1
+                                                ? json_null()
+                                                : json_string("the run's agent did not end "
+                                                              "within the bound"));
+                        json_array_append_new(arr, o);
+                        continue;
+                }
                 json_t *o =
                     json_pack("{s:s, s:s, s:b, s:b}", "id", ids[i], "how",
                               sv_stop_how_name(s ? s->how : SV_STOP_NOT_FOUND), "stopped",
@@ -112,6 +135,7 @@ void route_stop(struct daemon *d, struct evhttp_request *req, const struct route
         }
         reply_json(d, req, 200, json_pack("{s:o}", "stopped", arr));
 out:
+        free(run_res);
         strv_free(mine);
         free(by);
         free(res);

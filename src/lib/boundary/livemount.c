@@ -24,8 +24,9 @@
  * (mounts.h, docs/internals/caps.md). The checks are the start's own: the
  * plan (plan.c) resolves the deny list and the source and refuses a source
  * under a denied path; the tree is cloned on the host side with nosuid and
- * nodev (and idmapped like a start mount for a read-write one); then a
- * child joins the sandbox's mount namespace and moves it in. */
+ * nodev (and idmapped like a start mount for a read-write one), always from
+ * the one file descriptor the checks looked at, never by its path again;
+ * then a child joins the sandbox's mount namespace and moves it in. */
 
 /* The child's own fd directory in the host's /proc, opened before it joins
  * the sandbox's mount namespace (whose /proc does not know it). */
@@ -196,7 +197,10 @@ int mounts_live_prepare(const struct mounts_live_request *q, struct mounts_live 
                 /* From the fd checked above, never the path again. */
                 r = mounts_clone_tree(src, attrs | MOUNT_ATTR_RDONLY);
         } else {
-                r = spawn_prepare_idmapped(real, q->host_uid, q->host_gid, &ret->tree_fd, err);
+                /* From the fd checked above too: the path opened again
+                 * would follow a parent swapped for a link since. */
+                r = spawn_prepare_idmapped_fd(src, q->source, q->host_uid, q->host_gid,
+                                              &ret->tree_fd, err);
                 if (r >= 0 && ret->tree_fd >= 0 && mounts_set_attr(ret->tree_fd, attrs, true) < 0)
                         r = al_error_set(err, errno, "mount %s", q->source);
                 else if (r >= 0 && ret->tree_fd < 0)
@@ -216,9 +220,21 @@ int mounts_live_prepare(const struct mounts_live_request *q, struct mounts_live 
         for (size_t i = 0; !q->readonly && i < plan->n_protect; i++) {
                 if (!mounts_path_under(plan->protect[i], real) || STREQ(plan->protect[i], real))
                         continue;
-                _cleanup_close_ int pf = open(plan->protect[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
-                if (pf < 0)
+                /* Beneath the tree mounted, without links: the path from
+                 * the root would reach another tree after a swap. */
+                const char *rel = plan->protect[i] + strlen(real);
+                while (*rel == '/')
+                        rel++;
+                _cleanup_close_ int pf =
+                    fs_openat2(src, rel, O_PATH | O_CLOEXEC, 0,
+                               RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (pf == -ENOENT)
                         continue; /* gone since the plan looked */
+                if (pf < 0) {
+                        r = al_error_set(err, pf, "mount %s: protecting %s", q->source,
+                                         plan->protect[i]);
+                        goto out;
+                }
                 int c = mounts_clone_tree(pf, attrs | MOUNT_ATTR_RDONLY);
                 if (c < 0) {
                         r = al_error_set(err, c, "mount %s: protecting %s", q->source,

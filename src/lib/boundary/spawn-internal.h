@@ -78,6 +78,11 @@ int spawn_write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t
 pid_t spawn_sys_clone3(struct clone_args *args);
 int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
                            struct al_error *err);
+/* The same for the tree `fd` (O_PATH) holds, already opened and checked by
+ * the caller: nothing is looked up by path again (`path` only names it in
+ * messages). */
+int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t host_gid,
+                              int *ret_fd, struct al_error *err);
 
 /* netns.c */
 void spawn_netns_setup(struct child_ctx *ctx);

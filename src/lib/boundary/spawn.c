@@ -235,8 +235,10 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
                 return r;
         }
         if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO) {
-                r = spawn_prepare_idmapped(p->workspace, host_uid, host_gid, &ctx->workspace_fd,
-                                           err);
+                /* The path the plan resolved and checked (no link on it). */
+                const char *ws = ctx->plan && ctx->plan->workspace_real ? ctx->plan->workspace_real
+                                                                        : p->workspace;
+                r = spawn_prepare_idmapped(ws, host_uid, host_gid, &ctx->workspace_fd, err);
                 if (r < 0)
                         return r;
         }
@@ -249,8 +251,10 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
         for (size_t i = 0; i < p->n_mounts; i++) {
                 if (p->mounts[i].readonly || p->mounts[i].volume)
                         continue;
-                r = spawn_prepare_idmapped(p->mounts[i].source, host_uid, host_gid, &mount_fds[i],
-                                           err);
+                const char *src = ctx->plan && ctx->plan->mount_reals && ctx->plan->mount_reals[i]
+                                      ? ctx->plan->mount_reals[i]
+                                      : p->mounts[i].source;
+                r = spawn_prepare_idmapped(src, host_uid, host_gid, &mount_fds[i], err);
                 if (r < 0)
                         return r;
         }

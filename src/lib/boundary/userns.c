@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -23,6 +24,7 @@
 
 #include "cgroup.h"
 #include "confine.h"
+#include "fs.h"
 #include "idle.h"
 #include "mounts.h"
 #include "spawn.h"
@@ -157,30 +159,62 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
 int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
                            struct al_error *err)
 {
-        *ret_fd = -1; /* a plain bind, unless an idmapped mount is made below */
-        _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        *ret_fd = -1;
+        /* No symbolic link anywhere on the path: the caller gives the path
+         * the plan resolved and checked, and a parent swapped for a link
+         * since would otherwise mount another tree (a denied one). */
+        _cleanup_close_ int fd = fs_openat2(AT_FDCWD, path, O_PATH | O_CLOEXEC, 0,
+                                            RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (fd == -ELOOP)
+                return al_error_set_message(err, ELOOP,
+                                            "mount %s: a symbolic link is on its path (it changed "
+                                            "since it was checked); give a path nothing else is "
+                                            "changing",
+                                            path);
         if (fd < 0)
-                return al_error_set(err, errno, "mount %s", path);
+                return al_error_set(err, -fd, "mount %s", path);
+        return spawn_prepare_idmapped_fd(fd, path, host_uid, host_gid, ret_fd, err);
+}
+
+/* A plain clone of the tree, for a bind that is not idmapped: still from
+ * the fd, never by the path again; -1 (a bind by path) only when the kernel
+ * cannot clone it. */
+static int plain_clone(int fd)
+{
+        int mnt =
+            open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        return mnt < 0 ? -1 : mnt;
+}
+
+int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t host_gid,
+                              int *ret_fd, struct al_error *err)
+{
+        *ret_fd = -1;
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return al_error_set(err, errno, "mount %s", path);
         if (S_ISLNK(st.st_mode))
                 return al_error_set(err, ELOOP, "mount %s: is a symbolic link; give its target",
                                     path);
-        if (st.st_uid == host_uid)
+        if (st.st_uid == host_uid) {
+                *ret_fd = plain_clone(fd);
                 return 0;
+        }
         _cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, host_uid, host_gid);
-        if (userns < 0)
-                return 0; /* a plain bind: the sandbox then sees the tree as not its own */
-        int mnt =
-            open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        if (userns < 0) {
+                /* Not idmapped: the sandbox then sees the tree as not its own. */
+                *ret_fd = plain_clone(fd);
+                return 0;
+        }
+        int mnt = plain_clone(fd);
         if (mnt < 0)
                 return 0;
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
         if (mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0 &&
             mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
                 close(mnt);
-                return 0; /* the filesystem cannot be idmapped */
+                *ret_fd = plain_clone(fd); /* the filesystem cannot be idmapped */
+                return 0;
         }
         *ret_fd = mnt;
         return 0;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Image layers (image-internal.h): a tar stream, gzip-compressed or not,
- * applied to a staging root with the OCI whiteouts. The archive is hostile:
+ * applied to a staging root with the OCI whiteouts, read with the one tar
+ * reader (src/lib/base/tar.h), this file being the policy. The archive is
+ * hostile:
  * every entry's parent is resolved inside the root (openat2 RESOLVE_IN_ROOT,
  * so a symbolic link in the tree resolves to the tree, never the host), the
  * last component is never followed, a name with ".." or an absolute name is
@@ -20,16 +22,17 @@
 
 #include "fs.h"
 #include "image-internal.h"
+#include "tar.h"
 #include "util.h"
 
-#define BLOCK 512
+#define IMAGE_EXT_MAX (1u << 20) /* an extended header (pax, GNU long name) */
 
 struct reader {
         gzFile gz;
         struct al_error *err;
         const char *what;
-        uint64_t entries;
         uint64_t bytes_max; /* info->bytes may not pass it */
+        struct tar_reader tar;
 };
 
 /* `n` more bytes to write into the tree: refused past the bound, before
@@ -65,136 +68,19 @@ static uint64_t bytes_bound(int root, const struct image_info *info)
         return b < info->bytes || b > IMAGE_BYTES_MAX ? IMAGE_BYTES_MAX : b;
 }
 
-static int rd(struct reader *r, void *buf, size_t n)
+/* The tar reader's source: the layer, gzip-compressed or not. */
+static int gz_read(void *src, void *buf, size_t n, struct al_error *err)
 {
+        struct reader *r = src;
         size_t got = 0;
         while (got < n) {
                 int k = gzread(r->gz, (char *)buf + got,
                                (unsigned)(n - got > (1u << 30) ? (1u << 30) : n - got));
                 if (k < 0)
-                        return al_error_set_message(r->err, EIO, "%s: a damaged archive", r->what);
+                        return al_error_set_message(err, EIO, "%s: a damaged archive", r->what);
                 if (k == 0)
                         return -ENODATA;
                 got += (size_t)k;
-        }
-        return 0;
-}
-
-static int skip(struct reader *r, uint64_t n)
-{
-        char buf[BLOCK * 16];
-        while (n > 0) {
-                size_t k = n > sizeof(buf) ? sizeof(buf) : (size_t)n;
-                int e = rd(r, buf, k);
-                if (e < 0)
-                        return e == -ENODATA ? al_error_set_message(r->err, EIO,
-                                                                    "%s: the archive ends "
-                                                                    "inside an entry",
-                                                                    r->what)
-                                             : e;
-                n -= k;
-        }
-        return 0;
-}
-
-static uint64_t padded(uint64_t n)
-{
-        return (n + BLOCK - 1) / BLOCK * BLOCK;
-}
-
-static int octal(const unsigned char *f, size_t n, uint64_t *ret)
-{
-        size_t i = 0;
-        uint64_t v = 0;
-        if (n && (f[0] & 0x80)) /* base-256: sizes beyond 8 GiB, not taken */
-                return -ERANGE;
-        while (i < n && f[i] == ' ')
-                i++;
-        for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
-                if (v > (UINT64_MAX >> 3))
-                        return -ERANGE;
-                v = v * 8 + (uint64_t)(f[i] - '0');
-        }
-        for (; i < n; i++)
-                if (f[i] != ' ' && f[i] != '\0')
-                        return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
-static bool checksum_ok(const unsigned char *h)
-{
-        uint64_t want;
-        if (octal(h + 148, 8, &want) < 0)
-                return false;
-        unsigned sum = 0;
-        for (size_t i = 0; i < BLOCK; i++)
-                sum += (i >= 148 && i < 156) ? ' ' : h[i];
-        return sum == want;
-}
-
-static char *field(const unsigned char *f, size_t n)
-{
-        return strndup((const char *)f, n);
-}
-
-/* A long value (GNU 'L'/'K' or a pax record) of at most PATH_MAX bytes. */
-static int read_long(struct reader *r, uint64_t size, char **ret)
-{
-        if (size == 0 || size > 1 << 20)
-                return al_error_set_message(r->err, EINVAL,
-                                            "%s: an extended header of %llu "
-                                            "bytes, refused",
-                                            r->what, (unsigned long long)size);
-        char *buf = xcalloc(1, padded(size) + 1);
-        int e = rd(r, buf, padded(size));
-        if (e < 0) {
-                free(buf);
-                return e == -ENODATA ? al_error_set_message(r->err, EIO, "%s: truncated", r->what)
-                                     : e;
-        }
-        buf[size] = '\0';
-        *ret = buf;
-        return 0;
-}
-
-/* "LEN key=value\n" records: path, linkpath and size are taken. */
-static int pax(struct reader *r, const char *d, size_t n, char **path, char **link, uint64_t *size,
-               bool *has_size)
-{
-        size_t off = 0;
-        while (off < n) {
-                uint64_t len = 0;
-                size_t i = off;
-                while (i < n && d[i] >= '0' && d[i] <= '9' && len < (1 << 20))
-                        len = len * 10 + (uint64_t)(d[i++] - '0');
-                if (i >= n || d[i] != ' ' || len == 0 || off + len > n || d[off + len - 1] != '\n')
-                        return al_error_set_message(r->err, EINVAL, "%s: a bad pax record",
-                                                    r->what);
-                const char *kv = d + i + 1;
-                size_t kvlen = off + len - 1 - (i + 1);
-                const char *eq = memchr(kv, '=', kvlen);
-                if (eq) {
-                        size_t klen = (size_t)(eq - kv);
-                        char *val = strndup(eq + 1, kvlen - klen - 1);
-                        if (klen == 4 && !memcmp(kv, "path", 4)) {
-                                free(*path);
-                                *path = val;
-                        } else if (klen == 8 && !memcmp(kv, "linkpath", 8)) {
-                                free(*link);
-                                *link = val;
-                        } else if (klen == 4 && !memcmp(kv, "size", 4)) {
-                                if (safe_atou64(val, size) < 0) {
-                                        free(val);
-                                        return al_error_set_message(r->err, EINVAL,
-                                                                    "%s: a bad pax size", r->what);
-                                }
-                                *has_size = true;
-                                free(val);
-                        } else
-                                free(val);
-                }
-                off += len;
         }
         return 0;
 }
@@ -291,11 +177,11 @@ static int write_entry(struct reader *r, int dir, const char *base, mode_t mode,
             openat(dir, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
-        char buf[BLOCK * 32];
+        char buf[TAR_BLOCK * 32];
         uint64_t left = size;
         while (left > 0) {
                 size_t k = left > sizeof(buf) ? sizeof(buf) : (size_t)left;
-                e = rd(r, buf, k);
+                e = tar_data(&r->tar, buf, k);
                 if (e < 0)
                         return e;
                 if (write_full(fd, buf, k) < 0)
@@ -308,7 +194,7 @@ static int write_entry(struct reader *r, int dir, const char *base, mode_t mode,
          * cache by an ordinary user too. */
         if (fchmod(fd, (mode & 0777) | 0400) < 0)
                 return -errno;
-        return skip(r, padded(size) - size);
+        return 0;
 }
 
 int image_layer_apply(int root, int in, const char *what, struct image_info *info,
@@ -326,91 +212,28 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                 return al_error_set(err, ENOMEM, "%s", what);
         }
         gzbuffer(r.gz, 1 << 16);
+        r.tar = (struct tar_reader){.read = gz_read,
+                                    .src = &r,
+                                    .what = what,
+                                    .err = err,
+                                    .ext_max = IMAGE_EXT_MAX,
+                                    .end_optional = true};
         int e = 0;
-        char *long_name = NULL, *long_link = NULL, *pax_path = NULL, *pax_link = NULL;
-        uint64_t pax_size = 0;
-        bool has_pax_size = false;
-        unsigned zero_blocks = 0;
+        struct tar_entry t = {0};
 
         for (;;) {
-                unsigned char h[BLOCK];
-                e = rd(&r, h, BLOCK);
-                if (e == -ENODATA) { /* an archive without its end blocks */
-                        e = 0;
+                tar_entry_clear(&t);
+                e = tar_next(&r.tar, &t);
+                if (e <= 0)
                         break;
-                }
-                if (e < 0)
-                        break;
-                bool zero = true;
-                for (size_t i = 0; i < BLOCK && zero; i++)
-                        zero = h[i] == 0;
-                if (zero) {
-                        if (++zero_blocks == 2)
-                                break;
-                        continue;
-                }
-                zero_blocks = 0;
-                if (!checksum_ok(h)) {
-                        e = al_error_set_message(err, EINVAL,
-                                                 "%s: a header with a bad checksum "
-                                                 "(not a tar archive?)",
-                                                 what);
-                        break;
-                }
-                if (++r.entries > IMAGE_ENTRIES_MAX) {
+                if (r.tar.index > IMAGE_ENTRIES_MAX) {
                         e = al_error_set_message(err, E2BIG, "%s: more than %d entries", what,
                                                  IMAGE_ENTRIES_MAX);
                         break;
                 }
-                uint64_t size, mode;
-                if (octal(h + 124, 12, &size) < 0 || octal(h + 100, 8, &mode) < 0) {
-                        e = al_error_set_message(err, EINVAL, "%s: a bad size or mode", what);
-                        break;
-                }
-                char type = (char)h[156];
-                if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
-                        char *v = NULL;
-                        e = read_long(&r, size, &v);
-                        if (e < 0)
-                                break;
-                        if (type == 'L') {
-                                free(long_name);
-                                long_name = v;
-                        } else if (type == 'K') {
-                                free(long_link);
-                                long_link = v;
-                        } else {
-                                if (type == 'x')
-                                        e = pax(&r, v, (size_t)size, &pax_path, &pax_link,
-                                                &pax_size, &has_pax_size);
-                                free(v);
-                                if (e < 0)
-                                        break;
-                        }
-                        continue;
-                }
-                if (has_pax_size)
-                        size = pax_size;
-                _cleanup_free_ char *raw = NULL;
-                if (pax_path)
-                        raw = xstrdup(pax_path);
-                else if (long_name)
-                        raw = xstrdup(long_name);
-                else if (h[345] && memcmp(h + 257, "ustar", 5) == 0) {
-                        _cleanup_free_ char *pre = field(h + 345, 155), *nm = field(h, 100);
-                        raw = xasprintf("%s/%s", pre, nm);
-                } else
-                        raw = field(h, 100);
-                _cleanup_free_ char *link = pax_link    ? xstrdup(pax_link)
-                                            : long_link ? xstrdup(long_link)
-                                                        : field(h + 157, 100);
-                free(long_name);
-                free(long_link);
-                free(pax_path);
-                free(pax_link);
-                long_name = long_link = pax_path = pax_link = NULL;
-                has_pax_size = false;
-
+                char type = t.type;
+                uint64_t size = t.size, mode = t.mode;
+                const char *raw = t.name, *link = t.link;
                 _cleanup_free_ char *name = clean_name(raw);
                 if (!name) {
                         e = al_error_set_message(err, EPERM,
@@ -419,13 +242,8 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                                  what, raw);
                         break;
                 }
-                bool has_data = type == '0' || type == '\0' || type == '7';
-                if (STREQ(name, ".")) { /* the root itself */
-                        e = skip(&r, has_data ? padded(size) : 0);
-                        if (e < 0)
-                                break;
+                if (STREQ(name, ".")) /* the root itself */
                         continue;
-                }
                 const char *base;
                 _cleanup_close_ int dir = open_parent(root, name, &base);
                 if (dir < 0) {
@@ -448,9 +266,6 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                 }
                         } else if (base[4] && !STREQ(base + 4, ".") && !STREQ(base + 4, ".."))
                                 fs_remove_tree(dir, base + 4, FS_REMOVE_DEPTH_MAX);
-                        e = skip(&r, padded(size));
-                        if (e < 0)
-                                break;
                         info->whiteouts++;
                         continue;
                 }
@@ -476,7 +291,6 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                         e = -errno;
                                 info->dirs++;
                         }
-                        e = e < 0 ? e : skip(&r, padded(size));
                         break;
                 case '2':
                         e = clear(wdir, base, false);
@@ -484,7 +298,6 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                 e = -errno;
                         if (e >= 0)
                                 info->links++;
-                        e = e < 0 ? e : skip(&r, padded(size));
                         break;
                 case '1': {
                         /* A hard link: its target must already be a regular
@@ -519,13 +332,11 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                 e = copy_fd(src, out);
                         if (e >= 0)
                                 info->files++;
-                        e = e < 0 ? e : skip(&r, padded(size));
                         break;
                 }
                 default:
                         /* Devices, FIFOs, anything else: left out. */
                         info->skipped++;
-                        e = skip(&r, has_data ? padded(size) : 0);
                 }
                 if (e < 0) {
                         if (!err->msg[0])
@@ -533,10 +344,7 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                         break;
                 }
         }
-        free(long_name);
-        free(long_link);
-        free(pax_path);
-        free(pax_link);
+        tar_entry_clear(&t);
         gzclose(r.gz);
         return e < 0 ? e : 0;
 }

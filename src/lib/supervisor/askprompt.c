@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "approvals.h"
@@ -28,16 +29,72 @@ struct ask_prompt {
         int fwd_fd;
         struct evbuffer *fwd;
         struct event *ev_fwd;
+        /* The sandbox's output is held while a prompt is up (the sandbox
+         * can neither overwrite the prompt nor draw beside it). */
+        void (*hold_output)(void *ud, bool hold);
+        void *hold_ud;
+        /* The run's word: on the user's terminal at the start and in every
+         * prompt, never in the sandbox, so a prompt the sandbox prints
+         * cannot carry it. */
+        char word[16];
+        uint64_t shown_us;     /* when the prompt was drawn */
+        struct event *ev_gone; /* an ask denied by its timeout or elsewhere */
 };
 
 #define ASK_FWD_MAX (64u << 10) /* typed ahead and not yet taken by the command */
+/* Keys that come sooner than this after a prompt is drawn were typed
+ * before anyone could read it (an answer to something else, perhaps to a
+ * prompt the sandbox printed): they never count. */
+#define ASK_SETTLE_MS 500
+#define ASK_GONE_MS   500
+/* Before a prompt: end any string (OSC, DCS) or sequence the sandbox left
+ * open, which would swallow the prompt (ST, CAN), the ASCII character set
+ * (SI, G0 = B), plain attributes (no concealed or same-colour text), a
+ * visible cursor, and a line of its own. */
+#define ASK_CLEAN "\033\\\030\017\033(B\033[0m\033[?25h\r\n"
 
 static void fwd_flush(struct ask_prompt *a);
 
-/* The user's input is the prompt's while it is up. */
+/* The user's input is the prompt's while it is up, and the terminal's
+ * output too. */
 static void hold_input(struct ask_prompt *a, bool up)
 {
         ptyio_pause(a->pty, up);
+        if (a->hold_output)
+                a->hold_output(a->hold_ud, up);
+        if (up)
+                event_add(a->ev_gone, &(struct timeval){.tv_usec = ASK_GONE_MS * 1000});
+        else
+                event_del(a->ev_gone);
+}
+
+/* A word of four syllables, such as "baku-tome" (14 consonants, 5 vowels:
+ * about 24 bits), from the kernel's random bytes: not guessable by the
+ * sandbox, which never sees it. */
+static unsigned nibble(char h)
+{
+        return h >= 'a' ? (unsigned)(h - 'a' + 10) : (unsigned)(h - '0');
+}
+
+static int make_word(char out[static 16])
+{
+        char hex[17];
+        int r = random_hex(hex, 16);
+        if (r < 0)
+                return r;
+        static const char cons[] = "bdfgklmnprstvz";
+        static const char vow[] = "aeiou";
+        size_t j = 0;
+        for (size_t i = 0; i < 4; i++) {
+                unsigned c = nibble(hex[4 * i]) << 4 | nibble(hex[4 * i + 1]);
+                unsigned v = nibble(hex[4 * i + 2]) << 4 | nibble(hex[4 * i + 3]);
+                if (i == 2)
+                        out[j++] = '-';
+                out[j++] = cons[c % (sizeof(cons) - 1)];
+                out[j++] = vow[v % (sizeof(vow) - 1)];
+        }
+        out[j] = '\0';
+        return 0;
 }
 
 static void say(struct ask_prompt *a, const char *s)
@@ -89,17 +146,21 @@ static void show_next(struct ask_prompt *a)
                         snprintf(what, sizeof(what), "connect to %s:%lld (%s)", name,
                                  (long long)json_integer_value(json_object_get(r, "port")), proto);
                 }
-                char line[1024];
+                char line[1200];
                 snprintf(line, sizeof(line),
-                         "\r\n[airlock] the sandbox asks to %s\r\n"
-                         "[airlock] allow it? [o]nce / [a]lways / [d]eny / [n]ever "
-                         "(denied in %llu s): ",
-                         what, (unsigned long long)(a->core->policy->ask_timeout_ms / 1000));
+                         ASK_CLEAN "[airlock %s] the sandbox asks to %s\r\n"
+                                   "[airlock %s] allow it? [o]nce / [a]lways / [d]eny / [n]ever "
+                                   "(denied in %llu s): ",
+                         a->word, what, a->word,
+                         (unsigned long long)(a->core->policy->ask_timeout_ms / 1000));
                 /* The input is the prompt's before the prompt shows: an
-                 * answer typed at once is not the command's. */
+                 * answer typed at once is not the command's. What waits
+                 * in the terminal was typed before the prompt: dropped. */
                 a->showing = true;
                 hold_input(a, true);
+                (void)tcflush(a->fd, TCIFLUSH);
                 say(a, line);
+                a->shown_us = now_monotonic_us();
                 event_add(a->ev, NULL);
                 return;
         }
@@ -175,6 +236,16 @@ static void on_answer(evutil_socket_t fd, short what, void *arg)
                 }
                 return;
         }
+        if (now_monotonic_us() - a->shown_us < (uint64_t)ASK_SETTLE_MS * 1000) {
+                char msg[160];
+                snprintf(msg, sizeof(msg),
+                         ASK_CLEAN "[airlock %s] typed before this prompt could be read: "
+                                   "ignored; answer o, a, d or n: ",
+                         a->word);
+                say(a, msg);
+                a->shown_us = now_monotonic_us();
+                return;
+        }
         const char *decision = NULL;
         for (ssize_t i = 0; i < n && !decision; i++)
                 switch (buf[i]) {
@@ -200,7 +271,9 @@ static void on_answer(evutil_socket_t fd, short what, void *arg)
                         break;
                 }
         if (!decision) {
-                say(a, "\r\n[airlock] answer o, a, d or n: ");
+                char msg[96];
+                snprintf(msg, sizeof(msg), ASK_CLEAN "[airlock %s] answer o, a, d or n: ", a->word);
+                say(a, msg);
                 return;
         }
         json_t *q = json_array_get(a->queue, 0);
@@ -212,6 +285,24 @@ static void on_answer(evutil_socket_t fd, short what, void *arg)
                : (STREQ(decision, "allow-once") || STREQ(decision, "allow-sandbox"))
                    ? "\r\n[airlock] allowed\r\n"
                    : "\r\n[airlock] denied\r\n");
+        json_array_remove(a->queue, 0);
+        show_next(a);
+}
+
+/* The ask shown is no longer pending (its timeout denied it, or `airlock
+ * approvals` decided it): the prompt comes down, and the sandbox's output
+ * flows again. */
+static void on_gone(evutil_socket_t fd, short what, void *arg)
+{
+        struct ask_prompt *a = arg;
+        json_t *q = json_array_get(a->queue, 0);
+        const char *id = json_string_value(json_object_get(q, "id"));
+        if (!a->showing || (id && still_pending(a, id))) {
+                if (a->showing)
+                        event_add(a->ev_gone, &(struct timeval){.tv_usec = ASK_GONE_MS * 1000});
+                return;
+        }
+        say(a, "\r\n[airlock] no longer asked: it was denied (timeout) or decided elsewhere\r\n");
         json_array_remove(a->queue, 0);
         show_next(a);
 }
@@ -237,6 +328,18 @@ struct ask_prompt *ask_prompt_start(struct sv_core *core, int tty_fd, struct pty
         a->queue = json_array();
         evutil_make_socket_nonblocking(tty_fd);
         a->ev = event_new(core->base, tty_fd, EV_READ | EV_PERSIST, on_answer, a);
+        a->ev_gone = evtimer_new(core->base, on_gone, a);
+        /* Without its word a prompt could be forged: then nobody is asked,
+         * and every ask is denied by its timeout. */
+        if (make_word(a->word) < 0)
+                return ask_prompt_free(a);
+        char banner[300];
+        snprintf(banner, sizeof(banner),
+                 ASK_CLEAN "[airlock] --ask: this run's prompts begin \"[airlock %s]\"; a prompt "
+                           "without that word is not Airlock's, whatever it says (this line "
+                           "comes once, before anything the sandbox prints)\r\n",
+                 a->word);
+        say(a, banner);
         core->on_ask = on_ask;
         core->on_ask_ud = a;
         if (fwd_fd >= 0) {
@@ -259,13 +362,23 @@ struct ask_prompt *ask_prompt_free(struct ask_prompt *a)
                 event_free(a->ev);
         if (a->ev_fwd)
                 event_free(a->ev_fwd);
+        if (a->ev_gone)
+                event_free(a->ev_gone);
         if (a->fwd_fd >= 0)
                 close(a->fwd_fd);
         if (a->fwd)
                 evbuffer_free(a->fwd);
         if (a->showing)
-                hold_input(a, false);
+                ptyio_pause(a->pty, false);
         json_decref(a->queue);
         free(a);
         return NULL;
+}
+
+void ask_prompt_hold_output(struct ask_prompt *a, void (*hold)(void *ud, bool hold), void *ud)
+{
+        if (!a)
+                return;
+        a->hold_output = hold;
+        a->hold_ud = ud;
 }

@@ -163,6 +163,20 @@ static void on_output(evutil_socket_t fd, short what, void *arg)
         forward(s, buf, keep);
 }
 
+/* While an --ask prompt is up, the sandbox's output waits in its pipes
+ * (askprompt.h). */
+static void hold_output(void *ud, bool hold)
+{
+        struct supervisor *sv = ud;
+        for (int i = 0; i < 2; i++)
+                if (sv->streams[i].ev) {
+                        if (hold)
+                                event_del(sv->streams[i].ev);
+                        else
+                                event_add(sv->streams[i].ev, NULL);
+                }
+}
+
 static void on_sync(evutil_socket_t fd, short what, void *arg)
 {
         struct supervisor *sv = arg;
@@ -468,8 +482,10 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         }
         if (sv.pty_fd >= 0)
                 sv.ptyio = ptyio_start(core->base, cfg->stdin_fd, sv.pty_fd, cfg->tty_fd);
-        if (cfg->ask_tty_fd > 0) /* 0: a config that did not say */
+        if (cfg->ask_tty_fd > 0) { /* 0: a config that did not say */
                 sv.askp = ask_prompt_start(core, cfg->ask_tty_fd, sv.ptyio, cfg->ask_stdin_fd);
+                ask_prompt_hold_output(sv.askp, hold_output, &sv);
+        }
         sv_core_arm(core, on_sync, on_signal, &sv);
         if (p->limits.timeout_ms) {
                 uint64_t elapsed_ms = (now_monotonic_us() - start) / 1000;
