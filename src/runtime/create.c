@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgpath.h"
 #include "cgroup.h"
 #include "fs.h"
 #include "console.h"
@@ -47,7 +48,8 @@ struct keeper {
         struct oci_spec *spec;
         struct policy *policy;
         struct rt_state st;
-        struct cgroup *cg;
+        struct cgroup *cg;    /* the container's cgroup (cgp.cg when cgroupsPath) */
+        struct rt_cgpath cgp; /* linux.cgroupsPath followed, or .leaves NULL */
         struct spawn_result sp;
         int listen_fd;
         int sig_fd;
@@ -185,20 +187,58 @@ static int set_cpu_weight(struct cgroup *cg, uint64_t shares, struct al_error *e
                                     "cpu controller");
 }
 
-static int keeper_setup(struct keeper *k, struct al_error *err)
+/* The container's cgroup goes, the keeper having left it first when it
+ * was in (emptying a leaf kills whatever is in it). */
+static void keeper_cgroup_free(struct keeper *k)
+{
+        if (k->cgp.leaves) {
+                rt_cgpath_leave(&k->cgp);
+                rt_cgpath_free(&k->cgp);
+                k->cg = NULL;
+                return;
+        }
+        k->cg = cgroup_free(k->cg);
+}
+
+/* The container's cgroup: the one linux.cgroupsPath names, which the
+ * keeper itself joins (the caller finds the container's cgroup from the
+ * pid it is given, as containerd's shim does), or without it a leaf
+ * airlock-<hex> beneath the caller's own. */
+static int keeper_cgroup(struct keeper *k, struct al_error *err)
 {
         struct cgroup_limits lim;
+        int r = cgroup_limits_from_policy(k->policy, &lim, err);
+        if (r < 0)
+                return al_error_wrap(err, "cgroup");
+        if (k->spec->cgroups_path) {
+                r = rt_cgpath_setup(k->spec->cgroups_path, &lim, &k->cgp, err);
+                if (r < 0)
+                        return r;
+                k->cg = k->cgp.cg;
+                k->st.cgroup_name = xstrdup(k->cg->name);
+                size_t n = 0;
+                for (size_t i = 0; k->cgp.leaves[i]; i++)
+                        k->st.cgroup_leaves =
+                            strv_append(k->st.cgroup_leaves, &n, k->cgp.leaves[i]);
+                return rt_cgpath_enter(&k->cgp, getpid(), err);
+        }
         char hex[17];
-        int r = random_hex(hex, 16);
+        r = random_hex(hex, 16);
         if (r < 0)
                 return al_error_set(err, -r, "random id");
         hex[16] = '\0';
         k->st.cgroup_name = xasprintf("airlock-%s", hex);
-        r = cgroup_limits_from_policy(k->policy, &lim, err);
-        if (r >= 0)
-                r = cgroup_setup(k->st.cgroup_name, &lim, &k->cg, err);
+        r = cgroup_setup(k->st.cgroup_name, &lim, &k->cg, err);
         if (r < 0)
                 return al_error_wrap(err, "cgroup");
+        return 0;
+}
+
+static int keeper_setup(struct keeper *k, struct al_error *err)
+{
+        int r = keeper_cgroup(k, err);
+        if (r < 0)
+                return r;
         if (k->cg->n_dirs > 0)
                 k->st.cgroup_dir = xstrdup(k->cg->dirs[0]);
         size_t n_parents = 0;
@@ -324,7 +364,7 @@ static _Noreturn void keeper_exit(struct keeper *k, int status)
          * cgroup kills whatever is left and is removed. */
         if (k->sp.sync_fd >= 0)
                 close(k->sp.sync_fd);
-        k->cg = cgroup_free(k->cg);
+        keeper_cgroup_free(k);
         if (k->gate_pid > 0)
                 (void)kill(k->gate_pid, SIGKILL);
         _cleanup_free_ char *dir = rt_dir(k->g, k->st.id);
@@ -722,7 +762,7 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                         r = keeper_setup(&k, &e);
                 if (r < 0) {
                         (void)write_full(pipefd[1], e.msg, strlen(e.msg));
-                        k.cg = cgroup_free(k.cg);
+                        keeper_cgroup_free(&k);
                         _exit(1);
                 }
                 /* With a terminal the process's stdio is the pty: create's
