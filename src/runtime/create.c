@@ -30,15 +30,21 @@
 
 #include "cgpath.h"
 #include "cgroup.h"
+#include "env.h"
 #include "fs.h"
 #include "console.h"
 #include "ctl.h"
 #include "gate.h"
+#include "gates.h"
+#include "netgate/ca.h"
+#include "node.h"
 #include "runtime.h"
 #include "runtime-audit.h"
 #include "spawn.h"
 #include "seccomp-spec.h"
+#include "secrets.h"
 #include "spec.h"
+#include "toolgate/toolgate.h"
 #include "util.h"
 
 #define KEEPER_EXECS_MAX 64
@@ -59,10 +65,14 @@ struct keeper {
         struct rt_audit audit;
         struct sock_fprog filter; /* the spec's seccomp profile, or .filter NULL */
         const char *console_socket;
-        int console_fd; /* process.terminal: the host pty's slave side, else -1 */
-        int inner_pty;  /* ... and the sandbox's pty master once started, else -1 */
-        pid_t gate_pid; /* the network gate's process (gate.c), or -1 */
-        int report_fd;  /* create's pipe, until the keeper has reported */
+        int console_fd;          /* process.terminal: the host pty's slave side, else -1 */
+        int inner_pty;           /* ... and the sandbox's pty master once started, else -1 */
+        pid_t gate_pid;          /* the gates' process (gate.c), or -1 */
+        struct secrets *secrets; /* the node's, when the policy has routes or tools */
+        char run_id[33];         /* the tool gateway's, when the policy allows a tool */
+        char *tool_bin;          /* airlock-tool on the host, bound into the sandbox */
+        struct netgate_ca *ca;   /* the sandbox's TLS authority, when a route terminates */
+        int report_fd;           /* create's pipe, until the keeper has reported */
 };
 
 static void policy_freep(struct policy **p)
@@ -234,6 +244,61 @@ static int keeper_cgroup(struct keeper *k, struct al_error *err)
         return 0;
 }
 
+/* What the gates need before the sandbox is made: the tool gateway's
+ * client and run id, the routes' templates checked against the node's
+ * secrets, and the CA a terminating route signs with (its bundle written
+ * for the sandbox to bind at SPAWN_CA_BUNDLE). */
+static int keeper_gate_prepare(struct keeper *k, const char *sandbox, char **ret_bundle,
+                               struct al_error *err)
+{
+        const struct policy *p = k->policy;
+        if (toolgate_wanted(p)) {
+                k->tool_bin = rt_node_tool_bin();
+                if (!k->tool_bin)
+                        return al_error_set_message(err, ENOENT,
+                                                    "the tool gateway's client airlock-tool is "
+                                                    "not installed beside airlock-runtime");
+                int r = random_hex(k->run_id, 32);
+                if (r < 0)
+                        return al_error_set(err, -r, "random run id");
+                k->run_id[32] = '\0';
+        }
+        int r = gates_check_routes(p, k->secrets, sandbox, NULL, err);
+        if (r < 0)
+                return r;
+        bool terminate = false;
+        for (size_t i = 0; i < p->n_routes; i++)
+                terminate = terminate || p->routes[i].terminate;
+        if (!terminate || p->net_mode != POLICY_NET_GATED)
+                return 0;
+        r = netgate_ca_new(sandbox, &k->ca, err);
+        if (r >= 0)
+                r = netgate_ca_write_bundle(k->ca, SPAWN_CA_BUNDLE, "/tmp", ret_bundle, err);
+        return r;
+}
+
+/* The container's process environment: the spec's, and what the gates put
+ * there as under airlock run (the tool gateway's endpoint, the CA of a
+ * terminating route). */
+static char **keeper_env(const struct keeper *k, char *const *env)
+{
+        size_t n = 0;
+        char **out = NULL;
+        for (size_t i = 0; env && env[i]; i++)
+                out = strv_append(out, &n, env[i]);
+        if (!out)
+                out = xcalloc(1, sizeof(char *));
+        if (k->run_id[0]) {
+                env_add_tool(&out, k->run_id);
+                if (k->policy->net_mode == POLICY_NET_GATED)
+                        env_set(&out, "GIT_SSH_COMMAND",
+                                "ssh -o ProxyCommand='" SPAWN_TOOL_BIN " connect %h %p'");
+        }
+        if (k->ca)
+                env_add_ca(&out, SPAWN_CA_BUNDLE);
+        return out;
+}
+
 static int keeper_setup(struct keeper *k, struct al_error *err)
 {
         int r = keeper_cgroup(k, err);
@@ -271,6 +336,11 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
                 if (r < 0)
                         return al_error_set(err, -r, "process.oomScoreAdj %s", v);
         }
+        _cleanup_free_ char *sandbox = xasprintf("oci:%s", k->st.id);
+        _cleanup_free_ char *ca_bundle = NULL;
+        r = keeper_gate_prepare(k, sandbox, &ca_bundle, err);
+        if (r < 0)
+                return r;
         char *empty[] = {NULL};
         struct spawn_config sc = {
             .policy = k->policy,
@@ -290,8 +360,13 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
             .share_net = k->spec->join_net != NULL,
             .share_ipc = k->spec->join_ipc != NULL,
             .share_uts = k->spec->join_uts != NULL,
+            .tool_bin = k->tool_bin,
+            .ca_bundle = ca_bundle,
         };
         r = spawn_sandbox(&sc, &k->sp, err);
+        /* The sandbox has its CA bundle bound by now. */
+        if (ca_bundle)
+                unlink(ca_bundle);
         if (r < 0)
                 return r;
         if (k->spec->process.terminal) {
@@ -303,11 +378,19 @@ static int keeper_setup(struct keeper *k, struct al_error *err)
                  * caller's side reaches the keeper as SIGWINCH. */
                 (void)ioctl(k->console_fd, TIOCSCTTY, 0);
         }
-        _cleanup_free_ char *sandbox = xasprintf("oci:%s", k->st.id);
-        const int hold[] = {k->sp.sync_fd, k->sp.pidfd,    k->sp.upper_fd, k->sp.tool_fd,
+        /* The gates' process lets go of the keeper's hold on the sandbox;
+         * the tool socket is the gates' own. */
+        const int hold[] = {k->sp.sync_fd, k->sp.pidfd,    k->sp.upper_fd,
                             k->sp.pty_fd,  k->sp.netns_fd, k->report_fd};
-        r = rt_gate_start(k->policy, sandbox, &k->sp, &k->audit, hold, ARRAY_SIZE(hold),
-                          &k->gate_pid, err);
+        const struct rt_gate_config gc = {
+            .policy = k->policy,
+            .sandbox = sandbox,
+            .secrets = k->secrets,
+            .ca = k->ca,
+            .run_id = k->run_id,
+            .audit = &k->audit,
+        };
+        r = rt_gate_start(&gc, &k->sp, hold, ARRAY_SIZE(hold), &k->gate_pid, err);
         if (r < 0)
                 return r;
         _cleanup_free_ char *dir = rt_dir(k->g, k->st.id);
@@ -413,12 +496,13 @@ static void keeper_start(struct keeper *k, int fd)
         }
         const int fds[3] = {0, 1, 2};
         const struct oci_process *pr = &k->spec->process;
+        _cleanup_strv_ char **env = keeper_env(k, pr->env);
         int r;
         if (pr->terminal) {
                 struct spawn_pty pty = {.on = true, .rows = pr->rows, .cols = pr->cols};
-                r = spawn_exec_pty_request(k->sp.sync_fd, 1, pr->argv, pr->env, pr->cwd, &pty);
+                r = spawn_exec_pty_request(k->sp.sync_fd, 1, pr->argv, env, pr->cwd, &pty);
         } else {
-                r = spawn_exec_request(k->sp.sync_fd, 1, pr->argv, pr->env, pr->cwd, fds);
+                r = spawn_exec_request(k->sp.sync_fd, 1, pr->argv, env, pr->cwd, fds);
         }
         if (r < 0)
                 al_error_set(&err, -r, "asking the sandbox to start the process");
@@ -468,11 +552,12 @@ static void keeper_exec(struct keeper *k, int fd, const char *doc, const int *fd
                 r = al_error_set_message(&err, EBUSY, "exec: too many processes at once");
         int id = ++k->next_id;
         if (r >= 0) {
+                _cleanup_strv_ char **env = keeper_env(k, p.env);
                 if (p.terminal) {
                         struct spawn_pty sp = {.on = true, .rows = p.rows, .cols = p.cols};
-                        r = spawn_exec_pty_request(k->sp.sync_fd, id, p.argv, p.env, p.cwd, &sp);
+                        r = spawn_exec_pty_request(k->sp.sync_fd, id, p.argv, env, p.cwd, &sp);
                 } else {
-                        r = spawn_exec_request(k->sp.sync_fd, id, p.argv, p.env, p.cwd, fds);
+                        r = spawn_exec_request(k->sp.sync_fd, id, p.argv, env, p.cwd, fds);
                 }
                 if (r < 0)
                         al_error_set(&err, -r, "asking the sandbox to start the process");
@@ -685,7 +770,11 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         r = oci_spec_policy(
             k.spec, policy_dir && *policy_dir ? policy_dir : RUNTIME_POLICY_DIR_DEFAULT, &p, err);
         if (r >= 0)
+                r = rt_node_policy(p, err);
+        if (r >= 0)
                 r = policy_finalize(p, bundle_abs, "/root", err);
+        if (r >= 0)
+                r = rt_node_secrets(p, &k.secrets, err);
         if (r < 0) {
                 k.spec = oci_spec_free(k.spec);
                 return r;
@@ -698,13 +787,6 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         if (r < 0) {
                 k.spec = oci_spec_free(k.spec);
                 return r;
-        }
-        if (p->n_tools_allow || p->n_routes) {
-                k.spec = oci_spec_free(k.spec);
-                return al_error_set_message(
-                    err, EINVAL,
-                    "annotation airlock.io/policy: routes and the tool gateway are not "
-                    "supported in a container yet; remove routes and tools");
         }
         if (p->net_mode == POLICY_NET_GATED && k.spec->join_net) {
                 k.spec = oci_spec_free(k.spec);
@@ -755,7 +837,7 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                 k.report_fd = pipefd[1];
                 setsid();
                 struct al_error e = {0};
-                r = rt_audit_open(&k.audit, g, k.spec, id);
+                r = rt_audit_open(&k.audit, g, k.spec, id, k.secrets);
                 if (r < 0)
                         al_error_set_message(&e, -r, "audit: %s", k.audit.open_err.msg);
                 else
@@ -795,6 +877,7 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         k.spec = oci_spec_free(k.spec);
         rt_state_clear(&k.st);
         free(k.filter.filter);
+        k.secrets = secrets_free(k.secrets);
         if (got == 0 || msg[0] != '\0') {
                 (void)waitpid(pid, NULL, 0);
                 _cleanup_free_ char *d = rt_dir(g, id);

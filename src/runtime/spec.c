@@ -644,6 +644,17 @@ int oci_spec_policy(const struct oci_spec *s, const char *policy_dir, struct pol
                             "annotation airlock.io/policy: \"workspace\" is not supported in a "
                             "container; use the spec's mounts");
         }
+        /* Routes and tool definitions are host configuration: a route
+         * carries the node's secrets to its upstream, a command tool runs
+         * on the node. A pod's own document may allow the node's tools and
+         * use its own network rules, never define either. */
+        if (doc && doc[0] == '{' && (p->n_routes || p->n_tools))
+                return al_error_set_message(
+                    err, EPERM,
+                    "annotation airlock.io/policy: %s are the node's configuration, not the "
+                    "pod's; install the policy on the node (/etc/airlock/policies/NAME.json) "
+                    "and name it in the annotation",
+                    p->n_routes ? "routes" : "tool definitions (tools.define)");
         p->uid = s->process.uid;
         p->gid = s->process.gid;
         /* The spec's limits tighten the policy's, never loosen them. */
