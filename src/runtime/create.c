@@ -38,6 +38,7 @@
 #include "gates.h"
 #include "netgate/ca.h"
 #include "node.h"
+#include "podnet.h"
 #include "runtime.h"
 #include "runtime-audit.h"
 #include "spawn.h"
@@ -398,6 +399,7 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                            .console_fd = -1,
                            .inner_pty = -1,
                            .gate_pid = -1,
+                           .pod_netns_fd = -1,
                            .report_fd = -1};
         for (size_t i = 0; i < KEEPER_EXECS_MAX; i++)
                 k.conns[i] = -1;
@@ -410,6 +412,10 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
             k.spec, policy_dir && *policy_dir ? policy_dir : RUNTIME_POLICY_DIR_DEFAULT, &p, err);
         if (r >= 0)
                 r = rt_node_policy(p, err);
+        /* Gated in a pod's network namespace: the container resolves with
+         * the gate (podnet.h). */
+        if (r >= 0 && k.spec->join_net)
+                r = rt_podnet_resolv(g, p, k.spec->root, &k.pod_resolv, err);
         if (r >= 0)
                 r = policy_finalize(p, bundle_abs, "/root", err);
         if (r >= 0)
@@ -426,13 +432,6 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         if (r < 0) {
                 k.spec = oci_spec_free(k.spec);
                 return r;
-        }
-        if (p->net_mode == POLICY_NET_GATED && k.spec->join_net) {
-                k.spec = oci_spec_free(k.spec);
-                return al_error_set_message(
-                    err, EINVAL,
-                    "annotation airlock.io/policy: a gated network needs the container's own "
-                    "network namespace; remove the network namespace's path");
         }
         k.policy = p;
         if (k.spec->seccomp_json) {

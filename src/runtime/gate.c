@@ -19,6 +19,7 @@
 #include "events.h"
 #include "gates.h"
 #include "gate.h"
+#include "podnet.h"
 #include "toolgate/toolgate.h"
 #include "util.h"
 
@@ -101,9 +102,12 @@ int rt_gate_start(const struct rt_gate_config *c, struct spawn_result *sp, const
                 sigprocmask(SIG_SETMASK, &none, NULL);
                 signal(SIGPIPE, SIG_IGN);
                 struct al_error e = {0};
-                struct event_base *base = event_base_new();
                 int r =
-                    base ? serve(base, c, sp, &e) : al_error_set(&e, ENOMEM, "gate: event base");
+                    c->pod_netns_fd >= 0 ? rt_podnet_enter(c->pod_netns_fd, c->pod_resolv, &e) : 0;
+                struct event_base *base = r >= 0 ? event_base_new() : NULL;
+                if (r >= 0)
+                        r = base ? serve(base, c, sp, &e)
+                                 : al_error_set(&e, ENOMEM, "gate: event base");
                 if (r < 0) {
                         (void)write_full(pipefd[1], e.msg, strlen(e.msg));
                         _exit(1);

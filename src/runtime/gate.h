@@ -18,6 +18,8 @@ struct rt_gate_config {
         const struct netgate_ca *ca; /* when a route terminates TLS; may be NULL */
         const char *run_id;          /* the tool gateway's: a call must name it */
         struct rt_audit *audit;
+        int pod_netns_fd;       /* a pod's network namespace to connect from (podnet.h), or -1 */
+        const char *pod_resolv; /* ... and its resolv.conf, or NULL */
 };
 
 /* Serve the network gate (routes included) on the sandbox's listeners and

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/nsfs.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -94,7 +95,8 @@ static void find_freezer(struct keeper *k)
 /* The pod's namespaces (linux.namespaces[].path), joined by the keeper so
  * that the sandbox is cloned inside them; setns checks each path is a
  * namespace of that kind. */
-static int join_namespaces(const struct oci_spec *s, struct al_error *err)
+static int join_namespaces(const struct oci_spec *s, bool gated, int *ret_net_fd,
+                           struct al_error *err)
 {
         const struct {
                 const char *path;
@@ -124,6 +126,16 @@ static int join_namespaces(const struct oci_spec *s, struct al_error *err)
                             "linux.namespaces: %s is the host's %s namespace, which Airlock "
                             "does not share",
                             ns[i].path, ns[i].name);
+                /* Gated: the sandbox keeps a namespace of its own, and the
+                 * gates connect from the pod's (podnet.h). */
+                if (gated && ns[i].type == CLONE_NEWNET) {
+                        if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET)
+                                return al_error_set_message(
+                                    err, EINVAL, "linux.namespaces: %s is not a network namespace",
+                                    ns[i].path);
+                        *ret_net_fd = TAKE_FD(fd);
+                        continue;
+                }
                 if (setns(fd, ns[i].type) < 0)
                         return al_error_set(err, errno, "joining the %s namespace %s (is it one?)",
                                             ns[i].name, ns[i].path);
@@ -288,7 +300,8 @@ int keeper_setup(struct keeper *k, struct al_error *err)
                         return r;
         }
 
-        r = join_namespaces(k->spec, err);
+        bool gated = k->policy->net_mode == POLICY_NET_GATED;
+        r = join_namespaces(k->spec, gated, &k->pod_netns_fd, err);
         if (r < 0)
                 return r;
         /* Inherited by the sandbox and every process in it. */
@@ -320,7 +333,7 @@ int keeper_setup(struct keeper *k, struct al_error *err)
             .tmpfs_dirs = k->spec->tmpfs,
             .tmpfs_sizes = k->spec->tmpfs_sizes,
             .extra_filter = k->filter.filter ? &k->filter : NULL,
-            .share_net = k->spec->join_net != NULL,
+            .share_net = k->spec->join_net != NULL && !gated,
             .share_ipc = k->spec->join_ipc != NULL,
             .share_uts = k->spec->join_uts != NULL,
             .tool_bin = k->tool_bin,
@@ -352,6 +365,8 @@ int keeper_setup(struct keeper *k, struct al_error *err)
             .ca = k->ca,
             .run_id = k->run_id,
             .audit = &k->audit,
+            .pod_netns_fd = k->pod_netns_fd,
+            .pod_resolv = k->pod_resolv,
         };
         r = rt_gate_start(&gc, &k->sp, hold, ARRAY_SIZE(hold), &k->gate_pid, err);
         if (r < 0)

@@ -39,6 +39,9 @@ struct keeper {
         char run_id[33];         /* the tool gateway's, when the policy allows a tool */
         char *tool_bin;          /* airlock-tool on the host, bound into the sandbox */
         struct netgate_ca *ca;   /* the sandbox's TLS authority, when a route terminates */
+        int pod_netns_fd;        /* gated in a pod: the pod's network namespace, for the
+                                  * gates' connections (podnet.h); else -1 */
+        char *pod_resolv;        /* ... and the pod's resolv.conf, or NULL */
         int report_fd;           /* create's pipe, until the keeper has reported */
 };
 
