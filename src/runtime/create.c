@@ -412,9 +412,10 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
             k.spec, policy_dir && *policy_dir ? policy_dir : RUNTIME_POLICY_DIR_DEFAULT, &p, err);
         if (r >= 0)
                 r = rt_node_policy(p, err);
-        /* Gated in a pod's network namespace: the container resolves with
-         * the gate (podnet.h). */
-        if (r >= 0 && k.spec->join_net)
+        /* Gated: the container resolves with the gate's name server (the
+         * only one it can reach), and in a pod the gates with the pod's
+         * resolver (podnet.h). */
+        if (r >= 0)
                 r = rt_podnet_resolv(g, p, k.spec->root, &k.pod_resolv, err);
         if (r >= 0)
                 r = policy_finalize(p, bundle_abs, "/root", err);

@@ -132,3 +132,16 @@ def test_gates_connect_from_the_pod_and_resolve_with_its_resolver(env, pod):
         assert "192.0.2.54" not in open("/etc/resolv.conf").read()
     finally:
         rt(env, "delete", "--force", "pn2")
+
+
+def test_gated_container_resolves_with_the_gate(env):
+    """Without a pod too: a gated container's /etc/resolv.conf (the image's
+    regular file) names the gate's name server, the only one it reaches."""
+    (env["bundle"] / "rootfs/etc/resolv.conf").write_text("nameserver 192.0.2.53\n")
+    pol = json.dumps({"network": {"allow": ["example.test:443"]}})
+    out = run_once(env, "pn3", ["/bin/cat", "/etc/resolv.conf"],
+                   annotations={"airlock.io/policy": pol})
+    assert out.startswith("nameserver 127.0.0.1"), out
+    # Not gated: the image's own.
+    out = run_once(env, "pn4", ["/bin/cat", "/etc/resolv.conf"])
+    assert out == "nameserver 192.0.2.53\n", out
