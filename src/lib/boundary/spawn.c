@@ -528,7 +528,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         mounts_plan_free(plan, p->n_mounts);
         if (ctx.workspace_fd >= 0)
                 close(ctx.workspace_fd);
-        ctx.image = tier_image_free(ctx.image);
+        ctx.image = rootdir_free(ctx.image);
         for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
                 if (mount_fds[i] >= 0)
                         close(mount_fds[i]);
@@ -574,7 +574,7 @@ fail:
                 close(sp[1]);
         if (ctx.workspace_fd >= 0)
                 close(ctx.workspace_fd);
-        ctx.image = tier_image_free(ctx.image);
+        ctx.image = rootdir_free(ctx.image);
         for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
                 if (mount_fds[i] >= 0)
                         close(mount_fds[i]);
