@@ -58,16 +58,16 @@ static char *now_rfc3339(void)
 
 static int listen_ctl(const char *path, struct al_error *err)
 {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(path) >= sizeof(sa.sun_path))
-                return al_error_set_message(
-                    err, ENAMETOOLONG, "%s: too long for a socket; use a shorter --root", path);
-        memcpy(sa.sun_path, path, strlen(path) + 1);
+        struct sockaddr_un sa;
+        _cleanup_close_ int dfd = -1;
+        int r = ctl_addr(path, &sa, &dfd);
+        if (r < 0)
+                return al_error_set(err, -r, "%s: the control socket; use a shorter --root", path);
         int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return al_error_set(err, errno, "socket");
         if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
-                int r = al_error_set(err, errno, "listening on %s", path);
+                r = al_error_set(err, errno, "listening on %s", path);
                 close(fd);
                 return r;
         }
@@ -336,6 +336,7 @@ int keeper_setup(struct keeper *k, struct al_error *err)
             .share_net = k->spec->join_net != NULL && !gated,
             .share_ipc = k->spec->join_ipc != NULL,
             .share_uts = k->spec->join_uts != NULL,
+            .hostname = k->spec->hostname,
             .tool_bin = k->tool_bin,
             .ca_bundle = ca_bundle,
         };

@@ -104,7 +104,8 @@ static void child_build_root(struct child_ctx *ctx)
 static void child_set_hostname(struct child_ctx *ctx)
 {
         struct al_error err = {0};
-        if (sethostname("airlock", 7) < 0) {
+        const char *name = ctx->cfg->hostname ? ctx->cfg->hostname : "airlock";
+        if (sethostname(name, strlen(name)) < 0) {
                 al_error_set(&err, errno, "setting the host name");
                 spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         }
