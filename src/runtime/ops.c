@@ -90,14 +90,17 @@ int rt_ps(const struct rt_globals *g, int argc, char **argv, struct al_error *er
         return 0;
 }
 
+#define PAUSE_WAIT_MS 5000
+
 /* Whether the kernel says every member is frozen (v1 freezer.state
  * FROZEN, not FREEZING; v2 "frozen 1" in cgroup.events), waiting up to
- * CGROUP_FREEZE_WAIT_MS. */
+ * PAUSE_WAIT_MS (a loaded node can take a while to stop every process;
+ * usleep(1000) sleeps at least that, so this is a lower bound). */
 static bool frozen_now(const char *freeze_file, bool v1)
 {
         _cleanup_free_ char *dir = xstrdup(freeze_file);
         *strrchr(dir, '/') = '\0';
-        for (int ms = 0; ms < CGROUP_FREEZE_WAIT_MS; ms++) {
+        for (int ms = 0; ms < PAUSE_WAIT_MS; ms++) {
                 _cleanup_free_ char *s = NULL;
                 if (v1) {
                         if (read_file_at(AT_FDCWD, freeze_file, 64, &s, NULL) >= 0 &&
@@ -140,7 +143,7 @@ static int freeze(const struct rt_globals *g, const char *verb, bool frozen, int
                 r = al_error_set_message(err, ETIMEDOUT,
                                          "pause: the container's processes did not all stop "
                                          "within %d ms; it runs on",
-                                         CGROUP_FREEZE_WAIT_MS);
+                                         PAUSE_WAIT_MS);
         }
         rt_state_clear(&st);
         return r;
