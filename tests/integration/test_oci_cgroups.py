@@ -202,3 +202,29 @@ def test_containerd_cgroup_is_the_named_one(env, containerd):
                     d.rmdir()
                 except OSError:
                     pass
+
+
+def test_kill_all_empties_the_named_cgroup(env, parent):
+    """kill --all KILL: every process of the named cgroup goes at once, and
+    the leaf with them."""
+    path = f"/{parent}/cp3"
+    write_spec(env, spec(["/bin/sh", "-c", "sleep 60 & sleep 60 & wait"],
+                         linux={"namespaces": NAMESPACES, "cgroupsPath": path}))
+    p = create(env, "cp3")
+    assert p.returncode == 0, p.stderr
+    assert rt(env, "start", "cp3").returncode == 0
+    mem = memory_dir(path)
+    end = time.time() + 10
+    while len(procs(mem)) < 4 and time.time() < end:
+        time.sleep(0.05)
+    members = procs(mem)
+    assert len(members) >= 4, members
+    assert rt(env, "kill", "--all", "cp3", "KILL").returncode == 0
+    end = time.time() + 10
+    while mem.exists() and time.time() < end:
+        time.sleep(0.05)
+    assert not mem.exists()
+    for q in members:
+        assert not os.path.exists(f"/proc/{q}/cgroup") or \
+            open(f"/proc/{q}/stat").read().rsplit(")", 1)[1].split()[0] == "Z", q
+    assert rt(env, "delete", "cp3").returncode == 0
