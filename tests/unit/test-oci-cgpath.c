@@ -35,7 +35,7 @@ static char *get(const char *rel)
 
 static void setup(void)
 {
-        strcpy(root, "/tmp/oci-cgpath-XXXXXX");
+        memcpy(root, "/tmp/oci-cgpath-XXXXXX", sizeof(root));
         cr_assert_not_null(mkdtemp(root));
         put("cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
         _cleanup_free_ char *shim = xasprintf("%s/shim", root);

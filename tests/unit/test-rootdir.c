@@ -27,7 +27,7 @@ static void mk(const char *rel, mode_t mode)
 
 static void setup(void)
 {
-        strcpy(dir, "/tmp/rootdir-XXXXXX");
+        memcpy(dir, "/tmp/rootdir-XXXXXX", sizeof(dir));
         cr_assert_not_null(mkdtemp(dir));
         const char *dirs[] = {"usr", "etc",  "proc", "dev",       "sys",       "tmp",
                               "run", "root", "home", "workspace", "lost+found"};
