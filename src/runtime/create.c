@@ -50,6 +50,11 @@
 
 #include "keeper.h"
 
+static void secrets_freep(struct secrets **s)
+{
+        secrets_free(*s);
+}
+
 static void policy_freep(struct policy **p)
 {
         if (*p)
@@ -407,6 +412,10 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         if (r < 0)
                 return al_error_wrap(err, "%s", cfg_path);
         _cleanup_(policy_freep) struct policy *p = NULL;
+        /* The parent's copies go however create ends (the keeper has its
+         * own). */
+        _cleanup_free_ char *pod_resolv = NULL;
+        _cleanup_(secrets_freep) struct secrets *secrets = NULL;
         const char *policy_dir = getenv("AIRLOCK_RUNTIME_POLICIES");
         r = oci_spec_policy(
             k.spec, policy_dir && *policy_dir ? policy_dir : RUNTIME_POLICY_DIR_DEFAULT, &p, err);
@@ -416,11 +425,13 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
          * only one it can reach), and in a pod the gates with the pod's
          * resolver (podnet.h). */
         if (r >= 0)
-                r = rt_podnet_resolv(g, p, k.spec->root, &k.pod_resolv, err);
+                r = rt_podnet_resolv(g, p, k.spec->root, &pod_resolv, err);
         if (r >= 0)
                 r = policy_finalize(p, bundle_abs, "/root", err);
         if (r >= 0)
-                r = rt_node_secrets(p, &k.secrets, err);
+                r = rt_node_secrets(p, &secrets, err);
+        k.pod_resolv = pod_resolv;
+        k.secrets = secrets;
         if (r < 0) {
                 k.spec = oci_spec_free(k.spec);
                 return r;
@@ -516,7 +527,6 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         k.spec = oci_spec_free(k.spec);
         rt_state_clear(&k.st);
         free(k.filter.filter);
-        k.secrets = secrets_free(k.secrets);
         if (got == 0 || msg[0] != '\0') {
                 (void)waitpid(pid, NULL, 0);
                 _cleanup_free_ char *d = rt_dir(g, id);
