@@ -80,9 +80,10 @@ static int refuse_existing(const char *leaf, struct al_error *err)
 }
 
 /* mkdir -p of the directories between `base` (which exists) and `dir`,
- * `dir` included; each new one goes through `made`. */
-static int make_below(const char *base, const char *dir, void (*made)(const char *, void *),
-                      void *data, struct al_error *err)
+ * `dir` included; each new one goes through `made`. `leaf`: `dir` itself
+ * must be new (made here, not one that appeared since it was checked). */
+static int make_below(const char *base, const char *dir, bool leaf,
+                      void (*made)(const char *, void *), void *data, struct al_error *err)
 {
         size_t blen = strlen(base);
         _cleanup_free_ char *path = xstrdup(dir);
@@ -93,7 +94,7 @@ static int make_below(const char *base, const char *dir, void (*made)(const char
                 if (mkdir(path, 0755) == 0) {
                         if (made)
                                 made(path, data);
-                } else if (errno != EEXIST) {
+                } else if (errno != EEXIST || (leaf && !slash)) {
                         return al_error_set(err, errno, "linux.cgroupsPath: creating %s", path);
                 }
                 if (!slash)
@@ -183,7 +184,7 @@ int rt_cgpath_setup_v2(const char *root, const char *own, const char *spec_path,
         _cleanup_free_ char *parent = parent_of(leaf);
         struct v2_made m = {.fake = fake};
         if (strlen(parent) > strlen(base)) {
-                r = make_below(base, parent, v2_fake_made, &m, err);
+                r = make_below(base, parent, false, v2_fake_made, &m, err);
                 if (r < 0)
                         return r;
         }
@@ -349,7 +350,7 @@ static int setup_v1(const char *spec_path, const struct cgroup_limits *l, struct
                 /* The limits' hierarchies get their leaf from the library;
                  * the others get it here. */
                 _cleanup_free_ char *parent = parent_of(leaf);
-                r = make_below(spec_path[0] == '/' ? h[i].mnt : own, lim ? parent : leaf,
+                r = make_below(spec_path[0] == '/' ? h[i].mnt : own, lim ? parent : leaf, !lim,
                                cpuset ? v1_cpuset_made : NULL, NULL, err);
                 if (r < 0)
                         break;
