@@ -28,269 +28,37 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgpath.h"
 #include "cgroup.h"
+#include "env.h"
 #include "fs.h"
 #include "console.h"
 #include "ctl.h"
 #include "gate.h"
+#include "gates.h"
+#include "netgate/ca.h"
+#include "node.h"
+#include "podnet.h"
 #include "runtime.h"
 #include "runtime-audit.h"
 #include "spawn.h"
 #include "seccomp-spec.h"
+#include "secrets.h"
 #include "spec.h"
+#include "toolgate/toolgate.h"
 #include "util.h"
 
-#define KEEPER_EXECS_MAX 64
+#include "keeper.h"
 
-struct keeper {
-        const struct rt_globals *g;
-        struct oci_spec *spec;
-        struct policy *policy;
-        struct rt_state st;
-        struct cgroup *cg;
-        struct spawn_result sp;
-        int listen_fd;
-        int sig_fd;
-        int next_id;
-        int conns[KEEPER_EXECS_MAX]; /* exec connections, by slot */
-        int conn_ids[KEEPER_EXECS_MAX];
-        struct rt_audit audit;
-        struct sock_fprog filter; /* the spec's seccomp profile, or .filter NULL */
-        const char *console_socket;
-        int console_fd; /* process.terminal: the host pty's slave side, else -1 */
-        int inner_pty;  /* ... and the sandbox's pty master once started, else -1 */
-        pid_t gate_pid; /* the network gate's process (gate.c), or -1 */
-        int report_fd;  /* create's pipe, until the keeper has reported */
-};
+static void secrets_freep(struct secrets **s)
+{
+        secrets_free(*s);
+}
 
 static void policy_freep(struct policy **p)
 {
         if (*p)
                 policy_free(*p);
-}
-
-static char *now_rfc3339(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        struct tm tm;
-        gmtime_r(&ts.tv_sec, &tm);
-        char buf[64];
-        strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-        return xasprintf("%s.%09ldZ", buf, ts.tv_nsec);
-}
-
-static int listen_ctl(const char *path, struct al_error *err)
-{
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(path) >= sizeof(sa.sun_path))
-                return al_error_set_message(
-                    err, ENAMETOOLONG, "%s: too long for a socket; use a shorter --root", path);
-        memcpy(sa.sun_path, path, strlen(path) + 1);
-        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return al_error_set(err, errno, "socket");
-        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
-                int r = al_error_set(err, errno, "listening on %s", path);
-                close(fd);
-                return r;
-        }
-        return fd;
-}
-
-/* The file that freezes the sandbox's cgroup: v2's cgroup.freeze in the
- * leaf, or v1's freezer.state in the freezer hierarchy. */
-static void find_freezer(struct keeper *k)
-{
-        for (size_t i = 0; k->cg && i < k->cg->n_dirs; i++) {
-                _cleanup_free_ char *v2 = xasprintf("%s/cgroup.freeze", k->cg->dirs[i]);
-                _cleanup_free_ char *v1 = xasprintf("%s/freezer.state", k->cg->dirs[i]);
-                if (access(v2, W_OK) == 0) {
-                        k->st.freeze_file = TAKE_PTR(v2);
-                        return;
-                }
-                if (access(v1, W_OK) == 0) {
-                        k->st.freeze_file = TAKE_PTR(v1);
-                        return;
-                }
-        }
-}
-
-/* The pod's namespaces (linux.namespaces[].path), joined by the keeper so
- * that the sandbox is cloned inside them; setns checks each path is a
- * namespace of that kind. */
-static int join_namespaces(const struct oci_spec *s, struct al_error *err)
-{
-        const struct {
-                const char *path;
-                int type;
-                const char *name;
-        } ns[] = {{s->join_net, CLONE_NEWNET, "network"},
-                  {s->join_ipc, CLONE_NEWIPC, "ipc"},
-                  {s->join_uts, CLONE_NEWUTS, "uts"}};
-        for (size_t i = 0; i < ARRAY_SIZE(ns); i++) {
-                if (!ns[i].path)
-                        continue;
-                _cleanup_close_ int fd = open(ns[i].path, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
-                        return al_error_set(err, errno, "joining the %s namespace %s", ns[i].name,
-                                            ns[i].path);
-                /* Naming the runtime's own namespace is sharing the
-                 * host's, which is refused as when the entry is missing. */
-                static const char *const own[] = {"/proc/self/ns/net", "/proc/self/ns/ipc",
-                                                  "/proc/self/ns/uts"};
-                struct stat a, b;
-                if (fstat(fd, &a) < 0 || stat(own[i], &b) < 0)
-                        return al_error_set(err, errno, "the %s namespace %s", ns[i].name,
-                                            ns[i].path);
-                if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-                        return al_error_set_message(
-                            err, EINVAL,
-                            "linux.namespaces: %s is the host's %s namespace, which Airlock "
-                            "does not share",
-                            ns[i].path, ns[i].name);
-                if (setns(fd, ns[i].type) < 0)
-                        return al_error_set(err, errno, "joining the %s namespace %s (is it one?)",
-                                            ns[i].name, ns[i].path);
-        }
-        return 0;
-}
-
-/* linux.resources.cpu.shares: a relative weight, v1's cpu.shares or v2's
- * cpu.weight (the usual conversion from shares). */
-static int set_cpu_weight(struct cgroup *cg, uint64_t shares, struct al_error *err)
-{
-        for (size_t i = 0; i < cg->n_dirs; i++) {
-                _cleanup_free_ char *v1 = xasprintf("%s/cpu.shares", cg->dirs[i]);
-                _cleanup_free_ char *v2 = xasprintf("%s/cpu.weight", cg->dirs[i]);
-                char buf[32];
-                const char *file = NULL;
-                if (access(v1, W_OK) == 0) {
-                        file = v1;
-                        snprintf(buf, sizeof(buf), "%" PRIu64, shares);
-                } else if (access(v2, W_OK) == 0) {
-                        file = v2;
-                        snprintf(buf, sizeof(buf), "%" PRIu64, 1 + ((shares - 2) * 9999) / 262142);
-                }
-                if (!file)
-                        continue;
-                int r = write_file_at(AT_FDCWD, file, buf);
-                if (r < 0)
-                        return al_error_set(err, -r, "linux.resources.cpu.shares: writing %s",
-                                            file);
-                return 0;
-        }
-        return al_error_set_message(err, EOPNOTSUPP,
-                                    "linux.resources.cpu.shares: the container's cgroup has no "
-                                    "cpu controller");
-}
-
-static int keeper_setup(struct keeper *k, struct al_error *err)
-{
-        struct cgroup_limits lim;
-        char hex[17];
-        int r = random_hex(hex, 16);
-        if (r < 0)
-                return al_error_set(err, -r, "random id");
-        hex[16] = '\0';
-        k->st.cgroup_name = xasprintf("airlock-%s", hex);
-        r = cgroup_limits_from_policy(k->policy, &lim, err);
-        if (r >= 0)
-                r = cgroup_setup(k->st.cgroup_name, &lim, &k->cg, err);
-        if (r < 0)
-                return al_error_wrap(err, "cgroup");
-        if (k->cg->n_dirs > 0)
-                k->st.cgroup_dir = xstrdup(k->cg->dirs[0]);
-        size_t n_parents = 0;
-        for (size_t i = 0; i < k->cg->n_dirs; i++) {
-                _cleanup_free_ char *parent = xstrdup(k->cg->dirs[i]);
-                char *slash = strrchr(parent, '/');
-                if (slash)
-                        *slash = '\0';
-                k->st.cgroup_parents = strv_append(k->st.cgroup_parents, &n_parents, parent);
-        }
-        k->st.cgroup_v2 = k->cg->ops == &cgroup_v2_ops;
-        k->st.max_memory = k->policy->limits.memory;
-        k->st.max_pids = k->policy->limits.pids;
-        k->st.max_cpus_milli = k->policy->limits.cpus_milli;
-        find_freezer(k);
-        if (k->spec->cpu_shares) {
-                r = set_cpu_weight(k->cg, k->spec->cpu_shares, err);
-                if (r < 0)
-                        return r;
-        }
-
-        r = join_namespaces(k->spec, err);
-        if (r < 0)
-                return r;
-        /* Inherited by the sandbox and every process in it. */
-        if (k->spec->process.oom_score_adj_set) {
-                char v[16];
-                snprintf(v, sizeof(v), "%d", k->spec->process.oom_score_adj);
-                r = write_file_at(AT_FDCWD, "/proc/self/oom_score_adj", v);
-                if (r < 0)
-                        return al_error_set(err, -r, "process.oomScoreAdj %s", v);
-        }
-        char *empty[] = {NULL};
-        struct spawn_config sc = {
-            .policy = k->policy,
-            .argv = NULL,
-            .envp = empty,
-            .home = "/root",
-            .caller_home = "/root",
-            .stdin_fd = -1,
-            .stdout_fd = -1,
-            .stderr_fd = -1,
-            .cgroup = k->cg,
-            .rootfs = k->spec->root,
-            .rootfs_readonly = k->spec->root_readonly,
-            .tmpfs_dirs = k->spec->tmpfs,
-            .tmpfs_sizes = k->spec->tmpfs_sizes,
-            .extra_filter = k->filter.filter ? &k->filter : NULL,
-            .share_net = k->spec->join_net != NULL,
-            .share_ipc = k->spec->join_ipc != NULL,
-            .share_uts = k->spec->join_uts != NULL,
-        };
-        r = spawn_sandbox(&sc, &k->sp, err);
-        if (r < 0)
-                return r;
-        if (k->spec->process.terminal) {
-                r = rt_console_open(k->console_socket, k->spec->process.rows, k->spec->process.cols,
-                                    &k->console_fd, err);
-                if (r < 0)
-                        return r;
-                /* The keeper's controlling terminal: a resize of the
-                 * caller's side reaches the keeper as SIGWINCH. */
-                (void)ioctl(k->console_fd, TIOCSCTTY, 0);
-        }
-        _cleanup_free_ char *sandbox = xasprintf("oci:%s", k->st.id);
-        const int hold[] = {k->sp.sync_fd, k->sp.pidfd,    k->sp.upper_fd, k->sp.tool_fd,
-                            k->sp.pty_fd,  k->sp.netns_fd, k->report_fd};
-        r = rt_gate_start(k->policy, sandbox, &k->sp, &k->audit, hold, ARRAY_SIZE(hold),
-                          &k->gate_pid, err);
-        if (r < 0)
-                return r;
-        _cleanup_free_ char *dir = rt_dir(k->g, k->st.id);
-        _cleanup_free_ char *sock = xasprintf("%s/%s", dir, RUNTIME_CTL);
-        k->listen_fd = listen_ctl(sock, err);
-        if (k->listen_fd < 0)
-                return k->listen_fd;
-
-        sigset_t set;
-        sigfillset(&set);
-        sigdelset(&set, SIGSEGV);
-        sigdelset(&set, SIGBUS);
-        sigdelset(&set, SIGILL);
-        sigdelset(&set, SIGFPE);
-        sigprocmask(SIG_BLOCK, &set, NULL);
-        k->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (k->sig_fd < 0)
-                return al_error_set(err, errno, "signalfd");
-
-        k->st.pid = getpid();
-        k->st.pid_start = rt_pid_start(k->st.pid);
-        k->st.created = now_rfc3339();
-        return rt_state_save(k->g, &k->st, err);
 }
 
 /* Wait for pid 1's word on process `id`: started, or failed. Exits of
@@ -324,7 +92,7 @@ static _Noreturn void keeper_exit(struct keeper *k, int status)
          * cgroup kills whatever is left and is removed. */
         if (k->sp.sync_fd >= 0)
                 close(k->sp.sync_fd);
-        k->cg = cgroup_free(k->cg);
+        keeper_cgroup_free(k);
         if (k->gate_pid > 0)
                 (void)kill(k->gate_pid, SIGKILL);
         _cleanup_free_ char *dir = rt_dir(k->g, k->st.id);
@@ -373,12 +141,13 @@ static void keeper_start(struct keeper *k, int fd)
         }
         const int fds[3] = {0, 1, 2};
         const struct oci_process *pr = &k->spec->process;
+        _cleanup_strv_ char **env = keeper_env(k, pr->env);
         int r;
         if (pr->terminal) {
                 struct spawn_pty pty = {.on = true, .rows = pr->rows, .cols = pr->cols};
-                r = spawn_exec_pty_request(k->sp.sync_fd, 1, pr->argv, pr->env, pr->cwd, &pty);
+                r = spawn_exec_pty_request(k->sp.sync_fd, 1, pr->argv, env, pr->cwd, &pty);
         } else {
-                r = spawn_exec_request(k->sp.sync_fd, 1, pr->argv, pr->env, pr->cwd, fds);
+                r = spawn_exec_request(k->sp.sync_fd, 1, pr->argv, env, pr->cwd, fds);
         }
         if (r < 0)
                 al_error_set(&err, -r, "asking the sandbox to start the process");
@@ -428,11 +197,12 @@ static void keeper_exec(struct keeper *k, int fd, const char *doc, const int *fd
                 r = al_error_set_message(&err, EBUSY, "exec: too many processes at once");
         int id = ++k->next_id;
         if (r >= 0) {
+                _cleanup_strv_ char **env = keeper_env(k, p.env);
                 if (p.terminal) {
                         struct spawn_pty sp = {.on = true, .rows = p.rows, .cols = p.cols};
-                        r = spawn_exec_pty_request(k->sp.sync_fd, id, p.argv, p.env, p.cwd, &sp);
+                        r = spawn_exec_pty_request(k->sp.sync_fd, id, p.argv, env, p.cwd, &sp);
                 } else {
-                        r = spawn_exec_request(k->sp.sync_fd, id, p.argv, p.env, p.cwd, fds);
+                        r = spawn_exec_request(k->sp.sync_fd, id, p.argv, env, p.cwd, fds);
                 }
                 if (r < 0)
                         al_error_set(&err, -r, "asking the sandbox to start the process");
@@ -634,6 +404,7 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                            .console_fd = -1,
                            .inner_pty = -1,
                            .gate_pid = -1,
+                           .pod_netns_fd = -1,
                            .report_fd = -1};
         for (size_t i = 0; i < KEEPER_EXECS_MAX; i++)
                 k.conns[i] = -1;
@@ -641,11 +412,26 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         if (r < 0)
                 return al_error_wrap(err, "%s", cfg_path);
         _cleanup_(policy_freep) struct policy *p = NULL;
+        /* The parent's copies go however create ends (the keeper has its
+         * own). */
+        _cleanup_free_ char *pod_resolv = NULL;
+        _cleanup_(secrets_freep) struct secrets *secrets = NULL;
         const char *policy_dir = getenv("AIRLOCK_RUNTIME_POLICIES");
         r = oci_spec_policy(
             k.spec, policy_dir && *policy_dir ? policy_dir : RUNTIME_POLICY_DIR_DEFAULT, &p, err);
         if (r >= 0)
+                r = rt_node_policy(p, err);
+        /* Gated: the container resolves with the gate's name server (the
+         * only one it can reach), and in a pod the gates with the pod's
+         * resolver (podnet.h). */
+        if (r >= 0)
+                r = rt_podnet_resolv(g, p, k.spec->root, &pod_resolv, err);
+        if (r >= 0)
                 r = policy_finalize(p, bundle_abs, "/root", err);
+        if (r >= 0)
+                r = rt_node_secrets(p, &secrets, err);
+        k.pod_resolv = pod_resolv;
+        k.secrets = secrets;
         if (r < 0) {
                 k.spec = oci_spec_free(k.spec);
                 return r;
@@ -658,20 +444,6 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
         if (r < 0) {
                 k.spec = oci_spec_free(k.spec);
                 return r;
-        }
-        if (p->n_tools_allow || p->n_routes) {
-                k.spec = oci_spec_free(k.spec);
-                return al_error_set_message(
-                    err, EINVAL,
-                    "annotation airlock.io/policy: routes and the tool gateway are not "
-                    "supported in a container yet; remove routes and tools");
-        }
-        if (p->net_mode == POLICY_NET_GATED && k.spec->join_net) {
-                k.spec = oci_spec_free(k.spec);
-                return al_error_set_message(
-                    err, EINVAL,
-                    "annotation airlock.io/policy: a gated network needs the container's own "
-                    "network namespace; remove the network namespace's path");
         }
         k.policy = p;
         if (k.spec->seccomp_json) {
@@ -715,14 +487,14 @@ int rt_create(const struct rt_globals *g, int argc, char **argv, struct al_error
                 k.report_fd = pipefd[1];
                 setsid();
                 struct al_error e = {0};
-                r = rt_audit_open(&k.audit, g, k.spec, id);
+                r = rt_audit_open(&k.audit, g, k.spec, id, k.secrets);
                 if (r < 0)
                         al_error_set_message(&e, -r, "audit: %s", k.audit.open_err.msg);
                 else
                         r = keeper_setup(&k, &e);
                 if (r < 0) {
                         (void)write_full(pipefd[1], e.msg, strlen(e.msg));
-                        k.cg = cgroup_free(k.cg);
+                        keeper_cgroup_free(&k);
                         _exit(1);
                 }
                 /* With a terminal the process's stdio is the pty: create's

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -74,17 +76,40 @@ int ctl_recv(int fd, char *buf, size_t size, int *fds, size_t max_fds, size_t *r
         return (int)n;
 }
 
+int ctl_addr(const char *path, struct sockaddr_un *sa, int *ret_dirfd)
+{
+        *sa = (struct sockaddr_un){.sun_family = AF_UNIX};
+        *ret_dirfd = -1;
+        if (strlen(path) < sizeof(sa->sun_path)) {
+                memcpy(sa->sun_path, path, strlen(path) + 1);
+                return 0;
+        }
+        /* A CRI container id is 64 characters: under a long --root the
+         * path does not fit, its directory's descriptor does. */
+        const char *slash = strrchr(path, '/');
+        if (!slash || strlen(slash + 1) > 32)
+                return -ENAMETOOLONG;
+        _cleanup_free_ char *dir = xasprintf("%.*s", (int)(slash - path), path);
+        int dfd = open(*dir ? dir : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+        snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s", dfd, slash + 1);
+        *ret_dirfd = dfd;
+        return 0;
+}
+
 int ctl_connect(const char *path)
 {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(path) >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, strlen(path) + 1);
+        struct sockaddr_un sa;
+        _cleanup_close_ int dfd = -1;
+        int r = ctl_addr(path, &sa, &dfd);
+        if (r < 0)
+                return r;
         int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                int r = -errno;
+                r = -errno;
                 close(fd);
                 return r;
         }

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The network gate of a container whose policy (airlock.io/policy) allows
- * hosts: the same gate as `airlock run`'s (gates_start_netgate), served by
- * a child of the keeper on the listeners the sandbox made inside its own
- * network namespace, each decision in the audit log. The keeper uses no
- * event loop, so the gate gets a process of its own; it dies with the
- * keeper (parent-death signal), and the keeper kills it at the end. */
+/* The gates of a container whose policy (airlock.io/policy) allows hosts,
+ * routes or tools: the same network gate as `airlock run`'s
+ * (gates_start_netgate, its routes included) and the same tool gateway
+ * (toolgate_new), served by a child of the keeper on the listeners the
+ * sandbox made inside its own network namespace and the tool socket its
+ * pid 1 bound at /run/airlock/tool.sock, each decision and call in the
+ * audit log. The keeper uses no event loop, so the gates get a process of
+ * their own; it dies with the keeper (parent-death signal), and the keeper
+ * kills it at the end. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -16,6 +19,8 @@
 #include "events.h"
 #include "gates.h"
 #include "gate.h"
+#include "podnet.h"
+#include "toolgate/toolgate.h"
 #include "util.h"
 
 static void on_decision(void *ud, const struct netgate_record *rec)
@@ -26,13 +31,53 @@ static void on_decision(void *ud, const struct netgate_record *rec)
                 (void)rt_audit_fields(ra, events_net_kind(rec), f);
 }
 
-int rt_gate_start(const struct policy *p, const char *sandbox, struct spawn_result *sp,
-                  struct rt_audit *ra, const int *close_fds, size_t n_close, pid_t *ret_pid,
-                  struct al_error *err)
+static void on_tool_call(void *ud, const struct toolgate_record *rec)
+{
+        json_t *f = toolgate_record_json(rec);
+        if (!f)
+                return;
+        /* The audit line names the container itself. */
+        json_object_del(f, "sandbox");
+        (void)rt_audit_fields(ud, "tool.call", f);
+}
+
+/* In the gates' process: the network gate and its routes, transparent
+ * mode, then the tool gateway (whose HTTP tools use the network gate). */
+static int serve(struct event_base *base, const struct rt_gate_config *c, struct spawn_result *sp,
+                 struct al_error *e)
+{
+        struct netgate *g = NULL;
+        struct sv_connect_notify *cn = NULL;
+        int r = gates_start_netgate(base, c->policy, c->sandbox, c->secrets, NULL, c->ca,
+                                    sp->listen_fds, on_decision, c->audit, &g, e);
+        if (r >= 0 && g)
+                r = gates_start_transparent(base, g, &sp->dns_fd, &sp->relay_fd, &sp->notify_fd,
+                                            &cn, e);
+        if (r < 0 || sp->tool_fd < 0)
+                return r;
+        struct toolgate_config tc = {
+            .policy = c->policy,
+            .sandbox = c->sandbox,
+            .run_id = c->run_id,
+            .secrets = c->secrets,
+            .netgate = g,
+            .recorder = on_tool_call,
+            .ud = c->audit,
+        };
+        struct toolgate *t = toolgate_new(base, &tc, e);
+        if (!t)
+                return -EINVAL;
+        r = toolgate_add_listener(t, sp->tool_fd, e);
+        sp->tool_fd = -1; /* taken, even on failure */
+        return r;
+}
+
+int rt_gate_start(const struct rt_gate_config *c, struct spawn_result *sp, const int *close_fds,
+                  size_t n_close, pid_t *ret_pid, struct al_error *err)
 {
         int *listen_fds = sp->listen_fds;
         *ret_pid = -1;
-        if (listen_fds[SPAWN_LISTEN_HTTP] < 0)
+        if (listen_fds[SPAWN_LISTEN_HTTP] < 0 && sp->tool_fd < 0)
                 return 0;
         pid_t keeper = getpid();
         int pipefd[2];
@@ -57,15 +102,12 @@ int rt_gate_start(const struct policy *p, const char *sandbox, struct spawn_resu
                 sigprocmask(SIG_SETMASK, &none, NULL);
                 signal(SIGPIPE, SIG_IGN);
                 struct al_error e = {0};
-                struct event_base *base = event_base_new();
-                struct netgate *g = NULL;
-                struct sv_connect_notify *cn = NULL;
-                int r = base ? gates_start_netgate(base, p, sandbox, NULL, NULL, NULL, listen_fds,
-                                                   on_decision, ra, &g, &e)
-                             : al_error_set(&e, ENOMEM, "gate: event base");
+                int r =
+                    c->pod_netns_fd >= 0 ? rt_podnet_enter(c->pod_netns_fd, c->pod_resolv, &e) : 0;
+                struct event_base *base = r >= 0 ? event_base_new() : NULL;
                 if (r >= 0)
-                        r = gates_start_transparent(base, g, &sp->dns_fd, &sp->relay_fd,
-                                                    &sp->notify_fd, &cn, &e);
+                        r = base ? serve(base, c, sp, &e)
+                                 : al_error_set(&e, ENOMEM, "gate: event base");
                 if (r < 0) {
                         (void)write_full(pipefd[1], e.msg, strlen(e.msg));
                         _exit(1);
@@ -85,13 +127,15 @@ int rt_gate_start(const struct policy *p, const char *sandbox, struct spawn_resu
         msg[got] = '\0';
         if (got == 0 || msg[0] != '\0') {
                 kill(pid, SIGKILL);
-                return al_error_set_message(err, EINVAL, "network gate: %s",
-                                            got ? msg : "it ended before it started");
+                return al_error_set_message(err, EINVAL, "gates: %s",
+                                            got ? msg : "they ended before they started");
         }
-        /* The gate holds the listeners and transparent mode's fds now. */
-        int *held[SPAWN_LISTEN_MAX + 3] = {&sp->dns_fd, &sp->relay_fd, &sp->notify_fd};
+        /* The gates hold the listeners, transparent mode's fds and the
+         * tool socket now. */
+        int *held[SPAWN_LISTEN_MAX + 4] = {&sp->dns_fd, &sp->relay_fd, &sp->notify_fd,
+                                           &sp->tool_fd};
         for (int i = 0; i < SPAWN_LISTEN_MAX; i++)
-                held[3 + i] = &listen_fds[i];
+                held[4 + i] = &listen_fds[i];
         for (size_t i = 0; i < ARRAY_SIZE(held); i++)
                 if (*held[i] >= 0) {
                         close(*held[i]);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgpath.h"
 #include "cgroup.h"
 #include "ctl.h"
 #include "fs.h"
@@ -137,7 +138,9 @@ int rt_kill(const struct rt_globals *g, int argc, char **argv, struct al_error *
          * sandbox. --all with SIGKILL also empties the cgroup at once. */
         if (kill(st.pid, sig) < 0)
                 r = al_error_set(err, errno, "signalling container \"%s\"", id);
-        if (r >= 0 && all && sig == SIGKILL && st.cgroup_name)
+        if (r >= 0 && all && sig == SIGKILL && st.cgroup_leaves)
+                (void)rt_cgpath_reclaim(st.cgroup_leaves, st.cgroup_v2);
+        else if (r >= 0 && all && sig == SIGKILL && st.cgroup_name)
                 (void)cgroup_reclaim_named(st.cgroup_name);
         rt_state_clear(&st);
         return r;
@@ -182,7 +185,13 @@ int rt_delete(const struct rt_globals *g, int argc, char **argv, struct al_error
                 for (int i = 0; i < 200 && rt_alive(&st); i++)
                         usleep(10000);
         }
-        if (st.cgroup_name) {
+        /* A named leaf (linux.cgroupsPath) by its paths: its name need
+         * not be unique on the host. */
+        if (st.cgroup_leaves) {
+                for (int i = 0;
+                     i < 50 && rt_cgpath_reclaim(st.cgroup_leaves, st.cgroup_v2) == -EBUSY; i++)
+                        usleep(20000);
+        } else if (st.cgroup_name) {
                 for (int i = 0; i < 50 && cgroup_reclaim_named(st.cgroup_name) == -EBUSY; i++)
                         usleep(20000);
         }

@@ -90,6 +90,34 @@ int rt_ps(const struct rt_globals *g, int argc, char **argv, struct al_error *er
         return 0;
 }
 
+#define PAUSE_WAIT_MS 5000
+
+/* Whether the kernel says every member is frozen (v1 freezer.state
+ * FROZEN, not FREEZING; v2 "frozen 1" in cgroup.events), waiting up to
+ * PAUSE_WAIT_MS (a loaded node can take a while to stop every process;
+ * usleep(1000) sleeps at least that, so this is a lower bound). */
+static bool frozen_now(const char *freeze_file, bool v1)
+{
+        _cleanup_free_ char *dir = xstrdup(freeze_file);
+        *strrchr(dir, '/') = '\0';
+        for (int ms = 0; ms < PAUSE_WAIT_MS; ms++) {
+                _cleanup_free_ char *s = NULL;
+                if (v1) {
+                        if (read_file_at(AT_FDCWD, freeze_file, 64, &s, NULL) >= 0 &&
+                            strncmp(s, "FROZEN", 6) == 0)
+                                return true;
+                } else {
+                        uint64_t v = 0;
+                        _cleanup_free_ char *ev = xasprintf("%s/cgroup.events", dir);
+                        if (read_file_at(AT_FDCWD, ev, 4096, &s, NULL) >= 0 &&
+                            cgroup_parse_keyed(s, "frozen", &v) >= 0 && v == 1)
+                                return true;
+                }
+                usleep(1000);
+        }
+        return false;
+}
+
 static int freeze(const struct rt_globals *g, const char *verb, bool frozen, int argc, char **argv,
                   struct al_error *err)
 {
@@ -107,6 +135,16 @@ static int freeze(const struct rt_globals *g, const char *verb, bool frozen, int
                           v1 ? (frozen ? "FROZEN" : "THAWED") : (frozen ? "1" : "0"));
         if (r < 0)
                 al_error_set(err, -r, "%s: writing %s", verb, st.freeze_file);
+        else if (frozen && !frozen_now(st.freeze_file, v1)) {
+                /* Paused is every process stopped, as the caller expects
+                 * when this returns; short of that, nothing is left half
+                 * frozen. */
+                (void)write_file_at(AT_FDCWD, st.freeze_file, v1 ? "THAWED" : "0");
+                r = al_error_set_message(err, ETIMEDOUT,
+                                         "pause: the container's processes did not all stop "
+                                         "within %d ms; it runs on",
+                                         PAUSE_WAIT_MS);
+        }
         rt_state_clear(&st);
         return r;
 }

@@ -8,10 +8,11 @@
 
 #include "audit.h"
 #include "runtime-audit.h"
+#include "secrets.h"
 #include "util.h"
 
 int rt_audit_open(struct rt_audit *ra, const struct rt_globals *g, const struct oci_spec *s,
-                  const char *id)
+                  const char *id, struct secrets *secrets)
 {
         memset(ra, 0, sizeof(*ra));
         ra->sandbox = xasprintf("oci:%s", id);
@@ -33,6 +34,13 @@ int rt_audit_open(struct rt_audit *ra, const struct rt_globals *g, const struct 
                 path = def;
         }
         struct audit_options opt = {0};
+        /* The node's secrets never reach the log (a tool's output, a
+         * route's answer). */
+        struct redactor *red = secrets ? secrets_redactor(secrets) : NULL;
+        if (red) {
+                opt.redact = redactor_audit_hook;
+                opt.redact_userdata = red;
+        }
         return audit_open(path, &opt, &ra->a, &ra->open_err);
 }
 

@@ -36,6 +36,8 @@ struct rt_state {
         char *cgroup_name;      /* airlock-<16 hex> */
         char *annotations_json; /* the spec's annotations, as given */
         char **cgroup_parents;  /* where the leaf (cgroup_name) lies, one per hierarchy */
+        char **cgroup_leaves;   /* linux.cgroupsPath: the named leaf in every hierarchy
+                                 * (cgpath.h); NULL: the leaf is airlock-<hex> */
         bool cgroup_v2;
         uint64_t max_memory, max_pids, max_cpus_milli; /* the limits at create: update
                                                         * may not go above them */

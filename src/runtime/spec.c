@@ -118,6 +118,7 @@ struct oci_spec *oci_spec_free(struct oci_spec *s)
         free(s->root);
         oci_process_clear(&s->process);
         free(s->cgroups_path);
+        free(s->hostname);
         for (size_t i = 0; i < s->n_annotations; i++) {
                 free(s->annotations[i].key);
                 free(s->annotations[i].value);
@@ -481,6 +482,20 @@ static int parse_mounts(json_t *a, struct oci_spec *s, struct al_error *err)
         return 0;
 }
 
+/* A host name (RFC 1123's letters, digits, '-' and '.'), set in the
+ * container's own uts namespace. */
+static bool hostname_ok(const char *h)
+{
+        size_t n = strlen(h);
+        if (n == 0 || n > 64 || h[0] == '-' || h[0] == '.')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
+                      (h[i] >= '0' && h[i] <= '9') || h[i] == '-' || h[i] == '.'))
+                        return false;
+        return true;
+}
+
 int oci_spec_parse(const char *json, const char *bundle, struct oci_spec **ret,
                    struct al_error *err)
 {
@@ -522,13 +537,15 @@ int oci_spec_parse(const char *json, const char *bundle, struct oci_spec **ret,
         r = spec_get_string(o, "hostname", "config", false, &host, err);
         if (r < 0)
                 goto out;
-        if (host && *host && !STREQ(host, "airlock")) {
-                r = al_error_set_message(
-                    err, EINVAL,
-                    "hostname \"%s\": a container's host name is always \"airlock\"; remove it",
-                    host);
+        if (host && *host && !hostname_ok(host)) {
+                r = al_error_set_message(err, EINVAL,
+                                         "hostname \"%s\": give at most 64 letters, digits, "
+                                         "'-' and '.', not starting with '-' or '.'",
+                                         host);
                 goto out;
         }
+        if (host && *host)
+                s->hostname = xstrdup(host);
 
         json_t *root = json_object_get(o, "root");
         if (!root || !json_is_object(root)) {
@@ -564,6 +581,12 @@ int oci_spec_parse(const char *json, const char *bundle, struct oci_spec **ret,
                 r = parse_mounts(json_object_get(o, "mounts"), s, err);
         if (r >= 0)
                 r = spec_parse_linux(json_object_get(o, "linux"), s, err);
+        /* As runc: a joined uts namespace keeps its owner's name. */
+        if (r >= 0 && s->hostname && s->join_uts)
+                r = al_error_set_message(err, EINVAL,
+                                         "hostname \"%s\" with the uts namespace %s joined: the "
+                                         "name is the namespace's owner's; remove hostname",
+                                         s->hostname, s->join_uts);
         if (r < 0)
                 goto out;
 
@@ -644,6 +667,17 @@ int oci_spec_policy(const struct oci_spec *s, const char *policy_dir, struct pol
                             "annotation airlock.io/policy: \"workspace\" is not supported in a "
                             "container; use the spec's mounts");
         }
+        /* Routes and tool definitions are host configuration: a route
+         * carries the node's secrets to its upstream, a command tool runs
+         * on the node. A pod's own document may allow the node's tools and
+         * use its own network rules, never define either. */
+        if (doc && doc[0] == '{' && (p->n_routes || p->n_tools))
+                return al_error_set_message(
+                    err, EPERM,
+                    "annotation airlock.io/policy: %s are the node's configuration, not the "
+                    "pod's; install the policy on the node (/etc/airlock/policies/NAME.json) "
+                    "and name it in the annotation",
+                    p->n_routes ? "routes" : "tool definitions (tools.define)");
         p->uid = s->process.uid;
         p->gid = s->process.gid;
         /* The spec's limits tighten the policy's, never loosen them. */

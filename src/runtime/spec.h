@@ -30,6 +30,7 @@ struct oci_spec {
         bool root_readonly;
         struct oci_process process;
         char *cgroups_path;
+        char *hostname;      /* the container's own uts namespace's, or NULL: "airlock" */
         uint64_t memory;     /* linux.resources.memory.limit, 0 = none */
         uint64_t pids;       /* linux.resources.pids.limit */
         uint64_t cpus_milli; /* linux.resources.cpu quota/period */

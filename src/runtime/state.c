@@ -25,6 +25,7 @@ void rt_state_clear(struct rt_state *s)
         free(s->cgroup_name);
         free(s->annotations_json);
         strv_free(s->cgroup_parents);
+        strv_free(s->cgroup_leaves);
         memset(s, 0, sizeof(*s));
 }
 
@@ -151,6 +152,14 @@ int rt_state_load(const struct rt_globals *g, const char *id, struct rt_state *r
                 json_array_foreach(parents, i, e) if (json_is_string(e)) s.cgroup_parents =
                     strv_append(s.cgroup_parents, &n_parents, json_string_value(e));
         }
+        json_t *leaves = json_object_get(o, "cgroupLeaves");
+        size_t n_leaves = 0;
+        if (json_is_array(leaves)) {
+                size_t i;
+                json_t *e;
+                json_array_foreach(leaves, i, e) if (json_is_string(e)) s.cgroup_leaves =
+                    strv_append(s.cgroup_leaves, &n_leaves, json_string_value(e));
+        }
         s.cgroup_v2 = json_is_true(json_object_get(o, "cgroupV2"));
         s.max_memory = (uint64_t)json_integer_value(json_object_get(o, "maxMemory"));
         s.max_pids = (uint64_t)json_integer_value(json_object_get(o, "maxPids"));
@@ -181,6 +190,12 @@ int rt_state_save(const struct rt_globals *g, const struct rt_state *s, struct a
         for (size_t i = 0; s->cgroup_parents && s->cgroup_parents[i]; i++)
                 json_array_append_new(parents, json_string(s->cgroup_parents[i]));
         json_object_set_new(o, "cgroupParents", parents);
+        if (s->cgroup_leaves) {
+                json_t *leaves = json_array();
+                for (size_t i = 0; s->cgroup_leaves[i]; i++)
+                        json_array_append_new(leaves, json_string(s->cgroup_leaves[i]));
+                json_object_set_new(o, "cgroupLeaves", leaves);
+        }
         json_object_set_new(o, "cgroupV2", json_boolean(s->cgroup_v2));
         json_object_set_new(o, "maxMemory", json_integer((json_int_t)s->max_memory));
         json_object_set_new(o, "maxPids", json_integer((json_int_t)s->max_pids));

@@ -556,6 +556,17 @@ def containerd(env):
                 pass
         subprocess.run(["umount", "-R", str(base / "root")], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+        # The namespace's cgroup, the parent of the containers' (their
+        # cgroupsPath is /<namespace>/<id>), made by the runtime as runc does.
+        for d in pathlib.Path("/sys/fs/cgroup").glob("*/" + ns):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        try:
+            pathlib.Path("/sys/fs/cgroup", ns).rmdir()
+        except OSError:
+            pass
 
 
 IMAGE = "docker.io/airlock-test/sh:1"

@@ -165,8 +165,15 @@ Test(oci_spec, refusals)
         refused(m, "standard devices");
         _cleanup_free_ char *n = doc(NULL, NULL, ",\"devices\":[{\"path\":\"/dev/sda\"}]");
         refused(n, "/dev/sda");
-        _cleanup_free_ char *o = doc(",\"hostname\":\"web\"", NULL, NULL);
+        _cleanup_free_ char *o = doc(",\"hostname\":\"-web\"", NULL, NULL);
         refused(o, "hostname");
+        _cleanup_free_ char *o2 = xasprintf(
+            "{\"ociVersion\":\"1.0.2\",\"root\":{\"path\":\"rootfs\"},\"hostname\":\"web\","
+            "%s,\"linux\":{\"namespaces\":[{\"type\":\"pid\"},{\"type\":\"network\"},"
+            "{\"type\":\"mount\"},{\"type\":\"ipc\"},"
+            "{\"type\":\"uts\",\"path\":\"/proc/1/ns/uts\"}]}}",
+            PROC);
+        refused(o2, "uts namespace");
         _cleanup_free_ char *q = doc(NULL, NULL, ",\"resources\":{\"cpu\":{\"shares\":1}}");
         refused(q, "shares");
         _cleanup_free_ char *t =

@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "policy.h"
+#include "rootdir.h"
 
 /* What the parent resolves before the sandbox starts, with the caller's own
  * view of the host: the deny list as real paths, and the real paths of the
@@ -29,13 +30,9 @@ struct mounts_plan {
         char **mount_reals;  /* one per policy mount */
         int *mount_ro_fds;   /* read-only mounts: detached clones, or -1 */
         int tool_bin_fd;     /* airlock-tool: a detached read-only clone, or -1 */
-        /* A container's root file system (mounts_plan_rootfs): its top-level
-         * entries, each a detached clone (root caller), or -1 to bind by
-         * path, or a symbolic link's text in rootfs_links. */
-        char **rootfs_names;
-        char **rootfs_links;
-        int *rootfs_fds;
-        size_t n_rootfs;
+        /* A container's root file system (mounts_plan_rootfs), listed
+         * (rootdir.h, ROOTDIR_BUNDLE), or NULL. */
+        struct rootdir *rootfs;
 };
 
 /* Resolve the plan in the parent, as the caller. Fails (naming the path and
@@ -80,7 +77,7 @@ struct mounts_config {
         const char *ca_bundle;
         /* Tier container: the image's root (tier.h), shown read-only
          * instead of the host's system directories; NULL: none. */
-        const struct tier_image *image;
+        const struct rootdir *image;
         /* A container's root file system (spawn_config.rootfs), or NULL. */
         const char *rootfs;
         bool rootfs_readonly;

@@ -354,15 +354,7 @@ struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts)
         free(plan->mount_ro_fds);
         if (plan->tool_bin_fd >= 0)
                 close(plan->tool_bin_fd);
-        for (size_t i = 0; i < plan->n_rootfs; i++) {
-                free(plan->rootfs_names[i]);
-                free(plan->rootfs_links[i]);
-                if (plan->rootfs_fds[i] >= 0)
-                        close(plan->rootfs_fds[i]);
-        }
-        free(plan->rootfs_names);
-        free(plan->rootfs_links);
-        free(plan->rootfs_fds);
+        rootdir_free(plan->rootfs);
         free(plan);
         return NULL;
 }
@@ -383,54 +375,8 @@ int mounts_plan_tool(struct mounts_plan *plan, const char *bin, struct al_error 
         return 0;
 }
 
-#define ROOTFS_ENTRIES_MAX 1024
-
 int mounts_plan_rootfs(struct mounts_plan *plan, const char *rootfs, bool readonly,
                        struct al_error *err)
 {
-        _cleanup_close_ int dfd = open(rootfs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0)
-                return al_error_set(err, errno, "the root file system %s", rootfs);
-        int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-        if (dup < 0)
-                return al_error_set(err, errno, "the root file system %s", rootfs);
-        _cleanup_(closedirp) DIR *d = fdopendir(dup);
-        if (!d) {
-                close(dup);
-                return al_error_set(err, errno, "reading the root file system %s", rootfs);
-        }
-        plan->rootfs_names = xcalloc(ROOTFS_ENTRIES_MAX, sizeof(char *));
-        plan->rootfs_links = xcalloc(ROOTFS_ENTRIES_MAX, sizeof(char *));
-        plan->rootfs_fds = xcalloc(ROOTFS_ENTRIES_MAX, sizeof(int));
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
-                if (plan->n_rootfs == ROOTFS_ENTRIES_MAX)
-                        return al_error_set_message(err, E2BIG,
-                                                    "the root file system %s has more than %d "
-                                                    "top-level entries",
-                                                    rootfs, ROOTFS_ENTRIES_MAX);
-                size_t i = plan->n_rootfs++;
-                plan->rootfs_names[i] = xstrdup(de->d_name);
-                plan->rootfs_fds[i] = -1;
-                struct stat st;
-                if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        return al_error_set(err, errno, "%s/%s", rootfs, de->d_name);
-                if (S_ISLNK(st.st_mode)) {
-                        char link[PATH_MAX];
-                        ssize_t n = readlinkat(dfd, de->d_name, link, sizeof(link) - 1);
-                        if (n < 0)
-                                return al_error_set(err, errno, "%s/%s", rootfs, de->d_name);
-                        link[n] = '\0';
-                        plan->rootfs_links[i] = xstrdup(link);
-                        continue;
-                }
-                _cleanup_free_ char *path = xasprintf("%s/%s", rootfs, de->d_name);
-                int fd = clone_for_sandbox(path, readonly, err);
-                if (fd < -1)
-                        return fd;
-                plan->rootfs_fds[i] = fd;
-        }
-        return 0;
+        return rootdir_list(rootfs, ROOTDIR_BUNDLE, readonly, &plan->rootfs, err);
 }

@@ -33,30 +33,38 @@ static const char *const host_skip[] = {
     "proc", "dev", "sys", "tmp", "run", "root", "workspace", "lost+found",
 };
 
-/* The container tier: each top-level entry of the image's root (listed by
- * the parent, tier.h), read-only, nosuid, nodev; links recreated as links,
- * resolved inside the sandbox only. */
-static int build_image_root(struct builder *b, const struct tier_image *t)
+/* A root given as a directory (rootdir.h): each listed top-level entry
+ * bound in place (its clone when the parent made one, else by path), links
+ * recreated as links, and /etc made when there is none. An image is
+ * Airlock's own and read-only; a bundle's root is a host path, checked
+ * against the deny list and mapped like any other. */
+static int build_dir_root(struct builder *b, const struct rootdir *rd)
 {
+        bool image = rd->kind == ROOTDIR_IMAGE;
         bool has_etc = false;
-        for (size_t i = 0; i < t->n_entries; i++) {
-                const struct tier_entry *e = &t->entries[i];
-                _cleanup_free_ char *dst = xasprintf("/%s", e->name);
+        for (size_t i = 0; i < rd->n_entries; i++) {
+                const struct rootdir_entry *e = &rd->entries[i];
+                _cleanup_free_ char *host = xasprintf("%s/%s", rd->path, e->name);
+                _cleanup_free_ char *target = xasprintf("/%s", e->name);
                 int r;
-                has_etc = has_etc || (STREQ(e->name, "etc") && !e->link);
                 if (e->link) {
-                        if (symlinkat(e->link, b->root, e->name) < 0)
-                                return al_error_set(b->err, errno, "creating link %s", dst);
+                        if (symlinkat(e->link, b->root, e->name) < 0 && errno != EEXIST)
+                                return al_error_set(b->err, errno, "creating link %s", target);
                         continue;
                 }
-                if (e->mnt >= 0) {
-                        struct stat st;
-                        if (fstat(e->mnt, &st) < 0)
-                                return al_error_set(b->err, errno, "image entry %s", dst);
-                        r = mounts_attach(b, e->mnt, dst, !S_ISDIR(st.st_mode));
+                has_etc = has_etc || STREQ(e->name, "etc");
+                if (e->mnt < 0) {
+                        r = image ? mounts_bind_image(b, host, target)
+                                  : mounts_bind_host(b, host, target, rd->readonly, true);
                 } else {
-                        _cleanup_free_ char *src = xasprintf("%s/%s", t->path, e->name);
-                        r = mounts_bind_image(b, src, dst);
+                        struct stat st;
+                        r = image ? 0 : mounts_check_not_denied(b, host);
+                        if (r >= 0 && fstat(e->mnt, &st) < 0)
+                                r = al_error_set(b->err, errno, "root entry %s", target);
+                        if (r >= 0)
+                                r = mounts_attach(b, e->mnt, target, !S_ISDIR(st.st_mode));
+                        if (r >= 0 && !image)
+                                mounts_add_mapping(b, host, target, !rd->readonly);
                 }
                 if (r < 0)
                         return r;
@@ -69,56 +77,13 @@ static int build_image_root(struct builder *b, const struct tier_image *t)
         return 0;
 }
 
-static mode_t st_mode_of(int fd)
-{
-        struct stat st;
-        return fstat(fd, &st) < 0 ? 0 : st.st_mode;
-}
-
-/* A container's root file system (airlock-runtime): each top-level entry
- * bound in place of the host's, except those Airlock makes fresh or never
- * shows (host_skip). The same resolution and deny checks as a host path. */
-static int build_rootfs(struct builder *b)
-{
-        const struct mounts_plan *pl = b->c->plan;
-        for (size_t i = 0; pl && i < pl->n_rootfs; i++) {
-                const char *name = pl->rootfs_names[i];
-                bool skip = false;
-                for (size_t k = 0; k < ARRAY_SIZE(host_skip); k++)
-                        skip = skip || STREQ(name, host_skip[k]);
-                if (skip)
-                        continue;
-                _cleanup_free_ char *host = xasprintf("%s/%s", b->c->rootfs, name);
-                _cleanup_free_ char *target = xasprintf("/%s", name);
-                int r;
-                if (pl->rootfs_links[i]) {
-                        if (symlinkat(pl->rootfs_links[i], b->root, name) < 0 && errno != EEXIST)
-                                return al_error_set(b->err, errno, "creating link %s", target);
-                        continue;
-                }
-                if (pl->rootfs_fds[i] < 0) {
-                        r = mounts_bind_host(b, host, target, b->c->rootfs_readonly, true);
-                } else {
-                        r = mounts_check_not_denied(b, host);
-                        if (r >= 0)
-                                r = mounts_attach(b, pl->rootfs_fds[i], target,
-                                                  !S_ISDIR(st_mode_of(pl->rootfs_fds[i])));
-                        if (r >= 0)
-                                mounts_add_mapping(b, host, target, !b->c->rootfs_readonly);
-                }
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
 int mounts_build_system(struct builder *b)
 {
         const struct policy *p = b->c->policy;
         if (b->c->image)
-                return build_image_root(b, b->c->image);
+                return build_dir_root(b, b->c->image);
         if (b->c->rootfs)
-                return build_rootfs(b);
+                return b->c->plan && b->c->plan->rootfs ? build_dir_root(b, b->c->plan->rootfs) : 0;
         if (p->read == POLICY_READ_SYSTEM) {
                 for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
                         int r = mounts_bind_host(b, system_dirs[i], system_dirs[i], true, true);

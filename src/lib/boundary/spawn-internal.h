@@ -54,7 +54,7 @@ struct child_ctx {
         gid_t gid;
         bool cgroup_in_clone;
         int workspace_fd;
-        struct tier_image *image; /* tier container: the image's root (tier.h), else NULL */
+        struct rootdir *image; /* tier container: the image's root (tier.h), else NULL */
         const int *mount_fds;
         const struct mounts_plan *plan;
         struct idrange ids; /* policy "users": the other users' host ids */

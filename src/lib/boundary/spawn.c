@@ -104,7 +104,8 @@ static void child_build_root(struct child_ctx *ctx)
 static void child_set_hostname(struct child_ctx *ctx)
 {
         struct al_error err = {0};
-        if (sethostname("airlock", 7) < 0) {
+        const char *name = ctx->cfg->hostname ? ctx->cfg->hostname : "airlock";
+        if (sethostname(name, strlen(name)) < 0) {
                 al_error_set(&err, errno, "setting the host name");
                 spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         }
@@ -543,7 +544,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         mounts_plan_free(plan, p->n_mounts);
         if (ctx.workspace_fd >= 0)
                 close(ctx.workspace_fd);
-        ctx.image = tier_image_free(ctx.image);
+        ctx.image = rootdir_free(ctx.image);
         for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
                 if (mount_fds[i] >= 0)
                         close(mount_fds[i]);
@@ -590,7 +591,7 @@ fail:
                 close(sp[1]);
         if (ctx.workspace_fd >= 0)
                 close(ctx.workspace_fd);
-        ctx.image = tier_image_free(ctx.image);
+        ctx.image = rootdir_free(ctx.image);
         for (size_t i = 0; mount_fds && i < p->n_mounts; i++)
                 if (mount_fds[i] >= 0)
                         close(mount_fds[i]);

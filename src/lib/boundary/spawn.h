@@ -80,6 +80,9 @@ struct spawn_config {
          * capability there. A shared network gets no gate (refused with a
          * gated policy) and keeps its own lo; a shared uts its host name. */
         bool share_net, share_ipc, share_uts;
+        /* The host name set in the sandbox's own uts namespace; NULL:
+         * "airlock" (airlock-runtime: the spec's, a pod's name). */
+        const char *hostname;
 };
 
 struct spawn_result {

@@ -122,92 +122,8 @@ char **tier_gvisor_argv(char *const *argv, const char *cwd)
         return v;
 }
 
-struct tier_image *tier_image_free(struct tier_image *t)
-{
-        if (!t)
-                return NULL;
-        for (size_t i = 0; i < t->n_entries; i++) {
-                free(t->entries[i].name);
-                free(t->entries[i].link);
-                if (t->entries[i].mnt >= 0)
-                        close(t->entries[i].mnt);
-        }
-        free(t->entries);
-        free(t->path);
-        free(t);
-        return NULL;
-}
-
-static const char *const image_skip[] = {
-    "proc", "dev", "sys", "tmp", "run", "home", "root", "workspace",
-};
-
-static int list_image(struct tier_image *t, bool clone, struct al_error *err)
-{
-        _cleanup_close_ int root = open(t->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (root < 0)
-                return al_error_set(err, errno, "opening image %s", t->path);
-        struct stat rst;
-        t->resolv_file = fstatat(root, "etc/resolv.conf", &rst, AT_SYMLINK_NOFOLLOW) == 0 &&
-                         S_ISREG(rst.st_mode);
-        int dfd = fcntl(root, F_DUPFD_CLOEXEC, 3);
-        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-        if (!d) {
-                int e = errno;
-                if (dfd >= 0)
-                        close(dfd);
-                return al_error_set(err, e, "reading image %s", t->path);
-        }
-        struct dirent *de;
-        int r = 0;
-        while (r >= 0 && (de = readdir(d))) {
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, ".."))
-                        continue;
-                bool skip = false;
-                for (size_t i = 0; i < ARRAY_SIZE(image_skip); i++)
-                        skip = skip || STREQ(de->d_name, image_skip[i]);
-                struct stat st;
-                if (skip || fstatat(root, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue;
-                if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-                        continue;
-                if (t->n_entries >= 256) {
-                        r = al_error_set(err, 0, "image %s: more than 256 top-level entries",
-                                         t->path);
-                        break;
-                }
-                t->entries = xrealloc(t->entries, t->n_entries + 1, sizeof(*t->entries));
-                struct tier_entry *e = &t->entries[t->n_entries++];
-                *e = (struct tier_entry){.name = xstrdup(de->d_name), .mnt = -1};
-                if (S_ISLNK(st.st_mode)) {
-                        char buf[PATH_MAX];
-                        ssize_t n = readlinkat(root, de->d_name, buf, sizeof(buf) - 1);
-                        if (n < 0) {
-                                r = al_error_set(err, errno, "reading link /%s of the image",
-                                                 de->d_name);
-                                break;
-                        }
-                        buf[n] = '\0';
-                        e->link = xstrdup(buf);
-                        continue;
-                }
-                if (!clone)
-                        continue;
-                e->mnt = open_tree(root, de->d_name,
-                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
-                                       AT_SYMLINK_NOFOLLOW);
-                struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-                                                      MOUNT_ATTR_NODEV};
-                if (e->mnt < 0 || mount_setattr(e->mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
-                                                sizeof(attr)) < 0)
-                        r = al_error_set(err, errno, "cloning /%s of the image", de->d_name);
-        }
-        closedir(d);
-        return r < 0 ? r : 0;
-}
-
 int tier_prepare(const struct policy *p, uid_t uid, const char *caller_home,
-                 struct tier_image **ret_image, struct al_error *err)
+                 struct rootdir **ret_image, struct al_error *err)
 {
         char why[512];
 
@@ -232,14 +148,9 @@ int tier_prepare(const struct policy *p, uid_t uid, const char *caller_home,
                                             "tier container needs an image: give --image NAME "
                                             "or \"image\" in the policy (airlock image ls)");
         _cleanup_free_ char *dir = image_dir(uid, caller_home);
-        struct tier_image *t = xcalloc(1, sizeof(*t));
-        int r = image_resolve(dir, p->image, &t->path, NULL, err);
-        if (r >= 0)
-                r = list_image(t, uid == 0, err);
-        if (r < 0) {
-                tier_image_free(t);
+        _cleanup_free_ char *path = NULL;
+        int r = image_resolve(dir, p->image, &path, NULL, err);
+        if (r < 0)
                 return r;
-        }
-        *ret_image = t;
-        return 0;
+        return rootdir_list(path, ROOTDIR_IMAGE, true, ret_image, err);
 }
