@@ -41,6 +41,11 @@ bool al_trace_on(void)
         return true;
 }
 
+int al_trace_fd(void)
+{
+        return trace_state == TRACE_ON ? trace_fd : -1;
+}
+
 /* Append the decimal digits of v at *p (bounded by end). */
 static char *put_u64(char *p, char *end, uint64_t v)
 {

@@ -27,6 +27,7 @@
 #include "spawn.h"
 #include "supervisor.h"
 #include "term.h"
+#include "trace.h"
 #include "util.h"
 
 struct stream {
@@ -311,6 +312,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 r = sv_core_gate_env(core, cfg->secrets, &envp, err);
         if (r < 0)
                 return r;
+        al_trace_mark("sv.env");
 
         /* A broken pipe on the host's side must not kill the supervisor and
          * orphan the sandbox. */
@@ -324,6 +326,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 sv_core_gate_env_release(core);
                 return r;
         }
+        al_trace_mark("audit.open");
         if (cfg->net_log_path) {
                 sv.net_log_fd = open(cfg->net_log_path,
                                      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -342,6 +345,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 set_failure(res, 125, "audit_failed", core->audit_first);
                 goto done;
         }
+        al_trace_mark("audit.created");
 
         struct cgroup_limits lim;
         cg_name = xasprintf("airlock-%s", res->sandbox);
@@ -352,6 +356,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
+        al_trace_mark("cgroup.open");
         /* A read-write workspace's own size (limits.workspaceDisk). */
         if (p->limits.workspace_disk && p->workspace &&
             quota_apply(p->workspace, p->limits.workspace_disk, res->sandbox, cfg->state_root,
@@ -388,6 +393,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (cfg->tty && cfg->tty_fd >= 0)
                 (void)term_size(cfg->tty_fd, &sc.pty.rows, &sc.pty.cols);
         r = spawn_sandbox(&sc, &core->sp, &e);
+        al_trace_mark("spawn.done");
         if (out_pipe[1] >= 0)
                 close(out_pipe[1]);
         if (err_pipe[1] >= 0)
@@ -480,7 +486,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 evtimer_add(sv.ev_timeout, &tv);
         }
 
+        al_trace_mark("sv.armed");
         event_base_dispatch(core->base);
+        al_trace_mark("pid1.exit");
         if (core->gate) {
                 struct netgate_stats ns;
                 netgate_get_stats(core->gate, &ns);
@@ -498,12 +506,14 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         while (wait4(core->sp.pid, &pid1_status, 0, &ru) < 0 && errno == EINTR)
                 ;
         core->sp.pid = -1;
+        al_trace_mark("teardown.reap");
 
         struct cgroup_usage cu = {0};
         if (core->cg)
                 core->cg->ops->usage(core->cg, &cu);
 
         fill_usage(&sv, core->cg, &ru);
+        al_trace_mark("teardown.usage");
 
         int st = sv.have_status ? sv.status : pid1_status;
         if (core->audit_failed) {
@@ -586,13 +596,16 @@ done:
         }
         if (sv.ev_timeout)
                 event_free(sv.ev_timeout);
+        al_trace_mark("teardown.stop");
         sv_core_free(core);
+        al_trace_mark("teardown.free");
         res->duration_ms = (now_monotonic_us() - start) / 1000;
         res->usage.output_bytes = sv.output;
         struct events_end end = run_end(res);
         sv_core_process_ended(core, &end);
         /* The result is reported only once its record is durable. */
         sv_core_destroyed(core, res->duration_ms);
+        al_trace_mark("audit.destroyed");
         if (core->audit_failed && !(res->error_code && STREQ(res->error_code, "audit_failed")))
                 set_failure(res, 125, "audit_failed", core->audit_first);
         sv_core_close_audit(core);
