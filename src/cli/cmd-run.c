@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "help.h"
+#include "cgroup.h"
 #include "commands.h"
 #include "gitguard.h"
 #include "audit.h"
@@ -375,6 +376,9 @@ int cmd_run(int argc, char **argv)
          * origin (trace.h). */
         al_trace_on();
         al_trace_mark("cli.start");
+        /* cgroup v1: the grace period the sandbox's move into its cgroup
+         * waits for starts now, beside the setup (cgroup.h). */
+        cgroup_warm();
         if (!getcwd(cwd, sizeof(cwd))) {
                 snprintf(msg, sizeof(msg), "current directory: %s", strerror(errno));
                 policy_free(p);
