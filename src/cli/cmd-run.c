@@ -376,9 +376,6 @@ int cmd_run(int argc, char **argv)
          * origin (trace.h). */
         al_trace_on();
         al_trace_mark("cli.start");
-        /* cgroup v1: the grace period the sandbox's move into its cgroup
-         * waits for starts now, beside the setup (cgroup.h). */
-        cgroup_warm();
         if (!getcwd(cwd, sizeof(cwd))) {
                 snprintf(msg, sizeof(msg), "current directory: %s", strerror(errno));
                 policy_free(p);
@@ -523,6 +520,9 @@ int cmd_run(int argc, char **argv)
                 policy_free(p);
                 return fail_setup(&a, "run: no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
         }
+        /* cgroup v1: the grace period the sandbox's move into its cgroup
+         * waits for starts now, beside the setup (cgroup.h). */
+        cgroup_warm();
 
         _cleanup_(githelper_clone_done) struct githelper_clone git = {0};
         if (a.state_root && (a.state_root[0] != '/' || a.repo)) {
