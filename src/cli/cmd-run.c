@@ -523,6 +523,7 @@ int cmd_run(int argc, char **argv)
         /* cgroup v1: the grace period the sandbox's move into its cgroup
          * waits for starts now, beside the setup (cgroup.h). */
         cgroup_warm();
+        al_trace_mark("cgroup.warm");
 
         _cleanup_(githelper_clone_done) struct githelper_clone git = {0};
         if (a.state_root && (a.state_root[0] != '/' || a.repo)) {
@@ -675,6 +676,7 @@ int cmd_run(int argc, char **argv)
                 term_restore_on_fatal_signals(&saved);
         al_trace_mark("cli.gitguard");
         r = orphans_run(&cfg, &res, &err);
+        cgroup_warm_done();
         if (relay_fd >= 0)
                 close(relay_fd);
         term_stdin_relay_end(relay);

@@ -3,22 +3,24 @@
  * cgroup_warm()). Moving a process between cgroups takes the kernel's
  * threadgroup lock for writing, which waits for an RCU grace period unless
  * another move took it within the last one (or the hierarchy is mounted
- * with favordynmods). A helper thread moves itself into the cgroup it is
+ * with favordynmods). A helper process moves itself into the cgroup it is
  * already in: nothing changes, but the grace period starts then, while the
  * supervisor plans the mounts and the sandbox builds its root, instead of
  * when the sandbox is moved into its own cgroup. */
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cgroup.h"
 #include "util.h"
+
+static pid_t warm_pid = -1;
 
 int cgroup_warm_path(const char *self_cgroup, const char *root, char *buf, size_t size)
 {
@@ -60,24 +62,6 @@ int cgroup_warm_path(const char *self_cgroup, const char *root, char *buf, size_
         return -ENOENT;
 }
 
-static char warm_tasks[512];
-
-static void *warm_main(void *arg)
-{
-        (void)arg;
-        /* Only system calls here: the process may clone the sandbox while
-         * this thread runs, and a child must find no lock of ours held. */
-        int fd = open(warm_tasks, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd >= 0) {
-                char tid[24];
-                int n = snprintf(tid, sizeof(tid), "%ld", (long)syscall(SYS_gettid));
-                ssize_t w = write(fd, tid, (size_t)n);
-                (void)w;
-                close(fd);
-        }
-        return NULL;
-}
-
 void cgroup_warm(void)
 {
         static bool started;
@@ -85,7 +69,7 @@ void cgroup_warm(void)
         if (started || statfs("/sys/fs/cgroup", &sfs) < 0 || sfs.f_type == CGROUP2_SUPER_MAGIC)
                 return; /* v2 places the sandbox with CLONE_INTO_CGROUP: no move */
         started = true;
-        char self[4096];
+        char self[4096], tasks[512];
         int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return;
@@ -94,19 +78,34 @@ void cgroup_warm(void)
         if (n <= 0)
                 return;
         self[n] = '\0';
-        if (cgroup_warm_path(self, "/sys/fs/cgroup", warm_tasks, sizeof(warm_tasks)) < 0)
+        if (cgroup_warm_path(self, "/sys/fs/cgroup", tasks, sizeof(tasks)) < 0)
                 return;
-        /* The thread takes no signal meant for the process. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_attr_t attr;
-        pthread_t t;
-        if (pthread_attr_init(&attr) == 0) {
-                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-                pthread_attr_setstacksize(&attr, 64 * 1024);
-                (void)pthread_create(&t, &attr, warm_main, NULL);
-                pthread_attr_destroy(&attr);
+        /* A process of its own, not a thread: the sandbox is cloned with
+         * clone3 while the helper may still run, and a thread of this
+         * process could hold a lock of the C library (its exit takes
+         * some) that the sandbox's setup would then wait for forever. The
+         * helper moves itself, not the caller. */
+        fd = open(tasks, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return; /* not ours to write (an ordinary user): nothing gained */
+        pid_t pid = fork();
+        if (pid == 0) {
+                char me[24];
+                int len = snprintf(me, sizeof(me), "%d", (int)getpid());
+                ssize_t w = write(fd, me, (size_t)len);
+                (void)w;
+                _exit(0);
         }
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        close(fd);
+        if (pid > 0)
+                warm_pid = pid;
+}
+
+void cgroup_warm_done(void)
+{
+        if (warm_pid <= 0)
+                return;
+        while (waitpid(warm_pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        warm_pid = -1;
 }
