@@ -196,7 +196,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
                 syscall(SYS_pidfd_send_signal, sv->core.sp.pidfd, (int)sig, NULL, 0);
 }
 
-static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct rusage *ru)
+static void fill_usage(struct supervisor *sv, const struct cgroup_usage *cu,
+                       const struct rusage *ru)
 {
         struct supervisor_usage *u = &sv->res->usage;
         u->cpu_user_ms = (uint64_t)ru->ru_utime.tv_sec * 1000 + (uint64_t)ru->ru_utime.tv_usec / 1000;
@@ -204,14 +205,12 @@ static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct ru
                 (uint64_t)ru->ru_stime.tv_sec * 1000 + (uint64_t)ru->ru_stime.tv_usec / 1000;
         u->max_rss_kb = (uint64_t)ru->ru_maxrss;
         u->output_bytes = sv->output;
-        if (cg) {
-                struct cgroup_usage cu;
-                cg->ops->usage(cg, &cu);
-                u->cpu_ms = cu.cpu_usec / 1000;
-                u->memory_peak = cu.memory_peak;
-                u->io_read_bytes = cu.io_read_bytes;
-                u->io_write_bytes = cu.io_write_bytes;
-                u->io_measured = cu.io_measured;
+        if (cu) {
+                u->cpu_ms = cu->cpu_usec / 1000;
+                u->memory_peak = cu->memory_peak;
+                u->io_read_bytes = cu->io_read_bytes;
+                u->io_write_bytes = cu->io_write_bytes;
+                u->io_measured = cu->io_measured;
         }
 }
 
@@ -512,7 +511,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (core->cg)
                 core->cg->ops->usage(core->cg, &cu);
 
-        fill_usage(&sv, core->cg, &ru);
+        /* Read once: the same figures fill the result and the OOM check. */
+        fill_usage(&sv, core->cg ? &cu : NULL, &ru);
         al_trace_mark("teardown.usage");
 
         int st = sv.have_status ? sv.status : pid1_status;
