@@ -81,10 +81,10 @@ void cgroup_warm(void)
         if (cgroup_warm_path(self, "/sys/fs/cgroup", tasks, sizeof(tasks)) < 0)
                 return;
         /* A process of its own, not a thread: the sandbox is cloned with
-         * clone3 while the helper may still run, and a thread of this
-         * process could hold a lock of the C library (its exit takes
-         * some) that the sandbox's setup would then wait for forever. The
-         * helper moves itself, not the caller. */
+         * raw clone3, whose child's C library still counts the thread:
+         * its setresuid() (passed to every thread the library knows of)
+         * or a lock the thread held at the clone would wait for it
+         * forever. The helper moves itself, not the caller. */
         fd = open(tasks, O_WRONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return; /* not ours to write (an ordinary user): nothing gained */
