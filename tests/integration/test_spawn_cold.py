@@ -16,8 +16,8 @@ from conftest import AIRLOCK_BIN, RUNAS
 # of the documented steps are only looked for.
 ORDERED = [
     "cli.start", "cli.policy", "spawn.plan", "userns.map", "mount.system", "mount.pivot",
-    "cmd.landlock", "cmd.seccomp", "cmd.exec", "spawn.started", "pid1.exit", "teardown.free",
-    "audit.destroyed", "cli.exit",
+    "cmd.landlock", "cmd.seccomp", "cmd.exec", "spawn.started", "pid1.exit", "teardown.stop",
+    "audit.destroyed", "teardown.free", "cli.exit",
 ]
 PRESENT = ORDERED + ["spawn.clone", "child.start", "init.confined", "cgroup.open",
                      "mount.masks", "init.cmd_exit"]

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -268,6 +269,26 @@ static int open_ports(struct supervisor *sv, struct al_error *err)
                 json_decref(d);
         }
         return 0;
+}
+
+static void *cgroup_free_main(void *cg)
+{
+        cgroup_free(cg);
+        return NULL;
+}
+
+/* cgroup_free(cg) on a thread of its own, which takes no signal; false
+ * when none could be started (the caller frees it then). Only once the
+ * sandbox is gone: a thread must never be alive while one is cloned
+ * (cgroup-warm.c says why). */
+static bool start_cgroup_free(struct cgroup *cg, pthread_t *ret)
+{
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        bool ok = pthread_create(ret, NULL, cgroup_free_main, cg) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return ok;
 }
 
 int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result *res,
@@ -597,8 +618,14 @@ done:
         if (sv.ev_timeout)
                 event_free(sv.ev_timeout);
         al_trace_mark("teardown.stop");
+        /* Every process of the sandbox is gone (pid 1 is reaped): its
+         * cgroup is emptied and removed beside the end's records and their
+         * sync, and both are done before the result is reported. */
+        pthread_t cg_thread;
+        bool cg_threaded = core->cg && start_cgroup_free(core->cg, &cg_thread);
+        if (cg_threaded)
+                core->cg = NULL;
         sv_core_free(core);
-        al_trace_mark("teardown.free");
         res->duration_ms = (now_monotonic_us() - start) / 1000;
         res->usage.output_bytes = sv.output;
         struct events_end end = run_end(res);
@@ -606,6 +633,9 @@ done:
         /* The result is reported only once its record is durable. */
         sv_core_destroyed(core, res->duration_ms);
         al_trace_mark("audit.destroyed");
+        if (cg_threaded)
+                pthread_join(cg_thread, NULL);
+        al_trace_mark("teardown.free");
         if (core->audit_failed && !(res->error_code && STREQ(res->error_code, "audit_failed")))
                 set_failure(res, 125, "audit_failed", core->audit_first);
         sv_core_close_audit(core);
