@@ -136,8 +136,11 @@ def main():
     print(f"spawn: ratio gated/bwrap   p50 {g / b:.2f}x  p90 {g9 / b9:.2f}x")
     print(f"spawn: {RUNS} runs each, interleaved; load average {load0:.2f} -> {load1:.2f}")
     print(f"spawn: supervisor peak RSS {max(a_rss) / 1024:.1f} MiB")
-    for mnt, name, fav in host_settings():
-        print(f"spawn: host cgroup {name} ({mnt}): favordynmods {'on' if fav else 'off'}")
+    hs = host_settings()
+    on = [name for _, name, fav in hs if fav]
+    print(f"spawn: host: favordynmods on {len(on)} of {len(hs)} cgroup mounts"
+          f"{' (' + ', '.join(on) + ')' if on else ''}"
+          f"{'; each cgroup v1 move waits for an RCU grace period (airlock doctor)' if hs and not on and any(n != 'cgroup2' for _, n, _ in hs) else ''}")
     if TRACE_RUNS > 0:
         steps = trace_steps(airlock, ws, TRACE_RUNS)
         rows = sorted(steps.items(), key=lambda kv: statistics.median(kv[1][1]))
