@@ -106,3 +106,17 @@ def test_trace_names_each_step_and_stays_out_of_the_sandbox(airlock):
                        cwd=str(ws), capture_output=True, text=True, timeout=30)
     assert p.returncode == 0 and "airlock-trace" not in p.stderr
     assert trace.read_text() == ""
+
+
+def test_airlock_starts_without_libgit2():
+    # libgit2 and the libraries it pulls in cost 1.3 ms of CPU at every
+    # start: airlock loads it on first use (src/cli/gitlazy.c). A new git_*
+    # call outside gitlazy.c links it back; add the function there.
+    import shutil
+    import pytest
+    if not shutil.which("readelf"):
+        pytest.skip("needs readelf (binutils)")
+    out = subprocess.run(["readelf", "-d", str(AIRLOCK_BIN)], capture_output=True, text=True,
+                         check=True).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    assert needed and not [n for n in needed if "git2" in n], needed
