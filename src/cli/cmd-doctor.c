@@ -28,7 +28,8 @@ static const char doctor_usage[] =
     "Landlock and seccomp for every tier; images (container); runsc (gvisor);\n"
     "/dev/kvm and why the microvm tier cannot run yet. With --workspace, also\n"
     "whether limits.workspaceDisk (project quotas) and limits.io (a disk to\n"
-    "throttle) can be had on that directory. The checks\n"
+    "throttle) can be had on that directory. Last, the host settings that cost\n"
+    "every sandbox start time (cgroup v1 without favordynmods). The checks\n"
     "use the kernel's own interfaces as the caller: run it as the user who will\n"
     "run Airlock.\n"
     "\n"
@@ -186,6 +187,8 @@ int cmd_doctor(int argc, char **argv)
                 probe_workspace_quota(workspace, &ws[0]);
                 probe_workspace_io(workspace, &ws[1]);
         }
+        struct probe_check cost[1];
+        probe_start_cost(&cost[0]);
         struct utsname u;
         if (uname(&u) < 0)
                 snprintf(u.release, sizeof(u.release), "unknown");
@@ -205,6 +208,7 @@ int cmd_doctor(int argc, char **argv)
                 }
                 json_t *o = json_pack("{s:i, s:s, s:o}", "uid", (int)geteuid(), "kernel", u.release,
                                       "tiers", a);
+                json_object_set_new(o, "startTime", checks_json(cost, ARRAY_SIZE(cost)));
                 if (workspace)
                         json_object_set_new(o, "workspace",
                                             json_pack("{s:o, s:o}", "path", json_text(workspace),
@@ -224,6 +228,13 @@ int cmd_doctor(int argc, char **argv)
         if (workspace) {
                 printf("\nworkspace %s:\n", workspace);
                 print_checks(ws, 2);
+        }
+        printf("\nstart time (host settings that slow every start, not whether it runs):\n");
+        for (size_t i = 0; i < ARRAY_SIZE(cost); i++) {
+                printf("  %-4s %-13s %s\n", cost[i].ok ? "ok" : "slow", cost[i].name,
+                       cost[i].detail);
+                if (cost[i].fix[0])
+                        printf("       %-13s fix: %s\n", "", cost[i].fix);
         }
         return rc;
 }

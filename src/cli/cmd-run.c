@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "help.h"
+#include "cgroup.h"
 #include "commands.h"
 #include "gitguard.h"
 #include "audit.h"
@@ -22,6 +23,7 @@
 #include "orphans.h"
 #include "supervisor.h"
 #include "term.h"
+#include "trace.h"
 #include "util.h"
 
 #define EXIT_SETUP 125
@@ -372,6 +374,10 @@ int cmd_run(int argc, char **argv)
         size_t n_injects = 0;
         int c, r;
 
+        /* Before anything forks: children inherit the decision and the
+         * origin (trace.h). */
+        al_trace_on();
+        al_trace_mark("cli.start");
         if (!getcwd(cwd, sizeof(cwd))) {
                 snprintf(msg, sizeof(msg), "current directory: %s", strerror(errno));
                 policy_free(p);
@@ -392,6 +398,7 @@ int cmd_run(int argc, char **argv)
                 policy_free(p);
                 return fail_setup(&a, err.msg);
         }
+        al_trace_mark("cli.policy_file");
 
         const char *workspace = NULL;
         optind = 1;
@@ -515,6 +522,10 @@ int cmd_run(int argc, char **argv)
                 policy_free(p);
                 return fail_setup(&a, "run: no command given (usage: airlock run [OPTIONS] -- COMMAND [ARGS...])");
         }
+        /* cgroup v1: the grace period the sandbox's move into its cgroup
+         * waits for starts now, beside the setup (cgroup.h). */
+        cgroup_warm();
+        al_trace_mark("cgroup.warm");
 
         _cleanup_(githelper_clone_done) struct githelper_clone git = {0};
         if (a.state_root && (a.state_root[0] != '/' || a.repo)) {
@@ -557,11 +568,13 @@ int cmd_run(int argc, char **argv)
                 policy_free(p);
                 return fail_setup(&a, err.msg);
         }
+        al_trace_mark("cli.policy");
         r = apply_repo_config(p, cwd, home ? home : "/", a.quiet, &err);
         if (r < 0) {
                 policy_free(p);
                 return fail_setup(&a, err.msg);
         }
+        al_trace_mark("cli.repo_config");
 
         /* --ask: the asks are put to the user on their terminal, as sudo
          * asks; with no terminal nobody could answer. */
@@ -654,6 +667,7 @@ int cmd_run(int argc, char **argv)
                 cfg.stdin_fd = relay_fd;
         }
         struct supervisor_result res = {0};
+        al_trace_mark("cli.ready");
         struct gitguard *gg = gitguard_begin(p);
         /* The user's terminal passes keys through untouched while the
          * command's own terminal is attached, and gets its mode back on
@@ -662,12 +676,15 @@ int cmd_run(int argc, char **argv)
         struct term_saved saved = {.fd = -1};
         if (cfg.tty && isatty(0) && term_raw(0, &saved) == 0)
                 term_restore_on_fatal_signals(&saved);
+        al_trace_mark("cli.gitguard");
         r = orphans_run(&cfg, &res, &err);
+        cgroup_warm_done();
         if (relay_fd >= 0)
                 close(relay_fd);
         term_stdin_relay_end(relay);
         term_restore(&saved);
         gitguard_finish_logged(gg, audit_path, &a.audit_rotate, res.sandbox, warn_line, NULL);
+        al_trace_mark("cli.gitguard_done");
         if (r < 0) {
                 secrets_free(secrets);
                 policy_free(p);
@@ -702,5 +719,6 @@ int cmd_run(int argc, char **argv)
         }
         secrets_free(secrets);
         policy_free(p);
+        al_trace_mark("cli.exit");
         return res.exit_code;
 }

@@ -34,11 +34,23 @@ bool al_trace_on(void)
                 trace_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
         else
                 trace_fd = open(v, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+        if (trace_fd >= 0 && trace_fd < 3) {
+                /* Started with stdio closed: never one of 0-2, which a
+                 * sandbox's command gets as its own. */
+                int fd = fcntl(trace_fd, F_DUPFD_CLOEXEC, 3);
+                close(trace_fd);
+                trace_fd = fd;
+        }
         if (trace_fd < 0)
                 return false;
         trace_origin_ns = trace_last_ns = al_trace_now_ns();
         trace_state = TRACE_ON;
         return true;
+}
+
+int al_trace_fd(void)
+{
+        return trace_state == TRACE_ON ? trace_fd : -1;
 }
 
 /* Append the decimal digits of v at *p (bounded by end). */

@@ -23,5 +23,10 @@
 bool al_trace_on(void);
 /* Record that `step` has just finished. */
 void al_trace_mark(const char *step);
+/* The trace descriptor, or -1 when tracing is off: code that closes every
+ * descriptor but a few (a sandbox's pid 1, a command before execve) keeps
+ * it, so that later marks never land in a descriptor that reused its
+ * number. It is close-on-exec all the same. */
+int al_trace_fd(void);
 /* Monotonic nanoseconds, for callers that time a span themselves. */
 uint64_t al_trace_now_ns(void);

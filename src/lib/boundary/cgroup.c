@@ -218,13 +218,18 @@ int cgroup_reclaim(char *const *dirs, size_t n)
 }
 
 /* The caller's cgroup in the hierarchy that holds `controller` ("" for the
- * unified one), from /proc/self/cgroup. */
-static int own_cgroup_path(const char *controller, char **ret)
+ * unified one), from the text of /proc/self/cgroup (`self`, or read here
+ * when NULL). */
+static int own_cgroup_path(const char *self, const char *controller, char **ret)
 {
         _cleanup_free_ char *s = NULL;
-        int r = read_file_at(AT_FDCWD, "/proc/self/cgroup", 1 << 20, &s, NULL);
-        if (r < 0)
-                return r;
+        if (self)
+                s = xstrdup(self);
+        else {
+                int r = read_file_at(AT_FDCWD, "/proc/self/cgroup", 1 << 20, &s, NULL);
+                if (r < 0)
+                        return r;
+        }
         for (char *line = s; line && *line;) {
                 char *nl = strchr(line, '\n');
                 if (nl)
@@ -255,13 +260,11 @@ static int own_cgroup_path(const char *controller, char **ret)
         return -ENOENT;
 }
 
-/* The mount point of the v1 hierarchy carrying `controller`, from mountinfo. */
-static int v1_mount_point(const char *controller, char **ret)
+/* The mount point of the v1 hierarchy carrying `controller`, from the text
+ * of /proc/self/mountinfo. */
+static int v1_mount_point(const char *mountinfo, const char *controller, char **ret)
 {
-        _cleanup_free_ char *s = NULL;
-        int r = read_file_at(AT_FDCWD, "/proc/self/mountinfo", 4 << 20, &s, NULL);
-        if (r < 0)
-                return r;
+        _cleanup_free_ char *s = xstrdup(mountinfo);
         for (char *line = s; line && *line;) {
                 char *nl = strchr(line, '\n');
                 if (nl)
@@ -353,7 +356,7 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
 
         if (sfs.f_type == CGROUP2_SUPER_MAGIC) {
                 _cleanup_free_ char *own = NULL;
-                r = own_cgroup_path("", &own);
+                r = own_cgroup_path(NULL, "", &own);
                 if (r < 0)
                         return al_error_set(err, r, "cgroup: finding own cgroup");
                 _cleanup_free_ char *parent = xasprintf("/sys/fs/cgroup%s", own);
@@ -365,10 +368,17 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
                                                     "cpuacct", "freezer", "blkio"};
                 char *parents[CGROUP_V1_MAX] = {0};
                 size_t n = 0;
-                r = 0;
+                /* Each read once for every controller. */
+                _cleanup_free_ char *mountinfo = NULL, *self = NULL;
+                r = read_file_at(AT_FDCWD, "/proc/self/mountinfo", 4 << 20, &mountinfo, NULL);
+                if (r < 0)
+                        return al_error_set(err, r, "cgroup: reading /proc/self/mountinfo");
+                r = read_file_at(AT_FDCWD, "/proc/self/cgroup", 1 << 20, &self, NULL);
+                if (r < 0)
+                        return al_error_set(err, r, "cgroup: reading /proc/self/cgroup");
                 for (size_t i = 0; i < ARRAY_SIZE(ctrls) && r >= 0; i++) {
                         _cleanup_free_ char *mnt = NULL, *own = NULL;
-                        r = v1_mount_point(ctrls[i], &mnt);
+                        r = v1_mount_point(mountinfo, ctrls[i], &mnt);
                         /* The freezer lets the kill switch stop the sandbox
                          * before killing it; a user it is not delegated to
                          * (or a host without it) gets a kill without the
@@ -387,7 +397,7 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
                                              ctrls[i]);
                                 break;
                         }
-                        r = own_cgroup_path(ctrls[i], &own);
+                        r = own_cgroup_path(self, ctrls[i], &own);
                         if (r < 0 && STREQ(ctrls[i], "freezer")) {
                                 r = 0;
                                 continue;

@@ -76,6 +76,18 @@ struct cgroup {
 extern const struct cgroup_ops cgroup_v1_ops;
 extern const struct cgroup_ops cgroup_v2_ops;
 
+/* cgroup v1 without favordynmods: start the RCU grace period that the
+ * sandbox's move into its cgroup would wait for, in a helper process that
+ * moves itself into the cgroup it is already in (cgroup-warm.c). Call it
+ * early, once, before anything is cloned; on cgroup v2, or where the
+ * caller may not write its own cgroup, it does nothing. cgroup_warm_done()
+ * reaps the helper. */
+void cgroup_warm(void);
+void cgroup_warm_done(void);
+/* The v1 `tasks` file of the caller's memory (else pids) cgroup under
+ * `root`, from /proc/self/cgroup's text; -ENOENT when neither is there. */
+int cgroup_warm_path(const char *self_cgroup, const char *root, char *buf, size_t size);
+
 /* Detect the host's layout and find the caller's cgroup; nothing is created
  * yet. */
 int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup **ret,

@@ -15,6 +15,7 @@
 #include "landlock.h"
 #include "seccomp.h"
 #include "tier.h"
+#include "trace.h"
 #include "util.h"
 
 extern char **environ;
@@ -53,8 +54,8 @@ int confine_drop_caps_but(uint64_t keep, struct al_error *err)
         for (int cap = 0; cap <= last; cap++)
                 if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
                     prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                        return al_error_set(err, errno, "dropping capability %d from the bounding set",
-                                            cap);
+                        return al_error_set(err, errno,
+                                            "dropping capability %d from the bounding set", cap);
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 return al_error_set(err, errno, "clearing ambient capabilities");
         /* A uid 0 inside regains nothing on execve, and the bits stay set. */
@@ -77,6 +78,32 @@ int confine_drop_caps_but(uint64_t keep, struct al_error *err)
         return 0;
 }
 
+void confine_close_except(const int *keep, size_t n)
+{
+        int k[8];
+        size_t m = 0;
+        for (size_t i = 0; i < n && m < ARRAY_SIZE(k) - 1; i++)
+                if (keep[i] >= 3)
+                        k[m++] = keep[i];
+        if (al_trace_fd() >= 3)
+                k[m++] = al_trace_fd();
+        /* Ascending, for the gaps between them. */
+        for (size_t i = 1; i < m; i++)
+                for (size_t j = i; j > 0 && k[j - 1] > k[j]; j--) {
+                        int t = k[j];
+                        k[j] = k[j - 1];
+                        k[j - 1] = t;
+                }
+        unsigned from = 3;
+        for (size_t i = 0; i < m; i++) {
+                if ((unsigned)k[i] > from)
+                        close_range(from, (unsigned)k[i] - 1, 0);
+                if ((unsigned)k[i] + 1 > from)
+                        from = (unsigned)k[i] + 1;
+        }
+        close_range(from, ~0U, 0);
+}
+
 int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err)
 {
         const struct policy_limits *l = &c->policy->limits;
@@ -94,24 +121,23 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
 
         /* Nothing but stdio (and the error channel, closed by execve) crosses
          * into the command: a leaked fd is an escape (CVE-2024-21626). */
-        if (c->keep_fd > 3)
-                close_range(3, (unsigned)c->keep_fd - 1, 0);
-        if (c->keep_fd >= 3)
-                close_range((unsigned)c->keep_fd + 1, ~0U, 0);
-        else
-                close_range(3, ~0U, 0);
+        confine_close_except(&c->keep_fd, 1);
 
-        if (l->open_files && (r = set_rlimit(RLIMIT_NOFILE, l->open_files, "the open files limit", err)) < 0)
+        if (l->open_files &&
+            (r = set_rlimit(RLIMIT_NOFILE, l->open_files, "the open files limit", err)) < 0)
                 return r;
-        if (l->file_size && (r = set_rlimit(RLIMIT_FSIZE, l->file_size, "the file size limit", err)) < 0)
+        if (l->file_size &&
+            (r = set_rlimit(RLIMIT_FSIZE, l->file_size, "the file size limit", err)) < 0)
                 return r;
-        if (l->cpu_time_s && (r = set_rlimit(RLIMIT_CPU, l->cpu_time_s, "the cpu time limit", err)) < 0)
+        if (l->cpu_time_s &&
+            (r = set_rlimit(RLIMIT_CPU, l->cpu_time_s, "the cpu time limit", err)) < 0)
                 return r;
         if ((r = set_rlimit(RLIMIT_CORE, 0, "the core size limit", err)) < 0)
                 return r;
 
         if (c->cwd && chdir(c->cwd) < 0)
                 return al_error_set(err, errno, "changing to %s", c->cwd);
+        al_trace_mark("cmd.session");
 
         if (setresgid(c->gid, c->gid, c->gid) < 0)
                 return al_error_set(err, errno, "setting gid %u", (unsigned)c->gid);
@@ -128,19 +154,22 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
          * Airlock's filter forbid; the agent's system calls never reach this
          * kernel's (tier.h, docs/tiers.md). */
         if (!gvisor) {
-                r = landlock_restrict_writes((const char *const *)c->write_paths,
-                                             c->n_write_paths, true, err);
+                r = landlock_restrict_writes((const char *const *)c->write_paths, c->n_write_paths,
+                                             true, err);
                 if (r < 0)
                         return r;
+                al_trace_mark("cmd.landlock");
         }
 
         if ((r = confine_drop_caps(err)) < 0)
                 return r;
+        al_trace_mark("cmd.caps");
 
         if (!gvisor) {
                 r = seccomp_install(err);
                 if (r < 0)
                         return r;
+                al_trace_mark("cmd.seccomp");
         }
         /* A second filter only narrows: the kernel runs both and the
          * strictest answer wins. */
@@ -157,6 +186,7 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                 *ret_exec_errno = errno;
                 return al_error_set(err, errno, "%s", argv[0]);
         }
+        al_trace_mark("cmd.exec");
         execvp(c->argv[0], c->argv);
         *ret_exec_errno = errno;
         return al_error_set(err, errno, "%s", c->argv[0]);

@@ -32,6 +32,10 @@ struct confine_config {
  * execve itself failed. */
 int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err);
 
+/* Close every descriptor from 3 up but the n in `keep` (negative ones are
+ * ignored) and the trace descriptor (trace.h), which is close-on-exec. */
+void confine_close_except(const int *keep, size_t n);
+
 /* Drop every capability from every set, lock the securebits. */
 int confine_drop_caps(struct al_error *err);
 /* The same, keeping the capabilities of mask `keep` (1 << CAP_x) permitted

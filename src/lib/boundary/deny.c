@@ -15,6 +15,7 @@
 #include "fs.h"
 #include "mounts.h"
 #include "paths.h"
+#include "realcache.h"
 #include "util.h"
 #include "mounts-internal.h"
 
@@ -195,7 +196,7 @@ static int glob_error(const char *path, int e)
 
 /* A path with nothing at it yet, in real form: the real path of the nearest
  * ancestor that exists, and the rest as given. */
-static int real_missing(const char *path, char real[PATH_MAX])
+static int real_missing(struct realcache *rc, const char *path, char real[PATH_MAX])
 {
         char buf[PATH_MAX];
         if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
@@ -206,15 +207,16 @@ static int real_missing(const char *path, char real[PATH_MAX])
                         break;
                 *slash = '\0';
                 char anc[PATH_MAX];
-                if (realpath(buf, anc)) {
+                int rr = realcache_resolve(rc, buf, anc);
+                if (rr == 0) {
                         const char *rest = path + strlen(buf);
                         if (snprintf(real, PATH_MAX, "%s%s", STREQ(anc, "/") ? "" : anc, rest) >=
                             PATH_MAX)
                                 return -ENAMETOOLONG;
                         return 0;
                 }
-                if (errno != ENOENT && errno != ENOTDIR)
-                        return -errno;
+                if (rr != -ENOENT && rr != -ENOTDIR)
+                        return rr;
         }
         snprintf(real, PATH_MAX, "%s", path);
         return 0;
@@ -227,8 +229,8 @@ static int real_missing(const char *path, char real[PATH_MAX])
  * unless it lacks its privileges too, as on a root-squashed share), so it
  * cannot reach it either. What the user named, and the caller's own home,
  * are never skipped. */
-static int resolve_deny(struct mounts_plan *plan, const char *path, bool dir, bool may_skip_eacces,
-                        struct al_error *err)
+static int resolve_deny(struct mounts_plan *plan, struct realcache *rc, const char *path, bool dir,
+                        bool may_skip_eacces, struct al_error *err)
 {
         char real[PATH_MAX];
         struct stat st;
@@ -268,13 +270,14 @@ static int resolve_deny(struct mounts_plan *plan, const char *path, bool dir, bo
                 globfree(&g);
                 return 0;
         }
-        if (realpath(path, real) && lstat(real, &st) == 0) {
+        int rr = realcache_resolve(rc, path, real);
+        if (rr == 0 && lstat(real, &st) == 0) {
                 mounts_plan_add_deny(plan, real, st.st_mode & S_IFMT, dir);
                 return 0;
         }
-        int e = errno;
+        int e = rr < 0 ? -rr : errno;
         if (e == ENOENT || e == ENOTDIR) {
-                int r = real_missing(path, real);
+                int r = real_missing(rc, path, real);
                 if (r == -EACCES && may_skip_eacces)
                         return 0;
                 if (r < 0)
@@ -338,18 +341,18 @@ char **mounts_list_homes(const char *caller_home, size_t *ret_n)
         return homes;
 }
 
-int mounts_resolve_entry(struct mounts_plan *plan, char *const *homes, size_t n_homes,
-                         const char *caller_home, const char *entry, bool user_entry,
-                         struct al_error *err)
+int mounts_resolve_entry(struct mounts_plan *plan, struct realcache *rc, char *const *homes,
+                         size_t n_homes, const char *caller_home, const char *entry,
+                         bool user_entry, struct al_error *err)
 {
         if (strncmp(entry, "~/", 2) != 0)
-                return resolve_deny(plan, entry, !mandatory_is_file(entry) && !user_entry, false,
-                                    err);
+                return resolve_deny(plan, rc, entry, !mandatory_is_file(entry) && !user_entry,
+                                    false, err);
         for (size_t i = 0; i < n_homes; i++) {
                 _cleanup_free_ char *path = xasprintf("%s/%s", homes[i], entry + 2);
                 bool own = caller_home && STREQ(homes[i], caller_home);
-                int r =
-                    resolve_deny(plan, path, !mandatory_is_file(entry), !own && !user_entry, err);
+                int r = resolve_deny(plan, rc, path, !mandatory_is_file(entry), !own && !user_entry,
+                                     err);
                 if (r < 0)
                         return r;
         }

@@ -28,6 +28,7 @@
 #include "idle.h"
 #include "mounts.h"
 #include "spawn.h"
+#include "trace.h"
 #include "util.h"
 #include "spawn-internal.h"
 
@@ -133,15 +134,11 @@ static void wipe_host_identity(void)
                 memset(*e, 0, strlen(*e));
 }
 
-/* Close every fd from 3 up but a and b. */
+/* Close every fd from 3 up but a and b (and the trace's, confine.h). */
 static void close_all_but(int a, int b)
 {
-        int lo = a < b ? a : b, hi = a < b ? b : a;
-        if (lo > 3)
-                close_range(3, (unsigned)lo - 1, 0);
-        if (hi > lo + 1)
-                close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
-        close_range((unsigned)hi + 1, ~0U, 0);
+        int keep[] = {a, b};
+        confine_close_except(keep, ARRAY_SIZE(keep));
 }
 
 enum { INIT_MAX_PROCS = 256 };
@@ -418,6 +415,7 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                 spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
         }
         if (cmd == 0) {
+                al_trace_mark("cmd.start");
                 close(pair[0]);
                 close(sync);
                 struct command c = {.argv = ctx->cfg->argv, .envp = ctx->cfg->envp,
@@ -453,10 +451,12 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
         close_all_but(sync, pair[0]);
+        al_trace_mark("init.confined");
 
         struct sync_msg m;
         int r = spawn_sync_recv(pair[0], &m, NULL, 0, NULL);
         close(pair[0]);
+        al_trace_mark("init.exec_seen");
         if (r == 0 && m.type == SYNC_ERROR) {
                 spawn_sync_send(sync, SYNC_ERROR, m.code, m.value, m.text);
                 int st;
@@ -501,6 +501,7 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                                         if (p == cmd) {
                                                 status = st;
                                                 done = true;
+                                                al_trace_mark("init.cmd_exit");
                                         }
                         } else if (sig != SIGKILL && sig != SIGSTOP)
                                 kill(cmd, sig);
@@ -509,6 +510,7 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
         kill(-1, SIGKILL);
         while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
                 ;
+        al_trace_mark("init.reaped");
         if (!orphaned)
                 spawn_sync_send(sync, SYNC_EXIT, 0, status, NULL);
         _exit(orphaned ? 125 : 0);

@@ -57,9 +57,11 @@ int mounts_make_mask(bool dir, int devnull);
 int mounts_apply_masks(struct builder *b, int devnull);
 void mounts_plan_add_deny(struct mounts_plan *plan, const char *real, mode_t mode, bool dir);
 char **mounts_list_homes(const char *caller_home, size_t *ret_n);
-int mounts_resolve_entry(struct mounts_plan *plan, char *const *homes, size_t n_homes,
-                         const char *caller_home, const char *entry, bool user_entry,
-                         struct al_error *err);
+struct realcache;
+/* rc: the plan's realpath cache (realcache.h), or NULL. */
+int mounts_resolve_entry(struct mounts_plan *plan, struct realcache *rc, char *const *homes,
+                         size_t n_homes, const char *caller_home, const char *entry,
+                         bool user_entry, struct al_error *err);
 
 /* protect.c */
 int mounts_apply_protect(struct builder *b, int devnull);

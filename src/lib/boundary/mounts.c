@@ -19,6 +19,7 @@
 #include "fs.h"
 #include "mounts.h"
 #include "spawn.h"
+#include "trace.h"
 #include "paths.h"
 #include "util.h"
 #include "volume.h"
@@ -412,6 +413,7 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
         /* Nothing done here may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
                 return al_error_set(err, errno, "making / a slave mount");
+        al_trace_mark("mount.slave");
 
         if (c->plan) {
                 b.deny = c->plan->deny;
@@ -433,6 +435,7 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                 }
         }
         devnull = open("/dev/null", O_PATH | O_CLOEXEC);
+        al_trace_mark("mount.devnodes");
 
         /* The new root: a small tmpfs stacked over "/", built while the host
          * tree is still reachable beneath it through already-open fds and
@@ -452,13 +455,16 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                 r = al_error_set(err, errno, "attaching the new root");
                 goto out;
         }
+        al_trace_mark("mount.newroot");
 
         r = mounts_build_system(&b);
         if (r < 0)
                 goto out;
+        al_trace_mark("mount.system");
         r = mounts_build_passwd(&b);
         if (r < 0)
                 goto out;
+        al_trace_mark("mount.passwd");
 
         /* /tmp and $HOME come before the workspace and the mounts, so that a
          * mount under them lands on their tmpfs instead of being hidden by
@@ -491,6 +497,7 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                                 goto out;
                 }
         }
+        al_trace_mark("mount.tmpfs");
 
         if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY) {
                 r = mounts_mount_overlay(&b, ret_upper_fd);
@@ -509,6 +516,7 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                         goto out;
         }
 
+        al_trace_mark("mount.workspace");
         for (size_t i = 0; i < p->n_mounts; i++) {
                 const struct policy_mount *m = &p->mounts[i];
                 r = check_not_hiding(&b, m->target);
@@ -545,17 +553,21 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                         goto out;
         }
 
+        al_trace_mark("mount.policy");
         r = mounts_apply_protect(&b, devnull);
         if (r < 0)
                 goto out;
+        al_trace_mark("mount.protect");
 
         r = mounts_build_proc(&b);
         if (r < 0)
                 goto out;
+        al_trace_mark("mount.proc");
 
         r = mounts_apply_masks(&b, devnull);
         if (r < 0)
                 goto out;
+        al_trace_mark("mount.masks");
 
         /* pivot_root(".", ".") puts the old root on top of the new one;
          * detaching it reveals the new one. */
@@ -572,6 +584,7 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
                 r = al_error_set(err, errno, "making / read-only");
                 goto out;
         }
+        al_trace_mark("mount.pivot");
         r = 0;
 out:
         for (size_t i = 0; i < ARRAY_SIZE(nodes); i++)

@@ -12,6 +12,7 @@
 #include "orphans.h"
 #include "quota.h"
 #include "supervisor.h"
+#include "trace.h"
 #include "util.h"
 
 #define RECORD_MAX (64 * 1024)
@@ -297,6 +298,7 @@ int orphans_run(const struct supervisor_config *cfg, struct supervisor_result *r
         struct al_error sweep_err = {0};
         /* Another run's leftovers are not this run's failure. */
         (void)orphans_sweep(cfg->state_root, &sweep_err);
+        al_trace_mark("orphans.sweep");
         if (!cfg->state_root)
                 return supervisor_run(cfg, res, err);
 
@@ -312,8 +314,10 @@ int orphans_run(const struct supervisor_config *cfg, struct supervisor_result *r
         int r = record_start(c.state_root, c.sandbox_id, OWNER_RUN, c.audit_path, &rec, err);
         if (r < 0)
                 return r;
+        al_trace_mark("orphans.record");
         r = supervisor_run(&c, res, err);
         record_drop(&rec);
+        al_trace_mark("orphans.dropped");
         return r;
 }
 

@@ -20,6 +20,8 @@
 #include "fs.h"
 #include "mounts.h"
 #include "paths.h"
+#include "realcache.h"
+#include "trace.h"
 #include "util.h"
 #include "mounts-internal.h"
 
@@ -32,7 +34,7 @@ static const char *const internal_deny[] = {
 
 /* "/", the system directories and whole homes are not workspaces unless the
  * user says so: `cd / && airlock run` would hand the agent the host. */
-static const char *broad_reason(const char *real, const char *caller_home)
+static const char *broad_reason(struct realcache *rc, const char *real, const char *caller_home)
 {
         static const char *const exact[] = {"/", "/var", "/opt", "/home", "/root", "/tmp"};
         static const char *const trees[] = {"/usr",   "/bin",    "/sbin", "/lib",  "/lib32",
@@ -55,7 +57,7 @@ static const char *broad_reason(const char *real, const char *caller_home)
         _cleanup_fclose_ FILE *pw = fopen("/etc/passwd", "re");
         struct passwd *e;
         while (pw && (e = fgetpwent(pw)))
-                if (e->pw_dir && realpath(e->pw_dir, home) && !STREQ(home, "/") &&
+                if (e->pw_dir && realcache_resolve(rc, e->pw_dir, home) == 0 && !STREQ(home, "/") &&
                     mounts_path_under(home, real))
                         return STREQ(home, real) ? "is a whole home directory"
                                                  : "holds a whole home";
@@ -165,30 +167,35 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
         plan->tool_bin_fd = -1;
         size_t n_homes = 0;
         _cleanup_strv_ char **homes = mounts_list_homes(caller_home, &n_homes);
+        /* The deny entries under every home share their directories:
+         * each is resolved once (realcache.h), for this plan only. */
+        struct realcache *rc = realcache_new();
         int r = 0;
         for (size_t i = 0; policy_mandatory_deny[i]; i++) {
-                r = mounts_resolve_entry(plan, homes, n_homes, caller_home,
+                r = mounts_resolve_entry(plan, rc, homes, n_homes, caller_home,
                                          policy_mandatory_deny[i], false, err);
                 if (r < 0)
                         goto fail;
         }
         plan->internal_lo = plan->n_deny;
         for (size_t i = 0; i < ARRAY_SIZE(internal_deny); i++) {
-                r = mounts_resolve_entry(plan, homes, n_homes, caller_home, internal_deny[i], false,
-                                         err);
+                r = mounts_resolve_entry(plan, rc, homes, n_homes, caller_home, internal_deny[i],
+                                         false, err);
                 if (r < 0)
                         goto fail;
         }
         plan->internal_hi = plan->n_deny;
         for (size_t i = 0; i < p->n_deny_read; i++) {
-                r = mounts_resolve_entry(plan, homes, n_homes, caller_home, p->deny_read[i], true,
-                                         err);
+                r = mounts_resolve_entry(plan, rc, homes, n_homes, caller_home, p->deny_read[i],
+                                         true, err);
                 if (r < 0) {
                         al_error_wrap(err, "--deny-read/filesystem.denyRead");
                         goto fail;
                 }
         }
+        al_trace_mark("plan.deny");
         add_sockets(plan);
+        al_trace_mark("plan.sockets");
 
         /* What the user named is resolved here, with the caller's view, and a
          * path that cannot be resolved is refused rather than let through
@@ -209,7 +216,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                                          p->workspace);
                         goto fail;
                 }
-                const char *why = broad_reason(real, caller_home);
+                const char *why = broad_reason(rc, real, caller_home);
                 if (why && !p->allow_broad) {
                         r = al_error_set_message(
                             err, EPERM,
@@ -321,9 +328,11 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                         goto fail;
                 }
         }
+        realcache_free(rc);
         *ret = plan;
         return 0;
 fail:
+        realcache_free(rc);
         mounts_plan_free(plan, p->n_mounts);
         return r;
 }

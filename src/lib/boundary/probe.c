@@ -388,3 +388,76 @@ void probe_workspace_io(const char *path, struct probe_check *c)
         say(c->detail, "the disk %u:%u backs %s: limits.io can throttle it", major(l.io.devs[0]),
             minor(l.io.devs[0]), path);
 }
+
+int probe_cgroup_dynmods(const char *mounts, struct probe_dynmods *ret)
+{
+        *ret = (struct probe_dynmods){0};
+        for (const char *line = mounts; line && *line;) {
+                const char *nl = strchr(line, '\n');
+                size_t len = nl ? (size_t)(nl - line) : strlen(line);
+                char buf[1024];
+                if (len < sizeof(buf)) {
+                        memcpy(buf, line, len);
+                        buf[len] = '\0';
+                        /* "source mountpoint fstype options dump pass" */
+                        char *save = NULL, *f[4] = {0};
+                        for (int i = 0; i < 4; i++)
+                                f[i] = strtok_r(i ? NULL : buf, " ", &save);
+                        bool v1 = f[2] && STREQ(f[2], "cgroup");
+                        bool v2 = f[2] && STREQ(f[2], "cgroup2");
+                        if (f[3] && (v1 || v2)) {
+                                bool fav = false;
+                                char *s2 = NULL;
+                                for (char *o = strtok_r(f[3], ",", &s2); o;
+                                     o = strtok_r(NULL, ",", &s2))
+                                        fav = fav || STREQ(o, "favordynmods");
+                                if (v1) {
+                                        ret->v1++;
+                                        ret->v1_favor += fav;
+                                } else {
+                                        ret->v2++;
+                                        ret->v2_favor += fav;
+                                }
+                        }
+                }
+                line = nl ? nl + 1 : NULL;
+        }
+        return 0;
+}
+
+void probe_start_cost(struct probe_check *c)
+{
+        start(c, "cgroup-move");
+        _cleanup_free_ char *mounts = NULL;
+        if (read_file_at(AT_FDCWD, "/proc/mounts", 1 << 20, &mounts, NULL) < 0) {
+                say(c->detail, "/proc/mounts cannot be read");
+                return;
+        }
+        struct probe_dynmods d;
+        probe_cgroup_dynmods(mounts, &d);
+        if (d.v1 == 0) {
+                c->ok = true;
+                say(c->detail, "cgroup v2 only: a sandbox is placed in its cgroup as it is "
+                               "cloned (CLONE_INTO_CGROUP), no move to wait for");
+                return;
+        }
+        /* The kernel's lock for moves is one for every hierarchy: one
+         * mounted with favordynmods keeps it ready for all of them. */
+        if (d.v1_favor + d.v2_favor > 0) {
+                c->ok = true;
+                say(c->detail,
+                    "cgroup v1 with favordynmods on %zu of %zu hierarchies: moving "
+                    "a sandbox into its cgroup does not wait",
+                    d.v1_favor + d.v2_favor, d.v1 + d.v2);
+                return;
+        }
+        say(c->detail,
+            "cgroup v1 without favordynmods (%zu hierarchies): each start moves the sandbox "
+            "into its cgroup, which waits for an RCU grace period (a few ms, more on a busy "
+            "host); Airlock starts that wait early, beside the setup",
+            d.v1);
+        say(c->fix,
+            "as root: mount -o remount,favordynmods /sys/fs/cgroup/memory (Linux 6.0 or later; "
+            "forks and exits cost slightly more), or boot with cgroup v2 "
+            "(systemd.unified_cgroup_hierarchy=1)");
+}

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* What `airlock doctor` asks of the host: one check per thing an isolation
  * tier needs, each with what was found and, when it fails, the fix. The
@@ -32,3 +33,16 @@ void probe_kvm(struct probe_check *c);
  * (a block device to throttle) can be had on it. */
 void probe_workspace_quota(const char *path, struct probe_check *c);
 void probe_workspace_io(const char *path, struct probe_check *c);
+
+/* Host settings that cost start time, not availability (a failed one
+ * slows every start, nothing more): whether a move into a cgroup waits for
+ * an RCU grace period (cgroup v1 without favordynmods). */
+void probe_start_cost(struct probe_check *c);
+
+/* The cgroup mounts in /proc/mounts' text, and how many carry the
+ * favordynmods option. */
+struct probe_dynmods {
+        size_t v1, v1_favor;
+        size_t v2, v2_favor;
+};
+int probe_cgroup_dynmods(const char *mounts, struct probe_dynmods *ret);

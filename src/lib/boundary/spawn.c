@@ -25,6 +25,7 @@
 #include "mounts.h"
 #include "spawn.h"
 #include "tier.h"
+#include "trace.h"
 #include "util.h"
 #include "volume.h"
 #include "spawn-internal.h"
@@ -46,12 +47,14 @@ static void child_become_user(struct child_ctx *ctx)
         struct sync_msg m;
         int r;
 
+        al_trace_mark("child.start");
         if (!spawn_watch_owner(ctx->sync))
                 _exit(125);
 
         r = spawn_sync_recv(ctx->sync, &m, NULL, 0, NULL);
         if (r < 0 || m.type != SYNC_GO)
                 _exit(125);
+        al_trace_mark("child.go");
 
         if (setresgid(ctx->gid, ctx->gid, ctx->gid) < 0 ||
             setresuid(ctx->uid, ctx->uid, ctx->uid) < 0) {
@@ -61,6 +64,7 @@ static void child_become_user(struct child_ctx *ctx)
         /* setresuid() cleared the parent-death signal. */
         if (!spawn_watch_owner(ctx->sync))
                 _exit(125);
+        al_trace_mark("child.user");
 }
 
 /* The new root (mounts.c); an overlay workspace's upper directory goes to
@@ -109,6 +113,7 @@ static void child_set_hostname(struct child_ctx *ctx)
                 al_error_set(&err, errno, "setting the host name");
                 spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
         }
+        al_trace_mark("child.hostname");
 }
 
 /* On v1 the parent moves this process into the cgroup while the root is
@@ -127,21 +132,25 @@ static void child_join_cgroup(struct child_ctx *ctx)
                         r = spawn_sync_recv(ctx->sync, &m, NULL, 0, NULL);
                         if (r < 0 || m.type != SYNC_CGROUP)
                                 _exit(125);
+                        al_trace_mark("child.cgroup_wait");
                 }
                 if (unshare(CLONE_NEWCGROUP) < 0) {
                         al_error_set(&err, errno, "creating the cgroup namespace");
                         spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
                 }
+                al_trace_mark("child.cgroupns");
         }
 }
 
 static _Noreturn void child_main(struct child_ctx *ctx)
 {
         child_become_user(ctx); /* waits for the maps, then setresuid */
-        if (!ctx->cfg->share_net)
+        if (!ctx->cfg->share_net) {
                 spawn_netns_setup(ctx); /* netns.c: lo up, the gate's listeners */
-        child_build_root(ctx);          /* mounts.c: the new root, pivot_root */
-        toolsock_setup(ctx);            /* toolsock.c: the tool gateway's socket */
+                al_trace_mark("child.net");
+        }
+        child_build_root(ctx); /* mounts.c: the new root, pivot_root */
+        toolsock_setup(ctx);   /* toolsock.c: the tool gateway's socket */
         if (!ctx->cfg->share_uts)
                 child_set_hostname(ctx); /* uts */
         child_join_cgroup(ctx);  /* v1: waits for the parent's attach */
@@ -287,6 +296,7 @@ static pid_t clone_sandbox(struct child_ctx *ctx, int *pidfd, struct al_error *e
                 r = cgroup_realize(cfg->cgroup, err);
                 if (r < 0)
                         return r;
+                al_trace_mark("cgroup.create");
         }
         if (cfg->cgroup && cfg->cgroup->dir_fd >= 0) {
                 args.flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
@@ -322,6 +332,7 @@ static int release_child(const struct child_ctx *ctx, pid_t pid, uid_t host_uid,
                 r = idrange_write_maps(&ctx->ids, pid, p->uid, host_uid, p->gid, host_gid, err);
         else
                 r = spawn_write_maps(pid, p->uid, host_uid, p->gid, host_gid, true);
+        al_trace_mark("userns.map");
         if (r < 0 && ctx->ids.users)
                 return r;
         if (r < 0) {
@@ -341,9 +352,11 @@ static int release_child(const struct child_ctx *ctx, pid_t pid, uid_t host_uid,
                 r = cgroup_realize(cfg->cgroup, err);
                 if (r < 0)
                         return r;
+                al_trace_mark("cgroup.create");
                 r = cfg->cgroup->ops->attach(cfg->cgroup, pid, err);
                 if (r < 0)
                         return r;
+                al_trace_mark("cgroup.attach");
                 /* A child that already failed has closed its end; its
                  * report is read below. */
                 (void)spawn_sync_send(sync, SYNC_CGROUP, 0, 0, NULL);
@@ -409,8 +422,10 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
                         }
                         continue;
                 }
-                if (m.type == SYNC_STARTED)
+                if (m.type == SYNC_STARTED) {
+                        al_trace_mark("spawn.started");
                         break;
+                }
                 if (m.type == SYNC_ERROR) {
                         if (err) {
                                 err->code = m.code;
@@ -467,17 +482,21 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         gid_t host_gid = root ? SPAWN_ROOT_HOST_GID : getegid();
         ret->host_uid = host_uid;
 
+        al_trace_mark("spawn.begin");
         r = check_workspace(p, err); /* it exists; an overlay's layers */
         if (r < 0)
                 return r;
+        al_trace_mark("spawn.workspace");
         /* The tier: one this host cannot run is refused here; the
          * container tier's image is opened as the caller. */
         r = tier_prepare(p, geteuid(), cfg->caller_home, &ctx.image, err);
         if (r < 0)
                 return r;
+        al_trace_mark("spawn.tier");
         r = mounts_plan_new(p, cfg->caller_home, &plan, err); /* mounts.c */
         if (r < 0)
                 return r;
+        al_trace_mark("spawn.plan");
         ctx.plan = plan;
         if (cfg->tool_bin) {
                 r = mounts_plan_tool(plan, cfg->tool_bin, err); /* mounts.c */
@@ -493,6 +512,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                 r = prepare_root_caller(&ctx, host_uid, host_gid, &mount_fds, err);
                 if (r < 0)
                         goto fail;
+                al_trace_mark("spawn.idmapped");
         }
         locks_mark = n_volume_locks;
         r = prepare_volumes(p, &mount_fds, err);
@@ -517,6 +537,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                 close(sp[0]);
                 child_main(&ctx); /* does not return */
         }
+        al_trace_mark("spawn.clone");
         close(sp[1]);
         sp[1] = -1;
         ret->pid = pid;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -27,6 +28,7 @@
 #include "spawn.h"
 #include "supervisor.h"
 #include "term.h"
+#include "trace.h"
 #include "util.h"
 
 struct stream {
@@ -209,7 +211,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
                 syscall(SYS_pidfd_send_signal, sv->core.sp.pidfd, (int)sig, NULL, 0);
 }
 
-static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct rusage *ru)
+static void fill_usage(struct supervisor *sv, const struct cgroup_usage *cu,
+                       const struct rusage *ru)
 {
         struct supervisor_usage *u = &sv->res->usage;
         u->cpu_user_ms = (uint64_t)ru->ru_utime.tv_sec * 1000 + (uint64_t)ru->ru_utime.tv_usec / 1000;
@@ -217,14 +220,12 @@ static void fill_usage(struct supervisor *sv, struct cgroup *cg, const struct ru
                 (uint64_t)ru->ru_stime.tv_sec * 1000 + (uint64_t)ru->ru_stime.tv_usec / 1000;
         u->max_rss_kb = (uint64_t)ru->ru_maxrss;
         u->output_bytes = sv->output;
-        if (cg) {
-                struct cgroup_usage cu;
-                cg->ops->usage(cg, &cu);
-                u->cpu_ms = cu.cpu_usec / 1000;
-                u->memory_peak = cu.memory_peak;
-                u->io_read_bytes = cu.io_read_bytes;
-                u->io_write_bytes = cu.io_write_bytes;
-                u->io_measured = cu.io_measured;
+        if (cu) {
+                u->cpu_ms = cu->cpu_usec / 1000;
+                u->memory_peak = cu->memory_peak;
+                u->io_read_bytes = cu->io_read_bytes;
+                u->io_write_bytes = cu->io_write_bytes;
+                u->io_measured = cu->io_measured;
         }
 }
 
@@ -284,6 +285,26 @@ static int open_ports(struct supervisor *sv, struct al_error *err)
         return 0;
 }
 
+static void *cgroup_free_main(void *cg)
+{
+        cgroup_free(cg);
+        return NULL;
+}
+
+/* cgroup_free(cg) on a thread of its own, which takes no signal; false
+ * when none could be started (the caller frees it then). Only once the
+ * sandbox is gone: a thread must never be alive while one is cloned
+ * (cgroup-warm.c says why). */
+static bool start_cgroup_free(struct cgroup *cg, pthread_t *ret)
+{
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        bool ok = pthread_create(ret, NULL, cgroup_free_main, cg) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return ok;
+}
+
 int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result *res,
                    struct al_error *err)
 {
@@ -325,6 +346,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 r = sv_core_gate_env(core, cfg->secrets, &envp, err);
         if (r < 0)
                 return r;
+        al_trace_mark("sv.env");
 
         /* A broken pipe on the host's side must not kill the supervisor and
          * orphan the sandbox. */
@@ -338,6 +360,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 sv_core_gate_env_release(core);
                 return r;
         }
+        al_trace_mark("audit.open");
         if (cfg->net_log_path) {
                 sv.net_log_fd = open(cfg->net_log_path,
                                      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -356,6 +379,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 set_failure(res, 125, "audit_failed", core->audit_first);
                 goto done;
         }
+        al_trace_mark("audit.created");
 
         struct cgroup_limits lim;
         cg_name = xasprintf("airlock-%s", res->sandbox);
@@ -366,6 +390,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 set_failure(res, 125, "setup_failed", e.msg);
                 goto done;
         }
+        al_trace_mark("cgroup.open");
         /* A read-write workspace's own size (limits.workspaceDisk). */
         if (p->limits.workspace_disk && p->workspace &&
             quota_apply(p->workspace, p->limits.workspace_disk, res->sandbox, cfg->state_root,
@@ -402,6 +427,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (cfg->tty && cfg->tty_fd >= 0)
                 (void)term_size(cfg->tty_fd, &sc.pty.rows, &sc.pty.cols);
         r = spawn_sandbox(&sc, &core->sp, &e);
+        al_trace_mark("spawn.done");
         if (out_pipe[1] >= 0)
                 close(out_pipe[1]);
         if (err_pipe[1] >= 0)
@@ -496,7 +522,9 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 evtimer_add(sv.ev_timeout, &tv);
         }
 
+        al_trace_mark("sv.armed");
         event_base_dispatch(core->base);
+        al_trace_mark("pid1.exit");
         if (core->gate) {
                 struct netgate_stats ns;
                 netgate_get_stats(core->gate, &ns);
@@ -514,12 +542,15 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         while (wait4(core->sp.pid, &pid1_status, 0, &ru) < 0 && errno == EINTR)
                 ;
         core->sp.pid = -1;
+        al_trace_mark("teardown.reap");
 
         struct cgroup_usage cu = {0};
         if (core->cg)
                 core->cg->ops->usage(core->cg, &cu);
 
-        fill_usage(&sv, core->cg, &ru);
+        /* Read once: the same figures fill the result and the OOM check. */
+        fill_usage(&sv, core->cg ? &cu : NULL, &ru);
+        al_trace_mark("teardown.usage");
 
         int st = sv.have_status ? sv.status : pid1_status;
         if (core->audit_failed) {
@@ -602,6 +633,14 @@ done:
         }
         if (sv.ev_timeout)
                 event_free(sv.ev_timeout);
+        al_trace_mark("teardown.stop");
+        /* Every process of the sandbox is gone (pid 1 is reaped): its
+         * cgroup is emptied and removed beside the end's records and their
+         * sync, and both are done before the result is reported. */
+        pthread_t cg_thread;
+        bool cg_threaded = core->cg && start_cgroup_free(core->cg, &cg_thread);
+        if (cg_threaded)
+                core->cg = NULL;
         sv_core_free(core);
         res->duration_ms = (now_monotonic_us() - start) / 1000;
         res->usage.output_bytes = sv.output;
@@ -609,6 +648,10 @@ done:
         sv_core_process_ended(core, &end);
         /* The result is reported only once its record is durable. */
         sv_core_destroyed(core, res->duration_ms);
+        al_trace_mark("audit.destroyed");
+        if (cg_threaded)
+                pthread_join(cg_thread, NULL);
+        al_trace_mark("teardown.free");
         if (core->audit_failed && !(res->error_code && STREQ(res->error_code, "audit_failed")))
                 set_failure(res, 125, "audit_failed", core->audit_first);
         sv_core_close_audit(core);
