@@ -15,6 +15,7 @@
 #include "landlock.h"
 #include "seccomp.h"
 #include "tier.h"
+#include "microvm.h"
 #include "util.h"
 
 extern char **environ;
@@ -48,8 +49,8 @@ int confine_drop_caps(struct al_error *err)
         for (int cap = 0; cap <= last; cap++)
                 if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
                     prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                        return al_error_set(err, errno, "dropping capability %d from the bounding set",
-                                            cap);
+                        return al_error_set(err, errno,
+                                            "dropping capability %d from the bounding set", cap);
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 return al_error_set(err, errno, "clearing ambient capabilities");
         /* A uid 0 inside regains nothing on execve, and the bits stay set. */
@@ -92,11 +93,14 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
         else
                 close_range(3, ~0U, 0);
 
-        if (l->open_files && (r = set_rlimit(RLIMIT_NOFILE, l->open_files, "the open files limit", err)) < 0)
+        if (l->open_files &&
+            (r = set_rlimit(RLIMIT_NOFILE, l->open_files, "the open files limit", err)) < 0)
                 return r;
-        if (l->file_size && (r = set_rlimit(RLIMIT_FSIZE, l->file_size, "the file size limit", err)) < 0)
+        if (l->file_size &&
+            (r = set_rlimit(RLIMIT_FSIZE, l->file_size, "the file size limit", err)) < 0)
                 return r;
-        if (l->cpu_time_s && (r = set_rlimit(RLIMIT_CPU, l->cpu_time_s, "the cpu time limit", err)) < 0)
+        if (l->cpu_time_s &&
+            (r = set_rlimit(RLIMIT_CPU, l->cpu_time_s, "the cpu time limit", err)) < 0)
                 return r;
         if ((r = set_rlimit(RLIMIT_CORE, 0, "the core size limit", err)) < 0)
                 return r;
@@ -114,13 +118,14 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                 return al_error_set(err, errno, "setting no_new_privs");
 
         bool gvisor = c->policy->tier == POLICY_TIER_GVISOR;
+        bool microvm = c->policy->tier == POLICY_TIER_MICROVM;
         /* The gvisor tier: runsc builds its own namespaces, mounts and
          * seccomp filter around its user-space kernel, which Landlock and
          * Airlock's filter forbid; the agent's system calls never reach this
          * kernel's (tier.h, docs/tiers.md). */
         if (!gvisor) {
-                r = landlock_restrict_writes((const char *const *)c->write_paths,
-                                             c->n_write_paths, true, err);
+                r = landlock_restrict_writes((const char *const *)c->write_paths, c->n_write_paths,
+                                             true, err);
                 if (r < 0)
                         return r;
         }
@@ -142,6 +147,18 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
         /* execvp searches the sandbox's PATH, so the clean environment must
          * already be ours. */
         environ = (char **)c->envp;
+        if (microvm) {
+                struct tier_vm_run run = {
+                    .policy = c->policy,
+                    .argv = c->argv,
+                    .envp = c->envp,
+                    .cwd = c->cwd,
+                    .uid = c->uid,
+                    .gid = c->gid,
+                    .errfd = c->keep_fd,
+                };
+                return tier_microvm_exec(&run, ret_exec_errno, err);
+        }
         if (gvisor) {
                 _cleanup_free_ char **argv = tier_gvisor_argv(c->argv, c->cwd);
                 execv(argv[0], argv);

@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The microvm tier (microvm.h): QEMU with its own guest kernel, run inside
+ * Airlock's sandbox in place of the command. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "microvm.h"
+#include "util.h"
+
+/* The guest's pid 1 (src/vm/init.c), linked in by vm-init-blob.S. */
+extern const unsigned char tier_vm_init_blob[];
+extern const unsigned char tier_vm_init_blob_end[];
+
+#define VM_MODULES_MAX    32
+#define VM_MODULE_MAX     (16u << 20)
+#define VM_SPEC_MAX       (1u << 20)
+#define VM_MEM_DEFAULT_MB 512
+#define VM_MEM_MIN_MB     128
+/* QEMU's own memory beside the guest's RAM, within the cgroup's limit. */
+#define VM_OVERHEAD_MB  96
+#define VM_CPUS_MAX     16
+#define VM_CONSOLE_TAIL 2048
+
+static enum tier_vm_accel chosen_accel;
+
+static int refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(char *why, size_t n, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, n, fmt, ap);
+        va_end(ap);
+        return -EOPNOTSUPP;
+}
+
+int tier_microvm_kvm(char *why, size_t n)
+{
+        int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+                int e = errno;
+                if (e == ENOENT)
+                        return refuse(why, n,
+                                      "this host has no /dev/kvm: enable virtualization (or "
+                                      "nested virtualization) or load the kvm module");
+                return refuse(why, n,
+                              "/dev/kvm cannot be opened (%s): give the user access to it "
+                              "(the kvm group)",
+                              strerror(e));
+        }
+        close(fd);
+        /* A paravirtual KVM (kvm_pvm, on hosts that are themselves guests
+         * without hardware virtualization) creates VMs, but runs only
+         * kernels built as its guests: a stock kernel hangs at boot. */
+        struct stat st;
+        if (stat("/sys/module/kvm_pvm", &st) == 0)
+                return refuse(why, n,
+                              "/dev/kvm is the paravirtual kvm_pvm, which boots only kernels "
+                              "built for it, not the stock guest kernel");
+        return 0;
+}
+
+int tier_microvm_host(enum tier_vm_accel *ret_accel, char *why, size_t n)
+{
+        *ret_accel = TIER_VM_ACCEL_NONE;
+        if (access(TIER_QEMU_PATH, X_OK) < 0)
+                return refuse(why, n,
+                              "the microvm tier needs QEMU, and %s is missing (install "
+                              "qemu-system-x86)",
+                              TIER_QEMU_PATH);
+        if (access(AIRLOCK_VM_DIR "/vmlinuz", R_OK) < 0 ||
+            access(AIRLOCK_VM_DIR "/modules/order", R_OK) < 0)
+                return refuse(why, n,
+                              "the microvm tier needs its guest kernel in %s, which is "
+                              "missing (run 'make deps' as root)",
+                              AIRLOCK_VM_DIR);
+        char kvm_why[256];
+        if (tier_microvm_kvm(kvm_why, sizeof(kvm_why)) == 0) {
+                *ret_accel = TIER_VM_ACCEL_KVM;
+                return 0;
+        }
+        const char *a = getenv(TIER_MICROVM_ACCEL_ENV);
+        if (a && STREQ(a, "tcg")) {
+                *ret_accel = TIER_VM_ACCEL_TCG;
+                return 0;
+        }
+        return refuse(why, n,
+                      "%s; or allow QEMU's software emulation (slower, the same isolation) "
+                      "with %s=tcg",
+                      kvm_why, TIER_MICROVM_ACCEL_ENV);
+}
+
+int tier_microvm_prepare(const struct policy *p, struct al_error *err)
+{
+        char why[512];
+        enum tier_vm_accel accel;
+
+        if (tier_microvm_host(&accel, why, sizeof(why)) < 0)
+                return al_error_set_message(err, EOPNOTSUPP, "tier microvm: %s", why);
+        /* The gate would reach the guest over vsock, and this build has no
+         * vsock transport (the host side needs vhost-vsock): a network is
+         * refused, never given some other way. */
+        if (p->net_mode != POLICY_NET_NONE)
+                return al_error_set_message(err, EOPNOTSUPP,
+                                            "tier microvm: the network gate does not reach a "
+                                            "microVM yet (no vsock transport); run with "
+                                            "network \"none\" or use --tier gvisor");
+        if (p->image)
+                return al_error_set_message(err, EOPNOTSUPP,
+                                            "tier microvm: an image root is not supported yet "
+                                            "(the guest's root is the namespace tier's); drop "
+                                            "--image or use --tier container");
+        if (p->limits.memory && p->limits.memory / (1024 * 1024) < VM_MEM_MIN_MB + VM_OVERHEAD_MB)
+                return al_error_set_message(err, EINVAL,
+                                            "tier microvm: limits.memory must leave %d MiB for "
+                                            "the guest and %d MiB for QEMU; raise --memory",
+                                            VM_MEM_MIN_MB, VM_OVERHEAD_MB);
+        chosen_accel = accel;
+        return 0;
+}
+
+bool tier_microvm_wants_kvm(void)
+{
+        return chosen_accel == TIER_VM_ACCEL_KVM;
+}
+
+/* cpio "newc", the initramfs format. */
+static int cpio_entry(int fd, const char *name, mode_t mode, const void *data, size_t len)
+{
+        static unsigned ino = 1;
+        size_t nlen = strlen(name) + 1;
+        char hdr[128];
+        int h = snprintf(hdr, sizeof(hdr),
+                         "070701%08X%08X%08X%08X%08X%08X%08zX%08X%08X%08X%08X%08zX%08X", ino++,
+                         (unsigned)mode, 0u, 0u, 1u, 0u, len, 0u, 0u, 0u, 0u, nlen, 0u);
+        static const char zero[4];
+        int r;
+        if ((r = write_full(fd, hdr, (size_t)h)) < 0 || (r = write_full(fd, name, nlen)) < 0 ||
+            (r = write_full(fd, zero, (4 - ((size_t)h + nlen) % 4) % 4)) < 0)
+                return r;
+        if (len && (r = write_full(fd, data, len)) < 0)
+                return r;
+        return write_full(fd, zero, (4 - len % 4) % 4);
+}
+
+static void spec_add(char **buf, size_t *len, const char *key, const char *val)
+{
+        size_t k = strlen(key), v = strlen(val);
+        *buf = xrealloc(*buf, *len + k + v + 2, 1);
+        memcpy(*buf + *len, key, k);
+        (*buf)[*len + k] = '=';
+        memcpy(*buf + *len + k + 1, val, v + 1);
+        *len += k + v + 2;
+}
+
+static int write_initrd(int fd, const struct tier_vm_run *run, struct al_error *err)
+{
+        static const char *const dirs[] = {"dev", "proc", "sys", "newroot", "modules"};
+        int r;
+
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+                if ((r = cpio_entry(fd, dirs[i], S_IFDIR | 0755, NULL, 0)) < 0)
+                        return al_error_set(err, r, "writing the initramfs");
+        r = cpio_entry(fd, "init", S_IFREG | 0755, tier_vm_init_blob,
+                       (size_t)(tier_vm_init_blob_end - tier_vm_init_blob));
+        if (r < 0)
+                return al_error_set(err, r, "writing the initramfs");
+
+        _cleanup_free_ char *order = NULL;
+        size_t olen = 0;
+        r = read_file_at(AT_FDCWD, AIRLOCK_VM_DIR "/modules/order", 4096, &order, &olen);
+        if (r < 0)
+                return al_error_set(err, r, "reading %s/modules/order", AIRLOCK_VM_DIR);
+        r = cpio_entry(fd, "modules/order", S_IFREG | 0644, order, olen);
+        if (r < 0)
+                return al_error_set(err, r, "writing the initramfs");
+        size_t count = 0;
+        for (char *line = order, *next; *line; line = next) {
+                next = line + strcspn(line, "\n");
+                if (*next)
+                        *next++ = '\0';
+                if (!*line)
+                        continue;
+                if (++count > VM_MODULES_MAX || strchr(line, '/') || line[0] == '.')
+                        return al_error_set(err, EINVAL, "%s/modules/order: bad entry %s",
+                                            AIRLOCK_VM_DIR, line);
+                _cleanup_free_ char *path = xasprintf("%s/modules/%s", AIRLOCK_VM_DIR, line);
+                _cleanup_free_ char *data = NULL;
+                size_t dlen = 0;
+                r = read_file_at(AT_FDCWD, path, VM_MODULE_MAX, &data, &dlen);
+                if (r < 0)
+                        return al_error_set(err, r, "reading %s", path);
+                _cleanup_free_ char *name = xasprintf("modules/%s", line);
+                if ((r = cpio_entry(fd, name, S_IFREG | 0644, data, dlen)) < 0)
+                        return al_error_set(err, r, "writing the initramfs");
+        }
+
+        /* The run: its command, environment, directory and user. */
+        _cleanup_free_ char *spec = NULL;
+        size_t slen = 0;
+        char num[32];
+        for (char *const *a = run->argv; *a; a++)
+                spec_add(&spec, &slen, "arg", *a);
+        const char *home = NULL;
+        for (char *const *e = run->envp; e && *e; e++) {
+                spec_add(&spec, &slen, "env", *e);
+                if (strncmp(*e, "HOME=", 5) == 0)
+                        home = *e + 5;
+        }
+        if (run->cwd)
+                spec_add(&spec, &slen, "cwd", run->cwd);
+        if (home)
+                spec_add(&spec, &slen, "home", home);
+        snprintf(num, sizeof(num), "%u", (unsigned)run->uid);
+        spec_add(&spec, &slen, "uid", num);
+        snprintf(num, sizeof(num), "%u", (unsigned)run->gid);
+        spec_add(&spec, &slen, "gid", num);
+        spec_add(&spec, &slen, "ws", run->policy->workspace ? "1" : "0");
+        if (slen > VM_SPEC_MAX)
+                return al_error_set(err, E2BIG, "the command and its environment exceed %u bytes",
+                                    VM_SPEC_MAX);
+        if ((r = cpio_entry(fd, "spec", S_IFREG | 0600, spec, slen)) < 0 ||
+            (r = cpio_entry(fd, "TRAILER!!!", 0, NULL, 0)) < 0)
+                return al_error_set(err, r, "writing the initramfs");
+        return 0;
+}
+
+static volatile sig_atomic_t qemu_pid;
+static volatile sig_atomic_t got_signal;
+
+static void forward(int sig)
+{
+        got_signal = sig;
+        if (qemu_pid > 0)
+                kill((pid_t)qemu_pid, SIGTERM);
+}
+
+static void add(char **v, size_t *k, char *s)
+{
+        v[(*k)++] = s;
+}
+
+/* The guest's status, or -1 when it reported none. */
+static int read_status(const char *path)
+{
+        _cleanup_free_ char *s = NULL;
+        if (read_file_at(AT_FDCWD, path, 64, &s, NULL) < 0)
+                return -1;
+        int code;
+        if (sscanf(s, "status %d", &code) != 1 || code < 0 || code > 255)
+                return -1;
+        return code;
+}
+
+static void console_tail(const char *path)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        off_t end = lseek(fd, 0, SEEK_END);
+        off_t from = end > VM_CONSOLE_TAIL ? end - VM_CONSOLE_TAIL : 0;
+        char buf[VM_CONSOLE_TAIL];
+        ssize_t n = pread(fd, buf, sizeof(buf), from);
+        if (n > 0)
+                (void)!write(2, buf, (size_t)n);
+}
+
+/* Copies the guest's output to stdout and stderr until QEMU closes both. */
+static void relay(int out, int errp)
+{
+        struct pollfd pfd[2] = {{.fd = out, .events = POLLIN}, {.fd = errp, .events = POLLIN}};
+        char buf[65536];
+        while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
+                if (poll(pfd, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        break;
+                }
+                for (int i = 0; i < 2; i++) {
+                        if (pfd[i].fd < 0 || !pfd[i].revents)
+                                continue;
+                        ssize_t n = read(pfd[i].fd, buf, sizeof(buf));
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0) {
+                                close(pfd[i].fd);
+                                pfd[i].fd = -1;
+                                continue;
+                        }
+                        /* A reader that went away loses the rest, as it
+                         * would with the command's own descriptors. */
+                        (void)write_full(i + 1, buf, (size_t)n);
+                }
+        }
+}
+
+int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct al_error *err)
+{
+        const struct policy *p = run->policy;
+        int r;
+
+        *ret_exec_errno = 0;
+        char dir[] = "/tmp/.airlock-vm-XXXXXX";
+        if (!mkdtemp(dir))
+                return al_error_set(err, errno, "making the microVM's directory in /tmp");
+        _cleanup_free_ char *initrd = xasprintf("%s/initrd", dir);
+        _cleanup_free_ char *console = xasprintf("%s/console", dir);
+        _cleanup_free_ char *status = xasprintf("%s/status", dir);
+        {
+                _cleanup_close_ int fd =
+                    open(initrd, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd < 0)
+                        return al_error_set(err, errno, "creating %s", initrd);
+                if ((r = write_initrd(fd, run, err)) < 0)
+                        return r;
+        }
+
+        uint64_t mem_mb = VM_MEM_DEFAULT_MB;
+        if (p->limits.memory)
+                mem_mb = p->limits.memory / (1024 * 1024) - VM_OVERHEAD_MB;
+        uint64_t cpus = p->limits.cpus_milli ? (p->limits.cpus_milli + 999) / 1000 : 1;
+        if (cpus > VM_CPUS_MAX)
+                cpus = VM_CPUS_MAX;
+        char mem[32], smp[32];
+        snprintf(mem, sizeof(mem), "%" PRIu64, mem_mb);
+        snprintf(smp, sizeof(smp), "%" PRIu64, cpus);
+        _cleanup_free_ char *kernel = xstrdup(AIRLOCK_VM_DIR "/vmlinuz");
+        _cleanup_free_ char *serial = xasprintf("file:%s", console);
+        _cleanup_free_ char *st_dev = xasprintf("file,id=st,path=%s", status);
+        bool kvm = chosen_accel == TIER_VM_ACCEL_KVM;
+        /* The guest's output reaches this process's stdout and stderr
+         * through pipes of its own: QEMU reopens them by /proc/self/fd,
+         * which the sandbox user may not do with the caller's descriptors. */
+        int pout[2], perr[2];
+        if (pipe2(pout, O_CLOEXEC) < 0)
+                return al_error_set(err, errno, "pipe");
+        if (pipe2(perr, O_CLOEXEC) < 0)
+                return al_error_set(err, errno, "pipe");
+        _cleanup_free_ char *out_dev = xasprintf("file,id=out,path=/proc/self/fd/%d", pout[1]);
+        _cleanup_free_ char *err_dev = xasprintf("file,id=err,path=/proc/self/fd/%d", perr[1]);
+
+        char *v[64];
+        size_t k = 0;
+        add(v, &k, TIER_QEMU_PATH);
+        add(v, &k, "-M");
+        add(v, &k, "microvm,x-option-roms=off,isa-serial=on");
+        add(v, &k, "-accel");
+        add(v, &k, kvm ? "kvm" : "tcg");
+        add(v, &k, "-cpu");
+        add(v, &k, kvm ? "host" : "max");
+        add(v, &k, "-m");
+        add(v, &k, mem);
+        add(v, &k, "-smp");
+        add(v, &k, smp);
+        /* No default devices, no configuration files, no display, no
+         * network device; a reboot of the guest ends QEMU. */
+        add(v, &k, "-nodefaults");
+        add(v, &k, "-no-user-config");
+        add(v, &k, "-nographic");
+        add(v, &k, "-no-reboot");
+        /* QEMU's own filter on itself: no exec, no set-id, no old calls. */
+        add(v, &k, "-sandbox");
+        add(v, &k, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+        add(v, &k, "-kernel");
+        add(v, &k, kernel);
+        add(v, &k, "-initrd");
+        add(v, &k, initrd);
+        add(v, &k, "-append");
+        add(v, &k, "console=ttyS0 quiet panic=-1 pci=off rdinit=/init");
+        add(v, &k, "-serial");
+        add(v, &k, serial);
+        add(v, &k, "-device");
+        add(v, &k, "virtio-serial-device");
+        add(v, &k, "-chardev");
+        add(v, &k, out_dev);
+        add(v, &k, "-device");
+        add(v, &k, "virtserialport,chardev=out,name=airlock.out");
+        add(v, &k, "-chardev");
+        add(v, &k, err_dev);
+        add(v, &k, "-device");
+        add(v, &k, "virtserialport,chardev=err,name=airlock.err");
+        add(v, &k, "-chardev");
+        add(v, &k, st_dev);
+        add(v, &k, "-device");
+        add(v, &k, "virtserialport,chardev=st,name=airlock.status");
+        /* The sandbox's own root, read-only: what the namespace tier shows. */
+        add(v, &k, "-fsdev");
+        add(v, &k, "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap");
+        add(v, &k, "-device");
+        add(v, &k, "virtio-9p-device,fsdev=root,mount_tag=airlock.root");
+        if (p->workspace) {
+                add(v, &k, "-fsdev");
+                add(v, &k,
+                    p->workspace_mode == POLICY_WORKSPACE_RO
+                        ? "local,id=ws,path=/workspace,security_model=none,readonly=on"
+                        : "local,id=ws,path=/workspace,security_model=none");
+                add(v, &k, "-device");
+                add(v, &k, "virtio-9p-device,fsdev=ws,mount_tag=airlock.ws");
+        }
+        v[k] = NULL;
+
+        int sync[2];
+        if (pipe2(sync, O_CLOEXEC) < 0)
+                return al_error_set(err, errno, "pipe");
+        struct sigaction sa = {.sa_handler = forward};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+                close(sync[0]);
+                close(sync[1]);
+                return al_error_set(err, errno, "fork");
+        }
+        if (pid == 0) {
+                close(sync[0]);
+                signal(SIGTERM, SIG_DFL);
+                signal(SIGINT, SIG_DFL);
+                signal(SIGHUP, SIG_DFL);
+                int fl;
+                if ((fl = fcntl(pout[1], F_GETFD)) < 0 ||
+                    fcntl(pout[1], F_SETFD, fl & ~FD_CLOEXEC) < 0 ||
+                    (fl = fcntl(perr[1], F_GETFD)) < 0 ||
+                    fcntl(perr[1], F_SETFD, fl & ~FD_CLOEXEC) < 0)
+                        _exit(127);
+                execv(v[0], v);
+                int e = errno;
+                (void)!write(sync[1], &e, sizeof(e));
+                _exit(127);
+        }
+        qemu_pid = pid;
+        close(sync[1]);
+        int e = 0;
+        ssize_t n;
+        do
+                n = read(sync[0], &e, sizeof(e));
+        while (n < 0 && errno == EINTR);
+        close(sync[0]);
+        if (n == (ssize_t)sizeof(e)) {
+                waitpid(pid, NULL, 0);
+                *ret_exec_errno = e;
+                return al_error_set(err, e, "%s", TIER_QEMU_PATH);
+        }
+        /* QEMU runs: the spawn's error channel closes as an execve would. */
+        if (run->errfd >= 0)
+                close(run->errfd);
+
+        close(pout[1]);
+        close(perr[1]);
+        relay(pout[0], perr[0]);
+        int wst = 0;
+        while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
+                ;
+        int code = read_status(status);
+        if (code < 0) {
+                if (got_signal)
+                        _exit(128 + got_signal);
+                char msg[256];
+                int m = snprintf(msg, sizeof(msg),
+                                 "airlock: tier microvm: the guest ended without reporting "
+                                 "the command's status (QEMU %s %d); its console:\n",
+                                 WIFEXITED(wst) ? "exited" : "killed by signal",
+                                 WIFEXITED(wst) ? WEXITSTATUS(wst) : WTERMSIG(wst));
+                if (m > 0)
+                        (void)!write(2, msg, (size_t)m);
+                console_tail(console);
+                _exit(125);
+        }
+        _exit(code);
+}

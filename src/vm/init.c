@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* airlock-vm-init: pid 1 of the microvm tier's guest (docs/tiers.md).
+ *
+ * Built static and carried in the initramfs Airlock writes for each run
+ * (src/lib/tier/microvm.c), with the guest kernel's modules and /spec, the
+ * run's command. It loads the modules, mounts the sandbox's root (9p tag
+ * airlock.root, read-only) and the workspace (airlock.ws) as the guest's
+ * root, runs the command without privileges with its output on the virtio
+ * ports airlock.out and airlock.err, writes its exit status to
+ * airlock.status and restarts the guest, which ends QEMU (-no-reboot).
+ *
+ * Any failure is said on the console and ends the guest without a status:
+ * the host side then refuses the run (exit 125) with the console's tail. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <grp.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ROOT      "/newroot"
+#define SPEC_MAX  (1 << 20)
+#define MAX_STRS  4096
+#define PORT_WAIT 5000 /* ms */
+
+static int console = 2;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+        char buf[512];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return;
+        if ((size_t)n > sizeof(buf) - 2)
+                n = sizeof(buf) - 2;
+        buf[n++] = '\n';
+        if (write(console, "airlock-vm-init: ", 17) < 0 || write(console, buf, (size_t)n) < 0)
+                return;
+}
+
+static _Noreturn void end_guest(void)
+{
+        sync();
+        reboot(RB_AUTOBOOT);
+        for (;;)
+                pause();
+}
+
+static _Noreturn void die(const char *what)
+{
+        say("%s: %s", what, strerror(errno));
+        end_guest();
+}
+
+static void must_mount(const char *src, const char *dst, const char *type, unsigned long fl,
+                       const char *data)
+{
+        if (mount(src, dst, type, fl, data) < 0) {
+                char what[PATH_MAX + 64];
+                snprintf(what, sizeof(what), "mounting %s on %s", type, dst);
+                die(what);
+        }
+}
+
+static void load_modules(void)
+{
+        /* /modules/order lists the files in dependency order. */
+        int fd = open("/modules/order", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                die("opening /modules/order");
+        char buf[4096];
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n < 0)
+                die("reading /modules/order");
+        buf[n] = '\0';
+        for (char *line = buf, *next; *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                else
+                        next = line + strlen(line);
+                if (!*line)
+                        continue;
+                char path[PATH_MAX + 16];
+                snprintf(path, sizeof(path), "/modules/%s", line);
+                int m = open(path, O_RDONLY | O_CLOEXEC);
+                if (m < 0)
+                        die(path);
+                if (syscall(SYS_finit_module, m, "", 0) < 0 && errno != EEXIST)
+                        die(path);
+                close(m);
+        }
+}
+
+/* The virtio port named `name` (/sys/class/virtio-ports/vportXpY/name),
+ * waiting for the console driver to probe it. */
+static int open_port(const char *name)
+{
+        for (int waited = 0; waited < PORT_WAIT; waited += 10) {
+                DIR *d = opendir("/sys/class/virtio-ports");
+                struct dirent *de;
+                while (d && (de = readdir(d))) {
+                        if (de->d_name[0] == '.')
+                                continue;
+                        char path[PATH_MAX + 64], got[128] = "";
+                        snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", de->d_name);
+                        int fd = open(path, O_RDONLY | O_CLOEXEC);
+                        if (fd < 0)
+                                continue;
+                        ssize_t n = read(fd, got, sizeof(got) - 1);
+                        close(fd);
+                        if (n <= 0)
+                                continue;
+                        got[n] = '\0';
+                        got[strcspn(got, "\n")] = '\0';
+                        if (strcmp(got, name) != 0)
+                                continue;
+                        snprintf(path, sizeof(path), "/dev/%s", de->d_name);
+                        closedir(d);
+                        int p = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+                        if (p < 0)
+                                die(path);
+                        return p;
+                }
+                if (d)
+                        closedir(d);
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        say("no virtio port %s", name);
+        end_guest();
+}
+
+struct spec {
+        char *argv[MAX_STRS];
+        char *envp[MAX_STRS];
+        const char *cwd, *home;
+        uid_t uid;
+        gid_t gid;
+        bool ws;
+};
+
+static unsigned long num(const char *s)
+{
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(s, &end, 10);
+        if (errno || end == s || *end) {
+                say("bad number in /spec: %s", s);
+                end_guest();
+        }
+        return v;
+}
+
+/* /spec: NUL-terminated "key=value" strings, written by the host side. */
+static void read_spec(struct spec *s)
+{
+        static char buf[SPEC_MAX + 1];
+        int fd = open("/spec", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                die("opening /spec");
+        size_t len = 0;
+        for (;;) {
+                ssize_t n = read(fd, buf + len, SPEC_MAX - len);
+                if (n < 0)
+                        die("reading /spec");
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        close(fd);
+        buf[len] = '\0';
+        size_t na = 0, ne = 0;
+        for (size_t i = 0; i < len; i += strlen(buf + i) + 1) {
+                char *kv = buf + i;
+                char *eq = strchr(kv, '=');
+                if (!eq)
+                        continue;
+                *eq = '\0';
+                char *v = eq + 1;
+                if (!strcmp(kv, "arg") && na < MAX_STRS - 1)
+                        s->argv[na++] = v;
+                else if (!strcmp(kv, "env") && ne < MAX_STRS - 1)
+                        s->envp[ne++] = v;
+                else if (!strcmp(kv, "cwd"))
+                        s->cwd = v;
+                else if (!strcmp(kv, "home"))
+                        s->home = v;
+                else if (!strcmp(kv, "uid"))
+                        s->uid = (uid_t)num(v);
+                else if (!strcmp(kv, "gid"))
+                        s->gid = (gid_t)num(v);
+                else if (!strcmp(kv, "ws"))
+                        s->ws = !strcmp(v, "1");
+        }
+        if (na == 0) {
+                say("/spec names no command");
+                end_guest();
+        }
+}
+
+static void build_root(const struct spec *s)
+{
+        const char *p9 = "trans=virtio,version=9p2000.L,msize=262144";
+        char opts[256];
+
+        mkdir(ROOT, 0755);
+        snprintf(opts, sizeof(opts), "%s,cache=loose", p9);
+        must_mount("airlock.root", ROOT, "9p", MS_RDONLY | MS_NOSUID | MS_NODEV, opts);
+        if (s->ws) {
+                snprintf(opts, sizeof(opts), "%s,cache=mmap", p9);
+                must_mount("airlock.ws", ROOT "/workspace", "9p", MS_NOSUID | MS_NODEV, opts);
+        }
+        /* The guest's own instances over the sandbox's: its proc, devices,
+         * and fresh temporary directories. */
+        must_mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+        must_mount("devtmpfs", ROOT "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, NULL);
+        mkdir(ROOT "/dev/pts", 0755);
+        mkdir(ROOT "/dev/shm", 01777);
+        must_mount("devpts", ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=0666");
+        must_mount("shm", ROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+        must_mount("tmp", ROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+        if (s->home && s->home[0] == '/' && strcmp(s->home, "/") != 0) {
+                char path[PATH_MAX], data[64];
+                snprintf(path, sizeof(path), ROOT "%s", s->home);
+                snprintf(data, sizeof(data), "mode=0700,uid=%u,gid=%u", (unsigned)s->uid,
+                         (unsigned)s->gid);
+                struct stat st;
+                if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+                        must_mount("home", path, "tmpfs", MS_NOSUID | MS_NODEV, data);
+        }
+        if (chdir(ROOT) < 0)
+                die("entering the new root");
+        if (mount(ROOT, "/", NULL, MS_MOVE, NULL) < 0)
+                die("moving the new root");
+        if (chroot(".") < 0 || chdir("/") < 0)
+                die("changing root");
+}
+
+static _Noreturn void run_command(const struct spec *s, int out, int err)
+{
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+                _exit(125);
+        console = 2;
+        setsid();
+        if (s->cwd && chdir(s->cwd) < 0) {
+                say("changing to %s: %s", s->cwd, strerror(errno));
+                _exit(125);
+        }
+        if (setgroups(0, NULL) < 0 || setresgid(s->gid, s->gid, s->gid) < 0 ||
+            setresuid(s->uid, s->uid, s->uid) < 0) {
+                say("dropping to uid %u: %s", (unsigned)s->uid, strerror(errno));
+                _exit(125);
+        }
+        /* Nothing to regain: no capability, not even on a set-id file. */
+        for (int cap = 0; cap <= 63; cap++)
+                prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+        struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct data[2];
+        memset(data, 0, sizeof(data));
+        if (syscall(SYS_capset, &hdr, data) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+                say("dropping privileges: %s", strerror(errno));
+                _exit(125);
+        }
+        extern char **environ;
+        environ = (char **)s->envp;
+        execvp(s->argv[0], s->argv);
+        int e = errno;
+        say("%s: %s", s->argv[0], e == ENOENT ? "command not found" : strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+}
+
+int main(void)
+{
+        static struct spec s;
+
+        mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, NULL);
+        int c = open("/dev/console", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (c >= 0)
+                console = c;
+        must_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+        must_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+        read_spec(&s);
+        load_modules();
+        int status_port = open_port("airlock.status");
+        int out = open_port("airlock.out");
+        int err = open_port("airlock.err");
+        build_root(&s);
+
+        pid_t pid = fork();
+        if (pid < 0)
+                die("fork");
+        if (pid == 0)
+                run_command(&s, out, err);
+        close(out);
+        close(err);
+        /* pid 1 reaps every orphan until the command itself ends; what it
+         * left running ends with the guest. */
+        int code = 125;
+        for (;;) {
+                int st;
+                pid_t w = waitpid(-1, &st, 0);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w < 0)
+                        die("waiting for the command");
+                if (w != pid)
+                        continue;
+                code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                break;
+        }
+        char line[32];
+        int n = snprintf(line, sizeof(line), "status %d\n", code);
+        if (write(status_port, line, (size_t)n) != n)
+                die("reporting the status");
+        end_guest();
+}
