@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <grp.h>
@@ -232,10 +233,36 @@ static void build_root(const struct spec *s)
         /* The guest's own instances over the sandbox's: its proc, devices,
          * and fresh temporary directories. */
         must_mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-        must_mount("devtmpfs", ROOT "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, NULL);
+        /* A /dev of the few nodes the namespace tier has, not the guest's
+         * whole device tree (its memory, ports, consoles). */
+        must_mount("dev", ROOT "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
+        static const struct {
+                const char *name;
+                unsigned maj, min;
+        } nodes[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
+                     {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+        for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+                char path[64];
+                snprintf(path, sizeof(path), ROOT "/dev/%s", nodes[i].name);
+                if (mknod(path, S_IFCHR | 0666, makedev(nodes[i].maj, nodes[i].min)) < 0 ||
+                    chmod(path, 0666) < 0)
+                        die(path);
+        }
+        static const char *const links[][2] = {
+            {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},
+            {"stdin", "/proc/self/fd/0"},  {"stdout", "/proc/self/fd/1"},
+            {"stderr", "/proc/self/fd/2"},
+        };
+        for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+                char path[64];
+                snprintf(path, sizeof(path), ROOT "/dev/%s", links[i][0]);
+                if (symlink(links[i][1], path) < 0)
+                        die(path);
+        }
         mkdir(ROOT "/dev/pts", 0755);
         mkdir(ROOT "/dev/shm", 01777);
-        must_mount("devpts", ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=0666");
+        must_mount("devpts", ROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                   "ptmxmode=0666,mode=0620");
         must_mount("shm", ROOT "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
         must_mount("tmp", ROOT "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
         if (s->home && s->home[0] == '/' && strcmp(s->home, "/") != 0) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "microvm.h"
+#include "probe.h"
 #include "util.h"
 
 /* The guest's pid 1 (src/vm/init.c), linked in by vm-init-blob.S. */
@@ -31,6 +32,7 @@ extern const unsigned char tier_vm_init_blob_end[];
 #define VM_OVERHEAD_MB  96
 #define VM_CPUS_MAX     16
 #define VM_CONSOLE_TAIL 2048
+#define VM_CMDLINE      "console=ttyS0 quiet panic=-1 pci=off rdinit=/init"
 
 static enum tier_vm_accel chosen_accel;
 
@@ -51,11 +53,12 @@ int tier_microvm_kvm(char *why, size_t n)
                 int e = errno;
                 if (e == ENOENT)
                         return refuse(why, n,
-                                      "this host has no /dev/kvm: enable virtualization (or "
-                                      "nested virtualization) or load the kvm module");
+                                      "no usable /dev/kvm: this host has none (enable hardware "
+                                      "virtualization, or nested virtualization in a VM, and "
+                                      "load kvm_intel or kvm_amd)");
                 return refuse(why, n,
-                              "/dev/kvm cannot be opened (%s): give the user access to it "
-                              "(the kvm group)",
+                              "no usable /dev/kvm: it cannot be opened (%s); give the user "
+                              "access to it (usermod -aG kvm USER)",
                               strerror(e));
         }
         close(fd);
@@ -65,9 +68,67 @@ int tier_microvm_kvm(char *why, size_t n)
         struct stat st;
         if (stat("/sys/module/kvm_pvm", &st) == 0)
                 return refuse(why, n,
-                              "/dev/kvm is the paravirtual kvm_pvm, which boots only kernels "
-                              "built for it, not the stock guest kernel");
+                              "no usable /dev/kvm: it is the paravirtual kvm_pvm, which boots "
+                              "only kernels built for it, not Debian's stock guest kernel (a "
+                              "host with hardware virtualization has a usable one)");
         return 0;
+}
+
+void tier_microvm_probe(struct probe_check *c, size_t *n)
+{
+        struct probe_check *k = &c[(*n)++];
+        *k = (struct probe_check){.name = "kvm-guest"};
+        char why[PROBE_TEXT_MAX];
+        const char *a_env = getenv(TIER_MICROVM_ACCEL_ENV);
+        bool tcg = a_env && STREQ(a_env, "tcg");
+        if (tier_microvm_kvm(why, sizeof(why)) == 0) {
+                k->ok = true;
+                snprintf(k->detail, sizeof(k->detail), "KVM can run the stock guest kernel");
+        } else if (tcg) {
+                /* Consented to: the tier runs, emulated. */
+                k->ok = true;
+                snprintf(k->detail, sizeof(k->detail), "%.300s; QEMU emulates instead (%s=tcg)",
+                         why, TIER_MICROVM_ACCEL_ENV);
+        } else {
+                snprintf(k->detail, sizeof(k->detail), "%s", why);
+                snprintf(k->fix, sizeof(k->fix),
+                         "a host with hardware virtualization, or %s=tcg for QEMU's software "
+                         "emulation (slower, the same isolation)",
+                         TIER_MICROVM_ACCEL_ENV);
+        }
+
+        struct probe_check *q = &c[(*n)++];
+        *q = (struct probe_check){.name = "qemu"};
+        q->ok = access(TIER_QEMU_PATH, X_OK) == 0;
+        snprintf(q->detail, sizeof(q->detail), "%s %s", TIER_QEMU_PATH,
+                 q->ok ? "is installed" : "is missing");
+        if (!q->ok)
+                snprintf(q->fix, sizeof(q->fix), "apt install qemu-system-x86");
+
+        struct probe_check *g = &c[(*n)++];
+        *g = (struct probe_check){.name = "guest-kernel"};
+        _cleanup_free_ char *pkg = NULL;
+        g->ok = access(AIRLOCK_VM_DIR "/vmlinuz", R_OK) == 0 &&
+                access(AIRLOCK_VM_DIR "/modules/order", R_OK) == 0;
+        if (g->ok && read_file_at(AT_FDCWD, AIRLOCK_VM_DIR "/package", 256, &pkg, NULL) >= 0)
+                pkg[strcspn(pkg, "\n")] = '\0';
+        snprintf(g->detail, sizeof(g->detail), "%s in %s",
+                 g->ok ? (pkg ? pkg : "a kernel") : "no kernel", AIRLOCK_VM_DIR);
+        if (!g->ok)
+                snprintf(g->fix, sizeof(g->fix),
+                         "make deps (as root), or src/vm/guest-kernel.sh %s", AIRLOCK_VM_DIR);
+
+        struct probe_check *a = &c[(*n)++];
+        *a = (struct probe_check){.name = "accel"};
+        enum tier_vm_accel accel;
+        a->ok = tier_microvm_host(&accel, why, sizeof(why)) == 0;
+        snprintf(a->detail, sizeof(a->detail), "%s",
+                 !a->ok                       ? "none: no usable KVM and no consent to emulation"
+                 : accel == TIER_VM_ACCEL_KVM ? "KVM"
+                                              : "QEMU's software emulation (" TIER_MICROVM_ACCEL_ENV
+                                                "=tcg)");
+        if (!a->ok)
+                snprintf(a->fix, sizeof(a->fix), "%s", why);
 }
 
 int tier_microvm_host(enum tier_vm_accel *ret_accel, char *why, size_t n)
@@ -275,6 +336,20 @@ static void console_tail(const char *path)
                 (void)!write(2, buf, (size_t)n);
 }
 
+/* The host's TSC rate in kHz from /proc/cpuinfo's "cpu MHz", 0 if unknown. */
+static unsigned long host_tsc_khz(void)
+{
+        _cleanup_free_ char *info = NULL;
+        if (read_file_at(AT_FDCWD, "/proc/cpuinfo", 1 << 20, &info, NULL) < 0)
+                return 0;
+        char *line = strstr(info, "\ncpu MHz");
+        double mhz;
+        if (!line || !(line = strchr(line, ':')) || sscanf(line + 1, "%lf", &mhz) != 1 ||
+            mhz < 100 || mhz > 100000)
+                return 0;
+        return (unsigned long)(mhz * 1000);
+}
+
 /* Copies the guest's output to stdout and stderr until QEMU closes both. */
 static void relay(int out, int errp)
 {
@@ -338,6 +413,15 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         _cleanup_free_ char *serial = xasprintf("file:%s", console);
         _cleanup_free_ char *st_dev = xasprintf("file,id=st,path=%s", status);
         bool kvm = chosen_accel == TIER_VM_ACCEL_KVM;
+        /* Emulated, the guest's calibration of its TSC against the PIT
+         * races the host's load and can fail, leaving it without a clock
+         * (a hang at boot): it is told the host's rate instead. */
+        char cmdline[256];
+        unsigned long khz = kvm ? 0 : host_tsc_khz();
+        if (khz)
+                snprintf(cmdline, sizeof(cmdline), "%s tsc_early_khz=%lu", VM_CMDLINE, khz);
+        else
+                snprintf(cmdline, sizeof(cmdline), "%s", VM_CMDLINE);
         /* The guest's output reaches this process's stdout and stderr
          * through pipes of its own: QEMU reopens them by /proc/self/fd,
          * which the sandbox user may not do with the caller's descriptors. */
@@ -376,7 +460,7 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         add(v, &k, "-initrd");
         add(v, &k, initrd);
         add(v, &k, "-append");
-        add(v, &k, "console=ttyS0 quiet panic=-1 pci=off rdinit=/init");
+        add(v, &k, cmdline);
         add(v, &k, "-serial");
         add(v, &k, serial);
         add(v, &k, "-device");

@@ -35,6 +35,11 @@ int tier_microvm_host(enum tier_vm_accel *ret_accel, char *why, size_t n);
  * the reason (no /dev/kvm, no access, a paravirtual KVM). */
 int tier_microvm_kvm(char *why, size_t n);
 
+/* airlock doctor's checks for the tier (probe.h): kvm-guest, qemu,
+ * guest-kernel, accel, appended at c[*n]. */
+struct probe_check;
+void tier_microvm_probe(struct probe_check *c, size_t *n);
+
 /* In the parent, before the sandbox: the host check and what the policy
  * asks that the tier cannot give (a network, an image). Remembers the
  * accelerator for tier_microvm_exec() in the sandbox's command process. */
