@@ -183,7 +183,19 @@ int cmd_doctor(int argc, char **argv)
         for (size_t i = 0; i < ns->n; i++)
                 tiers[2].checks[tiers[2].n++] = ns->checks[i];
         probe_runsc(&tiers[2].checks[tiers[2].n++]);
-        probe_kvm(&tiers[3].checks[tiers[3].n++]);
+        struct probe_check *kvm = &tiers[3].checks[tiers[3].n++];
+        probe_kvm(kvm);
+        /* With the operator's consent to emulation, no KVM is no failure. */
+        enum tier_vm_accel accel;
+        char accel_why[PROBE_TEXT_MAX];
+        if (!kvm->ok && tier_microvm_host(&accel, accel_why, sizeof(accel_why)) == 0 &&
+            accel == TIER_VM_ACCEL_TCG) {
+                kvm->ok = true;
+                size_t len = strlen(kvm->detail);
+                snprintf(kvm->detail + len, sizeof(kvm->detail) - len,
+                         "; QEMU emulates instead (%s=tcg)", TIER_MICROVM_ACCEL_ENV);
+                kvm->fix[0] = '\0';
+        }
         tier_microvm_probe(tiers[3].checks, &tiers[3].n);
         struct probe_check ws[2];
         if (workspace) {

@@ -293,14 +293,18 @@ static _Noreturn void run_command(const struct spec *s, int out, int err)
                 say("changing to %s: %s", s->cwd, strerror(errno));
                 _exit(125);
         }
+        /* The bounding set goes while pid 1's CAP_SETPCAP is still held:
+         * nothing can be regained, not even from a set-id file. */
+        for (int cap = 0; cap <= 63; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
+                        say("dropping capability %d: %s", cap, strerror(errno));
+                        _exit(125);
+                }
         if (setgroups(0, NULL) < 0 || setresgid(s->gid, s->gid, s->gid) < 0 ||
             setresuid(s->uid, s->uid, s->uid) < 0) {
                 say("dropping to uid %u: %s", (unsigned)s->uid, strerror(errno));
                 _exit(125);
         }
-        /* Nothing to regain: no capability, not even on a set-id file. */
-        for (int cap = 0; cap <= 63; cap++)
-                prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
         struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
         struct __user_cap_data_struct data[2];
         memset(data, 0, sizeof(data));
