@@ -30,7 +30,15 @@
 #include <sys/wait.h>
 #include <grp.h>
 #include <time.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include "vmnet.h"
 
 #define ROOT      "/newroot"
 #define SPEC_MAX  (1 << 20)
@@ -113,7 +121,7 @@ static void load_modules(void)
 
 /* The virtio port named `name` (/sys/class/virtio-ports/vportXpY/name),
  * waiting for the console driver to probe it. */
-static int open_port(const char *name)
+static int open_port(const char *name, int flags)
 {
         for (int waited = 0; waited < PORT_WAIT; waited += 10) {
                 DIR *d = opendir("/sys/class/virtio-ports");
@@ -136,7 +144,7 @@ static int open_port(const char *name)
                                 continue;
                         snprintf(path, sizeof(path), "/dev/%s", de->d_name);
                         closedir(d);
-                        int p = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+                        int p = open(path, flags | O_CLOEXEC | O_NOCTTY);
                         if (p < 0)
                                 die(path);
                         return p;
@@ -157,6 +165,8 @@ struct spec {
         uid_t uid;
         gid_t gid;
         bool ws;
+        uint16_t ports[VMNET_PORTS_MAX];
+        size_t n_ports;
 };
 
 static unsigned long num(const char *s)
@@ -190,8 +200,9 @@ static void read_spec(struct spec *s)
         close(fd);
         buf[len] = '\0';
         size_t na = 0, ne = 0;
-        for (size_t i = 0; i < len; i += strlen(buf + i) + 1) {
+        for (size_t i = 0, next; i < len; i = next) {
                 char *kv = buf + i;
+                next = i + strlen(kv) + 1;
                 char *eq = strchr(kv, '=');
                 if (!eq)
                         continue;
@@ -211,6 +222,14 @@ static void read_spec(struct spec *s)
                         s->gid = (gid_t)num(v);
                 else if (!strcmp(kv, "ws"))
                         s->ws = !strcmp(v, "1");
+                else if (!strcmp(kv, "port") && s->n_ports < VMNET_PORTS_MAX) {
+                        unsigned long port = num(v);
+                        if (port == 0 || port > 65535) {
+                                say("bad port in /spec: %s", v);
+                                end_guest();
+                        }
+                        s->ports[s->n_ports++] = (uint16_t)port;
+                }
         }
         if (na == 0) {
                 say("/spec names no command");
@@ -282,6 +301,50 @@ static void build_root(const struct spec *s)
                 die("changing root");
 }
 
+/* The network gate's ports on the guest's loopback, carried to the
+ * sandbox's (vmnet.h) by a process of pid 1's that the command, without
+ * privileges, cannot touch. Listening before the command starts, so that
+ * nothing of the command's can take the ports first. */
+static void start_net(const struct spec *s)
+{
+        int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        struct ifreq ifr;
+        memset(&ifr, 0, sizeof(ifr));
+        snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+        if (sk < 0 || ioctl(sk, SIOCGIFFLAGS, &ifr) < 0)
+                die("reading lo's flags");
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(sk, SIOCSIFFLAGS, &ifr) < 0)
+                die("bringing lo up");
+        close(sk);
+        int link = open_port("airlock.net", O_RDWR | O_NONBLOCK);
+        static struct vmnet v;
+        int r = vmnet_init(&v, link, true, s->ports, s->n_ports);
+        if (r < 0) {
+                errno = -r;
+                die("listening on the gate's ports");
+        }
+        pid_t pid = fork();
+        if (pid < 0)
+                die("fork");
+        if (pid > 0) {
+                vmnet_close(&v);
+                close(link);
+                return;
+        }
+        static struct pollfd p[1 + VMNET_PORTS_MAX + VMNET_CHANS];
+        for (;;) {
+                size_t n = vmnet_pollfds(&v, p);
+                if (poll(p, n, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        _exit(1);
+                }
+                if (vmnet_step(&v, p, n) < 0)
+                        _exit(0);
+        }
+}
+
 static _Noreturn void run_command(const struct spec *s, int out, int err)
 {
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -332,9 +395,12 @@ int main(void)
         must_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
         read_spec(&s);
         load_modules();
-        int status_port = open_port("airlock.status");
-        int out = open_port("airlock.out");
-        int err = open_port("airlock.err");
+        int status_port = open_port("airlock.status", O_WRONLY);
+        int out = open_port("airlock.out", O_WRONLY);
+        int err = open_port("airlock.err", O_WRONLY);
+        /* Before the root changes: the ports are found in the guest's /sys. */
+        if (s.n_ports)
+                start_net(&s);
         build_root(&s);
 
         pid_t pid = fork();

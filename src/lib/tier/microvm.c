@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include "microvm.h"
 #include "probe.h"
 #include "util.h"
+#include "../../vm/vmnet.h"
 
 /* The guest's pid 1 (src/vm/init.c), linked in by vm-init-blob.S. */
 extern const unsigned char tier_vm_init_blob[];
@@ -168,14 +170,6 @@ int tier_microvm_prepare(const struct policy *p, struct al_error *err)
 
         if (tier_microvm_host(&accel, why, sizeof(why)) < 0)
                 return al_error_set_message(err, EOPNOTSUPP, "tier microvm: %s", why);
-        /* The gate would reach the guest over vsock, and this build has no
-         * vsock transport (the host side needs vhost-vsock): a network is
-         * refused, never given some other way. */
-        if (p->net_mode != POLICY_NET_NONE)
-                return al_error_set_message(err, EOPNOTSUPP,
-                                            "tier microvm: the network gate does not reach a "
-                                            "microVM yet (no vsock transport); run with "
-                                            "network \"none\" or use --tier gvisor");
         if (p->image)
                 return al_error_set_message(err, EOPNOTSUPP,
                                             "tier microvm: an image root is not supported yet "
@@ -224,7 +218,8 @@ static void spec_add(char **buf, size_t *len, const char *key, const char *val)
         *len += k + v + 2;
 }
 
-static int write_initrd(int fd, const struct tier_vm_run *run, struct al_error *err)
+static int write_initrd(int fd, const struct tier_vm_run *run, const uint16_t *ports,
+                        size_t n_ports, struct al_error *err)
 {
         static const char *const dirs[] = {"dev", "proc", "sys", "newroot", "modules"};
         int r;
@@ -287,6 +282,10 @@ static int write_initrd(int fd, const struct tier_vm_run *run, struct al_error *
         snprintf(num, sizeof(num), "%u", (unsigned)run->gid);
         spec_add(&spec, &slen, "gid", num);
         spec_add(&spec, &slen, "ws", run->policy->workspace ? "1" : "0");
+        for (size_t i = 0; i < n_ports; i++) {
+                snprintf(num, sizeof(num), "%u", (unsigned)ports[i]);
+                spec_add(&spec, &slen, "port", num);
+        }
         if (slen > VM_SPEC_MAX)
                 return al_error_set(err, E2BIG, "the command and its environment exceed %u bytes",
                                     VM_SPEC_MAX);
@@ -350,33 +349,79 @@ static unsigned long host_tsc_khz(void)
         return (unsigned long)(mhz * 1000);
 }
 
-/* Copies the guest's output to stdout and stderr until QEMU closes both. */
-static void relay(int out, int errp)
+/* Copies the guest's output to stdout and stderr until QEMU closes both,
+ * and serves the guest's network link (`link`, -1 for none): each channel
+ * the guest opens is connected to the gate's listener on its port. */
+static void relay(int out, int errp, int link, const uint16_t *ports, size_t n_ports)
 {
-        struct pollfd pfd[2] = {{.fd = out, .events = POLLIN}, {.fd = errp, .events = POLLIN}};
+        static struct vmnet net;
+        bool net_on = false;
+        if (link >= 0) {
+                fcntl(link, F_SETFL, O_NONBLOCK);
+                net_on = vmnet_init(&net, link, false, ports, n_ports) == 0;
+        }
+        int fds[2] = {out, errp};
+        struct pollfd pfd[2 + 1 + VMNET_PORTS_MAX + VMNET_CHANS];
         char buf[65536];
-        while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
-                if (poll(pfd, 2, -1) < 0) {
+        while (fds[0] >= 0 || fds[1] >= 0) {
+                for (int i = 0; i < 2; i++)
+                        pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+                size_t n = 2 + (net_on ? vmnet_pollfds(&net, pfd + 2) : 0);
+                if (poll(pfd, n, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         break;
                 }
                 for (int i = 0; i < 2; i++) {
-                        if (pfd[i].fd < 0 || !pfd[i].revents)
+                        if (fds[i] < 0 || !pfd[i].revents)
                                 continue;
-                        ssize_t n = read(pfd[i].fd, buf, sizeof(buf));
-                        if (n < 0 && errno == EINTR)
+                        ssize_t r = read(fds[i], buf, sizeof(buf));
+                        if (r < 0 && errno == EINTR)
                                 continue;
-                        if (n <= 0) {
-                                close(pfd[i].fd);
-                                pfd[i].fd = -1;
+                        if (r <= 0) {
+                                close(fds[i]);
+                                fds[i] = -1;
                                 continue;
                         }
                         /* A reader that went away loses the rest, as it
                          * would with the command's own descriptors. */
-                        (void)write_full(i + 1, buf, (size_t)n);
+                        (void)write_full(i + 1, buf, (size_t)r);
                 }
+                /* The link ends with the guest, or at the first frame
+                 * that breaks the protocol: the channels close with it. */
+                if (net_on && vmnet_step(&net, pfd + 2, n - 2) < 0)
+                        net_on = false;
         }
+        if (net_on)
+                vmnet_close(&net);
+        if (link >= 0)
+                close(link);
+}
+
+/* The gate's listeners in the sandbox's network namespace (TCP, listening
+ * on 127.0.0.1): the ports the guest gets on its own loopback. */
+static int gate_ports(uint16_t *ports, size_t *n, struct al_error *err)
+{
+        _cleanup_free_ char *tcp = NULL;
+        int r = read_file_at(AT_FDCWD, "/proc/net/tcp", 1 << 20, &tcp, NULL);
+        if (r < 0)
+                return al_error_set(err, r, "reading /proc/net/tcp for the gate's listeners");
+        *n = 0;
+        for (char *line = strchr(tcp, '\n'); line && *++line; line = strchr(line, '\n')) {
+                unsigned addr, port, state;
+                if (sscanf(line, " %*u: %8X:%4X %*8X:%*4X %2X", &addr, &port, &state) != 3)
+                        continue;
+                /* 0A: listening; 0100007F: 127.0.0.1 as the kernel prints it. */
+                if (state != 0x0A || addr != 0x0100007F || port == 0)
+                        continue;
+                if (*n == VMNET_PORTS_MAX)
+                        return al_error_set(err, E2BIG, "more than %d gate listeners",
+                                            VMNET_PORTS_MAX);
+                ports[(*n)++] = (uint16_t)port;
+        }
+        if (*n == 0)
+                return al_error_set(err, ENOENT, "the network gate has no listener here");
+        return 0;
 }
 
 int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct al_error *err)
@@ -388,6 +433,15 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         char dir[] = "/tmp/.airlock-vm-XXXXXX";
         if (!mkdtemp(dir))
                 return al_error_set(err, errno, "making the microVM's directory in /tmp");
+        uint16_t ports[VMNET_PORTS_MAX];
+        size_t n_ports = 0;
+        int net[2] = {-1, -1};
+        if (p->net_mode != POLICY_NET_NONE) {
+                if ((r = gate_ports(ports, &n_ports, err)) < 0)
+                        return r;
+                if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, net) < 0)
+                        return al_error_set(err, errno, "socketpair");
+        }
         _cleanup_free_ char *initrd = xasprintf("%s/initrd", dir);
         _cleanup_free_ char *console = xasprintf("%s/console", dir);
         _cleanup_free_ char *status = xasprintf("%s/status", dir);
@@ -396,7 +450,7 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                     open(initrd, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
                 if (fd < 0)
                         return al_error_set(err, errno, "creating %s", initrd);
-                if ((r = write_initrd(fd, run, err)) < 0)
+                if ((r = write_initrd(fd, run, ports, n_ports, err)) < 0)
                         return r;
         }
 
@@ -482,6 +536,14 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         add(v, &k, "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap");
         add(v, &k, "-device");
         add(v, &k, "virtio-9p-device,fsdev=root,mount_tag=airlock.root");
+        _cleanup_free_ char *net_dev = NULL;
+        if (net[1] >= 0) {
+                net_dev = xasprintf("socket,id=net,fd=%d", net[1]);
+                add(v, &k, "-chardev");
+                add(v, &k, net_dev);
+                add(v, &k, "-device");
+                add(v, &k, "virtserialport,chardev=net,name=airlock.net");
+        }
         if (p->workspace) {
                 add(v, &k, "-fsdev");
                 add(v, &k,
@@ -518,6 +580,9 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                     (fl = fcntl(perr[1], F_GETFD)) < 0 ||
                     fcntl(perr[1], F_SETFD, fl & ~FD_CLOEXEC) < 0)
                         _exit(127);
+                if (net[1] >= 0 && ((fl = fcntl(net[1], F_GETFD)) < 0 ||
+                                    fcntl(net[1], F_SETFD, fl & ~FD_CLOEXEC) < 0))
+                        _exit(127);
                 execv(v[0], v);
                 int e = errno;
                 (void)!write(sync[1], &e, sizeof(e));
@@ -542,7 +607,9 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
 
         close(pout[1]);
         close(perr[1]);
-        relay(pout[0], perr[0]);
+        if (net[1] >= 0)
+                close(net[1]);
+        relay(pout[0], perr[0], net[0], ports, n_ports);
         int wst = 0;
         while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
                 ;
