@@ -5,9 +5,9 @@
  * (src/lib/tier/microvm.c), with the guest kernel's modules and /spec, the
  * run's command. It loads the modules, mounts the sandbox's root (9p tag
  * airlock.root, read-only) and the workspace (airlock.ws) as the guest's
- * root, runs the command without privileges with its output on the virtio
- * ports airlock.out and airlock.err, writes its exit status to
- * airlock.status and restarts the guest, which ends QEMU (-no-reboot).
+ * root, runs the command without privileges and sends its output, then
+ * its exit status, in frames on the virtio port airlock.io; the host ends
+ * QEMU when it has the status.
  *
  * Any failure is said on the console and ends the guest without a status:
  * the host side then refuses the run (exit 125) with the console's tail. */
@@ -345,6 +345,48 @@ static void start_net(const struct spec *s)
         }
 }
 
+enum { IO_OUT = 1, IO_ERR = 2, IO_STATUS = 3 };
+#define IO_FRAME_MAX 16384
+
+static int send_io(int io, int type, const void *data, size_t len)
+{
+        unsigned char f[3 + IO_FRAME_MAX];
+        f[0] = (unsigned char)type;
+        f[1] = (unsigned char)(len >> 8);
+        f[2] = (unsigned char)len;
+        memcpy(f + 3, data, len);
+        size_t off = 0;
+        while (off < 3 + len) {
+                ssize_t n = write(io, f + off, 3 + len - off);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return -1;
+                off += (size_t)n;
+        }
+        return 0;
+}
+
+/* One read of the command's output into a frame: 1 sent, 0 nothing now,
+ * -1 at its end (the descriptor is closed). */
+static int pump(int io, int *fd, int type)
+{
+        unsigned char buf[IO_FRAME_MAX];
+        if (*fd < 0)
+                return -1;
+        ssize_t n = read(*fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0) {
+                close(*fd);
+                *fd = -1;
+                return -1;
+        }
+        if (send_io(io, type, buf, (size_t)n) < 0)
+                die("sending the command's output");
+        return 1;
+}
+
 static _Noreturn void run_command(const struct spec *s, int out, int err)
 {
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -395,39 +437,51 @@ int main(void)
         must_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
         read_spec(&s);
         load_modules();
-        int status_port = open_port("airlock.status", O_WRONLY);
-        int out = open_port("airlock.out", O_WRONLY);
-        int err = open_port("airlock.err", O_WRONLY);
+        int io = open_port("airlock.io", O_WRONLY);
         /* Before the root changes: the ports are found in the guest's /sys. */
         if (s.n_ports)
                 start_net(&s);
         build_root(&s);
 
+        int po[2], pe[2];
+        if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0)
+                die("pipe");
         pid_t pid = fork();
         if (pid < 0)
                 die("fork");
         if (pid == 0)
-                run_command(&s, out, err);
-        close(out);
-        close(err);
-        /* pid 1 reaps every orphan until the command itself ends; what it
-         * left running ends with the guest. */
-        int code = 125;
-        for (;;) {
+                run_command(&s, po[1], pe[1]);
+        close(po[1]);
+        close(pe[1]);
+        fcntl(po[0], F_SETFL, O_NONBLOCK);
+        fcntl(pe[0], F_SETFL, O_NONBLOCK);
+        /* pid 1 carries the command's output to the host in frames on one
+         * port, in order, and reaps every orphan until the command itself
+         * ends; then the rest of its output, then its status. */
+        int fds[2] = {po[0], pe[0]};
+        int code = -1;
+        while (code < 0) {
+                struct pollfd p[2] = {{.fd = fds[0], .events = POLLIN},
+                                      {.fd = fds[1], .events = POLLIN}};
+                if (poll(p, 2, 50) > 0)
+                        for (int i = 0; i < 2; i++)
+                                if (p[i].revents)
+                                        pump(io, &fds[i], IO_OUT + i);
                 int st;
-                pid_t w = waitpid(-1, &st, 0);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w < 0)
-                        die("waiting for the command");
-                if (w != pid)
-                        continue;
-                code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                break;
+                pid_t w;
+                while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+                        if (w == pid)
+                                code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
-        char line[32];
-        int n = snprintf(line, sizeof(line), "status %d\n", code);
-        if (write(status_port, line, (size_t)n) != n)
+        for (int i = 0; i < 2; i++)
+                while (fds[i] >= 0 && pump(io, &fds[i], IO_OUT + i) > 0)
+                        ;
+        unsigned char st = (unsigned char)code;
+        if (send_io(io, IO_STATUS, &st, 1) < 0)
                 die("reporting the status");
+        /* The host ends QEMU once it has the status, which comes after all
+         * the output on the same port: the guest never outruns its output.
+         * Should the host not, the guest ends itself. */
+        sleep(30);
         end_guest();
 }

@@ -5,10 +5,12 @@ kernel (this machine's KVM is the paravirtual kvm_pvm) the runs use QEMU's
 software emulation, which the operator allows with AIRLOCK_MICROVM_ACCEL=tcg:
 the same guest, the same boundary, a slower boot."""
 
+import http.server
 import json
 import os
 import platform
 import subprocess
+import threading
 
 import pytest
 
@@ -71,6 +73,7 @@ id -u
 touch /usr/airlock-probe 2>/dev/null && echo ROOT-WRITABLE
 mount -t tmpfs x /mnt 2>/dev/null && echo MOUNTED
 cat /proc/1/cmdline 2>/dev/null | head -c 64 | tr '\0' ' '; echo
+echo "listeners=$(grep -c ' 0A ' /proc/net/tcp)"
 exit 7
 """
 
@@ -103,24 +106,64 @@ def test_microvm_runs_in_its_own_kernel(airlock):
     assert "ROOT-WRITABLE" not in p.stdout and "MOUNTED" not in p.stdout, p.stdout
     # pid 1 is the guest's init (its own pid namespace is the guest).
     assert "/init" in p.stdout, p.stdout
+    # Network "none": no link to the gate, nothing listening in the guest.
+    assert "listeners=0" in p.stdout, p.stdout
     assert not (qemu_pids() - before), "a QEMU was left running"
 
 
 def test_microvm_timeout_kills_qemu(airlock):
     need_microvm()
+    if airlock.user:
+        pytest.skip("the cgroup's kill is the namespace tier's in both modes")
     before = qemu_pids()
     p = vm_run(airlock, ["run", "-q", "--tier", "microvm", "--timeout", "3", "--", "sleep", "600"])
     assert p.returncode == 124, p.stderr
     assert not (qemu_pids() - before), "a QEMU was left running"
 
 
-def test_microvm_network_refused_not_given_another_way(airlock):
-    """The gate reaches a guest over vsock only, which this build has not:
-    a policy with a network is refused, before any QEMU starts."""
+class _Upstream(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"upstream-says-hello\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+NET_SCRIPT = r"""
+curl -sS -m 30 http://upstream.test:{port}/x; echo "allowed=$?"
+curl -sS -m 30 -o /dev/null -w "unlisted=%{{http_code}}\n" http://other.test:{port}/x
+"""
+
+
+def test_microvm_network_gate_over_the_guest_link(airlock):
+    """The guest's proxy variables name 127.0.0.1:3128 as in every tier; its
+    loopback ports are carried to the gate's own listeners, which apply the
+    rules and log: a listed loopback-served upstream answers, an unlisted
+    name gets the gate's refusal."""
     need_microvm()
-    p = vm_run(airlock, ["run", "-q", "--tier", "microvm", "--allow", "example.com", "--", "true"])
-    assert p.returncode == 125, p.stderr
-    assert "tier microvm" in p.stderr and "network" in p.stderr, p.stderr
+    if airlock.user:
+        pytest.skip("the gate is the namespace tier's in both modes; one boot is enough")
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    logdir = airlock.make_dir("netlog")
+    try:
+        p = vm_run(airlock, ["run", "-q", "--tier", "microvm", "--allow-private", "127.0.0.1",
+                             "--host", "upstream.test=127.0.0.1", "--allow", f"upstream.test:{port}",
+                             "--net-log", logdir / "net.jsonl",
+                             "--", "/bin/sh", "-c", NET_SCRIPT.format(port=port)])
+    finally:
+        srv.shutdown()
+    assert p.returncode == 0, p.stderr
+    assert "upstream-says-hello" in p.stdout and "allowed=0" in p.stdout, (p.stdout, p.stderr)
+    assert "unlisted=403" in p.stdout, (p.stdout, p.stderr)
+    recs = [json.loads(l) for l in (logdir / "net.jsonl").read_text().splitlines() if l.strip()]
+    assert any(r.get("decision") == "allow" and "upstream.test" in json.dumps(r) for r in recs), recs
+    assert any(r.get("decision") == "deny" and "other.test" in json.dumps(r) for r in recs), recs
 
 
 def test_microvm_small_memory_refused(airlock):

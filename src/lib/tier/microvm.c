@@ -310,18 +310,6 @@ static void add(char **v, size_t *k, char *s)
         v[(*k)++] = s;
 }
 
-/* The guest's status, or -1 when it reported none. */
-static int read_status(const char *path)
-{
-        _cleanup_free_ char *s = NULL;
-        if (read_file_at(AT_FDCWD, path, 64, &s, NULL) < 0)
-                return -1;
-        int code;
-        if (sscanf(s, "status %d", &code) != 1 || code < 0 || code > 255)
-                return -1;
-        return code;
-}
-
 static void console_tail(const char *path)
 {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -349,53 +337,92 @@ static unsigned long host_tsc_khz(void)
         return (unsigned long)(mhz * 1000);
 }
 
-/* Copies the guest's output to stdout and stderr until QEMU closes both,
- * and serves the guest's network link (`link`, -1 for none): each channel
- * the guest opens is connected to the gate's listener on its port. */
-static void relay(int out, int errp, int link, const uint16_t *ports, size_t n_ports)
+enum { IO_OUT = 1, IO_ERR = 2, IO_STATUS = 3 };
+#define IO_HDR       3
+#define IO_FRAME_MAX 16384
+
+/* Frames from the guest's init on airlock.io: its command's output and
+ * then its status, read as hostile (the guest's kernel may not be the one
+ * it booted with). The status, or -1 at a bad frame or none. */
+struct io_reader {
+        unsigned char buf[IO_HDR + IO_FRAME_MAX];
+        size_t len;
+        int status;
+};
+
+static int io_read(struct io_reader *rd, int fd)
 {
+        ssize_t n = read(fd, rd->buf + rd->len, sizeof(rd->buf) - rd->len);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                return 0;
+        if (n <= 0)
+                return -1;
+        rd->len += (size_t)n;
+        size_t off = 0;
+        while (rd->len - off >= IO_HDR) {
+                const unsigned char *h = rd->buf + off;
+                size_t len = (size_t)h[1] << 8 | h[2];
+                if (len > IO_FRAME_MAX || h[0] < IO_OUT || h[0] > IO_STATUS ||
+                    (h[0] == IO_STATUS && len != 1))
+                        return -1;
+                if (rd->len - off < IO_HDR + len)
+                        break;
+                if (h[0] == IO_STATUS) {
+                        rd->status = h[IO_HDR];
+                        return 1;
+                }
+                /* A reader that went away loses the rest, as it would
+                 * with the command's own descriptors. */
+                (void)write_full(h[0], h + IO_HDR, len);
+                off += IO_HDR + len;
+        }
+        memmove(rd->buf, rd->buf + off, rd->len - off);
+        rd->len -= off;
+        return 0;
+}
+
+/* Serves the guest until it reports its command's status, which ends QEMU
+ * (all the output came before it on the same port), or until QEMU ends
+ * (the link closes). Also serves the guest's network link (`link`, -1 for
+ * none): each channel it opens is connected to the gate's listener on its
+ * port. The status, or -1. */
+static int relay(int io, int link, const uint16_t *ports, size_t n_ports, pid_t qemu)
+{
+        static struct io_reader rd;
         static struct vmnet net;
         bool net_on = false;
         if (link >= 0) {
                 fcntl(link, F_SETFL, O_NONBLOCK);
                 net_on = vmnet_init(&net, link, false, ports, n_ports) == 0;
         }
-        int fds[2] = {out, errp};
-        struct pollfd pfd[2 + 1 + VMNET_PORTS_MAX + VMNET_CHANS];
-        char buf[65536];
-        while (fds[0] >= 0 || fds[1] >= 0) {
-                for (int i = 0; i < 2; i++)
-                        pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-                size_t n = 2 + (net_on ? vmnet_pollfds(&net, pfd + 2) : 0);
+        rd.status = -1;
+        struct pollfd pfd[1 + 1 + VMNET_PORTS_MAX + VMNET_CHANS];
+        for (;;) {
+                pfd[0] = (struct pollfd){.fd = io, .events = POLLIN};
+                size_t n = 1 + (net_on ? vmnet_pollfds(&net, pfd + 1) : 0);
                 if (poll(pfd, n, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         break;
                 }
-                for (int i = 0; i < 2; i++) {
-                        if (fds[i] < 0 || !pfd[i].revents)
-                                continue;
-                        ssize_t r = read(fds[i], buf, sizeof(buf));
-                        if (r < 0 && errno == EINTR)
-                                continue;
-                        if (r <= 0) {
-                                close(fds[i]);
-                                fds[i] = -1;
-                                continue;
+                if (pfd[0].revents) {
+                        int r = io_read(&rd, io);
+                        if (r != 0) {
+                                kill(qemu, SIGKILL);
+                                break;
                         }
-                        /* A reader that went away loses the rest, as it
-                         * would with the command's own descriptors. */
-                        (void)write_full(i + 1, buf, (size_t)r);
                 }
                 /* The link ends with the guest, or at the first frame
                  * that breaks the protocol: the channels close with it. */
-                if (net_on && vmnet_step(&net, pfd + 2, n - 2) < 0)
+                if (net_on && vmnet_step(&net, pfd + 1, n - 1) < 0)
                         net_on = false;
         }
         if (net_on)
                 vmnet_close(&net);
         if (link >= 0)
                 close(link);
+        close(io);
+        return rd.status;
 }
 
 /* The gate's listeners in the sandbox's network namespace (TCP, listening
@@ -444,7 +471,6 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         }
         _cleanup_free_ char *initrd = xasprintf("%s/initrd", dir);
         _cleanup_free_ char *console = xasprintf("%s/console", dir);
-        _cleanup_free_ char *status = xasprintf("%s/status", dir);
         {
                 _cleanup_close_ int fd =
                     open(initrd, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -465,7 +491,6 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         snprintf(smp, sizeof(smp), "%" PRIu64, cpus);
         _cleanup_free_ char *kernel = xstrdup(AIRLOCK_VM_DIR "/vmlinuz");
         _cleanup_free_ char *serial = xasprintf("file:%s", console);
-        _cleanup_free_ char *st_dev = xasprintf("file,id=st,path=%s", status);
         bool kvm = chosen_accel == TIER_VM_ACCEL_KVM;
         /* Emulated, the guest's calibration of its TSC against the PIT
          * races the host's load and can fail, leaving it without a clock
@@ -476,16 +501,12 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                 snprintf(cmdline, sizeof(cmdline), "%s tsc_early_khz=%lu", VM_CMDLINE, khz);
         else
                 snprintf(cmdline, sizeof(cmdline), "%s", VM_CMDLINE);
-        /* The guest's output reaches this process's stdout and stderr
-         * through pipes of its own: QEMU reopens them by /proc/self/fd,
-         * which the sandbox user may not do with the caller's descriptors. */
-        int pout[2], perr[2];
-        if (pipe2(pout, O_CLOEXEC) < 0)
-                return al_error_set(err, errno, "pipe");
-        if (pipe2(perr, O_CLOEXEC) < 0)
-                return al_error_set(err, errno, "pipe");
-        _cleanup_free_ char *out_dev = xasprintf("file,id=out,path=/proc/self/fd/%d", pout[1]);
-        _cleanup_free_ char *err_dev = xasprintf("file,id=err,path=/proc/self/fd/%d", perr[1]);
+        /* The command's output and then its status come in frames on one
+         * port (in order), over a socket QEMU is handed. */
+        int io[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, io) < 0)
+                return al_error_set(err, errno, "socketpair");
+        _cleanup_free_ char *io_dev = xasprintf("socket,id=io,fd=%d", io[1]);
 
         char *v[64];
         size_t k = 0;
@@ -520,17 +541,9 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         add(v, &k, "-device");
         add(v, &k, "virtio-serial-device");
         add(v, &k, "-chardev");
-        add(v, &k, out_dev);
+        add(v, &k, io_dev);
         add(v, &k, "-device");
-        add(v, &k, "virtserialport,chardev=out,name=airlock.out");
-        add(v, &k, "-chardev");
-        add(v, &k, err_dev);
-        add(v, &k, "-device");
-        add(v, &k, "virtserialport,chardev=err,name=airlock.err");
-        add(v, &k, "-chardev");
-        add(v, &k, st_dev);
-        add(v, &k, "-device");
-        add(v, &k, "virtserialport,chardev=st,name=airlock.status");
+        add(v, &k, "virtserialport,chardev=io,name=airlock.io");
         /* The sandbox's own root, read-only: what the namespace tier shows. */
         add(v, &k, "-fsdev");
         add(v, &k, "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap");
@@ -575,10 +588,7 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                 signal(SIGINT, SIG_DFL);
                 signal(SIGHUP, SIG_DFL);
                 int fl;
-                if ((fl = fcntl(pout[1], F_GETFD)) < 0 ||
-                    fcntl(pout[1], F_SETFD, fl & ~FD_CLOEXEC) < 0 ||
-                    (fl = fcntl(perr[1], F_GETFD)) < 0 ||
-                    fcntl(perr[1], F_SETFD, fl & ~FD_CLOEXEC) < 0)
+                if ((fl = fcntl(io[1], F_GETFD)) < 0 || fcntl(io[1], F_SETFD, fl & ~FD_CLOEXEC) < 0)
                         _exit(127);
                 if (net[1] >= 0 && ((fl = fcntl(net[1], F_GETFD)) < 0 ||
                                     fcntl(net[1], F_SETFD, fl & ~FD_CLOEXEC) < 0))
@@ -605,15 +615,13 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         if (run->errfd >= 0)
                 close(run->errfd);
 
-        close(pout[1]);
-        close(perr[1]);
+        close(io[1]);
         if (net[1] >= 0)
                 close(net[1]);
-        relay(pout[0], perr[0], net[0], ports, n_ports);
+        int code = relay(io[0], net[0], ports, n_ports, pid);
         int wst = 0;
         while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
                 ;
-        int code = read_status(status);
         if (code < 0) {
                 if (got_signal)
                         _exit(128 + got_signal);
