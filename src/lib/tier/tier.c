@@ -20,6 +20,8 @@
 #define RUNSC_PATH           "/usr/bin/runsc"
 #define SETPRIV              "/usr/bin/setpriv"
 #define TIER_GVISOR_PIDS_MIN 64
+/* The sandbox user, the policy's default uid. */
+#define TIER_GVISOR_UID 1000
 
 static int refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int refuse(char *why, size_t n, const char *fmt, ...)
@@ -211,6 +213,17 @@ int tier_prepare(const struct policy *p, uid_t uid, const char *caller_home,
                                             "threads need at least %d; raise --pids",
                                             (unsigned long long)p->limits.pids,
                                             TIER_GVISOR_PIDS_MIN);
+        /* Inside gVisor the command is gVisor's uid 0, which runsc's own
+         * user namespace maps to the sandbox user: another uid there owns
+         * nothing (the workspace, $HOME), and runsc cannot map one for
+         * itself in Airlock's namespace. Refused, never ignored. */
+        if (p->tier == POLICY_TIER_GVISOR && p->uid != TIER_GVISOR_UID)
+                return al_error_set_message(err, EINVAL,
+                                            "tier gvisor: --uid %u is not supported: the command "
+                                            "runs as gVisor's root, which is the sandbox user "
+                                            "(uid %d) outside; drop --uid (or \"uid\") or use "
+                                            "--tier namespace",
+                                            (unsigned)p->uid, TIER_GVISOR_UID);
         if (p->tier == POLICY_TIER_MICROVM)
                 return tier_microvm_prepare(p, err);
         if (p->tier != POLICY_TIER_CONTAINER)
