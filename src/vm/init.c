@@ -16,6 +16,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -116,6 +118,28 @@ static void load_modules(void)
                 if (syscall(SYS_finit_module, m, "", 0) < 0 && errno != EEXIST)
                         die(path);
                 close(m);
+        }
+}
+
+/* The guest kernel's own surfaces, closed before the command runs: no
+ * module loads after ours, no user namespaces, no ptrace, no unprivileged
+ * BPF, no kernel addresses or log. A failure to set one ends the guest. */
+static void harden(void)
+{
+        static const char *const knobs[][2] = {
+            {"/proc/sys/user/max_user_namespaces", "0"},
+            {"/proc/sys/kernel/yama/ptrace_scope", "3"},
+            {"/proc/sys/kernel/unprivileged_bpf_disabled", "1"},
+            {"/proc/sys/kernel/kptr_restrict", "2"},
+            {"/proc/sys/kernel/dmesg_restrict", "1"},
+            {"/proc/sys/kernel/perf_event_paranoid", "3"},
+            {"/proc/sys/kernel/modules_disabled", "1"},
+        };
+        for (size_t i = 0; i < sizeof(knobs) / sizeof(knobs[0]); i++) {
+                int fd = open(knobs[i][0], O_WRONLY | O_CLOEXEC);
+                if (fd < 0 || write(fd, knobs[i][1], 1) != 1)
+                        die(knobs[i][0]);
+                close(fd);
         }
 }
 
@@ -387,6 +411,32 @@ static int pump(int io, int *fd, int type)
         return 1;
 }
 
+/* /seccomp.bpf: the namespace tier's filter (struct sock_filter[]),
+ * written by the host side, read before the root changes and put on the
+ * command as the last step before execve. */
+static struct sock_filter filter[8192];
+static struct sock_fprog filter_prog;
+
+static void read_filter(void)
+{
+        int fd = open("/seccomp.bpf", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                die("opening /seccomp.bpf");
+        ssize_t n = read(fd, filter, sizeof(filter));
+        close(fd);
+        if (n <= 0 || n % (ssize_t)sizeof(filter[0]) != 0 || n == (ssize_t)sizeof(filter)) {
+                say("/seccomp.bpf is not a filter");
+                end_guest();
+        }
+        filter_prog.len = (unsigned short)(n / (ssize_t)sizeof(filter[0]));
+        filter_prog.filter = filter;
+}
+
+static int install_filter(void)
+{
+        return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &filter_prog);
+}
+
 static _Noreturn void run_command(const struct spec *s, int out, int err)
 {
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -417,6 +467,10 @@ static _Noreturn void run_command(const struct spec *s, int out, int err)
                 say("dropping privileges: %s", strerror(errno));
                 _exit(125);
         }
+        if (install_filter() < 0) {
+                say("installing the seccomp filter: %s", strerror(errno));
+                _exit(125);
+        }
         extern char **environ;
         environ = (char **)s->envp;
         execvp(s->argv[0], s->argv);
@@ -436,7 +490,9 @@ int main(void)
         must_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
         must_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
         read_spec(&s);
+        read_filter();
         load_modules();
+        harden();
         int io = open_port("airlock.io", O_WRONLY);
         /* Before the root changes: the ports are found in the guest's /sys. */
         if (s.n_ports)

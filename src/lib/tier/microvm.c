@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "microvm.h"
+#include "seccomp-bpf.h"
 #include "probe.h"
 #include "util.h"
 #include "../../vm/vmnet.h"
@@ -30,8 +31,11 @@ extern const unsigned char tier_vm_init_blob_end[];
 #define VM_SPEC_MAX       (1u << 20)
 #define VM_MEM_DEFAULT_MB 512
 #define VM_MEM_MIN_MB     128
-/* QEMU's own memory beside the guest's RAM, within the cgroup's limit. */
+/* QEMU's own memory beside the guest's RAM, within the cgroup's limit;
+ * emulated, its translation cache (bounded by VM_TCG_TB_MB) adds to it. */
 #define VM_OVERHEAD_MB  96
+#define VM_TCG_EXTRA_MB 96
+#define VM_TCG_TB_MB    32
 #define VM_CPUS_MAX     16
 #define VM_CONSOLE_TAIL 2048
 #define VM_CMDLINE      "console=ttyS0 quiet panic=-1 pci=off rdinit=/init"
@@ -175,11 +179,13 @@ int tier_microvm_prepare(const struct policy *p, struct al_error *err)
                                             "tier microvm: an image root is not supported yet "
                                             "(the guest's root is the namespace tier's); drop "
                                             "--image or use --tier container");
-        if (p->limits.memory && p->limits.memory / (1024 * 1024) < VM_MEM_MIN_MB + VM_OVERHEAD_MB)
+        uint64_t overhead = VM_OVERHEAD_MB + (accel == TIER_VM_ACCEL_TCG ? VM_TCG_EXTRA_MB : 0);
+        if (p->limits.memory && p->limits.memory / (1024 * 1024) < VM_MEM_MIN_MB + overhead)
                 return al_error_set_message(err, EINVAL,
                                             "tier microvm: limits.memory must leave %d MiB for "
-                                            "the guest and %d MiB for QEMU; raise --memory",
-                                            VM_MEM_MIN_MB, VM_OVERHEAD_MB);
+                                            "the guest and %" PRIu64
+                                            " MiB for QEMU; raise --memory",
+                                            VM_MEM_MIN_MB, overhead);
         chosen_accel = accel;
         return 0;
 }
@@ -260,6 +266,13 @@ static int write_initrd(int fd, const struct tier_vm_run *run, const uint16_t *p
                 if ((r = cpio_entry(fd, name, S_IFREG | 0644, data, dlen)) < 0)
                         return al_error_set(err, r, "writing the initramfs");
         }
+
+        /* The namespace tier's seccomp filter, which the guest's init puts
+         * on the command: the guest kernel's surfaces (io_uring, keyrings,
+         * user namespaces, other ABIs, TIOCSTI...) closed as the host's are. */
+        r = cpio_entry(fd, "seccomp.bpf", S_IFREG | 0644, seccomp_bpf, sizeof(seccomp_bpf));
+        if (r < 0)
+                return al_error_set(err, r, "writing the initramfs");
 
         /* The run: its command, environment, directory and user. */
         _cleanup_free_ char *spec = NULL;
@@ -482,11 +495,13 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
 
         uint64_t mem_mb = VM_MEM_DEFAULT_MB;
         if (p->limits.memory)
-                mem_mb = p->limits.memory / (1024 * 1024) - VM_OVERHEAD_MB;
+                mem_mb = p->limits.memory / (1024 * 1024) - VM_OVERHEAD_MB -
+                         (chosen_accel == TIER_VM_ACCEL_KVM ? 0 : VM_TCG_EXTRA_MB);
         uint64_t cpus = p->limits.cpus_milli ? (p->limits.cpus_milli + 999) / 1000 : 1;
         if (cpus > VM_CPUS_MAX)
                 cpus = VM_CPUS_MAX;
-        char mem[32], smp[32];
+        char mem[32], smp[32], tcg_accel[32];
+        snprintf(tcg_accel, sizeof(tcg_accel), "tcg,tb-size=%d", VM_TCG_TB_MB);
         snprintf(mem, sizeof(mem), "%" PRIu64, mem_mb);
         snprintf(smp, sizeof(smp), "%" PRIu64, cpus);
         _cleanup_free_ char *kernel = xstrdup(AIRLOCK_VM_DIR "/vmlinuz");
@@ -514,7 +529,7 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         add(v, &k, "-M");
         add(v, &k, "microvm,x-option-roms=off,isa-serial=on");
         add(v, &k, "-accel");
-        add(v, &k, kvm ? "kvm" : "tcg");
+        add(v, &k, kvm ? "kvm" : tcg_accel);
         add(v, &k, "-cpu");
         add(v, &k, kvm ? "host" : "max");
         add(v, &k, "-m");
@@ -561,8 +576,9 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                 add(v, &k, "-fsdev");
                 add(v, &k,
                     p->workspace_mode == POLICY_WORKSPACE_RO
-                        ? "local,id=ws,path=/workspace,security_model=none,readonly=on"
-                        : "local,id=ws,path=/workspace,security_model=none");
+                        ? "local,id=ws,path=/"
+                          "workspace,security_model=none,readonly=on,multidevs=remap"
+                        : "local,id=ws,path=/workspace,security_model=none,multidevs=remap");
                 add(v, &k, "-device");
                 add(v, &k, "virtio-9p-device,fsdev=ws,mount_tag=airlock.ws");
         }
