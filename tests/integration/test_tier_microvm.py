@@ -9,6 +9,8 @@ import http.server
 import json
 import os
 import platform
+import shlex
+import shutil
 import subprocess
 import threading
 
@@ -34,7 +36,7 @@ def need_microvm():
         pytest.skip(f"no guest kernel in {VM_DIR} (make deps)")
 
 
-def vm_run(airlock, args, timeout=60, consent=True):
+def vm_run_argv(airlock, args, consent=True):
     """airlock ARGS, with the operator's consent to emulation where KVM
     cannot run the guest (through env(1): the test user's environment is
     reset by runas.sh)."""
@@ -44,6 +46,11 @@ def vm_run(airlock, args, timeout=60, consent=True):
     if consent and not _kvm_runs_stock_kernels():
         env.append(f"{ACCEL}=tcg")
     argv[at:at] = env
+    return argv
+
+
+def vm_run(airlock, args, timeout=60, consent=True):
+    argv = vm_run_argv(airlock, args, consent)
     return subprocess.run(argv, cwd=str(airlock.base), capture_output=True, text=True,
                           timeout=timeout)
 
@@ -192,3 +199,16 @@ def test_doctor_says_what_microvm_needs(airlock):
         assert c["ok"] or c["fix"], c
     ok = os.access(QEMU, os.X_OK) and os.access(os.path.join(VM_DIR, "vmlinuz"), os.R_OK)
     assert t["available"] is ok, t
+
+
+def test_microvm_terminal_refused(airlock):
+    """-t: the guest gives the command no terminal; refused, not pipes in
+    its place."""
+    need_microvm()
+    if airlock.user or not shutil.which("script"):
+        pytest.skip("checked as root, under script(1)")
+    argv = vm_run_argv(airlock, ["run", "-q", "-t", "--tier", "microvm", "--", "true"])
+    p = subprocess.run(["script", "-qec", shlex.join(argv), "/dev/null"], capture_output=True,
+                       text=True, timeout=60, cwd=str(airlock.base))
+    assert "drop -t" in p.stdout + p.stderr, (p.stdout, p.stderr)
+    assert p.returncode == 125, (p.stdout, p.stderr)

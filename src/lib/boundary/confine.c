@@ -156,6 +156,7 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                     .uid = c->uid,
                     .gid = c->gid,
                     .errfd = c->keep_fd,
+                    .ctty = c->ctty,
                 };
                 return tier_microvm_exec(&run, ret_exec_errno, err);
         }

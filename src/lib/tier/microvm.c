@@ -470,6 +470,11 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         int r;
 
         *ret_exec_errno = 0;
+        if (run->ctty)
+                return al_error_set_message(err, EOPNOTSUPP,
+                                            "tier microvm: the guest gives the command no "
+                                            "terminal (its stdin is /dev/null, its output "
+                                            "pipes); drop -t");
         char dir[] = "/tmp/.airlock-vm-XXXXXX";
         if (!mkdtemp(dir))
                 return al_error_set(err, errno, "making the microVM's directory in /tmp");

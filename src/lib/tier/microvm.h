@@ -57,6 +57,7 @@ struct tier_vm_run {
         uid_t uid;
         gid_t gid;
         int errfd; /* the spawn's exec-error channel (close-on-exec) */
+        bool ctty; /* a terminal was asked for (-t): refused, the guest has none */
 };
 
 /* In the sandbox's command process, in place of execve: writes the guest's
