@@ -77,6 +77,15 @@ int tier_microvm_kvm(char *why, size_t n)
                               "no usable /dev/kvm: it is the paravirtual kvm_pvm, which boots "
                               "only kernels built for it, not Debian's stock guest kernel (a "
                               "host with hardware virtualization has a usable one)");
+        /* A root caller's sandbox runs as nobody on the host (spawn.h):
+         * QEMU there opens /dev/kvm only if everyone may. */
+        struct stat kst;
+        if (geteuid() == 0 && stat("/dev/kvm", &kst) == 0 && (kst.st_mode & 0006) != 0006)
+                return refuse(why, n,
+                              "no usable /dev/kvm: a root caller's sandbox runs as nobody, and "
+                              "/dev/kvm is mode %03o; make it 0666 (systemd's own rule does: "
+                              "chmod 0666 /dev/kvm)",
+                              (unsigned)(kst.st_mode & 0777));
         return 0;
 }
 
@@ -98,8 +107,8 @@ void tier_microvm_probe(struct probe_check *c, size_t *n)
         } else {
                 snprintf(k->detail, sizeof(k->detail), "%s", why);
                 snprintf(k->fix, sizeof(k->fix),
-                         "a host with hardware virtualization, or %s=tcg for QEMU's software "
-                         "emulation (slower, the same isolation)",
+                         "as said, or %s=tcg for QEMU's software emulation (slower, the same "
+                         "isolation)",
                          TIER_MICROVM_ACCEL_ENV);
         }
 
