@@ -124,8 +124,14 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
          * Airlock's filter forbid; the agent's system calls never reach this
          * kernel's (tier.h, docs/tiers.md). */
         if (!gvisor) {
-                r = landlock_restrict_writes((const char *const *)c->write_paths, c->n_write_paths,
-                                             true, err);
+                /* The microvm tier's QEMU drives /dev/kvm when it uses KVM. */
+                const char *paths[72];
+                size_t n = 0;
+                for (size_t i = 0; i < c->n_write_paths && n < ARRAY_SIZE(paths) - 1; i++)
+                        paths[n++] = c->write_paths[i];
+                if (microvm && tier_microvm_wants_kvm())
+                        paths[n++] = "/dev/kvm";
+                r = landlock_restrict_writes(paths, n, true, err);
                 if (r < 0)
                         return r;
         }
