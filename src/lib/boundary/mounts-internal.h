@@ -14,8 +14,7 @@
 #define WORKSPACE "/workspace"
 
 /* "kvm" last: bound only for a microvm run that uses KVM (tier/microvm.h). */
-static const char *const dev_nodes[] = {"null",    "zero", "full", "random",
-                                        "urandom", "tty",  "kvm"};
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", "kvm"};
 
 /* Where a host path shows up inside the sandbox. */
 struct mapping {
