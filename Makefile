@@ -15,7 +15,7 @@ PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev \
 	ca-certificates openssl tinyproxy wrk \
 	man-db groff-base nodejs \
 	runsc chromium chromium-driver python3-selenium openssh-server openssh-client \
-	containerd uidmap
+	containerd uidmap qemu-system-x86
 
 .PHONY: all deps build install uninstall test unit integration asan demo bench fuzz format clean
 
@@ -37,6 +37,11 @@ deps:
 	@# The official MCP SDK, whose client drives airlock-tool mcp in the tests.
 	@test -d tests/integration/mcp/node_modules/@modelcontextprotocol/sdk || \
 		(cd tests/integration/mcp && npm ci --no-audit --no-fund)
+	@# The microvm tier's guest kernel, unpacked from Debian's linux-image
+	@# package into Airlock's share directory (not installed as a host kernel).
+	@test -r $(PREFIX)/share/airlock/vm/vmlinuz || \
+		{ [ $$(id -u) -eq 0 ] && src/vm/guest-kernel.sh $(PREFIX)/share/airlock/vm; } || \
+		echo "make deps: no guest kernel for the microvm tier; run as root: src/vm/guest-kernel.sh $(PREFIX)/share/airlock/vm" >&2
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD)

@@ -13,6 +13,7 @@
 #include "help.h"
 #include "image.h"
 #include "jsonout.h"
+#include "microvm.h"
 #include "probe.h"
 #include "tier.h"
 #include "util.h"
@@ -26,7 +27,7 @@ static const char doctor_usage[] =
     "Say which isolation tiers this host can run and, for each failed check, why\n"
     "and the fix: user namespaces (and the switch that blocks them), cgroups,\n"
     "Landlock and seccomp for every tier; images (container); runsc (gvisor);\n"
-    "/dev/kvm and why the microvm tier cannot run yet. With --workspace, also\n"
+    "KVM, QEMU and the guest kernel (microvm). With --workspace, also\n"
     "whether limits.workspaceDisk (project quotas) and limits.io (a disk to\n"
     "throttle) can be had on that directory. Last, the host settings that cost\n"
     "every sandbox start time (cgroup v1 without favordynmods). The checks\n"
@@ -49,7 +50,7 @@ struct tier {
         const char *name;
         bool built;
         const char *what;
-        struct probe_check checks[6];
+        struct probe_check checks[8];
         size_t n;
         char why[512]; /* an unbuilt tier's reason (tier_available) */
 };
@@ -162,7 +163,9 @@ int cmd_doctor(int argc, char **argv)
                      "directories"},
             {.name = "container", .built = true, .what = "the namespace tier with an image's root"},
             {.name = "gvisor", .built = true, .what = "the same gates over gVisor's runsc"},
-            {.name = "microvm", .what = "its own kernel, where KVM is usable"},
+            {.name = "microvm",
+             .built = true,
+             .what = "its own kernel under QEMU, inside the namespace tier"},
         };
         struct tier *ns = &tiers[0];
         probe_userns(&ns->checks[ns->n++]);
@@ -181,7 +184,20 @@ int cmd_doctor(int argc, char **argv)
         for (size_t i = 0; i < ns->n; i++)
                 tiers[2].checks[tiers[2].n++] = ns->checks[i];
         probe_runsc(&tiers[2].checks[tiers[2].n++]);
-        probe_kvm(&tiers[3].checks[tiers[3].n++]);
+        struct probe_check *kvm = &tiers[3].checks[tiers[3].n++];
+        probe_kvm(kvm);
+        /* With the operator's consent to emulation, no KVM is no failure. */
+        enum tier_vm_accel accel;
+        char accel_why[PROBE_TEXT_MAX];
+        if (!kvm->ok && tier_microvm_host(&accel, accel_why, sizeof(accel_why)) == 0 &&
+            accel == TIER_VM_ACCEL_TCG) {
+                kvm->ok = true;
+                size_t len = strlen(kvm->detail);
+                snprintf(kvm->detail + len, sizeof(kvm->detail) - len,
+                         "; QEMU emulates instead (%s=tcg)", TIER_MICROVM_ACCEL_ENV);
+                kvm->fix[0] = '\0';
+        }
+        tier_microvm_probe(tiers[3].checks, &tiers[3].n);
         struct probe_check ws[2];
         if (workspace) {
                 probe_workspace_quota(workspace, &ws[0]);

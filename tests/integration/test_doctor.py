@@ -62,8 +62,12 @@ def test_tiers_not_built_are_said_so_with_their_facts(airlock):
     assert [c["name"] for c in gv["checks"]] == [*NAMESPACE_CHECKS, "runsc"], gv
     assert gv["built"] is bool(shutil.which("runsc")), gv
     t = tier(rep, "microvm")
-    assert t["built"] is False and t["available"] is False, t
-    assert "microVM backend" in t["why"] or "/dev/kvm" in t["why"], t
+    # Available where KVM boots the guest kernel and QEMU and the kernel are
+    # there (test_tier_microvm.py); otherwise refused naming /dev/kvm, QEMU
+    # or the guest kernel.
+    if not t["available"]:
+        assert t["built"] is False, t
+        assert any(w in t["why"] for w in ("/dev/kvm", "QEMU", "guest kernel")), t
     runsc = tier(rep, "gvisor")["checks"][-1]
     assert runsc["name"] == "runsc"
     assert runsc["ok"] == bool(shutil.which("runsc")), runsc

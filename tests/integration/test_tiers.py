@@ -6,6 +6,8 @@ build cannot run."""
 import json
 import os
 
+import pytest
+
 from tierlib import import_image, make_rootfs
 
 
@@ -31,7 +33,9 @@ def test_namespace_tier_in_result(airlock):
 
 
 def test_microvm_refused_with_reason(airlock):
-    p = airlock.run(["run", "-q", "--tier", "microvm", "--", "true"], check_setup=False, timeout=30)
+    p = airlock.run(["run", "-q", "--tier", "microvm", "--", "true"], check_setup=False, timeout=60)
+    if p.returncode == 0:
+        pytest.skip("the microvm tier runs here: tests/integration/test_tier_microvm.py")
     assert p.returncode == 125, p.stderr
     assert "tier microvm:" in p.stderr and "/dev/kvm" in p.stderr, p.stderr
 

@@ -15,6 +15,7 @@
 
 #include "sandbox.h"
 #include "policy/hardware.h"
+#include "policy/repo.h"
 #include "pool.h"
 #include "changes.h"
 #include "daemon.h"
@@ -408,6 +409,14 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 ws = xstrdup(host_ws);
                 if (stat(ws, &st) < 0 || !S_ISDIR(st.st_mode)) {
                         reply_bad_field(d, req, "workspace", "must name an existing directory");
+                        goto out;
+                }
+                /* Its .airlock/isolation.json, as airlock run reads it. */
+                int rr = repo_config_apply_workspace(p, ws, d->home, &err);
+                if (rr < 0) {
+                        reply_error(d, req, rr == -EPERM ? 409 : 400,
+                                    rr == -EPERM ? "repo_config_refused" : "invalid_repo_config",
+                                    "%s", err.msg);
                         goto out;
                 }
         }

@@ -16,6 +16,7 @@
 #include "seccomp.h"
 #include "tier.h"
 #include "trace.h"
+#include "microvm.h"
 #include "util.h"
 
 extern char **environ;
@@ -149,13 +150,20 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                 return al_error_set(err, errno, "setting no_new_privs");
 
         bool gvisor = c->policy->tier == POLICY_TIER_GVISOR;
+        bool microvm = c->policy->tier == POLICY_TIER_MICROVM;
         /* The gvisor tier: runsc builds its own namespaces, mounts and
          * seccomp filter around its user-space kernel, which Landlock and
          * Airlock's filter forbid; the agent's system calls never reach this
          * kernel's (tier.h, docs/tiers.md). */
         if (!gvisor) {
-                r = landlock_restrict_writes((const char *const *)c->write_paths, c->n_write_paths,
-                                             true, err);
+                /* The microvm tier's QEMU drives /dev/kvm when it uses KVM. */
+                const char *paths[72];
+                size_t n = 0;
+                for (size_t i = 0; i < c->n_write_paths && n < ARRAY_SIZE(paths) - 1; i++)
+                        paths[n++] = c->write_paths[i];
+                if (microvm && tier_microvm_wants_kvm())
+                        paths[n++] = "/dev/kvm";
+                r = landlock_restrict_writes(paths, n, true, err);
                 if (r < 0)
                         return r;
                 al_trace_mark("cmd.landlock");
@@ -180,6 +188,19 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
         /* execvp searches the sandbox's PATH, so the clean environment must
          * already be ours. */
         environ = (char **)c->envp;
+        if (microvm) {
+                struct tier_vm_run run = {
+                    .policy = c->policy,
+                    .argv = c->argv,
+                    .envp = c->envp,
+                    .cwd = c->cwd,
+                    .uid = c->uid,
+                    .gid = c->gid,
+                    .errfd = c->keep_fd,
+                    .ctty = c->ctty,
+                };
+                return tier_microvm_exec(&run, ret_exec_errno, err);
+        }
         if (gvisor) {
                 _cleanup_free_ char **argv = tier_gvisor_argv(c->argv, c->cwd);
                 execv(argv[0], argv);

@@ -13,7 +13,8 @@
 
 #define WORKSPACE "/workspace"
 
-static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+/* "kvm" last: bound only for a microvm run that uses KVM (tier/microvm.h). */
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty", "kvm"};
 
 /* Where a host path shows up inside the sandbox. */
 struct mapping {

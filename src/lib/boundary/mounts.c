@@ -20,6 +20,7 @@
 #include "mounts.h"
 #include "spawn.h"
 #include "trace.h"
+#include "microvm.h"
 #include "paths.h"
 #include "util.h"
 #include "volume.h"
@@ -427,6 +428,9 @@ int mounts_build_root(const struct mounts_config *c, int *ret_upper_fd, struct a
 
         /* Device nodes are bound from the host: a user namespace cannot mknod. */
         for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+                if (STREQ(dev_nodes[i], "kvm") &&
+                    !(p->tier == POLICY_TIER_MICROVM && tier_microvm_wants_kvm()))
+                        continue;
                 _cleanup_free_ char *path = xasprintf("/dev/%s", dev_nodes[i]);
                 nodes[i] = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
                 if (nodes[i] < 0 && i == 0) {

@@ -398,3 +398,23 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
         *ret_applied = applied;
         return 0;
 }
+
+int repo_config_apply_workspace(struct policy *p, const char *workspace, const char *home,
+                                struct al_error *err)
+{
+        struct repo_config *rc = NULL;
+        int r = repo_config_load(workspace, &rc, err);
+        if (r < 0 || !rc)
+                return r;
+        if (!p->workspace)
+                p->workspace = xstrdup(workspace);
+        json_t *applied = NULL;
+        r = repo_config_apply(rc, p, "/", home, &applied, err);
+        if (r >= 0) {
+                free(p->repo_applied);
+                p->repo_applied = json_dumps(applied, JSON_COMPACT | JSON_SORT_KEYS);
+        }
+        json_decref(applied);
+        repo_config_free(rc);
+        return r;
+}

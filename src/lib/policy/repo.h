@@ -44,3 +44,9 @@ int repo_config_check_tier(const struct repo_config *rc, const struct policy *p,
  * audit and the user). */
 int repo_config_apply(const struct repo_config *rc, struct policy *p, const char *base_dir,
                       const char *home, json_t **ret_applied, struct al_error *err);
+
+/* The daemon's create (and any caller without a terminal): load
+ * `workspace`/.airlock/isolation.json and apply it to `p` as above, its
+ * record in p->repo_applied. -EPERM when the tier is below minimumTier. */
+int repo_config_apply_workspace(struct policy *p, const char *workspace, const char *home,
+                                struct al_error *err);

@@ -13,13 +13,15 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "microvm.h"
 #include "tier.h"
 #include "util.h"
 
 #define RUNSC_PATH           "/usr/bin/runsc"
-#define KVM_PATH             "/dev/kvm"
 #define SETPRIV              "/usr/bin/setpriv"
 #define TIER_GVISOR_PIDS_MIN 64
+/* The sandbox user, the policy's default uid. */
+#define TIER_GVISOR_UID 1000
 
 static int refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int refuse(char *why, size_t n, const char *fmt, ...)
@@ -52,22 +54,8 @@ int tier_available(enum policy_tier t, char *why, size_t n)
                                       SETPRIV);
                 return 0;
         case POLICY_TIER_MICROVM: {
-                int fd = open(KVM_PATH, O_RDWR | O_CLOEXEC);
-                if (fd < 0) {
-                        char buf[160];
-                        snprintf(buf, sizeof(buf), "%s", strerror(errno));
-                        return refuse(why, n,
-                                      "the microvm tier needs a usable /dev/kvm, and this host "
-                                      "has none (%s): enable virtualization or load the kvm "
-                                      "module",
-                                      buf);
-                }
-                close(fd);
-                return refuse(why, n,
-                              "%s is usable here, but Airlock has no microVM backend yet (no "
-                              "kernel, hypervisor or vsock gate is wired); use --tier namespace "
-                              "or container",
-                              KVM_PATH);
+                enum tier_vm_accel accel;
+                return tier_microvm_host(&accel, why, n);
         }
         default:
                 return refuse(why, n, "%s", "unknown tier");
@@ -141,6 +129,19 @@ int tier_prepare(const struct policy *p, uid_t uid, const char *caller_home,
                                             "threads need at least %d; raise --pids",
                                             (unsigned long long)p->limits.pids,
                                             TIER_GVISOR_PIDS_MIN);
+        /* Inside gVisor the command is gVisor's uid 0, which runsc's own
+         * user namespace maps to the sandbox user: another uid there owns
+         * nothing (the workspace, $HOME), and runsc cannot map one for
+         * itself in Airlock's namespace. Refused, never ignored. */
+        if (p->tier == POLICY_TIER_GVISOR && p->uid != TIER_GVISOR_UID)
+                return al_error_set_message(err, EINVAL,
+                                            "tier gvisor: --uid %u is not supported: the command "
+                                            "runs as gVisor's root, which is the sandbox user "
+                                            "(uid %d) outside; drop --uid (or \"uid\") or use "
+                                            "--tier namespace",
+                                            (unsigned)p->uid, TIER_GVISOR_UID);
+        if (p->tier == POLICY_TIER_MICROVM)
+                return tier_microvm_prepare(p, err);
         if (p->tier != POLICY_TIER_CONTAINER)
                 return 0;
         if (!p->image)
