@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "trace.h"
 #include "health-sandbox.h"
 #include "sandbox.h"
 #include "policy/hardware.h"
@@ -635,6 +636,7 @@ int main(int argc, char **argv)
 
         signal(SIGPIPE, SIG_IGN);
         raise_nofile();
+        al_trace_on();
         d.base = event_base_new();
         if (!d.base) {
                 r = al_error_set(&err, ENOMEM, "creating the event loop");

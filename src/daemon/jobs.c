@@ -49,8 +49,9 @@ char **daemon_child_env(const struct daemon *d)
                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
         _cleanup_free_ char *home = xasprintf("HOME=%s", d->home);
         envp = strv_append(envp, &n, home);
-        static const char *const kept[] = {"ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=",
-                                           "AIRLOCK_FORGE_COMMAND=", "AIRLOCK_GIT_TIMEOUT="};
+        static const char *const kept[] = {
+            "ASAN_OPTIONS=",          "UBSAN_OPTIONS=",       "LSAN_OPTIONS=",
+            "AIRLOCK_FORGE_COMMAND=", "AIRLOCK_GIT_TIMEOUT=", "AIRLOCK_TRACE="};
         for (char **e = environ; e && *e; e++)
                 for (size_t i = 0; i < ARRAY_SIZE(kept); i++)
                         if (strncmp(*e, kept[i], strlen(kept[i])) == 0)

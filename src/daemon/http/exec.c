@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "trace.h"
 #include "sandbox.h"
 #include "ctl.h"
 #include "daemon.h"
@@ -267,9 +268,11 @@ static void relay(struct call_ctx *c, json_t *msg)
                 }
                 if (!c->pid)
                         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
-                if (c->pid && c->kind == CALL_EXEC)
+                if (c->pid && c->kind == CALL_EXEC) {
+                        al_trace_mark("exec.exit");
                         record_process(c, msg);
-                else if (c->pid && c->kind == CALL_ATTACH)
+                        al_trace_mark("exec.store_end");
+                } else if (c->pid && c->kind == CALL_ATTACH)
                         /* A watcher sees the end the daemon may have missed
                          * (it was down): written down if still open. */
                         (void)daemon_store_result(
@@ -305,7 +308,9 @@ static bool on_started(struct call_ctx *c, json_t *msg)
         c->saw_started = true;
         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
         histogram_observe(&d->metrics.exec_start, (double)(now_monotonic_us() - c->t0_us) / 1e6);
-        if (record_process(c, NULL) < 0) {
+        int stored = record_process(c, NULL);
+        al_trace_mark("exec.store_start");
+        if (stored < 0) {
                 /* Not recorded, not run: what a restart would not know of
                  * must not go on. */
                 kill_orphan(c->sb, c->pid, false);
@@ -350,6 +355,7 @@ static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
         }
         if (c->kind == CALL_EXEC && !c->saw_started) {
                 if (type && STREQ(type, "started")) {
+                        al_trace_mark("exec.started");
                         if (!on_started(c, msg)) {
                                 c->replied = true;
                                 detach_conn(c);
@@ -441,6 +447,7 @@ static void on_call_done(struct ctl_call *call, int error, void *userdata)
                 }
                 detach_conn(c);
                 evhttp_send_reply_end(c->req);
+                al_trace_mark("exec.reply_end");
         }
         call_ctx_free(c);
 }
@@ -500,6 +507,7 @@ static void start_call(struct daemon *d, struct evhttp_request *req, struct sand
         d->calls = c;
         int r = ctl_call_start(d->base, sb->control_path, ctl_req, kind == CALL_SIMPLE ? 10000 : 0,
                                &call_ops, c, &c->call);
+        al_trace_mark("exec.ctl_sent");
         if (r < 0) {
                 reply_error(d, req, 502, "supervisor_unavailable",
                             "the sandbox's supervisor did not answer: %s", strerror(-r));
@@ -594,6 +602,7 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 goto out;
+        al_trace_mark("exec.parsed");
         /* A sandbox's user namespace maps one uid (its policy's, onto one
          * unprivileged host uid): a command runs as that user or not at all. */
         json_t *juid = json_object_get(body, "uid");
@@ -631,6 +640,7 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 reply_audit_failed(d, req, d->audit_fault);
                 goto out;
         }
+        al_trace_mark("exec.audit");
         struct call_ctx *c = xcalloc(1, sizeof(*c));
         c->utf8 = query_utf8(req) > 0;
         c->background = json_is_true(bg);

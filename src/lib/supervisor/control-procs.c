@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "trace.h"
 #include "caps.h"
 #include "cgroup.h"
 #include "control-internal.h"
@@ -249,6 +250,7 @@ static void proc_maybe_done(struct proc *p)
             .output_bytes = p->output,
         };
         sv_core_process_ended(&c->core, &end);
+        al_trace_mark("sv.ended_recorded");
         proc_event(p, ev);
         p->done = true;
         detach_all(p);
@@ -352,6 +354,7 @@ void control_on_sync(evutil_socket_t fd, short what, void *arg)
                 return;
         switch (ev.type) {
         case SPAWN_EVENT_STARTED:
+                al_trace_mark("sv.started");
                 p->started = true;
                 if (ev.pty_fd >= 0 && (!p->pty || p->out_fd[0] >= 0)) {
                         close(ev.pty_fd);
@@ -388,6 +391,7 @@ void control_on_sync(evutil_socket_t fd, short what, void *arg)
                 proc_maybe_done(p);
                 break;
         case SPAWN_EVENT_EXIT:
+                al_trace_mark("sv.exited");
                 p->exited = true;
                 p->end = ev;
                 if (p->out_fd[0] >= 0 || p->out_fd[1] >= 0) {
@@ -469,6 +473,7 @@ void control_do_exec(struct client *cl, json_t *req)
                         }
                 return control_send_error(cl, "audit_failed", c->core.audit_last);
         }
+        al_trace_mark("sv.audit_ahead");
         struct proc *p = xcalloc(1, sizeof(*p));
         p->ctl = c;
         p->id = id;
@@ -508,7 +513,9 @@ void control_do_exec(struct client *cl, json_t *req)
         }
         /* Synced while pid 1 forks, and before "started" is reported; a
          * sync that fails kills the process (audit_fault). */
+        al_trace_mark("sv.pid1_asked");
         sv_core_commit(&c->core);
+        al_trace_mark("sv.audit_commit");
         for (int k = 0; k < 2 && !x.pty; k++) {
                 evutil_make_socket_nonblocking(p->out_fd[k]);
                 p->ev_out[k] =
