@@ -700,6 +700,10 @@ out:
                 event_free(d.audit_timer);
         if (d.pool_timer)
                 event_free(d.pool_timer);
+        if (d.store_sync_timer)
+                event_free(d.store_sync_timer);
+        if (d.store)
+                (void)store_sync(d.store);
         d.audit = audit_close(d.audit);
         for (size_t i = 0; i < ARRAY_SIZE(d.sig_events); i++)
                 if (d.sig_events[i])

@@ -14,6 +14,9 @@ struct store {
         char *path;
         int fd;         /* the database file as opened, to notice it replaced */
         char last_error[256];
+        bool relaxed;  /* synchronous=NORMAL is in force */
+        bool relaxing; /* inside store_process_start(), where it is meant to be */
+        bool unsynced; /* a commit made under it is not yet on disk */
 };
 
 #define SCHEMA_VERSION 6
@@ -246,8 +249,26 @@ static void finalizep(sqlite3_stmt **st)
 }
 #define _cleanup_stmt_ _cleanup_(finalizep)
 
+static int set_synchronous(struct store *s, bool full)
+{
+        const char *sql = full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;";
+        int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+                return sql_error(s, rc & 0xff, NULL, "setting synchronous");
+        s->relaxed = !full;
+        return 0;
+}
+
 static int prepare(struct store *s, const char *sql, sqlite3_stmt **ret)
 {
+        /* Every statement but store_process_start()'s goes out synced: a
+         * restore of FULL that failed there is tried again here, and the
+         * statement is refused while it cannot be. */
+        if (s->relaxed && !s->relaxing) {
+                int r = set_synchronous(s, true);
+                if (r < 0)
+                        return r;
+        }
         int rc = sqlite3_prepare_v2(s->db, sql, -1, ret, NULL);
         return rc == SQLITE_OK ? 0 : sql_error(s, rc, NULL, "prepare");
 }
@@ -269,8 +290,13 @@ static char *col_text(sqlite3_stmt *st, int i)
 static int step_done(struct store *s, sqlite3_stmt *st, struct al_error *err, const char *what)
 {
         int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
+        if (rc == SQLITE_DONE) {
+                /* A commit under synchronous=FULL syncs the whole WAL: what
+                 * store_process_start() left unsynced is on disk with it. */
+                if (!s->relaxed && sqlite3_get_autocommit(s->db))
+                        s->unsynced = false;
                 return 0;
+        }
         return sql_error(s, rc & 0xff, err, what);
 }
 
@@ -650,6 +676,43 @@ int store_process_put(struct store *s, const struct store_process *p)
         return step_done(s, st, NULL, "process");
 }
 
+int store_process_start(struct store *s, const struct store_process *p)
+{
+        int r = set_synchronous(s, false);
+        if (r < 0)
+                return r;
+        s->relaxing = true;
+        r = store_process_put(s, p);
+        s->relaxing = false;
+        int k = set_synchronous(s, true);
+        if (r == 0 && k == 0)
+                s->unsynced = true;
+        return r < 0 ? r : k;
+}
+
+bool store_unsynced(const struct store *s)
+{
+        return s->unsynced;
+}
+
+int store_sync(struct store *s)
+{
+        if (s->relaxed) {
+                int r = set_synchronous(s, true);
+                if (r < 0)
+                        return r;
+        }
+        if (!s->unsynced)
+                return 0;
+        /* A checkpoint syncs the WAL before it copies from it (and the
+         * database after): the relaxed commits are then durable. */
+        int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        if (rc != SQLITE_OK)
+                return sql_error(s, rc & 0xff, NULL, "syncing the WAL");
+        s->unsynced = false;
+        return 0;
+}
+
 int store_process_end(struct store *s, const char *sandbox, uint64_t pid, int64_t exit_code,
                       const char *error_code, uint64_t ended_ms)
 {
@@ -726,6 +789,8 @@ int store_checkpoint(struct store *s)
 
 int store_probe(struct store *s)
 {
+        if (s->relaxed && set_synchronous(s, true) < 0)
+                return -EIO;
         /* A real write, as large as a record: it needs room in the WAL and
          * in the file as a create does. The row never shows: it goes in the
          * same transaction. */
@@ -797,6 +862,8 @@ int store_check_file(struct store *s)
 
 int store_sandbox_prune(struct store *s, uint64_t before_ms, uint64_t *ret_n)
 {
+        if (s->relaxed && set_synchronous(s, true) < 0)
+                return -EIO;
         /* One transaction: a record and its processes go together. */
         char *emsg = NULL;
         int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE;", NULL, NULL, &emsg);

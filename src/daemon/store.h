@@ -107,6 +107,18 @@ struct store_process {
 struct store_process *store_process_free(struct store_process *p);
 void store_processes_free(struct store_process **v, size_t n);
 int store_process_put(struct store *s, const struct store_process *p);
+/* As store_process_put(), but not synced: the record is in the WAL when it
+ * returns (it survives a crash of the daemon) and on disk with the next
+ * synced commit or store_sync(). For a process's start, so that it is not
+ * held up by a sync; its end, written with store_process_end() or
+ * store_process_put(), is synced and takes the start with it. A failure is
+ * reported as for any write (a full disk refuses it). */
+int store_process_start(struct store *s, const struct store_process *p);
+/* Whether a store_process_start() commit still waits for a sync. */
+bool store_unsynced(const struct store *s);
+/* Make what store_process_start() wrote durable (a checkpoint; nothing when
+ * nothing waits). */
+int store_sync(struct store *s);
 /* Record how a process ended; -ENOENT when it was never recorded. */
 int store_process_end(struct store *s, const char *sandbox, uint64_t pid, int64_t exit_code,
                       const char *error_code, uint64_t ended_ms);
