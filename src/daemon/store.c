@@ -676,18 +676,36 @@ int store_process_put(struct store *s, const struct store_process *p)
         return step_done(s, st, NULL, "process");
 }
 
-int store_process_start(struct store *s, const struct store_process *p)
+/* Around one write that is not to wait for a sync: relax() before it,
+ * unrelax() after, with its result. */
+static int relax(struct store *s)
 {
         int r = set_synchronous(s, false);
         if (r < 0)
                 return r;
         s->relaxing = true;
-        r = store_process_put(s, p);
+        return 0;
+}
+
+static int unrelax(struct store *s, int r)
+{
         s->relaxing = false;
         int k = set_synchronous(s, true);
         if (r == 0 && k == 0)
                 s->unsynced = true;
         return r < 0 ? r : k;
+}
+
+int store_process_start(struct store *s, const struct store_process *p)
+{
+        int r = relax(s);
+        return r < 0 ? r : unrelax(s, store_process_put(s, p));
+}
+
+int store_sandbox_put_unsynced(struct store *s, const struct store_sandbox *sb)
+{
+        int r = relax(s);
+        return r < 0 ? r : unrelax(s, store_sandbox_put(s, sb));
 }
 
 bool store_unsynced(const struct store *s)

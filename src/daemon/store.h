@@ -66,6 +66,10 @@ void store_sandboxes_free(struct store_sandbox **v, size_t n);
 
 /* Insert or replace the whole record. */
 int store_sandbox_put(struct store *s, const struct store_sandbox *sb);
+/* As store_sandbox_put(), not synced (store_process_start() says how): for
+ * the states no answer reports (a start under way, a pool's ready sandbox,
+ * stopping), each followed by a synced write before anyone is told. */
+int store_sandbox_put_unsynced(struct store *s, const struct store_sandbox *sb);
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox **ret);
 int store_sandbox_delete(struct store *s, const char *id);
 int store_sandbox_count_state(struct store *s, const char *state, uint64_t *ret);

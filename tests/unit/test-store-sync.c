@@ -122,3 +122,26 @@ Test(store_sync, a_start_is_there_for_another_reader_at_once)
         store_processes_free(v, n);
         store_close(other);
 }
+
+Test(store_sync, a_sandbox_state_nobody_is_told_waits_for_the_next_synced_write)
+{
+        struct store_sandbox sb = {.state = "pooled", .class_name = "small", .metadata = "{}",
+                                   .policy = "{}"};
+        memcpy(sb.id, "0000000000000003", 17);
+        unsigned before = syncs;
+        cr_assert_eq(store_sandbox_put_unsynced(st, &sb), 0);
+        cr_assert_eq(syncs, before);
+        cr_assert(store_unsynced(st));
+        /* The take: synced, and the pooled state with it. */
+        sb.state = "running";
+        sb.grant = "ci";
+        before = syncs;
+        cr_assert_eq(store_sandbox_put(st, &sb), 0);
+        cr_assert_gt(syncs, before);
+        cr_assert_not(store_unsynced(st));
+        struct store_sandbox *r = NULL;
+        cr_assert_eq(store_sandbox_get(st, sb.id, &r), 0);
+        cr_assert_str_eq(r->state, "running");
+        cr_assert_str_eq(r->grant, "ci");
+        store_sandbox_free(r);
+}

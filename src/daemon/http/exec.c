@@ -31,7 +31,6 @@
 #define STDIN_MAX       (8u << 20)   /* base64 text of stdin in one request */
 #define STREAM_HIGH     (1u << 20)   /* bytes queued to a client before reading pauses */
 #define STREAM_STALL_MS (30u * 1000) /* a stream's client reads nothing this long: gone */
-#define STORE_SYNC_MS   100u         /* a process's start record is on disk within this */
 
 static bool valid_env_name(const char *k)
 {
@@ -185,23 +184,6 @@ static void send_line(struct call_ctx *c, json_t *o)
                 ctl_call_pause(c->call, true);
 }
 
-static void on_store_sync(evutil_socket_t fd, short what, void *arg)
-{
-        struct daemon *d = arg;
-        if (daemon_store_result(d, store_sync(d->store)) < 0)
-                daemon_log(d, "syncing the state database: %s", store_last_error(d->store));
-}
-
-/* What store_process_start() wrote is synced within STORE_SYNC_MS. */
-static void store_sync_soon(struct daemon *d)
-{
-        if (!d->store_sync_timer)
-                d->store_sync_timer = evtimer_new(d->base, on_store_sync, d);
-        struct timeval tv = {.tv_sec = 0, .tv_usec = STORE_SYNC_MS * 1000};
-        if (d->store_sync_timer && !evtimer_pending(d->store_sync_timer, NULL))
-                evtimer_add(d->store_sync_timer, &tv);
-}
-
 static int record_process(struct call_ctx *c, json_t *exit)
 {
         struct store *st = c->d->store;
@@ -236,11 +218,11 @@ static int record_process(struct call_ctx *c, json_t *exit)
         memcpy(p.sandbox, c->sb->id, sizeof(p.sandbox));
         /* A start is written before "started" goes out (a store that cannot
          * take it refuses the exec), but not synced then: the end's synced
-         * write takes it to disk, or store_sync_soon() within 100 ms. */
+         * write takes it to disk, or daemon_store_sync_soon() within 100 ms. */
         int r = daemon_store_result(c->d, exit ? store_process_put(st, &p)
                                                : store_process_start(st, &p));
         if (r == 0 && !exit)
-                store_sync_soon(c->d);
+                daemon_store_sync_soon(c->d);
         if (r < 0)
                 daemon_log(c->d, "sandbox %s: recording process %" PRIu64 ": %s", c->sb->id, c->pid,
                            store_last_error(st));
