@@ -805,6 +805,12 @@ int store_checkpoint(struct store *s)
         return rc == SQLITE_OK ? 0 : sql_error(s, rc & 0xff, NULL, "checkpointing the WAL");
 }
 
+int store_checkpoint_keep(struct store *s)
+{
+        int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+        return rc == SQLITE_OK ? 0 : sql_error(s, rc & 0xff, NULL, "checkpointing the WAL");
+}
+
 int store_probe(struct store *s)
 {
         if (s->relaxed && set_synchronous(s, true) < 0)

@@ -145,3 +145,32 @@ Test(store_sync, a_sandbox_state_nobody_is_told_waits_for_the_next_synced_write)
         cr_assert_str_eq(r->grant, "ci");
         store_sandbox_free(r);
 }
+
+static off_t wal_size(void)
+{
+        _cleanup_free_ char *wal = xasprintf("%s-wal", dbpath);
+        struct stat s;
+        return stat(wal, &s) == 0 ? s.st_size : -1;
+}
+
+Test(store_sync, a_kept_checkpoint_lets_later_commits_overwrite_the_wal)
+{
+        struct store_process p = proc(1);
+        for (int i = 1; i <= 64; i++) {
+                p.pid = (uint64_t)i;
+                cr_assert_eq(store_process_put(st, &p), 0);
+        }
+        off_t grown = wal_size();
+        cr_assert_gt(grown, 0);
+        cr_assert_eq(store_checkpoint_keep(st), 0);
+        cr_assert_eq(wal_size(), grown, "the WAL's file is kept");
+        for (int i = 1; i <= 16; i++) {
+                p.pid = (uint64_t)i;
+                p.state = "exited";
+                cr_assert_eq(store_process_put(st, &p), 0);
+        }
+        cr_assert_eq(wal_size(), grown, "later commits overwrite it from the start");
+        /* The recovery path still gives the space back. */
+        cr_assert_eq(store_checkpoint(st), 0);
+        cr_assert_eq(wal_size(), 0);
+}
