@@ -381,6 +381,7 @@ static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
                         start_stream(c);
                         relay(c, msg);
                         flush_held(c);
+                        al_trace_mark("exec.started_sent");
                         return;
                 }
                 if (c->background) {

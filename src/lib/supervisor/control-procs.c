@@ -290,6 +290,8 @@ static void on_proc_output(evutil_socket_t fd, short what, void *arg)
                 }
         }
         uint64_t offset = p->output;
+        if (offset == 0)
+                al_trace_mark("sv.first_output");
         p->output += keep;
         if (keep == 0)
                 return;
