@@ -17,6 +17,13 @@ struct store {
         bool relaxed;  /* synchronous=NORMAL is in force */
         bool relaxing; /* inside store_process_start(), where it is meant to be */
         bool unsynced; /* a commit made under it is not yet on disk */
+        /* prepare_cached(): the hot paths' statements, compiled once. */
+        struct {
+                const char *sql;
+                sqlite3_stmt *st;
+        } cache[8];
+        size_t n_cache;
+        sqlite3_stmt *sync_st[2]; /* PRAGMA synchronous=NORMAL, =FULL */
 };
 
 #define SCHEMA_VERSION 6
@@ -234,6 +241,10 @@ struct store *store_close(struct store *s)
 {
         if (!s)
                 return NULL;
+        for (size_t i = 0; i < s->n_cache; i++)
+                sqlite3_finalize(s->cache[i].st);
+        for (size_t i = 0; i < ARRAY_SIZE(s->sync_st); i++)
+                sqlite3_finalize(s->sync_st[i]);
         sqlite3_close_v2(s->db);
         if (s->fd >= 0)
                 close(s->fd);
@@ -249,10 +260,29 @@ static void finalizep(sqlite3_stmt **st)
 }
 #define _cleanup_stmt_ _cleanup_(finalizep)
 
+/* A cached statement is reset after use, not finalized. */
+static void resetp(sqlite3_stmt **st)
+{
+        if (*st) {
+                sqlite3_reset(*st);
+                sqlite3_clear_bindings(*st);
+        }
+}
+#define _cleanup_reset_ _cleanup_(resetp)
+
 static int set_synchronous(struct store *s, bool full)
 {
         const char *sql = full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;";
-        int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+        sqlite3_stmt **st = &s->sync_st[full];
+        int rc = SQLITE_OK;
+        if (!*st)
+                rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+        if (rc == SQLITE_OK) {
+                rc = sqlite3_step(*st);
+                sqlite3_reset(*st);
+                if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+                        rc = SQLITE_OK;
+        }
         if (rc != SQLITE_OK)
                 return sql_error(s, rc & 0xff, NULL, "setting synchronous");
         s->relaxed = !full;
@@ -271,6 +301,37 @@ static int prepare(struct store *s, const char *sql, sqlite3_stmt **ret)
         }
         int rc = sqlite3_prepare_v2(s->db, sql, -1, ret, NULL);
         return rc == SQLITE_OK ? 0 : sql_error(s, rc, NULL, "prepare");
+}
+
+/* As prepare(), for a statement of the hot paths (a request's grant, a
+ * sandbox's and a process's record): compiled once per store, kept, and
+ * reset after each use (_cleanup_reset_, never _cleanup_stmt_). `sql` must
+ * be a literal: its address is the key. Five callers; the cache has room
+ * for eight, and one more would be refused (-ENOSPC), never leaked. */
+static int prepare_cached(struct store *s, const char *sql, sqlite3_stmt **ret)
+{
+        if (s->relaxed && !s->relaxing) {
+                int r = set_synchronous(s, true);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < s->n_cache; i++)
+                if (s->cache[i].sql == sql) {
+                        /* In use further up the stack: not shared. */
+                        if (sqlite3_stmt_busy(s->cache[i].st))
+                                return -EBUSY;
+                        *ret = s->cache[i].st;
+                        return 0;
+                }
+        if (s->n_cache >= ARRAY_SIZE(s->cache))
+                return -ENOSPC;
+        int rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, ret, NULL);
+        if (rc != SQLITE_OK)
+                return sql_error(s, rc, NULL, "prepare");
+        s->cache[s->n_cache].sql = sql;
+        s->cache[s->n_cache].st = *ret;
+        s->n_cache++;
+        return 0;
 }
 
 static void bind_text(sqlite3_stmt *st, int i, const char *v)
@@ -396,9 +457,10 @@ static struct grant *grant_from_row(sqlite3_stmt *st)
 
 int store_grant_by_hash(struct store *s, const char *hash, struct grant **ret)
 {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT " GRANT_COLUMNS " FROM grants WHERE token_hash = ?1 AND revoked_ms = 0",
-                        &st);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r = prepare_cached(
+            s, "SELECT " GRANT_COLUMNS " FROM grants WHERE token_hash = ?1 AND revoked_ms = 0",
+            &st);
         if (r < 0)
                 return r;
         bind_text(st, 1, hash);
@@ -484,11 +546,12 @@ void store_sandboxes_free(struct store_sandbox **v, size_t n)
 
 int store_sandbox_put(struct store *s, const struct store_sandbox *sb)
 {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s,
-                        "INSERT OR REPLACE INTO sandboxes (" SANDBOX_COLUMNS ")"
-                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-                        &st);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r = prepare_cached(
+            s,
+            "INSERT OR REPLACE INTO sandboxes (" SANDBOX_COLUMNS ")"
+            " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            &st);
         if (r < 0)
                 return r;
         bind_text(st, 1, sb->id);
@@ -533,8 +596,8 @@ static struct store_sandbox *sandbox_from_row(sqlite3_stmt *st)
 
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox **ret)
 {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = ?1", &st);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r = prepare_cached(s, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = ?1", &st);
         if (r < 0)
                 return r;
         bind_text(st, 1, id);
@@ -656,12 +719,13 @@ void store_processes_free(struct store_process **v, size_t n)
 
 int store_process_put(struct store *s, const struct store_process *p)
 {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s,
-                        "INSERT OR REPLACE INTO processes (sandbox, pid, argv, background, state,"
-                        " exit_code, error_code, started_ms, ended_ms)"
-                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                        &st);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r = prepare_cached(
+            s,
+            "INSERT OR REPLACE INTO processes (sandbox, pid, argv, background, state,"
+            " exit_code, error_code, started_ms, ended_ms)"
+            " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            &st);
         if (r < 0)
                 return r;
         bind_text(st, 1, p->sandbox);
@@ -734,11 +798,12 @@ int store_sync(struct store *s)
 int store_process_end(struct store *s, const char *sandbox, uint64_t pid, int64_t exit_code,
                       const char *error_code, uint64_t ended_ms)
 {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s,
-                        "UPDATE processes SET state = 'exited', exit_code = ?3, error_code = ?4,"
-                        " ended_ms = ?5 WHERE sandbox = ?1 AND pid = ?2",
-                        &st);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r =
+            prepare_cached(s,
+                           "UPDATE processes SET state = 'exited', exit_code = ?3, error_code = ?4,"
+                           " ended_ms = ?5 WHERE sandbox = ?1 AND pid = ?2",
+                           &st);
         if (r < 0)
                 return r;
         bind_text(st, 1, sandbox);

@@ -219,8 +219,8 @@ static int record_process(struct call_ctx *c, json_t *exit)
         /* A start is written before "started" goes out (a store that cannot
          * take it refuses the exec), but not synced then: the end's synced
          * write takes it to disk, or daemon_store_sync_soon() within 100 ms. */
-        int r = daemon_store_result(c->d, exit ? store_process_put(st, &p)
-                                               : store_process_start(st, &p));
+        int r = daemon_store_result(c->d,
+                                    exit ? store_process_put(st, &p) : store_process_start(st, &p));
         if (r == 0 && !exit)
                 daemon_store_sync_soon(c->d);
         if (r < 0)
