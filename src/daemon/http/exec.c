@@ -2,7 +2,7 @@
 /* Processes in a sandbox: exec (a stream of NDJSON events, or in the
  * background), a reconnecting client's events, stdin, signals, and the list.
  * Each is a call on the sandbox's control socket (ctl.h) relayed to the
- * client as the supervisor answers. About 830 lines, over the 800 the tree
+ * client as the supervisor answers. About 860 lines, over the 800 the tree
  * keeps to, and kept whole on purpose: it is one resource, and every handler
  * goes through the one relay (struct call_ctx, its stream, back-pressure and
  * held lines), which a split would publish to a second file. */
