@@ -1,18 +1,25 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Daemon benchmark, through the API: create + exec(`true`) + destroy,
-cold and from the warm pool, against `airlock run -- /bin/true` measured in
-the same run, interleaved; then the memory of idle sandboxes (supervisor RSS
-plus what the sandbox's cgroup charges)."""
+"""Daemon benchmark, through the API on one keep-alive connection: create +
+exec(`true`) + destroy, cold and from the warm pool, and exec(`true`) in a
+running sandbox, against `airlock run -- /bin/true` and a bare fork+exec of
+/bin/true measured in the same run, interleaved; sandboxes started per second
+by 2 concurrent clients against 2 clients of `airlock run`, in interleaved
+windows; then the memory of idle sandboxes (supervisor RSS plus what the
+sandbox's cgroup charges). The load average and what an fdatasync costs in
+the state directory are printed first: every create and exec waits for
+synced records (BENCH_STATE_DIR puts the state elsewhere)."""
 
 import json
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,6 +28,8 @@ AIRLOCK = os.path.join(BUILD, "src/cli/airlock")
 AIRLOCKD = os.path.join(BUILD, "src/daemon/airlockd")
 RUNS = int(os.environ.get("BENCH_RUNS", "100"))
 IDLE = int(os.environ.get("BENCH_IDLE", "100"))
+TPUT_S = float(os.environ.get("BENCH_TPUT_SECONDS", "2"))
+TPUT_ROUNDS = int(os.environ.get("BENCH_TPUT_ROUNDS", "3"))
 
 sys.path.insert(0, os.path.join(REPO, "clients/python"))
 from airlock_client import Client  # noqa: E402
@@ -44,6 +53,7 @@ class Daemon:
              os.path.join(base, "run"), "--audit", os.path.join(base, "audit.jsonl"),
              "--airlock", AIRLOCK, "--max-sandboxes", str(IDLE + 50)] + list(args),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.token = tok
         self.c = Client(socket_path=self.sock, token=tok, timeout=300)
         end = time.monotonic() + 30
         while True:
@@ -81,20 +91,161 @@ def one_shot(ws):
     return time.perf_counter() - t0
 
 
-def cycle(c, wait_pool=None):
-    """create + exec(true), then destroy; returns the two times."""
+def bare_true():
+    """The floor: a bare fork+exec of /bin/true and its wait, from here."""
+    t0 = time.perf_counter()
+    pid = os.posix_spawn("/bin/true", ["true"], {})
+    os.waitpid(pid, 0)
+    return time.perf_counter() - t0
+
+
+class Conn:
+    """One keep-alive connection to the API, raw HTTP/1.1: what the daemon
+    costs, not what a general client library adds per request."""
+
+    def __init__(self, sock_path, token):
+        self.path = sock_path
+        self.auth = "Bearer " + token
+        self.s = None
+        self.buf = b""
+
+    def _connect(self):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(60)
+        self.s.connect(self.path)
+        self.buf = b""
+
+    def _fill(self):
+        b = self.s.recv(65536)
+        if not b:
+            raise ConnectionError("the daemon closed the connection")
+        self.buf += b
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _take(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def request(self, method, path, body=None):
+        """(status, body bytes); a chunked body is returned whole."""
+        if self.s is None:
+            self._connect()
+        data = json.dumps(body).encode() if body is not None else b""
+        head = ("%s %s HTTP/1.1\r\nHost: airlock\r\nAuthorization: %s\r\n"
+                "Content-Length: %d\r\n" % (method, path, self.auth, len(data)))
+        if body is not None:
+            head += "Content-Type: application/json\r\n"
+        self.s.sendall(head.encode() + b"\r\n" + data)
+        status = int(self._line().split()[1])
+        headers = {}
+        while True:
+            line = self._line()
+            if not line:
+                break
+            k, v = line.decode().split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            out = b""
+            while True:
+                n = int(self._line().split(b";")[0], 16)
+                if n == 0:
+                    self._line()
+                    break
+                out += self._take(n)
+                self._take(2)
+        else:
+            out = self._take(int(headers.get("content-length", "0")))
+        if headers.get("connection", "").lower() == "close":
+            self.s.close()
+            self.s = None
+        return status, out
+
+    def close(self):
+        if self.s:
+            self.s.close()
+            self.s = None
+
+
+def api_exec(conn, sid, argv=("true",)):
+    st, body = conn.request("POST", "/v1/sandboxes/%s/exec" % sid, {"argv": list(argv)})
+    last = json.loads(body.splitlines()[-1]) if st == 200 and body else {}
+    assert st == 200 and last.get("type") == "exit" and last.get("exitCode") == 0, (st, body)
+
+
+def api_cycle(conn, wait_pool=None):
+    """Warm create + exec(true), then destroy, on one keep-alive connection;
+    returns the two times."""
     if wait_pool:
         end = time.monotonic() + 30
         while wait_pool() < 1 and time.monotonic() < end:
             time.sleep(0.005)
     t0 = time.perf_counter()
-    sb = c.create(sandbox_class="small")
-    r = c.run(sb["id"], ["true"])
+    st, body = conn.request("POST", "/v1/sandboxes", {"class": "small"})
+    assert st == 201, (st, body)
+    sid = json.loads(body)["id"]
+    api_exec(conn, sid)
     t1 = time.perf_counter()
-    c.delete(sb["id"])
-    t2 = time.perf_counter()
-    assert r.exit_code == 0, r
-    return t1 - t0, t2 - t1
+    st, body = conn.request("DELETE", "/v1/sandboxes/" + sid)
+    assert st == 200, (st, body)
+    return t1 - t0, time.perf_counter() - t1
+
+
+def append_sync_cost(d, n=30):
+    """Median fdatasync of a small append in directory d: what each synced
+    record costs on this file system."""
+    p = os.path.join(d, "sync-probe")
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    ts = []
+    try:
+        for _ in range(n):
+            os.write(fd, b"x" * 200 + b"\n")
+            t0 = time.perf_counter()
+            os.fdatasync(fd)
+            ts.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        os.unlink(p)
+    return statistics.median(ts)
+
+
+def rate(fn, clients, seconds):
+    """Completions per second of fn() run by `clients` threads for `seconds`."""
+    done = [0] * clients
+    errors = []
+    stop = time.monotonic() + seconds
+
+    def loop(i):
+        try:
+            state = {}
+            while time.monotonic() < stop:
+                fn(state)
+                done[i] += 1
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            if state.get("conn"):
+                state["conn"].close()
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=loop, args=(i,)) for i in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    return sum(done) / (time.perf_counter() - t0)
+
+
+def ms(v):
+    return "p50 %.2f ms  p99 %.2f ms" % (statistics.median(v) * 1e3, pct(v, 0.99) * 1e3)
 
 
 def cgroup_memory(pid, sid):
@@ -127,43 +278,98 @@ def main():
     if os.geteuid() != 0:
         print("bench: daemon: needs root", file=sys.stderr)
         return 1
-    base = tempfile.mkdtemp(prefix="airlock-bench-daemon-")
+    base = tempfile.mkdtemp(prefix="airlock-bench-daemon-", dir=os.environ.get("BENCH_STATE_DIR"))
     ws = tempfile.mkdtemp(prefix="airlock-bench-ws-")
     cold = warm = None
+    conns = []
     try:
+        print("daemon: load average %s; state and audit log in %s (an fdatasync of an append "
+              "there: %.2f ms median)" % (" ".join("%.2f" % x for x in os.getloadavg()), base,
+                                           append_sync_cost(base) * 1e3))
         os.makedirs(os.path.join(base, "cold"))
         cold = Daemon(os.path.join(base, "cold"))
         warm_dir = os.path.join(base, "warm")
         os.makedirs(warm_dir)
         warm = Daemon(warm_dir, "--pool", "small=4")
+        cc = Conn(cold.sock, cold.token)
+        wc = Conn(warm.sock, warm.token)
+        conns += [cc, wc]
+        st, body = wc.request("POST", "/v1/sandboxes", {"class": "small"})
+        assert st == 201, (st, body)
+        running = json.loads(body)["id"]
         for _ in range(5):
-            cycle(cold.c)
+            api_cycle(cc)
+            api_cycle(wc, warm.pool_ready)
+            api_exec(wc, running)
             one_shot(ws)
-        ref, c_ce, c_d, w_ce, w_d = [], [], [], [], []
-        t_cold = t_warm = 0.0
+            bare_true()
+        bare, ref, c_ce, c_d, w_ce, w_d, ex = [], [], [], [], [], [], []
+        def pool_full():
+            # The refill after a take is a cold start of its own: measure
+            # nothing while it runs.
+            end = time.monotonic() + 30
+            while warm.pool_ready() < 4 and time.monotonic() < end:
+                time.sleep(0.005)
+
         for _ in range(RUNS):
+            bare.append(bare_true())
             ref.append(one_shot(ws))
-            a, b = cycle(cold.c)
+            a, b = api_cycle(cc)
             c_ce.append(a)
             c_d.append(b)
-            t_cold += a + b
-            a, b = cycle(warm.c, warm.pool_ready)
+            pool_full()
+            t0 = time.perf_counter()
+            api_exec(wc, running)
+            ex.append(time.perf_counter() - t0)
+            a, b = api_cycle(wc)
             w_ce.append(a)
             w_d.append(b)
-            t_warm += a + b
-        r = statistics.median(ref)
-        print("daemon: airlock run -- /bin/true            p50 %.2f ms  p99 %.2f ms (reference)"
-              % (r * 1e3, pct(ref, 0.99) * 1e3))
-        for name, ce, d, t in (("cold", c_ce, c_d, t_cold), ("warm", w_ce, w_d, t_warm)):
-            print("daemon: %s create + exec(true)            p50 %.2f ms  p99 %.2f ms  ratio %.2fx"
-                  % (name, statistics.median(ce) * 1e3, pct(ce, 0.99) * 1e3,
-                     statistics.median(ce) / r))
-            print("daemon: %s destroy                        p50 %.2f ms  p99 %.2f ms"
-                  % (name, statistics.median(d) * 1e3, pct(d, 0.99) * 1e3))
-            print("daemon: %s create+exec+destroy throughput %.1f/s (one client)"
-                  % (name, RUNS / t))
-        print("daemon: warm-pool create + exec p50 target < 5 ms: %.2f ms"
-              % (statistics.median(w_ce) * 1e3))
+            pool_full()
+        r, f = statistics.median(ref), statistics.median(bare)
+        print("daemon: bare fork+exec of /bin/true          %s (reference)" % ms(bare))
+        print("daemon: airlock run -- /bin/true            %s (reference)" % ms(ref))
+        print("daemon: cold create + exec(true)            %s  %.2fx airlock run"
+              % (ms(c_ce), statistics.median(c_ce) / r))
+        print("daemon: cold destroy                        %s" % ms(c_d))
+        print("daemon: warm create + exec(true)            %s  %.2fx airlock run, %.1fx bare"
+              % (ms(w_ce), statistics.median(w_ce) / r, statistics.median(w_ce) / f))
+        print("daemon: warm destroy                        %s" % ms(w_d))
+        wced = [a + b for a, b in zip(w_ce, w_d)]
+        print("daemon: warm create + exec + destroy        %s  %.2fx airlock run"
+              % (ms(wced), statistics.median(wced) / r))
+        print("daemon: exec(true) in a running sandbox     %s  %.1fx bare"
+              % (ms(ex), statistics.median(ex) / f))
+        print("daemon: targets: warm create + exec p50 < 1 ms: %.2f ms; exec in a running "
+              "sandbox p50 < 0.5 ms: %.2f ms"
+              % (statistics.median(w_ce) * 1e3, statistics.median(ex) * 1e3))
+
+        # Sandboxes started per second by 2 clients, each a create (from the
+        # pool while it lasts) + exec(true) + destroy, against 2 clients
+        # running `airlock run -- true`; windows interleaved.
+        def api_one(state):
+            if "conn" not in state:
+                state["conn"] = Conn(warm.sock, warm.token)
+            api_cycle(state["conn"])
+
+        def run_one(state):
+            one_shot(ws)
+
+        api_rates, run_rates = [], []
+        for _ in range(TPUT_ROUNDS):
+            run_rates.append(rate(run_one, 2, TPUT_S))
+            end = time.monotonic() + 30
+            while warm.pool_ready() < 4 and time.monotonic() < end:
+                time.sleep(0.01)
+            api_rates.append(rate(api_one, 2, TPUT_S))
+        print("daemon: 2 clients: airlock run -- true      %.1f/s (reference)"
+              % statistics.median(run_rates))
+        print("daemon: 2 clients: create + exec + destroy  %.1f/s  %.2fx airlock run "
+              "(pool of 4, refilled as it goes)"
+              % (statistics.median(api_rates),
+                 statistics.median(api_rates) / statistics.median(run_rates)))
+        wc.request("DELETE", "/v1/sandboxes/" + running)
+        for c in conns:
+            c.close()
         warm.stop()
 
         # Idle sandboxes.
@@ -186,8 +392,12 @@ def main():
               % (statistics.median(sup_rss) / 2**20, statistics.median(sup_pss) / 2**20,
                  statistics.median(cg) / 2**20, statistics.median(per) / 2**20,
                  rss(cold.proc.pid) / 2**20))
+        print("daemon: load average at the end %s"
+              % " ".join("%.2f" % x for x in os.getloadavg()))
         cold.stop()
     finally:
+        for c in conns:
+            c.close()
         for d in (warm, cold):
             if d:
                 d.stop()

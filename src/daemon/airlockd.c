@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "trace.h"
 #include "health-sandbox.h"
 #include "sandbox.h"
 #include "policy/hardware.h"
@@ -635,6 +636,7 @@ int main(int argc, char **argv)
 
         signal(SIGPIPE, SIG_IGN);
         raise_nofile();
+        al_trace_on();
         d.base = event_base_new();
         if (!d.base) {
                 r = al_error_set(&err, ENOMEM, "creating the event loop");
@@ -698,6 +700,10 @@ out:
                 event_free(d.audit_timer);
         if (d.pool_timer)
                 event_free(d.pool_timer);
+        if (d.store_sync_timer)
+                event_free(d.store_sync_timer);
+        if (d.store)
+                (void)store_sync(d.store);
         d.audit = audit_close(d.audit);
         for (size_t i = 0; i < ARRAY_SIZE(d.sig_events); i++)
                 if (d.sig_events[i])

@@ -142,6 +142,7 @@ struct daemon {
         struct metrics metrics;
         struct event *gc_timer;
         struct event *pool_timer;
+        struct event *store_sync_timer; /* health.c: unsynced writes synced */
         struct event *sig_events[4];
         bool shutting_down;
         struct health health; /* health.h: why /healthz says not ok */

@@ -110,7 +110,9 @@ static void store_watch(struct daemon *d, uint64_t now)
         }
         if (now - d->store_checked_ms >= CHECKPOINT_EVERY_MS) {
                 d->store_checked_ms = now;
-                if (daemon_store_result(d, store_checkpoint(d->store)) == -EUCLEAN)
+                /* Kept, not truncated: it is bounded (journal_size_limit),
+                 * and a WAL that must grow again makes every sync dear. */
+                if (daemon_store_result(d, store_checkpoint_keep(d->store)) == -EUCLEAN)
                         daemon_health_set(d, "database", "the state database is corrupt");
         }
 }

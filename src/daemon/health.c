@@ -91,3 +91,19 @@ int daemon_store_result(struct daemon *d, int r)
         }
         return r;
 }
+
+static void on_store_sync(evutil_socket_t fd, short what, void *arg)
+{
+        struct daemon *d = arg;
+        if (daemon_store_result(d, store_sync(d->store)) < 0)
+                daemon_log(d, "syncing the state database: %s", store_last_error(d->store));
+}
+
+void daemon_store_sync_soon(struct daemon *d)
+{
+        if (!d->store_sync_timer)
+                d->store_sync_timer = evtimer_new(d->base, on_store_sync, d);
+        struct timeval tv = {.tv_sec = 0, .tv_usec = DAEMON_STORE_SYNC_MS * 1000};
+        if (d->store_sync_timer && !evtimer_pending(d->store_sync_timer, NULL))
+                evtimer_add(d->store_sync_timer, &tv);
+}

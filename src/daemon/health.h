@@ -31,5 +31,9 @@ bool daemon_health_ok(const struct daemon *d);
  * the store's message; "database" too for a corrupt file). Returns r. The
  * daemon's periodic store check (gc.c) clears it. */
 int daemon_store_result(struct daemon *d, int r);
+/* What the store wrote unsynced (store_process_start,
+ * store_sandbox_put_unsynced) is synced within DAEMON_STORE_SYNC_MS. */
+#define DAEMON_STORE_SYNC_MS 100u
+void daemon_store_sync_soon(struct daemon *d);
 /* Adds "ok" and, when not ok, "reasons": {source: reason} to `o`. */
 void daemon_health_fill(const struct daemon *d, json_t *o);

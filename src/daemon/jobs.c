@@ -53,7 +53,8 @@ char **daemon_child_env(const struct daemon *d)
         envp = strv_append(envp, &n, home);
         static const char *const kept[] = {
             "ASAN_OPTIONS=",          "UBSAN_OPTIONS=",       "LSAN_OPTIONS=",
-            "AIRLOCK_FORGE_COMMAND=", "AIRLOCK_GIT_TIMEOUT=", "AIRLOCK_MICROVM_ACCEL="};
+            "AIRLOCK_FORGE_COMMAND=", "AIRLOCK_GIT_TIMEOUT=", "AIRLOCK_MICROVM_ACCEL=",
+            "AIRLOCK_TRACE="};
         for (char **e = environ; e && *e; e++)
                 for (size_t i = 0; i < ARRAY_SIZE(kept); i++)
                         if (strncmp(*e, kept[i], strlen(kept[i])) == 0)

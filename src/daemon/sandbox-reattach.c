@@ -53,7 +53,10 @@ struct reattach {
 
 static void on_reattach_status(struct sandbox *sb, int error, const char *message, void *userdata)
 {
-        if (error >= 0)
+        /* A call cancelled because the daemon stops says nothing about the
+         * supervisor: it keeps running, as every sandbox does when the
+         * daemon stops, and the next start asks again. */
+        if (error >= 0 || error == -ECANCELED || sb->d->shutting_down)
                 return;
         /* Alive by its pid but not answering: end it. */
         daemon_log(sb->d, "sandbox %s: the supervisor does not answer (%s); destroying it", sb->id,

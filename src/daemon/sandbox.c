@@ -181,17 +181,32 @@ void sandbox_as_record(const struct sandbox *sb, char *meta, struct store_sandbo
         memcpy(r->id, sb->id, sizeof(r->id));
 }
 
-int sandbox_save(struct sandbox *sb)
+static int save(struct sandbox *sb, bool synced)
 {
         _cleanup_free_ char *meta =
                 sb->metadata ? json_dumps(sb->metadata, JSON_COMPACT | JSON_SORT_KEYS) : xstrdup("{}");
         struct store_sandbox r;
         sandbox_as_record(sb, meta, &r);
-        int k = daemon_store_result(sb->d, store_sandbox_put(sb->d->store, &r));
+        int k = daemon_store_result(sb->d, synced ? store_sandbox_put(sb->d->store, &r)
+                                                  : store_sandbox_put_unsynced(sb->d->store, &r));
+        if (k == 0 && !synced)
+                daemon_store_sync_soon(sb->d);
         if (k < 0)
                 daemon_log(sb->d, "sandbox %s: recording it: %s", sb->id,
                            store_last_error(sb->d->store));
         return k;
+}
+
+int sandbox_save(struct sandbox *sb)
+{
+        return save(sb, true);
+}
+
+/* A state no answer reports: written (a full disk still refuses it), synced
+ * by the next synced write or within 100 ms (daemon_store_sync_soon). */
+static int save_unsynced(struct sandbox *sb)
+{
+        return save(sb, false);
 }
 
 void sandbox_set_reason(struct sandbox *sb, const char *reason)
@@ -413,7 +428,9 @@ static void ready_line(struct sandbox *sb, const char *line)
                 sb->ready_fd = -1;
                 sb->state = sb->for_pool ? SANDBOX_POOLED : SANDBOX_RUNNING;
                 sandbox_touch(sb);
-                int k = sandbox_save(sb);
+                /* A running sandbox is reported (201); a pooled one to
+                 * nobody until it is taken, which is synced. */
+                int k = sb->for_pool ? save_unsynced(sb) : sandbox_save(sb);
                 if (k < 0) {
                         /* Not recorded, not reported: undone. */
                         sb->state = SANDBOX_STARTING;
@@ -613,7 +630,9 @@ int sandbox_start(struct daemon *d, struct policy *p, const struct sandbox_param
         d->sandboxes = sb;
         if (sb->pidfd >= 0)
                 (void)watch_exit(sb);
-        r = sandbox_save(sb);
+        /* Reported to nobody yet: the ready state's write (or the take's,
+         * for the pool) is synced and takes this one with it. */
+        r = save_unsynced(sb);
         if (r < 0) {
                 /* Unrecorded, a restart would not know it: stop the
                  * supervisor now; its exit finishes the cleanup. The caller
@@ -705,7 +724,8 @@ void sandbox_destroy(struct sandbox *sb, const char *reason, sandbox_cb cb, void
         }
         sb->state = SANDBOX_STOPPING;
         sandbox_set_reason(sb, reason);
-        sandbox_save(sb);
+        /* On the way to "destroyed", which is synced before it is told. */
+        save_unsynced(sb);
         arm_kill_timer(sb, KILL_GRACE_MS);
         if (sb->exited) {
                 finalize(sb);

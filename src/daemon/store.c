@@ -8,13 +8,8 @@
 
 #include "store.h"
 #include "util.h"
+#include "store-internal.h"
 
-struct store {
-        sqlite3 *db;
-        char *path;
-        int fd;         /* the database file as opened, to notice it replaced */
-        char last_error[256];
-};
 
 #define SCHEMA_VERSION 6
 
@@ -63,7 +58,7 @@ static const char schema[] =
         " ended_ms INTEGER NOT NULL,"
         " PRIMARY KEY (sandbox, pid));";
 
-static int sql_error(struct store *s, int rc, struct al_error *err, const char *what)
+int store_sql_error(struct store *s, int rc, struct al_error *err, const char *what)
 {
         int e = (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) ? EBUSY
                 : rc == SQLITE_CONSTRAINT                  ? EEXIST
@@ -191,7 +186,7 @@ int store_open(const char *path, struct store **ret, struct al_error *err)
                                          SQLITE_OPEN_EXRESCODE,
                                  NULL);
         if (rc != SQLITE_OK) {
-                int r = sql_error(s, rc, err, "opening the database");
+                int r = store_sql_error(s, rc, err, "opening the database");
                 al_error_wrap(err, "%s", path);
                 store_close(s);
                 return r;
@@ -231,6 +226,10 @@ struct store *store_close(struct store *s)
 {
         if (!s)
                 return NULL;
+        for (size_t i = 0; i < s->n_cache; i++)
+                sqlite3_finalize(s->cache[i].st);
+        for (size_t i = 0; i < ARRAY_SIZE(s->sync_st); i++)
+                sqlite3_finalize(s->sync_st[i]);
         sqlite3_close_v2(s->db);
         if (s->fd >= 0)
                 close(s->fd);
@@ -239,20 +238,86 @@ struct store *store_close(struct store *s)
         return NULL;
 }
 
-static void finalizep(sqlite3_stmt **st)
+void store_finalizep(sqlite3_stmt **st)
 {
         if (*st)
                 sqlite3_finalize(*st);
 }
-#define _cleanup_stmt_ _cleanup_(finalizep)
 
-static int prepare(struct store *s, const char *sql, sqlite3_stmt **ret)
+/* A cached statement is reset after use, not finalized. */
+void store_resetp(sqlite3_stmt **st)
 {
-        int rc = sqlite3_prepare_v2(s->db, sql, -1, ret, NULL);
-        return rc == SQLITE_OK ? 0 : sql_error(s, rc, NULL, "prepare");
+        if (*st) {
+                sqlite3_reset(*st);
+                sqlite3_clear_bindings(*st);
+        }
 }
 
-static void bind_text(sqlite3_stmt *st, int i, const char *v)
+int store_set_synchronous(struct store *s, bool full)
+{
+        const char *sql = full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;";
+        sqlite3_stmt **st = &s->sync_st[full];
+        int rc = SQLITE_OK;
+        if (!*st)
+                rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+        if (rc == SQLITE_OK) {
+                rc = sqlite3_step(*st);
+                sqlite3_reset(*st);
+                if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+                        rc = SQLITE_OK;
+        }
+        if (rc != SQLITE_OK)
+                return store_sql_error(s, rc & 0xff, NULL, "setting synchronous");
+        s->relaxed = !full;
+        return 0;
+}
+
+int store_prepare(struct store *s, const char *sql, sqlite3_stmt **ret)
+{
+        /* Every statement but store_process_start()'s goes out synced: a
+         * restore of FULL that failed there is tried again here, and the
+         * statement is refused while it cannot be. */
+        if (s->relaxed && !s->relaxing) {
+                int r = store_set_synchronous(s, true);
+                if (r < 0)
+                        return r;
+        }
+        int rc = sqlite3_prepare_v2(s->db, sql, -1, ret, NULL);
+        return rc == SQLITE_OK ? 0 : store_sql_error(s, rc, NULL, "prepare");
+}
+
+/* As store_prepare(), for a statement of the hot paths (a request's grant, a
+ * sandbox's and a process's record): compiled once per store, kept, and
+ * reset after each use (_cleanup_reset_, never _cleanup_stmt_). `sql` must
+ * be a literal: its address is the key. Five callers; the cache has room
+ * for eight, and one more would be refused (-ENOSPC), never leaked. */
+int store_prepare_cached(struct store *s, const char *sql, sqlite3_stmt **ret)
+{
+        if (s->relaxed && !s->relaxing) {
+                int r = store_set_synchronous(s, true);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < s->n_cache; i++)
+                if (s->cache[i].sql == sql) {
+                        /* In use further up the stack: not shared. */
+                        if (sqlite3_stmt_busy(s->cache[i].st))
+                                return -EBUSY;
+                        *ret = s->cache[i].st;
+                        return 0;
+                }
+        if (s->n_cache >= ARRAY_SIZE(s->cache))
+                return -ENOSPC;
+        int rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, ret, NULL);
+        if (rc != SQLITE_OK)
+                return store_sql_error(s, rc, NULL, "prepare");
+        s->cache[s->n_cache].sql = sql;
+        s->cache[s->n_cache].st = *ret;
+        s->n_cache++;
+        return 0;
+}
+
+void store_bind_text(sqlite3_stmt *st, int i, const char *v)
 {
         if (v)
                 sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
@@ -260,18 +325,23 @@ static void bind_text(sqlite3_stmt *st, int i, const char *v)
                 sqlite3_bind_null(st, i);
 }
 
-static char *col_text(sqlite3_stmt *st, int i)
+char *store_col_text(sqlite3_stmt *st, int i)
 {
         const unsigned char *t = sqlite3_column_text(st, i);
         return t ? xstrdup((const char *)t) : NULL;
 }
 
-static int step_done(struct store *s, sqlite3_stmt *st, struct al_error *err, const char *what)
+int store_step_done(struct store *s, sqlite3_stmt *st, struct al_error *err, const char *what)
 {
         int rc = sqlite3_step(st);
-        if (rc == SQLITE_DONE)
+        if (rc == SQLITE_DONE) {
+                /* A commit under synchronous=FULL syncs the whole WAL: what
+                 * store_process_start() left unsynced is on disk with it. */
+                if (!s->relaxed && sqlite3_get_autocommit(s->db))
+                        s->unsynced = false;
                 return 0;
-        return sql_error(s, rc & 0xff, err, what);
+        }
+        return store_sql_error(s, rc & 0xff, err, what);
 }
 
 /* grants */
@@ -279,9 +349,9 @@ static int step_done(struct store *s, sqlite3_stmt *st, struct al_error *err, co
 static bool grant_name_revoked(struct store *s, const char *name)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        if (prepare(s, "SELECT 1 FROM grants WHERE name = ?1 AND revoked_ms != 0", &st) < 0)
+        if (store_prepare(s, "SELECT 1 FROM grants WHERE name = ?1 AND revoked_ms != 0", &st) < 0)
                 return false;
-        bind_text(st, 1, name);
+        store_bind_text(st, 1, name);
         return sqlite3_step(st) == SQLITE_ROW;
 }
 
@@ -291,7 +361,7 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
          * sandboxes, runs and events are owned by, so a new grant under that
          * name would inherit them. The primary key refuses it. */
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s,
+        int r = store_prepare(s,
                     "INSERT INTO grants (name, token_hash, allow_sandbox, allow_exec,"
                      " allow_host_workspace, max_sandboxes, classes, created_ms, allow_git, secrets,"
                     " tools, allow_capabilities, allow_runs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
@@ -302,17 +372,17 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
         _cleanup_free_ char *classes = grant_classes_string(g);
         _cleanup_free_ char *secrets = grant_secrets_string(g);
         _cleanup_free_ char *tools = grant_tools_string(g);
-        bind_text(st, 1, g->name);
-        bind_text(st, 2, g->token_hash);
+        store_bind_text(st, 1, g->name);
+        store_bind_text(st, 2, g->token_hash);
         sqlite3_bind_int(st, 3, g->allow_sandbox);
         sqlite3_bind_int(st, 4, g->allow_exec);
         sqlite3_bind_int(st, 5, g->allow_host_workspace);
         sqlite3_bind_int64(st, 6, (sqlite3_int64)g->max_sandboxes);
-        bind_text(st, 7, classes);
+        store_bind_text(st, 7, classes);
         sqlite3_bind_int64(st, 8, (sqlite3_int64)g->created_ms);
         sqlite3_bind_int(st, 9, g->allow_git);
-        bind_text(st, 10, secrets);
-        bind_text(st, 11, tools);
+        store_bind_text(st, 10, secrets);
+        store_bind_text(st, 11, tools);
         sqlite3_bind_int(st, 12, g->allow_capabilities);
         sqlite3_bind_int(st, 13, g->allow_runs);
         int rc = sqlite3_step(st);
@@ -332,13 +402,13 @@ int store_grant_add(struct store *s, const struct grant *g, struct al_error *err
                 }
                 return -EEXIST;
         }
-        return sql_error(s, rc & 0xff, err, "adding grant");
+        return store_sql_error(s, rc & 0xff, err, "adding grant");
 }
 
 static struct grant *grant_from_row(sqlite3_stmt *st)
 {
         struct grant *g = xcalloc(1, sizeof(*g));
-        g->name = col_text(st, 0);
+        g->name = store_col_text(st, 0);
         const unsigned char *h = sqlite3_column_text(st, 1);
         snprintf(g->token_hash, sizeof(g->token_hash), "%s", h ? (const char *)h : "");
         g->allow_sandbox = sqlite3_column_int(st, 2) != 0;
@@ -380,17 +450,18 @@ static struct grant *grant_from_row(sqlite3_stmt *st)
 
 int store_grant_by_hash(struct store *s, const char *hash, struct grant **ret)
 {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT " GRANT_COLUMNS " FROM grants WHERE token_hash = ?1 AND revoked_ms = 0",
-                        &st);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r = store_prepare_cached(
+            s, "SELECT " GRANT_COLUMNS " FROM grants WHERE token_hash = ?1 AND revoked_ms = 0",
+            &st);
         if (r < 0)
                 return r;
-        bind_text(st, 1, hash);
+        store_bind_text(st, 1, hash);
         int rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 return -ENOENT;
         if (rc != SQLITE_ROW)
-                return sql_error(s, rc & 0xff, NULL, "grant");
+                return store_sql_error(s, rc & 0xff, NULL, "grant");
         *ret = grant_from_row(st);
         return 0;
 }
@@ -398,12 +469,12 @@ int store_grant_by_hash(struct store *s, const char *hash, struct grant **ret)
 int store_grant_revoke(struct store *s, const char *name, uint64_t now_ms)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "UPDATE grants SET revoked_ms = ?2 WHERE name = ?1 AND revoked_ms = 0", &st);
+        int r = store_prepare(s, "UPDATE grants SET revoked_ms = ?2 WHERE name = ?1 AND revoked_ms = 0", &st);
         if (r < 0)
                 return r;
-        bind_text(st, 1, name);
+        store_bind_text(st, 1, name);
         sqlite3_bind_int64(st, 2, (sqlite3_int64)(now_ms ? now_ms : 1));
-        r = step_done(s, st, NULL, "revoke");
+        r = store_step_done(s, st, NULL, "revoke");
         if (r < 0)
                 return r;
         return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
@@ -419,7 +490,7 @@ void store_grants_free(struct grant **v, size_t n)
 int store_grant_list(struct store *s, struct grant ***ret, size_t *ret_n)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT " GRANT_COLUMNS " FROM grants ORDER BY name", &st);
+        int r = store_prepare(s, "SELECT " GRANT_COLUMNS " FROM grants ORDER BY name", &st);
         if (r < 0)
                 return r;
         struct grant **v = NULL;
@@ -431,7 +502,7 @@ int store_grant_list(struct store *s, struct grant ***ret, size_t *ret_n)
         }
         if (rc != SQLITE_DONE) {
                 store_grants_free(v, n);
-                return sql_error(s, rc & 0xff, NULL, "grants");
+                return store_sql_error(s, rc & 0xff, NULL, "grants");
         }
         *ret = v;
         *ret_n = n;
@@ -468,20 +539,21 @@ void store_sandboxes_free(struct store_sandbox **v, size_t n)
 
 int store_sandbox_put(struct store *s, const struct store_sandbox *sb)
 {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s,
-                        "INSERT OR REPLACE INTO sandboxes (" SANDBOX_COLUMNS ")"
-                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-                        &st);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r = store_prepare_cached(
+            s,
+            "INSERT OR REPLACE INTO sandboxes (" SANDBOX_COLUMNS ")"
+            " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            &st);
         if (r < 0)
                 return r;
-        bind_text(st, 1, sb->id);
-        bind_text(st, 2, sb->state);
-        bind_text(st, 3, sb->grant);
-        bind_text(st, 4, sb->class_name ? sb->class_name : "");
-        bind_text(st, 5, sb->metadata ? sb->metadata : "{}");
-        bind_text(st, 6, sb->policy ? sb->policy : "{}");
-        bind_text(st, 7, sb->workspace);
+        store_bind_text(st, 1, sb->id);
+        store_bind_text(st, 2, sb->state);
+        store_bind_text(st, 3, sb->grant);
+        store_bind_text(st, 4, sb->class_name ? sb->class_name : "");
+        store_bind_text(st, 5, sb->metadata ? sb->metadata : "{}");
+        store_bind_text(st, 6, sb->policy ? sb->policy : "{}");
+        store_bind_text(st, 7, sb->workspace);
         sqlite3_bind_int(st, 8, sb->workspace_owned);
         sqlite3_bind_int64(st, 9, sb->pid);
         sqlite3_bind_int64(st, 10, (sqlite3_int64)sb->created_ms);
@@ -489,8 +561,8 @@ int store_sandbox_put(struct store *s, const struct store_sandbox *sb)
         sqlite3_bind_int64(st, 12, (sqlite3_int64)sb->expires_ms);
         sqlite3_bind_int64(st, 13, (sqlite3_int64)sb->idle_timeout_ms);
         sqlite3_bind_int64(st, 14, (sqlite3_int64)sb->last_active_ms);
-        bind_text(st, 15, sb->reason);
-        return step_done(s, st, NULL, "sandbox");
+        store_bind_text(st, 15, sb->reason);
+        return store_step_done(s, st, NULL, "sandbox");
 }
 
 static struct store_sandbox *sandbox_from_row(sqlite3_stmt *st)
@@ -498,12 +570,12 @@ static struct store_sandbox *sandbox_from_row(sqlite3_stmt *st)
         struct store_sandbox *sb = xcalloc(1, sizeof(*sb));
         const unsigned char *id = sqlite3_column_text(st, 0);
         snprintf(sb->id, sizeof(sb->id), "%s", id ? (const char *)id : "");
-        sb->state = col_text(st, 1);
-        sb->grant = col_text(st, 2);
-        sb->class_name = col_text(st, 3);
-        sb->metadata = col_text(st, 4);
-        sb->policy = col_text(st, 5);
-        sb->workspace = col_text(st, 6);
+        sb->state = store_col_text(st, 1);
+        sb->grant = store_col_text(st, 2);
+        sb->class_name = store_col_text(st, 3);
+        sb->metadata = store_col_text(st, 4);
+        sb->policy = store_col_text(st, 5);
+        sb->workspace = store_col_text(st, 6);
         sb->workspace_owned = sqlite3_column_int(st, 7) != 0;
         sb->pid = sqlite3_column_int64(st, 8);
         sb->created_ms = (uint64_t)sqlite3_column_int64(st, 9);
@@ -511,22 +583,22 @@ static struct store_sandbox *sandbox_from_row(sqlite3_stmt *st)
         sb->expires_ms = (uint64_t)sqlite3_column_int64(st, 11);
         sb->idle_timeout_ms = (uint64_t)sqlite3_column_int64(st, 12);
         sb->last_active_ms = (uint64_t)sqlite3_column_int64(st, 13);
-        sb->reason = col_text(st, 14);
+        sb->reason = store_col_text(st, 14);
         return sb;
 }
 
 int store_sandbox_get(struct store *s, const char *id, struct store_sandbox **ret)
 {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = ?1", &st);
+        _cleanup_reset_ sqlite3_stmt *st = NULL;
+        int r = store_prepare_cached(s, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = ?1", &st);
         if (r < 0)
                 return r;
-        bind_text(st, 1, id);
+        store_bind_text(st, 1, id);
         int rc = sqlite3_step(st);
         if (rc == SQLITE_DONE)
                 return -ENOENT;
         if (rc != SQLITE_ROW)
-                return sql_error(s, rc & 0xff, NULL, "sandbox");
+                return store_sql_error(s, rc & 0xff, NULL, "sandbox");
         *ret = sandbox_from_row(st);
         return 0;
 }
@@ -534,31 +606,31 @@ int store_sandbox_get(struct store *s, const char *id, struct store_sandbox **re
 int store_sandbox_delete(struct store *s, const char *id)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "DELETE FROM sandboxes WHERE id = ?1", &st);
+        int r = store_prepare(s, "DELETE FROM sandboxes WHERE id = ?1", &st);
         if (r < 0)
                 return r;
-        bind_text(st, 1, id);
-        r = step_done(s, st, NULL, "sandbox");
+        store_bind_text(st, 1, id);
+        r = store_step_done(s, st, NULL, "sandbox");
         if (r < 0)
                 return r;
         _cleanup_stmt_ sqlite3_stmt *pr = NULL;
-        r = prepare(s, "DELETE FROM processes WHERE sandbox = ?1", &pr);
+        r = store_prepare(s, "DELETE FROM processes WHERE sandbox = ?1", &pr);
         if (r < 0)
                 return r;
-        bind_text(pr, 1, id);
-        return step_done(s, pr, NULL, "processes");
+        store_bind_text(pr, 1, id);
+        return store_step_done(s, pr, NULL, "processes");
 }
 
 int store_sandbox_count_state(struct store *s, const char *state, uint64_t *ret)
 {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, "SELECT count(*) FROM sandboxes WHERE state = ?1", &st);
+        int r = store_prepare(s, "SELECT count(*) FROM sandboxes WHERE state = ?1", &st);
         if (r < 0)
                 return r;
-        bind_text(st, 1, state);
+        store_bind_text(st, 1, state);
         int rc = sqlite3_step(st);
         if (rc != SQLITE_ROW)
-                return sql_error(s, rc & 0xff, NULL, "count");
+                return store_sql_error(s, rc & 0xff, NULL, "count");
         *ret = (uint64_t)sqlite3_column_int64(st, 0);
         return 0;
 }
@@ -587,21 +659,21 @@ int store_sandbox_list(struct store *s, const struct store_filter *f, struct sto
         snprintf(sql + off, sizeof(sql) - (size_t)off, " ORDER BY created_ms DESC, id LIMIT ?3");
 
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s, sql, &st);
+        int r = store_prepare(s, sql, &st);
         if (r < 0)
                 return r;
-        bind_text(st, 1, f->state);
-        bind_text(st, 2, f->grant);
+        store_bind_text(st, 1, f->state);
+        store_bind_text(st, 2, f->grant);
         sqlite3_bind_int64(st, 3, (sqlite3_int64)(f->limit ? f->limit : 1000));
         for (size_t i = 0; i < f->n_meta; i++) {
                 /* The key is quoted as a JSON path member; callers allow only
                  * [A-Za-z0-9_.-] in keys, so no quote can end it early. */
                 _cleanup_free_ char *path = xasprintf("$.\"%s\"", f->meta_key[i]);
-                bind_text(st, (int)(4 + 2 * i), path);
-                bind_text(st, (int)(5 + 2 * i), f->meta_value[i]);
+                store_bind_text(st, (int)(4 + 2 * i), path);
+                store_bind_text(st, (int)(5 + 2 * i), f->meta_value[i]);
         }
         sqlite3_bind_int64(st, (int)ci, (sqlite3_int64)f->after_created_ms);
-        bind_text(st, (int)ci + 1, f->after_id);
+        store_bind_text(st, (int)ci + 1, f->after_id);
         struct store_sandbox **v = NULL;
         size_t n = 0;
         int rc;
@@ -611,110 +683,7 @@ int store_sandbox_list(struct store *s, const struct store_filter *f, struct sto
         }
         if (rc != SQLITE_DONE) {
                 store_sandboxes_free(v, n);
-                return sql_error(s, rc & 0xff, NULL, "sandboxes");
-        }
-        *ret = v;
-        *ret_n = n;
-        return 0;
-}
-
-/* processes */
-
-struct store_process *store_process_free(struct store_process *p)
-{
-        if (!p)
-                return NULL;
-        free(p->argv);
-        free(p->state);
-        free(p->error_code);
-        free(p);
-        return NULL;
-}
-
-void store_processes_free(struct store_process **v, size_t n)
-{
-        for (size_t i = 0; i < n; i++)
-                store_process_free(v[i]);
-        free(v);
-}
-
-int store_process_put(struct store *s, const struct store_process *p)
-{
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s,
-                        "INSERT OR REPLACE INTO processes (sandbox, pid, argv, background, state,"
-                        " exit_code, error_code, started_ms, ended_ms)"
-                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                        &st);
-        if (r < 0)
-                return r;
-        bind_text(st, 1, p->sandbox);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)p->pid);
-        bind_text(st, 3, p->argv ? p->argv : "[]");
-        sqlite3_bind_int(st, 4, p->background);
-        bind_text(st, 5, p->state ? p->state : "running");
-        sqlite3_bind_int64(st, 6, p->exit_code);
-        bind_text(st, 7, p->error_code);
-        sqlite3_bind_int64(st, 8, (sqlite3_int64)p->started_ms);
-        sqlite3_bind_int64(st, 9, (sqlite3_int64)p->ended_ms);
-        return step_done(s, st, NULL, "process");
-}
-
-int store_process_end(struct store *s, const char *sandbox, uint64_t pid, int64_t exit_code,
-                      const char *error_code, uint64_t ended_ms)
-{
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s,
-                        "UPDATE processes SET state = 'exited', exit_code = ?3, error_code = ?4,"
-                        " ended_ms = ?5 WHERE sandbox = ?1 AND pid = ?2",
-                        &st);
-        if (r < 0)
-                return r;
-        bind_text(st, 1, sandbox);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)pid);
-        sqlite3_bind_int64(st, 3, exit_code);
-        bind_text(st, 4, error_code);
-        sqlite3_bind_int64(st, 5, (sqlite3_int64)ended_ms);
-        r = step_done(s, st, NULL, "process");
-        if (r < 0)
-                return r;
-        return sqlite3_changes(s->db) > 0 ? 0 : -ENOENT;
-}
-
-int store_process_list(struct store *s, const char *sandbox, size_t limit,
-                       struct store_process ***ret, size_t *ret_n)
-{
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s,
-                        "SELECT sandbox, pid, argv, background, state, exit_code, error_code,"
-                        " started_ms, ended_ms FROM processes WHERE sandbox = ?1"
-                        " ORDER BY pid DESC LIMIT ?2",
-                        &st);
-        if (r < 0)
-                return r;
-        bind_text(st, 1, sandbox);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)(limit ? limit : 1000));
-        struct store_process **v = NULL;
-        size_t n = 0;
-        int rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                struct store_process *p = xcalloc(1, sizeof(*p));
-                const unsigned char *sb = sqlite3_column_text(st, 0);
-                snprintf(p->sandbox, sizeof(p->sandbox), "%s", sb ? (const char *)sb : "");
-                p->pid = (uint64_t)sqlite3_column_int64(st, 1);
-                p->argv = col_text(st, 2);
-                p->background = sqlite3_column_int(st, 3) != 0;
-                p->state = col_text(st, 4);
-                p->exit_code = sqlite3_column_int64(st, 5);
-                p->error_code = col_text(st, 6);
-                p->started_ms = (uint64_t)sqlite3_column_int64(st, 7);
-                p->ended_ms = (uint64_t)sqlite3_column_int64(st, 8);
-                v = xrealloc(v, n + 1, sizeof(*v));
-                v[n++] = p;
-        }
-        if (rc != SQLITE_DONE) {
-                store_processes_free(v, n);
-                return sql_error(s, rc & 0xff, NULL, "processes");
+                return store_sql_error(s, rc & 0xff, NULL, "sandboxes");
         }
         *ret = v;
         *ret_n = n;
@@ -731,11 +700,13 @@ const char *store_last_error(struct store *s)
 int store_checkpoint(struct store *s)
 {
         int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-        return rc == SQLITE_OK ? 0 : sql_error(s, rc & 0xff, NULL, "checkpointing the WAL");
+        return rc == SQLITE_OK ? 0 : store_sql_error(s, rc & 0xff, NULL, "checkpointing the WAL");
 }
 
 int store_probe(struct store *s)
 {
+        if (s->relaxed && store_set_synchronous(s, true) < 0)
+                return -EIO;
         /* A real write, as large as a record: it needs room in the WAL and
          * in the file as a create does. The row never shows: it goes in the
          * same transaction. */
@@ -752,7 +723,7 @@ int store_probe(struct store *s)
                               NULL, NULL, &emsg);
         sqlite3_free(emsg);
         if (rc != SQLITE_OK) {
-                int r = sql_error(s, rc & 0xff, NULL, "writing");
+                int r = store_sql_error(s, rc & 0xff, NULL, "writing");
                 (void)sqlite3_exec(s->db, "ROLLBACK;", NULL, NULL, NULL);
                 return r;
         }
@@ -772,7 +743,7 @@ int store_probe(struct store *s)
                 rc = rc == SQLITE_ROW ? SQLITE_OK : rc;
         }
         sqlite3_finalize(st);
-        return rc == SQLITE_OK ? 0 : sql_error(s, rc & 0xff, NULL, "checking");
+        return rc == SQLITE_OK ? 0 : store_sql_error(s, rc & 0xff, NULL, "checking");
 }
 
 int store_check_file(struct store *s)
@@ -807,20 +778,22 @@ int store_check_file(struct store *s)
 
 int store_sandbox_prune(struct store *s, uint64_t before_ms, uint64_t *ret_n)
 {
+        if (s->relaxed && store_set_synchronous(s, true) < 0)
+                return -EIO;
         /* One transaction: a record and its processes go together. */
         char *emsg = NULL;
         int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE;", NULL, NULL, &emsg);
         sqlite3_free(emsg);
         if (rc != SQLITE_OK)
-                return sql_error(s, rc & 0xff, NULL, "pruning");
+                return store_sql_error(s, rc & 0xff, NULL, "pruning");
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        int r = prepare(s,
+        int r = store_prepare(s,
                         "DELETE FROM sandboxes WHERE state IN ('destroyed', 'failed')"
                         " AND ended_ms > 0 AND ended_ms < ?1",
                         &st);
         if (r >= 0) {
                 sqlite3_bind_int64(st, 1, (sqlite3_int64)before_ms);
-                r = step_done(s, st, NULL, "pruning sandboxes");
+                r = store_step_done(s, st, NULL, "pruning sandboxes");
         }
         uint64_t n = r >= 0 ? (uint64_t)sqlite3_changes(s->db) : 0;
         if (r >= 0)
@@ -828,9 +801,9 @@ int store_sandbox_prune(struct store *s, uint64_t before_ms, uint64_t *ret_n)
                                  "DELETE FROM processes WHERE sandbox NOT IN (SELECT id FROM sandboxes);",
                                  NULL, NULL, NULL) == SQLITE_OK
                             ? 0
-                            : sql_error(s, sqlite3_errcode(s->db) & 0xff, NULL, "pruning processes");
+                            : store_sql_error(s, sqlite3_errcode(s->db) & 0xff, NULL, "pruning processes");
         if (r >= 0 && sqlite3_exec(s->db, "COMMIT;", NULL, NULL, NULL) != SQLITE_OK)
-                r = sql_error(s, sqlite3_errcode(s->db) & 0xff, NULL, "pruning");
+                r = store_sql_error(s, sqlite3_errcode(s->db) & 0xff, NULL, "pruning");
         if (r < 0) {
                 (void)sqlite3_exec(s->db, "ROLLBACK;", NULL, NULL, NULL);
                 return r;

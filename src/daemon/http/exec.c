@@ -2,7 +2,7 @@
 /* Processes in a sandbox: exec (a stream of NDJSON events, or in the
  * background), a reconnecting client's events, stdin, signals, and the list.
  * Each is a call on the sandbox's control socket (ctl.h) relayed to the
- * client as the supervisor answers. About 830 lines, over the 800 the tree
+ * client as the supervisor answers. About 860 lines, over the 800 the tree
  * keeps to, and kept whole on purpose: it is one resource, and every handler
  * goes through the one relay (struct call_ctx, its stream, back-pressure and
  * held lines), which a split would publish to a second file. */
@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "trace.h"
 #include "sandbox.h"
 #include "ctl.h"
 #include "daemon.h"
@@ -216,7 +217,13 @@ static int record_process(struct call_ctx *c, json_t *exit)
             .ended_ms = exit ? now : 0,
         };
         memcpy(p.sandbox, c->sb->id, sizeof(p.sandbox));
-        int r = daemon_store_result(c->d, store_process_put(st, &p));
+        /* A start is written before "started" goes out (a store that cannot
+         * take it refuses the exec), but not synced then: the end's synced
+         * write takes it to disk, or daemon_store_sync_soon() within 100 ms. */
+        int r = daemon_store_result(c->d,
+                                    exit ? store_process_put(st, &p) : store_process_start(st, &p));
+        if (r == 0 && !exit)
+                daemon_store_sync_soon(c->d);
         if (r < 0)
                 daemon_log(c->d, "sandbox %s: recording process %" PRIu64 ": %s", c->sb->id, c->pid,
                            store_last_error(st));
@@ -268,9 +275,11 @@ static void relay(struct call_ctx *c, json_t *msg)
                 }
                 if (!c->pid)
                         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
-                if (c->pid && c->kind == CALL_EXEC)
+                if (c->pid && c->kind == CALL_EXEC) {
+                        al_trace_mark("exec.exit");
                         record_process(c, msg);
-                else if (c->pid && c->kind == CALL_ATTACH)
+                        al_trace_mark("exec.store_end");
+                } else if (c->pid && c->kind == CALL_ATTACH)
                         /* A watcher sees the end the daemon may have missed
                          * (it was down): written down if still open. */
                         (void)daemon_store_result(
@@ -306,7 +315,9 @@ static bool on_started(struct call_ctx *c, json_t *msg)
         c->saw_started = true;
         c->pid = (uint64_t)json_integer_value(json_object_get(msg, "pid"));
         histogram_observe(&d->metrics.exec_start, (double)(now_monotonic_us() - c->t0_us) / 1e6);
-        if (record_process(c, NULL) < 0) {
+        int stored = record_process(c, NULL);
+        al_trace_mark("exec.store_start");
+        if (stored < 0) {
                 /* Not recorded, not run: what a restart would not know of
                  * must not go on. */
                 kill_orphan(c->sb, c->pid, false);
@@ -351,6 +362,7 @@ static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
         }
         if (c->kind == CALL_EXEC && !c->saw_started) {
                 if (type && STREQ(type, "started")) {
+                        al_trace_mark("exec.started");
                         if (!on_started(c, msg)) {
                                 c->replied = true;
                                 detach_conn(c);
@@ -370,6 +382,7 @@ static void on_call_line(struct ctl_call *call, json_t *msg, void *userdata)
                         start_stream(c);
                         relay(c, msg);
                         flush_held(c);
+                        al_trace_mark("exec.started_sent");
                         return;
                 }
                 if (c->background) {
@@ -442,6 +455,7 @@ static void on_call_done(struct ctl_call *call, int error, void *userdata)
                 }
                 detach_conn(c);
                 evhttp_send_reply_end(c->req);
+                al_trace_mark("exec.reply_end");
         }
         call_ctx_free(c);
 }
@@ -501,6 +515,7 @@ static void start_call(struct daemon *d, struct evhttp_request *req, struct sand
         d->calls = c;
         int r = ctl_call_start(d->base, sb->control_path, ctl_req, kind == CALL_SIMPLE ? 10000 : 0,
                                &call_ops, c, &c->call);
+        al_trace_mark("exec.ctl_sent");
         if (r < 0) {
                 reply_error(d, req, 502, "supervisor_unavailable",
                             "the sandbox's supervisor did not answer: %s", strerror(-r));
@@ -595,6 +610,7 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         struct sandbox *sb = find_running(d, req, id);
         if (!sb)
                 goto out;
+        al_trace_mark("exec.parsed");
         /* A sandbox's user namespace maps its policy's uid, and with
          * "users" uids 0 to users-1, each its own unprivileged host id
          * (idrange.h): a command runs as one of those or not at all. */
@@ -640,6 +656,7 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
                 reply_audit_failed(d, req, d->audit_fault);
                 goto out;
         }
+        al_trace_mark("exec.audit");
         struct call_ctx *c = xcalloc(1, sizeof(*c));
         c->utf8 = query_utf8(req) > 0;
         c->background = json_is_true(bg);

@@ -9,6 +9,7 @@
 #include <event2/http.h>
 #include <string.h>
 
+#include "trace.h"
 #include "daemon.h"
 #include "grants.h"
 #include "httpguard.h"
@@ -249,6 +250,7 @@ void route(struct daemon *d, struct evhttp_request *req)
 {
         const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
         const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+        al_trace_mark("http.request");
         if (http_guard_refused(d, req))
                 return;
         if (!path) {
@@ -262,6 +264,7 @@ void route(struct daemon *d, struct evhttp_request *req)
         _cleanup_grant_ struct grant *g = authenticate(d, req);
         if (!g)
                 return;
+        al_trace_mark("http.auth");
         struct query q = {0};
         if (query_parse(evhttp_uri_get_query(uri), &q) < 0) {
                 reply_error(d, req, 400, "bad_request", "the query string is malformed");

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "trace.h"
 #include "sandbox.h"
 #include "policy/hardware.h"
 #include "policy/repo.h"
@@ -445,6 +446,7 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
 
         uint64_t now = daemon_now_ms();
         if (pooled) {
+                al_trace_mark("create.parsed");
                 pooled->state = SANDBOX_RUNNING;
                 free(pooled->grant);
                 pooled->grant = xstrdup(g->name);
@@ -461,6 +463,7 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                         reply_start_error(d, req, -EIO, store_last_error(d->store));
                         goto out;
                 }
+                al_trace_mark("create.store");
                 if (record_audit_durably(d, pooled->id, "api.create",
                                          json_pack("{s:s, s:s, s:b}", "grant", g->name, "class",
                                                    cls, "pool", true)) < 0) {
@@ -470,7 +473,9 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 }
                 d->metrics.creates++;
                 d->metrics.pool_hits++;
+                al_trace_mark("create.audit");
                 reply_json(d, req, 201, live_json(pooled));
+                al_trace_mark("create.reply");
                 pool_refill_later(d);
                 goto out;
         }
@@ -645,7 +650,9 @@ static void handle_get(struct daemon *d, struct evhttp_request *req, const char 
 static void on_destroyed(struct sandbox *sb, int error, const char *message, void *userdata)
 {
         struct get_ctx *c = userdata;
+        al_trace_mark("destroy.done");
         reply_json(c->d, c->req, 200, live_json(sb));
+        al_trace_mark("destroy.reply");
         free(c);
 }
 
@@ -660,6 +667,7 @@ static void handle_delete(struct daemon *d, struct evhttp_request *req, struct g
                 return;
         }
         record_audit(d, id, "api.destroy", json_pack("{s:s}", "grant", g->name));
+        al_trace_mark("destroy.audit");
         struct get_ctx *c = xcalloc(1, sizeof(*c));
         c->d = d;
         c->req = req;

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "trace.h"
 #include "caps.h"
 #include "cgroup.h"
 #include "control-internal.h"
@@ -250,6 +251,7 @@ static void proc_maybe_done(struct proc *p)
             .output_bytes = p->output,
         };
         sv_core_process_ended(&c->core, &end);
+        al_trace_mark("sv.ended_recorded");
         proc_event(p, ev);
         p->done = true;
         detach_all(p);
@@ -289,6 +291,8 @@ static void on_proc_output(evutil_socket_t fd, short what, void *arg)
                 }
         }
         uint64_t offset = p->output;
+        if (offset == 0)
+                al_trace_mark("sv.first_output");
         p->output += keep;
         if (keep == 0)
                 return;
@@ -353,6 +357,7 @@ void control_on_sync(evutil_socket_t fd, short what, void *arg)
                 return;
         switch (ev.type) {
         case SPAWN_EVENT_STARTED:
+                al_trace_mark("sv.started");
                 p->started = true;
                 if (ev.pty_fd >= 0 && (!p->pty || p->out_fd[0] >= 0)) {
                         close(ev.pty_fd);
@@ -389,6 +394,7 @@ void control_on_sync(evutil_socket_t fd, short what, void *arg)
                 proc_maybe_done(p);
                 break;
         case SPAWN_EVENT_EXIT:
+                al_trace_mark("sv.exited");
                 p->exited = true;
                 p->end = ev;
                 if (p->out_fd[0] >= 0 || p->out_fd[1] >= 0) {
@@ -475,6 +481,7 @@ void control_do_exec(struct client *cl, json_t *req)
                         }
                 return control_send_error(cl, "audit_failed", c->core.audit_last);
         }
+        al_trace_mark("sv.audit_ahead");
         struct proc *p = xcalloc(1, sizeof(*p));
         p->ctl = c;
         p->id = id;
@@ -515,7 +522,9 @@ void control_do_exec(struct client *cl, json_t *req)
         }
         /* Synced while pid 1 forks, and before "started" is reported; a
          * sync that fails kills the process (audit_fault). */
+        al_trace_mark("sv.pid1_asked");
         sv_core_commit(&c->core);
+        al_trace_mark("sv.audit_commit");
         for (int k = 0; k < 2 && !x.pty; k++) {
                 evutil_make_socket_nonblocking(p->out_fd[k]);
                 p->ev_out[k] =

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "trace.h"
 #include "cgroup.h"
 #include "control-internal.h"
 #include "control-proto.h"
@@ -136,6 +137,7 @@ static void on_client_read(struct bufferevent *bev, void *arg)
                 return;
         }
         json_t *req = NULL;
+        al_trace_mark("sv.request");
         int op = control_parse_request(line, len, &req);
         free(line);
         if (op < 0)
