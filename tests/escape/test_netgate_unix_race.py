@@ -11,6 +11,7 @@ socket disconnected and connected wherever the host reaches. The test server
 on the gate side's loopback (LOOP_PORT) logs every request it receives, so a
 request carrying this run's mark there is the escape."""
 
+import errno
 import json
 import os
 import secrets
@@ -125,3 +126,43 @@ def test_unix_connect_race_cannot_turn_the_hosts_socket(airlock, net):
     # Every attempt on the host's socket was refused and recorded.
     reuse = [d for d in r.of("transparent", "deny") if d.get("reason") == "host_socket_reuse"]
     assert reuse, r.records
+
+
+RESET = r'''
+import errno, json, socket, sys, time
+name, port = sys.argv[1], int(sys.argv[2])
+out = {}
+s = socket.socket()  # the direct path: a socket of the host's
+s.settimeout(10)
+s.connect((name, port))
+s.sendall(b"GET /hello.txt HTTP/1.0\r\nHost: x\r\n\r\n")
+while s.recv(65536):
+    pass
+# The server has closed: more bytes make it answer with a reset, which
+# takes the host's socket to the closed state.
+for _ in range(20):
+    try:
+        s.send(b"x")
+        time.sleep(0.05)
+    except OSError as e:
+        out["reset"] = e.errno
+        break
+try:
+    s.bind(("0.0.0.0", 0))
+    out["bind"] = list(s.getsockname())
+except OSError as e:
+    out["bind"] = e.errno
+print(json.dumps(out))
+'''
+
+
+def test_reset_host_socket_cannot_be_bound_in_the_hosts_namespace(airlock, net):
+    """A TCP socket reset by its peer gives up its port and may be bound
+    again: were the direct path's socket so, the sandbox could hold ports of
+    the host's own network namespace."""
+    r = run(airlock, net, f"python3 /workspace/r.py {NAME} {HTTP_PORT}",
+            files={"r.py": RESET}, policy=DIRECT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert "reset" in out, out
+    assert out["bind"] == errno.EINVAL, out

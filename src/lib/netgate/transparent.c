@@ -88,11 +88,14 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
         const char *range = netgate_address_refused(g, &a);
         if (range)
                 return deny(v, "private_address", range);
-        /* The direct path moves bytes the gate never sees, and puts a
-         * socket of the host's in the sandbox's hands: only when the policy
-         * asks for it (network.directPath), and never with a byte budget or
-         * a rate, which need the relay. */
-        v->relay = !g->direct_path || g->budget.bytes > 0 || g->rate_group;
+        /* The direct path moves bytes the gate never sees. It is taken
+         * where nothing needs the bytes: no byte budget and no rate (the
+         * relay counts and paces), and no name whose TLS server name must
+         * be checked (the relay's SNI check). So by default a connection
+         * allowed by an IP rule goes direct and one allowed by a name goes
+         * through the relay; network.directPath gives up the SNI check and
+         * takes names direct too. */
+        v->relay = g->budget.bytes > 0 || g->rate_group || (name && !g->direct_path);
         const char *spent = netgate_budget_take(g);
         if (spent)
                 return deny(v, spent, netgate_budget_rule(spent));

@@ -22,6 +22,7 @@
 #include <linux/openat2.h>
 #include <stddef.h>
 #include <sys/fsuid.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "connect-notify.h"
@@ -262,13 +263,60 @@ static void connected(evutil_socket_t fd, short what, void *ud)
         finish(p, error);
 }
 
+/* The host's socket is bound to a port chosen here before it connects.
+ * A port the kernel picks at connect() is given up when the connection is
+ * reset, and a reset socket may then be bound again: in the sandbox's hands
+ * that would hold ports of the host's own network namespace. A port bound
+ * by number stays with the socket (SOCK_BINDPORT_LOCK), so bind() on it
+ * fails with EINVAL for as long as the sandbox holds it. */
+static int bind_locked(int sock, int family)
+{
+        static unsigned lo = 0, hi = 0;
+        if (lo == 0) {
+                char buf[64] = "";
+                _cleanup_close_ int f =
+                    open("/proc/sys/net/ipv4/ip_local_port_range", O_RDONLY | O_CLOEXEC);
+                ssize_t n = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
+                if (n <= 0 || sscanf(buf, "%u %u", &lo, &hi) != 2 || lo < 1024 || hi > 65535 ||
+                    lo >= hi) {
+                        lo = 32768;
+                        hi = 60999;
+                }
+        }
+        for (int i = 0; i < 64; i++) {
+                uint32_t r = 0;
+                if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+                        return errno ? errno : EIO;
+                uint16_t port = (uint16_t)(lo + r % (hi - lo + 1));
+                struct sockaddr_storage me;
+                memset(&me, 0, sizeof(me));
+                socklen_t l;
+                if (family == AF_INET6) {
+                        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&me;
+                        in6->sin6_family = AF_INET6;
+                        in6->sin6_port = htons(port);
+                        l = sizeof(*in6);
+                } else {
+                        struct sockaddr_in *in = (struct sockaddr_in *)&me;
+                        in->sin_family = AF_INET;
+                        in->sin_port = htons(port);
+                        l = sizeof(*in);
+                }
+                if (bind(sock, (struct sockaddr *)&me, l) == 0)
+                        return 0;
+                if (errno != EADDRINUSE)
+                        return errno;
+        }
+        return EADDRNOTAVAIL;
+}
+
 static void start_connect(struct cn_pending *p)
 {
         struct sv_connect_notify *cn = p->cn;
         struct sockaddr_storage ss;
         socklen_t len = netgate_addr_to_sockaddr(&p->v.addr, p->v.port, &ss);
         p->sock = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        int error = p->sock < 0 ? errno : 0;
+        int error = p->sock < 0 ? errno : bind_locked(p->sock, ss.ss_family);
         if (!error && connect(p->sock, (struct sockaddr *)&ss, len) < 0)
                 error = errno;
         if (error != EINPROGRESS) {
