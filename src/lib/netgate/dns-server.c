@@ -172,7 +172,9 @@ static void serve_one(struct netgate_dns_server *s, const uint8_t *buf, size_t l
                 return;
         }
         struct netgate_decision d;
-        if (!name_allowed(g, h.name, &d)) {
+        /* A terminated route's host is answered whatever the allow-list
+         * says, as a CONNECT to it is served: the route's rules apply. */
+        if (!netgate_routes_terminates_name(g->routes, h.name) && !name_allowed(g, h.name, &d)) {
                 refuse(g, h.name, d.reason, d.rule ? d.rule->text : NULL, NULL);
                 answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
                 return;

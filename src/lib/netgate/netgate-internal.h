@@ -123,8 +123,8 @@ struct netgate {
         size_t n_deny_reasons;
 
         struct netgate_routes *routes;
-        const struct netgate_ca *ca;   /* the sandbox's TLS authority (netgate_set_ca()) */
-        struct netgate_mitm *mitms;    /* terminated TLS connections (mitm.c) */
+        const struct netgate_ca *ca; /* the sandbox's TLS authority (netgate_set_ca()) */
+        struct netgate_mitm *mitms;  /* terminated TLS connections (mitm.c) */
         struct netgate_sentinels sentinels;
         struct netgate_parent *parent; /* network.parentProxy; NULL: direct */
         const struct secrets *secrets; /* the sentinels' values: the answers are scrubbed */
@@ -221,6 +221,9 @@ void netgate_routes_accept(struct netgate_routes *rs, int fd, const char *tool);
 const struct netgate_route *netgate_routes_terminating(const struct netgate_routes *rs,
                                                        const struct netgate_host *host,
                                                        uint16_t port, SSL_CTX **ret_ctx);
+/* Whether a route with "terminate" has `name` for its host (on any port):
+ * transparent mode's name server answers it. */
+bool netgate_routes_terminates_name(const struct netgate_routes *rs, const char *name);
 /* Serve the plain side of a terminated connection (mitm.c) as calls
  * through `rt`: origin-form requests whose whole target is the path. */
 void netgate_routes_accept_terminated(struct netgate_routes *rs, int fd,
@@ -264,7 +267,7 @@ struct netgate_route {
          * stripped or injected). */
         bool keep_auth;
         const struct netgate_sentinels *sentinels; /* the gate's */
-        bool host_only;                /* the sandbox's requests are refused */
+        bool host_only;                            /* the sandbox's requests are refused */
 };
 
 /* Wipe and drain a buffer that held injected values. */

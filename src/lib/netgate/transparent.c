@@ -15,7 +15,8 @@
 struct find_ctx {
         struct netgate *g;
         uint16_t port;
-        struct netgate_decision d; /* the last name's decision */
+        struct netgate_decision d;      /* the last name's decision */
+        const struct netgate_route *rt; /* the name's terminating route */
         bool any;
 };
 
@@ -23,6 +24,15 @@ static bool name_allows(void *ud, const char *name)
 {
         struct find_ctx *f = ud;
         f->any = true;
+        /* A route with "terminate" for the name and port comes first, as
+         * for a CONNECT (proxy.c): the allow-list does not apply to it. */
+        struct netgate_host h;
+        SSL_CTX *ctx = NULL;
+        if (f->g->routes && netgate_host_parse(name, strlen(name), &h) == 0) {
+                f->rt = netgate_routes_terminating(f->g->routes, &h, f->port, &ctx);
+                if (f->rt)
+                        return true;
+        }
         netgate_rules_decide(f->g->rules, name, strlen(name), f->port, &f->d);
         return f->d.allow;
 }
@@ -88,6 +98,14 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
         const char *range = netgate_address_refused(g, &a);
         if (range)
                 return deny(v, "private_address", range);
+        if (name && f.rt) {
+                /* Served by the relay, which terminates the TLS with the
+                 * sandbox's CA; each request inside is a call through the
+                 * route, counted by the route's budget. */
+                snprintf(v->rule, sizeof(v->rule), "network.routes[%s].terminate", f.rt->name);
+                v->relay = v->terminate = v->allow = true;
+                return;
+        }
         /* The direct path moves bytes the gate never sees. It is taken
          * where nothing needs the bytes: no byte budget and no rate (the
          * relay counts and paces), and no name whose TLS server name must

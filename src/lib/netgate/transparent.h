@@ -32,8 +32,10 @@ struct netgate_verdict {
         char address[NETGATE_ADDR_STRLEN];
         struct netgate_addr addr; /* IPv4 for a mapped IPv6 address */
         uint16_t port;
-        bool relay; /* allowed, through the gate's relay: a byte budget or a
-                     * rate applies (netgate_transparent_relay()) */
+        bool relay;     /* allowed, through the gate's relay: a byte budget, a
+                         * rate or an SNI check applies */
+        bool terminate; /* to a route with "terminate" (v->rule names it): the
+                         * relay terminates its TLS and serves it through the route */
 };
 
 /* Decide a connect() caught from the sandbox: `sa` is the host's one copy
