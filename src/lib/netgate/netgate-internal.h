@@ -153,6 +153,9 @@ struct netgate {
 
 /* Stop serving DNS, drop the queries in flight. */
 void netgate_dns_server_free(struct netgate *g);
+/* Serve DNS over TCP on `fd` (a relayed connection to 127.0.0.1:53), taken
+ * on success; -ENOSPC with no name server or too many connections. */
+int netgate_dns_tcp_accept(struct netgate *g, int fd);
 
 /* ---- transparent-relay.c ---- */
 

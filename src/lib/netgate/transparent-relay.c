@@ -137,6 +137,8 @@ static int relay_start(struct netgate *g, const struct netgate_verdict *v, int f
 {
         if (v->terminate)
                 return terminate_start(g, v, fd);
+        if (v->dns)
+                return netgate_dns_tcp_accept(g, fd);
         struct netgate_relay *r = xcalloc(1, sizeof(*r));
         r->g = g;
         r->v = *v;

@@ -120,6 +120,16 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
         v->allow = true;
 }
 
+void netgate_transparent_dns(struct netgate_verdict *v)
+{
+        memset(v, 0, sizeof(*v));
+        (void)netgate_addr_parse("127.0.0.1", &v->addr);
+        snprintf(v->address, sizeof(v->address), "127.0.0.1");
+        snprintf(v->host, sizeof(v->host), "dns");
+        v->port = 53;
+        v->allow = v->relay = v->dns = true;
+}
+
 void netgate_transparent_record(struct netgate *g, const struct netgate_verdict *v,
                                 const char *reason)
 {
