@@ -75,8 +75,10 @@ static void start_exchange(struct netgate_client *cl)
         struct evbuffer *out = bufferevent_get_output(cl->up);
         size_t before = evbuffer_get_length(out);
         cl->state = NETGATE_CLIENT_EXCHANGE;
+        bool held = netgate_bev_hold(cl->x.g, cl->up);
         cl->ops->write_head(cl->ud, out);
         netgate_exchange_account(&cl->x, true, evbuffer_get_length(out) - before);
+        netgate_bev_push(cl->up, held);
         netgate_exchange_start(&cl->x, cl->down, cl->up);
 }
 

@@ -189,6 +189,12 @@ void netgate_count_bytes(struct netgate *g, bool up, size_t n);
 void netgate_setup_bufferevent(struct netgate *g, struct bufferevent *bev);
 /* bufferevent_free, out of the gate's rate group first. */
 void netgate_bev_free(struct bufferevent *bev);
+/* Around adding bytes to `bev`'s output: hold returns whether it held the
+ * write event back (a plain socket with nothing queued and no rate limit);
+ * push writes what was added at once and registers the write event only for
+ * what is left. Push before any callback that may free `bev`. */
+bool netgate_bev_hold(const struct netgate *g, struct bufferevent *bev);
+void netgate_bev_push(struct bufferevent *bev, bool held);
 /* tv set to `s` seconds, for the timeouts below. */
 const struct timeval *netgate_secs(struct timeval *tv, long s);
 void netgate_set_nodelay(int fd);
