@@ -314,6 +314,13 @@ static void down_write_cb(struct bufferevent *bev, void *ud)
 static void down_event_cb(struct bufferevent *bev, short what, void *ud)
 {
         struct netgate_client *cl = ud;
+        /* Reading the client is left on once its request is complete
+         * (exchange.c), so the head timeout runs on while the answer is on
+         * its way: it ends nothing then. libevent has stopped reading; the
+         * end of the exchange starts it again with a fresh timeout. */
+        if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
+            cl->state == NETGATE_CLIENT_EXCHANGE && cl->x.req_done)
+                return;
         if (!(what & BEV_EVENT_EOF)) {
                 cl->ops->end(cl->ud, (what & BEV_EVENT_TIMEOUT) ? "timeout" : "client_closed");
                 return;
