@@ -109,3 +109,45 @@ def test_unix_connects_resolve_as_the_caller(airlock, net):
         srv.close()
         os.unlink(path)
         os.rmdir(d)
+
+
+BACKLOG = r'''
+import errno, json, socket, threading, time
+srv = socket.socket(socket.AF_UNIX)
+srv.bind("/tmp/b.sock")
+srv.listen(0)
+held = []
+# Fill the backlog: non-blocking clients until the kernel says EAGAIN.
+for _ in range(64):
+    c = socket.socket(socket.AF_UNIX)
+    c.setblocking(False)
+    try:
+        c.connect("/tmp/b.sock")
+        held.append(c)
+    except BlockingIOError:
+        break
+out = {"filled": len(held)}
+def accept_later():
+    time.sleep(0.5)
+    srv.accept()
+    srv.accept()
+threading.Thread(target=accept_later, daemon=True).start()
+t0 = time.monotonic()
+b = socket.socket(socket.AF_UNIX)  # blocking: waits for room, as with no gate
+try:
+    b.connect("/tmp/b.sock")
+    out["blocking"] = "connected"
+except OSError as e:
+    out["blocking"] = e.errno
+out["waited"] = time.monotonic() - t0
+print(json.dumps(out))
+'''
+
+
+def test_blocking_unix_connect_waits_for_room_in_the_backlog(airlock, net):
+    r = run(airlock, net, "python3 /workspace/b.py", files={"b.py": BACKLOG}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["filled"] >= 1, out
+    assert out["blocking"] == "connected", out
+    assert out["waited"] >= 0.3, out

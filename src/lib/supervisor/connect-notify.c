@@ -33,6 +33,7 @@
 
 #define CN_PENDING_MAX     256
 #define CN_CONNECT_TIMEOUT 30 /* seconds, as the gate's own connects */
+#define CN_UNIX_RETRY_US   10000
 
 struct cn_pending {
         struct sv_connect_notify *cn;
@@ -46,6 +47,12 @@ struct cn_pending {
         int domain; /* its family */
         struct event *ev;
         struct netgate_verdict v;
+        /* A blocking caller's Unix connect to a listener whose backlog is
+         * full: tried again (unix_retry) until it is taken or times out. */
+        pid_t tid;
+        struct sockaddr_storage addr;
+        size_t addr_len;
+        uint64_t deadline_us;
 };
 
 struct sv_connect_notify {
@@ -435,6 +442,31 @@ static int caller_socket(pid_t tid, int fd, int *dup, bool *own)
         return 0;
 }
 
+static void unix_retry(evutil_socket_t fd, short what, void *ud)
+{
+        struct cn_pending *p = ud;
+        (void)fd;
+        (void)what;
+        if (!id_valid(p->cn, p->id)) {
+                pending_free(p); /* the caller went away (a signal) */
+                return;
+        }
+        int fl = fcntl(p->sock, F_GETFL), r;
+        if (fl < 0 || fcntl(p->sock, F_SETFL, fl | O_NONBLOCK) < 0)
+                r = errno;
+        else {
+                r = sv_unix_connect(p->tid, p->sock, (const struct sockaddr_un *)&p->addr,
+                                    p->addr_len);
+                (void)fcntl(p->sock, F_SETFL, fl);
+        }
+        if (r == EAGAIN && now_monotonic_us() < p->deadline_us) {
+                struct timeval tv = {0, CN_UNIX_RETRY_US};
+                if (event_add(p->ev, &tv) == 0)
+                        return;
+        }
+        finish(p, r);
+}
+
 /* Every connect() to a local address (loopback, AF_UNSPEC, Unix, netlink,
  * ...) is done here, on the host's copy of the caller's socket and with the
  * host's one copy of the address. Nothing is handed back to the kernel to
@@ -500,9 +532,9 @@ static void local_connect(struct sv_connect_notify *cn, const struct seccomp_not
                 r = connect(dup, (const struct sockaddr *)ss, (socklen_t)len) < 0 ? errno : 0;
         if (!(fl & O_NONBLOCK))
                 (void)fcntl(dup, F_SETFL, fl);
-        if (r != EINPROGRESS || (fl & O_NONBLOCK) || cn->n_pending >= CN_PENDING_MAX) {
-                /* A Unix listener with a full backlog answers a blocking
-                 * caller EAGAIN here where the kernel would have waited. */
+        bool unix_wait = fam == AF_UNIX && r == EAGAIN;
+        if ((r != EINPROGRESS && !unix_wait) || (fl & O_NONBLOCK) ||
+            cn->n_pending >= CN_PENDING_MAX) {
                 (void)respond(cn, req->id, r, 0);
                 return;
         }
@@ -513,8 +545,18 @@ static void local_connect(struct sv_connect_notify *cn, const struct seccomp_not
         p->dup = -1;
         p->sock = TAKE_FD(dup);
         pending_add(cn, p);
-        p->ev = event_new(cn->base, p->sock, EV_WRITE, connected, p);
         struct timeval tv = {CN_CONNECT_TIMEOUT, 0};
+        if (unix_wait) {
+                /* The kernel would have waited for room in the listener's
+                 * backlog: so does the caller, tried again every 10 ms. */
+                p->tid = req->pid;
+                memcpy(&p->addr, ss, len);
+                p->addr_len = len;
+                p->deadline_us = now_monotonic_us() + CN_CONNECT_TIMEOUT * 1000000ull;
+                p->ev = evtimer_new(cn->base, unix_retry, p);
+                tv = (struct timeval){0, CN_UNIX_RETRY_US};
+        } else
+                p->ev = event_new(cn->base, p->sock, EV_WRITE, connected, p);
         if (!p->ev || event_add(p->ev, &tv) < 0)
                 finish(p, ENOMEM);
 }
