@@ -92,9 +92,11 @@ static int cred_enter(const struct caller_cred *c, struct cred_switch *s)
                         found = mine[i] == c->groups[j];
                 same = found;
         }
-        if (same)
+        if (same && c->fsuid != 0)
                 return 0;
-        if (geteuid() != 0 || n < 0)
+        /* A caller that is the host's root: the host's capabilities, which
+         * a switch of fsuid to 0 keeps, could exceed its own. Refused. */
+        if (geteuid() != 0 || n < 0 || c->fsuid == 0)
                 return -EACCES;
         s->n_groups = n;
         memcpy(s->groups, mine, sizeof(gid_t) * (size_t)n);
