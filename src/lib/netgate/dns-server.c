@@ -52,6 +52,7 @@ struct dns_pending {
         struct netgate_dns_query *q;
         struct dns_to to;
         struct netgate_dns_msg msg;
+        bool follower; /* waits for another's lookup of the same name */
         uint8_t query[NETGATE_DNS_UDP_MAX];
         size_t query_len;
 };
@@ -132,6 +133,22 @@ static void pending_free(struct dns_pending *p)
         free(p);
 }
 
+/* The answer to `p`, and to the questions about the same name that waited
+ * for its lookup (`follower`: an AAAA asked beside the A, say). */
+static void answer_all(struct dns_pending *p, int rcode, const struct netgate_addr *addrs, size_t n)
+{
+        struct netgate_dns_server *s = p->s;
+        answer(s, &p->to, &p->msg, p->query, rcode, addrs, n);
+        for (struct dns_pending *o = s->pending, *next; o; o = next) {
+                next = o->next;
+                if (o != p && o->follower && STREQ(o->msg.name, p->msg.name)) {
+                        answer(s, &o->to, &o->msg, o->query, rcode, addrs, n);
+                        pending_free(o);
+                }
+        }
+        pending_free(p);
+}
+
 static void resolved(void *ud, int err, struct evutil_addrinfo *res)
 {
         struct dns_pending *p = ud;
@@ -141,8 +158,7 @@ static void resolved(void *ud, int err, struct evutil_addrinfo *res)
         struct netgate_candidates cs = {0};
         netgate_candidates_add_answers(&cs, res);
         if (err || cs.n == 0) {
-                answer(s, &p->to, &p->msg, p->query, NETGATE_DNS_NXDOMAIN, NULL, 0);
-                pending_free(p);
+                answer_all(p, NETGATE_DNS_NXDOMAIN, NULL, 0);
                 return;
         }
         /* One private answer refuses the name: a public and a private answer
@@ -153,8 +169,7 @@ static void resolved(void *ud, int err, struct evutil_addrinfo *res)
                         char a[NETGATE_ADDR_STRLEN];
                         netgate_addr_format(&cs.addr[i], a);
                         refuse(g, p->msg.name, "private_address", range, a);
-                        answer(s, &p->to, &p->msg, p->query, NETGATE_DNS_NXDOMAIN, NULL, 0);
-                        pending_free(p);
+                        answer_all(p, NETGATE_DNS_NXDOMAIN, NULL, 0);
                         return;
                 }
         }
@@ -162,8 +177,7 @@ static void resolved(void *ud, int err, struct evutil_addrinfo *res)
         for (size_t i = 0; i < cs.n && p->msg.qtype == NETGATE_DNS_TYPE_A; i++)
                 if (cs.addr[i].family == AF_INET)
                         netgate_names_add(g->names, p->msg.name, &cs.addr[i], now);
-        answer(s, &p->to, &p->msg, p->query, NETGATE_DNS_NOERROR, cs.addr, cs.n);
-        pending_free(p);
+        answer_all(p, NETGATE_DNS_NOERROR, cs.addr, cs.n);
 }
 
 /* A name is answered when the rules allow it on some port: allowed on 443
@@ -256,12 +270,18 @@ static void serve_one(struct netgate_dns_server *s, const uint8_t *buf, size_t l
         p->msg = m;
         memcpy(p->query, buf, len);
         p->query_len = len;
+        /* One lookup per name at a time: a question about a name being
+         * looked up (the AAAA a client asks beside the A) waits for it. */
+        for (struct dns_pending *o = s->pending; o && !p->follower; o = o->next)
+                p->follower = !o->follower && STREQ(o->msg.name, h.name);
         p->next = s->pending;
         if (p->next)
                 p->next->pprev = &p->next;
         p->pprev = &s->pending;
         s->pending = p;
         s->n_pending++;
+        if (p->follower)
+                return;
         struct netgate_dns_query *q = NULL;
         netgate_dns_resolve(dns, h.name, resolved, p, &q);
         /* Answered at once: `resolved` freed p already. */
