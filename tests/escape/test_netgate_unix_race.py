@@ -84,7 +84,7 @@ def connected(s):
         return None
 
 out = {"disconnected": False, "loop": None, "tries": 0}
-deadline = time.monotonic() + 8
+deadline = time.monotonic() + 6
 mode[0] = 1
 while time.monotonic() < deadline:
     out["tries"] += 1
