@@ -8,7 +8,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 
 # Everything the build, the tests, the demo and the benchmarks need.
-PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev \
+PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev golang-go \
 	libevent-dev libseccomp-dev libssl-dev libsqlite3-dev libjansson-dev \
 	libgit2-dev libcriterion-dev python3 python3-pytest \
 	bubblewrap hyperfine iproute2 curl wget git procps util-linux \

@@ -257,9 +257,9 @@ def test_racing_connect_argument_direct_path(airlock, net):
 
 
 def test_no_direct_path_unless_asked(airlock, net):
-    """Without network.directPath, even a connection with no rate and no
-    byte budget goes through the gate's relay (counted bytes): the sandbox
-    never holds a socket of the host's unless the policy says so."""
+    """Without network.directPath, a connection allowed by a name goes
+    through the gate's relay (counted bytes, SNI-checked) even with no rate
+    and no byte budget."""
     r = run(airlock, net, f"curl -s -o /dev/null --noproxy '*' http://{NAME}:{HTTP_PORT}/",
             policy={"network": {"budget": {"rate": 0}}}, timeout=60)
     assert r.returncode == 0, r.stderr

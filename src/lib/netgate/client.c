@@ -75,8 +75,10 @@ static void start_exchange(struct netgate_client *cl)
         struct evbuffer *out = bufferevent_get_output(cl->up);
         size_t before = evbuffer_get_length(out);
         cl->state = NETGATE_CLIENT_EXCHANGE;
+        bool held = netgate_bev_hold(cl->x.g, cl->up);
         cl->ops->write_head(cl->ud, out);
         netgate_exchange_account(&cl->x, true, evbuffer_get_length(out) - before);
+        netgate_bev_push(cl->up, held);
         netgate_exchange_start(&cl->x, cl->down, cl->up);
 }
 
@@ -312,6 +314,13 @@ static void down_write_cb(struct bufferevent *bev, void *ud)
 static void down_event_cb(struct bufferevent *bev, short what, void *ud)
 {
         struct netgate_client *cl = ud;
+        /* Reading the client is left on once its request is complete
+         * (exchange.c), so the head timeout runs on while the answer is on
+         * its way: it ends nothing then. libevent has stopped reading; the
+         * end of the exchange starts it again with a fresh timeout. */
+        if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) &&
+            cl->state == NETGATE_CLIENT_EXCHANGE && cl->x.req_done)
+                return;
         if (!(what & BEV_EVENT_EOF)) {
                 cl->ops->end(cl->ud, (what & BEV_EVENT_TIMEOUT) ? "timeout" : "client_closed");
                 return;

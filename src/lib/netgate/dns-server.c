@@ -5,6 +5,8 @@
  * the private ranges, and the addresses answered remembered with the name
  * (netgate_names) so that a connection to one is decided on that name. */
 #include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/util.h>
 #include <fcntl.h>
@@ -20,17 +22,37 @@
 #include "netgate/upstream.h"
 #include "util.h"
 
-#define DNS_PENDING_MAX 64
-#define DNS_ANSWER_TTL  60
-#define DNS_BURST       32
+#define DNS_PENDING_MAX     64
+#define DNS_ANSWER_TTL      60
+#define DNS_BURST           32
+#define DNS_TCP_MAX         16 /* connections */
+#define DNS_TCP_PENDING_MAX 8  /* lookups in flight per connection */
+#define DNS_TCP_IDLE_S      10
+#define DNS_TCP_OUT_MAX     (64 * 1024)
+
+/* Where an answer goes: a UDP peer, or a TCP connection (queries and
+ * answers each after a two-byte length, RFC 1035 4.2.2). */
+struct dns_to {
+        struct sockaddr_storage peer;
+        socklen_t peer_len;
+        struct dns_tcp *tcp;
+        bool dropped; /* its TCP connection ended */
+};
+
+struct dns_tcp {
+        struct netgate_dns_server *s;
+        struct dns_tcp *next, **pprev;
+        struct bufferevent *bev;
+        size_t n_pending;
+};
 
 struct dns_pending {
         struct netgate_dns_server *s;
         struct dns_pending *next, **pprev;
         struct netgate_dns_query *q;
-        struct sockaddr_storage peer;
-        socklen_t peer_len;
+        struct dns_to to;
         struct netgate_dns_msg msg;
+        bool follower; /* waits for another's lookup of the same name */
         uint8_t query[NETGATE_DNS_UDP_MAX];
         size_t query_len;
 };
@@ -41,27 +63,44 @@ struct netgate_dns_server {
         struct event *ev;
         struct dns_pending *pending;
         size_t n_pending;
+        struct dns_tcp *tcps;
+        size_t n_tcps;
 };
 
-static void send_answer(struct netgate_dns_server *s, const struct sockaddr_storage *peer,
-                        socklen_t peer_len, const uint8_t *buf, ssize_t n)
+static void send_answer(struct netgate_dns_server *s, const struct dns_to *to, const uint8_t *buf,
+                        ssize_t n)
 {
-        if (n > 0)
-                (void)sendto(s->fd, buf, (size_t)n, MSG_DONTWAIT, (const struct sockaddr *)peer,
-                             peer_len);
+        if (n <= 0 || to->dropped)
+                return;
+        if (!to->tcp) {
+                (void)sendto(s->fd, buf, (size_t)n, MSG_DONTWAIT,
+                             (const struct sockaddr *)&to->peer, to->peer_len);
+                return;
+        }
+        uint8_t len[2] = {(uint8_t)(n >> 8), (uint8_t)n};
+        struct evbuffer *out = bufferevent_get_output(to->tcp->bev);
+        if (evbuffer_get_length(out) > DNS_TCP_OUT_MAX)
+                return; /* a client that does not read its answers gets no more */
+        (void)evbuffer_add(out, len, 2);
+        (void)evbuffer_add(out, buf, (size_t)n);
 }
 
-static void answer(struct netgate_dns_server *s, const struct sockaddr_storage *peer,
-                   socklen_t peer_len, const struct netgate_dns_msg *m, const uint8_t *query,
-                   int rcode, const struct netgate_addr *addrs, size_t n)
+/* Only IPv4 addresses are ever offered: an AAAA question (or any other
+ * type) about a name that exists and passed the checks is answered with no
+ * records, as a name with none of that type is. */
+static void answer(struct netgate_dns_server *s, const struct dns_to *to,
+                   const struct netgate_dns_msg *m, const uint8_t *query, int rcode,
+                   const struct netgate_addr *addrs, size_t n)
 {
         uint8_t out[NETGATE_DNS_UDP_MAX];
+        if (m->qtype != NETGATE_DNS_TYPE_A || m->qclass != NETGATE_DNS_CLASS_IN)
+                n = 0;
         ssize_t len =
             netgate_dns_answer(m, query, rcode, addrs, n, DNS_ANSWER_TTL, out, sizeof(out));
         if (len == -ENOSPC)
                 len = netgate_dns_answer(m, query, NETGATE_DNS_SERVFAIL, NULL, 0, 0, out,
                                          sizeof(out));
-        send_answer(s, peer, peer_len, out, len);
+        send_answer(s, to, out, len);
 }
 
 static void refuse(struct netgate *g, const char *host, const char *reason, const char *rule,
@@ -88,8 +127,26 @@ static void pending_free(struct dns_pending *p)
                         p->next->pprev = p->pprev;
                 p->s->n_pending--;
         }
+        if (p->to.tcp)
+                p->to.tcp->n_pending--;
         netgate_dns_detach(p->q);
         free(p);
+}
+
+/* The answer to `p`, and to the questions about the same name that waited
+ * for its lookup (`follower`: an AAAA asked beside the A, say). */
+static void answer_all(struct dns_pending *p, int rcode, const struct netgate_addr *addrs, size_t n)
+{
+        struct netgate_dns_server *s = p->s;
+        answer(s, &p->to, &p->msg, p->query, rcode, addrs, n);
+        for (struct dns_pending *o = s->pending, *next; o; o = next) {
+                next = o->next;
+                if (o != p && o->follower && STREQ(o->msg.name, p->msg.name)) {
+                        answer(s, &o->to, &o->msg, o->query, rcode, addrs, n);
+                        pending_free(o);
+                }
+        }
+        pending_free(p);
 }
 
 static void resolved(void *ud, int err, struct evutil_addrinfo *res)
@@ -101,8 +158,7 @@ static void resolved(void *ud, int err, struct evutil_addrinfo *res)
         struct netgate_candidates cs = {0};
         netgate_candidates_add_answers(&cs, res);
         if (err || cs.n == 0) {
-                answer(s, &p->peer, p->peer_len, &p->msg, p->query, NETGATE_DNS_NXDOMAIN, NULL, 0);
-                pending_free(p);
+                answer_all(p, NETGATE_DNS_NXDOMAIN, NULL, 0);
                 return;
         }
         /* One private answer refuses the name: a public and a private answer
@@ -113,18 +169,15 @@ static void resolved(void *ud, int err, struct evutil_addrinfo *res)
                         char a[NETGATE_ADDR_STRLEN];
                         netgate_addr_format(&cs.addr[i], a);
                         refuse(g, p->msg.name, "private_address", range, a);
-                        answer(s, &p->peer, p->peer_len, &p->msg, p->query, NETGATE_DNS_NXDOMAIN,
-                               NULL, 0);
-                        pending_free(p);
+                        answer_all(p, NETGATE_DNS_NXDOMAIN, NULL, 0);
                         return;
                 }
         }
         uint64_t now = now_monotonic_us() / 1000000;
-        for (size_t i = 0; i < cs.n; i++)
+        for (size_t i = 0; i < cs.n && p->msg.qtype == NETGATE_DNS_TYPE_A; i++)
                 if (cs.addr[i].family == AF_INET)
                         netgate_names_add(g->names, p->msg.name, &cs.addr[i], now);
-        answer(s, &p->peer, p->peer_len, &p->msg, p->query, NETGATE_DNS_NOERROR, cs.addr, cs.n);
-        pending_free(p);
+        answer_all(p, NETGATE_DNS_NOERROR, cs.addr, cs.n);
 }
 
 /* A name is answered when the rules allow it on some port: allowed on 443
@@ -141,7 +194,7 @@ static bool name_allowed(struct netgate *g, const char *name, struct netgate_dec
 }
 
 static void serve_one(struct netgate_dns_server *s, const uint8_t *buf, size_t len,
-                      const struct sockaddr_storage *peer, socklen_t peer_len)
+                      const struct dns_to *to)
 {
         struct netgate *g = s->g;
         struct netgate_dns_msg m;
@@ -150,7 +203,7 @@ static void serve_one(struct netgate_dns_server *s, const uint8_t *buf, size_t l
                 return;
         if (r < 0) {
                 uint8_t out[NETGATE_DNS_HEADER];
-                send_answer(s, peer, peer_len, out,
+                send_answer(s, to, out,
                             netgate_dns_error(buf, len, NETGATE_DNS_FORMERR, out, sizeof(out)));
                 return;
         }
@@ -159,7 +212,7 @@ static void serve_one(struct netgate_dns_server *s, const uint8_t *buf, size_t l
                 char esc[NETGATE_HOST_MAX + 1];
                 netgate_escape(m.name, m.name_len, esc, sizeof(esc));
                 refuse(g, esc, "bad_host", NULL, NULL);
-                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
+                answer(s, to, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
                 return;
         }
         snprintf(m.name, sizeof(m.name), "%s", h.name);
@@ -168,18 +221,24 @@ static void serve_one(struct netgate_dns_server *s, const uint8_t *buf, size_t l
         if (STREQ(h.name, "airlock") || STREQ(h.name, "localhost")) {
                 struct netgate_addr lo;
                 (void)netgate_addr_parse("127.0.0.1", &lo);
-                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NOERROR, &lo, 1);
+                answer(s, to, &m, buf, NETGATE_DNS_NOERROR, &lo, 1);
                 return;
         }
         struct netgate_decision d;
-        if (!name_allowed(g, h.name, &d)) {
+        /* A terminated route's host is answered whatever the allow-list
+         * says, as a CONNECT to it is served: the route's rules apply. */
+        if (!netgate_routes_terminates_name(g->routes, h.name) && !name_allowed(g, h.name, &d)) {
                 refuse(g, h.name, d.reason, d.rule ? d.rule->text : NULL, NULL);
-                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
+                answer(s, to, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
                 return;
         }
-        /* Only IPv4 addresses are offered; other types get an empty answer. */
-        if (m.qclass != NETGATE_DNS_CLASS_IN || m.qtype != NETGATE_DNS_TYPE_A) {
-                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NOERROR, NULL, 0);
+        /* Another class has no records here. Every type of IN is resolved
+         * as A is, so that an AAAA question about a name that does not
+         * exist, or that has a private address, is answered as the A
+         * question is (NXDOMAIN), and about one that passes, with no
+         * records (answer()). */
+        if (m.qclass != NETGATE_DNS_CLASS_IN) {
+                answer(s, to, &m, buf, NETGATE_DNS_NOERROR, NULL, 0);
                 return;
         }
         struct netgate_addr fixed;
@@ -189,32 +248,40 @@ static void serve_one(struct netgate_dns_server *s, const uint8_t *buf, size_t l
                         char a[NETGATE_ADDR_STRLEN];
                         netgate_addr_format(&fixed, a);
                         refuse(g, h.name, "private_address", range, a);
-                        answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
+                        answer(s, to, &m, buf, NETGATE_DNS_NXDOMAIN, NULL, 0);
                         return;
                 }
-                if (fixed.family == AF_INET)
+                if (fixed.family == AF_INET && m.qtype == NETGATE_DNS_TYPE_A)
                         netgate_names_add(g->names, h.name, &fixed, now_monotonic_us() / 1000000);
-                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_NOERROR, &fixed, 1);
+                answer(s, to, &m, buf, NETGATE_DNS_NOERROR, &fixed, 1);
                 return;
         }
         struct evdns_base *dns = netgate_resolver(g, true);
-        if (!dns || s->n_pending >= DNS_PENDING_MAX) {
-                answer(s, peer, peer_len, &m, buf, NETGATE_DNS_SERVFAIL, NULL, 0);
+        if (!dns || s->n_pending >= DNS_PENDING_MAX ||
+            (to->tcp && to->tcp->n_pending >= DNS_TCP_PENDING_MAX)) {
+                answer(s, to, &m, buf, NETGATE_DNS_SERVFAIL, NULL, 0);
                 return;
         }
         struct dns_pending *p = xcalloc(1, sizeof(*p));
         p->s = s;
-        p->peer = *peer;
-        p->peer_len = peer_len;
+        p->to = *to;
+        if (to->tcp)
+                to->tcp->n_pending++;
         p->msg = m;
         memcpy(p->query, buf, len);
         p->query_len = len;
+        /* One lookup per name at a time: a question about a name being
+         * looked up (the AAAA a client asks beside the A) waits for it. */
+        for (struct dns_pending *o = s->pending; o && !p->follower; o = o->next)
+                p->follower = !o->follower && STREQ(o->msg.name, h.name);
         p->next = s->pending;
         if (p->next)
                 p->next->pprev = &p->next;
         p->pprev = &s->pending;
         s->pending = p;
         s->n_pending++;
+        if (p->follower)
+                return;
         struct netgate_dns_query *q = NULL;
         netgate_dns_resolve(dns, h.name, resolved, p, &q);
         /* Answered at once: `resolved` freed p already. */
@@ -236,8 +303,89 @@ static void readable(evutil_socket_t fd, short what, void *ud)
                         return;
                 if ((size_t)n > sizeof(buf))
                         continue; /* larger than any plain query */
-                serve_one(s, buf, (size_t)n, &peer, peer_len);
+                struct dns_to to = {.peer = peer, .peer_len = peer_len};
+                serve_one(s, buf, (size_t)n, &to);
         }
+}
+
+/* ---- DNS over TCP ----
+ *
+ * A client that falls back to TCP (a truncated answer, `options use-vc`)
+ * connects to 127.0.0.1:53; the supervisor hands that connection to the
+ * relay listener (transparent.h, verdict `dns`), and it is served here:
+ * the same questions, the same answers and records. */
+
+static void tcp_free(struct dns_tcp *t)
+{
+        struct netgate_dns_server *s = t->s;
+        /* Lookups still running answer no one. */
+        for (struct dns_pending *p = s->pending; p; p = p->next)
+                if (p->to.tcp == t) {
+                        p->to.tcp = NULL;
+                        p->to.dropped = true;
+                }
+        *t->pprev = t->next;
+        if (t->next)
+                t->next->pprev = t->pprev;
+        s->n_tcps--;
+        netgate_bev_free(t->bev);
+        free(t);
+}
+
+static void tcp_read(struct bufferevent *bev, void *ud)
+{
+        struct dns_tcp *t = ud;
+        struct evbuffer *in = bufferevent_get_input(bev);
+        uint8_t buf[2 + NETGATE_DNS_UDP_MAX];
+        while (evbuffer_get_length(in) >= 2) {
+                if (evbuffer_copyout(in, buf, 2) != 2)
+                        return;
+                size_t n = (size_t)buf[0] << 8 | buf[1];
+                if (n < NETGATE_DNS_HEADER || n > NETGATE_DNS_UDP_MAX) {
+                        tcp_free(t); /* larger than any plain query */
+                        return;
+                }
+                if (evbuffer_get_length(in) < 2 + n)
+                        return;
+                if (evbuffer_remove(in, buf, 2 + n) != (int)(2 + n)) {
+                        tcp_free(t);
+                        return;
+                }
+                struct dns_to to = {.tcp = t};
+                serve_one(t->s, buf + 2, n, &to);
+        }
+}
+
+static void tcp_event(struct bufferevent *bev, short what, void *ud)
+{
+        (void)bev;
+        (void)what; /* EOF, an error or the idle timeout */
+        tcp_free(ud);
+}
+
+int netgate_dns_tcp_accept(struct netgate *g, int fd)
+{
+        struct netgate_dns_server *s = g->dns_server;
+        if (!s || s->n_tcps >= DNS_TCP_MAX)
+                return -ENOSPC;
+        struct bufferevent *bev = bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        if (!bev)
+                return -ENOMEM;
+        struct dns_tcp *t = xcalloc(1, sizeof(*t));
+        t->s = s;
+        t->bev = bev;
+        t->next = s->tcps;
+        if (t->next)
+                t->next->pprev = &t->next;
+        t->pprev = &s->tcps;
+        s->tcps = t;
+        s->n_tcps++;
+        struct timeval idle = {DNS_TCP_IDLE_S, 0};
+        bufferevent_set_timeouts(bev, &idle, &idle);
+        bufferevent_setwatermark(bev, EV_READ, 0, 2 + NETGATE_DNS_UDP_MAX);
+        bufferevent_setcb(bev, tcp_read, NULL, tcp_event, t);
+        bufferevent_enable(bev, EV_READ | EV_WRITE);
+        return 0;
 }
 
 int netgate_add_dns(struct netgate *g, int udp_fd, struct al_error *err)
@@ -278,6 +426,8 @@ void netgate_dns_server_free(struct netgate *g)
                 return;
         while (s->pending)
                 pending_free(s->pending);
+        while (s->tcps)
+                tcp_free(s->tcps);
         event_free(s->ev);
         close(s->fd);
         free(s);

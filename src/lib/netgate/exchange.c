@@ -111,7 +111,10 @@ void netgate_exchange_start(struct netgate_exchange *x, struct bufferevent *clie
                 x->respp = xcalloc(1, sizeof(*x->respp));
         netgate_http_parser_init(x->respp, NETGATE_HTTP_RESPONSE);
         x->respp->head_request = is_head_request(h);
-        bufferevent_enable(up, EV_READ | EV_WRITE);
+        /* Writing is allowed already on a kept upstream: enabling it again
+         * with nothing queued would register the write event for nothing. */
+        bufferevent_enable(up,
+                           bufferevent_get_enabled(up) & EV_WRITE ? EV_READ : EV_READ | EV_WRITE);
         netgate_exchange_pump(x, client, up);
 }
 
@@ -264,8 +267,15 @@ static const char *encoded_body(const struct netgate_exchange *x, const struct n
         return NULL;
 }
 
-void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *client,
-                           struct bufferevent *up)
+enum pump_next { PUMP_ON, PUMP_END, PUMP_UP_FAILED, PUMP_REFUSED, PUMP_DONE };
+
+/* Move what can be moved; says what comes next, with the reason for an end
+ * and the detail of a refusal. Calls nothing of the owner's: the caller
+ * pushes the held outputs first (netgate_bev_push), since the owner may
+ * free both sides. */
+static enum pump_next pump_moves(struct netgate_exchange *x, struct bufferevent *client,
+                                 struct bufferevent *up, const char **reason, char *detail,
+                                 size_t detail_size)
 {
         struct evbuffer *cin = bufferevent_get_input(client);
         struct evbuffer *cout = bufferevent_get_output(client);
@@ -276,17 +286,17 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
         if (!x->req_done) {
                 int r = move_body(x, cin, uout, &x->req_body, x->req_encode, true);
                 if (r == -EDQUOT) {
-                        x->ops->end(x->ud, "budget_bytes");
-                        return;
+                        *reason = "budget_bytes";
+                        return PUMP_END;
                 }
                 if (r < 0) {
-                        x->ops->end(x->ud, "bad_request");
-                        return;
+                        *reason = "bad_request";
+                        return PUMP_END;
                 }
                 x->req_done = r == 1;
                 if (!x->req_done && x->client_eof && evbuffer_get_length(cin) == 0) {
-                        x->ops->end(x->ud, "client_closed");
-                        return;
+                        *reason = "client_closed";
+                        return PUMP_END;
                 }
         }
 
@@ -305,8 +315,7 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                                  * unasked-for 101 or a malformed head ends it. */
                                 x->up_eof = true;
                                 x->last_errno = EPROTO;
-                                x->ops->upstream_failed(x->ud);
-                                return;
+                                return PUMP_UP_FAILED;
                         }
                         if (r == 0)
                                 break;
@@ -323,19 +332,14 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                         char coding[64];
                         const char *enc = encoded_body(x, h, coding);
                         if (enc) {
-                                char detail[256];
-                                snprintf(detail, sizeof(detail),
+                                snprintf(detail, detail_size,
                                          "the answer's body is encoded (%s) although the gate "
                                          "asked for identity; it cannot be scanned for injected "
                                          "values",
                                          enc);
                                 x->up_eof = true;
-                                if (x->filter && x->filter->refused)
-                                        x->filter->refused(x->filter_ud, "encoded_response",
-                                                           detail);
-                                else
-                                        x->ops->upstream_failed(x->ud);
-                                return;
+                                return x->filter && x->filter->refused ? PUMP_REFUSED
+                                                                       : PUMP_UP_FAILED;
                         }
                         if (x->scrub && h->framing != NETGATE_HTTP_BODY_NONE)
                                 x->resp_scrub = redactor_scrub_new(x->scrub);
@@ -352,12 +356,12 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                 }
                 int r = move_body(x, uin, cout, &x->resp_body, x->resp_encode, false);
                 if (r == -EDQUOT) {
-                        x->ops->end(x->ud, "budget_bytes");
-                        return;
+                        *reason = "budget_bytes";
+                        return PUMP_END;
                 }
                 if (r < 0) {
-                        x->ops->end(x->ud, "upstream_failed");
-                        return;
+                        *reason = "upstream_failed";
+                        return PUMP_END;
                 }
                 if (r == 1) {
                         x->resp_done = true;
@@ -367,8 +371,8 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                     evbuffer_get_length(uin) == 0 && x->last_errno == 0) {
                         size_t before = evbuffer_get_length(cout);
                         if (scrub_flush(x, cout, x->resp_encode) < 0) {
-                                x->ops->end(x->ud, "upstream_failed");
-                                return;
+                                *reason = "upstream_failed";
+                                return PUMP_END;
                         }
                         netgate_exchange_account(x, false, evbuffer_get_length(cout) - before);
                         if (x->resp_encode)
@@ -378,17 +382,47 @@ void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *clien
                 break;
         }
 
-        if (x->resp_done) {
-                x->ops->done(x->ud);
+        if (x->resp_done)
+                return PUMP_DONE;
+        if (x->up_eof && evbuffer_get_length(uin) == 0)
+                return PUMP_UP_FAILED;
+        return PUMP_ON;
+}
+
+void netgate_exchange_pump(struct netgate_exchange *x, struct bufferevent *client,
+                           struct bufferevent *up)
+{
+        struct evbuffer *cout = bufferevent_get_output(client);
+        struct evbuffer *uout = bufferevent_get_output(up);
+        const char *reason = NULL;
+        char detail[256] = "";
+        bool hc = netgate_bev_hold(x->g, client), hu = netgate_bev_hold(x->g, up);
+        enum pump_next next = pump_moves(x, client, up, &reason, detail, sizeof(detail));
+        netgate_bev_push(client, hc);
+        netgate_bev_push(up, hu);
+        switch (next) {
+        case PUMP_END:
+                x->ops->end(x->ud, reason);
                 return;
-        }
-        if (x->up_eof && evbuffer_get_length(uin) == 0) {
+        case PUMP_UP_FAILED:
                 x->ops->upstream_failed(x->ud);
                 return;
+        case PUMP_REFUSED:
+                x->filter->refused(x->filter_ud, "encoded_response", detail);
+                return;
+        case PUMP_DONE:
+                x->ops->done(x->ud);
+                return;
+        case PUMP_ON:
+                break;
         }
+        /* Once the request is complete, reading the client stays as it is:
+         * the next request's bytes (or its end) wait in the bounded input
+         * until this answer is done (client.c), and a keep-alive connection
+         * does not register and remove its read event for every request. */
         if (!x->req_done && evbuffer_get_length(uout) < NETGATE_BUF_HIGH)
                 bufferevent_enable(client, EV_READ);
-        else
+        else if (!x->req_done)
                 bufferevent_disable(client, EV_READ);
         if (evbuffer_get_length(cout) < NETGATE_BUF_HIGH)
                 bufferevent_enable(up, EV_READ);

@@ -7,7 +7,10 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/bufferevent_struct.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 
@@ -289,6 +292,46 @@ void netgate_setup_bufferevent(struct netgate *g, struct bufferevent *bev)
         bufferevent_setwatermark(bev, EV_READ, 0, NETGATE_BUF_HIGH);
         if (g->rate_group)
                 bufferevent_add_to_rate_limit_group(bev, g->rate_group);
+}
+
+/* Writing at once. A bufferevent registers its write event (an epoll_ctl)
+ * as soon as bytes are added to an empty output, and removes it (another)
+ * once the output has drained: two system calls per answer on a keep-alive
+ * connection, on each side. A plain socket bufferevent (no TLS, no rate
+ * limit) with nothing queued is "held" while the gate adds what it has;
+ * then the bytes are written at once, and the event is registered only
+ * for what the socket did not take. The held state is the one libevent
+ * keeps for an idle bufferevent (writing allowed, no event pending), less
+ * the allowed flag, which push puts back. */
+bool netgate_bev_hold(const struct netgate *g, struct bufferevent *bev)
+{
+        if (g->rate_group || !bev || !(bev->enabled & EV_WRITE) ||
+            bufferevent_get_underlying(bev) || bufferevent_openssl_get_ssl(bev) ||
+            bufferevent_getfd(bev) < 0 || evbuffer_get_length(bufferevent_get_output(bev)) ||
+            event_pending(&bev->ev_write, EV_WRITE, NULL))
+                return false;
+        bev->enabled &= (short)~EV_WRITE;
+        return true;
+}
+
+void netgate_bev_push(struct bufferevent *bev, bool held)
+{
+        if (!held)
+                return;
+        struct evbuffer *out = bufferevent_get_output(bev);
+        if (evbuffer_get_length(out) > 0) {
+                /* A socket bufferevent keeps its output's start frozen
+                 * except while it writes itself. */
+                evbuffer_unfreeze(out, 1);
+                (void)evbuffer_write(out, bufferevent_getfd(bev));
+                evbuffer_freeze(out, 1);
+        }
+        /* What is left (or an error, which the write event then reports)
+         * goes the usual way. */
+        if (evbuffer_get_length(out) > 0)
+                bufferevent_enable(bev, EV_WRITE);
+        else
+                bev->enabled |= EV_WRITE;
 }
 
 /* A freed bufferevent is finalized later, from the loop: it leaves the

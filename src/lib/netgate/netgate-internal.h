@@ -123,8 +123,8 @@ struct netgate {
         size_t n_deny_reasons;
 
         struct netgate_routes *routes;
-        const struct netgate_ca *ca;   /* the sandbox's TLS authority (netgate_set_ca()) */
-        struct netgate_mitm *mitms;    /* terminated TLS connections (mitm.c) */
+        const struct netgate_ca *ca; /* the sandbox's TLS authority (netgate_set_ca()) */
+        struct netgate_mitm *mitms;  /* terminated TLS connections (mitm.c) */
         struct netgate_sentinels sentinels;
         struct netgate_parent *parent; /* network.parentProxy; NULL: direct */
         const struct secrets *secrets; /* the sentinels' values: the answers are scrubbed */
@@ -153,6 +153,9 @@ struct netgate {
 
 /* Stop serving DNS, drop the queries in flight. */
 void netgate_dns_server_free(struct netgate *g);
+/* Serve DNS over TCP on `fd` (a relayed connection to 127.0.0.1:53), taken
+ * on success; -ENOSPC with no name server or too many connections. */
+int netgate_dns_tcp_accept(struct netgate *g, int fd);
 
 /* ---- transparent-relay.c ---- */
 
@@ -186,6 +189,12 @@ void netgate_count_bytes(struct netgate *g, bool up, size_t n);
 void netgate_setup_bufferevent(struct netgate *g, struct bufferevent *bev);
 /* bufferevent_free, out of the gate's rate group first. */
 void netgate_bev_free(struct bufferevent *bev);
+/* Around adding bytes to `bev`'s output: hold returns whether it held the
+ * write event back (a plain socket with nothing queued and no rate limit);
+ * push writes what was added at once and registers the write event only for
+ * what is left. Push before any callback that may free `bev`. */
+bool netgate_bev_hold(const struct netgate *g, struct bufferevent *bev);
+void netgate_bev_push(struct bufferevent *bev, bool held);
 /* tv set to `s` seconds, for the timeouts below. */
 const struct timeval *netgate_secs(struct timeval *tv, long s);
 void netgate_set_nodelay(int fd);
@@ -221,6 +230,9 @@ void netgate_routes_accept(struct netgate_routes *rs, int fd, const char *tool);
 const struct netgate_route *netgate_routes_terminating(const struct netgate_routes *rs,
                                                        const struct netgate_host *host,
                                                        uint16_t port, SSL_CTX **ret_ctx);
+/* Whether a route with "terminate" has `name` for its host (on any port):
+ * transparent mode's name server answers it. */
+bool netgate_routes_terminates_name(const struct netgate_routes *rs, const char *name);
 /* Serve the plain side of a terminated connection (mitm.c) as calls
  * through `rt`: origin-form requests whose whole target is the path. */
 void netgate_routes_accept_terminated(struct netgate_routes *rs, int fd,
@@ -264,7 +276,7 @@ struct netgate_route {
          * stripped or injected). */
         bool keep_auth;
         const struct netgate_sentinels *sentinels; /* the gate's */
-        bool host_only;                /* the sandbox's requests are refused */
+        bool host_only;                            /* the sandbox's requests are refused */
 };
 
 /* Wipe and drain a buffer that held injected values. */

@@ -477,6 +477,14 @@ const struct netgate_route *netgate_routes_terminating(const struct netgate_rout
         return NULL;
 }
 
+bool netgate_routes_terminates_name(const struct netgate_routes *rs, const char *name)
+{
+        for (size_t i = 0; rs && i < rs->n_terms; i++)
+                if (STREQ(rs->terms[i]->host.name, name))
+                        return true;
+        return false;
+}
+
 /* The twin of a route with "terminate" that serves the terminated
  * connections, and the leaf the sandbox is shown for its host. */
 static int add_terminated(struct netgate_routes *rs, const struct policy_route *pr,

@@ -101,8 +101,44 @@ static const struct netgate_upstream_ops relay_ops = {
     .failed = up_failed,
 };
 
+/* A connection to a terminated route's host and port: recorded as allowed
+ * by the route, then its TLS terminated (mitm.c) and each request inside
+ * served through the route (inject, strip, sentinels, scrubbing), as a
+ * CONNECT to it is (proxy.c). */
+static int terminate_start(struct netgate *g, const struct netgate_verdict *v, int fd)
+{
+        struct netgate_host h;
+        SSL_CTX *ctx = NULL;
+        const struct netgate_route *rt =
+            g->routes && !g->closed && netgate_host_parse(v->host, strlen(v->host), &h) == 0
+                ? netgate_routes_terminating(g->routes, &h, v->port, &ctx)
+                : NULL;
+        if (!rt)
+                return -ENOENT;
+        struct bufferevent *down = bufferevent_socket_new(g->base, fd, BEV_OPT_CLOSE_ON_FREE);
+        if (!down)
+                return -ENOMEM;
+        netgate_setup_bufferevent(g, down);
+        netgate_set_nodelay(fd);
+        struct netgate_record rec = {
+            .protocol = "transparent",
+            .host = v->host,
+            .port = v->port,
+            .address = v->address,
+            .decision = "allow",
+            .rule = v->rule,
+        };
+        netgate_emit(g, &rec);
+        (void)netgate_mitm_start(g, down, ctx, rt);
+        return 0;
+}
+
 static int relay_start(struct netgate *g, const struct netgate_verdict *v, int fd)
 {
+        if (v->terminate)
+                return terminate_start(g, v, fd);
+        if (v->dns)
+                return netgate_dns_tcp_accept(g, fd);
         struct netgate_relay *r = xcalloc(1, sizeof(*r));
         r->g = g;
         r->v = *v;

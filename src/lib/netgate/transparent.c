@@ -15,7 +15,8 @@
 struct find_ctx {
         struct netgate *g;
         uint16_t port;
-        struct netgate_decision d; /* the last name's decision */
+        struct netgate_decision d;      /* the last name's decision */
+        const struct netgate_route *rt; /* the name's terminating route */
         bool any;
 };
 
@@ -23,6 +24,15 @@ static bool name_allows(void *ud, const char *name)
 {
         struct find_ctx *f = ud;
         f->any = true;
+        /* A route with "terminate" for the name and port comes first, as
+         * for a CONNECT (proxy.c): the allow-list does not apply to it. */
+        struct netgate_host h;
+        SSL_CTX *ctx = NULL;
+        if (f->g->routes && netgate_host_parse(name, strlen(name), &h) == 0) {
+                f->rt = netgate_routes_terminating(f->g->routes, &h, f->port, &ctx);
+                if (f->rt)
+                        return true;
+        }
         netgate_rules_decide(f->g->rules, name, strlen(name), f->port, &f->d);
         return f->d.allow;
 }
@@ -88,15 +98,36 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
         const char *range = netgate_address_refused(g, &a);
         if (range)
                 return deny(v, "private_address", range);
-        /* The direct path moves bytes the gate never sees, and puts a
-         * socket of the host's in the sandbox's hands: only when the policy
-         * asks for it (network.directPath), and never with a byte budget or
-         * a rate, which need the relay. */
-        v->relay = !g->direct_path || g->budget.bytes > 0 || g->rate_group;
+        if (name && f.rt) {
+                /* Served by the relay, which terminates the TLS with the
+                 * sandbox's CA; each request inside is a call through the
+                 * route, counted by the route's budget. */
+                snprintf(v->rule, sizeof(v->rule), "network.routes[%s].terminate", f.rt->name);
+                v->relay = v->terminate = v->allow = true;
+                return;
+        }
+        /* The direct path moves bytes the gate never sees. It is taken
+         * where nothing needs the bytes: no byte budget and no rate (the
+         * relay counts and paces), and no name whose TLS server name must
+         * be checked (the relay's SNI check). So by default a connection
+         * allowed by an IP rule goes direct and one allowed by a name goes
+         * through the relay; network.directPath gives up the SNI check and
+         * takes names direct too. */
+        v->relay = g->budget.bytes > 0 || g->rate_group || (name && !g->direct_path);
         const char *spent = netgate_budget_take(g);
         if (spent)
                 return deny(v, spent, netgate_budget_rule(spent));
         v->allow = true;
+}
+
+void netgate_transparent_dns(struct netgate_verdict *v)
+{
+        memset(v, 0, sizeof(*v));
+        (void)netgate_addr_parse("127.0.0.1", &v->addr);
+        snprintf(v->address, sizeof(v->address), "127.0.0.1");
+        snprintf(v->host, sizeof(v->host), "dns");
+        v->port = 53;
+        v->allow = v->relay = v->dns = true;
 }
 
 void netgate_transparent_record(struct netgate *g, const struct netgate_verdict *v,

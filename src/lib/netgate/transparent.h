@@ -32,8 +32,12 @@ struct netgate_verdict {
         char address[NETGATE_ADDR_STRLEN];
         struct netgate_addr addr; /* IPv4 for a mapped IPv6 address */
         uint16_t port;
-        bool relay; /* allowed, through the gate's relay: a byte budget or a
-                     * rate applies (netgate_transparent_relay()) */
+        bool relay;     /* allowed, through the gate's relay: a byte budget, a
+                         * rate or an SNI check applies */
+        bool terminate; /* to a route with "terminate" (v->rule names it): the
+                         * relay terminates its TLS and serves it through the route */
+        bool dns;       /* TCP to the name server's address, 127.0.0.1:53: served
+                         * by the gate's name server (netgate_transparent_dns()) */
 };
 
 /* Decide a connect() caught from the sandbox: `sa` is the host's one copy
@@ -44,6 +48,10 @@ struct netgate_verdict {
  * taken). `relay` says when a byte budget or a rate applies. */
 void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, socklen_t len,
                                 bool stream, struct netgate_verdict *v);
+
+/* The verdict for a TCP connect() to 127.0.0.1:53 (DNS over TCP): relayed
+ * to the gate's name server. */
+void netgate_transparent_dns(struct netgate_verdict *v);
 
 /* Record the verdict as a "transparent" decision: a refusal, or an allowed
  * connection that was made (`reason` NULL) or failed ("upstream_failed"). */

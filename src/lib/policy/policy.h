@@ -218,10 +218,11 @@ struct policy {
          * lists do not name and asks the operator (ask.c); "deny" (false)
          * refuses it. */
         bool net_ask;
-        /* network.directPath: in transparent mode, a connection with no
-         * byte budget and no rate is handed to the sandbox as the host's
-         * own connected socket (no relay, no SNI check); false: every
-         * connection goes through the gate's relay. */
+        /* network.directPath: in transparent mode, a connection allowed
+         * by a name, with no byte budget and no rate, is handed to the
+         * sandbox as the host's own connected socket (no relay, no SNI
+         * check); false: those go through the gate's relay. One allowed by
+         * an IP rule goes direct either way (netgate/transparent.c). */
         bool net_direct_path;
         struct policy_kv *net_deny_reasons; /* network.denyReasons: host pattern -> text */
         size_t n_net_deny_reasons;

@@ -17,15 +17,23 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stddef.h>
+#include <sys/fsuid.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "connect-notify.h"
+#include "connect-unix.h"
 #include "fs.h"
 #include "netgate/transparent.h"
 #include "util.h"
 
 #define CN_PENDING_MAX     256
 #define CN_CONNECT_TIMEOUT 30 /* seconds, as the gate's own connects */
+#define CN_UNIX_RETRY_US   10000
 
 struct cn_pending {
         struct sv_connect_notify *cn;
@@ -39,6 +47,12 @@ struct cn_pending {
         int domain; /* its family */
         struct event *ev;
         struct netgate_verdict v;
+        /* A blocking caller's Unix connect to a listener whose backlog is
+         * full: tried again (unix_retry) until it is taken or times out. */
+        pid_t tid;
+        struct sockaddr_storage addr;
+        size_t addr_len;
+        uint64_t deadline_us;
 };
 
 struct sv_connect_notify {
@@ -81,6 +95,16 @@ static void pending_free(struct cn_pending *p)
         if (p->dup >= 0)
                 close(p->dup);
         free(p);
+}
+
+static void pending_add(struct sv_connect_notify *cn, struct cn_pending *p)
+{
+        p->next = cn->pending;
+        if (p->next)
+                p->next->pprev = &p->next;
+        p->pprev = &cn->pending;
+        cn->pending = p;
+        cn->n_pending++;
 }
 
 /* Loopback and the local families stay inside the sandbox: its namespace
@@ -257,13 +281,60 @@ static void connected(evutil_socket_t fd, short what, void *ud)
         finish(p, error);
 }
 
+/* The host's socket is bound to a port chosen here before it connects.
+ * A port the kernel picks at connect() is given up when the connection is
+ * reset, and a reset socket may then be bound again: in the sandbox's hands
+ * that would hold ports of the host's own network namespace. A port bound
+ * by number stays with the socket (SOCK_BINDPORT_LOCK), so bind() on it
+ * fails with EINVAL for as long as the sandbox holds it. */
+static int bind_locked(int sock, int family)
+{
+        static unsigned lo = 0, hi = 0;
+        if (lo == 0) {
+                char buf[64] = "";
+                _cleanup_close_ int f =
+                    open("/proc/sys/net/ipv4/ip_local_port_range", O_RDONLY | O_CLOEXEC);
+                ssize_t n = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
+                if (n <= 0 || sscanf(buf, "%u %u", &lo, &hi) != 2 || lo < 1024 || hi > 65535 ||
+                    lo >= hi) {
+                        lo = 32768;
+                        hi = 60999;
+                }
+        }
+        for (int i = 0; i < 64; i++) {
+                uint32_t r = 0;
+                if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+                        return errno ? errno : EIO;
+                uint16_t port = (uint16_t)(lo + r % (hi - lo + 1));
+                struct sockaddr_storage me;
+                memset(&me, 0, sizeof(me));
+                socklen_t l;
+                if (family == AF_INET6) {
+                        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&me;
+                        in6->sin6_family = AF_INET6;
+                        in6->sin6_port = htons(port);
+                        l = sizeof(*in6);
+                } else {
+                        struct sockaddr_in *in = (struct sockaddr_in *)&me;
+                        in->sin_family = AF_INET;
+                        in->sin_port = htons(port);
+                        l = sizeof(*in);
+                }
+                if (bind(sock, (struct sockaddr *)&me, l) == 0)
+                        return 0;
+                if (errno != EADDRINUSE)
+                        return errno;
+        }
+        return EADDRNOTAVAIL;
+}
+
 static void start_connect(struct cn_pending *p)
 {
         struct sv_connect_notify *cn = p->cn;
         struct sockaddr_storage ss;
         socklen_t len = netgate_addr_to_sockaddr(&p->v.addr, p->v.port, &ss);
         p->sock = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        int error = p->sock < 0 ? errno : 0;
+        int error = p->sock < 0 ? errno : bind_locked(p->sock, ss.ss_family);
         if (!error && connect(p->sock, (struct sockaddr *)&ss, len) < 0)
                 error = errno;
         if (error != EINPROGRESS) {
@@ -364,55 +435,108 @@ static int caller_socket(pid_t tid, int fd, int *dup, bool *own)
                 return -errno;
         _cleanup_close_ int ns = ioctl(*dup, SIOCGSKNS);
         if (ns < 0)
-                return errno == ENOTSOCK ? -ENOTSOCK : 0;
+                return errno == ENOTSOCK || errno == ENOTTY ? -ENOTSOCK : 0;
         if (fstat(ns, &its) < 0)
                 return -errno;
         *own = its.st_dev == mine.st_dev && its.st_ino == mine.st_ino;
         return 0;
 }
 
-/* A local address (or AF_UNSPEC) on an IPv4/IPv6 socket: refused on the
- * host's sockets, and on the sandbox's own connected (or disconnected) here,
- * on the copy that was checked, never let through to the kernel's second
- * read, so no later change of the caller's fd or memory can turn it on a
- * host's socket. Returns true when answered (now or when it connects). */
-static bool guard_local(struct sv_connect_notify *cn, const struct seccomp_notif *req,
-                        const struct sockaddr_storage *ss, size_t len)
+static void unix_retry(evutil_socket_t fd, short what, void *ud)
 {
-        sa_family_t fam = len >= sizeof(sa_family_t) ? ss->ss_family : AF_UNIX;
-        if (fam != AF_UNSPEC && fam != AF_INET && fam != AF_INET6)
-                return false;
+        struct cn_pending *p = ud;
+        (void)fd;
+        (void)what;
+        if (!id_valid(p->cn, p->id)) {
+                pending_free(p); /* the caller went away (a signal) */
+                return;
+        }
+        int fl = fcntl(p->sock, F_GETFL), r;
+        if (fl < 0 || fcntl(p->sock, F_SETFL, fl | O_NONBLOCK) < 0)
+                r = errno;
+        else {
+                r = sv_unix_connect(p->tid, p->sock, (const struct sockaddr_un *)&p->addr,
+                                    p->addr_len);
+                (void)fcntl(p->sock, F_SETFL, fl);
+        }
+        if (r == EAGAIN && now_monotonic_us() < p->deadline_us) {
+                struct timeval tv = {0, CN_UNIX_RETRY_US};
+                if (event_add(p->ev, &tv) == 0)
+                        return;
+        }
+        finish(p, r);
+}
+
+/* Every connect() to a local address (loopback, AF_UNSPEC, Unix, netlink,
+ * ...) is done here, on the host's copy of the caller's socket and with the
+ * host's one copy of the address. Nothing is handed back to the kernel to
+ * run again (SECCOMP_USER_NOTIF_FLAG_CONTINUE would read the descriptor and
+ * the address a second time, after the check, and a racing thread could
+ * by then have put a socket of the host's there). A socket that is not of
+ * the sandbox's own network namespace (the direct path's) is refused:
+ * connected where it was checked, it stays so. The answer is now, or when
+ * a blocking caller's connection is made. */
+static void local_connect(struct sv_connect_notify *cn, const struct seccomp_notif *req,
+                          const struct sockaddr_storage *ss, size_t len)
+{
+        sa_family_t fam = len >= sizeof(sa_family_t) ? ss->ss_family : AF_UNSPEC;
         _cleanup_close_ int dup = -1;
         bool own = false;
         int r = caller_socket(req->pid, (int)req->data.args[0], &dup, &own);
         if (r < 0 || !id_valid(cn, req->id)) {
                 (void)respond(cn, req->id, r < 0 ? -r : ESRCH, 0);
-                return true;
+                return;
         }
         if (!own) {
                 struct netgate_verdict v = {.port = 0};
                 snprintf(v.host, sizeof(v.host), "%s",
-                         fam == AF_UNSPEC ? "disconnect" : "local address");
+                         fam == AF_UNSPEC ? "disconnect"
+                         : fam == AF_UNIX ? "unix address"
+                                          : "local address");
                 v.reason = "host_socket_reuse";
                 netgate_transparent_record(cn->g, &v, NULL);
                 (void)respond(cn, req->id, fam == AF_UNSPEC ? EOPNOTSUPP : EISCONN, 0);
-                return true;
+                return;
         }
-        /* Connected here, on the copy: what the caller's fd or memory is
-         * by the time the kernel would read them again does not matter. A
-         * blocking caller's socket is made non-blocking for this call only,
-         * and its answer waits for the connection. */
+        /* DNS over TCP to the name server's address: there is no TCP
+         * listener on 127.0.0.1:53, the gate's relay serves it. */
+        if (fam == AF_INET && len >= sizeof(struct sockaddr_in) &&
+            ((const struct sockaddr_in *)ss)->sin_port == htons(53) &&
+            ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_LOOPBACK)) {
+                int type = 0;
+                socklen_t tl = sizeof(type);
+                if (getsockopt(dup, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM &&
+                    cn->n_pending < CN_PENDING_MAX) {
+                        struct cn_pending *p = xcalloc(1, sizeof(*p));
+                        p->cn = cn;
+                        p->id = req->id;
+                        p->sock = -1;
+                        p->dup = TAKE_FD(dup);
+                        p->domain = AF_INET;
+                        netgate_transparent_dns(&p->v);
+                        pending_add(cn, p);
+                        relay(cn, p);
+                        return;
+                }
+        }
+        /* A blocking caller's socket is made non-blocking for this call
+         * only, and its answer waits for the connection. */
         int fl = fcntl(dup, F_GETFL);
         if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(dup, F_SETFL, fl | O_NONBLOCK) < 0)) {
                 (void)respond(cn, req->id, errno, 0);
-                return true;
+                return;
         }
-        r = connect(dup, (const struct sockaddr *)ss, (socklen_t)len) < 0 ? errno : 0;
+        if (fam == AF_UNIX)
+                r = sv_unix_connect(req->pid, dup, (const struct sockaddr_un *)ss, len);
+        else
+                r = connect(dup, (const struct sockaddr *)ss, (socklen_t)len) < 0 ? errno : 0;
         if (!(fl & O_NONBLOCK))
                 (void)fcntl(dup, F_SETFL, fl);
-        if (r != EINPROGRESS || (fl & O_NONBLOCK) || cn->n_pending >= CN_PENDING_MAX) {
+        bool unix_wait = fam == AF_UNIX && r == EAGAIN;
+        if ((r != EINPROGRESS && !unix_wait) || (fl & O_NONBLOCK) ||
+            cn->n_pending >= CN_PENDING_MAX) {
                 (void)respond(cn, req->id, r, 0);
-                return true;
+                return;
         }
         struct cn_pending *p = xcalloc(1, sizeof(*p));
         p->cn = cn;
@@ -420,17 +544,21 @@ static bool guard_local(struct sv_connect_notify *cn, const struct seccomp_notif
         p->local = true;
         p->dup = -1;
         p->sock = TAKE_FD(dup);
-        p->next = cn->pending;
-        if (p->next)
-                p->next->pprev = &p->next;
-        p->pprev = &cn->pending;
-        cn->pending = p;
-        cn->n_pending++;
-        p->ev = event_new(cn->base, p->sock, EV_WRITE, connected, p);
+        pending_add(cn, p);
         struct timeval tv = {CN_CONNECT_TIMEOUT, 0};
+        if (unix_wait) {
+                /* The kernel would have waited for room in the listener's
+                 * backlog: so does the caller, tried again every 10 ms. */
+                p->tid = req->pid;
+                memcpy(&p->addr, ss, len);
+                p->addr_len = len;
+                p->deadline_us = now_monotonic_us() + CN_CONNECT_TIMEOUT * 1000000ull;
+                p->ev = evtimer_new(cn->base, unix_retry, p);
+                tv = (struct timeval){0, CN_UNIX_RETRY_US};
+        } else
+                p->ev = event_new(cn->base, p->sock, EV_WRITE, connected, p);
         if (!p->ev || event_add(p->ev, &tv) < 0)
                 finish(p, ENOMEM);
-        return true;
 }
 
 static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req)
@@ -461,9 +589,7 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
         if (!id_valid(cn, req->id))
                 return;
         if (stays_inside(&ss, len)) {
-                if (guard_local(cn, req, &ss, len))
-                        return;
-                (void)respond(cn, req->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                local_connect(cn, req, &ss, len);
                 return;
         }
         if (cn->n_pending >= CN_PENDING_MAX) {
@@ -491,12 +617,7 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
                 pending_free(p);
                 return;
         }
-        p->next = cn->pending;
-        if (p->next)
-                p->next->pprev = &p->next;
-        p->pprev = &cn->pending;
-        cn->pending = p;
-        cn->n_pending++;
+        pending_add(cn, p);
         if (p->v.relay)
                 relay(cn, p);
         else

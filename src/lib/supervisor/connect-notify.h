@@ -5,8 +5,9 @@
 
 /* Transparent mode, the host's side: every connect() of the sandbox arrives
  * here as a seccomp notification (boundary/connect-notify.c installs the
- * filter). Loopback, Unix and other local families go on inside the
- * sandbox (its namespace has nothing else). An IPv4 or IPv6 address is read
+ * filter). Loopback, Unix and other local families are connected by the
+ * host on its copy of the caller's own socket, never handed back to the
+ * kernel (docs/internals/netgate.md). An IPv4 or IPv6 address is read
  * once from the caller's memory, decided by the gate
  * (netgate_transparent_decide(): the name it was answered for, the rules,
  * the private ranges, the budgets) and recorded; when allowed the host

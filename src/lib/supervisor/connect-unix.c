@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unix connects made by the host for a sandbox process (connect-unix.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "connect-unix.h"
+#include "fs.h"
+#include "util.h"
+
+/* The caller's file system identity (the fsuid, fsgid and groups in
+ * /proc/TID/status, as the host sees them). */
+struct caller_cred {
+        uid_t fsuid;
+        gid_t fsgid;
+        gid_t groups[64];
+        int n_groups;
+};
+
+static int read_cred(pid_t tid, struct caller_cred *c)
+{
+        char path[64], buf[8192];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+                return -errno;
+        ssize_t n = read(f, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = '\0';
+        const char *u = strstr(buf, "\nUid:"), *g = strstr(buf, "\nGid:"),
+                   *gs = strstr(buf, "\nGroups:");
+        unsigned a, b, cc, fs, ga, gb, gc, gfs;
+        if (!u || !g || !gs || sscanf(u + 5, "%u %u %u %u", &a, &b, &cc, &fs) != 4 ||
+            sscanf(g + 5, "%u %u %u %u", &ga, &gb, &gc, &gfs) != 4)
+                return -EIO;
+        c->fsuid = fs;
+        c->fsgid = gfs;
+        c->n_groups = 0;
+        const char *p = gs + 8;
+        for (;;) {
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                if (*p < '0' || *p > '9')
+                        break;
+                char *end = NULL;
+                errno = 0;
+                unsigned long v = strtoul(p, &end, 10);
+                if (errno || v > UINT32_MAX)
+                        return -EIO;
+                if (c->n_groups == (int)ARRAY_SIZE(c->groups))
+                        return -E2BIG;
+                c->groups[c->n_groups++] = (gid_t)v;
+                p = end;
+        }
+        return 0;
+}
+
+/* The host's file system identity is switched to the caller's while it
+ * resolves and connects a Unix path for it, so the host's rights never
+ * stand in for the caller's. A host that is the caller already (the
+ * unprivileged case: one uid mapped) switches nothing; one that is neither
+ * the caller nor root cannot act for it (-EACCES). */
+struct cred_switch {
+        bool switched;
+        gid_t fsgid;
+        gid_t groups[64];
+        int n_groups;
+};
+
+static int cred_enter(const struct caller_cred *c, struct cred_switch *s)
+{
+        s->switched = false;
+        gid_t mine[64];
+        int n = getgroups((int)ARRAY_SIZE(mine), mine);
+        bool same = n == c->n_groups && (uid_t)setfsuid((uid_t)-1) == c->fsuid &&
+                    (gid_t)setfsgid((gid_t)-1) == c->fsgid;
+        for (int i = 0; same && i < n; i++) {
+                bool found = false;
+                for (int j = 0; j < c->n_groups && !found; j++)
+                        found = mine[i] == c->groups[j];
+                same = found;
+        }
+        if (same && c->fsuid != 0)
+                return 0;
+        /* A caller that is the host's root: the host's capabilities, which
+         * a switch of fsuid to 0 keeps, could exceed its own. Refused. */
+        if (geteuid() != 0 || n < 0 || c->fsuid == 0)
+                return -EACCES;
+        s->n_groups = n;
+        memcpy(s->groups, mine, sizeof(gid_t) * (size_t)n);
+        s->fsgid = (gid_t)setfsgid((gid_t)-1);
+        if (setgroups((size_t)c->n_groups, c->groups) < 0)
+                return -errno;
+        s->switched = true;
+        (void)setfsgid(c->fsgid);
+        (void)setfsuid(c->fsuid);
+        if ((uid_t)setfsuid((uid_t)-1) != c->fsuid || (gid_t)setfsgid((gid_t)-1) != c->fsgid)
+                return -EACCES;
+        return 0;
+}
+
+static void cred_leave(struct cred_switch *s)
+{
+        if (!s->switched)
+                return;
+        (void)setfsuid(geteuid());
+        (void)setfsgid(s->fsgid);
+        if (setgroups((size_t)s->n_groups, s->groups) < 0)
+                abort(); /* the host would go on with the caller's groups */
+        s->switched = false;
+}
+
+/* A Unix socket path as the caller would reach it: beneath its root
+ * (/proc/TID/root, symbolic links resolved inside it, no magic links), a
+ * relative path from its working directory. Returns an O_PATH descriptor of
+ * what the path names, which the host connects to through
+ * /proc/self/fd/N. */
+static int unix_path_open(pid_t tid, const char *name)
+{
+        char path[80];
+        snprintf(path, sizeof(path), "/proc/%d/root", (int)tid);
+        _cleanup_close_ int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return -errno;
+        const uint64_t how = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+        if (name[0] == '/')
+                return fs_openat2(root, name, O_PATH | O_CLOEXEC, 0, how);
+        /* The working directory, as a path beneath the caller's root: its
+         * link read from the host, less the root's, and checked to name the
+         * same directory (a directory moved or out of reach: ENOENT). */
+        char rl[PATH_MAX], cl[PATH_MAX], full[PATH_MAX];
+        ssize_t rn = readlink(path, rl, sizeof(rl) - 1);
+        snprintf(path, sizeof(path), "/proc/%d/cwd", (int)tid);
+        ssize_t cn = readlink(path, cl, sizeof(cl) - 1);
+        if (rn <= 0 || cn <= 0)
+                return -ENOENT;
+        rl[rn] = cl[cn] = '\0';
+        const char *rel = cl;
+        if (!STREQ(rl, "/")) {
+                size_t l = strlen(rl);
+                if (strncmp(cl, rl, l) != 0 || (cl[l] != '/' && cl[l] != '\0'))
+                        return -ENOENT;
+                rel = cl + l;
+        }
+        _cleanup_close_ int cwd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int again =
+            fs_openat2(root, rel[0] ? rel : "/", O_PATH | O_DIRECTORY | O_CLOEXEC, 0, how);
+        struct stat a, b;
+        if (cwd < 0 || again < 0 || fstat(cwd, &a) < 0 || fstat(again, &b) < 0 ||
+            a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+                return -ENOENT;
+        if ((size_t)snprintf(full, sizeof(full), "%s/%s", rel, name) >= sizeof(full))
+                return -ENAMETOOLONG;
+        return fs_openat2(root, full, O_PATH | O_CLOEXEC, 0, how);
+}
+
+/* connect() on the host's copy of the caller's own Unix socket, to `su`
+ * (the host's one copy of the address). A path is resolved as the caller
+ * would resolve it and with the caller's rights; an abstract or empty
+ * address is the socket's own network namespace's, the sandbox's. */
+int sv_unix_connect(pid_t tid, int sock, const struct sockaddr_un *su, size_t len)
+{
+        size_t off = offsetof(struct sockaddr_un, sun_path);
+        if (len <= off || su->sun_path[0] == '\0')
+                return connect(sock, (const struct sockaddr *)su, (socklen_t)len) < 0 ? errno : 0;
+        char name[sizeof(su->sun_path) + 1];
+        size_t n = strnlen(su->sun_path, len - off);
+        memcpy(name, su->sun_path, n);
+        name[n] = '\0';
+        struct caller_cred c;
+        struct cred_switch sw;
+        int r = read_cred(tid, &c);
+        if (r < 0)
+                return -r == E2BIG ? EACCES : -r;
+        r = cred_enter(&c, &sw);
+        if (r < 0) {
+                cred_leave(&sw);
+                return -r;
+        }
+        _cleanup_close_ int target = unix_path_open(tid, name);
+        if (target < 0) {
+                cred_leave(&sw);
+                return -target == EXDEV ? ENOENT : -target;
+        }
+        struct sockaddr_un pu = {.sun_family = AF_UNIX};
+        int pl = snprintf(pu.sun_path, sizeof(pu.sun_path), "/proc/self/fd/%d", target);
+        r = connect(sock, (const struct sockaddr *)&pu, (socklen_t)(off + (size_t)pl + 1)) < 0
+                ? errno
+                : 0;
+        cred_leave(&sw);
+        return r;
+}
