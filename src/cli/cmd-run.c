@@ -683,7 +683,11 @@ int cmd_run(int argc, char **argv)
                 close(relay_fd);
         term_stdin_relay_end(relay);
         term_restore(&saved);
-        gitguard_finish_logged(gg, audit_path, &a.audit_rotate, res.sandbox, warn_line, NULL);
+        if (res.sandbox_made)
+                gitguard_finish_logged(gg, audit_path, &a.audit_rotate, res.sandbox, warn_line,
+                                       NULL);
+        else
+                gitguard_discard(gg);
         al_trace_mark("cli.gitguard_done");
         if (r < 0) {
                 secrets_free(secrets);

@@ -464,6 +464,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                                             "a gated network needs a network namespace of the "
                                             "sandbox's own");
         ret->pid = -1;
+        ret->cloned = false;
         ret->sync_fd = -1;
         ret->pidfd = -1;
         ret->upper_fd = -1;
@@ -542,6 +543,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         sp[1] = -1;
         ret->pid = pid;
         ret->pidfd = pidfd;
+        ret->cloned = true;
         /* Taken now, while pid 1 still has our credentials and is
          * dumpable; it is soon neither. Without it only port forwards fail. */
         char nspath[64];

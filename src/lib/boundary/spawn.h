@@ -99,6 +99,7 @@ struct spawn_result {
         int notify_fd;  /* gated: seccomp notifications of the sandbox's connect(); else -1 */
         enum spawn_failure failure;
         uid_t host_uid; /* what the sandbox user is on the host */
+        bool cloned;    /* a sandbox process existed, even if the spawn then failed */
 };
 
 /* Run the spawn sequence up to the command's successful execve. On failure

@@ -675,7 +675,7 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
         for (size_t i = 0; i < g->n_roots; i++) {
                 struct root_start *rs = &g->roots[i];
                 _cleanup_close_ int fd =
-                        open(rs->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                    open(rs->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 struct stat st;
                 if (fd >= 0 && fstat(fd, &st) == 0) {
                         struct guard_run *run = xcalloc(1, sizeof(*run));
@@ -690,6 +690,17 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
                         findings += run->findings;
                         free(run);
                 }
+        }
+        gitguard_discard(g);
+        return findings;
+}
+
+void gitguard_discard(struct gitguard *g)
+{
+        if (!g)
+                return;
+        for (size_t i = 0; i < g->n_roots; i++) {
+                struct root_start *rs = &g->roots[i];
                 for (size_t k = 0; k < rs->n_known; k++)
                         free(rs->known[k].rel);
                 free(rs->known);
@@ -697,7 +708,6 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
                 free(rs->pointer);
         }
         free(g);
-        return findings;
 }
 
 int gitguard_finish_logged(struct gitguard *g, const char *audit_path,

@@ -46,6 +46,12 @@ typedef void (*gitguard_warn_fn)(const char *line, void *userdata);
 int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguard_warn_fn warn,
                     void *userdata);
 
+/* Free g without scanning: for a run in which no sandbox process ever
+ * existed (refused before its namespaces were made), so nothing inside
+ * could have written, and what changed in the trees meanwhile is the
+ * host's own (NULL is fine). */
+void gitguard_discard(struct gitguard *g);
+
 /* The same, appending to the audit log at audit_path (NULL: none). */
 int gitguard_finish_logged(struct gitguard *g, const char *audit_path,
                            const struct audit_options *opt, const char *id, gitguard_warn_fn warn,

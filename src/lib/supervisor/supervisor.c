@@ -427,6 +427,7 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         if (cfg->tty && cfg->tty_fd >= 0)
                 (void)term_size(cfg->tty_fd, &sc.pty.rows, &sc.pty.cols);
         r = spawn_sandbox(&sc, &core->sp, &e);
+        res->sandbox_made = core->sp.cloned;
         al_trace_mark("spawn.done");
         if (out_pipe[1] >= 0)
                 close(out_pipe[1]);

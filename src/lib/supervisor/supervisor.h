@@ -42,6 +42,9 @@ struct supervisor_result {
         /* An overlay workspace: where the proposed changes were kept. */
         char review_dir[512];
         uint64_t review_added, review_modified, review_deleted;
+        /* A sandbox process existed (false: refused before its namespaces
+         * were made, so nothing inside ran). */
+        bool sandbox_made;
 };
 
 struct secrets;
