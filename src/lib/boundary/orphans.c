@@ -283,6 +283,9 @@ int orphans_sweep(const char *state_root, struct al_error *err)
         if (!state_root)
                 return 0;
         int r = sweep_runs(state_root, err);
+        /* Leaves of owners that died with no record left to find them by
+         * (a state root removed since): the owner's lock tells. */
+        (void)cgroup_sweep_own(CGROUP_SWEEP_MIN_AGE_S);
         /* Project ids a killed supervisor left on a workspace (quota.h). */
         struct al_error qe = {0};
         int q = quota_sweep(state_root, r < 0 ? &qe : err);
