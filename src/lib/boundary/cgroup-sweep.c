@@ -104,23 +104,20 @@ int cgroup_sweep_dir(const char *parent, unsigned min_age_s)
         return sweep_tree(fd, 0, &budget, time(NULL), min_age_s);
 }
 
-int cgroup_sweep_own(unsigned min_age_s)
+int cgroup_sweep_beside(char *const *leaves, size_t n, unsigned min_age_s)
 {
-        struct cgroup_limits none = {0};
-        struct cgroup *cg = NULL;
-        struct al_error e = {0};
-        if (cgroup_open("airlock-0000000000000000", &none, &cg, &e) < 0)
-                return 0; /* no cgroup of ours can be made here either */
-        int n = 0;
-        for (size_t i = 0; i < cg->n_dirs; i++) {
-                _cleanup_free_ char *parent = xstrdup(cg->dirs[i]);
-                *strrchr(parent, '/') = '\0';
+        int removed = 0;
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *parent = xstrdup(leaves[i]);
+                char *slash = strrchr(parent, '/');
+                if (!slash || slash == parent)
+                        continue;
+                *slash = '\0';
                 int r = cgroup_sweep_dir(parent, min_age_s);
                 if (r > 0)
-                        n += r;
+                        removed += r;
         }
-        cgroup_free(cg);
-        return n;
+        return removed;
 }
 
 static bool is_cgroupfs(int fd)

@@ -130,7 +130,8 @@ int cgroup_freeze_named(const char *name);
  * on each of its leaves while it lives (taken by cgroup_create, dropped by
  * cgroup_free). A sweep removes each empty airlock-<16 hex> leaf older than
  * min_age_s that nobody holds, in the children of `parent` (cgroup_sweep_dir),
- * in the caller's own parent in each hierarchy (cgroup_sweep_own), or
+ * beside each of `leaves` (cgroup_sweep_beside: the caller's own parent in
+ * each hierarchy, for the leaves cgroup_open would make), or
  * anywhere beneath /sys/fs/cgroup within a bound (cgroup_sweep_all). It
  * kills nothing: a leaf that holds processes stays. Each returns how many
  * leaves it removed. */
@@ -138,7 +139,7 @@ enum { CGROUP_SWEEP_MIN_AGE_S = 10 };
 int cgroup_lock_leaves(struct cgroup *cg);
 void cgroup_unlock_leaves(struct cgroup *cg);
 int cgroup_sweep_dir(const char *parent, unsigned min_age_s);
-int cgroup_sweep_own(unsigned min_age_s);
+int cgroup_sweep_beside(char *const *leaves, size_t n, unsigned min_age_s);
 int cgroup_sweep_all(unsigned min_age_s);
 
 /* "oom_kill N" style key lookup in a flat keyed file's contents. */

@@ -61,6 +61,9 @@ static json_t *cgroup_dirs(const char *id)
                 return a; /* the run fails the same way, before making one */
         for (size_t i = 0; i < cg->n_dirs; i++)
                 json_array_append_new(a, json_string(cg->dirs[i]));
+        /* Beside them, leaves of owners that died with no record left to
+         * find them by (a state root removed since): their lock tells. */
+        (void)cgroup_sweep_beside(cg->dirs, cg->n_dirs, CGROUP_SWEEP_MIN_AGE_S);
         cgroup_free(cg);
         return a;
 }
@@ -283,9 +286,6 @@ int orphans_sweep(const char *state_root, struct al_error *err)
         if (!state_root)
                 return 0;
         int r = sweep_runs(state_root, err);
-        /* Leaves of owners that died with no record left to find them by
-         * (a state root removed since): the owner's lock tells. */
-        (void)cgroup_sweep_own(CGROUP_SWEEP_MIN_AGE_S);
         /* Project ids a killed supervisor left on a workspace (quota.h). */
         struct al_error qe = {0};
         int q = quota_sweep(state_root, r < 0 ? &qe : err);
