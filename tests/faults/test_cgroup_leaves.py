@@ -10,6 +10,7 @@ Root only: the leaves of an ordinary user sit in a cgroup delegated to it,
 which the sweep covers the same way (the unit test covers the lock)."""
 
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -18,7 +19,9 @@ import time
 
 import pytest
 
-from conftest import AIRLOCK_BIN
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
+AIRLOCK_BIN = REPO / os.environ.get(
+    "AIRLOCK_BIN", REPO / os.environ.get("AIRLOCK_BUILD", "build") / "src/cli/airlock")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a sandbox's cgroups)")
 
