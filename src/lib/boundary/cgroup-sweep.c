@@ -137,9 +137,13 @@ int cgroup_sweep_all(unsigned min_age_s)
         if (is_cgroupfs(root))
                 return sweep_tree(root, 6, &budget, now, min_age_s);
         /* v1 (or hybrid): each hierarchy is a cgroup file system of its own. */
-        _cleanup_(closedirp) DIR *d = fdopendir(fcntl(root, F_DUPFD_CLOEXEC, 3));
-        if (!d)
+        int dup = fcntl(root, F_DUPFD_CLOEXEC, 3);
+        _cleanup_(closedirp) DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+        if (!d) {
+                if (dup >= 0)
+                        close(dup);
                 return 0;
+        }
         int n = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
