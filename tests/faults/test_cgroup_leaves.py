@@ -147,3 +147,40 @@ def test_gc_removes_dead_owners_leaves_but_not_a_running_sandboxs(tmp):
     p = run(["run", "-q", "--state-root", os.path.join(tmp, "live"), "-w", ws2, "--", "/bin/true"])
     assert p.returncode == 0, p.stderr
     assert leaves(live_id) == []
+
+
+def test_daemon_teardown_that_kills_its_supervisors_and_removes_its_state_leaves_nothing(tmp):
+    # What tests/daemon/daemonlib.py's cleanup does, and what left the
+    # leaves found on the shared machine: the daemon stops (its sandboxes
+    # keep running, to be found again by the next daemon), their
+    # supervisors are killed outright, and the daemon's directory, where
+    # they recorded their runs, is removed.
+    import sys
+    sys.path.insert(0, str(REPO / "tests/daemon"))
+    from daemonlib import Daemon
+
+    base = os.path.join(tmp, "d")
+    os.makedirs(base)
+    d = Daemon(base)
+    tok = d.grant("admin", "--allow-sandbox")
+    d.start()
+    try:
+        sb = d.client(tok).create(sandbox_class="small")["id"]
+        sups = d.supervisors()
+        assert sb in sups, sups
+        d.stop()
+        found = {s: leaves(s) for s in sups}
+        d.cleanup(None)
+    finally:
+        d.stop()
+    wait_for(lambda: all(empty(f) for f in found.values()), 10, "the killed supervisors' trees")
+    shutil.rmtree(base)
+    assert leaves(sb), "the killed supervisor's leaves should still be there before a sweep"
+    for s in sups:
+        for leaf in leaves(s):
+            os.utime(leaf, (time.time() - 3600, time.time() - 3600))
+    ws = os.path.join(tmp, "ws")
+    os.makedirs(ws)
+    p = run(["run", "-q", "--state-root", os.path.join(tmp, "other"), "-w", ws, "--", "/bin/true"])
+    assert p.returncode == 0, p.stderr
+    assert {s: leaves(s) for s in sups} == {s: [] for s in sups}, found
