@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "help.h"
 #include "commands.h"
 #include "prune.h"
@@ -24,6 +25,8 @@ static const char gc_usage[] =
     "destroyed and failed sandboxes in a daemon's database, and the kept changes\n"
     "of review sandboxes that were accepted or discarded (changes still waiting\n"
     "for review are kept). airlockd does the same on its own (--retain).\n"
+    "It also removes the empty cgroups of sandboxes whose owner died, in every\n"
+    "hierarchy it may write to.\n"
     "\n"
     "Examples:\n"
     "  airlock gc\n"
@@ -182,5 +185,7 @@ int cmd_gc(int argc, char **argv)
                 if (r >= 0)
                         r = k;
         }
+        printf("%d cgroup(s) of dead sandboxes removed\n",
+               cgroup_sweep_all(CGROUP_SWEEP_MIN_AGE_S));
         return r < 0 ? 1 : 0;
 }

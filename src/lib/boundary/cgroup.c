@@ -107,6 +107,9 @@ int cgroup_create(struct cgroup *cg, const struct cgroup_limits *l, struct al_er
         if (r < 0)
                 return r;
         cg->created = true;
+        r = cgroup_lock_leaves(cg);
+        if (r < 0)
+                return al_error_set(err, r, "cgroup: locking %s", cg->name);
         return cg->ops->apply(cg, l, err);
 }
 
@@ -125,6 +128,7 @@ struct cgroup *cgroup_free(struct cgroup *cg)
                 cg->ops->kill(cg);
                 cg->ops->destroy(cg);
         }
+        cgroup_unlock_leaves(cg);
         if (cg->dir_fd >= 0)
                 close(cg->dir_fd);
         for (size_t i = 0; i < cg->n_dirs; i++)

@@ -71,6 +71,10 @@ struct cgroup {
         bool created;
         bool fake;                   /* unit tests: control files are plain files */
         struct cgroup_limits limits; /* applied by cgroup_realize() */
+
+        /* The owner's flock on each leaf, held while it lives (cgroup-sweep.c). */
+        int locks[CGROUP_V1_MAX];
+        size_t n_locks;
 };
 
 extern const struct cgroup_ops cgroup_v1_ops;
@@ -133,6 +137,22 @@ int cgroup_reclaim_named(const char *name);
  * beneath /sys/fs/cgroup (v2, or v1's freezer hierarchy) to freeze, without
  * waiting. Returns how many were asked. */
 int cgroup_freeze_named(const char *name);
+
+/* Leaves whose owner died (cgroup-sweep.c). The owner holds a shared flock
+ * on each of its leaves while it lives (taken by cgroup_create, dropped by
+ * cgroup_free). A sweep removes each empty airlock-<16 hex> leaf older than
+ * min_age_s that nobody holds, in the children of `parent` (cgroup_sweep_dir),
+ * beside each of `leaves` (cgroup_sweep_beside: the caller's own parent in
+ * each hierarchy, for the leaves cgroup_open would make), or
+ * anywhere beneath /sys/fs/cgroup within a bound (cgroup_sweep_all). It
+ * kills nothing: a leaf that holds processes stays. Each returns how many
+ * leaves it removed. */
+enum { CGROUP_SWEEP_MIN_AGE_S = 10 };
+int cgroup_lock_leaves(struct cgroup *cg);
+void cgroup_unlock_leaves(struct cgroup *cg);
+int cgroup_sweep_dir(const char *parent, unsigned min_age_s);
+int cgroup_sweep_beside(char *const *leaves, size_t n, unsigned min_age_s);
+int cgroup_sweep_all(unsigned min_age_s);
 
 /* "oom_kill N" style key lookup in a flat keyed file's contents. */
 int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret);
