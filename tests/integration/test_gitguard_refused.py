@@ -13,7 +13,13 @@ import time
 
 import pytest
 
-from conftest import AIRLOCK_BIN
+
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
+# Its own paths, as tests/conftest.py finds them (another directory's
+# conftest may be the one "conftest" names when every suite runs at once).
+BUILD = REPO / os.environ.get("AIRLOCK_BUILD", "build")
+AIRLOCK_BIN = REPO / os.environ.get("AIRLOCK_BIN", BUILD / "src/cli/airlock")
+RUNAS = REPO / "tests/runas.sh"
 
 
 def test_refused_run_moves_nothing(tmp_path):

@@ -7,10 +7,17 @@ reaching the command."""
 
 import json
 import os
+import pathlib
 import re
 import subprocess
 
-from conftest import AIRLOCK_BIN, RUNAS
+
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
+# Its own paths, as tests/conftest.py finds them (another directory's
+# conftest may be the one "conftest" names when every suite runs at once).
+BUILD = REPO / os.environ.get("AIRLOCK_BUILD", "build")
+AIRLOCK_BIN = REPO / os.environ.get("AIRLOCK_BIN", BUILD / "src/cli/airlock")
+RUNAS = REPO / "tests/runas.sh"
 
 # In the order they must come (each depends on the one before); the rest
 # of the documented steps are only looked for.
