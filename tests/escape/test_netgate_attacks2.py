@@ -23,14 +23,7 @@ from test_transparent import NAME, run  # noqa: E402
 NORATE = {"network": {"directPath": True, "budget": {"rate": 0}}}  # the direct path (no relay)
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 DISCONNECT = r'''

@@ -27,14 +27,7 @@ from test_transparent import NAME, run  # noqa: E402
 DIRECT = {"network": {"directPath": True, "budget": {"rate": 0}}}
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 RACE = r'''

@@ -361,6 +361,24 @@ def available():
     return None
 
 
+try:
+    import pytest
+except ImportError:  # the servers run this file as a script
+    pytest = None
+
+if pytest:
+    @pytest.fixture(scope="module")
+    def net():
+        """The test network, one per test module; skipped with the reason
+        where it cannot be built."""
+        why = available()
+        if why:
+            pytest.skip(why)
+        n = Network().start()
+        yield n
+        n.stop()
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 6 and sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3], sys.argv[6:], cert=sys.argv[4], key=sys.argv[5])

@@ -123,14 +123,7 @@ def changes(audit):
             if r["kind"].startswith("capability.")]
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 def test_socket_is_the_callers_and_private(airlock):

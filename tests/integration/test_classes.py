@@ -127,14 +127,7 @@ UPSTREAM = ["--allow-private", RANGE, "--host", f"upstream.test={SERVER_ADDR}",
 URL = f"http://upstream.test:{HTTP_PORT}"
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 def download(airlock, net, size, policy):

@@ -34,14 +34,7 @@ TLS_URL = f"https://upstream.test:{TLS_PORT}"
 UPLOAD_SIZE = 20 * 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 class Result:

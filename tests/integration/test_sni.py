@@ -16,14 +16,7 @@ from netns import RANGE, SERVER_ADDR, TLS_NAME, TLS_PORT
 ALLOW = ["--allow-private", RANGE, "--host", f"{TLS_NAME}={SERVER_ADDR}", "--allow", f"{TLS_NAME}:{TLS_PORT}"]
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 CLIENT = r'''

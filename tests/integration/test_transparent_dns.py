@@ -15,14 +15,7 @@ from netns import HTTP_PORT, SERVER_ADDR
 from test_transparent import NAME, run
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 CLIENT = r'''

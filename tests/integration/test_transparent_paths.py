@@ -16,14 +16,7 @@ from test_transparent import NAME, run
 NORATE = {"network": {"budget": {"rate": 0}}}
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 def fetch(airlock, net, url, *opts, policy=NORATE):

@@ -19,14 +19,7 @@ SECRET = "sk-transparent-7c1e0a93d54b28f6"
 PAT = "ghp-transparent-0b9d4e2a61c7f835"
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 CLIENT = r'''

@@ -19,14 +19,7 @@ UPSTREAM = [
 URL = f"http://upstream.test:{HTTP_PORT}"
 
 
-@pytest.fixture(scope="module")
-def net():
-    why = netns.available()
-    if why:
-        pytest.skip(why)
-    n = netns.Network().start()
-    yield n
-    n.stop()
+from netns import net  # noqa: E402,F401  (the test network, one per module)
 
 
 def run(airlock, net, script, *opts):
