@@ -57,6 +57,11 @@ int idrange_acquire(const struct policy *p, struct idrange *ret, struct al_error
 /* The sandbox started: its record stays locked for the life of this
  * process (a killed supervisor's lock goes with its file table). */
 void idrange_keep(struct idrange *r);
+/* A read-write host tree is about to be mounted into the running sandbox
+ * of this process: its other users could leave files there, so a root
+ * caller's kept records are made retired (SHARED 1, synced) first. 0 when
+ * nothing is kept or the caller is not root. */
+int idrange_retire_kept(void);
 
 /* Write pid's uid and gid maps: the range, and main_uid/main_gid inside on
  * host_uid/host_gid. setgroups is denied where the writer is root (the
