@@ -79,3 +79,30 @@ def test_live_read_write_mount_retires_the_range(lm):
         assert record(first) == ["1", "1"], "range freed with a file of its user left on the host"
     finally:
         shutil.rmtree(plain, ignore_errors=True)
+
+
+def test_idmapped_workspace_does_not_use_up_the_reserve(lm):
+    """Ranges retired for good are gone from the reserve for every grant:
+    one that makes sandboxes with "users": 65536 (64 blocks each) and a
+    read-write workspace would use the whole reserve up after about 4094
+    of them, and no sandbox on the host could have "users" again. A
+    workspace idmapped to the sandbox's user takes no file of another
+    user (EOVERFLOW), so its range is freed, not retired."""
+    ws = tempfile.mkdtemp(prefix="idr-ws-", dir="/tmp")
+    os.chmod(ws, 0o777)  # root's: idmapped to the sandbox's user
+    sb = lm.create(sandbox_class="small", workspace=ws, policy={"users": 1024})
+    sid = sb["id"]
+    try:
+        base = host_of(lm, sid, 0)
+        first = (base - BASE) // 1024
+        r = lm.run(sid, ["sh", "-c", "touch /workspace/by500"], uid=500, timeout=20)
+        assert r.exit_code != 0
+        assert os.listdir(ws) == []
+        assert record(first) == ["1", "0"]
+    finally:
+        try:
+            lm.delete(sid)
+        except (AirlockError, OSError):
+            pass
+        shutil.rmtree(ws, ignore_errors=True)
+    assert record(first) in (["1", "0"], None)

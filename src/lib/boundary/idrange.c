@@ -198,19 +198,25 @@ static void scan_records(int dir, uint8_t *used, uint64_t total)
         closedir(d);
 }
 
-static bool shares_host_tree(const struct policy *p)
+static bool shares_host_tree(const struct policy *p, bool plain_writable)
 {
-        if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO)
+        if (plain_writable)
                 return true;
+        /* An overlay's upper layer is kept on the host for review. */
+        if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY)
+                return true;
+        /* A volume's file system is mounted as it is: its files keep the
+         * host ids that made them. */
         for (size_t i = 0; i < p->n_mounts; i++)
-                if (!p->mounts[i].readonly)
+                if (!p->mounts[i].readonly && p->mounts[i].volume)
                         return true;
         return false;
 }
 
-int idrange_acquire(const struct policy *p, struct idrange *ret, struct al_error *err)
+int idrange_acquire(const struct policy *p, bool plain_writable, struct idrange *ret,
+                    struct al_error *err)
 {
-        bool shared = shares_host_tree(p);
+        bool shared = shares_host_tree(p, plain_writable);
         *ret = (struct idrange)IDRANGE_INIT;
         if (p->users == 0)
                 return 0;

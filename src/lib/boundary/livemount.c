@@ -212,7 +212,7 @@ int mounts_live_prepare(const struct mounts_live_request *q, struct mounts_live 
                 /* From the fd checked above too: the path opened again
                  * would follow a parent swapped for a link since. */
                 r = spawn_prepare_idmapped_fd(src, q->source, q->host_uid, q->host_gid,
-                                              &ret->tree_fd, err);
+                                              &ret->tree_fd, NULL, err);
                 if (r >= 0 && ret->tree_fd >= 0 && mounts_set_attr(ret->tree_fd, attrs, true) < 0)
                         r = al_error_set(err, errno, "mount %s", q->source);
                 else if (r >= 0 && ret->tree_fd < 0)
