@@ -132,14 +132,19 @@ def test_files_of_another_user_are_not_a_host_accounts(airlock, multi):
 
 
 def test_range_released_or_retired(airlock):
-    """Root's ranges: free again when the sandbox ends, unless it could
-    write a host tree that outlives it (then never handed out again)."""
+    """Root's ranges: free again when the sandbox ends, unless its other
+    users could leave files on a host tree that outlives it (then never
+    handed out again): not a read-write workspace idmapped to the sandbox's
+    user (root's here), where they can make nothing; a plain one (the
+    sandbox user's own, 65534's) is such a tree."""
     if airlock.rootless:
         pytest.skip("root's reserved range")
     ws = airlock.make_dir()
+    plain = airlock.make_dir()
+    os.chown(plain, 65534, 65534)
     pol = airlock.make_dir("policy") / "p.json"
-    for mode, kept in (("ro", False), ("rw", True)):
-        pol.write_text(json.dumps({"workspace": {"path": str(ws), "mode": mode},
+    for mode, path, kept in (("ro", ws, False), ("rw", ws, False), ("rw", plain, True)):
+        pol.write_text(json.dumps({"workspace": {"path": str(path), "mode": mode},
                                    "users": 1024}))
         p = airlock.run(["run", "-q", "--policy", pol, "--", "cat", "/proc/self/uid_map"],
                         timeout=60)

@@ -198,19 +198,25 @@ static void scan_records(int dir, uint8_t *used, uint64_t total)
         closedir(d);
 }
 
-static bool shares_host_tree(const struct policy *p)
+static bool shares_host_tree(const struct policy *p, bool plain_writable)
 {
-        if (p->workspace && p->workspace_mode != POLICY_WORKSPACE_RO)
+        if (plain_writable)
                 return true;
+        /* An overlay's upper layer is kept on the host for review. */
+        if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY)
+                return true;
+        /* A volume's file system is mounted as it is: its files keep the
+         * host ids that made them. */
         for (size_t i = 0; i < p->n_mounts; i++)
-                if (!p->mounts[i].readonly)
+                if (!p->mounts[i].readonly && p->mounts[i].volume)
                         return true;
         return false;
 }
 
-int idrange_acquire(const struct policy *p, struct idrange *ret, struct al_error *err)
+int idrange_acquire(const struct policy *p, bool plain_writable, struct idrange *ret,
+                    struct al_error *err)
 {
-        bool shared = shares_host_tree(p);
+        bool shared = shares_host_tree(p, plain_writable);
         *ret = (struct idrange)IDRANGE_INIT;
         if (p->users == 0)
                 return 0;
@@ -312,6 +318,7 @@ const char *idrange_check_uid(const struct policy *p, long uid, char *buf, size_
 /* The records this process holds for its sandboxes. */
 static int kept[64];
 static size_t n_kept;
+static int kept_dir = -1; /* the records' directory (root: one state root) */
 
 void idrange_keep(struct idrange *r)
 {
@@ -319,9 +326,44 @@ void idrange_keep(struct idrange *r)
                 kept[n_kept++] = TAKE_FD(r->lock);
         /* Past 64 sandboxes in one process the fd simply stays open. */
         r->lock = -1;
+        if (r->dir >= 0 && kept_dir < 0)
+                kept_dir = TAKE_FD(r->dir);
         if (r->dir >= 0)
                 close(r->dir);
         r->dir = -1;
+}
+
+int idrange_retire_kept(void)
+{
+        if (geteuid() != 0 || n_kept == 0)
+                return 0;
+        for (size_t i = 0; i < n_kept; i++) {
+                char buf[RECORD_MAX] = {0};
+                ssize_t n = pread(kept[i], buf, sizeof(buf) - 1, 0);
+                if (n < 0)
+                        return -errno;
+                /* "BLOCKS SHARED\n": SHARED, one digit, becomes 1 in place
+                 * (one byte written: a crash leaves the old or the new). */
+                char *sp = strchr(buf, ' ');
+                uint32_t blocks = 0;
+                if (!sp || parse_u32(buf, (size_t)(sp - buf), &blocks) < 0 || blocks == 0 ||
+                    (sp[1] != '0' && sp[1] != '1'))
+                        return -EBADMSG;
+                if (sp[1] == '1')
+                        continue;
+                ssize_t w = pwrite(kept[i], "1", 1, (off_t)(sp + 1 - buf));
+                if (w < 0)
+                        return -errno;
+                if (w != 1)
+                        return -EIO;
+                if (fsync(kept[i]) < 0)
+                        return -errno;
+        }
+        /* Records to be freed were made without a sync: their names must
+         * survive a crash now too. */
+        if (kept_dir >= 0 && fsync(kept_dir) < 0)
+                return -errno;
+        return 0;
 }
 
 void idrange_release(struct idrange *r)

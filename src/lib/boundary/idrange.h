@@ -51,12 +51,21 @@ struct idrange {
         }
 
 /* Reserve the ids for a sandbox of policy `p` (nothing when p->users is 0).
- * It is SHARED when it can write a host tree that outlives it: a read-write
- * or overlay workspace, a writable mount or volume. */
-int idrange_acquire(const struct policy *p, struct idrange *ret, struct al_error *err);
+ * It is SHARED when its other users could leave files on a host tree that
+ * outlives it: an overlay workspace, a writable volume, or `plain_writable`,
+ * a read-write tree mounted without an idmapping of the whole tree (one
+ * that is idmapped to the sandbox's user lets no other user create a file:
+ * EOVERFLOW). */
+int idrange_acquire(const struct policy *p, bool plain_writable, struct idrange *ret,
+                    struct al_error *err);
 /* The sandbox started: its record stays locked for the life of this
  * process (a killed supervisor's lock goes with its file table). */
 void idrange_keep(struct idrange *r);
+/* A read-write host tree is about to be mounted into the running sandbox
+ * of this process: its other users could leave files there, so a root
+ * caller's kept records are made retired (SHARED 1, synced) first. 0 when
+ * nothing is kept or the caller is not root. */
+int idrange_retire_kept(void);
 
 /* Write pid's uid and gid maps: the range, and main_uid/main_gid inside on
  * host_uid/host_gid. setgroups is denied where the writer is root (the

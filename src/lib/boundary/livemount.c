@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "idrange.h"
 #include "mounts.h"
 #include "spawn.h"
 #include "util.h"
@@ -197,10 +198,21 @@ int mounts_live_prepare(const struct mounts_live_request *q, struct mounts_live 
                 /* From the fd checked above, never the path again. */
                 r = mounts_clone_tree(src, attrs | MOUNT_ATTR_RDONLY);
         } else {
+                /* Another inside user ("users") could leave files of its
+                 * host id in this tree: the sandbox's range is never to be
+                 * handed out again (idrange.c), recorded before it can. */
+                r = idrange_retire_kept();
+                if (r < 0) {
+                        al_error_set(err, r,
+                                     "mount %s at %s: recording the sandbox's id range "
+                                     "as retired",
+                                     q->source, q->target);
+                        goto out;
+                }
                 /* From the fd checked above too: the path opened again
                  * would follow a parent swapped for a link since. */
                 r = spawn_prepare_idmapped_fd(src, q->source, q->host_uid, q->host_gid,
-                                              &ret->tree_fd, err);
+                                              &ret->tree_fd, NULL, err);
                 if (r >= 0 && ret->tree_fd >= 0 && mounts_set_attr(ret->tree_fd, attrs, true) < 0)
                         r = al_error_set(err, errno, "mount %s", q->source);
                 else if (r >= 0 && ret->tree_fd < 0)

@@ -58,6 +58,9 @@ struct child_ctx {
         const int *mount_fds;
         const struct mounts_plan *plan;
         struct idrange ids; /* policy "users": the other users' host ids */
+        /* A root caller's read-write host tree is not (wholly) idmapped:
+         * another inside user could leave files of its host id there. */
+        bool plain_writable;
 };
 
 /* sync.c */
@@ -76,13 +79,15 @@ bool spawn_only_own_group(void);
 int spawn_write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
                      bool deny_setgroups);
 pid_t spawn_sys_clone3(struct clone_args *args);
+/* *ret_idmapped (may be NULL): true when the whole tree (its submounts
+ * too) is idmapped, so no other inside id can own a file made in it. */
 int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
-                           struct al_error *err);
+                           bool *ret_idmapped, struct al_error *err);
 /* The same for the tree `fd` (O_PATH) holds, already opened and checked by
  * the caller: nothing is looked up by path again (`path` only names it in
  * messages). */
-int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t host_gid,
-                              int *ret_fd, struct al_error *err);
+int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
+                              bool *ret_idmapped, struct al_error *err);
 
 /* netns.c */
 void spawn_netns_setup(struct child_ctx *ctx);

@@ -153,7 +153,7 @@ static _Noreturn void child_main(struct child_ctx *ctx)
         toolsock_setup(ctx);   /* toolsock.c: the tool gateway's socket */
         if (!ctx->cfg->share_uts)
                 child_set_hostname(ctx); /* uts */
-        child_join_cgroup(ctx);  /* v1: waits for the parent's attach */
+        child_join_cgroup(ctx);          /* v1: waits for the parent's attach */
         if (ctx->cfg->argv)
                 spawn_init_main(ctx); /* init.c: pid 1 runs the command */
         spawn_init_serve(ctx);        /* init.c: pid 1 of an idle sandbox */
@@ -248,9 +248,12 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
                 /* The path the plan resolved and checked (no link on it). */
                 const char *ws = ctx->plan && ctx->plan->workspace_real ? ctx->plan->workspace_real
                                                                         : p->workspace;
-                r = spawn_prepare_idmapped(ws, host_uid, host_gid, &ctx->workspace_fd, err);
+                bool idmapped = false;
+                r = spawn_prepare_idmapped(ws, host_uid, host_gid, &ctx->workspace_fd, &idmapped,
+                                           err);
                 if (r < 0)
                         return r;
+                ctx->plain_writable |= !idmapped;
         }
         mount_fds = xcalloc(p->n_mounts + 1, sizeof(int));
         *ret_mount_fds = mount_fds;
@@ -264,9 +267,11 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
                 const char *src = ctx->plan && ctx->plan->mount_reals && ctx->plan->mount_reals[i]
                                       ? ctx->plan->mount_reals[i]
                                       : p->mounts[i].source;
-                r = spawn_prepare_idmapped(src, host_uid, host_gid, &mount_fds[i], err);
+                bool idmapped = false;
+                r = spawn_prepare_idmapped(src, host_uid, host_gid, &mount_fds[i], &idmapped, err);
                 if (r < 0)
                         return r;
+                ctx->plain_writable |= !idmapped;
         }
         ctx->mount_fds = mount_fds;
         return 0;
@@ -520,7 +525,10 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         if (r < 0)
                 goto fail;
         ctx.mount_fds = mount_fds;
-        r = idrange_acquire(p, &ctx.ids, err); /* "users": idrange.c */
+        /* "users": idrange.c. A writable container root is a host tree
+         * as it is, like a read-write tree that could not be idmapped. */
+        r = idrange_acquire(p, ctx.plain_writable || (cfg->rootfs && !cfg->rootfs_readonly),
+                            &ctx.ids, err);
         if (r < 0)
                 goto fail;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {

@@ -157,9 +157,11 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
  * capability survives inside, so no file capability can be set either
  * (tests/escape/test_setuid.py). */
 int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
-                           struct al_error *err)
+                           bool *ret_idmapped, struct al_error *err)
 {
         *ret_fd = -1;
+        if (ret_idmapped)
+                *ret_idmapped = false;
         /* No symbolic link anywhere on the path: the caller gives the path
          * the plan resolved and checked, and a parent swapped for a link
          * since would otherwise mount another tree (a denied one). */
@@ -173,7 +175,7 @@ int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int
                                             path);
         if (fd < 0)
                 return al_error_set(err, -fd, "mount %s", path);
-        return spawn_prepare_idmapped_fd(fd, path, host_uid, host_gid, ret_fd, err);
+        return spawn_prepare_idmapped_fd(fd, path, host_uid, host_gid, ret_fd, ret_idmapped, err);
 }
 
 /* A plain clone of the tree, for a bind that is not idmapped: still from
@@ -186,10 +188,12 @@ static int plain_clone(int fd)
         return mnt < 0 ? -1 : mnt;
 }
 
-int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t host_gid,
-                              int *ret_fd, struct al_error *err)
+int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
+                              bool *ret_idmapped, struct al_error *err)
 {
         *ret_fd = -1;
+        if (ret_idmapped)
+                *ret_idmapped = false;
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return al_error_set(err, errno, "mount %s", path);
@@ -210,12 +214,15 @@ int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t ho
         if (mnt < 0)
                 return 0;
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
-        if (mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0 &&
-            mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+        if (mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) == 0) {
+                if (ret_idmapped)
+                        *ret_idmapped = true;
+        } else if (mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
                 close(mnt);
                 *ret_fd = plain_clone(fd); /* the filesystem cannot be idmapped */
                 return 0;
         }
+        /* Only the top idmapped: its submounts keep any id's files. */
         *ret_fd = mnt;
         return 0;
 }

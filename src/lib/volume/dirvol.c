@@ -28,6 +28,7 @@
 struct copy {
         uint64_t budget;  /* bytes of file data still allowed */
         uint64_t entries; /* entries still allowed */
+        uid_t owner;      /* only entries of this owner; (uid_t)-1: any */
 };
 
 static int copy_tree(struct copy *c, int from, int to, unsigned depth);
@@ -91,6 +92,11 @@ static int copy_entry(struct copy *c, int from, int to, const char *name, unsign
         if (c->entries == 0)
                 return -E2BIG;
         c->entries--;
+        /* A save keeps only the sandbox user's own entries: another inside
+         * user's ("users") would come back as the sandbox user's, trusted
+         * by every "owned by me" check of its next run. */
+        if (c->owner != (uid_t)-1 && st.st_uid != c->owner)
+                return 0;
         if (S_ISREG(st.st_mode))
                 return copy_file(c, from, to, name, &st);
         if (S_ISLNK(st.st_mode)) {
@@ -197,7 +203,7 @@ int dirvol_mount(int vol, uid_t uid, gid_t gid, int *ret_mnt, int *ret_root, str
         _cleanup_close_ int root = openat(mnt, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
                 return al_error_set(err, errno, "opening the volume's tmpfs");
-        struct copy c = {.budget = size, .entries = COPY_ENTRIES};
+        struct copy c = {.budget = size, .entries = COPY_ENTRIES, .owner = (uid_t)-1};
         r = copy_tree(&c, data, root, 0);
         if (r < 0)
                 return al_error_set(err, r, "filling the volume's tmpfs from its files");
@@ -224,7 +230,9 @@ int dirvol_save(int vol, int tmpfs)
             openat(vol, DIRVOL_NEW, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (to < 0)
                 return -errno;
-        struct copy c = {.budget = size, .entries = COPY_ENTRIES};
+        /* The sandbox's own user is the caller on the host (the tmpfs's
+         * root is its); every other inside user is a subordinate id. */
+        struct copy c = {.budget = size, .entries = COPY_ENTRIES, .owner = geteuid()};
         r = copy_tree(&c, tmpfs, to, 0);
         if (r >= 0 && fchmod(to, dir_mode(st.st_mode)) < 0)
                 r = -errno;
