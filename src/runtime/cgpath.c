@@ -380,7 +380,7 @@ static int setup_v1(const char *spec_path, const struct cgroup_limits *l, struct
         }
         if (r < 0) {
                 /* The leaves made here go again (the library's are gone). */
-                (void)rt_cgpath_reclaim(leaves, false);
+                (void)rt_cgpath_reclaim(leaves, NULL, false);
                 strv_free(leaves);
                 strv_free(home);
                 return r;
@@ -439,7 +439,7 @@ void rt_cgpath_free(struct rt_cgpath *c)
         /* The library's leaves first (with its freezer thawed), then the
          * rest: every one emptied and removed. */
         c->cg = cgroup_free(c->cg);
-        (void)rt_cgpath_reclaim(c->leaves, c->v2);
+        (void)rt_cgpath_reclaim(c->leaves, NULL, c->v2);
         strv_free(c->leaves);
         strv_free(c->home);
         c->leaves = c->home = NULL;
@@ -464,12 +464,29 @@ static bool reclaimable(const char *dir)
         return S_ISDIR(a.st_mode) && a.st_dev == b.st_dev;
 }
 
-int rt_cgpath_reclaim(char *const *leaves, bool v2)
+char *rt_cgpath_id(const char *dir)
+{
+        struct stat st;
+        if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+                return NULL;
+        return xasprintf("%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+}
+
+int rt_cgpath_reclaim(char *const *leaves, char *const *ids, bool v2)
 {
         int ret = 0;
+        size_t n_ids = 0;
+        while (ids && ids[n_ids])
+                n_ids++;
         for (size_t i = 0; leaves && leaves[i]; i++) {
                 if (access(leaves[i], F_OK) < 0 || !reclaimable(leaves[i]))
                         continue;
+                if (ids) {
+                        /* Another container's cgroup at the same path is not ours. */
+                        _cleanup_free_ char *now = rt_cgpath_id(leaves[i]);
+                        if (i >= n_ids || !now || !STREQ(now, ids[i]))
+                                continue;
+                }
                 _cleanup_free_ char *parent = parent_of(leaves[i]);
                 char *parents[1] = {parent};
                 const char *name = strrchr(leaves[i], '/') + 1;

@@ -201,10 +201,16 @@ static int keeper_cgroup(struct keeper *k, struct al_error *err)
                         return r;
                 k->cg = k->cgp.cg;
                 k->st.cgroup_name = xstrdup(k->cg->name);
-                size_t n = 0;
-                for (size_t i = 0; k->cgp.leaves[i]; i++)
+                size_t n = 0, n_ids = 0;
+                for (size_t i = 0; k->cgp.leaves[i]; i++) {
+                        _cleanup_free_ char *id = rt_cgpath_id(k->cgp.leaves[i]);
+                        if (!id)
+                                return al_error_set_message(
+                                    err, ENOENT, "linux.cgroupsPath: %s is gone", k->cgp.leaves[i]);
                         k->st.cgroup_leaves =
                             strv_append(k->st.cgroup_leaves, &n, k->cgp.leaves[i]);
+                        k->st.cgroup_leaf_ids = strv_append(k->st.cgroup_leaf_ids, &n_ids, id);
+                }
                 return rt_cgpath_enter(&k->cgp, getpid(), err);
         }
         char hex[17];
