@@ -687,6 +687,15 @@ int oci_spec_policy(const struct oci_spec *s, const char *policy_dir, struct pol
                     "annotation airlock.io/policy: filesystem.mounts binds host paths, the "
                     "node's configuration, not the pod's; use the pod's volumes, or install "
                     "the policy on the node (/etc/airlock/policies/NAME.json) and name it");
+        /* The direct path puts sockets the node connected in the
+         * container's hands (the API asks a grant with host rights). */
+        if (doc && doc[0] == '{' && p->net_direct_path)
+                return al_error_set_message(
+                    err, EPERM,
+                    "annotation airlock.io/policy: network.directPath hands the container "
+                    "the node's own sockets, the node's choice, not the pod's; remove it, or "
+                    "install the policy on the node (/etc/airlock/policies/NAME.json) and "
+                    "name it");
         p->uid = s->process.uid;
         p->gid = s->process.gid;
         /* The spec's limits tighten the policy's, never loosen them. */

@@ -40,3 +40,15 @@ def test_pod_document_cannot_mount_host_paths(env, host_secret, fs):
         pytest.fail("a pod's document mounted a host path: " + out)
     assert "filesystem.mounts" in p.stderr, p.stderr
     assert not (env["state"] / "m1").exists()
+
+
+def test_pod_document_cannot_take_host_sockets(env):
+    """network.directPath hands the container sockets the host connected
+    (through the API it needs a grant with host rights): a node's choice."""
+    doc = {"network": {"allow": ["example.com:443"], "directPath": True}}
+    write_spec(env, spec(["/bin/true"], annotations={"airlock.io/policy": json.dumps(doc)}))
+    p = create(env, "d1")
+    if p.returncode == 0:
+        rt(env, "delete", "--force", "d1")
+    assert p.returncode != 0 and "network.directPath" in p.stderr, p.stderr
+    assert not (env["state"] / "d1").exists()
