@@ -52,3 +52,21 @@ def test_pod_document_cannot_take_host_sockets(env):
         rt(env, "delete", "--force", "d1")
     assert p.returncode != 0 and "network.directPath" in p.stderr, p.stderr
     assert not (env["state"] / "d1").exists()
+
+
+@pytest.mark.parametrize("doc,needle", [
+    ({"image": "alpine"}, "image"),
+    ({"env": {"FOO": "bar"}}, "env"),
+    ({"network": {"allow": ["example.com:443"], "onUnlisted": "ask"}}, "onUnlisted"),
+    ({"tools": {"allow": ["core.time"], "onUnlisted": "ask"}}, "onUnlisted"),
+])
+def test_keys_a_container_cannot_honour_are_refused(env, doc, needle):
+    """A key accepted and then not enforced is a promise broken: the
+    bundle's root is the image, the spec's env the environment, and no
+    operator is there to ask."""
+    write_spec(env, spec(["/bin/true"], annotations={"airlock.io/policy": json.dumps(doc)}))
+    p = create(env, "k1")
+    if p.returncode == 0:
+        rt(env, "delete", "--force", "k1")
+    assert p.returncode != 0 and needle in p.stderr, p.stderr
+    assert not (env["state"] / "k1").exists()
