@@ -79,6 +79,29 @@ static int refuse_existing(const char *leaf, struct al_error *err)
         return 0;
 }
 
+/* The leaf's parent, when it exists, holds no processes (besides the
+ * runtime's own cgroup, `home`, and the hierarchy's root `hroot`): one that
+ * does is another container's or a service's, whose limits, freezer and
+ * removal the leaf would share. */
+static int refuse_busy_parent(const char *leaf, const char *home, const char *hroot,
+                              struct al_error *err)
+{
+        _cleanup_free_ char *parent = parent_of(leaf);
+        if (STREQ(parent, home) || STREQ(parent, hroot))
+                return 0;
+        _cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", parent);
+        _cleanup_free_ char *s = NULL;
+        if (read_file_at(AT_FDCWD, procs, 1 << 20, &s, NULL) < 0)
+                return 0; /* not there yet: made here */
+        if (s[strspn(s, " \n")] != '\0')
+                return al_error_set_message(err, EBUSY,
+                                            "linux.cgroupsPath: %s holds processes (another "
+                                            "container's cgroup, or a service's); Airlock puts "
+                                            "a container's cgroup only beneath one with none",
+                                            parent);
+        return 0;
+}
+
 /* mkdir -p of the directories between `base` (which exists) and `dir`,
  * `dir` included; each new one goes through `made`. `leaf`: `dir` itself
  * must be new (made here, not one that appeared since it was checked). */
@@ -179,6 +202,8 @@ int rt_cgpath_setup_v2(const char *root, const char *own, const char *spec_path,
         if (r < 0)
                 return r;
         r = refuse_existing(leaf, err);
+        if (r >= 0)
+                r = refuse_busy_parent(leaf, home, root, err);
         if (r < 0)
                 return r;
         _cleanup_free_ char *parent = parent_of(leaf);
@@ -341,6 +366,8 @@ static int setup_v1(const char *spec_path, const struct cgroup_limits *l, struct
                 r = join_path(spec_path[0] == '/' ? h[i].mnt : own, spec_path, &leaf, err);
                 if (r >= 0)
                         r = refuse_existing(leaf, err);
+                if (r >= 0)
+                        r = refuse_busy_parent(leaf, own, h[i].mnt, err);
                 if (r < 0)
                         break;
                 if (!leaf_name)

@@ -42,3 +42,24 @@ def test_delete_spares_a_cgroup_made_since_at_the_same_path(env, parent):
         os.kill(b.pid, 0)
     finally:
         rt(env, "delete", "--force", "new")
+
+
+def test_a_container_cannot_nest_in_another_containers_cgroup(env, parent):
+    """A leaf beneath another container's cgroup would be charged to its
+    limits, frozen with it, and keep its delete from removing it."""
+    victim = f"/{parent}/victim"
+    write_spec(env, spec(["/bin/sleep", "30"], linux={"namespaces": NAMESPACES,
+                                                     "cgroupsPath": victim}))
+    a = create(env, "victim")
+    assert a.returncode == 0, a.stderr
+    try:
+        write_spec(env, spec(["/bin/true"], linux={"namespaces": NAMESPACES,
+                                                   "cgroupsPath": victim + "/inside"}))
+        b = create(env, "nested")
+        if b.returncode == 0:
+            rt(env, "delete", "--force", "nested")
+        assert b.returncode != 0 and "holds processes" in b.stderr, b.stderr
+        for mnt, _ in hierarchies():
+            assert not leaf(mnt, victim + "/inside").exists()
+    finally:
+        rt(env, "delete", "--force", "victim")
