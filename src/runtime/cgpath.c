@@ -79,6 +79,29 @@ static int refuse_existing(const char *leaf, struct al_error *err)
         return 0;
 }
 
+/* The leaf's parent, when it exists, holds no processes (besides the
+ * runtime's own cgroup, `home`, and the hierarchy's root `hroot`): one that
+ * does is another container's or a service's, whose limits, freezer and
+ * removal the leaf would share. */
+static int refuse_busy_parent(const char *leaf, const char *home, const char *hroot,
+                              struct al_error *err)
+{
+        _cleanup_free_ char *parent = parent_of(leaf);
+        if (STREQ(parent, home) || STREQ(parent, hroot))
+                return 0;
+        _cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", parent);
+        _cleanup_free_ char *s = NULL;
+        if (read_file_at(AT_FDCWD, procs, 1 << 20, &s, NULL) < 0)
+                return 0; /* not there yet: made here */
+        if (s[strspn(s, " \n")] != '\0')
+                return al_error_set_message(err, EBUSY,
+                                            "linux.cgroupsPath: %s holds processes (another "
+                                            "container's cgroup, or a service's); Airlock puts "
+                                            "a container's cgroup only beneath one with none",
+                                            parent);
+        return 0;
+}
+
 /* mkdir -p of the directories between `base` (which exists) and `dir`,
  * `dir` included; each new one goes through `made`. `leaf`: `dir` itself
  * must be new (made here, not one that appeared since it was checked). */
@@ -179,6 +202,8 @@ int rt_cgpath_setup_v2(const char *root, const char *own, const char *spec_path,
         if (r < 0)
                 return r;
         r = refuse_existing(leaf, err);
+        if (r >= 0)
+                r = refuse_busy_parent(leaf, home, root, err);
         if (r < 0)
                 return r;
         _cleanup_free_ char *parent = parent_of(leaf);
@@ -341,6 +366,8 @@ static int setup_v1(const char *spec_path, const struct cgroup_limits *l, struct
                 r = join_path(spec_path[0] == '/' ? h[i].mnt : own, spec_path, &leaf, err);
                 if (r >= 0)
                         r = refuse_existing(leaf, err);
+                if (r >= 0)
+                        r = refuse_busy_parent(leaf, own, h[i].mnt, err);
                 if (r < 0)
                         break;
                 if (!leaf_name)
@@ -380,7 +407,7 @@ static int setup_v1(const char *spec_path, const struct cgroup_limits *l, struct
         }
         if (r < 0) {
                 /* The leaves made here go again (the library's are gone). */
-                (void)rt_cgpath_reclaim(leaves, false);
+                (void)rt_cgpath_reclaim(leaves, NULL, false);
                 strv_free(leaves);
                 strv_free(home);
                 return r;
@@ -439,7 +466,7 @@ void rt_cgpath_free(struct rt_cgpath *c)
         /* The library's leaves first (with its freezer thawed), then the
          * rest: every one emptied and removed. */
         c->cg = cgroup_free(c->cg);
-        (void)rt_cgpath_reclaim(c->leaves, c->v2);
+        (void)rt_cgpath_reclaim(c->leaves, NULL, c->v2);
         strv_free(c->leaves);
         strv_free(c->home);
         c->leaves = c->home = NULL;
@@ -464,12 +491,29 @@ static bool reclaimable(const char *dir)
         return S_ISDIR(a.st_mode) && a.st_dev == b.st_dev;
 }
 
-int rt_cgpath_reclaim(char *const *leaves, bool v2)
+char *rt_cgpath_id(const char *dir)
+{
+        struct stat st;
+        if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+                return NULL;
+        return xasprintf("%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+}
+
+int rt_cgpath_reclaim(char *const *leaves, char *const *ids, bool v2)
 {
         int ret = 0;
+        size_t n_ids = 0;
+        while (ids && ids[n_ids])
+                n_ids++;
         for (size_t i = 0; leaves && leaves[i]; i++) {
                 if (access(leaves[i], F_OK) < 0 || !reclaimable(leaves[i]))
                         continue;
+                if (ids) {
+                        /* Another container's cgroup at the same path is not ours. */
+                        _cleanup_free_ char *now = rt_cgpath_id(leaves[i]);
+                        if (i >= n_ids || !now || !STREQ(now, ids[i]))
+                                continue;
+                }
                 _cleanup_free_ char *parent = parent_of(leaves[i]);
                 char *parents[1] = {parent};
                 const char *name = strrchr(leaves[i], '/') + 1;

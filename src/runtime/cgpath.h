@@ -43,5 +43,11 @@ void rt_cgpath_leave(const struct rt_cgpath *c);
 void rt_cgpath_free(struct rt_cgpath *c);
 /* What delete does with state.json's leaves: kill and remove each leaf
  * (only directories beneath /sys/fs/cgroup/, never a hierarchy's root).
- * 0 when all are gone, -EBUSY when one still held processes. */
-int rt_cgpath_reclaim(char *const *leaves, bool v2);
+ * `ids` (rt_cgpath_id of each, as made; NULL for leaves the caller holds):
+ * a leaf that is no longer the cgroup made then (removed, and the path
+ * taken since by another container) is left alone. 0 when all are gone,
+ * -EBUSY when one still held processes. */
+int rt_cgpath_reclaim(char *const *leaves, char *const *ids, bool v2);
+/* Which cgroup `dir` is ("DEV:INO": a cgroup's inode number is its id,
+ * never reused while the host runs), or NULL when it is not there. */
+char *rt_cgpath_id(const char *dir);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <linux/nsfs.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -19,6 +20,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -92,6 +94,30 @@ static void find_freezer(struct keeper *k)
         }
 }
 
+/* A namespace named by path, opened only once it is known to be one (on
+ * nsfs): a FIFO there would hold the open forever, a device be opened by
+ * root. */
+static int open_namespace(const char *path, const char *what, int *ret, struct al_error *err)
+{
+        _cleanup_close_ int p = open(path, O_PATH | O_CLOEXEC);
+        if (p < 0)
+                return al_error_set(err, errno, "joining the %s namespace %s", what, path);
+        struct statfs sfs;
+        if (fstatfs(p, &sfs) < 0)
+                return al_error_set(err, errno, "the %s namespace %s", what, path);
+        if (sfs.f_type != NSFS_MAGIC)
+                return al_error_set_message(err, EINVAL,
+                                            "linux.namespaces: %s is not a namespace (give a "
+                                            "/proc/PID/ns/%s path or a bind mount of one)",
+                                            path, STREQ(what, "network") ? "net" : what);
+        _cleanup_free_ char *self = xasprintf("/proc/self/fd/%d", p);
+        int fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return al_error_set(err, errno, "joining the %s namespace %s", what, path);
+        *ret = fd;
+        return 0;
+}
+
 /* The pod's namespaces (linux.namespaces[].path), joined by the keeper so
  * that the sandbox is cloned inside them; setns checks each path is a
  * namespace of that kind. */
@@ -108,10 +134,11 @@ static int join_namespaces(const struct oci_spec *s, bool gated, int *ret_net_fd
         for (size_t i = 0; i < ARRAY_SIZE(ns); i++) {
                 if (!ns[i].path)
                         continue;
-                _cleanup_close_ int fd = open(ns[i].path, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
-                        return al_error_set(err, errno, "joining the %s namespace %s", ns[i].name,
-                                            ns[i].path);
+                int fd = -1;
+                int r = open_namespace(ns[i].path, ns[i].name, &fd, err);
+                if (r < 0)
+                        return r;
+                _cleanup_close_ int fd_owned = fd;
                 /* Naming the runtime's own namespace is sharing the
                  * host's, which is refused as when the entry is missing. */
                 static const char *const own[] = {"/proc/self/ns/net", "/proc/self/ns/ipc",
@@ -133,7 +160,7 @@ static int join_namespaces(const struct oci_spec *s, bool gated, int *ret_net_fd
                                 return al_error_set_message(
                                     err, EINVAL, "linux.namespaces: %s is not a network namespace",
                                     ns[i].path);
-                        *ret_net_fd = TAKE_FD(fd);
+                        *ret_net_fd = TAKE_FD(fd_owned);
                         continue;
                 }
                 if (setns(fd, ns[i].type) < 0)
@@ -201,10 +228,16 @@ static int keeper_cgroup(struct keeper *k, struct al_error *err)
                         return r;
                 k->cg = k->cgp.cg;
                 k->st.cgroup_name = xstrdup(k->cg->name);
-                size_t n = 0;
-                for (size_t i = 0; k->cgp.leaves[i]; i++)
+                size_t n = 0, n_ids = 0;
+                for (size_t i = 0; k->cgp.leaves[i]; i++) {
+                        _cleanup_free_ char *id = rt_cgpath_id(k->cgp.leaves[i]);
+                        if (!id)
+                                return al_error_set_message(
+                                    err, ENOENT, "linux.cgroupsPath: %s is gone", k->cgp.leaves[i]);
                         k->st.cgroup_leaves =
                             strv_append(k->st.cgroup_leaves, &n, k->cgp.leaves[i]);
+                        k->st.cgroup_leaf_ids = strv_append(k->st.cgroup_leaf_ids, &n_ids, id);
+                }
                 return rt_cgpath_enter(&k->cgp, getpid(), err);
         }
         char hex[17];

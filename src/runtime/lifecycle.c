@@ -139,7 +139,7 @@ int rt_kill(const struct rt_globals *g, int argc, char **argv, struct al_error *
         if (kill(st.pid, sig) < 0)
                 r = al_error_set(err, errno, "signalling container \"%s\"", id);
         if (r >= 0 && all && sig == SIGKILL && st.cgroup_leaves)
-                (void)rt_cgpath_reclaim(st.cgroup_leaves, st.cgroup_v2);
+                (void)rt_cgpath_reclaim(st.cgroup_leaves, st.cgroup_leaf_ids, st.cgroup_v2);
         else if (r >= 0 && all && sig == SIGKILL && st.cgroup_name)
                 (void)cgroup_reclaim_named(st.cgroup_name);
         rt_state_clear(&st);
@@ -188,8 +188,9 @@ int rt_delete(const struct rt_globals *g, int argc, char **argv, struct al_error
         /* A named leaf (linux.cgroupsPath) by its paths: its name need
          * not be unique on the host. */
         if (st.cgroup_leaves) {
-                for (int i = 0;
-                     i < 50 && rt_cgpath_reclaim(st.cgroup_leaves, st.cgroup_v2) == -EBUSY; i++)
+                for (int i = 0; i < 50 && rt_cgpath_reclaim(st.cgroup_leaves, st.cgroup_leaf_ids,
+                                                            st.cgroup_v2) == -EBUSY;
+                     i++)
                         usleep(20000);
         } else if (st.cgroup_name) {
                 for (int i = 0; i < 50 && cgroup_reclaim_named(st.cgroup_name) == -EBUSY; i++)

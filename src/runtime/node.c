@@ -30,6 +30,25 @@ int rt_node_policy(struct policy *p, struct al_error *err)
                 return al_error_set_message(err, EINVAL,
                                             "annotation airlock.io/policy: network.sentinels are "
                                             "not supported in a container; use a route");
+        /* Keys a container cannot honour are refused, never accepted and
+         * then ignored: the bundle's root is the image, the spec's env the
+         * environment, and no operator is there to answer an ask. */
+        if (p->image)
+                return al_error_set_message(err, EINVAL,
+                                            "annotation airlock.io/policy: \"image\" is not "
+                                            "supported in a container (the pod's image is its "
+                                            "root); remove it");
+        if (p->n_env)
+                return al_error_set_message(err, EINVAL,
+                                            "annotation airlock.io/policy: \"env\" is not "
+                                            "supported in a container; set the environment in "
+                                            "the pod's spec");
+        if (p->net_ask || p->tools_ask)
+                return al_error_set_message(err, EINVAL,
+                                            "annotation airlock.io/policy: %s.onUnlisted "
+                                            "\"ask\" is not supported in a container (no "
+                                            "operator is there to ask); list what is allowed",
+                                            p->net_ask ? "network" : "tools");
         if (!p->n_tools_allow)
                 return 0;
         const char *path = node_file("AIRLOCK_RUNTIME_TOOLS", RUNTIME_TOOLS_DEFAULT);

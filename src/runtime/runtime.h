@@ -38,6 +38,8 @@ struct rt_state {
         char **cgroup_parents;  /* where the leaf (cgroup_name) lies, one per hierarchy */
         char **cgroup_leaves;   /* linux.cgroupsPath: the named leaf in every hierarchy
                                  * (cgpath.h); NULL: the leaf is airlock-<hex> */
+        char **cgroup_leaf_ids; /* rt_cgpath_id of each leaf as made (NULL in a state
+                                 * written before they were kept) */
         bool cgroup_v2;
         uint64_t max_memory, max_pids, max_cpus_milli; /* the limits at create: update
                                                         * may not go above them */

@@ -678,6 +678,24 @@ int oci_spec_policy(const struct oci_spec *s, const char *policy_dir, struct pol
                     "pod's; install the policy on the node (/etc/airlock/policies/NAME.json) "
                     "and name it in the annotation",
                     p->n_routes ? "routes" : "tool definitions (tools.define)");
+        /* A host path is the node's too: a pod's document naming one would
+         * bind what no volume of the pod was allowed (the spec's mounts,
+         * made by the CRI from the pod's volumes, are added below). */
+        if (doc && doc[0] == '{' && p->n_mounts)
+                return al_error_set_message(
+                    err, EPERM,
+                    "annotation airlock.io/policy: filesystem.mounts binds host paths, the "
+                    "node's configuration, not the pod's; use the pod's volumes, or install "
+                    "the policy on the node (/etc/airlock/policies/NAME.json) and name it");
+        /* The direct path puts sockets the node connected in the
+         * container's hands (the API asks a grant with host rights). */
+        if (doc && doc[0] == '{' && p->net_direct_path)
+                return al_error_set_message(
+                    err, EPERM,
+                    "annotation airlock.io/policy: network.directPath hands the container "
+                    "the node's own sockets, the node's choice, not the pod's; remove it, or "
+                    "install the policy on the node (/etc/airlock/policies/NAME.json) and "
+                    "name it");
         p->uid = s->process.uid;
         p->gid = s->process.gid;
         /* The spec's limits tighten the policy's, never loosen them. */

@@ -26,6 +26,7 @@ void rt_state_clear(struct rt_state *s)
         free(s->annotations_json);
         strv_free(s->cgroup_parents);
         strv_free(s->cgroup_leaves);
+        strv_free(s->cgroup_leaf_ids);
         memset(s, 0, sizeof(*s));
 }
 
@@ -160,6 +161,14 @@ int rt_state_load(const struct rt_globals *g, const char *id, struct rt_state *r
                 json_array_foreach(leaves, i, e) if (json_is_string(e)) s.cgroup_leaves =
                     strv_append(s.cgroup_leaves, &n_leaves, json_string_value(e));
         }
+        json_t *ids = json_object_get(o, "cgroupLeafIds");
+        size_t n_ids = 0;
+        if (json_is_array(ids)) {
+                size_t i;
+                json_t *e;
+                json_array_foreach(ids, i, e) s.cgroup_leaf_ids = strv_append(
+                    s.cgroup_leaf_ids, &n_ids, json_is_string(e) ? json_string_value(e) : "");
+        }
         s.cgroup_v2 = json_is_true(json_object_get(o, "cgroupV2"));
         s.max_memory = (uint64_t)json_integer_value(json_object_get(o, "maxMemory"));
         s.max_pids = (uint64_t)json_integer_value(json_object_get(o, "maxPids"));
@@ -195,6 +204,12 @@ int rt_state_save(const struct rt_globals *g, const struct rt_state *s, struct a
                 for (size_t i = 0; s->cgroup_leaves[i]; i++)
                         json_array_append_new(leaves, json_string(s->cgroup_leaves[i]));
                 json_object_set_new(o, "cgroupLeaves", leaves);
+        }
+        if (s->cgroup_leaf_ids) {
+                json_t *ids = json_array();
+                for (size_t i = 0; s->cgroup_leaf_ids[i]; i++)
+                        json_array_append_new(ids, json_string(s->cgroup_leaf_ids[i]));
+                json_object_set_new(o, "cgroupLeafIds", ids);
         }
         json_object_set_new(o, "cgroupV2", json_boolean(s->cgroup_v2));
         json_object_set_new(o, "maxMemory", json_integer((json_int_t)s->max_memory));

@@ -149,7 +149,7 @@ Test(oci_cgpath, reclaim_stays_beneath_sys_fs_cgroup)
         cr_assert_eq(mkdir(d, 0755), 0);
         char *leaves[] = {d, (char *)"/sys/fs/cgroup", (char *)"/sys/fs/cgroup/memory",
                           (char *)"/sys/fs/cgroup/memory/../memory", NULL};
-        cr_assert_eq(rt_cgpath_reclaim(leaves, false), 0);
+        cr_assert_eq(rt_cgpath_reclaim(leaves, NULL, false), 0);
         struct stat st;
         cr_assert_eq(stat(d, &st), 0);
 }

@@ -176,7 +176,10 @@ static int read_ext(struct tar_reader *r, uint64_t size, char **ret)
 
 int tar_next(struct tar_reader *r, struct tar_entry *ret)
 {
-        int e = skip(r, r->left + r->pad);
+        /* Apart: their sum must not wrap to pass over nothing. */
+        int e = skip(r, r->left);
+        if (e >= 0)
+                e = skip(r, r->pad);
         r->left = r->pad = 0;
         if (e < 0)
                 return e;
@@ -242,6 +245,14 @@ int tar_next(struct tar_reader *r, struct tar_entry *ret)
                 }
                 struct tar_entry t = {.type = type, .mode = mode, .index = r->index};
                 t.size = p.has_pax_size ? p.pax_size : size;
+                if (t.size > TAR_SIZE_MAX) {
+                        e = al_error_set_message(r->err, EINVAL,
+                                                 "%s: entry %zu: a size of %llu bytes, refused "
+                                                 "(at most %llu)",
+                                                 r->what, r->index, (unsigned long long)t.size,
+                                                 (unsigned long long)TAR_SIZE_MAX);
+                        break;
+                }
                 if (p.pax_path)
                         t.name = TAKE_PTR(p.pax_path);
                 else if (p.long_name)

@@ -15,6 +15,9 @@
  * src/daemon/files-tar.c). Every failure has its message in err. */
 
 #define TAR_BLOCK 512
+/* The largest entry size taken (a pax size past it is refused): an
+ * entry's size and padding never wrap. */
+#define TAR_SIZE_MAX ((uint64_t)INT64_MAX)
 
 /* Read exactly n bytes into buf: 0, -ENODATA when the source ended first
  * (having read nothing, or part), or -errno (with err set). */
