@@ -37,6 +37,13 @@ def test_file_and_port_actions_are_refused_without_their_audit_line(  # noqa: F8
     ws = airlock.make_dir()
     sb = api.create(sandbox_class="small", workspace=str(ws))
     sid = sb["id"]
+    # A review sandbox whose change waits to be accepted.
+    rws = airlock.make_dir()
+    (rws / "kept.txt").write_text("old\n")
+    airlock.chown(rws)
+    rsb = api.create(sandbox_class="small", workspace=str(rws), review=True)
+    api.run(rsb["id"], ["sh", "-c", "echo new > /workspace/kept.txt"])
+    api.delete(rsb["id"])
     fill()
     answered = []
     refused = None
@@ -87,6 +94,14 @@ def test_file_and_port_actions_are_refused_without_their_audit_line(  # noqa: F8
     assert not [p for p in opened if p not in logged], (opened, logged)
     listed = {p["port"] for p in api.ports(sid)}
     assert port not in listed, "the port was opened although it could not be recorded"
+
+    # An accept writes into the host's workspace: not without its line.
+    status, body = _status(lambda: api.accept(rsb["id"]))
+    if status == 200:
+        assert lines_of("api.accept"), "accepted with no audit line"
+    else:
+        assert status == 503 and body["error"] == "audit_failed", (status, body)
+        assert (rws / "kept.txt").read_text() == "old\n"
 
     # Room again: the same actions go through, with their lines.
     (d_fs / "filler").unlink()
