@@ -15,6 +15,10 @@
 int record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields);
 /* As record_audit(), and durable before returning. */
 int record_audit_durably(struct daemon *d, const char *sandbox, const char *kind, json_t *fields);
+/* Room for the next line (the log's reserve, no sync): false, with
+ * d->audit_fault saying why, when there is none; the action must then be
+ * refused. For an action whose line names its outcome, written after it. */
+bool record_audit_room(struct daemon *d);
 /* The audit log failed with msg: /healthz says so, the log once per cause. */
 void record_audit_failed(struct daemon *d, const char *msg);
 /* /healthz's view of the audit log: room for the records to come. */

@@ -336,8 +336,11 @@ int store_step_done(struct store *s, sqlite3_stmt *st, struct al_error *err, con
         int rc = sqlite3_step(st);
         if (rc == SQLITE_DONE) {
                 /* A commit under synchronous=FULL syncs the whole WAL: what
-                 * store_process_start() left unsynced is on disk with it. */
-                if (!s->relaxed && sqlite3_get_autocommit(s->db))
+                 * store_process_start() left unsynced is on disk with it.
+                 * Only a commit that wrote: one that changed no row (an end
+                 * of no process, a revoke of no grant) syncs nothing. */
+                if (!s->relaxed && sqlite3_get_autocommit(s->db) && !sqlite3_stmt_readonly(st) &&
+                    sqlite3_changes(s->db) > 0)
                         s->unsynced = false;
                 return 0;
         }

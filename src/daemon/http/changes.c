@@ -220,6 +220,14 @@ static void on_json_done(const struct job_result *res, void *userdata)
 static void run(struct job_ctx *c, char *const argv[], size_t out_max, job_done_fn done)
 {
         struct al_error err = {0};
+        /* An accept, discard or push is recorded with its outcome, after
+         * it: the log's reserve is made sure of before it starts. */
+        bool reads = STREQ(c->what, "diff") || STREQ(c->what, "export");
+        if (!reads && !record_audit_room(c->d)) {
+                reply_audit_failed(c->d, c->req, c->d->audit_fault);
+                job_ctx_free(c);
+                return;
+        }
         if (job_start(c->d, argv, out_max, done, c, &err) < 0) {
                 reply_error(c->d, c->req, 500, "internal", "%s", err.msg);
                 job_ctx_free(c);

@@ -2,7 +2,7 @@
 /* Processes in a sandbox: exec (a stream of NDJSON events, or in the
  * background), a reconnecting client's events, stdin, signals, and the list.
  * Each is a call on the sandbox's control socket (ctl.h) relayed to the
- * client as the supervisor answers. About 860 lines, over the 800 the tree
+ * client as the supervisor answers. About 910 lines, over the 800 the tree
  * keeps to, and kept whole on purpose: it is one resource, and every handler
  * goes through the one relay (struct call_ctx, its stream, back-pressure and
  * held lines), which a split would publish to a second file. */
@@ -66,6 +66,11 @@ struct call_ctx {
         uint64_t stall_ms; /* a client that reads nothing this long is gone */
         json_t *argv;
         char *grant;
+        /* An exec's stream is its grant's: looked up at most each
+         * EXEC_GRANT_CHECK_MS while output flows, and ended when revoked. */
+        char grant_hash[GRANT_HASH_HEX + 1];
+        uint64_t grant_checked_us;
+        bool revoked;
         /* A command's output may overtake its "started" line on the way
          * from the supervisor; it waits here so that clients see started
          * first. */
@@ -73,7 +78,8 @@ struct call_ctx {
         size_t held_bytes;
 };
 
-#define HELD_MAX_BYTES (1u << 20)
+#define HELD_MAX_BYTES      (1u << 20)
+#define EXEC_GRANT_CHECK_MS 1000
 
 /* Before the last word to the client: the connection may carry the client's
  * next request, whose close callback is not ours to clear later. */
@@ -255,6 +261,37 @@ static void start_stream(struct call_ctx *c)
 
 static void kill_orphan(struct sandbox *sb, uint64_t pid, bool abandoned);
 
+/* The exec's grant was revoked: a last line says so, the client is let go
+ * as if it had left (a foreground command dies with it), and what the
+ * command still says is read and dropped, so that its end is recorded. */
+static bool grant_gone(struct call_ctx *c)
+{
+        if (c->revoked)
+                return true;
+        if (c->kind != CALL_EXEC || !c->grant_hash[0] || c->gone)
+                return false;
+        uint64_t now = now_monotonic_us();
+        if (now - c->grant_checked_us < (uint64_t)EXEC_GRANT_CHECK_MS * 1000)
+                return false;
+        c->grant_checked_us = now;
+        struct grant *g = NULL;
+        int r = store_grant_by_hash(c->d->store, c->grant_hash, &g);
+        grant_free(g);
+        if (r != -ENOENT)
+                return false;
+        json_t *o = json_pack("{s:s, s:s, s:s}", "type", "error", "error", "grant_revoked",
+                              "message", "the grant was revoked");
+        send_line(c, o);
+        json_decref(o);
+        c->revoked = true;
+        c->gone = true;
+        if (!c->background && c->pid && !c->saw_exit && c->sb)
+                kill_orphan(c->sb, c->pid, true);
+        if (c->call)
+                ctl_call_pause(c->call, false);
+        return true;
+}
+
 /* One event to the client, with the accounting of its end. */
 static void relay(struct call_ctx *c, json_t *msg)
 {
@@ -289,6 +326,8 @@ static void relay(struct call_ctx *c, json_t *msg)
                                               json_string_value(json_object_get(msg, "errorCode")),
                                               daemon_now_ms()));
         }
+        if (grant_gone(c))
+                return;
         json_t *out = json_deep_copy(msg);
         json_object_del(out, "ok");
         send_line(c, out);
@@ -663,6 +702,8 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         c->stall_ms = stall > 0 ? (uint64_t)(stall * 1000) : 0;
         c->argv = json_incref(argv);
         c->grant = xstrdup(g->name);
+        snprintf(c->grant_hash, sizeof(c->grant_hash), "%s", g->token_hash);
+        c->grant_checked_us = now_monotonic_us();
         start_call(d, req, sb, CALL_EXEC, ctl, c);
 out:
         json_decref(ctl);

@@ -106,6 +106,12 @@ void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct 
                 size_t len = evbuffer_get_length(in);
                 const void *data = len ? (const void *)evbuffer_pullup(in, -1) : (const void *)"";
                 json_t *o = NULL;
+                /* Its line names what was extracted, so it comes after:
+                 * the log's reserve is made sure of first. */
+                if (!record_audit_room(d)) {
+                        reply_audit_failed(d, req, d->audit_fault);
+                        return;
+                }
                 if (files_tar_extract(root, rel, data, len, &o, &err) < 0) {
                         int status = tar_status(err.code, &code);
                         reply_error(d, req, status, code, "%s", err.msg);

@@ -198,25 +198,33 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                         reply_bad_field(d, req, "append", "must be true or false");
                         return;
                 }
+                /* The line first: a change that cannot be recorded is
+                 * not made (it may name a write that then fails). */
+                if (record_audit(d, id, "api.file_written",
+                                 json_pack("{s:s, s:s, s:I}", "grant", g->name, "path", rel,
+                                           "bytes", (json_int_t)len)) < 0) {
+                        reply_audit_failed(d, req, d->audit_fault);
+                        return;
+                }
                 if (append ? files_append(root, rel, data, len, &err) < 0
                            : files_write(root, rel, data, len, parents, &err) < 0) {
                         reply_errno(d, req, &err);
                         return;
                 }
-                record_audit(d, id, "api.file_written",
-                             json_pack("{s:s, s:s, s:I}", "grant", g->name, "path", rel, "bytes",
-                                       (json_int_t)len));
                 reply_json(d, req, 200,
                            json_pack("{s:s, s:I}", "path", rel, "size", (json_int_t)len));
                 return;
         }
         if (cmd == EVHTTP_REQ_DELETE) {
+                if (record_audit(d, id, "api.file_deleted",
+                                 json_pack("{s:s, s:s}", "grant", g->name, "path", rel)) < 0) {
+                        reply_audit_failed(d, req, d->audit_fault);
+                        return;
+                }
                 if (files_delete(root, rel, recursive, &err) < 0) {
                         reply_errno(d, req, &err);
                         return;
                 }
-                record_audit(d, id, "api.file_deleted",
-                             json_pack("{s:s, s:s}", "grant", g->name, "path", rel));
                 reply_json(d, req, 200, json_pack("{s:s}", "deleted", rel));
                 return;
         }
@@ -295,12 +303,15 @@ void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struc
         if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
                 return;
         struct al_error err = {0};
+        if (record_audit(d, a->id, "api.dir_created",
+                         json_pack("{s:s, s:s}", "grant", a->grant->name, "path", rel)) < 0) {
+                reply_audit_failed(d, req, d->audit_fault);
+                return;
+        }
         if (files_mkdir(root, rel, parents, &err) < 0) {
                 reply_errno(d, req, &err);
                 return;
         }
-        record_audit(d, a->id, "api.dir_created",
-                     json_pack("{s:s, s:s}", "grant", a->grant->name, "path", rel));
         reply_json(d, req, 200, json_pack("{s:s}", "path", rel));
 }
 
@@ -331,12 +342,16 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
         if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
                 goto out;
         struct al_error err = {0};
+        if (record_audit(d, a->id, "api.file_renamed",
+                         json_pack("{s:s, s:s, s:s}", "grant", a->grant->name, "from", from, "to",
+                                   to)) < 0) {
+                reply_audit_failed(d, req, d->audit_fault);
+                goto out;
+        }
         if (files_rename(root, from, to, json_is_true(jover), &err) < 0) {
                 reply_errno(d, req, &err);
                 goto out;
         }
-        record_audit(d, a->id, "api.file_renamed",
-                     json_pack("{s:s, s:s, s:s}", "grant", a->grant->name, "from", from, "to", to));
         reply_json(d, req, 200, json_pack("{s:s, s:s}", "from", from, "to", to));
 out:
         json_decref(body);

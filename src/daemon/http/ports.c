@@ -141,8 +141,12 @@ void route_ports(struct daemon *d, struct evhttp_request *req, const struct rout
                         port, "hostPort", host ? json_integer_value(host) : (json_int_t)0);
         if (bind)
                 json_object_set(ctl, "bind", bind);
-        record_audit(d, a->id, "api.port_open",
-                     json_pack("{s:s, s:O}", "grant", a->grant->name, "port", port));
+        /* No port opened to the host without its line. */
+        if (record_audit(d, a->id, "api.port_open",
+                         json_pack("{s:s, s:O}", "grant", a->grant->name, "port", port)) < 0) {
+                reply_audit_failed(d, req, d->audit_fault);
+                goto out;
+        }
         call(d, req, sb, ctl, 201);
 out:
         json_decref(ctl);
@@ -161,8 +165,12 @@ void route_port_delete(struct daemon *d, struct evhttp_request *req, const struc
         struct sandbox *sb = find_running(d, req, a->id);
         if (!sb)
                 return;
-        record_audit(d, a->id, "api.port_close",
-                     json_pack("{s:s, s:I}", "grant", a->grant->name, "port", (json_int_t)a->pid));
+        if (record_audit(
+                d, a->id, "api.port_close",
+                json_pack("{s:s, s:I}", "grant", a->grant->name, "port", (json_int_t)a->pid)) < 0) {
+                reply_audit_failed(d, req, d->audit_fault);
+                return;
+        }
         json_t *ctl = json_pack("{s:s, s:s, s:I}", "op", CONTROL_OP_PORTS, "action", "close",
                                 "port", (json_int_t)a->pid);
         call(d, req, sb, ctl, 200);

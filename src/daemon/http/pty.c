@@ -44,6 +44,7 @@
 #define WS_PING_S      20            /* a ping this often ... */
 #define WS_IDLE_S      60            /* ... and a client silent this long is gone */
 #define WS_CLOSE_S     10            /* the close frame goes out within this */
+#define WS_GRANT_S     1             /* the grant is looked up this often */
 
 struct ws_session {
         struct ws_session *next;
@@ -61,6 +62,8 @@ struct ws_session {
         struct ctl_call *input;   /* a "stdin" call in flight */
         struct evbuffer *pending; /* input not yet sent */
         struct event *ping;
+        struct event *grant_check; /* a revoked grant's terminal is closed */
+        char grant_hash[GRANT_HASH_HEX + 1];
         uint64_t offset;  /* the next output byte the client is to get */
         uint64_t last_rx; /* monotonic us of the client's last frame */
         bool upgraded, closing, fragment, exited;
@@ -84,6 +87,8 @@ static void session_free(struct ws_session *s)
         ctl_call_cancel(s->input);
         if (s->ping)
                 event_free(s->ping);
+        if (s->grant_check)
+                event_free(s->grant_check);
         if (s->pending)
                 evbuffer_free(s->pending);
         if (s->sb) {
@@ -181,11 +186,32 @@ static void on_input_done(struct ctl_call *call, int error, void *arg)
 
 static const struct ctl_call_ops input_ops = {.line = on_input_line, .done = on_input_done};
 
+/* A terminal is one request that lasts: its grant stands behind every
+ * byte typed into it, so a revocation closes it (1008), as it ends the
+ * grant's event streams. True when s was ended (and freed). */
+static bool grant_revoked(struct ws_session *s)
+{
+        struct grant *g = NULL;
+        int r = store_grant_by_hash(s->d->store, s->grant_hash, &g);
+        grant_free(g);
+        if (r != -ENOENT)
+                return false;
+        ws_finish(s, WS_CLOSE_POLICY, "the grant was revoked");
+        return true;
+}
+
+static void on_grant_check(evutil_socket_t fd, short what, void *arg)
+{
+        (void)grant_revoked(arg);
+}
+
 /* One "stdin" call at a time, in order. */
 static void pump_input(struct ws_session *s)
 {
         size_t n = evbuffer_get_length(s->pending);
         if (s->input || n == 0 || s->closing)
+                return;
+        if (grant_revoked(s))
                 return;
         if (n > WS_INPUT_CHUNK)
                 n = WS_INPUT_CHUNK;
@@ -321,6 +347,9 @@ static void upgrade(struct ws_session *s)
         s->ping = event_new(s->d->base, -1, EV_PERSIST, on_ping, s);
         struct timeval tv = {.tv_sec = WS_PING_S};
         event_add(s->ping, &tv);
+        s->grant_check = event_new(s->d->base, -1, EV_PERSIST, on_grant_check, s);
+        struct timeval gtv = {.tv_sec = WS_GRANT_S};
+        event_add(s->grant_check, &gtv);
         /* Frames that came with the handshake are read from the loop. */
         bufferevent_trigger(s->bev, EV_READ, BEV_OPT_DEFER_CALLBACKS);
 }
@@ -487,6 +516,7 @@ void route_pty(struct daemon *d, struct evhttp_request *req, const struct route_
         s->offset = offset;
         s->pending = evbuffer_new();
         memcpy(s->accept, accept, sizeof(accept));
+        snprintf(s->grant_hash, sizeof(s->grant_hash), "%s", a->grant->token_hash);
         s->sb = sb;
         sandbox_ref(sb);
         sb->streams++;

@@ -37,7 +37,14 @@ struct ask_prompt {
          * prompt, never in the sandbox, so a prompt the sandbox prints
          * cannot carry it. */
         char word[16];
-        uint64_t shown_us;     /* when the prompt was drawn */
+        uint64_t shown_us; /* when the prompt was drawn */
+        /* Where the terminal's input stands in an escape sequence (an arrow
+         * key, a focus or mouse report, a reply to a query): none of its
+         * bytes is an answer. Kept across reads that come close together. */
+        int in_state;
+        unsigned in_left;      /* raw bytes of an X10 mouse report still to come */
+        unsigned in_len;       /* bytes of the control sequence so far */
+        uint64_t in_at_us;     /* the last read */
         struct event *ev_gone; /* an ask denied by its timeout or elsewhere */
 };
 
@@ -54,6 +61,118 @@ struct ask_prompt {
 #define ASK_CLEAN "\033\\\030\017\033(B\033[0m\033[?25h\r\n"
 
 static void fwd_flush(struct ask_prompt *a);
+
+/* The terminal's input, byte by byte: a key typed on its own is in
+ * IN_GROUND; everything from an ESC (or a C1 introducer: the 8-bit
+ * controls a sandbox can switch the terminal to) to the sequence's end is
+ * not. */
+enum {
+        IN_GROUND,
+        IN_ESC, /* ESC, and its intermediates */
+        IN_CSI, /* ESC [ or 0x9b: parameters until a final byte */
+        IN_SS3, /* ESC O or 0x8f: one more byte (application keys) */
+        IN_STR, /* OSC, DCS, SOS, PM, APC: until BEL or ST */
+        IN_STR_ESC,
+        IN_MOUSE, /* ESC [ M and three raw bytes */
+};
+
+/* A sequence left open longer than this is dropped: a terminal sends one
+ * at once, and the next key is the user's. */
+#define ASK_SEQ_GAP_MS 100
+
+static const char *key_decision(char c)
+{
+        switch (c) {
+        case 'o':
+        case 'O':
+        case 'y':
+        case 'Y':
+                return "allow-once";
+        case 'a':
+        case 'A':
+                return "allow-sandbox";
+        case 'd':
+        case 'D':
+                return "deny";
+        case 'n':
+        case 'N':
+                return "deny-sandbox";
+        default:
+                return NULL;
+        }
+}
+
+/* The first answer typed on its own in buf, or NULL; the state goes on to
+ * the next read. */
+static const char *scan_answer(struct ask_prompt *a, const char *buf, size_t n)
+{
+        uint64_t now = now_monotonic_us();
+        if (now - a->in_at_us > (uint64_t)ASK_SEQ_GAP_MS * 1000)
+                a->in_state = IN_GROUND;
+        a->in_at_us = now;
+        const char *decision = NULL;
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char)buf[i];
+                switch (a->in_state) {
+                case IN_GROUND:
+                        if (c == 0x1b)
+                                a->in_state = IN_ESC;
+                        else if (c == 0x9b) {
+                                a->in_state = IN_CSI;
+                                a->in_len = 0;
+                        } else if (c == 0x8f)
+                                a->in_state = IN_SS3;
+                        else if (c == 0x90 || c == 0x98 || c == 0x9d || c == 0x9e || c == 0x9f)
+                                a->in_state = IN_STR;
+                        else if (!decision)
+                                decision = key_decision((char)c);
+                        break;
+                case IN_ESC:
+                        if (c == '[') {
+                                a->in_state = IN_CSI;
+                                a->in_len = 0;
+                        } else if (c == 'O')
+                                a->in_state = IN_SS3;
+                        else if (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_')
+                                a->in_state = IN_STR;
+                        else if (c == 0x1b)
+                                a->in_state = IN_ESC;
+                        else if (c < 0x20 || c > 0x2f)   /* an intermediate stays */
+                                a->in_state = IN_GROUND; /* Alt and a key: not an answer */
+                        break;
+                case IN_CSI:
+                        if (c == 'M' && a->in_len == 0) {
+                                a->in_state = IN_MOUSE;
+                                a->in_left = 3;
+                        } else if (c == 0x1b)
+                                a->in_state = IN_ESC;
+                        else if (c == 0x18 || c == 0x1a || (c >= 0x40 && c <= 0x7e))
+                                a->in_state = IN_GROUND;
+                        a->in_len++;
+                        break;
+                case IN_SS3:
+                        a->in_state = IN_GROUND;
+                        break;
+                case IN_STR:
+                        if (c == 0x07 || c == 0x9c || c == 0x18 || c == 0x1a)
+                                a->in_state = IN_GROUND;
+                        else if (c == 0x1b)
+                                a->in_state = IN_STR_ESC;
+                        break;
+                case IN_STR_ESC:
+                        a->in_state = c == '\\' ? IN_GROUND : IN_STR;
+                        break;
+                case IN_MOUSE:
+                default:
+                        if (a->in_left <= 1)
+                                a->in_state = IN_GROUND;
+                        else
+                                a->in_left--;
+                        break;
+                }
+        }
+        return decision;
+}
 
 /* The user's input is the prompt's while it is up, and the terminal's
  * output too. */
@@ -159,6 +278,7 @@ static void show_next(struct ask_prompt *a)
                 a->showing = true;
                 hold_input(a, true);
                 (void)tcflush(a->fd, TCIFLUSH);
+                a->in_state = IN_GROUND;
                 say(a, line);
                 a->shown_us = now_monotonic_us();
                 event_add(a->ev, NULL);
@@ -236,6 +356,9 @@ static void on_answer(evutil_socket_t fd, short what, void *arg)
                 }
                 return;
         }
+        /* Keys only: an escape sequence is a key that is no letter, or
+         * the terminal speaking (a report the sandbox asked for). */
+        const char *decision = scan_answer(a, buf, (size_t)n);
         if (now_monotonic_us() - a->shown_us < (uint64_t)ASK_SETTLE_MS * 1000) {
                 char msg[160];
                 snprintf(msg, sizeof(msg),
@@ -246,30 +369,6 @@ static void on_answer(evutil_socket_t fd, short what, void *arg)
                 a->shown_us = now_monotonic_us();
                 return;
         }
-        const char *decision = NULL;
-        for (ssize_t i = 0; i < n && !decision; i++)
-                switch (buf[i]) {
-                case 'o':
-                case 'O':
-                case 'y':
-                case 'Y':
-                        decision = "allow-once";
-                        break;
-                case 'a':
-                case 'A':
-                        decision = "allow-sandbox";
-                        break;
-                case 'd':
-                case 'D':
-                        decision = "deny";
-                        break;
-                case 'n':
-                case 'N':
-                        decision = "deny-sandbox";
-                        break;
-                default:
-                        break;
-                }
         if (!decision) {
                 char msg[96];
                 snprintf(msg, sizeof(msg), ASK_CLEAN "[airlock %s] answer o, a, d or n: ", a->word);
