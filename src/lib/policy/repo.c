@@ -313,6 +313,24 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
                                 json_object_set_new(lim, d->key, json_integer((json_int_t)v));
                         }
                 }
+                /* limits.io the same way (0 is "none" for each). */
+                json_t *io = json_object();
+                for (size_t i = 0; i < policy_n_io_descs; i++) {
+                        const struct limit_desc *d = &policy_io_descs[i];
+                        if (!(l->limits_set & d->bit))
+                                continue;
+                        uint64_t *cur = policy_io_field(&t->limits.io, d);
+                        uint64_t v = tighter(*cur, *policy_io_field(&l->limits.io, d));
+                        if (v != *cur) {
+                                *cur = v;
+                                t->limits_set |= d->bit;
+                                json_object_set_new(io, d->key, json_integer((json_int_t)v));
+                        }
+                }
+                if (json_object_size(io))
+                        json_object_set_new(lim, "io", io);
+                else
+                        json_decref(io);
                 json_object_set_new(applied, "limits", lim);
         }
         for (size_t i = 0; i < rc->n_env; i++) {
