@@ -55,7 +55,7 @@ def test_clone_minimum_tier_enforced(git_api, daemon_base):
     assert b["error"] == "repo_config_refused" and "microvm" in b["message"], b
 
 
-def test_clone_bad_config_refused_and_env_applied(git_api, daemon_base):
+def test_clone_bad_config_refused_and_untrusted_adds_nothing(git_api, daemon_base):
     bare = remote_with(daemon_base, {"surprise": 1})
     status, _, body = git_api.request("POST", "/v1/sandboxes",
                                       {"class": "small", "repo": f"file://{bare}"})
@@ -65,13 +65,13 @@ def test_clone_bad_config_refused_and_env_applied(git_api, daemon_base):
     assert status == 400 and b["error"] == "invalid_repo_config", body
     assert "surprise" in b["message"], b
 
-    # Untrusted: env applies, allowedDomains do not.
+    # Untrusted: neither env nor allowedDomains apply.
     bare = remote_with(daemon_base, {"env": {"REPO_ASKED": "yes"},
                                      "allowedDomains": ["example.com"]})
     sb = git_api.create(sandbox_class="small", repo=f"file://{bare}")
     try:
         out = git_api.run(sb["id"], ["/bin/sh", "-c",
                                      "echo $REPO_ASKED; echo ${HTTPS_PROXY:-none}"])
-        assert out.stdout.split() == [b"yes", b"none"], (out.stdout, out.stderr)
+        assert out.stdout.split() == [b"none"], (out.stdout, out.stderr)
     finally:
         git_api.delete(sb["id"])

@@ -82,3 +82,30 @@ Test(repo_config_attacks, io_limits_tighten, .init = setup, .fini = teardown)
         json_decref(applied);
         policy_free(p);
 }
+
+/* A repository's env reached every process the agent started without
+ * trust: LD_PRELOAD (or BASH_ENV, PYTHONSTARTUP, NODE_OPTIONS...) naming a
+ * file of the repository ran its code in the agent before the agent read
+ * a line. Now env is asked, and applied only when trusted. */
+Test(repo_config_attacks, env_only_when_trusted, .init = setup, .fini = teardown)
+{
+        const char *cfg = "{\"env\": {\"LD_PRELOAD\": \"/workspace/.x.so\", \"BASH_ENV\": "
+                          "\"/workspace/.x.sh\"}}";
+        for (int trusted = 0; trusted < 2; trusted++) {
+                struct policy *p = finalized("{\"env\": {\"BASH_ENV\": \"/etc/mine\"}}", trusted);
+                json_t *applied = apply(cfg, p);
+                bool preload = false;
+                for (size_t i = 0; i < p->n_env; i++) {
+                        preload = preload || STREQ(p->env[i].key, "LD_PRELOAD");
+                        if (STREQ(p->env[i].key, "BASH_ENV")) /* the operator's wins */
+                                cr_assert_str_eq(p->env[i].value, "/etc/mine");
+                }
+                cr_assert_eq(preload, trusted == 1, "trusted=%d: LD_PRELOAD %s", trusted,
+                             preload ? "applied" : "not applied");
+                json_t *nt = json_object_get(applied, "notTrusted");
+                cr_assert_eq(json_is_array(json_object_get(nt, "env")), trusted == 0,
+                             "notTrusted does not name the env it refused");
+                json_decref(applied);
+                policy_free(p);
+        }
+}
