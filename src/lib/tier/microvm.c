@@ -473,6 +473,25 @@ static int gate_ports(uint16_t *ports, size_t *n, struct al_error *err)
         return 0;
 }
 
+#define VM_DIR_TEMPLATE "/tmp/.airlock-vm-XXXXXX"
+
+/* The run's directory in the sandbox's /tmp (its initramfs: the command's
+ * spec and environment, the modules; QEMU's console): removed when the
+ * guest ends, or at the first error, so that a sandbox's runs (each exec of
+ * a daemon's sandbox is one) do not fill its memory-backed /tmp. */
+static void vm_dir_remove(char (*dir)[sizeof(VM_DIR_TEMPLATE)])
+{
+        if (!(*dir)[0])
+                return; /* not made, or removed */
+        _cleanup_close_ int fd = open(*dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+                (void)unlinkat(fd, "initrd", 0);
+                (void)unlinkat(fd, "console", 0);
+        }
+        (void)rmdir(*dir);
+        (*dir)[0] = '\0';
+}
+
 int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct al_error *err)
 {
         const struct policy *p = run->policy;
@@ -484,9 +503,6 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                                             "tier microvm: the guest gives the command no "
                                             "terminal (its stdin is /dev/null, its output "
                                             "pipes); drop -t");
-        char dir[] = "/tmp/.airlock-vm-XXXXXX";
-        if (!mkdtemp(dir))
-                return al_error_set(err, errno, "making the microVM's directory in /tmp");
         uint16_t ports[VMNET_PORTS_MAX];
         size_t n_ports = 0;
         int net[2] = {-1, -1};
@@ -495,6 +511,11 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                         return r;
                 if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, net) < 0)
                         return al_error_set(err, errno, "socketpair");
+        }
+        __attribute__((cleanup(vm_dir_remove))) char dir[] = VM_DIR_TEMPLATE;
+        if (!mkdtemp(dir)) {
+                dir[0] = '\0';
+                return al_error_set(err, errno, "making the microVM's directory in /tmp");
         }
         _cleanup_free_ char *initrd = xasprintf("%s/initrd", dir);
         _cleanup_free_ char *console = xasprintf("%s/console", dir);
@@ -653,8 +674,10 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
                 ;
         if (code < 0) {
-                if (got_signal)
+                if (got_signal) {
+                        vm_dir_remove(&dir);
                         _exit(128 + got_signal);
+                }
                 char msg[256];
                 int m = snprintf(msg, sizeof(msg),
                                  "airlock: tier microvm: the guest ended without reporting "
@@ -664,7 +687,9 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                 if (m > 0)
                         (void)!write(2, msg, (size_t)m);
                 console_tail(console);
+                vm_dir_remove(&dir);
                 _exit(125);
         }
+        vm_dir_remove(&dir);
         _exit(code);
 }
