@@ -304,6 +304,16 @@ static int write_initrd(int fd, const struct tier_vm_run *run, const uint16_t *p
         snprintf(num, sizeof(num), "%u", (unsigned)run->gid);
         spec_add(&spec, &slen, "gid", num);
         spec_add(&spec, &slen, "ws", run->policy->workspace ? "1" : "0");
+        /* The per-process limits the guest puts on the command (not on
+         * QEMU: confine.c). */
+        if (run->policy->limits.file_size) {
+                snprintf(num, sizeof(num), "%" PRIu64, run->policy->limits.file_size);
+                spec_add(&spec, &slen, "fsize", num);
+        }
+        if (run->policy->limits.open_files) {
+                snprintf(num, sizeof(num), "%" PRIu64, run->policy->limits.open_files);
+                spec_add(&spec, &slen, "nofile", num);
+        }
         for (size_t i = 0; i < n_ports; i++) {
                 snprintf(num, sizeof(num), "%u", (unsigned)ports[i]);
                 spec_add(&spec, &slen, "port", num);
