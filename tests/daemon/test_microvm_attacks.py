@@ -3,7 +3,9 @@
 sandbox is a guest of its own, started from an initramfs written in the
 sandbox's /tmp: those files (the command's spec, its environment, about a
 megabyte of modules) were never removed, so a client's execs filled the
-sandbox's memory-backed /tmp until its own runs failed. One boot."""
+sandbox's memory-backed /tmp until its own runs failed; removing them at
+the end still left them behind an exec killed at its timeout. Now they are
+unnamed files. Two boots."""
 
 import glob
 import os
@@ -52,6 +54,9 @@ def test_exec_leaves_no_initramfs_behind(make_daemon, monkeypatch):
     try:
         out = api.run(sb["id"], ["/bin/sh", "-c", "echo SECRET_ARG_$((6*7))"])
         assert b"SECRET_ARG_42" in out.stdout, (out.stdout, out.stderr)
+        # An exec killed at its timeout (its process group, QEMU with it).
+        out = api.run(sb["id"], ["/bin/sh", "-c", "echo up; sleep 120"], timeout=6)
+        assert out.exit_code != 0, (out.stdout, out.stderr)
         tmps = list(_sandbox_tmps(sb["id"]))
         assert tmps, "no process of the sandbox found"
         left = [p for t in tmps for p in glob.glob(t + "/.airlock-vm-*")]

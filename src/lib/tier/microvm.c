@@ -342,11 +342,8 @@ static void add(char **v, size_t *k, char *s)
         v[(*k)++] = s;
 }
 
-static void console_tail(const char *path)
+static void console_tail(int fd)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return;
         off_t end = lseek(fd, 0, SEEK_END);
         off_t from = end > VM_CONSOLE_TAIL ? end - VM_CONSOLE_TAIL : 0;
         char buf[VM_CONSOLE_TAIL];
@@ -483,25 +480,6 @@ static int gate_ports(uint16_t *ports, size_t *n, struct al_error *err)
         return 0;
 }
 
-#define VM_DIR_TEMPLATE "/tmp/.airlock-vm-XXXXXX"
-
-/* The run's directory in the sandbox's /tmp (its initramfs: the command's
- * spec and environment, the modules; QEMU's console): removed when the
- * guest ends, or at the first error, so that a sandbox's runs (each exec of
- * a daemon's sandbox is one) do not fill its memory-backed /tmp. */
-static void vm_dir_remove(char (*dir)[sizeof(VM_DIR_TEMPLATE)])
-{
-        if (!(*dir)[0])
-                return; /* not made, or removed */
-        _cleanup_close_ int fd = open(*dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0) {
-                (void)unlinkat(fd, "initrd", 0);
-                (void)unlinkat(fd, "console", 0);
-        }
-        (void)rmdir(*dir);
-        (*dir)[0] = '\0';
-}
-
 int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct al_error *err)
 {
         const struct policy *p = run->policy;
@@ -522,21 +500,21 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                 if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, net) < 0)
                         return al_error_set(err, errno, "socketpair");
         }
-        __attribute__((cleanup(vm_dir_remove))) char dir[] = VM_DIR_TEMPLATE;
-        if (!mkdtemp(dir)) {
-                dir[0] = '\0';
-                return al_error_set(err, errno, "making the microVM's directory in /tmp");
-        }
-        _cleanup_free_ char *initrd = xasprintf("%s/initrd", dir);
-        _cleanup_free_ char *console = xasprintf("%s/console", dir);
-        {
-                _cleanup_close_ int fd =
-                    open(initrd, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-                if (fd < 0)
-                        return al_error_set(err, errno, "creating %s", initrd);
-                if ((r = write_initrd(fd, run, ports, n_ports, err)) < 0)
-                        return r;
-        }
+        /* The initramfs (the command's spec and environment, the modules)
+         * and QEMU's console: unnamed files in the sandbox's /tmp, handed
+         * to QEMU as /proc/self/fd/N. Nothing is left behind however the
+         * run ends (each exec of a daemon's sandbox is one, and a killed
+         * exec ends without cleaning up), and no other process of the
+         * sandbox can open them. */
+        _cleanup_close_ int initrd_fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (initrd_fd < 0)
+                return al_error_set(err, errno, "creating the initramfs in /tmp");
+        if ((r = write_initrd(initrd_fd, run, ports, n_ports, err)) < 0)
+                return r;
+        _cleanup_close_ int console_fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (console_fd < 0)
+                return al_error_set(err, errno, "creating the console file in /tmp");
+        _cleanup_free_ char *initrd = xasprintf("/proc/self/fd/%d", initrd_fd);
 
         uint64_t mem_mb = VM_MEM_DEFAULT_MB;
         if (p->limits.memory)
@@ -550,7 +528,7 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         snprintf(mem, sizeof(mem), "%" PRIu64, mem_mb);
         snprintf(smp, sizeof(smp), "%" PRIu64, cpus);
         _cleanup_free_ char *kernel = xstrdup(AIRLOCK_VM_DIR "/vmlinuz");
-        _cleanup_free_ char *serial = xasprintf("file:%s", console);
+        _cleanup_free_ char *serial = xasprintf("file:/proc/self/fd/%d", console_fd);
         bool kvm = chosen_accel == TIER_VM_ACCEL_KVM;
         /* Emulated, the guest's calibration of its TSC against the PIT
          * races the host's load and can fail, leaving it without a clock
@@ -654,6 +632,11 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                 if (net[1] >= 0 && ((fl = fcntl(net[1], F_GETFD)) < 0 ||
                                     fcntl(net[1], F_SETFD, fl & ~FD_CLOEXEC) < 0))
                         _exit(127);
+                if ((fl = fcntl(initrd_fd, F_GETFD)) < 0 ||
+                    fcntl(initrd_fd, F_SETFD, fl & ~FD_CLOEXEC) < 0 ||
+                    (fl = fcntl(console_fd, F_GETFD)) < 0 ||
+                    fcntl(console_fd, F_SETFD, fl & ~FD_CLOEXEC) < 0)
+                        _exit(127);
                 execv(v[0], v);
                 int e = errno;
                 (void)!write(sync[1], &e, sizeof(e));
@@ -684,10 +667,8 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
                 ;
         if (code < 0) {
-                if (got_signal) {
-                        vm_dir_remove(&dir);
+                if (got_signal)
                         _exit(128 + got_signal);
-                }
                 char msg[256];
                 int m = snprintf(msg, sizeof(msg),
                                  "airlock: tier microvm: the guest ended without reporting "
@@ -696,10 +677,8 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                                  WIFEXITED(wst) ? WEXITSTATUS(wst) : WTERMSIG(wst));
                 if (m > 0)
                         (void)!write(2, msg, (size_t)m);
-                console_tail(console);
-                vm_dir_remove(&dir);
+                console_tail(console_fd);
                 _exit(125);
         }
-        vm_dir_remove(&dir);
         _exit(code);
 }
