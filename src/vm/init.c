@@ -234,9 +234,15 @@ static void read_spec(struct spec *s)
                         continue;
                 *eq = '\0';
                 char *v = eq + 1;
-                if (!strcmp(kv, "arg") && na < MAX_STRS - 1)
+                if ((!strcmp(kv, "arg") && na == MAX_STRS - 1) ||
+                    (!strcmp(kv, "env") && ne == MAX_STRS - 1)) {
+                        /* Never a shorter command than the one asked for. */
+                        say("/spec has more than %d arguments or variables", MAX_STRS - 1);
+                        end_guest();
+                }
+                if (!strcmp(kv, "arg"))
                         s->argv[na++] = v;
-                else if (!strcmp(kv, "env") && ne < MAX_STRS - 1)
+                else if (!strcmp(kv, "env"))
                         s->envp[ne++] = v;
                 else if (!strcmp(kv, "cwd"))
                         s->cwd = v;

@@ -29,6 +29,7 @@ extern const unsigned char tier_vm_init_blob_end[];
 #define VM_MODULES_MAX    32
 #define VM_MODULE_MAX     (16u << 20)
 #define VM_SPEC_MAX       (1u << 20)
+#define VM_SPEC_STRS_MAX  4095 /* arguments, and variables: the guest's init keeps this many */
 #define VM_MEM_DEFAULT_MB 512
 #define VM_MEM_MIN_MB     128
 /* QEMU's own memory beside the guest's RAM, within the cgroup's limit;
@@ -285,8 +286,18 @@ static int write_initrd(int fd, const struct tier_vm_run *run, const uint16_t *p
 
         /* The run: its command, environment, directory and user. */
         _cleanup_free_ char *spec = NULL;
-        size_t slen = 0;
+        size_t slen = 0, na = 0, ne = 0;
         char num[32];
+        for (char *const *a = run->argv; *a; a++)
+                na++;
+        for (char *const *e = run->envp; e && *e; e++)
+                ne++;
+        if (na > VM_SPEC_STRS_MAX || ne > VM_SPEC_STRS_MAX)
+                return al_error_set_message(err, E2BIG,
+                                            "tier microvm: the command has %zu arguments and %zu "
+                                            "environment variables; the guest takes at most %d "
+                                            "of each",
+                                            na, ne, VM_SPEC_STRS_MAX);
         for (char *const *a = run->argv; *a; a++)
                 spec_add(&spec, &slen, "arg", *a);
         const char *home = NULL;
