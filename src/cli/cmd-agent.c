@@ -23,6 +23,7 @@
 #include "paths.h"
 #include "policy.h"
 #include "policyflags.h"
+#include "repo.h"
 #include "review.h"
 #include "util.h"
 
@@ -536,6 +537,12 @@ int cmd_agent(int argc, char **argv)
                 policy_add_deny_read(p, a.secrets);
         policyflags_finish(p, &pf);
         if (policy_finalize(p, cwd, home ? home : "/", &err) < 0)
+                return setup_failed(&a, EXIT_SETUP, err.msg);
+        /* The workspace's .airlock/isolation.json, as airlock run reads it:
+         * the agent works on a repository it did not write, whose
+         * minimumTier holds here too (what widens needs the policy's
+         * trustRepoConfig). */
+        if (repo_config_apply_workspace(p, p->workspace, home ? home : "/", &err) < 0)
                 return setup_failed(&a, EXIT_SETUP, err.msg);
 
         struct sandbox_proc sb = {0};

@@ -85,7 +85,7 @@ static const char run_usage[] =
         "                           gvisor, microvm (docs/tiers.md; 'airlock doctor')\n"
         "      --image NAME         the container tier's image ('airlock image ls')\n"
         "      --trust-repo-config  let the workspace's .airlock/isolation.json add network\n"
-        "                           rules and read-only mounts (policy: trustRepoConfig)\n"
+        "                           rules, read-only mounts and env (policy: trustRepoConfig)\n"
         "      --env KEY=VALUE      set a variable in the sandbox's clean environment\n"
         "      --uid N              uid inside (default 1000; 0 is a fake root)\n"
         "      --users N            users 0 to N-1 exist inside, each its own host id (for\n"

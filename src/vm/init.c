@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
@@ -189,6 +190,7 @@ struct spec {
         uid_t uid;
         gid_t gid;
         bool ws;
+        unsigned long fsize, nofile; /* the command's limits; 0 = none */
         uint16_t ports[VMNET_PORTS_MAX];
         size_t n_ports;
 };
@@ -232,9 +234,15 @@ static void read_spec(struct spec *s)
                         continue;
                 *eq = '\0';
                 char *v = eq + 1;
-                if (!strcmp(kv, "arg") && na < MAX_STRS - 1)
+                if ((!strcmp(kv, "arg") && na == MAX_STRS - 1) ||
+                    (!strcmp(kv, "env") && ne == MAX_STRS - 1)) {
+                        /* Never a shorter command than the one asked for. */
+                        say("/spec has more than %d arguments or variables", MAX_STRS - 1);
+                        end_guest();
+                }
+                if (!strcmp(kv, "arg"))
                         s->argv[na++] = v;
-                else if (!strcmp(kv, "env") && ne < MAX_STRS - 1)
+                else if (!strcmp(kv, "env"))
                         s->envp[ne++] = v;
                 else if (!strcmp(kv, "cwd"))
                         s->cwd = v;
@@ -246,6 +254,10 @@ static void read_spec(struct spec *s)
                         s->gid = (gid_t)num(v);
                 else if (!strcmp(kv, "ws"))
                         s->ws = !strcmp(v, "1");
+                else if (!strcmp(kv, "fsize"))
+                        s->fsize = num(v);
+                else if (!strcmp(kv, "nofile"))
+                        s->nofile = num(v);
                 else if (!strcmp(kv, "port") && s->n_ports < VMNET_PORTS_MAX) {
                         unsigned long port = num(v);
                         if (port == 0 || port > 65535) {
@@ -455,6 +467,14 @@ static _Noreturn void run_command(const struct spec *s, int out, int err)
                         say("dropping capability %d: %s", cap, strerror(errno));
                         _exit(125);
                 }
+        /* The policy's per-process limits, on the command as in the
+         * namespace tier (soft and hard alike: it cannot raise them). */
+        struct rlimit fsize = {s->fsize, s->fsize}, nofile = {s->nofile, s->nofile};
+        if ((s->fsize && setrlimit(RLIMIT_FSIZE, &fsize) < 0) ||
+            (s->nofile && setrlimit(RLIMIT_NOFILE, &nofile) < 0)) {
+                say("setting the command's limits: %s", strerror(errno));
+                _exit(125);
+        }
         if (setgroups(0, NULL) < 0 || setresgid(s->gid, s->gid, s->gid) < 0 ||
             setresuid(s->uid, s->uid, s->uid) < 0) {
                 say("dropping to uid %u: %s", (unsigned)s->uid, strerror(errno));

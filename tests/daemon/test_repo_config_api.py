@@ -33,23 +33,24 @@ def test_bad_repo_config_refused_naming_the_key(api, tmp_path):
     assert b["error"] == "invalid_repo_config" and "surprise" in b["message"], b
 
 
-def test_untrusted_applies_env_not_domains(api, tmp_path):
+def test_untrusted_applies_neither_env_nor_domains(api, tmp_path):
     ws = workspace(tmp_path, {"minimumTier": "namespace", "env": {"REPO_ASKED": "yes"},
                               "allowedDomains": ["example.com"]})
     sb = api.create(sandbox_class="small", workspace=str(ws))
     try:
         out = api.run(sb["id"], ["/bin/sh", "-c", "echo $REPO_ASKED; echo ${HTTPS_PROXY:-none}"])
-        assert out.stdout.split() == [b"yes", b"none"], (out.stdout, out.stderr)
+        assert out.stdout.split() == [b"none"], (out.stdout, out.stderr)
     finally:
         api.delete(sb["id"])
 
 
 def test_trusted_applies_domains(api, tmp_path):
-    ws = workspace(tmp_path, {"allowedDomains": ["example.com"]})
+    ws = workspace(tmp_path, {"allowedDomains": ["example.com"], "env": {"REPO_ASKED": "yes"}})
     sb = api.create(sandbox_class="small", workspace=str(ws),
                     policy={"trustRepoConfig": True})
     try:
-        out = api.run(sb["id"], ["/bin/sh", "-c", "echo ${HTTPS_PROXY:-none}"])
+        out = api.run(sb["id"], ["/bin/sh", "-c", "echo $REPO_ASKED ${HTTPS_PROXY:-none}"])
         assert b"127.0.0.1:3128" in out.stdout, (out.stdout, out.stderr)
+        assert out.stdout.startswith(b"yes "), (out.stdout, out.stderr)
     finally:
         api.delete(sb["id"])

@@ -28,7 +28,7 @@ def test_untrusted_adds_nothing(airlock):
                            "mounts": [{"source": "fix", "target": "/fix"}]})
     p = airlock.run(["run", "-w", ws, "--", "/bin/sh", "-c",
                      "echo env=$FROM_REPO; ls /fix; echo proxy=$HTTPS_PROXY"], timeout=60)
-    assert "env=yes" in p.stdout
+    assert "env=\n" in p.stdout
     assert "fixture" not in p.stdout and "proxy=\n" in p.stdout + "\n"
     assert "not applied" in p.stderr and "--trust-repo-config" in p.stderr
 

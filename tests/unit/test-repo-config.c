@@ -168,7 +168,7 @@ Test(repo_config, reach_only_when_trusted, .init = setup, .fini = teardown)
                 if (trusted)
                         cr_assert(p->mounts[0].readonly);
                 cr_assert_eq(p->net_mode, trusted ? POLICY_NET_GATED : POLICY_NET_NONE);
-                cr_assert_eq(p->n_env, 1u);
+                cr_assert_eq(p->n_env, trusted ? 1u : 0u);
                 cr_assert_eq(p->limits.memory, 64ULL << 20); /* tightened */
                 cr_assert_eq(p->limits.pids, pids);          /* never loosened */
                 cr_assert_eq(json_object_get(applied, "notTrusted") == NULL, trusted == 1);

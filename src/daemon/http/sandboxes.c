@@ -125,6 +125,19 @@ static void on_cloned(const char *id, const char *workspace, const char *base, i
                 return;
         }
         json_object_set_new(c->repo, "base", json_string(base));
+        struct al_error err = {0};
+        /* The clone's .airlock/isolation.json, as a host workspace's is
+         * read: the repository's minimumTier holds for a clone too. The
+         * refused clone is left to the kept state's pruning (gc.c). */
+        int rr = repo_config_apply_workspace(c->policy, workspace, d->home, &err);
+        if (rr < 0) {
+                reply_error(d, c->req, rr == -EPERM ? 409 : 400,
+                            rr == -EPERM ? "repo_config_refused" : "invalid_repo_config", "%s",
+                            err.msg);
+                d->metrics.create_failures++;
+                create_ctx_free(c);
+                return;
+        }
         struct sandbox_params params = {
             .grant = c->grant,
             .metadata = c->metadata,
@@ -133,7 +146,6 @@ static void on_cloned(const char *id, const char *workspace, const char *base, i
             .workspace = workspace,
             .id = id,
         };
-        struct al_error err = {0};
         struct sandbox *sb = NULL;
         int r = sandbox_start(d, TAKE_PTR(c->policy), &params, on_created, c, &sb, &err);
         if (r < 0) {

@@ -124,10 +124,13 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
          * into the command: a leaked fd is an escape (CVE-2024-21626). */
         confine_close_except(&c->keep_fd, 1);
 
-        if (l->open_files &&
+        /* The microvm tier's guest puts these two on its command
+         * (microvm.c): on QEMU they would end the run, not the command. */
+        bool vm = c->policy->tier == POLICY_TIER_MICROVM;
+        if (l->open_files && !vm &&
             (r = set_rlimit(RLIMIT_NOFILE, l->open_files, "the open files limit", err)) < 0)
                 return r;
-        if (l->file_size &&
+        if (l->file_size && !vm &&
             (r = set_rlimit(RLIMIT_FSIZE, l->file_size, "the file size limit", err)) < 0)
                 return r;
         if (l->cpu_time_s &&

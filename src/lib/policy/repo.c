@@ -313,23 +313,31 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
                                 json_object_set_new(lim, d->key, json_integer((json_int_t)v));
                         }
                 }
+                /* limits.io the same way (0 is "none" for each). */
+                json_t *io = json_object();
+                for (size_t i = 0; i < policy_n_io_descs; i++) {
+                        const struct limit_desc *d = &policy_io_descs[i];
+                        if (!(l->limits_set & d->bit))
+                                continue;
+                        uint64_t *cur = policy_io_field(&t->limits.io, d);
+                        uint64_t v = tighter(*cur, *policy_io_field(&l->limits.io, d));
+                        if (v != *cur) {
+                                *cur = v;
+                                t->limits_set |= d->bit;
+                                json_object_set_new(io, d->key, json_integer((json_int_t)v));
+                        }
+                }
+                if (json_object_size(io))
+                        json_object_set_new(lim, "io", io);
+                else
+                        json_decref(io);
                 json_object_set_new(applied, "limits", lim);
         }
-        for (size_t i = 0; i < rc->n_env; i++) {
-                bool set = false;
-                for (size_t j = 0; j < t->n_env; j++)
-                        set = set || STREQ(t->env[j].key, rc->env[i].key);
-                if (!set) /* the operator's own value wins */
-                        policy_add_env(t, rc->env[i].key, rc->env[i].value);
-        }
-        if (rc->n_env) {
-                json_t *keys = json_array();
-                for (size_t i = 0; i < rc->n_env; i++)
-                        json_array_append_new(keys, json_string(rc->env[i].key));
-                json_object_set_new(applied, "env", keys);
-        }
 
-        /* What widens the sandbox's reach: only when trusted. */
+        /* What widens the sandbox's reach, or puts the repository's words
+         * into every process the agent starts (its environment: a loader,
+         * shell or interpreter hook would run the repository's code before
+         * the agent reads a line of it): only when trusted. */
         json_t *doms = json_array(), *mnts = json_array();
         for (size_t i = 0; i < rc->n_domains; i++)
                 json_array_append_new(doms, json_string(rc->domains[i]));
@@ -337,6 +345,12 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
                 json_array_append_new(mnts, json_pack("{s:s, s:s}", "source", rc->mounts[i].source,
                                                       "target", rc->mounts[i].target));
         json_t *to = p->trust_repo_config ? applied : ignored;
+        if (rc->n_env) {
+                json_t *keys = json_array();
+                for (size_t i = 0; i < rc->n_env; i++)
+                        json_array_append_new(keys, json_string(rc->env[i].key));
+                json_object_set_new(to, "env", keys);
+        }
         if (rc->n_domains)
                 json_object_set(to, "allowedDomains", doms);
         if (rc->n_mounts)
@@ -352,6 +366,13 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
                             "%s asks for network access (allowedDomains), and the policy's "
                             "network mode is \"none\"; remove one of them",
                             REPO_CONFIG_PATH);
+                }
+                for (size_t i = 0; i < rc->n_env; i++) {
+                        bool set = false;
+                        for (size_t j = 0; j < t->n_env; j++)
+                                set = set || STREQ(t->env[j].key, rc->env[i].key);
+                        if (!set) /* the operator's own value wins */
+                                policy_add_env(t, rc->env[i].key, rc->env[i].value);
                 }
                 for (size_t i = 0; i < rc->n_domains; i++)
                         t->net_allow = strv_append(t->net_allow, &t->n_net_allow, rc->domains[i]);

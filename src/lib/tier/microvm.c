@@ -29,6 +29,7 @@ extern const unsigned char tier_vm_init_blob_end[];
 #define VM_MODULES_MAX    32
 #define VM_MODULE_MAX     (16u << 20)
 #define VM_SPEC_MAX       (1u << 20)
+#define VM_SPEC_STRS_MAX  4095 /* arguments, and variables: the guest's init keeps this many */
 #define VM_MEM_DEFAULT_MB 512
 #define VM_MEM_MIN_MB     128
 /* QEMU's own memory beside the guest's RAM, within the cgroup's limit;
@@ -285,8 +286,18 @@ static int write_initrd(int fd, const struct tier_vm_run *run, const uint16_t *p
 
         /* The run: its command, environment, directory and user. */
         _cleanup_free_ char *spec = NULL;
-        size_t slen = 0;
+        size_t slen = 0, na = 0, ne = 0;
         char num[32];
+        for (char *const *a = run->argv; *a; a++)
+                na++;
+        for (char *const *e = run->envp; e && *e; e++)
+                ne++;
+        if (na > VM_SPEC_STRS_MAX || ne > VM_SPEC_STRS_MAX)
+                return al_error_set_message(err, E2BIG,
+                                            "tier microvm: the command has %zu arguments and %zu "
+                                            "environment variables; the guest takes at most %d "
+                                            "of each",
+                                            na, ne, VM_SPEC_STRS_MAX);
         for (char *const *a = run->argv; *a; a++)
                 spec_add(&spec, &slen, "arg", *a);
         const char *home = NULL;
@@ -304,6 +315,16 @@ static int write_initrd(int fd, const struct tier_vm_run *run, const uint16_t *p
         snprintf(num, sizeof(num), "%u", (unsigned)run->gid);
         spec_add(&spec, &slen, "gid", num);
         spec_add(&spec, &slen, "ws", run->policy->workspace ? "1" : "0");
+        /* The per-process limits the guest puts on the command (not on
+         * QEMU: confine.c). */
+        if (run->policy->limits.file_size) {
+                snprintf(num, sizeof(num), "%" PRIu64, run->policy->limits.file_size);
+                spec_add(&spec, &slen, "fsize", num);
+        }
+        if (run->policy->limits.open_files) {
+                snprintf(num, sizeof(num), "%" PRIu64, run->policy->limits.open_files);
+                spec_add(&spec, &slen, "nofile", num);
+        }
         for (size_t i = 0; i < n_ports; i++) {
                 snprintf(num, sizeof(num), "%u", (unsigned)ports[i]);
                 spec_add(&spec, &slen, "port", num);
@@ -332,11 +353,8 @@ static void add(char **v, size_t *k, char *s)
         v[(*k)++] = s;
 }
 
-static void console_tail(const char *path)
+static void console_tail(int fd)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return;
         off_t end = lseek(fd, 0, SEEK_END);
         off_t from = end > VM_CONSOLE_TAIL ? end - VM_CONSOLE_TAIL : 0;
         char buf[VM_CONSOLE_TAIL];
@@ -484,9 +502,6 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                                             "tier microvm: the guest gives the command no "
                                             "terminal (its stdin is /dev/null, its output "
                                             "pipes); drop -t");
-        char dir[] = "/tmp/.airlock-vm-XXXXXX";
-        if (!mkdtemp(dir))
-                return al_error_set(err, errno, "making the microVM's directory in /tmp");
         uint16_t ports[VMNET_PORTS_MAX];
         size_t n_ports = 0;
         int net[2] = {-1, -1};
@@ -496,16 +511,21 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                 if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, net) < 0)
                         return al_error_set(err, errno, "socketpair");
         }
-        _cleanup_free_ char *initrd = xasprintf("%s/initrd", dir);
-        _cleanup_free_ char *console = xasprintf("%s/console", dir);
-        {
-                _cleanup_close_ int fd =
-                    open(initrd, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-                if (fd < 0)
-                        return al_error_set(err, errno, "creating %s", initrd);
-                if ((r = write_initrd(fd, run, ports, n_ports, err)) < 0)
-                        return r;
-        }
+        /* The initramfs (the command's spec and environment, the modules)
+         * and QEMU's console: unnamed files in the sandbox's /tmp, handed
+         * to QEMU as /proc/self/fd/N. Nothing is left behind however the
+         * run ends (each exec of a daemon's sandbox is one, and a killed
+         * exec ends without cleaning up), and no other process of the
+         * sandbox can open them. */
+        _cleanup_close_ int initrd_fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (initrd_fd < 0)
+                return al_error_set(err, errno, "creating the initramfs in /tmp");
+        if ((r = write_initrd(initrd_fd, run, ports, n_ports, err)) < 0)
+                return r;
+        _cleanup_close_ int console_fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (console_fd < 0)
+                return al_error_set(err, errno, "creating the console file in /tmp");
+        _cleanup_free_ char *initrd = xasprintf("/proc/self/fd/%d", initrd_fd);
 
         uint64_t mem_mb = VM_MEM_DEFAULT_MB;
         if (p->limits.memory)
@@ -519,7 +539,7 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
         snprintf(mem, sizeof(mem), "%" PRIu64, mem_mb);
         snprintf(smp, sizeof(smp), "%" PRIu64, cpus);
         _cleanup_free_ char *kernel = xstrdup(AIRLOCK_VM_DIR "/vmlinuz");
-        _cleanup_free_ char *serial = xasprintf("file:%s", console);
+        _cleanup_free_ char *serial = xasprintf("file:/proc/self/fd/%d", console_fd);
         bool kvm = chosen_accel == TIER_VM_ACCEL_KVM;
         /* Emulated, the guest's calibration of its TSC against the PIT
          * races the host's load and can fail, leaving it without a clock
@@ -623,6 +643,11 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                 if (net[1] >= 0 && ((fl = fcntl(net[1], F_GETFD)) < 0 ||
                                     fcntl(net[1], F_SETFD, fl & ~FD_CLOEXEC) < 0))
                         _exit(127);
+                if ((fl = fcntl(initrd_fd, F_GETFD)) < 0 ||
+                    fcntl(initrd_fd, F_SETFD, fl & ~FD_CLOEXEC) < 0 ||
+                    (fl = fcntl(console_fd, F_GETFD)) < 0 ||
+                    fcntl(console_fd, F_SETFD, fl & ~FD_CLOEXEC) < 0)
+                        _exit(127);
                 execv(v[0], v);
                 int e = errno;
                 (void)!write(sync[1], &e, sizeof(e));
@@ -663,7 +688,7 @@ int tier_microvm_exec(const struct tier_vm_run *run, int *ret_exec_errno, struct
                                  WIFEXITED(wst) ? WEXITSTATUS(wst) : WTERMSIG(wst));
                 if (m > 0)
                         (void)!write(2, msg, (size_t)m);
-                console_tail(console);
+                console_tail(console_fd);
                 _exit(125);
         }
         _exit(code);

@@ -140,6 +140,15 @@ int tier_prepare(const struct policy *p, uid_t uid, const char *caller_home,
                                             "(uid %d) outside; drop --uid (or \"uid\") or use "
                                             "--tier namespace",
                                             (unsigned)p->uid, TIER_GVISOR_UID);
+        /* The same for the group: the command is gVisor's gid 0 whatever
+         * the policy names. */
+        if (p->tier == POLICY_TIER_GVISOR && p->gid != TIER_GVISOR_UID)
+                return al_error_set_message(err, EINVAL,
+                                            "tier gvisor: \"gid\" %u is not supported: the "
+                                            "command runs as gVisor's root group, which is the "
+                                            "sandbox user's (gid %d) outside; drop \"gid\" or "
+                                            "use --tier namespace",
+                                            (unsigned)p->gid, TIER_GVISOR_UID);
         if (p->tier == POLICY_TIER_MICROVM)
                 return tier_microvm_prepare(p, err);
         if (p->tier != POLICY_TIER_CONTAINER)
