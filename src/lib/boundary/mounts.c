@@ -64,6 +64,30 @@ int mounts_make_target(struct builder *b, const char *path, bool file)
         char buf[PATH_MAX];
         if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
                 return -ENAMETOOLONG;
+        /* Most targets' parent is there already (in a tmpfs of ours or a
+         * host directory): one open of it and the last component made,
+         * instead of an open per component. Otherwise each component in
+         * turn, below. */
+        char *tail = strrchr(buf, '/');
+        if (tail && tail[1]) {
+                *tail = '\0';
+                _cleanup_close_ int parent =
+                    mounts_open_in_root(b, *buf ? buf : "/", O_PATH | O_DIRECTORY);
+                *tail = '/';
+                if (parent >= 0) {
+                        if (file) {
+                                int f = openat(parent, tail + 1,
+                                               O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
+                                               0644);
+                                if (f < 0 && errno != EEXIST)
+                                        return -errno;
+                                if (f >= 0)
+                                        close(f);
+                        } else if (mkdirat(parent, tail + 1, 0755) < 0 && errno != EEXIST)
+                                return -errno;
+                        return 0;
+                }
+        }
         size_t len = strlen(buf);
         for (size_t i = 1; i <= len; i++) {
                 if (buf[i] != '/' && buf[i] != '\0')
