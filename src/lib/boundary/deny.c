@@ -5,7 +5,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/openat2.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -256,8 +255,9 @@ static int resolve_deny(struct mounts_plan *plan, struct realcache *rc, const ch
                                             path);
                 }
                 for (size_t j = 0; r == 0 && j < g.gl_pathc; j++) {
-                        if (!realpath(g.gl_pathv[j], real) || lstat(real, &st) < 0) {
-                                int e = errno;
+                        int rr = realcache_resolve(rc, g.gl_pathv[j], real);
+                        if (rr < 0 || lstat(real, &st) < 0) {
+                                int e = rr < 0 ? -rr : errno;
                                 if (e == ENOENT)
                                         continue;
                                 globfree(&g);
@@ -304,6 +304,35 @@ static bool mandatory_is_file(const char *entry)
         return strstr(entry, ".netrc") || strstr(entry, "credentials") || entry[0] == '/';
 }
 
+/* The home (sixth field) of every line of a passwd file that has one, an
+ * absolute path other than "/". Read a line at a time: the C library's
+ * reader seeks twice per entry. A line it would refuse (a uid that is no
+ * number) still counts: a home too many is only one more mask. */
+char **mounts_passwd_homes(FILE *pw, char **homes, size_t *n)
+{
+        _cleanup_free_ char *line = NULL;
+        size_t cap = 0;
+        ssize_t len;
+        while ((len = getline(&line, &cap, pw)) >= 0) {
+                if (len > 0 && line[len - 1] == '\n')
+                        line[--len] = '\0';
+                char *f = line;
+                for (int i = 0; i < 5 && f; i++) {
+                        f = strchr(f, ':');
+                        if (f)
+                                f++;
+                }
+                if (!f || f[0] != '/')
+                        continue;
+                size_t dl = strcspn(f, ":");
+                if (dl == 1)
+                        continue;
+                f[dl] = '\0';
+                homes = strv_append(homes, n, f);
+        }
+        return homes;
+}
+
 /* Every home a "~/" entry applies to: /root, the caller's, everything in
  * /home, and every home in /etc/passwd. */
 char **mounts_list_homes(const char *caller_home, size_t *ret_n)
@@ -321,10 +350,8 @@ char **mounts_list_homes(const char *caller_home, size_t *ret_n)
                         homes = strv_append(homes, &n, h);
                 }
         _cleanup_fclose_ FILE *pw = fopen("/etc/passwd", "re");
-        struct passwd *e;
-        while (pw && (e = fgetpwent(pw)))
-                if (e->pw_dir && e->pw_dir[0] == '/' && !STREQ(e->pw_dir, "/"))
-                        homes = strv_append(homes, &n, e->pw_dir);
+        if (pw)
+                homes = mounts_passwd_homes(pw, homes, &n);
         /* Duplicates cost a stat each; drop them. */
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {

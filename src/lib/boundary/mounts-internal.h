@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "mounts.h"
@@ -58,6 +59,7 @@ int mounts_make_mask(bool dir, int devnull);
 int mounts_apply_masks(struct builder *b, int devnull);
 void mounts_plan_add_deny(struct mounts_plan *plan, const char *real, mode_t mode, bool dir);
 char **mounts_list_homes(const char *caller_home, size_t *ret_n);
+char **mounts_passwd_homes(FILE *pw, char **homes, size_t *n);
 struct realcache;
 /* rc: the plan's realpath cache (realcache.h), or NULL. */
 int mounts_resolve_entry(struct mounts_plan *plan, struct realcache *rc, char *const *homes,

@@ -58,12 +58,46 @@ int mounts_open_in_root(struct builder *b, const char *path, int flags)
                           RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
 }
 
-/* mkdir -p inside the new root; the last component is a file when `file`. */
-int mounts_make_target(struct builder *b, const char *path, bool file)
+/* mkdir -p inside the new root; the last component is a file when `file`.
+ * `ret_fd`: where the parent was there already, an O_PATH fd of the target
+ * opened beneath it (no link followed), else -1. */
+static int make_target(struct builder *b, const char *path, bool file, int *ret_fd)
 {
         char buf[PATH_MAX];
+        if (ret_fd)
+                *ret_fd = -1;
         if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
                 return -ENAMETOOLONG;
+        /* Most targets' parent is there already (in a tmpfs of ours or a
+         * host directory): one open of it and the last component made,
+         * instead of an open per component. Otherwise each component in
+         * turn, below. */
+        char *tail = strrchr(buf, '/');
+        if (tail && tail[1]) {
+                *tail = '\0';
+                _cleanup_close_ int parent =
+                    mounts_open_in_root(b, *buf ? buf : "/", O_PATH | O_DIRECTORY);
+                *tail = '/';
+                if (parent >= 0) {
+                        if (file) {
+                                int f = openat(parent, tail + 1,
+                                               O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
+                                               0644);
+                                if (f < 0 && errno != EEXIST)
+                                        return -errno;
+                                if (f >= 0)
+                                        close(f);
+                        } else if (mkdirat(parent, tail + 1, 0755) < 0 && errno != EEXIST)
+                                return -errno;
+                        if (ret_fd) {
+                                int t =
+                                    fs_openat2(parent, tail + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0,
+                                               RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+                                *ret_fd = t < 0 ? -1 : t;
+                        }
+                        return 0;
+                }
+        }
         size_t len = strlen(buf);
         for (size_t i = 1; i <= len; i++) {
                 if (buf[i] != '/' && buf[i] != '\0')
@@ -97,9 +131,15 @@ int mounts_make_target(struct builder *b, const char *path, bool file)
         return 0;
 }
 
+int mounts_make_target(struct builder *b, const char *path, bool file)
+{
+        return make_target(b, path, file, NULL);
+}
+
 int mounts_attach(struct builder *b, int mnt, const char *target, bool file)
 {
-        int r = mounts_make_target(b, target, file);
+        _cleanup_close_ int tfd = -1;
+        int r = make_target(b, target, file, &tfd);
         if (r == -EROFS)
                 return al_error_set(b->err, r,
                                     "creating mount point %s (it lies in a read-only host "
@@ -115,7 +155,8 @@ int mounts_attach(struct builder *b, int mnt, const char *target, bool file)
         if (r < 0)
                 return al_error_set(b->err, r, "creating mount point %s; choose another target",
                                     target);
-        _cleanup_close_ int tfd = mounts_open_in_root(b, target, O_PATH | O_NOFOLLOW);
+        if (tfd < 0)
+                tfd = mounts_open_in_root(b, target, O_PATH | O_NOFOLLOW);
         if (tfd < 0)
                 return al_error_set(b->err, tfd, "opening mount point %s; choose another target",
                                     target);

@@ -61,16 +61,28 @@ static int system_realpath(const char *path, char real[PATH_MAX])
         return realpath(path, real) ? 0 : -errno;
 }
 
-static int lookup(struct realcache *rc, const char *dir, char real[PATH_MAX])
+/* The remembered answer for `dir`: true and it in *ret. */
+static bool remembered(const struct realcache *rc, const char *dir, char real[PATH_MAX], int *ret)
 {
         for (size_t i = 0; i < rc->n; i++)
                 if (STREQ(rc->e[i].path, dir)) {
-                        if (!rc->e[i].real)
-                                return rc->e[i].err;
+                        if (!rc->e[i].real) {
+                                *ret = rc->e[i].err;
+                                return true;
+                        }
                         snprintf(real, PATH_MAX, "%s", rc->e[i].real);
-                        return 0;
+                        *ret = 0;
+                        return true;
                 }
-        int r = realcache_resolve(rc, dir, real);
+        return false;
+}
+
+static int lookup(struct realcache *rc, const char *dir, char real[PATH_MAX])
+{
+        int r;
+        if (remembered(rc, dir, real, &r))
+                return r;
+        r = realcache_resolve(rc, dir, real);
         rc->e = xrealloc(rc->e, rc->n + 1, sizeof(*rc->e));
         rc->e[rc->n++] = (struct realcache_entry){
             .path = xstrdup(dir), .real = r < 0 ? NULL : xstrdup(real), .err = r};
@@ -85,6 +97,11 @@ int realcache_resolve(struct realcache *rc, const char *path, char real[PATH_MAX
                 snprintf(real, PATH_MAX, "/");
                 return 0;
         }
+        /* A directory already met as a parent (each home, each ancestor
+         * of a missing entry): its answer, without another lstat. */
+        int known;
+        if (remembered(rc, path, real, &known))
+                return known;
         const char *slash = strrchr(path, '/');
         char parent[PATH_MAX], preal[PATH_MAX];
         snprintf(parent, sizeof(parent), "%.*s", slash == path ? 1 : (int)(slash - path), path);

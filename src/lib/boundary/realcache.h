@@ -5,11 +5,13 @@
 
 /* realpath() for many paths that share directories (the deny list under
  * every home, resolved on each start): the real path of each directory is
- * found once and remembered, each further path costs one lstat of its last
- * component. The answer is realpath()'s, errno included: a path with "."
- * or ".." or an empty component, or whose last component is a symbolic
- * link, goes to realpath() itself. Remembered answers go stale when the
- * tree changes: keep a cache for one plan, not longer. */
+ * found once and remembered (a directory met as a parent and then asked
+ * for itself, as a home or the ancestor of a missing entry, costs nothing
+ * more), each further path costs one lstat of its last component. The
+ * answer is realpath()'s, errno included: a path with "." or ".." or an
+ * empty component, or whose last component is a symbolic link, goes to
+ * realpath() itself. Remembered answers go stale when the tree changes:
+ * keep a cache for one plan, not longer. */
 struct realcache;
 
 struct realcache *realcache_new(void);
