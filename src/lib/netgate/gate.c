@@ -136,9 +136,8 @@ struct netgate *netgate_new(struct event_base *base, const struct policy *p, con
         }
         g->n_hosts = p->n_net_hosts;
 
-        if (p->net_parent_proxy &&
-            netgate_parent_new(p->net_parent_proxy, p->net_no_proxy, p->n_net_no_proxy, &g->parent,
-                               err) < 0)
+        if (p->net_parent_proxy && netgate_parent_new(p->net_parent_proxy, p->net_no_proxy,
+                                                      p->n_net_no_proxy, &g->parent, err) < 0)
                 return netgate_free(g);
         /* The parent is reached as any upstream is: a private address only
          * when allowPrivate lifts it (a policy is not always the host's). */
@@ -154,6 +153,10 @@ struct netgate *netgate_new(struct event_base *base, const struct policy *p, con
         }
         g->ask = p->net_ask;
         g->direct_path = p->net_direct_path;
+        /* Under gvisor every connection is the Sentry's, and runsc's own
+         * Unix connects need their real peer (see
+         * netgate_transparent_host_sockets): no host socket is handed out. */
+        g->relay_only = p->tier == POLICY_TIER_GVISOR;
         if (p->n_net_deny_reasons) {
                 g->deny_reasons = xcalloc(p->n_net_deny_reasons, sizeof(*g->deny_reasons));
                 for (size_t i = 0; i < p->n_net_deny_reasons; i++) {

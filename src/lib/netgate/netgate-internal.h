@@ -118,6 +118,7 @@ struct netgate {
         /* network.onUnlisted "ask", the asker, network.denyReasons (copied). */
         bool ask;
         bool direct_path; /* network.directPath (transparent.c) */
+        bool relay_only;  /* no connection ever takes the direct path (transparent.c) */
         struct netgate_asker asker;
         struct policy_kv *deny_reasons;
         size_t n_deny_reasons;

@@ -113,11 +113,16 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
          * allowed by an IP rule goes direct and one allowed by a name goes
          * through the relay; network.directPath gives up the SNI check and
          * takes names direct too. */
-        v->relay = g->budget.bytes > 0 || g->rate_group || (name && !g->direct_path);
+        v->relay = !netgate_transparent_host_sockets(g) || (name && !g->direct_path);
         const char *spent = netgate_budget_take(g);
         if (spent)
                 return deny(v, spent, netgate_budget_rule(spent));
         v->allow = true;
+}
+
+bool netgate_transparent_host_sockets(const struct netgate *g)
+{
+        return !(g->relay_only || g->budget.bytes > 0 || g->rate_group);
 }
 
 void netgate_transparent_dns(struct netgate_verdict *v)

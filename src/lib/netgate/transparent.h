@@ -53,6 +53,13 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
  * to the gate's name server. */
 void netgate_transparent_dns(struct netgate_verdict *v);
 
+/* Whether this gate may ever hand the sandbox a socket of the host's (the
+ * direct path): false when every connection goes through the relay (a byte
+ * budget, a rate, the gvisor tier). Fixed for the gate's life. Where it is
+ * false, no descriptor the sandbox holds can be the host's, so a Unix
+ * connect can be left to the kernel and keep its real peer credentials. */
+bool netgate_transparent_host_sockets(const struct netgate *g);
+
 /* Record the verdict as a "transparent" decision: a refusal, or an allowed
  * connection that was made (`reason` NULL) or failed ("upstream_failed"). */
 void netgate_transparent_record(struct netgate *g, const struct netgate_verdict *v,

@@ -519,6 +519,14 @@ static void local_connect(struct sv_connect_notify *cn, const struct seccomp_not
                         return;
                 }
         }
+        /* With no host socket ever in the sandbox, whatever descriptor and
+         * address the kernel reads again is the sandbox's own, in its own
+         * namespaces: the kernel connects, and the listener sees its real
+         * peer (SO_PEERCRED; runsc's control sockets check it). */
+        if (fam == AF_UNIX && !netgate_transparent_host_sockets(cn->g)) {
+                (void)respond(cn, req->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                return;
+        }
         /* A blocking caller's socket is made non-blocking for this call
          * only, and its answer waits for the connection. */
         int fl = fcntl(dup, F_GETFL);
