@@ -291,25 +291,26 @@ int audit_write_line(struct audit *a, char *line, size_t len, struct al_error *e
         return r;
 }
 
-/* Under the lock: make seq and hash describe the current end of the chain. */
+/* Under the lock (audit_lock_current() just set locked_size): make seq and
+ * hash describe the current end of the chain. */
 int audit_sync_tail(struct audit *a, struct al_error *err)
 {
-        struct stat st = {.st_size = a->locked_size};
+        off_t size = a->locked_size; /* what fstat() saw under this lock */
 
-        if (st.st_size == a->known_size)
-                return 0;
-        if (st.st_size > 0) {
+        if (size == a->known_size)
+                return 0; /* nobody else appended: seq and hash are ours */
+        if (size > 0) {
                 char last;
-                int r = audit_pread_full(a->fd, &last, 1, st.st_size - 1);
+                int r = audit_pread_full(a->fd, &last, 1, size - 1);
                 if (r < 0)
                         return al_error_set(err, r, "reading the end of \"%s\"", a->path);
                 if (last != '\n')
-                        return audit_repair_torn(a, st.st_size, err);
+                        return audit_repair_torn(a, size, err);
         }
-        int r = audit_tail_before(a, st.st_size, &a->seq, a->hash, err);
+        int r = audit_tail_before(a, size, &a->seq, a->hash, err);
         if (r < 0)
                 return r;
-        a->known_size = st.st_size;
+        a->known_size = size;
         return 0;
 }
 
