@@ -15,8 +15,9 @@ struct audit {
         char *path;
         int fd; /* O_RDWR so the tail can be read from the very inode we hold locked */
         struct audit_options opt;
-        off_t known_size; /* file size when we last read or wrote it; -1: unknown */
-        uint64_t seq;     /* last line's seq, 0 before the first line */
+        off_t known_size;  /* file size when we last read or wrote it; -1: unknown */
+        off_t locked_size; /* the size fstat() saw when we took the lock */
+        uint64_t seq;      /* last line's seq, 0 before the first line */
         char hash[AUDIT_HASH_HEX + 1];
         uint64_t flush_deadline; /* monotonic µs; 0 when nothing is pending */
         uint64_t rotate_at;      /* 0: never */
@@ -30,6 +31,8 @@ int audit_fsync_dir_of(const char *path);
 char *audit_build_line(const struct audit *a, const char *sandbox, const char *kind, json_t *body,
                        size_t *ret_len);
 int audit_write_line(struct audit *a, char *line, size_t len, struct al_error *err);
+int audit_write_lines(struct audit *a, const char *buf, size_t len, uint64_t n,
+                      const char *last_hash, struct al_error *err);
 int audit_sync_tail(struct audit *a, struct al_error *err);
 
 /* rotate.c */

@@ -20,6 +20,8 @@
 #include "audit-internal.h"
 
 #define APPEND_MAX_TRIES 16
+/* A batch goes out in writes of at most this much (whole lines). */
+#define AUDIT_BATCH_WRITE_MAX (256 * 1024)
 
 void audit_hash_hex(const void *buf, size_t len, char ret[static AUDIT_HASH_HEX + 1])
 {
@@ -80,8 +82,13 @@ int audit_lock_current(struct audit *a, struct al_error *err)
                 if (fstat(a->fd, &fst) < 0)
                         return al_error_set(err, errno, "inspecting audit log \"%s\"", a->path);
                 if (lstat(a->path, &pst) == 0) {
-                        if (pst.st_dev == fst.st_dev && pst.st_ino == fst.st_ino)
+                        if (pst.st_dev == fst.st_dev && pst.st_ino == fst.st_ino) {
+                                /* Only writers holding this lock change the
+                                 * size: audit_sync_tail() needs no fstat of
+                                 * its own. */
+                                a->locked_size = fst.st_size;
                                 return 0;
+                        }
                 } else if (errno != ENOENT)
                         return al_error_set(err, errno, "inspecting audit log \"%s\"", a->path);
 
@@ -212,19 +219,19 @@ static int redact_value(const struct audit *a, json_t *v, json_t **ret, struct a
         }
 }
 
-char *audit_build_line(const struct audit *a, const char *sandbox, const char *kind, json_t *body,
-                       size_t *ret_len)
+static char *build_line(uint64_t seq, const char *prev, const char *sandbox, const char *kind,
+                        json_t *body, size_t *ret_len)
 {
         char ts[32];
         json_auto_t *o = json_object();
 
         format_ts(now_realtime_us(), ts);
-        if (json_object_set_new(o, "seq", json_integer((json_int_t)(a->seq + 1))) < 0 ||
+        if (json_object_set_new(o, "seq", json_integer((json_int_t)seq)) < 0 ||
             json_object_set_new(o, "ts", json_string(ts)) < 0 ||
             json_object_set_new(o, "sandbox", json_string(sandbox)) < 0 ||
             json_object_set_new(o, "kind", json_string(kind)) < 0 ||
             (body && json_object_update(o, body) < 0) ||
-            json_object_set_new(o, "prev", json_string(a->hash)) < 0)
+            json_object_set_new(o, "prev", json_string(prev)) < 0)
                 return NULL;
         char *s = json_dumps(o, JSON_COMPACT);
         if (s)
@@ -232,23 +239,29 @@ char *audit_build_line(const struct audit *a, const char *sandbox, const char *k
         return s;
 }
 
-int audit_write_line(struct audit *a, char *line, size_t len, struct al_error *err)
+char *audit_build_line(const struct audit *a, const char *sandbox, const char *kind, json_t *body,
+                       size_t *ret_len)
 {
-        /* The NUL jansson left at line[len] becomes the newline: one write(). */
-        line[len] = '\n';
-        int r = write_full(a->fd, line, len + 1);
-        line[len] = '\0';
+        return build_line(a->seq + 1, a->hash, sandbox, kind, body, ret_len);
+}
+
+/* Under the lock: append n whole lines (buf, each ending in a newline) in one
+ * write(); last_hash is the hash of the last of them. */
+int audit_write_lines(struct audit *a, const char *buf, size_t len, uint64_t n,
+                      const char *last_hash, struct al_error *err)
+{
+        int r = write_full(a->fd, buf, len);
         if (r < 0) {
-                /* Never leave half a line: it would break every later append. */
+                /* Never leave part of a line: it would break every later append. */
                 if (a->known_size >= 0) {
                         int t = ftruncate(a->fd, a->known_size);
                         (void)t;
                 }
                 return al_error_set(err, r, "writing audit log \"%s\"", a->path);
         }
-        a->known_size += (off_t)len + 1;
-        a->seq++;
-        audit_hash_hex(line, len, a->hash);
+        a->known_size += (off_t)len;
+        a->seq += n;
+        memcpy(a->hash, last_hash, sizeof(a->hash));
 
         if (a->opt.sync == AUDIT_SYNC_EVENT) {
                 if (fdatasync(a->fd) < 0)
@@ -266,95 +279,195 @@ int audit_write_line(struct audit *a, char *line, size_t len, struct al_error *e
         return 0;
 }
 
-/* Under the lock: make seq and hash describe the current end of the chain. */
+int audit_write_line(struct audit *a, char *line, size_t len, struct al_error *err)
+{
+        char hash[AUDIT_HASH_HEX + 1];
+
+        audit_hash_hex(line, len, hash);
+        /* The NUL jansson left at line[len] becomes the newline: one write(). */
+        line[len] = '\n';
+        int r = audit_write_lines(a, line, len + 1, 1, hash, err);
+        line[len] = '\0';
+        return r;
+}
+
+/* Under the lock (audit_lock_current() just set locked_size): make seq and
+ * hash describe the current end of the chain. */
 int audit_sync_tail(struct audit *a, struct al_error *err)
 {
-        struct stat st;
+        off_t size = a->locked_size; /* what fstat() saw under this lock */
 
-        if (fstat(a->fd, &st) < 0)
-                return al_error_set(err, errno, "inspecting audit log \"%s\"", a->path);
-        if (st.st_size == a->known_size)
-                return 0;
-        if (st.st_size > 0) {
+        if (size == a->known_size)
+                return 0; /* nobody else appended: seq and hash are ours */
+        if (size > 0) {
                 char last;
-                int r = audit_pread_full(a->fd, &last, 1, st.st_size - 1);
+                int r = audit_pread_full(a->fd, &last, 1, size - 1);
                 if (r < 0)
                         return al_error_set(err, r, "reading the end of \"%s\"", a->path);
                 if (last != '\n')
-                        return audit_repair_torn(a, st.st_size, err);
+                        return audit_repair_torn(a, size, err);
         }
-        int r = audit_tail_before(a, st.st_size, &a->seq, a->hash, err);
+        int r = audit_tail_before(a, size, &a->seq, a->hash, err);
         if (r < 0)
                 return r;
-        a->known_size = st.st_size;
+        a->known_size = size;
         return 0;
+}
+
+/* Lines built under the lock, not yet written: they go out in one write(). */
+struct pending {
+        char *buf;
+        size_t len, cap;
+        uint64_t n;
+        char hash[AUDIT_HASH_HEX + 1]; /* of the last line built (or the chain's end) */
+};
+
+static int pending_write(struct audit *a, struct pending *p, struct al_error *err)
+{
+        if (p->n == 0)
+                return 0;
+        int r = audit_write_lines(a, p->buf, p->len, p->n, p->hash, err);
+        p->len = 0;
+        p->n = 0;
+        return r;
+}
+
+static int check_record(const struct audit_record *rec, struct al_error *err)
+{
+        if (!rec->sandbox || !*rec->sandbox || !rec->kind || !*rec->kind)
+                return al_error_set(err, EINVAL, "audit event without sandbox or kind");
+        if (rec->fields && !json_is_object(rec->fields))
+                return al_error_set(err, 0, "audit event \"%s\": fields are not an object",
+                                    rec->kind);
+        for (size_t i = 0; i < ARRAY_SIZE(reserved_keys); i++)
+                if (json_object_get(rec->fields, reserved_keys[i]))
+                        return al_error_set(err, 0, "audit event \"%s\": field \"%s\" is reserved",
+                                            rec->kind, reserved_keys[i]);
+        return 0;
+}
+
+/* Under the lock: build every record onto the chain's end and write them,
+ * rotating between two records when the next would take the file past
+ * rotate_at. */
+static int append_locked(struct audit *a, const struct audit_record *recs, json_t *const *bodies,
+                         size_t n, struct al_error *err)
+{
+        struct pending p = {0};
+        int r = audit_sync_tail(a, err);
+        if (r < 0)
+                return r;
+        memcpy(p.hash, a->hash, sizeof(p.hash));
+
+        for (size_t i = 0; i < n; i++) {
+                const char *kind = recs[i].kind;
+                for (unsigned tries = 0;; tries++) {
+                        size_t len = 0;
+                        _cleanup_free_ char *line = build_line(
+                            a->seq + p.n + 1, p.hash, recs[i].sandbox, kind, bodies[i], &len);
+                        if (!line) {
+                                r = al_error_set(
+                                    err, 0, "audit event \"%s\": cannot encode it as JSON", kind);
+                                goto out;
+                        }
+                        if (len + 1 > AUDIT_LINE_MAX) {
+                                r = al_error_set(err, 0,
+                                                 "audit event \"%s\" is larger than %d bytes", kind,
+                                                 AUDIT_LINE_MAX);
+                                goto out;
+                        }
+                        uint64_t size = (uint64_t)a->known_size + p.len;
+                        if (a->rotate_at > 0 && size > 0 && tries < APPEND_MAX_TRIES &&
+                            size + len + 1 > a->rotate_at) {
+                                r = pending_write(a, &p, err);
+                                if (r >= 0)
+                                        r = audit_rotate_log(a, err);
+                                if (r >= 0)
+                                        r = audit_sync_tail(a, err);
+                                if (r < 0)
+                                        goto out;
+                                memcpy(p.hash, a->hash, sizeof(p.hash));
+                                continue; /* rebuilt on the new file's chain end */
+                        }
+                        if (p.len > 0 && p.len + len + 1 > AUDIT_BATCH_WRITE_MAX) {
+                                r = pending_write(a, &p, err);
+                                if (r < 0)
+                                        goto out;
+                        }
+                        if (p.len + len + 1 > p.cap) {
+                                p.cap = p.cap * 2 > p.len + len + 1 ? p.cap * 2 : p.len + len + 1;
+                                p.buf = xrealloc(p.buf, p.cap, 1);
+                        }
+                        memcpy(p.buf + p.len, line, len);
+                        p.buf[p.len + len] = '\n';
+                        p.len += len + 1;
+                        p.n++;
+                        audit_hash_hex(line, len, p.hash);
+                        break;
+                }
+        }
+        r = pending_write(a, &p, err);
+out:
+        free(p.buf);
+        return r;
+}
+
+int audit_append_many(struct audit *a, const struct audit_record *recs, size_t n,
+                      struct al_error *err)
+{
+        if (!a || (n > 0 && !recs))
+                return al_error_set(err, EINVAL, "audit events without a log");
+        if (n == 0)
+                return 0;
+        for (size_t i = 0; i < n; i++) {
+                int r = check_record(&recs[i], err);
+                if (r < 0)
+                        return r;
+        }
+
+        json_t *one[1];
+        _cleanup_free_ json_t **many = n > 1 ? xcalloc(n, sizeof(json_t *)) : NULL;
+        json_t **bodies = n > 1 ? many : one;
+        int r = 0;
+        size_t made = 0;
+        for (; made < n; made++) {
+                json_t *fields = recs[made].fields;
+                if (fields && a->opt.redact) {
+                        r = redact_value(a, fields, &bodies[made], err);
+                        if (r < 0) {
+                                al_error_wrap(err, "audit event \"%s\"", recs[made].kind);
+                                break;
+                        }
+                } else
+                        bodies[made] = json_incref(fields);
+        }
+        if (r >= 0) {
+                r = audit_lock_current(a, err);
+                if (r >= 0) {
+                        r = append_locked(a, recs, bodies, n, err);
+                        unlock(a);
+                }
+        }
+        for (size_t i = 0; i < made; i++)
+                json_decref(bodies[i]);
+        return r;
 }
 
 int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t *fields,
                  struct al_error *err)
 {
-        if (!a || !sandbox || !*sandbox || !kind || !*kind)
-                return al_error_set(err, EINVAL, "audit event without sandbox or kind");
-        if (fields && !json_is_object(fields))
-                return al_error_set(err, 0, "audit event \"%s\": fields are not an object", kind);
-        for (size_t i = 0; i < ARRAY_SIZE(reserved_keys); i++)
-                if (json_object_get(fields, reserved_keys[i]))
-                        return al_error_set(err, 0, "audit event \"%s\": field \"%s\" is reserved",
-                                            kind, reserved_keys[i]);
-
-        json_auto_t *body = NULL;
-        if (fields && a->opt.redact) {
-                int r = redact_value(a, fields, &body, err);
-                if (r < 0)
-                        return al_error_wrap(err, "audit event \"%s\"", kind);
-        } else
-                body = json_incref(fields);
-
-        int r = audit_lock_current(a, err);
-        if (r < 0)
-                return r;
-        for (unsigned tries = 0;; tries++) {
-                r = audit_sync_tail(a, err);
-                if (r < 0)
-                        break;
-                size_t len = 0;
-                _cleanup_free_ char *line = audit_build_line(a, sandbox, kind, body, &len);
-                if (!line) {
-                        r = al_error_set(err, 0, "audit event \"%s\": cannot encode it as JSON",
-                                         kind);
-                        break;
-                }
-                if (len + 1 > AUDIT_LINE_MAX) {
-                        r = al_error_set(err, 0, "audit event \"%s\" is larger than %d bytes", kind,
-                                         AUDIT_LINE_MAX);
-                        break;
-                }
-                if (a->rotate_at > 0 && a->known_size > 0 && tries < APPEND_MAX_TRIES &&
-                    (uint64_t)a->known_size + len + 1 > a->rotate_at) {
-                        r = audit_rotate_log(a, err);
-                        if (r < 0)
-                                break;
-                        continue;
-                }
-                r = audit_write_line(a, line, len, err);
-                break;
-        }
-        unlock(a);
-        return r;
+        struct audit_record rec = {.sandbox = sandbox, .kind = kind, .fields = fields};
+        return audit_append_many(a, &rec, 1, err);
 }
 
 int audit_reserve(struct audit *a, struct al_error *err)
 {
-        struct stat st;
         if (!a)
                 return 0;
         int r = audit_lock_current(a, err);
         if (r < 0)
                 return r;
-        if (fstat(a->fd, &st) < 0)
-                r = al_error_set(err, errno, "inspecting audit log \"%s\"", a->path);
-        else if (fallocate(a->fd, FALLOC_FL_KEEP_SIZE, st.st_size, AUDIT_RESERVE_BYTES) < 0 &&
-                 errno != EOPNOTSUPP && errno != ENOSYS)
+        if (fallocate(a->fd, FALLOC_FL_KEEP_SIZE, a->locked_size, AUDIT_RESERVE_BYTES) < 0 &&
+            errno != EOPNOTSUPP && errno != ENOSYS)
                 r = al_error_set(err, errno,
                                  "reserving room for the records to come in audit log \"%s\"",
                                  a->path);

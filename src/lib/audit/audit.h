@@ -82,6 +82,21 @@ int audit_open(const char *path, const struct audit_options *opt, struct audit *
 int audit_append(struct audit *a, const char *sandbox, const char *kind, json_t *fields,
                  struct al_error *err);
 
+/* Append several events under one lock in as few write(2)s as fit (a writer
+ * with several ready, e.g. a gate's per-request records): the same lines,
+ * the same checks, rotation and sync as that many audit_append() calls, in
+ * order, with no other writer's line between them unless a rotation falls
+ * between two. Each record is checked before anything is written; on an
+ * error while writing, the records before the failing write are in the log
+ * and none after. */
+struct audit_record {
+        const char *sandbox;
+        const char *kind;
+        json_t *fields; /* borrowed, may be NULL */
+};
+int audit_append_many(struct audit *a, const struct audit_record *recs, size_t n,
+                      struct al_error *err);
+
 /* Parse "SIZE[:KEEP]" (SIZE as parse_size(), "0" or "never": no rotation;
  * KEEP a count, "all": keep every file) into opt's rotate_size and
  * rotate_keep. -EINVAL when malformed. */
