@@ -9,3 +9,4 @@ cd "$(dirname "$0")"
 /usr/bin/python3 density.py
 /usr/bin/python3 toolgate.py
 /usr/bin/python3 tiers.py
+../build/bench/bench-audit-append
