@@ -21,6 +21,7 @@
 #include "changes.h"
 #include "daemon.h"
 #include "grants.h"
+#include "hostws.h"
 #include "http.h"
 #include "record.h"
 #include "routes.h"
@@ -179,10 +180,9 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         json_t *body = read_json_body(d, req, true);
         if (!body)
                 return;
-        static const char *const keys[] = {"policy",      "class",     "metadata", "ttl",
-                                           "idleTimeout", "workspace", "review",   "repo",
-                                           "rev",         "volumes",   "home",     "tier",
-                                           NULL};
+        static const char *const keys[] = {"policy",    "class",  "metadata", "ttl", "idleTimeout",
+                                           "workspace", "review", "repo",     "rev", "volumes",
+                                           "home",      "tier",   NULL};
         struct policy *p = NULL;
         _cleanup_free_ char *ws = NULL;
         if (reject_unknown(d, req, body, keys))
@@ -418,14 +418,21 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 goto out;
         }
         if (host_ws) {
-                struct stat st;
                 ws = xstrdup(host_ws);
-                if (stat(ws, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                /* Whether it is a directory, and its .airlock/isolation.json
+                 * as airlock run reads it: in a child with a time limit, as
+                 * a path that never answers must not stall the daemon. */
+                int rr = hostws_apply(p, ws, d->home, &err);
+                if (rr == -ENOTDIR) {
                         reply_bad_field(d, req, "workspace", "must name an existing directory");
                         goto out;
                 }
-                /* Its .airlock/isolation.json, as airlock run reads it. */
-                int rr = repo_config_apply_workspace(p, ws, d->home, &err);
+                if (rr == -ETIMEDOUT) {
+                        reply_error_fields(d, req, 504, "workspace_unresponsive",
+                                           json_pack("{s:s}", "field", "workspace"),
+                                           "%s; name a directory that answers", err.msg);
+                        goto out;
+                }
                 if (rr < 0) {
                         reply_error(d, req, rr == -EPERM ? 409 : 400,
                                     rr == -EPERM ? "repo_config_refused" : "invalid_repo_config",
