@@ -584,8 +584,9 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         json_t *body = read_json_body(d, req, false);
         if (!body)
                 return;
-        static const char *const keys[] = {"argv",         "env",        "cwd", "stdin", "timeout",
-                                           "stallTimeout", "background", "pty", "uid",   NULL};
+        static const char *const keys[] = {"argv",    "env",          "cwd",        "stdin",
+                                           "timeout", "stallTimeout", "background", "pty",
+                                           "uid",     NULL};
         json_t *ctl = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;
