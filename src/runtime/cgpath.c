@@ -2,6 +2,8 @@
 /* linux.cgroupsPath: the container's cgroup where the spec says (cgpath.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <linux/magic.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -499,6 +501,77 @@ char *rt_cgpath_id(const char *dir)
         return xasprintf("%llu:%llu", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
 }
 
+static bool same_id(const struct stat *st, const char *id)
+{
+        char now[64];
+        snprintf(now, sizeof(now), "%llu:%llu", (unsigned long long)st->st_dev,
+                 (unsigned long long)st->st_ino);
+        return S_ISDIR(st->st_mode) && STREQ(now, id);
+}
+
+static void write_at(int dir, const char *file, const char *value)
+{
+        _cleanup_close_ int fd = openat(dir, file, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0)
+                (void)write_full(fd, value, strlen(value));
+}
+
+/* A leaf made by create, reclaimed by delete: opened once beneath its
+ * parent and its identity checked on that open directory, then thawed and
+ * emptied through it, so that a cgroup swapped in at the same path after
+ * the check is never signalled (checking the path, then killing by path,
+ * let a swap in between kill another container's processes). Its removal
+ * re-checks the name just before the rmdir; a cgroup swapped in between
+ * those two that holds processes cannot be removed (the kernel refuses a
+ * populated cgroup). 0: gone or not ours; -EBUSY: still there. */
+static int reclaim_checked(const char *leaf, const char *id)
+{
+        _cleanup_free_ char *parent = parent_of(leaf);
+        const char *name = strrchr(leaf, '/') + 1;
+        _cleanup_close_ int pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (pfd < 0)
+                return 0;
+        _cleanup_close_ int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !same_id(&st, id))
+                return 0;
+        /* cgroup v2 kills the leaf and what is beneath it at once; v1 has
+         * no cgroup.kill: its members are signalled as listed, after the
+         * freezer lets them run to die. */
+        write_at(fd, "cgroup.kill", "1");
+        write_at(fd, "cgroup.freeze", "0");
+        write_at(fd, "freezer.state", "THAWED");
+        for (int round = 0; round < 100; round++) {
+                _cleanup_free_ char *procs = NULL;
+                if (read_file_at(fd, "cgroup.procs", 1 << 20, &procs, NULL) < 0 || !procs[0])
+                        break;
+                for (char *p = procs; *p;) {
+                        char *nl = strchr(p, '\n');
+                        if (nl)
+                                *nl = '\0';
+                        int pid;
+                        if (safe_atoi(p, &pid) == 0 && pid > 1)
+                                (void)kill(pid, SIGKILL);
+                        if (!nl)
+                                break;
+                        p = nl + 1;
+                }
+                usleep(2000);
+        }
+        for (int i = 0; i < 250; i++) {
+                struct stat now;
+                if (fstatat(pfd, name, &now, AT_SYMLINK_NOFOLLOW) < 0 || now.st_ino != st.st_ino ||
+                    now.st_dev != st.st_dev)
+                        return 0; /* gone, or another's now */
+                if (unlinkat(pfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+                        return 0;
+                if (errno != EBUSY)
+                        break;
+                usleep(2000);
+        }
+        return -EBUSY;
+}
+
 int rt_cgpath_reclaim(char *const *leaves, char *const *ids, bool v2)
 {
         int ret = 0;
@@ -510,9 +583,9 @@ int rt_cgpath_reclaim(char *const *leaves, char *const *ids, bool v2)
                         continue;
                 if (ids) {
                         /* Another container's cgroup at the same path is not ours. */
-                        _cleanup_free_ char *now = rt_cgpath_id(leaves[i]);
-                        if (i >= n_ids || !now || !STREQ(now, ids[i]))
-                                continue;
+                        if (i < n_ids && reclaim_checked(leaves[i], ids[i]) == -EBUSY)
+                                ret = -EBUSY;
+                        continue;
                 }
                 _cleanup_free_ char *parent = parent_of(leaves[i]);
                 char *parents[1] = {parent};

@@ -23,6 +23,7 @@
 #include "ctl.h"
 #include "daemon.h"
 #include "grants.h"
+#include "grantwatch.h"
 #include "http.h"
 #include "idrange.h"
 #include "record.h"
@@ -66,10 +67,11 @@ struct call_ctx {
         uint64_t stall_ms; /* a client that reads nothing this long is gone */
         json_t *argv;
         char *grant;
-        /* An exec's stream is its grant's: looked up at most each
-         * EXEC_GRANT_CHECK_MS while output flows, and ended when revoked. */
+        /* A stream (an exec's output, a process's events) is its grant's:
+         * looked up each GRANT_WATCH_MS whether or not anything flows, and
+         * ended when revoked. */
         char grant_hash[GRANT_HASH_HEX + 1];
-        uint64_t grant_checked_us;
+        struct grant_watch *watch;
         bool revoked;
         /* A command's output may overtake its "started" line on the way
          * from the supervisor; it waits here so that clients see started
@@ -78,8 +80,7 @@ struct call_ctx {
         size_t held_bytes;
 };
 
-#define HELD_MAX_BYTES      (1u << 20)
-#define EXEC_GRANT_CHECK_MS 1000
+#define HELD_MAX_BYTES (1u << 20)
 
 /* Before the last word to the client: the connection may carry the client's
  * next request, whose close callback is not ours to clear later. */
@@ -105,6 +106,7 @@ static void call_ctx_free(struct call_ctx *c)
                 sandbox_touch(c->sb);
                 sandbox_unref(c->sb);
         }
+        c->watch = grant_watch_free(c->watch);
         json_decref(c->argv);
         json_decref(c->held);
         free(c->grant);
@@ -261,35 +263,41 @@ static void start_stream(struct call_ctx *c)
 
 static void kill_orphan(struct sandbox *sb, uint64_t pid, bool abandoned);
 
-/* The exec's grant was revoked: a last line says so, the client is let go
- * as if it had left (a foreground command dies with it), and what the
- * command still says is read and dropped, so that its end is recorded. */
-static bool grant_gone(struct call_ctx *c)
+/* The stream's grant was revoked: a last line says so. A process's
+ * events end there; an exec's client is let go as if it had left (a
+ * foreground command dies with it), and what the command still says is
+ * read and dropped, so that its end is recorded. */
+static void call_revoked(void *arg)
 {
-        if (c->revoked)
-                return true;
-        if (c->kind != CALL_EXEC || !c->grant_hash[0] || c->gone)
-                return false;
-        uint64_t now = now_monotonic_us();
-        if (now - c->grant_checked_us < (uint64_t)EXEC_GRANT_CHECK_MS * 1000)
-                return false;
-        c->grant_checked_us = now;
-        struct grant *g = NULL;
-        int r = store_grant_by_hash(c->d->store, c->grant_hash, &g);
-        grant_free(g);
-        if (r != -ENOENT)
-                return false;
+        struct call_ctx *c = arg;
+        if (c->gone || (c->replied && !c->streaming)) {
+                /* Its client left, or a background command was started:
+                 * nothing more is read for the grant. */
+                c->watch = grant_watch_free(c->watch);
+                return;
+        }
+        if (!c->streaming)
+                return; /* no reply yet: the next check ends the stream */
+        c->watch = grant_watch_free(c->watch);
         json_t *o = json_pack("{s:s, s:s, s:s}", "type", "error", "error", "grant_revoked",
                               "message", "the grant was revoked");
         send_line(c, o);
         json_decref(o);
         c->revoked = true;
+        if (c->kind == CALL_ATTACH) {
+                /* Watching a process does not own it: only the stream ends. */
+                ctl_call_cancel(c->call);
+                c->call = NULL;
+                detach_conn(c);
+                evhttp_send_reply_end(c->req);
+                call_ctx_free(c);
+                return;
+        }
         c->gone = true;
         if (!c->background && c->pid && !c->saw_exit && c->sb)
                 kill_orphan(c->sb, c->pid, true);
         if (c->call)
                 ctl_call_pause(c->call, false);
-        return true;
 }
 
 /* One event to the client, with the accounting of its end. */
@@ -326,7 +334,7 @@ static void relay(struct call_ctx *c, json_t *msg)
                                               json_string_value(json_object_get(msg, "errorCode")),
                                               daemon_now_ms()));
         }
-        if (grant_gone(c))
+        if (c->revoked)
                 return;
         json_t *out = json_deep_copy(msg);
         json_object_del(out, "ok");
@@ -564,6 +572,8 @@ static void start_call(struct daemon *d, struct evhttp_request *req, struct sand
         c->conn = evhttp_request_get_connection(req);
         if (c->conn)
                 evhttp_connection_set_closecb(c->conn, on_client_close, c);
+        if (kind != CALL_SIMPLE)
+                c->watch = grant_watch_new(d, c->grant_hash, call_revoked, c);
 }
 
 static void handle_exec(struct daemon *d, struct evhttp_request *req, struct grant *g,
@@ -703,7 +713,6 @@ static void handle_exec(struct daemon *d, struct evhttp_request *req, struct gra
         c->argv = json_incref(argv);
         c->grant = xstrdup(g->name);
         snprintf(c->grant_hash, sizeof(c->grant_hash), "%s", g->token_hash);
-        c->grant_checked_us = now_monotonic_us();
         start_call(d, req, sb, CALL_EXEC, ctl, c);
 out:
         json_decref(ctl);
@@ -735,8 +744,8 @@ static int events_from(struct evhttp_request *req, uint64_t *ret)
         return r;
 }
 
-static void handle_events(struct daemon *d, struct evhttp_request *req, const char *id,
-                          uint64_t pid)
+static void handle_events(struct daemon *d, struct evhttp_request *req, const struct grant *g,
+                          const char *id, uint64_t pid)
 {
         uint64_t from = 0;
         if (events_from(req, &from) < 0) {
@@ -756,6 +765,7 @@ static void handle_events(struct daemon *d, struct evhttp_request *req, const ch
         struct call_ctx *c = xcalloc(1, sizeof(*c));
         c->pid = pid;
         c->utf8 = query_utf8(req) > 0;
+        snprintf(c->grant_hash, sizeof(c->grant_hash), "%s", g->token_hash);
         start_call(d, req, sb, CALL_ATTACH, ctl, c);
         json_decref(ctl);
 }
@@ -897,7 +907,7 @@ void route_processes(struct daemon *d, struct evhttp_request *req, const struct 
 
 void route_events(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
-        handle_events(d, req, a->id, a->pid);
+        handle_events(d, req, a->grant, a->id, a->pid);
 }
 
 void route_stdin(struct daemon *d, struct evhttp_request *req, const struct route_args *a)

@@ -15,6 +15,8 @@
 #include "daemon.h"
 #include "files-watch.h"
 #include "files.h"
+#include "grants.h"
+#include "grantwatch.h"
 #include "http.h"
 #include "record.h"
 #include "routes.h"
@@ -35,6 +37,7 @@ struct watch_stream {
         struct files_watch *w;
         struct event *ev;
         struct event *timer;
+        struct grant_watch *grant; /* a revoked grant's watch ends */
         bool paused;
 };
 
@@ -46,6 +49,7 @@ static void watch_free(struct watch_stream *s)
                 event_free(s->ev);
         if (s->timer)
                 event_free(s->timer);
+        s->grant = grant_watch_free(s->grant);
         files_watch_free(s->w);
         free(s);
         watches_active--;
@@ -133,6 +137,11 @@ static void watch_timeout(evutil_socket_t fd, short what, void *arg)
         watch_end(arg, "timeout");
 }
 
+static void watch_revoked(void *arg)
+{
+        watch_end(arg, "the grant was revoked");
+}
+
 void route_files_watch(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
         const char *path = query_get(a->query, "path");
@@ -201,6 +210,7 @@ void route_files_watch(struct daemon *d, struct evhttp_request *req, const struc
         struct timeval tv = {.tv_sec = (time_t)timeout};
         event_add(s->ev, NULL);
         evtimer_add(s->timer, &tv);
+        s->grant = grant_watch_new(d, a->grant->token_hash, watch_revoked, s);
         if (s->conn)
                 evhttp_connection_set_closecb(s->conn, watch_closed, s);
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);

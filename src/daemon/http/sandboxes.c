@@ -21,6 +21,7 @@
 #include "changes.h"
 #include "daemon.h"
 #include "grants.h"
+#include "hostws.h"
 #include "http.h"
 #include "record.h"
 #include "routes.h"
@@ -418,14 +419,21 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                 goto out;
         }
         if (host_ws) {
-                struct stat st;
                 ws = xstrdup(host_ws);
-                if (stat(ws, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                /* Whether it is a directory, and its .airlock/isolation.json
+                 * as airlock run reads it: in a child with a time limit, as
+                 * a path that never answers must not stall the daemon. */
+                int rr = hostws_apply(p, ws, d->home, &err);
+                if (rr == -ENOTDIR) {
                         reply_bad_field(d, req, "workspace", "must name an existing directory");
                         goto out;
                 }
-                /* Its .airlock/isolation.json, as airlock run reads it. */
-                int rr = repo_config_apply_workspace(p, ws, d->home, &err);
+                if (rr == -ETIMEDOUT) {
+                        reply_error_fields(d, req, 504, "workspace_unresponsive",
+                                           json_pack("{s:s}", "field", "workspace"),
+                                           "%s; name a directory that answers", err.msg);
+                        goto out;
+                }
                 if (rr < 0) {
                         reply_error(d, req, rr == -EPERM ? 409 : 400,
                                     rr == -EPERM ? "repo_config_refused" : "invalid_repo_config",

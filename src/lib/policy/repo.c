@@ -186,9 +186,10 @@ static int parse(json_t *doc, struct repo_config *rc, struct al_error *err)
         return 0;
 }
 
-int repo_config_load(const char *workspace, struct repo_config **ret, struct al_error *err)
+int repo_config_read(const char *workspace, char **ret_text, size_t *ret_len, struct al_error *err)
 {
-        *ret = NULL;
+        *ret_text = NULL;
+        *ret_len = 0;
         if (!workspace)
                 return 0;
         _cleanup_close_ int ws = open(workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -223,6 +224,16 @@ int repo_config_load(const char *workspace, struct repo_config **ret, struct al_
                 if (len > REPO_CONFIG_MAX)
                         return fail(err, "larger than 64 KiB, refused");
         }
+        *ret_text = TAKE_PTR(text);
+        *ret_len = len;
+        return 0;
+}
+
+int repo_config_parse(const char *text, size_t len, struct repo_config **ret, struct al_error *err)
+{
+        *ret = NULL;
+        if (len > REPO_CONFIG_MAX)
+                return fail(err, "larger than 64 KiB, refused");
         json_error_t jerr;
         json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
         if (!doc)
@@ -236,6 +247,17 @@ int repo_config_load(const char *workspace, struct repo_config **ret, struct al_
         }
         *ret = rc;
         return 0;
+}
+
+int repo_config_load(const char *workspace, struct repo_config **ret, struct al_error *err)
+{
+        *ret = NULL;
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int r = repo_config_read(workspace, &text, &len, err);
+        if (r < 0 || !text)
+                return r;
+        return repo_config_parse(text, len, ret, err);
 }
 
 static unsigned tier_rank(enum policy_tier t)
@@ -420,6 +442,23 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
         return 0;
 }
 
+int repo_config_apply_loaded(struct policy *p, const char *workspace, const char *home,
+                             const struct repo_config *rc, struct al_error *err)
+{
+        if (!rc)
+                return 0;
+        if (!p->workspace)
+                p->workspace = xstrdup(workspace);
+        json_t *applied = NULL;
+        int r = repo_config_apply(rc, p, "/", home, &applied, err);
+        if (r >= 0) {
+                free(p->repo_applied);
+                p->repo_applied = json_dumps(applied, JSON_COMPACT | JSON_SORT_KEYS);
+        }
+        json_decref(applied);
+        return r;
+}
+
 int repo_config_apply_workspace(struct policy *p, const char *workspace, const char *home,
                                 struct al_error *err)
 {
@@ -427,15 +466,7 @@ int repo_config_apply_workspace(struct policy *p, const char *workspace, const c
         int r = repo_config_load(workspace, &rc, err);
         if (r < 0 || !rc)
                 return r;
-        if (!p->workspace)
-                p->workspace = xstrdup(workspace);
-        json_t *applied = NULL;
-        r = repo_config_apply(rc, p, "/", home, &applied, err);
-        if (r >= 0) {
-                free(p->repo_applied);
-                p->repo_applied = json_dumps(applied, JSON_COMPACT | JSON_SORT_KEYS);
-        }
-        json_decref(applied);
+        r = repo_config_apply_loaded(p, workspace, home, rc, err);
         repo_config_free(rc);
         return r;
 }

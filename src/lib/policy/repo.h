@@ -31,6 +31,11 @@ struct repo_config {
 /* Read and validate `workspace`/.airlock/isolation.json, without following
  * symbolic links, at most 64 KiB. *ret is NULL when there is none. */
 int repo_config_load(const char *workspace, struct repo_config **ret, struct al_error *err);
+/* repo_config_load in two steps: the file's bytes (*ret_text NULL when
+ * there is none), then their validation; so that a caller can read a
+ * path that may not answer in a child with a time limit. */
+int repo_config_read(const char *workspace, char **ret_text, size_t *ret_len, struct al_error *err);
+int repo_config_parse(const char *text, size_t len, struct repo_config **ret, struct al_error *err);
 struct repo_config *repo_config_free(struct repo_config *rc);
 
 /* -EPERM (the message names the tier) when the policy's tier is below
@@ -50,3 +55,6 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
  * record in p->repo_applied. -EPERM when the tier is below minimumTier. */
 int repo_config_apply_workspace(struct policy *p, const char *workspace, const char *home,
                                 struct al_error *err);
+/* The same with a configuration already loaded (rc NULL: nothing). */
+int repo_config_apply_loaded(struct policy *p, const char *workspace, const char *home,
+                             const struct repo_config *rc, struct al_error *err);

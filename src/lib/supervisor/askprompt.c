@@ -44,6 +44,9 @@ struct ask_prompt {
         int in_state;
         unsigned in_left;      /* raw bytes of an X10 mouse report still to come */
         unsigned in_len;       /* bytes of the control sequence so far */
+        unsigned in_param;     /* its number so far (200 and 201: paste) */
+        int in_paste_at;       /* in a paste: bytes of ESC [ 2 0 1 ~ matched */
+        bool in_paste;         /* between ESC [ 200 ~ and ESC [ 201 ~ */
         uint64_t in_at_us;     /* the last read */
         struct event *ev_gone; /* an ask denied by its timeout or elsewhere */
 };
@@ -76,6 +79,12 @@ enum {
         IN_MOUSE, /* ESC [ M and three raw bytes */
 };
 
+/* Bracketed paste (CSI ? 2004 h, which the sandbox can switch on): what
+ * is pasted comes between ESC [ 200 ~ and ESC [ 201 ~, and none of it is
+ * a key typed to answer, however long it takes to arrive. */
+static const char PASTE_END[] = "\033[201~";
+#define PASTE_MAX_MS 5000 /* a paste whose end never came is over */
+
 /* A sequence left open longer than this is dropped: a terminal sends one
  * at once, and the next key is the user's. */
 #define ASK_SEQ_GAP_MS 100
@@ -107,12 +116,29 @@ static const char *key_decision(char c)
 static const char *scan_answer(struct ask_prompt *a, const char *buf, size_t n)
 {
         uint64_t now = now_monotonic_us();
-        if (now - a->in_at_us > (uint64_t)ASK_SEQ_GAP_MS * 1000)
+        if (!a->in_paste && now - a->in_at_us > (uint64_t)ASK_SEQ_GAP_MS * 1000)
                 a->in_state = IN_GROUND;
+        if (a->in_paste && now - a->in_at_us > (uint64_t)PASTE_MAX_MS * 1000) {
+                a->in_paste = false;
+                a->in_state = IN_GROUND;
+        }
         a->in_at_us = now;
         const char *decision = NULL;
         for (size_t i = 0; i < n; i++) {
                 unsigned char c = (unsigned char)buf[i];
+                if (a->in_paste) {
+                        /* Only the end marker leaves a paste; no byte of it
+                         * is an answer. */
+                        if (c == (unsigned char)PASTE_END[a->in_paste_at])
+                                a->in_paste_at++;
+                        else
+                                a->in_paste_at = c == 0x1b ? 1 : 0;
+                        if (PASTE_END[a->in_paste_at] == '\0') {
+                                a->in_paste = false;
+                                a->in_state = IN_GROUND;
+                        }
+                        continue;
+                }
                 switch (a->in_state) {
                 case IN_GROUND:
                         if (c == 0x1b)
@@ -131,6 +157,7 @@ static const char *scan_answer(struct ask_prompt *a, const char *buf, size_t n)
                         if (c == '[') {
                                 a->in_state = IN_CSI;
                                 a->in_len = 0;
+                                a->in_param = 0;
                         } else if (c == 'O')
                                 a->in_state = IN_SS3;
                         else if (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_')
@@ -146,7 +173,14 @@ static const char *scan_answer(struct ask_prompt *a, const char *buf, size_t n)
                                 a->in_left = 3;
                         } else if (c == 0x1b)
                                 a->in_state = IN_ESC;
-                        else if (c == 0x18 || c == 0x1a || (c >= 0x40 && c <= 0x7e))
+                        else if (c >= '0' && c <= '9') {
+                                if (a->in_param < 100000)
+                                        a->in_param = a->in_param * 10 + (unsigned)(c - '0');
+                        } else if (c == '~' && a->in_param == 200 && a->in_len == 3) {
+                                a->in_paste = true;
+                                a->in_paste_at = 0;
+                                a->in_state = IN_GROUND;
+                        } else if (c == 0x18 || c == 0x1a || (c >= 0x40 && c <= 0x7e))
                                 a->in_state = IN_GROUND;
                         a->in_len++;
                         break;
