@@ -29,6 +29,7 @@
 
 #include "ctl.h"
 #include "daemon.h"
+#include "grantwatch.h"
 #include "http.h"
 #include "httpguard.h"
 #include "routes.h"
@@ -44,7 +45,6 @@
 #define WS_PING_S      20            /* a ping this often ... */
 #define WS_IDLE_S      60            /* ... and a client silent this long is gone */
 #define WS_CLOSE_S     10            /* the close frame goes out within this */
-#define WS_GRANT_S     1             /* the grant is looked up this often */
 
 struct ws_session {
         struct ws_session *next;
@@ -62,7 +62,7 @@ struct ws_session {
         struct ctl_call *input;   /* a "stdin" call in flight */
         struct evbuffer *pending; /* input not yet sent */
         struct event *ping;
-        struct event *grant_check; /* a revoked grant's terminal is closed */
+        struct grant_watch *grant_watch; /* a revoked grant's terminal is closed */
         char grant_hash[GRANT_HASH_HEX + 1];
         uint64_t offset;  /* the next output byte the client is to get */
         uint64_t last_rx; /* monotonic us of the client's last frame */
@@ -87,8 +87,7 @@ static void session_free(struct ws_session *s)
         ctl_call_cancel(s->input);
         if (s->ping)
                 event_free(s->ping);
-        if (s->grant_check)
-                event_free(s->grant_check);
+        s->grant_watch = grant_watch_free(s->grant_watch);
         if (s->pending)
                 evbuffer_free(s->pending);
         if (s->sb) {
@@ -191,16 +190,13 @@ static const struct ctl_call_ops input_ops = {.line = on_input_line, .done = on_
  * grant's event streams. True when s was ended (and freed). */
 static bool grant_revoked(struct ws_session *s)
 {
-        struct grant *g = NULL;
-        int r = store_grant_by_hash(s->d->store, s->grant_hash, &g);
-        grant_free(g);
-        if (r != -ENOENT)
+        if (!grant_hash_revoked(s->d, s->grant_hash))
                 return false;
         ws_finish(s, WS_CLOSE_POLICY, "the grant was revoked");
         return true;
 }
 
-static void on_grant_check(evutil_socket_t fd, short what, void *arg)
+static void on_grant_revoked(void *arg)
 {
         (void)grant_revoked(arg);
 }
@@ -347,9 +343,7 @@ static void upgrade(struct ws_session *s)
         s->ping = event_new(s->d->base, -1, EV_PERSIST, on_ping, s);
         struct timeval tv = {.tv_sec = WS_PING_S};
         event_add(s->ping, &tv);
-        s->grant_check = event_new(s->d->base, -1, EV_PERSIST, on_grant_check, s);
-        struct timeval gtv = {.tv_sec = WS_GRANT_S};
-        event_add(s->grant_check, &gtv);
+        s->grant_watch = grant_watch_new(s->d, s->grant_hash, on_grant_revoked, s);
         /* Frames that came with the handshake are read from the loop. */
         bufferevent_trigger(s->bev, EV_READ, BEV_OPT_DEFER_CALLBACKS);
 }

@@ -15,6 +15,7 @@
 
 #include "daemon.h"
 #include "grants.h"
+#include "grantwatch.h"
 #include "http.h"
 #include "sse.h"
 #include "store.h"
@@ -210,10 +211,7 @@ static bool sse_revoked(struct sse_stream *s)
         if (++s->ticks < s->ticks_per_check)
                 return false;
         s->ticks = 0;
-        struct grant *g = NULL;
-        int r = store_grant_by_hash(s->d->store, s->grant_hash, &g);
-        grant_free(g);
-        if (r != -ENOENT)
+        if (!grant_hash_revoked(s->d, s->grant_hash))
                 return false;
         _cleanup_free_ char *data = s->ops->revoked ? s->ops->revoked(s->ctx) : NULL;
         sse_end(s, "end", data ? data : "{\"reason\":\"the grant was revoked\"}");
