@@ -67,3 +67,17 @@ def test_landlock_in_force_on_every_exec(api, sandbox):
         assert "tmp=0" in out, (out, r.stderr)
         assert "comm=0" not in out, (out, r.stderr)
         assert b"ermission denied" in r.stderr, r.stderr
+
+
+def test_pid1_runs_under_the_filter(api, sandbox):
+    # pid 1 loads the filter once on itself and each command inherits it:
+    # pid 1 holds no capability and no_new_privs, and the filter is in force
+    # there too.
+    r = api.run(sandbox["id"], ["cat", "/proc/1/status"], timeout=20)
+    assert r.exit_code == 0, r.stderr
+    st = dict(line.split(":", 1) for line in r.stdout.decode().splitlines() if ":" in line)
+    assert st["Name"].strip() == "airlock-init", st["Name"]
+    assert st["Seccomp"].strip() == "2", st["Seccomp"]
+    assert st["NoNewPrivs"].strip() == "1", st["NoNewPrivs"]
+    for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(st[k], 16) == 0, (k, st[k])

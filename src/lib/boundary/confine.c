@@ -219,7 +219,7 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                 return r;
         al_trace_mark("cmd.caps");
 
-        if (!gvisor) {
+        if (!gvisor && !c->seccomp_inherited) {
                 r = seccomp_install(err);
                 if (r < 0)
                         return r;

@@ -27,6 +27,9 @@ struct confine_config {
          * used in place of building one here; below 3 (stdio is never one):
          * none, build it from write_paths. */
         int landlock_fd;
+        /* This process inherited Airlock's seccomp filter from pid 1, which
+         * installed it on itself once (seccomp_install): not loaded again. */
+        bool seccomp_inherited;
         bool ctty; /* fd 0 is a terminal of the sandbox's own: make it the new
                     * session's controlling terminal */
         const struct sock_fprog *extra_filter; /* spawn_config.extra_filter, or NULL */

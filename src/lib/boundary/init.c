@@ -27,6 +27,7 @@
 #include "confine.h"
 #include "idle.h"
 #include "mounts.h"
+#include "seccomp.h"
 #include "spawn.h"
 #include "trace.h"
 #include "util.h"
@@ -57,6 +58,7 @@ struct command {
  * forks inherits the result. */
 static bool signals_default;     /* every disposition is SIG_DFL already */
 static int shared_landlock = -1; /* confine_landlock_build()'s ruleset */
+static bool shared_seccomp;      /* pid 1 runs under the sandbox's filter */
 
 static void reset_signals(void)
 {
@@ -76,6 +78,7 @@ static void command_confine_config(const struct spawn_config *cfg, const char **
             .n_write_paths = mounts_writable_paths(&mc, paths, max_paths),
             .keep_fd = -1,
             .landlock_fd = shared_landlock,
+            .seccomp_inherited = shared_seccomp,
             .extra_filter = cfg->extra_filter,
         };
 }
@@ -338,6 +341,16 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
          * nothing more; the process drops it before its execve. */
         confine_drop_caps_but(
             ctx->cfg->policy->users ? (1ull << CAP_SETUID) | (1ull << CAP_SETGID) : 0, &err);
+        /* pid 1 puts itself under the filter every command gets (the kernel
+         * checks and compiles it once, each fork shares it): it needs
+         * nothing the filter refuses, and is the harder to misuse for it.
+         * The gvisor tier's commands run without it. When this fails every
+         * command loads its own, as the first one does. */
+        err = (struct al_error){0};
+        if (ctx->cfg->policy->tier != POLICY_TIER_GVISOR &&
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && seccomp_install(&err) == 0)
+                shared_seccomp = true;
+        err = (struct al_error){0};
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
