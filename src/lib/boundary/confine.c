@@ -29,17 +29,29 @@ static int set_rlimit(int resource, uint64_t value, const char *name, struct al_
         return 0;
 }
 
+/* Read once per process tree: pid 1 reads it when it drops its own
+ * capabilities, every command it forks inherits the answer. */
+static int cached_last_cap = -1;
+
 static int last_cap(void)
 {
         _cleanup_free_ char *s = NULL;
         int v;
+        if (cached_last_cap > 0)
+                return cached_last_cap;
+        cached_last_cap = CAP_LAST_CAP;
         if (read_file_at(AT_FDCWD, "/proc/sys/kernel/cap_last_cap", 64, &s, NULL) >= 0) {
                 s[strcspn(s, "\n")] = '\0';
                 if (safe_atoi(s, &v) >= 0 && v > 0 && v < 64)
-                        return v;
+                        cached_last_cap = v;
         }
-        return CAP_LAST_CAP;
+        return cached_last_cap;
 }
+
+/* Set once this process has emptied its bounding set. The set only ever
+ * shrinks and a fork inherits it whole, so a command forked by a pid 1 that
+ * set this has nothing left to drop (and no right to get any back). */
+static bool bset_empty;
 
 int confine_drop_caps(struct al_error *err)
 {
@@ -48,15 +60,19 @@ int confine_drop_caps(struct al_error *err)
 
 int confine_drop_caps_but(uint64_t keep, struct al_error *err)
 {
-        int last = last_cap();
         /* Processes that an idle sandbox's pid 1 starts come from a parent
          * that has dropped everything already: what is gone needs no
-         * CAP_SETPCAP to stay gone. */
-        for (int cap = 0; cap <= last; cap++)
-                if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
-                    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                        return al_error_set(err, errno,
-                                            "dropping capability %d from the bounding set", cap);
+         * CAP_SETPCAP to stay gone, and is not asked for again. */
+        if (!bset_empty) {
+                int last = last_cap();
+                for (int cap = 0; cap <= last; cap++)
+                        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
+                            prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                                return al_error_set(err, errno,
+                                                    "dropping capability %d from the bounding set",
+                                                    cap);
+                bset_empty = true;
+        }
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 return al_error_set(err, errno, "clearing ambient capabilities");
         /* A uid 0 inside regains nothing on execve, and the bits stay set. */
@@ -105,6 +121,29 @@ void confine_close_except(const int *keep, size_t n)
         close_range(from, ~0U, 0);
 }
 
+int confine_landlock_build(const struct confine_config *c, int *ret_fd, struct al_error *err)
+{
+        *ret_fd = -1;
+        /* The gvisor tier: runsc builds its own namespaces, mounts and
+         * seccomp filter around its user-space kernel, which Landlock and
+         * Airlock's filter forbid; the agent's system calls never reach this
+         * kernel's (tier.h, docs/tiers.md). */
+        if (c->policy->tier == POLICY_TIER_GVISOR)
+                return 0;
+        /* The microvm tier's QEMU drives /dev/kvm when it uses KVM. */
+        const char *paths[72];
+        size_t n = 0;
+        for (size_t i = 0; i < c->n_write_paths && n < ARRAY_SIZE(paths) - 1; i++)
+                paths[n++] = c->write_paths[i];
+        if (c->policy->tier == POLICY_TIER_MICROVM && tier_microvm_wants_kvm())
+                paths[n++] = "/dev/kvm";
+        int r = landlock_build_writes(paths, n, true, ret_fd, err);
+        if (r < 0)
+                return r;
+        /* Required: built, or the error above. */
+        return *ret_fd >= 0 ? 0 : al_error_set(err, EOPNOTSUPP, "landlock: no ruleset");
+}
+
 int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err)
 {
         const struct policy_limits *l = &c->policy->limits;
@@ -122,7 +161,8 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
 
         /* Nothing but stdio (and the error channel, closed by execve) crosses
          * into the command: a leaked fd is an escape (CVE-2024-21626). */
-        confine_close_except(&c->keep_fd, 1);
+        int keep[] = {c->keep_fd, c->landlock_fd >= 3 ? c->landlock_fd : -1};
+        confine_close_except(keep, ARRAY_SIZE(keep));
 
         /* The microvm tier's guest puts these two on its command
          * (microvm.c): on QEMU they would end the run, not the command. */
@@ -159,16 +199,19 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
          * Airlock's filter forbid; the agent's system calls never reach this
          * kernel's (tier.h, docs/tiers.md). */
         if (!gvisor) {
-                /* The microvm tier's QEMU drives /dev/kvm when it uses KVM. */
-                const char *paths[72];
-                size_t n = 0;
-                for (size_t i = 0; i < c->n_write_paths && n < ARRAY_SIZE(paths) - 1; i++)
-                        paths[n++] = c->write_paths[i];
-                if (microvm && tier_microvm_wants_kvm())
-                        paths[n++] = "/dev/kvm";
-                r = landlock_restrict_writes(paths, n, true, err);
+                _cleanup_close_ int own = -1;
+                int fd = c->landlock_fd;
+                if (fd < 3) {
+                        r = confine_landlock_build(c, &own, err);
+                        if (r < 0)
+                                return r;
+                        fd = own;
+                }
+                r = landlock_restrict_fd(fd, err);
                 if (r < 0)
                         return r;
+                if (fd == c->landlock_fd)
+                        close(fd);
                 al_trace_mark("cmd.landlock");
         }
 
@@ -176,7 +219,7 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                 return r;
         al_trace_mark("cmd.caps");
 
-        if (!gvisor) {
+        if (!gvisor && !c->seccomp_inherited) {
                 r = seccomp_install(err);
                 if (r < 0)
                         return r;

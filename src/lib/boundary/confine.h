@@ -23,14 +23,27 @@ struct confine_config {
         char *const *argv;
         char *const *envp;
         int keep_fd; /* kept open across close_range (CLOEXEC), or -1 */
-        bool ctty;   /* fd 0 is a terminal of the sandbox's own: make it the new
-                      * session's controlling terminal */
+        /* A ruleset pid 1 built once for write_paths (landlock_build_writes),
+         * used in place of building one here; below 3 (stdio is never one):
+         * none, build it from write_paths. */
+        int landlock_fd;
+        /* This process inherited Airlock's seccomp filter from pid 1, which
+         * installed it on itself once (seccomp_install): not loaded again. */
+        bool seccomp_inherited;
+        bool ctty; /* fd 0 is a terminal of the sandbox's own: make it the new
+                    * session's controlling terminal */
         const struct sock_fprog *extra_filter; /* spawn_config.extra_filter, or NULL */
 };
 
 /* Returns only on failure, with `err` set; *ret_exec_errno is non-zero when
  * execve itself failed. */
 int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err);
+
+/* Build the Landlock ruleset confine_and_exec() would for `c` (its policy's
+ * tier and write_paths) into *ret_fd, close-on-exec; -1 for the gvisor tier,
+ * which takes no ruleset. pid 1 builds it once and hands it to every command
+ * as landlock_fd. */
+int confine_landlock_build(const struct confine_config *c, int *ret_fd, struct al_error *err);
 
 /* Close every descriptor from 3 up but the n in `keep` (negative ones are
  * ignored) and the trace descriptor (trace.h), which is close-on-exec. */

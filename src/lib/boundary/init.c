@@ -27,6 +27,7 @@
 #include "confine.h"
 #include "idle.h"
 #include "mounts.h"
+#include "seccomp.h"
 #include "spawn.h"
 #include "trace.h"
 #include "util.h"
@@ -53,16 +54,47 @@ struct command {
         uint32_t as_user; /* 1 + another inside uid (policy "users"); 0: the sandbox's */
 };
 
+/* Work an idle sandbox's pid 1 does once, not per command; a command it
+ * forks inherits the result. */
+static bool signals_default;     /* every disposition is SIG_DFL already */
+static int shared_landlock = -1; /* confine_landlock_build()'s ruleset */
+static bool shared_seccomp;      /* pid 1 runs under the sandbox's filter */
+
+static void reset_signals(void)
+{
+        for (int sig = 1; sig < NSIG; sig++)
+                signal(sig, SIG_DFL);
+        signals_default = true;
+}
+
+/* The confinement of a command of this sandbox, before who and what. */
+static void command_confine_config(const struct spawn_config *cfg, const char **paths,
+                                   size_t max_paths, struct confine_config *cc)
+{
+        struct mounts_config mc = {.policy = cfg->policy, .home = cfg->home};
+        *cc = (struct confine_config){
+            .policy = cfg->policy,
+            .write_paths = paths,
+            .n_write_paths = mounts_writable_paths(&mc, paths, max_paths),
+            .keep_fd = -1,
+            .landlock_fd = shared_landlock,
+            .seccomp_inherited = shared_seccomp,
+            .extra_filter = cfg->extra_filter,
+        };
+}
+
 static _Noreturn void command_main(struct child_ctx *ctx, const struct command *cmd, int errfd)
 {
         const struct spawn_config *cfg = ctx->cfg;
         struct al_error err = {0};
         const char *paths[64];
 
+        /* Handlers are the supervisor's, inherited by fork; pid 1 installs
+         * none of its own, so one that reset them has nothing left here. */
         sigset_t none;
         sigemptyset(&none);
-        for (int sig = 1; sig < NSIG; sig++)
-                signal(sig, SIG_DFL);
+        if (!signals_default)
+                reset_signals();
         sigprocmask(SIG_SETMASK, &none, NULL);
 
         /* Move stdio sources out of the way of 0-2 before placing them. */
@@ -73,21 +105,15 @@ static _Noreturn void command_main(struct child_ctx *ctx, const struct command *
         set_stdio(out, 1);
         set_stdio(errout, 2);
 
-        struct mounts_config mc = {.policy = cfg->policy, .home = cfg->home};
-        size_t n = mounts_writable_paths(&mc, paths, ARRAY_SIZE(paths));
-        struct confine_config cc = {
-                .policy = cfg->policy,
-                .uid = cmd->as_user ? cmd->as_user - 1 : ctx->uid,
-                .gid = cmd->as_user ? cmd->as_user - 1 : ctx->gid,
-                .cwd = cmd->cwd ? cmd->cwd : cfg->policy->workspace ? "/workspace" : cfg->home,
-                .write_paths = paths,
-                .n_write_paths = n,
-                .argv = cmd->argv,
-                .envp = cmd->envp,
-                .keep_fd = errfd,
-                .ctty = cmd->ctty,
-                .extra_filter = cfg->extra_filter,
-        };
+        struct confine_config cc;
+        command_confine_config(cfg, paths, ARRAY_SIZE(paths), &cc);
+        cc.uid = cmd->as_user ? cmd->as_user - 1 : ctx->uid;
+        cc.gid = cmd->as_user ? cmd->as_user - 1 : ctx->gid;
+        cc.cwd = cmd->cwd ? cmd->cwd : cfg->policy->workspace ? "/workspace" : cfg->home;
+        cc.argv = cmd->argv;
+        cc.envp = cmd->envp;
+        cc.keep_fd = errfd;
+        cc.ctty = cmd->ctty;
         int exec_errno = 0;
         /* Another user inside must not carry the supplementary groups the
          * sandbox inherited from its creator: they are the sandbox user's
@@ -134,10 +160,11 @@ static void wipe_host_identity(void)
                 memset(*e, 0, strlen(*e));
 }
 
-/* Close every fd from 3 up but a and b (and the trace's, confine.h). */
+/* Close every fd from 3 up but a, b and pid 1's Landlock ruleset (and the
+ * trace's, confine.h). */
 static void close_all_but(int a, int b)
 {
-        int keep[] = {a, b};
+        int keep[] = {a, b, shared_landlock};
         confine_close_except(keep, ARRAY_SIZE(keep));
 }
 
@@ -295,11 +322,35 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
 
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         wipe_host_identity();
+        reset_signals();
+        /* Every command gets the same rules on the same files: build them
+         * once. A ruleset confines nobody until a process restricts itself
+         * with it, and each one that does gets its own copy; pid 1 itself
+         * stays unconfined, as before. When this fails every command builds
+         * its own and reports why it could not. */
+        {
+                const char *paths[64];
+                struct confine_config cc;
+                command_confine_config(ctx->cfg, paths, ARRAY_SIZE(paths), &cc);
+                if (confine_landlock_build(&cc, &shared_landlock, &err) < 0)
+                        shared_landlock = -1;
+                err = (struct al_error){0};
+        }
         /* With "users", pid 1 keeps what it takes to start a process as
          * another of the sandbox's own users (setresuid, setresgid), and
          * nothing more; the process drops it before its execve. */
         confine_drop_caps_but(
             ctx->cfg->policy->users ? (1ull << CAP_SETUID) | (1ull << CAP_SETGID) : 0, &err);
+        /* pid 1 puts itself under the filter every command gets (the kernel
+         * checks and compiles it once, each fork shares it): it needs
+         * nothing the filter refuses, and is the harder to misuse for it.
+         * The gvisor tier's commands run without it. When this fails every
+         * command loads its own, as the first one does. */
+        err = (struct al_error){0};
+        if (ctx->cfg->policy->tier != POLICY_TIER_GVISOR &&
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && seccomp_install(&err) == 0)
+                shared_seccomp = true;
+        err = (struct al_error){0};
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
@@ -314,7 +365,8 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
 
         _cleanup_free_ char *buf = xcalloc(1, sizeof(struct sync_msg) + EXEC_PAYLOAD_MAX);
         for (;;) {
-                struct pollfd pfd[2] = {{.fd = sync, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+                struct pollfd pfd[2] = {{.fd = sync, .events = POLLIN},
+                                        {.fd = sfd, .events = POLLIN}};
                 if (poll(pfd, 2, -1) < 0)
                         continue;
                 if (pfd[1].revents & POLLIN) {
@@ -329,9 +381,13 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
                                         if (procs[i].pid != pid)
                                                 continue;
                                         if (procs[i].id >= 0) {
-                                                struct sync_msg m = {.type = SYNC_EXIT, .id = procs[i].id, .value = st};
-                                                m.usage[0] = (uint64_t)ru.ru_utime.tv_sec * 1000 + (uint64_t)ru.ru_utime.tv_usec / 1000;
-                                                m.usage[1] = (uint64_t)ru.ru_stime.tv_sec * 1000 + (uint64_t)ru.ru_stime.tv_usec / 1000;
+                                                struct sync_msg m = {.type = SYNC_EXIT,
+                                                                     .id = procs[i].id,
+                                                                     .value = st};
+                                                m.usage[0] = (uint64_t)ru.ru_utime.tv_sec * 1000 +
+                                                             (uint64_t)ru.ru_utime.tv_usec / 1000;
+                                                m.usage[1] = (uint64_t)ru.ru_stime.tv_sec * 1000 +
+                                                             (uint64_t)ru.ru_stime.tv_usec / 1000;
                                                 m.usage[2] = (uint64_t)ru.ru_maxrss;
                                                 spawn_send_msg(sync, &m);
                                         }
@@ -342,8 +398,11 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
                         int fds[3];
                         size_t nfds = 0;
                         char control[CMSG_SPACE(sizeof(int) * 3)];
-                        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(struct sync_msg) + EXEC_PAYLOAD_MAX};
-                        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                        struct iovec iov = {.iov_base = buf,
+                                            .iov_len = sizeof(struct sync_msg) + EXEC_PAYLOAD_MAX};
+                        struct msghdr mh = {.msg_iov = &iov,
+                                            .msg_iovlen = 1,
+                                            .msg_control = control,
                                             .msg_controllen = sizeof(control)};
                         ssize_t n = recvmsg(sync, &mh, MSG_CMSG_CLOEXEC);
                         if (n < 0 && errno == EINTR)
@@ -366,8 +425,8 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
                                 memcpy(&m, buf, sizeof(m));
                                 if (m.type == SYNC_EXEC)
                                         init_exec(ctx, sync, sfd, procs, m.id, (uint32_t)m.value,
-                                                  m.as_user, buf + sizeof(m), (size_t)n - sizeof(m), fds,
-                                                  nfds);
+                                                  m.as_user, buf + sizeof(m), (size_t)n - sizeof(m),
+                                                  fds, nfds);
                                 else if (m.type == SYNC_KILL)
                                         for (int i = 0; i < INIT_MAX_PROCS; i++)
                                                 if (procs[i].pid > 0 && procs[i].id == m.id) {
@@ -418,9 +477,10 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                 al_trace_mark("cmd.start");
                 close(pair[0]);
                 close(sync);
-                struct command c = {.argv = ctx->cfg->argv, .envp = ctx->cfg->envp,
-                                    .fds = {ctx->cfg->stdin_fd, ctx->cfg->stdout_fd,
-                                            ctx->cfg->stderr_fd}};
+                struct command c = {
+                    .argv = ctx->cfg->argv,
+                    .envp = ctx->cfg->envp,
+                    .fds = {ctx->cfg->stdin_fd, ctx->cfg->stdout_fd, ctx->cfg->stderr_fd}};
                 if (slave >= 0) {
                         c.fds[0] = c.fds[1] = c.fds[2] = slave;
                         c.ctty = true;

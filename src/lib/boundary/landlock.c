@@ -106,10 +106,17 @@ static int add_path(int ruleset_fd, const char *path, uint64_t rights, struct al
         return 0;
 }
 
-int landlock_restrict_writes(const char *const *paths, size_t n, bool required,
-                             struct al_error *err)
+/* The kernel's answer does not change while it runs: asked once per process
+ * tree (pid 1 asks, what it forks inherits). */
+static int cached_abi = -1;
+
+int landlock_build_writes(const char *const *paths, size_t n, bool required, int *ret_fd,
+                          struct al_error *err)
 {
-        int abi = landlock_abi();
+        *ret_fd = -1;
+        if (cached_abi < 0)
+                cached_abi = landlock_abi();
+        int abi = cached_abi;
         if (abi <= 0) {
                 if (!required)
                         return 0;
@@ -136,9 +143,26 @@ int landlock_restrict_writes(const char *const *paths, size_t n, bool required,
                 if (r < 0)
                         return r;
         }
+        *ret_fd = TAKE_FD(ruleset_fd);
+        return 0;
+}
 
-        /* Needs no_new_privs (or CAP_SYS_ADMIN), which the caller sets. */
+int landlock_restrict_fd(int ruleset_fd, struct al_error *err)
+{
+        /* Needs no_new_privs (or CAP_SYS_ADMIN), which the caller sets. The
+         * domain made here is a copy: the ruleset can serve the next process
+         * unchanged, and nothing added to it later reaches this one. */
         if (sys_landlock_restrict_self(ruleset_fd, 0) < 0)
                 return al_error_set(err, errno, "landlock: restricting the process");
         return 0;
+}
+
+int landlock_restrict_writes(const char *const *paths, size_t n, bool required,
+                             struct al_error *err)
+{
+        _cleanup_close_ int fd = -1;
+        int r = landlock_build_writes(paths, n, required, &fd, err);
+        if (r < 0 || fd < 0)
+                return r;
+        return landlock_restrict_fd(fd, err);
 }

@@ -22,3 +22,12 @@ int landlock_abi(void);
  * its future children only, and to files opened after it. */
 int landlock_restrict_writes(const char *const *paths, size_t n, bool required,
                              struct al_error *err);
+
+/* The same in two steps: build the ruleset (*ret_fd, close-on-exec; -1 when
+ * Landlock is unavailable and `required` is false), then restrict the calling
+ * thread with it. One ruleset may restrict any number of processes: each gets
+ * its own copy of the rules at landlock_restrict_fd(). Rules are bound to the
+ * files the paths name when it is built. */
+int landlock_build_writes(const char *const *paths, size_t n, bool required, int *ret_fd,
+                          struct al_error *err);
+int landlock_restrict_fd(int ruleset_fd, struct al_error *err);
