@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -60,10 +61,21 @@ static bool signals_default;     /* every disposition is SIG_DFL already */
 static int shared_landlock = -1; /* confine_landlock_build()'s ruleset */
 static bool shared_seccomp;      /* pid 1 runs under the sandbox's filter */
 
+/* Every disposition back to the default, the C library's own signals
+ * (32 and 33, which its sigaction() refuses to touch) included: execve
+ * keeps a signal ignored, so one ignored by whatever started Airlock would
+ * otherwise reach every command. */
 static void reset_signals(void)
 {
-        for (int sig = 1; sig < NSIG; sig++)
-                signal(sig, SIG_DFL);
+        struct {
+                void (*handler)(int);
+                unsigned long flags;
+                void (*restorer)(void);
+                uint64_t mask;
+        } dfl = {.handler = SIG_DFL};
+        for (int sig = 1; sig <= 64; sig++)
+                if (sig != SIGKILL && sig != SIGSTOP)
+                        (void)syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
         signals_default = true;
 }
 
