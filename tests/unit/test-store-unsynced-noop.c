@@ -29,28 +29,11 @@ int fsync(int fd)
         return (int)syscall(SYS_fsync, fd);
 }
 
-static char dir[64];
-static char dbpath[128];
-static struct store *st;
-
-static int rm_entry(const char *p, const struct stat *s, int flag, struct FTW *ftw)
-{
-        return remove(p);
-}
+#include "store-fixture.h"
 
 static void setup(void)
 {
-        snprintf(dir, sizeof(dir), "/tmp/airlock-test-store-noop-XXXXXX");
-        cr_assert_not_null(mkdtemp(dir));
-        snprintf(dbpath, sizeof(dbpath), "%s/%s", dir, STORE_FILE);
-        struct al_error err = {0};
-        cr_assert_eq(store_open(dbpath, &st, &err), 0, "%s", err.msg);
-}
-
-static void teardown(void)
-{
-        st = store_close(st);
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        store_fixture_open("store-noop");
 }
 
 TestSuite(store_unsynced_noop, .init = setup, .fini = teardown);
