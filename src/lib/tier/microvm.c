@@ -43,8 +43,7 @@ extern const unsigned char tier_vm_init_blob_end[];
 
 static enum tier_vm_accel chosen_accel;
 
-static int refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(char *why, size_t n, const char *fmt, ...)
+int tier_refuse(char *why, size_t n, const char *fmt, ...)
 {
         va_list ap;
         va_start(ap, fmt);
@@ -59,14 +58,15 @@ int tier_microvm_kvm(char *why, size_t n)
         if (fd < 0) {
                 int e = errno;
                 if (e == ENOENT)
-                        return refuse(why, n,
-                                      "no usable /dev/kvm: this host has none (enable hardware "
-                                      "virtualization, or nested virtualization in a VM, and "
-                                      "load kvm_intel or kvm_amd)");
-                return refuse(why, n,
-                              "no usable /dev/kvm: it cannot be opened (%s); give the user "
-                              "access to it (usermod -aG kvm USER)",
-                              strerror(e));
+                        return tier_refuse(
+                            why, n,
+                            "no usable /dev/kvm: this host has none (enable hardware "
+                            "virtualization, or nested virtualization in a VM, and "
+                            "load kvm_intel or kvm_amd)");
+                return tier_refuse(why, n,
+                                   "no usable /dev/kvm: it cannot be opened (%s); give the user "
+                                   "access to it (usermod -aG kvm USER)",
+                                   strerror(e));
         }
         close(fd);
         /* A paravirtual KVM (kvm_pvm, on hosts that are themselves guests
@@ -74,19 +74,20 @@ int tier_microvm_kvm(char *why, size_t n)
          * kernels built as its guests: a stock kernel hangs at boot. */
         struct stat st;
         if (stat("/sys/module/kvm_pvm", &st) == 0)
-                return refuse(why, n,
-                              "no usable /dev/kvm: it is the paravirtual kvm_pvm, which boots "
-                              "only kernels built for it, not Debian's stock guest kernel (a "
-                              "host with hardware virtualization has a usable one)");
+                return tier_refuse(why, n,
+                                   "no usable /dev/kvm: it is the paravirtual kvm_pvm, which boots "
+                                   "only kernels built for it, not Debian's stock guest kernel (a "
+                                   "host with hardware virtualization has a usable one)");
         /* A root caller's sandbox runs as nobody on the host (spawn.h):
          * QEMU there opens /dev/kvm only if everyone may. */
         struct stat kst;
         if (geteuid() == 0 && stat("/dev/kvm", &kst) == 0 && (kst.st_mode & 0006) != 0006)
-                return refuse(why, n,
-                              "no usable /dev/kvm: a root caller's sandbox runs as nobody, and "
-                              "/dev/kvm is mode %03o; make it 0666 (systemd's own rule does: "
-                              "chmod 0666 /dev/kvm)",
-                              (unsigned)(kst.st_mode & 0777));
+                return tier_refuse(
+                    why, n,
+                    "no usable /dev/kvm: a root caller's sandbox runs as nobody, and "
+                    "/dev/kvm is mode %03o; make it 0666 (systemd's own rule does: "
+                    "chmod 0666 /dev/kvm)",
+                    (unsigned)(kst.st_mode & 0777));
         return 0;
 }
 
@@ -151,16 +152,16 @@ int tier_microvm_host(enum tier_vm_accel *ret_accel, char *why, size_t n)
 {
         *ret_accel = TIER_VM_ACCEL_NONE;
         if (access(TIER_QEMU_PATH, X_OK) < 0)
-                return refuse(why, n,
-                              "the microvm tier needs QEMU, and %s is missing (install "
-                              "qemu-system-x86)",
-                              TIER_QEMU_PATH);
+                return tier_refuse(why, n,
+                                   "the microvm tier needs QEMU, and %s is missing (install "
+                                   "qemu-system-x86)",
+                                   TIER_QEMU_PATH);
         if (access(AIRLOCK_VM_DIR "/vmlinuz", R_OK) < 0 ||
             access(AIRLOCK_VM_DIR "/modules/order", R_OK) < 0)
-                return refuse(why, n,
-                              "the microvm tier needs its guest kernel in %s, which is "
-                              "missing (run 'make deps' as root)",
-                              AIRLOCK_VM_DIR);
+                return tier_refuse(why, n,
+                                   "the microvm tier needs its guest kernel in %s, which is "
+                                   "missing (run 'make deps' as root)",
+                                   AIRLOCK_VM_DIR);
         char kvm_why[256];
         if (tier_microvm_kvm(kvm_why, sizeof(kvm_why)) == 0) {
                 *ret_accel = TIER_VM_ACCEL_KVM;
@@ -171,10 +172,10 @@ int tier_microvm_host(enum tier_vm_accel *ret_accel, char *why, size_t n)
                 *ret_accel = TIER_VM_ACCEL_TCG;
                 return 0;
         }
-        return refuse(why, n,
-                      "%s; or allow QEMU's software emulation (slower, the same isolation) "
-                      "with %s=tcg",
-                      kvm_why, TIER_MICROVM_ACCEL_ENV);
+        return tier_refuse(why, n,
+                           "%s; or allow QEMU's software emulation (slower, the same isolation) "
+                           "with %s=tcg",
+                           kvm_why, TIER_MICROVM_ACCEL_ENV);
 }
 
 int tier_microvm_prepare(const struct policy *p, struct al_error *err)

@@ -21,6 +21,9 @@
  * stock kernel: AIRLOCK_MICROVM_ACCEL=tcg. */
 #define TIER_MICROVM_ACCEL_ENV "AIRLOCK_MICROVM_ACCEL"
 
+/* A tier refused here: the reason (and its fix) in why, -EOPNOTSUPP. */
+int tier_refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 enum tier_vm_accel {
         TIER_VM_ACCEL_NONE = 0,
         TIER_VM_ACCEL_KVM,

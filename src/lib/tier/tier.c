@@ -23,16 +23,6 @@
 /* The sandbox user, the policy's default uid. */
 #define TIER_GVISOR_UID 1000
 
-static int refuse(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(char *why, size_t n, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, n, fmt, ap);
-        va_end(ap);
-        return -EOPNOTSUPP;
-}
-
 int tier_available(enum policy_tier t, char *why, size_t n)
 {
         switch (t) {
@@ -43,22 +33,23 @@ int tier_available(enum policy_tier t, char *why, size_t n)
                 return 0;
         case POLICY_TIER_GVISOR:
                 if (access(RUNSC_PATH, X_OK) < 0)
-                        return refuse(why, n,
-                                      "the gvisor tier needs runsc, and %s is missing "
-                                      "(install the runsc package)",
-                                      RUNSC_PATH);
+                        return tier_refuse(why, n,
+                                           "the gvisor tier needs runsc, and %s is missing "
+                                           "(install the runsc package)",
+                                           RUNSC_PATH);
                 if (access(SETPRIV, X_OK) < 0)
-                        return refuse(why, n,
-                                      "the gvisor tier drops the command's capabilities inside "
-                                      "gVisor with %s, which is missing (install util-linux)",
-                                      SETPRIV);
+                        return tier_refuse(
+                            why, n,
+                            "the gvisor tier drops the command's capabilities inside "
+                            "gVisor with %s, which is missing (install util-linux)",
+                            SETPRIV);
                 return 0;
         case POLICY_TIER_MICROVM: {
                 enum tier_vm_accel accel;
                 return tier_microvm_host(&accel, why, n);
         }
         default:
-                return refuse(why, n, "%s", "unknown tier");
+                return tier_refuse(why, n, "%s", "unknown tier");
         }
 }
 
