@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -120,7 +121,7 @@ int hostws_start(struct event_base *base, const char *ws, hostws_fn done, void *
         int pfd[2];
         if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0)
                 return al_error_set(err, errno, "reading the workspace %s", ws);
-        pid_t pid = fork();
+        pid_t parent = getpid(), pid = fork();
         if (pid < 0) {
                 int e = errno;
                 close(pfd[0]);
@@ -128,6 +129,10 @@ int hostws_start(struct event_base *base, const char *ws, hostws_fn done, void *
                 return al_error_set(err, e, "reading the workspace %s", ws);
         }
         if (pid == 0) {
+                /* A daemon that dies takes its reader along: a child stuck
+                 * in a hung file system must not outlive it. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                        _exit(1);
                 close(pfd[0]);
                 int fl = fcntl(pfd[1], F_GETFL);
                 if (fl >= 0)
