@@ -155,20 +155,6 @@ static void on_cloned(const char *id, const char *workspace, const char *base, i
         }
 }
 
-/* The largest limits of the classes a grant allows. */
-static void class_ceiling(const struct grant *g, uint64_t *mem, uint64_t *cpus, uint64_t *timeout)
-{
-        *mem = *cpus = *timeout = 0;
-        for (size_t i = 0; i < g->n_classes; i++) {
-                const struct policy_class *c = policy_class_find(g->classes[i]);
-                if (!c)
-                        continue;
-                *mem = c->memory > *mem ? c->memory : *mem;
-                *cpus = c->cpus_milli > *cpus ? c->cpus_milli : *cpus;
-                *timeout = c->timeout_ms > *timeout ? c->timeout_ms : *timeout;
-        }
-}
-
 #define over_limit(d, req, limit, ...)                                                             \
         reply_error_fields(d, req, 403, "limit_exceeded", json_pack("{s:s}", "limit", limit),      \
                            __VA_ARGS__)
@@ -498,44 +484,12 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                                    json_pack("{s:s}", "field", "policy"), "%s", err.msg);
                 goto out;
         }
-        const char *cls = p->class_name ? p->class_name : "medium";
 
-        /* What the grant allows. */
-        if (!grant_allows_class(g, cls)) {
-                _cleanup_free_ char *allowed = grant_classes_string(g);
-                over_limit(d, req, "classes", "class \"%s\" is beyond the grant's classes (%s)",
-                           cls, allowed);
+        /* What the grant allows: its classes, and their largest limits. */
+        struct grant_policy_refusal over;
+        if (grant_check_limits(g, p, &over) < 0) {
+                over_limit(d, req, over.limit, "%s", over.message);
                 goto out;
-        }
-        if (g->classes) {
-                uint64_t mem, cpus, timeout;
-                class_ceiling(g, &mem, &cpus, &timeout);
-                char a[64], b[64];
-                if (p->limits.memory > mem) {
-                        snprintf(a, sizeof(a), "%" PRIu64, p->limits.memory);
-                        snprintf(b, sizeof(b), "%" PRIu64, mem);
-                        over_limit(d, req, "limits.memory",
-                                   "limits.memory %s is beyond the grant's classes (at most %s)", a,
-                                   b);
-                        goto out;
-                }
-                if (p->limits.cpus_milli > cpus) {
-                        snprintf(a, sizeof(a), "%.3f", (double)p->limits.cpus_milli / 1000);
-                        snprintf(b, sizeof(b), "%.3f", (double)cpus / 1000);
-                        over_limit(d, req, "limits.cpus",
-                                   "limits.cpus %s is beyond the grant's classes (at most %s)", a,
-                                   b);
-                        goto out;
-                }
-                if (p->limits.timeout_ms == 0 || p->limits.timeout_ms > timeout) {
-                        snprintf(a, sizeof(a), "%.3f", (double)p->limits.timeout_ms / 1000);
-                        snprintf(b, sizeof(b), "%.3f", (double)timeout / 1000);
-                        over_limit(
-                            d, req, "limits.timeout",
-                            "limits.timeout %s s is beyond the grant's classes (at most %s s)",
-                            p->limits.timeout_ms ? a : "none", b);
-                        goto out;
-                }
         }
         const char *host_ws = json_is_string(jws) ? json_string_value(jws) : p->workspace;
         if (p->workspace_mode == POLICY_WORKSPACE_OVERLAY && !host_ws && !repo) {
