@@ -362,6 +362,15 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
                               "it needs a grant with --allow-host-workspace");
         if (g->allow_host_workspace)
                 return 0;
+        /* The gate connects from the host's own network: a private range
+         * reaches the host's loopback services, the cloud metadata address
+         * and the host's LAN, host power as host paths are. */
+        if (p->n_net_allow_private)
+                return refuse(ret, "allowHostWorkspace",
+                              "network.allowPrivate (\"%.64s\") reaches the daemon host's own "
+                              "network (its loopback services, the cloud metadata address, its "
+                              "LAN); it needs a grant with allowHostWorkspace",
+                              p->net_allow_private[0]);
         const char *why;
         for (size_t i = 0; i < p->n_routes; i++)
                 if (p->routes[i].ca_file) {

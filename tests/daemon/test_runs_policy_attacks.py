@@ -58,7 +58,7 @@ def test_a_runs_policy_may_not_name_a_hardware_driver(run_daemon, tmp_path):
 
 def test_a_runs_policy_is_held_to_the_grants_classes(run_daemon):
     d = run_daemon
-    c = d.client(d.grant("small-runner", "--allow-runs", "--secret", "MODEL_KEY",
+    c = d.client(d.grant("small-runner", "--allow-runs", "--secret", "MODEL_KEY", "--allow-host-workspace",
                          "--classes", "small"))
     for extra, limit in (({"class": "small", "limits": {"memory": "64G"}}, "limits.memory"),
                          ({"class": "small", "limits": {"cpus": 64}}, "limits.cpus"),
