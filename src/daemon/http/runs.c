@@ -332,6 +332,11 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
                                 "(modelRoute, \"model\" by default)");
                 goto out;
         }
+        /* Its volumes as a create's: the grant's own (or, with host
+         * rights, the host's), not attached elsewhere; another grant's is
+         * not found. */
+        if (volumes_apply_create(d, req, g, body, p) < 0)
+                goto out;
         struct grant_policy_refusal why_not;
         if (grant_check_policy(g, p, &why_not) < 0) {
                 reply_error_fields(d, req, 403, "limit_exceeded",
