@@ -325,9 +325,10 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         json_t *body = read_json_body(d, req, true);
         if (!body)
                 return;
-        static const char *const keys[] = {"policy",    "class",  "metadata", "ttl", "idleTimeout",
-                                           "workspace", "review", "repo",     "rev", "volumes",
-                                           "home",      "tier",   NULL};
+        static const char *const keys[] = {"policy",      "class",     "metadata", "ttl",
+                                           "idleTimeout", "workspace", "review",   "repo",
+                                           "rev",         "volumes",   "home",     "tier",
+                                           NULL};
         struct policy *p = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;
