@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -361,6 +362,15 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
                               "it needs a grant with --allow-host-workspace");
         if (g->allow_host_workspace)
                 return 0;
+        /* The gate connects from the host's own network: a private range
+         * reaches the host's loopback services, the cloud metadata address
+         * and the host's LAN, host power as host paths are. */
+        if (p->n_net_allow_private)
+                return refuse(ret, "allowHostWorkspace",
+                              "network.allowPrivate (\"%.64s\") reaches the daemon host's own "
+                              "network (its loopback services, the cloud metadata address, its "
+                              "LAN); it needs a grant with allowHostWorkspace",
+                              p->net_allow_private[0]);
         const char *why;
         for (size_t i = 0; i < p->n_routes; i++)
                 if (p->routes[i].ca_file) {
@@ -386,4 +396,50 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
         else
                 return 0;
         return refuse(ret, "allowHostWorkspace", "%s needs a grant with allowHostWorkspace", why);
+}
+
+/* The largest limits of the classes a grant allows. */
+static void class_ceiling(const struct grant *g, uint64_t *mem, uint64_t *cpus, uint64_t *timeout)
+{
+        *mem = *cpus = *timeout = 0;
+        for (size_t i = 0; i < g->n_classes; i++) {
+                const struct policy_class *c = policy_class_find(g->classes[i]);
+                if (!c)
+                        continue;
+                *mem = c->memory > *mem ? c->memory : *mem;
+                *cpus = c->cpus_milli > *cpus ? c->cpus_milli : *cpus;
+                *timeout = c->timeout_ms > *timeout ? c->timeout_ms : *timeout;
+        }
+}
+
+int grant_check_limits(const struct grant *g, const struct policy *p,
+                       struct grant_policy_refusal *ret)
+{
+        const char *cls = p->class_name ? p->class_name : "medium";
+        if (!grant_allows_class(g, cls)) {
+                _cleanup_free_ char *allowed = grant_classes_string(g);
+                return refuse(ret, "classes", "class \"%s\" is beyond the grant's classes (%s)",
+                              cls, allowed);
+        }
+        if (!g->classes)
+                return 0;
+        uint64_t mem, cpus, timeout;
+        class_ceiling(g, &mem, &cpus, &timeout);
+        if (p->limits.memory > mem)
+                return refuse(ret, "limits.memory",
+                              "limits.memory %" PRIu64 " is beyond the grant's classes (at most "
+                              "%" PRIu64 ")",
+                              p->limits.memory, mem);
+        if (p->limits.cpus_milli > cpus)
+                return refuse(ret, "limits.cpus",
+                              "limits.cpus %.3f is beyond the grant's classes (at most %.3f)",
+                              (double)p->limits.cpus_milli / 1000, (double)cpus / 1000);
+        if (p->limits.timeout_ms == 0 || p->limits.timeout_ms > timeout) {
+                char a[64];
+                snprintf(a, sizeof(a), "%.3f", (double)p->limits.timeout_ms / 1000);
+                return refuse(ret, "limits.timeout",
+                              "limits.timeout %s s is beyond the grant's classes (at most %.3f s)",
+                              p->limits.timeout_ms ? a : "none", (double)timeout / 1000);
+        }
+        return 0;
 }

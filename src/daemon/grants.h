@@ -100,3 +100,11 @@ struct grant_policy_refusal {
 /* 0, or -EPERM with *ret saying what the grant lacks. */
 int grant_check_policy(const struct grant *g, const struct policy *p,
                        struct grant_policy_refusal *ret);
+
+/* The grant's classes, on a policy already finalized (its class's limits
+ * filled in): the class must be one of them, and limits.memory,
+ * limits.cpus and limits.timeout no more than the largest of them allows
+ * (timeout 0, none, is refused). 0, or -EPERM with *ret naming the limit
+ * ("classes", "limits.memory", "limits.cpus", "limits.timeout"). */
+int grant_check_limits(const struct grant *g, const struct policy *p,
+                       struct grant_policy_refusal *ret);

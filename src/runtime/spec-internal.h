@@ -22,3 +22,14 @@ int spec_get_u64(json_t *o, const char *key, const char *where, uint64_t max, bo
                  uint64_t *ret, struct al_error *err);
 int spec_get_strv(json_t *o, const char *key, const char *where, char ***ret, struct al_error *err);
 int spec_parse_linux(json_t *o, struct oci_spec *s, struct al_error *err);
+
+/* Whether the spec's pod may name the installed policy `name` (p, as
+ * loaded from policy_dir): a policy that holds the node's power (routes,
+ * tool definitions, host mounts, the direct path) only from a namespace
+ * the node lists in policy_dir/NAME.namespaces, and any policy only from
+ * a listed namespace where that file exists. A spec of no pod (no CRI
+ * namespace annotation) is the node's own. 0, or -EPERM with err saying
+ * what to do. */
+struct policy;
+int oci_spec_policy_access(const struct oci_spec *s, const char *policy_dir, const char *name,
+                           const struct policy *p, struct al_error *err);

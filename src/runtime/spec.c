@@ -655,6 +655,9 @@ int oci_spec_policy(const struct oci_spec *s, const char *policy_dir, struct pol
                 r = policy_load_file(p, path, err);
                 if (r < 0)
                         return al_error_wrap(err, "annotation airlock.io/policy \"%s\"", doc);
+                r = oci_spec_policy_access(s, policy_dir, doc, p, err);
+                if (r < 0)
+                        return r;
         } else if (doc) {
                 r = policy_load_string(p, doc, "annotation airlock.io/policy", err);
                 if (r < 0)

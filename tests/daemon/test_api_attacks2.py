@@ -175,7 +175,7 @@ def test_run_stream_ends_when_its_grant_is_revoked(d):
     srv.bind(("127.0.0.1", 0))
     srv.listen(8)
     port = srv.getsockname()[1]
-    tok = d.grant("revokedrunner", "--allow-runs")
+    tok = d.grant("revokedrunner", "--allow-runs", "--allow-host-workspace")
     c = d.client(tok)
     try:
         run = c.create_run("t", "m", {"network": {"routes": [
@@ -205,7 +205,7 @@ def test_runs_count_against_max_sandboxes(d):
     port = srv.getsockname()[1]
     pol = {"network": {"routes": [{"name": "model", "upstream": f"http://127.0.0.1:{port}"}],
                        "allowPrivate": ["127.0.0.1"]}}
-    c = d.client(d.grant("onerun", "--allow-runs", "--allow-sandbox", "--max-sandboxes", "1"))
+    c = d.client(d.grant("onerun", "--allow-runs", "--allow-host-workspace", "--allow-sandbox", "--max-sandboxes", "1"))
     try:
         run = c.create_run("t", "m", pol, timeout=20)
         with pytest.raises(AirlockError) as e:

@@ -44,7 +44,7 @@ def upstream():
 
 @pytest.fixture(scope="module")
 def capper(shared_daemon):
-    tok = shared_daemon.grant("clientcaps", "--allow-sandbox", "--allow-exec",
+    tok = shared_daemon.grant("clientcaps", "--allow-sandbox", "--allow-host-workspace", "--allow-exec",
                               "--allow-capabilities")
     c = shared_daemon.client(tok)
     c.tok = tok

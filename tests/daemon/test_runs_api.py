@@ -30,7 +30,7 @@ def policy(port):
 
 def test_run_through_the_api(run_daemon):
     d = run_daemon
-    c = d.client(d.grant("runner", "--allow-runs", "--secret", "MODEL_KEY"))
+    c = d.client(d.grant("runner", "--allow-runs", "--allow-host-workspace", "--secret", "MODEL_KEY"))
     script = [{"calls": [("write_file", {"path": "out.txt", "content": "made by the agent\n"}),
                          ("bash", {"command": "cat out.txt"})]},
               {"text": "done"}]
@@ -83,7 +83,7 @@ def test_runs_need_the_grant_flag_and_a_named_secret(run_daemon):
 
 def test_run_events_stream_as_they_happen(run_daemon):
     d = run_daemon
-    c = d.client(d.grant("streamer", "--allow-runs", "--secret", "MODEL_KEY"))
+    c = d.client(d.grant("streamer", "--allow-runs", "--allow-host-workspace", "--secret", "MODEL_KEY"))
     script = [{"calls": [("bash", {"command": "echo first"})]},
               {"calls": [("bash", {"command": "sleep 2; echo second"})]},
               {"text": "done"}]
@@ -119,7 +119,7 @@ def test_js_client_runs(run_daemon, tmp_path):
     import json
     import subprocess
     d = run_daemon
-    token = d.grant("js", "--allow-runs", "--secret", "MODEL_KEY")
+    token = d.grant("js", "--allow-runs", "--allow-host-workspace", "--secret", "MODEL_KEY")
     index = pathlib.Path(__file__).resolve().parent.parent.parent / "clients/js/index.js"
     script = tmp_path / "run.mjs"
     script.write_text(JS % json.dumps(index.as_uri()))

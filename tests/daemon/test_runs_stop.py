@@ -88,7 +88,7 @@ def _events_of(d, token, query, needle, timeout=10):
 
 def test_stop_all_stops_the_grants_runs(run_daemon):
     d = run_daemon
-    c = d.client(d.grant("runner", "--allow-runs", "--secret", "MODEL_KEY"))
+    c = d.client(d.grant("runner", "--allow-runs", "--allow-host-workspace", "--secret", "MODEL_KEY"))
     tag = "47.31"
     script = [{"calls": [("bash", {"command": f"sleep {tag}; echo late"})]}, {"text": "done"}]
     with ScriptedModel(script) as m:
@@ -112,7 +112,7 @@ def test_stop_all_stops_the_grants_runs(run_daemon):
 
 def test_another_grants_run_is_not_stopped(run_daemon):
     d = run_daemon
-    c = d.client(d.grant("runner3", "--allow-runs", "--secret", "MODEL_KEY"))
+    c = d.client(d.grant("runner3", "--allow-runs", "--allow-host-workspace", "--secret", "MODEL_KEY"))
     other = d.client(d.grant("other3", "--allow-runs", "--allow-sandbox"))
     tag = "47.33"
     script = [{"calls": [("bash", {"command": f"sleep {tag}; echo late"})]}, {"text": "done"}]
@@ -131,7 +131,7 @@ def test_another_grants_run_is_not_stopped(run_daemon):
 
 def test_revoking_the_grant_stops_its_runs(run_daemon):
     d = run_daemon
-    c = d.client(d.grant("runner2", "--allow-runs", "--secret", "MODEL_KEY"))
+    c = d.client(d.grant("runner2", "--allow-runs", "--allow-host-workspace", "--secret", "MODEL_KEY"))
     tag = "47.32"
     script = [{"calls": [("bash", {"command": f"sleep {tag}; echo late"})]}, {"text": "done"}]
     with ScriptedModel(script) as m:

@@ -81,8 +81,8 @@ def run_daemon(make_daemon, daemon_base):
 
 def test_run_streams_are_counted_per_grant(run_daemon):
     d = run_daemon
-    ta = d.grant("greedy-runs", "--allow-runs", "--secret", "MODEL_KEY")
-    tb = d.grant("modest-runs", "--allow-runs", "--secret", "MODEL_KEY")
+    ta = d.grant("greedy-runs", "--allow-runs", "--allow-host-workspace", "--secret", "MODEL_KEY")
+    tb = d.grant("modest-runs", "--allow-runs", "--allow-host-workspace", "--secret", "MODEL_KEY")
     script = [{"calls": [("bash", {"command": "sleep 30"})]}, {"text": "done"}]
     with ScriptedModel(script) as m:
         ra = d.client(ta).create_run("t", "m", policy(m.port))["id"]

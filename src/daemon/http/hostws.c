@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A create's host workspace, read in a child with a time limit
- * (hostws.h). */
+ * (hostws.h), off the daemon's loop. */
 #include <errno.h>
+#include <event2/event.h>
 #include <fcntl.h>
-#include <poll.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hostws.h"
@@ -43,44 +45,83 @@ static void child(int fd, const char *ws)
         _exit(0);
 }
 
-/* The child's message, or -ETIMEDOUT when it did not come in time. */
-static int collect(int fd, char *buf, size_t size, size_t *ret_len)
+struct hostws {
+        struct event *ev, *timer;
+        int pidfd; /* the child, killed through it (its pid may be reaped and reused) */
+        int fd;
+        char *ws;
+        char *buf;
+        size_t len;
+        int error; /* 0, -ETIMEDOUT, or another -errno of reading the answer */
+        hostws_fn done;
+        void *ud;
+};
+
+void hostws_free(struct hostws *h)
 {
-        uint64_t deadline = now_monotonic_us() + (uint64_t)HOSTWS_TIMEOUT_MS * 1000;
-        size_t len = 0;
-        for (;;) {
-                uint64_t now = now_monotonic_us();
-                if (now >= deadline)
-                        return -ETIMEDOUT;
-                struct pollfd pfd = {.fd = fd, .events = POLLIN};
-                int n = poll(&pfd, 1, (int)((deadline - now + 999) / 1000));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return -ETIMEDOUT;
-                if (len == size)
-                        return -EMSGSIZE;
-                ssize_t r = read(fd, buf + len, size - len);
-                if (r < 0 && errno == EINTR)
-                        continue;
-                if (r < 0)
-                        return -errno;
-                if (r == 0)
-                        break;
-                len += (size_t)r;
+        if (!h)
+                return;
+        if (h->ev)
+                event_free(h->ev);
+        if (h->timer)
+                event_free(h->timer);
+        if (h->pidfd >= 0) {
+                /* A child stuck in a file system that does not answer dies
+                 * of SIGKILL (a FUSE wait is killable); the daemon's
+                 * SIGCHLD reaper takes it. One that has answered is gone
+                 * or going: the signal changes nothing. */
+                (void)syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
+                close(h->pidfd);
         }
-        *ret_len = len;
-        return 0;
+        if (h->fd >= 0)
+                close(h->fd);
+        free(h->buf);
+        free(h->ws);
+        free(h);
 }
 
-int hostws_apply(struct policy *p, const char *ws, const char *home, struct al_error *err)
+static void finish(struct hostws *h, int error)
+{
+        h->error = error;
+        event_del(h->ev);
+        event_del(h->timer);
+        h->done(h, h->ud);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *ud)
+{
+        finish(ud, -ETIMEDOUT);
+}
+
+/* The child's message as it comes; its end (EOF) is the answer. */
+static void on_answer(evutil_socket_t fd, short what, void *ud)
+{
+        struct hostws *h = ud;
+        if (h->len == HOSTWS_MSG_MAX) {
+                finish(h, -EMSGSIZE);
+                return;
+        }
+        ssize_t r = read(fd, h->buf + h->len, HOSTWS_MSG_MAX - h->len);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+                return;
+        if (r < 0) {
+                finish(h, -errno);
+                return;
+        }
+        if (r == 0) {
+                finish(h, 0);
+                return;
+        }
+        h->len += (size_t)r;
+}
+
+int hostws_start(struct event_base *base, const char *ws, hostws_fn done, void *ud,
+                 struct al_error *err)
 {
         int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) < 0)
+        if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0)
                 return al_error_set(err, errno, "reading the workspace %s", ws);
-        pid_t pid = fork();
+        pid_t parent = getpid(), pid = fork();
         if (pid < 0) {
                 int e = errno;
                 close(pfd[0]);
@@ -88,21 +129,45 @@ int hostws_apply(struct policy *p, const char *ws, const char *home, struct al_e
                 return al_error_set(err, e, "reading the workspace %s", ws);
         }
         if (pid == 0) {
+                /* A daemon that dies takes its reader along: a child stuck
+                 * in a hung file system must not outlive it. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                        _exit(1);
                 close(pfd[0]);
+                int fl = fcntl(pfd[1], F_GETFL);
+                if (fl >= 0)
+                        (void)fcntl(pfd[1], F_SETFL, fl & ~O_NONBLOCK);
                 child(pfd[1], ws);
         }
         close(pfd[1]);
-        _cleanup_close_ int fd = pfd[0];
-        _cleanup_free_ char *buf = xcalloc(1, HOSTWS_MSG_MAX);
-        size_t len = 0;
-        int r = collect(fd, buf, HOSTWS_MSG_MAX, &len);
-        /* A child stuck in a file system that does not answer dies of
-         * SIGKILL (a FUSE wait is killable); the daemon's SIGCHLD reaper
-         * takes it if it is not gone at once. */
-        if (r < 0)
-                (void)kill(pid, SIGKILL);
-        for (int i = 0; i < 20 && waitpid(pid, NULL, WNOHANG) == 0; i++)
-                usleep(1000);
+        struct hostws *h = xcalloc(1, sizeof(*h));
+        /* Not reaped before this: the reaper runs on the loop. */
+        h->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        h->fd = pfd[0];
+        h->ws = xstrdup(ws);
+        h->buf = xcalloc(1, HOSTWS_MSG_MAX);
+        h->done = done;
+        h->ud = ud;
+        h->ev = event_new(base, h->fd, EV_READ | EV_PERSIST, on_answer, h);
+        h->timer = evtimer_new(base, on_timeout, h);
+        struct timeval tv = {.tv_sec = HOSTWS_TIMEOUT_MS / 1000,
+                             .tv_usec = (HOSTWS_TIMEOUT_MS % 1000) * 1000};
+        if (h->pidfd < 0 || !h->ev || !h->timer || event_add(h->ev, NULL) < 0 ||
+            evtimer_add(h->timer, &tv) < 0) {
+                if (h->pidfd < 0)
+                        (void)kill(pid, SIGKILL); /* not reaped yet: still ours */
+                hostws_free(h);
+                return al_error_set_message(err, EAGAIN, "reading the workspace %s: no event", ws);
+        }
+        return 0;
+}
+
+int hostws_apply_answer(const struct hostws *h, struct policy *p, const char *home,
+                        struct al_error *err)
+{
+        const char *ws = h->ws, *buf = h->buf;
+        size_t len = h->len;
+        int r = h->error;
         if (r == -ETIMEDOUT)
                 return al_error_set_message(err, ETIMEDOUT,
                                             "the workspace %s did not answer within %d ms (a file "

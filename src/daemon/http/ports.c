@@ -3,9 +3,12 @@
  * The supervisor owns them (src/lib/supervisor/ports.c): the daemon only
  * passes one control request on ("op": "ports") and its answer back, so a
  * forward outlives a daemon restart and closes with its sandbox. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/http.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "ctl.h"
@@ -96,6 +99,21 @@ static void call(struct daemon *d, struct evhttp_request *req, struct sandbox *s
         }
 }
 
+/* 1 for a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104), 0
+ * for another address, -1 for no address. */
+static int loopback(const char *s)
+{
+        struct in_addr a4;
+        struct in6_addr a6;
+        if (inet_pton(AF_INET, s, &a4) == 1)
+                return (ntohl(a4.s_addr) >> 24) == 127;
+        if (inet_pton(AF_INET6, s, &a6) != 1)
+                return -1;
+        if (IN6_IS_ADDR_LOOPBACK(&a6))
+                return 1;
+        return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+}
+
 /* GET and POST /v1/sandboxes/{id}/ports */
 void route_ports(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
@@ -130,8 +148,24 @@ void route_ports(struct daemon *d, struct evhttp_request *req, const struct rout
                                 "must be 0 (any free port, the default) to 65535");
                 goto out;
         }
-        if (bind && !json_is_string(bind)) {
+        if (bind && (!json_is_string(bind) || loopback(json_string_value(bind)) < 0)) {
                 reply_bad_field(d, req, "bind", "must be an IP address, e.g. 127.0.0.1 or ::1");
+                goto out;
+        }
+        /* Served to the network, or on a port only the host's own
+         * services may take (a grant could squat it before them): host
+         * power, as host paths are. */
+        if (!a->grant->allow_host_workspace &&
+            ((bind && loopback(json_string_value(bind)) == 0) ||
+             (host && json_integer_value(host) > 0 && json_integer_value(host) < 1024))) {
+                reply_error_fields(d, req, 403, "authz_denied",
+                                   json_pack("{s:s}", "permission", "allowHostWorkspace"),
+                                   "grant \"%s\" may forward ports only on loopback and above "
+                                   "1023; %s needs a grant with allowHostWorkspace",
+                                   a->grant->name,
+                                   bind && loopback(json_string_value(bind)) == 0
+                                       ? "a bind beyond loopback"
+                                       : "a privileged hostPort");
                 goto out;
         }
         struct sandbox *sb = find_running(d, req, a->id);

@@ -302,6 +302,15 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
                                    "airlockd with --tools FILE");
                 goto out;
         }
+        /* The same for a device's driver: a command the host runs, or a
+         * socket it reaches (airlockd --hardware FILE). */
+        if (json_object_get(jpolicy, "hardware")) {
+                reply_error_fields(d, req, 400, "invalid_policy",
+                                   json_pack("{s:s}", "field", "policy.hardware"),
+                                   "the hardware section is host configuration: give it to "
+                                   "airlockd with --hardware FILE");
+                goto out;
+        }
         if (!route)
                 route = "model";
         struct al_error err = {0};
@@ -323,6 +332,11 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
                                 "(modelRoute, \"model\" by default)");
                 goto out;
         }
+        /* Its volumes as a create's: the grant's own (or, with host
+         * rights, the host's), not attached elsewhere; another grant's is
+         * not found. */
+        if (volumes_apply_create(d, req, g, body, p) < 0)
+                goto out;
         struct grant_policy_refusal why_not;
         if (grant_check_policy(g, p, &why_not) < 0) {
                 reply_error_fields(d, req, 403, "limit_exceeded",
@@ -330,11 +344,23 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
                                    why_not.message);
                 goto out;
         }
-        if (!grant_allows_class(g, p->class_name ? p->class_name : "medium")) {
-                reply_error_fields(d, req, 403, "limit_exceeded",
-                                   json_pack("{s:s}", "limit", "classes"),
-                                   "the policy's class is beyond the grant's classes");
-                goto out;
+        /* Its class and limits as a create's are held (finalized on a
+         * copy: the file given to the agent is the policy as sent). */
+        {
+                struct policy *f = policy_new();
+                int fr = policy_load_string(f, ptext, "policy", &err);
+                if (fr >= 0)
+                        fr = policy_finalize(f, "/", d->home, &err);
+                if (fr < 0)
+                        reply_error_fields(d, req, 400, "invalid_policy",
+                                           json_pack("{s:s}", "field", "policy"), "%s", err.msg);
+                else if ((fr = grant_check_limits(g, f, &why_not)) < 0)
+                        reply_error_fields(d, req, 403, "limit_exceeded",
+                                           json_pack("{s:s}", "limit", why_not.limit), "%s",
+                                           why_not.message);
+                policy_free(f);
+                if (fr < 0)
+                        goto out;
         }
         if (!room_for_one(d, req, g))
                 goto out;

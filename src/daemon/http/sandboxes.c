@@ -155,23 +155,168 @@ static void on_cloned(const char *id, const char *workspace, const char *base, i
         }
 }
 
-/* The largest limits of the classes a grant allows. */
-static void class_ceiling(const struct grant *g, uint64_t *mem, uint64_t *cpus, uint64_t *timeout)
-{
-        *mem = *cpus = *timeout = 0;
-        for (size_t i = 0; i < g->n_classes; i++) {
-                const struct policy_class *c = policy_class_find(g->classes[i]);
-                if (!c)
-                        continue;
-                *mem = c->memory > *mem ? c->memory : *mem;
-                *cpus = c->cpus_milli > *cpus ? c->cpus_milli : *cpus;
-                *timeout = c->timeout_ms > *timeout ? c->timeout_ms : *timeout;
-        }
-}
-
 #define over_limit(d, req, limit, ...)                                                             \
         reply_error_fields(d, req, 403, "limit_exceeded", json_pack("{s:s}", "limit", limit),      \
                            __VA_ARGS__)
+
+/* A create past its checks (and its host workspace's answer): how many,
+ * then the pool, a clone or a start. */
+struct create_req {
+        struct daemon *d;
+        struct evhttp_request *req;
+        char *grant;
+        uint64_t max_sandboxes;
+        json_t *body;
+        struct policy *policy;
+        char *ws;
+        bool plain;
+        double ttl, idle;
+};
+
+static void create_req_free(struct create_req *cr)
+{
+        json_decref(cr->body);
+        policy_free(cr->policy);
+        free(cr->grant);
+        free(cr->ws);
+        free(cr);
+}
+
+static void create_rest(struct create_req *cr)
+{
+        struct daemon *d = cr->d;
+        struct evhttp_request *req = cr->req;
+        json_t *body = cr->body;
+        json_t *jmeta = json_object_get(body, "metadata");
+        json_t *jrepo = json_object_get(body, "repo");
+        json_t *jrev = json_object_get(body, "rev");
+        bool repo = json_is_string(jrepo), plain = cr->plain;
+        double ttl = cr->ttl, idle = cr->idle;
+        struct policy *p = TAKE_PTR(cr->policy);
+        const char *cls = p->class_name ? p->class_name : "medium";
+        const char *ws = cr->ws;
+        struct al_error err = {0};
+
+        /* How many. */
+        if (cr->max_sandboxes &&
+            sandbox_count(d, cr->grant, false) + runs_live(cr->grant) >= cr->max_sandboxes) {
+                char n[32];
+                snprintf(n, sizeof(n), "%" PRIu64, cr->max_sandboxes);
+                reply_error_fields(d, req, 429, "too_many_sandboxes",
+                                   json_pack("{s:s, s:I}", "limit", "grant.maxSandboxes", "max",
+                                             (json_int_t)cr->max_sandboxes),
+                                   "grant \"%s\" has its maximum of %s live sandboxes", cr->grant,
+                                   n);
+                goto done;
+        }
+        struct sandbox *pooled = plain ? pool_take(d, cls) : NULL;
+        if (!pooled && d->max_sandboxes &&
+            sandbox_count(d, NULL, true) + runs_live(NULL) >= d->max_sandboxes) {
+                reply_error_fields(d, req, 429, "too_many_sandboxes",
+                                   json_pack("{s:s, s:I}", "limit", "daemon.maxSandboxes", "max",
+                                             (json_int_t)d->max_sandboxes),
+                                   "the daemon has its maximum of %" PRIu64 " live sandboxes",
+                                   d->max_sandboxes);
+                goto done;
+        }
+
+        uint64_t now = daemon_now_ms();
+        if (pooled) {
+                al_trace_mark("create.parsed");
+                pooled->state = SANDBOX_RUNNING;
+                free(pooled->grant);
+                pooled->grant = xstrdup(cr->grant);
+                json_decref(pooled->metadata);
+                pooled->metadata =
+                    jmeta && json_is_object(jmeta) ? json_deep_copy(jmeta) : json_object();
+                pooled->created_ms = now;
+                pooled->last_active_ms = now;
+                pooled->expires_ms = ttl > 0 ? now + (uint64_t)(ttl * 1000) : 0;
+                pooled->idle_timeout_ms = idle > 0 ? (uint64_t)(idle * 1000) : 0;
+                if (sandbox_save(pooled) < 0) {
+                        /* Not recorded as this grant's: not handed out. */
+                        sandbox_destroy(pooled, "store_failed", NULL, NULL);
+                        reply_start_error(d, req, -EIO, store_last_error(d->store));
+                        goto done;
+                }
+                al_trace_mark("create.store");
+                if (record_audit_durably(d, pooled->id, "api.create",
+                                         json_pack("{s:s, s:s, s:b}", "grant", cr->grant, "class",
+                                                   cls, "pool", true)) < 0) {
+                        sandbox_destroy(pooled, "audit_failed", NULL, NULL);
+                        reply_audit_failed(d, req, d->audit_fault);
+                        goto done;
+                }
+                d->metrics.creates++;
+                d->metrics.pool_hits++;
+                al_trace_mark("create.audit");
+                reply_json(d, req, 201, live_json(pooled));
+                al_trace_mark("create.reply");
+                pool_refill_later(d);
+                goto done;
+        }
+
+        struct sandbox_params params = {
+            .grant = cr->grant,
+            .metadata = jmeta && json_is_object(jmeta) ? jmeta : NULL,
+            .ttl_ms = ttl > 0 ? (uint64_t)(ttl * 1000) : 0,
+            .idle_timeout_ms = idle > 0 ? (uint64_t)(idle * 1000) : 0,
+            .workspace = ws,
+        };
+        struct create_ctx *c = xcalloc(1, sizeof(*c));
+        c->d = d;
+        c->req = req;
+        c->grant = xstrdup(cr->grant);
+        if (repo) {
+                /* The host clones first; the sandbox starts on the clone. */
+                c->repo = json_pack("{s:O, s:O?}", "url", jrepo, "rev", jrev);
+                c->policy = TAKE_PTR(p);
+                c->metadata = json_incref(params.metadata);
+                c->ttl_ms = params.ttl_ms;
+                c->idle_ms = params.idle_timeout_ms;
+                if (changes_clone(d, json_string_value(jrepo),
+                                  json_is_string(jrev) ? json_string_value(jrev) : NULL, on_cloned,
+                                  c, &err) < 0) {
+                        create_ctx_free(c);
+                        reply_error(d, req, 500, "setup_failed", "%s", err.msg);
+                }
+                goto done;
+        }
+        struct sandbox *sb = NULL;
+        int r = sandbox_start(d, TAKE_PTR(p), &params, on_created, c, &sb, &err);
+        if (r < 0) {
+                create_ctx_free(c);
+                reply_start_error(d, req, r, err.msg);
+        }
+done:
+        policy_free(p);
+        create_req_free(cr);
+}
+
+static void on_hostws(struct hostws *h, void *ud)
+{
+        struct create_req *cr = ud;
+        struct daemon *d = cr->d;
+        struct evhttp_request *req = cr->req;
+        struct al_error err = {0};
+        int rr = hostws_apply_answer(h, cr->policy, d->home, &err);
+        hostws_free(h);
+        if (rr == -ENOTDIR)
+                reply_bad_field(d, req, "workspace", "must name an existing directory");
+        else if (rr == -ETIMEDOUT)
+                reply_error_fields(d, req, 504, "workspace_unresponsive",
+                                   json_pack("{s:s}", "field", "workspace"),
+                                   "%s; name a directory that answers", err.msg);
+        else if (rr < 0)
+                reply_error(d, req, rr == -EPERM ? 409 : 400,
+                            rr == -EPERM ? "repo_config_refused" : "invalid_repo_config", "%s",
+                            err.msg);
+        else {
+                create_rest(cr);
+                return;
+        }
+        create_req_free(cr);
+}
 
 static void handle_create(struct daemon *d, struct evhttp_request *req, struct grant *g)
 {
@@ -185,7 +330,6 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                                            "rev",         "volumes",   "home",     "tier",
                                            NULL};
         struct policy *p = NULL;
-        _cleanup_free_ char *ws = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;
 
@@ -341,44 +485,12 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                                    json_pack("{s:s}", "field", "policy"), "%s", err.msg);
                 goto out;
         }
-        const char *cls = p->class_name ? p->class_name : "medium";
 
-        /* What the grant allows. */
-        if (!grant_allows_class(g, cls)) {
-                _cleanup_free_ char *allowed = grant_classes_string(g);
-                over_limit(d, req, "classes", "class \"%s\" is beyond the grant's classes (%s)",
-                           cls, allowed);
+        /* What the grant allows: its classes, and their largest limits. */
+        struct grant_policy_refusal over;
+        if (grant_check_limits(g, p, &over) < 0) {
+                over_limit(d, req, over.limit, "%s", over.message);
                 goto out;
-        }
-        if (g->classes) {
-                uint64_t mem, cpus, timeout;
-                class_ceiling(g, &mem, &cpus, &timeout);
-                char a[64], b[64];
-                if (p->limits.memory > mem) {
-                        snprintf(a, sizeof(a), "%" PRIu64, p->limits.memory);
-                        snprintf(b, sizeof(b), "%" PRIu64, mem);
-                        over_limit(d, req, "limits.memory",
-                                   "limits.memory %s is beyond the grant's classes (at most %s)", a,
-                                   b);
-                        goto out;
-                }
-                if (p->limits.cpus_milli > cpus) {
-                        snprintf(a, sizeof(a), "%.3f", (double)p->limits.cpus_milli / 1000);
-                        snprintf(b, sizeof(b), "%.3f", (double)cpus / 1000);
-                        over_limit(d, req, "limits.cpus",
-                                   "limits.cpus %s is beyond the grant's classes (at most %s)", a,
-                                   b);
-                        goto out;
-                }
-                if (p->limits.timeout_ms == 0 || p->limits.timeout_ms > timeout) {
-                        snprintf(a, sizeof(a), "%.3f", (double)p->limits.timeout_ms / 1000);
-                        snprintf(b, sizeof(b), "%.3f", (double)timeout / 1000);
-                        over_limit(
-                            d, req, "limits.timeout",
-                            "limits.timeout %s s is beyond the grant's classes (at most %s s)",
-                            p->limits.timeout_ms ? a : "none", b);
-                        goto out;
-                }
         }
         const char *host_ws = json_is_string(jws) ? json_string_value(jws) : p->workspace;
         if (p->workspace_mode == POLICY_WORKSPACE_OVERLAY && !host_ws && !repo) {
@@ -418,119 +530,28 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
                            " needs a grant with allowHostWorkspace");
                 goto out;
         }
-        if (host_ws) {
-                ws = xstrdup(host_ws);
-                /* Whether it is a directory, and its .airlock/isolation.json
-                 * as airlock run reads it: in a child with a time limit, as
-                 * a path that never answers must not stall the daemon. */
-                int rr = hostws_apply(p, ws, d->home, &err);
-                if (rr == -ENOTDIR) {
-                        reply_bad_field(d, req, "workspace", "must name an existing directory");
-                        goto out;
-                }
-                if (rr == -ETIMEDOUT) {
-                        reply_error_fields(d, req, 504, "workspace_unresponsive",
-                                           json_pack("{s:s}", "field", "workspace"),
-                                           "%s; name a directory that answers", err.msg);
-                        goto out;
-                }
-                if (rr < 0) {
-                        reply_error(d, req, rr == -EPERM ? 409 : 400,
-                                    rr == -EPERM ? "repo_config_refused" : "invalid_repo_config",
-                                    "%s", err.msg);
-                        goto out;
-                }
-        }
-
-        /* How many. */
-        if (g->max_sandboxes &&
-            sandbox_count(d, g->name, false) + runs_live(g->name) >= g->max_sandboxes) {
-                char n[32];
-                snprintf(n, sizeof(n), "%" PRIu64, g->max_sandboxes);
-                reply_error_fields(d, req, 429, "too_many_sandboxes",
-                                   json_pack("{s:s, s:I}", "limit", "grant.maxSandboxes", "max",
-                                             (json_int_t)g->max_sandboxes),
-                                   "grant \"%s\" has its maximum of %s live sandboxes", g->name, n);
+        struct create_req *cr = xcalloc(1, sizeof(*cr));
+        cr->d = d;
+        cr->req = req;
+        cr->grant = xstrdup(g->name);
+        cr->max_sandboxes = g->max_sandboxes;
+        cr->body = json_incref(body);
+        cr->policy = TAKE_PTR(p);
+        cr->plain = plain;
+        cr->ttl = ttl;
+        cr->idle = idle;
+        if (!host_ws) {
+                create_rest(cr);
                 goto out;
         }
-        struct sandbox *pooled = plain ? pool_take(d, cls) : NULL;
-        if (!pooled && d->max_sandboxes &&
-            sandbox_count(d, NULL, true) + runs_live(NULL) >= d->max_sandboxes) {
-                reply_error_fields(d, req, 429, "too_many_sandboxes",
-                                   json_pack("{s:s, s:I}", "limit", "daemon.maxSandboxes", "max",
-                                             (json_int_t)d->max_sandboxes),
-                                   "the daemon has its maximum of %" PRIu64 " live sandboxes",
-                                   d->max_sandboxes);
-                goto out;
-        }
-
-        uint64_t now = daemon_now_ms();
-        if (pooled) {
-                al_trace_mark("create.parsed");
-                pooled->state = SANDBOX_RUNNING;
-                free(pooled->grant);
-                pooled->grant = xstrdup(g->name);
-                json_decref(pooled->metadata);
-                pooled->metadata =
-                    jmeta && json_is_object(jmeta) ? json_deep_copy(jmeta) : json_object();
-                pooled->created_ms = now;
-                pooled->last_active_ms = now;
-                pooled->expires_ms = ttl > 0 ? now + (uint64_t)(ttl * 1000) : 0;
-                pooled->idle_timeout_ms = idle > 0 ? (uint64_t)(idle * 1000) : 0;
-                if (sandbox_save(pooled) < 0) {
-                        /* Not recorded as this grant's: not handed out. */
-                        sandbox_destroy(pooled, "store_failed", NULL, NULL);
-                        reply_start_error(d, req, -EIO, store_last_error(d->store));
-                        goto out;
-                }
-                al_trace_mark("create.store");
-                if (record_audit_durably(d, pooled->id, "api.create",
-                                         json_pack("{s:s, s:s, s:b}", "grant", g->name, "class",
-                                                   cls, "pool", true)) < 0) {
-                        sandbox_destroy(pooled, "audit_failed", NULL, NULL);
-                        reply_audit_failed(d, req, d->audit_fault);
-                        goto out;
-                }
-                d->metrics.creates++;
-                d->metrics.pool_hits++;
-                al_trace_mark("create.audit");
-                reply_json(d, req, 201, live_json(pooled));
-                al_trace_mark("create.reply");
-                pool_refill_later(d);
-                goto out;
-        }
-
-        struct sandbox_params params = {
-            .grant = g->name,
-            .metadata = jmeta && json_is_object(jmeta) ? jmeta : NULL,
-            .ttl_ms = ttl > 0 ? (uint64_t)(ttl * 1000) : 0,
-            .idle_timeout_ms = idle > 0 ? (uint64_t)(idle * 1000) : 0,
-            .workspace = ws,
-        };
-        struct create_ctx *c = xcalloc(1, sizeof(*c));
-        c->d = d;
-        c->req = req;
-        c->grant = xstrdup(g->name);
-        if (repo) {
-                /* The host clones first; the sandbox starts on the clone. */
-                c->repo = json_pack("{s:O, s:O?}", "url", jrepo, "rev", jrev);
-                c->policy = TAKE_PTR(p);
-                c->metadata = json_incref(params.metadata);
-                c->ttl_ms = params.ttl_ms;
-                c->idle_ms = params.idle_timeout_ms;
-                if (changes_clone(d, json_string_value(jrepo),
-                                  json_is_string(jrev) ? json_string_value(jrev) : NULL, on_cloned,
-                                  c, &err) < 0) {
-                        create_ctx_free(c);
-                        reply_error(d, req, 500, "setup_failed", "%s", err.msg);
-                }
-                goto out;
-        }
-        struct sandbox *sb = NULL;
-        int r = sandbox_start(d, TAKE_PTR(p), &params, on_created, c, &sb, &err);
-        if (r < 0) {
-                create_ctx_free(c);
-                reply_start_error(d, req, r, err.msg);
+        cr->ws = xstrdup(host_ws);
+        /* Whether it is a directory, and its .airlock/isolation.json as
+         * airlock run reads it: in a child with a time limit, off the
+         * loop, as a path that never answers must stall neither the
+         * daemon nor any other request. */
+        if (hostws_start(d->base, cr->ws, on_hostws, cr, &err) < 0) {
+                reply_error(d, req, 503, "overloaded", "%s", err.msg);
+                create_req_free(cr);
         }
 out:
         policy_free(p);

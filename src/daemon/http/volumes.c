@@ -6,6 +6,7 @@
 
 #include "env.h"
 #include "http.h"
+#include "log.h"
 #include "record.h"
 #include "routes.h"
 #include "util.h"
@@ -116,6 +117,14 @@ void route_volume_create(struct daemon *d, struct evhttp_request *req, const str
         struct al_error err = {0};
         const char *name = json_string_value(jname);
         json_t *info = NULL;
+        /* Its line names a volume that exists, so it comes after: the
+         * log's reserve is made sure of first, and a volume whose line
+         * still could not be written is taken back. */
+        if (!record_audit_room(d)) {
+                reply_audit_failed(d, req, d->audit_fault);
+                json_decref(body);
+                return;
+        }
         if (volume_create(name, size, a->grant->name, &err) < 0 ||
             volume_info(name, &info, &err) < 0) {
                 reply_volume_error(d, req, &err);
@@ -126,6 +135,12 @@ void route_volume_create(struct daemon *d, struct evhttp_request *req, const str
                          json_pack("{s:s, s:s, s:I}", "grant", a->grant->name, "volume", name,
                                    "size", (json_int_t)size)) < 0) {
                 json_decref(info);
+                struct al_error rm = {0};
+                if (volume_remove(name, &rm) < 0)
+                        daemon_log(d,
+                                   "volume %s: made without its audit line, and removing it "
+                                   "failed: %s",
+                                   name, rm.msg);
                 reply_audit_failed(d, req, d->audit_fault);
         } else
                 reply_json(d, req, 201, info);
@@ -148,15 +163,18 @@ void route_volume_delete(struct daemon *d, struct evhttp_request *req, const str
                 return;
         json_decref(info);
         struct al_error err = {0};
+        /* The line first: a removal that cannot be recorded is not made
+         * (the line may name a removal that then fails, as a file's). */
+        if (record_audit(d, VOLUME_AUDIT_SANDBOX, "api.volume_removed",
+                         json_pack("{s:s, s:s}", "grant", a->grant->name, "volume", a->name)) < 0) {
+                reply_audit_failed(d, req, d->audit_fault);
+                return;
+        }
         if (volume_remove(a->name, &err) < 0) {
                 reply_volume_error(d, req, &err);
                 return;
         }
-        if (record_audit(d, VOLUME_AUDIT_SANDBOX, "api.volume_removed",
-                         json_pack("{s:s, s:s}", "grant", a->grant->name, "volume", a->name)) < 0)
-                reply_audit_failed(d, req, d->audit_fault);
-        else
-                reply_json(d, req, 200, json_pack("{s:s}", "deleted", a->name));
+        reply_json(d, req, 200, json_pack("{s:s}", "deleted", a->name));
 }
 
 int volumes_apply_create(struct daemon *d, struct evhttp_request *req, const struct grant *g,

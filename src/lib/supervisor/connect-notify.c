@@ -382,8 +382,10 @@ static void relay(struct sv_connect_notify *cn, struct cn_pending *p)
                 finish(p, errno);
                 return;
         }
-        int r = connect(p->dup, (struct sockaddr *)&ss, len), e = errno;
+        int e = sv_connect_bounded(p->dup, (struct sockaddr *)&ss, len), r = e ? -1 : 0;
         (void)fcntl(p->dup, F_SETFL, fl);
+        if (e == EINTR)
+                e = EINPROGRESS; /* its flag cleared under us: the connect goes on */
         if (r < 0 && e != EINPROGRESS) {
                 finish(p, e);
                 return;
@@ -536,8 +538,13 @@ static void local_connect(struct sv_connect_notify *cn, const struct seccomp_not
         }
         if (fam == AF_UNIX)
                 r = sv_unix_connect(req->pid, dup, (const struct sockaddr_un *)ss, len);
-        else
-                r = connect(dup, (const struct sockaddr *)ss, (socklen_t)len) < 0 ? errno : 0;
+        else {
+                r = sv_connect_bounded(dup, (const struct sockaddr *)ss, (unsigned)len);
+                if (r == EINTR && (fam == AF_INET || fam == AF_INET6))
+                        r = EINPROGRESS; /* its flag cleared under us: it goes on */
+                else if (r == EINTR)
+                        r = EAGAIN;
+        }
         if (!(fl & O_NONBLOCK))
                 (void)fcntl(dup, F_SETFL, fl);
         bool unix_wait = fam == AF_UNIX && r == EAGAIN;

@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "connect-unix.h"
@@ -166,6 +168,57 @@ static int unix_path_open(pid_t tid, const char *name)
         return fs_openat2(root, full, O_PATH | O_CLOEXEC, 0, how);
 }
 
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+#define CONNECT_BOUND_NS (1000 * 1000)
+
+static void on_bound(int sig)
+{
+        (void)sig;
+}
+
+/* A one-shot timer that signals this thread (a no-op handler, no
+ * SA_RESTART), so that a connect() sleeping in the kernel returns EINTR.
+ * Made once per process (a forked child makes its own). */
+static bool bound_timer(timer_t *ret)
+{
+        static timer_t timer;
+        static pid_t owner;
+        if (owner == getpid()) {
+                *ret = timer;
+                return true;
+        }
+        int signo = SIGRTMIN + 5;
+        struct sigaction sa = {.sa_handler = on_bound};
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(signo, &sa, NULL) < 0)
+                return false;
+        struct sigevent sev = {.sigev_notify = SIGEV_THREAD_ID, .sigev_signo = signo};
+        sev.sigev_notify_thread_id = gettid();
+        if (timer_create(CLOCK_MONOTONIC, &sev, &timer) < 0)
+                return false;
+        owner = getpid();
+        *ret = timer;
+        return true;
+}
+
+int sv_connect_bounded(int sock, const struct sockaddr *sa, unsigned len)
+{
+        timer_t t;
+        /* Without the timer, no connect on a shared socket: the loop would
+         * be the sandbox's to stop. */
+        if (!bound_timer(&t))
+                return EAGAIN;
+        struct itimerspec on = {.it_value = {.tv_nsec = CONNECT_BOUND_NS}}, off = {0};
+        if (timer_settime(t, 0, &on, NULL) < 0)
+                return EAGAIN;
+        int r = connect(sock, sa, (socklen_t)len) < 0 ? errno : 0;
+        (void)timer_settime(t, 0, &off, NULL);
+        return r;
+}
+
 /* connect() on the host's copy of the caller's own Unix socket, to `su`
  * (the host's one copy of the address). A path is resolved as the caller
  * would resolve it and with the caller's rights; an abstract or empty
@@ -173,8 +226,10 @@ static int unix_path_open(pid_t tid, const char *name)
 int sv_unix_connect(pid_t tid, int sock, const struct sockaddr_un *su, size_t len)
 {
         size_t off = offsetof(struct sockaddr_un, sun_path);
-        if (len <= off || su->sun_path[0] == '\0')
-                return connect(sock, (const struct sockaddr *)su, (socklen_t)len) < 0 ? errno : 0;
+        if (len <= off || su->sun_path[0] == '\0') {
+                int e = sv_connect_bounded(sock, (const struct sockaddr *)su, (unsigned)len);
+                return e == EINTR ? EAGAIN : e; /* cut short: not made, tried again */
+        }
         char name[sizeof(su->sun_path) + 1];
         size_t n = strnlen(su->sun_path, len - off);
         memcpy(name, su->sun_path, n);
@@ -196,9 +251,8 @@ int sv_unix_connect(pid_t tid, int sock, const struct sockaddr_un *su, size_t le
         }
         struct sockaddr_un pu = {.sun_family = AF_UNIX};
         int pl = snprintf(pu.sun_path, sizeof(pu.sun_path), "/proc/self/fd/%d", target);
-        r = connect(sock, (const struct sockaddr *)&pu, (socklen_t)(off + (size_t)pl + 1)) < 0
-                ? errno
-                : 0;
+        r = sv_connect_bounded(sock, (const struct sockaddr *)&pu,
+                               (unsigned)(off + (size_t)pl + 1));
         cred_leave(&sw);
-        return r;
+        return r == EINTR ? EAGAIN : r; /* cut short: not made, tried again */
 }
