@@ -65,6 +65,7 @@ struct guard_run {
         int root_fd;
         size_t entries;
         bool stopped;
+        bool too_deep;
         int findings;
         struct {
                 dev_t dev;
@@ -557,8 +558,18 @@ static bool changed_in_run(const struct guard_run *g, int fd, const char *name)
 
 static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int depth)
 {
-        if (depth > GITGUARD_DEPTH_MAX)
+        if (depth > GITGUARD_DEPTH_MAX) {
+                /* Git finds a repository at any depth: say where the scan
+                 * stopped rather than pass it over (once a run, so that
+                 * many deep trees cannot flood the log). */
+                if (!g->too_deep)
+                        report(g, rel,
+                               "a directory deeper than the scan goes: git metadata in it and "
+                               "in any other this deep was not checked",
+                               NULL, 0);
+                g->too_deep = true;
                 return;
+        }
         DIR *d = dir_of(fd);
         if (!d)
                 return;
@@ -577,6 +588,13 @@ static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int de
                 }
                 if (STREQ(n, "HEAD"))
                         head = true;
+                /* git tests objects and refs with access(X_OK), which a
+                 * symbolic link to a directory, or an executable file,
+                 * passes as well: any entry of those names counts. */
+                if (STREQ(n, "objects"))
+                        objects = true;
+                if (STREQ(n, "refs"))
+                        refs = true;
                 unsigned char type = de->d_type;
                 if (type == DT_UNKNOWN) {
                         struct stat st;
@@ -586,10 +604,6 @@ static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int de
                 }
                 if (type != DT_DIR)
                         continue;
-                if (STREQ(n, "objects"))
-                        objects = true;
-                if (STREQ(n, "refs"))
-                        refs = true;
                 _cleanup_free_ char *r = join(rel, n);
                 _cleanup_close_ int sfd = open_dir(fd, n);
                 if (sfd < 0) {
