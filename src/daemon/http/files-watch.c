@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "files-deny.h"
 #include "files-watch.h"
 #include "files.h"
 #include "grants.h"
@@ -184,6 +185,8 @@ void route_files_watch(struct daemon *d, struct evhttp_request *req, const struc
                 reply_error(d, req, 500, "internal", "%s", err.msg);
                 return;
         }
+        if (files_deny_guard(d, req, sb, root, rel, recursive) < 0)
+                return;
         struct files_watch *w = NULL;
         if (files_watch_new(root, rel, recursive, a->grant->token_hash, &w, &err) < 0) {
                 int e = err.code;

@@ -15,6 +15,7 @@
 
 #include "sandbox.h"
 #include "daemon.h"
+#include "files-deny.h"
 #include "files.h"
 #include "grants.h"
 #include "http.h"
@@ -110,6 +111,31 @@ static void stream_file(struct daemon *d, struct evhttp_request *req, int fd, ui
         reply_stream(d, req, file_pull, file_src_free, f);
 }
 
+int files_deny_guard(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                     int root, const char *rel, bool tree)
+{
+        if (sb->workspace_owned || !sb->policy)
+                return 0;
+        struct al_error err = {0};
+        struct files_deny *fd = NULL;
+        if (files_deny_new(sb->policy, d->home, d->secrets_path, &fd, &err) < 0) {
+                reply_error(d, req, 500, "internal", "the sandbox's deny list: %s", err.msg);
+                return -1;
+        }
+        int r = files_deny_check(fd, root, rel, tree, &err);
+        files_deny_free(fd);
+        if (r == -EACCES) {
+                reply_error_fields(d, req, 403, "path_denied", json_pack("{s:s}", "field", "path"),
+                                   "%s", err.msg);
+                return -1;
+        }
+        if (r < 0) {
+                reply_errno(d, req, &err);
+                return -1;
+        }
+        return 0;
+}
+
 static void handle_files(struct daemon *d, struct evhttp_request *req, struct grant *g,
                          const char *id, const struct query *q, bool list)
 {
@@ -156,6 +182,12 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                 return;
         }
         sandbox_touch(sb);
+        /* A recursive list, or the removal of a whole tree, must not
+         * reach into a denied entry beneath it either. */
+        bool tree = (list && query_get(q, "depth") && !STREQ(query_get(q, "depth"), "1")) ||
+                    (cmd == EVHTTP_REQ_DELETE && !list);
+        if (files_deny_guard(d, req, sb, root, rel, tree) < 0)
+                return;
 
         if (list) {
                 json_t *o = NULL;
@@ -244,7 +276,8 @@ void route_files_list(struct daemon *d, struct evhttp_request *req, const struct
 /* The workspace of a running, non-review sandbox, for the operations
  * below; -1 with the reply sent. */
 static int open_workspace(struct daemon *d, struct evhttp_request *req, struct grant *g,
-                          const char *id, bool write, int *ret_root)
+                          const char *id, bool write, const char *rel, bool tree, const char *rel2,
+                          int *ret_root)
 {
         if (write && !require(d, req, g, g->allow_exec, "allowExec"))
                 return -1;
@@ -265,6 +298,12 @@ static int open_workspace(struct daemon *d, struct evhttp_request *req, struct g
                 return -1;
         }
         sandbox_touch(sb);
+        if (files_deny_guard(d, req, sb, *ret_root, rel, tree) < 0 ||
+            (rel2 && files_deny_guard(d, req, sb, *ret_root, rel2, false) < 0)) {
+                close(*ret_root);
+                *ret_root = -1;
+                return -1;
+        }
         return 0;
 }
 
@@ -300,7 +339,7 @@ void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struc
                 return;
         }
         _cleanup_close_ int root = -1;
-        if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
+        if (open_workspace(d, req, a->grant, a->id, true, rel, false, NULL, &root) < 0)
                 return;
         struct al_error err = {0};
         if (record_audit(d, a->id, "api.dir_created",
@@ -339,7 +378,8 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
         to = clean_query_path(d, req, json_string_value(json_object_get(body, "to")), "to", false);
         if (!to)
                 goto out;
-        if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
+        /* What moves takes everything beneath it along. */
+        if (open_workspace(d, req, a->grant, a->id, true, from, true, to, &root) < 0)
                 goto out;
         struct al_error err = {0};
         if (record_audit(d, a->id, "api.file_renamed",
@@ -365,7 +405,7 @@ static void stat_or_exists(struct daemon *d, struct evhttp_request *req, const s
         if (!rel)
                 return;
         _cleanup_close_ int root = -1;
-        if (open_workspace(d, req, a->grant, a->id, false, &root) < 0)
+        if (open_workspace(d, req, a->grant, a->id, false, rel, false, NULL, &root) < 0)
                 return;
         struct al_error err = {0};
         json_t *o = NULL;
