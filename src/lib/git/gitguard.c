@@ -680,6 +680,24 @@ struct gitguard *gitguard_begin(const struct policy *p)
         return g;
 }
 
+struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, const char *path)
+{
+        if (!p || !p->protect_git || !path)
+                return g;
+        if (!g) {
+                g = xcalloc(1, sizeof(*g));
+                clock_gettime(CLOCK_REALTIME, &g->started);
+        }
+        for (size_t i = 0; i < g->n_roots; i++)
+                if (STREQ(g->roots[i].path, path))
+                        return g; /* noted at its first mount */
+        size_t n = g->n_roots;
+        add_root(g, path);
+        if (g->n_roots > n)
+                record_root(&g->roots[n]);
+        return g;
+}
+
 int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguard_warn_fn warn,
                     void *userdata)
 {

@@ -13,6 +13,7 @@
 #include "env.h"
 #include "connect-notify.h"
 #include "core.h"
+#include "gitguard.h"
 #include "diskuse.h"
 #include "gates.h"
 #include "ports.h"
@@ -158,8 +159,8 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
 {
         /* The sandbox has its CA bundle bound by now. */
         drop_bundle(c);
-        int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->ca,
-                                    c->sp.listen_fds, recorder, ud, &c->gate, err);
+        int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->ca, c->sp.listen_fds,
+                                    recorder, ud, &c->gate, err);
         if (r >= 0 && c->gate)
                 r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.relay_fd,
                                             &c->sp.notify_fd, &c->connect_notify, err);
@@ -170,8 +171,7 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
         return r < 0 ? r : start_sentinels(c, s, err);
 }
 
-static int sentinels_env(struct sv_core *c, struct secrets *s, char ***envp,
-                         struct al_error *err)
+static int sentinels_env(struct sv_core *c, struct secrets *s, char ***envp, struct al_error *err)
 {
         const struct policy *p = c->policy;
         if (p->n_sentinels == 0 || p->net_mode != POLICY_NET_GATED)
@@ -423,10 +423,16 @@ void sv_core_stop(struct sv_core *c)
         /* Every process of the sandbox is gone (pid 1's end empties its
          * namespace): a caller's directory volumes are saved now. */
         volume_save_all(on_volume_saved, c);
+        /* Read-write trees mounted at run time are host trees the agent
+         * wrote, as a --rw mount is: its git metadata is moved aside. */
+        gitguard_finish(c->live_gitguard, c->audit, c->id, NULL, NULL);
+        c->live_gitguard = NULL;
 }
 
 void sv_core_free(struct sv_core *c)
 {
+        gitguard_discard(c->live_gitguard); /* no process of the sandbox ran */
+        c->live_gitguard = NULL;
         sv_core_caps_free(c);
         if (c->ev_sync)
                 event_free(c->ev_sync);
