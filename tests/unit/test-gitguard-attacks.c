@@ -159,3 +159,34 @@ Test(gitguard_attacks, repository_past_the_depth_limit)
                   GITGUARD_DEPTH_MAX + 6, l.text);
         fs_remove_tree(AT_FDCWD, ws, 200);
 }
+
+/* A FIFO where git reads (the index, HEAD, a ref) hangs the host's next
+ * `git status`, and every shell prompt that runs it, for good. */
+Test(gitguard_attacks, fifos_in_the_hosts_repository)
+{
+        _cleanup_free_ char *ws = tmpdir();
+        char p[512];
+        static const char *const dirs[] = {".git", ".git/objects", ".git/refs", ".git/refs/heads"};
+        for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+                snprintf(p, sizeof(p), "%s/%s", ws, dirs[i]);
+                cr_assert_eq(mkdir(p, 0755), 0);
+        }
+        snprintf(p, sizeof(p), "%s/.git/HEAD", ws);
+        put(p, "ref: refs/heads/main\n", 0644);
+        snprintf(p, sizeof(p), "%s/.git/config", ws);
+        put(p, "[core]\n\tbare = false\n", 0644);
+        snprintf(p, sizeof(p), "%s/.git/index", ws);
+        put(p, "DIRC", 0644);
+        struct gitguard *g = begin(ws);
+        /* The run: the index and a ref become FIFOs. */
+        cr_assert_eq(unlink(p), 0);
+        cr_assert_eq(mkfifo(p, 0644), 0);
+        char ref[512];
+        snprintf(ref, sizeof(ref), "%s/.git/refs/heads/main", ws);
+        cr_assert_eq(mkfifo(ref, 0644), 0);
+        cr_expect_geq(gitguard_finish(g, NULL, "t", NULL, NULL), 2);
+        struct stat st;
+        cr_expect(lstat(p, &st) < 0 || !S_ISFIFO(st.st_mode), "a FIFO index was left for git");
+        cr_expect(lstat(ref, &st) < 0 || !S_ISFIFO(st.st_mode), "a FIFO ref was left for git");
+        fs_remove_tree(AT_FDCWD, ws, 100);
+}

@@ -394,10 +394,57 @@ static void scan_commondir(struct guard_run *g, int gfd, const char *rel, bool w
                    "a commondir file (git would read config and hooks from elsewhere)");
 }
 
+/* A FIFO, socket or device anywhere git reads in a git directory (the
+ * index, HEAD, a ref, an object): git opens it and blocks for good, and
+ * with it every shell prompt that runs `git status`. Submodules' and
+ * worktrees' directories are git directories of their own. */
+static void scan_special(struct guard_run *g, int fd, const char *rel, int depth, bool top)
+{
+        if (depth > GITGUARD_DEPTH_MAX)
+                return;
+        DIR *d = dir_of(fd);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, rel))
+                        continue;
+                if (top && (STREQ(n, "modules") || STREQ(n, "worktrees")))
+                        continue;
+                unsigned char type = de->d_type;
+                if (type == DT_UNKNOWN) {
+                        struct stat st;
+                        if (fstatat(fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                continue;
+                        type = S_ISDIR(st.st_mode)    ? DT_DIR
+                               : S_ISFIFO(st.st_mode) ? DT_FIFO
+                               : S_ISSOCK(st.st_mode) ? DT_SOCK
+                               : S_ISCHR(st.st_mode)  ? DT_CHR
+                               : S_ISBLK(st.st_mode)  ? DT_BLK
+                                                      : DT_REG;
+                }
+                _cleanup_free_ char *r = join(rel, n);
+                if (type == DT_FIFO || type == DT_SOCK || type == DT_CHR || type == DT_BLK) {
+                        quarantine(g, fd, n, r,
+                                   "a FIFO, socket or device in a git directory (host git would "
+                                   "block on it)");
+                        continue;
+                }
+                if (type != DT_DIR)
+                        continue;
+                _cleanup_close_ int sfd = open_dir(fd, n);
+                if (sfd >= 0)
+                        scan_special(g, sfd, r, depth + 1, false);
+        }
+        closedir(d);
+}
+
 static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool worktree, int depth)
 {
         if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
                 return;
+        scan_special(g, fd, rel, depth, true);
         _cleanup_free_ char *cr = join(rel, "config");
         _cleanup_free_ char *cwr = join(rel, "config.worktree");
         check_config(g, fd, "config", cr);
