@@ -190,3 +190,39 @@ Test(gitguard_attacks, fifos_in_the_hosts_repository)
         cr_expect(lstat(ref, &st) < 0 || !S_ISFIFO(st.st_mode), "a FIFO ref was left for git");
         fs_remove_tree(AT_FDCWD, ws, 100);
 }
+
+/* On btrfs the owner of a directory may make a subvolume in it, without
+ * any privilege: it has a device number of its own but is no mount. The
+ * scan, which does not cross into other mounts, must still walk it. */
+Test(gitguard_attacks, repository_in_a_btrfs_subvolume, .timeout = 60)
+{
+        if (geteuid() != 0 || access("/usr/sbin/mkfs.btrfs", X_OK) != 0 ||
+            access("/usr/bin/btrfs", X_OK) != 0)
+                cr_skip_test("needs root and btrfs-progs (make deps)");
+        _cleanup_free_ char *top = tmpdir();
+        char img[128], ws[128], cmd[1024], p[512];
+        snprintf(img, sizeof(img), "%s/img", top);
+        snprintf(ws, sizeof(ws), "%s/ws", top);
+        cr_assert_eq(mkdir(ws, 0755), 0);
+        snprintf(cmd, sizeof(cmd),
+                 "truncate -s 160M %s && mkfs.btrfs -q %s >/dev/null 2>&1 && "
+                 "mount -o loop %s %s",
+                 img, img, img, ws);
+        if (system(cmd) != 0) {
+                fs_remove_tree(AT_FDCWD, top, 10);
+                cr_skip_test("cannot mount a btrfs image here");
+        }
+        struct gitguard *g = begin(ws);
+        snprintf(cmd, sizeof(cmd), "btrfs -q subvolume create %s/sub >/dev/null", ws);
+        cr_assert_eq(system(cmd), 0);
+        snprintf(p, sizeof(p), "%s/sub/.git", ws);
+        cr_assert_eq(mkdir(p, 0755), 0);
+        snprintf(p, sizeof(p), "%s/sub/.git/config", ws);
+        put(p, EVIL, 0644);
+        int found = gitguard_finish(g, NULL, "t", NULL, NULL);
+        bool left = exists(p);
+        snprintf(cmd, sizeof(cmd), "umount %s", ws);
+        cr_assert_eq(system(cmd), 0);
+        fs_remove_tree(AT_FDCWD, top, 10);
+        cr_expect(found >= 1 && !left, "a repository in a subvolume was passed over");
+}

@@ -603,7 +603,22 @@ static bool changed_in_run(const struct guard_run *g, int fd, const char *name)
         return st.st_ctim.tv_nsec >= g->started->tv_nsec;
 }
 
-static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int depth)
+/* Which mount a directory is on: the walk stays on the tree's own mount
+ * and does not cross into another. Not by device number: a btrfs
+ * subvolume, which the agent may make without any privilege, has a device
+ * number of its own and is no mount. The device number only where the
+ * kernel gives no mount id. */
+static uint64_t mount_key(int fd)
+{
+        struct statx stx;
+        if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) == 0 &&
+            (stx.stx_mask & STATX_MNT_ID))
+                return stx.stx_mnt_id;
+        struct stat st;
+        return fstat(fd, &st) == 0 ? (uint64_t)st.st_dev | (1ULL << 63) : 0;
+}
+
+static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int depth)
 {
         if (depth > GITGUARD_DEPTH_MAX) {
                 /* Git finds a repository at any depth: say where the scan
@@ -661,10 +676,9 @@ static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int de
                                        NULL, 0);
                         continue;
                 }
-                struct stat st;
-                if (fstat(sfd, &st) < 0 || st.st_dev != dev)
+                if (mount_key(sfd) != mnt)
                         continue;
-                walk(g, sfd, r, dev, depth + 1);
+                walk(g, sfd, r, mnt, depth + 1);
         }
         closedir(d);
         if (dotgit)
@@ -703,7 +717,7 @@ static void record_root(struct root_start *rs)
                 return;
         struct guard_run *run = xcalloc(1, sizeof(*run));
         *run = (struct guard_run){.record = true, .start = rs, .root = rs, .root_fd = fd};
-        walk(run, fd, "", st.st_dev, 0);
+        walk(run, fd, "", mount_key(fd), 0);
         free(run);
 }
 
@@ -765,7 +779,7 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
                                                   .root = rs,
                                                   .started = &g->started,
                                                   .root_fd = fd};
-                        walk(run, fd, "", st.st_dev, 0);
+                        walk(run, fd, "", mount_key(fd), 0);
                         findings += run->findings;
                         free(run);
                 }
