@@ -166,6 +166,27 @@ static int walk_up(const struct files_deny *fd, int start, const struct stat *st
         return r;
 }
 
+int files_deny_check_fd(const struct files_deny *fd, int root, int opened, const char *rel,
+                        struct al_error *err)
+{
+        if (!fd)
+                return 0;
+        struct stat rst;
+        int f = fcntl(opened, F_DUPFD_CLOEXEC, 3);
+        if (f < 0 || fstat(root, &rst) < 0) {
+                if (f >= 0)
+                        close(f);
+                return al_error_set(err, errno, "%s", rel);
+        }
+        int r = walk_up(fd, f, &rst, true);
+        if (r == -EACCES)
+                return al_error_set_message(err, EACCES,
+                                            "%s: hidden from the sandbox by its deny list, and "
+                                            "from the files API as well",
+                                            rel);
+        return r < 0 ? al_error_set(err, -r, "%s: checking it against the deny list", rel) : 0;
+}
+
 int files_deny_check(const struct files_deny *fd, int root, const char *rel, bool tree,
                      struct al_error *err)
 {

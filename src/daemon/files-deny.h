@@ -33,6 +33,12 @@ struct files_deny *files_deny_free(struct files_deny *fd);
 int files_deny_check(const struct files_deny *fd, int root, const char *rel, bool tree,
                      struct al_error *err);
 
+/* The same for what `opened` is (an fd the operation itself opened, so
+ * that a path the sandbox changes between the check and the use cannot
+ * lead elsewhere). */
+int files_deny_check_fd(const struct files_deny *fd, int root, int opened, const char *rel,
+                        struct al_error *err);
+
 /* The HTTP side (http/files.c): the check for sandbox sb's host workspace
  * (a workspace the daemon made holds nothing of the host's: no check), the
  * refusal sent as 403 path_denied. -1 when a reply was sent. */
@@ -41,3 +47,6 @@ struct sandbox;
 struct evhttp_request;
 int files_deny_guard(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
                      int root, const char *rel, bool tree);
+/* The same for an fd the request opened (files_deny_check_fd). */
+int files_deny_guard_fd(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                        int root, int opened, const char *rel);

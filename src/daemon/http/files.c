@@ -136,6 +136,31 @@ int files_deny_guard(struct daemon *d, struct evhttp_request *req, const struct 
         return 0;
 }
 
+int files_deny_guard_fd(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                        int root, int opened, const char *rel)
+{
+        if (sb->workspace_owned || !sb->policy)
+                return 0;
+        struct al_error err = {0};
+        struct files_deny *fd = NULL;
+        if (files_deny_new(sb->policy, d->home, d->secrets_path, &fd, &err) < 0) {
+                reply_error(d, req, 500, "internal", "the sandbox's deny list: %s", err.msg);
+                return -1;
+        }
+        int r = files_deny_check_fd(fd, root, opened, rel, &err);
+        files_deny_free(fd);
+        if (r == -EACCES) {
+                reply_error_fields(d, req, 403, "path_denied", json_pack("{s:s}", "field", "path"),
+                                   "%s", err.msg);
+                return -1;
+        }
+        if (r < 0) {
+                reply_errno(d, req, &err);
+                return -1;
+        }
+        return 0;
+}
+
 static void handle_files(struct daemon *d, struct evhttp_request *req, struct grant *g,
                          const char *id, const struct query *q, bool list)
 {
@@ -211,6 +236,11 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                 uint64_t size = 0;
                 if (files_open_read(root, rel, &fd, &size, &err) < 0) {
                         reply_errno(d, req, &err);
+                        return;
+                }
+                /* What was opened, wherever the path led by then. */
+                if (files_deny_guard_fd(d, req, sb, root, fd, rel) < 0) {
+                        close(fd);
                         return;
                 }
                 stream_file(d, req, fd, size);
