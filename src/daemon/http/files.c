@@ -7,7 +7,9 @@
 #include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "daemon.h"
 #include "files-deny.h"
 #include "files.h"
+#include "fs.h"
 #include "grants.h"
 #include "http.h"
 #include "record.h"
@@ -161,6 +164,39 @@ int files_deny_guard_fd(struct daemon *d, struct evhttp_request *req, const stru
         return 0;
 }
 
+/* The directory holding rel (made first, with its parents, when `create`),
+ * opened once and checked against the deny list by that fd, and rel's
+ * entry in it: the write or removal then works from that fd, so a
+ * directory the agent renames meanwhile cannot move it into a denied
+ * entry. *ret_pfd is -1 (the operation reports why) when the directory
+ * cannot be opened; -1 when a refusal was sent. */
+static int checked_parent(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                          int root, const char *rel, bool create, bool tree, int *ret_pfd,
+                          const char **ret_name)
+{
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *dir = slash ? xasprintf("%.*s", (int)(slash - rel), rel) : NULL;
+        *ret_name = slash ? slash + 1 : rel;
+        *ret_pfd = -1;
+        if (sb->workspace_owned || !sb->policy)
+                return 0;
+        if (create && dir) {
+                struct al_error ignored = {0};
+                (void)files_mkdir(root, dir, true, &ignored);
+        }
+        int pfd = fs_openat2(root, dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (pfd < 0)
+                return 0;
+        if (files_deny_guard_fd(d, req, sb, root, pfd, rel) < 0 ||
+            files_deny_guard(d, req, sb, pfd, *ret_name, tree) < 0) {
+                close(pfd);
+                return -1;
+        }
+        *ret_pfd = pfd;
+        return 0;
+}
+
 static void handle_files(struct daemon *d, struct evhttp_request *req, struct grant *g,
                          const char *id, const struct query *q, bool list)
 {
@@ -268,8 +304,15 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                         reply_audit_failed(d, req, d->audit_fault);
                         return;
                 }
-                if (append ? files_append(root, rel, data, len, &err) < 0
-                           : files_write(root, rel, data, len, parents, &err) < 0) {
+                _cleanup_close_ int pfd = -1;
+                const char *name;
+                if (checked_parent(d, req, sb, root, rel, parents && !append, false, &pfd, &name) <
+                    0)
+                        return;
+                int at = pfd >= 0 ? pfd : root;
+                const char *what = pfd >= 0 ? name : rel;
+                if (append ? files_append(at, what, data, len, &err) < 0
+                           : files_write(at, what, data, len, parents, &err) < 0) {
                         reply_errno(d, req, &err);
                         return;
                 }
@@ -283,7 +326,12 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                         reply_audit_failed(d, req, d->audit_fault);
                         return;
                 }
-                if (files_delete(root, rel, recursive, &err) < 0) {
+                _cleanup_close_ int pfd = -1;
+                const char *name;
+                if (checked_parent(d, req, sb, root, rel, false, true, &pfd, &name) < 0)
+                        return;
+                if (files_delete(pfd >= 0 ? pfd : root, pfd >= 0 ? name : rel, recursive, &err) <
+                    0) {
                         reply_errno(d, req, &err);
                         return;
                 }
