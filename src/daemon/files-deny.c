@@ -39,6 +39,11 @@ static bool has(const struct ident *v, size_t n, const struct stat *st)
         return false;
 }
 
+bool files_deny_has(const struct files_deny *fd, const struct stat *st)
+{
+        return fd && has(fd->deny, fd->n_deny, st);
+}
+
 static void add_deny(struct files_deny *fd, const char *path)
 {
         int f = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);

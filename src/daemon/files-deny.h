@@ -39,6 +39,10 @@ int files_deny_check(const struct files_deny *fd, int root, const char *rel, boo
 int files_deny_check_fd(const struct files_deny *fd, int root, int opened, const char *rel,
                         struct al_error *err);
 
+/* Whether st is a denied entry itself (false for a NULL set). */
+struct stat;
+bool files_deny_has(const struct files_deny *fd, const struct stat *st);
+
 /* The HTTP side (http/files.c): the check for sandbox sb's host workspace
  * (a workspace the daemon made holds nothing of the host's: no check), the
  * refusal sent as 403 path_denied. -1 when a reply was sent. */
@@ -50,3 +54,7 @@ int files_deny_guard(struct daemon *d, struct evhttp_request *req, const struct 
 /* The same for an fd the request opened (files_deny_check_fd). */
 int files_deny_guard_fd(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
                         int root, int opened, const char *rel);
+/* The sandbox's deny set, for a walk that checks each entry itself (NULL
+ * for a workspace the daemon made); -1 when a reply was sent. */
+int files_deny_for(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                   struct files_deny **ret);

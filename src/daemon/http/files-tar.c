@@ -135,6 +135,12 @@ void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct 
                                    err.msg);
                 return;
         }
+        struct files_deny *deny = NULL;
+        if (files_deny_for(d, req, sb, &deny) < 0) {
+                files_tar_writer_free(w);
+                return;
+        }
+        files_tar_writer_deny(w, deny);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "application/x-tar");
         reply_stream(d, req, tar_pull, tar_src_free, w);

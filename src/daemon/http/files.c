@@ -139,6 +139,20 @@ int files_deny_guard(struct daemon *d, struct evhttp_request *req, const struct 
         return 0;
 }
 
+int files_deny_for(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                   struct files_deny **ret)
+{
+        *ret = NULL;
+        if (sb->workspace_owned || !sb->policy)
+                return 0;
+        struct al_error err = {0};
+        if (files_deny_new(sb->policy, d->home, d->secrets_path, ret, &err) < 0) {
+                reply_error(d, req, 500, "internal", "the sandbox's deny list: %s", err.msg);
+                return -1;
+        }
+        return 0;
+}
+
 int files_deny_guard_fd(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
                         int root, int opened, const char *rel)
 {
