@@ -114,29 +114,80 @@ static void stream_file(struct daemon *d, struct evhttp_request *req, int fd, ui
         reply_stream(d, req, file_pull, file_src_free, f);
 }
 
-int files_deny_guard(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
-                     int root, const char *rel, bool tree)
+/* A sandbox's deny set takes a walk of its workspace to build (the
+ * repositories whose metadata is protected), so it is kept a while: the
+ * sandbox's own masks were fixed when it started. */
+#define DENY_CACHE_N  16
+#define DENY_CACHE_US (30 * 1000000ULL)
+static struct {
+        char id[17];
+        struct files_deny *fd;
+        uint64_t at;
+} deny_cache[DENY_CACHE_N];
+
+/* The set for sb, borrowed (NULL: nothing to check); -1 when a reply was
+ * sent. */
+static int deny_get(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                    const struct files_deny **ret)
 {
+        *ret = NULL;
         if (sb->workspace_owned || !sb->policy)
                 return 0;
+        uint64_t now = now_monotonic_us();
+        size_t slot = DENY_CACHE_N;
+        for (size_t i = 0; i < DENY_CACHE_N && slot == DENY_CACHE_N; i++)
+                if (deny_cache[i].fd && STREQ(deny_cache[i].id, sb->id)) {
+                        if (now - deny_cache[i].at < DENY_CACHE_US) {
+                                *ret = deny_cache[i].fd;
+                                return 0;
+                        }
+                        slot = i; /* stale: made again */
+                }
+        for (size_t i = 0; i < DENY_CACHE_N && slot == DENY_CACHE_N; i++)
+                if (!deny_cache[i].fd)
+                        slot = i;
+        if (slot == DENY_CACHE_N) {
+                slot = 0; /* the oldest goes */
+                for (size_t i = 1; i < DENY_CACHE_N; i++)
+                        if (deny_cache[i].at < deny_cache[slot].at)
+                                slot = i;
+        }
         struct al_error err = {0};
         struct files_deny *fd = NULL;
         if (files_deny_new(sb->policy, d->home, d->secrets_path, &fd, &err) < 0) {
                 reply_error(d, req, 500, "internal", "the sandbox's deny list: %s", err.msg);
                 return -1;
         }
-        int r = files_deny_check(fd, root, rel, tree, &err);
-        files_deny_free(fd);
+        files_deny_free(deny_cache[slot].fd);
+        snprintf(deny_cache[slot].id, sizeof(deny_cache[slot].id), "%s", sb->id);
+        deny_cache[slot].fd = fd;
+        deny_cache[slot].at = now;
+        *ret = fd;
+        return 0;
+}
+
+static int deny_refused(struct daemon *d, struct evhttp_request *req, int r, struct al_error *err)
+{
         if (r == -EACCES) {
                 reply_error_fields(d, req, 403, "path_denied", json_pack("{s:s}", "field", "path"),
-                                   "%s", err.msg);
+                                   "%s", err->msg);
                 return -1;
         }
         if (r < 0) {
-                reply_errno(d, req, &err);
+                reply_errno(d, req, err);
                 return -1;
         }
         return 0;
+}
+
+int files_deny_guard(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                     int root, const char *rel, bool tree)
+{
+        const struct files_deny *fd = NULL;
+        if (deny_get(d, req, sb, &fd) < 0)
+                return -1;
+        struct al_error err = {0};
+        return deny_refused(d, req, files_deny_check(fd, root, rel, tree, &err), &err);
 }
 
 int files_deny_for(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
@@ -156,34 +207,13 @@ int files_deny_for(struct daemon *d, struct evhttp_request *req, const struct sa
 int files_deny_guard_fd(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
                         int root, int opened, const char *rel)
 {
-        if (sb->workspace_owned || !sb->policy)
-                return 0;
+        const struct files_deny *fd = NULL;
+        if (deny_get(d, req, sb, &fd) < 0)
+                return -1;
         struct al_error err = {0};
-        struct files_deny *fd = NULL;
-        if (files_deny_new(sb->policy, d->home, d->secrets_path, &fd, &err) < 0) {
-                reply_error(d, req, 500, "internal", "the sandbox's deny list: %s", err.msg);
-                return -1;
-        }
-        int r = files_deny_check_fd(fd, root, opened, rel, &err);
-        files_deny_free(fd);
-        if (r == -EACCES) {
-                reply_error_fields(d, req, 403, "path_denied", json_pack("{s:s}", "field", "path"),
-                                   "%s", err.msg);
-                return -1;
-        }
-        if (r < 0) {
-                reply_errno(d, req, &err);
-                return -1;
-        }
-        return 0;
+        return deny_refused(d, req, files_deny_check_fd(fd, root, opened, rel, &err), &err);
 }
 
-/* The directory holding rel (made first, with its parents, when `create`),
- * opened once and checked against the deny list by that fd, and rel's
- * entry in it: the write or removal then works from that fd, so a
- * directory the agent renames meanwhile cannot move it into a denied
- * entry. *ret_pfd is -1 (the operation reports why) when the directory
- * cannot be opened; -1 when a refusal was sent. */
 static int checked_parent(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
                           int root, const char *rel, bool create, bool tree, int *ret_pfd,
                           const char **ret_name)
