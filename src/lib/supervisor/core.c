@@ -159,8 +159,8 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
 {
         /* The sandbox has its CA bundle bound by now. */
         drop_bundle(c);
-        int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->ca, c->sp.listen_fds,
-                                    recorder, ud, &c->gate, err);
+        int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->ca,
+                                    c->sp.listen_fds, recorder, ud, &c->gate, err);
         if (r >= 0 && c->gate)
                 r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.relay_fd,
                                             &c->sp.notify_fd, &c->connect_notify, err);
@@ -171,7 +171,8 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
         return r < 0 ? r : start_sentinels(c, s, err);
 }
 
-static int sentinels_env(struct sv_core *c, struct secrets *s, char ***envp, struct al_error *err)
+static int sentinels_env(struct sv_core *c, struct secrets *s, char ***envp,
+                         struct al_error *err)
 {
         const struct policy *p = c->policy;
         if (p->n_sentinels == 0 || p->net_mode != POLICY_NET_GATED)

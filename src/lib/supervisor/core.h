@@ -49,9 +49,9 @@ struct sv_core {
         struct disk_meter *dm; /* the workspace's peak growth (diskuse.h) */
         struct audit *audit;
         struct netgate *gate;
-        struct netgate_ca *ca; /* the sandbox's TLS authority, when a route terminates */
-        char *ca_bundle;       /* its bundle on the host, until the sandbox has it bound */
-        char **sentinels;      /* the placeholders, one per policy sentinel */
+        struct netgate_ca *ca;  /* the sandbox's TLS authority, when a route terminates */
+        char *ca_bundle;        /* its bundle on the host, until the sandbox has it bound */
+        char **sentinels;       /* the placeholders, one per policy sentinel */
         /* Transparent mode's connect() notifications (connect-notify.h). */
         struct sv_connect_notify *connect_notify;
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
