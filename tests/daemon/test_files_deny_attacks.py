@@ -81,6 +81,13 @@ def test_denied_paths_stay_hidden_through_the_files_api(setup):
         info.size = 1
         tf.addfile(info, io.BytesIO(b"x"))
     refused(lambda: api.upload_tar(sid, ".", t.getvalue()))
+    # What is not denied still moves, with the usual answers.
+    api.rename(sid, "open.txt", "moved.txt")
+    assert (ws / "moved.txt").read_text() == "fine\n"
+    api.write_file(sid, "other.txt", b"x")
+    with pytest.raises(AirlockError) as e:
+        api.rename(sid, "other.txt", "moved.txt")
+    assert e.value.status == 409
     assert sec_intact(ws, token)
     assert (ws / "private" / "key").read_text() == "private key\n"
 

@@ -486,7 +486,7 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
         _cleanup_free_ char *from = NULL, *to = NULL;
         /* Before the first goto: a jump past it would leave the cleanup an
          * unset descriptor to close. */
-        _cleanup_close_ int root = -1;
+        _cleanup_close_ int root = -1, fpfd = -1, tpfd = -1;
         if (reject_unknown(d, req, body, keys))
                 goto out;
         if (jover && !json_is_boolean(jover)) {
@@ -510,7 +510,21 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
                 reply_audit_failed(d, req, d->audit_fault);
                 goto out;
         }
-        if (files_rename(root, from, to, json_is_true(jover), &err) < 0) {
+        /* On a host workspace, from the directories that were checked: a
+         * rename by the agent meanwhile cannot bring a denied entry under
+         * either name. */
+        struct sandbox *sb = find_running(d, req, a->id);
+        const char *fname, *tname;
+        if (!sb || checked_parent(d, req, sb, root, from, false, true, &fpfd, &fname) < 0 ||
+            checked_parent(d, req, sb, root, to, false, false, &tpfd, &tname) < 0)
+                goto out;
+        int r = fpfd >= 0 && tpfd >= 0
+                    ? (renameat2(fpfd, fname, tpfd, tname,
+                                 json_is_true(jover) ? 0 : RENAME_NOREPLACE) < 0
+                           ? al_error_set(&err, errno, "renaming %s to %s", from, to)
+                           : 0)
+                    : files_rename(root, from, to, json_is_true(jover), &err);
+        if (r < 0) {
                 reply_errno(d, req, &err);
                 goto out;
         }
