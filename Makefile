@@ -15,7 +15,7 @@ PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev golang-go \
 	ca-certificates openssl tinyproxy wrk \
 	man-db groff-base nodejs \
 	runsc chromium chromium-driver python3-selenium openssh-server openssh-client \
-	containerd uidmap qemu-system-x86
+	containerd uidmap qemu-system-x86 btrfs-progs
 
 .PHONY: all deps build install uninstall test unit integration asan demo bench fuzz format clean
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "apiclient.h"
@@ -92,6 +93,22 @@ int cmd_cp(int argc, char **argv)
                 return EXIT_FAIL;
         if (STREQ(dst, "-"))
                 return write_full(1, resp, len) < 0 ? EXIT_FAIL : 0;
+        /* Into a directory: under the remote file's own name. */
+        _cleanup_free_ char *into = NULL;
+        struct stat st;
+        if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
+                const char *slash = strrchr(spath, '/');
+                const char *name = slash ? slash + 1 : spath;
+                if (!*name || STREQ(name, ".") || STREQ(name, "..")) {
+                        fprintf(stderr,
+                                "airlock: cp: %s is a directory and %s names no file to put in "
+                                "it; give the destination file's name\n",
+                                dst, spath);
+                        return EXIT_USAGE;
+                }
+                into = xasprintf("%s/%s", dst, name);
+                dst = into;
+        }
         _cleanup_close_ int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 || write_full(fd, resp, len) < 0) {
                 fprintf(stderr, "airlock: cp: %s: %s\n", dst, strerror(errno));

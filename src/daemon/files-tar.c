@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files-deny.h"
 #include "files-tar.h"
 #include "files.h"
 #include "fs.h"
@@ -187,6 +188,7 @@ struct files_tar_writer {
         size_t pending_len, pending_off;
         bool ended;
         size_t entries;
+        struct files_deny *deny; /* entries left out by identity, or NULL */
 };
 
 static void put_octal(char *f, size_t n, uint64_t v)
@@ -335,6 +337,10 @@ static bool next_entry(struct files_tar_writer *w)
                 struct stat st;
                 if (fstatat(dirfd(f->d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
+                /* A denied entry moved in while the tar is written is
+                 * still left out: it is known by identity. */
+                if (files_deny_has(w->deny, &st))
+                        continue;
                 _cleanup_free_ char *path =
                     *f->path ? xasprintf("%s/%s", f->path, de->d_name) : xstrdup(de->d_name);
                 if (strlen(path) + 2 > NAME_MAX_TAR)
@@ -345,6 +351,11 @@ static bool next_entry(struct files_tar_writer *w)
                         int sub = fs_openat2(dirfd(f->d), de->d_name,
                                              O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC, 0,
                                              RESOLVE_TREE);
+                        struct stat sst;
+                        if (sub >= 0 && (fstat(sub, &sst) < 0 || files_deny_has(w->deny, &sst))) {
+                                close(sub);
+                                continue;
+                        }
                         DIR *sd = sub >= 0 ? fdopendir(sub) : NULL;
                         if (!sd) {
                                 if (sub >= 0)
@@ -363,7 +374,7 @@ static bool next_entry(struct files_tar_writer *w)
                                     O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0, RESOLVE_TREE);
                 if (fd < 0)
                         continue;
-                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || files_deny_has(w->deny, &st)) {
                         close(fd);
                         continue;
                 }
@@ -434,10 +445,17 @@ ssize_t files_tar_writer_read(struct files_tar_writer *w, char *buf, size_t cap)
         return (ssize_t)out;
 }
 
+void files_tar_writer_deny(struct files_tar_writer *w, struct files_deny *deny)
+{
+        files_deny_free(w->deny);
+        w->deny = deny;
+}
+
 struct files_tar_writer *files_tar_writer_free(struct files_tar_writer *w)
 {
         if (!w)
                 return NULL;
+        files_deny_free(w->deny);
         while (w->depth > 0) {
                 closedir(w->stack[w->depth - 1].d);
                 free(w->stack[w->depth - 1].path);

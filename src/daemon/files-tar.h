@@ -43,3 +43,7 @@ int files_tar_writer_new(int root, const char *rel, struct files_tar_writer **re
  * count, 0 at its end, -errno on a read error. */
 ssize_t files_tar_writer_read(struct files_tar_writer *w, char *buf, size_t cap);
 struct files_tar_writer *files_tar_writer_free(struct files_tar_writer *w);
+/* Leave out every entry of `deny` (files-deny.h), checked by identity as
+ * each is reached; w owns it from here. */
+struct files_deny;
+void files_tar_writer_deny(struct files_tar_writer *w, struct files_deny *deny);

@@ -23,7 +23,57 @@ struct watched {
         char *path; /* beneath the workspace; "." for the workspace itself */
 };
 
+/* What the watches of this process hold, in all and per owner. */
+struct owner_use {
+        char *key;
+        size_t dirs;
+};
+static struct owner_use *owners;
+static size_t n_owners;
+static size_t total_dirs;
+
+static size_t total_limit(void)
+{
+        static size_t limit;
+        if (limit)
+                return limit;
+        limit = FILES_WATCH_TOTAL_MAX;
+        _cleanup_free_ char *s = NULL;
+        uint64_t v;
+        if (read_file_at(AT_FDCWD, "/proc/sys/fs/inotify/max_user_watches", 64, &s, NULL) >= 0) {
+                s[strcspn(s, "\n")] = '\0';
+                if (safe_atou64(s, &v) >= 0 && v / 4 < limit)
+                        limit = v / 4 ? (size_t)(v / 4) : 1;
+        }
+        return limit;
+}
+
+static struct owner_use *owner_get(const char *key)
+{
+        for (size_t i = 0; i < n_owners; i++)
+                if (STREQ(owners[i].key, key))
+                        return &owners[i];
+        owners = xrealloc(owners, n_owners + 1, sizeof(*owners));
+        owners[n_owners] = (struct owner_use){.key = xstrdup(key)};
+        return &owners[n_owners++];
+}
+
+static void owner_refund(const char *key, size_t n)
+{
+        total_dirs -= n < total_dirs ? n : total_dirs;
+        for (size_t i = 0; i < n_owners; i++)
+                if (STREQ(owners[i].key, key)) {
+                        owners[i].dirs -= n < owners[i].dirs ? n : owners[i].dirs;
+                        if (owners[i].dirs == 0) {
+                                free(owners[i].key);
+                                owners[i] = owners[--n_owners];
+                        }
+                        return;
+                }
+}
+
 struct files_watch {
+        char *owner;
         int ifd;
         int root;
         bool recursive;
@@ -52,7 +102,11 @@ static struct watched *find_wd(struct files_watch *w, int wd)
  * exactly the directory opened, whatever is renamed or swapped meanwhile. */
 static int add_dir(struct files_watch *w, int fd, const char *path, unsigned depth)
 {
-        if (w->n_dirs >= FILES_WATCH_DIRS_MAX) {
+        struct owner_use *o = owner_get(w->owner);
+        if (w->n_dirs >= FILES_WATCH_DIRS_MAX || total_dirs >= total_limit() ||
+            o->dirs >= FILES_WATCH_OWNER_MAX) {
+                if (o->dirs == 0)
+                        owner_refund(w->owner, 0);
                 close(fd);
                 return -ENOSPC;
         }
@@ -61,12 +115,16 @@ static int add_dir(struct files_watch *w, int fd, const char *path, unsigned dep
         int wd = inotify_add_watch(w->ifd, proc, WATCH_MASK);
         if (wd < 0) {
                 int e = errno;
+                if (o->dirs == 0)
+                        owner_refund(w->owner, 0);
                 close(fd);
                 return -e;
         }
         if (!find_wd(w, wd)) {
                 w->dirs = xrealloc(w->dirs, w->n_dirs + 1, sizeof(*w->dirs));
                 w->dirs[w->n_dirs++] = (struct watched){.wd = wd, .path = xstrdup(path)};
+                o->dirs++;
+                total_dirs++;
         }
         if (!w->recursive || depth >= WATCH_DEPTH_MAX) {
                 close(fd);
@@ -93,8 +151,8 @@ static int add_dir(struct files_watch *w, int fd, const char *path, unsigned dep
         return r == -ENOSPC ? r : 0;
 }
 
-int files_watch_new(int root, const char *rel, bool recursive, struct files_watch **ret,
-                    struct al_error *err)
+int files_watch_new(int root, const char *rel, bool recursive, const char *owner,
+                    struct files_watch **ret, struct al_error *err)
 {
         int fd = fs_openat2(root, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
@@ -105,6 +163,7 @@ int files_watch_new(int root, const char *rel, bool recursive, struct files_watc
         if (fd < 0)
                 return al_error_set(err, -fd, "%s", rel);
         struct files_watch *w = xcalloc(1, sizeof(*w));
+        w->owner = xstrdup(owner ? owner : "");
         w->root = -1;
         w->recursive = recursive;
         w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -117,6 +176,14 @@ int files_watch_new(int root, const char *rel, bool recursive, struct files_watc
         w->root = fcntl(root, F_DUPFD_CLOEXEC, 3);
         int r = add_dir(w, fd, rel, 0);
         w->root_wd = w->n_dirs > 0 ? w->dirs[0].wd : -1;
+        if (r == -ENOSPC && w->n_dirs == 0) {
+                files_watch_free(w);
+                return al_error_set_message(
+                    err, ENOSPC,
+                    "the daemon's directory watches are spent (%zu at most in all, %d per "
+                    "grant); end a watch first",
+                    total_limit(), FILES_WATCH_OWNER_MAX);
+        }
         if (r == -ENOSPC)
                 w->overflowed = true;
         else if (r < 0) {
@@ -166,6 +233,7 @@ static void drop_prefix(struct files_watch *w, const char *prefix)
                         inotify_rm_watch(w->ifd, w->dirs[i].wd);
                         free(w->dirs[i].path);
                         w->dirs[i] = w->dirs[--w->n_dirs];
+                        owner_refund(w->owner, 1);
                 } else
                         i++;
         }
@@ -177,6 +245,7 @@ static void drop_wd(struct files_watch *w, int wd)
                 if (w->dirs[i].wd == wd) {
                         free(w->dirs[i].path);
                         w->dirs[i] = w->dirs[--w->n_dirs];
+                        owner_refund(w->owner, 1);
                         return;
                 }
 }
@@ -286,6 +355,9 @@ struct files_watch *files_watch_free(struct files_watch *w)
                 close(w->root);
         for (size_t i = 0; i < w->n_dirs; i++)
                 free(w->dirs[i].path);
+        if (w->owner)
+                owner_refund(w->owner, w->n_dirs);
+        free(w->owner);
         free(w->dirs);
         free(w);
         return NULL;

@@ -18,10 +18,23 @@
 
 #define FILES_WATCH_DIRS_MAX 4096
 
+/* Every directory watched holds one of the kernel's inotify watches, which
+ * are counted per user: the daemon's are root's, shared with the host's
+ * own services. So all watches of this process together hold at most
+ * FILES_WATCH_TOTAL_MAX directories, and never more than a quarter of
+ * /proc/sys/fs/inotify/max_user_watches; the watches of one owner (a
+ * grant) hold at most FILES_WATCH_OWNER_MAX, so that one grant cannot
+ * spend what the others would watch with. */
+#define FILES_WATCH_TOTAL_MAX 32768
+#define FILES_WATCH_OWNER_MAX 8192
+
 struct files_watch;
 
-int files_watch_new(int root, const char *rel, bool recursive, struct files_watch **ret,
-                    struct al_error *err);
+/* owner: who the watch is charged to (a grant's token hash; NULL: one
+ * shared owner). -ENOSPC (err says which budget) when not even the
+ * directory asked for can be watched. */
+int files_watch_new(int root, const char *rel, bool recursive, const char *owner,
+                    struct files_watch **ret, struct al_error *err);
 /* The inotify fd to poll (non-blocking). */
 int files_watch_fd(const struct files_watch *w);
 /* Read what is pending and append its events to `out`; 0 when nothing was

@@ -133,9 +133,20 @@ static int load_json(struct secrets *s, const char *path, const char *buf, size_
         json_t *val;
         int r = 0;
 
+        /* The parser's own message quotes the text near the error, which
+         * is a secret's value: only where, and what kind of error. */
         if (!o)
-                return al_error_set(err, 0, "secrets file \"%s\": line %d: %s", path, jerr.line,
-                                    jerr.text);
+                return al_error_set(
+                    err, 0, "secrets file \"%s\": line %d, column %d: not valid JSON (%s)", path,
+                    jerr.line, jerr.column,
+                    json_error_code(&jerr) == json_error_duplicate_key ? "a duplicate name"
+                    : json_error_code(&jerr) == json_error_premature_end_of_input
+                        ? "it ends too early"
+                    : json_error_code(&jerr) == json_error_invalid_syntax
+                        ? "a value is not a quoted string, or a comma or brace is "
+                          "missing"
+                        : "a bad escape, a control character or bad UTF-8 in a "
+                          "string");
         if (!json_is_object(o)) {
                 json_decref(o);
                 return al_error_set(err, 0, "secrets file \"%s\": not a JSON object", path);

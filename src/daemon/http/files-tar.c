@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "files-deny.h"
 #include "files-tar.h"
 #include "files.h"
 #include "http.h"
@@ -101,6 +102,9 @@ void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct 
                 return;
         }
         sandbox_touch(sb);
+        /* A tar reaches everything beneath rel, both ways. */
+        if (files_deny_guard(d, req, sb, root, rel, true) < 0)
+                return;
         if (put) {
                 struct evbuffer *in = evhttp_request_get_input_buffer(req);
                 size_t len = evbuffer_get_length(in);
@@ -131,6 +135,12 @@ void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct 
                                    err.msg);
                 return;
         }
+        struct files_deny *deny = NULL;
+        if (files_deny_for(d, req, sb, &deny) < 0) {
+                files_tar_writer_free(w);
+                return;
+        }
+        files_tar_writer_deny(w, deny);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "application/x-tar");
         reply_stream(d, req, tar_pull, tar_src_free, w);

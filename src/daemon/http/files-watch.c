@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "files-deny.h"
 #include "files-watch.h"
 #include "files.h"
 #include "grants.h"
@@ -184,9 +185,15 @@ void route_files_watch(struct daemon *d, struct evhttp_request *req, const struc
                 reply_error(d, req, 500, "internal", "%s", err.msg);
                 return;
         }
+        if (files_deny_guard(d, req, sb, root, rel, recursive) < 0)
+                return;
         struct files_watch *w = NULL;
-        if (files_watch_new(root, rel, recursive, &w, &err) < 0) {
+        if (files_watch_new(root, rel, recursive, a->grant->token_hash, &w, &err) < 0) {
                 int e = err.code;
+                if (e == ENOSPC) {
+                        reply_error(d, req, 429, "too_many_watches", "%s", err.msg);
+                        return;
+                }
                 reply_error_fields(d, req,
                                    e == EXDEV || e == ELOOP ? 403
                                    : e == ENOENT            ? 404

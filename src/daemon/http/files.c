@@ -7,7 +7,9 @@
 #include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -15,7 +17,9 @@
 
 #include "sandbox.h"
 #include "daemon.h"
+#include "files-deny.h"
 #include "files.h"
+#include "fs.h"
 #include "grants.h"
 #include "http.h"
 #include "record.h"
@@ -110,6 +114,133 @@ static void stream_file(struct daemon *d, struct evhttp_request *req, int fd, ui
         reply_stream(d, req, file_pull, file_src_free, f);
 }
 
+/* A sandbox's deny set takes a walk of its workspace to build (the
+ * repositories whose metadata is protected), so it is kept a while: the
+ * sandbox's own masks were fixed when it started. */
+#define DENY_CACHE_N  16
+#define DENY_CACHE_US (30 * 1000000ULL)
+static struct {
+        char id[17];
+        struct files_deny *fd;
+        uint64_t at;
+} deny_cache[DENY_CACHE_N];
+
+/* The set for sb, borrowed (NULL: nothing to check); -1 when a reply was
+ * sent. */
+static int deny_get(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                    const struct files_deny **ret)
+{
+        *ret = NULL;
+        if (sb->workspace_owned || !sb->policy)
+                return 0;
+        uint64_t now = now_monotonic_us();
+        size_t slot = DENY_CACHE_N;
+        for (size_t i = 0; i < DENY_CACHE_N && slot == DENY_CACHE_N; i++)
+                if (deny_cache[i].fd && STREQ(deny_cache[i].id, sb->id)) {
+                        if (now - deny_cache[i].at < DENY_CACHE_US) {
+                                *ret = deny_cache[i].fd;
+                                return 0;
+                        }
+                        slot = i; /* stale: made again */
+                }
+        for (size_t i = 0; i < DENY_CACHE_N && slot == DENY_CACHE_N; i++)
+                if (!deny_cache[i].fd)
+                        slot = i;
+        if (slot == DENY_CACHE_N) {
+                slot = 0; /* the oldest goes */
+                for (size_t i = 1; i < DENY_CACHE_N; i++)
+                        if (deny_cache[i].at < deny_cache[slot].at)
+                                slot = i;
+        }
+        struct al_error err = {0};
+        struct files_deny *fd = NULL;
+        if (files_deny_new(sb->policy, d->home, d->secrets_path, &fd, &err) < 0) {
+                reply_error(d, req, 500, "internal", "the sandbox's deny list: %s", err.msg);
+                return -1;
+        }
+        files_deny_free(deny_cache[slot].fd);
+        snprintf(deny_cache[slot].id, sizeof(deny_cache[slot].id), "%s", sb->id);
+        deny_cache[slot].fd = fd;
+        deny_cache[slot].at = now;
+        *ret = fd;
+        return 0;
+}
+
+static int deny_refused(struct daemon *d, struct evhttp_request *req, int r, struct al_error *err)
+{
+        if (r == -EACCES) {
+                reply_error_fields(d, req, 403, "path_denied", json_pack("{s:s}", "field", "path"),
+                                   "%s", err->msg);
+                return -1;
+        }
+        if (r < 0) {
+                reply_errno(d, req, err);
+                return -1;
+        }
+        return 0;
+}
+
+int files_deny_guard(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                     int root, const char *rel, bool tree)
+{
+        const struct files_deny *fd = NULL;
+        if (deny_get(d, req, sb, &fd) < 0)
+                return -1;
+        struct al_error err = {0};
+        return deny_refused(d, req, files_deny_check(fd, root, rel, tree, &err), &err);
+}
+
+int files_deny_for(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                   struct files_deny **ret)
+{
+        *ret = NULL;
+        if (sb->workspace_owned || !sb->policy)
+                return 0;
+        struct al_error err = {0};
+        if (files_deny_new(sb->policy, d->home, d->secrets_path, ret, &err) < 0) {
+                reply_error(d, req, 500, "internal", "the sandbox's deny list: %s", err.msg);
+                return -1;
+        }
+        return 0;
+}
+
+int files_deny_guard_fd(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                        int root, int opened, const char *rel)
+{
+        const struct files_deny *fd = NULL;
+        if (deny_get(d, req, sb, &fd) < 0)
+                return -1;
+        struct al_error err = {0};
+        return deny_refused(d, req, files_deny_check_fd(fd, root, opened, rel, &err), &err);
+}
+
+static int checked_parent(struct daemon *d, struct evhttp_request *req, const struct sandbox *sb,
+                          int root, const char *rel, bool create, bool tree, int *ret_pfd,
+                          const char **ret_name)
+{
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *dir = slash ? xasprintf("%.*s", (int)(slash - rel), rel) : NULL;
+        *ret_name = slash ? slash + 1 : rel;
+        *ret_pfd = -1;
+        if (sb->workspace_owned || !sb->policy)
+                return 0;
+        if (create && dir) {
+                struct al_error ignored = {0};
+                (void)files_mkdir(root, dir, true, &ignored);
+        }
+        int pfd = fs_openat2(root, dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (pfd < 0)
+                return 0;
+        if (files_deny_guard_fd(d, req, sb, root, pfd, rel) < 0 ||
+            files_deny_guard(d, req, sb, pfd, *ret_name, tree) < 0) {
+                close(pfd);
+                return -1;
+        }
+        *ret_pfd = pfd;
+        return 0;
+}
+
 static void handle_files(struct daemon *d, struct evhttp_request *req, struct grant *g,
                          const char *id, const struct query *q, bool list)
 {
@@ -156,6 +287,12 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                 return;
         }
         sandbox_touch(sb);
+        /* A recursive list, or the removal of a whole tree, must not
+         * reach into a denied entry beneath it either. */
+        bool tree = (list && query_get(q, "depth") && !STREQ(query_get(q, "depth"), "1")) ||
+                    (cmd == EVHTTP_REQ_DELETE && !list);
+        if (files_deny_guard(d, req, sb, root, rel, tree) < 0)
+                return;
 
         if (list) {
                 json_t *o = NULL;
@@ -179,6 +316,11 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                 uint64_t size = 0;
                 if (files_open_read(root, rel, &fd, &size, &err) < 0) {
                         reply_errno(d, req, &err);
+                        return;
+                }
+                /* What was opened, wherever the path led by then. */
+                if (files_deny_guard_fd(d, req, sb, root, fd, rel) < 0) {
+                        close(fd);
                         return;
                 }
                 stream_file(d, req, fd, size);
@@ -206,8 +348,15 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                         reply_audit_failed(d, req, d->audit_fault);
                         return;
                 }
-                if (append ? files_append(root, rel, data, len, &err) < 0
-                           : files_write(root, rel, data, len, parents, &err) < 0) {
+                _cleanup_close_ int pfd = -1;
+                const char *name;
+                if (checked_parent(d, req, sb, root, rel, parents && !append, false, &pfd, &name) <
+                    0)
+                        return;
+                int at = pfd >= 0 ? pfd : root;
+                const char *what = pfd >= 0 ? name : rel;
+                if (append ? files_append(at, what, data, len, &err) < 0
+                           : files_write(at, what, data, len, parents, &err) < 0) {
                         reply_errno(d, req, &err);
                         return;
                 }
@@ -221,7 +370,12 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                         reply_audit_failed(d, req, d->audit_fault);
                         return;
                 }
-                if (files_delete(root, rel, recursive, &err) < 0) {
+                _cleanup_close_ int pfd = -1;
+                const char *name;
+                if (checked_parent(d, req, sb, root, rel, false, true, &pfd, &name) < 0)
+                        return;
+                if (files_delete(pfd >= 0 ? pfd : root, pfd >= 0 ? name : rel, recursive, &err) <
+                    0) {
                         reply_errno(d, req, &err);
                         return;
                 }
@@ -244,7 +398,8 @@ void route_files_list(struct daemon *d, struct evhttp_request *req, const struct
 /* The workspace of a running, non-review sandbox, for the operations
  * below; -1 with the reply sent. */
 static int open_workspace(struct daemon *d, struct evhttp_request *req, struct grant *g,
-                          const char *id, bool write, int *ret_root)
+                          const char *id, bool write, const char *rel, bool tree, const char *rel2,
+                          int *ret_root)
 {
         if (write && !require(d, req, g, g->allow_exec, "allowExec"))
                 return -1;
@@ -265,6 +420,12 @@ static int open_workspace(struct daemon *d, struct evhttp_request *req, struct g
                 return -1;
         }
         sandbox_touch(sb);
+        if (files_deny_guard(d, req, sb, *ret_root, rel, tree) < 0 ||
+            (rel2 && files_deny_guard(d, req, sb, *ret_root, rel2, false) < 0)) {
+                close(*ret_root);
+                *ret_root = -1;
+                return -1;
+        }
         return 0;
 }
 
@@ -300,7 +461,7 @@ void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struc
                 return;
         }
         _cleanup_close_ int root = -1;
-        if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
+        if (open_workspace(d, req, a->grant, a->id, true, rel, false, NULL, &root) < 0)
                 return;
         struct al_error err = {0};
         if (record_audit(d, a->id, "api.dir_created",
@@ -325,7 +486,7 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
         _cleanup_free_ char *from = NULL, *to = NULL;
         /* Before the first goto: a jump past it would leave the cleanup an
          * unset descriptor to close. */
-        _cleanup_close_ int root = -1;
+        _cleanup_close_ int root = -1, fpfd = -1, tpfd = -1;
         if (reject_unknown(d, req, body, keys))
                 goto out;
         if (jover && !json_is_boolean(jover)) {
@@ -339,7 +500,8 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
         to = clean_query_path(d, req, json_string_value(json_object_get(body, "to")), "to", false);
         if (!to)
                 goto out;
-        if (open_workspace(d, req, a->grant, a->id, true, &root) < 0)
+        /* What moves takes everything beneath it along. */
+        if (open_workspace(d, req, a->grant, a->id, true, from, true, to, &root) < 0)
                 goto out;
         struct al_error err = {0};
         if (record_audit(d, a->id, "api.file_renamed",
@@ -348,7 +510,21 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
                 reply_audit_failed(d, req, d->audit_fault);
                 goto out;
         }
-        if (files_rename(root, from, to, json_is_true(jover), &err) < 0) {
+        /* On a host workspace, from the directories that were checked: a
+         * rename by the agent meanwhile cannot bring a denied entry under
+         * either name. */
+        struct sandbox *sb = find_running(d, req, a->id);
+        const char *fname, *tname;
+        if (!sb || checked_parent(d, req, sb, root, from, false, true, &fpfd, &fname) < 0 ||
+            checked_parent(d, req, sb, root, to, false, false, &tpfd, &tname) < 0)
+                goto out;
+        int r = fpfd >= 0 && tpfd >= 0
+                    ? (renameat2(fpfd, fname, tpfd, tname,
+                                 json_is_true(jover) ? 0 : RENAME_NOREPLACE) < 0
+                           ? al_error_set(&err, errno, "renaming %s to %s", from, to)
+                           : 0)
+                    : files_rename(root, from, to, json_is_true(jover), &err);
+        if (r < 0) {
                 reply_errno(d, req, &err);
                 goto out;
         }
@@ -365,7 +541,7 @@ static void stat_or_exists(struct daemon *d, struct evhttp_request *req, const s
         if (!rel)
                 return;
         _cleanup_close_ int root = -1;
-        if (open_workspace(d, req, a->grant, a->id, false, &root) < 0)
+        if (open_workspace(d, req, a->grant, a->id, false, rel, false, NULL, &root) < 0)
                 return;
         struct al_error err = {0};
         json_t *o = NULL;

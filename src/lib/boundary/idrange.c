@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -119,6 +120,99 @@ static void mark_host_ids(uint8_t *used)
                         line = end ? end + 1 : NULL;
                 }
         }
+}
+
+/* nss-systemd's drop-in records: "UID.user" and "GID.group" name an id
+ * (systemd's userdb directories). Its other sources are homed's and dynamic
+ * users' ranges (60001-65519), below the reserve. */
+static void mark_userdb_ids(uint8_t *used)
+{
+        static const char *const dirs[] = {"/etc/userdb", "/run/userdb", "/run/host/userdb",
+                                           "/usr/local/lib/userdb", "/usr/lib/userdb"};
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                DIR *d = opendir(dirs[i]);
+                if (!d)
+                        continue;
+                struct dirent *de;
+                while ((de = readdir(d))) {
+                        const char *dot = strrchr(de->d_name, '.');
+                        uint32_t id;
+                        if (!dot || (strcmp(dot, ".user") != 0 && strcmp(dot, ".group") != 0) ||
+                            parse_u32(de->d_name, (size_t)(dot - de->d_name), &id) < 0)
+                                continue;
+                        if (id >= IDRANGE_BASE && id < IDRANGE_END)
+                                mark(used, ROOT_BLOCKS, (id - IDRANGE_BASE) / IDRANGE_BLOCK, 1);
+                }
+                closedir(d);
+        }
+}
+
+bool idrange_nss_local(const char *nsswitch)
+{
+        unsigned seen = 0;
+        for (const char *line = nsswitch; line && *line;) {
+                const char *end = strchr(line, '\n');
+                size_t len = end ? (size_t)(end - line) : strlen(line);
+                const char *hash = memchr(line, '#', len);
+                if (hash)
+                        len = (size_t)(hash - line);
+                size_t skip = strspn(line, " \t"), name = skip;
+                while (skip < len && line[skip] != ':' && line[skip] != ' ' && line[skip] != '\t')
+                        skip++;
+                bool ours = (skip - name == 6 && memcmp(line + name, "passwd", 6) == 0) ||
+                            (skip - name == 5 && memcmp(line + name, "group", 5) == 0);
+                skip += strspn(line + skip, " \t");
+                if (ours && skip < len && line[skip] == ':') {
+                        seen |= line[name] == 'p' ? 1u : 2u;
+                        skip++;
+                        /* Each source must be one whose ids were read from
+                         * its files; an action ("[NOTFOUND=return]") is no
+                         * source. Anything else (sss, ldap, nis, winbind,
+                         * compat's +/- entries...) may name any id. */
+                        for (size_t i = skip; i < len;) {
+                                while (i < len && (line[i] == ' ' || line[i] == '\t'))
+                                        i++;
+                                size_t w = i;
+                                if (i < len && line[i] == '[') {
+                                        while (i < len && line[i] != ']')
+                                                i++;
+                                        i++;
+                                        continue;
+                                }
+                                while (i < len && line[i] != ' ' && line[i] != '\t')
+                                        i++;
+                                size_t n = i - w;
+                                if (n == 0)
+                                        continue;
+                                if (!((n == 5 && memcmp(line + w, "files", 5) == 0) ||
+                                      (n == 7 && memcmp(line + w, "systemd", 7) == 0)))
+                                        return false;
+                        }
+                }
+                line = end ? end + 1 : NULL;
+        }
+        /* A database with no line takes the C library's default, which
+         * has named "compat" and "nis": not known to be local. */
+        return seen == 3;
+}
+
+bool idrange_ids_named(uint32_t first, uint32_t n)
+{
+        /* Large enough for any sane entry; an entry that does not fit
+         * (ERANGE) exists, and any other error is taken as an account too:
+         * a range is given only when it is known to be nobody's. */
+        _cleanup_free_ char *buf = xcalloc(1, 65536);
+        for (uint64_t id = first; id < (uint64_t)first + n; id++) {
+                struct passwd pw, *pwp = NULL;
+                struct group gr, *grp = NULL;
+                int r = getpwuid_r((uid_t)id, &pw, buf, 65536, &pwp);
+                if (pwp || (r != 0 && r != ENOENT && r != ESRCH && r != EBADF && r != EPERM))
+                        return true;
+                r = getgrgid_r((gid_t)id, &gr, buf, 65536, &grp);
+                if (grp || (r != 0 && r != ENOENT && r != ESRCH && r != EBADF && r != EPERM))
+                        return true;
+        }
+        return false;
 }
 
 /* The caller's subordinate ids: uid and gid starts, and how many blocks
@@ -250,11 +344,24 @@ int idrange_acquire(const struct policy *p, bool plain_writable, struct idrange 
                 return al_error_set(err, errno, "locking %s", path);
 
         _cleanup_free_ uint8_t *used = xcalloc(total / 8 + 1, 1);
-        if (root)
+        /* Accounts the name service knows from elsewhere (LDAP, sssd, NIS)
+         * are in no file: where such a source is configured, each id of a
+         * candidate block is asked for by number (only the blocks looked
+         * at, a lookup costs a round trip). */
+        bool ask_nss = false;
+        if (root) {
                 mark_host_ids(used);
+                mark_userdb_ids(used);
+                _cleanup_free_ char *nss = NULL;
+                int rn = read_file_at(AT_FDCWD, "/etc/nsswitch.conf", SUBID_MAX, &nss, NULL);
+                ask_nss = rn < 0 || !idrange_nss_local(nss);
+        }
         scan_records(dir, used, total);
         uint64_t first = 0, run = 0;
         for (uint64_t b = 0; b < total && run < need; b++) {
+                if (!is_used(used, b) && ask_nss &&
+                    idrange_ids_named(IDRANGE_BASE + (uint32_t)(b * IDRANGE_BLOCK), IDRANGE_BLOCK))
+                        mark(used, total, b, 1);
                 if (is_used(used, b)) {
                         run = 0;
                         continue;

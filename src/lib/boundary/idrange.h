@@ -74,6 +74,16 @@ int idrange_retire_kept(void);
 int idrange_write_maps(const struct idrange *r, pid_t pid, uid_t main_uid, uid_t host_uid,
                        gid_t main_gid, gid_t host_gid, struct al_error *err);
 
+/* Whether /etc/nsswitch.conf's text `nsswitch` takes passwd and group
+ * only from sources whose ids Airlock reads itself ("files", "systemd"):
+ * false when another source (sss, ldap, nis, compat...) may name ids no
+ * file holds. */
+bool idrange_nss_local(const char *nsswitch);
+/* Whether the name service knows an account or group numbered in
+ * [first, first+n) (getpwuid_r/getgrgid_r, so LDAP and sssd count); a
+ * failed lookup counts as known. */
+bool idrange_ids_named(uint32_t first, uint32_t n);
+
 /* NULL when a process of a sandbox of policy `p` may run as inside uid
  * `uid` (-1: its own), else why not, in `buf`. */
 const char *idrange_check_uid(const struct policy *p, long uid, char *buf, size_t len);

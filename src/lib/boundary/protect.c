@@ -144,12 +144,14 @@ void mounts_plan_add_protect(struct mounts_plan *plan, const char *real, bool pi
 }
 
 /* A writable root's metadata that would make host programs run the agent's
- * code later: shell and editor start-up files, tool configs, and git's
- * config, hooks and pointers in every repository found. */
+ * code later: shell and editor start-up files, tool configs (an agent's
+ * settings hold hooks: commands it runs on each of its tool calls), and
+ * git's config, hooks and pointers in every repository found. */
 static const char *const write_protect[] = {
-    ".bashrc",    ".zshrc",      ".profile",         ".bash_profile",  ".zprofile",
-    ".gitconfig", ".gitmodules", ".ripgreprc",       ".mcp.json",      ".envrc",
-    ".vscode",    ".idea",       ".claude/commands", ".claude/agents",
+    ".bashrc",       ".zshrc",           ".profile",       ".bash_profile",
+    ".zprofile",     ".gitconfig",       ".gitmodules",    ".ripgreprc",
+    ".mcp.json",     ".envrc",           ".vscode",        ".idea",
+    ".claude/hooks", ".claude/commands", ".claude/agents", ".claude/settings.json",
 };
 
 /* In a git directory: what makes git run code or read elsewhere. */

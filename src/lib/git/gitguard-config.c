@@ -93,8 +93,29 @@ const char *gitguard_key_reason(const char *sec, const char *sub, const char *na
                 if (n >= 3 && ieq(name + n - 3, "cmd"))
                         return "a sendemail setting runs a program";
         }
-        if (ieq(sec, "protocol") && ieq(name, "allow") && ieq(value, "always"))
+        /* "user" allows ext:: on every fetch or clone the user types. */
+        if (ieq(sec, "protocol") && ieq(name, "allow") &&
+            (ieq(value, "always") || ieq(value, "user")))
                 return "protocol.allow lets URLs run programs (ext::)";
+        if (ieq(sec, "tar") && sub && ieq(name, "command"))
+                return "tar.<format>.command runs a program (git archive)";
+        if (ieq(sec, "trailer") && sub && (ieq(name, "command") || ieq(name, "cmd")))
+                return "a trailer command runs a program";
+        if (ieq(sec, "imap") && ieq(name, "tunnel"))
+                return "imap.tunnel runs a program";
+        if (ieq(sec, "guitool") && sub && ieq(name, "cmd"))
+                return "a git gui tool runs a program";
+        if (ieq(sec, "hook") && sub && ieq(name, "command"))
+                return "a configured hook runs a program";
+        if (ieq(sec, "instaweb") && (ieq(name, "httpd") || ieq(name, "modulepath")))
+                return "instaweb runs a program";
+        if (ieq(sec, "sendemail") && ieq(name, "smtpserver") && value && value[0] == '/')
+                return "sendemail.smtpServer names a program";
+        /* git-lfs (a filter the host may have installed) runs custom
+         * transfer agents and extensions named in the repository's config. */
+        if (ieq(sec, "lfs") && sub &&
+            (ieq(name, "path") || ieq(name, "clean") || ieq(name, "smudge")))
+                return "a git-lfs transfer agent or extension runs a program";
         if (ieq(sec, "init") && ieq(name, "templatedir"))
                 return "init.templateDir copies hooks from elsewhere";
         return NULL;

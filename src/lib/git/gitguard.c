@@ -65,6 +65,7 @@ struct guard_run {
         int root_fd;
         size_t entries;
         bool stopped;
+        bool too_deep;
         int findings;
         struct {
                 dev_t dev;
@@ -393,10 +394,57 @@ static void scan_commondir(struct guard_run *g, int gfd, const char *rel, bool w
                    "a commondir file (git would read config and hooks from elsewhere)");
 }
 
+/* A FIFO, socket or device anywhere git reads in a git directory (the
+ * index, HEAD, a ref, an object): git opens it and blocks for good, and
+ * with it every shell prompt that runs `git status`. Submodules' and
+ * worktrees' directories are git directories of their own. */
+static void scan_special(struct guard_run *g, int fd, const char *rel, int depth, bool top)
+{
+        if (depth > GITGUARD_DEPTH_MAX)
+                return;
+        DIR *d = dir_of(fd);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, rel))
+                        continue;
+                if (top && (STREQ(n, "modules") || STREQ(n, "worktrees")))
+                        continue;
+                unsigned char type = de->d_type;
+                if (type == DT_UNKNOWN) {
+                        struct stat st;
+                        if (fstatat(fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                continue;
+                        type = S_ISDIR(st.st_mode)    ? DT_DIR
+                               : S_ISFIFO(st.st_mode) ? DT_FIFO
+                               : S_ISSOCK(st.st_mode) ? DT_SOCK
+                               : S_ISCHR(st.st_mode)  ? DT_CHR
+                               : S_ISBLK(st.st_mode)  ? DT_BLK
+                                                      : DT_REG;
+                }
+                _cleanup_free_ char *r = join(rel, n);
+                if (type == DT_FIFO || type == DT_SOCK || type == DT_CHR || type == DT_BLK) {
+                        quarantine(g, fd, n, r,
+                                   "a FIFO, socket or device in a git directory (host git would "
+                                   "block on it)");
+                        continue;
+                }
+                if (type != DT_DIR)
+                        continue;
+                _cleanup_close_ int sfd = open_dir(fd, n);
+                if (sfd >= 0)
+                        scan_special(g, sfd, r, depth + 1, false);
+        }
+        closedir(d);
+}
+
 static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool worktree, int depth)
 {
         if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
                 return;
+        scan_special(g, fd, rel, depth, true);
         _cleanup_free_ char *cr = join(rel, "config");
         _cleanup_free_ char *cwr = join(rel, "config.worktree");
         check_config(g, fd, "config", cr);
@@ -555,10 +603,35 @@ static bool changed_in_run(const struct guard_run *g, int fd, const char *name)
         return st.st_ctim.tv_nsec >= g->started->tv_nsec;
 }
 
-static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int depth)
+/* Which mount a directory is on: the walk stays on the tree's own mount
+ * and does not cross into another. Not by device number: a btrfs
+ * subvolume, which the agent may make without any privilege, has a device
+ * number of its own and is no mount. The device number only where the
+ * kernel gives no mount id. */
+static uint64_t mount_key(int fd)
 {
-        if (depth > GITGUARD_DEPTH_MAX)
+        struct statx stx;
+        if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) == 0 &&
+            (stx.stx_mask & STATX_MNT_ID))
+                return stx.stx_mnt_id;
+        struct stat st;
+        return fstat(fd, &st) == 0 ? (uint64_t)st.st_dev | (1ULL << 63) : 0;
+}
+
+static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int depth)
+{
+        if (depth > GITGUARD_DEPTH_MAX) {
+                /* Git finds a repository at any depth: say where the scan
+                 * stopped rather than pass it over (once a run, so that
+                 * many deep trees cannot flood the log). */
+                if (!g->too_deep)
+                        report(g, rel,
+                               "a directory deeper than the scan goes: git metadata in it and "
+                               "in any other this deep was not checked",
+                               NULL, 0);
+                g->too_deep = true;
                 return;
+        }
         DIR *d = dir_of(fd);
         if (!d)
                 return;
@@ -577,6 +650,13 @@ static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int de
                 }
                 if (STREQ(n, "HEAD"))
                         head = true;
+                /* git tests objects and refs with access(X_OK), which a
+                 * symbolic link to a directory, or an executable file,
+                 * passes as well: any entry of those names counts. */
+                if (STREQ(n, "objects"))
+                        objects = true;
+                if (STREQ(n, "refs"))
+                        refs = true;
                 unsigned char type = de->d_type;
                 if (type == DT_UNKNOWN) {
                         struct stat st;
@@ -586,10 +666,6 @@ static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int de
                 }
                 if (type != DT_DIR)
                         continue;
-                if (STREQ(n, "objects"))
-                        objects = true;
-                if (STREQ(n, "refs"))
-                        refs = true;
                 _cleanup_free_ char *r = join(rel, n);
                 _cleanup_close_ int sfd = open_dir(fd, n);
                 if (sfd < 0) {
@@ -600,10 +676,9 @@ static void walk(struct guard_run *g, int fd, const char *rel, dev_t dev, int de
                                        NULL, 0);
                         continue;
                 }
-                struct stat st;
-                if (fstat(sfd, &st) < 0 || st.st_dev != dev)
+                if (mount_key(sfd) != mnt)
                         continue;
-                walk(g, sfd, r, dev, depth + 1);
+                walk(g, sfd, r, mnt, depth + 1);
         }
         closedir(d);
         if (dotgit)
@@ -642,7 +717,7 @@ static void record_root(struct root_start *rs)
                 return;
         struct guard_run *run = xcalloc(1, sizeof(*run));
         *run = (struct guard_run){.record = true, .start = rs, .root = rs, .root_fd = fd};
-        walk(run, fd, "", st.st_dev, 0);
+        walk(run, fd, "", mount_key(fd), 0);
         free(run);
 }
 
@@ -666,6 +741,24 @@ struct gitguard *gitguard_begin(const struct policy *p)
         return g;
 }
 
+struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, const char *path)
+{
+        if (!p || !p->protect_git || !path)
+                return g;
+        if (!g) {
+                g = xcalloc(1, sizeof(*g));
+                clock_gettime(CLOCK_REALTIME, &g->started);
+        }
+        for (size_t i = 0; i < g->n_roots; i++)
+                if (STREQ(g->roots[i].path, path))
+                        return g; /* noted at its first mount */
+        size_t n = g->n_roots;
+        add_root(g, path);
+        if (g->n_roots > n)
+                record_root(&g->roots[n]);
+        return g;
+}
+
 int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguard_warn_fn warn,
                     void *userdata)
 {
@@ -686,7 +779,7 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
                                                   .root = rs,
                                                   .started = &g->started,
                                                   .root_fd = fd};
-                        walk(run, fd, "", st.st_dev, 0);
+                        walk(run, fd, "", mount_key(fd), 0);
                         findings += run->findings;
                         free(run);
                 }

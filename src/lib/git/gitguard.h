@@ -36,6 +36,12 @@ struct gitguard;
  * workspace.protectGit false. */
 struct gitguard *gitguard_begin(const struct policy *p);
 
+/* A read-write tree mounted while the sandbox runs (the capabilities
+ * API): note what it is now, before the sandbox can write it, and scan it
+ * with the others at the end. g may be NULL (made here); returns g, or
+ * NULL when the policy has workspace.protectGit false. */
+struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, const char *path);
+
 /* After the sandbox has ended: scan, neutralise and report. Each finding
  * is appended to a (when not NULL) as a "git.neutralised" event of sandbox
  * id, {"path", "reason", "movedTo"} ("movedTo" null and "error" set when

@@ -43,6 +43,75 @@ static int lookup_commit(git_repository *repo, const char *spec, git_commit **re
         return 0;
 }
 
+static uint64_t fetch_max = GITOPS_CLONE_FETCH_MAX;
+static uint64_t checkout_max = GITOPS_CLONE_CHECKOUT_MAX;
+static uint64_t entries_max = GITOPS_CLONE_ENTRIES_MAX;
+static bool fetch_too_big;
+
+void gitops_set_clone_limits(uint64_t fetch_bytes, uint64_t checkout_bytes, uint64_t entries)
+{
+        fetch_max = fetch_bytes ? fetch_bytes : GITOPS_CLONE_FETCH_MAX;
+        checkout_max = checkout_bytes ? checkout_bytes : GITOPS_CLONE_CHECKOUT_MAX;
+        entries_max = entries ? entries : GITOPS_CLONE_ENTRIES_MAX;
+}
+
+struct tree_size {
+        git_odb *odb;
+        uint64_t bytes, entries;
+        int error; /* 0, or -errno (EFBIG past a limit) */
+};
+
+static int tree_size_cb(const char *root, const git_tree_entry *e, void *payload)
+{
+        struct tree_size *t = payload;
+        if (gitops_past_deadline()) {
+                t->error = -ETIMEDOUT;
+                return -1;
+        }
+        if (++t->entries > entries_max) {
+                t->error = -EFBIG;
+                return -1;
+        }
+        if (git_tree_entry_type(e) != GIT_OBJECT_BLOB)
+                return 0; /* a tree is walked into; a submodule's commit is not checked out */
+        size_t len = 0;
+        git_object_t type;
+        if (git_odb_read_header(&len, &type, t->odb, git_tree_entry_id(e)) < 0) {
+                t->error = -EIO;
+                return -1;
+        }
+        /* A file takes at least a block. */
+        t->bytes += (uint64_t)len + 4096;
+        if (t->bytes > checkout_max) {
+                t->error = -EFBIG;
+                return -1;
+        }
+        return 0;
+}
+
+/* Refuse a commit whose checkout would pass the limits, before a file is
+ * written: sizes come from the objects' headers, nothing is inflated. */
+static int checkout_fits(git_repository *repo, const git_commit *commit, struct al_error *err)
+{
+        _cleanup_(tree_freep) git_tree *tree = NULL;
+        _cleanup_(odb_freep) git_odb *odb = NULL;
+        if (git_commit_tree(&tree, commit) < 0 || git_repository_odb(&odb, repo) < 0)
+                return gitops_fail_git(err, EIO, "reading the tree to check out");
+        struct tree_size t = {.odb = odb};
+        int gr = git_tree_walk(tree, GIT_TREEWALK_PRE, tree_size_cb, &t);
+        if (t.error == -EFBIG)
+                return al_error_set_message(
+                    err, EFBIG,
+                    "its checkout is larger than Airlock takes (%llu MiB, %llu entries, at "
+                    "most); refusing to write it",
+                    (unsigned long long)(checkout_max >> 20), (unsigned long long)entries_max);
+        if (t.error == -ETIMEDOUT)
+                return gitops_fail_deadline(err);
+        if (t.error < 0 || gr < 0)
+                return gitops_fail_git(err, EIO, "reading the tree to check out");
+        return 0;
+}
+
 /* Check out rev in a fresh clone. */
 static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, struct al_error *err)
 {
@@ -50,9 +119,16 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
         _cleanup_free_ char *local = NULL;
         int valid = 0;
 
+        git_checkout_options co = GIT_CHECKOUT_OPTIONS_INIT;
+        co.checkout_strategy = GIT_CHECKOUT_FORCE;
         if (!rev) {
                 if (lookup_commit(repo, "HEAD", &commit) < 0)
                         return gitops_fail_git(err, ENOENT, "the remote's default branch");
+                int r = checkout_fits(repo, commit, err);
+                if (r < 0)
+                        return r;
+                if (git_checkout_head(repo, &co) < 0)
+                        return gitops_fail_git(err, EIO, "checking out");
                 git_oid_cpy(ret, git_commit_id(commit));
                 return 0;
         }
@@ -75,8 +151,9 @@ static int checkout_rev(git_repository *repo, const char *rev, git_oid *ret, str
                 return al_error_set_message(err, ENOENT, "revision \"%s\" is not in the repository",
                                             rev);
 
-        git_checkout_options co = GIT_CHECKOUT_OPTIONS_INIT;
-        co.checkout_strategy = GIT_CHECKOUT_FORCE;
+        int fr = checkout_fits(repo, commit, err);
+        if (fr < 0)
+                return fr;
         if (git_checkout_tree(repo, (git_object *)commit, &co) < 0)
                 return gitops_fail_git(err, EIO, "checking out");
 
@@ -113,6 +190,13 @@ static int clone_progress(const git_indexer_progress *stats, void *payload)
                 git_error_set_str(GIT_ERROR_NET, "the clone took too long");
                 return -1;
         }
+        if (stats->received_bytes > fetch_max) {
+                fetch_too_big = true;
+                git_error_set(GIT_ERROR_NET,
+                              "the remote sent more than %llu MiB; Airlock stops a clone there",
+                              (unsigned long long)(fetch_max >> 20));
+                return -1;
+        }
         return 0;
 }
 
@@ -146,14 +230,20 @@ int gitops_clone(const char *url, const char *rev, const char *dest,
         o.fetch_opts.callbacks.credentials = cred_cb;
         o.fetch_opts.callbacks.payload = &cs;
         o.fetch_opts.callbacks.transfer_progress = clone_progress;
-        o.checkout_opts.checkout_strategy = GIT_CHECKOUT_SAFE;
+        /* Nothing is checked out until its size is known (checkout_rev). */
+        o.checkout_opts.checkout_strategy = GIT_CHECKOUT_NONE;
 
         _cleanup_(repo_freep) git_repository *repo = NULL;
+        fetch_too_big = false;
         int gr = git_clone(&repo, clean, dest, &o);
         cred_state_finish(&cs, gr == 0);
         if (gr < 0) {
                 _cleanup_free_ char *what = xasprintf("cloning %s", clean);
                 r = gitops_fail_net(err, gr, &cs, what);
+                if (fetch_too_big) {
+                        err->code = EFBIG;
+                        r = -EFBIG;
+                }
                 cred_state_clear(&cs);
                 gitops_rm_rf(dest);
                 return r;

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "error.h"
@@ -66,6 +67,18 @@ struct gitops_creds {
  * credential. Control characters and whitespace are refused. A relative
  * local path is made absolute. ret_user may be NULL; both are malloc'd. */
 int gitops_url_clean(const char *url, char **ret_url, char **ret_user, struct al_error *err);
+
+/* What a clone may bring to the host's disk: GITOPS_CLONE_FETCH_MAX bytes
+ * received, and a checkout of at most GITOPS_CLONE_CHECKOUT_MAX bytes of
+ * files and GITOPS_CLONE_ENTRIES_MAX entries, counted from the tree before
+ * anything is written (each object's size read from its header: a tree
+ * that names one subtree many times, a few KiB sent, would otherwise write
+ * terabytes). Past one the clone fails with -EFBIG and leaves nothing.
+ * gitops_set_clone_limits changes them for this process (0: the default). */
+#define GITOPS_CLONE_FETCH_MAX    (8ULL << 30)
+#define GITOPS_CLONE_CHECKOUT_MAX (8ULL << 30)
+#define GITOPS_CLONE_ENTRIES_MAX  (1000ULL * 1000)
+void gitops_set_clone_limits(uint64_t fetch_bytes, uint64_t checkout_bytes, uint64_t entries);
 
 /* Clone url into dest (created; it must not exist) and check out rev: a
  * branch (checked out as a local branch of that name), a tag or a commit

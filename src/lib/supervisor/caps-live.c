@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "caps.h"
+#include "gitguard.h"
 #include "core.h"
 #include "env.h"
 #include "mounts.h"
@@ -168,6 +169,9 @@ json_t *sv_core_caps_request(struct sv_core *c, const json_t *req, const char *b
                         ret = refuse("refused", err.msg);
                         goto out;
                 }
+                /* Noted before the sandbox can write it. */
+                if (!e->readonly)
+                        c->live_gitguard = gitguard_add_root(c->live_gitguard, c->policy, e->b);
         }
 
         /* 3: recorded before it takes effect. */

@@ -13,6 +13,7 @@
 #include "env.h"
 #include "connect-notify.h"
 #include "core.h"
+#include "gitguard.h"
 #include "diskuse.h"
 #include "gates.h"
 #include "ports.h"
@@ -423,10 +424,16 @@ void sv_core_stop(struct sv_core *c)
         /* Every process of the sandbox is gone (pid 1's end empties its
          * namespace): a caller's directory volumes are saved now. */
         volume_save_all(on_volume_saved, c);
+        /* Read-write trees mounted at run time are host trees the agent
+         * wrote, as a --rw mount is: its git metadata is moved aside. */
+        gitguard_finish(c->live_gitguard, c->audit, c->id, NULL, NULL);
+        c->live_gitguard = NULL;
 }
 
 void sv_core_free(struct sv_core *c)
 {
+        gitguard_discard(c->live_gitguard); /* no process of the sandbox ran */
+        c->live_gitguard = NULL;
         sv_core_caps_free(c);
         if (c->ev_sync)
                 event_free(c->ev_sync);

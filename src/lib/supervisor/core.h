@@ -32,6 +32,7 @@ struct sv_core;
 struct sv_ports;
 struct caps;
 struct sv_live_mount;
+struct gitguard;
 
 /* A write to the audit log failed: nothing may go on running unrecorded.
  * The driver kills what it runs. */
@@ -59,6 +60,7 @@ struct sv_core {
         uint64_t tool_calls;    /* tool.call records */
         struct caps *caps;      /* the effective capabilities (caps.h), from the policy */
         struct sv_live_mount *live_mounts; /* mounts added at run time (caps-live.c) */
+        struct gitguard *live_gitguard;    /* their read-write trees, scanned at the end */
         size_t n_live_mounts;
         const char *caller_home; /* the caller's home on the host, for the deny list */
         /* The operator's asks (ask.c), when the policy asks; the next
