@@ -46,6 +46,9 @@ struct hwgate {
         uint64_t last_tick_ms;
         uint64_t motion_timeout_ms;
         bool estopped;
+        /* The driver stopped taking commands (its queue was full): every
+         * actuator was told to stop and motion is refused from then on. */
+        bool stalled;
         uint64_t next_id;
         struct pending pending[HWGATE_PENDING_MAX];
         size_t n_pending;
@@ -55,6 +58,10 @@ struct hwgate {
         void (*recorder)(void *ud, const char *kind, json_t *fields);
         void *rud;
 };
+
+#define HWGATE_STALLED                                                                             \
+        "the hardware driver stopped reading its commands; every actuator was told to stop and "   \
+        "no motion is allowed until the sandbox ends"
 
 static uint64_t now_ms(void)
 {
@@ -147,15 +154,20 @@ static int send_req(struct hwgate *g, const char *op, const char *name, const do
         return r;
 }
 
-/* Tell the driver where an actuator goes now, and keep its motion clock. */
-static void apply(struct hwgate *g, struct act *a, double v, uint64_t now)
+/* Tell the driver where an actuator goes now, and keep its motion clock.
+ * A set the driver cannot take (its queue is full: it stopped reading) is
+ * not done: the caller stops everything (driver_stalled). */
+static int apply(struct hwgate *g, struct act *a, double v, uint64_t now)
 {
+        int r = send_req(g, "set", a->name, &v);
+        if (r < 0)
+                return r;
         a->current = v;
         if (v == 0)
                 a->moving_since_ms = 0;
         else if (!a->moving_since_ms)
                 a->moving_since_ms = now ? now : 1;
-        send_req(g, "set", a->name, &v);
+        return 0;
 }
 
 /* Every actuator to rest, at once: what waits for the driver is dropped
@@ -170,6 +182,20 @@ static int stop_all(struct hwgate *g, const char *rule, const char *reason)
         int r = send_req(g, "stop", NULL, NULL);
         record_cmd(g, "stop", "*", NULL, NULL, "stop", rule, reason);
         return r;
+}
+
+/* A set was not queued: what the device does is no longer what the gate
+ * knows. Everything stops (the stop goes ahead of what waits) and motion
+ * is refused until the sandbox ends; what waits is still written as the
+ * driver reads. */
+static void driver_stalled(struct hwgate *g)
+{
+        if (g->stalled)
+                return;
+        g->stalled = true;
+        stop_all(g, "driver",
+                 "the hardware driver stopped reading its commands; every actuator was told to "
+                 "stop and motion is refused until the sandbox ends");
 }
 
 static void pending_fail(struct hwgate *g, size_t i, const char *code, const char *msg)
@@ -279,7 +305,11 @@ static void on_tick(evutil_socket_t fd, short what, void *ud)
                          * between two ticks gets only what has passed. */
                         double adt = (double)(now - a->ramp_ms) / 1000.0;
                         a->ramp_ms = now;
-                        apply(g, a, hwgate_ramp(a->current, a->target, a->max_accel, adt), now);
+                        if (apply(g, a, hwgate_ramp(a->current, a->target, a->max_accel, adt),
+                                  now) < 0) {
+                                driver_stalled(g);
+                                break;
+                        }
                 }
                 for (size_t i = 0; i < g->n_acts; i++) {
                         struct act *a = &g->acts[i];
@@ -435,6 +465,12 @@ static void do_set(struct hwgate *g, const json_t *args, hwgate_done_fn done, vo
                 done(ud, NULL, "tool_failed", "the hardware driver is gone");
                 return;
         }
+        if (g->stalled) {
+                record_cmd(g, "set", name, jval, NULL, "deny", "driver",
+                           "the driver stopped reading its commands");
+                done(ud, NULL, "tool_failed", HWGATE_STALLED);
+                return;
+        }
         if (!hwgate_bucket_take(&g->bucket, now)) {
                 if (!rate_refusal_counted(g, now))
                         record_cmd(g, "set", name, jval, NULL, "deny", "rate",
@@ -451,8 +487,13 @@ static void do_set(struct hwgate *g, const json_t *args, hwgate_done_fn done, vo
         if (ramp && a->target == a->current)
                 a->ramp_ms = now; /* a ramp starts now */
         a->target = actual;
-        if (!ramp && actual != a->current)
-                apply(g, a, actual, now);
+        if (!ramp && actual != a->current && apply(g, a, actual, now) < 0) {
+                record_cmd(g, "set", name, jval, &actual, "deny", "driver",
+                           "the driver stopped reading its commands");
+                driver_stalled(g);
+                done(ud, NULL, "tool_failed", HWGATE_STALLED);
+                return;
+        }
         char reason[160];
         snprintf(reason, sizeof(reason), "%s%s%s", clamped ? "clamped to maxSpeed" : "",
                  clamped && ramp ? "; " : "", ramp ? "ramped at maxAcceleration" : "");
