@@ -23,6 +23,29 @@ TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
 MODES = [m for m in os.environ.get("AIRLOCK_TEST_MODES", "root,user").split(",") if m]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Under pytest-xdist (-n), a short base for tmp_path.
+
+    Each worker's tmp_path is BASE/popen-gwN/<test name>: below pytest's
+    default base that leaves too little of the 108 bytes a unix socket's
+    path may have for a daemon's run directory and its sockets. Set before
+    the tmpdir plugin reads it; --basetemp given on the command line wins."""
+    if hasattr(config, "workerinput") or config.option.basetemp:
+        return
+    if getattr(config.option, "numprocesses", None) in (None, 0):
+        return
+    base = tempfile.mkdtemp(prefix="pt-", dir="/tmp")
+    config.option.basetemp = base
+    config._airlock_basetemp = base
+
+
+def pytest_unconfigure(config):
+    base = getattr(config, "_airlock_basetemp", None)
+    if base:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def _ensure_user():
     try:
         return pwd.getpwnam(TEST_USER)
