@@ -46,6 +46,37 @@ def pytest_unconfigure(config):
         shutil.rmtree(base, ignore_errors=True)
 
 
+# Under pytest-xdist with --dist loadgroup (tests/run-all.sh), each test file
+# is one group, run by one worker, so that a module's fixtures are made once.
+# The files named here share one group instead, run one after another:
+# - microvm: they boot QEMU guests (emulated here, heavy on the CPU), and
+#   test_tier_microvm.py checks that no QEMU is left by counting every QEMU
+#   on the machine;
+# - idranges: their sandboxes take id ranges from root's one pool
+#   (/var/lib/airlock/idranges), and test_exec_uid_rootless.py checks that
+#   the block a sandbox freed is the next one handed out.
+XDIST_SHARED_GROUPS = {
+    "microvm": {"test_tier_microvm.py", "test_microvm_limits.py", "test_microvm_spec.py",
+                "test_escape_microvm.py", "test_microvm_attacks.py", "test_tier_microvm_api.py"},
+    "idranges": {"test_exec_uid.py", "test_exec_confined.py", "test_idrange_attacks.py",
+                 "test_volume_users_attacks.py", "test_exec_uid_rootless.py"},
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Before pytest-xdist reads the marks: every test's group."""
+    # (A worker has option.dist "no" and option.loadgroup set.)
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        name = item.path.name
+        group = next((g for g, files in XDIST_SHARED_GROUPS.items() if name in files), None)
+        item.add_marker(pytest.mark.xdist_group(group or item.path.name))
+
+
 def _ensure_user():
     try:
         return pwd.getpwnam(TEST_USER)

@@ -8,7 +8,9 @@
 # processes (default 4: most of a test's time is spent waiting on sandboxes,
 # so twice the 2 cores of the CI machine keeps them busy), a test file to a
 # worker so that a module's fixtures (a test network, a daemon) are made
-# once. AIRLOCK_TEST_WORKERS=1 runs them one at a time.
+# once, and the files that share something of the machine's in one group
+# (tests/conftest.py: XDIST_SHARED_GROUPS). AIRLOCK_TEST_WORKERS=1 runs them
+# one at a time.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -21,7 +23,7 @@ if [ "$WORKERS" -gt 1 ]; then
                         "or AIRLOCK_TEST_WORKERS=1 to run the tests one at a time" >&2
                 exit 1
         fi
-        PYTEST="$PYTEST -n $WORKERS --dist loadfile --durations=15"
+        PYTEST="$PYTEST -n $WORKERS --dist loadgroup --durations=15"
 fi
 
 echo "== unit tests"
