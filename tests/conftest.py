@@ -7,6 +7,7 @@ import os
 import pathlib
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 
@@ -21,6 +22,17 @@ TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
 
 # Which identities to test as: "root,user" by default.
 MODES = [m for m in os.environ.get("AIRLOCK_TEST_MODES", "root,user").split(",") if m]
+
+
+# Tests signal the programs they start and expect each signal's default
+# action; an ignored signal stays ignored across exec, and whatever started
+# the suite may have left some ignored (a shell starts background commands
+# with SIGINT and SIGQUIT ignored, nohup SIGHUP).
+for _sig in (signal.SIGHUP, signal.SIGQUIT):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.SIG_DFL)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)
