@@ -10,7 +10,7 @@ DESTDIR ?=
 # Everything the build, the tests, the demo and the benchmarks need.
 PKGS := meson ninja-build pkg-config gcc clang libclang-rt-14-dev golang-go \
 	libevent-dev libseccomp-dev libssl-dev libsqlite3-dev libjansson-dev \
-	libgit2-dev libcriterion-dev python3 python3-pytest \
+	libgit2-dev libcriterion-dev python3 python3-pytest python3-pytest-xdist \
 	bubblewrap hyperfine iproute2 curl wget git procps util-linux \
 	ca-certificates openssl tinyproxy wrk \
 	man-db groff-base nodejs \

@@ -7,6 +7,7 @@ import os
 import pathlib
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 
@@ -21,6 +22,71 @@ TEST_USER = os.environ.get("AIRLOCK_TEST_USER", "airlock-test")
 
 # Which identities to test as: "root,user" by default.
 MODES = [m for m in os.environ.get("AIRLOCK_TEST_MODES", "root,user").split(",") if m]
+
+
+# Tests signal the programs they start and expect each signal's default
+# action; an ignored signal stays ignored across exec, and whatever started
+# the suite may have left some ignored (a shell starts background commands
+# with SIGINT and SIGQUIT ignored, nohup SIGHUP).
+for _sig in (signal.SIGHUP, signal.SIGQUIT):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.SIG_DFL)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Under pytest-xdist (-n), a short base for tmp_path.
+
+    Each worker's tmp_path is BASE/popen-gwN/<test name>: below pytest's
+    default base that leaves too little of the 108 bytes a unix socket's
+    path may have for a daemon's run directory and its sockets. Set before
+    the tmpdir plugin reads it; --basetemp given on the command line wins."""
+    if hasattr(config, "workerinput") or config.option.basetemp:
+        return
+    if getattr(config.option, "numprocesses", None) in (None, 0):
+        return
+    base = tempfile.mkdtemp(prefix="pt-", dir="/tmp")
+    config.option.basetemp = base
+    config._airlock_basetemp = base
+
+
+def pytest_unconfigure(config):
+    base = getattr(config, "_airlock_basetemp", None)
+    if base:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# Under pytest-xdist with --dist loadgroup (tests/run-all.sh), each test file
+# is one group, run by one worker, so that a module's fixtures are made once.
+# The files named here share one group instead, run one after another:
+# - microvm: they boot QEMU guests (emulated here, heavy on the CPU), and
+#   test_tier_microvm.py checks that no QEMU is left by counting every QEMU
+#   on the machine;
+# - idranges: their sandboxes take id ranges from root's one pool
+#   (/var/lib/airlock/idranges), and test_exec_uid_rootless.py checks that
+#   the block a sandbox freed is the next one handed out.
+XDIST_SHARED_GROUPS = {
+    "microvm": {"test_tier_microvm.py", "test_microvm_limits.py", "test_microvm_spec.py",
+                "test_escape_microvm.py", "test_microvm_attacks.py", "test_tier_microvm_api.py"},
+    "idranges": {"test_exec_uid.py", "test_exec_confined.py", "test_idrange_attacks.py",
+                 "test_volume_users_attacks.py", "test_exec_uid_rootless.py"},
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Before pytest-xdist reads the marks: every test's group."""
+    # (A worker has option.dist "no" and option.loadgroup set.)
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        name = item.path.name
+        group = next((g for g, files in XDIST_SHARED_GROUPS.items() if name in files), None)
+        item.add_marker(pytest.mark.xdist_group(group or item.path.name))
 
 
 def _ensure_user():

@@ -472,11 +472,13 @@ def test_http_clone_and_push_with_a_host_only_credential(airlock, http_remote):
     audit = audit_file(airlock)
     sec = secrets_file(airlock, token)
 
-    # Without the credential the clone is refused, and nothing is left.
-    before = set(os.listdir(sandboxes_dir(airlock))) if sandboxes_dir(airlock).exists() else set()
+    # Without the credential the clone is refused, and nothing is left of
+    # its sandbox (named by the audit: other tests' come and go meanwhile).
     denied, _ = run_agent(airlock, url, audit, script="true", setup_fails=True)
     assert denied.returncode == 125
-    assert set(os.listdir(sandboxes_dir(airlock))) == before
+    clones = [e for e in audit_events(airlock, audit) if e["kind"] == "git.clone"]
+    assert len(clones) == 1 and not clones[0]["ok"] and clones[0]["sandbox"], clones
+    assert not (sandboxes_dir(airlock) / clones[0]["sandbox"]).exists()
     assert "credential" in denied.stderr and token not in denied.stderr
     assert srv.denied > 0 and srv.granted == 0
 

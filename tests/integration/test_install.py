@@ -3,6 +3,7 @@
 programs run from there: their --help, a small sandbox, the man pages, the
 completion, the systemd units, and `make uninstall`."""
 
+import json
 import os
 import pathlib
 import re
@@ -27,6 +28,19 @@ COMMANDS = ["run", "audit", "diff", "accept", "discard", "export", "push", "supe
             "ui", "image", "estop", "approvals", "agent"]
 
 
+def _prefix():
+    """The build directory's install prefix, without its leading slash."""
+    try:
+        p = subprocess.run(["meson", "introspect", str(BUILD), "--buildoptions"],
+                           capture_output=True, text=True, timeout=60)
+        return [o["value"] for o in json.loads(p.stdout) if o["name"] == "prefix"][0].lstrip("/")
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return ""  # the fixture says why
+
+
+PREFIX = _prefix()
+
+
 def sh(argv, timeout=120, **kw):
     return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=timeout, **kw)
@@ -36,29 +50,32 @@ def sh(argv, timeout=120, **kw):
 def root(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("make install checks the build's packages as root (make deps)")
+    assert PREFIX, f"meson introspect {BUILD} --buildoptions named no prefix"
     dest = tmp_path_factory.mktemp("destdir")
-    p = sh(["make", "-C", str(REPO), "install", "BUILD=" + str(BUILD), "PREFIX=/usr",
+    # Installed at the build's own prefix: another prefix would reconfigure
+    # and rebuild the build directory every other test is running from.
+    p = sh(["make", "-C", str(REPO), "install", "BUILD=" + str(BUILD), "PREFIX=/" + PREFIX,
             "DESTDIR=" + str(dest)], timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     yield dest
 
 
 def bin_(root, name):
-    return str(root / "usr/bin" / name)
+    return str(root / PREFIX / "bin" / name)
 
 
 def test_programs_installed(root):
     for name in ["airlock", "airlockd", "airlock-git"]:
-        assert os.access(root / "usr/bin" / name, os.X_OK), name
+        assert os.access(root / PREFIX / "bin" / name, os.X_OK), name
     for page in ["airlock.1", "airlock-run.1", "airlock-audit.1"]:
-        assert (root / "usr/share/man/man1" / page).is_file()
-    assert (root / "usr/share/man/man8/airlockd.8").is_file()
+        assert (root / PREFIX / "share/man/man1" / page).is_file()
+    assert (root / PREFIX / "share/man/man8/airlockd.8").is_file()
     for cmd in COMMANDS:
-        assert (root / "usr/share/man/man1" / ("airlock-%s.1" % cmd)).is_file(), cmd
-    assert (root / "usr/share/bash-completion/completions/airlock").is_file()
-    assert (root / "usr/share/zsh/site-functions/_airlock").is_file()
-    assert (root / "usr/lib/systemd/system/airlockd.service").is_file()
-    assert (root / "usr/lib/systemd/system/airlockd.socket").is_file()
+        assert (root / PREFIX / "share/man/man1" / ("airlock-%s.1" % cmd)).is_file(), cmd
+    assert (root / PREFIX / "share/bash-completion/completions/airlock").is_file()
+    assert (root / PREFIX / "share/zsh/site-functions/_airlock").is_file()
+    assert (root / PREFIX / "lib/systemd/system/airlockd.service").is_file()
+    assert (root / PREFIX / "lib/systemd/system/airlockd.socket").is_file()
 
 
 def test_help_of_each_installed_program(root):
@@ -135,7 +152,7 @@ def _man_text(page):
 def test_man_pages_render_and_list_every_option_of_the_help(root):
     if not shutil.which("man"):
         pytest.skip("man is not installed (man-db: make deps)")
-    pages = sorted((root / "usr/share/man").glob("man*/*.[18]"))
+    pages = sorted((root / PREFIX / "share/man").glob("man*/*.[18]"))
     assert len(pages) == len(COMMANDS) + 3  # + airlock(1), airlockd(8), airlock-tool(1)
     for page in pages:
         text = _man_text(page)
@@ -144,7 +161,7 @@ def test_man_pages_render_and_list_every_option_of_the_help(root):
     env = dict(os.environ, AIRLOCK_HELP="full")
     for cmd in ["run", "create", "gc"]:
         full = sh([bin_(root, "airlock"), cmd, "--help"], env=env).stdout
-        text = _man_text(root / "usr/share/man/man1" / ("airlock-%s.1" % cmd))
+        text = _man_text(root / PREFIX / "share/man/man1" / ("airlock-%s.1" % cmd))
         opts = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", full))
         assert len(opts) >= 3, cmd
         for opt in opts:
@@ -152,14 +169,14 @@ def test_man_pages_render_and_list_every_option_of_the_help(root):
 
 
 def test_bash_completion_offers_commands_and_options(root):
-    comp = root / "usr/share/bash-completion/completions/airlock"
+    comp = root / PREFIX / "share/bash-completion/completions/airlock"
     script = """
 source %s
 PATH=%s:$PATH
 COMP_WORDS=(airlock ru); COMP_CWORD=1; _airlock; echo "${COMPREPLY[@]}"
 COMP_WORDS=(airlock run --mem); COMP_CWORD=2; _airlock; echo "${COMPREPLY[@]}"
 COMP_WORDS=(airlockd --max-s); COMP_CWORD=1; _airlockd; echo "${COMPREPLY[@]}"
-""" % (comp, root / "usr/bin")
+""" % (comp, root / PREFIX / "bin")
     p = sh(["bash", "-c", script], timeout=60)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
@@ -171,16 +188,16 @@ COMP_WORDS=(airlockd --max-s); COMP_CWORD=1; _airlockd; echo "${COMPREPLY[@]}"
 def test_systemd_units_verify(root, tmp_path):
     if not shutil.which("systemd-analyze"):
         pytest.skip("systemd-analyze is not installed: the units cannot be verified here")
-    units = root / "usr/lib/systemd/system"
+    units = root / PREFIX / "lib/systemd/system"
     service = (units / "airlockd.service").read_text()
-    assert "ExecStart=/usr/bin/airlockd" in service
+    assert f"ExecStart=/{PREFIX}/bin/airlockd" in service
     for key in ["ProtectSystem=strict", "StateDirectory=airlock", "RuntimeDirectory=airlock",
                 "NoNewPrivileges=yes", "KillMode=process", "Delegate=yes", "PrivateTmp=yes",
                 "RuntimeDirectoryPreserve=yes"]:
         assert key in service, key
     # verify checks that ExecStart exists: point it into the staging root.
     (tmp_path / "airlockd.service").write_text(
-        service.replace("ExecStart=/usr/bin/", "ExecStart=%s/usr/bin/" % root))
+        service.replace(f"ExecStart=/{PREFIX}/bin/", f"ExecStart={root}/{PREFIX}/bin/"))
     shutil.copy(units / "airlockd.socket", tmp_path)
     p = sh(["systemd-analyze", "verify", "--man=no", str(tmp_path / "airlockd.service"),
             str(tmp_path / "airlockd.socket")], timeout=60)
@@ -223,6 +240,6 @@ def test_airlockd_serves_the_socket_it_is_given(root, tmp_path):
 def test_uninstall_removes_what_install_put(root):
     p = sh(["make", "-C", str(REPO), "uninstall", "BUILD=" + str(BUILD)], timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert not (root / "usr/bin/airlock").exists()
-    assert not (root / "usr/share/man/man1/airlock-run.1").exists()
-    assert not (root / "usr/lib/systemd/system/airlockd.service").exists()
+    assert not (root / PREFIX / "bin/airlock").exists()
+    assert not (root / PREFIX / "share/man/man1/airlock-run.1").exists()
+    assert not (root / PREFIX / "lib/systemd/system/airlockd.service").exists()

@@ -110,7 +110,11 @@ def test_capture_over_the_disk_limit_fails_closed(airlock):
     assert p.returncode == 125, p.stderr
     assert "limits.disk" in p.stderr, p.stderr
     assert sorted(os.listdir(ws)) == before
-    new = _sandbox_dirs(airlock) - old
+    # This run's sandbox, if anything of it is left (the audit names it:
+    # other tests' sandboxes come and go meanwhile).
+    ours = {e["sandbox"] for e in _events(audit) if e.get("sandbox")}
+    assert ours, _events(audit)
+    new = (_sandbox_dirs(airlock) - old) & ours
     for n in new:
         changes = _state_root(airlock) / "sandboxes" / n / "changes"
         assert not changes.exists() or not os.listdir(changes)

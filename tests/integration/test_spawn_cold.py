@@ -70,16 +70,18 @@ def test_nothing_remains_after_the_run(airlock):
     ws = airlock.make_dir()
     rdir = airlock.make_dir("result")
     rfile = rdir / "r.json"
-    # A child left running in the background must die with the sandbox.
+    # A child left running in the background must die with the sandbox (its
+    # own argument: other tests running at the same time sleep too).
+    sleep = "sleep 300.%06d" % (int.from_bytes(os.urandom(3), "big") % 1000000)
     p = subprocess.run(argv(airlock, ["run", "-q", "--result", rfile, "-w", ws, "--",
-                                      "/bin/sh", "-c", "sleep 300 & echo started"]),
+                                      "/bin/sh", "-c", sleep + " & echo started"]),
                        cwd=str(ws), capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     sid = json.loads(rfile.read_text())["sandbox"]
     assert re.fullmatch(r"[0-9a-f]{16}", sid)
     assert cgroup_leaves(f"airlock-{sid}") == []
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "sleep 300" not in ps
+    assert sleep not in ps
 
 
 def test_trace_names_each_step_and_stays_out_of_the_sandbox(airlock):
