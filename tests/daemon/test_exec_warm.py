@@ -7,6 +7,7 @@ it runs is exactly what a forked process would run (options honoured,
 confinement whole, nothing left over from before), and that a process inside
 that kills or stops it costs nothing but the speed-up."""
 
+import os
 import time
 
 import pytest
@@ -120,6 +121,75 @@ def test_killing_or_stopping_the_prepared_process(api, sandbox):
     api.run(sid, ["true"], timeout=20)
     time.sleep(0.6)
     assert ages(api, sid)[0] >= 0.4
+
+
+def sandbox_pid1(supervisor):
+    """The host pid of the sandbox's pid 1: the supervisor's child that is
+    pid 1 of a namespace of its own."""
+    for tid in os.listdir("/proc/%d/task" % supervisor):
+        try:
+            kids = open("/proc/%d/task/%s/children" % (supervisor, tid)).read().split()
+        except OSError:
+            continue
+        for k in kids:
+            for line in open("/proc/%s/status" % k):
+                if line.startswith("NSpid:") and line.split()[-1] == "1":
+                    return int(k)
+    raise AssertionError("no pid 1 under supervisor %d" % supervisor)
+
+
+def wakeups(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
+
+
+def pids_dir(pid):
+    """The pids controller's directory of pid's cgroup (v1 or v2)."""
+    v2 = None
+    for line in open("/proc/%d/cgroup" % pid):
+        _, ctrls, path = line.strip().split(":", 2)
+        if "pids" in ctrls.split(","):
+            return "/sys/fs/cgroup/pids" + path
+        if ctrls == "":
+            v2 = "/sys/fs/cgroup" + path
+    return v2
+
+
+def test_no_retry_loop_when_the_sandbox_is_out_of_processes(shared_daemon, api):
+    # No process slot left: pid 1 cannot fork the next prepared process
+    # after an exec, and must not try again every millisecond.
+    sb = api.create(sandbox_class="small", policy={"limits": {"pids": 64}})
+    sid = sb["id"]
+    limit = None
+    try:
+        api.run(sid, ["true"], timeout=20)
+        time.sleep(0.3)
+        pid1 = sandbox_pid1(shared_daemon.supervisors()[sid])
+        d = pids_dir(pid1)
+        if not d or not os.path.exists(d + "/pids.max"):
+            pytest.skip("no pids controller for the sandbox")
+        limit = d + "/pids.max"
+        # One below what is there: the prepared process's slot, once it has
+        # run the next command, is not to be had again.
+        with open(limit, "w") as f:
+            f.write(str(int(open(d + "/pids.current").read()) - 1))
+        # Served by the prepared process; the one after it cannot be made.
+        assert api.run(sid, ["true"], timeout=20).exit_code == 0
+        time.sleep(0.3)
+        before = wakeups(pid1)
+        time.sleep(1.0)
+        woke = wakeups(pid1) - before
+        assert woke < 100, "pid 1 woke %d times in a second" % woke
+    finally:
+        if limit:
+            with open(limit, "w") as f:
+                f.write("64")
+        try:
+            api.delete(sid)
+        except (AirlockError, OSError):
+            pass
 
 
 def test_no_prepared_process_for_a_low_pids_limit(api):

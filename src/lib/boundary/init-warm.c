@@ -130,13 +130,19 @@ static _Noreturn void warm_main(struct child_ctx *ctx, int fd)
 void warm_start(struct child_ctx *ctx, int sync, int sfd)
 {
         int wp[2];
-        if (warm_pid > 0 || warm_lost || !warm_possible(ctx) ||
-            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, wp) < 0)
+        if (warm_pid > 0 || warm_lost || !warm_possible(ctx))
                 return;
+        /* Out of processes (limits.pids reached) or descriptors: tried
+         * again once a request has been served, not every millisecond. */
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, wp) < 0) {
+                warm_lost = true;
+                return;
+        }
         pid_t pid = fork();
         if (pid < 0) {
                 close(wp[0]);
                 close(wp[1]);
+                warm_lost = true;
                 return;
         }
         if (pid == 0) {
