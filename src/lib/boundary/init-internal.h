@@ -60,6 +60,13 @@ void warm_start(struct child_ctx *ctx, int sync, int sfd);
  * failure or, closed by execve, its start; -1 when there is none or it could
  * not take the request (nothing was started). */
 pid_t warm_take(int id, const char *payload, size_t len, const int *fds, int *ret_fd);
+/* What became of a request handed to the prepared process (pid, its
+ * channel fd), read within WARM_EXEC_TIMEOUT_MS: it passed execve; it
+ * failed (*m is its SYNC_ERROR); it died or was stopped before it took the
+ * request, which never ran (killed, to be reaped; serve it by a fork); or
+ * it took the request and was stopped or misbehaved (killed: refuse it). */
+enum warm_outcome { WARM_EXECED, WARM_FAILED, WARM_UNTAKEN, WARM_LOST };
+enum warm_outcome warm_wait(pid_t pid, int fd, struct sync_msg *m);
 /* pid was the prepared process, dead unused: true (it is forgotten). */
 bool warm_reaped(pid_t pid);
 /* After a SIGCHLD: a prepared process that was stopped is let go. */

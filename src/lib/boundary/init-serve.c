@@ -97,10 +97,36 @@ static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc
                 }
         }
         pid_t pid = -1;
-        bool warm =
-            !want_tty && as_user == 0 && (pid = warm_take(id, payload, len, fds, &pair[0])) > 0;
-        if (warm)
-                goto started;
+        if (!want_tty && as_user == 0 && (pid = warm_take(id, payload, len, fds, &pair[0])) > 0) {
+                al_trace_mark("init.warm_handed");
+                struct sync_msg r;
+                enum warm_outcome w = warm_wait(pid, pair[0], &r);
+                al_trace_mark("init.exec_seen");
+                close(pair[0]);
+                pair[0] = -1;
+                if (w != WARM_UNTAKEN) {
+                        /* Reaped as any; only a process that passed execve
+                         * has its exit reported. */
+                        procs[slot].pid = pid;
+                        procs[slot].id = w == WARM_EXECED ? id : -1;
+                        if (w == WARM_FAILED) {
+                                r.id = id;
+                                spawn_send_msg(sync, &r);
+                        } else if (w == WARM_LOST) {
+                                m.code = ETIMEDOUT;
+                                snprintf(m.text, sizeof(m.text),
+                                         "the command's process did not start within %d s",
+                                         WARM_EXEC_TIMEOUT_MS / 1000);
+                                spawn_send_msg(sync, &m);
+                        } else {
+                                m.type = SYNC_STARTED;
+                                spawn_send_msg(sync, &m);
+                        }
+                        goto out;
+                }
+                /* It never took the request (killed or stopped while it
+                 * waited): nothing ran, a fork serves it. */
+        }
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
                 m.code = errno;
                 snprintf(m.text, sizeof(m.text), "socketpair: %s", strerror(errno));
@@ -134,26 +160,10 @@ static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc
                 close(slave);
                 slave = -1;
         }
-started:
         procs[slot].pid = pid;
         procs[slot].id = id;
-        al_trace_mark(warm ? "init.warm_handed" : "init.forked");
+        al_trace_mark("init.forked");
         struct sync_msg r;
-        struct pollfd wp = {.fd = pair[0], .events = POLLIN};
-        int pr = 1;
-        /* A forked process is pid 1's own until execve; a prepared one
-         * waited where the sandbox's processes can stop it: bounded. */
-        while (warm && (pr = poll(&wp, 1, WARM_EXEC_TIMEOUT_MS)) < 0 && errno == EINTR)
-                ;
-        if (pr == 0) {
-                kill(pid, SIGKILL);
-                procs[slot].id = -1;
-                m.code = ETIMEDOUT;
-                snprintf(m.text, sizeof(m.text), "the command's process did not start within %d s",
-                         WARM_EXEC_TIMEOUT_MS / 1000);
-                spawn_send_msg(sync, &m);
-                goto out;
-        }
         int rr = spawn_sync_recv(pair[0], &r, NULL, 0, NULL);
         al_trace_mark("init.exec_seen");
         if (rr == 0 && r.type == SYNC_ERROR) {

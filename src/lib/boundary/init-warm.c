@@ -86,6 +86,9 @@ static _Noreturn void warm_main(struct child_ctx *ctx, int fd)
         while (n < 0 && errno == EINTR);
         if (n <= 0)
                 _exit(0); /* pid 1 let it go */
+        /* Taken: from here a death of this process may be its command's
+         * (pid 1 tells it from one before, which never ran). */
+        spawn_sync_send(fd, SYNC_GO, 0, 0, NULL);
         al_trace_mark("warm.request");
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
                 if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -234,4 +237,49 @@ void warm_check_stopped(void)
 void warm_served(void)
 {
         warm_lost = false;
+}
+
+/* One message from the prepared process before `deadline_us`: 1, with *m;
+ * 0 at the end of its channel (execve, or death); -ETIMEDOUT. */
+static int warm_recv(int fd, struct sync_msg *m, uint64_t deadline_us)
+{
+        for (;;) {
+                uint64_t now = now_monotonic_us();
+                int left = now >= deadline_us ? 0 : (int)((deadline_us - now + 999) / 1000);
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                int n = poll(&p, 1, left);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return -ETIMEDOUT;
+                return spawn_sync_recv(fd, m, NULL, 0, NULL) == 0 ? 1 : 0;
+        }
+}
+
+enum warm_outcome warm_wait(pid_t pid, int fd, struct sync_msg *m)
+{
+        uint64_t deadline = now_monotonic_us() + (uint64_t)WARM_EXEC_TIMEOUT_MS * 1000;
+        int r = warm_recv(fd, m, deadline);
+        if (r == 0)
+                return WARM_UNTAKEN; /* dead before it read the request */
+        if (r < 0) {
+                /* Stopped before it answered. Killed, it says what it had
+                 * sent: nothing (the request never ran), or that it had
+                 * taken it, which cannot be undone. */
+                kill(pid, SIGKILL);
+                return spawn_sync_recv(fd, m, NULL, 0, NULL) == 0 ? WARM_LOST : WARM_UNTAKEN;
+        }
+        if (m->type == SYNC_ERROR)
+                return WARM_FAILED;
+        if (m->type != SYNC_GO) {
+                kill(pid, SIGKILL);
+                return WARM_LOST;
+        }
+        r = warm_recv(fd, m, deadline);
+        if (r == 0)
+                return WARM_EXECED; /* as a forked process's, its channel closed by execve */
+        if (r > 0 && m->type == SYNC_ERROR)
+                return WARM_FAILED;
+        kill(pid, SIGKILL);
+        return WARM_LOST;
 }
