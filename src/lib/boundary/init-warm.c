@@ -239,47 +239,43 @@ void warm_served(void)
         warm_lost = false;
 }
 
-/* One message from the prepared process before `deadline_us`: 1, with *m;
- * 0 at the end of its channel (execve, or death); -ETIMEDOUT. */
-static int warm_recv(int fd, struct sync_msg *m, uint64_t deadline_us)
+/* What the prepared process said before its channel closed (execve or
+ * death): whether it had taken the request, and its failure if any. */
+static enum warm_outcome warm_said(int fd, struct sync_msg *m)
 {
-        for (;;) {
-                uint64_t now = now_monotonic_us();
-                int left = now >= deadline_us ? 0 : (int)((deadline_us - now + 999) / 1000);
-                struct pollfd p = {.fd = fd, .events = POLLIN};
-                int n = poll(&p, 1, left);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return -ETIMEDOUT;
-                return spawn_sync_recv(fd, m, NULL, 0, NULL) == 0 ? 1 : 0;
+        bool taken = false;
+        struct sync_msg x;
+        while (spawn_sync_recv(fd, &x, NULL, 0, NULL) == 0) {
+                if (x.type == SYNC_GO)
+                        taken = true;
+                else if (x.type == SYNC_ERROR) {
+                        *m = x;
+                        return WARM_FAILED;
+                }
         }
+        return taken ? WARM_EXECED : WARM_UNTAKEN;
 }
 
 enum warm_outcome warm_wait(pid_t pid, int fd, struct sync_msg *m)
 {
+        /* No event but the end of its channel wakes pid 1 (its answer that
+         * it took the request is read then): one wake-up, as for a fork. */
         uint64_t deadline = now_monotonic_us() + (uint64_t)WARM_EXEC_TIMEOUT_MS * 1000;
-        int r = warm_recv(fd, m, deadline);
-        if (r == 0)
-                return WARM_UNTAKEN; /* dead before it read the request */
-        if (r < 0) {
-                /* Stopped before it answered. Killed, it says what it had
-                 * sent: nothing (the request never ran), or that it had
-                 * taken it, which cannot be undone. */
-                kill(pid, SIGKILL);
-                return spawn_sync_recv(fd, m, NULL, 0, NULL) == 0 ? WARM_LOST : WARM_UNTAKEN;
+        for (;;) {
+                uint64_t now = now_monotonic_us();
+                int left = now >= deadline ? 0 : (int)((deadline - now + 999) / 1000);
+                struct pollfd p = {.fd = fd, .events = 0};
+                int n = poll(&p, 1, left);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n > 0)
+                        return warm_said(fd, m);
+                break;
         }
-        if (m->type == SYNC_ERROR)
-                return WARM_FAILED;
-        if (m->type != SYNC_GO) {
-                kill(pid, SIGKILL);
-                return WARM_LOST;
-        }
-        r = warm_recv(fd, m, deadline);
-        if (r == 0)
-                return WARM_EXECED; /* as a forked process's, its channel closed by execve */
-        if (r > 0 && m->type == SYNC_ERROR)
-                return WARM_FAILED;
+        /* Stopped: killed, it says what it had sent. Nothing: the request
+         * never ran (a fork serves it). That it had taken it: it cannot be
+         * told whether it got further, so the request is refused. */
         kill(pid, SIGKILL);
-        return WARM_LOST;
+        enum warm_outcome w = warm_said(fd, m);
+        return w == WARM_UNTAKEN ? WARM_UNTAKEN : WARM_LOST;
 }
