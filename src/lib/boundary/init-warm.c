@@ -37,7 +37,9 @@ static int warm_fd = -1;
 static bool warm_lost;
 
 /* It counts against limits.pids like any process: a sandbox held to a few
- * gets none, so that it never takes the one its command would fork. */
+ * gets none, so that it never takes the one its command would fork. An
+ * OCI container (airlock-runtime, spawn_config.rootfs) gets none either:
+ * its processes are its tooling's to count and list, and it starts few. */
 enum { WARM_MIN_PIDS = 64 };
 
 static bool warm_possible(const struct child_ctx *ctx)
@@ -45,7 +47,7 @@ static bool warm_possible(const struct child_ctx *ctx)
         const struct spawn_config *cfg = ctx->cfg;
         uint64_t pids = cfg->policy->limits.pids;
         return init_once.landlock >= 0 && init_once.seccomp && init_once.signals_default &&
-               !cfg->extra_filter && (pids == 0 || pids >= WARM_MIN_PIDS) &&
+               !cfg->extra_filter && !cfg->rootfs && (pids == 0 || pids >= WARM_MIN_PIDS) &&
                cfg->policy->tier != POLICY_TIER_GVISOR && cfg->policy->tier != POLICY_TIER_MICROVM;
 }
 
