@@ -8,10 +8,23 @@ by 2 concurrent clients against 2 clients of `airlock run`, in interleaved
 windows; then the memory of idle sandboxes (supervisor RSS plus what the
 sandbox's cgroup charges). The load average and what an fdatasync costs in
 the state directory are printed first: every create and exec waits for
-synced records (BENCH_STATE_DIR puts the state elsewhere)."""
+synced records (BENCH_STATE_DIR puts the state elsewhere).
+
+The floors are measured in the same run: a bare fork+exec of /bin/true from
+here, and an HTTP round trip on the same connection that does nothing (an
+authenticated GET the router answers 404). An exec costs at least both, and
+a synced write (the process's end) on top.
+
+  --trace   also run BENCH_TRACE_RUNS (default 40) traced execs in a running
+            sandbox and traced warm creates on a daemon of their own, and
+            print the median time of each step (AIRLOCK_TRACE, across the
+            daemon, the supervisor, pid 1 and the command's process) from
+            the client's request.
+"""
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -30,6 +43,8 @@ RUNS = int(os.environ.get("BENCH_RUNS", "100"))
 IDLE = int(os.environ.get("BENCH_IDLE", "100"))
 TPUT_S = float(os.environ.get("BENCH_TPUT_SECONDS", "2"))
 TPUT_ROUNDS = int(os.environ.get("BENCH_TPUT_ROUNDS", "3"))
+TRACE_RUNS = int(os.environ.get("BENCH_TRACE_RUNS", "40"))
+TRACE_LINE = re.compile(r"airlock-trace pid=\d+ at=\d+us step=(\S+) \+\d+us mono=(\d+)us")
 
 sys.path.insert(0, os.path.join(REPO, "clients/python"))
 from airlock_client import Client  # noqa: E402
@@ -41,7 +56,7 @@ def pct(v, p):
 
 
 class Daemon:
-    def __init__(self, base, *args):
+    def __init__(self, base, *args, env=None):
         self.base = base
         self.sock = os.path.join(base, "d.sock")
         state = os.path.join(base, "state")
@@ -52,7 +67,7 @@ class Daemon:
             [AIRLOCKD, "--quiet", "--socket", self.sock, "--state-dir", state, "--run-dir",
              os.path.join(base, "run"), "--audit", os.path.join(base, "audit.jsonl"),
              "--airlock", AIRLOCK, "--max-sandboxes", str(IDLE + 50)] + list(args),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         self.token = tok
         self.c = Client(socket_path=self.sock, token=tok, timeout=300)
         end = time.monotonic() + 30
@@ -82,6 +97,18 @@ class Daemon:
         finally:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait()
+
+
+def drain_pool(d, base):
+    """A stopped daemon's pool: a daemon started without --pool destroys
+    the pooled sandboxes."""
+    d.proc = subprocess.Popen([a for a in d.proc.args if a not in ("--pool", "small=2", "small=4")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 30
+    while os.listdir(os.path.join(base, "run")) and time.monotonic() < end:
+        time.sleep(0.05)
+    d.proc.send_signal(signal.SIGTERM)
+    d.proc.wait()
 
 
 def one_shot(ws):
@@ -171,6 +198,16 @@ class Conn:
         if self.s:
             self.s.close()
             self.s = None
+
+
+def http_nothing(conn):
+    """The floor of an API call: one authenticated round trip on the same
+    connection that the router answers 404 without touching the store or
+    the log."""
+    t0 = time.perf_counter()
+    st, _ = conn.request("GET", "/v1/nothing")
+    assert st == 404, st
+    return time.perf_counter() - t0
 
 
 def api_exec(conn, sid, argv=("true",)):
@@ -274,6 +311,63 @@ def rss(pid, field="Rss:"):
     return 0
 
 
+def trace_steps(base, runs):
+    """Per-step medians, from the client's request, of `runs` traced execs
+    in a running sandbox and `runs` traced warm creates; spans cross
+    processes through the trace's monotonic clock."""
+    path = os.path.join(base, "trace")
+    d = Daemon(base, "--pool", "small=2", env=dict(os.environ, AIRLOCK_TRACE=path))
+    conn = Conn(d.sock, d.token)
+    spans = {"exec": [], "create": []}
+    try:
+        st, body = conn.request("POST", "/v1/sandboxes", {"class": "small"})
+        assert st == 201, (st, body)
+        sid = json.loads(body)["id"]
+        for _ in range(5):
+            api_exec(conn, sid)
+        for _ in range(runs):
+            time.sleep(0.01)
+            t0 = time.monotonic_ns() // 1000
+            api_exec(conn, sid)
+            spans["exec"].append((t0, time.monotonic_ns() // 1000))
+        for _ in range(runs):
+            end = time.monotonic() + 30
+            while d.pool_ready() < 2 and time.monotonic() < end:
+                time.sleep(0.005)
+            time.sleep(0.02)
+            t0 = time.monotonic_ns() // 1000
+            st, body = conn.request("POST", "/v1/sandboxes", {"class": "small"})
+            spans["create"].append((t0, time.monotonic_ns() // 1000))
+            assert st == 201, (st, body)
+            conn.request("DELETE", "/v1/sandboxes/" + json.loads(body)["id"])
+        conn.request("DELETE", "/v1/sandboxes/" + sid)
+    finally:
+        conn.close()
+        d.stop()
+        drain_pool(d, base)
+    marks = []
+    with open(path) as f:
+        for line in f:
+            m = TRACE_LINE.search(line)
+            if m:
+                marks.append((int(m.group(2)), m.group(1)))
+    marks.sort()
+    for what, windows in spans.items():
+        steps = {}
+        for t0, t1 in windows:
+            seen = {}
+            for t, step in marks:
+                if t0 <= t <= t1 and step not in seen:
+                    seen[step] = t - t0
+            seen["client.answer"] = t1 - t0
+            for step, v in seen.items():
+                steps.setdefault(step, []).append(v)
+        rows = sorted((statistics.median(v), step) for step, v in steps.items()
+                      if len(v) >= len(windows) // 2)
+        print("daemon: trace of %s (%d runs), median us from the request: %s"
+              % (what, len(windows), "  ".join("%s %.0f" % (step, med) for med, step in rows)))
+
+
 def main():
     if os.geteuid() != 0:
         print("bench: daemon: needs root", file=sys.stderr)
@@ -303,7 +397,7 @@ def main():
             api_exec(wc, running)
             one_shot(ws)
             bare_true()
-        bare, ref, c_ce, c_d, w_ce, w_d, ex = [], [], [], [], [], [], []
+        bare, ref, c_ce, c_d, w_ce, w_d, ex, nothing = [], [], [], [], [], [], [], []
         def pool_full():
             # The refill after a take is a cold start of its own: measure
             # nothing while it runs.
@@ -313,6 +407,7 @@ def main():
 
         for _ in range(RUNS):
             bare.append(bare_true())
+            nothing.append(http_nothing(wc))
             ref.append(one_shot(ws))
             a, b = api_cycle(cc)
             c_ce.append(a)
@@ -326,7 +421,8 @@ def main():
             w_d.append(b)
             pool_full()
         r, f = statistics.median(ref), statistics.median(bare)
-        print("daemon: bare fork+exec of /bin/true          %s (reference)" % ms(bare))
+        print("daemon: bare fork+exec of /bin/true          %s (floor)" % ms(bare))
+        print("daemon: HTTP round trip doing nothing       %s (floor)" % ms(nothing))
         print("daemon: airlock run -- /bin/true            %s (reference)" % ms(ref))
         print("daemon: cold create + exec(true)            %s  %.2fx airlock run"
               % (ms(c_ce), statistics.median(c_ce) / r))
@@ -339,6 +435,10 @@ def main():
               % (ms(wced), statistics.median(wced) / r))
         print("daemon: exec(true) in a running sandbox     %s  %.1fx bare"
               % (ms(ex), statistics.median(ex) / f))
+        floor = f + statistics.median(nothing)
+        print("daemon: exec floor (bare fork+exec + HTTP round trip) p50 %.2f ms; exec is %.2fx "
+              "the floor, %.2f ms above it" % (floor * 1e3, statistics.median(ex) / floor,
+                                               (statistics.median(ex) - floor) * 1e3))
         print("daemon: targets: warm create + exec p50 < 1 ms: %.2f ms; exec in a running "
               "sandbox p50 < 0.5 ms: %.2f ms"
               % (statistics.median(w_ce) * 1e3, statistics.median(ex) * 1e3))
@@ -395,6 +495,9 @@ def main():
         print("daemon: load average at the end %s"
               % " ".join("%.2f" % x for x in os.getloadavg()))
         cold.stop()
+        if "--trace" in sys.argv[1:] and TRACE_RUNS > 0:
+            os.makedirs(os.path.join(base, "trace"))
+            trace_steps(os.path.join(base, "trace"), TRACE_RUNS)
     finally:
         for c in conns:
             c.close()
@@ -402,14 +505,7 @@ def main():
             if d:
                 d.stop()
         if warm:
-            # Its pool: a daemon without --pool destroys pooled sandboxes.
-            warm.proc = subprocess.Popen(warm.proc.args[:-2], stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL)
-            end = time.monotonic() + 30
-            while os.listdir(os.path.join(base, "warm", "run")) and time.monotonic() < end:
-                time.sleep(0.05)
-            warm.proc.send_signal(signal.SIGTERM)
-            warm.proc.wait()
+            drain_pool(warm, os.path.join(base, "warm"))
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(ws, ignore_errors=True)
     return 0

@@ -159,6 +159,12 @@ static void on_cloned(const char *id, const char *workspace, const char *base, i
         reply_error_fields(d, req, 403, "limit_exceeded", json_pack("{s:s}", "limit", limit),      \
                            __VA_ARGS__)
 
+/* A pooled sandbox's record as the grant's (record_audit_durably_with). */
+static int save_pooled(void *sb)
+{
+        return sandbox_save(sb);
+}
+
 /* A create past its checks (and its host workspace's answer): how many,
  * then the pool, a clone or a start. */
 struct create_req {
@@ -233,23 +239,27 @@ static void create_rest(struct create_req *cr)
                 pooled->last_active_ms = now;
                 pooled->expires_ms = ttl > 0 ? now + (uint64_t)(ttl * 1000) : 0;
                 pooled->idle_timeout_ms = idle > 0 ? (uint64_t)(idle * 1000) : 0;
-                if (sandbox_save(pooled) < 0) {
+                /* The take and api.create are both durable before the
+                 * 201: synced side by side, not one after the other. */
+                int saved = 0;
+                int audited = record_audit_durably_with(
+                    d, pooled->id, "api.create",
+                    json_pack("{s:s, s:s, s:b}", "grant", cr->grant, "class", cls, "pool", true),
+                    save_pooled, pooled, &saved);
+                al_trace_mark("create.durable");
+                if (audited < 0) {
+                        sandbox_destroy(pooled, "audit_failed", NULL, NULL);
+                        reply_audit_failed(d, req, d->audit_fault);
+                        goto done;
+                }
+                if (saved < 0) {
                         /* Not recorded as this grant's: not handed out. */
                         sandbox_destroy(pooled, "store_failed", NULL, NULL);
                         reply_start_error(d, req, -EIO, store_last_error(d->store));
                         goto done;
                 }
-                al_trace_mark("create.store");
-                if (record_audit_durably(d, pooled->id, "api.create",
-                                         json_pack("{s:s, s:s, s:b}", "grant", cr->grant, "class",
-                                                   cls, "pool", true)) < 0) {
-                        sandbox_destroy(pooled, "audit_failed", NULL, NULL);
-                        reply_audit_failed(d, req, d->audit_fault);
-                        goto done;
-                }
                 d->metrics.creates++;
                 d->metrics.pool_hits++;
-                al_trace_mark("create.audit");
                 reply_json(d, req, 201, live_json(pooled));
                 al_trace_mark("create.reply");
                 pool_refill_later(d);
@@ -325,10 +335,9 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         json_t *body = read_json_body(d, req, true);
         if (!body)
                 return;
-        static const char *const keys[] = {"policy",      "class",     "metadata", "ttl",
-                                           "idleTimeout", "workspace", "review",   "repo",
-                                           "rev",         "volumes",   "home",     "tier",
-                                           NULL};
+        static const char *const keys[] = {"policy",    "class",  "metadata", "ttl", "idleTimeout",
+                                           "workspace", "review", "repo",     "rev", "volumes",
+                                           "home",      "tier",   NULL};
         struct policy *p = NULL;
         if (reject_unknown(d, req, body, keys))
                 goto out;

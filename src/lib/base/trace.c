@@ -91,6 +91,10 @@ void al_trace_mark(const char *step)
         p = put_str(p, end, step ? step : "?");
         p = put_str(p, end, " +");
         p = put_u64(p, end, (now - trace_last_ns) / 1000);
+        /* The monotonic clock itself, shared by every process: spans that
+         * cross processes (daemon -> supervisor -> pid 1) are read from it. */
+        p = put_str(p, end, "us mono=");
+        p = put_u64(p, end, now / 1000);
         p = put_str(p, end, "us\n");
         if (p == end)
                 *(p - 1) = '\n';

@@ -11,11 +11,12 @@
  * appended to. Each mark is one line, written with one write(2) and nothing
  * that allocates or locks, so it is safe between fork and exec:
  *
- *   airlock-trace pid=123 at=1534us step=cgroup.attach +212us
+ *   airlock-trace pid=123 at=1534us step=cgroup.attach +212us mono=88123456us
  *
  * `at` counts from the first mark of the whole process tree (children
  * inherit the origin across fork and clone), `+` from this process's
- * previous mark. The trace descriptor is close-on-exec: nothing of it
+ * previous mark, `mono` is CLOCK_MONOTONIC, the same in every process
+ * (for spans that cross processes). The trace descriptor is close-on-exec: nothing of it
  * reaches a sandbox. */
 
 /* Whether tracing is on (reads AIRLOCK_TRACE on the first call; call it

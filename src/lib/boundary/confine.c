@@ -144,12 +144,12 @@ int confine_landlock_build(const struct confine_config *c, int *ret_fd, struct a
         return *ret_fd >= 0 ? 0 : al_error_set(err, EOPNOTSUPP, "landlock: no ruleset");
 }
 
-int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err)
+/* The new session, the descriptors and the limits: the first steps, the
+ * same for every command of the sandbox. */
+static int confine_session(const struct confine_config *c, struct al_error *err)
 {
         const struct policy_limits *l = &c->policy->limits;
         int r;
-
-        *ret_exec_errno = 0;
 
         /* A new session: no controlling terminal to push input into. */
         if (setsid() < 0)
@@ -178,11 +178,13 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                 return r;
         if ((r = set_rlimit(RLIMIT_CORE, 0, "the core size limit", err)) < 0)
                 return r;
+        return 0;
+}
 
-        if (c->cwd && chdir(c->cwd) < 0)
-                return al_error_set(err, errno, "changing to %s", c->cwd);
-        al_trace_mark("cmd.session");
-
+/* Who it runs as, no_new_privs, Landlock, no capabilities, seccomp. */
+static int confine_restrict(const struct confine_config *c, struct al_error *err)
+{
+        int r;
         if (setresgid(c->gid, c->gid, c->gid) < 0)
                 return al_error_set(err, errno, "setting gid %u", (unsigned)c->gid);
         if (setresuid(c->uid, c->uid, c->uid) < 0)
@@ -193,7 +195,6 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                 return al_error_set(err, errno, "setting no_new_privs");
 
         bool gvisor = c->policy->tier == POLICY_TIER_GVISOR;
-        bool microvm = c->policy->tier == POLICY_TIER_MICROVM;
         /* The gvisor tier: runsc builds its own namespaces, mounts and
          * seccomp filter around its user-space kernel, which Landlock and
          * Airlock's filter forbid; the agent's system calls never reach this
@@ -230,11 +231,22 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
         if (c->extra_filter &&
             syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, c->extra_filter) < 0)
                 return al_error_set(err, errno, "seccomp: loading the container's own filter");
+        return 0;
+}
 
+int confine_prepare(const struct confine_config *c, struct al_error *err)
+{
+        int r = confine_session(c, err);
+        return r < 0 ? r : confine_restrict(c, err);
+}
+
+int confine_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err)
+{
+        *ret_exec_errno = 0;
         /* execvp searches the sandbox's PATH, so the clean environment must
          * already be ours. */
         environ = (char **)c->envp;
-        if (microvm) {
+        if (c->policy->tier == POLICY_TIER_MICROVM) {
                 struct tier_vm_run run = {
                     .policy = c->policy,
                     .argv = c->argv,
@@ -247,7 +259,7 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
                 };
                 return tier_microvm_exec(&run, ret_exec_errno, err);
         }
-        if (gvisor) {
+        if (c->policy->tier == POLICY_TIER_GVISOR) {
                 _cleanup_free_ char **argv = tier_gvisor_argv(c->argv, c->cwd);
                 execv(argv[0], argv);
                 *ret_exec_errno = errno;
@@ -257,4 +269,18 @@ int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct
         execvp(c->argv[0], c->argv);
         *ret_exec_errno = errno;
         return al_error_set(err, errno, "%s", c->argv[0]);
+}
+
+int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err)
+{
+        int r;
+        *ret_exec_errno = 0;
+        if ((r = confine_session(c, err)) < 0)
+                return r;
+        if (c->cwd && chdir(c->cwd) < 0)
+                return al_error_set(err, errno, "changing to %s", c->cwd);
+        al_trace_mark("cmd.session");
+        if ((r = confine_restrict(c, err)) < 0)
+                return r;
+        return confine_exec(c, ret_exec_errno, err);
 }

@@ -39,6 +39,13 @@ struct confine_config {
  * execve itself failed. */
 int confine_and_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err);
 
+/* confine_and_exec() in two halves, for a process made ready before its
+ * command is known (an idle sandbox's prepared process, init.c): every step
+ * but the working directory and execve, with c->cwd, argv and envp unused;
+ * then, once they are known, chdir(c->cwd) by the caller and confine_exec(). */
+int confine_prepare(const struct confine_config *c, struct al_error *err);
+int confine_exec(const struct confine_config *c, int *ret_exec_errno, struct al_error *err);
+
 /* Build the Landlock ruleset confine_and_exec() would for `c` (its policy's
  * tier and write_paths) into *ret_fd, close-on-exec; -1 for the gvisor tier,
  * which takes no ruleset. pid 1 builds it once and hands it to every command

@@ -496,11 +496,6 @@ void control_do_exec(struct client *cl, json_t *req)
         p->start_us = now_monotonic_us();
         p->stall_ms = x.stall_ms;
         p->ev_stall = evtimer_new(c->core.base, on_proc_stall, p);
-        if (c->core.cg) {
-                struct cgroup_usage cu;
-                c->core.cg->ops->usage(c->core.cg, &cu);
-                p->oom_before = cu.oom_kills;
-        }
         c->procs[slot] = p;
 
         int fds[3] = {pin[0], pout[1], perr[1]};
@@ -520,9 +515,18 @@ void control_do_exec(struct client *cl, json_t *req)
                                           r == -E2BIG ? "argv and env are too large"
                                                       : "asking pid 1 to start it");
         }
+        al_trace_mark("sv.pid1_asked");
+        /* The sandbox's OOM kills so far, read while pid 1 starts it, off
+         * the path to pid 1 (the cgroup's files cost more than the rest of
+         * this). One killed by the OOM killer within that first moment would
+         * be reported as SIGKILL without "oom_killed". */
+        if (c->core.cg) {
+                struct cgroup_usage cu;
+                c->core.cg->ops->usage(c->core.cg, &cu);
+                p->oom_before = cu.oom_kills;
+        }
         /* Synced while pid 1 forks, and before "started" is reported; a
          * sync that fails kills the process (audit_fault). */
-        al_trace_mark("sv.pid1_asked");
         sv_core_commit(&c->core);
         al_trace_mark("sv.audit_commit");
         for (int k = 0; k < 2 && !x.pty; k++) {
