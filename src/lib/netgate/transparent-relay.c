@@ -50,6 +50,7 @@ static void relay_free(struct netgate_relay *r, const char *reason)
             .bytes_up = r->x.bytes_up,
             .bytes_down = r->x.bytes_down,
             .duration_ms = now > r->t0 ? (now - r->t0) / 1000 : 0,
+            .ended = true,
         };
         netgate_emit(g, &rec);
         netgate_upstream_stop(&r->u);
