@@ -148,23 +148,26 @@ def latency_paths(n, warmup, paths):
     """Sequential GETs over several kept connections opened in the order
     given, one request on each in turn (the first of each turn rotating), so
     that every path sees the same moments of a busy machine. paths are
-    NAME=HOST:PORT or NAME=HOST:PORT@PROXYHOST:PROXYPORT (a CONNECT tunnel).
-    Prints {NAME: [microseconds, ...]} for the last n turns."""
+    NAME=HOST:PORT, NAME=HOST:PORT@PROXYHOST:PROXYPORT (a CONNECT tunnel)
+    or NAME=http:HOST:PORT@PROXYHOST:PROXYPORT (absolute-URI requests to the
+    proxy). Prints {NAME: [microseconds, ...]} for the last n turns."""
     conns = []
     for spec in paths:
         name, rest = spec.split("=", 1)
         dest, _, via = rest.partition("@")
-        h, p = dest.rsplit(":", 1)
+        absolute = dest.startswith("http:")
+        h, p = dest.removeprefix("http:").rsplit(":", 1)
         v = None
         if via:
             vh, vp = via.rsplit(":", 1)
             v = (vh, int(vp))
         try:
-            s, f = _open(h, int(p), v)
+            s, f = _open(*v) if absolute else _open(h, int(p), v)
         except OSError as e:
             print(f"latency client: {name}: {e}", file=sys.stderr)
             return 1
-        conns.append((name, s, f, f"GET / HTTP/1.1\r\nHost: {h}:{p}\r\n\r\n".encode()))
+        target = f"http://{h}:{p}/" if absolute else "/"
+        conns.append((name, s, f, f"GET {target} HTTP/1.1\r\nHost: {h}:{p}\r\n\r\n".encode()))
     out = {c[0]: [] for c in conns}
     for i in range(warmup + n):
         for k in range(len(conns)):

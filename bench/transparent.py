@@ -14,7 +14,8 @@ reference measured in the same run, interleaved:
       keep-alive requests taking turns over several connections in one
       client, so every path sees the same moments of a busy machine. Inside
       one sandbox: the direct path (an IP rule), the relay path (a name, to
-      a second upstream) and the gate's CONNECT relay; on the host: a
+      a second upstream), the gate's CONNECT relay and its HTTP proxy
+      (absolute-URI requests, one record each); on the host: a
       direct connection and tinyproxy's CONNECT relay. Each relay is
       compared with the direct connection of the same client; the direct
       path is also compared with the host's.
@@ -155,12 +156,12 @@ def main():
               f"ratio {m['direct'] / m['host']:.2f}x (target >= 0.95x)")
         print(f"transparent: relay path {m['relay']:.0f} MB/s, ratio to a direct connection "
               f"{m['relay'] / m['host']:.2f}x")
-        lat = {k: [] for k in ("host", "tinyproxy", "direct", "relay", "connect")}
+        lat = {k: [] for k in ("host", "tinyproxy", "direct", "relay", "connect", "proxy")}
         n_args = [str(LAT_REQUESTS), str(LAT_WARMUP)]
         # The direct connection first: once relay.test is answered, the
         # address is the name's and only port2 is allowed for it.
         in_paths = [f"direct={addr}:{port}", f"relay=relay.test:{port2}",
-                    f"connect={addr}:{port}@127.0.0.1:3128"]
+                    f"connect={addr}:{port}@127.0.0.1:3128", f"proxy=http:{addr}:{port}@127.0.0.1:3128"]
         host_paths = [f"host={addr}:{port}", f"tinyproxy={addr}:{port}@127.0.0.1:{tp_port}"]
         for _ in range(RUNS):
             got = json.loads(inside("paths", ["/usr/bin/python3", "/workspace/netgate.py", "latency-paths",
@@ -181,6 +182,8 @@ def main():
               f"{added('relay', 'direct')}; {samples} (target p99 <= 100 us)")
         print(f"transparent: latency added, gate CONNECT relay against the direct path in the same client: "
               f"{added('connect', 'direct')}; {samples}")
+        print(f"transparent: latency added, gate HTTP proxy (absolute URI, kept upstream) against the direct "
+              f"path in the same client: {added('proxy', 'direct')}; {samples}")
         print(f"transparent: latency added, tinyproxy CONNECT relay against a direct connection in the same "
               f"client: {added('tinyproxy', 'host')}; {samples}")
         print(f"transparent: latency added, direct path (inside) against a direct connection (host), "
