@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <event2/event.h>
 #include <limits.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -253,34 +251,6 @@ static void drop_bundle(struct sv_core *c)
         c->ca_bundle = NULL;
 }
 
-/* The gate relays request by request on this thread: each request and
- * each answer waits for it to wake. Ask the scheduler for short slices
- * (SCHED_OTHER's custom slice, sched_attr.sched_runtime, Linux 6.12 and
- * later; no privilege needed, the share stays that of the nice value), so
- * that a wakeup preempts a busy CPU sooner instead of waiting out another
- * task's slice. A kernel without custom slices ignores it; a thread the
- * operator put under another policy is left alone. */
-#define GATE_SLICE_NS (100 * 1000ull) /* the kernel's smallest */
-
-static void gate_latency_slice(void)
-{
-        struct {
-                uint32_t size, policy;
-                uint64_t flags;
-                int32_t nice;
-                uint32_t priority;
-                uint64_t runtime, deadline, period;
-        } attr = {.size = 48, .policy = SCHED_OTHER, .runtime = GATE_SLICE_NS};
-        if (sched_getscheduler(0) != SCHED_OTHER)
-                return;
-        errno = 0;
-        int nice = getpriority(PRIO_PROCESS, 0);
-        if (nice == -1 && errno != 0)
-                return;
-        attr.nice = nice;
-        (void)syscall(SYS_sched_setattr, 0, &attr, 0);
-}
-
 int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account,
                        void (*recorder)(void *ud, const struct netgate_record *rec), void *ud,
                        struct al_error *err)
@@ -293,8 +263,6 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
         if (r >= 0 && c->gate)
                 r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.relay_fd,
                                             &c->sp.notify_fd, &c->connect_notify, err);
-        if (r >= 0 && c->gate)
-                gate_latency_slice();
         if (r >= 0 && c->gate && c->policy->net_ask) {
                 sv_core_asks_begin(c);
                 netgate_set_asker(c->gate, sv_core_net_asker(c));
