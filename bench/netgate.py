@@ -93,32 +93,99 @@ def cpu_seconds(pid):
 
 # ---- the latency client; also runs inside the sandbox (a copy of this file) ----
 
+def _open(host, port, via=None):
+    """A keep-alive connection to host:port, or a CONNECT tunnel to it through
+    the proxy via = (host, port)."""
+    s = socket.create_connection(via or (host, port), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = s.makefile("rb")
+    if via:
+        s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        status = f.readline()
+        while f.readline() not in (b"\r\n", b""):
+            pass
+        if not status.split(b" ")[1:2] == [b"200"]:
+            raise OSError(f"CONNECT {host}:{port} through {via}: {status!r}")
+    return s, f
+
+
+def _get(s, f, req):
+    """One request on a kept connection; its duration in microseconds."""
+    t0 = time.perf_counter()
+    s.sendall(req)
+    status = f.readline()
+    length = None
+    while True:
+        h = f.readline()
+        if h in (b"\r\n", b""):
+            break
+        if h.lower().startswith(b"content-length:"):
+            length = int(h.split(b":", 1)[1])
+    if not status.startswith(b"HTTP/1.1 200 ") or length is None or len(f.read(length)) != length:
+        raise OSError(f"answer {status!r}")
+    return (time.perf_counter() - t0) * 1e6
+
+
 def latency_client(host, port, target, host_header, n, warmup):
     """Sequential GETs on one keep-alive connection; prints the durations of
     the last n in microseconds as a JSON list."""
-    s = socket.create_connection((host, port), timeout=10)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    f = s.makefile("rb")
+    s, f = _open(host, port)
     req = f"GET {target} HTTP/1.1\r\nHost: {host_header}\r\n\r\n".encode()
     out = []
     for i in range(warmup + n):
-        t0 = time.perf_counter()
-        s.sendall(req)
-        status = f.readline()
-        length = None
-        while True:
-            h = f.readline()
-            if h in (b"\r\n", b""):
-                break
-            if h.lower().startswith(b"content-length:"):
-                length = int(h.split(b":", 1)[1])
-        if not status.startswith(b"HTTP/1.1 200 ") or length is None or len(f.read(length)) != length:
-            print(f"latency client: request {i}: {status!r}", file=sys.stderr)
+        try:
+            us = _get(s, f, req)
+        except OSError as e:
+            print(f"latency client: request {i}: {e}", file=sys.stderr)
             return 1
         if i >= warmup:
-            out.append((time.perf_counter() - t0) * 1e6)
+            out.append(us)
     print(json.dumps(out))
     return 0
+
+
+def latency_paths(n, warmup, paths):
+    """Sequential GETs over several kept connections opened in the order
+    given, one request on each in turn (the first of each turn rotating), so
+    that every path sees the same moments of a busy machine. paths are
+    NAME=HOST:PORT, NAME=HOST:PORT@PROXYHOST:PROXYPORT (a CONNECT tunnel)
+    or NAME=http:HOST:PORT@PROXYHOST:PROXYPORT (absolute-URI requests to the
+    proxy). Prints {NAME: [microseconds, ...]} for the last n turns."""
+    conns = []
+    for spec in paths:
+        name, rest = spec.split("=", 1)
+        dest, _, via = rest.partition("@")
+        absolute = dest.startswith("http:")
+        h, p = dest.removeprefix("http:").rsplit(":", 1)
+        v = None
+        if via:
+            vh, vp = via.rsplit(":", 1)
+            v = (vh, int(vp))
+        try:
+            s, f = _open(*v) if absolute else _open(h, int(p), v)
+        except OSError as e:
+            print(f"latency client: {name}: {e}", file=sys.stderr)
+            return 1
+        target = f"http://{h}:{p}/" if absolute else "/"
+        conns.append((name, s, f, f"GET {target} HTTP/1.1\r\nHost: {h}:{p}\r\n\r\n".encode()))
+    out = {c[0]: [] for c in conns}
+    for i in range(warmup + n):
+        for k in range(len(conns)):
+            name, s, f, req = conns[(i + k) % len(conns)]
+            try:
+                us = _get(s, f, req)
+            except OSError as e:
+                print(f"latency client: {name}, request {i}: {e}", file=sys.stderr)
+                return 1
+            if i >= warmup:
+                out[name].append(us)
+    print(json.dumps(out))
+    return 0
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * q))]
 
 
 # ---- the bench ----
@@ -290,7 +357,7 @@ class Bench:
         g, t = statistics.median(gate), statistics.median(tp)
         print(f"netgate: upstream (bench/upstream.c, epoll) direct {direct:.0f} req/s, wrk {' '.join(WRK_ARGS)}")
         print(f"netgate: keep-alive requests: gate {g:.0f} req/s, tinyproxy {t:.0f} req/s, "
-              f"ratio {g / t:.2f}x (target >= 2x), wrk {' '.join(WRK_ARGS)}, "
+              f"ratio {g / t:.2f}x (target >= 3x), wrk {' '.join(WRK_ARGS)}, "
               f"median of {WRK_ROUNDS} interleaved; connections closed by the proxy: "
               f"gate {gate_closed}, tinyproxy {tp_closed}")
         if self.gate_cpu_per_req:
@@ -312,22 +379,21 @@ class Bench:
                 [sys.executable, os.path.abspath(__file__), "latency-client", "127.0.0.1",
                  str(self.port), "/", f"127.0.0.1:{self.port}", *args], "latency direct"))
 
-        def pct(xs, q):
-            xs = sorted(xs)
-            return xs[min(len(xs) - 1, int(len(xs) * q))]
-
         parts = []
         for name, q in (("p50", 0.5), ("p99", 0.99)):
             g, d = pct(gate, q), pct(direct, q)
             parts.append(f"{name} {g - d:+.0f} us (gate {g:.0f}, direct {d:.0f})")
         print(f"netgate: latency added per request: {', '.join(parts)}; "
-              f"{LAT_ROUNDS}x{LAT_REQUESTS} sequential keep-alive requests each way, interleaved")
+              f"{len(gate)} and {len(direct)} samples ({LAT_ROUNDS}x{LAT_REQUESTS} sequential keep-alive "
+              f"requests each way, interleaved runs), load average {os.getloadavg()[0]:.2f}")
 
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "latency-client":
         h, p, target, hh, n, w = sys.argv[2:8]
         return latency_client(h, int(p), target, hh, int(n), int(w))
+    if len(sys.argv) > 1 and sys.argv[1] == "latency-paths":
+        return latency_paths(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
 
     cc = shutil.which("cc") or shutil.which("gcc")
     missing = [t for t, ok in (("cc", cc), ("curl", shutil.which("curl")), ("wrk", shutil.which("wrk")),

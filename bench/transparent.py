@@ -11,8 +11,14 @@ reference measured in the same run, interleaved:
   (c) the gate's CONNECT relay (curl -p inside the sandbox) against
       tinyproxy's CONNECT relay on the host;
   (d) the latency each path adds per request, p50 and p99: sequential
-      keep-alive requests on one connection from inside (direct path, relay
-      path) and from the host.
+      keep-alive requests taking turns over several connections in one
+      client, so every path sees the same moments of a busy machine. Inside
+      one sandbox: the direct path (an IP rule), the relay path (a name, to
+      a second upstream), the gate's CONNECT relay and its HTTP proxy
+      (absolute-URI requests, one record each); on the host: a
+      direct connection and tinyproxy's CONNECT relay. Each relay is
+      compared with the direct connection of the same client; the direct
+      path is also compared with the host's.
 
 Keep-alive requests and the added latency against tinyproxy are in
 netgate.py. The upstream is bench/upstream.c on the host's first
@@ -30,7 +36,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from netgate import (AIRLOCK, LAT_REQUESTS, LAT_WARMUP, REPO, STEP_TIMEOUT, BenchError,  # noqa: E402
-                     free_port, run, wait_listening)
+                     free_port, pct, run, wait_listening)
 
 BYTES = int(os.environ.get("BENCH_TUNNEL_BYTES", str(1 << 30)))
 RUNS = 3
@@ -83,6 +89,11 @@ def main():
         port = int(up.stdout.readline())
         wait_on(addr, port, up, "upstream")
         url = f"http://{addr}:{port}/bytes/{BYTES}"
+        # A second upstream, reached by a name: the relay path's latency.
+        up2 = subprocess.Popen([exe, "0", addr], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        procs.append(up2)
+        port2 = int(up2.stdout.readline())
+        wait_on(addr, port2, up2, "second upstream")
 
         tp_port = free_port()
         conf = os.path.join(tmp, "tinyproxy.conf")
@@ -106,6 +117,11 @@ def main():
             pols[name] = os.path.join(tmp, f"{name}.json")
             with open(pols[name], "w") as f:
                 json.dump({"network": {"directPath": direct, "budget": budget}}, f)
+        # No budget, names on the relay (the default): an IP rule's connection
+        # takes the direct path, a name's the relay.
+        pols["paths"] = os.path.join(tmp, "paths.json")
+        with open(pols["paths"], "w") as f:
+            json.dump({"network": {"budget": {"rate": 0}, "hosts": {"relay.test": addr}}}, f)
 
         fmt = ["-o", "/dev/null", "-w", "%{http_code} %{size_download} %{time_total}\\n", url]
 
@@ -115,9 +131,9 @@ def main():
                 raise BenchError(f"{what}: incomplete transfer: HTTP {code}, {size} of {BYTES} bytes")
             return BYTES / float(secs) / 1e6
 
-        def inside(policy, argv, what):
+        def inside(policy, argv, what, extra=()):
             return run([AIRLOCK, "run", "-q", "-p", pols[policy], "-w", ws, "--timeout", str(STEP_TIMEOUT),
-                        "--cpus", str(os.cpu_count() or 1),
+                        "--cpus", str(os.cpu_count() or 1), *extra,
                         "--allow", f"{addr}:{port}", "--allow-private", f"{addr}/32", "--", *argv], what)
 
         def sandbox(policy, argv, what):
@@ -140,24 +156,38 @@ def main():
               f"ratio {m['direct'] / m['host']:.2f}x (target >= 0.95x)")
         print(f"transparent: relay path {m['relay']:.0f} MB/s, ratio to a direct connection "
               f"{m['relay'] / m['host']:.2f}x")
-        lat = {k: [] for k in ("host", "direct", "relay")}
-        largs = ["latency-client", addr, str(port), "/", f"{addr}:{port}", str(LAT_REQUESTS), str(LAT_WARMUP)]
+        lat = {k: [] for k in ("host", "tinyproxy", "direct", "relay", "connect", "proxy")}
+        n_args = [str(LAT_REQUESTS), str(LAT_WARMUP)]
+        # The direct connection first: once relay.test is answered, the
+        # address is the name's and only port2 is allowed for it.
+        in_paths = [f"direct={addr}:{port}", f"relay=relay.test:{port2}",
+                    f"connect={addr}:{port}@127.0.0.1:3128", f"proxy=http:{addr}:{port}@127.0.0.1:3128"]
+        host_paths = [f"host={addr}:{port}", f"tinyproxy={addr}:{port}@127.0.0.1:{tp_port}"]
         for _ in range(RUNS):
-            for k in ("direct", "relay"):
-                lat[k] += json.loads(inside(k, ["/usr/bin/python3", "/workspace/netgate.py", *largs],
-                                            f"latency, {k} path"))
-            lat["host"] += json.loads(run([sys.executable, os.path.join(REPO, "bench/netgate.py"), *largs],
-                                          "latency direct"))
+            got = json.loads(inside("paths", ["/usr/bin/python3", "/workspace/netgate.py", "latency-paths",
+                                              *n_args, *in_paths], "latency inside",
+                                    ("--allow", f"relay.test:{port2}")))
+            got.update(json.loads(run([sys.executable, os.path.join(REPO, "bench/netgate.py"), "latency-paths",
+                                       *n_args, *host_paths], "latency on the host")))
+            for k, v in got.items():
+                lat[k] += v
+        load = os.getloadavg()[0]
 
-        def pct(xs, q):
-            xs = sorted(xs)
-            return xs[min(len(xs) - 1, int(len(xs) * q))]
+        def added(k, ref):
+            return ", ".join(f"{n} {pct(lat[k], q) - pct(lat[ref], q):+.0f} us ({pct(lat[k], q):.0f} vs "
+                             f"{pct(lat[ref], q):.0f})" for n, q in (("p50", 0.5), ("p99", 0.99)))
 
-        for k in ("direct", "relay"):
-            parts = [f"{n} {pct(lat[k], q) - pct(lat['host'], q):+.0f} us ({pct(lat[k], q):.0f} vs "
-                     f"{pct(lat['host'], q):.0f})" for n, q in (("p50", 0.5), ("p99", 0.99))]
-            print(f"transparent: latency added, {k} path: {', '.join(parts)}; "
-                  f"{RUNS}x{LAT_REQUESTS} sequential keep-alive requests each way (target p99 <= 100 us)")
+        samples = f"{len(lat['direct'])} samples each, {RUNS} runs, load average {load:.2f}"
+        print(f"transparent: latency added, relay path against the direct path in the same client: "
+              f"{added('relay', 'direct')}; {samples} (target p99 <= 100 us)")
+        print(f"transparent: latency added, gate CONNECT relay against the direct path in the same client: "
+              f"{added('connect', 'direct')}; {samples}")
+        print(f"transparent: latency added, gate HTTP proxy (absolute URI, kept upstream) against the direct "
+              f"path in the same client: {added('proxy', 'direct')}; {samples}")
+        print(f"transparent: latency added, tinyproxy CONNECT relay against a direct connection in the same "
+              f"client: {added('tinyproxy', 'host')}; {samples}")
+        print(f"transparent: latency added, direct path (inside) against a direct connection (host), "
+              f"separate clients: {added('direct', 'host')}")
         print(f"transparent: gate CONNECT relay {m['connect']:.0f} MB/s, tinyproxy CONNECT {m['tinyproxy']:.0f} MB/s, "
               f"ratio {m['connect'] / m['tinyproxy']:.2f}x (target >= 1.5x)")
     except BenchError as e:

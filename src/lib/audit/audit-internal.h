@@ -19,9 +19,10 @@ struct audit {
         off_t locked_size; /* the size fstat() saw when we took the lock */
         uint64_t seq;      /* last line's seq, 0 before the first line */
         char hash[AUDIT_HASH_HEX + 1];
-        uint64_t flush_deadline; /* monotonic µs; 0 when nothing is pending */
-        uint64_t rotate_at;      /* 0: never */
-        unsigned keep;           /* 0: all */
+        uint64_t flush_deadline;     /* monotonic µs; 0 when nothing is pending */
+        uint64_t rotate_at;          /* 0: never */
+        unsigned keep;               /* 0: all */
+        struct audit_syncer *syncer; /* audit_set_background_sync(); NULL: syncs inline */
 };
 
 /* audit.c */
@@ -34,6 +35,12 @@ int audit_write_line(struct audit *a, char *line, size_t len, struct al_error *e
 int audit_write_lines(struct audit *a, const char *buf, size_t len, uint64_t n,
                       const char *last_hash, struct al_error *err);
 int audit_sync_tail(struct audit *a, struct al_error *err);
+
+/* sync.c */
+int audit_syncer_start(struct audit *a);
+int audit_syncer_wait(struct audit *a);
+bool audit_syncer_usable(const struct audit *a);
+void audit_syncer_free(struct audit *a);
 
 /* rotate.c */
 int audit_pread_full(int fd, char *buf, size_t len, off_t off);

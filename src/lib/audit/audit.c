@@ -132,12 +132,26 @@ int audit_fsync_dir_of(const char *path)
 
 int audit_flush(struct audit *a)
 {
-        if (!a || a->flush_deadline == 0)
+        if (!a)
+                return 0;
+        int r = audit_syncer_wait(a);
+        if (r < 0)
+                return r;
+        if (a->flush_deadline == 0)
                 return 0;
         if (fdatasync(a->fd) < 0)
                 return -errno;
         a->flush_deadline = 0;
         return 0;
+}
+
+int audit_flush_soon(struct audit *a)
+{
+        if (!a)
+                return 0;
+        if (!audit_syncer_usable(a))
+                return audit_flush(a);
+        return a->flush_deadline == 0 ? 0 : audit_syncer_start(a);
 }
 
 uint64_t audit_flush_deadline(const struct audit *a)
@@ -272,7 +286,7 @@ int audit_write_lines(struct audit *a, const char *buf, size_t len, uint64_t n,
         if (a->flush_deadline == 0)
                 a->flush_deadline = now + a->opt.batch_ms * 1000;
         if (now >= a->flush_deadline) {
-                r = audit_flush(a);
+                r = audit_flush_soon(a);
                 if (r < 0)
                         return al_error_set(err, r, "syncing audit log \"%s\"", a->path);
         }
@@ -532,6 +546,7 @@ struct audit *audit_close(struct audit *a)
         if (!a)
                 return NULL;
         (void)audit_flush(a);
+        audit_syncer_free(a);
         if (a->fd >= 0)
                 close(a->fd);
         free(a->path);

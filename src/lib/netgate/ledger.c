@@ -64,6 +64,7 @@ static void kind_emit(struct netgate *g, const struct netgate_refusal_kind *k)
             .route = k->route,
             .upstream = k->upstream,
             .count = k->count,
+            .ended = true, /* what the window counted, all answered */
         };
         if (g->recorder)
                 g->recorder(g->recorder_ud, &r);

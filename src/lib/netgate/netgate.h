@@ -80,6 +80,15 @@ struct netgate_record {
          * (network.budget.refusals) is spent, count = the refusals made; the
          * gate then closes every new connection without a record. */
         uint64_t count;
+
+        /* The record closes something that has already ended (a request
+         * answered, a tunnel closed, refusals counted over a window):
+         * nothing waits for its line, so the recorder may write it with the
+         * other closing records of the same event-loop turn, in one append
+         * at the end of that turn. false: the line comes before what it
+         * records (a refusal's answer, a socket handed over, a terminated
+         * connection's start), and the recorder writes it at once. */
+        bool ended;
 };
 
 #define NETGATE_REFUSAL_WINDOW_MS 1000

@@ -67,7 +67,8 @@ static const char *host_name(const struct netgate_conn *c)
         return c->d.host.name;
 }
 
-static void record(struct netgate_conn *c, bool allow, const char *reason, const char *rule)
+static void record_as(struct netgate_conn *c, bool allow, const char *reason, const char *rule,
+                      bool ended)
 {
         struct netgate *g = c->g;
         char addr[NETGATE_ADDR_STRLEN] = "";
@@ -89,8 +90,21 @@ static void record(struct netgate_conn *c, bool allow, const char *reason, const
             .bytes_up = c->cl.x.bytes_up,
             .bytes_down = c->cl.x.bytes_down,
             .duration_ms = c->t0 && now > c->t0 ? (now - c->t0) / 1000 : 0,
+            .ended = ended,
         };
         netgate_emit(g, &r);
+}
+
+/* A decision, recorded before it is acted on. */
+static void record(struct netgate_conn *c, bool allow, const char *reason, const char *rule)
+{
+        record_as(c, allow, reason, rule, false);
+}
+
+/* An allowed request or tunnel that has ended. */
+static void record_ended(struct netgate_conn *c, const char *end_reason)
+{
+        record_as(c, true, end_reason, c->rule, true);
 }
 
 static void finish_in_flight(struct netgate_conn *c, const char *end_reason)
@@ -98,7 +112,7 @@ static void finish_in_flight(struct netgate_conn *c, const char *end_reason)
         if (!c->in_flight)
                 return;
         c->in_flight = false;
-        record(c, true, end_reason, c->rule);
+        record_ended(c, end_reason);
 }
 
 /* ---- closing ---- */

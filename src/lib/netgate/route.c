@@ -102,7 +102,7 @@ static char *strdup_or_null(const char *s)
 
 /* ---- records ---- */
 
-static void emit(struct rconn *c, bool allow, const char *reason)
+static void emit_as(struct rconn *c, bool allow, const char *reason, bool ended)
 {
         char addr[NETGATE_ADDR_STRLEN] = "";
         if (c->cl.have_addr)
@@ -127,8 +127,15 @@ static void emit(struct rconn *c, bool allow, const char *reason)
             .recorded = c->recorded,
             .n_recorded = c->n_recorded,
             .tool = c->tool,
+            .ended = ended,
         };
         netgate_emit(c->rs->g, &r);
+}
+
+/* A decision, recorded before it is acted on. */
+static void emit(struct rconn *c, bool allow, const char *reason)
+{
+        emit_as(c, allow, reason, false);
 }
 
 static void finish_in_flight(struct rconn *c, const char *end_reason)
@@ -136,7 +143,7 @@ static void finish_in_flight(struct rconn *c, const char *end_reason)
         if (!c->in_flight)
                 return;
         c->in_flight = false;
-        emit(c, true, end_reason);
+        emit_as(c, true, end_reason, true);
 }
 
 /* ---- closing ---- */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Transparent mode's relay path (transparent.h): a caught connection that
- * a byte budget or a rate applies to. The sandbox holds one end of a
- * socket pair in place of its socket; the gate serves the other end as a
- * tunnel to the address that was checked, through the upstream engine
- * (which checks it again and connects to it only), with the gate's rate
- * limit and byte budget, recorded when it ends. */
+ * a byte budget or a rate applies to, or a name's (the SNI check). The
+ * supervisor connects the sandbox's own socket to the relay listener; the
+ * gate serves what it accepts as a tunnel to the address that was checked,
+ * through the upstream engine (which checks it again and connects to it
+ * only), with the gate's rate limit and byte budget, recorded when it
+ * ends. */
 #include <errno.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -50,6 +51,7 @@ static void relay_free(struct netgate_relay *r, const char *reason)
             .bytes_up = r->x.bytes_up,
             .bytes_down = r->x.bytes_down,
             .duration_ms = now > r->t0 ? (now - r->t0) / 1000 : 0,
+            .ended = true,
         };
         netgate_emit(g, &rec);
         netgate_upstream_stop(&r->u);

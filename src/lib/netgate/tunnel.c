@@ -45,6 +45,7 @@ static void dir_release(struct netgate_tunnel_dir *d)
         if (d->pipe_w >= 0)
                 close(d->pipe_w);
         d->ev_rd = d->ev_wr = NULL;
+        d->reading = false;
         d->pre = NULL;
         d->pipe_r = d->pipe_w = -1;
 }
@@ -153,9 +154,35 @@ static void splice_cb(evutil_socket_t fd, short what, void *ud)
         splice_run(ud);
 }
 
+/* Read from the source (on) or not (off): the persistent read event is
+ * registered or taken off only when that changes, so a direction that
+ * relays request after request costs no epoll_ctl. */
+static void want_read(struct netgate_tunnel_dir *d, bool on)
+{
+        if (d->reading == on)
+                return;
+        if (on)
+                event_add(d->ev_rd, NULL);
+        else
+                event_del(d->ev_rd);
+        d->reading = on;
+}
+
+/* The destination is full: stop reading until it drains. */
+static void wait_writable(struct netgate_tunnel_dir *d)
+{
+        want_read(d, false);
+        event_add(d->ev_wr, NULL);
+}
+
+/* Move what there is from the source to the destination. A read shorter
+ * than asked ends the turn without a read that would only say EAGAIN: the
+ * read event is level-triggered, so what came in meanwhile, or the end of
+ * the stream, wakes the direction again. */
 static void splice_run(struct netgate_tunnel_dir *d)
 {
         struct netgate_tunnel *t = d->t;
+        bool drained = false;
         for (int rounds = 0;;) {
                 if (evbuffer_get_length(d->pre) > 0) {
                         int n = evbuffer_write(d->pre, d->dst);
@@ -164,7 +191,7 @@ static void splice_run(struct netgate_tunnel_dir *d)
                         if (errno == EINTR)
                                 continue;
                         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                                event_add(d->ev_wr, NULL);
+                                wait_writable(d);
                                 return;
                         }
                         tunnel_end(t, NULL);
@@ -180,20 +207,21 @@ static void splice_run(struct netgate_tunnel_dir *d)
                         if (n < 0 && errno == EINTR)
                                 continue;
                         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                                event_add(d->ev_wr, NULL);
+                                wait_writable(d);
                                 return;
                         }
                         tunnel_end(t, NULL);
                         return;
                 }
                 if (d->eof) {
+                        want_read(d, false);
                         shutdown(d->dst, SHUT_WR);
                         d->done = true;
                         splice_done_check(t);
                         return;
                 }
-                if (rounds++ >= SPLICE_ROUNDS) {
-                        event_add(d->ev_rd, NULL);
+                if (drained || rounds++ >= SPLICE_ROUNDS) {
+                        want_read(d, true);
                         return;
                 }
                 size_t want = netgate_budget_allows(t->g, SPLICE_PIPE_SIZE);
@@ -205,6 +233,7 @@ static void splice_run(struct netgate_tunnel_dir *d)
                     splice(d->src, NULL, d->pipe_w, NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                 if (n > 0) {
                         d->in_pipe += (size_t)n;
+                        drained = (size_t)n < want;
                         netgate_exchange_account(t->x, d->up, (size_t)n);
                         continue;
                 }
@@ -215,7 +244,7 @@ static void splice_run(struct netgate_tunnel_dir *d)
                 if (errno == EINTR)
                         continue;
                 if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                        event_add(d->ev_rd, NULL);
+                        want_read(d, true);
                         return;
                 }
                 tunnel_end(t, NULL);
@@ -262,7 +291,7 @@ static int start_splice(struct netgate_tunnel *t, const void *reply, size_t n)
                 d->pipe_r = pipes[i][0];
                 d->pipe_w = pipes[i][1];
                 d->pre = evbuffer_new();
-                d->ev_rd = event_new(t->g->base, d->src, EV_READ, splice_cb, d);
+                d->ev_rd = event_new(t->g->base, d->src, EV_READ | EV_PERSIST, splice_cb, d);
                 d->ev_wr = event_new(t->g->base, d->dst, EV_WRITE, splice_cb, d);
         }
         /* What the bufferevents already read goes first, in order: the

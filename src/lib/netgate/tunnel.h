@@ -26,6 +26,10 @@ struct netgate_tunnel_dir {
         size_t in_pipe;
         struct evbuffer *pre; /* bytes read before the switch, written first */
         bool eof, done;
+        /* ev_rd is persistent and stays registered while the direction
+         * reads (`reading`); it is taken off only while the destination
+         * is full. ev_wr is one-shot, for a full destination. */
+        bool reading;
         struct event *ev_rd, *ev_wr;
 };
 

@@ -67,7 +67,18 @@ int sv_core_set_id(struct sv_core *c, const char *id, struct al_error *err)
 int sv_core_open_audit(struct sv_core *c, const char *path, const struct audit_options *rot,
                        struct secrets *s, struct al_error *err)
 {
-        return gates_open_audit(path, s, rot, &c->audit, err);
+        int r = gates_open_audit(path, s, rot, &c->audit, err);
+        if (r < 0)
+                return r;
+        /* The event loop relays the gate's bytes: the periodic sync runs in
+         * the log's helper process, never in the loop (a sync takes 0.5 ms,
+         * tens on a busy disk). sv_core_commit() still waits for the disk.
+         * Forked here, before the sandbox's clone3: the supervisor keeps
+         * one thread. */
+        r = audit_set_background_sync(c->audit);
+        if (r < 0)
+                return al_error_set(err, r, "starting the audit log's sync helper");
+        return 0;
 }
 
 /* An event that cannot be written is not silently lost: the driver stops
@@ -83,11 +94,98 @@ static void fault(struct sv_core *c, struct al_error *e)
                 c->on_fault(c, c->driver);
 }
 
+/* ---- the gate's closing records, batched per loop turn ----
+ *
+ * A record the gate marks `ended` (a request answered, a tunnel closed,
+ * refusals counted) describes something already done: nothing waits for
+ * its line. The driver's recorder still builds it and calls
+ * sv_core_record(); while it runs for such a record, the record is queued
+ * instead of written, and the queue is appended in one audit_append_many()
+ * (one lock, one write) by ev_records, made active by the first record of
+ * the turn so that it runs after the turn's other callbacks, before the
+ * loop waits again. Any other record first writes what is queued, so the
+ * log's order is the order of the calls; so do a sync, sv_core_free() and
+ * closing the log. A failed append stops the sandbox as a single one
+ * does. */
+
+#define BATCH_MAX 64 /* records queued before they are written anyway */
+
+static int batch_flush(struct sv_core *c)
+{
+        struct sv_core_batch *b = &c->batch;
+        if (b->n == 0)
+                return 0;
+        int r = 0;
+        if (c->audit) {
+                struct al_error e = {0};
+                r = audit_append_many(c->audit, b->recs, b->n, &e);
+                if (r < 0)
+                        fault(c, &e);
+        }
+        for (size_t i = 0; i < b->n; i++)
+                json_decref(b->recs[i].fields);
+        b->n = 0;
+        return r;
+}
+
+static void on_records(evutil_socket_t fd, short what, void *arg)
+{
+        batch_flush(arg);
+}
+
+static void batch_release(struct sv_core *c)
+{
+        struct sv_core_batch *b = &c->batch;
+        batch_flush(c);
+        if (b->ev_records)
+                event_free(b->ev_records);
+        free(b->recs);
+        b->ev_records = NULL;
+        b->recs = NULL;
+        b->cap = 0;
+}
+
+static int batch_add(struct sv_core *c, const char *kind, json_t *fields)
+{
+        struct sv_core_batch *b = &c->batch;
+        if (b->n == b->cap) {
+                b->cap = b->cap ? b->cap * 2 : 8;
+                b->recs = xrealloc(b->recs, b->cap, sizeof(*b->recs));
+        }
+        b->recs[b->n++] = (struct audit_record){.sandbox = c->id, .kind = kind, .fields = fields};
+        if (b->n == 1)
+                event_active(b->ev_records, 0, 0);
+        return b->n >= BATCH_MAX ? batch_flush(c) : 0;
+}
+
+void sv_core_gate_records(struct sv_core *c,
+                          void (*recorder)(void *ud, const struct netgate_record *rec), void *ud)
+{
+        c->batch.recorder = recorder;
+        c->batch.recorder_ud = ud;
+        if (recorder && c->base && !c->batch.ev_records)
+                c->batch.ev_records = event_new(c->base, -1, 0, on_records, c);
+}
+
+void sv_core_gate_record(void *core, const struct netgate_record *rec)
+{
+        struct sv_core *c = core;
+        struct sv_core_batch *b = &c->batch;
+        if (!b->recorder)
+                return;
+        b->deferring = rec->ended && b->ev_records;
+        b->recorder(b->recorder_ud, rec);
+        b->deferring = false;
+}
+
 int sv_core_record(struct sv_core *c, const char *kind, json_t *fields)
 {
         int r = 0;
         if (!fields)
                 return 0;
+        if (c->audit && c->batch.deferring)
+                return batch_add(c, kind, fields);
+        batch_flush(c);
         if (c->audit) {
                 struct al_error e = {0};
                 r = audit_append(c->audit, c->id, kind, fields, &e);
@@ -116,6 +214,7 @@ int sv_core_record_ahead(struct sv_core *c, const char *kind, json_t *fields)
 
 int sv_core_commit(struct sv_core *c)
 {
+        batch_flush(c);
         int r = c->audit ? audit_flush(c->audit) : 0;
         if (r < 0) {
                 struct al_error e = {0};
@@ -159,8 +258,9 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
 {
         /* The sandbox has its CA bundle bound by now. */
         drop_bundle(c);
-        int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->ca,
-                                    c->sp.listen_fds, recorder, ud, &c->gate, err);
+        sv_core_gate_records(c, recorder, ud);
+        int r = gates_start_netgate(c->base, c->policy, c->id, s, account, c->ca, c->sp.listen_fds,
+                                    recorder ? sv_core_gate_record : NULL, c, &c->gate, err);
         if (r >= 0 && c->gate)
                 r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.relay_fd,
                                             &c->sp.notify_fd, &c->connect_notify, err);
@@ -171,8 +271,7 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
         return r < 0 ? r : start_sentinels(c, s, err);
 }
 
-static int sentinels_env(struct sv_core *c, struct secrets *s, char ***envp,
-                         struct al_error *err)
+static int sentinels_env(struct sv_core *c, struct secrets *s, char ***envp, struct al_error *err)
 {
         const struct policy *p = c->policy;
         if (p->n_sentinels == 0 || p->net_mode != POLICY_NET_GATED)
@@ -346,6 +445,7 @@ void sv_core_close_gates(struct sv_core *c)
         hwgate_free(c->hw);
         c->hw = NULL;
         c->gate = netgate_free(c->gate);
+        batch_flush(c); /* the gate's last records: the loop may not turn again */
         sv_core_asks_end(c);
 }
 
@@ -353,8 +453,15 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct sv_core *c = arg;
         uint64_t now = now_monotonic_us();
-        if (c->audit && audit_needs_flush(c->audit, now))
-                sv_core_commit(c);
+        if (c->audit && audit_needs_flush(c->audit, now)) {
+                batch_flush(c);
+                int r = audit_flush_soon(c->audit);
+                if (r < 0) {
+                        struct al_error e = {0};
+                        al_error_set(&e, r, "syncing the audit log");
+                        fault(c, &e);
+                }
+        }
         disk_meter_sample(c->dm, now, false);
 }
 
@@ -435,6 +542,7 @@ void sv_core_free(struct sv_core *c)
         gitguard_discard(c->live_gitguard); /* no process of the sandbox ran */
         c->live_gitguard = NULL;
         sv_core_caps_free(c);
+        batch_release(c);
         if (c->ev_sync)
                 event_free(c->ev_sync);
         if (c->ev_flush)
@@ -474,5 +582,6 @@ void sv_core_destroyed(struct sv_core *c, uint64_t duration_ms)
 
 void sv_core_close_audit(struct sv_core *c)
 {
+        batch_flush(c);
         c->audit = audit_close(c->audit);
 }

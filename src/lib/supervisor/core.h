@@ -21,6 +21,7 @@
  * its processes' pipes and decides what a signal or pid 1's report means. */
 
 struct audit;
+struct audit_record;
 struct audit_options;
 struct cgroup;
 struct disk_meter;
@@ -49,9 +50,9 @@ struct sv_core {
         struct disk_meter *dm; /* the workspace's peak growth (diskuse.h) */
         struct audit *audit;
         struct netgate *gate;
-        struct netgate_ca *ca;  /* the sandbox's TLS authority, when a route terminates */
-        char *ca_bundle;        /* its bundle on the host, until the sandbox has it bound */
-        char **sentinels;       /* the placeholders, one per policy sentinel */
+        struct netgate_ca *ca; /* the sandbox's TLS authority, when a route terminates */
+        char *ca_bundle;       /* its bundle on the host, until the sandbox has it bound */
+        char **sentinels;      /* the placeholders, one per policy sentinel */
         /* Transparent mode's connect() notifications (connect-notify.h). */
         struct sv_connect_notify *connect_notify;
         struct sv_ports *ports; /* port forwards (ports.h), made on the first */
@@ -71,6 +72,16 @@ struct sv_core {
         void (*on_ask)(void *ud, const json_t *approval);
         void *on_ask_ud;
         struct event *ev_sync, *ev_flush, *ev_signals[3];
+        /* The gate's closing records (netgate_record.ended) of this loop
+         * turn, appended together by ev_records at its end (core.c). */
+        struct sv_core_batch {
+                struct audit_record *recs; /* fields owned */
+                size_t n, cap;
+                struct event *ev_records;
+                bool deferring; /* the driver's recorder runs for an ended record */
+                void (*recorder)(void *ud, const struct netgate_record *rec);
+                void *recorder_ud;
+        } batch;
         uint64_t start_us;
         bool audit_failed;              /* a write failed at some point */
         char audit_first[AL_ERROR_MAX]; /* the first failed write's cause */
@@ -111,6 +122,17 @@ int sv_core_open_audit(struct sv_core *c, const char *path, const struct audit_o
 /* Append one event (fields taken over; NULL is no event). A failed write
  * calls the driver's on_fault. */
 int sv_core_record(struct sv_core *c, const char *kind, json_t *fields);
+/* The gate's records go through sv_core_gate_record(core, rec), which
+ * calls `recorder` (the driver's: it builds the event and calls
+ * sv_core_record()). A record the gate marks `ended` is queued there and
+ * appended with the loop turn's other ended records in one
+ * audit_append_many() when the turn's callbacks are done, before the loop
+ * waits again; any other record, a sync, sv_core_free() and closing the log
+ * write the queue first, so the log keeps the order of the calls.
+ * sv_core_start_gate() wires both. */
+void sv_core_gate_records(struct sv_core *c,
+                          void (*recorder)(void *ud, const struct netgate_record *rec), void *ud);
+void sv_core_gate_record(void *core, const struct netgate_record *rec);
 /* Before an action: room for its end records, then its first line. A full
  * disk fails here, before anything runs. */
 int sv_core_record_ahead(struct sv_core *c, const char *kind, json_t *fields);
