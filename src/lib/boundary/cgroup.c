@@ -368,9 +368,9 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
         } else {
                 /* blkio last: optional unless limits.io is set (its byte
                  * counts show in the usage when it is there). */
-                static const char *const ctrls[] = {"memory",  "pids",    "cpu",
-                                                    "cpuacct", "freezer", "blkio"};
+                static const char *const ctrls[] = CGROUP_V1_CTRLS;
                 char *parents[CGROUP_V1_MAX] = {0};
+                unsigned held[CGROUP_V1_MAX] = {0};
                 size_t n = 0;
                 /* Each read once for every controller. */
                 _cleanup_free_ char *mountinfo = NULL, *self = NULL;
@@ -428,15 +428,22 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
                                 break;
                         }
                         bool dup = false;
-                        for (size_t j = 0; j < n; j++)
-                                dup = dup || STREQ(parents[j], dir);
+                        for (size_t j = 0; j < n && !dup; j++)
+                                if (STREQ(parents[j], dir)) {
+                                        held[j] |= 1u << i; /* co-mounted */
+                                        dup = true;
+                                }
                         if (dup)
                                 free(dir);
-                        else
+                        else {
+                                held[n] = 1u << i;
                                 parents[n++] = dir;
+                        }
                 }
                 if (r >= 0)
                         r = cgroup_v1_new(parents, n, name, false, &cg);
+                for (size_t j = 0; r >= 0 && j < n; j++)
+                        cg->ctrls[j] = held[j];
                 for (size_t j = 0; j < n; j++)
                         free(parents[j]);
                 if (r < 0)
