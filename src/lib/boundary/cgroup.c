@@ -348,12 +348,34 @@ int cgroup_setup(const char *name, const struct cgroup_limits *l, struct cgroup 
         return 0;
 }
 
+/* A layout found for a run's record (cgroup_keep), taken by the next
+ * cgroup_open() of the same leaf in this process. */
+static struct cgroup *kept;
+
+void cgroup_keep(struct cgroup *cg)
+{
+        cgroup_free(kept);
+        kept = cg && !cg->created ? cg : cgroup_free(cg);
+}
+
 int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
                 struct al_error *err)
 {
         struct statfs sfs;
         struct cgroup *cg = NULL;
         int r;
+
+        if (kept) {
+                cg = TAKE_PTR(kept);
+                /* Found with no limits: limits.io makes blkio required,
+                 * which only a fresh look can refuse. */
+                if (STREQ(cg->name, name) && !cgroup_io_limited(l)) {
+                        cg->limits = *l;
+                        *ret = cg;
+                        return 0;
+                }
+                cg = cgroup_free(cg);
+        }
 
         if (statfs("/sys/fs/cgroup", &sfs) < 0)
                 return al_error_set(err, errno, "cgroup: /sys/fs/cgroup");

@@ -108,6 +108,11 @@ int cgroup_warm_path(const char *self_cgroup, const char *root, char *buf, size_
  * yet. */
 int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
                 struct al_error *err);
+/* Keep `cg` (from cgroup_open, nothing created) for the next cgroup_open()
+ * of the same name in this process, which takes it instead of reading
+ * the layout again (a run's record names the leaves, then its supervisor
+ * opens them); NULL drops what was kept. */
+void cgroup_keep(struct cgroup *cg);
 /* Create the leaf and apply the limits given to cgroup_open(), once. On v1
  * the spawner does this after clone, while the child builds its root. */
 int cgroup_realize(struct cgroup *cg, struct al_error *err);
