@@ -29,6 +29,7 @@
 #include "mounts.h"
 #include "spawn.h"
 #include "util.h"
+#include "vmchild.h"
 #include "spawn-internal.h"
 
 const char *spawn_userns_disabled_reason(void)
@@ -106,18 +107,44 @@ pid_t spawn_idmap_helper = -1;
  * uid, for an idmapped mount: files owned by the caller's workspace owner
  * look like the sandbox user's own, and what the sandbox creates lands on
  * disk as that owner. Only root can make idmapped mounts. */
+struct idmap_child {
+        int rfd, wfd;
+};
+
+/* The user namespace's holder, sharing our memory (vmchild.h): it lives
+ * until we close the pipe, after its maps are written and the namespace
+ * opened. */
+static int idmap_child_main(void *arg)
+{
+        const struct idmap_child *c = arg;
+        char ch;
+        (void)vmchild_syscall(SYS_close, c->wfd, 0, 0);
+        while (vmchild_syscall(SYS_read, c->rfd, (long)&ch, 1) == -EINTR)
+                ;
+        return 0;
+}
+
 static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to_gid)
 {
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
-        struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
-        pid_t pid = spawn_sys_clone3(&args);
+        /* Without a copy of the supervisor's memory (vmchild.h); reaped
+         * before we return, its stack being ours. */
+        struct idmap_child ic = {.rfd = pipefd[0], .wfd = pipefd[1]};
+        _Alignas(16) char stack[16384];
+        pid_t pid = vmchild_start(idmap_child_main, &ic, stack, sizeof(stack), CLONE_NEWUSER);
+        bool vm = pid >= 0;
+        if (!vm) { /* no raw system calls here, or the kernel refused: a fork */
+                struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
+                pid = spawn_sys_clone3(&args);
+                if (pid < 0)
+                        pid = -errno;
+        }
         if (pid < 0) {
-                int r = -errno;
                 close(pipefd[0]);
                 close(pipefd[1]);
-                return r;
+                return pid;
         }
         if (pid == 0) {
                 char c;
@@ -137,6 +164,11 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
                         r = -errno;
         }
         close(pipefd[1]);
+        if (vm) {
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                return r < 0 ? r : fd;
+        }
         /* It exits as soon as it reads EOF; reap it without waiting when
          * it already has, else later (spawn_reap_helpers). */
         if (waitpid(pid, NULL, WNOHANG) == 0)
