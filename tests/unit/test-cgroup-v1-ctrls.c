@@ -2,7 +2,8 @@
 /* cgroup v1: a control file goes to the tree whose controllers
  * cgroup_open() noted (struct cgroup.ctrls), named by the part of the file
  * name before the first dot, whatever the trees are called and without
- * looking for the file; a controller no tree holds gets nothing. */
+ * looking for the file; a controller no tree holds gets nothing; a leaf
+ * held locked is written through its descriptor. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -94,5 +95,24 @@ Test(cgroup_v1_ctrls, a_controller_no_tree_holds_is_not_there)
          * a file of that name lying in another tree. */
         put(cg->dirs[1], "freezer.state", "THAWED\n");
         cr_expect_eq(cgroup_freeze(cg, true), -EOPNOTSUPP);
+        cgroup_free(cg);
+}
+
+/* A leaf this process created and holds locked is written through its
+ * descriptor: a lookup of one name, not of the whole path again. Shown by
+ * moving the leaf: the write still lands in it. */
+Test(cgroup_v1_ctrls, a_locked_leaf_is_written_through_its_descriptor)
+{
+        struct cgroup *cg = two_trees();
+        struct al_error err = {0};
+        struct cgroup_limits none = {0};
+        cr_assert_eq(cgroup_create(cg, &none, &err), 0, "%s", err.msg);
+        cr_assert_eq(cg->n_locks, cg->n_dirs);
+        _cleanup_free_ char *moved = xasprintf("%s.moved", cg->dirs[1]);
+        cr_assert_eq(rename(cg->dirs[1], moved), 0);
+        cr_expect_eq(cg->ops->attach(cg, 4242, &err), 0, "%s", err.msg);
+        _cleanup_free_ char *procs = get(moved, "cgroup.procs");
+        cr_expect_str_eq(procs, "4242");
+        cr_assert_eq(rename(moved, cg->dirs[1]), 0);
         cgroup_free(cg);
 }

@@ -34,8 +34,17 @@ int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret)
 
 int cgroup_write(struct cgroup *cg, const char *dir, const char *file, const char *value)
 {
-        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
         int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | (cg->fake ? O_CREAT | O_TRUNC : 0);
+        /* A leaf this process holds locked (cgroup_lock_leaves) is open
+         * already: the file is looked up in it, not by the whole path. */
+        for (size_t i = 0; i < cg->n_locks && !strchr(file, '/'); i++)
+                if (cg->dirs[i] == dir || STREQ(cg->dirs[i], dir)) {
+                        _cleanup_close_ int fd = openat(cg->locks[i], file, flags, 0644);
+                        if (fd < 0)
+                                return -errno;
+                        return write_full(fd, value, strlen(value));
+                }
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
         _cleanup_close_ int fd = open(path, flags, 0644);
         if (fd < 0)
                 return -errno;
