@@ -10,6 +10,8 @@ none) the median of each step of a spawn from AIRLOCK_TRACE.
 
   BENCH_RUNS=N      interleaved runs of each (default 200)
   BENCH_TRACE_RUNS  traced runs, after the timed ones (default 30)
+  BENCH_AGAINST=BIN another airlock (e.g. main's build) interleaved with the
+                    rest: its ratio to bubblewrap in the same run
   --trace           print every step's median (default: the 12 slowest)
 """
 
@@ -80,15 +82,19 @@ def host_settings():
 
 
 def trace_steps(argv, ws, runs):
-    """Per-step medians over `runs` traced runs: {step: ([+us], [at us])}."""
+    """Per-step medians over `runs` traced runs: {step: ([+us], [at us])},
+    and the time of each run outside cli.start..cli.exit (exec, the dynamic
+    loader, the process's exit, this harness's fork and wait) in us."""
     steps = {}
+    outside = []
     fd, path = tempfile.mkstemp(prefix="airlock-trace-")
     os.close(fd)
     env = dict(os.environ, AIRLOCK_TRACE=path)
     try:
         for _ in range(runs):
             open(path, "w").close()
-            run(argv, ws, env)
+            t, _, _ = run(argv, ws, env)
+            end = None
             with open(path) as f:
                 for line in f:
                     m = TRACE_LINE.search(line)
@@ -96,9 +102,13 @@ def trace_steps(argv, ws, runs):
                         d, a = steps.setdefault(m.group(3), ([], []))
                         d.append(int(m.group(4)))
                         a.append(int(m.group(2)))
+                        if m.group(3) == "cli.exit":
+                            end = int(m.group(2))
+            if end is not None:
+                outside.append(t * 1e6 - end)
     finally:
         os.unlink(path)
-    return steps
+    return steps, outside
 
 
 def main():
@@ -115,7 +125,9 @@ def main():
         run(airlock, ws)
         run(gated, ws)
         run(BWRAP, ws)
-    a_times, g_times, b_times, a_rss = [], [], [], []
+    against = os.environ.get("BENCH_AGAINST")
+    other = [against, "run", "-q", "-w", ws, "--", "/bin/true"] if against else None
+    a_times, g_times, b_times, a_rss, o_times = [], [], [], [], []
     load0 = os.getloadavg()[0]
     for _ in range(RUNS):
         t, _, rss = run(airlock, ws)
@@ -125,6 +137,9 @@ def main():
         b_times.append(t)
         t, _, _ = run(gated, ws)
         g_times.append(t)
+        if other:
+            t, _, _ = run(other, ws)
+            o_times.append(t)
     load1 = os.getloadavg()[0]
     a, g, b = (statistics.median(x) for x in (a_times, g_times, b_times))
     a9, g9, b9 = (pct(x, 0.9) for x in (a_times, g_times, b_times))
@@ -134,6 +149,10 @@ def main():
     print(f"spawn: ratio airlock/bwrap p50 {a / b:.2f}x (target <= 0.8x)  "
           f"p90 {a9 / b9:.2f}x (target <= 1.0x)")
     print(f"spawn: ratio gated/bwrap   p50 {g / b:.2f}x  p90 {g9 / b9:.2f}x")
+    if o_times:
+        o, o9 = statistics.median(o_times), pct(o_times, 0.9)
+        print(f"spawn: BENCH_AGAINST {against}: median {o * 1000:.2f} ms  p90 {o9 * 1000:.2f} ms; "
+              f"ratio to bwrap p50 {o / b:.2f}x  p90 {o9 / b9:.2f}x")
     print(f"spawn: {RUNS} runs each, interleaved; load average {load0:.2f} -> {load1:.2f}")
     print(f"spawn: supervisor peak RSS {max(a_rss) / 1024:.1f} MiB")
     hs = host_settings()
@@ -142,7 +161,12 @@ def main():
           f"{' (' + ', '.join(on) + ')' if on else ''}"
           f"{'; each cgroup v1 move waits for an RCU grace period (airlock doctor)' if hs and not on and any(n != 'cgroup2' for _, n, _ in hs) else ''}")
     if TRACE_RUNS > 0:
-        steps = trace_steps(airlock, ws, TRACE_RUNS)
+        steps, outside = trace_steps(airlock, ws, TRACE_RUNS)
+        base = [run(["/bin/true"], ws)[0] * 1e6 for _ in range(TRACE_RUNS)]
+        if outside:
+            print(f"spawn: outside cli.start..cli.exit median {statistics.median(outside):.0f} us "
+                  f"(exec, loader, exit, fork/wait); /bin/true whole "
+                  f"{statistics.median(base):.0f} us")
         rows = sorted(steps.items(), key=lambda kv: statistics.median(kv[1][1]))
         slow = sorted((statistics.median(d) for d, _ in steps.values()), reverse=True)
         cut = slow[min(11, len(slow) - 1)] if slow and not show_all else -1

@@ -10,15 +10,43 @@
 #include "util.h"
 
 /* In the v1 layout each controller has its own tree; the leaf exists once per
- * tree and the file names tell which tree a setting belongs to. */
+ * tree and the file names tell which tree a setting belongs to: the part
+ * before the first dot names the controller. Where cgroup_open() noted
+ * which controllers each tree holds, that answers without a lookup (about
+ * thirty access() calls on long paths per start before); a file the
+ * controller may lack (memsw without swap accounting) is checked by its
+ * caller. */
 static const char *dir_with(struct cgroup *cg, const char *file)
 {
+        static const char *const ctrls[] = CGROUP_V1_CTRLS;
+        size_t len = strcspn(file, ".");
+        unsigned bit = 0;
+        for (size_t c = 0; c < ARRAY_SIZE(ctrls) && !bit; c++)
+                if (strlen(ctrls[c]) == len && !strncmp(file, ctrls[c], len))
+                        bit = 1u << c;
+        bool known = cg->n_dirs > 0 && cg->ctrls[0] != 0;
+        if (known && bit) {
+                for (size_t i = 0; i < cg->n_dirs; i++)
+                        if (cg->ctrls[i] & bit)
+                                return cg->dirs[i];
+                return NULL;
+        }
         for (size_t i = 0; i < cg->n_dirs; i++) {
                 _cleanup_free_ char *p = xasprintf("%s/%s", cg->dirs[i], file);
                 if (access(p, F_OK) == 0)
                         return cg->dirs[i];
         }
         return NULL;
+}
+
+/* Whether the tree of `file`'s controller has it. */
+static bool has_file(struct cgroup *cg, const char *file)
+{
+        const char *dir = dir_with(cg, file);
+        if (!dir)
+                return false;
+        _cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
+        return access(p, F_OK) == 0;
 }
 
 static int v1_create(struct cgroup *cg, struct al_error *err)
@@ -93,7 +121,7 @@ static int v1_apply(struct cgroup *cg, const struct cgroup_limits *l, struct al_
                 /* memsw counts memory plus swap; equal to the memory limit
                  * means no swap. Without swap accounting, refuse swap through
                  * swappiness instead. */
-                if (dir_with(cg, "memory.memsw.limit_in_bytes") || cg->fake)
+                if (has_file(cg, "memory.memsw.limit_in_bytes") || cg->fake)
                         r = v1_set(cg, "memory.memsw.limit_in_bytes", l->memory, true, err);
                 else
                         r = v1_set(cg, "memory.swappiness", 0, false, err);

@@ -14,13 +14,35 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cgroup.h"
 #include "util.h"
+#include "vmchild.h"
 
 static pid_t warm_pid = -1;
+/* The helper shares our memory (vmchild.h): its stack, and the descriptor
+ * it writes its pid to, set before it starts. */
+static _Alignas(16) char warm_stack[16384];
+static int warm_fd = -1;
+
+static int warm_main(void *arg)
+{
+        (void)arg;
+        char tmp[24], me[24];
+        long pid = vmchild_syscall(SYS_getpid, 0, 0, 0);
+        size_t n = 0;
+        do {
+                tmp[n++] = (char)('0' + pid % 10);
+                pid /= 10;
+        } while (pid > 0 && n < sizeof(tmp));
+        for (size_t i = 0; i < n; i++)
+                me[i] = tmp[n - 1 - i];
+        (void)vmchild_syscall(SYS_write, warm_fd, (long)me, (long)n);
+        return 0;
+}
 
 int cgroup_warm_path(const char *self_cgroup, const char *root, char *buf, size_t size)
 {
@@ -88,7 +110,12 @@ void cgroup_warm(void)
         fd = open(tasks, O_WRONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return; /* not ours to write (an ordinary user): nothing gained */
-        pid_t pid = fork();
+        /* Sharing our memory, it starts without a copy of it (0.15 ms and
+         * more of a fork, vmchild.h). */
+        warm_fd = fd;
+        pid_t pid = vmchild_start(warm_main, NULL, warm_stack, sizeof(warm_stack), 0);
+        if (pid < 0)
+                pid = fork();
         if (pid == 0) {
                 char me[24];
                 int len = snprintf(me, sizeof(me), "%d", (int)getpid());

@@ -34,8 +34,17 @@ int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret)
 
 int cgroup_write(struct cgroup *cg, const char *dir, const char *file, const char *value)
 {
-        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
         int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | (cg->fake ? O_CREAT | O_TRUNC : 0);
+        /* A leaf this process holds locked (cgroup_lock_leaves) is open
+         * already: the file is looked up in it, not by the whole path. */
+        for (size_t i = 0; i < cg->n_locks && !strchr(file, '/'); i++)
+                if (cg->dirs[i] == dir || STREQ(cg->dirs[i], dir)) {
+                        _cleanup_close_ int fd = openat(cg->locks[i], file, flags, 0644);
+                        if (fd < 0)
+                                return -errno;
+                        return write_full(fd, value, strlen(value));
+                }
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
         _cleanup_close_ int fd = open(path, flags, 0644);
         if (fd < 0)
                 return -errno;
@@ -348,12 +357,34 @@ int cgroup_setup(const char *name, const struct cgroup_limits *l, struct cgroup 
         return 0;
 }
 
+/* A layout found for a run's record (cgroup_keep), taken by the next
+ * cgroup_open() of the same leaf in this process. */
+static struct cgroup *kept;
+
+void cgroup_keep(struct cgroup *cg)
+{
+        cgroup_free(kept);
+        kept = cg && !cg->created ? cg : cgroup_free(cg);
+}
+
 int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
                 struct al_error *err)
 {
         struct statfs sfs;
         struct cgroup *cg = NULL;
         int r;
+
+        if (kept) {
+                cg = TAKE_PTR(kept);
+                /* Found with no limits: limits.io makes blkio required,
+                 * which only a fresh look can refuse. */
+                if (STREQ(cg->name, name) && !cgroup_io_limited(l)) {
+                        cg->limits = *l;
+                        *ret = cg;
+                        return 0;
+                }
+                cg = cgroup_free(cg);
+        }
 
         if (statfs("/sys/fs/cgroup", &sfs) < 0)
                 return al_error_set(err, errno, "cgroup: /sys/fs/cgroup");
@@ -368,9 +399,9 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
         } else {
                 /* blkio last: optional unless limits.io is set (its byte
                  * counts show in the usage when it is there). */
-                static const char *const ctrls[] = {"memory",  "pids",    "cpu",
-                                                    "cpuacct", "freezer", "blkio"};
+                static const char *const ctrls[] = CGROUP_V1_CTRLS;
                 char *parents[CGROUP_V1_MAX] = {0};
+                unsigned held[CGROUP_V1_MAX] = {0};
                 size_t n = 0;
                 /* Each read once for every controller. */
                 _cleanup_free_ char *mountinfo = NULL, *self = NULL;
@@ -428,15 +459,22 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
                                 break;
                         }
                         bool dup = false;
-                        for (size_t j = 0; j < n; j++)
-                                dup = dup || STREQ(parents[j], dir);
+                        for (size_t j = 0; j < n && !dup; j++)
+                                if (STREQ(parents[j], dir)) {
+                                        held[j] |= 1u << i; /* co-mounted */
+                                        dup = true;
+                                }
                         if (dup)
                                 free(dir);
-                        else
+                        else {
+                                held[n] = 1u << i;
                                 parents[n++] = dir;
+                        }
                 }
                 if (r >= 0)
                         r = cgroup_v1_new(parents, n, name, false, &cg);
+                for (size_t j = 0; r >= 0 && j < n; j++)
+                        cg->ctrls[j] = held[j];
                 for (size_t j = 0; j < n; j++)
                         free(parents[j]);
                 if (r < 0)

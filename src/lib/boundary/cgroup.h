@@ -58,6 +58,13 @@ struct cgroup_ops {
 
 enum { CGROUP_V1_MAX = 6, CGROUP_FREEZE_WAIT_MS = 2000 };
 
+/* The v1 controllers Airlock uses, in the order of struct cgroup.ctrls'
+ * bits. */
+#define CGROUP_V1_CTRLS                                                                            \
+        {                                                                                          \
+                "memory", "pids", "cpu", "cpuacct", "freezer", "blkio"                             \
+        }
+
 struct cgroup {
         const struct cgroup_ops *ops;
         char *name; /* leaf name, "airlock-<id>" */
@@ -66,6 +73,11 @@ struct cgroup {
          * mounted; co-mounted controllers share one). */
         char *dirs[CGROUP_V1_MAX];
         size_t n_dirs;
+        /* v1 from cgroup_open(): the controllers each of dirs holds, bits
+         * of CGROUP_V1_CTRLS' order, so that a control file is written
+         * where its name says without looking for it; 0: not known (a
+         * tree given to cgroup_v1_new), the file is looked for. */
+        unsigned ctrls[CGROUP_V1_MAX];
         char *parent_v2; /* v2: the directory the leaf is created in */
         int dir_fd;      /* v2: the leaf, for CLONE_INTO_CGROUP; else -1 */
         bool created;
@@ -96,6 +108,11 @@ int cgroup_warm_path(const char *self_cgroup, const char *root, char *buf, size_
  * yet. */
 int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup **ret,
                 struct al_error *err);
+/* Keep `cg` (from cgroup_open, nothing created) for the next cgroup_open()
+ * of the same name in this process, which takes it instead of reading
+ * the layout again (a run's record names the leaves, then its supervisor
+ * opens them); NULL drops what was kept. */
+void cgroup_keep(struct cgroup *cg);
 /* Create the leaf and apply the limits given to cgroup_open(), once. On v1
  * the spawner does this after clone, while the child builds its root. */
 int cgroup_realize(struct cgroup *cg, struct al_error *err);

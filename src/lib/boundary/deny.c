@@ -255,9 +255,9 @@ static int resolve_deny(struct mounts_plan *plan, struct realcache *rc, const ch
                                             path);
                 }
                 for (size_t j = 0; r == 0 && j < g.gl_pathc; j++) {
-                        int rr = realcache_resolve(rc, g.gl_pathv[j], real);
-                        if (rr < 0 || lstat(real, &st) < 0) {
-                                int e = rr < 0 ? -rr : errno;
+                        int rr = realcache_resolve_stat(rc, g.gl_pathv[j], real, &st);
+                        if (rr < 0) {
+                                int e = -rr;
                                 if (e == ENOENT)
                                         continue;
                                 globfree(&g);
@@ -270,12 +270,12 @@ static int resolve_deny(struct mounts_plan *plan, struct realcache *rc, const ch
                 globfree(&g);
                 return 0;
         }
-        int rr = realcache_resolve(rc, path, real);
-        if (rr == 0 && lstat(real, &st) == 0) {
+        int rr = realcache_resolve_stat(rc, path, real, &st);
+        if (rr == 0) {
                 mounts_plan_add_deny(plan, real, st.st_mode & S_IFMT, dir);
                 return 0;
         }
-        int e = rr < 0 ? -rr : errno;
+        int e = -rr;
         if (e == ENOENT || e == ENOTDIR) {
                 int r = real_missing(rc, path, real);
                 if (r == -EACCES && may_skip_eacces)

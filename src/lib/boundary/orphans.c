@@ -65,7 +65,8 @@ static json_t *cgroup_dirs(const char *id)
         /* Beside them, leaves of owners that died with no record left to
          * find them by (a state root removed since): their lock tells. */
         (void)cgroup_sweep_beside(cg->dirs, cg->n_dirs, CGROUP_SWEEP_MIN_AGE_S);
-        cgroup_free(cg);
+        /* The supervisor opens the same leaves next: the layout once. */
+        cgroup_keep(cg);
         return a;
 }
 

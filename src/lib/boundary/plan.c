@@ -53,11 +53,13 @@ static const char *broad_reason(struct realcache *rc, const char *real, const ch
         if (caller_home && realpath(caller_home, home) && mounts_path_under(home, real))
                 return STREQ(home, real) ? "is a whole home directory" : "holds a whole home";
         /* A home in /etc/passwd, or a directory that holds one. Homes of
-         * "/" are no one's. */
+         * "/" are no one's. Read a line at a time (mounts_passwd_homes):
+         * the C library's reader seeked twice per entry. */
         _cleanup_fclose_ FILE *pw = fopen("/etc/passwd", "re");
-        struct passwd *e;
-        while (pw && (e = fgetpwent(pw)))
-                if (e->pw_dir && realcache_resolve(rc, e->pw_dir, home) == 0 && !STREQ(home, "/") &&
+        size_t n = 0;
+        _cleanup_strv_ char **homes = pw ? mounts_passwd_homes(pw, NULL, &n) : NULL;
+        for (size_t i = 0; i < n; i++)
+                if (realcache_resolve(rc, homes[i], home) == 0 && !STREQ(home, "/") &&
                     mounts_path_under(home, real))
                         return STREQ(home, real) ? "is a whole home directory"
                                                  : "holds a whole home";

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "realcache.h"
 #include "util.h"
@@ -13,6 +15,9 @@ struct realcache_entry {
         char *path;
         char *real; /* NULL: resolving it failed with err */
         int err;
+        /* The directory `real` names, O_PATH, opened the first time a path
+         * beneath it is asked for; -1: not yet, -2: it could not be. */
+        int fd;
 };
 
 struct realcache {
@@ -32,6 +37,8 @@ struct realcache *realcache_free(struct realcache *rc)
         for (size_t i = 0; i < rc->n; i++) {
                 free(rc->e[i].path);
                 free(rc->e[i].real);
+                if (rc->e[i].fd >= 0)
+                        close(rc->e[i].fd);
         }
         free(rc->e);
         free(rc);
@@ -56,67 +63,99 @@ static bool plain(const char *p)
         }
 }
 
-static int system_realpath(const char *path, char real[PATH_MAX])
+static int system_realpath(const char *path, char real[PATH_MAX], struct stat *ret_st)
 {
-        return realpath(path, real) ? 0 : -errno;
+        if (!realpath(path, real))
+                return -errno;
+        return ret_st && lstat(real, ret_st) < 0 ? -errno : 0;
 }
 
-/* The remembered answer for `dir`: true and it in *ret. */
-static bool remembered(const struct realcache *rc, const char *dir, char real[PATH_MAX], int *ret)
+static ssize_t find(const struct realcache *rc, const char *dir)
 {
         for (size_t i = 0; i < rc->n; i++)
-                if (STREQ(rc->e[i].path, dir)) {
-                        if (!rc->e[i].real) {
-                                *ret = rc->e[i].err;
-                                return true;
-                        }
-                        snprintf(real, PATH_MAX, "%s", rc->e[i].real);
-                        *ret = 0;
-                        return true;
-                }
-        return false;
+                if (STREQ(rc->e[i].path, dir))
+                        return (ssize_t)i;
+        return -1;
 }
 
-static int lookup(struct realcache *rc, const char *dir, char real[PATH_MAX])
+/* The remembered answer of entry k: 0 and it in `real`, or its -errno. */
+static int remembered(const struct realcache *rc, size_t k, char real[PATH_MAX],
+                      struct stat *ret_st)
 {
-        int r;
-        if (remembered(rc, dir, real, &r))
-                return r;
-        r = realcache_resolve(rc, dir, real);
+        const struct realcache_entry *e = &rc->e[k];
+        if (!e->real)
+                return e->err;
+        snprintf(real, PATH_MAX, "%s", e->real);
+        if (!ret_st)
+                return 0;
+        return (e->fd >= 0 ? fstat(e->fd, ret_st) : lstat(real, ret_st)) < 0 ? -errno : 0;
+}
+
+static size_t lookup(struct realcache *rc, const char *dir)
+{
+        ssize_t k = find(rc, dir);
+        if (k >= 0)
+                return (size_t)k;
+        char real[PATH_MAX];
+        int r = realcache_resolve_stat(rc, dir, real, NULL);
         rc->e = xrealloc(rc->e, rc->n + 1, sizeof(*rc->e));
         rc->e[rc->n++] = (struct realcache_entry){
-            .path = xstrdup(dir), .real = r < 0 ? NULL : xstrdup(real), .err = r};
-        return r;
+            .path = xstrdup(dir), .real = r < 0 ? NULL : xstrdup(real), .err = r, .fd = -1};
+        return rc->n - 1;
+}
+
+/* Entry k's directory, opened once: each home holds a dozen deny
+ * entries, and a lookup of one name in an open directory walks one
+ * component, not the whole path again. */
+static int dir_fd(struct realcache *rc, size_t k)
+{
+        struct realcache_entry *e = &rc->e[k];
+        if (e->fd == -1) {
+                e->fd = open(e->real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (e->fd < 0)
+                        e->fd = -2;
+        }
+        return e->fd;
 }
 
 int realcache_resolve(struct realcache *rc, const char *path, char real[PATH_MAX])
 {
+        return realcache_resolve_stat(rc, path, real, NULL);
+}
+
+int realcache_resolve_stat(struct realcache *rc, const char *path, char real[PATH_MAX],
+                           struct stat *ret_st)
+{
         if (!rc || !plain(path) || strlen(path) >= PATH_MAX)
-                return system_realpath(path, real);
+                return system_realpath(path, real, ret_st);
         if (STREQ(path, "/")) {
                 snprintf(real, PATH_MAX, "/");
-                return 0;
+                return ret_st && lstat("/", ret_st) < 0 ? -errno : 0;
         }
         /* A directory already met as a parent (each home, each ancestor
-         * of a missing entry): its answer, without another lstat. */
-        int known;
-        if (remembered(rc, path, real, &known))
-                return known;
+         * of a missing entry): its answer, without another lookup. */
+        ssize_t known = find(rc, path);
+        if (known >= 0)
+                return remembered(rc, (size_t)known, real, ret_st);
         const char *slash = strrchr(path, '/');
-        char parent[PATH_MAX], preal[PATH_MAX];
+        char parent[PATH_MAX];
         snprintf(parent, sizeof(parent), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-        int r = lookup(rc, parent, preal);
-        if (r < 0)
-                return r;
+        size_t k = lookup(rc, parent);
+        if (!rc->e[k].real)
+                return rc->e[k].err;
+        const char *preal = rc->e[k].real;
         char cand[PATH_MAX];
         int n = snprintf(cand, sizeof(cand), "%s/%s", STREQ(preal, "/") ? "" : preal, slash + 1);
         if (n < 0 || (size_t)n >= sizeof(cand))
-                return system_realpath(path, real);
+                return system_realpath(path, real, ret_st);
         struct stat st;
-        if (lstat(cand, &st) < 0)
+        int dfd = dir_fd(rc, k);
+        if ((dfd >= 0 ? fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) : lstat(cand, &st)) < 0)
                 return -errno;
         if (S_ISLNK(st.st_mode))
-                return system_realpath(path, real);
+                return system_realpath(path, real, ret_st);
         memcpy(real, cand, (size_t)n + 1);
+        if (ret_st)
+                *ret_st = st;
         return 0;
 }

@@ -75,6 +75,9 @@ _Noreturn void spawn_child_fail(int sync, enum spawn_failure kind, const struct 
 
 /* userns.c */
 extern pid_t spawn_idmap_helper;
+/* Reap the idmapped mount's namespace holder, if one is pending, and free
+ * its stack. */
+void spawn_reap_idmap_helper(void);
 bool spawn_only_own_group(void);
 int spawn_write_maps(pid_t pid, uid_t uid_in, uid_t uid_out, gid_t gid_in, gid_t gid_out,
                      bool deny_setgroups);

@@ -567,11 +567,7 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ret->sync_fd = sp[0];
         ret->failure = SPAWN_OK;
         idrange_keep(&ctx.ids);
-        if (spawn_idmap_helper > 0) {
-                while (waitpid(spawn_idmap_helper, NULL, 0) < 0 && errno == EINTR)
-                        ;
-                spawn_idmap_helper = -1;
-        }
+        spawn_reap_idmap_helper();
         mounts_plan_free(plan, p->n_mounts);
         if (ctx.workspace_fd >= 0)
                 close(ctx.workspace_fd);

@@ -29,6 +29,7 @@
 #include "mounts.h"
 #include "spawn.h"
 #include "util.h"
+#include "vmchild.h"
 #include "spawn-internal.h"
 
 const char *spawn_userns_disabled_reason(void)
@@ -101,23 +102,69 @@ pid_t spawn_sys_clone3(struct clone_args *args)
 }
 
 pid_t spawn_idmap_helper = -1;
+/* Its stack when it shares our memory (vmchild.h): freed once reaped. */
+static void *idmap_helper_stack;
+
+void spawn_reap_idmap_helper(void)
+{
+        if (spawn_idmap_helper <= 0)
+                return;
+        while (waitpid(spawn_idmap_helper, NULL, 0) < 0 && errno == EINTR)
+                ;
+        spawn_idmap_helper = -1;
+        free(idmap_helper_stack);
+        idmap_helper_stack = NULL;
+}
 
 /* A user namespace that maps the host owner of a tree to the sandbox's host
  * uid, for an idmapped mount: files owned by the caller's workspace owner
  * look like the sandbox user's own, and what the sandbox creates lands on
  * disk as that owner. Only root can make idmapped mounts. */
+struct idmap_child {
+        int rfd, wfd;
+};
+
+/* The user namespace's holder, sharing our memory (vmchild.h): it lives
+ * until we close the pipe, after its maps are written and the namespace
+ * opened. */
+static int idmap_child_main(void *arg)
+{
+        const struct idmap_child *c = arg;
+        char ch;
+        (void)vmchild_syscall(SYS_close, c->wfd, 0, 0);
+        while (vmchild_syscall(SYS_read, c->rfd, (long)&ch, 1) == -EINTR)
+                ;
+        return 0;
+}
+
 static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to_gid)
 {
         int pipefd[2];
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
-        struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
-        pid_t pid = spawn_sys_clone3(&args);
+        /* Without a copy of the supervisor's memory (vmchild.h). What it
+         * reads is set before it starts and never changed: the pipe's ends
+         * (its own copies; it closes the write end). One helper pending at
+         * a time: an earlier one has long read its EOF. */
+        spawn_reap_idmap_helper();
+        static struct idmap_child ic;
+        ic = (struct idmap_child){.rfd = pipefd[0], .wfd = pipefd[1]};
+        enum { STACK = 16384 };
+        void *stack = vmchild_supported() ? xcalloc(1, STACK) : NULL;
+        pid_t pid =
+            stack ? vmchild_start(idmap_child_main, &ic, stack, STACK, CLONE_NEWUSER) : -ENOSYS;
+        if (pid < 0) { /* no raw system calls here, or the kernel refused: a fork */
+                free(stack);
+                stack = NULL;
+                struct clone_args args = {.flags = CLONE_NEWUSER, .exit_signal = SIGCHLD};
+                pid = spawn_sys_clone3(&args);
+                if (pid < 0)
+                        pid = -errno;
+        }
         if (pid < 0) {
-                int r = -errno;
                 close(pipefd[0]);
                 close(pipefd[1]);
-                return r;
+                return pid;
         }
         if (pid == 0) {
                 char c;
@@ -138,9 +185,13 @@ static int idmap_userns(uid_t owner_uid, gid_t owner_gid, uid_t to_uid, gid_t to
         }
         close(pipefd[1]);
         /* It exits as soon as it reads EOF; reap it without waiting when
-         * it already has, else later (spawn_reap_helpers). */
-        if (waitpid(pid, NULL, WNOHANG) == 0)
+         * it already has, else later (spawn_reap_idmap_helper(), with its
+         * stack: never freed while it may still run on it). */
+        if (waitpid(pid, NULL, WNOHANG) == 0) {
                 spawn_idmap_helper = pid;
+                idmap_helper_stack = stack;
+        } else
+                free(stack);
         return r < 0 ? r : fd;
 }
 
