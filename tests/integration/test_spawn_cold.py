@@ -98,7 +98,7 @@ def test_trace_names_each_step_and_stays_out_of_the_sandbox(airlock):
     fds = sorted(int(x) for x in p.stdout.split())
     assert fds == [0, 1, 2, 3], p.stdout  # 3: ls's own directory handle
     lines = trace.read_text().splitlines()
-    steps = [m.group(1) for m in (re.search(r" step=(\S+) \+\d+us$", x) for x in lines) if m]
+    steps = [m.group(1) for m in (re.search(r" step=(\S+) \+\d+us(?: mono=\d+us)?$", x) for x in lines) if m]
     assert all(re.match(r"airlock-trace pid=\d+ at=\d+us step=", x) for x in lines), lines[:3]
     at = {}
     for x in lines:
