@@ -232,6 +232,7 @@ def test_terminal_restored_after_audit_failure(airlock, full_disk):
 DENIED = r"""
 import socket, sys
 print("STARTED", flush=True)
+sys.stdin.readline()  # the test has seen the terminal raw
 for i in range(2000):
     try:
         s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
@@ -257,6 +258,7 @@ def test_terminal_restored_after_an_audit_failure_mid_run(airlock, full_disk):
     try:
         t.expect(rb"STARTED")
         assert not t.mode()[3] & termios.ECHO
+        t.send("go\r")
         assert t.wait(timeout=60) == 125
         assert b"audit_failed" in t.out and b"ALL-DENIED" not in t.out, t.out[-500:]
         assert t.mode() == t.initial
