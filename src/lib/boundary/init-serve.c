@@ -314,17 +314,7 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
                                 continue;
                         if (n <= 0)
                                 break; /* the supervisor is gone */
-                        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                                        int *in = (int *)CMSG_DATA(c);
-                                        for (size_t i = 0; i < k; i++) {
-                                                if (nfds < 3)
-                                                        fds[nfds++] = in[i];
-                                                else
-                                                        close(in[i]);
-                                        }
-                                }
+                        spawn_sync_take_fds(&mh, fds, 3, &nfds);
                         struct sync_msg m;
                         if ((size_t)n >= sizeof(m)) {
                                 memcpy(&m, buf, sizeof(m));

@@ -92,17 +92,7 @@ static _Noreturn void warm_main(struct child_ctx *ctx, int fd)
          * (pid 1 tells it from one before, which never ran). */
         spawn_sync_send(fd, SYNC_GO, 0, 0, NULL);
         al_trace_mark("warm.request");
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                        int *in = (int *)CMSG_DATA(c);
-                        for (size_t i = 0; i < k; i++) {
-                                if (nfds < 3)
-                                        fds[nfds++] = in[i];
-                                else
-                                        close(in[i]);
-                        }
-                }
+        spawn_sync_take_fds(&mh, fds, 3, &nfds);
         const char *cwd;
         char **argv, **envp;
         struct sync_msg m;

@@ -66,6 +66,10 @@ struct child_ctx {
 /* sync.c */
 int spawn_sync_send(int fd, uint32_t type, int code, int value, const char *text);
 int spawn_sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t *ret_nfds);
+struct msghdr;
+/* The descriptors a received message carries, appended at fds[*nfds] up
+ * to max_fds; any beyond are closed. */
+void spawn_sync_take_fds(struct msghdr *mh, int *fds, size_t max_fds, size_t *nfds);
 int spawn_send_fds(int sock, uint32_t type, const int *fds, size_t n);
 int spawn_send_msg(int fd, const struct sync_msg *m);
 int spawn_send_msg_fd(int fd, const struct sync_msg *m, int pass_fd);

@@ -46,8 +46,10 @@ int spawn_sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t
 {
         char control[CMSG_SPACE(sizeof(int) * SPAWN_LISTEN_MAX)];
         struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
-                            .msg_control = control, .msg_controllen = sizeof(control)};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = control,
+                            .msg_controllen = sizeof(control)};
         ssize_t n;
         int resets = 0;
         /* A peer that exits with our message unread in its queue makes the
@@ -63,21 +65,27 @@ int spawn_sync_recv(int fd, struct sync_msg *m, int *fds, size_t max_fds, size_t
         if (n != (ssize_t)sizeof(*m))
                 return -EBADMSG;
         m->text[sizeof(m->text) - 1] = '\0';
+        size_t nfds = 0;
+        spawn_sync_take_fds(&mh, fds, fds && ret_nfds ? max_fds : 0, &nfds);
         if (ret_nfds)
-                *ret_nfds = 0;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                *ret_nfds = nfds;
+        return 0;
+}
+
+void spawn_sync_take_fds(struct msghdr *mh, int *fds, size_t max_fds, size_t *nfds)
+{
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
                 if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                         continue;
                 size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                 int *in = (int *)CMSG_DATA(c);
                 for (size_t i = 0; i < k; i++) {
-                        if (fds && ret_nfds && *ret_nfds < max_fds)
-                                fds[(*ret_nfds)++] = in[i];
+                        if (*nfds < max_fds)
+                                fds[(*nfds)++] = in[i];
                         else
                                 close(in[i]);
                 }
         }
-        return 0;
 }
 
 int spawn_send_fds(int sock, uint32_t type, const int *fds, size_t n)
@@ -86,8 +94,10 @@ int spawn_send_fds(int sock, uint32_t type, const int *fds, size_t n)
         char control[CMSG_SPACE(sizeof(int) * SPAWN_LISTEN_MAX)];
         memset(control, 0, sizeof(control));
         struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
-                            .msg_control = control, .msg_controllen = CMSG_SPACE(sizeof(int) * n)};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = control,
+                            .msg_controllen = CMSG_SPACE(sizeof(int) * n)};
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
@@ -138,7 +148,9 @@ int spawn_send_msg_fd(int fd, const struct sync_msg *m, int pass_fd)
         char control[CMSG_SPACE(sizeof(int))];
         memset(control, 0, sizeof(control));
         struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = control,
                             .msg_controllen = sizeof(control)};
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
