@@ -208,6 +208,8 @@ while i < 3000 and (i < 40 or res["ok"] < 5):
             pass
     else:
         res["refused"] += 1
+        e = os.strerror(ctypes.get_errno())
+        res.setdefault("errors", {})[e] = res.get("errors", {}).get(e, 0) + 1
     s.close()
 os.kill(pid, signal.SIGKILL)
 os.waitpid(pid, 0)
@@ -231,7 +233,11 @@ def race(airlock, net, policy=None):
             files={"r.py": RACE}, timeout=60, policy=policy)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["ok"] >= 5, (out, json.dumps(r.records[:3]), r.stderr)
+    reasons = {}
+    for d in r.records:
+        k = f'{d.get("decision")} {d.get("reason")}'
+        reasons[k] = reasons.get(k, 0) + 1
+    assert out["ok"] >= 5, (out, reasons, r.stderr)
     seen = net.requests(mark)
     assert seen and all(line.startswith(f"{HTTP_PORT} ") for line in seen), seen
     for d in r.of("transparent", "allow"):
