@@ -201,7 +201,8 @@ void control_proc_free(struct proc *p)
 static void proc_maybe_done(struct proc *p)
 {
         struct control *c = p->ctl;
-        if (!(p->exited || p->failed) || p->out_fd[0] >= 0 || p->out_fd[1] >= 0)
+        /* Once: the linger timer may still fire after the output closed. */
+        if (p->done || !(p->exited || p->failed) || p->out_fd[0] >= 0 || p->out_fd[1] >= 0)
                 return;
         struct cgroup_usage cu = {0};
         if (c->core.cg)
@@ -257,6 +258,8 @@ static void proc_maybe_done(struct proc *p)
         detach_all(p);
         if (p->ev_timeout)
                 evtimer_del(p->ev_timeout);
+        if (p->ev_linger)
+                evtimer_del(p->ev_linger);
         evtimer_del(p->ev_stall);
         /* A finished process stays listed, with its kept events, for attach
          * and for a client that reconnects, until its slot is needed
