@@ -34,7 +34,9 @@ def test_stopping_every_process_does_not_wedge_pid1(shared_daemon):
                 assert r.exit_code is not None
             except AirlockError:
                 pass
-            assert time.monotonic() - t0 < 15, "pid 1 did not answer"
+            # Under the prepared process's 5 s deadline: a stopped one is
+            # let go at once, not waited for.
+            assert time.monotonic() - t0 < 4, "pid 1 answered late or never"
     finally:
         try:
             api.delete(sid)

@@ -78,9 +78,7 @@ static int init_wait_execve(pid_t pid, int fd, struct sync_msg *r)
                 int n = poll(&p, 1, 100);
                 if (n > 0 || (n < 0 && errno != EINTR))
                         return spawn_sync_recv(fd, r, NULL, 0, NULL);
-                siginfo_t si = {0};
-                if (waitid(P_PID, (id_t)pid, &si, WSTOPPED | WNOHANG) == 0 && si.si_pid == pid &&
-                    si.si_code == CLD_STOPPED) {
+                if (init_child_stopped(pid)) {
                         kill(pid, SIGKILL);
                         return -EINTR;
                 }
