@@ -95,7 +95,17 @@ int audit_lock_current(struct audit *a, struct al_error *err)
                 if (tries >= APPEND_MAX_TRIES)
                         return al_error_set(err, EAGAIN, "audit log \"%s\" keeps being replaced",
                                             a->path);
-                int fd = -1, r = audit_log_open(a->path, &fd);
+                /* Lines of ours still unsynced are in the file rotated
+                 * away (another writer renames it with nothing of its own
+                 * pending, so without a sync): synced through its
+                 * descriptor before it is dropped, or audit_flush() would
+                 * sync only the new file and report them on the disk. */
+                int r = audit_flush(a);
+                if (r < 0)
+                        return al_error_set(err, r, "syncing audit log \"%s\" rotated away",
+                                            a->path);
+                int fd = -1;
+                r = audit_log_open(a->path, &fd);
                 if (r < 0)
                         return al_error_set(err, r, "reopening audit log \"%s\"", a->path);
                 close(a->fd); /* drops the lock on the old file */

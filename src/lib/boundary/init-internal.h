@@ -67,6 +67,9 @@ pid_t warm_take(int id, const char *payload, size_t len, const int *fds, int *re
  * it took the request and was stopped or misbehaved (killed: refuse it). */
 enum warm_outcome { WARM_EXECED, WARM_FAILED, WARM_UNTAKEN, WARM_LOST };
 enum warm_outcome warm_wait(pid_t pid, int fd, struct sync_msg *m);
+/* pid, a child of pid 1, is stopped (a process inside, as the same user,
+ * may stop it before its execve); its stop is taken (waitid WSTOPPED). */
+bool init_child_stopped(pid_t pid);
 /* pid was the prepared process, dead unused: true (it is forgotten). */
 bool warm_reaped(pid_t pid);
 /* After a SIGCHLD: a prepared process that was stopped is let go. */

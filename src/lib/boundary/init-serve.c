@@ -62,6 +62,29 @@ int init_parse_exec(char *buf, size_t len, const char **cwd, char ***argv, char 
         return 0;
 }
 
+/* The forked process's answer on its channel: its failure, or the end of
+ * the channel at execve (spawn_sync_recv: -ECONNRESET). Once it has
+ * taken the sandbox's uid, any process inside running as that user may
+ * signal it, and one that stops it before its execve would hold pid 1 here
+ * for ever: no other request served, no kill (an exec's timeout) obeyed, no
+ * exit reported. So while it has not answered, pid 1 looks every 100 ms
+ * whether it is stopped; stopped, it is killed (-EINTR: it never ran its
+ * command). A process that is only slow (a loaded machine, the microvm
+ * tier writing its initramfs) is waited for as long as it takes. */
+static int init_wait_execve(pid_t pid, int fd, struct sync_msg *r)
+{
+        for (;;) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                int n = poll(&p, 1, 100);
+                if (n > 0 || (n < 0 && errno != EINTR))
+                        return spawn_sync_recv(fd, r, NULL, 0, NULL);
+                if (init_child_stopped(pid)) {
+                        kill(pid, SIGKILL);
+                        return -EINTR;
+                }
+        }
+}
+
 /* Start one requested process: it goes through init_command_main() exactly as a
  * sandbox's first command does. */
 static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc *procs, int id,
@@ -164,9 +187,17 @@ static void init_exec(struct child_ctx *ctx, int sync, int sfd, struct init_proc
         procs[slot].id = id;
         al_trace_mark("init.forked");
         struct sync_msg r;
-        int rr = spawn_sync_recv(pair[0], &r, NULL, 0, NULL);
+        int rr = init_wait_execve(pid, pair[0], &r);
         al_trace_mark("init.exec_seen");
-        if (rr == 0 && r.type == SYNC_ERROR) {
+        if (rr == -EINTR) {
+                /* Stopped before its execve, and killed: nothing ran. */
+                procs[slot].id = -1;
+                m.code = EINTR;
+                snprintf(m.text, sizeof(m.text),
+                         "the command's process was stopped by a signal before it started "
+                         "(another process of the sandbox sent it); it was killed");
+                spawn_send_msg(sync, &m);
+        } else if (rr == 0 && r.type == SYNC_ERROR) {
                 /* It ends by itself; its exit is not reported, its failure is. */
                 procs[slot].id = -1;
                 r.id = id;

@@ -198,6 +198,13 @@ pid_t warm_take(int id, const char *payload, size_t len, const int *fds, int *re
         return pid;
 }
 
+bool init_child_stopped(pid_t pid)
+{
+        siginfo_t si = {0};
+        return waitid(P_PID, (id_t)pid, &si, WSTOPPED | WNOHANG) == 0 && si.si_pid == pid &&
+               si.si_code == CLD_STOPPED;
+}
+
 bool warm_wanted(const struct child_ctx *ctx)
 {
         return warm_pid < 0 && !warm_lost && warm_possible(ctx);
@@ -218,9 +225,7 @@ void warm_check_stopped(void)
 {
         /* Stopped while it waited (a process inside can signal it): it
          * would hold the next request up. */
-        siginfo_t si = {0};
-        if (warm_pid > 0 && waitid(P_PID, (id_t)warm_pid, &si, WSTOPPED | WNOHANG) == 0 &&
-            si.si_pid == warm_pid && si.si_code == CLD_STOPPED) {
+        if (warm_pid > 0 && init_child_stopped(warm_pid)) {
                 warm_drop();
                 warm_lost = true;
         }
@@ -257,12 +262,15 @@ enum warm_outcome warm_wait(pid_t pid, int fd, struct sync_msg *m)
                 uint64_t now = now_monotonic_us();
                 int left = now >= deadline ? 0 : (int)((deadline - now + 999) / 1000);
                 struct pollfd p = {.fd = fd, .events = 0};
-                int n = poll(&p, 1, left);
+                /* Looked at every 100 ms: stopped (by a process inside),
+                 * it is let go at once, not at the deadline. */
+                int n = poll(&p, 1, left < 100 ? left : 100);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n > 0)
                         return warm_said(fd, m);
-                break;
+                if (left <= 100 || init_child_stopped(pid))
+                        break;
         }
         /* Stopped: killed, it says what it had sent. Nothing: the request
          * never ran (a fork serves it). That it had taken it: it cannot be
