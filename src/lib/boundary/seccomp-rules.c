@@ -83,7 +83,7 @@ static const char *const allowed_syscalls[] = {
         "sched_setaffinity", "sched_getparam", "sched_setparam", "sched_getscheduler",
         "sched_setscheduler", "sched_getattr", "sched_setattr", "sched_get_priority_max",
         "sched_get_priority_min", "sched_rr_get_interval", "getcpu", "getrlimit", "ugetrlimit",
-        "setrlimit", "prlimit64", "getrusage", "times", "pidfd_open", "pidfd_send_signal",
+        "setrlimit", "getrusage", "times", "pidfd_open", "pidfd_send_signal",
         "process_mrelease", "restart_syscall",
         /* credentials (inside the user namespace, without capabilities) */
         "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "setuid",
@@ -404,6 +404,19 @@ static int add_conditional_rules(scmp_filter_ctx ctx, struct al_error *err)
         /* clone3 passes its flags in memory a filter cannot read, so it is
          * refused as "not implemented" and libcs fall back to clone. */
         r = add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, err);
+        if (r < 0)
+                return r;
+
+        /* prlimit64 sets only the caller's own limits (pid 0, as setrlimit
+         * asks) and reads anyone's: another process of the sandbox user
+         * could otherwise lower pid 1's, which every later command, of any
+         * user inside, inherits. */
+        struct scmp_arg_cmp own = LOW32(0, 0);
+        r = add_rule(ctx, SCMP_ACT_ALLOW, "prlimit64", 1, &own, err);
+        if (r < 0)
+                return r;
+        struct scmp_arg_cmp query = SCMP_A2(SCMP_CMP_EQ, 0);
+        r = add_rule(ctx, SCMP_ACT_ALLOW, "prlimit64", 1, &query, err);
         if (r < 0)
                 return r;
 
