@@ -3,8 +3,10 @@
 written to the audit log as a refusal (api.file_refused), never as the
 change it would have been; the directory is made from the one checked."""
 
+import io
 import os
 import pathlib
+import tarfile
 import tempfile
 
 import pytest
@@ -29,6 +31,15 @@ def setup(make_daemon, daemon_base):
         pass
 
 
+def tar_of(name):
+    t = io.BytesIO()
+    with tarfile.open(fileobj=t, mode="w") as tf:
+        info = tarfile.TarInfo(name)
+        info.size = 1
+        tf.addfile(info, io.BytesIO(b"x"))
+    return t.getvalue()
+
+
 def test_a_refused_change_is_audited_as_refused(setup):
     api, sid, ws = setup
     attempts = [
@@ -36,6 +47,7 @@ def test_a_refused_change_is_audited_as_refused(setup):
         ("delete", "private", lambda: api.delete_file(sid, "private", recursive=True)),
         ("mkdir", "private/new", lambda: api.mkdir(sid, "private/new")),
         ("rename", "private", lambda: api.rename(sid, "private", "moved")),
+        ("tar", ".", lambda: api.upload_tar(sid, ".", tar_of("private/key"))),
     ]
     for _, _, f in attempts:
         with pytest.raises(AirlockError) as e:
@@ -43,7 +55,8 @@ def test_a_refused_change_is_audited_as_refused(setup):
         assert e.value.status == 403, e.value
     lines = api.audit(sid)
     done = [l for l in lines if l["kind"] in ("api.file_written", "api.file_deleted",
-                                             "api.dir_created", "api.file_renamed")]
+                                             "api.dir_created", "api.file_renamed",
+                                             "api.tar_extracted")]
     assert not done, f"a refused change was recorded as done: {done}"
     refused = {(l.get("op"), l.get("path")) for l in lines if l["kind"] == "api.file_refused"}
     for op, path, _ in attempts:
