@@ -36,6 +36,8 @@ def test_another_grant_sees_names_not_values(two):
             "DEPLOY_TOKEN", "LATER"}), theirs
         assert all(m.get("source") is None for m in theirs["mounts"]), theirs
         assert theirs["network"] == mine["network"]
+        # Nor through the sandbox's record.
+        assert "VALUE" not in str(b.get(sid)), b.get(sid)
         # Nor through the audit lines, which any grant may read: the line
         # of the change names the variable, not its value.
         lines = b.audit(sid)
