@@ -136,8 +136,45 @@ int files_tar_check(const char *rel, const void *data, size_t len, size_t *ret_e
         return 0;
 }
 
+/* Where entry `path` goes: its directory made and opened following no
+ * link, and checked against deny as opened (with the name itself: a hard
+ * link to a denied file is that file). The nearest existing directory is
+ * checked before anything is made. */
+static int entry_dir(int root, const char *path, bool dir, const struct files_deny *deny,
+                     int *ret_fd, const char **ret_name, struct al_error *err)
+{
+        const char *slash = strrchr(path, '/');
+        _cleanup_free_ char *parent =
+            slash ? xasprintf("%.*s", (int)(slash - path), path) : xstrdup(".");
+        *ret_name = slash ? slash + 1 : path;
+        int r = files_deny_check(deny, root, path, false, err);
+        if (r < 0)
+                return r;
+        if (!STREQ(parent, ".") && (r = files_mkdir(root, parent, true, err)) < 0)
+                return r;
+        int fd = fs_openat2(root, parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0)
+                return al_error_set(err, -fd, "%s", path);
+        r = files_deny_check_fd(deny, root, fd, path, err);
+        if (r >= 0)
+                r = files_deny_check(deny, fd, *ret_name, dir, err);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
 int files_tar_extract(int root, const char *rel, const void *data, size_t len, json_t **ret,
                       struct al_error *err)
+{
+        return files_tar_extract_deny(root, rel, data, len, NULL, ret, err);
+}
+
+int files_tar_extract_deny(int root, const char *rel, const void *data, size_t len,
+                           const struct files_deny *deny, json_t **ret, struct al_error *err)
 {
         struct entry *v = NULL;
         size_t n = 0;
@@ -146,22 +183,37 @@ int files_tar_extract(int root, const char *rel, const void *data, size_t len, j
                 return r;
         size_t files = 0, dirs = 0;
         uint64_t bytes = 0;
+        /* All of it checked before anything is written; each entry again
+         * below, where it is written. */
+        for (size_t i = 0; deny && i < n; i++)
+                if ((r = files_deny_check(deny, root, v[i].path, false, err)) < 0)
+                        goto out;
         if (!STREQ(rel, ".")) {
                 r = files_mkdir(root, rel, true, err);
                 if (r < 0)
                         goto out;
         }
         for (size_t i = 0; i < n; i++) {
+                int pfd = -1;
+                const char *name = v[i].path;
+                if (deny && !STREQ(v[i].path, ".")) {
+                        r = entry_dir(root, v[i].path, v[i].dir, deny, &pfd, &name, err);
+                        if (r < 0)
+                                goto out;
+                }
+                int at = pfd >= 0 ? pfd : root;
                 if (v[i].dir) {
                         if (!STREQ(v[i].path, "."))
-                                r = files_mkdir(root, v[i].path, true, err);
+                                r = files_mkdir(at, name, true, err);
                         dirs++;
                 } else {
-                        r = files_write_mode(root, v[i].path, (const char *)data + v[i].off,
-                                             v[i].size, true, v[i].mode, err);
+                        r = files_write_mode(at, name, (const char *)data + v[i].off, v[i].size,
+                                             true, v[i].mode, err);
                         files++;
                         bytes += v[i].size;
                 }
+                if (pfd >= 0)
+                        close(pfd);
                 if (r < 0)
                         goto out;
         }

@@ -33,6 +33,14 @@ int files_tar_check(const char *rel, const void *data, size_t len, size_t *ret_e
 int files_tar_extract(int root, const char *rel, const void *data, size_t len, json_t **ret,
                       struct al_error *err);
 
+/* As files_tar_extract, each entry checked against the sandbox's deny set
+ * (NULL: none) from the directory it is written in, once that is open: a
+ * denied directory moved beneath rel after the request was checked is
+ * never written into (-EACCES, what came before it stays). */
+struct files_deny;
+int files_tar_extract_deny(int root, const char *rel, const void *data, size_t len,
+                           const struct files_deny *deny, json_t **ret, struct al_error *err);
+
 /* A tar of directory `rel`, produced a buffer at a time: its directories
  * and regular files; symbolic links and special files are left out (and
  * never followed), as are trees deeper than FILES_TAR_DEPTH_MAX. */

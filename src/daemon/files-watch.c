@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "files-deny.h"
 #include "files-watch.h"
 #include "fs.h"
 #include "util.h"
@@ -74,6 +75,7 @@ static void owner_refund(const char *key, size_t n)
 
 struct files_watch {
         char *owner;
+        struct files_deny *deny; /* directories never entered, or NULL */
         int ifd;
         int root;
         bool recursive;
@@ -102,6 +104,13 @@ static struct watched *find_wd(struct files_watch *w, int wd)
  * exactly the directory opened, whatever is renamed or swapped meanwhile. */
 static int add_dir(struct files_watch *w, int fd, const char *path, unsigned depth)
 {
+        /* A denied directory moved into the tree after the request was
+         * checked: what was opened is never watched. */
+        struct stat st;
+        if (w->deny && (fstat(fd, &st) < 0 || files_deny_has(w->deny, &st))) {
+                close(fd);
+                return 0;
+        }
         struct owner_use *o = owner_get(w->owner);
         if (w->n_dirs >= FILES_WATCH_DIRS_MAX || total_dirs >= total_limit() ||
             o->dirs >= FILES_WATCH_OWNER_MAX) {
@@ -154,15 +163,31 @@ static int add_dir(struct files_watch *w, int fd, const char *path, unsigned dep
 int files_watch_new(int root, const char *rel, bool recursive, const char *owner,
                     struct files_watch **ret, struct al_error *err)
 {
+        return files_watch_new_deny(root, rel, recursive, owner, NULL, ret, err);
+}
+
+int files_watch_new_deny(int root, const char *rel, bool recursive, const char *owner,
+                         struct files_deny *deny, struct files_watch **ret, struct al_error *err)
+{
         int fd = fs_openat2(root, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        int r = 0;
         if (fd == -EXDEV)
-                return al_error_set_message(err, EXDEV, "%s: leads out of the workspace", rel);
-        if (fd == -ELOOP)
-                return al_error_set_message(err, ELOOP, "%s: a symbolic link is in the way", rel);
-        if (fd < 0)
-                return al_error_set(err, -fd, "%s", rel);
+                r = al_error_set_message(err, EXDEV, "%s: leads out of the workspace", rel);
+        else if (fd == -ELOOP)
+                r = al_error_set_message(err, ELOOP, "%s: a symbolic link is in the way", rel);
+        else if (fd < 0)
+                r = al_error_set(err, -fd, "%s", rel);
+        else /* What was opened, wherever the path led by then. */
+                r = files_deny_check_fd(deny, root, fd, rel, err);
+        if (r < 0) {
+                if (fd >= 0)
+                        close(fd);
+                files_deny_free(deny);
+                return r;
+        }
         struct files_watch *w = xcalloc(1, sizeof(*w));
+        w->deny = deny;
         w->owner = xstrdup(owner ? owner : "");
         w->root = -1;
         w->recursive = recursive;
@@ -174,7 +199,7 @@ int files_watch_new(int root, const char *rel, bool recursive, const char *owner
                 return al_error_set(err, e, "inotify");
         }
         w->root = fcntl(root, F_DUPFD_CLOEXEC, 3);
-        int r = add_dir(w, fd, rel, 0);
+        r = add_dir(w, fd, rel, 0);
         w->root_wd = w->n_dirs > 0 ? w->dirs[0].wd : -1;
         if (r == -ENOSPC && w->n_dirs == 0) {
                 files_watch_free(w);
@@ -359,6 +384,7 @@ struct files_watch *files_watch_free(struct files_watch *w)
                 owner_refund(w->owner, w->n_dirs);
         free(w->owner);
         free(w->dirs);
+        files_deny_free(w->deny);
         free(w);
         return NULL;
 }

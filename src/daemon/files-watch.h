@@ -35,6 +35,12 @@ struct files_watch;
  * directory asked for can be watched. */
 int files_watch_new(int root, const char *rel, bool recursive, const char *owner,
                     struct files_watch **ret, struct al_error *err);
+/* As files_watch_new, never watching a directory that is a denied entry
+ * of `deny` (owned by the watch from here on, even on error): one moved
+ * into the tree after the request was checked is not entered. */
+struct files_deny;
+int files_watch_new_deny(int root, const char *rel, bool recursive, const char *owner,
+                         struct files_deny *deny, struct files_watch **ret, struct al_error *err);
 /* The inotify fd to poll (non-blocking). */
 int files_watch_fd(const struct files_watch *w);
 /* Read what is pending and append its events to `out`; 0 when nothing was

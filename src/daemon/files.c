@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "files-deny.h"
 #include "files.h"
 #include "fs.h"
 #include "util.h"
@@ -397,12 +398,18 @@ static int cmp_entries(const void *a, const void *b)
                       json_string_value(json_object_get(*y, "name")));
 }
 
-int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_error *err)
+static int list_flat(int root, const char *rel, size_t max, const struct files_deny *deny,
+                     json_t **ret, struct al_error *err)
 {
         int fd =
             fs_openat2(root, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC, 0, RESOLVE_READ);
         if (fd < 0)
                 return path_error(err, fd, rel);
+        int r = files_deny_check_fd(deny, root, fd, rel, err);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
         DIR *d = fdopendir(fd);
         if (!d) {
                 int e = errno;
@@ -421,7 +428,8 @@ int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_er
                         break;
                 }
                 struct stat st;
-                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    files_deny_has(deny, &st))
                         continue;
                 json_t *name = json_string(de->d_name);
                 if (!name) {
@@ -449,7 +457,13 @@ int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_er
         return 0;
 }
 
+int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_error *err)
+{
+        return list_flat(root, rel, max, NULL, ret, err);
+}
+
 struct tree_walk {
+        const struct files_deny *deny;
         json_t **v;
         size_t n, max, skipped;
         bool truncated;
@@ -481,7 +495,8 @@ static void walk(struct tree_walk *w, int fd, const char *prefix, unsigned depth
                         break;
                 }
                 struct stat st;
-                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    files_deny_has(w->deny, &st))
                         continue;
                 _cleanup_free_ char *path =
                     *prefix ? xasprintf("%s/%s", prefix, de->d_name) : xstrdup(de->d_name);
@@ -499,15 +514,20 @@ static void walk(struct tree_walk *w, int fd, const char *prefix, unsigned depth
                         int sub = fs_openat2(dirfd(d), de->d_name,
                                              O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC, 0,
                                              RESOLVE_WRITE);
-                        if (sub >= 0)
+                        /* What was opened, not what was stat'ed: a
+                         * rename between the two cannot lead into one. */
+                        struct stat sst;
+                        if (sub >= 0 && (fstat(sub, &sst) < 0 || files_deny_has(w->deny, &sst)))
+                                close(sub);
+                        else if (sub >= 0)
                                 walk(w, sub, path, depth - 1);
                 }
         }
         closedir(d);
 }
 
-int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_t **ret,
-                    struct al_error *err)
+static int list_tree(int root, const char *rel, unsigned depth, size_t max,
+                     const struct files_deny *deny, json_t **ret, struct al_error *err)
 {
         if (depth < 1 || depth > FILES_LIST_DEPTH_MAX)
                 return al_error_set_message(err, EINVAL, "depth: give 1 to %d",
@@ -516,7 +536,13 @@ int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_
             fs_openat2(root, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC, 0, RESOLVE_READ);
         if (fd < 0)
                 return path_error(err, fd, rel);
-        struct tree_walk w = {.max = max};
+        /* What was opened, wherever the path led by then. */
+        int r = files_deny_check_fd(deny, root, fd, rel, err);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        struct tree_walk w = {.max = max, .deny = deny};
         walk(&w, fd, "", depth);
         if (w.n > 1)
                 qsort(w.v, w.n, sizeof(*w.v), cmp_paths);
@@ -527,6 +553,19 @@ int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_
         *ret = json_pack("{s:s, s:i, s:o, s:b, s:I}", "path", rel, "depth", (int)depth, "entries",
                          entries, "truncated", w.truncated, "skipped", (json_int_t)w.skipped);
         return 0;
+}
+
+int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_t **ret,
+                    struct al_error *err)
+{
+        return list_tree(root, rel, depth, max, NULL, ret, err);
+}
+
+int files_list_deny(int root, const char *rel, unsigned depth, size_t max,
+                    const struct files_deny *deny, json_t **ret, struct al_error *err)
+{
+        return depth == 0 ? list_flat(root, rel, max, deny, ret, err)
+                          : list_tree(root, rel, depth, max, deny, ret, err);
 }
 
 int files_open_read(int root, const char *rel, int *ret_fd, uint64_t *ret_size,

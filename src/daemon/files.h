@@ -62,6 +62,14 @@ int files_list(int root, const char *rel, size_t max, json_t **ret, struct al_er
 int files_list_tree(int root, const char *rel, unsigned depth, size_t max, json_t **ret,
                     struct al_error *err);
 
+/* As files_list (depth 0) or files_list_tree, leaving out each entry that
+ * is a denied entry of `deny` itself, by identity, and never entering one:
+ * a directory holding one that is moved beneath `rel` after the request
+ * was checked shows none of its names, sizes or modes. */
+struct files_deny;
+int files_list_deny(int root, const char *rel, unsigned depth, size_t max,
+                    const struct files_deny *deny, json_t **ret, struct al_error *err);
+
 /* A directory; with `parents` its missing parents too, and an existing
  * directory is no error. New directories get the owner of their parent. */
 int files_mkdir(int root, const char *rel, bool parents, struct al_error *err);

@@ -58,6 +58,28 @@ int ui_code_new(struct ui_sessions *t, const char *grant_hash, uint64_t now_ms,
         return 0;
 }
 
+bool ui_secret_form(const char *s)
+{
+        return is_secret(s);
+}
+
+bool ui_nonce_ok(const char *cookie, const char *param)
+{
+        return is_secret(cookie) && is_secret(param) && hex_eq(cookie, param, UI_SECRET_HEX);
+}
+
+int ui_code_check(struct ui_sessions *t, const char *code, uint64_t now_ms)
+{
+        if (!is_secret(code))
+                return -EINVAL;
+        char hash[GRANT_HASH_HEX + 1];
+        grant_token_hash(code, UI_SECRET_HEX, hash);
+        for (size_t i = 0; i < t->n_codes; i++)
+                if (hex_eq(t->codes[i].hash, hash, GRANT_HASH_HEX))
+                        return t->codes[i].expires_ms <= now_ms ? -ETIMEDOUT : 0;
+        return -ENOENT;
+}
+
 int ui_code_redeem(struct ui_sessions *t, const char *code, uint64_t now_ms,
                    char ret_cookie[static UI_SECRET_HEX + 1], const struct ui_session **ret_session)
 {

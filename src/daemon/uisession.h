@@ -21,6 +21,7 @@
 #define UI_CODES_MAX       32
 #define UI_SESSIONS_MAX    128
 #define UI_COOKIE_NAME     "airlock_session"
+#define UI_LOGIN_COOKIE    "airlock_login" /* the login page's nonce */
 #define UI_CSRF_HEADER     "X-Airlock-CSRF"
 
 struct ui_code {
@@ -53,6 +54,16 @@ int ui_code_new(struct ui_sessions *t, const char *grant_hash, uint64_t now_ms,
 int ui_code_redeem(struct ui_sessions *t, const char *code, uint64_t now_ms,
                    char ret_cookie[static UI_SECRET_HEX + 1],
                    const struct ui_session **ret_session);
+/* Whether a code is waiting to be redeemed, without using it: 0, or as
+ * ui_code_redeem's errors. */
+int ui_code_check(struct ui_sessions *t, const char *code, uint64_t now_ms);
+/* A code, a cookie or a nonce's form: UI_SECRET_HEX lowercase hex digits
+ * (safe to put in a page as it is). */
+bool ui_secret_form(const char *s);
+/* The login's nonce, given with a code, equals the one its browser's
+ * Strict cookie carries (both of a secret's form; constant time): the code
+ * is redeemed by the browser the confirmation page was shown to. */
+bool ui_nonce_ok(const char *cookie, const char *param);
 /* The session of a cookie's value, its idle clock restarted; NULL (and an
  * expired one removed) when none is in force. */
 struct ui_session *ui_session_find(struct ui_sessions *t, const char *cookie, uint64_t now_ms);

@@ -118,7 +118,7 @@ def test_runs_are_their_grants_and_ids_are_not_sandbox_ids(d, victim):
 
 def session(d, token):
     code = d.client(token)._json("POST", "/v1/ui/codes")["code"]
-    st, h, _ = raw(d, "GET", f"/ui/login?code={code}")
+    st, h, _ = raw(d, "GET", f"/ui/login?code={code}", {"Sec-Fetch-Site": "none"})
     assert st == 303, st
     cookie = h["Set-Cookie"].split(";")[0]
     st, _, b = raw(d, "GET", "/v1/ui/session", {"Cookie": cookie})

@@ -167,7 +167,7 @@ def test_login_once_cookie_flags_and_headers(ui_daemon, browser, shots):
     assert browser.execute_script("return localStorage.length + sessionStorage.length") == 0
     # The code works once.
     path = url.split(d.host, 1)[1]
-    st, _, body = raw(d, "GET", path)
+    st, _, body = raw(d, "GET", path, {"Sec-Fetch-Site": "none"})
     assert st == 401 and b"used already" in body
     # A code that is not one: refused the same way.
     st, _, _ = raw(d, "GET", "/ui/login?code=" + "0" * 64)
@@ -229,7 +229,8 @@ def test_csrf_and_origin_refused(ui_daemon, browser):
 
 def test_secure_cookie_behind_tls_and_event_stream_by_cookie(ui_daemon):
     d = ui_daemon
-    st, h, _ = raw(d, "GET", login_url(d).split(d.host, 1)[1], {"X-Forwarded-Proto": "https"})
+    st, h, _ = raw(d, "GET", login_url(d).split(d.host, 1)[1], {"X-Forwarded-Proto": "https",
+                                                                "Sec-Fetch-Site": "none"})
     assert st == 303
     flags = [f.strip() for f in h["Set-Cookie"].split(";")]
     assert {"HttpOnly", "SameSite=Strict", "Path=/", "Secure"} <= set(flags)
@@ -261,7 +262,7 @@ def test_revoked_grant_ends_its_session(ui_daemon):
     d = ui_daemon
     tok = d.grant("viewer")
     url = login_url(d, tok)
-    st, h, _ = raw(d, "GET", url.split(d.host, 1)[1])
+    st, h, _ = raw(d, "GET", url.split(d.host, 1)[1], {"Sec-Fetch-Site": "none"})
     assert st == 303
     cookie = h["Set-Cookie"].split(";")[0]
     assert raw(d, "GET", "/v1/sandboxes", {"Cookie": cookie})[0] == 200
@@ -277,7 +278,8 @@ def test_no_switching_grant_by_link(ui_daemon):
     other = d.grant("other", "--allow-exec")
 
     def login(url, cookie=None):
-        st, h, b = raw(d, "GET", url.split(d.host, 1)[1], {"Cookie": cookie} if cookie else {})
+        st, h, b = raw(d, "GET", url.split(d.host, 1)[1],
+                       dict({"Sec-Fetch-Site": "none"}, **({"Cookie": cookie} if cookie else {})))
         return st, (h.get("Set-Cookie") or "").split(";")[0], b
 
     st, mine, _ = login(login_url(d))

@@ -23,7 +23,23 @@ struct caps_call {
         struct evhttp_request *req;
         struct sandbox *sb;
         json_t *answer;
+        bool names_only; /* asked by a grant other than the sandbox's own */
 };
+
+/* The set as a grant other than the sandbox's own sees it: the names of
+ * the environment and the targets of the mounts, never their values or
+ * host sources, which may carry the owning grant's secrets. */
+static json_t *names_only(json_t *caps)
+{
+        json_t *o = json_deep_copy(caps);
+        json_t *env = json_object_get(o, "env"), *mounts = json_object_get(o, "mounts");
+        const char *k;
+        json_t *v;
+        json_object_foreach(env, k, v) json_object_set_new(env, k, json_null());
+        size_t i;
+        json_array_foreach(mounts, i, v) json_object_del(v, "source");
+        return o;
+}
 
 static void on_line(struct ctl_call *c, json_t *msg, void *userdata)
 {
@@ -61,7 +77,9 @@ static void on_done(struct ctl_call *c, int error, void *userdata)
                 reply_error(cc->d, cc->req, error_status(code), code ? code : "internal", "%s",
                             msg ? msg : "the supervisor refused");
         } else if (json_is_object(json_object_get(a, "capabilities"))) {
-                reply_json(cc->d, cc->req, 200, json_incref(json_object_get(a, "capabilities")));
+                json_t *caps = json_object_get(a, "capabilities");
+                reply_json(cc->d, cc->req, 200,
+                           cc->names_only ? names_only(caps) : json_incref(caps));
         } else {
                 reply_error(cc->d, cc->req, 502, "supervisor_unavailable",
                             "the sandbox's supervisor does not know capabilities (started by an "
@@ -77,9 +95,11 @@ static const struct ctl_call_ops caps_ops = {
     .done = on_done,
 };
 
-static void call(struct daemon *d, struct evhttp_request *req, struct sandbox *sb, json_t *ctl)
+static void call(struct daemon *d, struct evhttp_request *req, struct sandbox *sb, json_t *ctl,
+                 bool names)
 {
         struct caps_call *cc = xcalloc(1, sizeof(*cc));
+        cc->names_only = names;
         cc->d = d;
         cc->req = req;
         cc->sb = sb;
@@ -133,7 +153,9 @@ void route_capabilities(struct daemon *d, struct evhttp_request *req, const stru
                 if (!sb)
                         return;
                 json_t *ctl = json_pack("{s:s}", "op", CONTROL_OP_CAPS);
-                call(d, req, sb, ctl);
+                /* Open to any grant with the flag, values to its owner only
+                 * (a sandbox of the pool has none). */
+                call(d, req, sb, ctl, sb->grant && !STREQ(sb->grant, g->name));
                 json_decref(ctl);
                 return;
         }
@@ -163,7 +185,7 @@ void route_capabilities(struct daemon *d, struct evhttp_request *req, const stru
         ctl = json_pack("{s:s, s:s}", "op", CONTROL_OP_CAPS, "by", by);
         json_object_set_new(ctl, "grant", grant ? json_incref(grant) : json_array());
         json_object_set_new(ctl, "revoke", revoke ? json_incref(revoke) : json_array());
-        call(d, req, sb, ctl);
+        call(d, req, sb, ctl, sb->grant && !STREQ(sb->grant, g->name));
 out:
         json_decref(ctl);
         json_decref(body);

@@ -103,7 +103,12 @@ void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct 
         }
         sandbox_touch(sb);
         /* A tar reaches everything beneath rel, both ways. */
-        if (files_deny_guard(d, req, sb, root, rel, true) < 0)
+        int g = files_deny_guard(d, req, sb, root, rel, true);
+        if (g == -2 && put) /* refused by the deny list: recorded as a refusal */
+                (void)record_audit(d, a->id, "api.file_refused",
+                                   json_pack("{s:s, s:s, s:s, s:s}", "grant", a->grant->name, "op",
+                                             "tar", "path", rel, "reason", "path_denied"));
+        if (g < 0)
                 return;
         if (put) {
                 struct evbuffer *in = evhttp_request_get_input_buffer(req);
@@ -116,7 +121,23 @@ void route_files_tar(struct daemon *d, struct evhttp_request *req, const struct 
                         reply_audit_failed(d, req, d->audit_fault);
                         return;
                 }
-                if (files_tar_extract(root, rel, data, len, &o, &err) < 0) {
+                /* Each entry checked again where it is written: a denied
+                 * directory moved in after the check above is not. */
+                struct files_deny *deny = NULL;
+                if (files_deny_for(d, req, sb, &deny) < 0)
+                        return;
+                int r = files_tar_extract_deny(root, rel, data, len, deny, &o, &err);
+                files_deny_free(deny);
+                if (r == -EACCES) {
+                        (void)record_audit(d, a->id, "api.file_refused",
+                                           json_pack("{s:s, s:s, s:s, s:s}", "grant",
+                                                     a->grant->name, "op", "tar", "path", rel,
+                                                     "reason", "path_denied"));
+                        reply_error_fields(d, req, 403, "path_denied",
+                                           json_pack("{s:s}", "field", "path"), "%s", err.msg);
+                        return;
+                }
+                if (r < 0) {
                         int status = tar_status(err.code, &code);
                         reply_error(d, req, status, code, "%s", err.msg);
                         return;

@@ -187,9 +187,19 @@ void route_files_watch(struct daemon *d, struct evhttp_request *req, const struc
         }
         if (files_deny_guard(d, req, sb, root, rel, recursive) < 0)
                 return;
+        /* Each directory is checked again as the watch reaches it: a
+         * denied one moved in after the check above is never watched. */
+        struct files_deny *deny = NULL;
+        if (files_deny_for(d, req, sb, &deny) < 0)
+                return;
         struct files_watch *w = NULL;
-        if (files_watch_new(root, rel, recursive, a->grant->token_hash, &w, &err) < 0) {
+        if (files_watch_new_deny(root, rel, recursive, a->grant->token_hash, deny, &w, &err) < 0) {
                 int e = err.code;
+                if (e == EACCES) {
+                        reply_error_fields(d, req, 403, "path_denied",
+                                           json_pack("{s:s}", "field", "path"), "%s", err.msg);
+                        return;
+                }
                 if (e == ENOSPC) {
                         reply_error(d, req, 429, "too_many_watches", "%s", err.msg);
                         return;

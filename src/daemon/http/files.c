@@ -171,7 +171,7 @@ static int deny_refused(struct daemon *d, struct evhttp_request *req, int r, str
         if (r == -EACCES) {
                 reply_error_fields(d, req, 403, "path_denied", json_pack("{s:s}", "field", "path"),
                                    "%s", err->msg);
-                return -1;
+                return -2; /* refused by the deny list: the caller's audit says so */
         }
         if (r < 0) {
                 reply_errno(d, req, err);
@@ -232,13 +232,27 @@ static int checked_parent(struct daemon *d, struct evhttp_request *req, const st
                              RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
         if (pfd < 0)
                 return 0;
-        if (files_deny_guard_fd(d, req, sb, root, pfd, rel) < 0 ||
-            files_deny_guard(d, req, sb, pfd, *ret_name, tree) < 0) {
+        int r = files_deny_guard_fd(d, req, sb, root, pfd, rel);
+        if (r >= 0)
+                r = files_deny_guard(d, req, sb, pfd, *ret_name, tree);
+        if (r < 0) {
                 close(pfd);
-                return -1;
+                return r;
         }
         *ret_pfd = pfd;
         return 0;
+}
+
+/* A change the deny list refused (r == -2, the 403 sent) is written to the
+ * audit log as a refusal, never as the change it would have been. */
+static int audit_refused(struct daemon *d, const char *id, const struct grant *g, int r,
+                         const char *op, const char *rel)
+{
+        if (r == -2 && !STREQ(op, "read"))
+                (void)record_audit(d, id, "api.file_refused",
+                                   json_pack("{s:s, s:s, s:s, s:s}", "grant", g->name, "op", op,
+                                             "path", rel, "reason", "path_denied"));
+        return r;
 }
 
 static void handle_files(struct daemon *d, struct evhttp_request *req, struct grant *g,
@@ -291,7 +305,11 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
          * reach into a denied entry beneath it either. */
         bool tree = (list && query_get(q, "depth") && !STREQ(query_get(q, "depth"), "1")) ||
                     (cmd == EVHTTP_REQ_DELETE && !list);
-        if (files_deny_guard(d, req, sb, root, rel, tree) < 0)
+        if (audit_refused(d, id, g, files_deny_guard(d, req, sb, root, rel, tree),
+                          !write                  ? "read"
+                          : cmd == EVHTTP_REQ_PUT ? "write"
+                                                  : "delete",
+                          rel) < 0)
                 return;
 
         if (list) {
@@ -303,9 +321,16 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                         reply_bad_field(d, req, "depth", "must be a number from 1 to 32");
                         return;
                 }
-                if (depth_s
-                        ? files_list_tree(root, rel, (unsigned)depth, FILES_LIST_MAX, &o, &err) < 0
-                        : files_list(root, rel, FILES_LIST_MAX, &o, &err) < 0)
+                /* Each entry is checked as the walk reaches it: a denied
+                 * directory moved in after the check above is left out. */
+                const struct files_deny *deny = NULL;
+                if (deny_get(d, req, sb, &deny) < 0)
+                        return;
+                int r = files_list_deny(root, rel, depth_s ? (unsigned)depth : 0, FILES_LIST_MAX,
+                                        deny, &o, &err);
+                if (r == -EACCES)
+                        (void)deny_refused(d, req, r, &err);
+                else if (r < 0)
                         reply_errno(d, req, &err);
                 else
                         reply_json(d, req, 200, o);
@@ -340,18 +365,27 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                         reply_bad_field(d, req, "append", "must be true or false");
                         return;
                 }
-                /* The line first: a change that cannot be recorded is
-                 * not made (it may name a write that then fails). */
+                /* The deny check from the directory it opens, then the
+                 * line: a change that cannot be recorded is not made (it
+                 * may name a write that then fails), and a refusal is
+                 * recorded as one. */
+                _cleanup_close_ int pfd = -1;
+                const char *name;
+                if (audit_refused(d, id, g,
+                                  checked_parent(d, req, sb, root, rel, false, false, &pfd, &name),
+                                  "write", rel) < 0)
+                        return;
                 if (record_audit(d, id, "api.file_written",
                                  json_pack("{s:s, s:s, s:I}", "grant", g->name, "path", rel,
                                            "bytes", (json_int_t)len)) < 0) {
                         reply_audit_failed(d, req, d->audit_fault);
                         return;
                 }
-                _cleanup_close_ int pfd = -1;
-                const char *name;
-                if (checked_parent(d, req, sb, root, rel, parents && !append, false, &pfd, &name) <
-                    0)
+                /* Parents made now, and what they lead to checked again. */
+                if (pfd < 0 && parents && !append &&
+                    audit_refused(d, id, g,
+                                  checked_parent(d, req, sb, root, rel, true, false, &pfd, &name),
+                                  "write", rel) < 0)
                         return;
                 int at = pfd >= 0 ? pfd : root;
                 const char *what = pfd >= 0 ? name : rel;
@@ -365,15 +399,17 @@ static void handle_files(struct daemon *d, struct evhttp_request *req, struct gr
                 return;
         }
         if (cmd == EVHTTP_REQ_DELETE) {
+                _cleanup_close_ int pfd = -1;
+                const char *name;
+                if (audit_refused(d, id, g,
+                                  checked_parent(d, req, sb, root, rel, false, true, &pfd, &name),
+                                  "delete", rel) < 0)
+                        return;
                 if (record_audit(d, id, "api.file_deleted",
                                  json_pack("{s:s, s:s}", "grant", g->name, "path", rel)) < 0) {
                         reply_audit_failed(d, req, d->audit_fault);
                         return;
                 }
-                _cleanup_close_ int pfd = -1;
-                const char *name;
-                if (checked_parent(d, req, sb, root, rel, false, true, &pfd, &name) < 0)
-                        return;
                 if (files_delete(pfd >= 0 ? pfd : root, pfd >= 0 ? name : rel, recursive, &err) <
                     0) {
                         reply_errno(d, req, &err);
@@ -398,9 +434,10 @@ void route_files_list(struct daemon *d, struct evhttp_request *req, const struct
 /* The workspace of a running, non-review sandbox, for the operations
  * below; -1 with the reply sent. */
 static int open_workspace(struct daemon *d, struct evhttp_request *req, struct grant *g,
-                          const char *id, bool write, const char *rel, bool tree, const char *rel2,
-                          int *ret_root)
+                          const char *id, const char *op, const char *rel, bool tree,
+                          const char *rel2, int *ret_root)
 {
+        bool write = !STREQ(op, "read");
         if (write && !require(d, req, g, g->allow_exec, "allowExec"))
                 return -1;
         struct sandbox *sb = find_running(d, req, id);
@@ -420,8 +457,10 @@ static int open_workspace(struct daemon *d, struct evhttp_request *req, struct g
                 return -1;
         }
         sandbox_touch(sb);
-        if (files_deny_guard(d, req, sb, *ret_root, rel, tree) < 0 ||
-            (rel2 && files_deny_guard(d, req, sb, *ret_root, rel2, false) < 0)) {
+        int r = files_deny_guard(d, req, sb, *ret_root, rel, tree);
+        if (r >= 0 && rel2)
+                r = files_deny_guard(d, req, sb, *ret_root, rel2, false);
+        if (audit_refused(d, id, g, r, op, rel) < 0) {
                 close(*ret_root);
                 *ret_root = -1;
                 return -1;
@@ -461,7 +500,19 @@ void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struc
                 return;
         }
         _cleanup_close_ int root = -1;
-        if (open_workspace(d, req, a->grant, a->id, true, rel, false, NULL, &root) < 0)
+        if (open_workspace(d, req, a->grant, a->id, "mkdir", rel, false, NULL, &root) < 0)
+                return;
+        /* On a host workspace, from the directory that was checked (its
+         * missing parents made first, then checked): a rename by the agent
+         * meanwhile cannot lead the new directory into a denied one. */
+        struct sandbox *sb = find_running(d, req, a->id);
+        if (!sb)
+                return;
+        _cleanup_close_ int pfd = -1;
+        const char *name;
+        if (audit_refused(d, a->id, a->grant,
+                          checked_parent(d, req, sb, root, rel, false, false, &pfd, &name), "mkdir",
+                          rel) < 0)
                 return;
         struct al_error err = {0};
         if (record_audit(d, a->id, "api.dir_created",
@@ -469,7 +520,12 @@ void route_files_mkdir(struct daemon *d, struct evhttp_request *req, const struc
                 reply_audit_failed(d, req, d->audit_fault);
                 return;
         }
-        if (files_mkdir(root, rel, parents, &err) < 0) {
+        if (pfd < 0 && parents && !sb->workspace_owned && sb->policy &&
+            audit_refused(d, a->id, a->grant,
+                          checked_parent(d, req, sb, root, rel, true, false, &pfd, &name), "mkdir",
+                          rel) < 0)
+                return;
+        if (files_mkdir(pfd >= 0 ? pfd : root, pfd >= 0 ? name : rel, parents, &err) < 0) {
                 reply_errno(d, req, &err);
                 return;
         }
@@ -501,7 +557,19 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
         if (!to)
                 goto out;
         /* What moves takes everything beneath it along. */
-        if (open_workspace(d, req, a->grant, a->id, true, from, true, to, &root) < 0)
+        if (open_workspace(d, req, a->grant, a->id, "rename", from, true, to, &root) < 0)
+                goto out;
+        /* On a host workspace, from the directories that were checked: a
+         * rename by the agent meanwhile cannot bring a denied entry under
+         * either name. */
+        struct sandbox *sb = find_running(d, req, a->id);
+        const char *fname, *tname;
+        if (!sb)
+                goto out;
+        int c = checked_parent(d, req, sb, root, from, false, true, &fpfd, &fname);
+        if (c >= 0)
+                c = checked_parent(d, req, sb, root, to, false, false, &tpfd, &tname);
+        if (audit_refused(d, a->id, a->grant, c, "rename", from) < 0)
                 goto out;
         struct al_error err = {0};
         if (record_audit(d, a->id, "api.file_renamed",
@@ -510,14 +578,6 @@ void route_files_rename(struct daemon *d, struct evhttp_request *req, const stru
                 reply_audit_failed(d, req, d->audit_fault);
                 goto out;
         }
-        /* On a host workspace, from the directories that were checked: a
-         * rename by the agent meanwhile cannot bring a denied entry under
-         * either name. */
-        struct sandbox *sb = find_running(d, req, a->id);
-        const char *fname, *tname;
-        if (!sb || checked_parent(d, req, sb, root, from, false, true, &fpfd, &fname) < 0 ||
-            checked_parent(d, req, sb, root, to, false, false, &tpfd, &tname) < 0)
-                goto out;
         int r = fpfd >= 0 && tpfd >= 0
                     ? (renameat2(fpfd, fname, tpfd, tname,
                                  json_is_true(jover) ? 0 : RENAME_NOREPLACE) < 0
@@ -541,7 +601,7 @@ static void stat_or_exists(struct daemon *d, struct evhttp_request *req, const s
         if (!rel)
                 return;
         _cleanup_close_ int root = -1;
-        if (open_workspace(d, req, a->grant, a->id, false, rel, false, NULL, &root) < 0)
+        if (open_workspace(d, req, a->grant, a->id, "read", rel, false, NULL, &root) < 0)
                 return;
         struct al_error err = {0};
         json_t *o = NULL;

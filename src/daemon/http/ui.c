@@ -85,6 +85,66 @@ static void set_cookie(struct evhttp_request *req, const char *value, long max_a
         evhttp_add_header(evhttp_request_get_output_headers(req), "Set-Cookie", c);
 }
 
+/* The login's nonce: a Strict cookie of the login page only. */
+static void set_login_cookie(struct evhttp_request *req, const char *value, long max_age)
+{
+        char c[256];
+        snprintf(c, sizeof(c),
+                 UI_LOGIN_COOKIE "=%s; Path=/ui/login; Max-Age=%ld; HttpOnly; SameSite=Strict%s",
+                 value, max_age, over_tls(req) ? "; Secure" : "");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Set-Cookie", c);
+}
+
+/* Was this address opened by the browser that asked for the code? Yes
+ * when the user opened it themselves (the browser says Sec-Fetch-Site:
+ * none: the address bar, a terminal, a bookmark), or from the login page
+ * with the nonce its cookie carries. A link, a form or a redirect from
+ * another site gets the page, which the user confirms. */
+static bool login_requested(struct evhttp_request *req, const char *nonce)
+{
+        struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+        const char *site = evhttp_find_header(in, "Sec-Fetch-Site");
+        if (site && STREQ(site, "none"))
+                return true;
+        if (!nonce || (site && !STREQ(site, "same-origin")))
+                return false;
+        const char *h = evhttp_find_header(in, "Cookie");
+        char have[UI_SECRET_HEX + 1];
+        return h && ui_cookie_get(h, UI_LOGIN_COOKIE, have, sizeof(have)) == 0 &&
+               ui_nonce_ok(have, nonce);
+}
+
+/* The page that asks the user to confirm a login, its nonce in a Strict
+ * cookie and in the form: another site can lead a browser here, never
+ * past it. */
+static void login_confirm(struct daemon *d, struct evhttp_request *req, const char *code)
+{
+        char nonce[UI_SECRET_HEX + 1];
+        struct evbuffer *b = evbuffer_new();
+        if (!b || random_hex(nonce, UI_SECRET_HEX) < 0 || !ui_secret_form(code)) {
+                if (b)
+                        evbuffer_free(b);
+                evhttp_send_error(req, 500, NULL);
+                return;
+        }
+        /* code and nonce are 64 hex digits each (checked): no escaping. */
+        evbuffer_add_printf(
+            b,
+            "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<title>Airlock: log in</title><link rel=\"stylesheet\" href=\"/ui/app.css\">"
+            "</head><body><main class=\"notice\"><h1>Log in to the dashboard?</h1>"
+            "<p>Only if you ran <code>airlock ui</code> yourself just now: a login code "
+            "someone else sent you would have you work as their grant.</p>"
+            "<form method=\"get\" action=\"/ui/login\"><input type=\"hidden\" name=\"code\" "
+            "value=\"%s\"><input type=\"hidden\" name=\"nonce\" value=\"%s\">"
+            "<button type=\"submit\">Log in</button></form></main></body></html>\n",
+            code, nonce);
+        set_login_cookie(req, nonce, UI_CODE_TTL_MS / 1000);
+        security_headers(req);
+        reply_body(d, req, 200, "text/html; charset=utf-8", b);
+        evbuffer_free(b);
+}
+
 static struct ui_session *session_of(struct evhttp_request *req)
 {
         const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
@@ -107,7 +167,14 @@ static void login(struct daemon *d, struct evhttp_request *req)
         const char *code = evhttp_find_header(&q, "code");
         char cookie[UI_SECRET_HEX + 1];
         const struct ui_session *fresh = NULL;
-        int r = code ? ui_code_redeem(&sessions, code, daemon_now_ms(), cookie, &fresh) : -EINVAL;
+        int r = code ? ui_code_check(&sessions, code, daemon_now_ms()) : -EINVAL;
+        if (r == 0 && !login_requested(req, evhttp_find_header(&q, "nonce"))) {
+                login_confirm(d, req, code);
+                evhttp_clear_headers(&q);
+                return;
+        }
+        if (r == 0)
+                r = ui_code_redeem(&sessions, code, daemon_now_ms(), cookie, &fresh);
         evhttp_clear_headers(&q);
         if (r == -ETIMEDOUT) {
                 reply_page(d, req, 401, "Login code expired",
@@ -141,6 +208,9 @@ static void login(struct daemon *d, struct evhttp_request *req)
         }
         if (old)
                 ui_session_end(&sessions, oldval);
+        char nonce[UI_SECRET_HEX + 1];
+        if (h && ui_cookie_get(h, UI_LOGIN_COOKIE, nonce, sizeof(nonce)) == 0)
+                set_login_cookie(req, "", 0); /* used: gone */
         set_cookie(req, cookie, UI_SESSION_TTL_MS / 1000);
         security_headers(req);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Location", "/ui/");

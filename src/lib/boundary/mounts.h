@@ -140,3 +140,9 @@ int mounts_live_attach(int pidfd, struct mounts_live *m, const char *target, str
  * clears m. */
 int mounts_live_detach(int pidfd, struct mounts_live *m, const char *target, struct al_error *err);
 void mounts_live_clear(struct mounts_live *m);
+
+/* The names write protection covers at the top of a writable tree where
+ * they exist at start (one level of directory at most: "A" or "A/B"); what
+ * the agent makes under them is moved aside at the end (gitguard). */
+extern const char *const mounts_write_protect[];
+extern const size_t mounts_n_write_protect;

@@ -147,12 +147,13 @@ void mounts_plan_add_protect(struct mounts_plan *plan, const char *real, bool pi
  * code later: shell and editor start-up files, tool configs (an agent's
  * settings hold hooks: commands it runs on each of its tool calls), and
  * git's config, hooks and pointers in every repository found. */
-static const char *const write_protect[] = {
+const char *const mounts_write_protect[] = {
     ".bashrc",       ".zshrc",           ".profile",       ".bash_profile",
     ".zprofile",     ".gitconfig",       ".gitmodules",    ".ripgreprc",
     ".mcp.json",     ".envrc",           ".vscode",        ".idea",
     ".claude/hooks", ".claude/commands", ".claude/agents", ".claude/settings.json",
 };
+const size_t mounts_n_write_protect = ARRAY_SIZE(mounts_write_protect);
 
 /* In a git directory: what makes git run code or read elsewhere. */
 static const char *const git_protect[] = {
@@ -279,8 +280,8 @@ void mounts_protect_root(struct mounts_plan *plan, const struct policy *p, const
         _cleanup_close_ int fd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return;
-        for (size_t i = 0; i < ARRAY_SIZE(write_protect); i++)
-                protect_if_exists(plan, fd, STREQ(real, "/") ? "" : real, write_protect[i]);
+        for (size_t i = 0; i < mounts_n_write_protect; i++)
+                protect_if_exists(plan, fd, STREQ(real, "/") ? "" : real, mounts_write_protect[i]);
         if (p->protect_git) {
                 size_t entries = GIT_SCAN_ENTRIES, modules = GIT_SCAN_MODULES;
                 scan_git(plan, fd, real, 0, &entries, &modules);

@@ -17,62 +17,15 @@
 
 #include "audit.h"
 #include "fs.h"
+#include "gitguard-internal.h"
 #include "gitguard.h"
 #include "gitops.h"
 #include "policy.h"
 #include "util.h"
 
 #define POINTER_MAX 4096
-#define VISITED_MAX 4096
-#define ROOTS_MAX   64
 
 /* ---- the walk ---- */
-
-/* What a finding was at the start: the host's own hooks and settings,
- * unchanged by the run, are left where they are. */
-struct fingerprint {
-        char *rel;
-        mode_t mode;
-        unsigned char hash[SHA256_DIGEST_LENGTH];
-};
-
-struct root_start {
-        char *path;
-        bool had_git;
-        dev_t dev;
-        ino_t ino;
-        mode_t mode;
-        char *pointer; /* a .git file's text */
-        struct fingerprint *known;
-        size_t n_known;
-};
-
-struct gitguard {
-        struct root_start roots[ROOTS_MAX];
-        size_t n_roots;
-        struct timespec started; /* changes made after this are the run's */
-};
-
-struct guard_run {
-        bool record; /* at the start: note what is there, move nothing */
-        struct root_start *start;
-        struct audit *audit;
-        const char *id;
-        gitguard_warn_fn warn;
-        void *userdata;
-        const struct root_start *root;
-        const struct timespec *started; /* NULL while recording the start */
-        int root_fd;
-        size_t entries;
-        bool stopped;
-        bool too_deep;
-        int findings;
-        struct {
-                dev_t dev;
-                ino_t ino;
-        } visited[VISITED_MAX];
-        size_t n_visited;
-};
 
 static int read_small(int dfd, const char *name, size_t max, char **ret, size_t *ret_len)
 {
@@ -135,7 +88,8 @@ static void report(struct guard_run *g, const char *rel, const char *reason, con
                 if (error)
                         json_object_set_new(f, "error", json_string(strerror(error)));
                 struct al_error err = {0};
-                (void)audit_append(g->audit, g->id, "git.neutralised", f, &err);
+                (void)audit_append(g->audit, g->id, g->event ? g->event : "git.neutralised", f,
+                                   &err);
                 json_decref(f);
         }
         if (g->warn) {
@@ -192,8 +146,8 @@ static bool known_at_start(const struct root_start *rs, const char *rel,
 /* Move dfd/name aside to name.airlock-quarantine[.N] and report it; at the
  * start, note it instead. What is exactly as it was at the start is the
  * host's and stays. */
-static void quarantine(struct guard_run *g, int dfd, const char *name, const char *rel,
-                       const char *reason)
+void gitguard_quarantine(struct guard_run *g, int dfd, const char *name, const char *rel,
+                         const char *reason)
 {
         struct fingerprint fp = {0};
         bool have = fingerprint_of(dfd, name, &fp);
@@ -262,11 +216,12 @@ static void check_config(struct guard_run *g, int dfd, const char *name, const c
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
         if (S_ISLNK(st.st_mode)) {
-                quarantine(g, dfd, name, rel, "a config that is a symbolic link (git follows it)");
+                gitguard_quarantine(g, dfd, name, rel,
+                                    "a config that is a symbolic link (git follows it)");
                 return;
         }
         if (!S_ISREG(st.st_mode)) {
-                quarantine(g, dfd, name, rel, "a config that is not a plain file");
+                gitguard_quarantine(g, dfd, name, rel, "a config that is not a plain file");
                 return;
         }
         _cleanup_free_ char *text = NULL;
@@ -280,7 +235,7 @@ static void check_config(struct guard_run *g, int dfd, const char *name, const c
                 snprintf(reason, sizeof(reason), "a config Airlock cannot read (%s)", strerror(-r));
         else if (!gitguard_config_check(text, len, reason, sizeof(reason)))
                 return;
-        quarantine(g, dfd, name, rel, reason);
+        gitguard_quarantine(g, dfd, name, rel, reason);
 }
 
 static int open_dir(int dfd, const char *name)
@@ -324,7 +279,8 @@ static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
         if (fstatat(gfd, "hooks", &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
         if (S_ISLNK(st.st_mode)) {
-                quarantine(g, gfd, "hooks", hrel, "a hooks directory that is a symbolic link");
+                gitguard_quarantine(g, gfd, "hooks", hrel,
+                                    "a hooks directory that is a symbolic link");
                 return;
         }
         if (!S_ISDIR(st.st_mode))
@@ -342,7 +298,7 @@ static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
                 if (len > 7 && STREQ(n + len - 7, ".sample"))
                         continue;
                 _cleanup_free_ char *r = join(hrel, n);
-                quarantine(g, hfd, n, r, "a hook (host git would run it)");
+                gitguard_quarantine(g, hfd, n, r, "a hook (host git would run it)");
         }
         closedir(d);
 }
@@ -390,8 +346,8 @@ static void scan_commondir(struct guard_run *g, int gfd, const char *rel, bool w
                                 return;
                 }
         }
-        quarantine(g, gfd, "commondir", r,
-                   "a commondir file (git would read config and hooks from elsewhere)");
+        gitguard_quarantine(g, gfd, "commondir", r,
+                            "a commondir file (git would read config and hooks from elsewhere)");
 }
 
 /* A FIFO, socket or device anywhere git reads in a git directory (the
@@ -426,9 +382,10 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
                 }
                 _cleanup_free_ char *r = join(rel, n);
                 if (type == DT_FIFO || type == DT_SOCK || type == DT_CHR || type == DT_BLK) {
-                        quarantine(g, fd, n, r,
-                                   "a FIFO, socket or device in a git directory (host git would "
-                                   "block on it)");
+                        gitguard_quarantine(
+                            g, fd, n, r,
+                            "a FIFO, socket or device in a git directory (host git would "
+                            "block on it)");
                         continue;
                 }
                 if (type != DT_DIR)
@@ -529,7 +486,8 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
                              st.st_ino == rs->ino && (st.st_mode & S_IFMT) == rs->mode;
 
         if (S_ISLNK(st.st_mode)) {
-                quarantine(g, dfd, ".git", grel, "a .git that is a symbolic link (git follows it)");
+                gitguard_quarantine(g, dfd, ".git", grel,
+                                    "a .git that is a symbolic link (git follows it)");
                 return;
         }
         if (S_ISDIR(st.st_mode)) {
@@ -538,9 +496,10 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
                          * host repository's tree), the host's git must not find
                          * the agent's. */
                         const char *to = ".git" GITGUARD_SUFFIX;
-                        quarantine(g, dfd, ".git", grel,
-                                   rs->had_git ? "a .git the sandbox replaced"
-                                               : "a .git the sandbox created where there was none");
+                        gitguard_quarantine(
+                            g, dfd, ".git", grel,
+                            rs->had_git ? "a .git the sandbox replaced"
+                                        : "a .git the sandbox created where there was none");
                         _cleanup_close_ int qfd = open_dir(dfd, to);
                         if (qfd >= 0)
                                 scan_gitdir(g, qfd, to, false, depth + 1);
@@ -552,22 +511,24 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
                 return;
         }
         if (!S_ISREG(st.st_mode)) {
-                quarantine(g, dfd, ".git", grel, "a .git that is not a file or a directory");
+                gitguard_quarantine(g, dfd, ".git", grel,
+                                    "a .git that is not a file or a directory");
                 return;
         }
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         if (read_small(dfd, ".git", POINTER_MAX, &text, &len) < 0 ||
             strncmp(text, "gitdir:", 7) != 0 || memchr(text, '\0', len)) {
-                quarantine(g, dfd, ".git", grel, "a .git file git may read as a pointer");
+                gitguard_quarantine(g, dfd, ".git", grel, "a .git file git may read as a pointer");
                 return;
         }
         if (same_as_start && rs->pointer && STREQ(text, rs->pointer))
                 return; /* the host's own, as it was */
         if (at_root) {
-                quarantine(g, dfd, ".git", grel,
-                           rs->had_git ? "a .git pointer the sandbox rewrote"
-                                       : "a .git pointer the sandbox created where there was none");
+                gitguard_quarantine(
+                    g, dfd, ".git", grel,
+                    rs->had_git ? "a .git pointer the sandbox rewrote"
+                                : "a .git pointer the sandbox created where there was none");
                 return;
         }
         char *t = text + 7;
@@ -581,9 +542,10 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
                                     RESOLVE_NO_XDEV)
                    : -1;
         if (tfd < 0) {
-                quarantine(g, dfd, ".git", grel,
-                           "a .git pointer to a directory outside the workspace or through a "
-                           "symbolic link");
+                gitguard_quarantine(
+                    g, dfd, ".git", grel,
+                    "a .git pointer to a directory outside the workspace or through a "
+                    "symbolic link");
                 return;
         }
         scan_gitdir(g, tfd, target, false, depth + 1);
@@ -681,6 +643,8 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 walk(g, sfd, r, mnt, depth + 1);
         }
         closedir(d);
+        if (depth == 0)
+                gitguard_protect_names(g, fd);
         if (dotgit)
                 scan_dotgit(g, fd, rel, depth);
         /* A directory git takes for a bare repository when run in it. */

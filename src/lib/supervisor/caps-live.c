@@ -70,11 +70,21 @@ static bool printable(const char *s)
         return true;
 }
 
-/* What one entry did, for the audit log and GET /v1/events. */
+/* What one entry did, for the audit log and GET /v1/events. An
+ * environment variable is named with its value's length, not its value:
+ * the line is read by grants other than the one that set it. */
 static json_t *entry_event(const struct caps_entry *e, const char *by)
 {
-        return json_pack("{s:s, s:s, s:O}", "by", by, "capability", caps_kind_name(e->kind),
-                         "entry", e->json);
+        json_t *entry = json_deep_copy(e->json);
+        json_t *env = e->kind == CAPS_ENV ? json_object_get(entry, "env") : NULL;
+        json_t *value = json_object_get(env, "value");
+        if (json_is_string(value)) {
+                json_object_set_new(env, "valueBytes",
+                                    json_integer((json_int_t)json_string_length(value)));
+                json_object_del(env, "value");
+        }
+        return json_pack("{s:s, s:s, s:o}", "by", by, "capability", caps_kind_name(e->kind),
+                         "entry", entry);
 }
 
 static void set_gate(struct sv_core *c, const struct caps *caps)
