@@ -77,6 +77,25 @@ void reply_bad_field(struct daemon *d, struct evhttp_request *req, const char *f
                            "\"%s\" %s", field, what);
 }
 
+bool refuse_host_config(struct daemon *d, struct evhttp_request *req, const json_t *jpolicy)
+{
+        if (json_object_get(json_object_get(jpolicy, "tools"), "define")) {
+                reply_error_fields(d, req, 400, "invalid_policy",
+                                   json_pack("{s:s}", "field", "policy.tools.define"),
+                                   "tool definitions are host configuration: give them to "
+                                   "airlockd with --tools FILE");
+                return true;
+        }
+        if (json_object_get(jpolicy, "hardware")) {
+                reply_error_fields(d, req, 400, "invalid_policy",
+                                   json_pack("{s:s}", "field", "policy.hardware"),
+                                   "the hardware section is host configuration: give it to "
+                                   "airlockd with --hardware FILE");
+                return true;
+        }
+        return false;
+}
+
 /* requests */
 
 void reply_audit_failed(struct daemon *d, struct evhttp_request *req, const char *why)

@@ -25,6 +25,10 @@ void reply_error_fields(struct daemon *d, struct evhttp_request *req, int code, 
         reply_error_fields(d, req, code, error, NULL, __VA_ARGS__)
 void reply_bad_field(struct daemon *d, struct evhttp_request *req, const char *field,
                      const char *what);
+/* A policy from an API client may not hold host configuration: tool
+ * definitions (what runs on the host) or a hardware section (a driver the
+ * host runs or reaches). true, with the 400 sent, when it does. */
+bool refuse_host_config(struct daemon *d, struct evhttp_request *req, const json_t *jpolicy);
 /* A body of bytes with its content type; `body` is drained. */
 void reply_body(struct daemon *d, struct evhttp_request *req, int code, const char *type,
                 struct evbuffer *body);

@@ -295,22 +295,10 @@ static void run_create(struct daemon *d, struct evhttp_request *req, const struc
                                 "must be a policy whose network.routes has the model's route");
                 goto out;
         }
-        if (json_object_get(json_object_get(jpolicy, "tools"), "define")) {
-                reply_error_fields(d, req, 400, "invalid_policy",
-                                   json_pack("{s:s}", "field", "policy.tools.define"),
-                                   "tool definitions are host configuration: give them to "
-                                   "airlockd with --tools FILE");
+        /* Tools and devices run on, or are reached from, the host: what
+         * they are is the operator's to say, never an API client's. */
+        if (refuse_host_config(d, req, jpolicy))
                 goto out;
-        }
-        /* The same for a device's driver: a command the host runs, or a
-         * socket it reaches (airlockd --hardware FILE). */
-        if (json_object_get(jpolicy, "hardware")) {
-                reply_error_fields(d, req, 400, "invalid_policy",
-                                   json_pack("{s:s}", "field", "policy.hardware"),
-                                   "the hardware section is host configuration: give it to "
-                                   "airlockd with --hardware FILE");
-                goto out;
-        }
         if (!route)
                 route = "model";
         struct al_error err = {0};

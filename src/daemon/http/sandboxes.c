@@ -432,24 +432,10 @@ static void handle_create(struct daemon *d, struct evhttp_request *req, struct g
         const char *class_name = json_is_string(jclass) ? json_string_value(jclass) : NULL;
 
         struct al_error err = {0};
-        /* A tool runs on the host: what it runs is the operator's to say,
-         * never an API client's. */
-        if (json_object_get(json_object_get(jpolicy, "tools"), "define")) {
-                reply_error_fields(d, req, 400, "invalid_policy",
-                                   json_pack("{s:s}", "field", "policy.tools.define"),
-                                   "tool definitions are host configuration: give them to "
-                                   "airlockd with --tools FILE");
+        /* Tools and devices run on, or are reached from, the host: what
+         * they are is the operator's to say, never an API client's. */
+        if (refuse_host_config(d, req, jpolicy))
                 goto out;
-        }
-        /* The same for a device's driver: it runs on, or is reached from,
-         * the host (airlockd --hardware FILE). */
-        if (json_object_get(jpolicy, "hardware")) {
-                reply_error_fields(d, req, 400, "invalid_policy",
-                                   json_pack("{s:s}", "field", "policy.hardware"),
-                                   "the hardware section is host configuration: give it to "
-                                   "airlockd with --hardware FILE");
-                goto out;
-        }
         p = policy_new();
         if (jpolicy && json_is_object(jpolicy)) {
                 _cleanup_free_ char *text = json_dumps(jpolicy, JSON_COMPACT);
