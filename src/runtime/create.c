@@ -279,7 +279,7 @@ static void keeper_conn_msg(struct keeper *k, size_t slot)
                 k->conns[slot] = -1;
                 return;
         }
-        if (strncmp(buf, "kill ", 5) == 0 && rt_signal_parse(buf + 5, &sig) >= 0)
+        if (strncmp(buf, "kill ", 5) == 0 && signal_parse(buf + 5, &sig) >= 0)
                 (void)spawn_kill_request(k->sp.sync_fd, k->conn_ids[slot], sig);
 }
 

@@ -123,7 +123,7 @@ int rt_kill(const struct rt_globals *g, int argc, char **argv, struct al_error *
         if (!id)
                 return al_error_set_message(err, EINVAL, "kill: give a container id");
         int sig = SIGTERM;
-        if (signame && rt_signal_parse(signame, &sig) < 0)
+        if (signame && signal_parse(signame, &sig) < 0)
                 return al_error_set_message(err, EINVAL, "kill: unknown signal \"%s\"", signame);
         struct rt_state st = {0};
         int r = rt_state_load(g, id, &st, err);

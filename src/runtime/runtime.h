@@ -55,7 +55,6 @@ int rt_state_save(const struct rt_globals *g, const struct rt_state *s, struct a
 const char *rt_status(const struct rt_state *s);
 bool rt_alive(const struct rt_state *s);
 uint64_t rt_pid_start(pid_t pid);
-int rt_signal_parse(const char *s, int *ret);
 /* End this process the way `status` (a wait status) ended the container's
  * process: the same exit code, or the same signal (without a core), so the
  * shim and kubectl see what the process did. */

@@ -233,29 +233,6 @@ int rt_state_save(const struct rt_globals *g, const struct rt_state *s, struct a
         return 0;
 }
 
-int rt_signal_parse(const char *s, int *ret)
-{
-        static const struct {
-                const char *name;
-                int sig;
-        } names[] = {
-            {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-            {"USR1", SIGUSR1}, {"USR2", SIGUSR2},   {"TERM", SIGTERM}, {"CONT", SIGCONT},
-            {"STOP", SIGSTOP}, {"WINCH", SIGWINCH}, {"ALRM", SIGALRM}, {"PIPE", SIGPIPE},
-        };
-        const char *n = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
-        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-                if (STREQ(n, names[i].name)) {
-                        *ret = names[i].sig;
-                        return 0;
-                }
-        int v;
-        if (safe_atoi(s, &v) < 0 || v <= 0 || v >= 65)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
 int rt_write_pid_file(const char *path, pid_t pid, struct al_error *err)
 {
         _cleanup_free_ char *tmp = xasprintf("%s.tmp", path);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -149,4 +150,20 @@ Test(util, mkdir_p)
                 _cleanup_free_ char *d = xasprintf("%s%s", tmp, made[i]);
                 cr_assert_eq(rmdir(d), 0);
         }
+}
+
+Test(util, signal_parse)
+{
+        int sig = 0;
+        cr_assert_eq(signal_parse("TERM", &sig), 0);
+        cr_assert_eq(sig, SIGTERM);
+        cr_assert_eq(signal_parse("SIGKILL", &sig), 0);
+        cr_assert_eq(sig, SIGKILL);
+        cr_assert_eq(signal_parse("9", &sig), 0);
+        cr_assert_eq(sig, 9);
+        cr_assert_eq(signal_parse("SIGNOPE", &sig), -EINVAL);
+        cr_assert_eq(signal_parse("0", &sig), -EINVAL);
+        cr_assert_eq(signal_parse("65", &sig), -EINVAL);
+        cr_assert_eq(signal_parse("", &sig), -EINVAL);
+        cr_assert_eq(signal_parse("term", &sig), -EINVAL);
 }

@@ -65,27 +65,12 @@ static void handle_events(struct daemon *d, struct evhttp_request *req, const st
 
 static int parse_signal(json_t *v)
 {
-        static const struct {
-                const char *name;
-                int sig;
-        } names[] = {
-            {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"KILL", SIGKILL},
-            {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM},   {"CONT", SIGCONT},
-            {"STOP", SIGSTOP}, {"ALRM", SIGALRM}, {"WINCH", SIGWINCH},
-        };
         if (json_is_integer(v)) {
                 json_int_t n = json_integer_value(v);
                 return n > 0 && n < 65 ? (int)n : -1;
         }
-        if (!json_is_string(v))
-                return -1;
-        const char *s = json_string_value(v);
-        if (strncmp(s, "SIG", 3) == 0)
-                s += 3;
-        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-                if (STREQ(s, names[i].name))
-                        return names[i].sig;
-        return -1;
+        int sig;
+        return json_is_string(v) && signal_parse(json_string_value(v), &sig) == 0 ? sig : -1;
 }
 
 static void handle_stdin_or_signal(struct daemon *d, struct evhttp_request *req, struct grant *g,

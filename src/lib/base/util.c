@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/random.h>
@@ -112,6 +113,29 @@ int safe_atoi(const char *s, int *ret)
         if (!end || *end != '\0' || isspace((unsigned char)s[0]))
                 return -EINVAL;
         *ret = (int)v;
+        return 0;
+}
+
+int signal_parse(const char *s, int *ret)
+{
+        static const struct {
+                const char *name;
+                int sig;
+        } names[] = {
+            {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+            {"USR1", SIGUSR1}, {"USR2", SIGUSR2},   {"TERM", SIGTERM}, {"CONT", SIGCONT},
+            {"STOP", SIGSTOP}, {"WINCH", SIGWINCH}, {"ALRM", SIGALRM}, {"PIPE", SIGPIPE},
+        };
+        const char *n = strncmp(s, "SIG", 3) == 0 ? s + 3 : s;
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+                if (STREQ(n, names[i].name)) {
+                        *ret = names[i].sig;
+                        return 0;
+                }
+        int v;
+        if (safe_atoi(s, &v) < 0 || v <= 0 || v >= 65)
+                return -EINVAL;
+        *ret = v;
         return 0;
 }
 

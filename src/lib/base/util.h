@@ -81,6 +81,10 @@ static inline void strv_freep(char ***v)
 int safe_atou64(const char *s, uint64_t *ret);
 int safe_atoi(const char *s, int *ret);
 
+/* A signal by name ("TERM", "SIGTERM") or number (1..64): 0 and *ret, or
+ * -EINVAL. */
+int signal_parse(const char *s, int *ret);
+
 /* Sizes such as "512M", "1G", "64k", "1024": binary multiples, bytes. */
 int parse_size(const char *s, uint64_t *ret);
 /* Durations in seconds with an optional fraction and unit: "1.5", "30s", "5m", "1h". */
