@@ -11,6 +11,7 @@
 #include "cgroup.h"
 #include "commands.h"
 #include "gitguard.h"
+#include "mounts.h"
 #include "audit.h"
 #include "env.h"
 #include "githelper.h"
@@ -668,6 +669,16 @@ int cmd_run(int argc, char **argv)
         }
         struct supervisor_result res = {0};
         al_trace_mark("cli.ready");
+        /* A workspace the plan refuses as broad is refused before gitguard
+         * reads its files (seconds over /). */
+        if (mounts_workspace_quick_check(p, home, &err) < 0) {
+                if (relay_fd >= 0)
+                        close(relay_fd);
+                term_stdin_relay_end(relay);
+                secrets_free(secrets);
+                policy_free(p);
+                return fail_setup(&a, err.msg);
+        }
         struct gitguard *gg = gitguard_begin(p);
         /* The user's terminal passes keys through untouched while the
          * command's own terminal is attached, and gets its mode back on

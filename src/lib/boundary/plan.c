@@ -34,7 +34,7 @@ static const char *const internal_deny[] = {
 
 /* "/", the system directories and whole homes are not workspaces unless the
  * user says so: `cd / && airlock run` would hand the agent the host. */
-static const char *broad_reason(struct realcache *rc, const char *real, const char *caller_home)
+static const char *broad_reason_quick(const char *real, const char *caller_home)
 {
         static const char *const exact[] = {"/", "/var", "/opt", "/home", "/root", "/tmp"};
         static const char *const trees[] = {"/usr",   "/bin",    "/sbin", "/lib",  "/lib32",
@@ -52,6 +52,15 @@ static const char *broad_reason(struct realcache *rc, const char *real, const ch
         char home[PATH_MAX];
         if (caller_home && realpath(caller_home, home) && mounts_path_under(home, real))
                 return STREQ(home, real) ? "is a whole home directory" : "holds a whole home";
+        return NULL;
+}
+
+static const char *broad_reason(struct realcache *rc, const char *real, const char *caller_home)
+{
+        const char *why = broad_reason_quick(real, caller_home);
+        if (why)
+                return why;
+        char home[PATH_MAX];
         /* A home in /etc/passwd, or a directory that holds one. Homes of
          * "/" are no one's. Read a line at a time (mounts_passwd_homes):
          * the C library's reader seeked twice per entry. */
@@ -64,6 +73,27 @@ static const char *broad_reason(struct realcache *rc, const char *real, const ch
                         return STREQ(home, real) ? "is a whole home directory"
                                                  : "holds a whole home";
         return NULL;
+}
+
+static int broad_refused(const struct policy *p, const char *real, const char *why,
+                         struct al_error *err)
+{
+        return al_error_set_message(err, EPERM,
+                                    "workspace %s %s: the agent would get all of it%s; give a "
+                                    "project directory with -w DIR, or pass "
+                                    "--allow-broad-workspace (workspace.allowBroad) if you mean it",
+                                    real, why,
+                                    p->workspace_mode == POLICY_WORKSPACE_RO ? "" : " to write");
+}
+
+int mounts_workspace_quick_check(const struct policy *p, const char *caller_home,
+                                 struct al_error *err)
+{
+        char real[PATH_MAX];
+        if (!p->workspace || p->allow_broad || !realpath(p->workspace, real))
+                return 0; /* the plan says why it cannot resolve it */
+        const char *why = broad_reason_quick(real, caller_home);
+        return why ? broad_refused(p, real, why, err) : 0;
 }
 
 /* A detached read-only clone of a host tree, made with the caller's view
@@ -220,12 +250,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                 }
                 const char *why = broad_reason(rc, real, caller_home);
                 if (why && !p->allow_broad) {
-                        r = al_error_set_message(
-                            err, EPERM,
-                            "workspace %s %s: the agent would get all of it%s; give a "
-                            "project directory with -w DIR, or pass --allow-broad-workspace "
-                            "(workspace.allowBroad) if you mean it",
-                            real, why, p->workspace_mode == POLICY_WORKSPACE_RO ? "" : " to write");
+                        r = broad_refused(p, real, why, err);
                         goto fail;
                 }
                 plan->workspace_real = xstrdup(real);
