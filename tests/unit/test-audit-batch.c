@@ -16,29 +16,18 @@
 
 #include "audit.h"
 #include "util.h"
+#include "audit-fixture.h"
 
 #define SB "0123456789abcdef"
 
-static char dir[64];
-static char logpath[128];
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-        return remove(p);
-}
-
 static void setup(void)
 {
-        snprintf(dir, sizeof(dir), "/tmp/airlock-test-auditbatch-XXXXXX");
-        cr_assert_not_null(mkdtemp(dir));
-        snprintf(logpath, sizeof(logpath), "%s/audit.jsonl", dir);
-        alarm(60);
+        audit_fixture_open("auditbatch");
 }
 
 static void teardown(void)
 {
-        alarm(0);
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        audit_fixture_close();
 }
 
 TestSuite(batch, .init = setup, .fini = teardown);

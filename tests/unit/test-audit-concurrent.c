@@ -15,30 +15,19 @@
 
 #include "audit.h"
 #include "util.h"
+#include "audit-fixture.h"
 
 #define WRITERS 4
 #define PER     2000
 
-static char dir[64];
-static char logpath[128];
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-        return remove(p);
-}
-
 static void setup(void)
 {
-        snprintf(dir, sizeof(dir), "/tmp/airlock-test-auditconc-XXXXXX");
-        cr_assert_not_null(mkdtemp(dir));
-        snprintf(logpath, sizeof(logpath), "%s/audit.jsonl", dir);
-        alarm(60);
+        audit_fixture_open("auditconc");
 }
 
 static void teardown(void)
 {
-        alarm(0);
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        audit_fixture_close();
 }
 
 TestSuite(concurrent, .init = setup, .fini = teardown);

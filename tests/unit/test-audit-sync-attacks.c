@@ -16,6 +16,7 @@
 
 #include "audit.h"
 #include "util.h"
+#include "audit-fixture.h"
 
 #define SB "0123456789abcdef"
 
@@ -41,31 +42,19 @@ static bool was_synced(ino_t ino)
         return false;
 }
 
-static char dir[64];
-static char logpath[128];
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-        return remove(p);
-}
-
 static void setup(void)
 {
-        snprintf(dir, sizeof(dir), "/tmp/airlock-test-syncatk-XXXXXX");
-        cr_assert_not_null(mkdtemp(dir));
-        snprintf(logpath, sizeof(logpath), "%s/audit.jsonl", dir);
+        audit_fixture_open("syncatk");
         synced =
             mmap(NULL, sizeof(*synced), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         cr_assert_neq(synced, MAP_FAILED);
-        alarm(60);
 }
 
 static void teardown(void)
 {
-        alarm(0);
         munmap(synced, sizeof(*synced));
         synced = NULL;
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        audit_fixture_close();
 }
 
 TestSuite(audit_sync_attacks, .init = setup, .fini = teardown);
