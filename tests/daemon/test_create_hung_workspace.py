@@ -5,50 +5,11 @@ answers (a FUSE mount whose server hangs) must not stall the daemon: the
 create is refused within a few seconds and other requests go on being
 answered meanwhile. A FIFO named .airlock/isolation.json never blocks."""
 
-import ctypes
 import os
-import struct
-import tempfile
 import threading
 import time
 
 import pytest
-
-FUSE_INIT = 26
-
-
-def _hung_fuse(mnt):
-    """Mount a FUSE file system at mnt that answers its INIT and nothing
-    else. Returns the /dev/fuse fd; closing it aborts the connection."""
-    fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-    libc = ctypes.CDLL(None, use_errno=True)
-    opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,allow_other".encode()
-    if libc.mount(b"airlock-hung", mnt.encode(), b"fuse", 0, opts) != 0:
-        e = ctypes.get_errno()
-        os.close(fd)
-        pytest.skip(f"cannot mount a FUSE file system here: {os.strerror(e)}")
-    buf = os.read(fd, 1 << 20)
-    _, opcode, unique = struct.unpack_from("<IIQ", buf, 0)
-    assert opcode == FUSE_INIT, opcode
-    major, minor = struct.unpack_from("<II", buf, 40)
-    out = struct.pack("<IIIIHHIIHHI28x", 7, min(minor, 31), 0, 0, 16, 12, 4096, 1, 0, 0, 0)
-    os.write(fd, struct.pack("<IiQ", 16 + len(out), 0, unique) + out)
-    return fd
-
-
-@pytest.fixture
-def hung_mount():
-    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
-        pytest.skip("needs root and /dev/fuse")
-    mnt = tempfile.mkdtemp(prefix="airlock-hung-")
-    fd = _hung_fuse(mnt)
-    try:
-        yield mnt
-    finally:
-        os.close(fd)  # aborts every request still waiting
-        ctypes.CDLL(None).umount2(mnt.encode(), 2)
-        os.rmdir(mnt)
-
 
 def test_hung_workspace_does_not_stall_the_daemon(make_daemon, hung_mount):
     d = make_daemon()
