@@ -12,6 +12,7 @@ import tempfile
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # agentlib
 from daemonlib import AIRLOCK, AIRLOCKD, BUILD, AirlockError, Daemon  # noqa: E402
 
 
@@ -65,6 +66,18 @@ def sandbox(api):
         api.delete(sb["id"])
     except (AirlockError, OSError):
         pass
+
+
+@pytest.fixture
+def run_daemon(make_daemon, daemon_base):
+    """A daemon holding the scripted model's key (agentlib.KEY) as MODEL_KEY,
+    for the model route of POST /v1/runs."""
+    from agentlib import KEY
+
+    sec = pathlib.Path(tempfile.mkdtemp(prefix="sec-", dir=daemon_base)) / "secrets.env"
+    sec.write_text(f"MODEL_KEY={KEY}\n")
+    sec.chmod(0o600)
+    return make_daemon("--secrets", str(sec))
 
 
 # A FUSE file system whose server answers its INIT and nothing else: a

@@ -9,21 +9,11 @@ import pathlib
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
-import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from agentlib import KEY, ScriptedModel  # noqa: E402
-
-
-@pytest.fixture
-def run_daemon(make_daemon, daemon_base):
-    sec = pathlib.Path(tempfile.mkdtemp(prefix="sec-", dir=daemon_base)) / "secrets.env"
-    sec.write_text(f"MODEL_KEY={KEY}\n")
-    sec.chmod(0o600)
-    return make_daemon("--secrets", str(sec))
+from agentlib import ScriptedModel  # noqa: E402
 
 
 def policy(port):

@@ -7,21 +7,12 @@ write what the other grant keeps there)."""
 import pathlib
 import secrets
 import sys
-import tempfile
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from agentlib import KEY, ScriptedModel  # noqa: E402
+from agentlib import ScriptedModel  # noqa: E402
 from daemonlib import AirlockError  # noqa: E402
-
-
-@pytest.fixture
-def run_daemon(make_daemon, daemon_base):
-    sec = pathlib.Path(tempfile.mkdtemp(prefix="sec-", dir=daemon_base)) / "secrets.env"
-    sec.write_text(f"MODEL_KEY={KEY}\n")
-    sec.chmod(0o600)
-    return make_daemon("--secrets", str(sec))
 
 
 def test_a_run_may_not_mount_another_grants_volume(run_daemon):

@@ -3,17 +3,13 @@
 hold a slot each while open. The slots are counted per grant: one grant
 opening all it can leaves another grant's streams their own room."""
 
-import json
 import pathlib
 import socket
 import sys
-import tempfile
 import time
 
-import pytest
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from agentlib import KEY, ScriptedModel  # noqa: E402
+from agentlib import ScriptedModel  # noqa: E402
 
 
 def _open(d, token, path):
@@ -69,14 +65,6 @@ def policy(port):
     return {"network": {"routes": [{"name": "model", "upstream": f"http://127.0.0.1:{port}",
                                     "inject": {"x-api-key": "${secret:MODEL_KEY}"}}],
                         "allowPrivate": ["127.0.0.1"]}}
-
-
-@pytest.fixture
-def run_daemon(make_daemon, daemon_base):
-    sec = pathlib.Path(tempfile.mkdtemp(prefix="sec-", dir=daemon_base)) / "secrets.env"
-    sec.write_text(f"MODEL_KEY={KEY}\n")
-    sec.chmod(0o600)
-    return make_daemon("--secrets", str(sec))
 
 
 def test_run_streams_are_counted_per_grant(run_daemon):
