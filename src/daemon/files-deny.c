@@ -23,7 +23,17 @@ struct ident {
         ino_t ino;
 };
 
+/* A deny entry's path and what it was when the set was made (present:
+ * ident; absent), for files_deny_fresh. */
+struct entry {
+        char *path;
+        bool present;
+        struct ident id;
+};
+
 struct files_deny {
+        struct entry *entries;
+        size_t n_entries;
         struct ident *deny;
         int *deny_fd; /* O_PATH, for the walk up from each entry */
         size_t n_deny;
@@ -48,10 +58,16 @@ static void add_deny(struct files_deny *fd, const char *path)
 {
         int f = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
-        if (f < 0 || fstat(f, &st) < 0) {
+        bool present = f >= 0 && fstat(f, &st) == 0;
+        fd->entries = xrealloc(fd->entries, fd->n_entries + 1, sizeof(*fd->entries));
+        fd->entries[fd->n_entries++] = (struct entry){
+            .path = xstrdup(path),
+            .present = present,
+            .id = present ? (struct ident){st.st_dev, st.st_ino} : (struct ident){0, 0}};
+        if (!present) {
                 if (f >= 0)
                         close(f);
-                return; /* nothing there: nothing to hide */
+                return; /* nothing there now: nothing to hide (until files_deny_fresh) */
         }
         fd->deny = xrealloc(fd->deny, fd->n_deny + 1, sizeof(*fd->deny));
         fd->deny_fd = xrealloc(fd->deny_fd, fd->n_deny + 1, sizeof(*fd->deny_fd));
@@ -67,9 +83,10 @@ int files_deny_new(const struct policy *p, const char *home, const char *secrets
         if (r < 0)
                 return r;
         struct files_deny *fd = xcalloc(1, sizeof(*fd));
+        /* Entries with nothing there yet are held too (absent), so that a
+         * kept set is made again once one appears. */
         for (size_t i = 0; i < plan->n_deny; i++)
-                if (plan->deny_mode[i])
-                        add_deny(fd, plan->deny[i]);
+                add_deny(fd, plan->deny[i]);
         if (secrets_path)
                 add_deny(fd, secrets_path);
         for (size_t i = 0; i < plan->n_allow_read; i++) {
@@ -84,12 +101,28 @@ int files_deny_new(const struct policy *p, const char *home, const char *secrets
         return 0;
 }
 
+bool files_deny_fresh(const struct files_deny *fd)
+{
+        for (size_t i = 0; fd && i < fd->n_entries; i++) {
+                const struct entry *e = &fd->entries[i];
+                struct stat st; /* as add_deny's O_PATH | O_NOFOLLOW open sees it */
+                bool present = fstatat(AT_FDCWD, e->path, &st, AT_SYMLINK_NOFOLLOW) == 0;
+                if (present != e->present ||
+                    (present && (st.st_dev != e->id.dev || st.st_ino != e->id.ino)))
+                        return false;
+        }
+        return true;
+}
+
 struct files_deny *files_deny_free(struct files_deny *fd)
 {
         if (!fd)
                 return NULL;
         for (size_t i = 0; i < fd->n_deny; i++)
                 close(fd->deny_fd[i]);
+        for (size_t i = 0; i < fd->n_entries; i++)
+                free(fd->entries[i].path);
+        free(fd->entries);
         free(fd->deny);
         free(fd->deny_fd);
         free(fd->allow);

@@ -23,6 +23,10 @@ struct files_deny;
 int files_deny_new(const struct policy *p, const char *home, const char *secrets_path,
                    struct files_deny **ret, struct al_error *err);
 struct files_deny *files_deny_free(struct files_deny *fd);
+/* Whether each entry is still what it was when the set was made (the same
+ * file, or still absent): a set kept between requests is made again when
+ * an entry was replaced (a rename over the secrets file) or appeared. */
+bool files_deny_fresh(const struct files_deny *fd);
 
 /* 0 when `rel` beneath `root` (resolved as reads resolve it: links within
  * the workspace followed; the nearest existing directory above it when it

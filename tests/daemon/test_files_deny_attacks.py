@@ -94,3 +94,33 @@ def test_denied_paths_stay_hidden_through_the_files_api(setup):
 
 def sec_intact(ws, token):
     return (ws / "secrets.env").read_text() == f"API_KEY={token}\n"
+
+
+def test_a_denied_file_replaced_or_made_later_stays_hidden(make_daemon, daemon_base):
+    # The deny set a read built is kept a while; a secrets file the host
+    # rotates by rename (a new inode) and a denied path that only appears
+    # after that read must be refused all the same.
+    ws = pathlib.Path(tempfile.mkdtemp(prefix="ws-", dir=daemon_base))
+    os.chmod(ws, 0o755)
+    sec = ws / "secrets.env"
+    sec.write_text("API_KEY=old\n")
+    os.chmod(sec, 0o600)
+    (ws / "open.txt").write_text("fine\n")
+    d = make_daemon("--secrets", str(sec))
+    api = d.client(d.admin)
+    sb = api.create(sandbox_class="small", workspace=str(ws),
+                    policy={"filesystem": {"denyRead": [str(ws / "later")]}})
+    sid = sb["id"]
+    try:
+        refused(lambda: api.read_file(sid, "secrets.env"))
+        assert api.read_file(sid, "open.txt") == b"fine\n"
+        new = ws / "secrets.env.new"
+        new.write_text("API_KEY=rotated\n")
+        os.chmod(new, 0o600)
+        os.rename(new, sec)
+        refused(lambda: api.read_file(sid, "secrets.env"))
+        (ws / "later").write_text("made after the first read\n")
+        refused(lambda: api.read_file(sid, "later"))
+        refused(lambda: api.write_file(sid, "later", b"x"))
+    finally:
+        api.delete(sid)

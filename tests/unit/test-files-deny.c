@@ -149,3 +149,34 @@ Test(files_deny, tar_leaves_out_what_moves_in, .init = setup, .fini = teardown)
         cr_expect_null(strstr(checked, "PRIVATE-KEY"), "a denied file went into the tar");
         cr_expect(strstr(checked, "fine"));
 }
+
+/* A set kept a while (the files API keeps one per sandbox) is only as good
+ * as the identities it holds: a denied file replaced by a rename, or a
+ * denied path that appears, makes it stale. */
+Test(files_deny, a_replaced_or_new_entry_makes_the_set_stale, .init = setup, .fini = teardown)
+{
+        cr_assert(files_deny_fresh(deny), "a set just made is fresh");
+        put("secret.env.new", "TOKEN=ROTATED\n");
+        char from[128], to[128];
+        snprintf(from, sizeof(from), "%s/secret.env.new", ws);
+        snprintf(to, sizeof(to), "%s/secret.env", ws);
+        cr_assert_eq(rename(from, to), 0);
+        cr_assert(!files_deny_fresh(deny), "the secrets file was replaced: a new inode");
+        deny = files_deny_free(deny);
+
+        /* A denyRead entry that is not there when the set is made. */
+        char json[512], gone[128];
+        snprintf(gone, sizeof(gone), "%s/later", ws);
+        snprintf(json, sizeof(json),
+                 "{\"workspace\": {\"path\": \"%s\"}, \"filesystem\": {\"denyRead\": [\"%s\"]}}",
+                 ws, gone);
+        struct policy *pol = policy_new();
+        struct al_error e = {0};
+        cr_assert_eq(policy_load_string(pol, json, "policy.json", &e), 0, "%s", e.msg);
+        cr_assert_eq(policy_finalize(pol, "/", "/root", &e), 0, "%s", e.msg);
+        cr_assert_eq(files_deny_new(pol, "/root", NULL, &deny, &e), 0, "%s", e.msg);
+        policy_free(pol);
+        cr_assert(files_deny_fresh(deny));
+        put("later", "MADE LATER\n");
+        cr_assert(!files_deny_fresh(deny), "a denied path appeared");
+}

@@ -116,7 +116,8 @@ static void stream_file(struct daemon *d, struct evhttp_request *req, int fd, ui
 
 /* A sandbox's deny set takes a walk of its workspace to build (the
  * repositories whose metadata is protected), so it is kept a while: the
- * sandbox's own masks were fixed when it started. */
+ * sandbox's own masks were fixed when it started. It is used again only
+ * while each entry is the file it held (files_deny_fresh). */
 #define DENY_CACHE_N  16
 #define DENY_CACHE_US (30 * 1000000ULL)
 static struct {
@@ -137,7 +138,8 @@ static int deny_get(struct daemon *d, struct evhttp_request *req, const struct s
         size_t slot = DENY_CACHE_N;
         for (size_t i = 0; i < DENY_CACHE_N && slot == DENY_CACHE_N; i++)
                 if (deny_cache[i].fd && STREQ(deny_cache[i].id, sb->id)) {
-                        if (now - deny_cache[i].at < DENY_CACHE_US) {
+                        if (now - deny_cache[i].at < DENY_CACHE_US &&
+                            files_deny_fresh(deny_cache[i].fd)) {
                                 *ret = deny_cache[i].fd;
                                 return 0;
                         }
