@@ -31,11 +31,15 @@ WARMUP = 10
 BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
          "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]
 
+CPU = {}
+
 TRACE_LINE = re.compile(r"airlock-trace pid=(\d+) at=(\d+)us step=(\S+) \+(\d+)us")
 
 
 def run(argv, cwd, env=None):
-    """Fork+exec argv; return (seconds, exit status, peak RSS in KiB)."""
+    """Fork+exec argv; return (seconds, exit status, peak RSS in KiB).
+    The CPU time of its whole process tree (every process of a sandbox is
+    reaped inside it) is appended to CPU[tuple(argv)]."""
     t0 = time.perf_counter()
     pid = os.fork()
     if pid == 0:
@@ -51,6 +55,7 @@ def run(argv, cwd, env=None):
         finally:
             os._exit(127)
     _, status, ru = os.wait4(pid, 0)
+    CPU.setdefault(tuple(argv), []).append(ru.ru_utime + ru.ru_stime)
     return time.perf_counter() - t0, os.waitstatus_to_exitcode(status), ru.ru_maxrss
 
 
@@ -128,6 +133,7 @@ def main():
     against = os.environ.get("BENCH_AGAINST")
     other = [against, "run", "-q", "-w", ws, "--", "/bin/true"] if against else None
     a_times, g_times, b_times, a_rss, o_times = [], [], [], [], []
+    CPU.clear()
     load0 = os.getloadavg()[0]
     for _ in range(RUNS):
         t, _, rss = run(airlock, ws)
@@ -153,6 +159,16 @@ def main():
         o, o9 = statistics.median(o_times), pct(o_times, 0.9)
         print(f"spawn: BENCH_AGAINST {against}: median {o * 1000:.2f} ms  p90 {o9 * 1000:.2f} ms; "
               f"ratio to bwrap p50 {o / b:.2f}x  p90 {o9 / b9:.2f}x")
+    # CPU time moves less than wall time with the other work on a shared
+    # machine.
+    cpu = {k: statistics.median(v) * 1000 for k, v in CPU.items()}
+    ca = cpu[tuple(airlock)]
+    line = f"spawn: CPU of the process tree, median: airlock {ca:.2f} ms"
+    if other:
+        co = cpu[tuple(other)]
+        line += f", BENCH_AGAINST {co:.2f} ms (this/against {ca / co:.2f}x)"
+    line += f", gated {cpu[tuple(gated)]:.2f} ms, bwrap {cpu[tuple(BWRAP)]:.2f} ms"
+    print(line)
     print(f"spawn: {RUNS} runs each, interleaved; load average {load0:.2f} -> {load1:.2f}")
     print(f"spawn: supervisor peak RSS {max(a_rss) / 1024:.1f} MiB")
     hs = host_settings()

@@ -73,8 +73,8 @@ int sv_core_open_audit(struct sv_core *c, const char *path, const struct audit_o
         /* The event loop relays the gate's bytes: the periodic sync runs in
          * the log's helper process, never in the loop (a sync takes 0.5 ms,
          * tens on a busy disk). sv_core_commit() still waits for the disk.
-         * Forked here, before the sandbox's clone3: the supervisor keeps
-         * one thread. */
+         * The helper is a process, forked by the first sync handed to it
+         * (sync.c): a run that ends within one batch forks none. */
         r = audit_set_background_sync(c->audit);
         if (r < 0)
                 return al_error_set(err, r, "starting the audit log's sync helper");
