@@ -47,11 +47,22 @@ struct gitguard {
         struct timespec started; /* changes made after this are the run's */
 };
 
+/* The audit log gitguard_finish_logged() names: opened for the first
+ * finding, so that a run with nothing to record does not open, lock and
+ * read the tail of the log at its end. */
+struct guard_audit {
+        const char *path;
+        const struct audit_options *opt;
+        struct audit *a;
+        bool tried;
+};
+
 struct guard_run {
         bool record;       /* at the start: note what is there, move nothing */
         const char *event; /* the audit event of a finding (NULL: git.neutralised) */
         struct root_start *start;
         struct audit *audit;
+        struct guard_audit *lazy; /* gitguard_finish_logged(): opened for the first finding */
         const char *id;
         gitguard_warn_fn warn;
         void *userdata;

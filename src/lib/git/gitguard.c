@@ -69,12 +69,32 @@ static char *join(const char *rel, const char *name)
         return *rel ? xasprintf("%s/%s", rel, name) : xstrdup(name);
 }
 
+static struct audit *run_audit(struct guard_run *g)
+{
+        struct guard_audit *l = g->lazy;
+        if (g->audit || !l || l->tried)
+                return g->audit ? g->audit : l ? l->a : NULL;
+        l->tried = true;
+        struct al_error err = {0};
+        if (audit_open(l->path, l->opt, &l->a, &err) < 0) {
+                l->a = NULL;
+                if (g->warn) {
+                        char line[AL_ERROR_MAX + 64];
+                        snprintf(line, sizeof(line),
+                                 "airlock: warning: the git findings are not audited: %s", err.msg);
+                        g->warn(line, g->userdata);
+                }
+        }
+        return l->a;
+}
+
 static void report(struct guard_run *g, const char *rel, const char *reason, const char *moved,
                    int error)
 {
         if (g->record)
                 return;
         g->findings++;
+        struct audit *audit = run_audit(g);
         _cleanup_free_ char *path =
             *rel ? xasprintf("%s/%s", g->root->path, rel) : xstrdup(g->root->path);
         _cleanup_free_ char *moved_path = moved ? xasprintf("%s/%s", g->root->path, moved) : NULL;
@@ -82,14 +102,13 @@ static void report(struct guard_run *g, const char *rel, const char *reason, con
         _cleanup_free_ char *ep = gitops_escape(path, strlen(path), false);
         _cleanup_free_ char *em =
             moved_path ? gitops_escape(moved_path, strlen(moved_path), false) : NULL;
-        if (g->audit) {
+        if (audit) {
                 json_t *f = json_pack("{s:s, s:s, s:o}", "path", ep, "reason", reason, "movedTo",
                                       em ? json_string(em) : json_null());
                 if (error)
                         json_object_set_new(f, "error", json_string(strerror(error)));
                 struct al_error err = {0};
-                (void)audit_append(g->audit, g->id, g->event ? g->event : "git.neutralised", f,
-                                   &err);
+                (void)audit_append(audit, g->id, g->event ? g->event : "git.neutralised", f, &err);
                 json_decref(f);
         }
         if (g->warn) {
@@ -723,8 +742,8 @@ struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, c
         return g;
 }
 
-int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguard_warn_fn warn,
-                    void *userdata)
+static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy, const char *id,
+                  gitguard_warn_fn warn, void *userdata)
 {
         if (!g)
                 return 0;
@@ -737,6 +756,7 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
                 if (fd >= 0 && fstat(fd, &st) == 0) {
                         struct guard_run *run = xcalloc(1, sizeof(*run));
                         *run = (struct guard_run){.audit = a,
+                                                  .lazy = lazy,
                                                   .id = id,
                                                   .warn = warn,
                                                   .userdata = userdata,
@@ -767,24 +787,18 @@ void gitguard_discard(struct gitguard *g)
         free(g);
 }
 
+int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguard_warn_fn warn,
+                    void *userdata)
+{
+        return finish(g, a, NULL, id, warn, userdata);
+}
+
 int gitguard_finish_logged(struct gitguard *g, const char *audit_path,
                            const struct audit_options *opt, const char *id, gitguard_warn_fn warn,
                            void *userdata)
 {
-        if (!g)
-                return 0;
-        struct audit *a = NULL;
-        struct al_error err = {0};
-        if (audit_path && audit_open(audit_path, opt, &a, &err) < 0) {
-                if (warn) {
-                        char line[AL_ERROR_MAX + 64];
-                        snprintf(line, sizeof(line),
-                                 "airlock: warning: the git findings are not audited: %s", err.msg);
-                        warn(line, userdata);
-                }
-                a = NULL;
-        }
-        int n = gitguard_finish(g, a, id, warn, userdata);
-        audit_close(a);
+        struct guard_audit lazy = {.path = audit_path, .opt = opt, .tried = !audit_path};
+        int n = finish(g, NULL, &lazy, id, warn, userdata);
+        audit_close(lazy.a);
         return n;
 }
