@@ -4,7 +4,9 @@
 Landlock, cgroup limits) against a bubblewrap sandbox doing less, measured
 in the same run, interleaved; the same with the network gate on
 (`--net gated`) against the same bubblewrap reference. Prints the ratios of
-the medians and of the 90th percentiles, the supervisor's peak RSS, the
+the medians and of the 90th percentiles, the median CPU time of each one's
+whole process tree (which moves less than wall time on a loaded machine),
+the supervisor's peak RSS, the
 host settings that cost start time, and (BENCH_TRACE_RUNS, default 30; 0:
 none) the median of each step of a spawn from AIRLOCK_TRACE.
 
