@@ -64,7 +64,7 @@ static int read_small(int dfd, const char *name, size_t max, char **ret, size_t 
         return 0;
 }
 
-static char *join(const char *rel, const char *name)
+char *gitguard_join(const char *rel, const char *name)
 {
         return *rel ? xasprintf("%s/%s", rel, name) : xstrdup(name);
 }
@@ -133,11 +133,30 @@ static bool fingerprint_of(int dfd, const char *name, struct fingerprint *ret)
         return EVP_Digest(buf, len, ret->hash, &hl, EVP_sha256(), NULL) == 1;
 }
 
+static int cmp_known(const void *a, const void *b)
+{
+        return strcmp(((const struct fingerprint *)a)->rel, ((const struct fingerprint *)b)->rel);
+}
+
+void gitguard_known_sort(struct root_start *rs)
+{
+        if (rs->n_known > 1)
+                qsort(rs->known, rs->n_known, sizeof(*rs->known), cmp_known);
+}
+
 static bool known_at_start(const struct root_start *rs, const char *rel,
                            const struct fingerprint *fp)
 {
-        for (size_t i = 0; i < rs->n_known; i++)
-                if (STREQ(rs->known[i].rel, rel) && rs->known[i].mode == fp->mode &&
+        size_t lo = 0, hi = rs->n_known;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(rs->known[mid].rel, rel) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < rs->n_known && STREQ(rs->known[i].rel, rel); i++)
+                if (rs->known[i].mode == fp->mode &&
                     memcmp(rs->known[i].hash, fp->hash, sizeof(fp->hash)) == 0)
                         return true;
         return false;
@@ -153,7 +172,7 @@ void gitguard_quarantine(struct guard_run *g, int dfd, const char *name, const c
         bool have = fingerprint_of(dfd, name, &fp);
         if (g->record) {
                 struct root_start *rs = g->start;
-                if (have && rs->n_known < VISITED_MAX) {
+                if (have && rs->n_known < KNOWN_MAX) {
                         rs->known = xrealloc(rs->known, rs->n_known + 1, sizeof(*rs->known));
                         fp.rel = xstrdup(rel);
                         rs->known[rs->n_known++] = fp;
@@ -187,7 +206,7 @@ void gitguard_quarantine(struct guard_run *g, int dfd, const char *name, const c
         report(g, rel, reason, moved, e);
 }
 
-static bool quarantined(const char *name)
+bool gitguard_quarantined(const char *name)
 {
         return strstr(name, GITGUARD_SUFFIX) != NULL;
 }
@@ -238,12 +257,12 @@ static void check_config(struct guard_run *g, int dfd, const char *name, const c
         gitguard_quarantine(g, dfd, name, rel, reason);
 }
 
-static int open_dir(int dfd, const char *name)
+int gitguard_open_dir(int dfd, const char *name)
 {
         return openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-static DIR *dir_of(int fd)
+DIR *gitguard_dir_of(int fd)
 {
         int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (dup < 0)
@@ -254,7 +273,7 @@ static DIR *dir_of(int fd)
         return d;
 }
 
-static bool count_entry(struct guard_run *g, const char *rel)
+bool gitguard_count_entry(struct guard_run *g, const char *rel)
 {
         if (g->stopped)
                 return false;
@@ -274,7 +293,7 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
 /* hooks/: every hook but the samples git ships. */
 static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
 {
-        _cleanup_free_ char *hrel = join(rel, "hooks");
+        _cleanup_free_ char *hrel = gitguard_join(rel, "hooks");
         struct stat st;
         if (fstatat(gfd, "hooks", &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
@@ -285,19 +304,20 @@ static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
         }
         if (!S_ISDIR(st.st_mode))
                 return;
-        _cleanup_close_ int hfd = open_dir(gfd, "hooks");
-        DIR *d = hfd >= 0 ? dir_of(hfd) : NULL;
+        _cleanup_close_ int hfd = gitguard_open_dir(gfd, "hooks");
+        DIR *d = hfd >= 0 ? gitguard_dir_of(hfd) : NULL;
         if (!d)
                 return;
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, hrel))
+                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
+                    !gitguard_count_entry(g, hrel))
                         continue;
                 size_t len = strlen(n);
                 if (len > 7 && STREQ(n + len - 7, ".sample"))
                         continue;
-                _cleanup_free_ char *r = join(hrel, n);
+                _cleanup_free_ char *r = gitguard_join(hrel, n);
                 gitguard_quarantine(g, hfd, n, r, "a hook (host git would run it)");
         }
         closedir(d);
@@ -309,16 +329,17 @@ static void scan_modules(struct guard_run *g, int fd, const char *rel, int depth
 {
         if (depth > GITGUARD_DEPTH_MAX)
                 return;
-        DIR *d = dir_of(fd);
+        DIR *d = gitguard_dir_of(fd);
         if (!d)
                 return;
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, rel))
+                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
+                    !gitguard_count_entry(g, rel))
                         continue;
-                _cleanup_free_ char *r = join(rel, n);
-                _cleanup_close_ int sfd = open_dir(fd, n);
+                _cleanup_free_ char *r = gitguard_join(rel, n);
+                _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd < 0)
                         continue;
                 struct stat st;
@@ -335,7 +356,7 @@ static void scan_commondir(struct guard_run *g, int gfd, const char *rel, bool w
         struct stat st;
         if (fstatat(gfd, "commondir", &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
-        _cleanup_free_ char *r = join(rel, "commondir");
+        _cleanup_free_ char *r = gitguard_join(rel, "commondir");
         if (worktree && S_ISREG(st.st_mode)) {
                 /* A linked worktree's own: its repository, two levels up. */
                 _cleanup_free_ char *text = NULL;
@@ -358,13 +379,14 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
 {
         if (depth > GITGUARD_DEPTH_MAX)
                 return;
-        DIR *d = dir_of(fd);
+        DIR *d = gitguard_dir_of(fd);
         if (!d)
                 return;
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, rel))
+                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
+                    !gitguard_count_entry(g, rel))
                         continue;
                 if (top && (STREQ(n, "modules") || STREQ(n, "worktrees")))
                         continue;
@@ -380,7 +402,7 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
                                : S_ISBLK(st.st_mode)  ? DT_BLK
                                                       : DT_REG;
                 }
-                _cleanup_free_ char *r = join(rel, n);
+                _cleanup_free_ char *r = gitguard_join(rel, n);
                 if (type == DT_FIFO || type == DT_SOCK || type == DT_CHR || type == DT_BLK) {
                         gitguard_quarantine(
                             g, fd, n, r,
@@ -390,7 +412,7 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
                 }
                 if (type != DT_DIR)
                         continue;
-                _cleanup_close_ int sfd = open_dir(fd, n);
+                _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd >= 0)
                         scan_special(g, sfd, r, depth + 1, false);
         }
@@ -402,29 +424,29 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
         if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
                 return;
         scan_special(g, fd, rel, depth, true);
-        _cleanup_free_ char *cr = join(rel, "config");
-        _cleanup_free_ char *cwr = join(rel, "config.worktree");
+        _cleanup_free_ char *cr = gitguard_join(rel, "config");
+        _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
         check_config(g, fd, "config", cr);
         check_config(g, fd, "config.worktree", cwr);
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
 
-        _cleanup_close_ int mfd = open_dir(fd, "modules");
+        _cleanup_close_ int mfd = gitguard_open_dir(fd, "modules");
         if (mfd >= 0) {
-                _cleanup_free_ char *mr = join(rel, "modules");
+                _cleanup_free_ char *mr = gitguard_join(rel, "modules");
                 scan_modules(g, mfd, mr, depth + 1);
         }
-        _cleanup_close_ int wfd = open_dir(fd, "worktrees");
+        _cleanup_close_ int wfd = gitguard_open_dir(fd, "worktrees");
         if (wfd >= 0) {
-                DIR *d = dir_of(wfd);
+                DIR *d = gitguard_dir_of(wfd);
                 struct dirent *de;
                 while (d && (de = readdir(d))) {
                         const char *n = de->d_name;
-                        if (STREQ(n, ".") || STREQ(n, "..") || !count_entry(g, rel))
+                        if (STREQ(n, ".") || STREQ(n, "..") || !gitguard_count_entry(g, rel))
                                 continue;
-                        _cleanup_close_ int sfd = open_dir(wfd, n);
-                        _cleanup_free_ char *wr = join(rel, "worktrees");
-                        _cleanup_free_ char *r = join(wr, n);
+                        _cleanup_close_ int sfd = gitguard_open_dir(wfd, n);
+                        _cleanup_free_ char *wr = gitguard_join(rel, "worktrees");
+                        _cleanup_free_ char *r = gitguard_join(wr, n);
                         if (sfd >= 0)
                                 scan_gitdir(g, sfd, r, true, depth + 1);
                 }
@@ -433,60 +455,22 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
         }
 }
 
-/* The directory a "gitdir: X" pointer in directory rel names, as a path
- * relative to the root ("." for the root itself), or NULL when it leaves
- * the root or is absolute. */
-static char *pointer_target(const char *rel, const char *target)
-{
-        if (target[0] == '/' || !*target)
-                return NULL;
-        _cleanup_free_ char *joined = join(rel, target);
-        size_t len = strlen(joined);
-        _cleanup_free_ char *out = xcalloc(len + 2, 1);
-        size_t o = 0;
-        for (size_t i = 0; i < len;) {
-                size_t k = strcspn(joined + i, "/");
-                const char *t = joined + i;
-                if (k == 0 || (k == 1 && t[0] == '.')) {
-                        /* nothing */
-                } else if (k == 2 && t[0] == '.' && t[1] == '.') {
-                        if (o == 0)
-                                return NULL;
-                        while (o > 0 && out[o - 1] != '/')
-                                o--;
-                        if (o > 0)
-                                o--;
-                } else {
-                        if (o > 0)
-                                out[o++] = '/';
-                        memcpy(out + o, t, k);
-                        o += k;
-                }
-                i += k + (joined[i + k] == '/');
-        }
-        out[o] = '\0';
-        if (o == 0) {
-                out[0] = '.';
-                out[1] = '\0';
-        }
-        return TAKE_PTR(out);
-}
-
-/* A .git entry: a repository, or a pointer to one. rel is the directory
- * holding it ("." for the root). */
-static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth)
+/* A .git entry (named so whatever its case: a case-folding directory
+ * gives it to git as .git): a repository, or a pointer to one. rel is the
+ * directory holding it ("" for the root). */
+static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const char *rel, int depth)
 {
         struct stat st;
-        if (fstatat(dfd, ".git", &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
-        _cleanup_free_ char *grel = join(rel, ".git");
+        _cleanup_free_ char *grel = gitguard_join(rel, name);
         const struct root_start *rs = g->root;
         bool at_root = !*rel;
         bool same_as_start = at_root && rs->had_git && st.st_dev == rs->dev &&
                              st.st_ino == rs->ino && (st.st_mode & S_IFMT) == rs->mode;
 
         if (S_ISLNK(st.st_mode)) {
-                gitguard_quarantine(g, dfd, ".git", grel,
+                gitguard_quarantine(g, dfd, name, grel,
                                     "a .git that is a symbolic link (git follows it)");
                 return;
         }
@@ -495,38 +479,37 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
                         /* Where the workspace had no repository (it may sit in a
                          * host repository's tree), the host's git must not find
                          * the agent's. */
-                        const char *to = ".git" GITGUARD_SUFFIX;
+                        _cleanup_free_ char *to = xasprintf("%s%s", name, GITGUARD_SUFFIX);
                         gitguard_quarantine(
-                            g, dfd, ".git", grel,
+                            g, dfd, name, grel,
                             rs->had_git ? "a .git the sandbox replaced"
                                         : "a .git the sandbox created where there was none");
-                        _cleanup_close_ int qfd = open_dir(dfd, to);
+                        _cleanup_close_ int qfd = gitguard_open_dir(dfd, to);
                         if (qfd >= 0)
                                 scan_gitdir(g, qfd, to, false, depth + 1);
                         return;
                 }
-                _cleanup_close_ int gfd = open_dir(dfd, ".git");
+                _cleanup_close_ int gfd = gitguard_open_dir(dfd, name);
                 if (gfd >= 0)
                         scan_gitdir(g, gfd, grel, false, depth + 1);
                 return;
         }
         if (!S_ISREG(st.st_mode)) {
-                gitguard_quarantine(g, dfd, ".git", grel,
-                                    "a .git that is not a file or a directory");
+                gitguard_quarantine(g, dfd, name, grel, "a .git that is not a file or a directory");
                 return;
         }
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        if (read_small(dfd, ".git", POINTER_MAX, &text, &len) < 0 ||
+        if (read_small(dfd, name, POINTER_MAX, &text, &len) < 0 ||
             strncmp(text, "gitdir:", 7) != 0 || memchr(text, '\0', len)) {
-                gitguard_quarantine(g, dfd, ".git", grel, "a .git file git may read as a pointer");
+                gitguard_quarantine(g, dfd, name, grel, "a .git file git may read as a pointer");
                 return;
         }
         if (same_as_start && rs->pointer && STREQ(text, rs->pointer))
                 return; /* the host's own, as it was */
         if (at_root) {
                 gitguard_quarantine(
-                    g, dfd, ".git", grel,
+                    g, dfd, name, grel,
                     rs->had_git ? "a .git pointer the sandbox rewrote"
                                 : "a .git pointer the sandbox created where there was none");
                 return;
@@ -535,7 +518,7 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
         while (*t == ' ' || *t == '\t')
                 t++;
         t[strcspn(t, "\r\n")] = '\0';
-        _cleanup_free_ char *target = pointer_target(rel, t);
+        _cleanup_free_ char *target = gitguard_pointer_target(rel, t);
         _cleanup_close_ int tfd =
             target ? fs_openat2(g->root_fd, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
                                 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
@@ -543,7 +526,7 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
                    : -1;
         if (tfd < 0) {
                 gitguard_quarantine(
-                    g, dfd, ".git", grel,
+                    g, dfd, name, grel,
                     "a .git pointer to a directory outside the workspace or through a "
                     "symbolic link");
                 return;
@@ -594,30 +577,36 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 g->too_deep = true;
                 return;
         }
-        DIR *d = dir_of(fd);
+        DIR *d = gitguard_dir_of(fd);
         if (!d)
                 return;
+        /* Every name the guard keys on is matched whatever its case: on a
+         * case-folding directory git opens .GIT as .git and direnv .ENVRC
+         * as .envrc; elsewhere such a name is refused all the same. */
         bool head = false, objects = false, refs = false;
+        _cleanup_strv_ char **dotgits = NULL, **protect = NULL;
+        size_t n_dotgits = 0, n_protect = 0;
         struct dirent *de;
-        bool dotgit = false;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
                 if (STREQ(n, ".") || STREQ(n, ".."))
                         continue;
-                if (!count_entry(g, rel))
+                if (!gitguard_count_entry(g, rel))
                         break;
-                if (STREQ(n, ".git")) {
-                        dotgit = true;
+                if (strcasecmp(n, ".git") == 0) {
+                        dotgits = strv_append(dotgits, &n_dotgits, n);
                         continue;
                 }
-                if (STREQ(n, "HEAD"))
+                if (gitguard_protect_match(n))
+                        protect = strv_append(protect, &n_protect, n);
+                if (strcasecmp(n, "HEAD") == 0)
                         head = true;
                 /* git tests objects and refs with access(X_OK), which a
                  * symbolic link to a directory, or an executable file,
                  * passes as well: any entry of those names counts. */
-                if (STREQ(n, "objects"))
+                if (strcasecmp(n, "objects") == 0)
                         objects = true;
-                if (STREQ(n, "refs"))
+                if (strcasecmp(n, "refs") == 0)
                         refs = true;
                 unsigned char type = de->d_type;
                 if (type == DT_UNKNOWN) {
@@ -628,8 +617,8 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 }
                 if (type != DT_DIR)
                         continue;
-                _cleanup_free_ char *r = join(rel, n);
-                _cleanup_close_ int sfd = open_dir(fd, n);
+                _cleanup_free_ char *r = gitguard_join(rel, n);
+                _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd < 0) {
                         if (errno == EACCES && changed_in_run(g, fd, n))
                                 report(g, r,
@@ -643,10 +632,12 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 walk(g, sfd, r, mnt, depth + 1);
         }
         closedir(d);
-        if (depth == 0)
-                gitguard_protect_names(g, fd);
-        if (dotgit)
-                scan_dotgit(g, fd, rel, depth);
+        for (size_t i = 0; i < n_protect; i++)
+                gitguard_protect_entry(g, fd, protect[i], rel);
+        if (!g->git)
+                return;
+        for (size_t i = 0; i < n_dotgits; i++)
+                scan_dotgit(g, fd, dotgits[i], rel, depth);
         /* A directory git takes for a bare repository when run in it. */
         if (head && (objects || refs))
                 scan_gitdir(g, fd, rel, false, depth);
@@ -673,23 +664,26 @@ static void add_root(struct gitguard *g, const char *path)
                 (void)read_small(fd, ".git", POINTER_MAX, &r->pointer, &len);
 }
 
-static void record_root(struct root_start *rs)
+static void record_root(const struct gitguard *gg, struct root_start *rs)
 {
         _cleanup_close_ int fd = open(rs->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0)
                 return;
         struct guard_run *run = xcalloc(1, sizeof(*run));
-        *run = (struct guard_run){.record = true, .start = rs, .root = rs, .root_fd = fd};
+        *run = (struct guard_run){
+            .record = true, .git = gg->git, .start = rs, .root = rs, .root_fd = fd};
         walk(run, fd, "", mount_key(fd), 0);
         free(run);
+        gitguard_known_sort(rs);
 }
 
 struct gitguard *gitguard_begin(const struct policy *p)
 {
-        if (!p || !p->protect_git)
+        if (!p)
                 return NULL;
         struct gitguard *g = xcalloc(1, sizeof(*g));
+        g->git = p->protect_git;
         clock_gettime(CLOCK_REALTIME, &g->started);
         if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_RW)
                 add_root(g, p->workspace);
@@ -701,16 +695,17 @@ struct gitguard *gitguard_begin(const struct policy *p)
                 return NULL;
         }
         for (size_t i = 0; i < g->n_roots; i++)
-                record_root(&g->roots[i]);
+                record_root(g, &g->roots[i]);
         return g;
 }
 
 struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, const char *path)
 {
-        if (!p || !p->protect_git || !path)
+        if (!p || !path)
                 return g;
         if (!g) {
                 g = xcalloc(1, sizeof(*g));
+                g->git = p->protect_git;
                 clock_gettime(CLOCK_REALTIME, &g->started);
         }
         for (size_t i = 0; i < g->n_roots; i++)
@@ -719,7 +714,7 @@ struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, c
         size_t n = g->n_roots;
         add_root(g, path);
         if (g->n_roots > n)
-                record_root(&g->roots[n]);
+                record_root(g, &g->roots[n]);
         return g;
 }
 
@@ -736,7 +731,8 @@ int gitguard_finish(struct gitguard *g, struct audit *a, const char *id, gitguar
                 struct stat st;
                 if (fd >= 0 && fstat(fd, &st) == 0) {
                         struct guard_run *run = xcalloc(1, sizeof(*run));
-                        *run = (struct guard_run){.audit = a,
+                        *run = (struct guard_run){.git = g->git,
+                                                  .audit = a,
                                                   .id = id,
                                                   .warn = warn,
                                                   .userdata = userdata,
@@ -756,14 +752,8 @@ void gitguard_discard(struct gitguard *g)
 {
         if (!g)
                 return;
-        for (size_t i = 0; i < g->n_roots; i++) {
-                struct root_start *rs = &g->roots[i];
-                for (size_t k = 0; k < rs->n_known; k++)
-                        free(rs->known[k].rel);
-                free(rs->known);
-                free(rs->path);
-                free(rs->pointer);
-        }
+        for (size_t i = 0; i < g->n_roots; i++)
+                gitguard_root_free(&g->roots[i]);
         free(g);
 }
 
