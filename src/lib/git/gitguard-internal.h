@@ -77,11 +77,26 @@ struct guard_run {
         size_t n_visited;
 };
 
+/* A finding: audited and given to warn (nothing while recording). moved:
+ * where it went (NULL: not moved, error the errno when a move failed). */
+void gitguard_report(struct guard_run *g, const char *rel, const char *reason, const char *moved,
+                     int error);
+
+/* dfd/name when a regular file of at most max bytes: its bytes, NUL
+ * terminated. */
+int gitguard_read_small(int dfd, const char *name, size_t max, char **ret, size_t *ret_len);
+
 /* Move dfd/name aside to name.airlock-quarantine[.N] and report it; at the
  * start, note it instead. What is exactly as it was at the start (a file's
  * bytes, a link's target) is the host's and stays. */
 void gitguard_quarantine(struct guard_run *g, int dfd, const char *name, const char *rel,
                          const char *reason);
+
+/* The same, moved into directory todfd (to_rel_dir beneath the tree):
+ * what git reads by every name in its directory (a ref) is moved out of
+ * it. */
+void gitguard_quarantine_into(struct guard_run *g, int dfd, const char *name, const char *rel,
+                              int todfd, const char *to_rel_dir, const char *reason);
 
 /* Whether a directory entry is one write protection keys on (the first
  * component of a name on its list), whatever its case. */

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
@@ -11,9 +10,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <openssl/evp.h>
-#include <openssl/sha.h>
 
 #include "audit.h"
 #include "fs.h"
@@ -27,7 +23,7 @@
 
 /* ---- the walk ---- */
 
-static int read_small(int dfd, const char *name, size_t max, char **ret, size_t *ret_len)
+int gitguard_read_small(int dfd, const char *name, size_t max, char **ret, size_t *ret_len)
 {
         struct stat st;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -69,143 +65,6 @@ char *gitguard_join(const char *rel, const char *name)
         return *rel ? xasprintf("%s/%s", rel, name) : xstrdup(name);
 }
 
-static void report(struct guard_run *g, const char *rel, const char *reason, const char *moved,
-                   int error)
-{
-        if (g->record)
-                return;
-        g->findings++;
-        _cleanup_free_ char *path =
-            *rel ? xasprintf("%s/%s", g->root->path, rel) : xstrdup(g->root->path);
-        _cleanup_free_ char *moved_path = moved ? xasprintf("%s/%s", g->root->path, moved) : NULL;
-        /* Paths are the agent's bytes: recorded and shown escaped. */
-        _cleanup_free_ char *ep = gitops_escape(path, strlen(path), false);
-        _cleanup_free_ char *em =
-            moved_path ? gitops_escape(moved_path, strlen(moved_path), false) : NULL;
-        if (g->audit) {
-                json_t *f = json_pack("{s:s, s:s, s:o}", "path", ep, "reason", reason, "movedTo",
-                                      em ? json_string(em) : json_null());
-                if (error)
-                        json_object_set_new(f, "error", json_string(strerror(error)));
-                struct al_error err = {0};
-                (void)audit_append(g->audit, g->id, g->event ? g->event : "git.neutralised", f,
-                                   &err);
-                json_decref(f);
-        }
-        if (g->warn) {
-                char line[PATH_MAX * 3 + 512];
-                if (moved)
-                        snprintf(line, sizeof(line),
-                                 "airlock: warning: %s: %s; moved to %s so that host git does not "
-                                 "use it",
-                                 ep, reason, em);
-                else if (error)
-                        snprintf(line, sizeof(line),
-                                 "airlock: warning: %s: %s; it could not be moved aside (%s): do "
-                                 "not run git there before checking it",
-                                 ep, reason, strerror(error));
-                else
-                        snprintf(line, sizeof(line), "airlock: warning: %s: %s", ep, reason);
-                g->warn(line, g->userdata);
-        }
-}
-
-/* The mode and a hash of what dfd/name holds (a link's target, a file's
- * bytes up to HASHED_MAX); false for anything else. */
-#define HASHED_MAX (16 * 1024 * 1024)
-static bool fingerprint_of(int dfd, const char *name, struct fingerprint *ret)
-{
-        struct stat st;
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return false;
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0;
-        if (S_ISLNK(st.st_mode)) {
-                buf = xcalloc(PATH_MAX + 1, 1);
-                ssize_t n = readlinkat(dfd, name, buf, PATH_MAX);
-                if (n < 0)
-                        return false;
-                len = (size_t)n;
-        } else if (!S_ISREG(st.st_mode) || read_small(dfd, name, HASHED_MAX, &buf, &len) < 0)
-                return false;
-        ret->mode = st.st_mode;
-        unsigned int hl = 0;
-        return EVP_Digest(buf, len, ret->hash, &hl, EVP_sha256(), NULL) == 1;
-}
-
-static int cmp_known(const void *a, const void *b)
-{
-        return strcmp(((const struct fingerprint *)a)->rel, ((const struct fingerprint *)b)->rel);
-}
-
-void gitguard_known_sort(struct root_start *rs)
-{
-        if (rs->n_known > 1)
-                qsort(rs->known, rs->n_known, sizeof(*rs->known), cmp_known);
-}
-
-static bool known_at_start(const struct root_start *rs, const char *rel,
-                           const struct fingerprint *fp)
-{
-        size_t lo = 0, hi = rs->n_known;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (strcmp(rs->known[mid].rel, rel) < 0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        for (size_t i = lo; i < rs->n_known && STREQ(rs->known[i].rel, rel); i++)
-                if (rs->known[i].mode == fp->mode &&
-                    memcmp(rs->known[i].hash, fp->hash, sizeof(fp->hash)) == 0)
-                        return true;
-        return false;
-}
-
-/* Move dfd/name aside to name.airlock-quarantine[.N] and report it; at the
- * start, note it instead. What is exactly as it was at the start is the
- * host's and stays. */
-void gitguard_quarantine(struct guard_run *g, int dfd, const char *name, const char *rel,
-                         const char *reason)
-{
-        struct fingerprint fp = {0};
-        bool have = fingerprint_of(dfd, name, &fp);
-        if (g->record) {
-                struct root_start *rs = g->start;
-                if (have && rs->n_known < KNOWN_MAX) {
-                        rs->known = xrealloc(rs->known, rs->n_known + 1, sizeof(*rs->known));
-                        fp.rel = xstrdup(rel);
-                        rs->known[rs->n_known++] = fp;
-                }
-                return;
-        }
-        if (have && known_at_start(g->root, rel, &fp))
-                return;
-        char to[NAME_MAX + 1];
-        int e = EEXIST;
-        for (int i = 0; i < 100 && e == EEXIST; i++) {
-                if (i == 0)
-                        snprintf(to, sizeof(to), "%s%s", name, GITGUARD_SUFFIX);
-                else
-                        snprintf(to, sizeof(to), "%s%s.%d", name, GITGUARD_SUFFIX, i);
-                if (strlen(name) + strlen(GITGUARD_SUFFIX) + 4 > NAME_MAX) {
-                        e = ENAMETOOLONG;
-                        break;
-                }
-                e = renameat2(dfd, name, dfd, to, RENAME_NOREPLACE) < 0 ? errno : 0;
-                /* The agent writes as the caller when rootless and may have
-                 * taken the write bit off the directory: ours to give back. */
-                struct stat st;
-                if (e == EACCES && fstat(dfd, &st) == 0 && st.st_uid == geteuid() &&
-                    !(st.st_mode & S_IWUSR) && fchmod(dfd, (st.st_mode & 07777) | S_IWUSR) == 0)
-                        e = renameat2(dfd, name, dfd, to, RENAME_NOREPLACE) < 0 ? errno : 0;
-        }
-        const char *slash = strrchr(rel, '/');
-        _cleanup_free_ char *moved =
-            e ? NULL : xasprintf("%.*s%s", slash ? (int)(slash - rel + 1) : 0, rel, to);
-        report(g, rel, reason, moved, e);
-}
-
 bool gitguard_quarantined(const char *name)
 {
         return strstr(name, GITGUARD_SUFFIX) != NULL;
@@ -245,7 +104,7 @@ static void check_config(struct guard_run *g, int dfd, const char *name, const c
         }
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        int r = read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len);
+        int r = gitguard_read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len);
         char reason[256];
         if (r == -EFBIG)
                 snprintf(reason, sizeof(reason), "a config larger than %d bytes",
@@ -284,7 +143,7 @@ bool gitguard_count_entry(struct guard_run *g, const char *rel)
         snprintf(reason, sizeof(reason),
                  "the scan stopped after %d entries; git metadata past this point was not checked",
                  GITGUARD_ENTRIES_MAX);
-        report(g, rel, reason, NULL, 0);
+        gitguard_report(g, rel, reason, NULL, 0);
         return false;
 }
 
@@ -361,7 +220,7 @@ static void scan_commondir(struct guard_run *g, int gfd, const char *rel, bool w
                 /* A linked worktree's own: its repository, two levels up. */
                 _cleanup_free_ char *text = NULL;
                 size_t len;
-                if (read_small(gfd, "commondir", POINTER_MAX, &text, &len) == 0) {
+                if (gitguard_read_small(gfd, "commondir", POINTER_MAX, &text, &len) == 0) {
                         text[strcspn(text, "\r\n")] = '\0';
                         if (STREQ(text, "../..") || STREQ(text, "../../"))
                                 return;
@@ -373,10 +232,18 @@ static void scan_commondir(struct guard_run *g, int gfd, const char *rel, bool w
 
 /* A FIFO, socket or device anywhere git reads in a git directory (the
  * index, HEAD, a ref, an object): git opens it and blocks for good, and
- * with it every shell prompt that runs `git status`. Submodules' and
- * worktrees' directories are git directories of their own. */
-static void scan_special(struct guard_run *g, int fd, const char *rel, int depth, bool top)
+ * with it every shell prompt that runs `git status`. A symbolic link there
+ * is followed out of the tree (a ref linked to /dev/zero hangs `git
+ * branch`). Below the top, git reads every name (`git branch` opens each
+ * loose ref, whatever it is called), so what is found there is moved to
+ * the top of the git directory (gfd, grel), where git reads only its own
+ * names, and a name with the quarantine suffix is no reason to pass over
+ * it. Submodules' and worktrees' directories are git directories of their
+ * own. */
+static void scan_special(struct guard_run *g, int fd, const char *rel, int depth, int gfd,
+                         const char *grel)
 {
+        bool top = fd == gfd;
         if (depth > GITGUARD_DEPTH_MAX)
                 return;
         DIR *d = gitguard_dir_of(fd);
@@ -385,36 +252,39 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
-                    !gitguard_count_entry(g, rel))
+                if (STREQ(n, ".") || STREQ(n, "..") || !gitguard_count_entry(g, rel))
                         continue;
-                if (top && (STREQ(n, "modules") || STREQ(n, "worktrees")))
+                /* config and config.worktree: check_config's, whatever
+                 * they are. */
+                if (top &&
+                    (gitguard_quarantined(n) || STREQ(n, "config") || STREQ(n, "config.worktree")))
                         continue;
                 unsigned char type = de->d_type;
                 if (type == DT_UNKNOWN) {
                         struct stat st;
                         if (fstatat(fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
                                 continue;
-                        type = S_ISDIR(st.st_mode)    ? DT_DIR
-                               : S_ISFIFO(st.st_mode) ? DT_FIFO
-                               : S_ISSOCK(st.st_mode) ? DT_SOCK
-                               : S_ISCHR(st.st_mode)  ? DT_CHR
-                               : S_ISBLK(st.st_mode)  ? DT_BLK
-                                                      : DT_REG;
+                        type = S_ISDIR(st.st_mode)   ? DT_DIR
+                               : S_ISLNK(st.st_mode) ? DT_LNK
+                               : S_ISREG(st.st_mode) ? DT_REG
+                                                     : DT_FIFO;
                 }
                 _cleanup_free_ char *r = gitguard_join(rel, n);
-                if (type == DT_FIFO || type == DT_SOCK || type == DT_CHR || type == DT_BLK) {
-                        gitguard_quarantine(
-                            g, fd, n, r,
-                            "a FIFO, socket or device in a git directory (host git would "
-                            "block on it)");
+                if (type != DT_DIR && type != DT_REG) {
+                        const char *why = type == DT_LNK
+                                              ? "a symbolic link in a git directory (host git "
+                                                "would follow it out of the tree)"
+                                              : "a FIFO, socket or device in a git directory "
+                                                "(host git would block on it)";
+                        gitguard_quarantine_into(g, fd, n, r, gfd, grel, why);
                         continue;
                 }
-                if (type != DT_DIR)
+                /* Submodules' and worktrees' git directories: their own. */
+                if (type != DT_DIR || (top && (STREQ(n, "modules") || STREQ(n, "worktrees"))))
                         continue;
                 _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd >= 0)
-                        scan_special(g, sfd, r, depth + 1, false);
+                        scan_special(g, sfd, r, depth + 1, gfd, grel);
         }
         closedir(d);
 }
@@ -423,13 +293,23 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
 {
         if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
                 return;
-        scan_special(g, fd, rel, depth, true);
+        scan_special(g, fd, rel, depth, fd, rel);
         _cleanup_free_ char *cr = gitguard_join(rel, "config");
         _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
         check_config(g, fd, "config", cr);
         check_config(g, fd, "config.worktree", cwr);
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
+        /* objects/info/alternates: git reads objects from the directories
+         * it names, anywhere on the host. */
+        _cleanup_close_ int ofd = gitguard_open_dir(fd, "objects");
+        _cleanup_close_ int ifd = ofd >= 0 ? gitguard_open_dir(ofd, "info") : -1;
+        struct stat ast;
+        if (ifd >= 0 && fstatat(ifd, "alternates", &ast, AT_SYMLINK_NOFOLLOW) == 0) {
+                _cleanup_free_ char *ar = gitguard_join(rel, "objects/info/alternates");
+                gitguard_quarantine(g, ifd, "alternates", ar,
+                                    "an alternates file (git would read objects from elsewhere)");
+        }
 
         _cleanup_close_ int mfd = gitguard_open_dir(fd, "modules");
         if (mfd >= 0) {
@@ -500,7 +380,7 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
         }
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        if (read_small(dfd, name, POINTER_MAX, &text, &len) < 0 ||
+        if (gitguard_read_small(dfd, name, POINTER_MAX, &text, &len) < 0 ||
             strncmp(text, "gitdir:", 7) != 0 || memchr(text, '\0', len)) {
                 gitguard_quarantine(g, dfd, name, grel, "a .git file git may read as a pointer");
                 return;
@@ -570,10 +450,11 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                  * stopped rather than pass it over (once a run, so that
                  * many deep trees cannot flood the log). */
                 if (!g->too_deep)
-                        report(g, rel,
-                               "a directory deeper than the scan goes: git metadata in it and "
-                               "in any other this deep was not checked",
-                               NULL, 0);
+                        gitguard_report(
+                            g, rel,
+                            "a directory deeper than the scan goes: git metadata in it and "
+                            "in any other this deep was not checked",
+                            NULL, 0);
                 g->too_deep = true;
                 return;
         }
@@ -621,10 +502,11 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd < 0) {
                         if (errno == EACCES && changed_in_run(g, fd, n))
-                                report(g, r,
-                                       "a directory the scan cannot read: git metadata in it "
-                                       "was not checked",
-                                       NULL, 0);
+                                gitguard_report(
+                                    g, r,
+                                    "a directory the scan cannot read: git metadata in it "
+                                    "was not checked",
+                                    NULL, 0);
                         continue;
                 }
                 if (mount_key(sfd) != mnt)
@@ -661,7 +543,7 @@ static void add_root(struct gitguard *g, const char *path)
         r->mode = st.st_mode & S_IFMT;
         size_t len;
         if (S_ISREG(st.st_mode))
-                (void)read_small(fd, ".git", POINTER_MAX, &r->pointer, &len);
+                (void)gitguard_read_small(fd, ".git", POINTER_MAX, &r->pointer, &len);
 }
 
 static void record_root(const struct gitguard *gg, struct root_start *rs)
