@@ -187,3 +187,26 @@ Test(gitguard_refs, names_taken_beforehand_do_not_stop_a_move)
         cr_expect_not(exists(".git/hooks/pre-commit"), "the hook stayed: every name was taken");
         fs_remove_tree(AT_FDCWD, ws, 100);
 }
+
+/* Telling the host's own from the run's reads a file only when the host had
+ * one of that name, mode and size: thousands of sparse 16 MiB hooks (no
+ * disk, but 16 MiB of zeros each to read and hash) must not keep the host
+ * at the end of the run for minutes. */
+Test(gitguard_refs, sparse_files_are_not_read_unless_the_host_had_them, .timeout = 20)
+{
+        repo();
+        put(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+        struct gitguard *g = begin();
+        char rel[128], p[512];
+        for (int i = 0; i < 2000; i++) {
+                snprintf(rel, sizeof(rel), ".git/hooks/h%d", i);
+                path(p, sizeof(p), rel);
+                int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+                cr_assert(fd >= 0);
+                cr_assert_eq(ftruncate(fd, 16 * 1024 * 1024), 0);
+                close(fd);
+        }
+        int n = gitguard_finish(g, NULL, "t", NULL, NULL);
+        cr_expect_eq(n, 2000, "findings: %d", n);
+        fs_remove_tree(AT_FDCWD, ws, 100);
+}

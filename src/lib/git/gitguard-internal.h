@@ -27,6 +27,7 @@
 struct fingerprint {
         char *rel;
         mode_t mode;
+        off_t size;
         unsigned char hash[SHA256_DIGEST_LENGTH];
 };
 

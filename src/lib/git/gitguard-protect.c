@@ -67,7 +67,10 @@ static void contents(struct guard_run *g, int fd, const char *rel, int depth)
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || !gitguard_count_entry(g, rel))
+                /* What Airlock moved aside before is not read again at
+                 * each start. */
+                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
+                    !gitguard_count_entry(g, rel))
                         continue;
                 _cleanup_free_ char *r = gitguard_join(rel, n);
                 struct stat st;

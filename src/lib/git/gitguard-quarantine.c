@@ -80,6 +80,7 @@ static bool fingerprint_of(int dfd, const char *name, struct fingerprint *ret)
                    gitguard_read_small(dfd, name, HASHED_MAX, &buf, &len) < 0)
                 return false;
         ret->mode = st.st_mode;
+        ret->size = st.st_size;
         unsigned int hl = 0;
         return EVP_Digest(buf, len, ret->hash, &hl, EVP_sha256(), NULL) == 1;
 }
@@ -95,8 +96,8 @@ void gitguard_known_sort(struct root_start *rs)
                 qsort(rs->known, rs->n_known, sizeof(*rs->known), cmp_known);
 }
 
-static bool known_at_start(const struct root_start *rs, const char *rel,
-                           const struct fingerprint *fp)
+/* The first noted entry of rel (n_known when none). */
+static size_t known_first(const struct root_start *rs, const char *rel)
 {
         size_t lo = 0, hi = rs->n_known;
         while (lo < hi) {
@@ -106,9 +107,30 @@ static bool known_at_start(const struct root_start *rs, const char *rel,
                 else
                         hi = mid;
         }
-        for (size_t i = lo; i < rs->n_known && STREQ(rs->known[i].rel, rel); i++)
+        return lo < rs->n_known && STREQ(rs->known[lo].rel, rel) ? lo : rs->n_known;
+}
+
+static bool known_at_start(const struct root_start *rs, const char *rel,
+                           const struct fingerprint *fp)
+{
+        for (size_t i = known_first(rs, rel); i < rs->n_known && STREQ(rs->known[i].rel, rel); i++)
                 if (rs->known[i].mode == fp->mode &&
                     memcmp(rs->known[i].hash, fp->hash, sizeof(fp->hash)) == 0)
+                        return true;
+        return false;
+}
+
+/* Whether the host had something at rel of dfd/name's mode and size: only
+ * then is it read and hashed (thousands of sparse files the run made must
+ * not each be read to the hash's limit). */
+static bool worth_hashing(const struct root_start *rs, const char *rel, int dfd, const char *name)
+{
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return false;
+        for (size_t i = known_first(rs, rel); i < rs->n_known && STREQ(rs->known[i].rel, rel); i++)
+                if (rs->known[i].mode == st.st_mode &&
+                    (S_ISLNK(st.st_mode) || rs->known[i].size == st.st_size))
                         return true;
         return false;
 }
@@ -136,7 +158,8 @@ void gitguard_quarantine_into(struct guard_run *g, int dfd, const char *name, co
                               int todfd, const char *to_rel_dir, const char *reason)
 {
         struct fingerprint fp = {0};
-        bool have = fingerprint_of(dfd, name, &fp);
+        bool have =
+            (g->record || worth_hashing(g->root, rel, dfd, name)) && fingerprint_of(dfd, name, &fp);
         if (g->record) {
                 struct root_start *rs = g->start;
                 if (have && rs->n_known < KNOWN_MAX) {

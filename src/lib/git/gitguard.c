@@ -67,7 +67,18 @@ char *gitguard_join(const char *rel, const char *name)
 
 bool gitguard_quarantined(const char *name)
 {
-        return strstr(name, GITGUARD_SUFFIX) != NULL;
+        /* NAME.airlock-quarantine[.N or .HEX]: only a name that ends so.
+         * One that merely holds the suffix (evil.airlock-quarantine.md)
+         * is still read by what reads NAME's directory. */
+        const char *last = NULL;
+        for (const char *p = name; (p = strstr(p, GITGUARD_SUFFIX)); p++)
+                last = p;
+        if (!last)
+                return false;
+        const char *end = last + strlen(GITGUARD_SUFFIX);
+        if (!*end)
+                return true;
+        return end[0] == '.' && end[1] && strspn(end + 1, "0123456789abcdef") == strlen(end + 1);
 }
 
 /* Once per directory: a repository reached twice (a pointer and the walk)
