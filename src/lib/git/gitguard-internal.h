@@ -113,6 +113,7 @@ void gitguard_root_free(struct root_start *rs);
 
 /* Sort what was noted of one tree for lookups. */
 void gitguard_known_sort(struct root_start *rs);
+void gitguard_pdirs_sort(struct root_start *rs);
 
 /* What the walk does at each directory: "rel/name", or name at the top. */
 char *gitguard_join(const char *rel, const char *name);

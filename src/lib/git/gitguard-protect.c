@@ -46,11 +46,30 @@ bool gitguard_protect_match(const char *name)
         return false;
 }
 
+static int cmp_pdir(const void *a, const void *b)
+{
+        return strcmp(((const struct pdir *)a)->rel, ((const struct pdir *)b)->rel);
+}
+
+void gitguard_pdirs_sort(struct root_start *rs)
+{
+        if (rs->n_pdirs > 1)
+                qsort(rs->pdirs, rs->n_pdirs, sizeof(*rs->pdirs), cmp_pdir);
+}
+
+/* pdirs is sorted once noted (gitguard_pdirs_sort). */
 static bool known_dir(const struct root_start *rs, const char *rel, const struct stat *st)
 {
-        for (size_t i = 0; i < rs->n_pdirs; i++)
-                if (STREQ(rs->pdirs[i].rel, rel) && rs->pdirs[i].dev == st->st_dev &&
-                    rs->pdirs[i].ino == st->st_ino)
+        size_t lo = 0, hi = rs->n_pdirs;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(rs->pdirs[mid].rel, rel) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        for (size_t i = lo; i < rs->n_pdirs && STREQ(rs->pdirs[i].rel, rel); i++)
+                if (rs->pdirs[i].dev == st->st_dev && rs->pdirs[i].ino == st->st_ino)
                         return true;
         return false;
 }

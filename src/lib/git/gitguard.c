@@ -569,6 +569,7 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
         walk(run, fd, "", mount_key(fd), 0);
         free(run);
         gitguard_known_sort(rs);
+        gitguard_pdirs_sort(rs);
 }
 
 struct gitguard *gitguard_begin(const struct policy *p)
