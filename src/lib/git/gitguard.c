@@ -487,7 +487,11 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                         break;
                 if (strcasecmp(n, ".git") == 0) {
                         dotgits = strv_append(dotgits, &n_dotgits, n);
-                        continue;
+                        /* .git is scanned as git's; another case of it is
+                         * walked as well (on a directory that does not
+                         * fold case, it is an ordinary one too). */
+                        if (STREQ(n, ".git"))
+                                continue;
                 }
                 if (gitguard_protect_match(n))
                         protect = strv_append(protect, &n_protect, n);
