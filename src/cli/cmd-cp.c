@@ -14,6 +14,7 @@
 
 #include "apiclient.h"
 #include "commands.h"
+#include "gitops.h"
 #include "util.h"
 
 #define FILE_MAX (16u << 20) /* the API's limit per file */
@@ -91,6 +92,13 @@ int cmd_cp(int argc, char **argv)
         int status = api_call("cp", &t, "GET", path, NULL, NULL, 0, &resp, &len, true);
         if (status != 200)
                 return EXIT_FAIL;
+        if (STREQ(dst, "-") && isatty(STDOUT_FILENO) == 1) {
+                /* The agent's bytes must not drive the user's terminal (a
+                 * title, the clipboard, a query answered into the input):
+                 * shown escaped, as export and diff show them. */
+                _cleanup_free_ char *esc = gitops_escape(resp, len, true);
+                return write_full(1, esc, strlen(esc)) < 0 ? EXIT_FAIL : 0;
+        }
         if (STREQ(dst, "-"))
                 return write_full(1, resp, len) < 0 ? EXIT_FAIL : 0;
         /* Into a directory: under the remote file's own name. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "gitops.h"
 #include "help.h"
 #include "image.h"
 #include "util.h"
@@ -45,7 +46,10 @@ static const char image_usage[] =
 
 static int fail(const struct al_error *err)
 {
-        fprintf(stderr, "airlock: image: %s\n", err->msg);
+        /* The message may name an image's entries: a hostile image's bytes,
+         * shown escaped so that they cannot drive the terminal. */
+        _cleanup_free_ char *msg = gitops_escape(err->msg, strlen(err->msg), false);
+        fprintf(stderr, "airlock: image: %s\n", msg);
         return err->code == ENOENT ? 3 : err->code == EINVAL ? 2 : 1;
 }
 

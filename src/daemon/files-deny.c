@@ -29,6 +29,9 @@ struct entry {
         char *path;
         bool present;
         struct ident id;
+        bool has_parent; /* the directory holding path then, and its last name */
+        struct ident parent;
+        const char *base;
 };
 
 struct files_deny {
@@ -60,10 +63,24 @@ static void add_deny(struct files_deny *fd, const char *path)
         struct stat st;
         bool present = f >= 0 && fstat(f, &st) == 0;
         fd->entries = xrealloc(fd->entries, fd->n_entries + 1, sizeof(*fd->entries));
-        fd->entries[fd->n_entries++] = (struct entry){
-            .path = xstrdup(path),
-            .present = present,
-            .id = present ? (struct ident){st.st_dev, st.st_ino} : (struct ident){0, 0}};
+        struct entry *e = &fd->entries[fd->n_entries++];
+        *e = (struct entry){.path = xstrdup(path),
+                            .present = present,
+                            .id = present ? (struct ident){st.st_dev, st.st_ino}
+                                          : (struct ident){0, 0}};
+        /* Its name in its directory, for what reports names there (a
+         * watch's events), even once it is gone or not yet made. */
+        const char *slash = strrchr(e->path, '/');
+        struct stat pst;
+        if (slash && slash[1]) {
+                _cleanup_free_ char *dir =
+                    xasprintf("%.*s", slash == e->path ? 1 : (int)(slash - e->path), e->path);
+                if (stat(dir, &pst) == 0) {
+                        e->has_parent = true;
+                        e->parent = (struct ident){pst.st_dev, pst.st_ino};
+                        e->base = slash + 1;
+                }
+        }
         if (!present) {
                 if (f >= 0)
                         close(f);
@@ -99,6 +116,22 @@ int files_deny_new(const struct policy *p, const char *home, const char *secrets
         mounts_plan_free(plan, p->n_mounts);
         *ret = fd;
         return 0;
+}
+
+bool files_deny_named(const struct files_deny *fd, int dirfd, const struct stat *dir,
+                      const char *name)
+{
+        if (!fd)
+                return false;
+        for (size_t i = 0; i < fd->n_entries; i++) {
+                const struct entry *e = &fd->entries[i];
+                if (e->has_parent && e->parent.dev == dir->st_dev && e->parent.ino == dir->st_ino &&
+                    STREQ(e->base, name))
+                        return true;
+        }
+        struct stat st;
+        return dirfd >= 0 && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               has(fd->deny, fd->n_deny, &st);
 }
 
 bool files_deny_fresh(const struct files_deny *fd)

@@ -47,6 +47,14 @@ int files_deny_check_fd(const struct files_deny *fd, int root, int opened, const
 struct stat;
 bool files_deny_has(const struct files_deny *fd, const struct stat *st);
 
+/* Whether `name` in directory `dir` (dirfd: the same directory, O_PATH
+ * will do, or -1) names a denied entry: one that was there under that name
+ * when the set was made (gone or not yet made since), or a denied file
+ * under that name now. For what reports names without opening them (a
+ * watch's events). False for a NULL set. */
+bool files_deny_named(const struct files_deny *fd, int dirfd, const struct stat *dir,
+                      const char *name);
+
 /* The HTTP side (http/files.c): the check for sandbox sb's host workspace
  * (a workspace the daemon made holds nothing of the host's: no check), the
  * refusal sent as 403 path_denied. -1 when a reply was sent. */

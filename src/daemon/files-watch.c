@@ -22,6 +22,17 @@
 struct watched {
         int wd;
         char *path; /* beneath the workspace; "." for the workspace itself */
+        dev_t dev;  /* the directory watched */
+        ino_t ino;
+};
+
+/* A name a denied file was renamed to (files_deny_named knows the names the
+ * deny set was made with): its later events are left out too. */
+#define HIDDEN_MAX 64
+struct hidden {
+        dev_t dev;
+        ino_t ino;
+        char *name;
 };
 
 /* What the watches of this process hold, in all and per owner. */
@@ -84,6 +95,9 @@ struct files_watch {
         int root_wd;
         struct watched *dirs;
         size_t n_dirs;
+        struct hidden hidden[HIDDEN_MAX];
+        size_t n_hidden;
+        uint32_t denied_cookie; /* a denied file's rename: its MOVED_TO is left out */
 };
 
 static char *join(const char *dir, const char *name)
@@ -107,7 +121,7 @@ static int add_dir(struct files_watch *w, int fd, const char *path, unsigned dep
         /* A denied directory moved into the tree after the request was
          * checked: what was opened is never watched. */
         struct stat st;
-        if (w->deny && (fstat(fd, &st) < 0 || files_deny_has(w->deny, &st))) {
+        if (fstat(fd, &st) < 0 || (w->deny && files_deny_has(w->deny, &st))) {
                 close(fd);
                 return 0;
         }
@@ -131,7 +145,8 @@ static int add_dir(struct files_watch *w, int fd, const char *path, unsigned dep
         }
         if (!find_wd(w, wd)) {
                 w->dirs = xrealloc(w->dirs, w->n_dirs + 1, sizeof(*w->dirs));
-                w->dirs[w->n_dirs++] = (struct watched){.wd = wd, .path = xstrdup(path)};
+                w->dirs[w->n_dirs++] = (struct watched){
+                    .wd = wd, .path = xstrdup(path), .dev = st.st_dev, .ino = st.st_ino};
                 o->dirs++;
                 total_dirs++;
         }
@@ -275,6 +290,35 @@ static void drop_wd(struct files_watch *w, int wd)
                 }
 }
 
+/* Whether an event on name in wd is about a denied file: the host's
+ * writes to a file the sandbox may not see are not the watch's to tell
+ * (not even when). Left out. */
+static bool denied(struct files_watch *w, const struct watched *wd, const char *name)
+{
+        if (!w->deny)
+                return false;
+        for (size_t i = 0; i < w->n_hidden; i++)
+                if (w->hidden[i].dev == wd->dev && w->hidden[i].ino == wd->ino &&
+                    STREQ(w->hidden[i].name, name))
+                        return true;
+        struct stat dst = {.st_dev = wd->dev, .st_ino = wd->ino}, st;
+        _cleanup_close_ int dfd =
+            fs_openat2(w->root, wd->path, O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
+                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (dfd >= 0 && (fstat(dfd, &st) < 0 || st.st_dev != wd->dev || st.st_ino != wd->ino)) {
+                close(dfd); /* not the directory watched any more: names only */
+                dfd = -1;
+        }
+        return files_deny_named(w->deny, dfd, &dst, name);
+}
+
+static void hide(struct files_watch *w, const struct watched *wd, const char *name)
+{
+        struct hidden *h = &w->hidden[w->n_hidden < HIDDEN_MAX ? w->n_hidden++ : HIDDEN_MAX - 1];
+        free(h->name);
+        *h = (struct hidden){.dev = wd->dev, .ino = wd->ino, .name = xstrdup(name)};
+}
+
 int files_watch_read(struct files_watch *w, json_t *out)
 {
         /* Large enough for a batch, aligned for the records. */
@@ -312,6 +356,17 @@ int files_watch_read(struct files_watch *w, json_t *out)
                 }
                 if (!wd || ev->len == 0 || (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)))
                         continue;
+                if ((ev->mask & IN_MOVED_TO) && w->denied_cookie &&
+                    ev->cookie == w->denied_cookie) {
+                        hide(w, wd, ev->name); /* a denied file, renamed */
+                        w->denied_cookie = 0;
+                        continue;
+                }
+                if (denied(w, wd, ev->name)) {
+                        if (ev->mask & IN_MOVED_FROM)
+                                w->denied_cookie = ev->cookie;
+                        continue;
+                }
                 bool dir = ev->mask & IN_ISDIR;
                 _cleanup_free_ char *path = join(wd->path, ev->name);
                 if (moved_from && !((ev->mask & IN_MOVED_TO) && ev->cookie == cookie)) {
@@ -380,6 +435,8 @@ struct files_watch *files_watch_free(struct files_watch *w)
                 close(w->root);
         for (size_t i = 0; i < w->n_dirs; i++)
                 free(w->dirs[i].path);
+        for (size_t i = 0; i < w->n_hidden; i++)
+                free(w->hidden[i].name);
         if (w->owner)
                 owner_refund(w->owner, w->n_dirs);
         free(w->owner);

@@ -44,8 +44,8 @@ struct mounts_plan {
 int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
                     struct al_error *err);
 struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts);
-/* The broad workspaces mounts_plan_new refuses that need no name service
- * to tell (/, a system directory, the caller's own home), with the same
+/* The broad workspaces mounts_plan_new refuses (/, a system directory,
+ * any home in /etc/passwd or a directory holding one), with the same
  * message: for a caller that would otherwise look at the workspace's files
  * first. 0 when it cannot tell (the plan checks again, in full). */
 int mounts_workspace_quick_check(const struct policy *p, const char *caller_home,

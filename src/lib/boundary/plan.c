@@ -92,7 +92,9 @@ int mounts_workspace_quick_check(const struct policy *p, const char *caller_home
         char real[PATH_MAX];
         if (!p->workspace || p->allow_broad || !realpath(p->workspace, real))
                 return 0; /* the plan says why it cannot resolve it */
-        const char *why = broad_reason_quick(real, caller_home);
+        /* In full, another user's home too: nothing may read a workspace
+         * that is refused (gitguard's snapshot reads it as root). */
+        const char *why = broad_reason(NULL, real, caller_home);
         return why ? broad_refused(p, real, why, err) : 0;
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gitguard-internal.h"
 #include "gitguard.h"
 #include "util.h"
 
@@ -329,4 +330,43 @@ unreadable : {
         snprintf(reason, reason_len, "a config Airlock cannot read through (line %zu)", line);
         return 1;
 }
+}
+
+/* The directory a "gitdir: X" pointer in directory rel names, as a path
+ * relative to the root ("." for the root itself), or NULL when it leaves
+ * the root or is absolute. */
+char *gitguard_pointer_target(const char *rel, const char *target)
+{
+        if (target[0] == '/' || !*target)
+                return NULL;
+        _cleanup_free_ char *joined = gitguard_join(rel, target);
+        size_t len = strlen(joined);
+        _cleanup_free_ char *out = xcalloc(len + 2, 1);
+        size_t o = 0;
+        for (size_t i = 0; i < len;) {
+                size_t k = strcspn(joined + i, "/");
+                const char *t = joined + i;
+                if (k == 0 || (k == 1 && t[0] == '.')) {
+                        /* nothing */
+                } else if (k == 2 && t[0] == '.' && t[1] == '.') {
+                        if (o == 0)
+                                return NULL;
+                        while (o > 0 && out[o - 1] != '/')
+                                o--;
+                        if (o > 0)
+                                o--;
+                } else {
+                        if (o > 0)
+                                out[o++] = '/';
+                        memcpy(out + o, t, k);
+                        o += k;
+                }
+                i += k + (joined[i + k] == '/');
+        }
+        out[o] = '\0';
+        if (o == 0) {
+                out[0] = '.';
+                out[1] = '\0';
+        }
+        return TAKE_PTR(out);
 }

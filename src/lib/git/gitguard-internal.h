@@ -4,6 +4,7 @@
 /* gitguard's walk, shared by its parts (gitguard.c: git's metadata,
  * gitguard-protect.c: the write-protected names). */
 
+#include <dirent.h>
 #include <openssl/sha.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,13 +15,19 @@
 
 #define VISITED_MAX 4096
 #define ROOTS_MAX   64
-#define PDIRS_MAX   32
+/* What is noted at the start: past these, what the host had is moved aside
+ * at the end like the agent's (more refused, never less). */
+#define KNOWN_MAX (64 * 1024)
+#define PDIRS_MAX 4096
+/* How deep a write-protected directory's contents are compared. */
+#define PROTECT_DEPTH_MAX 16
 
 /* What a finding was at the start: the host's own hooks and settings,
  * unchanged by the run, are left where they are. */
 struct fingerprint {
         char *rel;
         mode_t mode;
+        off_t size;
         unsigned char hash[SHA256_DIGEST_LENGTH];
 };
 
@@ -30,20 +37,21 @@ struct root_start {
         dev_t dev;
         ino_t ino;
         mode_t mode;
-        char *pointer; /* a .git file's text */
-        struct fingerprint *known;
+        char *pointer;             /* a .git file's text */
+        struct fingerprint *known; /* sorted by rel once noted */
         size_t n_known;
-        struct { /* write-protected directories there at the start */
-                const char *name;
+        struct pdir { /* write-protected directories there at the start */
+                char *rel;
                 dev_t dev;
                 ino_t ino;
-        } pdirs[PDIRS_MAX];
+        } * pdirs;
         size_t n_pdirs;
 };
 
 struct gitguard {
         struct root_start roots[ROOTS_MAX];
         size_t n_roots;
+        bool git;                /* workspace.protectGit: git's metadata too */
         struct timespec started; /* changes made after this are the run's */
 };
 
@@ -59,6 +67,7 @@ struct guard_audit {
 
 struct guard_run {
         bool record;       /* at the start: note what is there, move nothing */
+        bool git;          /* git's metadata too, not only the write-protected names */
         const char *event; /* the audit event of a finding (NULL: git.neutralised) */
         struct root_start *start;
         struct audit *audit;
@@ -80,12 +89,51 @@ struct guard_run {
         size_t n_visited;
 };
 
+/* A finding: audited and given to warn (nothing while recording). moved:
+ * where it went (NULL: not moved, error the errno when a move failed). */
+void gitguard_report(struct guard_run *g, const char *rel, const char *reason, const char *moved,
+                     int error);
+
+/* dfd/name when a regular file of at most max bytes: its bytes, NUL
+ * terminated. */
+int gitguard_read_small(int dfd, const char *name, size_t max, char **ret, size_t *ret_len);
+
 /* Move dfd/name aside to name.airlock-quarantine[.N] and report it; at the
  * start, note it instead. What is exactly as it was at the start (a file's
  * bytes, a link's target) is the host's and stays. */
 void gitguard_quarantine(struct guard_run *g, int dfd, const char *name, const char *rel,
                          const char *reason);
 
-/* At the top of a tree (fd): each write-protected name the run made or
- * changed, moved aside. */
-void gitguard_protect_names(struct guard_run *g, int fd);
+/* The same, moved into directory todfd (to_rel_dir beneath the tree):
+ * what git reads by every name in its directory (a ref) is moved out of
+ * it. */
+void gitguard_quarantine_into(struct guard_run *g, int dfd, const char *name, const char *rel,
+                              int todfd, const char *to_rel_dir, const char *reason);
+
+/* Whether a directory entry is one write protection keys on (the first
+ * component of a name on its list), whatever its case. */
+bool gitguard_protect_match(const char *name);
+
+/* dfd/name (a name gitguard_protect_match took, in directory dir_rel of
+ * the tree, at any depth): at the start, note what it is; at the end, move
+ * aside what the run made or changed under it. */
+void gitguard_protect_entry(struct guard_run *g, int dfd, const char *name, const char *dir_rel);
+
+/* Free what was noted of one tree. */
+void gitguard_root_free(struct root_start *rs);
+
+/* Sort what was noted of one tree for lookups. */
+void gitguard_known_sort(struct root_start *rs);
+void gitguard_pdirs_sort(struct root_start *rs);
+
+/* What the walk does at each directory: "rel/name", or name at the top. */
+char *gitguard_join(const char *rel, const char *name);
+bool gitguard_quarantined(const char *name);
+int gitguard_open_dir(int dfd, const char *name);
+DIR *gitguard_dir_of(int fd);
+bool gitguard_count_entry(struct guard_run *g, const char *rel);
+
+/* The directory a "gitdir: X" pointer in directory rel names, as a path
+ * relative to the root ("." for the root itself), or NULL when it leaves
+ * the root or is absolute (gitguard-config.c). */
+char *gitguard_pointer_target(const char *rel, const char *target);

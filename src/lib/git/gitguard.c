@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
@@ -11,9 +10,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <openssl/evp.h>
-#include <openssl/sha.h>
 
 #include "audit.h"
 #include "fs.h"
@@ -27,7 +23,7 @@
 
 /* ---- the walk ---- */
 
-static int read_small(int dfd, const char *name, size_t max, char **ret, size_t *ret_len)
+int gitguard_read_small(int dfd, const char *name, size_t max, char **ret, size_t *ret_len)
 {
         struct stat st;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -64,151 +60,25 @@ static int read_small(int dfd, const char *name, size_t max, char **ret, size_t 
         return 0;
 }
 
-static char *join(const char *rel, const char *name)
+char *gitguard_join(const char *rel, const char *name)
 {
         return *rel ? xasprintf("%s/%s", rel, name) : xstrdup(name);
 }
 
-static struct audit *run_audit(struct guard_run *g)
+bool gitguard_quarantined(const char *name)
 {
-        struct guard_audit *l = g->lazy;
-        if (g->audit || !l || l->tried)
-                return g->audit ? g->audit : l ? l->a : NULL;
-        l->tried = true;
-        struct al_error err = {0};
-        if (audit_open(l->path, l->opt, &l->a, &err) < 0) {
-                l->a = NULL;
-                if (g->warn) {
-                        char line[AL_ERROR_MAX + 64];
-                        snprintf(line, sizeof(line),
-                                 "airlock: warning: the git findings are not audited: %s", err.msg);
-                        g->warn(line, g->userdata);
-                }
-        }
-        return l->a;
-}
-
-static void report(struct guard_run *g, const char *rel, const char *reason, const char *moved,
-                   int error)
-{
-        if (g->record)
-                return;
-        g->findings++;
-        struct audit *audit = run_audit(g);
-        _cleanup_free_ char *path =
-            *rel ? xasprintf("%s/%s", g->root->path, rel) : xstrdup(g->root->path);
-        _cleanup_free_ char *moved_path = moved ? xasprintf("%s/%s", g->root->path, moved) : NULL;
-        /* Paths are the agent's bytes: recorded and shown escaped. */
-        _cleanup_free_ char *ep = gitops_escape(path, strlen(path), false);
-        _cleanup_free_ char *em =
-            moved_path ? gitops_escape(moved_path, strlen(moved_path), false) : NULL;
-        if (audit) {
-                json_t *f = json_pack("{s:s, s:s, s:o}", "path", ep, "reason", reason, "movedTo",
-                                      em ? json_string(em) : json_null());
-                if (error)
-                        json_object_set_new(f, "error", json_string(strerror(error)));
-                struct al_error err = {0};
-                (void)audit_append(audit, g->id, g->event ? g->event : "git.neutralised", f, &err);
-                json_decref(f);
-        }
-        if (g->warn) {
-                char line[PATH_MAX * 3 + 512];
-                if (moved)
-                        snprintf(line, sizeof(line),
-                                 "airlock: warning: %s: %s; moved to %s so that host git does not "
-                                 "use it",
-                                 ep, reason, em);
-                else if (error)
-                        snprintf(line, sizeof(line),
-                                 "airlock: warning: %s: %s; it could not be moved aside (%s): do "
-                                 "not run git there before checking it",
-                                 ep, reason, strerror(error));
-                else
-                        snprintf(line, sizeof(line), "airlock: warning: %s: %s", ep, reason);
-                g->warn(line, g->userdata);
-        }
-}
-
-/* The mode and a hash of what dfd/name holds (a link's target, a file's
- * bytes up to HASHED_MAX); false for anything else. */
-#define HASHED_MAX (16 * 1024 * 1024)
-static bool fingerprint_of(int dfd, const char *name, struct fingerprint *ret)
-{
-        struct stat st;
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        /* NAME.airlock-quarantine[.N or .HEX]: only a name that ends so.
+         * One that merely holds the suffix (evil.airlock-quarantine.md)
+         * is still read by what reads NAME's directory. */
+        const char *last = NULL;
+        for (const char *p = name; (p = strstr(p, GITGUARD_SUFFIX)); p++)
+                last = p;
+        if (!last)
                 return false;
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0;
-        if (S_ISLNK(st.st_mode)) {
-                buf = xcalloc(PATH_MAX + 1, 1);
-                ssize_t n = readlinkat(dfd, name, buf, PATH_MAX);
-                if (n < 0)
-                        return false;
-                len = (size_t)n;
-        } else if (!S_ISREG(st.st_mode) || read_small(dfd, name, HASHED_MAX, &buf, &len) < 0)
-                return false;
-        ret->mode = st.st_mode;
-        unsigned int hl = 0;
-        return EVP_Digest(buf, len, ret->hash, &hl, EVP_sha256(), NULL) == 1;
-}
-
-static bool known_at_start(const struct root_start *rs, const char *rel,
-                           const struct fingerprint *fp)
-{
-        for (size_t i = 0; i < rs->n_known; i++)
-                if (STREQ(rs->known[i].rel, rel) && rs->known[i].mode == fp->mode &&
-                    memcmp(rs->known[i].hash, fp->hash, sizeof(fp->hash)) == 0)
-                        return true;
-        return false;
-}
-
-/* Move dfd/name aside to name.airlock-quarantine[.N] and report it; at the
- * start, note it instead. What is exactly as it was at the start is the
- * host's and stays. */
-void gitguard_quarantine(struct guard_run *g, int dfd, const char *name, const char *rel,
-                         const char *reason)
-{
-        struct fingerprint fp = {0};
-        bool have = fingerprint_of(dfd, name, &fp);
-        if (g->record) {
-                struct root_start *rs = g->start;
-                if (have && rs->n_known < VISITED_MAX) {
-                        rs->known = xrealloc(rs->known, rs->n_known + 1, sizeof(*rs->known));
-                        fp.rel = xstrdup(rel);
-                        rs->known[rs->n_known++] = fp;
-                }
-                return;
-        }
-        if (have && known_at_start(g->root, rel, &fp))
-                return;
-        char to[NAME_MAX + 1];
-        int e = EEXIST;
-        for (int i = 0; i < 100 && e == EEXIST; i++) {
-                if (i == 0)
-                        snprintf(to, sizeof(to), "%s%s", name, GITGUARD_SUFFIX);
-                else
-                        snprintf(to, sizeof(to), "%s%s.%d", name, GITGUARD_SUFFIX, i);
-                if (strlen(name) + strlen(GITGUARD_SUFFIX) + 4 > NAME_MAX) {
-                        e = ENAMETOOLONG;
-                        break;
-                }
-                e = renameat2(dfd, name, dfd, to, RENAME_NOREPLACE) < 0 ? errno : 0;
-                /* The agent writes as the caller when rootless and may have
-                 * taken the write bit off the directory: ours to give back. */
-                struct stat st;
-                if (e == EACCES && fstat(dfd, &st) == 0 && st.st_uid == geteuid() &&
-                    !(st.st_mode & S_IWUSR) && fchmod(dfd, (st.st_mode & 07777) | S_IWUSR) == 0)
-                        e = renameat2(dfd, name, dfd, to, RENAME_NOREPLACE) < 0 ? errno : 0;
-        }
-        const char *slash = strrchr(rel, '/');
-        _cleanup_free_ char *moved =
-            e ? NULL : xasprintf("%.*s%s", slash ? (int)(slash - rel + 1) : 0, rel, to);
-        report(g, rel, reason, moved, e);
-}
-
-static bool quarantined(const char *name)
-{
-        return strstr(name, GITGUARD_SUFFIX) != NULL;
+        const char *end = last + strlen(GITGUARD_SUFFIX);
+        if (!*end)
+                return true;
+        return end[0] == '.' && end[1] && strspn(end + 1, "0123456789abcdef") == strlen(end + 1);
 }
 
 /* Once per directory: a repository reached twice (a pointer and the walk)
@@ -245,7 +115,7 @@ static void check_config(struct guard_run *g, int dfd, const char *name, const c
         }
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        int r = read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len);
+        int r = gitguard_read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len);
         char reason[256];
         if (r == -EFBIG)
                 snprintf(reason, sizeof(reason), "a config larger than %d bytes",
@@ -257,12 +127,12 @@ static void check_config(struct guard_run *g, int dfd, const char *name, const c
         gitguard_quarantine(g, dfd, name, rel, reason);
 }
 
-static int open_dir(int dfd, const char *name)
+int gitguard_open_dir(int dfd, const char *name)
 {
         return openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-static DIR *dir_of(int fd)
+DIR *gitguard_dir_of(int fd)
 {
         int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (dup < 0)
@@ -273,7 +143,7 @@ static DIR *dir_of(int fd)
         return d;
 }
 
-static bool count_entry(struct guard_run *g, const char *rel)
+bool gitguard_count_entry(struct guard_run *g, const char *rel)
 {
         if (g->stopped)
                 return false;
@@ -284,7 +154,7 @@ static bool count_entry(struct guard_run *g, const char *rel)
         snprintf(reason, sizeof(reason),
                  "the scan stopped after %d entries; git metadata past this point was not checked",
                  GITGUARD_ENTRIES_MAX);
-        report(g, rel, reason, NULL, 0);
+        gitguard_report(g, rel, reason, NULL, 0);
         return false;
 }
 
@@ -293,7 +163,7 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
 /* hooks/: every hook but the samples git ships. */
 static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
 {
-        _cleanup_free_ char *hrel = join(rel, "hooks");
+        _cleanup_free_ char *hrel = gitguard_join(rel, "hooks");
         struct stat st;
         if (fstatat(gfd, "hooks", &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
@@ -304,19 +174,20 @@ static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
         }
         if (!S_ISDIR(st.st_mode))
                 return;
-        _cleanup_close_ int hfd = open_dir(gfd, "hooks");
-        DIR *d = hfd >= 0 ? dir_of(hfd) : NULL;
+        _cleanup_close_ int hfd = gitguard_open_dir(gfd, "hooks");
+        DIR *d = hfd >= 0 ? gitguard_dir_of(hfd) : NULL;
         if (!d)
                 return;
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, hrel))
+                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
+                    !gitguard_count_entry(g, hrel))
                         continue;
                 size_t len = strlen(n);
                 if (len > 7 && STREQ(n + len - 7, ".sample"))
                         continue;
-                _cleanup_free_ char *r = join(hrel, n);
+                _cleanup_free_ char *r = gitguard_join(hrel, n);
                 gitguard_quarantine(g, hfd, n, r, "a hook (host git would run it)");
         }
         closedir(d);
@@ -328,16 +199,17 @@ static void scan_modules(struct guard_run *g, int fd, const char *rel, int depth
 {
         if (depth > GITGUARD_DEPTH_MAX)
                 return;
-        DIR *d = dir_of(fd);
+        DIR *d = gitguard_dir_of(fd);
         if (!d)
                 return;
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, rel))
+                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
+                    !gitguard_count_entry(g, rel))
                         continue;
-                _cleanup_free_ char *r = join(rel, n);
-                _cleanup_close_ int sfd = open_dir(fd, n);
+                _cleanup_free_ char *r = gitguard_join(rel, n);
+                _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd < 0)
                         continue;
                 struct stat st;
@@ -354,12 +226,12 @@ static void scan_commondir(struct guard_run *g, int gfd, const char *rel, bool w
         struct stat st;
         if (fstatat(gfd, "commondir", &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
-        _cleanup_free_ char *r = join(rel, "commondir");
+        _cleanup_free_ char *r = gitguard_join(rel, "commondir");
         if (worktree && S_ISREG(st.st_mode)) {
                 /* A linked worktree's own: its repository, two levels up. */
                 _cleanup_free_ char *text = NULL;
                 size_t len;
-                if (read_small(gfd, "commondir", POINTER_MAX, &text, &len) == 0) {
+                if (gitguard_read_small(gfd, "commondir", POINTER_MAX, &text, &len) == 0) {
                         text[strcspn(text, "\r\n")] = '\0';
                         if (STREQ(text, "../..") || STREQ(text, "../../"))
                                 return;
@@ -371,47 +243,59 @@ static void scan_commondir(struct guard_run *g, int gfd, const char *rel, bool w
 
 /* A FIFO, socket or device anywhere git reads in a git directory (the
  * index, HEAD, a ref, an object): git opens it and blocks for good, and
- * with it every shell prompt that runs `git status`. Submodules' and
- * worktrees' directories are git directories of their own. */
-static void scan_special(struct guard_run *g, int fd, const char *rel, int depth, bool top)
+ * with it every shell prompt that runs `git status`. A symbolic link there
+ * is followed out of the tree (a ref linked to /dev/zero hangs `git
+ * branch`). Below the top, git reads every name (`git branch` opens each
+ * loose ref, whatever it is called), so what is found there is moved to
+ * the top of the git directory (gfd, grel), where git reads only its own
+ * names, and a name with the quarantine suffix is no reason to pass over
+ * it. Submodules' and worktrees' directories are git directories of their
+ * own. */
+static void scan_special(struct guard_run *g, int fd, const char *rel, int depth, int gfd,
+                         const char *grel)
 {
+        bool top = fd == gfd;
         if (depth > GITGUARD_DEPTH_MAX)
                 return;
-        DIR *d = dir_of(fd);
+        DIR *d = gitguard_dir_of(fd);
         if (!d)
                 return;
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || quarantined(n) || !count_entry(g, rel))
+                if (STREQ(n, ".") || STREQ(n, "..") || !gitguard_count_entry(g, rel))
                         continue;
-                if (top && (STREQ(n, "modules") || STREQ(n, "worktrees")))
+                /* config and config.worktree: check_config's, whatever
+                 * they are. */
+                if (top &&
+                    (gitguard_quarantined(n) || STREQ(n, "config") || STREQ(n, "config.worktree")))
                         continue;
                 unsigned char type = de->d_type;
                 if (type == DT_UNKNOWN) {
                         struct stat st;
                         if (fstatat(fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
                                 continue;
-                        type = S_ISDIR(st.st_mode)    ? DT_DIR
-                               : S_ISFIFO(st.st_mode) ? DT_FIFO
-                               : S_ISSOCK(st.st_mode) ? DT_SOCK
-                               : S_ISCHR(st.st_mode)  ? DT_CHR
-                               : S_ISBLK(st.st_mode)  ? DT_BLK
-                                                      : DT_REG;
+                        type = S_ISDIR(st.st_mode)   ? DT_DIR
+                               : S_ISLNK(st.st_mode) ? DT_LNK
+                               : S_ISREG(st.st_mode) ? DT_REG
+                                                     : DT_FIFO;
                 }
-                _cleanup_free_ char *r = join(rel, n);
-                if (type == DT_FIFO || type == DT_SOCK || type == DT_CHR || type == DT_BLK) {
-                        gitguard_quarantine(
-                            g, fd, n, r,
-                            "a FIFO, socket or device in a git directory (host git would "
-                            "block on it)");
+                _cleanup_free_ char *r = gitguard_join(rel, n);
+                if (type != DT_DIR && type != DT_REG) {
+                        const char *why = type == DT_LNK
+                                              ? "a symbolic link in a git directory (host git "
+                                                "would follow it out of the tree)"
+                                              : "a FIFO, socket or device in a git directory "
+                                                "(host git would block on it)";
+                        gitguard_quarantine_into(g, fd, n, r, gfd, grel, why);
                         continue;
                 }
-                if (type != DT_DIR)
+                /* Submodules' and worktrees' git directories: their own. */
+                if (type != DT_DIR || (top && (STREQ(n, "modules") || STREQ(n, "worktrees"))))
                         continue;
-                _cleanup_close_ int sfd = open_dir(fd, n);
+                _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd >= 0)
-                        scan_special(g, sfd, r, depth + 1, false);
+                        scan_special(g, sfd, r, depth + 1, gfd, grel);
         }
         closedir(d);
 }
@@ -420,30 +304,40 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
 {
         if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
                 return;
-        scan_special(g, fd, rel, depth, true);
-        _cleanup_free_ char *cr = join(rel, "config");
-        _cleanup_free_ char *cwr = join(rel, "config.worktree");
+        scan_special(g, fd, rel, depth, fd, rel);
+        _cleanup_free_ char *cr = gitguard_join(rel, "config");
+        _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
         check_config(g, fd, "config", cr);
         check_config(g, fd, "config.worktree", cwr);
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
+        /* objects/info/alternates: git reads objects from the directories
+         * it names, anywhere on the host. */
+        _cleanup_close_ int ofd = gitguard_open_dir(fd, "objects");
+        _cleanup_close_ int ifd = ofd >= 0 ? gitguard_open_dir(ofd, "info") : -1;
+        struct stat ast;
+        if (ifd >= 0 && fstatat(ifd, "alternates", &ast, AT_SYMLINK_NOFOLLOW) == 0) {
+                _cleanup_free_ char *ar = gitguard_join(rel, "objects/info/alternates");
+                gitguard_quarantine(g, ifd, "alternates", ar,
+                                    "an alternates file (git would read objects from elsewhere)");
+        }
 
-        _cleanup_close_ int mfd = open_dir(fd, "modules");
+        _cleanup_close_ int mfd = gitguard_open_dir(fd, "modules");
         if (mfd >= 0) {
-                _cleanup_free_ char *mr = join(rel, "modules");
+                _cleanup_free_ char *mr = gitguard_join(rel, "modules");
                 scan_modules(g, mfd, mr, depth + 1);
         }
-        _cleanup_close_ int wfd = open_dir(fd, "worktrees");
+        _cleanup_close_ int wfd = gitguard_open_dir(fd, "worktrees");
         if (wfd >= 0) {
-                DIR *d = dir_of(wfd);
+                DIR *d = gitguard_dir_of(wfd);
                 struct dirent *de;
                 while (d && (de = readdir(d))) {
                         const char *n = de->d_name;
-                        if (STREQ(n, ".") || STREQ(n, "..") || !count_entry(g, rel))
+                        if (STREQ(n, ".") || STREQ(n, "..") || !gitguard_count_entry(g, rel))
                                 continue;
-                        _cleanup_close_ int sfd = open_dir(wfd, n);
-                        _cleanup_free_ char *wr = join(rel, "worktrees");
-                        _cleanup_free_ char *r = join(wr, n);
+                        _cleanup_close_ int sfd = gitguard_open_dir(wfd, n);
+                        _cleanup_free_ char *wr = gitguard_join(rel, "worktrees");
+                        _cleanup_free_ char *r = gitguard_join(wr, n);
                         if (sfd >= 0)
                                 scan_gitdir(g, sfd, r, true, depth + 1);
                 }
@@ -452,60 +346,22 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
         }
 }
 
-/* The directory a "gitdir: X" pointer in directory rel names, as a path
- * relative to the root ("." for the root itself), or NULL when it leaves
- * the root or is absolute. */
-static char *pointer_target(const char *rel, const char *target)
-{
-        if (target[0] == '/' || !*target)
-                return NULL;
-        _cleanup_free_ char *joined = join(rel, target);
-        size_t len = strlen(joined);
-        _cleanup_free_ char *out = xcalloc(len + 2, 1);
-        size_t o = 0;
-        for (size_t i = 0; i < len;) {
-                size_t k = strcspn(joined + i, "/");
-                const char *t = joined + i;
-                if (k == 0 || (k == 1 && t[0] == '.')) {
-                        /* nothing */
-                } else if (k == 2 && t[0] == '.' && t[1] == '.') {
-                        if (o == 0)
-                                return NULL;
-                        while (o > 0 && out[o - 1] != '/')
-                                o--;
-                        if (o > 0)
-                                o--;
-                } else {
-                        if (o > 0)
-                                out[o++] = '/';
-                        memcpy(out + o, t, k);
-                        o += k;
-                }
-                i += k + (joined[i + k] == '/');
-        }
-        out[o] = '\0';
-        if (o == 0) {
-                out[0] = '.';
-                out[1] = '\0';
-        }
-        return TAKE_PTR(out);
-}
-
-/* A .git entry: a repository, or a pointer to one. rel is the directory
- * holding it ("." for the root). */
-static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth)
+/* A .git entry (named so whatever its case: a case-folding directory
+ * gives it to git as .git): a repository, or a pointer to one. rel is the
+ * directory holding it ("" for the root). */
+static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const char *rel, int depth)
 {
         struct stat st;
-        if (fstatat(dfd, ".git", &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return;
-        _cleanup_free_ char *grel = join(rel, ".git");
+        _cleanup_free_ char *grel = gitguard_join(rel, name);
         const struct root_start *rs = g->root;
         bool at_root = !*rel;
         bool same_as_start = at_root && rs->had_git && st.st_dev == rs->dev &&
                              st.st_ino == rs->ino && (st.st_mode & S_IFMT) == rs->mode;
 
         if (S_ISLNK(st.st_mode)) {
-                gitguard_quarantine(g, dfd, ".git", grel,
+                gitguard_quarantine(g, dfd, name, grel,
                                     "a .git that is a symbolic link (git follows it)");
                 return;
         }
@@ -514,38 +370,37 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
                         /* Where the workspace had no repository (it may sit in a
                          * host repository's tree), the host's git must not find
                          * the agent's. */
-                        const char *to = ".git" GITGUARD_SUFFIX;
+                        _cleanup_free_ char *to = xasprintf("%s%s", name, GITGUARD_SUFFIX);
                         gitguard_quarantine(
-                            g, dfd, ".git", grel,
+                            g, dfd, name, grel,
                             rs->had_git ? "a .git the sandbox replaced"
                                         : "a .git the sandbox created where there was none");
-                        _cleanup_close_ int qfd = open_dir(dfd, to);
+                        _cleanup_close_ int qfd = gitguard_open_dir(dfd, to);
                         if (qfd >= 0)
                                 scan_gitdir(g, qfd, to, false, depth + 1);
                         return;
                 }
-                _cleanup_close_ int gfd = open_dir(dfd, ".git");
+                _cleanup_close_ int gfd = gitguard_open_dir(dfd, name);
                 if (gfd >= 0)
                         scan_gitdir(g, gfd, grel, false, depth + 1);
                 return;
         }
         if (!S_ISREG(st.st_mode)) {
-                gitguard_quarantine(g, dfd, ".git", grel,
-                                    "a .git that is not a file or a directory");
+                gitguard_quarantine(g, dfd, name, grel, "a .git that is not a file or a directory");
                 return;
         }
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        if (read_small(dfd, ".git", POINTER_MAX, &text, &len) < 0 ||
+        if (gitguard_read_small(dfd, name, POINTER_MAX, &text, &len) < 0 ||
             strncmp(text, "gitdir:", 7) != 0 || memchr(text, '\0', len)) {
-                gitguard_quarantine(g, dfd, ".git", grel, "a .git file git may read as a pointer");
+                gitguard_quarantine(g, dfd, name, grel, "a .git file git may read as a pointer");
                 return;
         }
         if (same_as_start && rs->pointer && STREQ(text, rs->pointer))
                 return; /* the host's own, as it was */
         if (at_root) {
                 gitguard_quarantine(
-                    g, dfd, ".git", grel,
+                    g, dfd, name, grel,
                     rs->had_git ? "a .git pointer the sandbox rewrote"
                                 : "a .git pointer the sandbox created where there was none");
                 return;
@@ -554,7 +409,7 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
         while (*t == ' ' || *t == '\t')
                 t++;
         t[strcspn(t, "\r\n")] = '\0';
-        _cleanup_free_ char *target = pointer_target(rel, t);
+        _cleanup_free_ char *target = gitguard_pointer_target(rel, t);
         _cleanup_close_ int tfd =
             target ? fs_openat2(g->root_fd, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
                                 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
@@ -562,7 +417,7 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *rel, int depth
                    : -1;
         if (tfd < 0) {
                 gitguard_quarantine(
-                    g, dfd, ".git", grel,
+                    g, dfd, name, grel,
                     "a .git pointer to a directory outside the workspace or through a "
                     "symbolic link");
                 return;
@@ -606,37 +461,48 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                  * stopped rather than pass it over (once a run, so that
                  * many deep trees cannot flood the log). */
                 if (!g->too_deep)
-                        report(g, rel,
-                               "a directory deeper than the scan goes: git metadata in it and "
-                               "in any other this deep was not checked",
-                               NULL, 0);
+                        gitguard_report(
+                            g, rel,
+                            "a directory deeper than the scan goes: git metadata in it and "
+                            "in any other this deep was not checked",
+                            NULL, 0);
                 g->too_deep = true;
                 return;
         }
-        DIR *d = dir_of(fd);
+        DIR *d = gitguard_dir_of(fd);
         if (!d)
                 return;
+        /* Every name the guard keys on is matched whatever its case: on a
+         * case-folding directory git opens .GIT as .git and direnv .ENVRC
+         * as .envrc; elsewhere such a name is refused all the same. */
         bool head = false, objects = false, refs = false;
+        _cleanup_strv_ char **dotgits = NULL, **protect = NULL;
+        size_t n_dotgits = 0, n_protect = 0;
         struct dirent *de;
-        bool dotgit = false;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
                 if (STREQ(n, ".") || STREQ(n, ".."))
                         continue;
-                if (!count_entry(g, rel))
+                if (!gitguard_count_entry(g, rel))
                         break;
-                if (STREQ(n, ".git")) {
-                        dotgit = true;
-                        continue;
+                if (strcasecmp(n, ".git") == 0) {
+                        dotgits = strv_append(dotgits, &n_dotgits, n);
+                        /* .git is scanned as git's; another case of it is
+                         * walked as well (on a directory that does not
+                         * fold case, it is an ordinary one too). */
+                        if (STREQ(n, ".git"))
+                                continue;
                 }
-                if (STREQ(n, "HEAD"))
+                if (gitguard_protect_match(n))
+                        protect = strv_append(protect, &n_protect, n);
+                if (strcasecmp(n, "HEAD") == 0)
                         head = true;
                 /* git tests objects and refs with access(X_OK), which a
                  * symbolic link to a directory, or an executable file,
                  * passes as well: any entry of those names counts. */
-                if (STREQ(n, "objects"))
+                if (strcasecmp(n, "objects") == 0)
                         objects = true;
-                if (STREQ(n, "refs"))
+                if (strcasecmp(n, "refs") == 0)
                         refs = true;
                 unsigned char type = de->d_type;
                 if (type == DT_UNKNOWN) {
@@ -647,14 +513,15 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 }
                 if (type != DT_DIR)
                         continue;
-                _cleanup_free_ char *r = join(rel, n);
-                _cleanup_close_ int sfd = open_dir(fd, n);
+                _cleanup_free_ char *r = gitguard_join(rel, n);
+                _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd < 0) {
                         if (errno == EACCES && changed_in_run(g, fd, n))
-                                report(g, r,
-                                       "a directory the scan cannot read: git metadata in it "
-                                       "was not checked",
-                                       NULL, 0);
+                                gitguard_report(
+                                    g, r,
+                                    "a directory the scan cannot read: git metadata in it "
+                                    "was not checked",
+                                    NULL, 0);
                         continue;
                 }
                 if (mount_key(sfd) != mnt)
@@ -662,10 +529,12 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 walk(g, sfd, r, mnt, depth + 1);
         }
         closedir(d);
-        if (depth == 0)
-                gitguard_protect_names(g, fd);
-        if (dotgit)
-                scan_dotgit(g, fd, rel, depth);
+        for (size_t i = 0; i < n_protect; i++)
+                gitguard_protect_entry(g, fd, protect[i], rel);
+        if (!g->git)
+                return;
+        for (size_t i = 0; i < n_dotgits; i++)
+                scan_dotgit(g, fd, dotgits[i], rel, depth);
         /* A directory git takes for a bare repository when run in it. */
         if (head && (objects || refs))
                 scan_gitdir(g, fd, rel, false, depth);
@@ -689,26 +558,30 @@ static void add_root(struct gitguard *g, const char *path)
         r->mode = st.st_mode & S_IFMT;
         size_t len;
         if (S_ISREG(st.st_mode))
-                (void)read_small(fd, ".git", POINTER_MAX, &r->pointer, &len);
+                (void)gitguard_read_small(fd, ".git", POINTER_MAX, &r->pointer, &len);
 }
 
-static void record_root(struct root_start *rs)
+static void record_root(const struct gitguard *gg, struct root_start *rs)
 {
         _cleanup_close_ int fd = open(rs->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0)
                 return;
         struct guard_run *run = xcalloc(1, sizeof(*run));
-        *run = (struct guard_run){.record = true, .start = rs, .root = rs, .root_fd = fd};
+        *run = (struct guard_run){
+            .record = true, .git = gg->git, .start = rs, .root = rs, .root_fd = fd};
         walk(run, fd, "", mount_key(fd), 0);
         free(run);
+        gitguard_known_sort(rs);
+        gitguard_pdirs_sort(rs);
 }
 
 struct gitguard *gitguard_begin(const struct policy *p)
 {
-        if (!p || !p->protect_git)
+        if (!p)
                 return NULL;
         struct gitguard *g = xcalloc(1, sizeof(*g));
+        g->git = p->protect_git;
         clock_gettime(CLOCK_REALTIME, &g->started);
         if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_RW)
                 add_root(g, p->workspace);
@@ -720,16 +593,17 @@ struct gitguard *gitguard_begin(const struct policy *p)
                 return NULL;
         }
         for (size_t i = 0; i < g->n_roots; i++)
-                record_root(&g->roots[i]);
+                record_root(g, &g->roots[i]);
         return g;
 }
 
 struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, const char *path)
 {
-        if (!p || !p->protect_git || !path)
+        if (!p || !path)
                 return g;
         if (!g) {
                 g = xcalloc(1, sizeof(*g));
+                g->git = p->protect_git;
                 clock_gettime(CLOCK_REALTIME, &g->started);
         }
         for (size_t i = 0; i < g->n_roots; i++)
@@ -738,7 +612,7 @@ struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, c
         size_t n = g->n_roots;
         add_root(g, path);
         if (g->n_roots > n)
-                record_root(&g->roots[n]);
+                record_root(g, &g->roots[n]);
         return g;
 }
 
@@ -755,7 +629,8 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                 struct stat st;
                 if (fd >= 0 && fstat(fd, &st) == 0) {
                         struct guard_run *run = xcalloc(1, sizeof(*run));
-                        *run = (struct guard_run){.audit = a,
+                        *run = (struct guard_run){.git = g->git,
+                                                  .audit = a,
                                                   .lazy = lazy,
                                                   .id = id,
                                                   .warn = warn,
@@ -776,14 +651,8 @@ void gitguard_discard(struct gitguard *g)
 {
         if (!g)
                 return;
-        for (size_t i = 0; i < g->n_roots; i++) {
-                struct root_start *rs = &g->roots[i];
-                for (size_t k = 0; k < rs->n_known; k++)
-                        free(rs->known[k].rel);
-                free(rs->known);
-                free(rs->path);
-                free(rs->pointer);
-        }
+        for (size_t i = 0; i < g->n_roots; i++)
+                gitguard_root_free(&g->roots[i]);
         free(g);
 }
 

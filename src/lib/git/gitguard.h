@@ -31,15 +31,16 @@ struct gitguard;
 
 /* Before the sandbox starts: note what each read-write tree's own `.git`
  * is (none, a directory, a pointer file and its text), so that one made or
- * rewritten by the agent is told from the host's. Returns NULL when there
- * is nothing to guard: no read-write workspace or mount, or a policy with
- * workspace.protectGit false. */
+ * rewritten by the agent is told from the host's, and each write-protected
+ * name at any depth (gitguard-protect.c). Returns NULL when there is
+ * nothing to guard: no read-write workspace or mount. With
+ * workspace.protectGit false only the write-protected names are guarded,
+ * not git's metadata. */
 struct gitguard *gitguard_begin(const struct policy *p);
 
 /* A read-write tree mounted while the sandbox runs (the capabilities
  * API): note what it is now, before the sandbox can write it, and scan it
- * with the others at the end. g may be NULL (made here); returns g, or
- * NULL when the policy has workspace.protectGit false. */
+ * with the others at the end. g may be NULL (made here); returns g. */
 struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, const char *path);
 
 /* After the sandbox has ended: scan, neutralise and report. Each finding

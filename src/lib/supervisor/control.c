@@ -19,6 +19,7 @@
 #include "gates.h"
 #include "gitguard.h"
 #include "idle.h"
+#include "mounts.h"
 #include "netgate/netgate.h"
 #include "quota.h"
 #include "review.h"
@@ -157,6 +158,12 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
                 r = al_error_set_message(err, EIO, "%s", c.core.audit_last);
                 goto fail;
         }
+
+        /* A workspace the plan refuses as broad (another user's home
+         * too) is refused before anything reads or labels it. */
+        r = mounts_workspace_quick_check(p, cfg->caller_home, err);
+        if (r < 0)
+                goto fail;
 
         struct cgroup_limits lim;
         cg_name = xasprintf("airlock-%s", cfg->id);
