@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "apiclient.h"
+#include "gitops.h"
 #include "help.h"
 #include "paths.h"
 #include "util.h"
@@ -204,9 +205,14 @@ void api_print_error(const char *cmd, int status, const char *body)
         json_t *o = json_loads(body ? body : "", 0, &jerr);
         const char *code = json_string_value(json_object_get(o, "error"));
         const char *msg = json_string_value(json_object_get(o, "message"));
-        if (code)
-                fprintf(stderr, "airlock: %s: %s: %s\n", cmd, code, msg ? msg : "");
-        else
+        /* The message may quote what an agent named (a path it made): shown
+         * escaped, on one line, as every agent byte that reaches a terminal. */
+        if (code) {
+                _cleanup_free_ char *ec = gitops_escape(code, strlen(code), false);
+                _cleanup_free_ char *em =
+                    gitops_escape(msg ? msg : "", msg ? strlen(msg) : 0, false);
+                fprintf(stderr, "airlock: %s: %s: %s\n", cmd, ec, em);
+        } else
                 fprintf(stderr, "airlock: %s: the daemon answered %d\n", cmd, status);
         json_decref(o);
 }

@@ -60,3 +60,24 @@ def test_cp_to_a_terminal_is_escaped(make_daemon, tmp_path):
     assert b"hello" in out, out
     assert b"\x1b" not in out and b"\x07" not in out and b"\x9b" not in out, out
     subprocess.run([str(AIRLOCK), "rm", sid], env=env, timeout=60)
+
+
+def test_the_daemons_error_messages_reach_stderr_escaped(make_daemon):
+    # An error that quotes a path names what the agent made (a listing the
+    # user copied); whatever its bytes, the one-line message is escaped.
+    d = make_daemon()
+    tok = d.grant("cpe", "--allow-sandbox", "--allow-exec")
+    env = _env(d, tok)
+    p = subprocess.run([str(AIRLOCK), "create", "--class", "small"], capture_output=True,
+                       env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    sid = p.stdout.decode().strip()
+    try:
+        name = "gone\x1b]0;owned\x07\x1b[2J"
+        p = subprocess.run([str(AIRLOCK), "cp", sid + ":" + name, "-"], capture_output=True,
+                           env=env, timeout=60)
+        assert p.returncode != 0
+        assert p.stderr.count(b"\n") == 1, p.stderr
+        assert b"\x1b" not in p.stderr and b"\x07" not in p.stderr, p.stderr
+    finally:
+        subprocess.run([str(AIRLOCK), "rm", sid], env=env, timeout=60)
