@@ -632,6 +632,15 @@ int main(int argc, char **argv)
                 r = audit_open(d.audit_path, &ao, &d.audit, &err);
                 if (r < 0)
                         goto out;
+                /* The batch's periodic sync runs in the log's helper
+                 * process, never on the loop: a slow disk under the log
+                 * would hold every client up for it. Forked here, before
+                 * the daemon has any thread. */
+                r = audit_set_background_sync(d.audit);
+                if (r < 0) {
+                        al_error_set(&err, r, "starting the audit log's sync helper");
+                        goto out;
+                }
         }
 
         signal(SIGPIPE, SIG_IGN);

@@ -22,13 +22,21 @@ void record_audit_failed(struct daemon *d, const char *msg)
         snprintf(d->audit_fault, sizeof(d->audit_fault), "%s", msg);
 }
 
+/* The batch's sync, handed to the log's helper process (airlockd.c): the
+ * loop does not wait for the disk. A sync that failed is returned by the
+ * next call, here or in audit_flush(). */
 static void on_audit_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct daemon *d = arg;
-        int r = d->audit ? audit_flush(d->audit) : 0;
+        int r = d->audit ? audit_flush_soon(d->audit) : 0;
         if (r < 0) {
                 _cleanup_free_ char *m = xasprintf("syncing the audit log: %s", strerror(-r));
                 record_audit_failed(d, m);
+        }
+        /* The helper still busy with the syncs asked before: asked again. */
+        if (d->audit && audit_flush_deadline(d->audit)) {
+                struct timeval tv = {.tv_sec = 0, .tv_usec = AUDIT_BATCH_MS * 1000};
+                evtimer_add(d->audit_timer, &tv);
         }
 }
 
