@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "latency.h"
 #include "trace.h"
 #include "health-sandbox.h"
 #include "sandbox.h"
@@ -645,6 +646,7 @@ int main(int argc, char **argv)
 
         signal(SIGPIPE, SIG_IGN);
         raise_nofile();
+        (void)al_sched_prefer_latency(); /* a hint only (latency.h) */
         al_trace_on();
         d.base = event_base_new();
         if (!d.base) {
