@@ -15,6 +15,11 @@ here, and an HTTP round trip on the same connection that does nothing (an
 authenticated GET the router answers 404). An exec costs at least both, and
 a synced write (the process's end) on top.
 
+  --against BUILD
+            only the exec and warm create + exec figures, of this build and
+            of another build directory (e.g. main's), on two daemons, one
+            request of each in turn: a comparison the other load on the
+            machine cannot skew.
   --trace   also run BENCH_TRACE_RUNS (default 40) traced execs in a running
             sandbox and traced warm creates on a daemon of their own, and
             print the median time of each step (AIRLOCK_TRACE, across the
@@ -56,17 +61,19 @@ def pct(v, p):
 
 
 class Daemon:
-    def __init__(self, base, *args, env=None):
+    def __init__(self, base, *args, env=None, build=None):
         self.base = base
         self.sock = os.path.join(base, "d.sock")
         state = os.path.join(base, "state")
-        tok = subprocess.run([AIRLOCK, "grant", "create", "--name", "bench", "--allow-sandbox",
+        airlock = os.path.join(build, "src/cli/airlock") if build else AIRLOCK
+        airlockd = os.path.join(build, "src/daemon/airlockd") if build else AIRLOCKD
+        tok = subprocess.run([airlock, "grant", "create", "--name", "bench", "--allow-sandbox",
                               "--allow-exec", "--state-dir", state],
                              check=True, capture_output=True, text=True).stdout.strip()
         self.proc = subprocess.Popen(
-            [AIRLOCKD, "--quiet", "--socket", self.sock, "--state-dir", state, "--run-dir",
+            [airlockd, "--quiet", "--socket", self.sock, "--state-dir", state, "--run-dir",
              os.path.join(base, "run"), "--audit", os.path.join(base, "audit.jsonl"),
-             "--airlock", AIRLOCK, "--max-sandboxes", str(IDLE + 50)] + list(args),
+             "--airlock", airlock, "--max-sandboxes", str(IDLE + 50)] + list(args),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         self.token = tok
         self.c = Client(socket_path=self.sock, token=tok, timeout=300)
@@ -368,10 +375,65 @@ def trace_steps(base, runs):
               % (what, len(windows), "  ".join("%s %.0f" % (step, med) for med, step in rows)))
 
 
+def against(other):
+    """Exec and warm create + exec on this build and on `other`, one
+    request of each in turn."""
+    base = tempfile.mkdtemp(prefix="airlock-bench-against-", dir=os.environ.get("BENCH_STATE_DIR"))
+    ds, conns, runs = [], [], []
+    try:
+        print("daemon: load average %s; an fdatasync of an append in %s: %.2f ms median"
+              % (" ".join("%.2f" % x for x in os.getloadavg()), base, append_sync_cost(base) * 1e3))
+        for i, build in enumerate((BUILD, other)):
+            b = os.path.join(base, str(i))
+            os.makedirs(b)
+            ds.append(Daemon(b, "--pool", "small=2", build=build))
+            conns.append(Conn(ds[-1].sock, ds[-1].token))
+            st, body = conns[-1].request("POST", "/v1/sandboxes", {"class": "small"})
+            assert st == 201, (st, body)
+            runs.append(json.loads(body)["id"])
+        for _ in range(10):
+            for c, sid in zip(conns, runs):
+                api_exec(c, sid)
+        ex, ce = ([], []), ([], [])
+        # Each build goes first in every other round, and a create waits
+        # for both pools to be full: neither is measured while the
+        # other's refill (a cold start) runs.
+        for k in range(RUNS):
+            for i in ((0, 1) if k % 2 == 0 else (1, 0)):
+                t0 = time.perf_counter()
+                api_exec(conns[i], runs[i])
+                ex[i].append(time.perf_counter() - t0)
+        for k in range(max(RUNS // 4, 10)):
+            for i in ((0, 1) if k % 2 == 0 else (1, 0)):
+                for dd in ds:
+                    end = time.monotonic() + 30
+                    while dd.pool_ready() < 2 and time.monotonic() < end:
+                        time.sleep(0.005)
+                a, _ = api_cycle(conns[i])
+                ce[i].append(a)
+        for name, v in (("exec(true) in a running sandbox", ex), ("warm create + exec(true)", ce)):
+            print("daemon: %-32s this build %s | %s %s | p50 ratio %.2f"
+                  % (name, ms(v[0]), other, ms(v[1]),
+                     statistics.median(v[0]) / statistics.median(v[1])))
+        print("daemon: load average at the end %s"
+              % " ".join("%.2f" % x for x in os.getloadavg()))
+    finally:
+        for c in conns:
+            c.close()
+        for d in ds:
+            d.stop()
+        for i, d in enumerate(ds):
+            drain_pool(d, os.path.join(base, str(i)))
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
 def main():
     if os.geteuid() != 0:
         print("bench: daemon: needs root", file=sys.stderr)
         return 1
+    if "--against" in sys.argv[1:]:
+        return against(os.path.abspath(sys.argv[sys.argv.index("--against") + 1]))
     base = tempfile.mkdtemp(prefix="airlock-bench-daemon-", dir=os.environ.get("BENCH_STATE_DIR"))
     ws = tempfile.mkdtemp(prefix="airlock-bench-ws-")
     cold = warm = None

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "latency.h"
 #include "trace.h"
 #include "health-sandbox.h"
 #include "sandbox.h"
@@ -632,10 +633,20 @@ int main(int argc, char **argv)
                 r = audit_open(d.audit_path, &ao, &d.audit, &err);
                 if (r < 0)
                         goto out;
+                /* The batch's periodic sync runs in the log's helper
+                 * process, never on the loop: a slow disk under the log
+                 * would hold every client up for it. Forked here, before
+                 * the daemon has any thread. */
+                r = audit_set_background_sync(d.audit);
+                if (r < 0) {
+                        al_error_set(&err, r, "starting the audit log's sync helper");
+                        goto out;
+                }
         }
 
         signal(SIGPIPE, SIG_IGN);
         raise_nofile();
+        (void)al_sched_prefer_latency(); /* a hint only (latency.h) */
         al_trace_on();
         d.base = event_base_new();
         if (!d.base) {

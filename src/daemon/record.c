@@ -3,8 +3,6 @@
  * supervisors' events in the same log, and the log's health. */
 #include <errno.h>
 #include <event2/event.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,13 +20,21 @@ void record_audit_failed(struct daemon *d, const char *msg)
         snprintf(d->audit_fault, sizeof(d->audit_fault), "%s", msg);
 }
 
+/* The batch's sync, handed to the log's helper process (airlockd.c): the
+ * loop does not wait for the disk. A sync that failed is returned by the
+ * next call, here or in audit_flush(). */
 static void on_audit_flush(evutil_socket_t fd, short what, void *arg)
 {
         struct daemon *d = arg;
-        int r = d->audit ? audit_flush(d->audit) : 0;
+        int r = d->audit ? audit_flush_soon(d->audit) : 0;
         if (r < 0) {
                 _cleanup_free_ char *m = xasprintf("syncing the audit log: %s", strerror(-r));
                 record_audit_failed(d, m);
+        }
+        /* The helper still busy with the syncs asked before: asked again. */
+        if (d->audit && audit_flush_deadline(d->audit)) {
+                struct timeval tv = {.tv_sec = 0, .tv_usec = AUDIT_BATCH_MS * 1000};
+                evtimer_add(d->audit_timer, &tv);
         }
 }
 
@@ -70,18 +76,6 @@ int record_audit_durably(struct daemon *d, const char *sandbox, const char *kind
         return r;
 }
 
-struct flush_job {
-        struct audit *audit;
-        int r;
-};
-
-static void *flush_thread(void *arg)
-{
-        struct flush_job *j = arg;
-        j->r = audit_flush(j->audit);
-        return NULL;
-}
-
 int record_audit_durably_with(struct daemon *d, const char *sandbox, const char *kind,
                               json_t *fields, int (*also)(void *), void *arg, int *ret_also)
 {
@@ -93,26 +87,20 @@ int record_audit_durably_with(struct daemon *d, const char *sandbox, const char 
                 *ret_also = also(arg);
                 return 0;
         }
-        /* The thread does nothing but the fdatasync (and clears the log's
-         * flush deadline): the loop's thread touches no audit state until
-         * it is joined. It takes no signal. */
-        struct flush_job j = {.audit = d->audit};
-        pthread_t t;
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        bool threaded = pthread_create(&t, NULL, flush_thread, &j) == 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        /* The log's helper process (airlockd.c) syncs the line while
+         * `also` runs; audit_flush() then waits for its answer (and syncs
+         * here if it could not take the request). No thread: the daemon
+         * forks. */
+        int early = audit_flush_soon(d->audit);
         *ret_also = also(arg);
-        if (threaded)
-                pthread_join(t, NULL);
-        else
-                j.r = audit_flush(d->audit);
-        if (j.r < 0) {
-                _cleanup_free_ char *m = xasprintf("syncing the audit log: %s", strerror(-j.r));
+        r = audit_flush(d->audit);
+        if (early < 0)
+                r = early;
+        if (r < 0) {
+                _cleanup_free_ char *m = xasprintf("syncing the audit log: %s", strerror(-r));
                 record_audit_failed(d, m);
         }
-        return j.r;
+        return r;
 }
 
 bool record_audit_room(struct daemon *d)

@@ -15,9 +15,9 @@
 int record_audit(struct daemon *d, const char *sandbox, const char *kind, json_t *fields);
 /* As record_audit(), and durable before returning. */
 int record_audit_durably(struct daemon *d, const char *sandbox, const char *kind, json_t *fields);
-/* As record_audit_durably(), with also(arg) run on this thread while the
- * line is synced on another: when `also` syncs another file (a record in
- * the state database), both reach the disk in about the time of one. The
+/* As record_audit_durably(), with also(arg) run while the log's helper
+ * process syncs the line: when `also` syncs another file (a record in the
+ * state database), both reach the disk in about the time of one. The
  * line is written before `also` runs, which must not touch the audit log;
  * `also` is not run when the line cannot be written. Returns the audit's
  * result; *ret_also is also's (0 when not run). */

@@ -133,7 +133,12 @@ int hostws_start(struct event_base *base, const char *ws, hostws_fn done, void *
                  * in a hung file system must not outlive it. */
                 if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
                         _exit(1);
-                close(pfd[0]);
+                /* Nothing of the daemon's but its pipe: a reader stuck in
+                 * a hung file system must not hold the daemon's sockets
+                 * (the audit log's helper waits for its end of one). */
+                if (pfd[1] > 3)
+                        (void)syscall(SYS_close_range, 3, (unsigned)pfd[1] - 1, 0);
+                (void)syscall(SYS_close_range, (unsigned)pfd[1] + 1, ~0U, 0);
                 int fl = fcntl(pfd[1], F_GETFL);
                 if (fl >= 0)
                         (void)fcntl(pfd[1], F_SETFL, fl & ~O_NONBLOCK);

@@ -19,6 +19,7 @@
 #include "gates.h"
 #include "gitguard.h"
 #include "idle.h"
+#include "latency.h"
 #include "mounts.h"
 #include "netgate/netgate.h"
 #include "quota.h"
@@ -112,6 +113,10 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         c.core.caller_home = cfg->caller_home;
         c.snap_fd = -1;
         signal(SIGPIPE, SIG_IGN);
+        /* Its gates and control socket answer promptly beside a sandbox
+         * that keeps the CPU busy; the sandbox keeps the defaults (a hint
+         * only, latency.h). */
+        (void)al_sched_prefer_latency();
 
         time_t now = time(NULL);
         struct tm tm;
