@@ -637,7 +637,7 @@ int main(int argc, char **argv)
                  * process, never on the loop: a slow disk under the log
                  * would hold every client up for it. Forked here, before
                  * the daemon has any thread. */
-                r = audit_set_background_sync(d.audit);
+                r = audit_background_sync_now(d.audit);
                 if (r < 0) {
                         al_error_set(&err, r, "starting the audit log's sync helper");
                         goto out;

@@ -118,14 +118,17 @@ int audit_reserve(struct audit *a, struct al_error *err);
 int audit_flush(struct audit *a);
 /* Batch mode, for an event loop that must not wait on the disk: from now
  * on the syncs batch mode makes by itself (an append past the deadline,
- * audit_flush_soon()) run in a helper process of this writer (forked now,
- * so call it while the caller has one thread; it ends with
- * audit_close()), and the caller goes on at once. audit_flush() and audit_close() still return
+ * audit_flush_soon()) run in a helper process of this writer (forked by
+ * the first sync handed to it, so use the writer while the caller has one
+ * thread; it ends with audit_close()), and the caller goes on at once. audit_flush() and audit_close() still return
  * only once everything written is synced (they wait for the helper). A
  * failed background sync is returned (-errno) by the next
  * audit_flush_soon(), audit_flush() or append. -EINVAL in AUDIT_SYNC_EVENT
  * mode. */
 int audit_set_background_sync(struct audit *a);
+/* The same, with the helper forked now rather than by the first sync: for a
+ * long-lived writer (airlockd) whose descriptors and memory only grow. */
+int audit_background_sync_now(struct audit *a);
 /* What is pending, synced by the helper when there is one (at once, not
  * waiting for it), else as audit_flush(). */
 int audit_flush_soon(struct audit *a);

@@ -120,6 +120,20 @@ int audit_set_background_sync(struct audit *a)
         return 0;
 }
 
+int audit_background_sync_now(struct audit *a)
+{
+        int r = audit_set_background_sync(a);
+        if (r < 0)
+                return r;
+        struct audit_syncer *s = a->syncer;
+        if (s->pid != 0 || s->gone)
+                return 0;
+        r = helper_start(s);
+        if (r < 0)
+                s->gone = true; /* syncs inline: slower, as durable */
+        return r;
+}
+
 /* Take the helper's answers: those ready, or (wait) every one. */
 static void collect(struct audit_syncer *s, bool wait)
 {
