@@ -304,9 +304,27 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
         if (rc->has_minimum)
                 json_object_set_new(applied, "minimumTier",
                                     json_string(policy_tier_name(rc->minimum)));
+        /* The image decides every program the agent runs: the repository
+         * picks among the operator's imported images only when trusted.
+         * Untrusted, a container run with no image of its own is refused,
+         * never given the repository's pick (nor a default). */
         if (rc->image && !t->image && t->tier == POLICY_TIER_CONTAINER) {
+                if (!p->trust_repo_config) {
+                        json_decref(applied);
+                        json_decref(ignored);
+                        return al_error_set_message(
+                            err, EPERM,
+                            "the repository names image \"%s\" (%s: image), and its config is "
+                            "not trusted; name the image yourself (--image NAME, or the policy's "
+                            "\"image\") or trust the repository (--trust-repo-config, or "
+                            "\"trustRepoConfig\": true)",
+                            rc->image, REPO_CONFIG_PATH);
+                }
                 t->image = xstrdup(rc->image);
                 json_object_set_new(applied, "image", json_string(rc->image));
+        } else if (rc->image && !p->trust_repo_config && t->image) {
+                /* The operator's own image wins; say what was asked. */
+                json_object_set_new(ignored, "image", json_string(rc->image));
         }
         if (rc->limits) {
                 /* Validated by the policy's own parser, then only tightened. */
