@@ -72,6 +72,15 @@ json_t *toolgate_record_json(const struct toolgate_record *rec)
         return o;
 }
 
+json_t *toolgate_started_json(const struct toolgate_record *rec)
+{
+        json_t *o = toolgate_record_json(rec);
+        json_object_del(o, "errorCode");
+        json_object_del(o, "durationMs");
+        json_object_del(o, "outputBytes");
+        return o;
+}
+
 struct redactor *toolgate_redactor(const struct toolgate *t)
 {
         return t->secrets ? secrets_redactor(t->secrets) : NULL;

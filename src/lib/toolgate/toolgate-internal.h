@@ -96,6 +96,7 @@ struct toolgate {
         struct secrets *own_secrets;
         struct netgate *netgate;
         void (*recorder)(void *ud, const struct toolgate_record *rec);
+        int (*ahead)(void *ud, const struct toolgate_record *rec); /* NULL: none */
         void *ud;
 
         struct event *listeners[8];

@@ -59,6 +59,9 @@ struct toolgate_record {
 
 /* The audit event's fields for a record (kind "tool.call"). */
 json_t *toolgate_record_json(const struct toolgate_record *rec);
+/* The fields of the record written before the tool starts (kind
+ * "tool.started"): the call, its arguments and the rule; no outcome. */
+json_t *toolgate_started_json(const struct toolgate_record *rec);
 
 /* Asking the operator (tools.onUnlisted "ask"): a call of a tool the host
  * defines but tools.allow does not name is held (its schema checked first)
@@ -86,6 +89,12 @@ struct toolgate_config {
         const char *account;
         struct netgate *netgate; /* for HTTP tools; may be NULL (they then fail: internal) */
         void (*recorder)(void *ud, const struct toolgate_record *rec);
+        /* Called with ud just before an allowed call's tool starts, with
+         * the call's record as far as it is known (kind "tool.started"):
+         * below 0, the record is not on the audit log and the tool is not
+         * run (the call ends audit_failed). NULL: nothing is recorded
+         * ahead. */
+        int (*ahead)(void *ud, const struct toolgate_record *rec);
         void *ud;
         /* Whether the sandbox may call a tool now (the supervisor's live
          * capabilities, caps.h); NULL: the policy's tools.allow. */
