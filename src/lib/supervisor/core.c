@@ -386,9 +386,9 @@ static int on_tool_started(void *ud, const struct toolgate_record *rec)
         return sv_core_record_ahead(c, "tool.started", fields);
 }
 
-static void on_hw(void *ud, const char *kind, json_t *fields)
+static int on_hw(void *ud, const char *kind, json_t *fields)
 {
-        sv_core_record(ud, kind, fields);
+        return sv_core_record(ud, kind, fields);
 }
 
 int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *account,
