@@ -136,6 +136,7 @@ struct tg_call {
         struct tg_call *next_queued;
         struct tg_call *next_running, **prev_running;
         bool started;
+        bool asked; /* decided by the operator, not tools.allow */
         /* Held for the operator: in t->asking. */
         struct tg_call *next_asking, **prev_asking;
         uint64_t ask_token;

@@ -140,6 +140,17 @@ static void call_start(struct tg_call *c)
                 t->running->prev_running = &c->next_running;
         c->prev_running = &t->running;
         t->running = c;
+        /* Allowed when it came, perhaps revoked while it waited its turn:
+         * the live capabilities decide when it would start. */
+        if (!c->asked && t->allowed && !t->allowed(t->allowed_ud, c->tool->def->name)) {
+                char msg[TOOLGATE_TOOL_NAME_MAX * 4 + 128], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
+                snprintf(msg, sizeof(msg),
+                         "tool \"%s\" was revoked while this call waited its turn; it was not "
+                         "run",
+                         toolgate_escape(c->tool->def->name, esc, sizeof(esc)));
+                toolgate_call_finish(c, NULL, "policy_denied", "tools.allow", msg, -1, 0);
+                return;
+        }
         if (record_ahead(c) < 0) {
                 toolgate_call_finish(c, NULL, "audit_failed", "audit",
                                      "the call could not be recorded in the host's audit log, so "
@@ -431,6 +442,7 @@ static void handle_call(struct tg_conn *conn, struct toolgate_request *req, size
         c->clamps = clamps;
         c->start_us = now_monotonic_us();
         toolgate_args_digest(args, c->digest);
+        c->asked = ask;
         if (!ask) {
                 admit(c, len);
                 return;
