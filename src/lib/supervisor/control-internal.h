@@ -42,6 +42,9 @@ struct control;
 struct client;
 struct fetch_ticket;
 
+/* Of a process's attached[] places, those watchers never take. */
+#define CONTROL_HOLDER_SLOTS 2
+
 struct proc {
         struct control *ctl;
         int id;
@@ -75,6 +78,9 @@ struct client {
         struct control *ctl;
         struct bufferevent *bev;
         struct proc *streaming;
+        /* Attached as a watcher ("watch": true): never holds its process
+         * back; let go when it falls behind (another grant reading). */
+        bool watcher;
         struct fetch_ticket *fetch; /* a fetch op in flight (control-fetch.c) */
         bool closing;
 };
