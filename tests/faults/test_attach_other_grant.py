@@ -110,3 +110,35 @@ def test_a_reader_that_stops_reading_does_not_stall_or_kill_the_owners_command(t
         owner.close()
         for r in readers:
             r.close()
+
+
+def test_readers_cannot_take_every_connection_of_the_supervisor(two_grants):
+    """A reader attached to every running process of another grant's
+    sandbox, as often as it may: the owner can still run commands."""
+    d = two_grants
+    c = d.client(d.admin)
+    sb = c.create(sandbox_class="small")["id"]
+    pids = []
+    for _ in range(12):
+        s = _request(d, d.admin, "POST", f"/v1/sandboxes/{sb}/exec",
+                     {"argv": ["sleep", "60"], "background": True})
+        s.settimeout(10)
+        ans = s.recv(4096)
+        s.close()
+        m = re.search(rb'"pid":\s*(\d+)', ans)
+        assert m, ans
+        pids.append(int(m.group(1)))
+    readers = []
+    try:
+        for pid in pids:
+            for _ in range(6):
+                readers.append(_request(d, d.reader, "GET",
+                                        f"/v1/sandboxes/{sb}/processes/{pid}/events"))
+        for r in readers:
+            r.settimeout(10)
+            r.recv(64)  # each answered, one way or the other
+        res = c.run(sb, ["echo", "still mine"])
+        assert res.exit_code == 0, res
+    finally:
+        for r in readers:
+            r.close()

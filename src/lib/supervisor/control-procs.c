@@ -581,7 +581,13 @@ void control_do_attach(struct client *cl, json_t *req)
         if (!p->done && (free_slots == 0 ||
                          (watch && watchers >= ARRAY_SIZE(p->attached) - CONTROL_HOLDER_SLOTS)))
                 return control_send_error(cl, "too_many_attached", "too many clients attached");
-        cl->watcher = watch;
+        if (watch && !cl->watcher) {
+                if (cl->ctl->n_watchers >= CONTROL_MAX_WATCHERS)
+                        return control_send_error(cl, "too_many_attached",
+                                                  "too many clients attached");
+                cl->ctl->n_watchers++;
+        }
+        cl->watcher = cl->watcher || watch;
         uint64_t from = (uint64_t)json_integer_value(jfrom);
         if (from > p->seq + 1)
                 from = p->seq + 1;
