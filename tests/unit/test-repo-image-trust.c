@@ -95,3 +95,38 @@ Test(repo_image, namespace_tier_unaffected, .init = setup, .fini = teardown)
         cr_assert_null(p->image);
         policy_free(p);
 }
+
+/* The name is checked as an image name when the file is read: the
+ * repository's bytes never reach a message (a terminal's escapes). */
+Test(repo_image, bad_name_refused_at_load, .init = setup, .fini = teardown)
+{
+        static const char *const bad[] = {
+            "{\"image\": \"\\u001b]0;owned\\u0007deb\"}",
+            "{\"image\": \"../../x\"}",
+            "{\"image\": \"\"}",
+            "{\"image\": \"deb\\nian\"}",
+        };
+        char p[128];
+        snprintf(p, sizeof(p), "%s/.airlock/isolation.json", ws);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                FILE *f = fopen(p, "w");
+                cr_assert_not_null(f);
+                fputs(bad[i], f);
+                fclose(f);
+                struct repo_config *rc = NULL;
+                struct al_error e = {0};
+                cr_assert_lt(repo_config_load(ws, &rc, &e), 0, "%s was accepted", bad[i]);
+                cr_assert_null(strchr(e.msg, '\x1b'), "%s", e.msg);
+                cr_assert(strstr(e.msg, "image"), "%s", e.msg);
+        }
+        /* An id and a plain name are fine. */
+        FILE *f = fopen(p, "w");
+        cr_assert_not_null(f);
+        fputs("{\"image\": \"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}",
+              f);
+        fclose(f);
+        struct repo_config *rc = NULL;
+        struct al_error e = {0};
+        cr_assert_eq(repo_config_load(ws, &rc, &e), 0, "%s", e.msg);
+        repo_config_free(rc);
+}

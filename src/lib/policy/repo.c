@@ -13,12 +13,24 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "image.h"
 #include "policy-internal.h"
 #include "repo.h"
 
 #define REPO_CONFIG_PATH ".airlock/isolation.json"
 #define REPO_CONFIG_MAX  (64 * 1024)
 #define REPO_LIST_MAX    64
+
+static bool image_id_like(const char *s)
+{
+        size_t n = strlen(s);
+        if (n != 64)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
 
 static int fail(struct al_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(struct al_error *err, const char *fmt, ...)
@@ -110,8 +122,12 @@ static int parse(json_t *doc, struct repo_config *rc, struct al_error *err)
         if (r < 0)
                 return r;
         if ((v = json_object_get(doc, "image"))) {
-                if (!json_is_string(v) || strlen(json_string_value(v)) > 64)
-                        return fail(err, "\"image\" must be an image name");
+                /* A name as `airlock image import --name` takes, or an id:
+                 * nothing else of the repository reaches a message. */
+                if (!json_is_string(v) || (image_name_check(json_string_value(v)) &&
+                                           !image_id_like(json_string_value(v))))
+                        return fail(err, "\"image\" must be an image name (letters, digits, "
+                                         "'.', '_' and '-') or a 64-digit image id");
                 rc->image = xstrdup(json_string_value(v));
         }
         if ((v = json_object_get(doc, "allowedDomains"))) {
