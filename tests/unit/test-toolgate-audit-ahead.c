@@ -120,3 +120,28 @@ Test(toolgate_audit_ahead, unrecorded_call_never_runs)
         json_decref(r);
         cr_assert_eq(stat(marker, &st), 0);
 }
+
+/* Large arguments are written whole once (tool.call); the record ahead
+ * keeps their digest and size. */
+Test(toolgate_audit_ahead, large_args_not_written_twice)
+{
+        static char line[16384];
+        char big[6001];
+        memset(big, 'a', sizeof(big) - 1);
+        big[sizeof(big) - 1] = '\0';
+        snprintf(line, sizeof(line),
+                 Q("\"callId\": \"t\", \"tool\": \"t.touch\", \"args\": {\"p\": \"%s/%s\"}"), T.dir,
+                 big);
+        int fd = tg_connect();
+        json_t *r = tg_call(fd, line);
+        close(fd);
+        json_decref(r);
+        cr_assert_eq(json_array_size(T.ahead), 1);
+        json_t *a = json_array_get(T.ahead, 0);
+        cr_assert(json_is_null(json_object_get(a, "args")));
+        cr_assert(json_is_true(json_object_get(a, "argsTruncated")));
+        cr_assert_gt(json_integer_value(json_object_get(a, "argsBytes")), 6000);
+        json_t *last = last_record();
+        cr_assert_str_eq(str_of(last, "argsDigest"), str_of(a, "argsDigest"));
+        cr_assert(json_is_object(json_object_get(last, "args")), "the call's line lost its args");
+}

@@ -19,10 +19,8 @@
  * audit stops the sandbox: a request's own arguments must not be able to
  * make its record too big, nor a flood of refusals grow the log a megabyte
  * each. argsDigest pins the arguments either way. */
-static void record_args(json_t *o, const struct toolgate_record *rec)
+static void record_args_max(json_t *o, const struct toolgate_record *rec, size_t max)
 {
-        size_t max = rec->decision && STREQ(rec->decision, "allow") ? TOOLGATE_RECORD_ARGS_MAX
-                                                                    : TOOLGATE_RECORD_REFUSED_MAX;
         if (!rec->args) {
                 json_object_set_new(o, "args", json_null());
                 return;
@@ -38,6 +36,14 @@ static void record_args(json_t *o, const struct toolgate_record *rec)
         json_object_set_new(o, "args", json_null());
         json_object_set_new(o, "argsTruncated", json_true());
         json_object_set_new(o, "argsBytes", json_integer((json_int_t)len));
+}
+
+static void record_args(json_t *o, const struct toolgate_record *rec)
+{
+        record_args_max(o, rec,
+                        rec->decision && STREQ(rec->decision, "allow")
+                            ? TOOLGATE_RECORD_ARGS_MAX
+                            : TOOLGATE_RECORD_REFUSED_MAX);
 }
 
 json_t *toolgate_record_json(const struct toolgate_record *rec)
@@ -78,6 +84,12 @@ json_t *toolgate_started_json(const struct toolgate_record *rec)
         json_object_del(o, "errorCode");
         json_object_del(o, "durationMs");
         json_object_del(o, "outputBytes");
+        /* The call's own tool.call line keeps large arguments; this one,
+         * pinned by argsDigest, keeps them up to a refusal's size, so that
+         * a call does not write them twice. */
+        json_object_del(o, "argsTruncated");
+        json_object_del(o, "argsBytes");
+        record_args_max(o, rec, TOOLGATE_RECORD_REFUSED_MAX);
         return o;
 }
 
