@@ -57,3 +57,26 @@ Test(toolgate_revoke_queued, waiting_calls_do_not_run_after_revoke)
         json_decref(b);
         close(fd);
 }
+
+Test(toolgate_revoke_queued, running_call_stopped_by_revoke)
+{
+        int fd = tg_connect();
+        tg_send(fd, Q("\"callId\": \"long\", \"tool\": \"q.sleep\", \"args\": {\"m\": \"8\"}"));
+        for (int i = 0; i < 400 && !T.tg->running; i++) {
+                tg_spin();
+                usleep(5000);
+        }
+        cr_assert_not_null(T.tg->running, "the call did not start");
+        uint64_t t0 = now_monotonic_us();
+        revoked = true;
+        toolgate_recheck(T.tg); /* what the supervisor does after a change */
+        json_t *r = tg_read(fd, 5000);
+        cr_assert_not_null(r);
+        assert_error(r, "policy_denied");
+        cr_assert(strstr(str_of(r, "safeMessage"), "revoked"), "%s", str_of(r, "safeMessage"));
+        cr_assert_lt(now_monotonic_us() - t0, 4000000, "the revoked call ran on");
+        json_t *last = last_record();
+        cr_assert_str_eq(str_of(last, "errorCode"), "policy_denied");
+        json_decref(r);
+        close(fd);
+}

@@ -145,6 +145,11 @@ struct tg_call {
          * and reap; no answer follows). */
         void *runner;
         void (*cancel)(struct tg_call *c);
+        /* Its tool was revoked while it ran: end it now, refused
+         * (policy_denied) with msg; the call may finish later (a command's
+         * tree is killed, then reaped by the loop). NULL: it cannot be. */
+        void (*revoke)(struct tg_call *c, const char *msg);
+        bool revoking;
 };
 
 /* The call ended: answer (when its connection is still open), record, and

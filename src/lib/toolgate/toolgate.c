@@ -171,6 +171,24 @@ static void call_start(struct tg_call *c)
         }
 }
 
+void toolgate_recheck(struct toolgate *t)
+{
+        if (!t->allowed)
+                return;
+        for (struct tg_call *c = t->running, *next; c; c = next) {
+                next = c->next_running;
+                if (c->asked || c->revoking || !c->revoke ||
+                    t->allowed(t->allowed_ud, c->tool->def->name))
+                        continue;
+                char msg[TOOLGATE_TOOL_NAME_MAX * 4 + 128], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
+                snprintf(msg, sizeof(msg),
+                         "tool \"%s\" was revoked while this call ran; it was stopped",
+                         toolgate_escape(c->tool->def->name, esc, sizeof(esc)));
+                c->revoking = true;
+                c->revoke(c, msg); /* may finish c */
+        }
+}
+
 static void start_waiting(struct tg_tool *tool)
 {
         while (tool->queue_head && tool->running < tool->def->concurrency) {

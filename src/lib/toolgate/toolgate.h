@@ -112,6 +112,10 @@ struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_con
                               struct al_error *err);
 /* Serve a listening unix socket (taken over, closed by toolgate_free). */
 int toolgate_add_listener(struct toolgate *t, int fd, struct al_error *err);
+/* The live capabilities changed (config `allowed`): calls of a tool no
+ * longer allowed that run now are stopped and refused (policy_denied);
+ * those that wait were to be checked when they start anyway. */
+void toolgate_recheck(struct toolgate *t);
 /* Stop: close connections, kill every running tool's process tree, reap it.
  * The recorder is still called from here (the killed calls, with rule
  * "shutdown", and the refusals counted in the last window): keep the audit
