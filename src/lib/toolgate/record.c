@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "policy.h"
 #include "secrets.h"
 #include "toolgate-internal.h"
 #include "util.h"
@@ -181,6 +182,30 @@ void toolgate_record(struct toolgate *t, struct toolgate_record *rec, const json
         }
         t->recorder(t->ud, rec);
         json_decref(red);
+}
+
+/* The call's record, before its tool acts on the host: a call whose
+ * record cannot be written (the audit disk full) is never run. */
+int toolgate_record_ahead(struct tg_call *c)
+{
+        struct toolgate *t = c->t;
+        if (!t->ahead)
+                return 0;
+        struct toolgate_record rec = {
+            .sandbox = t->sandbox,
+            .call_id = c->call_id,
+            .tool = c->tool->def->name,
+            .args_digest = c->digest,
+            .decision = "allow",
+            .rule = "tools.allow",
+            .clamps = c->clamps,
+            .exit_status = -1,
+        };
+        json_t *red = c->args ? toolgate_redact_json(toolgate_redactor(t), c->args) : NULL;
+        rec.args = red;
+        int r = t->ahead(t->ud, &rec);
+        json_decref(red);
+        return r;
 }
 
 /* Refusals: the first TOOLGATE_REFUSAL_SINGLES of a kind (tool, errorCode,

@@ -174,6 +174,9 @@ void toolgate_cmd_start(struct tg_call *c);
 /* runner-http.c: an HTTP tool's request through the network gate's route. */
 void toolgate_http_start(struct tg_call *c);
 
+/* record.c: the call's tool.started record, before its tool acts on the
+ * host (config `ahead`); below 0: not written, the tool must not run. */
+int toolgate_record_ahead(struct tg_call *c);
 /* record.c: one record (args redacted and digested) to the recorder. */
 void toolgate_record(struct toolgate *t, struct toolgate_record *rec, const json_t *args);
 /* sha256 hex of the canonical args. */

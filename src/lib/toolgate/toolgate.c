@@ -106,30 +106,6 @@ static void call_free(struct tg_call *c)
         free(c);
 }
 
-/* The call's record, before its tool acts on the host: a call whose
- * record cannot be written (the audit disk full) is never run. */
-static int record_ahead(struct tg_call *c)
-{
-        struct toolgate *t = c->t;
-        if (!t->ahead)
-                return 0;
-        struct toolgate_record rec = {
-            .sandbox = t->sandbox,
-            .call_id = c->call_id,
-            .tool = c->tool->def->name,
-            .args_digest = c->digest,
-            .decision = "allow",
-            .rule = "tools.allow",
-            .clamps = c->clamps,
-            .exit_status = -1,
-        };
-        json_t *red = c->args ? toolgate_redact_json(toolgate_redactor(t), c->args) : NULL;
-        rec.args = red;
-        int r = t->ahead(t->ud, &rec);
-        json_decref(red);
-        return r;
-}
-
 static void call_start(struct tg_call *c)
 {
         struct toolgate *t = c->t;
@@ -151,7 +127,7 @@ static void call_start(struct tg_call *c)
                 toolgate_call_finish(c, NULL, "policy_denied", "tools.allow", msg, -1, 0);
                 return;
         }
-        if (record_ahead(c) < 0) {
+        if (toolgate_record_ahead(c) < 0) {
                 toolgate_call_finish(c, NULL, "audit_failed", "audit",
                                      "the call could not be recorded in the host's audit log, so "
                                      "the tool was not run",
