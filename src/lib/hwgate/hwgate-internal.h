@@ -12,13 +12,13 @@
 
 #include "error.h"
 
-#define HWGATE_LINE_MAX (64u << 10) /* one line from the driver */
-#ifndef HWGATE_OUT_MAX              /* a test builds the gate with a smaller queue */
+#define HWGATE_LINE_MAX        (64u << 10)  /* one line from the driver */
+#ifndef HWGATE_OUT_MAX /* a test builds the gate with a smaller queue */
 #define HWGATE_OUT_MAX (256u << 10) /* bytes waiting for the driver */
 #endif
-#define HWGATE_TICK_MS         20   /* the ramp's and the deadman's period */
-#define HWGATE_REPLY_MS        2000 /* a driver's answer to read or list */
-#define HWGATE_PENDING_MAX     64   /* reads and lists waiting for the driver */
+#define HWGATE_TICK_MS         20           /* the ramp's and the deadman's period */
+#define HWGATE_REPLY_MS        2000         /* a driver's answer to read or list */
+#define HWGATE_PENDING_MAX     64           /* reads and lists waiting for the driver */
 #define HWGATE_ACTUATORS_MAX   64
 #define HWGATE_REFUSAL_SINGLES 8 /* rate refusals recorded one by one per second */
 
