@@ -124,6 +124,13 @@ static int decide(const char *run_dir, const char *verb, const char *aid, bool r
                         aid);
                 return 3;
         }
+        if (r == -EIO) {
+                fprintf(stderr,
+                        "airlock approvals: %s: the decision could not be recorded in the audit "
+                        "log (is its disk full?), so it took no effect: the request was refused\n",
+                        aid);
+                return 1;
+        }
         if (r < 0) {
                 fprintf(stderr, "airlock approvals: sandbox %s: %s\n", sb,
                         r == -ENOENT ? "not running" : strerror(-r));

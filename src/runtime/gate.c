@@ -41,6 +41,16 @@ static void on_tool_call(void *ud, const struct toolgate_record *rec)
         (void)rt_audit_fields(ud, "tool.call", f);
 }
 
+/* Before a host tool runs: its record on the log first, or no run. */
+static int on_tool_started(void *ud, const struct toolgate_record *rec)
+{
+        json_t *f = toolgate_started_json(rec);
+        if (!f)
+                return -ENOMEM;
+        json_object_del(f, "sandbox");
+        return rt_audit_fields(ud, "tool.started", f);
+}
+
 /* In the gates' process: the network gate and its routes, transparent
  * mode, then the tool gateway (whose HTTP tools use the network gate). */
 static int serve(struct event_base *base, const struct rt_gate_config *c, struct spawn_result *sp,
@@ -62,6 +72,7 @@ static int serve(struct event_base *base, const struct rt_gate_config *c, struct
             .secrets = c->secrets,
             .netgate = g,
             .recorder = on_tool_call,
+            .ahead = on_tool_started,
             .ud = c->audit,
         };
         struct toolgate *t = toolgate_new(base, &tc, e);

@@ -50,6 +50,7 @@ static const char usage_text[] =
     "  7    tool_failed: the tool failed or printed too much\n"
     "  8    run_mismatch: AIRLOCK_RUN_ID is not this sandbox's\n"
     "  9    internal: the gateway failed\n"
+    "  10   audit_failed: the host could not record the call; it was not run\n"
     "\n"
     "Environment:\n"
     "  AIRLOCK_TOOL_SOCKET  the gateway's socket (/run/airlock/tool.sock)\n"
@@ -65,7 +66,7 @@ int tool_exit_code(const char *code)
             {"policy_denied", TOOL_EXIT_POLICY_DENIED}, {"bad_args", TOOL_EXIT_BAD_ARGS},
             {"rate_limited", TOOL_EXIT_RATE_LIMITED},   {"timeout", TOOL_EXIT_TIMEOUT},
             {"tool_failed", TOOL_EXIT_TOOL_FAILED},     {"run_mismatch", TOOL_EXIT_RUN_MISMATCH},
-            {"internal", TOOL_EXIT_INTERNAL},
+            {"internal", TOOL_EXIT_INTERNAL},           {"audit_failed", TOOL_EXIT_AUDIT_FAILED},
         };
         for (size_t i = 0; code && i < sizeof(codes) / sizeof(codes[0]); i++)
                 if (strcmp(code, codes[i].name) == 0)

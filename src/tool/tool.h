@@ -26,6 +26,7 @@ enum {
         TOOL_EXIT_TOOL_FAILED = 7,
         TOOL_EXIT_RUN_MISMATCH = 8,
         TOOL_EXIT_INTERNAL = 9,
+        TOOL_EXIT_AUDIT_FAILED = 10, /* the call could not be recorded; not run */
 };
 
 /* A response line may carry a tool's whole output (outputMax) as JSON. */

@@ -216,7 +216,7 @@ def test_sandbox_bytes_cannot_add_or_change_audit_lines(airlock):
     assert kinds[0] == "sandbox.created" and kinds[-1] == "sandbox.destroyed", kinds
     assert kinds.count("sandbox.destroyed") == 1, kinds
     assert set(kinds) <= {"sandbox.created", "process.started", "process.ended",
-                          "sandbox.destroyed", "tool.call"}, kinds
+                          "sandbox.destroyed", "tool.started", "tool.call"}, kinds
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert len({e["sandbox"] for e in events}) == 1
     assert kinds.count("tool.call") >= 3, kinds

@@ -33,10 +33,11 @@ static void done(void *ud, bool allow, const char *reason)
 }
 
 static json_t *records;
-static void rec(void *ud, const char *kind, json_t *fields)
+static int rec(void *ud, const char *kind, json_t *fields)
 {
         json_object_set_new(fields, "kind", json_string(kind));
         json_array_append_new(records, fields);
+        return 0;
 }
 
 static struct approvals *mk(void)

@@ -36,7 +36,7 @@ static void on_done(void *ud, json_t *value, const char *code, const char *messa
 static char records[64 * 1024];
 static size_t records_len;
 
-static void on_record(void *ud, const char *kind, json_t *fields)
+static int on_record(void *ud, const char *kind, json_t *fields)
 {
         (void)ud;
         char *s = json_dumps(fields, JSON_COMPACT);
@@ -46,6 +46,7 @@ static void on_record(void *ud, const char *kind, json_t *fields)
                 records_len += (size_t)n;
         free(s);
         json_decref(fields);
+        return 0;
 }
 
 static void set(struct hwgate *g, double v, struct answer *a)

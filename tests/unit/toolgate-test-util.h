@@ -36,6 +36,7 @@ struct tg_test {
         char sock[100];
         char script[128];
         json_t *records;
+        json_t *ahead; /* the records written before a tool ran */
 };
 
 static struct tg_test T;
@@ -43,6 +44,12 @@ static struct tg_test T;
 static void tg_recorder(void *ud, const struct toolgate_record *rec)
 {
         json_array_append_new(T.records, toolgate_record_json(rec));
+}
+
+static int tg_ahead(void *ud, const struct toolgate_record *rec)
+{
+        json_array_append_new(T.ahead, toolgate_started_json(rec));
+        return 0;
 }
 
 /* The helper tool every command test runs (python3, a script file: never a
@@ -91,6 +98,7 @@ static void tg_start(const char *json)
             .run_id = RUN_ID,
             .secrets = T.secrets,
             .recorder = tg_recorder,
+            .ahead = tg_ahead,
         };
         T.tg = toolgate_new(T.base, &cfg, &e);
         cr_assert_not_null(T.tg, "%s", e.msg);
@@ -109,6 +117,7 @@ static void tg_setup(const char *tools_json)
 {
         memset(&T, 0, sizeof(T));
         T.records = json_array();
+        T.ahead = json_array();
         snprintf(T.dir, sizeof(T.dir), "/tmp/tg-test-XXXXXX");
         cr_assert_not_null(mkdtemp(T.dir));
         chmod(T.dir, 0755);
@@ -143,6 +152,7 @@ static void tg_teardown(void)
         secrets_free(T.secrets);
         policy_free(T.policy);
         json_decref(T.records);
+        json_decref(T.ahead);
         unlink(T.sock);
         unlink(T.script);
         rmdir(T.dir);

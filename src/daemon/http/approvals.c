@@ -150,6 +150,11 @@ static void deciding_done(struct ctl_call *c, int error, void *ud)
         else if (e && (STREQ(e, CONTROL_ERR_UNKNOWN_APPROVAL) || STREQ(e, CONTROL_ERR_BAD_REQUEST)))
                 reply_error(d, dc->req, 404, "not_found",
                             "no approval %s is pending (decided, expired or unknown)", dc->name);
+        else if (e && STREQ(e, CONTROL_ERR_AUDIT_FAILED))
+                reply_error(d, dc->req, 503, "audit_failed",
+                            "approval %s: the decision could not be recorded in the audit log, so "
+                            "it took no effect (the request was refused)",
+                            dc->name);
         else if (e || !json_is_object(o))
                 reply_error(d, dc->req, 502, "supervisor_failed",
                             "asking sandbox %s's supervisor: %s", dc->id, strerror(EPROTO));

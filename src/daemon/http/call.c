@@ -65,7 +65,7 @@ static int control_http_status(const char *code)
                 return 400;
         if (STREQ(code, "unknown_process"))
                 return 404;
-        if (STREQ(code, "too_many_processes"))
+        if (STREQ(code, "too_many_processes") || STREQ(code, "too_many_attached"))
                 return 429;
         if (STREQ(code, "audit_failed"))
                 return 503;

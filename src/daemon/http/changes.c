@@ -295,6 +295,22 @@ static void changes_diff(struct daemon *d, struct evhttp_request *req, const str
         if (!check_reviewable(d, req, &t))
                 goto out;
         struct job_ctx *c = job_ctx_new(d, req, id, g, "diff");
+        /* Another grant's diff is a read: it shows what was last copied,
+         * and never starts a copy (host disk work it could repeat at will,
+         * during which the maker's own diff would be refused). */
+        bool makers = t.live && t.live->grant && STREQ(t.live->grant, g->name);
+        if (t.running && !makers) {
+                if (!exists(dir)) {
+                        job_ctx_free(c);
+                        reply_error(d, req, 409, "not_copied",
+                                    "sandbox %s's changes have not been copied yet: they are "
+                                    "copied by its maker's diff, and when it ends",
+                                    id);
+                        goto out;
+                }
+                run_diff(c);
+                goto out;
+        }
         if (t.running) {
                 /* The changes as they are now: the supervisor copies them
                  * over what an earlier diff copied. */

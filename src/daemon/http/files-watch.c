@@ -25,6 +25,7 @@
 #include "util.h"
 
 #define WATCHES_MAX       64
+#define WATCHES_GRANT_MAX 16 /* of those, one grant's: no grant takes them all */
 #define STREAM_HIGH       (1u << 20)
 #define STALL_S           60
 #define WATCH_TIMEOUT_DEF 3600
@@ -39,8 +40,20 @@ struct watch_stream {
         struct event *ev;
         struct event *timer;
         struct grant_watch *grant; /* a revoked grant's watch ends */
+        char grant_name[GRANT_NAME_MAX + 1];
+        struct watch_stream *next, **prev; /* in `streams` */
         bool paused;
 };
+
+static struct watch_stream *streams;
+
+static unsigned grant_watches(const char *name)
+{
+        unsigned n = 0;
+        for (const struct watch_stream *s = streams; s; s = s->next)
+                n += STREQ(s->grant_name, name);
+        return n;
+}
 
 static void watch_free(struct watch_stream *s)
 {
@@ -52,6 +65,9 @@ static void watch_free(struct watch_stream *s)
                 event_free(s->timer);
         s->grant = grant_watch_free(s->grant);
         files_watch_free(s->w);
+        *s->prev = s->next;
+        if (s->next)
+                s->next->prev = s->prev;
         free(s);
         watches_active--;
 }
@@ -180,6 +196,12 @@ void route_files_watch(struct daemon *d, struct evhttp_request *req, const struc
                             "at most %d watches at once; end one first", WATCHES_MAX);
                 return;
         }
+        if (grant_watches(a->grant->name) >= WATCHES_GRANT_MAX) {
+                reply_error(d, req, 429, "too_many_watches",
+                            "grant \"%s\" has its %d watches at once; end one first",
+                            a->grant->name, WATCHES_GRANT_MAX);
+                return;
+        }
         _cleanup_close_ int root = -1;
         if (files_open_root(sb->workspace, &root, &err) < 0) {
                 reply_error(d, req, 500, "internal", "%s", err.msg);
@@ -219,6 +241,12 @@ void route_files_watch(struct daemon *d, struct evhttp_request *req, const struc
         sandbox_touch(sb);
         struct watch_stream *s = xcalloc(1, sizeof(*s));
         watches_active++;
+        snprintf(s->grant_name, sizeof(s->grant_name), "%s", a->grant->name);
+        s->next = streams;
+        if (streams)
+                streams->prev = &s->next;
+        s->prev = &streams;
+        streams = s;
         s->req = req;
         s->w = w;
         s->conn = evhttp_request_get_connection(req);

@@ -53,6 +53,9 @@ static void handle_events(struct daemon *d, struct evhttp_request *req, const st
         if (!sb)
                 return;
         json_t *ctl = json_pack("{s:s, s:I}", "op", "attach", "pid", (json_int_t)pid);
+        /* Another grant reads; it never holds the command back. */
+        if (!sb->grant || !STREQ(sb->grant, g->name))
+                json_object_set_new(ctl, "watch", json_true());
         if (from > 0)
                 json_object_set_new(ctl, "from", json_integer((json_int_t)from));
         struct call_ctx *c = xcalloc(1, sizeof(*c));

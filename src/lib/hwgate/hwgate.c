@@ -55,7 +55,7 @@ struct hwgate {
         uint64_t window_ms; /* the rate refusals' window */
         unsigned singles;
         uint64_t counted;
-        void (*recorder)(void *ud, const char *kind, json_t *fields);
+        int (*recorder)(void *ud, const char *kind, json_t *fields);
         void *rud;
 };
 
@@ -68,23 +68,23 @@ static uint64_t now_ms(void)
         return now_monotonic_us() / 1000;
 }
 
-static void record(struct hwgate *g, json_t *fields)
+static int record(struct hwgate *g, json_t *fields)
 {
         if (g->recorder && fields)
-                g->recorder(g->rud, "hw.command", fields);
-        else
-                json_decref(fields);
+                return g->recorder(g->rud, "hw.command", fields);
+        json_decref(fields);
+        return 0;
 }
 
 /* One hw.command: op, name, requested (the value as given, any JSON),
  * actual (what the device was told to go to), decision, rule, reason. */
-static void record_cmd(struct hwgate *g, const char *op, const char *name, const json_t *requested,
-                       const double *actual, const char *decision, const char *rule,
-                       const char *reason)
+static int record_cmd(struct hwgate *g, const char *op, const char *name, const json_t *requested,
+                      const double *actual, const char *decision, const char *rule,
+                      const char *reason)
 {
         json_t *f = json_pack("{s:s, s:s, s:s}", "op", op, "decision", decision, "rule", rule);
         if (!f)
-                return;
+                return -ENOMEM;
         if (name)
                 json_object_set_new(f, "name", json_string(name));
         if (requested) {
@@ -102,7 +102,7 @@ static void record_cmd(struct hwgate *g, const char *op, const char *name, const
                 json_object_set_new(f, "actual", json_real(*actual));
         if (reason)
                 json_object_set_new(f, "reason", json_string(reason));
-        record(g, f);
+        return record(g, f);
 }
 
 /* Rate refusals of a flood: the first few a second one by one, the rest
@@ -484,6 +484,18 @@ static void do_set(struct hwgate *g, const json_t *args, hwgate_done_fn done, vo
         bool clamped;
         double actual = hwgate_clamp(v, a->max_speed, &clamped);
         bool ramp = a->max_accel > 0 && actual != a->current;
+        /* On the log before the device is told: a set that cannot be
+         * recorded (the audit disk full) moves nothing. */
+        char reason[160];
+        snprintf(reason, sizeof(reason), "%s%s%s", clamped ? "clamped to maxSpeed" : "",
+                 clamped && ramp ? "; " : "", ramp ? "ramped at maxAcceleration" : "");
+        if (record_cmd(g, "set", name, jval, &actual, "allow", "actuators.allow",
+                       reason[0] ? reason : NULL) < 0) {
+                done(ud, NULL, "audit_failed",
+                     "the set could not be recorded in the host's audit log, so the device was "
+                     "not told");
+                return;
+        }
         if (ramp && a->target == a->current)
                 a->ramp_ms = now; /* a ramp starts now */
         a->target = actual;
@@ -494,11 +506,6 @@ static void do_set(struct hwgate *g, const json_t *args, hwgate_done_fn done, vo
                 done(ud, NULL, "tool_failed", HWGATE_STALLED);
                 return;
         }
-        char reason[160];
-        snprintf(reason, sizeof(reason), "%s%s%s", clamped ? "clamped to maxSpeed" : "",
-                 clamped && ramp ? "; " : "", ramp ? "ramped at maxAcceleration" : "");
-        record_cmd(g, "set", name, jval, &actual, "allow", "actuators.allow",
-                   reason[0] ? reason : NULL);
         json_t *ans = json_pack("{s:s, s:f, s:f, s:b, s:b}", "name", name, "requested", v, "actual",
                                 actual, "clamped", clamped, "ramping", ramp);
         done(ud, ans, NULL, NULL);

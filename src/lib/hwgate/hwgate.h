@@ -32,8 +32,10 @@ struct hwgate_config {
         /* Where the agent writes on the host (the workspace, read-write
          * mounts): a driver command or its files there are refused. */
         const struct policy *policy;
-        /* One hw.command (or hw.driver) record; fields are taken over. */
-        void (*recorder)(void *ud, const char *kind, json_t *fields);
+        /* One hw.command (or hw.driver) record; fields are taken over.
+         * Below 0: it is not on the audit log, and an allowed set it
+         * records is then not sent to the device (audit_failed). */
+        int (*recorder)(void *ud, const char *kind, json_t *fields);
         void *ud;
 };
 

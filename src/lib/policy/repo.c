@@ -13,12 +13,24 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "image.h"
 #include "policy-internal.h"
 #include "repo.h"
 
 #define REPO_CONFIG_PATH ".airlock/isolation.json"
 #define REPO_CONFIG_MAX  (64 * 1024)
 #define REPO_LIST_MAX    64
+
+static bool image_id_like(const char *s)
+{
+        size_t n = strlen(s);
+        if (n != 64)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
 
 static int fail(struct al_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(struct al_error *err, const char *fmt, ...)
@@ -110,8 +122,12 @@ static int parse(json_t *doc, struct repo_config *rc, struct al_error *err)
         if (r < 0)
                 return r;
         if ((v = json_object_get(doc, "image"))) {
-                if (!json_is_string(v) || strlen(json_string_value(v)) > 64)
-                        return fail(err, "\"image\" must be an image name");
+                /* A name as `airlock image import --name` takes, or an id:
+                 * nothing else of the repository reaches a message. */
+                if (!json_is_string(v) || (image_name_check(json_string_value(v)) &&
+                                           !image_id_like(json_string_value(v))))
+                        return fail(err, "\"image\" must be an image name (letters, digits, "
+                                         "'.', '_' and '-') or a 64-digit image id");
                 rc->image = xstrdup(json_string_value(v));
         }
         if ((v = json_object_get(doc, "allowedDomains"))) {
@@ -304,9 +320,27 @@ int repo_config_apply(const struct repo_config *rc, struct policy *p, const char
         if (rc->has_minimum)
                 json_object_set_new(applied, "minimumTier",
                                     json_string(policy_tier_name(rc->minimum)));
+        /* The image decides every program the agent runs: the repository
+         * picks among the operator's imported images only when trusted.
+         * Untrusted, a container run with no image of its own is refused,
+         * never given the repository's pick (nor a default). */
         if (rc->image && !t->image && t->tier == POLICY_TIER_CONTAINER) {
+                if (!p->trust_repo_config) {
+                        json_decref(applied);
+                        json_decref(ignored);
+                        return al_error_set_message(
+                            err, EPERM,
+                            "the repository names image \"%s\" (%s: image), and its config is "
+                            "not trusted; name the image yourself (--image NAME, or the policy's "
+                            "\"image\") or trust the repository (--trust-repo-config, or "
+                            "\"trustRepoConfig\": true)",
+                            rc->image, REPO_CONFIG_PATH);
+                }
                 t->image = xstrdup(rc->image);
                 json_object_set_new(applied, "image", json_string(rc->image));
+        } else if (rc->image && !p->trust_repo_config && t->image) {
+                /* The operator's own image wins; say what was asked. */
+                json_object_set_new(ignored, "image", json_string(rc->image));
         }
         if (rc->limits) {
                 /* Validated by the policy's own parser, then only tightened. */

@@ -395,11 +395,24 @@ static void mark_failed(struct review *rv, const char *why)
         review_write_json_at(rv->dir_fd, META_FILE, rv->meta);
 }
 
+#define CAPTURE_LOCK_WAIT_MS 10000
+#define CAPTURE_LOCK_STEP_MS 20
+
 static int capture(int upper_fd, const char *state_dir, bool replace, uint64_t max_bytes,
                    struct review_summary *ret, struct al_error *err)
 {
         _cleanup_(review_done) struct review rv;
-        int r = review_open(state_dir, true, &rv, err);
+        /* A reader holds the state's lock while its diff runs (any grant
+         * may diff): the copy waits for it, a bounded time, instead of
+         * failing. */
+        int r;
+        for (unsigned waited_ms = 0;; waited_ms += CAPTURE_LOCK_STEP_MS) {
+                r = review_open(state_dir, true, &rv, err);
+                if (r != -EBUSY || waited_ms >= CAPTURE_LOCK_WAIT_MS)
+                        break;
+                review_done(&rv);
+                usleep(CAPTURE_LOCK_STEP_MS * 1000);
+        }
         if (r < 0)
                 return r;
         /* A snapshot of a running sandbox that failed may be taken again. */

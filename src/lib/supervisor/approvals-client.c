@@ -119,6 +119,7 @@ int sv_approvals_decide(const char *run_dir, const char *aid, const char *decisi
         if (e) {
                 r = STREQ(e, CONTROL_ERR_UNKNOWN_APPROVAL) ? -ESRCH
                     : STREQ(e, CONTROL_ERR_BAD_REQUEST)    ? -EINVAL
+                    : STREQ(e, CONTROL_ERR_AUDIT_FAILED)   ? -EIO
                                                            : -EPROTO;
                 json_decref(ans);
                 return r;

@@ -114,14 +114,14 @@ static json_t *pending_json(const struct approvals *a, const struct pending *p)
         return o;
 }
 
-static void record(struct approvals *a, const char *kind, json_t *fields)
+static int record(struct approvals *a, const char *kind, json_t *fields)
 {
         /* The audit line says whose it is itself. */
         json_object_del(fields, "sandbox");
         if (a->record)
-                a->record(a->ud, kind, fields);
-        else
-                json_decref(fields);
+                return a->record(a->ud, kind, fields);
+        json_decref(fields);
+        return 0;
 }
 
 static char *memory_key(enum approval_kind kind, const char *host, uint16_t port, const char *tool)
@@ -214,9 +214,10 @@ static struct pending *find_n(struct approvals *a, uint64_t n)
 }
 
 /* Take the ask out of the table (so that its callback may ask or cancel
- * again), record its end, then call it. */
-static void finish(struct approvals *a, struct pending *p, const char *decision, const char *by,
-                   bool allow, const char *reason, json_t **ret)
+ * again), record its end, then call it. An allow that cannot be recorded
+ * lets nothing through: the ask ends denied ("audit_failed") and -EIO. */
+static int finish(struct approvals *a, struct pending *p, const char *decision, const char *by,
+                  bool allow, const char *reason, json_t **ret)
 {
         json_t *o = pending_json(a, p);
         approval_done_fn done = p->done;
@@ -232,13 +233,20 @@ static void finish(struct approvals *a, struct pending *p, const char *decision,
         json_object_set_new(o, "decidedBy", json_string(by));
         if (!allow)
                 json_object_set_new(f, "reason", json_string(reason));
-        record(a, "approval.decided", f);
+        int r = record(a, "approval.decided", f);
+        if (r < 0) {
+                allow = false;
+                reason = "audit_failed";
+                json_decref(o);
+                o = NULL;
+        }
         if (ret)
                 *ret = o;
         else
                 json_decref(o);
         if (done)
                 done(ud, allow, reason);
+        return r < 0 ? -EIO : 0;
 }
 
 void approvals_cancel(struct approvals *a, uint64_t id)
@@ -312,10 +320,10 @@ int approvals_decide(struct approvals *a, const char *id, enum approval_decision
         enum approval_kind kind = p->kind;
         char *key = memory_key(kind, p->host, p->port, p->tool);
         const char *name = approvals_decision_name(d);
-        finish(a, p, name, by, allow, "ask_denied", ret);
-        if (!sticky) {
+        int r = finish(a, p, name, by, allow, "ask_denied", ret);
+        if (r < 0 || !sticky) {
                 free(key);
-                return 0;
+                return r;
         }
         remember(a, kind, xstrdup(key), allow);
         /* What the memory now covers waits no longer. */

@@ -46,7 +46,9 @@ typedef void (*approval_done_fn)(void *ud, bool allow, const char *reason);
  * "approval.requested" {"id", "request": the approval as listed, without
  * "sandbox"}; "approval.decided" {"id", "decision", "by", "request",
  * "reason" when denied}. */
-typedef void (*approvals_record_fn)(void *ud, const char *kind, json_t *fields);
+/* Below 0: the line is not on the log; a decision that is not recorded
+ * takes no effect (the ask ends denied, "audit_failed"). */
+typedef int (*approvals_record_fn)(void *ud, const char *kind, json_t *fields);
 
 struct approvals;
 
@@ -81,8 +83,10 @@ void approvals_cancel(struct approvals *a, uint64_t id);
  * Calls its `done`. Remembers allow-sandbox and deny-sandbox (the oldest
  * remembered is forgotten past APPROVALS_REMEMBERED_MAX). *ret (may be
  * NULL) gets the approval as listed, with "decision" and "decidedBy".
- * -ENOENT: no such ask pending; -EINVAL: TIMEOUT is not a decision. Every
- * other ask the new memory covers is decided with it. */
+ * -ENOENT: no such ask pending; -EINVAL: TIMEOUT is not a decision; -EIO:
+ * the decision could not be recorded, so the ask ended denied
+ * ("audit_failed") and nothing was remembered. Every other ask the new
+ * memory covers is decided with it. */
 int approvals_decide(struct approvals *a, const char *id, enum approval_decision d, const char *by,
                      json_t **ret);
 

@@ -36,12 +36,12 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         rearm(c);
 }
 
-static void on_record(void *ud, const char *kind, json_t *fields)
+static int on_record(void *ud, const char *kind, json_t *fields)
 {
         struct sv_core *c = ud;
         if (c->on_ask && STREQ(kind, "approval.requested"))
                 c->on_ask(c->on_ask_ud, fields);
-        sv_core_record(c, kind, fields);
+        return sv_core_record(c, kind, fields);
 }
 
 void sv_core_asks_begin(struct sv_core *c)

@@ -414,7 +414,8 @@ static void on_answer(evutil_socket_t fd, short what, void *arg)
         json_t *o = NULL;
         int r = id ? sv_core_approvals_decide(a->core, id, decision, "terminal", &o) : -ENOENT;
         json_decref(o);
-        say(a, r < 0 ? "\r\n[airlock] too late: it was denied (timeout)\r\n"
+        say(a, r == -EIO ? "\r\n[airlock] not recorded (audit log): it was denied\r\n"
+               : r < 0   ? "\r\n[airlock] too late: it was denied (timeout)\r\n"
                : (STREQ(decision, "allow-once") || STREQ(decision, "allow-sandbox"))
                    ? "\r\n[airlock] allowed\r\n"
                    : "\r\n[airlock] denied\r\n");

@@ -10,6 +10,7 @@
 #include "env.h"
 #include "mounts.h"
 #include "netgate/netgate.h"
+#include "toolgate.h"
 #include "util.h"
 
 /* A change of a running sandbox's capabilities made real (caps.h,
@@ -258,6 +259,10 @@ json_t *sv_core_caps_request(struct sv_core *c, const json_t *req, const char *b
         sv_core_commit(c);
         caps_free(c->caps);
         c->caps = TAKE_PTR(next);
+        /* A tool revoked: its calls running now stop (the waiting ones are
+         * checked when they would start). */
+        if (c->tools)
+                toolgate_recheck(c->tools);
         ret = failed[0] ? refuse("internal", failed) : answer(c->caps);
 out:
         for (size_t i = 0; i < ch.n; i++)

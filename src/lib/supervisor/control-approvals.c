@@ -52,6 +52,12 @@ void control_do_approve(struct client *cl, json_t *req)
                                    "deny-sandbox");
                 return;
         }
+        if (r == -EIO) {
+                control_send_error(cl, CONTROL_ERR_AUDIT_FAILED,
+                                   "the decision could not be recorded in the audit log, so it "
+                                   "took no effect: the request was refused");
+                return;
+        }
         if (r < 0) {
                 control_send_error(cl, CONTROL_ERR_UNKNOWN_APPROVAL,
                                    "no such approval is pending (decided, expired or unknown)");

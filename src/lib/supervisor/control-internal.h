@@ -25,6 +25,9 @@
 enum {
         CONTROL_MAX_PROCS = 128,
         CONTROL_MAX_CLIENTS = 64,
+        /* Of those, watchers (other grants reading): the rest stay for
+         * the sandbox's own clients. */
+        CONTROL_MAX_WATCHERS = 16,
         /* Each process's last events, for attach and for a client that
          * reconnects (from a sequence number): at most this much per
          * process, and this much for all processes of the sandbox, the
@@ -41,6 +44,9 @@ enum {
 struct control;
 struct client;
 struct fetch_ticket;
+
+/* Of a process's attached[] places, those watchers never take. */
+#define CONTROL_HOLDER_SLOTS 2
 
 struct proc {
         struct control *ctl;
@@ -61,8 +67,8 @@ struct proc {
         bool paused;  /* a client's queue is full: the pipes are not read */
         bool discard; /* abandoned: what is still in the pipes is dropped */
         bool started, exited, failed, background;
-        bool pty; /* a terminal: out_fd[0] is its master (from "started" on),
-                   * in_fd a copy of it */
+        bool pty;  /* a terminal: out_fd[0] is its master (from "started" on),
+                    * in_fd a copy of it */
         bool done; /* its exit event has gone out */
         const char *error_code;
         int exit_code, signal;
@@ -75,6 +81,9 @@ struct client {
         struct control *ctl;
         struct bufferevent *bev;
         struct proc *streaming;
+        /* Attached as a watcher ("watch": true): never holds its process
+         * back; let go when it falls behind (another grant reading). */
+        bool watcher;
         struct fetch_ticket *fetch; /* a fetch op in flight (control-fetch.c) */
         bool closing;
 };
@@ -91,6 +100,7 @@ struct control {
         uint64_t kept_total; /* bytes kept by all processes */
         int next_id;
         int n_clients;
+        int n_watchers;
         char dir[4096], sock_path[4200];
         char started_at[64];
         bool destroying;

@@ -43,7 +43,7 @@ static void proc_pause(struct proc *p)
 static bool proc_queue_full(struct proc *p, size_t max)
 {
         for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++)
-                if (p->attached[i] && p->attached[i]->bev &&
+                if (p->attached[i] && !p->attached[i]->watcher && p->attached[i]->bev &&
                     evbuffer_get_length(bufferevent_get_output(p->attached[i]->bev)) > max)
                         return true;
         return false;
@@ -140,17 +140,15 @@ static void proc_event(struct proc *p, json_t *o)
                         evbuffer_add(out, "\n", 1);
                 }
         free(s);
-        if (!p->background) {
-                if (proc_queue_full(p, CONTROL_STREAM_MAX))
-                        proc_pause(p);
-                return;
-        }
-        /* A background process is not held back by who watches it: a
-         * watcher that falls that far behind is let go (what is kept can be
-         * attached to again). */
+        if (!p->background && proc_queue_full(p, CONTROL_STREAM_MAX))
+                proc_pause(p);
+        /* A background process is not held back by who watches it, nor any
+         * process by a watcher (another grant reading it): one that falls
+         * that far behind is let go (what is kept can be attached to
+         * again). */
         for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++) {
                 struct client *cl = p->attached[i];
-                if (cl &&
+                if (cl && (p->background || cl->watcher) &&
                     evbuffer_get_length(bufferevent_get_output(cl->bev)) > CONTROL_STREAM_MAX) {
                         p->attached[i] = NULL;
                         cl->streaming = NULL;
@@ -569,6 +567,27 @@ void control_do_attach(struct client *cl, json_t *req)
         if (jfrom && !json_is_null(jfrom) &&
             (!json_is_integer(jfrom) || json_integer_value(jfrom) < 0))
                 return control_send_error(cl, "bad_request", "\"from\" must be a sequence number");
+        json_t *jwatch = json_object_get(req, "watch");
+        if (jwatch && !json_is_boolean(jwatch))
+                return control_send_error(cl, "bad_request", "\"watch\" must be a boolean");
+        bool watch = json_is_true(jwatch);
+        /* Watchers take at most all but CONTROL_HOLDER_SLOTS places: the
+         * process's own clients can always attach again. */
+        size_t watchers = 0, free_slots = 0;
+        for (size_t i = 0; i < ARRAY_SIZE(p->attached); i++) {
+                watchers += p->attached[i] && p->attached[i]->watcher;
+                free_slots += !p->attached[i];
+        }
+        if (!p->done && (free_slots == 0 ||
+                         (watch && watchers >= ARRAY_SIZE(p->attached) - CONTROL_HOLDER_SLOTS)))
+                return control_send_error(cl, "too_many_attached", "too many clients attached");
+        if (watch && !cl->watcher) {
+                if (cl->ctl->n_watchers >= CONTROL_MAX_WATCHERS)
+                        return control_send_error(cl, "too_many_attached",
+                                                  "too many clients attached");
+                cl->ctl->n_watchers++;
+        }
+        cl->watcher = cl->watcher || watch;
         uint64_t from = (uint64_t)json_integer_value(jfrom);
         if (from > p->seq + 1)
                 from = p->seq + 1;

@@ -51,6 +51,8 @@ void control_client_free(struct client *cl)
                 }
                 control_proc_maybe_resume(p);
         }
+        if (cl->watcher)
+                cl->ctl->n_watchers--;
         if (cl->bev)
                 bufferevent_free(cl->bev);
         if (--cl->ctl->n_clients == 0 && cl->ctl->destroying)

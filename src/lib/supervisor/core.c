@@ -377,9 +377,18 @@ static void on_tool_call(void *ud, const struct toolgate_record *rec)
         sv_core_record(c, "tool.call", fields);
 }
 
-static void on_hw(void *ud, const char *kind, json_t *fields)
+/* Before a host tool runs: its record on the log first, or no run. */
+static int on_tool_started(void *ud, const struct toolgate_record *rec)
 {
-        sv_core_record(ud, kind, fields);
+        struct sv_core *c = ud;
+        json_t *fields = toolgate_started_json(rec);
+        json_object_del(fields, "sandbox");
+        return sv_core_record_ahead(c, "tool.started", fields);
+}
+
+static int on_hw(void *ud, const char *kind, json_t *fields)
+{
+        return sv_core_record(ud, kind, fields);
 }
 
 int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *account,
@@ -406,6 +415,7 @@ int sv_core_start_tools(struct sv_core *c, struct secrets *s, const char *accoun
             .account = account,
             .netgate = c->gate,
             .recorder = on_tool_call,
+            .ahead = on_tool_started,
             .ud = c,
             .allowed = core_tool_allowed,
             .allowed_ud = c,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "policy.h"
 #include "secrets.h"
 #include "toolgate-internal.h"
 #include "util.h"
@@ -19,10 +20,8 @@
  * audit stops the sandbox: a request's own arguments must not be able to
  * make its record too big, nor a flood of refusals grow the log a megabyte
  * each. argsDigest pins the arguments either way. */
-static void record_args(json_t *o, const struct toolgate_record *rec)
+static void record_args_max(json_t *o, const struct toolgate_record *rec, size_t max)
 {
-        size_t max = rec->decision && STREQ(rec->decision, "allow") ? TOOLGATE_RECORD_ARGS_MAX
-                                                                    : TOOLGATE_RECORD_REFUSED_MAX;
         if (!rec->args) {
                 json_object_set_new(o, "args", json_null());
                 return;
@@ -38,6 +37,14 @@ static void record_args(json_t *o, const struct toolgate_record *rec)
         json_object_set_new(o, "args", json_null());
         json_object_set_new(o, "argsTruncated", json_true());
         json_object_set_new(o, "argsBytes", json_integer((json_int_t)len));
+}
+
+static void record_args(json_t *o, const struct toolgate_record *rec)
+{
+        record_args_max(o, rec,
+                        rec->decision && STREQ(rec->decision, "allow")
+                            ? TOOLGATE_RECORD_ARGS_MAX
+                            : TOOLGATE_RECORD_REFUSED_MAX);
 }
 
 json_t *toolgate_record_json(const struct toolgate_record *rec)
@@ -69,6 +76,21 @@ json_t *toolgate_record_json(const struct toolgate_record *rec)
                 json_object_set_new(o, "exitStatus", json_integer(rec->exit_status));
         if (rec->count > 0)
                 json_object_set_new(o, "count", json_integer((json_int_t)rec->count));
+        return o;
+}
+
+json_t *toolgate_started_json(const struct toolgate_record *rec)
+{
+        json_t *o = toolgate_record_json(rec);
+        json_object_del(o, "errorCode");
+        json_object_del(o, "durationMs");
+        json_object_del(o, "outputBytes");
+        /* The call's own tool.call line keeps large arguments; this one,
+         * pinned by argsDigest, keeps them up to a refusal's size, so that
+         * a call does not write them twice. */
+        json_object_del(o, "argsTruncated");
+        json_object_del(o, "argsBytes");
+        record_args_max(o, rec, TOOLGATE_RECORD_REFUSED_MAX);
         return o;
 }
 
@@ -160,6 +182,30 @@ void toolgate_record(struct toolgate *t, struct toolgate_record *rec, const json
         }
         t->recorder(t->ud, rec);
         json_decref(red);
+}
+
+/* The call's record, before its tool acts on the host: a call whose
+ * record cannot be written (the audit disk full) is never run. */
+int toolgate_record_ahead(struct tg_call *c)
+{
+        struct toolgate *t = c->t;
+        if (!t->ahead)
+                return 0;
+        struct toolgate_record rec = {
+            .sandbox = t->sandbox,
+            .call_id = c->call_id,
+            .tool = c->tool->def->name,
+            .args_digest = c->digest,
+            .decision = "allow",
+            .rule = "tools.allow",
+            .clamps = c->clamps,
+            .exit_status = -1,
+        };
+        json_t *red = c->args ? toolgate_redact_json(toolgate_redactor(t), c->args) : NULL;
+        rec.args = red;
+        int r = t->ahead(t->ud, &rec);
+        json_decref(red);
+        return r;
 }
 
 /* Refusals: the first TOOLGATE_REFUSAL_SINGLES of a kind (tool, errorCode,

@@ -385,6 +385,7 @@ static void cmd_complete(struct cmd *m)
 
         c->runner = NULL;
         c->cancel = NULL;
+        c->revoke = NULL;
         if (m->kill_code) {
                 const char *code = m->kill_code, *rule = m->kill_rule;
                 snprintf(msg, sizeof(msg), "%s", m->kill_msg);
@@ -453,6 +454,11 @@ static void kill_for(struct cmd *m, const char *code, const char *rule, const ch
                 snprintf(m->kill_msg, sizeof(m->kill_msg), "%s", msg);
         }
         cmd_kill(m);
+}
+
+static void cmd_revoke(struct tg_call *c, const char *msg)
+{
+        kill_for(c->runner, "policy_denied", "tools.allow", msg);
 }
 
 static void on_stdout(evutil_socket_t fd, short what, void *ud)
@@ -578,6 +584,7 @@ static void cmd_cancel(struct tg_call *c)
         }
         c->runner = NULL;
         c->cancel = NULL;
+        c->revoke = NULL;
         int status = m->status;
         uint64_t total = m->out_total;
         cmd_free(m);
@@ -648,6 +655,7 @@ void toolgate_cmd_start(struct tg_call *c)
         struct timeval tv = {d->timeout_ms / 1000, (d->timeout_ms % 1000) * 1000};
         c->runner = m;
         c->cancel = cmd_cancel;
+        c->revoke = cmd_revoke;
         if (!m->ev_in || !m->ev_out || !m->ev_err || !m->ev_exit || !m->timer ||
             event_add(m->ev_in, NULL) < 0 || event_add(m->ev_out, NULL) < 0 ||
             event_add(m->ev_err, NULL) < 0 || event_add(m->ev_exit, NULL) < 0 ||

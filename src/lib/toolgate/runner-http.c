@@ -259,6 +259,16 @@ static void run_end(struct tg_call *c)
         free(c->runner);
         c->runner = NULL;
         c->cancel = NULL;
+        c->revoke = NULL;
+}
+
+/* Its tool revoked while the request is under way: dropped, refused. */
+static void http_revoke(struct tg_call *c, const char *msg)
+{
+        struct http_run *h = c->runner;
+        netgate_fetch_cancel(h->fetch);
+        run_end(c);
+        toolgate_call_finish(c, NULL, "policy_denied", "tools.allow", msg, -1, 0);
 }
 
 /* toolgate_free: the request is dropped unanswered. */
@@ -358,6 +368,7 @@ void toolgate_http_start(struct tg_call *c)
         struct http_run *h = xcalloc(1, sizeof(*h));
         c->runner = h;
         c->cancel = http_cancel;
+        c->revoke = http_revoke;
         r = netgate_route_fetch(c->t->netgate, &req, fetched, c, &h->fetch, &err);
         if (r < 0) {
                 run_end(c);

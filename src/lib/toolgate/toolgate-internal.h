@@ -96,6 +96,7 @@ struct toolgate {
         struct secrets *own_secrets;
         struct netgate *netgate;
         void (*recorder)(void *ud, const struct toolgate_record *rec);
+        int (*ahead)(void *ud, const struct toolgate_record *rec); /* NULL: none */
         void *ud;
 
         struct event *listeners[8];
@@ -135,6 +136,7 @@ struct tg_call {
         struct tg_call *next_queued;
         struct tg_call *next_running, **prev_running;
         bool started;
+        bool asked; /* decided by the operator, not tools.allow */
         /* Held for the operator: in t->asking. */
         struct tg_call *next_asking, **prev_asking;
         uint64_t ask_token;
@@ -143,6 +145,11 @@ struct tg_call {
          * and reap; no answer follows). */
         void *runner;
         void (*cancel)(struct tg_call *c);
+        /* Its tool was revoked while it ran: end it now, refused
+         * (policy_denied) with msg; the call may finish later (a command's
+         * tree is killed, then reaped by the loop). NULL: it cannot be. */
+        void (*revoke)(struct tg_call *c, const char *msg);
+        bool revoking;
 };
 
 /* The call ended: answer (when its connection is still open), record, and
@@ -167,6 +174,9 @@ void toolgate_cmd_start(struct tg_call *c);
 /* runner-http.c: an HTTP tool's request through the network gate's route. */
 void toolgate_http_start(struct tg_call *c);
 
+/* record.c: the call's tool.started record, before its tool acts on the
+ * host (config `ahead`); below 0: not written, the tool must not run. */
+int toolgate_record_ahead(struct tg_call *c);
 /* record.c: one record (args redacted and digested) to the recorder. */
 void toolgate_record(struct toolgate *t, struct toolgate_record *rec, const json_t *args);
 /* sha256 hex of the canonical args. */

@@ -116,6 +116,24 @@ static void call_start(struct tg_call *c)
                 t->running->prev_running = &c->next_running;
         c->prev_running = &t->running;
         t->running = c;
+        /* Allowed when it came, perhaps revoked while it waited its turn:
+         * the live capabilities decide when it would start. */
+        if (!c->asked && t->allowed && !t->allowed(t->allowed_ud, c->tool->def->name)) {
+                char msg[TOOLGATE_TOOL_NAME_MAX * 4 + 128], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
+                snprintf(msg, sizeof(msg),
+                         "tool \"%s\" was revoked while this call waited its turn; it was not "
+                         "run",
+                         toolgate_escape(c->tool->def->name, esc, sizeof(esc)));
+                toolgate_call_finish(c, NULL, "policy_denied", "tools.allow", msg, -1, 0);
+                return;
+        }
+        if (toolgate_record_ahead(c) < 0) {
+                toolgate_call_finish(c, NULL, "audit_failed", "audit",
+                                     "the call could not be recorded in the host's audit log, so "
+                                     "the tool was not run",
+                                     -1, 0);
+                return;
+        }
         switch (c->tool->def->runner) {
         case POLICY_TOOL_BUILTIN:
                 toolgate_builtin_start(c);
@@ -126,6 +144,24 @@ static void call_start(struct tg_call *c)
         case POLICY_TOOL_HTTP:
                 toolgate_http_start(c);
                 break;
+        }
+}
+
+void toolgate_recheck(struct toolgate *t)
+{
+        if (!t->allowed)
+                return;
+        for (struct tg_call *c = t->running, *next; c; c = next) {
+                next = c->next_running;
+                if (c->asked || c->revoking || !c->revoke ||
+                    t->allowed(t->allowed_ud, c->tool->def->name))
+                        continue;
+                char msg[TOOLGATE_TOOL_NAME_MAX * 4 + 128], esc[TOOLGATE_TOOL_NAME_MAX * 4 + 8];
+                snprintf(msg, sizeof(msg),
+                         "tool \"%s\" was revoked while this call ran; it was stopped",
+                         toolgate_escape(c->tool->def->name, esc, sizeof(esc)));
+                c->revoking = true;
+                c->revoke(c, msg); /* may finish c */
         }
 }
 
@@ -400,6 +436,7 @@ static void handle_call(struct tg_conn *conn, struct toolgate_request *req, size
         c->clamps = clamps;
         c->start_us = now_monotonic_us();
         toolgate_args_digest(args, c->digest);
+        c->asked = ask;
         if (!ask) {
                 admit(c, len);
                 return;
@@ -628,6 +665,7 @@ struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_con
         t->secrets = cfg->secrets ? cfg->secrets : (t->own_secrets = secrets_new());
         t->netgate = cfg->netgate;
         t->recorder = cfg->recorder;
+        t->ahead = cfg->ahead;
         t->ud = cfg->ud;
         t->allowed = cfg->allowed;
         t->allowed_ud = cfg->allowed_ud;

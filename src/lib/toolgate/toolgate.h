@@ -59,6 +59,9 @@ struct toolgate_record {
 
 /* The audit event's fields for a record (kind "tool.call"). */
 json_t *toolgate_record_json(const struct toolgate_record *rec);
+/* The fields of the record written before the tool starts (kind
+ * "tool.started"): the call, its arguments and the rule; no outcome. */
+json_t *toolgate_started_json(const struct toolgate_record *rec);
 
 /* Asking the operator (tools.onUnlisted "ask"): a call of a tool the host
  * defines but tools.allow does not name is held (its schema checked first)
@@ -86,6 +89,12 @@ struct toolgate_config {
         const char *account;
         struct netgate *netgate; /* for HTTP tools; may be NULL (they then fail: internal) */
         void (*recorder)(void *ud, const struct toolgate_record *rec);
+        /* Called with ud just before an allowed call's tool starts, with
+         * the call's record as far as it is known (kind "tool.started"):
+         * below 0, the record is not on the audit log and the tool is not
+         * run (the call ends audit_failed). NULL: nothing is recorded
+         * ahead. */
+        int (*ahead)(void *ud, const struct toolgate_record *rec);
         void *ud;
         /* Whether the sandbox may call a tool now (the supervisor's live
          * capabilities, caps.h); NULL: the policy's tools.allow. */
@@ -103,6 +112,10 @@ struct toolgate *toolgate_new(struct event_base *base, const struct toolgate_con
                               struct al_error *err);
 /* Serve a listening unix socket (taken over, closed by toolgate_free). */
 int toolgate_add_listener(struct toolgate *t, int fd, struct al_error *err);
+/* The live capabilities changed (config `allowed`): calls of a tool no
+ * longer allowed that run now are stopped and refused (policy_denied);
+ * those that wait were to be checked when they start anyway. */
+void toolgate_recheck(struct toolgate *t);
 /* Stop: close connections, kill every running tool's process tree, reap it.
  * The recorder is still called from here (the killed calls, with rule
  * "shutdown", and the refusals counted in the last window): keep the audit
