@@ -112,7 +112,8 @@ def test_endpoint_cannot_be_changed_or_bypassed(airlock, uid):
     # The host's log: only its own kinds, and a chain that verifies.
     events = [json.loads(line) for line in open(log)]
     assert {e["kind"] for e in events} <= {"sandbox.created", "process.started",
-                                           "process.ended", "sandbox.destroyed", "tool.call"}
+                                           "process.ended", "sandbox.destroyed", "tool.started",
+                                           "tool.call"}
     v = airlock.run(["audit", "verify", log])
     assert v.returncode == 0, v.stdout + v.stderr
 

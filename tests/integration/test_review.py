@@ -212,7 +212,7 @@ def test_discard_and_diff_json(airlock):
     assert unknown.returncode == 2 and unknown.stderr == ""
     assert _json_line(unknown)["error"] == "not_found"
 
-    p = airlock.run(["discard", "--json", sid[:5]])
+    p = airlock.run(["discard", "--json", sid[:10]])
     assert p.returncode == 0, p.stderr
     assert _json_line(p) == {"sandbox": sid, "state": "discarded"}
     assert _snapshot(ws) == before
