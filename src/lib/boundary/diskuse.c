@@ -12,16 +12,17 @@
  * its own open file description of the tree. Each walk asked for is one
  * request, answered with the walk's result and its cost; at most one is in
  * flight. Answers are taken at the next sample, without waiting. The last
- * (forced) sample waits a bounded time for the walk in flight and for its
- * own; a helper that does not answer in time keeps the peak sampled so
- * far. The helper ends at the end of its stream and is killed with its
- * parent or by disk_meter_free(). */
+ * (forced) sample waits a bounded time for the walk in flight (one that
+ * does not end by then keeps the peak sampled so far), then walks here,
+ * bounded like the base. The helper ends at the end of its stream and is
+ * killed with its parent or by disk_meter_free(). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -37,9 +38,8 @@
 #define FAST_INTERVAL_US 100000ULL  /* fs and quota: one cheap call */
 #define TREE_INTERVAL_US 1000000ULL /* the least time between two walks */
 #define TREE_COST_FACTOR 20         /* a walk's time, times this, between walks */
-/* The last sample waits this long at most for the walk in flight, and as
- * long again for its own (bounded by DISKUSE_BASE_BUDGET_US, plus room for
- * the helper to be scheduled on a loaded machine). */
+/* The last sample waits this long at most for the walk in flight: room for
+ * the helper to be scheduled on a loaded machine, not for a hung mount. */
 #define LAST_WAIT_US 50000ULL
 
 enum source { SRC_FS, SRC_QUOTA, SRC_TREE };
@@ -58,10 +58,6 @@ struct disk_meter {
         pid_t pid;
         bool busy;         /* a walk asked for and not answered */
         uint64_t asked_us; /* when it was asked for */
-};
-
-struct walk_request {
-        uint64_t budget_us; /* 0: none */
 };
 
 struct walk_answer {
@@ -226,8 +222,11 @@ _Noreturn static void helper_main(int sock, int tree, pid_t parent)
         /* Nothing of the supervisor's is held here: not the sandbox's
          * sockets, not the caller's output (which would not see its end). */
         close_all_but(sock, own);
+        /* A measure, not a gate: it yields the CPU to the relay and to the
+         * sandbox (at most ~5% of one CPU by its pacing anyway). */
+        setpriority(PRIO_PROCESS, 0, 10); /* raising one's own niceness cannot fail */
         for (;;) {
-                struct walk_request q;
+                char q; /* one walk, not bounded */
                 ssize_t n = recv(sock, &q, sizeof(q), 0);
                 if (n < 0 && errno == EINTR)
                         continue;
@@ -235,8 +234,7 @@ _Noreturn static void helper_main(int sock, int tree, pid_t parent)
                         _exit(0);
                 uint64_t t0 = now_monotonic_us();
                 struct walk_answer a = {0};
-                a.r = tree_bytes(own, DISKUSE_TREE_ENTRIES, q.budget_us ? t0 + q.budget_us : 0,
-                                 &a.bytes);
+                a.r = tree_bytes(own, DISKUSE_TREE_ENTRIES, 0, &a.bytes);
                 a.cost_us = now_monotonic_us() - t0;
                 if (send(sock, &a, sizeof(a), MSG_NOSIGNAL) != (ssize_t)sizeof(a))
                         _exit(0);
@@ -335,14 +333,14 @@ static void helper_collect(struct disk_meter *m, uint64_t wait_us)
         }
 }
 
-static int helper_ask(struct disk_meter *m, uint64_t budget_us, uint64_t now_us)
+static int helper_ask(struct disk_meter *m, uint64_t now_us)
 {
         if (m->sock < 0) {
                 int r = helper_start(m);
                 if (r < 0)
                         return r;
         }
-        struct walk_request q = {.budget_us = budget_us};
+        char q = 0;
         for (;;) {
                 if (send(m->sock, &q, sizeof(q), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(q))
                         break;
@@ -361,29 +359,24 @@ static void tree_sample(struct disk_meter *m, uint64_t now_us, bool force)
                 helper_collect(m, 0);
                 if (m->broken || m->busy || now_us < m->next_us)
                         return;
-                if (helper_ask(m, 0, now_us) < 0) {
+                if (helper_ask(m, now_us) < 0) {
                         helper_stop(m);
                         m->broken = true;
                 }
                 return;
         }
-        /* The last sample, bounded like the base. Without a helper (a run
-         * shorter than a tick), walked here as the base was. */
-        if (m->sock < 0) {
-                uint64_t t0 = now_monotonic_us(), cur = 0;
-                int r = tree_bytes(m->fd, DISKUSE_TREE_ENTRIES, t0 + DISKUSE_BASE_BUDGET_US, &cur);
-                tree_apply(m, r, cur, now_monotonic_us() - t0, now_us);
-                return;
-        }
+        /* The last sample: a walk in flight is waited for a bounded time;
+         * one that does not end by then waits on the file system, and the
+         * peak so far is kept. Otherwise the tree is walked here, bounded
+         * like the base (the command has ended: nothing is relayed any
+         * more), so the last figure never waits for the helper to be
+         * scheduled. */
         helper_collect(m, LAST_WAIT_US);
         if (m->broken || m->busy)
-                return; /* the walk waits on the file system: the peak so far */
-        if (helper_ask(m, DISKUSE_BASE_BUDGET_US, now_us) < 0) {
-                helper_stop(m);
-                m->broken = true;
                 return;
-        }
-        helper_collect(m, LAST_WAIT_US);
+        uint64_t t0 = now_monotonic_us(), cur = 0;
+        int r = tree_bytes(m->fd, DISKUSE_TREE_ENTRIES, t0 + DISKUSE_BASE_BUDGET_US, &cur);
+        tree_apply(m, r, cur, now_monotonic_us() - t0, now_us);
 }
 
 void disk_meter_sample(struct disk_meter *m, uint64_t now_us, bool force)
