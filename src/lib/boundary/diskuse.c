@@ -56,6 +56,7 @@ struct disk_meter {
         /* SRC_TREE: the walking helper (sock < 0: not started) */
         int sock;
         pid_t pid;
+        int pidfd;         /* the helper's, to signal it: never a pid used again */
         bool busy;         /* a walk asked for and not answered */
         uint64_t asked_us; /* when it was asked for */
 };
@@ -163,6 +164,7 @@ static struct disk_meter *meter_new(enum source src)
         m->fd = -1;
         m->sock = -1;
         m->pid = -1;
+        m->pidfd = -1;
         return m;
 }
 
@@ -264,6 +266,7 @@ static int helper_start(struct disk_meter *m)
         }
         m->sock = sv[0];
         m->pid = pid;
+        m->pidfd = (int)syscall(SYS_pidfd_open, pid, 0); /* -1: killed by pid */
         return 0;
 }
 
@@ -275,10 +278,16 @@ static void helper_stop(struct disk_meter *m)
         if (m->pid > 0) {
                 /* It may be waiting on the file system: not for its stream's
                  * end. A walk's waits are killable. */
-                kill(m->pid, SIGKILL);
+                if (m->pidfd >= 0)
+                        syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0);
+                else
+                        kill(m->pid, SIGKILL);
                 while (waitpid(m->pid, NULL, 0) < 0 && errno == EINTR)
                         ;
         }
+        if (m->pidfd >= 0)
+                close(m->pidfd);
+        m->pidfd = -1;
         m->pid = -1;
         m->busy = false;
 }
