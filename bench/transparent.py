@@ -20,6 +20,15 @@ reference measured in the same run, interleaved:
       compared with the direct connection of the same client; the direct
       path is also compared with the host's.
 
+  (e) the relay during the disk meter's walks of a read-write workspace:
+      the command first grows its workspace to WALK_FILES files (a tree
+      that the meter walks about once a second), then takes turns over the
+      direct path, the relay path and the HTTP proxy as in (d). Reported:
+      the requests over STALL_MS and the slowest, each path against the
+      direct path of the same client (which never waits for the gate's
+      loop). With BENCH_AGAINST=BIN, the same runs of that other airlock
+      build are interleaved with these and reported beside them.
+
 Keep-alive requests and the added latency against tinyproxy are in
 netgate.py. The upstream is bench/upstream.c on the host's first
 non-loopback IPv4 address (loopback inside a sandbox is its own). Reports,
@@ -40,6 +49,10 @@ from netgate import (AIRLOCK, LAT_REQUESTS, LAT_WARMUP, REPO, STEP_TIMEOUT, Benc
 
 BYTES = int(os.environ.get("BENCH_TUNNEL_BYTES", str(1 << 30)))
 RUNS = 3
+AGAINST = os.environ.get("BENCH_AGAINST")
+WALK_FILES = 9900  # under the meter's 10000 entries, so it is walked
+STALL_MS = 10
+WALK_TURNS = int(os.environ.get("BENCH_WALK_TURNS", "15000"))
 
 
 def host_address():
@@ -131,8 +144,8 @@ def main():
                 raise BenchError(f"{what}: incomplete transfer: HTTP {code}, {size} of {BYTES} bytes")
             return BYTES / float(secs) / 1e6
 
-        def inside(policy, argv, what, extra=()):
-            return run([AIRLOCK, "run", "-q", "-p", pols[policy], "-w", ws, "--timeout", str(STEP_TIMEOUT),
+        def inside(policy, argv, what, extra=(), binary=AIRLOCK, workspace=ws):
+            return run([binary, "run", "-q", "-p", pols[policy], "-w", workspace, "--timeout", str(STEP_TIMEOUT),
                         "--cpus", str(os.cpu_count() or 1), *extra,
                         "--allow", f"{addr}:{port}", "--allow-private", f"{addr}/32", "--", *argv], what)
 
@@ -190,6 +203,7 @@ def main():
               f"separate clients: {added('direct', 'host')}")
         print(f"transparent: gate CONNECT relay {m['connect']:.0f} MB/s, tinyproxy CONNECT {m['tinyproxy']:.0f} MB/s, "
               f"ratio {m['connect'] / m['tinyproxy']:.2f}x (target >= 1.5x)")
+        walks(inside, in_paths, port2, tmp)
     except BenchError as e:
         print(f"bench: transparent: {e}", file=sys.stderr)
         return 1
@@ -203,6 +217,35 @@ def main():
                 p.kill()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def walks(inside, in_paths, port2, tmp):
+    """(e): the relay while the disk meter walks a growing workspace."""
+    builds = [("this build", AIRLOCK)] + ([("BENCH_AGAINST", AGAINST)] if AGAINST else [])
+    paths = [p for p in in_paths if p.split("=")[0] in ("direct", "relay", "proxy")]
+    grow = (f"import os\nos.mkdir('/workspace/many')\nfor i in range({WALK_FILES}): "
+            "open('/workspace/many/%d' % i, 'w').close()")
+    lat = {b: {} for b, _ in builds}
+    for r in range(RUNS):
+        for name, binary in (builds if r % 2 == 0 else builds[::-1]):
+            w = os.path.join(tmp, f"walk-{r}-{len(lat[name])}")
+            os.mkdir(w)
+            shutil.copy(os.path.join(REPO, "bench/netgate.py"), w)
+            # Long enough (some seconds) for several walks, one a second.
+            script = (f"/usr/bin/python3 -c \"{grow}\" && exec /usr/bin/python3 /workspace/netgate.py "
+                      f"latency-paths {WALK_TURNS} {LAT_WARMUP} {' '.join(paths)}")
+            got = json.loads(inside("paths", ["/bin/sh", "-c", script], f"walk latency ({name})",
+                                    ("--allow", f"relay.test:{port2}"), binary=binary, workspace=w))
+            shutil.rmtree(w, ignore_errors=True)
+            for k, v in got.items():
+                lat[name].setdefault(k, []).extend(v)
+    load = os.getloadavg()[0]
+    for name, _ in builds:
+        d = lat[name]
+        slow = {k: sum(1 for x in v if x > STALL_MS * 1000) for k, v in d.items()}
+        print(f"transparent: during the disk meter's walks ({WALK_FILES} files), {name}: requests over "
+              f"{STALL_MS} ms, slowest: " + ", ".join(f"{k} {slow[k]}, {max(d[k]) / 1000:.1f} ms" for k in d)
+              + f"; {len(d['direct'])} samples each, {RUNS} runs, load average {load:.2f}")
 
 
 if __name__ == "__main__":

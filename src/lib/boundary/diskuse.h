@@ -16,6 +16,8 @@
  *    second later nor than 20 times what the last walk took (at most ~5% of
  *    one CPU). A tree over the cap, or whose first walk (before the sandbox
  *    starts) takes over DISKUSE_BASE_BUDGET_US, is not measured (null).
+ *    The walks after the base run in a helper process (diskuse.c): a
+ *    periodic sample never waits for one.
  * A file that lives shorter than one sample interval can be missed: it is a
  * peak of samples, not an enforced limit (limits.workspaceDisk is that). */
 
@@ -36,7 +38,10 @@ struct disk_meter *disk_meter_fs(int fd);
 struct disk_meter *disk_meter_quota(struct quota *q);
 struct disk_meter *disk_meter_tree(const char *path);
 
-/* Sample now if the source's interval has passed (force: regardless). */
+/* Sample now if the source's interval has passed (force: regardless). For a
+ * tree, a periodic sample takes the helper's answer if it is there and asks
+ * for the next walk when one is due, without waiting; a forced one (the
+ * last) waits a bounded time and keeps what it had if no answer comes. */
 void disk_meter_sample(struct disk_meter *m, uint64_t now_us, bool force);
 /* The largest growth sampled and the last one; false when not measured. */
 bool disk_meter_result(const struct disk_meter *m, uint64_t *ret_peak, uint64_t *ret_last);
