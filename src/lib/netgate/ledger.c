@@ -223,7 +223,16 @@ bool netgate_fixed_host(const struct netgate *g, const char *name, struct netgat
 
 const char *netgate_address_refused(const struct netgate *g, const struct netgate_addr *a)
 {
-        return netgate_addr_check(a, g->allow_private, g->n_allow_private);
+        const char *range = netgate_addr_check(a, g->allow_private, g->n_allow_private);
+        if (range)
+                return range;
+        /* A public address of the host's own is its loopback to the gate,
+         * which connects from the host: refused as the loopback is. */
+        const char *own = netgate_addr_host_own(a);
+        for (size_t i = 0; own && i < g->n_allow_private; i++)
+                if (netgate_cidr_contains(&g->allow_private[i], a))
+                        own = NULL;
+        return own;
 }
 
 void netgate_emit(struct netgate *g, struct netgate_record *rec)
