@@ -90,6 +90,16 @@ except urllib.error.HTTPError as e:
     out["proxy"] = "%d %s" % (e.code, e.headers.get("X-Airlock-Denied"))
 except Exception as e:
     out["proxy"] = "error %r" % (e,)
+# The same address spelt as IPv4-mapped IPv6, an IP rule's literal.
+if len(sys.argv) > 3:
+    try:
+        with urllib.request.urlopen("http://[::ffff:%s]:%d/" % (sys.argv[3], port),
+                                    timeout=10) as r:
+            out["mapped"] = r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        out["mapped"] = "%d %s" % (e.code, e.headers.get("X-Airlock-Denied"))
+    except Exception as e:
+        out["mapped"] = "error %r" % (e,)
 # Transparent: the gate's name server, then connect().
 try:
     s = socket.create_connection((name, port), timeout=10)
@@ -119,13 +129,16 @@ def test_allowed_name_at_host_own_address_refused(airlock, host_service, tmp_pat
     audit = tmp_path / "audit.jsonl"
     p = airlock.run(["run", "-q", "-w", ws, "--audit", str(audit),
                      "--allow", f"svc.test:{port}", "--host", f"svc.test={addr}",
-                     "--", "python3", "/workspace/probe.py", "svc.test", str(port)], timeout=60)
+                     "--allow", f"[::ffff:{addr}]:{port}",
+                     "--", "python3", "/workspace/probe.py", "svc.test", str(port), addr],
+                    timeout=60)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert host_service.accepted == 0, (addr, out)
     assert "HOSTSERVICE" not in json.dumps(out), out
     assert out["proxy"] == "403 private_address", out
     assert out["transparent"].startswith("oserror"), out
+    assert out["mapped"] == "403 private_address", out
     # Each refusal is recorded with its reason, naming the address.
     lines = [json.loads(x) for x in audit.read_text().splitlines() if x.strip()]
     refused = [x for x in lines if x.get("reason") == "private_address"]
@@ -144,7 +157,10 @@ def test_host_own_address_lifted_by_allow_private(airlock, host_service, tmp_pat
     (ws / "probe.py").write_text(PROBE)
     p = airlock.run(["run", "-q", "-w", ws, "--allow-private", addr,
                      "--allow", f"svc.test:{port}", "--host", f"svc.test={addr}",
-                     "--", "python3", "/workspace/probe.py", "svc.test", str(port)], timeout=60)
+                     "--allow", f"[::ffff:{addr}]:{port}",
+                     "--", "python3", "/workspace/probe.py", "svc.test", str(port), addr],
+                    timeout=60)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert "HOSTSERVICE" in out["proxy"], out
+    assert "HOSTSERVICE" in out["mapped"], out
