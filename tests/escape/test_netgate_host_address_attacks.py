@@ -88,6 +88,7 @@ try:
         out["proxy"] = r.read().decode(errors="replace")
 except urllib.error.HTTPError as e:
     out["proxy"] = "%d %s" % (e.code, e.headers.get("X-Airlock-Denied"))
+    out["ask"] = e.headers.get("X-Airlock-Ask")
 except Exception as e:
     out["proxy"] = "error %r" % (e,)
 # The same address spelt as IPv4-mapped IPv6, an IP rule's literal.
@@ -137,6 +138,7 @@ def test_allowed_name_at_host_own_address_refused(airlock, host_service, tmp_pat
     assert host_service.accepted == 0, (addr, out)
     assert "HOSTSERVICE" not in json.dumps(out), out
     assert out["proxy"] == "403 private_address", out
+    assert out["ask"] == f"network.allowPrivate {addr}", out
     assert out["transparent"].startswith("oserror"), out
     assert out["mapped"] == "403 private_address", out
     # Each refusal is recorded with its reason, naming the address.
