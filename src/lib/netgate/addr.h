@@ -45,3 +45,10 @@ const char *netgate_addr_private(const struct netgate_addr *a);
  * covers it (or the IPv4 address it embeds). Otherwise the range it hit. */
 const char *netgate_addr_check(const struct netgate_addr *a, const struct netgate_cidr *allow,
                                size_t n_allow);
+
+/* Whether the gate's host itself answers at `a` (the kernel's route for it,
+ * in the caller's network namespace, is local, anycast or broadcast; an
+ * IPv4-mapped address is its IPv4 address): a short text naming why, as
+ * netgate_addr_check() does, or NULL. Fails closed: a route that cannot be
+ * read is refused too. Costs one netlink round trip. */
+const char *netgate_addr_host_own(const struct netgate_addr *a);

@@ -133,16 +133,32 @@ static void pending_free(struct dns_pending *p)
         free(p);
 }
 
+/* A looked-up answer to one question: the IPv4 addresses an A question is
+ * given are remembered with the name first, whichever question led the
+ * lookup (a client may ask AAAA first and A beside it). */
+static void answer_looked_up(struct dns_pending *p, int rcode, const struct netgate_addr *addrs,
+                             size_t n, uint64_t now)
+{
+        struct netgate_dns_server *s = p->s;
+        if (rcode == NETGATE_DNS_NOERROR && p->msg.qtype == NETGATE_DNS_TYPE_A &&
+            p->msg.qclass == NETGATE_DNS_CLASS_IN)
+                for (size_t i = 0; i < n; i++)
+                        if (addrs[i].family == AF_INET)
+                                netgate_names_add(s->g->names, p->msg.name, &addrs[i], now);
+        answer(s, &p->to, &p->msg, p->query, rcode, addrs, n);
+}
+
 /* The answer to `p`, and to the questions about the same name that waited
  * for its lookup (`follower`: an AAAA asked beside the A, say). */
 static void answer_all(struct dns_pending *p, int rcode, const struct netgate_addr *addrs, size_t n)
 {
         struct netgate_dns_server *s = p->s;
-        answer(s, &p->to, &p->msg, p->query, rcode, addrs, n);
+        uint64_t now = now_monotonic_us() / 1000000;
+        answer_looked_up(p, rcode, addrs, n, now);
         for (struct dns_pending *o = s->pending, *next; o; o = next) {
                 next = o->next;
                 if (o != p && o->follower && STREQ(o->msg.name, p->msg.name)) {
-                        answer(s, &o->to, &o->msg, o->query, rcode, addrs, n);
+                        answer_looked_up(o, rcode, addrs, n, now);
                         pending_free(o);
                 }
         }
@@ -173,10 +189,6 @@ static void resolved(void *ud, int err, struct evutil_addrinfo *res)
                         return;
                 }
         }
-        uint64_t now = now_monotonic_us() / 1000000;
-        for (size_t i = 0; i < cs.n && p->msg.qtype == NETGATE_DNS_TYPE_A; i++)
-                if (cs.addr[i].family == AF_INET)
-                        netgate_names_add(g->names, p->msg.name, &cs.addr[i], now);
         answer_all(p, NETGATE_DNS_NOERROR, cs.addr, cs.n);
 }
 

@@ -223,7 +223,23 @@ bool netgate_fixed_host(const struct netgate *g, const char *name, struct netgat
 
 const char *netgate_address_refused(const struct netgate *g, const struct netgate_addr *a)
 {
-        return netgate_addr_check(a, g->allow_private, g->n_allow_private);
+        const char *range = netgate_addr_check(a, g->allow_private, g->n_allow_private);
+        if (range)
+                return range;
+        /* A public address of the host's own is its loopback to the gate,
+         * which connects from the host: refused as the loopback is. */
+        const char *own = netgate_addr_host_own(a);
+        /* An IPv4-mapped address is lifted by its IPv4 address too. */
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        struct netgate_addr v4 = {.family = AF_INET};
+        bool is_mapped = a->family == AF_INET6 && memcmp(a->bytes, mapped, 12) == 0;
+        if (is_mapped)
+                memcpy(v4.bytes, a->bytes + 12, 4);
+        for (size_t i = 0; own && i < g->n_allow_private; i++)
+                if (netgate_cidr_contains(&g->allow_private[i], a) ||
+                    (is_mapped && netgate_cidr_contains(&g->allow_private[i], &v4)))
+                        own = NULL;
+        return own;
 }
 
 void netgate_emit(struct netgate *g, struct netgate_record *rec)

@@ -169,6 +169,13 @@ static void explain(const struct netgate_conn *c, const char *reason, const char
                 *ret_why = "the host resolves to a private, loopback or link-local address";
                 *ret_field = "network.allowPrivate";
                 snprintf(value, size, "%s", rule ? rule : "");
+                /* The host's own address: the address itself is what to list. */
+                if (rule && strncmp(rule, "host-address", 12) == 0 && c->cl.have_addr) {
+                        char a[NETGATE_ADDR_STRLEN];
+                        netgate_addr_format(&c->cl.addr, a);
+                        *ret_why = "the host resolves to an address of the gate's own host";
+                        snprintf(value, size, "%s", a);
+                }
         } else if (STREQ(reason, "budget_requests") || STREQ(reason, "budget_bytes") ||
                    STREQ(reason, "budget_refusals")) {
                 *ret_why = "the sandbox's network budget is spent";

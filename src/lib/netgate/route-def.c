@@ -189,6 +189,16 @@ void netgate_route_wipe(struct evbuffer *b)
         evbuffer_drain(b, n);
 }
 
+bool netgate_route_carries_secrets(const struct netgate_route *rt)
+{
+        if (rt->n_inject > 0)
+                return true;
+        for (size_t i = 0; rt->sentinels && i < rt->sentinels->n; i++)
+                if (netgate_sentinel_host_listed(&rt->sentinels->v[i], rt->host.name))
+                        return true;
+        return false;
+}
+
 int netgate_route_write_head(const struct netgate_route *rt, const struct netgate_http_head *req,
                              const char *rest, size_t rest_len, bool close, const struct secrets *s,
                              const struct secrets_vars *vars, struct evbuffer *out,
@@ -200,10 +210,11 @@ int netgate_route_write_head(const struct netgate_route *rt, const struct netgat
         const char *slash = rest_len == 0 || rest[0] == '?' ? "/" : "";
         evbuffer_add_printf(head, "%.*s %s%s%.*s HTTP/1.1\r\nHost: %s\r\n", (int)req->method_len,
                             req->method, rt->base, slash, (int)rest_len, rest, rt->authority);
-        /* A route that injects asks for an unencoded answer: the gate scrubs
-         * what it injected from the response body, which it cannot do in a
-         * compressed one (and refuses one that comes compressed anyway). */
-        bool identity = rt->n_inject > 0;
+        /* A route that injects, or whose host a sentinel goes to, asks for
+         * an unencoded answer: the gate scrubs the secrets from the
+         * response body, which it cannot do in a compressed one (and
+         * refuses one that comes compressed anyway). */
+        bool identity = netgate_route_carries_secrets(rt);
         for (size_t i = 0; i < req->n_fields; i++) {
                 const struct netgate_http_field *f = &req->fields[i];
                 if (netgate_route_field_dropped(rt, req, f->name, f->name_len))

@@ -292,7 +292,7 @@ static void handle_request(struct rconn *c)
          * from its head: an upstream that echoes its request (a debug or
          * error page) must not hand them to the sandbox. */
         c->cl.x.scrub = secrets_redactor(rs->secrets);
-        c->cl.x.refuse_encoded = c->rt->n_inject > 0;
+        c->cl.x.refuse_encoded = netgate_route_carries_secrets(c->rt);
 
         if (!c->head_out)
                 c->head_out = evbuffer_new();

@@ -42,6 +42,12 @@ bool netgate_route_strip_match(const char *pattern, const char *name, size_t len
 bool netgate_route_field_dropped(const struct netgate_route *rt, const struct netgate_http_head *h,
                                  const char *name, size_t len);
 
+/* Whether the route's requests may carry a secret (an injected field, or a
+ * sentinel listed for the route's host): the answer is then asked for
+ * unencoded, scrubbed of the secrets' values, and refused when it comes
+ * encoded anyway, since no scrubber can see into a compressed body. */
+bool netgate_route_carries_secrets(const struct netgate_route *rt);
+
 /* NULL when `rest` (the target below the route: "", "/..." or "?...") may
  * go upstream, else what in its path is refused: a "." or ".." segment
  * (also percent-encoded, also followed by ";params"), an encoded "/" or
