@@ -23,16 +23,15 @@
  * slower, never less durable. */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "audit-internal.h"
+#include "child.h"
 #include "util.h"
 
 struct audit_syncer {
@@ -43,12 +42,8 @@ struct audit_syncer {
         bool gone;            /* the helper died or could not be forked: sync inline */
 };
 
-_Noreturn static void helper_main(int sock, pid_t parent)
+_Noreturn static void helper_main(int sock)
 {
-        /* Signals stay blocked (as at the fork): the parent's handlers are
-         * not ours. The parent's end of life is ours. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-                _exit(0);
         if (sock > 3)
                 syscall(SYS_close_range, 3, (unsigned)sock - 1, 0);
         syscall(SYS_close_range, (unsigned)sock + 1, ~0U, 0);
@@ -84,26 +79,14 @@ _Noreturn static void helper_main(int sock, pid_t parent)
 /* Fork the helper; -errno when it cannot be. */
 static int helper_start(struct audit_syncer *s)
 {
-        int sv[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-                return -errno;
-        pid_t parent = getpid();
-        sigset_t all, old;
-        sigfillset(&all);
-        sigprocmask(SIG_SETMASK, &all, &old);
-        pid_t pid = fork();
-        if (pid == 0) {
-                close(sv[0]);
-                helper_main(sv[1], parent);
-        }
-        int e = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        close(sv[1]);
-        if (pid < 0) {
-                close(sv[0]);
-                return -e;
-        }
-        s->sock = sv[0];
+        int sock;
+        pid_t pid;
+        int r = child_helper_fork(&sock, &pid);
+        if (r == 0)
+                helper_main(sock);
+        if (r < 0)
+                return r;
+        s->sock = sock;
         s->pid = pid;
         return 0;
 }

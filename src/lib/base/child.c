@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "child.h"
 #include "util.h"
@@ -176,4 +180,33 @@ int child_wait(pid_t pid)
                 if (errno != EINTR)
                         return -errno;
         return status;
+}
+
+int child_helper_fork(int *ret_sock, pid_t *ret_pid)
+{
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid_t parent = getpid();
+        sigset_t all, old;
+        sigfillset(&all);
+        sigprocmask(SIG_SETMASK, &all, &old);
+        pid_t pid = fork();
+        if (pid == 0) {
+                close(sv[0]);
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                        _exit(0);
+                *ret_sock = sv[1];
+                return 0;
+        }
+        int e = errno;
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        close(sv[1]);
+        if (pid < 0) {
+                close(sv[0]);
+                return -e;
+        }
+        *ret_sock = sv[0];
+        *ret_pid = pid;
+        return 1;
 }

@@ -45,3 +45,12 @@ int child_spawn(const struct child_spawn *s, pid_t *ret_pid, int *ret_pidfd);
 
 /* Wait for pid, retrying on EINTR: its wait status, or -errno. */
 int child_wait(pid_t pid);
+
+/* A helper process of this one, joined to it by a SOCK_SEQPACKET pair: in
+ * the helper, returns 0 with *ret_sock its end, every signal blocked (the
+ * caller's handlers are not its own) and its life bound to the caller's
+ * (PR_SET_PDEATHSIG SIGKILL; it has _exited if the caller was already
+ * gone); it closes what it must not hold itself. In the caller, returns 1
+ * with *ret_sock the caller's end (close-on-exec) and *ret_pid the helper;
+ * -errno when it cannot be forked. Fork it while the caller has one thread. */
+int child_helper_fork(int *ret_sock, pid_t *ret_pid);

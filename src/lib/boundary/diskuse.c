@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "diskuse.h"
 #include "quota.h"
 #include "util.h"
@@ -210,12 +211,8 @@ static void close_all_but(int a, int b)
         syscall(SYS_close_range, (unsigned)b + 1, ~0U, 0);
 }
 
-_Noreturn static void helper_main(int sock, int tree, pid_t parent)
+_Noreturn static void helper_main(int sock, int tree)
 {
-        /* Signals stay blocked (as at the fork): the parent's handlers are
-         * not ours. The parent's end of life is ours. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-                _exit(0);
         /* An open file description of our own: the inherited one shares
          * its offset (which each walk rewinds) with the parent's. */
         int own = openat(tree, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -245,26 +242,14 @@ _Noreturn static void helper_main(int sock, int tree, pid_t parent)
 
 static int helper_start(struct disk_meter *m)
 {
-        int sv[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-                return -errno;
-        pid_t parent = getpid();
-        sigset_t all, old;
-        sigfillset(&all);
-        sigprocmask(SIG_SETMASK, &all, &old);
-        pid_t pid = fork();
-        if (pid == 0) {
-                close(sv[0]);
-                helper_main(sv[1], m->fd, parent);
-        }
-        int e = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        close(sv[1]);
-        if (pid < 0) {
-                close(sv[0]);
-                return -e;
-        }
-        m->sock = sv[0];
+        int sock;
+        pid_t pid;
+        int r = child_helper_fork(&sock, &pid);
+        if (r == 0)
+                helper_main(sock, m->fd);
+        if (r < 0)
+                return r;
+        m->sock = sock;
         m->pid = pid;
         m->pidfd = (int)syscall(SYS_pidfd_open, pid, 0); /* -1: killed by pid */
         return 0;
