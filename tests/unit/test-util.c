@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -166,4 +167,18 @@ Test(util, signal_parse)
         cr_assert_eq(signal_parse("65", &sig), -EINVAL);
         cr_assert_eq(signal_parse("", &sig), -EINVAL);
         cr_assert_eq(signal_parse("term", &sig), -EINVAL);
+}
+
+Test(util, sorted_first_at_or_after)
+{
+        struct named {
+                int n;
+                const char *name;
+        } v[] = {{1, "a"}, {2, "b"}, {3, "b"}, {4, "d"}};
+        size_t off = offsetof(struct named, name);
+        cr_assert_eq(sorted_first_at_or_after(v, 4, sizeof(*v), off, "a"), 0);
+        cr_assert_eq(sorted_first_at_or_after(v, 4, sizeof(*v), off, "b"), 1, "the first of equals");
+        cr_assert_eq(sorted_first_at_or_after(v, 4, sizeof(*v), off, "c"), 3);
+        cr_assert_eq(sorted_first_at_or_after(v, 4, sizeof(*v), off, "e"), 4, "none: n");
+        cr_assert_eq(sorted_first_at_or_after(v, 0, sizeof(*v), off, "a"), 0);
 }

@@ -86,6 +86,22 @@ size_t strv_length(char *const *v)
         return n;
 }
 
+size_t sorted_first_at_or_after(const void *base, size_t n, size_t size, size_t key_off,
+                                const char *key)
+{
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                const char *k;
+                memcpy(&k, (const char *)base + mid * size + key_off, sizeof(k));
+                if (strcmp(k, key) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
 int safe_atou64(const char *s, uint64_t *ret)
 {
         if (!s || !isdigit((unsigned char)s[0]))

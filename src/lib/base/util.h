@@ -107,6 +107,11 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n, size_t size);
 char **strv_append(char **v, size_t *n, const char *s);
 size_t strv_length(char *const *v);
+/* In an array of n elements of `size` bytes sorted by the string each holds
+ * at key_off (a `char *` member, strcmp order): the index of the first
+ * whose string is not below key, n when none. */
+size_t sorted_first_at_or_after(const void *base, size_t n, size_t size, size_t key_off,
+                                const char *key);
 
 /* Random id of n hex characters (n even, at most 64). */
 int random_hex(char *buf, size_t n);

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,14 +61,8 @@ void gitguard_pdirs_sort(struct root_start *rs)
 /* pdirs is sorted once noted (gitguard_pdirs_sort). */
 static bool known_dir(const struct root_start *rs, const char *rel, const struct stat *st)
 {
-        size_t lo = 0, hi = rs->n_pdirs;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (strcmp(rs->pdirs[mid].rel, rel) < 0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
+        size_t lo = sorted_first_at_or_after(rs->pdirs, rs->n_pdirs, sizeof(*rs->pdirs),
+                                             offsetof(typeof(*rs->pdirs), rel), rel);
         for (size_t i = lo; i < rs->n_pdirs && STREQ(rs->pdirs[i].rel, rel); i++)
                 if (rs->pdirs[i].dev == st->st_dev && rs->pdirs[i].ino == st->st_ino)
                         return true;

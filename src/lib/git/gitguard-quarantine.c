@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,14 +121,8 @@ void gitguard_known_sort(struct root_start *rs)
 /* The first noted entry of rel (n_known when none). */
 static size_t known_first(const struct root_start *rs, const char *rel)
 {
-        size_t lo = 0, hi = rs->n_known;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (strcmp(rs->known[mid].rel, rel) < 0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
+        size_t lo = sorted_first_at_or_after(rs->known, rs->n_known, sizeof(*rs->known),
+                                             offsetof(typeof(*rs->known), rel), rel);
         return lo < rs->n_known && STREQ(rs->known[lo].rel, rel) ? lo : rs->n_known;
 }
 

@@ -2,6 +2,7 @@
 /* Accept (all of the changes, or those beneath named paths) and discard. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -48,14 +49,8 @@ static int normalize_request(const char *workspace, const char *in, char out[sta
 
 static struct item *plan_find(struct plan *p, const char *path)
 {
-        size_t lo = 0, hi = p->n;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (strcmp(p->v[mid].path, path) < 0)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
+        size_t lo =
+            sorted_first_at_or_after(p->v, p->n, sizeof(*p->v), offsetof(struct item, path), path);
         return lo < p->n && STREQ(p->v[lo].path, path) ? &p->v[lo] : NULL;
 }
 
