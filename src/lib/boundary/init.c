@@ -184,6 +184,13 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                         spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
                 }
         }
+        /* The bounding set is emptied here, once, for pid 1 and the command
+         * alike: the fork inherits it empty (and its effective capabilities,
+         * which the command still needs for its own steps), so neither
+         * process walks every capability again. When this fails, the
+         * command empties its own and reports what refused it. */
+        struct al_error bset_err = {0};
+        confine_empty_bset(&bset_err);
         pid_t cmd = fork();
         if (cmd < 0) {
                 al_error_set(&err, errno, "fork");
