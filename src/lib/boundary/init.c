@@ -11,6 +11,8 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -23,6 +25,8 @@
 #include "util.h"
 #include "spawn-internal.h"
 #include "init-internal.h"
+
+extern char **environ;
 
 void init_set_stdio(int fd, int target)
 {
@@ -133,8 +137,6 @@ _Noreturn void init_command_main(struct child_ctx *ctx, const struct command *cm
         init_command_fail(errfd, cmd->argv[0], exec_errno, &err);
 }
 
-extern char **environ;
-
 /* pid 1's command line and environment are the supervisor's, inherited by
  * fork: the host's paths, flags and variables. /proc/1/cmdline is readable by
  * everyone inside, so wipe both and call it airlock-init. */
@@ -158,6 +160,74 @@ void init_close_all_but(int a, int b)
 {
         int keep[] = {a, b, init_once.landlock};
         confine_close_except(keep, ARRAY_SIZE(keep));
+}
+
+static char **copy_strv(char *const *v)
+{
+        size_t n = 0;
+        char **c = xcalloc(strv_length(v) + 1, sizeof(char *));
+        for (; v && v[n]; n++)
+                c[n] = xstrdup(v[n]);
+        return c;
+}
+
+/* What the command's process starts from. */
+struct command_start {
+        struct child_ctx *ctx;
+        int errfd;
+        int close[3]; /* pid 1's ends: not the command's */
+        int slave;    /* its terminal, or -1 */
+        char **argv;  /* pid 1's own copies: it wipes the host's */
+        char **envp;
+};
+
+static int command_start_main(void *arg)
+{
+        const struct command_start *st = arg;
+        const struct spawn_config *cfg = st->ctx->cfg;
+        al_trace_mark("cmd.start");
+        for (size_t i = 0; i < ARRAY_SIZE(st->close); i++)
+                if (st->close[i] >= 0)
+                        close(st->close[i]);
+        struct command c = {.argv = st->argv,
+                            .envp = st->envp,
+                            .fds = {cfg->stdin_fd, cfg->stdout_fd, cfg->stderr_fd}};
+        if (st->slave >= 0) {
+                c.fds[0] = c.fds[1] = c.fds[2] = st->slave;
+                c.ctty = true;
+        }
+        init_command_main(st->ctx, &c, st->errfd);
+}
+
+/* The command's process shares pid 1's memory until its execve (as
+ * posix_spawn does): no page table is copied, and pid 1 waits, suspended,
+ * until the command has executed or exited (CLONE_VFORK). What it does
+ * there is system calls on its own task (its own descriptors, signal
+ * handlers, credentials, Landlock domain and seccomp filter: none is
+ * shared) and writes to memory pid 1 does not read again but for
+ * `environ`, which confine_exec() points at the command's environment and
+ * is put back here. It runs on its own stack, with a guard page below.
+ * pid 1 is already not dumpable and its host identity wiped: the command
+ * runs before pid 1 is scheduled again. */
+#define COMMAND_STACK (512u << 10)
+
+static pid_t start_command(struct command_start *st)
+{
+        long page = sysconf(_SC_PAGESIZE);
+        size_t len = COMMAND_STACK + (size_t)page;
+        char *stack = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (stack == MAP_FAILED)
+                return -1;
+        pid_t pid = -1;
+        char **host_environ = environ;
+        if (mprotect(stack, (size_t)page, PROT_NONE) == 0)
+                pid = clone(command_start_main, stack + len, CLONE_VM | CLONE_VFORK | SIGCHLD, st);
+        int saved = errno;
+        environ = host_environ;
+        munmap(stack, len);
+        errno = saved;
+        return pid;
 }
 
 /* The sandbox's pid 1: starts the command, forwards signals to it, reaps
@@ -191,25 +261,22 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
          * command empties its own and reports what refused it. */
         struct al_error bset_err = {0};
         confine_empty_bset(&bset_err);
-        pid_t cmd = fork();
+        /* Not dumpable, and the host's command line and environment wiped,
+         * before the command's process starts (it runs before pid 1 is
+         * scheduled again): the agent never finds them in /proc/1. The
+         * command's argv points into that command line: it gets a copy. */
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        struct command_start start = {.ctx = ctx,
+                                      .errfd = pair[1],
+                                      .close = {pair[0], sync, master},
+                                      .slave = slave,
+                                      .argv = copy_strv(ctx->cfg->argv),
+                                      .envp = copy_strv(ctx->cfg->envp)};
+        init_wipe_host_identity();
+        pid_t cmd = start_command(&start);
         if (cmd < 0) {
-                al_error_set(&err, errno, "fork");
+                al_error_set(&err, errno, "starting the command's process");
                 spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
-        }
-        if (cmd == 0) {
-                al_trace_mark("cmd.start");
-                close(pair[0]);
-                close(sync);
-                struct command c = {
-                    .argv = ctx->cfg->argv,
-                    .envp = ctx->cfg->envp,
-                    .fds = {ctx->cfg->stdin_fd, ctx->cfg->stdout_fd, ctx->cfg->stderr_fd}};
-                if (slave >= 0) {
-                        c.fds[0] = c.fds[1] = c.fds[2] = slave;
-                        c.ctty = true;
-                        close(master);
-                }
-                init_command_main(ctx, &c, pair[1]);
         }
         close(pair[1]);
         /* pid 1 keeps no end of the terminal: the master goes to the
@@ -225,10 +292,11 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                 close(master);
         }
 
-        /* pid 1 needs nothing from here on: no privileges, no stdio, and not
-         * dumpable, so the agent cannot reach into it through /proc. */
-        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-        init_wipe_host_identity();
+        /* pid 1 needs nothing from here on: no privileges, no stdio (it is
+         * not dumpable since before the command started, so the agent
+         * cannot reach into it through /proc). */
+        strv_free(start.argv);
+        strv_free(start.envp);
         confine_drop_caps(&err);
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
