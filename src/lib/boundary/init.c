@@ -208,11 +208,20 @@ static int command_start_main(void *arg)
  * `environ`, which confine_exec() points at the command's environment and
  * is put back here. It runs on its own stack, with a guard page below.
  * pid 1 is already not dumpable and its host identity wiped: the command
- * runs before pid 1 is scheduled again. */
+ * runs before pid 1 is scheduled again. But for the microvm tier. */
 #define COMMAND_STACK (512u << 10)
 
 static pid_t start_command(struct command_start *st)
 {
+        /* The microvm tier's command process never executes: it starts
+         * QEMU and relays for it until the end (microvm.c). It is forked,
+         * and pid 1 goes on at once. */
+        if (st->ctx->cfg->policy->tier == POLICY_TIER_MICROVM) {
+                pid_t pid = fork();
+                if (pid == 0)
+                        command_start_main(st);
+                return pid;
+        }
         long page = sysconf(_SC_PAGESIZE);
         size_t len = COMMAND_STACK + (size_t)page;
         char *stack = mmap(NULL, len, PROT_READ | PROT_WRITE,
