@@ -211,12 +211,25 @@ static int command_start_main(void *arg)
  * runs before pid 1 is scheduled again. But for the microvm tier. */
 #define COMMAND_STACK (512u << 10)
 
+/* AddressSanitizer does not know that stack (it warns on every _exit of a
+ * failed start, on the command's stderr): under it, the command is forked. */
+#if defined(__SANITIZE_ADDRESS__)
+#define COMMAND_FORK_ONLY 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define COMMAND_FORK_ONLY 1
+#endif
+#endif
+#ifndef COMMAND_FORK_ONLY
+#define COMMAND_FORK_ONLY 0
+#endif
+
 static pid_t start_command(struct command_start *st)
 {
         /* The microvm tier's command process never executes: it starts
          * QEMU and relays for it until the end (microvm.c). It is forked,
          * and pid 1 goes on at once. */
-        if (st->ctx->cfg->policy->tier == POLICY_TIER_MICROVM) {
+        if (COMMAND_FORK_ONLY || st->ctx->cfg->policy->tier == POLICY_TIER_MICROVM) {
                 pid_t pid = fork();
                 if (pid == 0)
                         command_start_main(st);
