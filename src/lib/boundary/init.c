@@ -295,6 +295,7 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                                       .argv = copy_strv(ctx->cfg->argv),
                                       .envp = copy_strv(ctx->cfg->envp)};
         init_wipe_host_identity();
+        al_trace_mark("init.identity");
         pid_t cmd = start_command(&start);
         if (cmd < 0) {
                 al_error_set(&err, errno, "starting the command's process");
