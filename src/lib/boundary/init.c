@@ -276,13 +276,15 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                         spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
                 }
         }
-        /* The bounding set is emptied here, once, for pid 1 and the command
-         * alike: the fork inherits it empty (and its effective capabilities,
-         * which the command still needs for its own steps), so neither
-         * process walks every capability again. When this fails, the
-         * command empties its own and reports what refused it. */
-        struct al_error bset_err = {0};
-        confine_empty_bset(&bset_err);
+        /* Every capability is dropped here, once, for pid 1 and the command
+         * alike (bounding set, ambient, securebits, the sets): the command
+         * inherits none, and pid 1 holds none when the command's first
+         * instruction runs. The command's own steps need none (its uid is
+         * already pid 1's; no_new_privs stands in for Landlock and seccomp).
+         * When this fails, the command drops its own and reports what
+         * refused it. */
+        struct al_error caps_err = {0};
+        confine_drop_caps(&caps_err);
         /* Not dumpable, and the host's command line and environment wiped,
          * before the command's process starts (it runs before pid 1 is
          * scheduled again): the agent never finds them in /proc/1. The
@@ -315,12 +317,12 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                 close(master);
         }
 
-        /* pid 1 needs nothing from here on: no privileges, no stdio (it is
-         * not dumpable since before the command started, so the agent
-         * cannot reach into it through /proc). */
+        /* pid 1 needs nothing from here on: no stdio (it holds no
+         * capability and is not dumpable since before the command started,
+         * so the agent cannot reach into it through /proc). */
         strv_free(start.argv);
         strv_free(start.envp);
-        confine_drop_caps(&err);
+        confine_drop_caps(&err); /* nothing left to drop but after a failure */
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
