@@ -53,7 +53,7 @@ static int last_cap(void)
  * set this has nothing left to drop (and no right to get any back). */
 static bool bset_empty;
 
-int confine_empty_bset(struct al_error *err)
+static int confine_empty_bset(struct al_error *err)
 {
         if (bset_empty)
                 return 0;

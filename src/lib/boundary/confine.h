@@ -56,9 +56,6 @@ int confine_landlock_build(const struct confine_config *c, int *ret_fd, struct a
  * ignored) and the trace descriptor (trace.h), which is close-on-exec. */
 void confine_close_except(const int *keep, size_t n);
 
-/* Empty this process's capability bounding set (once: what a fork
- * inherits stays empty). Its effective capabilities stay. */
-int confine_empty_bset(struct al_error *err);
 /* Drop every capability from every set, lock the securebits. */
 int confine_drop_caps(struct al_error *err);
 /* The same, keeping the capabilities of mask `keep` (1 << CAP_x) permitted
