@@ -53,6 +53,23 @@ static int last_cap(void)
  * set this has nothing left to drop (and no right to get any back). */
 static bool bset_empty;
 
+static int confine_empty_bset(struct al_error *err)
+{
+        if (bset_empty)
+                return 0;
+        /* One drop a capability, no read first: dropping one already gone
+         * succeeds. Only a process without CAP_SETPCAP is refused (EPERM),
+         * and for it what is gone already is no error. */
+        int last = last_cap();
+        for (int cap = 0; cap <= last; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL &&
+                    !(errno == EPERM && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 0))
+                        return al_error_set(err, errno,
+                                            "dropping capability %d from the bounding set", cap);
+        bset_empty = true;
+        return 0;
+}
+
 int confine_drop_caps(struct al_error *err)
 {
         return confine_drop_caps_but(0, err);
@@ -60,19 +77,13 @@ int confine_drop_caps(struct al_error *err)
 
 int confine_drop_caps_but(uint64_t keep, struct al_error *err)
 {
-        /* Processes that an idle sandbox's pid 1 starts come from a parent
-         * that has dropped everything already: what is gone needs no
-         * CAP_SETPCAP to stay gone, and is not asked for again. */
-        if (!bset_empty) {
-                int last = last_cap();
-                for (int cap = 0; cap <= last; cap++)
-                        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) > 0 &&
-                            prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                                return al_error_set(err, errno,
-                                                    "dropping capability %d from the bounding set",
-                                                    cap);
-                bset_empty = true;
-        }
+        /* Processes that an idle sandbox's pid 1 starts, and the command a
+         * cold pid 1 forks, come from a parent that has emptied its bounding
+         * set already: what is gone needs no CAP_SETPCAP to stay gone, and
+         * is not asked for again. */
+        int r = confine_empty_bset(err);
+        if (r < 0)
+                return r;
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 return al_error_set(err, errno, "clearing ambient capabilities");
         /* A uid 0 inside regains nothing on execve, and the bits stay set. */

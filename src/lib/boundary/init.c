@@ -11,6 +11,8 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -23,6 +25,8 @@
 #include "util.h"
 #include "spawn-internal.h"
 #include "init-internal.h"
+
+extern char **environ;
 
 void init_set_stdio(int fd, int target)
 {
@@ -133,8 +137,6 @@ _Noreturn void init_command_main(struct child_ctx *ctx, const struct command *cm
         init_command_fail(errfd, cmd->argv[0], exec_errno, &err);
 }
 
-extern char **environ;
-
 /* pid 1's command line and environment are the supervisor's, inherited by
  * fork: the host's paths, flags and variables. /proc/1/cmdline is readable by
  * everyone inside, so wipe both and call it airlock-init. */
@@ -158,6 +160,96 @@ void init_close_all_but(int a, int b)
 {
         int keep[] = {a, b, init_once.landlock};
         confine_close_except(keep, ARRAY_SIZE(keep));
+}
+
+static char **copy_strv(char *const *v)
+{
+        size_t n = 0;
+        char **c = xcalloc(strv_length(v) + 1, sizeof(char *));
+        for (; v && v[n]; n++)
+                c[n] = xstrdup(v[n]);
+        return c;
+}
+
+/* What the command's process starts from. */
+struct command_start {
+        struct child_ctx *ctx;
+        int errfd;
+        int close[3]; /* pid 1's ends: not the command's */
+        int slave;    /* its terminal, or -1 */
+        char **argv;  /* pid 1's own copies: it wipes the host's */
+        char **envp;
+};
+
+static int command_start_main(void *arg)
+{
+        const struct command_start *st = arg;
+        const struct spawn_config *cfg = st->ctx->cfg;
+        al_trace_mark("cmd.start");
+        for (size_t i = 0; i < ARRAY_SIZE(st->close); i++)
+                if (st->close[i] >= 0)
+                        close(st->close[i]);
+        struct command c = {.argv = st->argv,
+                            .envp = st->envp,
+                            .fds = {cfg->stdin_fd, cfg->stdout_fd, cfg->stderr_fd}};
+        if (st->slave >= 0) {
+                c.fds[0] = c.fds[1] = c.fds[2] = st->slave;
+                c.ctty = true;
+        }
+        init_command_main(st->ctx, &c, st->errfd);
+}
+
+/* The command's process shares pid 1's memory until its execve (as
+ * posix_spawn does): no page table is copied, and pid 1 waits, suspended,
+ * until the command has executed or exited (CLONE_VFORK). What it does
+ * there is system calls on its own task (its own descriptors, signal
+ * handlers, credentials, Landlock domain and seccomp filter: none is
+ * shared) and writes to memory pid 1 does not read again but for
+ * `environ`, which confine_exec() points at the command's environment and
+ * is put back here. It runs on its own stack, with a guard page below.
+ * pid 1 is already not dumpable and its host identity wiped: the command
+ * runs before pid 1 is scheduled again. But for the microvm tier. */
+#define COMMAND_STACK (512u << 10)
+
+/* AddressSanitizer does not know that stack (it warns on every _exit of a
+ * failed start, on the command's stderr): under it, the command is forked. */
+#if defined(__SANITIZE_ADDRESS__)
+#define COMMAND_FORK_ONLY 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define COMMAND_FORK_ONLY 1
+#endif
+#endif
+#ifndef COMMAND_FORK_ONLY
+#define COMMAND_FORK_ONLY 0
+#endif
+
+static pid_t start_command(struct command_start *st)
+{
+        /* The microvm tier's command process never executes: it starts
+         * QEMU and relays for it until the end (microvm.c). It is forked,
+         * and pid 1 goes on at once. */
+        if (COMMAND_FORK_ONLY || st->ctx->cfg->policy->tier == POLICY_TIER_MICROVM) {
+                pid_t pid = fork();
+                if (pid == 0)
+                        command_start_main(st);
+                return pid;
+        }
+        long page = sysconf(_SC_PAGESIZE);
+        size_t len = COMMAND_STACK + (size_t)page;
+        char *stack = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (stack == MAP_FAILED)
+                return -1;
+        pid_t pid = -1;
+        char **host_environ = environ;
+        if (mprotect(stack, (size_t)page, PROT_NONE) == 0)
+                pid = clone(command_start_main, stack + len, CLONE_VM | CLONE_VFORK | SIGCHLD, st);
+        int saved = errno;
+        environ = host_environ;
+        munmap(stack, len);
+        errno = saved;
+        return pid;
 }
 
 /* The sandbox's pid 1: starts the command, forwards signals to it, reaps
@@ -184,25 +276,32 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                         spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
                 }
         }
-        pid_t cmd = fork();
+        /* Every capability is dropped here, once, for pid 1 and the command
+         * alike (bounding set, ambient, securebits, the sets): the command
+         * inherits none, and pid 1 holds none when the command's first
+         * instruction runs. The command's own steps need none (its uid is
+         * already pid 1's; no_new_privs stands in for Landlock and seccomp).
+         * When this fails, the command drops its own and reports what
+         * refused it. */
+        struct al_error caps_err = {0};
+        confine_drop_caps(&caps_err);
+        /* Not dumpable, and the host's command line and environment wiped,
+         * before the command's process starts (it runs before pid 1 is
+         * scheduled again): the agent never finds them in /proc/1. The
+         * command's argv points into that command line: it gets a copy. */
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        struct command_start start = {.ctx = ctx,
+                                      .errfd = pair[1],
+                                      .close = {pair[0], sync, master},
+                                      .slave = slave,
+                                      .argv = copy_strv(ctx->cfg->argv),
+                                      .envp = copy_strv(ctx->cfg->envp)};
+        init_wipe_host_identity();
+        al_trace_mark("init.identity");
+        pid_t cmd = start_command(&start);
         if (cmd < 0) {
-                al_error_set(&err, errno, "fork");
+                al_error_set(&err, errno, "starting the command's process");
                 spawn_child_fail(sync, SPAWN_FAILED_SETUP, &err, 125);
-        }
-        if (cmd == 0) {
-                al_trace_mark("cmd.start");
-                close(pair[0]);
-                close(sync);
-                struct command c = {
-                    .argv = ctx->cfg->argv,
-                    .envp = ctx->cfg->envp,
-                    .fds = {ctx->cfg->stdin_fd, ctx->cfg->stdout_fd, ctx->cfg->stderr_fd}};
-                if (slave >= 0) {
-                        c.fds[0] = c.fds[1] = c.fds[2] = slave;
-                        c.ctty = true;
-                        close(master);
-                }
-                init_command_main(ctx, &c, pair[1]);
         }
         close(pair[1]);
         /* pid 1 keeps no end of the terminal: the master goes to the
@@ -218,11 +317,12 @@ _Noreturn void spawn_init_main(struct child_ctx *ctx)
                 close(master);
         }
 
-        /* pid 1 needs nothing from here on: no privileges, no stdio, and not
-         * dumpable, so the agent cannot reach into it through /proc. */
-        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-        init_wipe_host_identity();
-        confine_drop_caps(&err);
+        /* pid 1 needs nothing from here on: no stdio (it holds no
+         * capability and is not dumpable since before the command started,
+         * so the agent cannot reach into it through /proc). */
+        strv_free(start.argv);
+        strv_free(start.envp);
+        confine_drop_caps(&err); /* nothing left to drop but after a failure */
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         for (int fd = 0; fd < 3 && devnull >= 0; fd++)
                 dup2(devnull, fd);
