@@ -717,6 +717,44 @@ void netgate_proxy_accept(struct netgate *g, enum netgate_proto proto, int fd)
         netgate_conn_count(g, +1);
 }
 
+/* The rules changed (netgate_set_rules): every connection whose upstream
+ * was allowed by a rule is decided again on the host and port it reaches.
+ * One the new rules refuse is closed now, its record ended with reason
+ * "revoked" (a tunnel, a request in flight, one being connected); an idle
+ * kept upstream to a refused origin is dropped (the next request is decided
+ * again anyway). A connection an operator approved (rule "ask") or held
+ * for the operator is left as it is: no rule decided it. */
+size_t netgate_proxy_recheck(struct netgate *g)
+{
+        size_t cut = 0;
+        struct netgate_conn *next;
+        for (struct netgate_conn *c = g->conns; c; c = next) {
+                next = c->next;
+                if (c->asking)
+                        continue;
+                bool live = c->in_flight && c->rule && c->rule == c->rule_text;
+                bool idle_up = !c->in_flight && c->cl.up && c->cl.up_idle && c->cl.up_host[0];
+                if (!live && !idle_up)
+                        continue;
+                struct netgate_decision d;
+                if (live)
+                        netgate_rules_decide(g->rules, c->d.host.name, strlen(c->d.host.name),
+                                             c->port, &d);
+                else
+                        netgate_rules_decide(g->rules, c->cl.up_host, strlen(c->cl.up_host),
+                                             c->cl.up_port, &d);
+                if (d.allow)
+                        continue;
+                if (idle_up) {
+                        netgate_client_drop_idle(&c->cl);
+                        continue;
+                }
+                cut++;
+                conn_free(c, "revoked");
+        }
+        return cut;
+}
+
 void netgate_proxy_close_all(struct netgate *g)
 {
         while (g->conns)
