@@ -72,9 +72,15 @@ static void web_read(struct bufferevent *bev, void *ud)
         struct evbuffer_ptr p = evbuffer_search(in, "\r\n\r\n", 4, NULL);
         if (p.pos < 0)
                 return;
+        bool slow = evbuffer_search(in, "GET /slow", 9, NULL).pos == 0;
         evbuffer_drain(in, (size_t)p.pos + 4);
+        /* /slow: a response whose body never ends (a stream). */
         static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-        bufferevent_write(bev, ok, sizeof(ok) - 1);
+        static const char part[] = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npart";
+        if (slow)
+                bufferevent_write(bev, part, sizeof(part) - 1);
+        else
+                bufferevent_write(bev, ok, sizeof(ok) - 1);
 }
 
 static void server_event(struct bufferevent *bev, short what, void *ud)
@@ -412,4 +418,66 @@ Test(netgate_revoke, an_idle_kept_upstream_is_dropped, .init = setup, .fini = te
         cr_expect_eq(web_open, 1, "the refused request reached the upstream");
         free(req);
         close(fd);
+}
+
+Test(netgate_revoke, a_request_in_flight_is_cut, .init = setup, .fini = teardown)
+{
+        int fd = connect_to(http_port, NULL);
+        char buf[512];
+        bool eof;
+        char *req =
+            xasprintf("GET http://web.test:%u/slow HTTP/1.1\r\nHost: web.test\r\n\r\n", web_port);
+        run_loop_ms(5);
+        send_all(fd, req, strlen(req));
+        static const char part[] = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npart";
+        cr_assert_eq(pump(fd, buf, sizeof(part) - 1, 5000, &eof), sizeof(part) - 1, "%s", buf);
+
+        set_rules((const char *[]){"echo.test", "keep.test"}, 2, NULL, 0);
+        size_t n = pump(fd, buf, sizeof(buf) - 1, 2000, &eof);
+        cr_expect(eof && n == 0, "the response outlived the revoke (%zu bytes, eof %d)", n, eof);
+        run_loop_ms(20);
+        cr_expect_eq(web_closed, 1, "the upstream outlived the revoke");
+        cr_expect_eq(revoked("http", "web.test"), 1);
+        free(req);
+        close(fd);
+}
+
+/* The operator approves every request held. */
+static enum netgate_ask_answer approve(void *ud, const struct netgate_ask *q,
+                                       netgate_ask_done_fn done, void *conn, uint64_t *ret_token,
+                                       const char **ret_reason)
+{
+        (void)ud;
+        (void)q;
+        (void)done;
+        (void)conn;
+        (void)ret_token;
+        (void)ret_reason;
+        return NETGATE_ASK_ALLOW;
+}
+
+Test(netgate_revoke, an_approved_tunnel_falls_only_to_a_deny_rule, .init = setup, .fini = teardown)
+{
+        gate = netgate_free(gate);
+        pol->net_ask = true;
+        /* other.test is listed nowhere: approved by the operator. */
+        add_host("other.test");
+        struct al_error err = {0};
+        gate = netgate_new(base, pol, "sbx-test", &err);
+        cr_assert_not_null(gate, "%s", err.msg);
+        netgate_set_recorder(gate, recorder, NULL);
+        cr_assert_eq(
+            netgate_add_listener(gate, NETGATE_PROTO_HTTP, loopback_listener(&http_port), &err), 0,
+            "%s", err.msg);
+        netgate_set_asker(gate, &(struct netgate_asker){.ask = approve});
+        int at = tunnel("other.test");
+        cr_assert(echoes(at));
+        /* A revoke of other rules leaves it: no allow rule decided it. */
+        set_rules((const char *[]){"keep.test"}, 1, NULL, 0);
+        cr_expect(echoes(at), "an approved tunnel was cut by a revoke of other rules");
+        /* A deny rule that names it beats the approval. */
+        set_rules((const char *[]){"keep.test"}, 1, (const char *[]){"other.test"}, 1);
+        cr_expect(closed_soon(at), "an approved tunnel outlived a deny rule naming it");
+        cr_expect_eq(revoked("connect", "other.test"), 1);
+        close(at);
 }
