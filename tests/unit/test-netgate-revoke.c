@@ -481,3 +481,24 @@ Test(netgate_revoke, an_approved_tunnel_falls_only_to_a_deny_rule, .init = setup
         cr_expect_eq(revoked("connect", "other.test"), 1);
         close(at);
 }
+
+/* A direct-path connection still connecting at the change is handed over
+ * only when the rules still allow it (supervisor/connect-notify.c). */
+Test(netgate_revoke, a_direct_path_verdict_is_decided_again, .init = setup, .fini = teardown)
+{
+        struct netgate_verdict byname = {.allow = true, .port = echo_port};
+        snprintf(byname.host, sizeof(byname.host), "echo.test");
+        snprintf(byname.address, sizeof(byname.address), "127.0.0.1");
+        struct netgate_verdict byip = byname;
+        snprintf(byip.host, sizeof(byip.host), "127.0.0.1");
+        cr_expect(netgate_transparent_allowed_now(gate, &byname));
+        cr_expect_not(netgate_transparent_allowed_now(gate, &byip), "no IP rule lists it");
+
+        char *a[] = {rule("127.0.0.1", echo_port), rule("keep.test", echo_port)};
+        struct al_error err = {0};
+        cr_assert_eq(netgate_set_rules(gate, a, 2, NULL, 0, NULL, &err), 0, "%s", err.msg);
+        cr_expect_not(netgate_transparent_allowed_now(gate, &byname), "the name was revoked");
+        cr_expect(netgate_transparent_allowed_now(gate, &byip));
+        free(a[0]);
+        free(a[1]);
+}

@@ -249,9 +249,7 @@ uint16_t netgate_relay_port(const struct netgate *g)
         return g->relay_port;
 }
 
-/* Whether the rules still allow what `v` allowed: the name (or the
- * address an IP rule listed) on its port. */
-static bool still_allowed(const struct netgate *g, const struct netgate_verdict *v)
+bool netgate_transparent_allowed_now(const struct netgate *g, const struct netgate_verdict *v)
 {
         struct netgate_decision d;
         netgate_rules_decide(g->rules, v->host, strlen(v->host), v->port, &d);
@@ -264,13 +262,14 @@ size_t netgate_relay_recheck(struct netgate *g)
         for (size_t i = 0; g->expects && i < NETGATE_MAX_CONNECTIONS; i++) {
                 struct netgate_relay_expect *e = &g->expects[i];
                 /* Announced, not yet accepted: refused when it arrives. */
-                if (e->used && !e->v.terminate && !e->v.dns && !still_allowed(g, &e->v))
+                if (e->used && !e->v.terminate && !e->v.dns &&
+                    !netgate_transparent_allowed_now(g, &e->v))
                         e->used = false;
         }
         struct netgate_relay *next;
         for (struct netgate_relay *r = g->relays; r; r = next) {
                 next = r->next;
-                if (still_allowed(g, &r->v))
+                if (netgate_transparent_allowed_now(g, &r->v))
                         continue;
                 cut++;
                 relay_free(r, "revoked");
