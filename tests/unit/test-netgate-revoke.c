@@ -502,3 +502,32 @@ Test(netgate_revoke, a_direct_path_verdict_is_decided_again, .init = setup, .fin
         free(a[0]);
         free(a[1]);
 }
+
+/* A tunnel still waiting for its first bytes (the SNI check holds them)
+ * and a CONNECT still connecting are cut as well. */
+Test(netgate_revoke, tunnels_not_yet_relaying_are_cut, .init = setup, .fini = teardown)
+{
+        int waiting = tunnel("echo.test"), relay_waiting = relay("echo.test", false);
+        run_loop_ms(20);
+        int connecting = connect_to(http_port, NULL);
+        run_loop_ms(5);
+        char *req = xasprintf("CONNECT echo.test:%u HTTP/1.1\r\n\r\n", echo_port);
+        send_all(connecting, req, strlen(req));
+        /* Read by the gate, decided, its upstream not yet taken up. */
+        event_base_loop(base, EVLOOP_NONBLOCK);
+        set_rules((const char *[]){"keep.test"}, 1, NULL, 0);
+        cr_expect(closed_soon(waiting), "a tunnel in its SNI check outlived the revoke");
+        cr_expect(closed_soon(relay_waiting), "a relay in its SNI check outlived the revoke");
+        /* Whether it was still connecting or just became a tunnel, it is
+         * closed and relays nothing. */
+        char buf[256];
+        bool eof;
+        (void)send(connecting, "ping", 4, MSG_NOSIGNAL);
+        pump(connecting, buf, sizeof(buf) - 1, 2000, &eof);
+        cr_expect(eof, "a CONNECT being connected outlived the revoke");
+        cr_expect_null(strstr(buf, "ping"), "%s", buf);
+        free(req);
+        close(waiting);
+        close(relay_waiting);
+        close(connecting);
+}
