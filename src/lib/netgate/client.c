@@ -39,6 +39,12 @@ static void drop_upstream(struct netgate_client *cl)
         cl->up_tls = NULL;
 }
 
+void netgate_client_drop_idle(struct netgate_client *cl)
+{
+        if (cl->up && cl->up_idle)
+                drop_upstream(cl);
+}
+
 void netgate_client_close(struct netgate_client *cl)
 {
         drop_upstream(cl);

@@ -139,3 +139,5 @@ void netgate_client_answer_ex(struct netgate_client *cl, int status, const char 
 /* Close after what is written has gone (netgate_linger_start()); may call
  * ops->end. */
 void netgate_client_close(struct netgate_client *cl);
+/* Drop the kept upstream if it waits idle (the rules no longer allow it). */
+void netgate_client_drop_idle(struct netgate_client *cl);

@@ -314,6 +314,10 @@ int netgate_set_rules(struct netgate *g, char *const *allow, size_t n_allow, cha
                 g->budget.bytes = budget->bytes;
                 g->budget.refusals = budget->refusals;
         }
+        /* What is open was decided on the old rules: whatever the new ones
+         * refuse is closed now, not at its next connection. */
+        netgate_proxy_recheck(g);
+        netgate_relay_recheck(g);
         return 0;
 }
 

@@ -162,6 +162,9 @@ int netgate_dns_tcp_accept(struct netgate *g, int fd);
 
 /* The name server and the relays, each relay recorded (netgate_free()). */
 void netgate_transparent_free(struct netgate *g);
+/* The rules changed: close each relay (and forget each announced one) the
+ * new rules refuse, each recorded with reason "revoked"; how many closed. */
+size_t netgate_relay_recheck(struct netgate *g);
 
 /* ---- ledger.c ---- */
 
@@ -213,6 +216,10 @@ const char *netgate_deny_reason(const struct netgate *g, const char *host);
 void netgate_proxy_accept(struct netgate *g, enum netgate_proto proto, int fd);
 /* Close every proxy connection, recording the allowed ones still open. */
 void netgate_proxy_close_all(struct netgate *g);
+/* The rules changed: close each allowed connection (tunnel, request in
+ * flight) the new rules refuse, recorded with reason "revoked", and drop
+ * each idle kept upstream they refuse; how many connections closed. */
+size_t netgate_proxy_recheck(struct netgate *g);
 
 /* ---- route.c ---- */
 

@@ -51,7 +51,7 @@ struct netgate_record {
          * unsupported, command_not_supported, address_type_not_supported.
          * For "allow": NULL when it completed, else how it ended early:
          * dns_failed, upstream_failed, budget_bytes, client_closed, timeout,
-         * shutdown. */
+         * shutdown, revoked (the rules changed and refuse it now). */
         const char *reason;
         const char *rule;    /* the rule (or private range, or budget) that decided; NULL if none */
         int status;          /* HTTP status sent to the client, or the SOCKS5 reply code */
@@ -246,8 +246,12 @@ int netgate_set_nameserver(struct netgate *g, const char *server, struct al_erro
 
 /* Replace the allow and deny rules (and, when `budget` is given, the
  * request, byte and refusal budgets; not the rate) of a running gate: the
- * next decision uses them, connections already allowed go on. On failure
- * (a rule that does not parse, err names it) nothing changes. */
+ * next decision uses them, and what is open is decided again at once.
+ * Each CONNECT or SOCKS5 tunnel, request in flight, transparent relay (or
+ * relay announced and not yet accepted) the new rules refuse is closed,
+ * recorded as an allowed connection ended with reason "revoked"; an idle
+ * kept upstream they refuse is dropped. What they still allow goes on. On
+ * failure (a rule that does not parse, err names it) nothing changes. */
 struct policy_budget;
 int netgate_set_rules(struct netgate *g, char *const *allow, size_t n_allow, char *const *deny,
                       size_t n_deny, const struct policy_budget *budget, struct al_error *err);

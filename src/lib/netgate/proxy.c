@@ -724,6 +724,48 @@ void netgate_proxy_accept(struct netgate *g, enum netgate_proto proto, int fd)
         netgate_conn_count(g, +1);
 }
 
+/* The rules changed (netgate_set_rules): every connection whose upstream
+ * was allowed by a rule is decided again on the host and port it reaches.
+ * One the new rules refuse is closed now, its record ended with reason
+ * "revoked" (a tunnel, a request in flight, one being connected); an idle
+ * kept upstream to a refused origin is dropped (the next request is decided
+ * again anyway). A connection an operator approved (rule "ask") is cut
+ * only when a deny rule names it now (no allow rule decided it); one held
+ * for the operator is left to the operator's answer. */
+size_t netgate_proxy_recheck(struct netgate *g)
+{
+        size_t cut = 0;
+        struct netgate_conn *next;
+        for (struct netgate_conn *c = g->conns; c; c = next) {
+                next = c->next;
+                if (c->asking)
+                        continue;
+                bool asked = c->in_flight && c->rule && c->rule != c->rule_text;
+                bool live = c->in_flight && c->rule && !asked;
+                bool idle_up = !c->in_flight && c->cl.up && c->cl.up_idle && c->cl.up_host[0];
+                if (!live && !asked && !idle_up)
+                        continue;
+                struct netgate_decision d;
+                if (live || asked)
+                        netgate_rules_decide(g->rules, c->d.host.name, strlen(c->d.host.name),
+                                             c->port, &d);
+                else
+                        netgate_rules_decide(g->rules, c->cl.up_host, strlen(c->cl.up_host),
+                                             c->cl.up_port, &d);
+                /* What an operator approved stands unless a deny rule
+                 * names it now: deny beats every allow. */
+                if (d.allow || (asked && !STREQ(d.reason, "denied_by_rule")))
+                        continue;
+                if (idle_up) {
+                        netgate_client_drop_idle(&c->cl);
+                        continue;
+                }
+                cut++;
+                conn_free(c, "revoked");
+        }
+        return cut;
+}
+
 void netgate_proxy_close_all(struct netgate *g)
 {
         while (g->conns)

@@ -249,6 +249,34 @@ uint16_t netgate_relay_port(const struct netgate *g)
         return g->relay_port;
 }
 
+bool netgate_transparent_allowed_now(const struct netgate *g, const struct netgate_verdict *v)
+{
+        struct netgate_decision d;
+        netgate_rules_decide(g->rules, v->host, strlen(v->host), v->port, &d);
+        return d.allow;
+}
+
+size_t netgate_relay_recheck(struct netgate *g)
+{
+        size_t cut = 0;
+        for (size_t i = 0; g->expects && i < NETGATE_MAX_CONNECTIONS; i++) {
+                struct netgate_relay_expect *e = &g->expects[i];
+                /* Announced, not yet accepted: refused when it arrives. */
+                if (e->used && !e->v.terminate && !e->v.dns &&
+                    !netgate_transparent_allowed_now(g, &e->v))
+                        e->used = false;
+        }
+        struct netgate_relay *next;
+        for (struct netgate_relay *r = g->relays; r; r = next) {
+                next = r->next;
+                if (netgate_transparent_allowed_now(g, &r->v))
+                        continue;
+                cut++;
+                relay_free(r, "revoked");
+        }
+        return cut;
+}
+
 void netgate_transparent_free(struct netgate *g)
 {
         netgate_dns_server_free(g);

@@ -60,6 +60,12 @@ void netgate_transparent_dns(struct netgate_verdict *v);
  * connect can be left to the kernel and keep its real peer credentials. */
 bool netgate_transparent_host_sockets(const struct netgate *g);
 
+/* Whether the gate's rules, which may have changed since (a live revoke),
+ * still allow what the allowed verdict `v` allowed: its name (or the
+ * address an IP rule listed) on its port. A direct-path connection still
+ * connecting is handed over only when they do. */
+bool netgate_transparent_allowed_now(const struct netgate *g, const struct netgate_verdict *v);
+
 /* Record the verdict as a "transparent" decision: a refusal, or an allowed
  * connection that was made (`reason` NULL) or failed ("upstream_failed"). */
 void netgate_transparent_record(struct netgate *g, const struct netgate_verdict *v,

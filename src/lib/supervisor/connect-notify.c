@@ -237,6 +237,14 @@ static void finish(struct cn_pending *p, int error)
                 pending_free(p);
                 return;
         }
+        if (!netgate_transparent_allowed_now(cn->g, &p->v)) {
+                /* The rules changed while it connected (a revoke): the
+                 * sandbox never gets it. */
+                netgate_transparent_record(cn->g, &p->v, "revoked");
+                (void)respond(cn, p->id, ECONNREFUSED, 0);
+                pending_free(p);
+                return;
+        }
         int one = 1;
         if (p->nodelay)
                 (void)setsockopt(p->sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
