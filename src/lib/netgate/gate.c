@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -372,6 +373,26 @@ void netgate_set_asker(struct netgate *g, const struct netgate_asker *a)
                 g->asker = *a;
         else
                 memset(&g->asker, 0, sizeof(g->asker));
+}
+
+bool netgate_reason_askable(const char *reason)
+{
+        return reason && (STREQ(reason, "not_allowed") || STREQ(reason, "port_not_allowed") ||
+                          STREQ(reason, "ip_literal_not_listed"));
+}
+
+const char *netgate_ask_recheck(const struct netgate *g, const char *host, uint16_t port,
+                                char *rule, size_t rule_size)
+{
+        struct netgate_decision d;
+        if (rule_size)
+                rule[0] = '\0';
+        netgate_rules_decide(g->rules, host ? host : "", host ? strlen(host) : 0, port, &d);
+        if (d.allow || (g->ask && netgate_reason_askable(d.reason)))
+                return NULL;
+        if (d.rule && rule_size)
+                snprintf(rule, rule_size, "%s", d.rule->text);
+        return d.reason ? d.reason : "not_allowed";
 }
 
 const char *netgate_deny_reason(const struct netgate *g, const char *host)

@@ -221,6 +221,10 @@ void netgate_proxy_close_all(struct netgate *g);
  * each idle kept upstream they refuse; how many connections closed. */
 size_t netgate_proxy_recheck(struct netgate *g);
 
+/* Whether a refusal for this reason may be asked about (only "not
+ * listed": not_allowed, port_not_allowed, ip_literal_not_listed). */
+bool netgate_reason_askable(const char *reason);
+
 /* ---- route.c ---- */
 
 int netgate_routes_new(struct netgate *g, struct event_base *base,

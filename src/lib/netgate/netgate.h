@@ -237,6 +237,14 @@ struct netgate_asker {
         void *ud;
 };
 
+/* A held request decided again on the rules in force now (a live grant
+ * or revoke may have changed them while it waited): NULL when an approval
+ * may still let it through (the rules allow it, or it is still only not
+ * listed); else the reason the rules refuse it now ("denied_by_rule",
+ * "bad_host"), the rule's text copied to `rule` (empty when none). */
+const char *netgate_ask_recheck(const struct netgate *g, const char *host, uint16_t port,
+                                char *rule, size_t rule_size);
+
 /* Ask through `a` (copied) when the policy says "ask"; NULL: refuse. */
 void netgate_set_asker(struct netgate *g, const struct netgate_asker *a);
 

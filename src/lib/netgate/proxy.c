@@ -311,6 +311,15 @@ static void ask_done(void *ud, bool allow, const char *reason)
         if (!c->asking)
                 return;
         c->asking = false;
+        /* Decided again on the rules in force now: a deny rule granted
+         * while it waited refuses it whatever the answer (an approval
+         * lifts only "not listed"). */
+        const char *refused =
+            netgate_ask_recheck(c->g, host_name(c), c->port, c->rule_text, sizeof(c->rule_text));
+        if (refused) {
+                deny(c, 403, refused, c->rule_text[0] ? c->rule_text : "network.deny");
+                return;
+        }
         if (!allow) {
                 deny(c, 403, reason, "network.onUnlisted");
                 return;
@@ -320,12 +329,6 @@ static void ask_done(void *ud, bool allow, const char *reason)
                 return;
         c->in_flight = true;
         proceed(c);
-}
-
-static bool askable(const char *reason)
-{
-        return STREQ(reason, "not_allowed") || STREQ(reason, "port_not_allowed") ||
-               STREQ(reason, "ip_literal_not_listed");
 }
 
 /* Decide (host, port); on refusal answer and return false. A request held
@@ -346,7 +349,7 @@ static bool decide(struct netgate_conn *c, const char *host, size_t host_len, ui
                 c->rule = c->rule_text;
         }
         c->d.rule = NULL;
-        if (!c->d.allow && c->g->ask && c->g->asker.ask && askable(c->d.reason)) {
+        if (!c->d.allow && c->g->ask && c->g->asker.ask && netgate_reason_askable(c->d.reason)) {
                 struct netgate_ask q = {
                     .host = host_name(c),
                     .port = port,

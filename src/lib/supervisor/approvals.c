@@ -31,6 +31,8 @@ struct approvals {
         uint64_t timeout_ms;
         approvals_record_fn record;
         void *ud;
+        approvals_check_fn check;
+        void *check_ud;
         uint64_t (*mono)(void);
         uint64_t (*real)(void);
         uint64_t next_n;
@@ -68,6 +70,12 @@ void approvals_set_clock(struct approvals *a, uint64_t (*monotonic_ms)(void),
 {
         a->mono = monotonic_ms ? monotonic_ms : mono_ms;
         a->real = realtime_ms ? realtime_ms : real_ms;
+}
+
+void approvals_set_check(struct approvals *a, approvals_check_fn check, void *ud)
+{
+        a->check = check;
+        a->check_ud = ud;
 }
 
 static void pending_clear(struct pending *p)
@@ -215,9 +223,11 @@ static struct pending *find_n(struct approvals *a, uint64_t n)
 
 /* Take the ask out of the table (so that its callback may ask or cancel
  * again), record its end, then call it. An allow that cannot be recorded
- * lets nothing through: the ask ends denied ("audit_failed") and -EIO. */
+ * lets nothing through: the ask ends denied ("audit_failed") and -EIO.
+ * `refused_rule` non-NULL: an operator's allow the rules in force now
+ * refuse (`reason`), said in the record and the answer. */
 static int finish(struct approvals *a, struct pending *p, const char *decision, const char *by,
-                  bool allow, const char *reason, json_t **ret)
+                  bool allow, const char *reason, const char *refused_rule, json_t **ret)
 {
         json_t *o = pending_json(a, p);
         approval_done_fn done = p->done;
@@ -233,6 +243,11 @@ static int finish(struct approvals *a, struct pending *p, const char *decision, 
         json_object_set_new(o, "decidedBy", json_string(by));
         if (!allow)
                 json_object_set_new(f, "reason", json_string(reason));
+        if (refused_rule) {
+                json_t *why = json_pack("{s:s, s:s}", "reason", reason, "rule", refused_rule);
+                json_object_set(f, "refused", why);
+                json_object_set_new(o, "refused", why);
+        }
         int r = record(a, "approval.decided", f);
         if (r < 0) {
                 allow = false;
@@ -255,7 +270,7 @@ void approvals_cancel(struct approvals *a, uint64_t id)
         if (!p)
                 return;
         p->done = NULL;
-        finish(a, p, "deny", "canceled", false, "client_closed", NULL);
+        finish(a, p, "deny", "canceled", false, "client_closed", NULL, NULL);
 }
 
 int approvals_decision_parse(const char *s, enum approval_decision *ret)
@@ -318,9 +333,23 @@ int approvals_decide(struct approvals *a, const char *id, enum approval_decision
         bool allow = d == APPROVAL_ALLOW_ONCE || d == APPROVAL_ALLOW_SANDBOX;
         bool sticky = d == APPROVAL_ALLOW_SANDBOX || d == APPROVAL_DENY_SANDBOX;
         enum approval_kind kind = p->kind;
-        char *key = memory_key(kind, p->host, p->port, p->tool);
         const char *name = approvals_decision_name(d);
-        int r = finish(a, p, name, by, allow, "ask_denied", ret);
+        /* An allow meets the rules in force now, not those of when it was
+         * asked: what they refuse now stays refused, and nothing is
+         * remembered. */
+        struct approval_request now = {.kind = p->kind,
+                                       .host = p->host,
+                                       .port = p->port,
+                                       .protocol = p->protocol,
+                                       .tool = p->tool,
+                                       .args_digest = p->digest};
+        char rule[512] = "";
+        const char *refused =
+            allow && a->check ? a->check(a->check_ud, &now, rule, sizeof(rule)) : NULL;
+        if (refused)
+                return finish(a, p, name, by, false, refused, rule, ret);
+        char *key = memory_key(kind, p->host, p->port, p->tool);
+        int r = finish(a, p, name, by, allow, "ask_denied", NULL, ret);
         if (r < 0 || !sticky) {
                 free(key);
                 return r;
@@ -333,7 +362,7 @@ int approvals_decide(struct approvals *a, const char *id, enum approval_decision
                         continue;
                 _cleanup_free_ char *k = memory_key(q->kind, q->host, q->port, q->tool);
                 if (STREQ(k, key))
-                        finish(a, q, name, by, allow, "ask_denied", NULL);
+                        finish(a, q, name, by, allow, "ask_denied", NULL, NULL);
         }
         free(key);
         return 0;
@@ -345,7 +374,7 @@ unsigned approvals_expire(struct approvals *a)
         uint64_t now = a->mono();
         for (size_t i = 0; i < APPROVALS_PENDING_MAX; i++)
                 if (a->p[i].used && a->p[i].deadline <= now) {
-                        finish(a, &a->p[i], "timeout", "timeout", false, "ask_timeout", NULL);
+                        finish(a, &a->p[i], "timeout", "timeout", false, "ask_timeout", NULL, NULL);
                         n++;
                 }
         return n;
@@ -384,7 +413,7 @@ struct approvals *approvals_free(struct approvals *a)
                 return NULL;
         for (size_t i = 0; i < APPROVALS_PENDING_MAX; i++)
                 if (a->p[i].used)
-                        finish(a, &a->p[i], "deny", "shutdown", false, "ask_shutdown", NULL);
+                        finish(a, &a->p[i], "deny", "shutdown", false, "ask_shutdown", NULL, NULL);
         for (size_t i = 0; i < a->n_mem; i++)
                 free(a->mem[i].key);
         free(a->sandbox);

@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* One sandbox's approvals (docs/internals/approvals.md): the asks its gates
@@ -50,6 +51,12 @@ typedef void (*approval_done_fn)(void *ud, bool allow, const char *reason);
  * takes no effect (the ask ends denied, "audit_failed"). */
 typedef int (*approvals_record_fn)(void *ud, const char *kind, json_t *fields);
 
+/* The request decided again on the rules in force now, when an operator
+ * allows it: NULL when the allow may stand, else the reason the rules
+ * refuse it now, their rule's text copied to `rule` (may be empty). */
+typedef const char *(*approvals_check_fn)(void *ud, const struct approval_request *req, char *rule,
+                                          size_t rule_size);
+
 struct approvals;
 
 /* timeout_ms: how long an ask waits. `record` may be NULL. */
@@ -62,6 +69,10 @@ struct approvals *approvals_free(struct approvals *a);
  * "created" and "expires"). NULL: the system's. */
 void approvals_set_clock(struct approvals *a, uint64_t (*monotonic_ms)(void),
                          uint64_t (*realtime_ms)(void));
+
+/* Re-decide each allowed ask through `check` before it takes effect
+ * (approvals_decide). NULL: none. */
+void approvals_set_check(struct approvals *a, approvals_check_fn check, void *ud);
 
 /* A decision remembered for this sandbox: 1 allow, 0 deny, -ENOENT none.
  * Network: the same host and port; tool: the same tool. */
@@ -86,7 +97,9 @@ void approvals_cancel(struct approvals *a, uint64_t id);
  * -ENOENT: no such ask pending; -EINVAL: TIMEOUT is not a decision; -EIO:
  * the decision could not be recorded, so the ask ended denied
  * ("audit_failed") and nothing was remembered. Every other ask the new
- * memory covers is decided with it. */
+ * memory covers is decided with it. An allow the check (approvals_set_check)
+ * refuses ends the ask denied with the check's reason, recorded and
+ * returned with "refused": {"reason", "rule"}, and remembers nothing. */
 int approvals_decide(struct approvals *a, const char *id, enum approval_decision d, const char *by,
                      json_t **ret);
 

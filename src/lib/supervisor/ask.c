@@ -44,11 +44,27 @@ static int on_record(void *ud, const char *kind, json_t *fields)
         return sv_core_record(c, kind, fields);
 }
 
+/* An operator's allow meets the rules in force now: a network deny rule
+ * granted while the request waited refuses it. A tool ask has nothing to
+ * decide again: tools have no deny list, and what made the call askable
+ * (tools.onUnlisted, the tool's definition) does not change while the
+ * sandbox runs. */
+static const char *recheck(void *ud, const struct approval_request *r, char *rule, size_t rule_size)
+{
+        struct sv_core *c = ud;
+        if (r->kind != APPROVAL_NETWORK)
+                return NULL;
+        if (!c->gate)
+                return "ask_shutdown";
+        return netgate_ask_recheck(c->gate, r->host, r->port, rule, rule_size);
+}
+
 void sv_core_asks_begin(struct sv_core *c)
 {
         if (c->approvals)
                 return;
         c->approvals = approvals_new(c->id, c->policy->ask_timeout_ms, on_record, c);
+        approvals_set_check(c->approvals, recheck, c);
         c->ev_ask = evtimer_new(c->base, on_timer, c);
 }
 
