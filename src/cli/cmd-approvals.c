@@ -136,6 +136,19 @@ static int decide(const char *run_dir, const char *verb, const char *aid, bool r
                         r == -ENOENT ? "not running" : strerror(-r));
                 return 1;
         }
+        /* An allow the rules in force now refuse (a deny rule granted while
+         * it waited): recorded, but the request was refused. */
+        const json_t *refused = json_object_get(o, "refused");
+        if (refused) {
+                const char *rule = json_string_value(json_object_get(refused, "rule"));
+                fprintf(stderr,
+                        "airlock approvals: %s: recorded, but the rules in force now refuse the "
+                        "request (%s, rule: %s): it was not let through\n",
+                        aid, json_string_value(json_object_get(refused, "reason")),
+                        rule && rule[0] ? rule : "none");
+                json_decref(o);
+                return 4;
+        }
         printf("%s %s\n", aid, decision);
         json_decref(o);
         return 0;

@@ -70,3 +70,14 @@ def test_an_allow_granted_while_held_still_passes(make, upstream):
     assert ans["ok"] and "refused" not in ans["approval"], ans
     status, _, body = f.result().split(" ", 2)
     assert status == "200" and "hello /ok" in body
+
+
+def test_cli_approver_is_told_the_rules_refused_it(make, upstream, airlock):
+    sup = make(policy(upstream))
+    f = fetch(sup, "up.test", upstream, "/cli")
+    [a] = pending(sup)
+    deny_now(sup, "up.test")
+    p = airlock.run(["approvals", "allow", a["id"], "--run-dir", sup.run_dir])
+    assert p.returncode == 4, (p.returncode, p.stdout, p.stderr)
+    assert "rules in force now refuse" in p.stderr and "denied_by_rule" in p.stderr, p.stderr
+    assert f.result().split()[0] == "403"

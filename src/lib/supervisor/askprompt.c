@@ -413,9 +413,21 @@ static void on_answer(evutil_socket_t fd, short what, void *arg)
         const char *id = json_string_value(json_object_get(q, "id"));
         json_t *o = NULL;
         int r = id ? sv_core_approvals_decide(a->core, id, decision, "terminal", &o) : -ENOENT;
+        /* An allow the rules in force now refuse (a deny rule granted while
+         * it waited) is said so, not "allowed". */
+        const json_t *refused = r == 0 ? json_object_get(o, "refused") : NULL;
+        char rmsg[400], rule[256], why[64];
+        if (refused) {
+                clean(json_string_value(json_object_get(refused, "rule")), rule, sizeof(rule));
+                clean(json_string_value(json_object_get(refused, "reason")), why, sizeof(why));
+                snprintf(rmsg, sizeof(rmsg),
+                         "\r\n[airlock] refused by the rules in force now (%s, rule: %s)\r\n", why,
+                         rule[0] ? rule : "none");
+        }
         json_decref(o);
         say(a, r == -EIO ? "\r\n[airlock] not recorded (audit log): it was denied\r\n"
                : r < 0   ? "\r\n[airlock] too late: it was denied (timeout)\r\n"
+               : refused ? rmsg
                : (STREQ(decision, "allow-once") || STREQ(decision, "allow-sandbox"))
                    ? "\r\n[airlock] allowed\r\n"
                    : "\r\n[airlock] denied\r\n");
