@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "caps.h"
+#include "connect-notify.h"
 #include "gitguard.h"
 #include "core.h"
 #include "env.h"
@@ -91,9 +92,9 @@ static json_t *entry_event(const struct caps_entry *e, const char *by)
 static void set_gate(struct sv_core *c, const struct caps *caps)
 {
         struct al_error err = {0};
-        if (c->gate)
-                netgate_set_rules(c->gate, caps->allow, caps->n_allow, caps->deny, caps->n_deny,
-                                  &caps->budget, &err);
+        if (c->gate && netgate_set_rules(c->gate, caps->allow, caps->n_allow, caps->deny,
+                                         caps->n_deny, &caps->budget, &err) == 0)
+                (void)sv_connect_notify_recheck(c->connect_notify, c->sp.pid);
 }
 
 json_t *sv_core_caps_request(struct sv_core *c, const json_t *req, const char *by)

@@ -25,6 +25,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "connect-handed.h"
 #include "connect-notify.h"
 #include "connect-unix.h"
 #include "fs.h"
@@ -50,6 +51,7 @@ struct cn_pending {
         /* A blocking caller's Unix connect to a listener whose backlog is
          * full: tried again (unix_retry) until it is taken or times out. */
         pid_t tid;
+        pid_t caller; /* the thread that called connect() */
         struct sockaddr_storage addr;
         size_t addr_len;
         uint64_t deadline_us;
@@ -63,6 +65,7 @@ struct sv_connect_notify {
         size_t notif_size, resp_size;
         struct cn_pending *pending;
         size_t n_pending;
+        struct cn_handed_set *handed; /* the direct path's sockets handed over */
 };
 
 static int respond(struct sv_connect_notify *cn, uint64_t id, int error, uint32_t flags)
@@ -253,6 +256,16 @@ static void finish(struct cn_pending *p, int error)
         int fl = fcntl(p->sock, F_GETFL);
         if (fl >= 0 && !p->nonblock)
                 (void)fcntl(p->sock, F_SETFL, fl & ~O_NONBLOCK);
+        /* Recorded before it is handed over, so a later revoke can find
+         * and cut it; one that cannot be recorded is not handed over. */
+        int hr = cn_handed_add(cn->handed, p->caller, p->sock, &p->v);
+        if (hr < 0) {
+                netgate_transparent_record(cn->g, &p->v,
+                                           hr == -ENOSPC ? "connection_limit" : "upstream_failed");
+                (void)respond(cn, p->id, ECONNREFUSED, 0);
+                pending_free(p);
+                return;
+        }
         /* The host's socket, connected to the address that was checked,
          * takes the caller's fd number; then connect() returns 0. A caller
          * gone meanwhile (ENOENT) gets nothing. */
@@ -265,6 +278,7 @@ static void finish(struct cn_pending *p, int error)
         };
         if (ioctl(cn->fd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
                 int e = errno;
+                cn_handed_pop(cn->handed);
                 netgate_transparent_record(cn->g, &p->v,
                                            e == ENOENT ? "client_closed" : "upstream_failed");
                 if (e != ENOENT)
@@ -623,6 +637,7 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
         p->cn = cn;
         p->id = req->id;
         p->target_fd = target_fd;
+        p->caller = req->pid;
         p->sock = p->dup = -1;
         bool stream = false;
         int r = inspect_socket(req->pid, target_fd, p, &stream);
@@ -691,6 +706,7 @@ struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct 
         cn->resp_size = sizes.seccomp_notif_resp > sizeof(struct seccomp_notif_resp)
                             ? sizes.seccomp_notif_resp
                             : sizeof(struct seccomp_notif_resp);
+        cn->handed = cn_handed_new();
         cn->ev = event_new(base, fd, EV_READ | EV_PERSIST, readable, cn);
         if (!cn->ev || event_add(cn->ev, NULL) < 0) {
                 al_error_set(err, ENOMEM, "transparent mode: watching the notifications");
@@ -710,7 +726,25 @@ struct sv_connect_notify *sv_connect_notify_free(struct sv_connect_notify *cn)
         }
         if (cn->ev)
                 event_free(cn->ev);
+        cn_handed_free(cn->handed);
         close(cn->fd);
         free(cn);
         return NULL;
+}
+
+static bool handed_refused(void *ud, const struct netgate_verdict *v)
+{
+        return !netgate_transparent_allowed_now(ud, v);
+}
+
+static void handed_cut(void *ud, const struct netgate_verdict *v)
+{
+        netgate_transparent_record(ud, v, "revoked");
+}
+
+int sv_connect_notify_recheck(struct sv_connect_notify *cn, pid_t pid1)
+{
+        if (!cn)
+                return 0;
+        return cn_handed_recheck(cn->handed, pid1, handed_refused, handed_cut, cn->g);
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <sys/types.h>
+
 #include "error.h"
 
 /* Transparent mode, the host's side: every connect() of the sandbox arrives
@@ -25,3 +27,8 @@ struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct 
 /* Answer what is pending with ECONNREFUSED, close the listener: processes
  * still inside then get ENOSYS from connect(). */
 struct sv_connect_notify *sv_connect_notify_free(struct sv_connect_notify *cn);
+/* The gate's rules changed (a live revoke): each socket the direct path
+ * handed over that they now refuse is shut down in the sandbox's hands
+ * (pid 1 `pid1`) and recorded "revoked" (connect-handed.h). Returns how
+ * many were cut, or -errno. */
+int sv_connect_notify_recheck(struct sv_connect_notify *cn, pid_t pid1);

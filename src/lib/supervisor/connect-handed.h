@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "netgate/transparent.h"
+
+/* Transparent mode's direct path hands the host's own connected socket to
+ * the sandbox (connect-notify.c): the gate holds no end of it. To cut one
+ * at a rules change each handed socket is recorded here by its identity
+ * (device and inode of the socket, from fstat) with the verdict that
+ * allowed it. At a change, each record the new rules refuse is looked for
+ * in the sandbox's processes (/proc/PID/task/TID/fd of every process in
+ * the sandbox's pid namespace), taken with pidfd_getfd(2) and shut down
+ * (SHUT_RDWR): the socket, not one fd, so every copy the sandbox holds is
+ * cut. Records whose socket no process holds any more are forgotten. */
+
+#define CN_HANDED_MAX       1024    /* records; a full set refuses the next one */
+#define CN_HANDED_MAX_TASKS 16384   /* tasks one scan reads */
+#define CN_HANDED_MAX_FDS   1048576 /* fd entries one scan reads */
+
+struct cn_handed_set;
+
+/* Whether the rules refuse what `v` allowed now; what to do with a cut. */
+typedef bool (*cn_handed_refused_fn)(void *ud, const struct netgate_verdict *v);
+typedef void (*cn_handed_cut_fn)(void *ud, const struct netgate_verdict *v);
+
+struct cn_handed_set *cn_handed_new(void);
+struct cn_handed_set *cn_handed_free(struct cn_handed_set *s);
+size_t cn_handed_count(const struct cn_handed_set *s);
+
+/* Record `sock` (about to be handed to the sandbox process `pid`, the
+ * caller; the first one's pid namespace is the one scanned) with its
+ * verdict. When the set is full the gone ones are forgotten
+ * first (a scan); -ENOSPC if it is still full: the socket must not be
+ * handed over. -errno when it cannot be read. */
+int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct netgate_verdict *v);
+
+/* Forget the record just added (its socket was not handed over after all). */
+void cn_handed_pop(struct cn_handed_set *s);
+
+/* The rules changed: every record `refused` says is refused is shut down
+ * where the sandbox's processes (the callers' pid namespace, else pid 1
+ * `pid1`'s) hold it, `cut` is called
+ * for it, and it is forgotten; so is every record no process holds. A
+ * refused record is forgotten unfound only when the scan read everything
+ * (within the bounds above). Returns how many were cut, or -errno when the
+ * sandbox's processes cannot be read (its records are kept). */
+int cn_handed_recheck(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
+                      cn_handed_cut_fn cut, void *ud);
