@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import netns  # noqa: E402,F401
 from netns import HTTP_PORT, OTHER_PORT, RANGE, SERVER_ADDR  # noqa: E402
@@ -28,6 +30,7 @@ from netns import net  # noqa: E402,F401  (the test network, one per module)
 CLIENT = r'''
 import json, os, socket, sys, time
 ADDR, PORT, KEEP = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+HIDE = len(sys.argv) > 4 and sys.argv[4] == "hide"
 
 def get(s):
     s.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -58,8 +61,28 @@ child = os.fork()
 if child == 0:
     os.dup2(conns["direct"].fileno(), 77)
     conns["direct"].close()
+    if HIDE:
+        # The only holder, its /proc entries closed to an unprivileged
+        # supervisor: it must be cut all the same.
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+        while not os.path.exists("/workspace/go"):
+            time.sleep(0.02)
+        t0 = time.monotonic()
+        try:
+            held = socket.socket(fileno=77)
+            held.settimeout(10)
+            r = "ok " + get(held)
+        except Exception as e:
+            r = "closed %r" % e
+        with open("/workspace/c.tmp", "w") as f:
+            json.dump({"direct": r, "direct_s": time.monotonic() - t0}, f)
+        os.rename("/workspace/c.tmp", "/workspace/c")
+        os._exit(0)
     time.sleep(60)
     os._exit(0)
+if HIDE:
+    conns["direct"].close()
 with open("/workspace/r1.tmp", "w") as f:
     json.dump(out, f)
 os.rename("/workspace/r1.tmp", "/workspace/r1")
@@ -70,13 +93,23 @@ while not os.path.exists("/workspace/go"):
         sys.exit(9)
 out = {}
 for key, s in conns.items():
+    if HIDE and key == "direct":
+        continue
     t0 = time.monotonic()
     try:
         out[key] = "ok " + get(s)
     except Exception as e:
         out[key] = "closed %r" % e
     out[key + "_s"] = time.monotonic() - t0
-os.kill(child, 9)
+if HIDE:
+    _, st = os.waitpid(child, 0)
+    if os.path.exists("/workspace/c"):
+        out.update(json.load(open("/workspace/c")))
+    else:
+        out["direct"] = "closed: its holder was killed (%d)" % st
+        out["direct_s"] = 0
+else:
+    os.kill(child, 9)
 with open("/workspace/r2.tmp", "w") as f:
     json.dump(out, f)
 os.rename("/workspace/r2.tmp", "/workspace/r2")
@@ -109,7 +142,8 @@ def wait_file(path, p, limit=15):
     return json.loads(path.read_text())
 
 
-def test_revoke_cuts_a_handed_over_direct_socket(airlock, net):
+@pytest.mark.parametrize("holder", ["shared", "hidden"])
+def test_revoke_cuts_a_handed_over_direct_socket(airlock, net, holder):
     ws = airlock.make_dir()
     (ws / "client.py").write_text(CLIENT)
     airlock.chown(ws)
@@ -121,7 +155,8 @@ def test_revoke_cuts_a_handed_over_direct_socket(airlock, net):
         ["run", "-q", "-w", ws, "-p", ctl / "policy.json", "--control", sock, "--audit", audit,
          "--allow-private", RANGE, "--allow", "placeholder.invalid", "--",
          "/bin/sh", "-c", f"while [ ! -e /workspace/go0 ]; do sleep 0.05; done; "
-         f"exec python3 /workspace/client.py {SERVER_ADDR} {HTTP_PORT} {OTHER_PORT}"])]
+         f"exec python3 /workspace/client.py {SERVER_ADDR} {HTTP_PORT} {OTHER_PORT} "
+         f"{'hide' if holder == 'hidden' else 'share'}"])]
     p = subprocess.Popen(argv, cwd=str(airlock.base), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
@@ -161,7 +196,7 @@ def test_revoke_cuts_a_handed_over_direct_socket(airlock, net):
     assert second["keep"].startswith("ok HTTP/1.1 200"), second
 
     cut = [d for d in recs if d["kind"] == "net.decision" and d.get("reason") == "revoked"]
-    assert len(cut) == 1, cut
+    assert len(cut) == 1, (cut, second)
     assert cut[0]["protocol"] == "transparent" and cut[0]["port"] == HTTP_PORT, cut
     assert cut[0]["address"] == SERVER_ADDR, cut
     seqs = {d["kind"]: d["seq"] for d in recs if d["kind"] == "capability.revoked"}

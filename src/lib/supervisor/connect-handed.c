@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,11 +76,52 @@ static bool parse_pid(const char *name, pid_t *ret)
         return true;
 }
 
+#define HIDDEN_MAX 256 /* sandbox processes one scan could not read */
+
 struct scan {
         struct cn_handed_set *s;
+        pid_t pid1; /* the sandbox's pid 1, or 0: none known */
         size_t tasks, fds;
         bool truncated;
+        pid_t hidden[HIDDEN_MAX]; /* in the sandbox, their fds unreadable */
+        size_t n_hidden;
 };
+
+/* PPid of pid from /proc/PID/status (readable whatever its dumpable flag),
+ * or -errno. */
+static pid_t parent_of(pid_t pid)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        char line[256];
+        while (fgets(line, sizeof(line), f)) {
+                pid_t pp;
+                if (strncmp(line, "PPid:", 5) == 0) {
+                        line[strcspn(line, "\n")] = '\0';
+                        const char *v = line + 5 + strspn(line + 5, " \t");
+                        return parse_pid(v, &pp) ? pp : 0;
+                }
+        }
+        return -EIO;
+}
+
+/* Whether pid descends from pid1: a process of the sandbox (orphans are
+ * reparented within its pid namespace, never out of it). */
+static bool descends_from(pid_t pid, pid_t pid1)
+{
+        for (int depth = 0; depth < 4096 && pid > 1; depth++) {
+                pid_t pp = parent_of(pid);
+                if (pp <= 0)
+                        return false;
+                if (pp == pid1)
+                        return true;
+                pid = pp;
+        }
+        return false;
+}
 
 /* The socket at `fd` of `pid` is record `h`: take it and shut it down.
  * Checked again on the copy (the fd may have been replaced meanwhile). */
@@ -141,6 +183,23 @@ static void scan_fds(struct scan *sc, pid_t pid, int fddir)
         closedir(d);
 }
 
+/* A process of the sandbox whose entries cannot be read (it made itself
+ * non-dumpable): what it holds is not known, so it is noted for
+ * cut_hidden. False when it is not the sandbox's (or is its pid 1). */
+static bool hide(struct scan *sc, pid_t pid)
+{
+        if (sc->pid1 <= 0 || pid == sc->pid1 || !descends_from(pid, sc->pid1))
+                return false;
+        for (size_t i = 0; i < sc->n_hidden; i++)
+                if (sc->hidden[i] == pid)
+                        return true;
+        if (sc->n_hidden < HIDDEN_MAX)
+                sc->hidden[sc->n_hidden++] = pid;
+        else
+                sc->truncated = true;
+        return true;
+}
+
 /* Every process of the pid namespace (dev, ino), every task's fd table. */
 static int scan(struct scan *sc, dev_t nsdev, ino_t nsino)
 {
@@ -158,7 +217,10 @@ static int scan(struct scan *sc, dev_t nsdev, ino_t nsino)
                         continue;
                 dev_t dev;
                 ino_t ino;
-                if (pidns_of(pid, &dev, &ino) < 0 || dev != nsdev || ino != nsino)
+                int r = pidns_of(pid, &dev, &ino);
+                if (r < 0 && r != -ENOENT && hide(sc, pid))
+                        continue;
+                if (r < 0 || dev != nsdev || ino != nsino)
                         continue;
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
@@ -178,7 +240,7 @@ static int scan(struct scan *sc, dev_t nsdev, ino_t nsino)
                         snprintf(fdp, sizeof(fdp), "%d/fd", (int)tid);
                         int fddir = openat(dirfd(t), fdp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                         if (fddir < 0) {
-                                if (errno != ENOENT)
+                                if (errno != ENOENT && !hide(sc, pid))
                                         sc->truncated = true; /* there but unreadable */
                                 continue;
                         }
@@ -216,6 +278,32 @@ static int compact(struct cn_handed_set *s, bool full, cn_handed_cut_fn cut, voi
         return n;
 }
 
+/* Refused sockets not found, and sandbox processes that could not be
+ * read: fail closed. Each such process is killed (it may hold one; a pid
+ * reused meanwhile is not, as descent is checked again on its pidfd), and
+ * the refused sockets it could hold are recorded cut. */
+static void cut_hidden(struct cn_handed_set *s, struct scan *sc)
+{
+        bool unfound = false;
+        for (size_t i = 0; i < s->n; i++)
+                unfound |= s->h[i].refused && !s->h[i].cut;
+        if (!unfound || sc->n_hidden == 0)
+                return;
+        size_t killed = 0;
+        for (size_t i = 0; i < sc->n_hidden; i++) {
+                _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, sc->hidden[i], 0);
+                if (pidfd < 0 || !descends_from(sc->hidden[i], sc->pid1))
+                        continue;
+                if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
+                        killed++;
+        }
+        if (killed == 0)
+                return;
+        for (size_t i = 0; i < s->n; i++)
+                if (s->h[i].refused && !s->h[i].cut && !s->h[i].seen)
+                        s->h[i].cut = true;
+}
+
 static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
                cn_handed_cut_fn cut, void *ud)
 {
@@ -224,7 +312,7 @@ static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused
         int r = 0;
         if (!s->have_ns && (r = pidns_of(pid1, &nsdev, &nsino)) < 0)
                 return r;
-        struct scan sc = {.s = s};
+        struct scan sc = {.s = s, .pid1 = refused ? pid1 : 0};
         for (size_t i = 0; i < s->n; i++) {
                 s->h[i].seen = s->h[i].cut = false;
                 s->h[i].refused = refused && refused(ud, &s->h[i].v);
@@ -235,7 +323,10 @@ static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused
                         s->h[i].seen = s->h[i].refused = s->h[i].cut = false;
                 return r;
         }
-        return compact(s, !sc.truncated, cut, ud);
+        cut_hidden(s, &sc);
+        /* What a process that could not be read holds is not known: its
+         * sockets may be among the unseen, which are kept. */
+        return compact(s, !sc.truncated && sc.n_hidden == 0, cut, ud);
 }
 
 int cn_handed_recheck(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
