@@ -351,7 +351,7 @@ def test_usage_sparklines(ui_daemon, browser, shots):
     d = ui_daemon
     api = d.client(d.admin)
     sb = api.create(sandbox_class="small")
-    api.exec_background(sb["id"], ["sh", "-c", "while :; do :; done"], timeout=30)
+    api.exec_background(sb["id"], ["sh", "-c", "while :; do :; done"], timeout=60)
     logged_in(d, browser)
     browser.get(f"http://{d.host}/ui/#/")
     spark = f'tr[data-id="{sb["id"]}"] svg.spark'
@@ -359,7 +359,9 @@ def test_usage_sparklines(ui_daemon, browser, shots):
     def busy(x):
         label = x.find_element(By.CSS_SELECTOR, spark).get_attribute("aria-label")
         return x.find_elements(By.CSS_SELECTOR, spark + " polyline") and label != "cpu: 0%"
-    wait(browser, busy, timeout=20, what="the cpu sparkline to draw a busy sandbox")
+    # Two samples of the list, 0.5 s apart, with the loop running: under a
+    # full suite four at a time the browser itself may wait long for a CPU.
+    wait(browser, busy, timeout=40, what="the cpu sparkline to draw a busy sandbox")
     shot(browser, shots, "sandboxes-busy")
     api.delete(sb["id"])
 
