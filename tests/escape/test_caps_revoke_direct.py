@@ -12,7 +12,6 @@ still allow keeps working."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from controllib import ask, wait_file  # noqa: E402
 import netns  # noqa: E402,F401
 from netns import HTTP_PORT, OTHER_PORT, RANGE, SERVER_ADDR  # noqa: E402
 
@@ -114,32 +114,6 @@ with open("/workspace/r2.tmp", "w") as f:
     json.dump(out, f)
 os.rename("/workspace/r2.tmp", "/workspace/r2")
 '''
-
-
-def ask(sock, req, timeout=10):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(timeout)
-    s.connect(str(sock))
-    s.sendall(json.dumps(req).encode() + b"\n")
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data)
-
-
-def wait_file(path, p, limit=15):
-    deadline = time.monotonic() + limit
-    while not path.exists():
-        if p.poll() is not None:
-            out, err = p.communicate(timeout=5)
-            raise AssertionError(f"the run ended: rc={p.returncode} {out} {err}")
-        assert time.monotonic() < deadline, f"{path.name} never came"
-        time.sleep(0.05)
-    return json.loads(path.read_text())
 
 
 @pytest.mark.parametrize("holder", ["shared", "hidden"])

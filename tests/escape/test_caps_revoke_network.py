@@ -11,12 +11,12 @@ host the rules still allow stay open and keep working."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from controllib import ask, wait_file  # noqa: E402
 import netns  # noqa: E402
 from netns import HTTP_PORT, RANGE, SERVER_ADDR  # noqa: E402
 
@@ -114,32 +114,6 @@ with open("/workspace/r2.tmp", "w") as f:
     json.dump(out, f)
 os.rename("/workspace/r2.tmp", "/workspace/r2")
 '''
-
-
-def ask(sock, req, timeout=20):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(timeout)
-    s.connect(str(sock))
-    s.sendall(json.dumps(req).encode() + b"\n")
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data)
-
-
-def wait_file(path, p, limit=30):
-    deadline = time.monotonic() + limit
-    while not path.exists():
-        if p.poll() is not None:
-            out, err = p.communicate(timeout=10)
-            raise AssertionError(f"the run ended: rc={p.returncode} {out} {err}")
-        assert time.monotonic() < deadline, f"{path.name} never came"
-        time.sleep(0.05)
-    return json.loads(path.read_text())
 
 
 def test_revoke_cuts_open_tunnels_and_relays(airlock, net):

@@ -10,13 +10,13 @@ run-time mounts need a root supervisor)."""
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import time
 
 import pytest
 
 import netns
+from controllib import ask
 from netns import HELLO, HTTP_PORT, RANGE, SERVER_ADDR
 
 URL = f"http://upstream.test:{HTTP_PORT}/hello.txt"
@@ -34,21 +34,6 @@ while [ $i -le {n} ]; do
     i=$((i+1))
 done
 """
-
-
-def ask(sock, req, timeout=20):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(timeout)
-    s.connect(str(sock))
-    s.sendall(json.dumps(req).encode() + b"\n")
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data)
 
 
 class Live:

@@ -4,24 +4,10 @@ call is stopped and refused (policy_denied), its process tree killed, not
 left to run to its end under a grant that was taken back."""
 
 import json
-import socket
 import subprocess
 import time
 
-
-def _ask(sock, req, timeout=20):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(timeout)
-    s.connect(str(sock))
-    s.sendall(json.dumps(req).encode() + b"\n")
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data)
+from controllib import ask
 
 
 def test_revoke_stops_a_running_tool_call(airlock):
@@ -51,7 +37,7 @@ def test_revoke_stops_a_running_tool_call(airlock):
             time.sleep(0.02)
         time.sleep(0.7)  # the call is under way on the host
         t0 = time.monotonic()
-        r = _ask(sock, {"op": "caps", "revoke": [{"tool": "t.slow"}]})
+        r = ask(sock, {"op": "caps", "revoke": [{"tool": "t.slow"}]})
         assert r["ok"], r
         p.communicate(timeout=30)
         took = time.monotonic() - t0
