@@ -7,39 +7,9 @@ command; nor may the readers' attaches take the places the owner's own
 reconnect needs."""
 
 import json
-import os
-import pathlib
 import re
-import shutil
 import socket
-import sys
-import tempfile
 import threading
-
-import pytest
-
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "daemon"))
-from daemonlib import AIRLOCK, AIRLOCKD, Daemon  # noqa: E402
-
-
-@pytest.fixture
-def two_grants():
-    if os.geteuid() != 0:
-        pytest.skip("the daemon fault tests run as root")
-    for b in (AIRLOCK, AIRLOCKD):
-        if not b.exists():
-            pytest.skip(f"{b} is not built")
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="airlockd-attach-", dir="/tmp"))
-    d = Daemon(tmp / "d", [])
-    d.admin = d.grant("owner", "--allow-sandbox", "--allow-exec")
-    d.reader = d.grant("reader")
-    d.start()
-    try:
-        yield d
-    finally:
-        d.cleanup(d.admin)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _request(d, token, method, path, body=None, rcvbuf=None):

@@ -5,38 +5,8 @@ diff copied the layer again (host disk work a read-only grant could repeat
 at will) and, while it copied, the maker's own diff failed (502 "being
 copied for another request")."""
 
-import os
-import pathlib
-import shutil
-import sys
 import tempfile
 import threading
-
-import pytest
-
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "daemon"))
-from daemonlib import AIRLOCK, AIRLOCKD, Daemon  # noqa: E402
-
-
-@pytest.fixture
-def two_grants():
-    if os.geteuid() != 0:
-        pytest.skip("the daemon fault tests run as root")
-    for b in (AIRLOCK, AIRLOCKD):
-        if not b.exists():
-            pytest.skip(f"{b} is not built")
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="airlockd-diff-", dir="/tmp"))
-    d = Daemon(tmp / "d", [])
-    d.admin = d.grant("owner", "--allow-sandbox", "--allow-exec", "--allow-host-workspace")
-    d.reader = d.grant("reader")
-    d.start()
-    d.tmp = tmp
-    try:
-        yield d
-    finally:
-        d.cleanup(d.admin)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_readers_diffs_neither_copy_nor_block_the_makers(two_grants):

@@ -4,38 +4,8 @@ only read opens as many watches as it is let on another grant's sandbox;
 the sandbox's maker must still be able to watch its own files. Before, one
 reader took all 64 of the daemon's watches for up to a day."""
 
-import os
-import pathlib
-import shutil
 import socket
-import sys
 import tempfile
-
-import pytest
-
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "daemon"))
-from daemonlib import AIRLOCK, AIRLOCKD, Daemon  # noqa: E402
-
-
-@pytest.fixture
-def two_grants():
-    if os.geteuid() != 0:
-        pytest.skip("the daemon fault tests run as root")
-    for b in (AIRLOCK, AIRLOCKD):
-        if not b.exists():
-            pytest.skip(f"{b} is not built")
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="airlockd-watch-", dir="/tmp"))
-    d = Daemon(tmp / "d", [])
-    d.admin = d.grant("owner", "--allow-sandbox", "--allow-exec", "--allow-host-workspace")
-    d.reader = d.grant("reader")
-    d.start()
-    d.tmp = tmp
-    try:
-        yield d
-    finally:
-        d.cleanup(d.admin)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _watch(d, token, sb):
