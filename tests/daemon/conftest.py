@@ -5,7 +5,6 @@ import ctypes
 import os
 import pathlib
 import shutil
-import struct
 import sys
 import tempfile
 
@@ -14,6 +13,9 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # agentlib
 from daemonlib import AIRLOCK, AIRLOCKD, BUILD, AirlockError, Daemon  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "integration"))
+from hungfuse import hung_fuse  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -80,36 +82,12 @@ def run_daemon(make_daemon, daemon_base):
     return make_daemon("--secrets", str(sec))
 
 
-# A FUSE file system whose server answers its INIT and nothing else: a
-# host path that never answers (root and /dev/fuse, else the test skips).
-FUSE_INIT = 26
-
-
-def _hung_fuse(mnt):
-    """Mount a FUSE file system at mnt that answers its INIT and nothing
-    else. Returns the /dev/fuse fd; closing it aborts the connection."""
-    fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
-    libc = ctypes.CDLL(None, use_errno=True)
-    opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,allow_other".encode()
-    if libc.mount(b"airlock-hung", mnt.encode(), b"fuse", 0, opts) != 0:
-        e = ctypes.get_errno()
-        os.close(fd)
-        pytest.skip(f"cannot mount a FUSE file system here: {os.strerror(e)}")
-    buf = os.read(fd, 1 << 20)
-    _, opcode, unique = struct.unpack_from("<IIQ", buf, 0)
-    assert opcode == FUSE_INIT, opcode
-    major, minor = struct.unpack_from("<II", buf, 40)
-    out = struct.pack("<IIIIHHIIHHI28x", 7, min(minor, 31), 0, 0, 16, 12, 4096, 1, 0, 0, 0)
-    os.write(fd, struct.pack("<IiQ", 16 + len(out), 0, unique) + out)
-    return fd
-
-
 @pytest.fixture
 def hung_mount():
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         pytest.skip("needs root and /dev/fuse")
     mnt = tempfile.mkdtemp(prefix="airlock-hung-")
-    fd = _hung_fuse(mnt)
+    fd = hung_fuse(mnt)
     try:
         yield mnt
     finally:
