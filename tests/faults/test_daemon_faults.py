@@ -291,6 +291,19 @@ def fill(path):
     return filler
 
 
+def spend_store_room(d, tries=400):
+    """After fill(): the database's write-ahead log, once checkpointed, is
+    written over from its start, so a small record may still fit in it.
+    Records are added from outside the daemon (grants, written by the CLI)
+    until one does not fit: the daemon's next record has no room either."""
+    for i in range(tries):
+        p = subprocess.run([str(AIRLOCK), "grant", "create", "--name", f"spend-{i}",
+                            "--state-dir", str(d.state)], capture_output=True, text=True, timeout=30)
+        if p.returncode != 0:
+            return
+    raise AssertionError("the full database still took %d grants" % tries)
+
+
 def test_full_state_disk_refuses_creates_and_leaves_nothing_behind(fault_daemon, small_state):
     d = fault_daemon(base=small_state)
     c = d.client(d.admin)
@@ -345,6 +358,7 @@ def test_a_create_whose_record_fails_is_undone(fault_daemon, small_db):
     c = d.client(d.admin)
     keep = c.create(sandbox_class="small")["id"]
     filler = fill(small_db / "dbfs")
+    spend_store_room(d)
     status, _, body = c.request("POST", "/v1/sandboxes", {"class": "small", "metadata": {"x": "y" * 200}})
     body = json.loads(body)
     assert status == 503 and body["error"] == "store_unavailable", (status, body)
@@ -376,6 +390,7 @@ def test_an_exec_whose_record_fails_is_stopped(fault_daemon, small_db):
     sb = c.create(sandbox_class="small")["id"]
     sup = d.supervisors()[sb]
     fill(small_db / "dbfs")
+    spend_store_room(d)
     status, _, body = c.request("POST", "/v1/sandboxes/%s/exec" % sb,
                                 {"argv": ["sh", "-c", "exec sleep 60"] + ["x" * 1000] * 8})
     assert status == 503 and json.loads(body)["error"] == "store_unavailable", (status, body)

@@ -9,7 +9,8 @@ import json
 import time
 
 from test_daemon_faults import (  # noqa: F401  (fixtures)
-    assert_no_orphans, fault_daemon, fill, health, small_db, supervisor_procs, wait_for)
+    assert_no_orphans, fault_daemon, fill, health, small_db, spend_store_room, supervisor_procs,
+    wait_for)
 
 
 def pooled(d):
@@ -26,6 +27,7 @@ def test_a_pooled_take_whose_record_fails_is_not_handed_out(fault_daemon, small_
     waiting = set(supervisor_procs(d).values())
     assert len(waiting) == 1
     filler = fill(small_db / "dbfs")
+    spend_store_room(d)
     status, _, body = c.request("POST", "/v1/sandboxes",
                                 {"class": "small", "metadata": {"x": "y" * 200}})
     body = json.loads(body)
