@@ -772,5 +772,5 @@ size_t netgate_proxy_recheck(struct netgate *g)
 void netgate_proxy_close_all(struct netgate *g)
 {
         while (g->conns)
-                conn_free(g->conns, "shutdown");
+                conn_free(g->conns, netgate_tunnel_client_done(&g->conns->t) ? NULL : "shutdown");
 }

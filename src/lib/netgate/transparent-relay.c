@@ -284,7 +284,7 @@ void netgate_transparent_free(struct netgate *g)
                 evconnlistener_free(g->relay_listener);
         g->relay_listener = NULL;
         while (g->relays)
-                relay_free(g->relays, "shutdown");
+                relay_free(g->relays, netgate_tunnel_client_done(&g->relays->t) ? NULL : "shutdown");
         free(g->expects);
         g->expects = NULL;
 }

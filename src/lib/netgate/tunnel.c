@@ -338,6 +338,13 @@ void netgate_tunnel_start(struct netgate_tunnel *t, struct netgate *g, struct ne
         tunnel_pump(t);
 }
 
+bool netgate_tunnel_client_done(const struct netgate_tunnel *t)
+{
+        if (t->client_fd >= 0)
+                return t->dir[0].done;
+        return t->client && t->shut_up;
+}
+
 void netgate_tunnel_release(struct netgate_tunnel *t)
 {
         if (t->client)

@@ -58,5 +58,10 @@ void netgate_tunnel_start(struct netgate_tunnel *t, struct netgate *g, struct ne
                           struct bufferevent *client, struct bufferevent *up, const void *reply,
                           size_t n);
 
+/* The client ended its side and everything it sent went on: the tunnel
+ * waits only for the upstream's close. Closed now, it ended as the client
+ * asked, not cut. */
+bool netgate_tunnel_client_done(const struct netgate_tunnel *t);
+
 /* Close what the tunnel holds. */
 void netgate_tunnel_release(struct netgate_tunnel *t);

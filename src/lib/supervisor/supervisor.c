@@ -526,6 +526,15 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         al_trace_mark("sv.armed");
         event_base_dispatch(core->base);
         al_trace_mark("pid1.exit");
+        /* pid 1's end closed every socket of the sandbox: one pass of the
+         * loop takes in what is already there to read (a client's close),
+         * so a connection the client ended is recorded as ended, not as cut
+         * by the shutdown. No timeout or caps op runs in it. */
+        sv.control = caps_socket_free(sv.control);
+        if (sv.ev_timeout)
+                evtimer_del(sv.ev_timeout);
+        if (core->gate)
+                (void)event_base_loop(core->base, EVLOOP_NONBLOCK);
         if (core->gate) {
                 struct netgate_stats ns;
                 netgate_get_stats(core->gate, &ns);
@@ -533,7 +542,6 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 res->usage.net_received_bytes = ns.bytes_down;
         }
         /* Connections and tool calls still open are closed and recorded now. */
-        sv.control = caps_socket_free(sv.control);
         sv_core_close_gates(core);
         res->usage.tool_calls = core->tool_calls;
 
