@@ -81,3 +81,15 @@ def test_cli_approver_is_told_the_rules_refused_it(make, upstream, airlock):
     assert p.returncode == 4, (p.returncode, p.stdout, p.stderr)
     assert "rules in force now refuse" in p.stderr and "denied_by_rule" in p.stderr, p.stderr
     assert f.result().split()[0] == "403"
+
+
+def test_an_operator_deny_is_reported_as_the_operators_even_under_a_new_deny_rule(make, upstream):
+    """The agent learns what decided: the operator's deny (ask_denied), not
+    the rule that would also have refused an approval."""
+    sup = make(policy(upstream))
+    f = fetch(sup, "up.test", upstream, "/denied")
+    [a] = pending(sup)
+    deny_now(sup, "up.test")
+    decide(sup, a["id"], "deny")
+    out = f.result()
+    assert out.split()[0] == "403" and "ask_denied" in out and "denied_by_rule" not in out, out

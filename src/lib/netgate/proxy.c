@@ -311,17 +311,19 @@ static void ask_done(void *ud, bool allow, const char *reason)
         if (!c->asking)
                 return;
         c->asking = false;
-        /* Decided again on the rules in force now: a deny rule granted
-         * while it waited refuses it whatever the answer (an approval
-         * lifts only "not listed"). */
+        /* A refusal is the operator's (ask_denied, ask_timeout), whatever
+         * else would have refused it. */
+        if (!allow) {
+                deny(c, 403, reason, "network.onUnlisted");
+                return;
+        }
+        /* An approval is decided again on the rules in force now: a deny
+         * rule granted while it waited refuses it (an approval lifts only
+         * "not listed"). */
         const char *refused =
             netgate_ask_recheck(c->g, host_name(c), c->port, c->rule_text, sizeof(c->rule_text));
         if (refused) {
                 deny(c, 403, refused, c->rule_text[0] ? c->rule_text : "network.deny");
-                return;
-        }
-        if (!allow) {
-                deny(c, 403, reason, "network.onUnlisted");
                 return;
         }
         c->rule = "ask";
