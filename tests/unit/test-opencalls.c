@@ -52,7 +52,7 @@ Test(opencalls, started_and_not_ended_are_closed)
         open_calls_end(oc, "c1");
         open_calls_end(oc, "nothing");
         json_t *calls = NULL;
-        cr_assert_eq(open_calls_closing(dir, 5000, &calls), 0);
+        cr_assert_eq(open_calls_closing(dir, 5000, "test", &calls), 0);
         cr_assert_eq(json_array_size(calls), 1);
         json_t *f = json_array_get(calls, 0);
         cr_assert_str_eq(json_string_value(json_object_get(f, "callId")), "c1");
@@ -60,10 +60,11 @@ Test(opencalls, started_and_not_ended_are_closed)
         cr_assert_str_eq(json_string_value(json_object_get(f, "errorCode")), "supervisor_died");
         cr_assert_str_eq(json_string_value(json_object_get(f, "decision")), "allow");
         cr_assert_eq(json_integer_value(json_object_get(f, "durationMs")), 2000);
+        cr_assert_str_eq(json_string_value(json_object_get(f, "closedBy")), "test");
         json_decref(calls);
         open_calls_end(oc, "c1");
         /* None under way: no file, nothing to close. */
-        cr_assert_eq(open_calls_closing(dir, 5000, &calls), 0);
+        cr_assert_eq(open_calls_closing(dir, 5000, "test", &calls), 0);
         cr_assert_eq(json_array_size(calls), 0);
         json_decref(calls);
         open_calls_free(oc);
@@ -72,7 +73,7 @@ Test(opencalls, started_and_not_ended_are_closed)
 Test(opencalls, no_directory_is_no_call)
 {
         json_t *calls = NULL;
-        cr_assert_eq(open_calls_closing("/nonexistent/opencalls", 1, &calls), 0);
+        cr_assert_eq(open_calls_closing("/nonexistent/opencalls", 1, "test", &calls), 0);
         cr_assert_eq(json_array_size(calls), 0);
         json_decref(calls);
 }
@@ -81,14 +82,14 @@ Test(opencalls, a_file_not_ours_is_refused)
 {
         json_t *calls = NULL;
         put("{\"callId\": \"x\"}");
-        cr_assert_eq(open_calls_closing(dir, 1, &calls), -EINVAL);
+        cr_assert_eq(open_calls_closing(dir, 1, "test", &calls), -EINVAL);
         cr_assert_null(calls);
         put("[{\"callId\": 5, \"tool\": \"t\", \"startedMs\": 1}]");
-        cr_assert_eq(open_calls_closing(dir, 1, &calls), -EINVAL);
+        cr_assert_eq(open_calls_closing(dir, 1, "test", &calls), -EINVAL);
         put("[{\"callId\": \"a\", \"tool\": \"t\", \"startedMs\": -1}]");
-        cr_assert_eq(open_calls_closing(dir, 1, &calls), -EINVAL);
+        cr_assert_eq(open_calls_closing(dir, 1, "test", &calls), -EINVAL);
         put("[{\"callId\": \"a\", \"tool\": \"t\", \"startedMs\": 1}");
-        cr_assert_eq(open_calls_closing(dir, 1, &calls), -EINVAL);
+        cr_assert_eq(open_calls_closing(dir, 1, "test", &calls), -EINVAL);
 }
 
 Test(opencalls, a_link_is_not_followed)
@@ -97,6 +98,6 @@ Test(opencalls, a_link_is_not_followed)
         snprintf(path, sizeof(path), "%s/%s", dir, OPEN_CALLS_FILE);
         cr_assert_eq(symlink("/etc/passwd", path), 0);
         json_t *calls = NULL;
-        cr_assert_lt(open_calls_closing(dir, 1, &calls), 0);
+        cr_assert_lt(open_calls_closing(dir, 1, "test", &calls), 0);
         cr_assert_null(calls);
 }

@@ -112,7 +112,7 @@ void open_calls_end(struct open_calls *oc, const char *call_id)
         }
 }
 
-static json_t *closing(const json_t *o, uint64_t now_ms)
+static json_t *closing(const json_t *o, uint64_t now_ms, const char *by)
 {
         const json_t *id = json_object_get(o, "callId");
         const json_t *tool = json_object_get(o, "tool");
@@ -127,10 +127,10 @@ static json_t *closing(const json_t *o, uint64_t now_ms)
                          "tool", tool, "args", "argsDigest", digest, "decision", "allow", "rule",
                          rule, "errorCode", OPEN_CALLS_DIED_CODE, "durationMs",
                          (json_int_t)(now_ms > started ? now_ms - started : 0), "outputBytes",
-                         (json_int_t)0, "closedBy", "airlockd");
+                         (json_int_t)0, "closedBy", by);
 }
 
-int open_calls_closing(const char *dir, uint64_t now_ms, json_t **ret)
+int open_calls_closing(const char *dir, uint64_t now_ms, const char *by, json_t **ret)
 {
         *ret = NULL;
         _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -155,7 +155,7 @@ int open_calls_closing(const char *dir, uint64_t now_ms, json_t **ret)
         json_t *o;
         json_array_foreach(calls, i, o)
         {
-                json_t *f = closing(o, now_ms);
+                json_t *f = closing(o, now_ms, by);
                 if (!f) {
                         json_decref(calls);
                         json_decref(out);

@@ -35,7 +35,8 @@ int open_calls_start(struct open_calls *oc, const char *call_id, const char *too
 void open_calls_end(struct open_calls *oc, const char *call_id);
 
 /* What a dead supervisor left in dir: the fields of one closing tool.call
- * line per call (errorCode "supervisor_died", durationMs up to now), in an
- * array; an empty array when it left none. -errno when the file is there
- * but cannot be read, or is not what the supervisor writes. */
-int open_calls_closing(const char *dir, uint64_t now_ms, json_t **ret);
+ * line per call (errorCode "supervisor_died", durationMs up to now,
+ * closedBy `by`), in an array; an empty array when it left none. -errno
+ * when the file is there but cannot be read, or is not what the supervisor
+ * writes. */
+int open_calls_closing(const char *dir, uint64_t now_ms, const char *by, json_t **ret);
