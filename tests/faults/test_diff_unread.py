@@ -3,10 +3,11 @@
 the daemon. Before, each diff's answer (up to 64 MiB) was kept whole in the
 daemon until its connection timed out, so a read-only grant's few dozen
 requests took hundreds of MiB. Now a grant's unread answers are bounded
-(AIRLOCK_ANSWER_GRANT_MAX, here 6 MiB): past it a diff is refused with 429
-`unread_answers`, the daemon's RSS stays flat, the sandbox's maker still
-gets its own diff, and what was held is let go when the connections
-close."""
+(AIRLOCK_ANSWER_GRANT_MAX, here 6 MiB) and so is their number (16 jobs
+running or answers unread; each job is a process on the host): past them a
+diff is refused with 429 `unread_answers`, the daemon's RSS stays flat, the
+sandbox's maker still gets its own diff, and what was held is let go when
+the connections close."""
 
 import os
 import socket
@@ -47,22 +48,42 @@ def _status(s):
     return head.split(b"\r\n", 1)[0]
 
 
+def _kept_diff(d, size):
+    """An ended review sandbox with `size` bytes of new text kept: its diff
+    path and the whole diff."""
+    c = d.client(d.admin, timeout=60)
+    ws = tempfile.mkdtemp(prefix="ws-", dir=d.tmp)
+    sb = c.create(sandbox_class="small", workspace=ws, review=True)["id"]
+    r = c.run(sb, ["sh", "-c", f"head -c {size * 3 // 4} /dev/urandom | base64 > /workspace/big.txt"])
+    assert r.exit_code == 0
+    c.delete(sb)
+    path = f"/v1/sandboxes/{sb}/diff"
+    st, _, body = c.request("GET", path)
+    assert st == 200, body[:300]
+    assert len(body) > size
+    return c, path, body
+
+
+def _until_served(d, path):
+    """What the closed connections held is let go."""
+    deadline = time.monotonic() + 10
+    while True:
+        s = _ask(d, d.reader, path)
+        st = _status(s)
+        s.close()
+        if b" 200 " in st:
+            return
+        assert time.monotonic() < deadline, f"the closed connections' answers are still held: {st!r}"
+        time.sleep(0.3)
+
+
 def test_unread_diffs_are_bounded_per_grant(two_grants, monkeypatch):
     d = two_grants
     # The fixture's daemon runs without the bound given here: start it again.
     d.stop()
     monkeypatch.setenv("AIRLOCK_ANSWER_GRANT_MAX", str(6 * 1024 * 1024))
     d.start()
-    c = d.client(d.admin, timeout=60)
-    ws = tempfile.mkdtemp(prefix="ws-", dir=d.tmp)
-    sb = c.create(sandbox_class="small", workspace=ws, review=True)["id"]
-    r = c.run(sb, ["sh", "-c", f"head -c {BIG * 3 // 4} /dev/urandom | base64 > /workspace/big.txt"])
-    assert r.exit_code == 0
-    c.delete(sb)
-    path = f"/v1/sandboxes/{sb}/diff"
-    st, _, body = c.request("GET", path)
-    assert st == 200, body[:300]
-    assert len(body) > BIG
+    c, path, body = _kept_diff(d, BIG)
 
     pid = d.proc.pid
     before = _rss_kib(pid)
@@ -83,13 +104,22 @@ def test_unread_diffs_are_bounded_per_grant(two_grants, monkeypatch):
     finally:
         for s in held:
             s.close()
-    # What the closed connections held is let go.
-    deadline = time.monotonic() + 10
-    while True:
-        s = _ask(d, d.reader, path)
-        st = _status(s)
-        s.close()
-        if b" 200 " in st:
-            break
-        assert time.monotonic() < deadline, f"the closed connections' answers are still held: {st!r}"
-        time.sleep(0.3)
+    _until_served(d, path)
+
+
+def test_unread_diffs_are_bounded_in_number(two_grants):
+    d = two_grants
+    c, path, body = _kept_diff(d, 1024 * 1024)
+    held = [_ask(d, d.reader, path) for _ in range(24)]
+    try:
+        statuses = [_status(s) for s in held]
+        ok = sum(b" 200 " in st for st in statuses)
+        refused = sum(b" 429 " in st for st in statuses)
+        assert ok + refused == len(held), statuses
+        assert ok <= 16 and refused, f"{ok} diffs of one grant held unread at once"
+        st, _, mine = c.request("GET", path)
+        assert st == 200 and mine == body, (st, mine[:300])
+    finally:
+        for s in held:
+            s.close()
+    _until_served(d, path)

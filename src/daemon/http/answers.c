@@ -33,6 +33,7 @@ static struct {
         bool loaded;
         size_t grant_max, max;
         size_t total, readers;
+        unsigned holds, reader_holds;
         struct answer_grant *grants;
 } A;
 
@@ -95,7 +96,19 @@ struct answer_hold *answer_hold_new(struct daemon *d, const char *grant, bool re
         h->reader = reader;
         h->g = grant_find(grant ? grant : "");
         h->g->holds++;
+        A.holds++;
+        if (reader)
+                A.reader_holds++;
         return h;
+}
+
+int answer_hold_admit(const struct answer_hold *h)
+{
+        if (h->g->holds > ANSWER_HOLDS_GRANT_MAX)
+                return -EMFILE;
+        if (A.holds > ANSWER_HOLDS_MAX || (h->reader && A.reader_holds > ANSWER_HOLDS_MAX / 2))
+                return -ENFILE;
+        return 0;
 }
 
 int answer_hold_charge(struct answer_hold *h, size_t n)
@@ -137,6 +150,9 @@ struct answer_hold *answer_hold_free(struct answer_hold *h)
                 bufferevent_decref(h->bev);
         }
         grant_put(h->g);
+        A.holds--;
+        if (h->reader)
+                A.reader_holds--;
         free(h);
         return NULL;
 }
@@ -216,7 +232,25 @@ void answer_hold_refused(struct daemon *d, struct evhttp_request *req, const str
                          int r)
 {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
-        if (r == -EDQUOT)
+        if (r == -EMFILE)
+                reply_error_fields(d, req, 429, "unread_answers",
+                                   json_pack("{s:s, s:I}", "limit", "answersPerGrant", "max",
+                                             (json_int_t)ANSWER_HOLDS_GRANT_MAX),
+                                   "grant \"%s\" has %u host jobs (diff, export, ...) running or "
+                                   "answered and not read yet, its most: read or close those "
+                                   "requests, then try again",
+                                   h->g->name, ANSWER_HOLDS_GRANT_MAX);
+        else if (r == -ENFILE)
+                reply_error_fields(
+                    d, req, 503, "unread_answers",
+                    json_pack("{s:s, s:I}", "limit", h->reader ? "answersReaders" : "answers",
+                              "max",
+                              (json_int_t)(h->reader ? ANSWER_HOLDS_MAX / 2 : ANSWER_HOLDS_MAX)),
+                    "the daemon has %u host jobs running or answered and not "
+                    "read yet, its most%s: try again later",
+                    h->reader ? A.reader_holds - 1 : A.holds - 1,
+                    h->reader ? " for grants reading another grant's sandbox" : "");
+        else if (r == -EDQUOT)
                 reply_error_fields(d, req, 429, "unread_answers",
                                    json_pack("{s:s, s:I}", "limit", "answerBytesPerGrant", "max",
                                              (json_int_t)A.grant_max),

@@ -24,6 +24,14 @@ struct answer_hold;
  * the answer is about. */
 struct answer_hold *answer_hold_new(struct daemon *d, const char *grant, bool reader);
 
+/* Whether the hold may start its job: each hold is a job (a process on
+ * the host) or an answer not yet written, ANSWER_HOLDS_GRANT_MAX of them
+ * per grant and ANSWER_HOLDS_MAX in all (readers' holds at most half).
+ * 0, -EMFILE past the grant's, -ENFILE past the daemon's. */
+#define ANSWER_HOLDS_GRANT_MAX 16
+#define ANSWER_HOLDS_MAX       256
+int answer_hold_admit(const struct answer_hold *h);
+
 /* n more bytes: 0, -EDQUOT past the grant's bound, -ENOBUFS past the
  * daemon's (or the readers' share of it). Nothing is charged on failure. */
 int answer_hold_charge(struct answer_hold *h, size_t n);
@@ -39,7 +47,7 @@ void answer_hold_reply(struct answer_hold *h, struct evhttp_request *req, int co
 /* Let go of everything held; NULL. */
 struct answer_hold *answer_hold_free(struct answer_hold *h);
 
-/* The refusal of a charge that failed with r (429 or 503
+/* The refusal of an admission or a charge that failed with r (429 or 503
  * `unread_answers`, naming the bound and what to do). */
 void answer_hold_refused(struct daemon *d, struct evhttp_request *req, const struct answer_hold *h,
                          int r);

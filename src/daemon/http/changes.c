@@ -258,6 +258,12 @@ static void run(struct job_ctx *c, char *const argv[], size_t out_max, job_done_
         /* An accept, discard or push is recorded with its outcome, after
          * it: the log's reserve is made sure of before it starts. */
         bool reads = STREQ(c->what, "diff") || STREQ(c->what, "export");
+        int r = answer_hold_admit(c->hold);
+        if (r < 0) {
+                answer_hold_refused(c->d, c->req, c->hold, r);
+                job_ctx_free(c);
+                return;
+        }
         if (!reads && !record_audit_room(c->d)) {
                 reply_audit_failed(c->d, c->req, c->d->audit_fault);
                 job_ctx_free(c);
