@@ -35,6 +35,7 @@ static struct {
         size_t total, readers;
         unsigned holds, reader_holds;
         struct answer_grant *grants;
+        struct answer_hold *sent; /* answers on their way to a client */
 } A;
 
 struct answer_hold {
@@ -44,6 +45,7 @@ struct answer_hold {
         size_t bytes;
         struct bufferevent *bev; /* the answer's connection, once sent (a reference) */
         struct event *check;
+        struct answer_hold *next, **prev; /* in A.sent, once sent */
 };
 
 static size_t bound(const char *name, size_t dflt)
@@ -143,6 +145,11 @@ struct answer_hold *answer_hold_free(struct answer_hold *h)
         if (!h)
                 return NULL;
         uncharge(h, h->bytes);
+        if (h->prev) {
+                *h->prev = h->next;
+                if (h->next)
+                        h->next->prev = h->prev;
+        }
         if (h->check)
                 event_free(h->check);
         if (h->bev) {
@@ -215,6 +222,11 @@ void answer_hold_reply(struct answer_hold *h, struct evhttp_request *req, int co
                 return;
         }
         h->bev = bev;
+        h->next = A.sent;
+        if (A.sent)
+                A.sent->prev = &h->next;
+        h->prev = &A.sent;
+        A.sent = h;
         h->check = event_new(h->d->base, -1, EV_PERSIST, on_check, h);
         if (!h->check || !evbuffer_add_cb(bufferevent_get_output(bev), on_output, h)) {
                 /* Not followed: let go at once rather than hold for ever. */
@@ -274,4 +286,10 @@ void answer_hold_refused(struct daemon *d, struct evhttp_request *req, const str
 size_t answers_held(void)
 {
         return A.total;
+}
+
+void answers_shutdown(void)
+{
+        while (A.sent)
+                answer_hold_free(A.sent);
 }

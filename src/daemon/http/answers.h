@@ -52,5 +52,9 @@ struct answer_hold *answer_hold_free(struct answer_hold *h);
 void answer_hold_refused(struct daemon *d, struct evhttp_request *req, const struct answer_hold *h,
                          int r);
 
-/* Bytes held in all, and by grant (for the tests of the bound). */
+/* Bytes held in all (for the tests of the bound). */
 size_t answers_held(void);
+
+/* The daemon stops: every hold whose answer is still on its way is let
+ * go (jobs_shutdown() has ended the others). */
+void answers_shutdown(void);

@@ -87,8 +87,14 @@ static void watch_free(struct watch_stream *s)
 static void watch_closed(struct evhttp_connection *conn, void *arg)
 {
         struct watch_stream *s = arg;
+        struct evhttp_request *req = s->req;
         s->conn = NULL;
         watch_free(s);
+        /* The reply under way was detached from its connection by libevent
+         * and left to us (evhttp_connection_incoming_fail): freed here, or
+         * every watch a client closed stayed allocated. */
+        if (!evhttp_request_get_connection(req))
+                evhttp_request_free(req);
 }
 
 static size_t queued(struct watch_stream *s)
