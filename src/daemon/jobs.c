@@ -37,6 +37,8 @@ struct job {
         struct evbuffer *out, *err;
         size_t out_max;
         bool truncated;
+        job_charge_fn charge; /* NULL: stdout is not charged */
+        int refused;          /* what charge() answered when it refused */
         bool exited;
         int status;
         job_done_fn done;
@@ -96,6 +98,7 @@ static void finish(struct job *j, int exit_code)
         evbuffer_add(j->err, "", 1);
         struct job_result res = {
             .exit_code = exit_code,
+            .refused = j->refused,
             .out = j->out,
             .out_truncated = j->truncated,
             .err = (const char *)evbuffer_pullup(j->err, -1),
@@ -141,6 +144,8 @@ static void close_output(struct job *j, int k)
         }
 }
 
+static void kill_now(struct job *j);
+
 static void on_output(evutil_socket_t fd, short what, void *arg)
 {
         struct job *j = arg;
@@ -160,31 +165,48 @@ static void on_output(evutil_socket_t fd, short what, void *arg)
         size_t keep = have >= max ? 0 : (size_t)n > max - have ? max - have : (size_t)n;
         if (keep < (size_t)n && k == 0)
                 j->truncated = true;
+        if (k == 0 && keep && j->charge) {
+                int r = j->charge(j->userdata, keep);
+                if (r < 0) {
+                        /* Refused room for more: it ends now, and its answer
+                         * is the refusal. */
+                        j->refused = r;
+                        kill_now(j);
+                        maybe_done(j);
+                        return;
+                }
+        }
         evbuffer_add(b, buf, keep);
 }
 
-/* The job ran past its time: its whole process group is killed (a
- * credential helper or a forge command it started included), and what it
- * left in the pipes is not waited for, since a descendant that escaped the
- * group could hold them open for ever. */
+/* Its whole process group is killed (a credential helper or a forge
+ * command it started included), and what it left in the pipes is not
+ * waited for, since a descendant that escaped the group could hold them
+ * open for ever. */
+static void kill_now(struct job *j)
+{
+        kill(-j->pid, SIGKILL);
+        if (j->pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        close_output(j, 0);
+        close_output(j, 1);
+        collect(j);
+}
+
+/* The job ran past its time. */
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
         struct job *j = arg;
         if (j->exited)
                 return;
         j->timed_out = true;
-        kill(-j->pid, SIGKILL);
-        if (j->pidfd >= 0)
-                syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
         char msg[160];
         int n = snprintf(msg, sizeof(msg),
                          "airlock: the job took longer than %u s (AIRLOCK_JOB_TIMEOUT) and was "
                          "stopped\n",
                          j->timeout_s);
         evbuffer_prepend(j->err, msg, (size_t)n);
-        close_output(j, 0);
-        close_output(j, 1);
-        collect(j);
+        kill_now(j);
         maybe_done(j);
 }
 
@@ -225,8 +247,19 @@ unsigned job_timeout_seconds(void)
 int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn done,
               void *userdata, struct al_error *err)
 {
+        return job_start_charged(d, argv, out_max, NULL, done, userdata, err);
+}
+
+int job_start_charged(struct daemon *d, char *const argv[], size_t out_max, job_charge_fn charge,
+                      job_done_fn done, void *userdata, struct al_error *err)
+{
         int out[2] = {-1, -1}, errp[2] = {-1, -1};
-        if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(errp, O_CLOEXEC | O_NONBLOCK) < 0) {
+        /* Only our ends are non-blocking: the child's would make its
+         * writes fail with EAGAIN whenever the daemon is behind (a diff
+         * of a few MiB then ended "writing the diff: Input/output
+         * error"). */
+        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+            fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(errp[0], F_SETFL, O_NONBLOCK) < 0) {
                 int e = errno;
                 for (int i = 0; i < 2; i++) {
                         if (out[i] >= 0)
@@ -262,6 +295,7 @@ int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn 
         j->out = evbuffer_new();
         j->err = evbuffer_new();
         j->out_max = out_max;
+        j->charge = charge;
         j->done = done;
         j->userdata = userdata;
         j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);

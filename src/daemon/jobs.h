@@ -18,11 +18,12 @@ struct daemon;
 struct job;
 
 struct job_result {
-        int exit_code;          /* its exit status, 128+N for signal N */
-        struct evbuffer *out;   /* stdout, up to out_max bytes */
-        bool out_truncated;     /* there was more */
-        const char *err;        /* stderr (up to 64 KiB), NUL-terminated */
-        bool timed_out;         /* it ran past job_timeout_seconds() and was killed */
+        int exit_code;        /* its exit status, 128+N for signal N */
+        struct evbuffer *out; /* stdout, up to out_max bytes */
+        bool out_truncated;   /* there was more */
+        const char *err;      /* stderr (up to 64 KiB), NUL-terminated */
+        bool timed_out;       /* it ran past job_timeout_seconds() and was killed */
+        int refused;          /* < 0: the charge refused room for stdout, and it was killed */
 };
 
 /* Called once, when the child has exited and both pipes are drained. The
@@ -38,6 +39,13 @@ unsigned job_timeout_seconds(void);
 /* Start argv[0] (an absolute path) with argv. */
 int job_start(struct daemon *d, char *const argv[], size_t out_max, job_done_fn done,
               void *userdata, struct al_error *err);
+
+/* Asked for room before each piece of stdout is kept: < 0 refuses it, and
+ * the job is killed then, its callback told (job_result.refused). */
+typedef int (*job_charge_fn)(void *userdata, size_t n);
+/* job_start, with each piece of stdout charged first. */
+int job_start_charged(struct daemon *d, char *const argv[], size_t out_max, job_charge_fn charge,
+                      job_done_fn done, void *userdata, struct al_error *err);
 
 /* The environment children of the daemon start with: PATH, HOME, and the
  * sanitizer settings of a test build. Caller frees (strv_free). */

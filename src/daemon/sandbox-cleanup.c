@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What a dead supervisor left: its cgroups (reclaimed on a timer while
+/* What a dead supervisor left: the host tool calls it started and never
+ * ended (closed on the audit log), its cgroups (reclaimed on a timer while
  * cgroup.kill takes effect, never sleeping on the loop), its run directory,
  * and a workspace Airlock owned (removed in a child process). */
 #include <errno.h>
@@ -13,6 +14,8 @@
 #include "cgroup.h"
 #include "daemon.h"
 #include "files.h"
+#include "opencalls.h"
+#include "record.h"
 #include "sandbox-internal.h"
 #include "sandbox.h"
 #include "util.h"
@@ -115,9 +118,33 @@ void remove_tree_async(struct daemon *d, const char *path)
                 (void)files_remove_tree(pfd, trash);
 }
 
+/* Each tool call it started (tool.started is on the log) and never ended
+ * gets its tool.call line here, with errorCode "supervisor_died": every
+ * started call has an end. The tool itself died with the supervisor (its
+ * process group is killed with it). */
+static void close_open_calls(struct daemon *d, const char *id)
+{
+        _cleanup_free_ char *dir = xasprintf("%s/%s", d->run_dir, id);
+        json_t *calls = NULL;
+        int r = open_calls_closing(dir, now_realtime_us() / 1000, "airlockd", &calls);
+        if (r < 0) {
+                daemon_log(d, "sandbox %s: reading the tool calls its supervisor left (%s/%s): %s",
+                           id, dir, OPEN_CALLS_FILE, strerror(-r));
+                return;
+        }
+        size_t i;
+        json_t *f;
+        json_array_foreach(calls, i, f)(void) record_audit(d, id, "tool.call", json_incref(f));
+        if (json_array_size(calls))
+                daemon_log(d, "sandbox %s: %zu tool call(s) ended with the supervisor", id,
+                           json_array_size(calls));
+        json_decref(calls);
+}
+
 void sandbox_cleanup_leftovers(struct daemon *d, const char *id, pid_t pid, const char *workspace,
                                bool workspace_owned)
 {
+        close_open_calls(d, id);
         _cleanup_free_ char *cg = xasprintf("airlock-%s", id);
         cgroups_remove_named(d, cg);
         if (pid > 0) {

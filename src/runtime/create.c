@@ -93,9 +93,8 @@ static _Noreturn void keeper_exit(struct keeper *k, int status)
         if (k->sp.sync_fd >= 0)
                 close(k->sp.sync_fd);
         keeper_cgroup_free(k);
-        if (k->gate_pid > 0)
-                (void)kill(k->gate_pid, SIGKILL);
         _cleanup_free_ char *dir = rt_dir(k->g, k->st.id);
+        rt_gate_close_calls(k->gate_pid, dir, &k->audit);
         _cleanup_free_ char *sock = xasprintf("%s/%s", dir, RUNTIME_CTL);
         unlink(sock);
         rt_audit_exit(&k->audit, status);

@@ -14,12 +14,14 @@
 #include <event2/event.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "events.h"
 #include "gates.h"
 #include "gate.h"
 #include "podnet.h"
+#include "opencalls.h"
 #include "toolgate/toolgate.h"
 #include "util.h"
 
@@ -31,6 +33,13 @@ static void on_decision(void *ud, const struct netgate_record *rec)
                 (void)rt_audit_fields(ra, events_net_kind(rec), f);
 }
 
+/* The tool gateway's records, in the gates' process: the log, and the
+ * calls under way kept for the keeper (opencalls.h). */
+static struct {
+        struct rt_audit *audit;
+        struct open_calls *calls;
+} tool_log;
+
 static void on_tool_call(void *ud, const struct toolgate_record *rec)
 {
         json_t *f = toolgate_record_json(rec);
@@ -38,17 +47,48 @@ static void on_tool_call(void *ud, const struct toolgate_record *rec)
                 return;
         /* The audit line names the container itself. */
         json_object_del(f, "sandbox");
-        (void)rt_audit_fields(ud, "tool.call", f);
+        (void)rt_audit_fields(tool_log.audit, "tool.call", f);
+        if (tool_log.calls)
+                open_calls_end(tool_log.calls, rec->call_id);
 }
 
-/* Before a host tool runs: its record on the log first, or no run. */
+/* Before a host tool runs: its record on the log first, or no run; kept
+ * as under way before that, so that a kill after the line leaves what its
+ * end needs. */
 static int on_tool_started(void *ud, const struct toolgate_record *rec)
 {
         json_t *f = toolgate_started_json(rec);
         if (!f)
                 return -ENOMEM;
         json_object_del(f, "sandbox");
-        return rt_audit_fields(ud, "tool.started", f);
+        if (tool_log.calls) {
+                int r = open_calls_start(tool_log.calls, rec->call_id, rec->tool, rec->args_digest,
+                                         rec->rule, now_realtime_us() / 1000);
+                if (r < 0) {
+                        json_decref(f);
+                        return r;
+                }
+        }
+        return rt_audit_fields(tool_log.audit, "tool.started", f);
+}
+
+void rt_gate_close_calls(pid_t gate_pid, const char *state_dir, struct rt_audit *audit)
+{
+        if (gate_pid <= 0 || !state_dir)
+                return;
+        /* Dead first: it writes nothing after the lines below. */
+        (void)kill(gate_pid, SIGKILL);
+        while (waitpid(gate_pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        json_t *calls = NULL;
+        if (open_calls_closing(state_dir, now_realtime_us() / 1000, "airlock-runtime", &calls) < 0)
+                return;
+        size_t i;
+        json_t *f;
+        json_array_foreach(calls, i, f)(void) rt_audit_fields(audit, "tool.call", json_incref(f));
+        json_decref(calls);
+        _cleanup_free_ char *file = xasprintf("%s/%s", state_dir, OPEN_CALLS_FILE);
+        (void)unlink(file);
 }
 
 /* In the gates' process: the network gate and its routes, transparent
@@ -65,6 +105,12 @@ static int serve(struct event_base *base, const struct rt_gate_config *c, struct
                                             &cn, e);
         if (r < 0 || sp->tool_fd < 0)
                 return r;
+        tool_log.audit = c->audit;
+        if (c->state_dir) {
+                tool_log.calls = open_calls_new(c->state_dir);
+                if (!tool_log.calls)
+                        return al_error_set(e, errno, "gate: opening %s", c->state_dir);
+        }
         struct toolgate_config tc = {
             .policy = c->policy,
             .sandbox = c->sandbox,

@@ -20,6 +20,10 @@ struct rt_gate_config {
         struct rt_audit *audit;
         int pod_netns_fd;       /* a pod's network namespace to connect from (podnet.h), or -1 */
         const char *pod_resolv; /* ... and its resolv.conf, or NULL */
+        /* The container's state directory: the gates keep the tool calls
+         * under way there (opencalls.h), for the keeper to close when it
+         * kills them with a call in flight (rt_gate_close_calls). */
+        const char *state_dir;
 };
 
 /* Serve the network gate (routes included) on the sandbox's listeners and
@@ -33,3 +37,8 @@ struct rt_gate_config {
  * as under airlock run. */
 int rt_gate_start(const struct rt_gate_config *c, struct spawn_result *sp, const int *close_fds,
                   size_t n_close, pid_t *ret_pid, struct al_error *err);
+
+/* The gates' process (gate_pid) is killed and reaped; then each tool call
+ * it started and never ended gets its tool.call line (errorCode
+ * "supervisor_died"), so that every tool.started has an end. */
+void rt_gate_close_calls(pid_t gate_pid, const char *state_dir, struct rt_audit *audit);

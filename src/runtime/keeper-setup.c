@@ -392,7 +392,9 @@ int keeper_setup(struct keeper *k, struct al_error *err)
          * the tool socket is the gates' own. */
         const int hold[] = {k->sp.sync_fd, k->sp.pidfd,    k->sp.upper_fd,
                             k->sp.pty_fd,  k->sp.netns_fd, k->report_fd};
+        _cleanup_free_ char *state_dir = rt_dir(k->g, k->st.id);
         const struct rt_gate_config gc = {
+            .state_dir = state_dir,
             .policy = k->policy,
             .sandbox = sandbox,
             .secrets = k->secrets,

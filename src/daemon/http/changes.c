@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "sandbox.h"
+#include "answers.h"
 #include "changes.h"
 #include "ctl.h"
 #include "http.h"
@@ -33,11 +34,13 @@ struct target {
         bool running;         /* live and handed out (not starting or stopping) */
         bool overlay;         /* workspace.mode overlay */
         char *state;
+        char *grant; /* the grant that made it; NULL: none */
 };
 
 static void target_done(struct target *t)
 {
         free(t->state);
+        free(t->grant);
 }
 
 static bool policy_is_overlay(const char *policy_json)
@@ -63,6 +66,7 @@ static bool find_target(struct daemon *d, struct evhttp_request *req, const char
                 t->running = sb->state == SANDBOX_RUNNING;
                 t->overlay = policy_is_overlay(sb->policy_json);
                 t->state = xstrdup(sandbox_state_names[sb->state]);
+                t->grant = xstrdup(sb->grant);
                 return true;
         }
         struct store_sandbox *r = find_recorded(d, req, id);
@@ -70,6 +74,7 @@ static bool find_target(struct daemon *d, struct evhttp_request *req, const char
                 return false;
         t->overlay = policy_is_overlay(r->policy);
         t->state = xstrdup(r->state);
+        t->grant = xstrdup(r->grant);
         store_sandbox_free(r);
         return true;
 }
@@ -92,26 +97,30 @@ struct job_ctx {
         struct sandbox *sb; /* held while a snapshot is taken; else NULL */
         char id[17];
         char *grant;
-        char *what;       /* "diff", "accept", …: the audit kind's tail */
-        json_t *audit;    /* fields of the api.* audit event */
-        const char *type; /* a raw answer's content type, or NULL for JSON */
+        char *what;               /* "diff", "accept", …: the audit kind's tail */
+        json_t *audit;            /* fields of the api.* audit event */
+        const char *type;         /* a raw answer's content type, or NULL for JSON */
+        struct answer_hold *hold; /* the answer's bytes, charged to the grant */
 };
 
-static struct job_ctx *job_ctx_new(struct daemon *d, struct evhttp_request *req, const char *id,
-                                   const struct grant *g, const char *what)
+static struct job_ctx *job_ctx_new(struct daemon *d, struct evhttp_request *req,
+                                   const struct target *t, const struct grant *g, const char *what)
 {
         struct job_ctx *c = xcalloc(1, sizeof(*c));
         c->d = d;
         c->req = req;
-        snprintf(c->id, sizeof(c->id), "%s", id);
+        snprintf(c->id, sizeof(c->id), "%s", t->id);
         c->grant = xstrdup(g ? g->name : NULL);
         c->what = xstrdup(what);
         c->audit = json_pack("{s:s?}", "grant", c->grant);
+        c->hold =
+            answer_hold_new(d, c->grant, !t->grant || !c->grant || !STREQ(t->grant, c->grant));
         return c;
 }
 
 static void job_ctx_free(struct job_ctx *c)
 {
+        answer_hold_free(c->hold);
         if (c->sb)
                 sandbox_unref(c->sb);
         json_decref(c->audit);
@@ -137,6 +146,9 @@ static void on_raw_done(const struct job_result *res, void *userdata)
         char msg[1024];
         if (res->exit_code < 0) {
                 reply_error(d, c->req, 503, "shutting_down", "the daemon is stopping");
+        } else if (res->refused < 0) {
+                audit_outcome(c, res->refused == -EDQUOT ? 429 : 503, "unread_answers");
+                answer_hold_refused(d, c->req, c->hold, res->refused);
         } else if (res->timed_out) {
                 audit_outcome(c, 504, "timeout");
                 reply_error(d, c->req, 504, "timeout", "sandbox %s: %s", c->id,
@@ -149,7 +161,8 @@ static void on_raw_done(const struct job_result *res, void *userdata)
                             c->what, DIFF_OUT_MAX, c->what, d->keep_dir, c->id);
         } else if (res->exit_code == 0) {
                 audit_outcome(c, 200, NULL);
-                reply_body(d, c->req, 200, c->type, res->out);
+                answer_hold_reply(c->hold, c->req, 200, c->type, res->out);
+                c->hold = NULL;
         } else {
                 int status = res->exit_code == 2 ? 404 : 409;
                 const char *code = res->exit_code == 2 ? "not_found" : "refused";
@@ -181,6 +194,12 @@ static void on_json_done(const struct job_result *res, void *userdata)
                 job_ctx_free(c);
                 return;
         }
+        if (res->refused < 0) {
+                audit_outcome(c, res->refused == -EDQUOT ? 429 : 503, "unread_answers");
+                answer_hold_refused(d, c->req, c->hold, res->refused);
+                job_ctx_free(c);
+                return;
+        }
         if (res->timed_out) {
                 char m[1024];
                 audit_outcome(c, 504, "timeout");
@@ -202,7 +221,15 @@ static void on_json_done(const struct job_result *res, void *userdata)
                 /* A push whose forge command failed exits 1 all the same:
                  * the push is done and "pr" says how the command ended. */
                 audit_outcome(c, 200, NULL);
-                reply_json(d, c->req, 200, json_incref(o));
+                struct evbuffer *buf = evbuffer_new();
+                _cleanup_free_ char *text = json_dumps(o, JSON_COMPACT);
+                if (text) {
+                        evbuffer_add(buf, text, strlen(text));
+                        evbuffer_add(buf, "\n", 1);
+                }
+                answer_hold_reply(c->hold, c->req, 200, "application/json", buf);
+                c->hold = NULL;
+                evbuffer_free(buf);
         } else {
                 int status = 500;
                 for (size_t i = 0; i < ARRAY_SIZE(cli_errors); i++)
@@ -217,18 +244,32 @@ static void on_json_done(const struct job_result *res, void *userdata)
         job_ctx_free(c);
 }
 
+/* Each piece of a job's output is charged to its grant before it is kept:
+ * a grant that leaves its answers unread cannot grow the daemon. */
+static int on_charge(void *userdata, size_t n)
+{
+        struct job_ctx *c = userdata;
+        return answer_hold_charge(c->hold, n);
+}
+
 static void run(struct job_ctx *c, char *const argv[], size_t out_max, job_done_fn done)
 {
         struct al_error err = {0};
         /* An accept, discard or push is recorded with its outcome, after
          * it: the log's reserve is made sure of before it starts. */
         bool reads = STREQ(c->what, "diff") || STREQ(c->what, "export");
+        int r = answer_hold_admit(c->hold);
+        if (r < 0) {
+                answer_hold_refused(c->d, c->req, c->hold, r);
+                job_ctx_free(c);
+                return;
+        }
         if (!reads && !record_audit_room(c->d)) {
                 reply_audit_failed(c->d, c->req, c->d->audit_fault);
                 job_ctx_free(c);
                 return;
         }
-        if (job_start(c->d, argv, out_max, done, c, &err) < 0) {
+        if (job_start_charged(c->d, argv, out_max, on_charge, done, c, &err) < 0) {
                 reply_error(c->d, c->req, 500, "internal", "%s", err.msg);
                 job_ctx_free(c);
         }
@@ -294,7 +335,7 @@ static void changes_diff(struct daemon *d, struct evhttp_request *req, const str
                 return;
         if (!check_reviewable(d, req, &t))
                 goto out;
-        struct job_ctx *c = job_ctx_new(d, req, id, g, "diff");
+        struct job_ctx *c = job_ctx_new(d, req, &t, g, "diff");
         /* Another grant's diff is a read: it shows what was last copied,
          * and never starts a copy (host disk work it could repeat at will,
          * during which the maker's own diff would be refused). */
@@ -406,7 +447,7 @@ static void changes_decide(struct daemon *d, struct evhttp_request *req, const s
         argv = strv_append(argv, &argc, id);
         for (size_t i = 0; i < n; i++)
                 argv = strv_append(argv, &argc, json_string_value(json_array_get(paths, i)));
-        struct job_ctx *c = job_ctx_new(d, req, id, g, accept ? "accept" : "discard");
+        struct job_ctx *c = job_ctx_new(d, req, &t, g, accept ? "accept" : "discard");
         if (n)
                 json_object_set(c->audit, "paths", paths);
         run(c, argv, RESULT_OUT_MAX, on_json_done);
@@ -440,7 +481,7 @@ static void changes_export(struct daemon *d, struct evhttp_request *req, const s
             check_repository(d, req, id)) {
                 char *argv[] = {d->airlock_bin, "export",   "--state-root",
                                 d->keep_dir,    (char *)id, NULL};
-                struct job_ctx *c = job_ctx_new(d, req, id, g, "export");
+                struct job_ctx *c = job_ctx_new(d, req, &t, g, "export");
                 c->type = "application/mbox";
                 run(c, argv, DIFF_OUT_MAX, on_raw_done);
         }
@@ -508,7 +549,7 @@ static void changes_push(struct daemon *d, struct evhttp_request *req, const str
         if (!d->git_helper)
                 argv[argc++] = "--no-helper";
         argv[argc++] = (char *)id;
-        struct job_ctx *c = job_ctx_new(d, req, id, g, "push");
+        struct job_ctx *c = job_ctx_new(d, req, &t, g, "push");
         json_object_set(c->audit, "branch", branch);
         json_object_set_new(c->audit, "force", json_boolean(json_is_true(force)));
         run(c, argv, RESULT_OUT_MAX, on_json_done);

@@ -26,10 +26,13 @@
 
 #define WATCHES_MAX       64
 #define WATCHES_GRANT_MAX 16 /* of those, one grant's: no grant takes them all */
-#define STREAM_HIGH       (1u << 20)
-#define STALL_S           60
-#define WATCH_TIMEOUT_DEF 3600
-#define WATCH_TIMEOUT_MAX 86400
+/* Of those, the watches of sandboxes another grant made, in all: however
+ * many grants read, the rest stay for the sandboxes' makers. */
+#define WATCHES_OTHERS_MAX 32
+#define STREAM_HIGH        (1u << 20)
+#define STALL_S            60
+#define WATCH_TIMEOUT_DEF  3600
+#define WATCH_TIMEOUT_MAX  86400
 
 static unsigned watches_active;
 
@@ -43,6 +46,7 @@ struct watch_stream {
         char grant_name[GRANT_NAME_MAX + 1];
         struct watch_stream *next, **prev; /* in `streams` */
         bool paused;
+        bool other; /* of a sandbox another grant made */
 };
 
 static struct watch_stream *streams;
@@ -52,6 +56,14 @@ static unsigned grant_watches(const char *name)
         unsigned n = 0;
         for (const struct watch_stream *s = streams; s; s = s->next)
                 n += STREQ(s->grant_name, name);
+        return n;
+}
+
+static unsigned others_watches(void)
+{
+        unsigned n = 0;
+        for (const struct watch_stream *s = streams; s; s = s->next)
+                n += s->other;
         return n;
 }
 
@@ -75,8 +87,14 @@ static void watch_free(struct watch_stream *s)
 static void watch_closed(struct evhttp_connection *conn, void *arg)
 {
         struct watch_stream *s = arg;
+        struct evhttp_request *req = s->req;
         s->conn = NULL;
         watch_free(s);
+        /* The reply under way was detached from its connection by libevent
+         * and left to us (evhttp_connection_incoming_fail): freed here, or
+         * every watch a client closed stayed allocated. */
+        if (!evhttp_request_get_connection(req))
+                evhttp_request_free(req);
 }
 
 static size_t queued(struct watch_stream *s)
@@ -202,6 +220,14 @@ void route_files_watch(struct daemon *d, struct evhttp_request *req, const struc
                             a->grant->name, WATCHES_GRANT_MAX);
                 return;
         }
+        bool other = !sb->grant || !STREQ(sb->grant, a->grant->name);
+        if (other && others_watches() >= WATCHES_OTHERS_MAX) {
+                reply_error(d, req, 429, "too_many_watches",
+                            "at most %d watches at once of sandboxes another grant made; the "
+                            "rest are kept for their makers: end one first",
+                            WATCHES_OTHERS_MAX);
+                return;
+        }
         _cleanup_close_ int root = -1;
         if (files_open_root(sb->workspace, &root, &err) < 0) {
                 reply_error(d, req, 500, "internal", "%s", err.msg);
@@ -241,6 +267,7 @@ void route_files_watch(struct daemon *d, struct evhttp_request *req, const struc
         sandbox_touch(sb);
         struct watch_stream *s = xcalloc(1, sizeof(*s));
         watches_active++;
+        s->other = other;
         snprintf(s->grant_name, sizeof(s->grant_name), "%s", a->grant->name);
         s->next = streams;
         if (streams)

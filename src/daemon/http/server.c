@@ -3,6 +3,7 @@
  * every request to the router (router.c). */
 #include <event2/http.h>
 
+#include "answers.h"
 #include "daemon.h"
 #include "files.h"
 #include "http.h"
@@ -19,6 +20,7 @@ void api_shutdown(struct daemon *d)
 {
         exec_shutdown(d);
         pty_shutdown(d);
+        answers_shutdown();
 }
 
 int api_setup(struct daemon *d, struct al_error *err)

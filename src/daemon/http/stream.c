@@ -102,6 +102,11 @@ struct sse_slots {
 
 static struct sse_slots *sse_slots;
 static unsigned sse_total[SSE_KINDS];
+/* Of sse_total, the streams of grants that make nothing (neither
+ * sandboxes nor runs): together they take at most half of the daemon's
+ * slots, so that readers, however many grants they hold, cannot deny the
+ * grants that make sandboxes their streams. */
+static unsigned sse_readers[SSE_KINDS];
 
 static const unsigned sse_per_grant[SSE_KINDS] = {SSE_EVENTS_PER_GRANT, SSE_RUNS_PER_GRANT};
 static const unsigned sse_max[SSE_KINDS] = {SSE_EVENTS_MAX, SSE_RUNS_MAX};
@@ -118,6 +123,7 @@ struct sse_stream {
         void *ctx;
         struct sse_slots *slot;
         enum sse_kind kind;
+        bool reader; /* counted in sse_readers */
         size_t high;
         unsigned ticks, ticks_per_check;
         char grant_hash[GRANT_HASH_HEX + 1];
@@ -168,6 +174,8 @@ static void sse_free(struct sse_stream *s)
                 event_free(s->heartbeat);
         s->ops->free_ctx(s->ctx);
         sse_slot_put(s->slot, s->kind);
+        if (s->reader)
+                sse_readers[s->kind]--;
         free(s);
 }
 
@@ -252,7 +260,10 @@ struct sse_stream *sse_start(struct daemon *d, struct evhttp_request *req, const
 {
         struct sse_slots *e = sse_slot_find(g->name, false);
         unsigned mine = e ? e->n[o->kind] : 0;
-        if (mine >= sse_per_grant[o->kind] || sse_total[o->kind] >= sse_max[o->kind]) {
+        bool reader = !g->allow_sandbox && !g->allow_runs;
+        bool readers_full = reader && sse_readers[o->kind] >= sse_max[o->kind] / 2;
+        if (mine >= sse_per_grant[o->kind] || sse_total[o->kind] >= sse_max[o->kind] ||
+            readers_full) {
                 ops->free_ctx(ctx);
                 const char *what = sse_kind_name[o->kind];
                 if (mine >= sse_per_grant[o->kind])
@@ -262,6 +273,14 @@ struct sse_stream *sse_start(struct daemon *d, struct evhttp_request *req, const
                                            "grant \"%s\" has %u %s streams open, its most at "
                                            "once; end one first",
                                            g->name, sse_per_grant[o->kind], what);
+                else if (readers_full)
+                        reply_error_fields(d, req, 429, "too_many_streams",
+                                           json_pack("{s:s, s:I}", "limit", "readerStreams", "max",
+                                                     (json_int_t)sse_max[o->kind] / 2),
+                                           "grants that make no sandboxes have %u %s streams "
+                                           "open, their most at once (the rest are kept for "
+                                           "the grants that do); try again later",
+                                           sse_max[o->kind] / 2, what);
                 else
                         reply_error_fields(d, req, 429, "too_many_streams",
                                            json_pack("{s:s, s:I}", "limit", "streams", "max",
@@ -277,6 +296,9 @@ struct sse_stream *sse_start(struct daemon *d, struct evhttp_request *req, const
         s->ops = ops;
         s->ctx = ctx;
         s->kind = o->kind;
+        s->reader = reader;
+        if (reader)
+                sse_readers[o->kind]++;
         s->high = o->high;
         s->slot = sse_slot_find(g->name, true);
         s->slot->n[o->kind]++;

@@ -13,6 +13,7 @@
 
 #include "cgroup.h"
 #include "control-internal.h"
+#include "opencalls.h"
 #include "core.h"
 #include "env.h"
 #include "events.h"
@@ -138,6 +139,11 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
         }
         if (mkdir(c.dir, 0700) < 0) {
                 r = al_error_set(err, errno, "creating %s", c.dir);
+                goto fail_early;
+        }
+        c.core.open_calls = open_calls_new(c.dir);
+        if (!c.core.open_calls) {
+                r = al_error_set(err, errno, "opening %s", c.dir);
                 goto fail_early;
         }
 

@@ -13,6 +13,7 @@
 #include "env.h"
 #include "connect-notify.h"
 #include "core.h"
+#include "opencalls.h"
 #include "gitguard.h"
 #include "diskuse.h"
 #include "gates.h"
@@ -375,6 +376,8 @@ static void on_tool_call(void *ud, const struct toolgate_record *rec)
         json_object_del(fields, "sandbox");
         c->tool_calls++;
         sv_core_record(c, "tool.call", fields);
+        if (c->open_calls)
+                open_calls_end(c->open_calls, rec->call_id);
 }
 
 /* Before a host tool runs: its record on the log first, or no run. */
@@ -383,6 +386,16 @@ static int on_tool_started(void *ud, const struct toolgate_record *rec)
         struct sv_core *c = ud;
         json_t *fields = toolgate_started_json(rec);
         json_object_del(fields, "sandbox");
+        /* Kept as under way first: a supervisor killed once the line is
+         * written leaves what its closing line needs (opencalls.h). */
+        if (c->open_calls) {
+                int r = open_calls_start(c->open_calls, rec->call_id, rec->tool, rec->args_digest,
+                                         rec->rule, now_realtime_us() / 1000);
+                if (r < 0) {
+                        json_decref(fields);
+                        return r;
+                }
+        }
         return sv_core_record_ahead(c, "tool.started", fields);
 }
 
@@ -549,6 +562,7 @@ void sv_core_stop(struct sv_core *c)
 
 void sv_core_free(struct sv_core *c)
 {
+        c->open_calls = open_calls_free(c->open_calls);
         gitguard_discard(c->live_gitguard); /* no process of the sandbox ran */
         c->live_gitguard = NULL;
         sv_core_caps_free(c);

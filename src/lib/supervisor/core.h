@@ -34,6 +34,7 @@ struct sv_ports;
 struct caps;
 struct sv_live_mount;
 struct gitguard;
+struct open_calls;
 
 /* A write to the audit log failed: nothing may go on running unrecorded.
  * The driver kills what it runs. */
@@ -59,7 +60,10 @@ struct sv_core {
         struct toolgate *tools; /* the tool gateway, when the policy allows a tool */
         struct hwgate *hw;      /* the hardware gate, when the policy has a hardware section */
         uint64_t tool_calls;    /* tool.call records */
-        struct caps *caps;      /* the effective capabilities (caps.h), from the policy */
+        /* The calls under way, kept for whoever sees us die (opencalls.h);
+         * NULL: not kept (airlock run, whose caller dies with it). */
+        struct open_calls *open_calls;
+        struct caps *caps; /* the effective capabilities (caps.h), from the policy */
         struct sv_live_mount *live_mounts; /* mounts added at run time (caps-live.c) */
         struct gitguard *live_gitguard;    /* their read-write trees, scanned at the end */
         size_t n_live_mounts;

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+
+/* The host tool calls a supervisor has started and not ended
+ * (opencalls.c). Each call's tool.started line is on the audit log before
+ * its tool runs, and its tool.call line after it ends; a supervisor killed
+ * in between writes no end. So airlock supervise keeps the calls under way
+ * in a file of its run directory, rewritten (whole, by rename) at each
+ * start and end, and whoever sees the supervisor die (airlockd, now or
+ * when it starts again) closes each call left there with a tool.call line
+ * of its own: every started call has an end. */
+
+#define OPEN_CALLS_FILE      "tool-calls.json"
+#define OPEN_CALLS_FILE_MAX  (1u << 20)
+#define OPEN_CALLS_MAX       1024
+#define OPEN_CALLS_DIED_CODE "supervisor_died"
+
+struct open_calls;
+
+/* The calls of the run directory dir (which must exist). NULL on failure
+ * (errno set). */
+struct open_calls *open_calls_new(const char *dir);
+struct open_calls *open_calls_free(struct open_calls *oc);
+
+/* A call starts: kept, and the file rewritten, before its tool.started
+ * line is written. -errno when the file could not be written (the call is
+ * then not kept, and must not run). */
+int open_calls_start(struct open_calls *oc, const char *call_id, const char *tool,
+                     const char *args_digest, const char *rule, uint64_t now_ms);
+/* A call ended (its tool.call line is written): one call of that id is
+ * dropped. */
+void open_calls_end(struct open_calls *oc, const char *call_id);
+
+/* What a dead supervisor left in dir: the fields of one closing tool.call
+ * line per call (errorCode "supervisor_died", durationMs up to now,
+ * closedBy `by`), in an array; an empty array when it left none. -errno
+ * when the file is there but cannot be read, or is not what the supervisor
+ * writes. */
+int open_calls_closing(const char *dir, uint64_t now_ms, const char *by, json_t **ret);
