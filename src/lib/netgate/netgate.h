@@ -48,7 +48,9 @@ struct netgate_record {
         /* Machine-readable. For "deny": not_allowed, denied_by_rule, bad_host,
          * port_not_allowed, ip_literal_not_listed, private_address,
          * budget_requests, budget_bytes, bad_request, head_too_large,
-         * unsupported, command_not_supported, address_type_not_supported.
+         * unsupported, command_not_supported, address_type_not_supported,
+         * cleartext_secret (a secret would go into plain HTTP off the host,
+         * cleartext.c).
          * For "allow": NULL when it completed, else how it ended early:
          * dns_failed, upstream_failed, budget_bytes, client_closed, timeout,
          * shutdown, revoked (the rules changed and refuse it now). */
