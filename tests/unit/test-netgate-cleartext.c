@@ -55,13 +55,16 @@ Test(cleartext, a_placeholder_for_a_listed_host_is_refused)
 {
         _cleanup_free_ char *f = xasprintf("Authorization: token %s", ph);
         const struct netgate_http_head *h = head_with(f);
-        cr_expect_eq(netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, h), &one);
-        cr_expect_eq(netgate_sentinels_cleartext_refused(&set, "x.api.example.test", 80, h), &one);
+        cr_expect_eq(
+            netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, h, NULL, NULL), &one);
+        cr_expect_eq(
+            netgate_sentinels_cleartext_refused(&set, "x.api.example.test", 80, h, NULL, NULL),
+            &one);
         /* Not listed: the placeholder goes out unchanged, worth nothing. */
-        cr_expect_null(netgate_sentinels_cleartext_refused(&set, "other.test", 80, h));
+        cr_expect_null(netgate_sentinels_cleartext_refused(&set, "other.test", 80, h, NULL, NULL));
         /* No placeholder in the head. */
         cr_expect_null(netgate_sentinels_cleartext_refused(&set, "git.example.test", 80,
-                                                           head_with("X-Other: 1")));
+                                                           head_with("X-Other: 1"), NULL, NULL));
 }
 
 Test(cleartext, a_placeholder_in_a_basic_credential_is_refused)
@@ -70,8 +73,9 @@ Test(cleartext, a_placeholder_in_a_basic_credential_is_refused)
         unsigned char b64[256];
         EVP_EncodeBlock(b64, (const unsigned char *)plain, (int)strlen(plain));
         _cleanup_free_ char *f = xasprintf("Authorization: Basic %s", (char *)b64);
-        cr_expect_eq(
-            netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, head_with(f)), &one);
+        cr_expect_eq(netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, head_with(f),
+                                                         NULL, NULL),
+                     &one);
 }
 
 Test(cleartext, cleartext_entries_allow_only_their_host_and_port)
@@ -80,16 +84,22 @@ Test(cleartext, cleartext_entries_allow_only_their_host_and_port)
         const struct netgate_http_head *h = head_with(f);
         one.cleartext_at = at;
         one.n_cleartext_at = 2;
-        cr_expect_null(netgate_sentinels_cleartext_refused(&set, "git.example.test", 8080, h));
-        cr_expect_eq(netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, h), &one);
-        cr_expect_null(netgate_sentinels_cleartext_refused(&set, "a.api.example.test", 80, h));
-        cr_expect_eq(netgate_sentinels_cleartext_refused(&set, "a.api.example.test", 8080, h),
-                     &one);
-        cr_expect_eq(netgate_sentinels_cleartext_refused(&set, "api.example.test.evil", 80, h),
-                     NULL, "not listed at all");
+        cr_expect_null(
+            netgate_sentinels_cleartext_refused(&set, "git.example.test", 8080, h, NULL, NULL));
+        cr_expect_eq(
+            netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, h, NULL, NULL), &one);
+        cr_expect_null(
+            netgate_sentinels_cleartext_refused(&set, "a.api.example.test", 80, h, NULL, NULL));
+        cr_expect_eq(
+            netgate_sentinels_cleartext_refused(&set, "a.api.example.test", 8080, h, NULL, NULL),
+            &one);
+        cr_expect_eq(
+            netgate_sentinels_cleartext_refused(&set, "api.example.test.evil", 80, h, NULL, NULL),
+            NULL, "not listed at all");
         one.n_cleartext_at = 0;
         one.cleartext = true;
-        cr_expect_null(netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, h));
+        cr_expect_null(
+            netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, h, NULL, NULL));
 }
 
 /* ---- with a gate: what stays on the host, and routes ---- */
@@ -178,5 +188,47 @@ Test(cleartext, a_route_injecting_a_secret_over_http_needs_cleartext)
         cr_expect_not(netgate_cleartext_refused(g, rt, &lan, 8080, h, rule, sizeof(rule), line,
                                                 sizeof(line)));
         netgate_route_free(rt);
+        netgate_free(g);
+}
+
+static bool drop_proxy_auth(const void *ud, const struct netgate_http_head *h, const char *name,
+                            size_t len)
+{
+        return netgate_http_name_eq(name, len, "proxy-authorization");
+}
+
+/* A field that is not passed on carries nothing over the wire. */
+Test(cleartext, fields_not_passed_on_are_not_looked_at)
+{
+        _cleanup_free_ char *f = xasprintf("Proxy-Authorization: Bearer %s", ph);
+        const struct netgate_http_head *h = head_with(f);
+        cr_expect_eq(
+            netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, h, NULL, NULL), &one);
+        cr_expect_null(netgate_sentinels_cleartext_refused(&set, "git.example.test", 80, h,
+                                                           drop_proxy_auth, NULL));
+        /* A route drops the client's Authorization (it injects its own). */
+        struct netgate *g = gate_with(NULL);
+        g->sentinels = set;
+        char *lan[] = {"lan.test"};
+        one.hosts = lan;
+        one.n_hosts = 1;
+        struct policy_route pr = {.name = "api", .upstream = "http://lan.test:8080"};
+        struct netgate_route *rt = NULL;
+        struct al_error err = {0};
+        cr_assert_eq(netgate_route_new(&pr, &rt, &err), 0, "%s", err.msg);
+        struct netgate_host lanh = host("lan.test");
+        char rule[160], line[512];
+        _cleanup_free_ char *a = xasprintf("Authorization: token %s", ph);
+        cr_expect_not(netgate_cleartext_refused(g, rt, &lanh, 8080, head_with(a), rule,
+                                                sizeof(rule), line, sizeof(line)));
+        _cleanup_free_ char *x = xasprintf("X-Token: %s", ph);
+        cr_expect(netgate_cleartext_refused(g, rt, &lanh, 8080, head_with(x), rule, sizeof(rule),
+                                            line, sizeof(line)));
+        cr_expect_str_eq(rule, "network.sentinels[GH_TOKEN].cleartext");
+        /* Through the proxy, the same field goes out: refused. */
+        cr_expect(netgate_cleartext_refused(g, NULL, &lanh, 8080, head_with(a), rule, sizeof(rule),
+                                            line, sizeof(line)));
+        netgate_route_free(rt);
+        g->sentinels = (struct netgate_sentinels){0};
         netgate_free(g);
 }

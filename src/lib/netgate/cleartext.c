@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "netgate/http.h"
 #include "netgate/netgate-internal.h"
 #include "netgate/parent.h"
 #include "netgate/route.h"
@@ -36,6 +37,19 @@ bool netgate_route_injects_secret(const struct netgate_route *rt)
         return false;
 }
 
+/* What the proxy (a route) does not pass on carries nothing. */
+static bool hop_dropped(const void *ud, const struct netgate_http_head *h, const char *name,
+                        size_t len)
+{
+        return netgate_http_field_is_hop(h, name, len);
+}
+
+static bool route_dropped(const void *ud, const struct netgate_http_head *h, const char *name,
+                          size_t len)
+{
+        return netgate_route_field_dropped(ud, h, name, len);
+}
+
 bool netgate_cleartext_refused(const struct netgate *g, const struct netgate_route *rt,
                                const struct netgate_host *h, uint16_t port,
                                const struct netgate_http_head *head, char *rule, size_t rule_size,
@@ -54,8 +68,8 @@ bool netgate_cleartext_refused(const struct netgate *g, const struct netgate_rou
                          rt->name, rt->upstream);
                 return true;
         }
-        const struct netgate_sentinel *s =
-            netgate_sentinels_cleartext_refused(&g->sentinels, h->name, port, head);
+        const struct netgate_sentinel *s = netgate_sentinels_cleartext_refused(
+            &g->sentinels, h->name, port, head, rt ? route_dropped : hop_dropped, rt);
         if (!s)
                 return false;
         snprintf(rule, rule_size, "network.sentinels[%s].cleartext", s->env ? s->env : "?");

@@ -198,7 +198,8 @@ bool netgate_sentinel_cleartext_ok(const struct netgate_sentinel *s, const char 
 
 const struct netgate_sentinel *
 netgate_sentinels_cleartext_refused(const struct netgate_sentinels *ss, const char *host,
-                                    uint16_t port, const struct netgate_http_head *h)
+                                    uint16_t port, const struct netgate_http_head *h,
+                                    netgate_field_dropped_fn dropped, const void *ud)
 {
         for (size_t k = 0; ss && host && k < ss->n; k++) {
                 const struct netgate_sentinel *s = &ss->v[k];
@@ -209,6 +210,8 @@ netgate_sentinels_cleartext_refused(const struct netgate_sentinels *ss, const ch
                 struct netgate_sentinels one = {.v = (struct netgate_sentinel *)s, .n = 1};
                 for (size_t i = 0; i < h->n_fields; i++) {
                         const struct netgate_http_field *f = &h->fields[i];
+                        if (dropped && dropped(ud, h, f->name, f->name_len))
+                                continue;
                         char *out = NULL;
                         size_t out_len = 0;
                         int r = netgate_sentinels_apply(&one, host, f->name, f->name_len, f->value,

@@ -62,10 +62,14 @@ bool netgate_sentinel_cleartext_ok(const struct netgate_sentinel *s, const char 
 
 /* The first sentinel whose value a head to `host`:`port` would carry (a
  * placeholder listed for the host, in a field or a Basic credential) but
- * may not carry in plain HTTP; NULL when none. */
+ * may not carry in plain HTTP; NULL when none. Fields `dropped` says are
+ * not passed on are not looked at (NULL: every field is). */
 struct netgate_http_head;
+typedef bool (*netgate_field_dropped_fn)(const void *ud, const struct netgate_http_head *h,
+                                         const char *name, size_t len);
 const struct netgate_sentinel *
 netgate_sentinels_cleartext_refused(const struct netgate_sentinels *ss, const char *host,
-                                    uint16_t port, const struct netgate_http_head *h);
+                                    uint16_t port, const struct netgate_http_head *h,
+                                    netgate_field_dropped_fn dropped, const void *ud);
 
 void netgate_sentinels_clear(struct netgate_sentinels *ss);
