@@ -216,3 +216,92 @@ Test(netgate_parent_pin, a_private_answer_never_reaches_the_parent)
         cr_expect_lt(accept(parent_fd, NULL, NULL), 0, "the parent was reached");
         netgate_upstream_stop(&u);
 }
+
+/* ---- a name with two checked answers ---- */
+
+static int dns_fd = -1;
+
+/* The gate's resolver asks: two.test is 127.0.0.1 and 127.0.0.2 (A), no
+ * AAAA. Answers every query waiting. */
+static void serve_dns(void)
+{
+        uint8_t q[512], r[600];
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        ssize_t n;
+        while ((n = recvfrom(dns_fd, q, sizeof(q), MSG_DONTWAIT, (struct sockaddr *)&from, &fl)) >=
+               17) {
+                size_t off = 12;
+                while (off < (size_t)n && q[off])
+                        off += (size_t)q[off] + 1;
+                off++;
+                if (off + 4 > (size_t)n)
+                        continue;
+                int qtype = q[off] << 8 | q[off + 1];
+                off += 4;
+                memcpy(r, q, off);
+                r[2] = (uint8_t)(0x84 | (q[2] & 0x01));
+                r[3] = 0x80;
+                memset(r + 6, 0, 6);
+                size_t len = off;
+                if (qtype == 1) {
+                        static const uint8_t rr[] = {0xc0, 0x0c, 0, 1,  0, 1,    0,    0, 0, 60, 0,
+                                                     4,    127,  0, 0,  1, 0xc0, 0x0c, 0, 1, 0,  1,
+                                                     0,    0,    0, 60, 0, 4,    127,  0, 0, 2};
+                        r[7] = 2;
+                        memcpy(r + len, rr, sizeof(rr));
+                        len += sizeof(rr);
+                }
+                (void)sendto(dns_fd, r, len, 0, (struct sockaddr *)&from, fl);
+                fl = sizeof(from);
+        }
+}
+
+static int accept_serving_dns(void)
+{
+        uint64_t t0 = now_monotonic_us();
+        while (now_monotonic_us() - t0 < 5000000) {
+                event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+                serve_dns();
+                int fd = accept4(parent_fd, NULL, NULL, SOCK_CLOEXEC);
+                if (fd >= 0)
+                        return fd;
+                usleep(1000);
+        }
+        cr_assert_fail("the gate never connected to the parent");
+        return -1;
+}
+
+/* The parent cannot reach the first checked address: the next one is
+ * asked for, through the parent again, never the name. */
+Test(netgate_parent_pin, each_checked_address_is_tried_through_the_parent)
+{
+        free(pol->net_allow_private[0]);
+        pol->net_allow_private[0] = xstrdup("127.0.0.0/8");
+        start("http", false);
+        dns_fd = ngt_loopback_socket(SOCK_DGRAM);
+        char ns[32];
+        snprintf(ns, sizeof(ns), "127.0.0.1:%u", ngt_local_port(dns_fd));
+        struct al_error err = {0};
+        cr_assert_eq(netgate_set_nameserver(gate, ns, &err), 0, "%s", err.msg);
+        struct netgate_upstream u;
+        cr_assert_eq(netgate_host_parse("two.test", 8, &h), 0);
+        netgate_upstream_init(&u, gate, &ops, NULL);
+        netgate_upstream_open(&u, &h, 8443, NULL);
+        char head[1024];
+        int pfd = accept_serving_dns();
+        read_from_gate(pfd, head, sizeof(head), 0);
+        cr_expect(strncmp(head, "CONNECT 127.0.0.1:8443 ", 23) == 0, "first: %s", head);
+        cr_assert_eq(send(pfd, "HTTP/1.1 502 Bad Gateway\r\n\r\n", 28, MSG_NOSIGNAL), 28);
+        close(pfd);
+        pfd = accept_from_gate();
+        read_from_gate(pfd, head, sizeof(head), 0);
+        cr_expect(strncmp(head, "CONNECT 127.0.0.2:8443 ", 23) == 0, "second: %s", head);
+        cr_assert_eq(send(pfd, "HTTP/1.1 200 OK\r\n\r\n", 19, MSG_NOSIGNAL), 19);
+        wait_outcome();
+        cr_expect_eq(seen.connected, 1);
+        cr_expect_eq(seen.failed, 0);
+        netgate_upstream_stop(&u);
+        close(pfd);
+        close(dns_fd);
+}

@@ -299,6 +299,12 @@ static void parent_done(void *ud, int err, const char *detail)
         u->parent_hs = NULL;
         if (err < 0) {
                 u->last_errno = -err;
+                /* The next checked address, through the parent again. */
+                if (u->cand.i < u->cand.n) {
+                        close(TAKE_FD(u->connect_fd));
+                        connect_next(u);
+                        return;
+                }
                 fail(u, "upstream_failed", -err, detail);
                 return;
         }
@@ -350,10 +356,12 @@ static void connect_next(struct netgate_upstream *u)
                 const struct netgate_addr *to = &u->addr;
                 uint16_t port = u->port;
                 if (u->via_parent) {
-                        /* One try: the parent is the only way there. */
+                        /* The parent is the only way there: asked for each
+                         * checked address in turn, or once for the name. */
                         to = &u->g->parent->addr;
                         port = u->g->parent->port;
-                        u->cand.i = u->cand.n;
+                        if (u->g->parent->send_names && u->host->kind == NETGATE_HOST_NAME)
+                                u->cand.i = u->cand.n;
                 }
                 socklen_t len = netgate_addr_to_sockaddr(to, port, &ss);
                 _cleanup_close_ int fd =
