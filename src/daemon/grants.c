@@ -371,6 +371,12 @@ int grant_check_policy(const struct grant *g, const struct policy *p,
                               "network (its loopback services, the cloud metadata address, its "
                               "LAN); it needs a grant with allowHostWorkspace",
                               p->net_allow_private[0]);
+        /* The parent resolves the names again, past the private check. */
+        if (p->net_parent_send_names)
+                return refuse(ret, "allowHostWorkspace",
+                              "network.parentProxySendNames lets the parent proxy resolve names "
+                              "again, past the gate's private-address check; it needs a grant "
+                              "with allowHostWorkspace");
         const char *why;
         for (size_t i = 0; i < p->n_routes; i++)
                 if (p->routes[i].ca_file) {

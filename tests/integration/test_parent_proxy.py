@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """network.parentProxy: the gate's upstream connections go through an HTTP
-(CONNECT) or SOCKS5 parent proxy, by the name the gate decided, except for
+(CONNECT) or SOCKS5 parent proxy, to the address the gate checked, except for
 the hosts of network.noProxy; a parent that refuses is a 502. The parents
 here are small Python proxies that log what they were asked for and know
 the test names themselves."""
@@ -56,6 +56,7 @@ class Parent(socketserver.ThreadingMixIn, socketserver.TCPServer):
         super().__init__(("127.0.0.1", 0), handler)
         self.asked = []
         self.refuse = set(refuse)
+        self.refuse_all = "*" in self.refuse
         self.port = self.server_address[1]
 
 
@@ -71,7 +72,8 @@ class ConnectHandler(socketserver.BaseRequestHandler):
         target = head.split(b" ")[1].decode()
         host, _, port = target.rpartition(":")
         self.server.asked.append(target)
-        if head.split(b" ")[0] != b"CONNECT" or host in self.server.refuse:
+        if head.split(b" ")[0] != b"CONNECT" or host in self.server.refuse or \
+                self.server.refuse_all:
             s.sendall(b"HTTP/1.1 403 Forbidden by parent\r\nContent-Length: 0\r\n\r\n")
             return
         up = socket.create_connection((NAMES.get(host, host), int(port)), timeout=10)
@@ -153,14 +155,16 @@ def test_upstream_goes_through_the_parent(airlock, upstream, kind):
                       ["plain.test", "direct.test"])
         assert out["plain.test"] == [200, "upstream saw /x\n"], out
         assert out["direct.test"] == [200, "upstream saw /x\n"], out
-        # The parent was asked for the decided name, and only for it.
-        assert parent.asked == [f"plain.test:{port}"], parent.asked
+        # The parent was asked for the address the gate checked for the
+        # decided name (never the name: it would resolve it again), and
+        # only for it.
+        assert parent.asked == [f"127.0.0.1:{port}"], parent.asked
     finally:
         parent.shutdown()
 
 
 def test_parent_refusal_is_502(airlock, upstream):
-    parent = _serve(Parent(ConnectHandler, refuse={"plain.test"}))
+    parent = _serve(Parent(ConnectHandler, refuse={"*"}))
     try:
         port = upstream.server_address[1]
         out, d = _run(airlock, f"http://127.0.0.1:{parent.port}", None, port, ["plain.test"])

@@ -140,6 +140,8 @@ struct netgate *netgate_new(struct event_base *base, const struct policy *p, con
         if (p->net_parent_proxy && netgate_parent_new(p->net_parent_proxy, p->net_no_proxy,
                                                       p->n_net_no_proxy, &g->parent, err) < 0)
                 return netgate_free(g);
+        if (g->parent)
+                g->parent->send_names = p->net_parent_send_names;
         /* The parent is reached as any upstream is: a private address only
          * when allowPrivate lifts it (a policy is not always the host's). */
         const char *range = g->parent ? netgate_address_refused(g, &g->parent->addr) : NULL;
@@ -277,6 +279,12 @@ int netgate_set_sentinels(struct netgate *g, const struct netgate_sentinel_def *
                 for (size_t j = 0; j < d->n_hosts; j++)
                         t->hosts[j] = xstrdup(d->hosts[j]);
                 t->n_hosts = d->n_hosts;
+                t->env = xstrdup(d->env);
+                t->cleartext = d->cleartext;
+                t->cleartext_at = xcalloc(d->n_cleartext_at + 1, sizeof(*t->cleartext_at));
+                for (size_t j = 0; j < d->n_cleartext_at; j++)
+                        t->cleartext_at[j] = xstrdup(d->cleartext_at[j]);
+                t->n_cleartext_at = d->n_cleartext_at;
         }
         g->secrets = s;
         return 0;

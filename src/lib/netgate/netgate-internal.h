@@ -210,6 +210,24 @@ const char *netgate_address_refused(const struct netgate *g, const struct netgat
 /* The network.denyReasons text for a canonical host, or NULL. */
 const char *netgate_deny_reason(const struct netgate *g, const char *host);
 
+/* ---- cleartext.c ---- */
+
+struct netgate_route;
+struct netgate_http_head;
+/* Whether the gate reaches `h` with no byte leaving the host: a loopback
+ * address, given so or fixed by network.hosts, not through the parent. */
+bool netgate_stays_on_host(const struct netgate *g, const struct netgate_host *h);
+/* Whether one of the route's inject values names a ${secret:...}. */
+bool netgate_route_injects_secret(const struct netgate_route *rt);
+/* A plain-HTTP request head to `h`:`port` (through route `rt`, or NULL
+ * for the proxy): true, the rule that refuses it and a line for the
+ * client, when it would carry a secret off the host that its entry does
+ * not allow in cleartext (the route's inject, a sentinel). */
+bool netgate_cleartext_refused(const struct netgate *g, const struct netgate_route *rt,
+                               const struct netgate_host *h, uint16_t port,
+                               const struct netgate_http_head *head, char *rule, size_t rule_size,
+                               char *line, size_t line_size);
+
 /* ---- proxy.c ---- */
 
 /* Serve a connection accepted on an HTTP or SOCKS5 listener; takes `fd`. */
@@ -289,6 +307,7 @@ struct netgate_route {
         bool keep_auth;
         const struct netgate_sentinels *sentinels; /* the gate's */
         bool host_only;                            /* the sandbox's requests are refused */
+        bool cleartext; /* an http:// upstream off the host may get its injected secrets */
 };
 
 /* Wipe and drain a buffer that held injected values. */

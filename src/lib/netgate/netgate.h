@@ -48,12 +48,18 @@ struct netgate_record {
         /* Machine-readable. For "deny": not_allowed, denied_by_rule, bad_host,
          * port_not_allowed, ip_literal_not_listed, private_address,
          * budget_requests, budget_bytes, bad_request, head_too_large,
-         * unsupported, command_not_supported, address_type_not_supported.
+         * unsupported, command_not_supported, address_type_not_supported,
+         * cleartext_secret (a secret would go into plain HTTP off the host,
+         * cleartext.c).
          * For "allow": NULL when it completed, else how it ended early:
          * dns_failed, upstream_failed, budget_bytes, client_closed, timeout,
          * shutdown, revoked (the rules changed and refuse it now). */
         const char *reason;
-        const char *rule;    /* the rule (or private range, or budget) that decided; NULL if none */
+        const char *rule; /* the rule (or private range, or budget) that decided; NULL if none */
+        /* Through network.parentProxy: "address" (the parent was handed
+         * the address the gate checked) or "name" (parentProxySendNames:
+         * the parent resolved the name again); NULL: direct. */
+        const char *parent;
         int status;          /* HTTP status sent to the client, or the SOCKS5 reply code */
         uint64_t bytes_up;   /* client to upstream */
         uint64_t bytes_down; /* upstream to client */
@@ -142,6 +148,12 @@ struct netgate_sentinel_def {
         const char *secret;
         char *const *hosts;
         size_t n_hosts;
+        /* The sentinel's "cleartext": plain HTTP off the host may carry the
+         * value to every listed host, or to these "HOST:PORT" only; else
+         * such a request is refused (cleartext_secret). */
+        bool cleartext;
+        char *const *cleartext_at;
+        size_t n_cleartext_at;
 };
 int netgate_set_sentinels(struct netgate *g, const struct netgate_sentinel_def *defs, size_t n,
                           const struct secrets *s, struct al_error *err);

@@ -186,7 +186,7 @@ static void socks_request(struct netgate_parent_hs *hs)
                 memcpy(req + n, a.bytes, al);
                 n += al;
         } else {
-                /* The name: the parent resolves it (its network's view). */
+                /* The name (parentProxySendNames): the parent resolves it. */
                 req[n++] = 3;
                 req[n++] = (unsigned char)hl;
                 memcpy(req + n, hs->host, hl);

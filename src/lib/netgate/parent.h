@@ -9,12 +9,17 @@
 #include "netgate/addr.h"
 
 /* The parent proxy (network.parentProxy): the gate's upstream connections
- * go through an HTTP proxy (a CONNECT tunnel) or a SOCKS5 proxy (a CONNECT
- * by name) that the operator names, except to the hosts of its no-proxy
- * list. The gate still decides, resolves and checks every name itself; the
- * parent is handed the name and port that were decided. The parent's own
- * address passes the private-address check at the gate's creation
- * (network.allowPrivate lifts it). Internal to the network gate. */
+ * go through an HTTP proxy (a CONNECT tunnel) or a SOCKS5 proxy (a CONNECT)
+ * that the operator names, except to the hosts of its no-proxy list. The
+ * gate still decides, resolves and checks every name itself, and hands the
+ * parent the address it checked (and the port), never the name: a parent
+ * resolving the name again could reach another answer (DNS rebinding).
+ * With network.parentProxySendNames (`send_names`) the parent is handed
+ * the name instead, for parents that filter by name; the address check
+ * then holds for the gate's own answer only, and each record that crossed
+ * so says "parent": "name". The parent's own address passes the
+ * private-address check at the gate's creation (network.allowPrivate
+ * lifts it). Internal to the network gate. */
 
 struct event_base;
 
@@ -30,6 +35,7 @@ struct netgate_parent {
         uint16_t port;
         char **no_proxy; /* "name", "*.name" or an IP literal */
         size_t n_no_proxy;
+        bool send_names; /* network.parentProxySendNames */
 };
 
 /* "http://HOST:PORT" or "socks5://HOST:PORT" (an optional trailing "/"),
@@ -45,7 +51,8 @@ bool netgate_parent_applies(const struct netgate_parent *p, const char *host);
 
 /* The handshake over `fd` (connected to the parent, non-blocking): `cb`
  * gets 0 once the parent has connected to `host`:`port` (nothing of the
- * upstream's has been read), or -errno and what the parent said. */
+ * upstream's has been read), or -errno and what the parent said. `host`
+ * is an IP literal (sent as an address) or, with send_names, a name. */
 struct netgate_parent_hs;
 typedef void (*netgate_parent_cb)(void *ud, int err, const char *detail);
 struct netgate_parent_hs *netgate_parent_handshake(const struct netgate_parent *p,

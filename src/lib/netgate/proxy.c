@@ -86,6 +86,7 @@ static void record_as(struct netgate_conn *c, bool allow, const char *reason, co
             .decision = allow ? "allow" : "deny",
             .reason = reason,
             .rule = rule,
+            .parent = allow && c->cl.have_addr ? netgate_upstream_parent(&c->cl.u) : NULL,
             .status = c->cl.x.status,
             .bytes_up = c->cl.x.bytes_up,
             .bytes_down = c->cl.x.bytes_down,
@@ -180,6 +181,13 @@ static void explain(const struct netgate_conn *c, const char *reason, const char
                    STREQ(reason, "budget_refusals")) {
                 *ret_why = "the sandbox's network budget is spent";
                 *ret_field = rule;
+        } else if (STREQ(reason, "cleartext_secret")) {
+                *ret_why = "the request is plain HTTP and carries a sentinel's placeholder for "
+                           "this host: its secret would cross the network in the clear, so "
+                           "nothing was sent (use https://; the gate puts secrets only into TLS "
+                           "it verifies)";
+                *ret_field = rule;
+                snprintf(value, size, "%s%s%s:%u", v6 ? "[" : "", h, v6 ? "]" : "", c->port);
         } else if (STREQ(reason, "ask_denied")) {
                 *ret_why = "the operator denied this request";
         } else if (STREQ(reason, "ask_timeout")) {
@@ -624,6 +632,14 @@ static void proceed(struct netgate_conn *c)
         }
         struct netgate_http_head *h = &c->cl.x.reqp->head;
         c->cl.x.close_after = h->conn_close || c->cl.x.client_eof;
+        /* A sentinel's value goes into plain HTTP only on the host, or
+         * where its "cleartext" says (cleartext.c). */
+        char rule[160], line[512];
+        if (!h->is_connect && netgate_cleartext_refused(c->g, NULL, &c->d.host, c->port, h, rule,
+                                                        sizeof(rule), line, sizeof(line))) {
+                deny(c, 403, "cleartext_secret", rule);
+                return;
+        }
         /* Plain HTTP to a host a sentinel may go to: the sentinel is
          * replaced in the head (client_write_head), and the answer masked
          * and scrubbed as a route's is. */

@@ -120,6 +120,7 @@ int netgate_route_new(const struct policy_route *pr, struct netgate_route **ret,
         rt->n_record = pr->n_record;
         rt->terminate = pr->terminate;
         rt->host_only = pr->host_only;
+        rt->cleartext = pr->cleartext;
         *ret = rt;
         return 0;
 }

@@ -40,6 +40,7 @@ struct rconn {
         char name[80];         /* the route name as asked for, escaped */
         char path[PATH_SHOWN]; /* below the route, escaped */
         const char *rule;
+        char rule_buf[160]; /* a rule named by the request (cleartext_secret) */
         bool in_flight;
         uint64_t t0;
         struct netgate_header recorded[RECORDED_MAX];
@@ -117,6 +118,7 @@ static void emit_as(struct rconn *c, bool allow, const char *reason, bool ended)
             .decision = allow ? "allow" : "deny",
             .reason = reason,
             .rule = c->rule,
+            .parent = allow && c->cl.have_addr ? netgate_upstream_parent(&c->cl.u) : NULL,
             .status = c->cl.x.status,
             .bytes_up = c->cl.x.bytes_up,
             .bytes_down = c->cl.x.bytes_down,
@@ -285,6 +287,15 @@ static void handle_request(struct rconn *c)
                                                             : "network.budget.bytes";
                 snprintf(line, sizeof(line), "airlock: route %s: %s\n", c->rt->name, spent);
                 refuse(c, 429, "Too Many Requests", spent, line);
+                return;
+        }
+        /* Secrets go into plain HTTP only on the host, or where the
+         * route's (the sentinel's) "cleartext" says (cleartext.c). */
+        if (!c->rt->tls &&
+            netgate_cleartext_refused(rs->g, c->rt, &c->rt->host, c->rt->port, h, c->rule_buf,
+                                      sizeof(c->rule_buf), line, sizeof(line))) {
+                c->rule = c->rule_buf;
+                refuse(c, 403, "Forbidden", "cleartext_secret", line);
                 return;
         }
         c->cl.x.close_after = h->conn_close || c->cl.x.client_eof;

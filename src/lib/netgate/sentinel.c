@@ -172,10 +172,70 @@ int netgate_sentinels_apply(const struct netgate_sentinels *ss, const char *host
         return 0;
 }
 
+static bool host_matches(const char *pattern, size_t plen, const char *host)
+{
+        size_t hl = strlen(host);
+        if (plen > 2 && strncmp(pattern, "*.", 2) == 0)
+                return hl > plen - 1 &&
+                       strncasecmp(host + hl - (plen - 1), pattern + 1, plen - 1) == 0;
+        return hl == plen && strncasecmp(pattern, host, plen) == 0;
+}
+
+bool netgate_sentinel_cleartext_ok(const struct netgate_sentinel *s, const char *host,
+                                   uint16_t port)
+{
+        if (s->cleartext)
+                return true;
+        for (size_t i = 0; i < s->n_cleartext_at; i++) {
+                const char *e = s->cleartext_at[i], *colon = strrchr(e, ':');
+                uint64_t p;
+                if (colon && safe_atou64(colon + 1, &p) == 0 && p == port &&
+                    host_matches(e, (size_t)(colon - e), host))
+                        return true;
+        }
+        return false;
+}
+
+const struct netgate_sentinel *
+netgate_sentinels_cleartext_refused(const struct netgate_sentinels *ss, const char *host,
+                                    uint16_t port, const struct netgate_http_head *h,
+                                    netgate_field_dropped_fn dropped, const void *ud)
+{
+        for (size_t k = 0; ss && host && k < ss->n; k++) {
+                const struct netgate_sentinel *s = &ss->v[k];
+                if (!netgate_sentinel_host_listed(s, host) ||
+                    netgate_sentinel_cleartext_ok(s, host, port))
+                        continue;
+                /* Would it be replaced? Ask the replacer with this one alone. */
+                struct netgate_sentinels one = {.v = (struct netgate_sentinel *)s, .n = 1};
+                for (size_t i = 0; i < h->n_fields; i++) {
+                        const struct netgate_http_field *f = &h->fields[i];
+                        if (dropped && dropped(ud, h, f->name, f->name_len))
+                                continue;
+                        char *out = NULL;
+                        size_t out_len = 0;
+                        int r = netgate_sentinels_apply(&one, host, f->name, f->name_len, f->value,
+                                                        f->value_len, &out, &out_len);
+                        if (out) {
+                                explicit_bzero(out, out_len);
+                                free(out);
+                        }
+                        /* A placeholder past the size bound is not replaced,
+                         * but it was meant for this host all the same. */
+                        if (r > 0 ||
+                            memmem(f->value, f->value_len, s->placeholder, strlen(s->placeholder)))
+                                return s;
+                }
+        }
+        return NULL;
+}
+
 void netgate_sentinels_clear(struct netgate_sentinels *ss)
 {
         for (size_t i = 0; i < ss->n; i++) {
                 struct netgate_sentinel *s = &ss->v[i];
+                free(s->env);
+                strv_free(s->cleartext_at);
                 free(s->placeholder);
                 if (s->value) {
                         explicit_bzero(s->value, s->value_len);

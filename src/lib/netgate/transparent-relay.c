@@ -48,6 +48,7 @@ static void relay_free(struct netgate_relay *r, const char *reason)
             .address = r->v.address,
             .decision = "allow",
             .reason = reason,
+            .parent = netgate_upstream_parent(&r->u),
             .bytes_up = r->x.bytes_up,
             .bytes_down = r->x.bytes_down,
             .duration_ms = now > r->t0 ? (now - r->t0) / 1000 : 0,

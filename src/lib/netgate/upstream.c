@@ -138,6 +138,13 @@ void netgate_upstream_init(struct netgate_upstream *u, struct netgate *g,
         *u = (struct netgate_upstream){.g = g, .ops = ops, .ud = ud, .connect_fd = -1};
 }
 
+const char *netgate_upstream_parent(const struct netgate_upstream *u)
+{
+        if (!u->via_parent || !u->g->parent)
+                return NULL;
+        return u->parent_by_name ? "name" : "address";
+}
+
 void netgate_upstream_stop(struct netgate_upstream *u)
 {
         /* A query in flight finishes and frees itself. */
@@ -205,6 +212,7 @@ void netgate_upstream_open(struct netgate_upstream *u, const struct netgate_host
         u->last_errno = 0;
         u->cand.n = u->cand.i = 0;
         u->via_parent = netgate_parent_applies(u->g->parent, host->name);
+        u->parent_by_name = false;
 
         /* Numeric spellings are never handed to a resolver. */
         if (host->kind != NETGATE_HOST_NAME) {
@@ -291,6 +299,12 @@ static void parent_done(void *ud, int err, const char *detail)
         u->parent_hs = NULL;
         if (err < 0) {
                 u->last_errno = -err;
+                /* The next checked address, through the parent again. */
+                if (u->cand.i < u->cand.n) {
+                        close(TAKE_FD(u->connect_fd));
+                        connect_next(u);
+                        return;
+                }
                 fail(u, "upstream_failed", -err, detail);
                 return;
         }
@@ -309,10 +323,15 @@ static void connect_cb(evutil_socket_t fd, short what, void *ud)
         event_free(u->ev_connect);
         u->ev_connect = NULL;
         if (!err && u->via_parent) {
-                /* The parent connects to the name that was decided and
-                 * checked; the socket stays ours (connect_fd) meanwhile. */
+                /* The parent connects to the address that was checked (the
+                 * name only with parentProxySendNames: the parent resolves
+                 * it again); the socket stays ours (connect_fd) meanwhile. */
+                char a[NETGATE_ADDR_STRLEN];
+                netgate_addr_format(&u->addr, a);
+                u->parent_by_name = u->g->parent->send_names && u->host->kind == NETGATE_HOST_NAME;
                 u->parent_hs = netgate_parent_handshake(u->g->parent, u->g->base, fd,
-                                                        u->host->name, u->port, parent_done, u);
+                                                        u->parent_by_name ? u->host->name : a,
+                                                        u->port, parent_done, u);
                 if (u->parent_hs)
                         return;
                 err = ENOMEM;
@@ -337,10 +356,12 @@ static void connect_next(struct netgate_upstream *u)
                 const struct netgate_addr *to = &u->addr;
                 uint16_t port = u->port;
                 if (u->via_parent) {
-                        /* One try: the parent is the only way there. */
+                        /* The parent is the only way there: asked for each
+                         * checked address in turn, or once for the name. */
                         to = &u->g->parent->addr;
                         port = u->g->parent->port;
-                        u->cand.i = u->cand.n;
+                        if (u->g->parent->send_names && u->host->kind == NETGATE_HOST_NAME)
+                                u->cand.i = u->cand.n;
                 }
                 socklen_t len = netgate_addr_to_sockaddr(to, port, &ss);
                 _cleanup_close_ int fd =

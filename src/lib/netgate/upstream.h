@@ -102,6 +102,7 @@ struct netgate_upstream {
         struct event *ev_connect;
         struct bufferevent *handshake; /* the TLS layer, until it is up */
         bool via_parent;               /* through network.parentProxy (parent.h) */
+        bool parent_by_name;           /* the parent was handed the name (parentProxySendNames) */
         struct netgate_parent_hs *parent_hs; /* its handshake, in flight */
         char tls_error[256];
 };
@@ -117,6 +118,10 @@ void netgate_upstream_open(struct netgate_upstream *u, const struct netgate_host
 /* Connect again to u->addr only, the address checked and used before (a
  * retry after a kept connection closed under a request). */
 void netgate_upstream_reopen(struct netgate_upstream *u);
+
+/* Through the parent proxy: "address" (it was handed the checked
+ * address), "name" (network.parentProxySendNames); NULL: direct. */
+const char *netgate_upstream_parent(const struct netgate_upstream *u);
 
 /* Stop whatever is in flight; no op is called after it. */
 void netgate_upstream_stop(struct netgate_upstream *u);

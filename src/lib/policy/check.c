@@ -71,6 +71,18 @@ static bool is_port(const char *s)
         return v >= 1 && v <= 65535;
 }
 
+/* "name:port" or "*.name:port" (a sentinel's cleartext entry). */
+static bool is_host_port(const char *s)
+{
+        const char *colon = strrchr(s, ':');
+        char host[254];
+        if (!colon || (size_t)(colon - s) >= sizeof(host) || !is_port(colon + 1))
+                return false;
+        memcpy(host, s, (size_t)(colon - s));
+        host[colon - s] = '\0';
+        return is_hostname(strncmp(host, "*.", 2) == 0 ? host + 2 : host);
+}
+
 /* RFC 9110 token: the grammar of header names. */
 static bool is_token(const char *s)
 {
@@ -605,6 +617,17 @@ static int validate_network(struct ctx *c, const struct policy *p)
                                                          h);
                         }
                 }
+                for (size_t j = 0; j < s->n_cleartext_at; j++) {
+                        const char *h = s->cleartext_at[j] ? s->cleartext_at[j] : "";
+                        if (!is_host_port(h)) {
+                                snprintf(path, sizeof(path),
+                                         "network.sentinels[%zu].cleartext[%zu]", i, j);
+                                return policy_fail_value(c, path,
+                                                         "must be \"HOST:PORT\" (HOST a host "
+                                                         "name or \"*.\" and one, PORT 1-65535)",
+                                                         h);
+                        }
+                }
         }
         if (p->net_parent_proxy && (why = check_parent_proxy(p->net_parent_proxy)))
                 return policy_fail_value(c, "network.parentProxy", why, p->net_parent_proxy);
@@ -621,6 +644,9 @@ static int validate_network(struct ctx *c, const struct policy *p)
         }
         if (p->n_net_no_proxy > 0 && !p->net_parent_proxy)
                 return policy_fail(c, "\"network.noProxy\" is given without "
+                                      "\"network.parentProxy\"");
+        if (p->net_parent_send_names && !p->net_parent_proxy)
+                return policy_fail(c, "\"network.parentProxySendNames\" is given without "
                                       "\"network.parentProxy\"");
         if (p->net_mode_set && p->net_mode == POLICY_NET_NONE && p->n_sentinels > 0)
                 return policy_fail(c,

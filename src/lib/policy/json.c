@@ -96,21 +96,31 @@ char *policy_to_json(const struct policy *p)
                     "caFile", str_json(r->ca_file), "hostOnly", r->host_only);
                 if (r->terminate)
                         json_object_set_new(ro, "terminate", json_true());
+                if (r->cleartext)
+                        json_object_set_new(ro, "cleartext", json_true());
                 json_array_append_new(a, ro);
         }
         json_object_set_new(o, "routes", a);
         a = json_array();
         for (size_t i = 0; i < p->n_sentinels; i++) {
                 const struct policy_sentinel *sn = &p->sentinels[i];
-                json_array_append_new(a, json_pack("{s:o, s:o, s:o}", "env", str_json(sn->env),
-                                                   "secret", str_json(sn->secret), "hosts",
-                                                   strv_json(sn->hosts, sn->n_hosts)));
+                json_t *so =
+                    json_pack("{s:o, s:o, s:o}", "env", str_json(sn->env), "secret",
+                              str_json(sn->secret), "hosts", strv_json(sn->hosts, sn->n_hosts));
+                if (so && sn->n_cleartext_at)
+                        json_object_set_new(so, "cleartext",
+                                            strv_json(sn->cleartext_at, sn->n_cleartext_at));
+                else if (so && sn->cleartext)
+                        json_object_set_new(so, "cleartext", json_true());
+                json_array_append_new(a, so);
         }
         if (p->net_direct_path)
                 json_object_set_new(o, "directPath", json_true());
         if (p->net_parent_proxy) {
                 json_object_set_new(o, "parentProxy", str_json(p->net_parent_proxy));
                 json_object_set_new(o, "noProxy", strv_json(p->net_no_proxy, p->n_net_no_proxy));
+                if (p->net_parent_send_names)
+                        json_object_set_new(o, "parentProxySendNames", json_true());
         }
         /* Only when used: a policy without them reads as it did before. */
         if (p->n_sentinels)

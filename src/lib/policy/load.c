@@ -395,10 +395,15 @@ static int route_terminate(struct ctx *c, void *t, json_t *v)
         return get_bool(c, v, &((struct policy_route *)t)->terminate);
 }
 
+static int route_cleartext(struct ctx *c, void *t, json_t *v)
+{
+        return get_bool(c, v, &((struct policy_route *)t)->cleartext);
+}
+
 static const struct field route_fields[] = {
-    {"name", route_name},           {"upstream", route_upstream}, {"inject", route_inject},
-    {"strip", route_strip},         {"record", route_record},     {"caFile", route_ca_file},
-    {"terminate", route_terminate}, {"hostOnly", route_host_only},
+    {"name", route_name},           {"upstream", route_upstream},  {"inject", route_inject},
+    {"strip", route_strip},         {"record", route_record},      {"caFile", route_ca_file},
+    {"terminate", route_terminate}, {"hostOnly", route_host_only}, {"cleartext", route_cleartext},
 };
 
 static int net_routes(struct ctx *c, void *t, json_t *v)
@@ -439,10 +444,28 @@ static int sentinel_hosts(struct ctx *c, void *t, json_t *v)
         return get_strv(c, v, &s->hosts, &s->n_hosts);
 }
 
+/* true, false, or the "HOST:PORT" list plain HTTP may carry the value to. */
+static int sentinel_cleartext(struct ctx *c, void *t, json_t *v)
+{
+        struct policy_sentinel *s = t;
+        if (json_is_array(v)) {
+                s->cleartext = false;
+                return get_strv(c, v, &s->cleartext_at, &s->n_cleartext_at);
+        }
+        if (!json_is_boolean(v))
+                return policy_fail(c, "\"%s\" must be true, false or an array of \"HOST:PORT\"",
+                                   c->path);
+        strv_free_n(s->cleartext_at, s->n_cleartext_at);
+        s->cleartext_at = NULL;
+        s->n_cleartext_at = 0;
+        return get_bool(c, v, &s->cleartext);
+}
+
 static const struct field sentinel_fields[] = {
     {"env", sentinel_env},
     {"secret", sentinel_secret},
     {"hosts", sentinel_hosts},
+    {"cleartext", sentinel_cleartext},
 };
 
 static int net_sentinels(struct ctx *c, void *t, json_t *v)
@@ -477,6 +500,11 @@ static int net_no_proxy(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
         return get_strv(c, v, &p->net_no_proxy, &p->n_net_no_proxy);
+}
+
+static int net_parent_send_names(struct ctx *c, void *t, json_t *v)
+{
+        return get_bool(c, v, &((struct policy *)t)->net_parent_send_names);
 }
 
 static int budget_requests(struct ctx *c, void *t, json_t *v)
@@ -528,6 +556,7 @@ static const struct field network_fields[] = {
     {"hosts", net_hosts},   {"routes", net_routes},
     {"budget", net_budget}, {"sentinels", net_sentinels},
     {"parentProxy", net_parent_proxy}, {"noProxy", net_no_proxy},
+    {"parentProxySendNames", net_parent_send_names},
     {"onUnlisted", policy_net_on_unlisted_parse},
     {"denyReasons", policy_deny_reasons_parse}, {"directPath", net_direct_path},
 };

@@ -145,6 +145,7 @@ void policy_sentinels_free_n(struct policy_sentinel *v, size_t n)
                 free(v[i].env);
                 free(v[i].secret);
                 strv_free_n(v[i].hosts, v[i].n_hosts);
+                strv_free_n(v[i].cleartext_at, v[i].n_cleartext_at);
         }
         free(v);
 }
@@ -294,6 +295,9 @@ struct policy *policy_dup(const struct policy *p)
                     .secret = xstrdup(s->secret),
                     .hosts = strv_dup_n(s->hosts, s->n_hosts),
                     .n_hosts = s->n_hosts,
+                    .cleartext = s->cleartext,
+                    .cleartext_at = strv_dup_n(s->cleartext_at, s->n_cleartext_at),
+                    .n_cleartext_at = s->n_cleartext_at,
                 };
         }
         d->net_parent_proxy = xstrdup(p->net_parent_proxy);

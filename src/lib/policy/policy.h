@@ -70,6 +70,10 @@ struct policy_route {
         /* Only the host's own requests (netgate_route_fetch) may use it;
          * the sandbox's get 403 host_only. */
         bool host_only;
+        /* An http:// upstream off the host's loopback may get the secrets
+         * `inject` names in the clear; false: such a request is refused
+         * (cleartext_secret). */
+        bool cleartext;
 };
 
 /* A sentinel secret (network.sentinels): the sandbox's environment holds
@@ -80,6 +84,12 @@ struct policy_sentinel {
         char *secret; /* the secret's name (--secrets, else the host environment) */
         char **hosts; /* "name" or "*.name" */
         size_t n_hosts;
+        /* Plain HTTP off the host's loopback may carry the value: to every
+         * listed host (cleartext), or only to these "HOST:PORT" ("*.name"
+         * allowed). Neither: such a request is refused (cleartext_secret). */
+        bool cleartext;
+        char **cleartext_at;
+        size_t n_cleartext_at;
 };
 
 /* A host tool the sandbox may ask for through the tool gateway
@@ -213,6 +223,9 @@ struct policy {
         char *net_parent_proxy; /* http://HOST:PORT or socks5://HOST:PORT; NULL: direct */
         char **net_no_proxy;    /* names ("*.name") and IP literals reached directly */
         size_t n_net_no_proxy;
+        /* network.parentProxySendNames: the parent is handed the name (it
+         * resolves it again) instead of the address the gate checked. */
+        bool net_parent_send_names;
         struct policy_budget budget;
         /* network.onUnlisted / tools.onUnlisted: "ask" holds a request the
          * lists do not name and asks the operator (ask.c); "deny" (false)

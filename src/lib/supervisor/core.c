@@ -309,6 +309,9 @@ static int start_sentinels(struct sv_core *c, struct secrets *s, struct al_error
                     .secret = p->sentinels[i].secret,
                     .hosts = p->sentinels[i].hosts,
                     .n_hosts = p->sentinels[i].n_hosts,
+                    .cleartext = p->sentinels[i].cleartext,
+                    .cleartext_at = p->sentinels[i].cleartext_at,
+                    .n_cleartext_at = p->sentinels[i].n_cleartext_at,
                 };
         int r = netgate_set_sentinels(c->gate, defs, p->n_sentinels, s, err);
         free(defs);

@@ -176,11 +176,14 @@ const char *events_net_kind(const struct netgate_record *rec)
         return STREQ(rec->protocol, "route") ? "route.call" : "net.decision";
 }
 
-/* An aggregated refusal stands for `count` of them. */
+/* An aggregated refusal stands for `count` of them; a crossing through
+ * the parent proxy says what the parent was handed. */
 static json_t *with_count(json_t *o, const struct netgate_record *rec)
 {
         if (o && rec->count > 0)
                 json_object_set_new(o, "count", json_integer((json_int_t)rec->count));
+        if (o && rec->parent)
+                json_object_set_new(o, "parent", json_string(rec->parent));
         return o;
 }
 
