@@ -66,9 +66,10 @@ static bool refuse_revoked(void *ud, const struct netgate_verdict *v)
         return STREQ(v->host, "revoked.test");
 }
 
-static void on_cut(void *ud, const struct netgate_verdict *v)
+static void on_cut(void *ud, const struct netgate_verdict *v, const char *reason)
 {
         (void)ud;
+        cr_expect_str_eq(reason, "revoked");
         cuts++;
         snprintf(cut_host, sizeof(cut_host), "%s", v->host);
 }

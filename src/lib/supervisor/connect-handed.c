@@ -7,39 +7,56 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "connect-handed.h"
+#include "connect-sockdiag.h"
 #include "util.h"
 
 struct cn_handed {
         dev_t dev;
         ino_t ino;
-        bool seen, refused, cut;
+        bool seen, refused, cut, alive;
+        const char *how; /* the reason recorded for a cut */
+        int family;      /* from the socket table, to abort it there */
+        struct inet_diag_sockid id;
         struct netgate_verdict v;
 };
 
 struct cn_handed_set {
         struct cn_handed *h;
         size_t n;
-        bool have_ns; /* the sandbox's pid namespace, read from a caller */
+        size_t *by_ino; /* indices of h sorted by inode, for one run */
+        bool have_ns;   /* the sandbox's pid namespace, read from a caller */
         dev_t nsdev;
         ino_t nsino;
+        int nl; /* the socket table (connect-sockdiag.h), opened ahead */
+        /* For one run: whether the socket table was read (else the scan
+         * decides what is closed), and whether the scan read everything. */
+        bool table, full;
 };
 
 struct cn_handed_set *cn_handed_new(void)
 {
         struct cn_handed_set *s = xcalloc(1, sizeof(*s));
         s->h = xcalloc(CN_HANDED_MAX, sizeof(*s->h));
+        s->by_ino = xcalloc(CN_HANDED_MAX, sizeof(*s->by_ino));
+        /* Opened now, so that it is there when no fd can be opened later. */
+        s->nl = cn_sockdiag_open();
         return s;
 }
 
 struct cn_handed_set *cn_handed_free(struct cn_handed_set *s)
 {
         if (s) {
+                if (s->nl >= 0)
+                        close(s->nl);
+                free(s->by_ino);
                 free(s->h);
                 free(s);
         }
@@ -49,6 +66,37 @@ struct cn_handed_set *cn_handed_free(struct cn_handed_set *s)
 size_t cn_handed_count(const struct cn_handed_set *s)
 {
         return s ? s->n : 0;
+}
+
+static const struct cn_handed_set *sort_set;
+
+static int by_ino_cmp(const void *a, const void *b)
+{
+        ino_t x = sort_set->h[*(const size_t *)a].ino, y = sort_set->h[*(const size_t *)b].ino;
+        return x < y ? -1 : x > y;
+}
+
+static void index_inodes(struct cn_handed_set *s)
+{
+        for (size_t i = 0; i < s->n; i++)
+                s->by_ino[i] = i;
+        sort_set = s;
+        qsort(s->by_ino, s->n, sizeof(*s->by_ino), by_ino_cmp);
+        sort_set = NULL;
+}
+
+/* The first position in by_ino whose record has inode `ino`, or s->n. */
+static size_t first_with(const struct cn_handed_set *s, unsigned long long ino)
+{
+        size_t lo = 0, hi = s->n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if ((unsigned long long)s->h[s->by_ino[mid]].ino < ino)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < s->n && (unsigned long long)s->h[s->by_ino[lo]].ino == ino ? lo : s->n;
 }
 
 static int pidns_of(pid_t pid, dev_t *dev, ino_t *ino)
@@ -76,15 +124,23 @@ static bool parse_pid(const char *name, pid_t *ret)
         return true;
 }
 
-#define HIDDEN_MAX 256 /* sandbox processes one scan could not read */
+#define HIDDEN_MAX 256 /* sandbox processes one scan could not read, or kills */
+
+enum pass {
+        PASS_FIND,   /* the refused sockets: taken and shut down */
+        PASS_QUEUED, /* the holders of Unix sockets with something queued */
+};
 
 struct scan {
         struct cn_handed_set *s;
         pid_t pid1; /* the sandbox's pid 1, or 0: none known */
+        enum pass pass;
         size_t tasks, fds;
         bool truncated;
         pid_t hidden[HIDDEN_MAX]; /* in the sandbox, their fds unreadable */
         size_t n_hidden;
+        pid_t victims[HIDDEN_MAX]; /* PASS_QUEUED: could receive one in transit */
+        size_t n_victims;
 };
 
 /* PPid of pid from /proc/PID/status (readable whatever its dumpable flag),
@@ -123,22 +179,112 @@ static bool descends_from(pid_t pid, pid_t pid1)
         return false;
 }
 
+static bool note_pid(pid_t *set, size_t *n, pid_t pid, bool *truncated)
+{
+        for (size_t i = 0; i < *n; i++)
+                if (set[i] == pid)
+                        return true;
+        if (*n >= HIDDEN_MAX) {
+                *truncated = true;
+                return false;
+        }
+        set[(*n)++] = pid;
+        return true;
+}
+
+/* A copy of fd `fd` of `pid`, or -errno. */
+static int copy_fd(pid_t pid, int fd)
+{
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0)
+                return -errno;
+        int copy = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        return copy < 0 ? -errno : copy;
+}
+
 /* The socket at `fd` of `pid` is record `h`: take it and shut it down.
  * Checked again on the copy (the fd may have been replaced meanwhile). */
 static void take(struct cn_handed *h, pid_t pid, int fd)
 {
-        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (pidfd < 0)
-                return;
-        _cleanup_close_ int copy = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        _cleanup_close_ int copy = copy_fd(pid, fd);
         struct stat st;
         if (copy < 0 || fstat(copy, &st) < 0 || st.st_dev != h->dev || st.st_ino != h->ino)
                 return;
-        if (shutdown(copy, SHUT_RDWR) == 0 || errno == ENOTCONN)
+        if (shutdown(copy, SHUT_RDWR) == 0 || errno == ENOTCONN) {
                 h->cut = true;
+                h->how = "revoked";
+        }
 }
 
-/* One fd table: /proc/PID/task/TID/fd. */
+/* Whether the socket `copy` is a Unix socket that holds something not yet
+ * received (a message may carry a socket in transit) or is listening (a
+ * connection not yet accepted may hold one). */
+static bool unix_queued(int copy)
+{
+        int v = 0;
+        socklen_t l = sizeof(v);
+        if (getsockopt(copy, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || v != AF_UNIX)
+                return false;
+        l = sizeof(v);
+        if (getsockopt(copy, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v)
+                return true;
+        if (ioctl(copy, SIOCINQ, &v) == 0 && v > 0)
+                return true;
+        /* A datagram of no bytes can carry descriptors: SIOCINQ says 0. */
+        l = sizeof(v);
+        if (getsockopt(copy, SOL_SOCKET, SO_TYPE, &v, &l) == 0 && v != SOCK_STREAM) {
+                char b;
+                return recv(copy, &b, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) >= 0;
+        }
+        return false;
+}
+
+/* One fd of a sandbox process, with its inode (`socket`: known to be a
+ * socket's). */
+static void visit(struct scan *sc, pid_t pid, int fd, unsigned long long ino, bool socket)
+{
+        struct cn_handed_set *s = sc->s;
+        if (sc->pass == PASS_FIND) {
+                for (size_t k = first_with(s, ino); k < s->n; k++) {
+                        struct cn_handed *h = &s->h[s->by_ino[k]];
+                        if ((unsigned long long)h->ino != ino)
+                                break;
+                        if (h->refused && !h->cut)
+                                take(h, pid, fd);
+                        if (!h->seen && !h->cut && !socket) {
+                                /* By fdinfo: an inode number, maybe of a file. */
+                                _cleanup_close_ int copy = copy_fd(pid, fd);
+                                struct stat st;
+                                socket = copy >= 0 && fstat(copy, &st) == 0 &&
+                                         st.st_dev == h->dev && st.st_ino == h->ino;
+                        }
+                        if (socket || h->cut)
+                                h->seen = true;
+                }
+                return;
+        }
+        if (pid == sc->pid1)
+                return;
+        for (size_t i = 0; i < sc->n_victims; i++)
+                if (sc->victims[i] == pid)
+                        return;
+        _cleanup_close_ int copy = copy_fd(pid, fd);
+        struct stat st;
+        if (copy < 0 || fstat(copy, &st) < 0 || !S_ISSOCK(st.st_mode) || !unix_queued(copy))
+                return;
+        (void)note_pid(sc->victims, &sc->n_victims, pid, &sc->truncated);
+}
+
+static bool parse_fd(const char *name, int *ret)
+{
+        pid_t v = 0;
+        if (!STREQ(name, "0") && !parse_pid(name, &v))
+                return false;
+        *ret = (int)v;
+        return true;
+}
+
+/* One fd table: /proc/PID/task/TID/fd (the links name the sockets). */
 static void scan_fds(struct scan *sc, pid_t pid, int fddir)
 {
         DIR *d = fdopendir(fddir);
@@ -149,7 +295,8 @@ static void scan_fds(struct scan *sc, pid_t pid, int fddir)
         }
         struct dirent *de;
         while ((de = readdir(d))) {
-                if (de->d_name[0] == '.')
+                int fd;
+                if (!parse_fd(de->d_name, &fd))
                         continue;
                 if (++sc->fds > CN_HANDED_MAX_FDS) {
                         sc->truncated = true;
@@ -167,37 +314,112 @@ static void scan_fds(struct scan *sc, pid_t pid, int fddir)
                 unsigned long long ino = strtoull(link + 8, &end, 10);
                 if (errno || end == link + 8 || !STREQ(end, "]"))
                         continue;
-                pid_t parsed = 0;
-                if (!STREQ(de->d_name, "0") && !parse_pid(de->d_name, &parsed))
-                        continue;
-                int fd = (int)parsed;
-                for (size_t i = 0; i < sc->s->n; i++) {
-                        struct cn_handed *h = &sc->s->h[i];
-                        if ((unsigned long long)h->ino != ino)
-                                continue;
-                        h->seen = true;
-                        if (h->refused && !h->cut)
-                                take(h, pid, fd);
-                }
+                visit(sc, pid, fd, ino, true);
         }
         closedir(d);
 }
 
-/* A process of the sandbox whose entries cannot be read (it made itself
- * non-dumpable): what it holds is not known, so it is noted for
- * cut_hidden. False when it is not the sandbox's (or is its pid 1). */
+/* The inode of one fd from its fdinfo ("ino:"), or -errno. */
+static int fdinfo_ino(int dir, const char *name, unsigned long long *ret)
+{
+        _cleanup_close_ int f = openat(dir, name, O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+                return -errno;
+        char buf[512];
+        ssize_t n = read(f, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = '\0';
+        const char *p = strstr(buf, "\nino:");
+        if (!p)
+                return -EIO;
+        p += 5;
+        p += strspn(p, " \t");
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (errno || end == p || (*end != '\n' && *end != '\0'))
+                return -EIO;
+        *ret = v;
+        return 0;
+}
+
+/* One fd table through /proc/PID/task/TID/fdinfo: what an ordinary user
+ * reads of a non-dumpable process of its own sandbox. Its fd directory is
+ * owned by the root of the user namespace its memory belongs to, which the
+ * sandbox does not map, so it is closed to the user; fdinfo and
+ * pidfd_getfd(2) are allowed by the ptrace check, which the user passes as
+ * the owner of the sandbox's user namespace. */
+static int scan_fdinfo(struct scan *sc, pid_t pid, int fdinfodir)
+{
+        DIR *d = fdopendir(fdinfodir);
+        if (!d) {
+                close(fdinfodir);
+                return -errno;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                int fd;
+                if (!parse_fd(de->d_name, &fd))
+                        continue;
+                if (++sc->fds > CN_HANDED_MAX_FDS) {
+                        sc->truncated = true;
+                        break;
+                }
+                unsigned long long ino = 0;
+                int r = fdinfo_ino(dirfd(d), de->d_name, &ino);
+                if (r == -ENOENT)
+                        continue; /* closed meanwhile */
+                if (r < 0) {
+                        sc->truncated = true;
+                        break;
+                }
+                visit(sc, pid, fd, ino, false);
+        }
+        closedir(d);
+        return 0;
+}
+
+/* A process of the sandbox whose fds cannot be read at all: what it holds
+ * is not known, so it is noted (killed if a refused socket is not reached
+ * otherwise). False when it is not the sandbox's (or is its pid 1). */
 static bool hide(struct scan *sc, pid_t pid)
 {
         if (sc->pid1 <= 0 || pid == sc->pid1 || !descends_from(pid, sc->pid1))
                 return false;
-        for (size_t i = 0; i < sc->n_hidden; i++)
-                if (sc->hidden[i] == pid)
-                        return true;
-        if (sc->n_hidden < HIDDEN_MAX)
-                sc->hidden[sc->n_hidden++] = pid;
-        else
-                sc->truncated = true;
+        (void)note_pid(sc->hidden, &sc->n_hidden, pid, &sc->truncated);
         return true;
+}
+
+static bool gone(int e)
+{
+        return e == ENOENT || e == ESRCH;
+}
+
+/* One task's fd table, by its links or else by fdinfo. */
+static void scan_task(struct scan *sc, pid_t pid, int taskdir, pid_t tid)
+{
+        char p[48];
+        snprintf(p, sizeof(p), "%d/fd", (int)tid);
+        int dir = openat(taskdir, p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir >= 0) {
+                scan_fds(sc, pid, dir);
+                return;
+        }
+        if (gone(errno))
+                return;
+        if (errno == EACCES || errno == EPERM) {
+                snprintf(p, sizeof(p), "%d/fdinfo", (int)tid);
+                dir = openat(taskdir, p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (dir >= 0 && scan_fdinfo(sc, pid, dir) == 0)
+                        return;
+                if (gone(errno))
+                        return;
+        }
+        if (errno != EACCES && errno != EPERM)
+                sc->truncated = true; /* out of fds: not read, not known */
+        else if (pid != sc->pid1 && !hide(sc, pid))
+                sc->truncated = true; /* there but unreadable */
 }
 
 /* Every process of the pid namespace (dev, ino), every task's fd table. */
@@ -218,15 +440,29 @@ static int scan(struct scan *sc, dev_t nsdev, ino_t nsino)
                 dev_t dev;
                 ino_t ino;
                 int r = pidns_of(pid, &dev, &ino);
-                if (r < 0 && r != -ENOENT && hide(sc, pid))
+                if (r < 0) {
+                        /* Not readable: another user's, or the sandbox's
+                         * but closed (noted). Out of fds: not known. */
+                        if (r != -EACCES && r != -EPERM && !gone(-r))
+                                sc->truncated = true;
+                        else if (!gone(-r))
+                                (void)hide(sc, pid);
+                        if (sc->truncated)
+                                break;
                         continue;
-                if (r < 0 || dev != nsdev || ino != nsino)
+                }
+                if (dev != nsdev || ino != nsino)
                         continue;
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
                 DIR *t = opendir(path);
-                if (!t)
-                        continue; /* gone */
+                if (!t) {
+                        if (!gone(errno))
+                                sc->truncated = true;
+                        if (sc->truncated)
+                                break;
+                        continue;
+                }
                 struct dirent *te;
                 while ((te = readdir(t))) {
                         pid_t tid;
@@ -236,15 +472,9 @@ static int scan(struct scan *sc, dev_t nsdev, ino_t nsino)
                                 sc->truncated = true;
                                 break;
                         }
-                        char fdp[32];
-                        snprintf(fdp, sizeof(fdp), "%d/fd", (int)tid);
-                        int fddir = openat(dirfd(t), fdp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                        if (fddir < 0) {
-                                if (errno != ENOENT && !hide(sc, pid))
-                                        sc->truncated = true; /* there but unreadable */
-                                continue;
-                        }
-                        scan_fds(sc, pid, fddir);
+                        scan_task(sc, pid, dirfd(t), tid);
+                        if (sc->truncated)
+                                break;
                 }
                 closedir(t);
                 if (sc->truncated)
@@ -254,8 +484,119 @@ static int scan(struct scan *sc, dev_t nsdev, ino_t nsino)
         return 0;
 }
 
-/* Forget the cut and (after a full scan) the unseen; how many were cut. */
-static int compact(struct cn_handed_set *s, bool full, cn_handed_cut_fn cut, void *ud)
+static void on_socket(void *ud, ino_t ino, int family, const struct inet_diag_sockid *id)
+{
+        struct cn_handed_set *s = ud;
+        for (size_t k = first_with(s, (unsigned long long)ino); k < s->n; k++) {
+                struct cn_handed *h = &s->h[s->by_ino[k]];
+                if (h->ino != ino)
+                        break;
+                h->alive = true;
+                h->family = family;
+                h->id = *id;
+        }
+}
+
+/* Which records' sockets still have a file, from the socket table. */
+static int read_alive(struct cn_handed_set *s)
+{
+        for (size_t i = 0; i < s->n; i++)
+                s->h[i].alive = false;
+        if (s->nl < 0)
+                s->nl = cn_sockdiag_open();
+        if (s->nl < 0)
+                return s->nl;
+        int r = cn_sockdiag_walk(s->nl, on_socket, s);
+        if (r < 0)
+                for (size_t i = 0; i < s->n; i++)
+                        s->h[i].alive = false;
+        return r;
+}
+
+/* A refused record not cut yet whose socket may still be open somewhere:
+ * so the socket table says; without it, one not seen by a scan that did
+ * not read everything (one unseen by a full scan is taken as closed). */
+static bool unreached(const struct cn_handed_set *s, const struct cn_handed *h)
+{
+        return h->refused && !h->cut && (s->table ? h->alive : !h->seen && !s->full);
+}
+
+static size_t count_unreached(const struct cn_handed_set *s)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < s->n; i++)
+                n += unreached(s, &s->h[i]);
+        return n;
+}
+
+/* Kill a process of the sandbox (descent checked again on its pidfd, so a
+ * pid reused meanwhile is not). */
+static bool kill_in_sandbox(pid_t pid, pid_t pid1)
+{
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0 || !descends_from(pid, pid1))
+                return false;
+        return syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0;
+}
+
+/* End the sandbox: its pid 1 is the caller's child, not reaped while this
+ * runs, so its pid cannot have been reused (kill(2) when no pidfd can be
+ * opened). */
+static bool kill_pid1(pid_t pid1)
+{
+        if (pid1 <= 1)
+                return false;
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid1, 0);
+        if (pidfd >= 0)
+                return syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0;
+        return kill(pid1, SIGKILL) == 0;
+}
+
+static void mark_killed(struct cn_handed_set *s)
+{
+        for (size_t i = 0; i < s->n; i++)
+                if (unreached(s, &s->h[i])) {
+                        s->h[i].cut = true;
+                        s->h[i].how = "revoked_killed";
+                }
+}
+
+/* Refused sockets open but in no fd table read: in transit inside an
+ * SCM_RIGHTS message, or held by a process that could not be read. Fail
+ * closed, as narrowly as what is known allows: the socket itself is
+ * aborted (root); else every process of the sandbox that could not be read
+ * or that holds a Unix socket with something queued (it could receive
+ * one) is killed; else (nothing of the sandbox could be read, or nothing
+ * there can hold it) the sandbox is ended. */
+static void fail_closed(struct cn_handed_set *s, struct scan *sc, bool read_ok, dev_t nsdev,
+                        ino_t nsino)
+{
+        for (size_t i = 0; s->table && i < s->n; i++) {
+                struct cn_handed *h = &s->h[i];
+                if (unreached(s, h) && cn_sockdiag_destroy(s->nl, h->family, &h->id) == 0) {
+                        h->cut = true;
+                        h->how = "revoked";
+                }
+        }
+        if (count_unreached(s) == 0)
+                return;
+        size_t killed = 0;
+        if (read_ok && !sc->truncated) {
+                struct scan q = {.s = s, .pid1 = sc->pid1, .pass = PASS_QUEUED};
+                if (scan(&q, nsdev, nsino) == 0 && !q.truncated) {
+                        for (size_t i = 0; i < q.n_victims; i++)
+                                killed += kill_in_sandbox(q.victims[i], sc->pid1);
+                        for (size_t i = 0; i < sc->n_hidden; i++)
+                                killed += kill_in_sandbox(sc->hidden[i], sc->pid1);
+                }
+        }
+        if (killed == 0 && !kill_pid1(sc->pid1))
+                return;
+        mark_killed(s);
+}
+
+/* Forget the cut, and those whose socket is closed; how many were cut. */
+static int compact(struct cn_handed_set *s, cn_handed_cut_fn cut, void *ud)
 {
         size_t k = 0;
         int n = 0;
@@ -263,13 +604,12 @@ static int compact(struct cn_handed_set *s, bool full, cn_handed_cut_fn cut, voi
                 struct cn_handed *h = &s->h[i];
                 if (h->cut) {
                         if (cut)
-                                cut(ud, &h->v);
+                                cut(ud, &h->v, h->how);
                         n++;
                         continue;
                 }
-                if (full && !h->seen)
+                if (s->table ? !h->alive : s->full && !h->seen)
                         continue;
-                h->seen = h->refused = false;
                 if (k != i)
                         s->h[k] = *h;
                 k++;
@@ -278,55 +618,45 @@ static int compact(struct cn_handed_set *s, bool full, cn_handed_cut_fn cut, voi
         return n;
 }
 
-/* Refused sockets not found, and sandbox processes that could not be
- * read: fail closed. Each such process is killed (it may hold one; a pid
- * reused meanwhile is not, as descent is checked again on its pidfd), and
- * the refused sockets it could hold are recorded cut. */
-static void cut_hidden(struct cn_handed_set *s, struct scan *sc)
-{
-        bool unfound = false;
-        for (size_t i = 0; i < s->n; i++)
-                unfound |= s->h[i].refused && !s->h[i].cut;
-        if (!unfound || sc->n_hidden == 0)
-                return;
-        size_t killed = 0;
-        for (size_t i = 0; i < sc->n_hidden; i++) {
-                _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, sc->hidden[i], 0);
-                if (pidfd < 0 || !descends_from(sc->hidden[i], sc->pid1))
-                        continue;
-                if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
-                        killed++;
-        }
-        if (killed == 0)
-                return;
-        for (size_t i = 0; i < s->n; i++)
-                if (s->h[i].refused && !s->h[i].cut && !s->h[i].seen)
-                        s->h[i].cut = true;
-}
-
 static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
                cn_handed_cut_fn cut, void *ud)
 {
         dev_t nsdev = s->nsdev;
         ino_t nsino = s->nsino;
         int r = 0;
-        if (!s->have_ns && (r = pidns_of(pid1, &nsdev, &nsino)) < 0)
+        if (!s->have_ns && (r = pidns_of(pid1, &nsdev, &nsino)) < 0 && !refused)
                 return r;
-        struct scan sc = {.s = s, .pid1 = refused ? pid1 : 0};
+        bool any = false;
         for (size_t i = 0; i < s->n; i++) {
-                s->h[i].seen = s->h[i].cut = false;
-                s->h[i].refused = refused && refused(ud, &s->h[i].v);
+                struct cn_handed *h = &s->h[i];
+                h->seen = h->cut = false;
+                h->how = NULL;
+                h->refused = refused && refused(ud, &h->v);
+                any |= h->refused;
         }
-        r = scan(&sc, nsdev, nsino);
-        if (r < 0) {
-                for (size_t i = 0; i < s->n; i++)
-                        s->h[i].seen = s->h[i].refused = s->h[i].cut = false;
-                return r;
+        index_inodes(s);
+        s->full = false;
+        if (!any && (s->table = read_alive(s) == 0))
+                return compact(s, cut, ud); /* only the closed go */
+        struct scan sc = {.s = s, .pid1 = pid1};
+        bool read_ok = r == 0 && scan(&sc, nsdev, nsino) == 0;
+        s->table = read_alive(s) == 0;
+        s->full = read_ok && !sc.truncated && sc.n_hidden == 0;
+        if (read_ok && !sc.truncated && count_unreached(s) > 0) {
+                /* One passed from process to process while the scan ran
+                 * (in transit behind it) is in an fd table now. */
+                struct scan again = {.s = s, .pid1 = pid1};
+                read_ok = scan(&again, nsdev, nsino) == 0;
+                sc = again;
+                s->table = read_alive(s) == 0;
+                s->full = read_ok && !sc.truncated && sc.n_hidden == 0;
         }
-        cut_hidden(s, &sc);
-        /* What a process that could not be read holds is not known: its
-         * sockets may be among the unseen, which are kept. */
-        return compact(s, !sc.truncated && sc.n_hidden == 0, cut, ud);
+        if (any && count_unreached(s) > 0)
+                fail_closed(s, &sc, read_ok, nsdev, nsino);
+        /* Nothing could cut or kill for those left: kept, tried again. */
+        size_t left = any ? count_unreached(s) : 0;
+        int n = compact(s, cut, ud);
+        return left > 0 ? -EPERM : n;
 }
 
 int cn_handed_recheck(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
