@@ -19,6 +19,7 @@ supervisor's search of the sandbox's fd tables did not reach:
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -83,7 +84,25 @@ conns = {"direct": socket.create_connection((ADDR, PORT), timeout=10),
          "keep": socket.create_connection((ADDR, KEEP), timeout=10)}
 out = {k: get(s) for k, s in conns.items()}
 kids = {}
-if MODE == "hidden":
+if MODE == "execonly":
+    # The holder runs a program it may execute but not read, owned by
+    # an id the sandbox does not map: not even its fdinfo can be read.
+    # The bystander (non-dumpable, an allowed connection) must live.
+    pid = os.fork()
+    if pid == 0:
+        conns["direct"].close()
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+        wait_go()
+        use("keep", conns["keep"])
+    kids["keep"] = pid
+    holder = os.fork()
+    if holder == 0:
+        conns["keep"].close()
+        os.dup2(conns["direct"].fileno(), 77)
+        os.execv("/workspace/xsleep", ["xsleep", "30"])
+    conns["direct"].close()
+    conns["keep"].close()
+elif MODE == "hidden":
     for name in ("direct", "keep"):
         pid = os.fork()
         if pid == 0:
@@ -121,6 +140,13 @@ if MODE != "hidden":
         out["keep"] = "ok " + get(use_keep)
     except Exception as e:
         out["keep"] = "closed %r" % e
+if MODE == "execonly":
+    time.sleep(0.3)
+    done, st = os.waitpid(holder, os.WNOHANG)
+    out["holder"] = "killed %d" % st if done else "alive"
+    if not done:
+        os.kill(holder, 9)
+        os.waitpid(holder, 0)
 for name, pid in kids.items():
     _, st = os.waitpid(pid, 0)
     if os.path.exists("/workspace/" + name):
@@ -137,6 +163,10 @@ def run_revoke(airlock, net, mode):
     ws = airlock.make_dir()
     (ws / "client.py").write_text(CLIENT)
     airlock.chown(ws)
+    if mode == "execonly":
+        # Root's, executable and not readable by anyone else.
+        shutil.copy("/bin/sleep", ws / "xsleep")
+        os.chmod(ws / "xsleep", 0o711)
     ctl = airlock.make_dir("ctl")
     (ctl / "policy.json").write_text(json.dumps({"network": {"budget": {"rate": 0}}}))
     sock, audit = ctl / "c.sock", ctl / "audit.jsonl"
@@ -201,3 +231,18 @@ def test_revoke_cuts_a_socket_in_transit(airlock, net):
         assert second["direct"].startswith(("closed", "killed")), second
         assert len(cut) == 1 and cut[0]["reason"] in ("revoked", "revoked_killed"), cut
     assert cut[0]["port"] == HTTP_PORT, cut
+
+
+def test_revoke_kills_only_an_unreadable_holder(airlock, net):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to own the execute-only program")
+    second, cut = run_revoke(airlock, net, "execonly")
+    assert second["keep"].startswith("ok HTTP/1.1 200"), second
+    if airlock.mode == "root":
+        # Root reads every process: the socket itself is shut.
+        assert second["holder"] == "alive", second
+        assert [d["reason"] for d in cut] == ["revoked"], cut
+    else:
+        # Fail closed, narrowly: the one process that cannot be read.
+        assert second["holder"].startswith("killed"), second
+        assert [d["reason"] for d in cut] == ["revoked_killed"], cut

@@ -203,18 +203,24 @@ static int copy_fd(pid_t pid, int fd)
 }
 
 /* The socket at `fd` of `pid` is record `h`: take it and shut it down.
- * Checked again on the copy (the fd may have been replaced meanwhile). */
-static void take(struct cn_handed *h, pid_t pid, int fd)
+ * Checked again on the copy (the fd may have been replaced meanwhile).
+ * Returns -errno when it cannot be taken (gone: -ESRCH, -EBADF). */
+static int take(struct cn_handed *h, pid_t pid, int fd)
 {
         _cleanup_close_ int copy = copy_fd(pid, fd);
+        if (copy < 0)
+                return copy;
         struct stat st;
-        if (copy < 0 || fstat(copy, &st) < 0 || st.st_dev != h->dev || st.st_ino != h->ino)
-                return;
+        if (fstat(copy, &st) < 0 || st.st_dev != h->dev || st.st_ino != h->ino)
+                return 0;
         if (shutdown(copy, SHUT_RDWR) == 0 || errno == ENOTCONN) {
                 h->cut = true;
                 h->how = "revoked";
         }
+        return 0;
 }
+
+static bool hide(struct scan *sc, pid_t pid);
 
 /* Whether the socket `copy` is a Unix socket that holds something not yet
  * received (a message may carry a socket in transit) or is listening (a
@@ -249,8 +255,11 @@ static void visit(struct scan *sc, pid_t pid, int fd, unsigned long long ino, bo
                         struct cn_handed *h = &s->h[s->by_ino[k]];
                         if ((unsigned long long)h->ino != ino)
                                 break;
-                        if (h->refused && !h->cut)
-                                take(h, pid, fd);
+                        /* Listed but not to be taken (a ptrace check
+                         * the listing does not make): killed if need be. */
+                        if (h->refused && !h->cut && take(h, pid, fd) == -EPERM && !hide(sc, pid) &&
+                            pid != sc->pid1)
+                                sc->truncated = true;
                         if (!h->seen && !h->cut && !socket) {
                                 /* By fdinfo: an inode number, maybe of a file. */
                                 _cleanup_close_ int copy = copy_fd(pid, fd);
