@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +23,9 @@ struct cn_handed {
         dev_t dev;
         ino_t ino;
         bool seen, refused, cut, alive;
-        const char *how; /* the reason recorded for a cut */
-        int family;      /* from the socket table, to abort it there */
+        const char *how;       /* the reason recorded for a cut */
+        uint16_t lport, rport; /* its ports (network order), to know it there */
+        int family;            /* from the socket table, to abort it there */
         struct inet_diag_sockid id;
         struct netgate_verdict v;
 };
@@ -500,6 +502,10 @@ static void on_socket(void *ud, ino_t ino, int family, const struct inet_diag_so
                 struct cn_handed *h = &s->h[s->by_ino[k]];
                 if (h->ino != ino)
                         break;
+                /* Its inode and its ports: this socket, not one that got
+                 * a freed inode number again. */
+                if (id->idiag_sport != h->lport || id->idiag_dport != h->rport)
+                        continue;
                 h->alive = true;
                 h->family = family;
                 h->id = *id;
@@ -676,13 +682,33 @@ int cn_handed_recheck(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn 
         return run(s, pid1, refused, cut, ud);
 }
 
+static int port_of(const struct sockaddr_storage *ss, uint16_t *ret)
+{
+        if (ss->ss_family == AF_INET)
+                *ret = ((const struct sockaddr_in *)ss)->sin_port;
+        else if (ss->ss_family == AF_INET6)
+                *ret = ((const struct sockaddr_in6 *)ss)->sin6_port;
+        else
+                return -EAFNOSUPPORT;
+        return 0;
+}
+
 int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct netgate_verdict *v)
 {
         struct stat st;
         if (fstat(sock, &st) < 0)
                 return -errno;
+        struct sockaddr_storage me, peer;
+        socklen_t ml = sizeof(me), pl = sizeof(peer);
+        uint16_t lport = 0, rport = 0;
+        if (getsockname(sock, (struct sockaddr *)&me, &ml) < 0 ||
+            getpeername(sock, (struct sockaddr *)&peer, &pl) < 0)
+                return -errno;
+        int r = port_of(&me, &lport);
+        if (r < 0 || (r = port_of(&peer, &rport)) < 0)
+                return r;
         if (!s->have_ns) {
-                int r = pidns_of(pid, &s->nsdev, &s->nsino);
+                r = pidns_of(pid, &s->nsdev, &s->nsino);
                 if (r < 0)
                         return r;
                 s->have_ns = true;
@@ -695,6 +721,8 @@ int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct net
         memset(h, 0, sizeof(*h));
         h->dev = st.st_dev;
         h->ino = st.st_ino;
+        h->lport = lport;
+        h->rport = rport;
         h->v = *v;
         return 0;
 }
