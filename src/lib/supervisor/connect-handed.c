@@ -70,11 +70,10 @@ size_t cn_handed_count(const struct cn_handed_set *s)
         return s ? s->n : 0;
 }
 
-static const struct cn_handed_set *sort_set;
-
-static int by_ino_cmp(const void *a, const void *b)
+static int by_ino_cmp(const void *a, const void *b, void *ud)
 {
-        ino_t x = sort_set->h[*(const size_t *)a].ino, y = sort_set->h[*(const size_t *)b].ino;
+        const struct cn_handed_set *s = ud;
+        ino_t x = s->h[*(const size_t *)a].ino, y = s->h[*(const size_t *)b].ino;
         return x < y ? -1 : x > y;
 }
 
@@ -82,9 +81,7 @@ static void index_inodes(struct cn_handed_set *s)
 {
         for (size_t i = 0; i < s->n; i++)
                 s->by_ino[i] = i;
-        sort_set = s;
-        qsort(s->by_ino, s->n, sizeof(*s->by_ino), by_ino_cmp);
-        sort_set = NULL;
+        qsort_r(s->by_ino, s->n, sizeof(*s->by_ino), by_ino_cmp, s);
 }
 
 /* The first position in by_ino whose record has inode `ino`, or s->n. */
@@ -464,6 +461,10 @@ static int scan(struct scan *sc, dev_t nsdev, ino_t nsino)
                 }
                 if (dev != nsdev || ino != nsino)
                         continue;
+                /* Only what pid 1 started could be killed: the others'
+                 * sockets are not even looked at. */
+                if (sc->pass == PASS_QUEUED && (pid == sc->pid1 || !descends_from(pid, sc->pid1)))
+                        continue;
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
                 DIR *t = opendir(path);
@@ -529,11 +530,13 @@ static int read_alive(struct cn_handed_set *s)
 }
 
 /* A refused record not cut yet whose socket may still be open somewhere:
- * so the socket table says; without it, one not seen by a scan that did
- * not read everything (one unseen by a full scan is taken as closed). */
+ * so the socket table says; without it, any but one a scan that read
+ * everything did not see (taken as closed). A socket the table does not
+ * list has no file, or was reset: nothing can use it (its connect() is
+ * refused, host_socket_reuse). */
 static bool unreached(const struct cn_handed_set *s, const struct cn_handed *h)
 {
-        return h->refused && !h->cut && (s->table ? h->alive : !h->seen && !s->full);
+        return h->refused && !h->cut && (s->table ? h->alive : h->seen || !s->full);
 }
 
 static size_t count_unreached(const struct cn_handed_set *s)
@@ -633,6 +636,19 @@ static int compact(struct cn_handed_set *s, cn_handed_cut_fn cut, void *ud)
         return n;
 }
 
+/* After a scan (`full`: it read everything): the socket table is read when
+ * a record was not seen or a refused one not cut (the one place that tells
+ * a closed socket from one in transit); when every record was seen in an
+ * fd table it has nothing to add. */
+static void read_table(struct cn_handed_set *s, bool full)
+{
+        bool need = false;
+        for (size_t i = 0; i < s->n && !need; i++)
+                need = !s->h[i].seen || (s->h[i].refused && !s->h[i].cut);
+        s->full = full;
+        s->table = need && read_alive(s) == 0;
+}
+
 static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
                cn_handed_cut_fn cut, void *ud)
 {
@@ -655,16 +671,14 @@ static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused
                 return compact(s, cut, ud); /* only the closed go */
         struct scan sc = {.s = s, .pid1 = pid1};
         bool read_ok = r == 0 && scan(&sc, nsdev, nsino) == 0;
-        s->table = read_alive(s) == 0;
-        s->full = read_ok && !sc.truncated && sc.n_hidden == 0;
+        read_table(s, read_ok && !sc.truncated && sc.n_hidden == 0);
         if (read_ok && !sc.truncated && count_unreached(s) > 0) {
                 /* One passed from process to process while the scan ran
                  * (in transit behind it) is in an fd table now. */
                 struct scan again = {.s = s, .pid1 = pid1};
                 read_ok = scan(&again, nsdev, nsino) == 0;
                 sc = again;
-                s->table = read_alive(s) == 0;
-                s->full = read_ok && !sc.truncated && sc.n_hidden == 0;
+                read_table(s, read_ok && !sc.truncated && sc.n_hidden == 0);
         }
         if (any && count_unreached(s) > 0)
                 fail_closed(s, &sc, read_ok, nsdev, nsino);
