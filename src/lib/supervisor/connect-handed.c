@@ -37,11 +37,69 @@ struct cn_handed_set {
         bool have_ns;   /* the sandbox's pid namespace, read from a caller */
         dev_t nsdev;
         ino_t nsino;
-        int nl; /* the socket table (connect-sockdiag.h), opened ahead */
+        int nl;             /* the socket table (connect-sockdiag.h), opened ahead */
+        long long sock_mnt; /* the socket file system's mount id; -1: not known */
         /* For one run: whether the socket table was read (else the scan
          * decides what is closed), and whether the scan read everything. */
         bool table, full;
 };
+
+struct fdinfo {
+        unsigned long long ino;
+        long long mnt_id;
+        long long scm_fds; /* a Unix socket's descriptors in transit to it; -1: not said */
+};
+
+static int fdinfo_field(const char *buf, const char *name, long long *ret)
+{
+        const char *p = strstr(buf, name);
+        if (!p)
+                return -ENOENT;
+        p += strlen(name);
+        p += strspn(p, " \t");
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p || v < 0 || (*end != '\n' && *end != '\0'))
+                return -EIO;
+        *ret = v;
+        return 0;
+}
+
+/* One fd's fdinfo (`name` in the directory `dir`), or -errno. */
+static int read_fdinfo(int dir, const char *name, struct fdinfo *ret)
+{
+        _cleanup_close_ int f = openat(dir, name, O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+                return -errno;
+        char buf[1024];
+        ssize_t n = read(f, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = '\0';
+        long long ino = 0, mnt = 0, scm = -1;
+        int r = fdinfo_field(buf, "\nino:", &ino);
+        if (r < 0 || (r = fdinfo_field(buf, "\nmnt_id:", &mnt)) < 0)
+                return r == -ENOENT ? -EIO : r;
+        r = fdinfo_field(buf, "\nscm_fds:", &scm);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        *ret = (struct fdinfo){.ino = (unsigned long long)ino, .mnt_id = mnt, .scm_fds = scm};
+        return 0;
+}
+
+/* The mount id every socket shows in its fdinfo, from one of ours. */
+static long long sock_mount_id(int sock)
+{
+        _cleanup_close_ int own = sock < 0 ? socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0) : -1;
+        _cleanup_close_ int dir = open("/proc/self/fdinfo", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char name[16];
+        snprintf(name, sizeof(name), "%d", sock < 0 ? own : sock);
+        struct fdinfo fi;
+        if (dir < 0 || (sock < 0 && own < 0) || read_fdinfo(dir, name, &fi) < 0)
+                return -1;
+        return fi.mnt_id;
+}
 
 struct cn_handed_set *cn_handed_new(void)
 {
@@ -50,6 +108,7 @@ struct cn_handed_set *cn_handed_new(void)
         s->by_ino = xcalloc(CN_HANDED_MAX, sizeof(*s->by_ino));
         /* Opened now, so that it is there when no fd can be opened later. */
         s->nl = cn_sockdiag_open();
+        s->sock_mnt = sock_mount_id(s->nl);
         return s;
 }
 
@@ -221,10 +280,11 @@ static int take(struct cn_handed *h, pid_t pid, int fd)
 
 static bool hide(struct scan *sc, pid_t pid);
 
-/* Whether the socket `copy` is a Unix socket that holds something not yet
- * received (a message may carry a socket in transit) or is listening (a
- * connection not yet accepted may hold one). */
-static bool unix_queued(int copy)
+/* Whether the Unix socket `copy` (fd `fd` of `pid`) may hold a socket in
+ * transit: descriptors wait in what it has not received ("scm_fds" in its
+ * fdinfo; without it, anything queued), or it listens (a connection not
+ * yet accepted may hold some). */
+static bool unix_may_hold(int copy, pid_t pid, int fd)
 {
         int v = 0;
         socklen_t l = sizeof(v);
@@ -233,6 +293,14 @@ static bool unix_queued(int copy)
         l = sizeof(v);
         if (getsockopt(copy, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v)
                 return true;
+        char dir[48];
+        snprintf(dir, sizeof(dir), "/proc/%d/fdinfo", (int)pid);
+        char name[16];
+        snprintf(name, sizeof(name), "%d", fd);
+        _cleanup_close_ int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct fdinfo fi;
+        if (d >= 0 && read_fdinfo(d, name, &fi) == 0 && fi.scm_fds >= 0)
+                return fi.scm_fds > 0;
         if (ioctl(copy, SIOCINQ, &v) == 0 && v > 0)
                 return true;
         /* A datagram of no bytes can carry descriptors: SIOCINQ says 0. */
@@ -244,9 +312,10 @@ static bool unix_queued(int copy)
         return false;
 }
 
-/* One fd of a sandbox process, with its inode (`socket`: known to be a
- * socket's). */
-static void visit(struct scan *sc, pid_t pid, int fd, unsigned long long ino, bool socket)
+/* One socket of a sandbox process, by its inode. Only sockets are ever
+ * taken (pidfd_getfd): closing the copy of a file could block on its
+ * file system (a flush). */
+static void visit(struct scan *sc, pid_t pid, int fd, unsigned long long ino)
 {
         struct cn_handed_set *s = sc->s;
         if (sc->pass == PASS_FIND) {
@@ -254,31 +323,22 @@ static void visit(struct scan *sc, pid_t pid, int fd, unsigned long long ino, bo
                         struct cn_handed *h = &s->h[s->by_ino[k]];
                         if ((unsigned long long)h->ino != ino)
                                 break;
+                        h->seen = true;
                         /* Listed but not to be taken (a ptrace check
                          * the listing does not make): killed if need be. */
                         if (h->refused && !h->cut && take(h, pid, fd) == -EPERM && !hide(sc, pid) &&
                             pid != sc->pid1)
                                 sc->truncated = true;
-                        if (!h->seen && !h->cut && !socket) {
-                                /* By fdinfo: an inode number, maybe of a file. */
-                                _cleanup_close_ int copy = copy_fd(pid, fd);
-                                struct stat st;
-                                socket = copy >= 0 && fstat(copy, &st) == 0 &&
-                                         st.st_dev == h->dev && st.st_ino == h->ino;
-                        }
-                        if (socket || h->cut)
-                                h->seen = true;
                 }
                 return;
         }
-        if (pid == sc->pid1)
-                return;
         for (size_t i = 0; i < sc->n_victims; i++)
                 if (sc->victims[i] == pid)
                         return;
         _cleanup_close_ int copy = copy_fd(pid, fd);
         struct stat st;
-        if (copy < 0 || fstat(copy, &st) < 0 || !S_ISSOCK(st.st_mode) || !unix_queued(copy))
+        if (copy < 0 || fstat(copy, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+            !unix_may_hold(copy, pid, fd))
                 return;
         (void)note_pid(sc->victims, &sc->n_victims, pid, &sc->truncated);
 }
@@ -322,34 +382,9 @@ static void scan_fds(struct scan *sc, pid_t pid, int fddir)
                 unsigned long long ino = strtoull(link + 8, &end, 10);
                 if (errno || end == link + 8 || !STREQ(end, "]"))
                         continue;
-                visit(sc, pid, fd, ino, true);
+                visit(sc, pid, fd, ino);
         }
         closedir(d);
-}
-
-/* The inode of one fd from its fdinfo ("ino:"), or -errno. */
-static int fdinfo_ino(int dir, const char *name, unsigned long long *ret)
-{
-        _cleanup_close_ int f = openat(dir, name, O_RDONLY | O_CLOEXEC);
-        if (f < 0)
-                return -errno;
-        char buf[512];
-        ssize_t n = read(f, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = '\0';
-        const char *p = strstr(buf, "\nino:");
-        if (!p)
-                return -EIO;
-        p += 5;
-        p += strspn(p, " \t");
-        char *end = NULL;
-        errno = 0;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (errno || end == p || (*end != '\n' && *end != '\0'))
-                return -EIO;
-        *ret = v;
-        return 0;
 }
 
 /* One fd table through /proc/PID/task/TID/fdinfo: what an ordinary user
@@ -357,9 +392,15 @@ static int fdinfo_ino(int dir, const char *name, unsigned long long *ret)
  * owned by the root of the user namespace its memory belongs to, which the
  * sandbox does not map, so it is closed to the user; fdinfo and
  * pidfd_getfd(2) are allowed by the ptrace check, which the user passes as
- * the owner of the sandbox's user namespace. */
+ * the owner of the sandbox's user namespace. Sockets are told by their
+ * mount: the kernel's one socket file system. */
 static int scan_fdinfo(struct scan *sc, pid_t pid, int fdinfodir)
 {
+        if (sc->s->sock_mnt < 0) {
+                close(fdinfodir);
+                errno = EACCES; /* which are sockets is not known */
+                return -EACCES;
+        }
         DIR *d = fdopendir(fdinfodir);
         if (!d) {
                 close(fdinfodir);
@@ -374,15 +415,16 @@ static int scan_fdinfo(struct scan *sc, pid_t pid, int fdinfodir)
                         sc->truncated = true;
                         break;
                 }
-                unsigned long long ino = 0;
-                int r = fdinfo_ino(dirfd(d), de->d_name, &ino);
+                struct fdinfo fi;
+                int r = read_fdinfo(dirfd(d), de->d_name, &fi);
                 if (r == -ENOENT)
                         continue; /* closed meanwhile */
                 if (r < 0) {
                         sc->truncated = true;
                         break;
                 }
-                visit(sc, pid, fd, ino, false);
+                if (fi.mnt_id == sc->s->sock_mnt)
+                        visit(sc, pid, fd, fi.ino);
         }
         closedir(d);
         return 0;
