@@ -65,6 +65,16 @@ def wait_go():
         if time.monotonic() - t > 20:
             os._exit(9)
 
+def ready(name):
+    open("/workspace/ready-" + name, "w").close()
+
+def wait_ready(names):
+    t = time.monotonic()
+    while not all(os.path.exists("/workspace/ready-" + n) for n in names):
+        time.sleep(0.01)
+        if time.monotonic() - t > 20:
+            os._exit(8)
+
 def report(name, r, t0):
     with open("/workspace/%s.tmp" % name, "w") as f:
         json.dump({name: r, name + "_s": time.monotonic() - t0}, f)
@@ -92,6 +102,7 @@ if MODE == "execonly":
     if pid == 0:
         conns["direct"].close()
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+        ready("keep")
         wait_go()
         use("keep", conns["keep"])
     kids["keep"] = pid
@@ -102,6 +113,12 @@ if MODE == "execonly":
         os.execv("/workspace/xsleep", ["xsleep", "30"])
     conns["direct"].close()
     conns["keep"].close()
+    wait_ready(["keep"])
+    t = time.monotonic()
+    while open("/proc/%d/comm" % holder).read().strip() != "xsleep":
+        time.sleep(0.01)
+        if time.monotonic() - t > 20:
+            os._exit(8)
 elif MODE == "hidden":
     for name in ("direct", "keep"):
         pid = os.fork()
@@ -110,22 +127,26 @@ elif MODE == "hidden":
                 if k != name:
                     s.close()
             ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+            ready(name)
             wait_go()
             use(name, conns[name])
         kids[name] = pid
     conns["direct"].close()
     conns["keep"].close()
+    wait_ready(kids)
 else:
     a, b = socket.socketpair()
     pid = os.fork()
     if pid == 0:
         a.close()
         conns["direct"].close()
+        ready("direct")
         wait_go()
         _, fds, _, _ = socket.recv_fds(b, 16, 4)
         use("direct", socket.socket(fileno=fds[0]))
     kids["direct"] = pid
     b.close()
+    wait_ready(["direct"])
     socket.send_fds(a, [b"x"], [conns["direct"].fileno()])
     conns["direct"].close()
 with open("/workspace/r1.tmp", "w") as f:

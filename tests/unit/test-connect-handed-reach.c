@@ -107,9 +107,10 @@ Test(connect_handed_reach, a_refused_socket_in_transit_is_cut, .init = setup, .f
 
         /* A child holds the receiving end of a socket pair and has not
          * received yet: the handed socket is only inside the message. */
-        int sp[2], go[2];
+        int sp[2], go[2], ready[2];
         cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
         cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+        cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
         pid_t child = fork();
         cr_assert_geq(child, 0);
         if (child == 0) {
@@ -117,6 +118,8 @@ Test(connect_handed_reach, a_refused_socket_in_transit_is_cut, .init = setup, .f
                 close(sp[0]);
                 close(go[1]);
                 close(c);
+                close(ready[0]);
+                close(ready[1]); /* its copies are closed: the parent goes on */
                 char b;
                 if (read(go[0], &b, 1) < 0)
                         _exit(1);
@@ -124,6 +127,10 @@ Test(connect_handed_reach, a_refused_socket_in_transit_is_cut, .init = setup, .f
         }
         close(sp[1]);
         close(go[0]);
+        close(ready[1]);
+        char rb;
+        cr_assert_eq(read(ready[0], &rb, 1), 0);
+        close(ready[0]);
         send_fd(sp[0], c);
         close(c);
         close(sp[0]);
