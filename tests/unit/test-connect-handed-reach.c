@@ -192,3 +192,76 @@ Test(connect_handed_reach, proc_unreadable_fails_closed, .init = setup, .fini = 
         close(srv);
         cn_handed_free(s);
 }
+
+static int recv_fd(int over)
+{
+        char cbuf[CMSG_SPACE(sizeof(int))], b;
+        struct iovec iov = {.iov_base = &b, .iov_len = 1};
+        struct msghdr m = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+        if (recvmsg(over, &m, MSG_CMSG_CLOEXEC) != 1)
+                return -1;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        int fd = -1;
+        if (c && c->cmsg_type == SCM_RIGHTS)
+                memcpy(&fd, CMSG_DATA(c), sizeof(int));
+        return fd;
+}
+
+/* A change that refuses nothing must not forget a socket only because it
+ * was in transit then: received later, it is cut at the next revoke. */
+Test(connect_handed_reach, a_socket_in_transit_at_a_change_is_remembered, .init = setup,
+     .fini = teardown, .timeout = 20)
+{
+        struct cn_handed_set *s = cn_handed_new();
+        int c, srv = pair(&c);
+        struct netgate_verdict rv = verdict("revoked.test");
+        cr_assert_eq(cn_handed_add(s, getpid(), c, &rv), 0);
+
+        int sp[2], go[2], ready[2];
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+        cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+        cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
+        pid_t child = fork();
+        cr_assert_geq(child, 0);
+        if (child == 0) {
+                alarm(10);
+                close(sp[0]);
+                close(go[1]);
+                close(c);
+                close(ready[0]);
+                char b;
+                if (write(ready[1], "r", 1) != 1 || read(go[0], &b, 1) != 1)
+                        _exit(1);
+                int got = recv_fd(sp[1]); /* held from now on */
+                if (got < 0 || write(ready[1], "g", 1) != 1)
+                        _exit(2);
+                if (read(go[0], &b, 1) < 0)
+                        _exit(3);
+                _exit(0);
+        }
+        close(sp[1]);
+        close(go[0]);
+        close(ready[1]);
+        char b;
+        cr_assert_eq(read(ready[0], &b, 1), 1);
+        send_fd(sp[0], c);
+        close(c);
+
+        /* Nothing refused: the one in transit is kept. */
+        cr_assert_eq(cn_handed_recheck(s, getpid(), NULL, on_cut, NULL), 0);
+        cr_expect_eq(cn_handed_count(s), 1, "a socket in transit is not taken for closed");
+
+        cr_assert_eq(write(go[1], "g", 1), 1);
+        cr_assert_eq(read(ready[0], &b, 1), 1);
+        cr_expect_eq(cn_handed_recheck(s, getpid(), refuse_revoked, on_cut, NULL), 1);
+        cr_expect_eq(cuts, 1);
+        cr_expect(ended(srv), "received after the change, cut at the revoke");
+
+        close(go[1]);
+        close(ready[0]);
+        close(sp[0]);
+        waitpid(child, NULL, 0);
+        close(srv);
+        cn_handed_free(s);
+}
