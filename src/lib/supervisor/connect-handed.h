@@ -40,9 +40,9 @@ size_t cn_handed_count(const struct cn_handed_set *s);
 
 /* Record `sock` (about to be handed to the sandbox process `pid`, the
  * caller; the first one's pid namespace is the one scanned) with its
- * verdict. When the set is full the gone ones are forgotten
- * first (a scan); -ENOSPC if it is still full: the socket must not be
- * handed over. -errno when it cannot be read. */
+ * verdict. When the set is full the closed ones are forgotten first (the
+ * socket table; a scan without it); -ENOSPC if it is still full: the
+ * socket must not be handed over. -errno when it cannot be read. */
 int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct netgate_verdict *v);
 
 /* Forget the record just added (its socket was not handed over after all). */
