@@ -66,9 +66,10 @@ static bool refuse_revoked(void *ud, const struct netgate_verdict *v)
         return STREQ(v->host, "revoked.test");
 }
 
-static void on_cut(void *ud, const struct netgate_verdict *v)
+static void on_cut(void *ud, const struct netgate_verdict *v, const char *reason)
 {
         (void)ud;
+        cr_expect_str_eq(reason, "revoked");
         cuts++;
         snprintf(cut_host, sizeof(cut_host), "%s", v->host);
 }
@@ -94,8 +95,9 @@ Test(connect_handed, a_refused_socket_is_shut_wherever_it_is_held, .init = setup
         cr_assert_eq(cn_handed_add(s, getpid(), keep_c, &kv), 0);
 
         /* Held only by a child, under another fd number. */
-        int go[2];
+        int go[2], ready[2];
         cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+        cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
         pid_t child = fork();
         cr_assert_geq(child, 0);
         if (child == 0) {
@@ -104,6 +106,8 @@ Test(connect_handed, a_refused_socket_is_shut_wherever_it_is_held, .init = setup
                 close(cut_c);
                 close(keep_c);
                 close(go[1]);
+                close(ready[0]);
+                close(ready[1]); /* its copies are closed: the parent goes on */
                 char c;
                 if (read(go[0], &c, 1) < 0)
                         _exit(1);
@@ -111,6 +115,10 @@ Test(connect_handed, a_refused_socket_is_shut_wherever_it_is_held, .init = setup
         }
         close(cut_c);
         close(go[0]);
+        close(ready[1]);
+        char r;
+        cr_assert_eq(read(ready[0], &r, 1), 0);
+        close(ready[0]);
 
         cr_assert_eq(cn_handed_recheck(s, getpid(), refuse_revoked, on_cut, NULL), 1);
         cr_expect_eq(cuts, 1);

@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The direct path's handed sockets, cut at a rules change (connect-handed.h). */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -12,34 +10,27 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "connect-handed.h"
+#include "connect-handed-internal.h"
+#include "connect-sockdiag.h"
 #include "util.h"
-
-struct cn_handed {
-        dev_t dev;
-        ino_t ino;
-        bool seen, refused, cut;
-        struct netgate_verdict v;
-};
-
-struct cn_handed_set {
-        struct cn_handed *h;
-        size_t n;
-        bool have_ns; /* the sandbox's pid namespace, read from a caller */
-        dev_t nsdev;
-        ino_t nsino;
-};
 
 struct cn_handed_set *cn_handed_new(void)
 {
         struct cn_handed_set *s = xcalloc(1, sizeof(*s));
         s->h = xcalloc(CN_HANDED_MAX, sizeof(*s->h));
+        s->by_ino = xcalloc(CN_HANDED_MAX, sizeof(*s->by_ino));
+        /* Opened now, so that it is there when no fd can be opened later. */
+        s->nl = cn_sockdiag_open();
+        s->sock_mnt = cn_sock_mount_id(s->nl);
         return s;
 }
 
 struct cn_handed_set *cn_handed_free(struct cn_handed_set *s)
 {
         if (s) {
+                if (s->nl >= 0)
+                        close(s->nl);
+                free(s->by_ino);
                 free(s->h);
                 free(s);
         }
@@ -51,211 +42,129 @@ size_t cn_handed_count(const struct cn_handed_set *s)
         return s ? s->n : 0;
 }
 
-static int pidns_of(pid_t pid, dev_t *dev, ino_t *ino)
+static int by_ino_cmp(const void *a, const void *b, void *ud)
 {
-        char path[64];
-        struct stat st;
-        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
-        if (stat(path, &st) < 0)
-                return -errno;
-        *dev = st.st_dev;
-        *ino = st.st_ino;
-        return 0;
+        const struct cn_handed_set *s = ud;
+        ino_t x = s->h[*(const size_t *)a].ino, y = s->h[*(const size_t *)b].ino;
+        return x < y ? -1 : x > y;
 }
 
-static bool parse_pid(const char *name, pid_t *ret)
+static void index_inodes(struct cn_handed_set *s)
 {
-        char *end = NULL;
-        if (name[0] < '1' || name[0] > '9')
-                return false;
-        errno = 0;
-        long v = strtol(name, &end, 10);
-        if (errno || *end || v <= 0 || v > INT32_MAX)
-                return false;
-        *ret = (pid_t)v;
-        return true;
+        for (size_t i = 0; i < s->n; i++)
+                s->by_ino[i] = i;
+        qsort_r(s->by_ino, s->n, sizeof(*s->by_ino), by_ino_cmp, s);
 }
 
-#define HIDDEN_MAX 256 /* sandbox processes one scan could not read */
-
-struct scan {
-        struct cn_handed_set *s;
-        pid_t pid1; /* the sandbox's pid 1, or 0: none known */
-        size_t tasks, fds;
-        bool truncated;
-        pid_t hidden[HIDDEN_MAX]; /* in the sandbox, their fds unreadable */
-        size_t n_hidden;
-};
-
-/* PPid of pid from /proc/PID/status (readable whatever its dumpable flag),
- * or -errno. */
-static pid_t parent_of(pid_t pid)
+static void on_socket(void *ud, ino_t ino, int family, const struct inet_diag_sockid *id)
 {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        char line[256];
-        while (fgets(line, sizeof(line), f)) {
-                pid_t pp;
-                if (strncmp(line, "PPid:", 5) == 0) {
-                        line[strcspn(line, "\n")] = '\0';
-                        const char *v = line + 5 + strspn(line + 5, " \t");
-                        return parse_pid(v, &pp) ? pp : 0;
-                }
-        }
-        return -EIO;
-}
-
-/* Whether pid descends from pid1: a process of the sandbox (orphans are
- * reparented within its pid namespace, never out of it). */
-static bool descends_from(pid_t pid, pid_t pid1)
-{
-        for (int depth = 0; depth < 4096 && pid > 1; depth++) {
-                pid_t pp = parent_of(pid);
-                if (pp <= 0)
-                        return false;
-                if (pp == pid1)
-                        return true;
-                pid = pp;
-        }
-        return false;
-}
-
-/* The socket at `fd` of `pid` is record `h`: take it and shut it down.
- * Checked again on the copy (the fd may have been replaced meanwhile). */
-static void take(struct cn_handed *h, pid_t pid, int fd)
-{
-        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (pidfd < 0)
-                return;
-        _cleanup_close_ int copy = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-        struct stat st;
-        if (copy < 0 || fstat(copy, &st) < 0 || st.st_dev != h->dev || st.st_ino != h->ino)
-                return;
-        if (shutdown(copy, SHUT_RDWR) == 0 || errno == ENOTCONN)
-                h->cut = true;
-}
-
-/* One fd table: /proc/PID/task/TID/fd. */
-static void scan_fds(struct scan *sc, pid_t pid, int fddir)
-{
-        DIR *d = fdopendir(fddir);
-        if (!d) {
-                close(fddir);
-                sc->truncated = true;
-                return;
-        }
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                if (de->d_name[0] == '.')
-                        continue;
-                if (++sc->fds > CN_HANDED_MAX_FDS) {
-                        sc->truncated = true;
+        struct cn_handed_set *s = ud;
+        for (size_t k = first_with(s, (unsigned long long)ino); k < s->n; k++) {
+                struct cn_handed *h = &s->h[s->by_ino[k]];
+                if (h->ino != ino)
                         break;
-                }
-                char link[64];
-                ssize_t n = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
-                if (n <= 0)
+                /* Its inode and its ports: this socket, not one that got
+                 * a freed inode number again. */
+                if (id->idiag_sport != h->lport || id->idiag_dport != h->rport)
                         continue;
-                link[n] = '\0';
-                if (strncmp(link, "socket:[", 8) != 0)
-                        continue;
-                char *end = NULL;
-                errno = 0;
-                unsigned long long ino = strtoull(link + 8, &end, 10);
-                if (errno || end == link + 8 || !STREQ(end, "]"))
-                        continue;
-                pid_t parsed = 0;
-                if (!STREQ(de->d_name, "0") && !parse_pid(de->d_name, &parsed))
-                        continue;
-                int fd = (int)parsed;
-                for (size_t i = 0; i < sc->s->n; i++) {
-                        struct cn_handed *h = &sc->s->h[i];
-                        if ((unsigned long long)h->ino != ino)
-                                continue;
-                        h->seen = true;
-                        if (h->refused && !h->cut)
-                                take(h, pid, fd);
-                }
+                h->alive = true;
+                h->family = family;
+                h->id = *id;
         }
-        closedir(d);
 }
 
-/* A process of the sandbox whose entries cannot be read (it made itself
- * non-dumpable): what it holds is not known, so it is noted for
- * cut_hidden. False when it is not the sandbox's (or is its pid 1). */
-static bool hide(struct scan *sc, pid_t pid)
+/* Which records' sockets still have a file, from the socket table. */
+static int read_alive(struct cn_handed_set *s)
 {
-        if (sc->pid1 <= 0 || pid == sc->pid1 || !descends_from(pid, sc->pid1))
+        for (size_t i = 0; i < s->n; i++)
+                s->h[i].alive = false;
+        if (s->nl < 0)
+                s->nl = cn_sockdiag_open();
+        if (s->nl < 0)
+                return s->nl;
+        int r = cn_sockdiag_walk(s->nl, on_socket, s);
+        if (r < 0)
+                for (size_t i = 0; i < s->n; i++)
+                        s->h[i].alive = false;
+        return r;
+}
+
+/* A refused record not cut yet whose socket may still be open somewhere:
+ * so the socket table says; without it, any but one a scan that read
+ * everything did not see (taken as closed). A socket the table does not
+ * list has no file, or was reset: nothing can use it (its connect() is
+ * refused, host_socket_reuse). */
+static bool unreached(const struct cn_handed_set *s, const struct cn_handed *h)
+{
+        return h->refused && !h->cut && (s->table ? h->alive : h->seen || !s->full);
+}
+
+static size_t count_unreached(const struct cn_handed_set *s)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < s->n; i++)
+                n += unreached(s, &s->h[i]);
+        return n;
+}
+
+/* End the sandbox: its pid 1 is the caller's child, not reaped while this
+ * runs, so its pid cannot have been reused (kill(2) when no pidfd can be
+ * opened). */
+static bool kill_pid1(pid_t pid1)
+{
+        if (pid1 <= 1)
                 return false;
-        for (size_t i = 0; i < sc->n_hidden; i++)
-                if (sc->hidden[i] == pid)
-                        return true;
-        if (sc->n_hidden < HIDDEN_MAX)
-                sc->hidden[sc->n_hidden++] = pid;
-        else
-                sc->truncated = true;
-        return true;
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid1, 0);
+        if (pidfd >= 0)
+                return syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0;
+        return kill(pid1, SIGKILL) == 0;
 }
 
-/* Every process of the pid namespace (dev, ino), every task's fd table. */
-static int scan(struct scan *sc, dev_t nsdev, ino_t nsino)
+static void mark_killed(struct cn_handed_set *s)
 {
-        _cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (procfd < 0)
-                return -errno;
-        DIR *d = fdopendir(procfd);
-        if (!d)
-                return -errno;
-        procfd = -1;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                pid_t pid;
-                if (!parse_pid(de->d_name, &pid))
-                        continue;
-                dev_t dev;
-                ino_t ino;
-                int r = pidns_of(pid, &dev, &ino);
-                if (r < 0 && r != -ENOENT && hide(sc, pid))
-                        continue;
-                if (r < 0 || dev != nsdev || ino != nsino)
-                        continue;
-                char path[64];
-                snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-                DIR *t = opendir(path);
-                if (!t)
-                        continue; /* gone */
-                struct dirent *te;
-                while ((te = readdir(t))) {
-                        pid_t tid;
-                        if (!parse_pid(te->d_name, &tid))
-                                continue;
-                        if (++sc->tasks > CN_HANDED_MAX_TASKS) {
-                                sc->truncated = true;
-                                break;
-                        }
-                        char fdp[32];
-                        snprintf(fdp, sizeof(fdp), "%d/fd", (int)tid);
-                        int fddir = openat(dirfd(t), fdp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                        if (fddir < 0) {
-                                if (errno != ENOENT && !hide(sc, pid))
-                                        sc->truncated = true; /* there but unreadable */
-                                continue;
-                        }
-                        scan_fds(sc, pid, fddir);
+        for (size_t i = 0; i < s->n; i++)
+                if (unreached(s, &s->h[i])) {
+                        s->h[i].cut = true;
+                        s->h[i].how = "revoked_killed";
                 }
-                closedir(t);
-                if (sc->truncated)
-                        break;
-        }
-        closedir(d);
-        return 0;
 }
 
-/* Forget the cut and (after a full scan) the unseen; how many were cut. */
-static int compact(struct cn_handed_set *s, bool full, cn_handed_cut_fn cut, void *ud)
+/* Refused sockets open but in no fd table read: in transit inside an
+ * SCM_RIGHTS message, or held by a process that could not be read. Fail
+ * closed, as narrowly as what is known allows: the socket itself is
+ * aborted (root); else every process of the sandbox that could not be read
+ * or that holds a Unix socket with something queued (it could receive
+ * one) is killed; else (nothing of the sandbox could be read, or nothing
+ * there can hold it) the sandbox is ended. */
+static void fail_closed(struct cn_handed_set *s, struct cn_scan *sc, bool read_ok, dev_t nsdev,
+                        ino_t nsino)
+{
+        for (size_t i = 0; s->table && i < s->n; i++) {
+                struct cn_handed *h = &s->h[i];
+                if (unreached(s, h) && cn_sockdiag_destroy(s->nl, h->family, &h->id) == 0) {
+                        h->cut = true;
+                        h->how = "revoked";
+                }
+        }
+        if (count_unreached(s) == 0)
+                return;
+        size_t killed = 0;
+        if (read_ok && !sc->truncated) {
+                struct cn_scan q = {.s = s, .pid1 = sc->pid1, .pass = CN_PASS_QUEUED};
+                if (cn_scan(&q, nsdev, nsino) == 0 && !q.truncated) {
+                        for (size_t i = 0; i < q.n_victims; i++)
+                                killed += cn_kill_in_sandbox(q.victims[i], sc->pid1);
+                        for (size_t i = 0; i < sc->n_hidden; i++)
+                                killed += cn_kill_in_sandbox(sc->hidden[i], sc->pid1);
+                }
+        }
+        if (killed == 0 && !kill_pid1(sc->pid1))
+                return;
+        mark_killed(s);
+}
+
+/* Forget the cut, and those whose socket is closed; how many were cut. */
+static int compact(struct cn_handed_set *s, cn_handed_cut_fn cut, void *ud)
 {
         size_t k = 0;
         int n = 0;
@@ -263,13 +172,12 @@ static int compact(struct cn_handed_set *s, bool full, cn_handed_cut_fn cut, voi
                 struct cn_handed *h = &s->h[i];
                 if (h->cut) {
                         if (cut)
-                                cut(ud, &h->v);
+                                cut(ud, &h->v, h->how);
                         n++;
                         continue;
                 }
-                if (full && !h->seen)
+                if (s->table ? !h->alive : s->full && !h->seen)
                         continue;
-                h->seen = h->refused = false;
                 if (k != i)
                         s->h[k] = *h;
                 k++;
@@ -278,30 +186,17 @@ static int compact(struct cn_handed_set *s, bool full, cn_handed_cut_fn cut, voi
         return n;
 }
 
-/* Refused sockets not found, and sandbox processes that could not be
- * read: fail closed. Each such process is killed (it may hold one; a pid
- * reused meanwhile is not, as descent is checked again on its pidfd), and
- * the refused sockets it could hold are recorded cut. */
-static void cut_hidden(struct cn_handed_set *s, struct scan *sc)
+/* After a scan (`full`: it read everything): the socket table is read when
+ * a record was not seen or a refused one not cut (the one place that tells
+ * a closed socket from one in transit); when every record was seen in an
+ * fd table it has nothing to add. */
+static void read_table(struct cn_handed_set *s, bool full)
 {
-        bool unfound = false;
-        for (size_t i = 0; i < s->n; i++)
-                unfound |= s->h[i].refused && !s->h[i].cut;
-        if (!unfound || sc->n_hidden == 0)
-                return;
-        size_t killed = 0;
-        for (size_t i = 0; i < sc->n_hidden; i++) {
-                _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, sc->hidden[i], 0);
-                if (pidfd < 0 || !descends_from(sc->hidden[i], sc->pid1))
-                        continue;
-                if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
-                        killed++;
-        }
-        if (killed == 0)
-                return;
-        for (size_t i = 0; i < s->n; i++)
-                if (s->h[i].refused && !s->h[i].cut && !s->h[i].seen)
-                        s->h[i].cut = true;
+        bool need = false;
+        for (size_t i = 0; i < s->n && !need; i++)
+                need = !s->h[i].seen || (s->h[i].refused && !s->h[i].cut);
+        s->full = full;
+        s->table = need && read_alive(s) == 0;
 }
 
 static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
@@ -310,23 +205,37 @@ static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused
         dev_t nsdev = s->nsdev;
         ino_t nsino = s->nsino;
         int r = 0;
-        if (!s->have_ns && (r = pidns_of(pid1, &nsdev, &nsino)) < 0)
+        if (!s->have_ns && (r = cn_pidns_of(pid1, &nsdev, &nsino)) < 0 && !refused)
                 return r;
-        struct scan sc = {.s = s, .pid1 = refused ? pid1 : 0};
+        bool any = false;
         for (size_t i = 0; i < s->n; i++) {
-                s->h[i].seen = s->h[i].cut = false;
-                s->h[i].refused = refused && refused(ud, &s->h[i].v);
+                struct cn_handed *h = &s->h[i];
+                h->seen = h->cut = false;
+                h->how = NULL;
+                h->refused = refused && refused(ud, &h->v);
+                any |= h->refused;
         }
-        r = scan(&sc, nsdev, nsino);
-        if (r < 0) {
-                for (size_t i = 0; i < s->n; i++)
-                        s->h[i].seen = s->h[i].refused = s->h[i].cut = false;
-                return r;
+        index_inodes(s);
+        s->full = false;
+        if (!any && (s->table = read_alive(s) == 0))
+                return compact(s, cut, ud); /* only the closed go */
+        struct cn_scan sc = {.s = s, .pid1 = pid1};
+        bool read_ok = r == 0 && cn_scan(&sc, nsdev, nsino) == 0;
+        read_table(s, read_ok && !sc.truncated && sc.n_hidden == 0);
+        if (read_ok && !sc.truncated && count_unreached(s) > 0) {
+                /* One passed from process to process while the scan ran
+                 * (in transit behind it) is in an fd table now. */
+                struct cn_scan again = {.s = s, .pid1 = pid1};
+                read_ok = cn_scan(&again, nsdev, nsino) == 0;
+                sc = again;
+                read_table(s, read_ok && !sc.truncated && sc.n_hidden == 0);
         }
-        cut_hidden(s, &sc);
-        /* What a process that could not be read holds is not known: its
-         * sockets may be among the unseen, which are kept. */
-        return compact(s, !sc.truncated && sc.n_hidden == 0, cut, ud);
+        if (any && count_unreached(s) > 0)
+                fail_closed(s, &sc, read_ok, nsdev, nsino);
+        /* Nothing could cut or kill for those left: kept, tried again. */
+        size_t left = any ? count_unreached(s) : 0;
+        int n = compact(s, cut, ud);
+        return left > 0 ? -EPERM : n;
 }
 
 int cn_handed_recheck(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
@@ -337,13 +246,33 @@ int cn_handed_recheck(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn 
         return run(s, pid1, refused, cut, ud);
 }
 
+static int port_of(const struct sockaddr_storage *ss, uint16_t *ret)
+{
+        if (ss->ss_family == AF_INET)
+                *ret = ((const struct sockaddr_in *)ss)->sin_port;
+        else if (ss->ss_family == AF_INET6)
+                *ret = ((const struct sockaddr_in6 *)ss)->sin6_port;
+        else
+                return -EAFNOSUPPORT;
+        return 0;
+}
+
 int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct netgate_verdict *v)
 {
         struct stat st;
         if (fstat(sock, &st) < 0)
                 return -errno;
+        struct sockaddr_storage me, peer;
+        socklen_t ml = sizeof(me), pl = sizeof(peer);
+        uint16_t lport = 0, rport = 0;
+        if (getsockname(sock, (struct sockaddr *)&me, &ml) < 0 ||
+            getpeername(sock, (struct sockaddr *)&peer, &pl) < 0)
+                return -errno;
+        int r = port_of(&me, &lport);
+        if (r < 0 || (r = port_of(&peer, &rport)) < 0)
+                return r;
         if (!s->have_ns) {
-                int r = pidns_of(pid, &s->nsdev, &s->nsino);
+                r = cn_pidns_of(pid, &s->nsdev, &s->nsino);
                 if (r < 0)
                         return r;
                 s->have_ns = true;
@@ -356,6 +285,8 @@ int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct net
         memset(h, 0, sizeof(*h));
         h->dev = st.st_dev;
         h->ino = st.st_ino;
+        h->lport = lport;
+        h->rport = rport;
         h->v = *v;
         return 0;
 }

@@ -12,11 +12,16 @@
  * at a rules change each handed socket is recorded here by its identity
  * (device and inode of the socket, from fstat) with the verdict that
  * allowed it. At a change, each record the new rules refuse is looked for
- * in the sandbox's processes (/proc/PID/task/TID/fd of every process in
- * the sandbox's pid namespace), taken with pidfd_getfd(2) and shut down
- * (SHUT_RDWR): the socket, not one fd, so every copy the sandbox holds is
- * cut. Records whose socket no process holds any more are forgotten. */
-
+ * in the sandbox's processes (the fd tables of every process in the
+ * sandbox's pid namespace: /proc/PID/task/TID/fd, or fdinfo where the fd
+ * directory is closed to an ordinary user by a non-dumpable process),
+ * taken with pidfd_getfd(2) and shut down (SHUT_RDWR): the socket, not one
+ * fd, so every copy the sandbox holds is cut. Whether a socket still has a
+ * file anywhere (a process, or an SCM_RIGHTS message in transit) is read
+ * from the kernel's socket table (connect-sockdiag.h); a refused one that
+ * is open but found in no fd table is aborted there (SOCK_DESTROY, root),
+ * else the processes that could hold or receive it are killed (fail
+ * closed). Records whose socket is closed are forgotten. */
 #define CN_HANDED_MAX       1024    /* records; a full set refuses the next one */
 #define CN_HANDED_MAX_TASKS 16384   /* tasks one scan reads */
 #define CN_HANDED_MAX_FDS   1048576 /* fd entries one scan reads */
@@ -25,7 +30,9 @@ struct cn_handed_set;
 
 /* Whether the rules refuse what `v` allowed now; what to do with a cut. */
 typedef bool (*cn_handed_refused_fn)(void *ud, const struct netgate_verdict *v);
-typedef void (*cn_handed_cut_fn)(void *ud, const struct netgate_verdict *v);
+/* `reason`: "revoked" (the socket itself was cut) or "revoked_killed" (it
+ * could not be reached; the processes that could hold it were killed). */
+typedef void (*cn_handed_cut_fn)(void *ud, const struct netgate_verdict *v, const char *reason);
 
 struct cn_handed_set *cn_handed_new(void);
 struct cn_handed_set *cn_handed_free(struct cn_handed_set *s);
@@ -33,20 +40,21 @@ size_t cn_handed_count(const struct cn_handed_set *s);
 
 /* Record `sock` (about to be handed to the sandbox process `pid`, the
  * caller; the first one's pid namespace is the one scanned) with its
- * verdict. When the set is full the gone ones are forgotten
- * first (a scan); -ENOSPC if it is still full: the socket must not be
- * handed over. -errno when it cannot be read. */
+ * verdict. When the set is full the closed ones are forgotten first (the
+ * socket table; a scan without it); -ENOSPC if it is still full: the
+ * socket must not be handed over. -errno when it cannot be read. */
 int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct netgate_verdict *v);
 
 /* Forget the record just added (its socket was not handed over after all). */
 void cn_handed_pop(struct cn_handed_set *s);
 
-/* The rules changed: every record `refused` says is refused is shut down
- * where the sandbox's processes (the callers' pid namespace, else pid 1
- * `pid1`'s) hold it, `cut` is called
- * for it, and it is forgotten; so is every record no process holds. A
- * refused record is forgotten unfound only when the scan read everything
- * (within the bounds above). Returns how many were cut, or -errno when the
- * sandbox's processes cannot be read (its records are kept). */
+/* The rules changed: every record `refused` says is refused is cut (above)
+ * and `cut` is called for it, and it is forgotten; so is every record
+ * whose socket is closed. The sandbox is the callers' pid namespace, its
+ * pid 1 `pid1` (never killed for what it holds: it runs none of the
+ * agent's code; killed, ending the sandbox, only when the sandbox's
+ * processes cannot be read at all and the socket cannot be aborted).
+ * Returns how many were cut, or -errno when the refused ones could be
+ * neither cut nor their holders killed (their records are kept). */
 int cn_handed_recheck(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
                       cn_handed_cut_fn cut, void *ud);

@@ -737,9 +737,9 @@ static bool handed_refused(void *ud, const struct netgate_verdict *v)
         return !netgate_transparent_allowed_now(ud, v);
 }
 
-static void handed_cut(void *ud, const struct netgate_verdict *v)
+static void handed_cut(void *ud, const struct netgate_verdict *v, const char *reason)
 {
-        netgate_transparent_record(ud, v, "revoked");
+        netgate_transparent_record(ud, v, reason);
 }
 
 int sv_connect_notify_recheck(struct sv_connect_notify *cn, pid_t pid1)

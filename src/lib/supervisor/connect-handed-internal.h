@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+/* What connect-handed.c (the records, the socket table, failing closed)
+ * and connect-scan.c (the sandbox's fd tables) share. Nothing else
+ * includes it. */
+
+#include <linux/inet_diag.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "connect-handed.h"
+
+struct cn_handed {
+        dev_t dev;
+        ino_t ino;
+        bool seen, refused, cut, alive;
+        const char *how;       /* the reason recorded for a cut */
+        uint16_t lport, rport; /* its ports (network order), to know it there */
+        int family;            /* from the socket table, to abort it there */
+        struct inet_diag_sockid id;
+        struct netgate_verdict v;
+};
+
+struct cn_handed_set {
+        struct cn_handed *h;
+        size_t n;
+        size_t *by_ino; /* indices of h sorted by inode, for one run */
+        bool have_ns;   /* the sandbox's pid namespace, read from a caller */
+        dev_t nsdev;
+        ino_t nsino;
+        int nl;             /* the socket table (connect-sockdiag.h), opened ahead */
+        long long sock_mnt; /* the socket file system's mount id; -1: not known */
+        /* For one run: whether the socket table was read (else the scan
+         * decides what is closed), and whether the scan read everything. */
+        bool table, full;
+};
+
+#define HIDDEN_MAX 256 /* sandbox processes one scan could not read, or kills */
+
+enum cn_pass {
+        CN_PASS_FIND,   /* the refused sockets: taken and shut down */
+        CN_PASS_QUEUED, /* the holders of Unix sockets with something queued */
+};
+
+struct cn_scan {
+        struct cn_handed_set *s;
+        pid_t pid1; /* the sandbox's pid 1, or 0: none known */
+        enum cn_pass pass;
+        size_t tasks, fds;
+        bool truncated;
+        pid_t hidden[HIDDEN_MAX]; /* in the sandbox, their fds unreadable */
+        size_t n_hidden;
+        pid_t victims[HIDDEN_MAX]; /* CN_PASS_QUEUED: could receive one in transit */
+        size_t n_victims;
+};
+
+/* The first position in by_ino whose record has inode `ino`, or s->n. */
+static inline size_t first_with(const struct cn_handed_set *s, unsigned long long ino)
+{
+        size_t lo = 0, hi = s->n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if ((unsigned long long)s->h[s->by_ino[mid]].ino < ino)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < s->n && (unsigned long long)s->h[s->by_ino[lo]].ino == ino ? lo : s->n;
+}
+
+/* The pid namespace of `pid` (device and inode), or -errno. */
+int cn_pidns_of(pid_t pid, dev_t *dev, ino_t *ino);
+
+/* The mount id every socket shows in its fdinfo, read from `sock` (or a
+ * socket made for it when `sock` < 0); -1 when it cannot be read. */
+long long cn_sock_mount_id(int sock);
+
+/* One scan (sc->pass) of every process of the pid namespace (nsdev,
+ * nsino): 0, or -errno when /proc cannot be read (sc->truncated: not all
+ * of it was). */
+int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino);
+
+/* Kill a process that descends from pid1 (checked on its pidfd). */
+bool cn_kill_in_sandbox(pid_t pid, pid_t pid1);
