@@ -9,6 +9,7 @@
 
 #include "netgate/dns.h"
 #include "netgate/netgate-internal.h"
+#include "netgate/parent.h"
 #include "netgate/transparent.h"
 #include "util.h"
 
@@ -112,8 +113,11 @@ void netgate_transparent_decide(struct netgate *g, const struct sockaddr *sa, so
          * be checked (the relay's SNI check). So by default a connection
          * allowed by an IP rule goes direct and one allowed by a name goes
          * through the relay; network.directPath gives up the SNI check and
-         * takes names direct too. */
-        v->relay = !netgate_transparent_host_sockets(g) || (name && !g->direct_path);
+         * takes names direct too. A parent proxy that applies to the
+         * connection takes it off the direct path: the host's own socket
+         * would connect past the parent. */
+        v->relay = !netgate_transparent_host_sockets(g) || (name && !g->direct_path) ||
+                   netgate_parent_applies(g->parent, name ? name : v->address);
         const char *spent = netgate_budget_take(g);
         if (spent)
                 return deny(v, spent, netgate_budget_rule(spent));
