@@ -167,7 +167,7 @@ static int clone_for_sandbox_fd(int fd, const char *path, bool readonly, struct 
 /* Listening unix sockets with a path, from the host's /proc/net/unix: a
  * read-only bind does not stop connect(), so a host service's socket that
  * shows up inside (with `read: host`, or in a workspace) is masked. */
-static void add_sockets(struct mounts_plan *plan)
+static void add_sockets(struct mounts_plan *plan, struct realcache *rc)
 {
         _cleanup_fclose_ FILE *f = fopen("/proc/net/unix", "re");
         if (!f)
@@ -181,7 +181,10 @@ static void add_sockets(struct mounts_plan *plan)
                 path[strcspn(path, "\n")] = '\0';
                 struct stat st;
                 char real[PATH_MAX];
-                if (!realpath(path, real) || lstat(real, &st) < 0 || !S_ISSOCK(st.st_mode))
+                /* realpath() and an lstat of what it names, through the
+                 * plan's cache of directories (a readlink per component
+                 * was most of this step). */
+                if (realcache_resolve_stat(rc, path, real, &st) < 0 || !S_ISSOCK(st.st_mode))
                         continue;
                 bool dup = false;
                 for (size_t i = plan->internal_hi; i < plan->n_deny && !dup; i++)
@@ -228,7 +231,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                 }
         }
         al_trace_mark("plan.deny");
-        add_sockets(plan);
+        add_sockets(plan, rc);
         al_trace_mark("plan.sockets");
 
         /* What the user named is resolved here, with the caller's view, and a
