@@ -27,7 +27,7 @@ int openat(int dirfd, const char *path, int flags, ...)
                 mode = (mode_t)va_arg(ap, int);
                 va_end(ap);
         }
-        if (path && strstr(path, "cap_last_cap"))
+        if (strstr(path, "cap_last_cap"))
                 proc_opens++;
         return (int)syscall(SYS_openat, dirfd, path, flags, mode);
 }

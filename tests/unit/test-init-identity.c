@@ -32,7 +32,7 @@ int openat(int dirfd, const char *path, int flags, ...)
                 mode = (mode_t)va_arg(ap, int);
                 va_end(ap);
         }
-        if (path && strcmp(path, "/proc/self/cmdline") == 0)
+        if (strcmp(path, "/proc/self/cmdline") == 0)
                 cmdline_opens++;
         return (int)syscall(SYS_openat, dirfd, path, flags, mode);
 }
