@@ -35,9 +35,9 @@ def test_own_namespace_owned_by_the_sandbox(airlock, net):
     assert devs == "lo"
 
 
-def _refuse_new_netns():
+def _refuse_new_netns(errno=1):
     """preexec: a seccomp filter (inherited by all airlock starts) that
-    refuses unshare(CLONE_NEWNET) with EPERM and allows everything else."""
+    refuses unshare(CLONE_NEWNET) with `errno` and allows everything else."""
     import ctypes
     import struct
     CLONE_NEWNET = 0x40000000
@@ -48,7 +48,7 @@ def _refuse_new_netns():
         (0x15, 0, 3, 272),          # unshare, else allow
         (0x20, 0, 0, 16),           # ld args[0] (low half)
         (0x45, 0, 1, CLONE_NEWNET), # jset CLONE_NEWNET
-        (0x06, 0, 0, 0x00050000 | 1),  # ERRNO(EPERM)
+        (0x06, 0, 0, 0x00050000 | errno),  # ERRNO(errno)
         (0x06, 0, 0, 0x7FFF0000),   # ALLOW
     ]
     buf = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *i) for i in insns))
@@ -76,3 +76,8 @@ def test_cannot_make_it_fails_closed(airlock):
         assert "network namespace" in p.stderr, p.stderr
         assert p.stderr.count("\n") == 1, p.stderr
         assert not os.path.exists(marker), "the command ran"
+    # The host's limit reached (ENOSPC): the message names the setting.
+    p = subprocess.run(airlock.cmd(["run", "-q", "-w", str(ws), "--", "true"]), cwd=str(ws),
+                       capture_output=True, text=True, timeout=60,
+                       preexec_fn=lambda: _refuse_new_netns(28))
+    assert p.returncode == 125 and "user.max_net_namespaces" in p.stderr, p.stderr

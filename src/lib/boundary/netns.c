@@ -119,10 +119,15 @@ void spawn_netns_join(struct child_ctx *ctx)
         long r = ctx->netns_result;
         if (!WIFEXITED(st) || r == -EINPROGRESS)
                 r = -ECHILD;
-        if (r < 0) {
+        if (r == -ENOSPC)
+                al_error_set_message(&err, ENOSPC,
+                                     "creating the sandbox's network namespace: the host's "
+                                     "limit is reached (sysctl user.max_net_namespaces); "
+                                     "raise it or end other sandboxes");
+        else if (r < 0)
                 al_error_set(&err, (int)-r, "creating the sandbox's network namespace");
+        if (r < 0)
                 spawn_child_fail(ctx->sync, SPAWN_FAILED_SETUP, &err, 125);
-        }
         int fd = (int)r;
         if (setns(fd, CLONE_NEWNET) < 0) {
                 al_error_set(&err, errno, "joining the sandbox's network namespace");
