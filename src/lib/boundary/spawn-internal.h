@@ -69,6 +69,7 @@ struct child_ctx {
         bool netns_deferred;
         pid_t netns_helper;
         volatile long netns_result;
+        volatile long netns_lo; /* lo brought up by the helper: 0 or -errno */
 };
 
 /* sync.c */
