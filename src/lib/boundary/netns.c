@@ -65,20 +65,6 @@ static int make_listener(uint16_t port)
         return s;
 }
 
-/* Creating a network namespace is the costliest part of clone3 (about
- * 0.6 ms of CPU: the loopback device, the protocols' per-namespace state),
- * and nothing of the root's construction needs it. So the setup child
- * starts a helper first thing that makes it with unshare(CLONE_NEWNET) in
- * the sandbox's user namespace (the same owner clone3 would have given it)
- * while the child builds the root, and joins it afterwards with setns():
- * on a host with a CPU to spare the two run side by side. Until it joins,
- * the child runs only Airlock's code and opens no socket: every socket of
- * the sandbox (lo, the gate's listeners, the tool gateway's) is made after
- * the join. The helper shares the child's memory and descriptors
- * (vmchild.h: raw system calls only); its answer is the namespace's fd,
- * opened through /proc/thread-self (the host's /proc before pivot_root,
- * the sandbox's own after it: either names the helper itself). A failure
- * at any point fails the start. */
 /* lo up with raw system calls (the helper's form of loopback_up()). */
 static long helper_loopback_up(void)
 {
@@ -97,6 +83,20 @@ static long helper_loopback_up(void)
         return r < 0 ? r : 0;
 }
 
+/* Creating a network namespace is the costliest part of clone3 (about
+ * 0.6 ms of CPU: the loopback device, the protocols' per-namespace state),
+ * and nothing of the root's construction needs it. So the setup child
+ * starts a helper first thing that makes it with unshare(CLONE_NEWNET) in
+ * the sandbox's user namespace (the same owner clone3 would have given it)
+ * while the child builds the root, and joins it afterwards with setns():
+ * on a host with a CPU to spare the two run side by side. Until it joins,
+ * the child runs only Airlock's code and opens no socket: every socket of
+ * the sandbox (lo, the gate's listeners, the tool gateway's) is made after
+ * the join. The helper shares the child's memory and descriptors
+ * (vmchild.h: raw system calls only); its answer is the namespace's fd,
+ * opened through /proc/thread-self (the host's /proc before pivot_root,
+ * the sandbox's own after it: either names the helper itself). A failure
+ * at any point fails the start. */
 static int netns_helper_main(void *arg)
 {
         struct child_ctx *ctx = arg;
