@@ -12,6 +12,7 @@
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -261,7 +262,9 @@ static void *deny_ahead_main(void *arg)
 
 void mounts_deny_ahead(const struct policy *p, const char *caller_home)
 {
-        if (ahead.started)
+        /* Beside other work only where a second CPU can run it. */
+        cpu_set_t set;
+        if (ahead.started || sched_getaffinity(0, sizeof(set), &set) < 0 || CPU_COUNT(&set) < 2)
                 return;
         ahead.p = p;
         ahead.home = caller_home ? xstrdup(caller_home) : NULL;

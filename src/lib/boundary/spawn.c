@@ -470,6 +470,14 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
         return 0;
 }
 
+/* Work is put beside other work only where a second CPU can run it: on one
+ * CPU the helper's start and end would be all it changes. */
+static bool more_than_one_cpu(void)
+{
+        cpu_set_t set;
+        return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 1;
+}
+
 int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, struct al_error *err)
 {
         const struct policy *p = cfg->policy;
@@ -478,7 +486,8 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
                                 .gid = p->gid,
                                 .workspace_fd = -1,
                                 .ids = IDRANGE_INIT,
-                                .netns_deferred = !cfg->share_net && vmchild_supported(),
+                                .netns_deferred =
+                                    !cfg->share_net && vmchild_supported() && more_than_one_cpu(),
                                 .netns_helper = -1};
         struct mounts_plan *plan = NULL;
         _cleanup_free_ int *mount_fds = NULL;
