@@ -13,7 +13,8 @@ none) the median of each step of a spawn from AIRLOCK_TRACE.
   BENCH_RUNS=N      interleaved runs of each (default 200)
   BENCH_TRACE_RUNS  traced runs, after the timed ones (default 30)
   BENCH_AGAINST=BIN another airlock (e.g. main's build) interleaved with the
-                    rest: its ratio to bubblewrap in the same run
+                    rest, plain and with --net gated: its ratios to
+                    bubblewrap in the same run
   --trace           print every step's median (default: the 12 slowest)
 """
 
@@ -134,7 +135,9 @@ def main():
         run(BWRAP, ws)
     against = os.environ.get("BENCH_AGAINST")
     other = [against, "run", "-q", "-w", ws, "--", "/bin/true"] if against else None
-    a_times, g_times, b_times, a_rss, o_times = [], [], [], [], []
+    other_gated = ([against, "run", "-q", "--net", "gated", "-w", ws, "--", "/bin/true"]
+                   if against else None)
+    a_times, g_times, b_times, a_rss, o_times, og_times = [], [], [], [], [], []
     CPU.clear()
     load0 = os.getloadavg()[0]
     for _ in range(RUNS):
@@ -148,6 +151,8 @@ def main():
         if other:
             t, _, _ = run(other, ws)
             o_times.append(t)
+            t, _, _ = run(other_gated, ws)
+            og_times.append(t)
     load1 = os.getloadavg()[0]
     a, g, b = (statistics.median(x) for x in (a_times, g_times, b_times))
     a9, g9, b9 = (pct(x, 0.9) for x in (a_times, g_times, b_times))
@@ -161,6 +166,9 @@ def main():
         o, o9 = statistics.median(o_times), pct(o_times, 0.9)
         print(f"spawn: BENCH_AGAINST {against}: median {o * 1000:.2f} ms  p90 {o9 * 1000:.2f} ms; "
               f"ratio to bwrap p50 {o / b:.2f}x  p90 {o9 / b9:.2f}x")
+        og, og9 = statistics.median(og_times), pct(og_times, 0.9)
+        print(f"spawn: BENCH_AGAINST --net gated: median {og * 1000:.2f} ms  p90 {og9 * 1000:.2f} ms; "
+              f"ratio to bwrap p50 {og / b:.2f}x  p90 {og9 / b9:.2f}x")
     # CPU time moves less than wall time with the other work on a shared
     # machine.
     cpu = {k: statistics.median(v) * 1000 for k, v in CPU.items()}
@@ -169,6 +177,9 @@ def main():
     if other:
         co = cpu[tuple(other)]
         line += f", BENCH_AGAINST {co:.2f} ms (this/against {ca / co:.2f}x)"
+        cog = cpu[tuple(other_gated)]
+        line += (f", BENCH_AGAINST gated {cog:.2f} ms (this/against gated "
+                 f"{cpu[tuple(gated)] / cog:.2f}x)")
     line += f", gated {cpu[tuple(gated)]:.2f} ms, bwrap {cpu[tuple(BWRAP)]:.2f} ms"
     print(line)
     print(f"spawn: {RUNS} runs each, interleaved; load average {load0:.2f} -> {load1:.2f}")

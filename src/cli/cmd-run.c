@@ -679,6 +679,10 @@ int cmd_run(int argc, char **argv)
                 policy_free(p);
                 return fail_setup(&a, err.msg);
         }
+        /* The deny list under every home, resolved on a thread while the
+         * git snapshot, the run record and the audit log are made; the
+         * plan takes it (mounts.h). */
+        mounts_deny_ahead(p, home);
         struct gitguard *gg = gitguard_begin(p);
         /* The user's terminal passes keys through untouched while the
          * command's own terminal is attached, and gets its mode back on
@@ -689,6 +693,7 @@ int cmd_run(int argc, char **argv)
                 term_restore_on_fatal_signals(&saved);
         al_trace_mark("cli.gitguard");
         r = orphans_run(&cfg, &res, &err);
+        mounts_deny_ahead_end();
         cgroup_warm_done();
         if (relay_fd >= 0)
                 close(relay_fd);

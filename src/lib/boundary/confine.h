@@ -58,6 +58,10 @@ void confine_close_except(const int *keep, size_t n);
 
 /* Drop every capability from every set, lock the securebits. */
 int confine_drop_caps(struct al_error *err);
+
+/* The highest capability this kernel knows (/proc/sys/kernel/cap_last_cap),
+ * found with prctl once per process tree. */
+int confine_last_cap(void);
 /* The same, keeping the capabilities of mask `keep` (1 << CAP_x) permitted
  * and effective in this process alone: the bounding set loses them too. */
 int confine_drop_caps_but(uint64_t keep, struct al_error *err);

@@ -198,8 +198,10 @@ static int glob_error(const char *path, int e)
 static int real_missing(struct realcache *rc, const char *path, char real[PATH_MAX])
 {
         char buf[PATH_MAX];
-        if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+        size_t plen = strlen(path);
+        if (plen >= sizeof(buf))
                 return -ENAMETOOLONG;
+        memcpy(buf, path, plen + 1);
         for (;;) {
                 char *slash = strrchr(buf, '/');
                 if (!slash || slash == buf)
@@ -208,16 +210,18 @@ static int real_missing(struct realcache *rc, const char *path, char real[PATH_M
                 char anc[PATH_MAX];
                 int rr = realcache_resolve(rc, buf, anc);
                 if (rr == 0) {
-                        const char *rest = path + strlen(buf);
-                        if (snprintf(real, PATH_MAX, "%s%s", STREQ(anc, "/") ? "" : anc, rest) >=
-                            PATH_MAX)
+                        const char *rest = path + (slash - buf);
+                        size_t alen = STREQ(anc, "/") ? 0 : strlen(anc), rlen = strlen(rest);
+                        if (alen + rlen >= PATH_MAX)
                                 return -ENAMETOOLONG;
+                        memcpy(real, anc, alen);
+                        memcpy(real + alen, rest, rlen + 1);
                         return 0;
                 }
                 if (rr != -ENOENT && rr != -ENOTDIR)
                         return rr;
         }
-        snprintf(real, PATH_MAX, "%s", path);
+        memcpy(real, path, plen + 1);
         return 0;
 }
 
@@ -375,11 +379,23 @@ int mounts_resolve_entry(struct mounts_plan *plan, struct realcache *rc, char *c
         if (strncmp(entry, "~/", 2) != 0)
                 return resolve_deny(plan, rc, entry, !mandatory_is_file(entry) && !user_entry,
                                     false, err);
+        const char *rest = entry + 1; /* "/NAME" */
+        size_t rlen = strlen(rest);
+        bool dir = !mandatory_is_file(entry);
         for (size_t i = 0; i < n_homes; i++) {
-                _cleanup_free_ char *path = xasprintf("%s/%s", homes[i], entry + 2);
+                /* HOME/NAME, on the stack but when too long (snprintf and
+                 * malloc cost more than the lookup, 160 times a start). */
+                char buf[PATH_MAX];
+                _cleanup_free_ char *longer = NULL;
+                size_t hlen = strlen(homes[i]);
+                const char *path = buf;
+                if (hlen + rlen < sizeof(buf)) {
+                        memcpy(buf, homes[i], hlen);
+                        memcpy(buf + hlen, rest, rlen + 1);
+                } else
+                        path = longer = xasprintf("%s%s", homes[i], rest);
                 bool own = caller_home && STREQ(homes[i], caller_home);
-                int r = resolve_deny(plan, rc, path, !mandatory_is_file(entry), !own && !user_entry,
-                                     err);
+                int r = resolve_deny(plan, rc, path, dir, !own && !user_entry, err);
                 if (r < 0)
                         return r;
         }

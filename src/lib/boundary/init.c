@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -139,14 +140,32 @@ _Noreturn void init_command_main(struct child_ctx *ctx, const struct command *cm
 
 /* pid 1's command line and environment are the supervisor's, inherited by
  * fork: the host's paths, flags and variables. /proc/1/cmdline is readable by
- * everyone inside, so wipe both and call it airlock-init. */
+ * everyone inside, so wipe both and call it airlock-init.
+ *
+ * The kernel copied the argument strings, then the environment's, then the
+ * executable's path (AT_EXECFN) one after another to the top of the first
+ * stack: [argv[0], AT_EXECFN) holds every byte /proc/PID/cmdline and
+ * /proc/PID/environ can show, known without reading /proc (about 30 us of a
+ * cold start). When that is not how memory looks (no AT_EXECFN, or it lies
+ * below argv[0] or implausibly far above), /proc/self/cmdline says how long
+ * the command line is, as before. Strings the environment got since (on
+ * the heap) are wiped one by one. */
+#define INIT_STRINGS_MAX (32u << 20)
+
 void init_wipe_host_identity(void)
 {
-        _cleanup_free_ char *cmdline = NULL;
+        char *start = program_invocation_name;
         size_t len = 0;
         prctl(PR_SET_NAME, "airlock-init", 0, 0, 0);
-        if (read_file_at(AT_FDCWD, "/proc/self/cmdline", 1 << 20, &cmdline, &len) >= 0 && len > 0) {
-                char *start = program_invocation_name;
+        const char *execfn = (const char *)getauxval(AT_EXECFN);
+        if (start && execfn > start && (size_t)(execfn - start) <= INIT_STRINGS_MAX) {
+                len = (size_t)(execfn - start);
+        } else {
+                _cleanup_free_ char *cmdline = NULL;
+                if (read_file_at(AT_FDCWD, "/proc/self/cmdline", 1 << 20, &cmdline, &len) < 0)
+                        len = 0;
+        }
+        if (start && len > 0) {
                 memset(start, 0, len);
                 snprintf(start, len, "airlock-init");
         }

@@ -44,6 +44,15 @@ struct mounts_plan {
 int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
                     struct al_error *err);
 struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts);
+/* Resolve the deny list of p for caller_home ahead, on a thread of this
+ * process, while the caller does other work (a cold run's audit log, run
+ * record and git snapshot): the next mounts_plan_new() of the same policy
+ * joins it and takes its answer when the policy's deny entries and the home
+ * are still the ones it copied, else resolves them again. No thread may be
+ * alive when a sandbox is cloned (spawn.md): mounts_plan_new() joins it, and
+ * mounts_deny_ahead_end() joins and drops it (call it on every way out). */
+void mounts_deny_ahead(const struct policy *p, const char *caller_home);
+void mounts_deny_ahead_end(void);
 /* The broad workspaces mounts_plan_new refuses (/, a system directory,
  * any home in /etc/passwd or a directory holding one), with the same
  * message: for a caller that would otherwise look at the workspace's files

@@ -10,7 +10,10 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -167,7 +170,7 @@ static int clone_for_sandbox_fd(int fd, const char *path, bool readonly, struct 
 /* Listening unix sockets with a path, from the host's /proc/net/unix: a
  * read-only bind does not stop connect(), so a host service's socket that
  * shows up inside (with `read: host`, or in a workspace) is masked. */
-static void add_sockets(struct mounts_plan *plan)
+static void add_sockets(struct mounts_plan *plan, struct realcache *rc)
 {
         _cleanup_fclose_ FILE *f = fopen("/proc/net/unix", "re");
         if (!f)
@@ -181,7 +184,10 @@ static void add_sockets(struct mounts_plan *plan)
                 path[strcspn(path, "\n")] = '\0';
                 struct stat st;
                 char real[PATH_MAX];
-                if (!realpath(path, real) || lstat(real, &st) < 0 || !S_ISSOCK(st.st_mode))
+                /* realpath() and an lstat of what it names, through the
+                 * plan's cache of directories (a readlink per component
+                 * was most of this step). */
+                if (realcache_resolve_stat(rc, path, real, &st) < 0 || !S_ISSOCK(st.st_mode))
                         continue;
                 bool dup = false;
                 for (size_t i = plan->internal_hi; i < plan->n_deny && !dup; i++)
@@ -193,43 +199,157 @@ static void add_sockets(struct mounts_plan *plan)
         }
 }
 
-int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
-                    struct al_error *err)
+/* The deny list into `plan`: the mandatory entries under every home, the
+ * internal ones, the user's (deny_read, n_deny_read), and the host's
+ * listening sockets. */
+static int resolve_deny_list(struct mounts_plan *plan, struct realcache *rc, char *const *deny_read,
+                             size_t n_deny_read, const char *caller_home, struct al_error *err)
 {
-        struct mounts_plan *plan = xcalloc(1, sizeof(*plan));
-        plan->workspace_ro_fd = -1;
-        plan->tool_bin_fd = -1;
         size_t n_homes = 0;
         _cleanup_strv_ char **homes = mounts_list_homes(caller_home, &n_homes);
-        /* The deny entries under every home share their directories:
-         * each is resolved once (realcache.h), for this plan only. */
-        struct realcache *rc = realcache_new();
         int r = 0;
         for (size_t i = 0; policy_mandatory_deny[i]; i++) {
                 r = mounts_resolve_entry(plan, rc, homes, n_homes, caller_home,
                                          policy_mandatory_deny[i], false, err);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
         plan->internal_lo = plan->n_deny;
         for (size_t i = 0; i < ARRAY_SIZE(internal_deny); i++) {
                 r = mounts_resolve_entry(plan, rc, homes, n_homes, caller_home, internal_deny[i],
                                          false, err);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
         plan->internal_hi = plan->n_deny;
-        for (size_t i = 0; i < p->n_deny_read; i++) {
-                r = mounts_resolve_entry(plan, rc, homes, n_homes, caller_home, p->deny_read[i],
-                                         true, err);
+        for (size_t i = 0; i < n_deny_read; i++) {
+                r = mounts_resolve_entry(plan, rc, homes, n_homes, caller_home, deny_read[i], true,
+                                         err);
                 if (r < 0) {
                         al_error_wrap(err, "--deny-read/filesystem.denyRead");
-                        goto fail;
+                        return r;
                 }
         }
         al_trace_mark("plan.deny");
-        add_sockets(plan);
+        add_sockets(plan, rc);
         al_trace_mark("plan.sockets");
+        return 0;
+}
+
+/* The deny list resolved ahead (mounts_deny_ahead()): on a thread of its
+ * own, from copies of what it depends on, taken by the plan of the same
+ * policy when they are still equal. */
+static struct {
+        bool started;
+        pthread_t thread;
+        const struct policy *p;
+        char *home;
+        char **deny_read;
+        size_t n_deny_read;
+        struct mounts_plan *part;
+        struct realcache *rc;
+        int r;
+        struct al_error err;
+} ahead;
+
+static void *deny_ahead_main(void *arg)
+{
+        (void)arg;
+        ahead.r = resolve_deny_list(ahead.part, ahead.rc, ahead.deny_read, ahead.n_deny_read,
+                                    ahead.home, &ahead.err);
+        return NULL;
+}
+
+void mounts_deny_ahead(const struct policy *p, const char *caller_home)
+{
+        /* Beside other work only where a second CPU can run it. */
+        cpu_set_t set;
+        if (ahead.started || sched_getaffinity(0, sizeof(set), &set) < 0 || CPU_COUNT(&set) < 2)
+                return;
+        ahead.p = p;
+        ahead.home = caller_home ? xstrdup(caller_home) : NULL;
+        for (size_t i = 0; i < p->n_deny_read; i++)
+                ahead.deny_read = strv_append(ahead.deny_read, &ahead.n_deny_read, p->deny_read[i]);
+        ahead.part = xcalloc(1, sizeof(*ahead.part));
+        ahead.part->workspace_ro_fd = -1;
+        ahead.part->tool_bin_fd = -1;
+        ahead.rc = realcache_new();
+        ahead.err = (struct al_error){0};
+        /* Every signal blocked on the thread: they are the main thread's. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        ahead.started = pthread_create(&ahead.thread, NULL, deny_ahead_main, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!ahead.started)
+                mounts_deny_ahead_end();
+}
+
+/* Join the thread; true when its answer is for p and caller_home as they
+ * are now (then *plan and *rc take it over; its error, if any, in err). */
+static bool deny_ahead_take(const struct policy *p, const char *caller_home,
+                            struct mounts_plan *plan, struct realcache **rc, int *r,
+                            struct al_error *err)
+{
+        if (!ahead.started)
+                return false;
+        pthread_join(ahead.thread, NULL);
+        ahead.started = false;
+        bool same = ahead.p == p && ahead.n_deny_read == p->n_deny_read &&
+                    !!caller_home == !!ahead.home &&
+                    (!caller_home || STREQ(caller_home, ahead.home));
+        for (size_t i = 0; same && i < p->n_deny_read; i++)
+                same = STREQ(p->deny_read[i], ahead.deny_read[i]);
+        if (same) {
+                struct mounts_plan *a = ahead.part;
+                plan->deny = TAKE_PTR(a->deny);
+                plan->deny_mode = TAKE_PTR(a->deny_mode);
+                plan->deny_dir = TAKE_PTR(a->deny_dir);
+                plan->n_deny = a->n_deny;
+                plan->internal_lo = a->internal_lo;
+                plan->internal_hi = a->internal_hi;
+                a->n_deny = 0;
+                *rc = TAKE_PTR(ahead.rc);
+                *r = ahead.r;
+                if (*r < 0 && err)
+                        *err = ahead.err;
+        }
+        mounts_deny_ahead_end();
+        return same;
+}
+
+void mounts_deny_ahead_end(void)
+{
+        if (ahead.started) {
+                pthread_join(ahead.thread, NULL);
+                ahead.started = false;
+        }
+        ahead.part = mounts_plan_free(ahead.part, 0);
+        ahead.rc = realcache_free(ahead.rc);
+        strv_free(ahead.deny_read);
+        ahead.deny_read = NULL;
+        ahead.n_deny_read = 0;
+        free(ahead.home);
+        ahead.home = NULL;
+        ahead.p = NULL;
+}
+
+int mounts_plan_new(const struct policy *p, const char *caller_home, struct mounts_plan **ret,
+                    struct al_error *err)
+{
+        struct mounts_plan *plan = xcalloc(1, sizeof(*plan));
+        plan->workspace_ro_fd = -1;
+        plan->tool_bin_fd = -1;
+        /* The deny entries under every home share their directories:
+         * each is resolved once (realcache.h), for this plan only. */
+        struct realcache *rc = NULL;
+        int r = 0;
+        if (!deny_ahead_take(p, caller_home, plan, &rc, &r, err)) {
+                rc = realcache_new();
+                r = resolve_deny_list(plan, rc, p->deny_read, p->n_deny_read, caller_home, err);
+        }
+        if (r < 0)
+                goto fail;
 
         /* What the user named is resolved here, with the caller's view, and a
          * path that cannot be resolved is refused rather than let through

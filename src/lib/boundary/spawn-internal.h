@@ -31,6 +31,8 @@ enum sync_type {
         SYNC_NOTIFY,    /* child -> parent: transparent mode: the name server's UDP
                          * socket, the relay's listener, then the connect()
                          * notification listener (none: the kernel refused it) */
+        SYNC_NETNS,     /* child -> parent: the sandbox's network namespace, once
+                         * the child has joined it (netns.c) */
 };
 
 struct sync_msg {
@@ -61,6 +63,13 @@ struct child_ctx {
         /* A root caller's read-write host tree is not (wholly) idmapped:
          * another inside user could leave files of its host id there. */
         bool plain_writable;
+        /* The network namespace is made by a helper of the child's beside
+         * the root's construction, not by clone3 (netns.c): its pid, and
+         * its answer, the namespace's fd or -errno, written by it. */
+        bool netns_deferred;
+        pid_t netns_helper;
+        volatile long netns_result;
+        volatile long netns_lo; /* lo brought up by the helper: 0 or -errno */
 };
 
 /* sync.c */
@@ -98,6 +107,12 @@ int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t ho
 
 /* netns.c */
 void spawn_netns_setup(struct child_ctx *ctx);
+/* With ctx->netns_deferred: start the helper that makes the sandbox's
+ * network namespace (the child's first step), and join what it made
+ * (after the root is built, before spawn_netns_setup), telling the parent
+ * (SYNC_NETNS). */
+void spawn_netns_start(struct child_ctx *ctx);
+void spawn_netns_join(struct child_ctx *ctx);
 /* connect-notify.c: gated: the name server's socket and the connect()
  * notification filter on pid 1, both sent to the parent (SYNC_NOTIFY). */
 void spawn_transparent_setup(struct child_ctx *ctx);

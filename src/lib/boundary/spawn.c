@@ -27,6 +27,7 @@
 #include "tier.h"
 #include "trace.h"
 #include "util.h"
+#include "vmchild.h"
 #include "volume.h"
 #include "spawn-internal.h"
 
@@ -144,13 +145,20 @@ static void child_join_cgroup(struct child_ctx *ctx)
 
 static _Noreturn void child_main(struct child_ctx *ctx)
 {
-        child_become_user(ctx); /* waits for the maps, then setresuid */
-        if (!ctx->cfg->share_net) {
+        if (ctx->netns_deferred)
+                spawn_netns_start(ctx); /* netns.c: made beside the root */
+        child_become_user(ctx);         /* waits for the maps, then setresuid */
+        if (!ctx->cfg->share_net && !ctx->netns_deferred) {
                 spawn_netns_setup(ctx); /* netns.c: lo up, the gate's listeners */
                 al_trace_mark("child.net");
         }
         child_build_root(ctx); /* mounts.c: the new root, pivot_root */
-        toolsock_setup(ctx);   /* toolsock.c: the tool gateway's socket */
+        if (ctx->netns_deferred) {
+                spawn_netns_join(ctx);  /* before any socket is made */
+                spawn_netns_setup(ctx); /* lo up, the gate's listeners */
+                al_trace_mark("child.net");
+        }
+        toolsock_setup(ctx); /* toolsock.c: the tool gateway's socket */
         if (!ctx->cfg->share_uts)
                 child_set_hostname(ctx); /* uts */
         child_join_cgroup(ctx);          /* v1: waits for the parent's attach */
@@ -290,7 +298,8 @@ static pid_t clone_sandbox(struct child_ctx *ctx, int *pidfd, struct al_error *e
             .exit_signal = SIGCHLD,
         };
         args.pidfd = (uint64_t)(uintptr_t)pidfd;
-        if (cfg->share_net)
+        /* The child's helper makes the network namespace (netns.c). */
+        if (cfg->share_net || ctx->netns_deferred)
                 args.flags &= ~(uint64_t)CLONE_NEWNET;
         if (cfg->share_ipc)
                 args.flags &= ~(uint64_t)CLONE_NEWIPC;
@@ -400,6 +409,15 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
                         }
                         continue;
                 }
+                if (m.type == SYNC_NETNS) {
+                        for (size_t i = 0; i < nfds; i++) {
+                                if (ret->netns_fd < 0)
+                                        ret->netns_fd = fds[i];
+                                else
+                                        close(fds[i]);
+                        }
+                        continue;
+                }
                 if (m.type == SYNC_TOOL) {
                         for (size_t i = 0; i < nfds; i++) {
                                 if (ret->tool_fd < 0)
@@ -452,11 +470,25 @@ static int wait_started(int sync, struct spawn_result *ret, struct al_error *err
         return 0;
 }
 
+/* Work is put beside other work only where a second CPU can run it: on one
+ * CPU the helper's start and end would be all it changes. */
+static bool more_than_one_cpu(void)
+{
+        cpu_set_t set;
+        return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 1;
+}
+
 int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, struct al_error *err)
 {
         const struct policy *p = cfg->policy;
-        struct child_ctx ctx = {
-            .cfg = cfg, .uid = p->uid, .gid = p->gid, .workspace_fd = -1, .ids = IDRANGE_INIT};
+        struct child_ctx ctx = {.cfg = cfg,
+                                .uid = p->uid,
+                                .gid = p->gid,
+                                .workspace_fd = -1,
+                                .ids = IDRANGE_INIT,
+                                .netns_deferred =
+                                    !cfg->share_net && vmchild_supported() && more_than_one_cpu(),
+                                .netns_helper = -1};
         struct mounts_plan *plan = NULL;
         _cleanup_free_ int *mount_fds = NULL;
         size_t locks_mark = n_volume_locks;
@@ -553,10 +585,14 @@ int spawn_sandbox(const struct spawn_config *cfg, struct spawn_result *ret, stru
         ret->pidfd = pidfd;
         ret->cloned = true;
         /* Taken now, while pid 1 still has our credentials and is
-         * dumpable; it is soon neither. Without it only port forwards fail. */
-        char nspath[64];
-        snprintf(nspath, sizeof(nspath), "/proc/%d/ns/net", (int)pid);
-        ret->netns_fd = open(nspath, O_RDONLY | O_CLOEXEC);
+         * dumpable; it is soon neither. Without it only port forwards fail.
+         * A namespace the child's helper makes comes with SYNC_NETNS: pid
+         * 1 is still in ours now. */
+        if (!ctx.netns_deferred) {
+                char nspath[64];
+                snprintf(nspath, sizeof(nspath), "/proc/%d/ns/net", (int)pid);
+                ret->netns_fd = open(nspath, O_RDONLY | O_CLOEXEC);
+        }
         r = release_child(&ctx, pid, host_uid, host_gid, sp[0], err);
         if (r < 0)
                 goto fail;
