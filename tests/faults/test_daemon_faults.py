@@ -291,17 +291,43 @@ def fill(path):
     return filler
 
 
-def spend_store_room(d, tries=400):
-    """After fill(): the database's write-ahead log, once checkpointed, is
-    written over from its start, so a small record may still fit in it.
-    Records are added from outside the daemon (grants, written by the CLI)
-    until one does not fit: the daemon's next record has no room either."""
-    for i in range(tries):
-        p = subprocess.run([str(AIRLOCK), "grant", "create", "--name", f"spend-{i}",
-                            "--state-dir", str(d.state)], capture_output=True, text=True, timeout=30)
-        if p.returncode != 0 and not any(w in p.stderr for w in ("locked", "busy")):
-            return  # no room (a write the daemon held at that moment is tried again)
-    raise AssertionError("the full database still took %d grants" % tries)
+class FullStore:
+    """The database's file system filled so that no record fits, whatever
+    the database's log could take back: the log, once checkpointed, is
+    written over from its start, so a small record may still fit in it
+    after fill(). Blobs of shrinking sizes are added (from outside the
+    daemon) until none fits, and a read kept open stops the log being
+    written over from its start until unhold(). release() gives it all
+    back."""
+
+    def __init__(self, d, fsdir):
+        self.db = sqlite3.connect(str(d.state / "airlockd.db"), timeout=10, isolation_level=None)
+        self.db.execute("CREATE TABLE IF NOT EXISTS test_spend (b BLOB)")
+        self.filler = fill(fsdir)
+        for size in (1 << 20, 1 << 16, 1 << 12, 1 << 9, 1 << 6):
+            for _ in range(10000):
+                try:
+                    self.db.execute("INSERT INTO test_spend VALUES (?)", (b"\0" * size,))
+                except sqlite3.OperationalError as e:
+                    if "locked" in str(e) or "busy" in str(e):
+                        continue
+                    break
+        self.db.execute("BEGIN")
+        self.db.execute("SELECT count(*) FROM sandboxes").fetchall()
+
+    def unhold(self):
+        """The read let go (the daemon's checkpoints wait for it), the disk
+        still full: once the record under test has failed."""
+        if self.db and self.db.in_transaction:
+            self.db.execute("ROLLBACK")
+
+    def release(self):
+        if self.db:
+            self.unhold()
+            self.filler.unlink(missing_ok=True)
+            self.db.execute("DROP TABLE test_spend")
+            self.db.close()
+            self.db = None
 
 
 def test_full_state_disk_refuses_creates_and_leaves_nothing_behind(fault_daemon, small_state):
@@ -357,12 +383,12 @@ def test_a_create_whose_record_fails_is_undone(fault_daemon, small_db):
     d = fault_daemon(base=small_db)
     c = d.client(d.admin)
     keep = c.create(sandbox_class="small")["id"]
-    filler = fill(small_db / "dbfs")
-    spend_store_room(d)
+    full = FullStore(d, small_db / "dbfs")
     status, _, body = c.request("POST", "/v1/sandboxes", {"class": "small", "metadata": {"x": "y" * 200}})
     body = json.loads(body)
     assert status == 503 and body["error"] == "store_unavailable", (status, body)
     assert "record" in body["message"], body
+    full.unhold()
     st, h = health(d)
     assert st == 503 and "store" in h["reasons"], h
     # Refused at once while the store cannot write.
@@ -377,7 +403,7 @@ def test_a_create_whose_record_fails_is_undone(fault_daemon, small_db):
              what="the refused sandbox's cgroups to go")
 
     d.kill9()
-    filler.unlink()
+    full.release()
     d.start()
     assert_no_orphans(d, c)
     wait_for(lambda: health(d)[1]["ok"], timeout=10, what="healthz to say ok again")
@@ -389,15 +415,16 @@ def test_an_exec_whose_record_fails_is_stopped(fault_daemon, small_db):
     c = d.client(d.admin)
     sb = c.create(sandbox_class="small")["id"]
     sup = d.supervisors()[sb]
-    fill(small_db / "dbfs")
-    spend_store_room(d)
+    full = FullStore(d, small_db / "dbfs")
     status, _, body = c.request("POST", "/v1/sandboxes/%s/exec" % sb,
                                 {"argv": ["sh", "-c", "exec sleep 60"] + ["x" * 1000] * 8})
     assert status == 503 and json.loads(body)["error"] == "store_unavailable", (status, body)
+    full.unhold()
     wait_for(lambda: "sleep" not in comms(descendants(sup)), timeout=10,
              what="the unrecorded command to be stopped")
     st, h = health(d)
     assert st == 503 and "store" in h["reasons"], h
+    full.release()
 
 
 def test_a_deleted_database_stops_writes_and_says_why(fault_daemon):

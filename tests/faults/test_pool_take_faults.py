@@ -9,7 +9,7 @@ import json
 import time
 
 from test_daemon_faults import (  # noqa: F401  (fixtures)
-    assert_no_orphans, fault_daemon, fill, health, small_db, spend_store_room, supervisor_procs,
+    FullStore, assert_no_orphans, fault_daemon, health, small_db, supervisor_procs,
     wait_for)
 
 
@@ -26,19 +26,19 @@ def test_a_pooled_take_whose_record_fails_is_not_handed_out(fault_daemon, small_
     wait_for(lambda: pooled(d) == 1, timeout=20, what="the pool to fill")
     waiting = set(supervisor_procs(d).values())
     assert len(waiting) == 1
-    filler = fill(small_db / "dbfs")
-    spend_store_room(d)
+    full = FullStore(d, small_db / "dbfs")
     status, _, body = c.request("POST", "/v1/sandboxes",
                                 {"class": "small", "metadata": {"x": "y" * 200}})
     body = json.loads(body)
     assert status == 503 and body["error"] == "store_unavailable", (status, body)
+    full.unhold()
     assert not [s for s in c.list(state="running")], "a sandbox was handed out unrecorded"
     wait_for(lambda: not (waiting & set(supervisor_procs(d).values())), timeout=15,
              what="the pooled sandbox that was not handed out to be destroyed")
     st, h = health(d)
     assert st == 503 and "store" in h["reasons"], h
 
-    filler.unlink()
+    full.release()
     wait_for(lambda: health(d)[1]["ok"], timeout=10, what="healthz to say ok again")
     t0 = time.monotonic()
     while time.monotonic() - t0 < 20:
