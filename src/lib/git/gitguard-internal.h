@@ -8,6 +8,7 @@
 #include <openssl/sha.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -137,3 +138,14 @@ bool gitguard_count_entry(struct guard_run *g, const char *rel);
  * relative to the root ("." for the root itself), or NULL when it leaves
  * the root or is absolute (gitguard-config.c). */
 char *gitguard_pointer_target(const char *rel, const char *target);
+
+/* Sizes (gitguard-size.c). Whether a path inside a git directory (inner,
+ * relative to it) lies where git reads only headers or on demand. */
+bool gitguard_size_skips(const char *inner);
+/* Why a file at inner in a git directory is too large for git to read
+ * whole (written into buf), or NULL. */
+const char *gitguard_size_reason(const struct stat *st, const char *inner, char *buf, size_t len);
+/* Whether a working-tree name is one git reads whole (.gitignore and the
+ * like), whatever its case; and why such a file is too large, or NULL. */
+bool gitguard_worktree_read_match(const char *name);
+const char *gitguard_worktree_size_reason(const struct stat *st, char *buf, size_t len);

@@ -158,6 +158,63 @@ bool gitguard_count_entry(struct guard_run *g, const char *rel)
         return false;
 }
 
+/* Whether what st describes was changed by the run: any write, chmod or
+ * new name moves a ctime past the start, and nobody without privilege can
+ * set one back. While the start is noted, everything counts. */
+static bool ctime_in_run(const struct guard_run *g, const struct stat *st)
+{
+        if (!g->started)
+                return true;
+        if (st->st_ctim.tv_sec != g->started->tv_sec)
+                return st->st_ctim.tv_sec > g->started->tv_sec;
+        return st->st_ctim.tv_nsec >= g->started->tv_nsec;
+}
+
+/* A directory the caller cannot read was either like that before the run
+ * (the sandbox has no more rights than its caller, so nothing in it is the
+ * agent's) or changed by the run. Only the second is worth a report. */
+static bool changed_in_run(const struct guard_run *g, int fd, const char *name)
+{
+        struct stat st;
+        if (!g->started || fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return true;
+        return ctime_in_run(g, &st);
+}
+
+/* A file git reads whole (HEAD, a ref, info/exclude) that the run made
+ * sparse or too large: at every command git would read all of it into
+ * memory. Moved to the top of the git directory, as a FIFO is. The host's
+ * own, untouched by the run, stays whatever its size. */
+static void check_size(struct guard_run *g, int fd, const char *name, const char *rel, int gfd,
+                       const char *grel)
+{
+        const char *inner = rel + (*grel ? strlen(grel) + 1 : 0);
+        if (gitguard_size_skips(inner))
+                return;
+        struct stat st;
+        if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !ctime_in_run(g, &st))
+                return;
+        char why[192];
+        const char *reason = gitguard_size_reason(&st, inner, why, sizeof(why));
+        if (reason)
+                gitguard_quarantine_into(g, fd, name, rel, gfd, grel, reason);
+}
+
+/* The same for what git reads whole in the working tree (.gitignore at
+ * any depth, .mailmap, ...): moved aside where it is. */
+static void check_worktree_size(struct guard_run *g, int fd, const char *name, const char *rel)
+{
+        struct stat st;
+        if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !ctime_in_run(g, &st))
+                return;
+        char why[192];
+        const char *reason = gitguard_worktree_size_reason(&st, why, sizeof(why));
+        if (!reason)
+                return;
+        _cleanup_free_ char *r = gitguard_join(rel, name);
+        gitguard_quarantine(g, fd, name, r, reason);
+}
+
 static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool worktree, int depth);
 
 /* hooks/: every hook but the samples git ships. */
@@ -290,8 +347,12 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
                         gitguard_quarantine_into(g, fd, n, r, gfd, grel, why);
                         continue;
                 }
+                if (type == DT_REG) {
+                        check_size(g, fd, n, r, gfd, grel);
+                        continue;
+                }
                 /* Submodules' and worktrees' git directories: their own. */
-                if (type != DT_DIR || (top && (STREQ(n, "modules") || STREQ(n, "worktrees"))))
+                if (top && (STREQ(n, "modules") || STREQ(n, "worktrees")))
                         continue;
                 _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd >= 0)
@@ -425,20 +486,6 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
         scan_gitdir(g, tfd, target, false, depth + 1);
 }
 
-/* A directory the caller cannot read was either like that before the run
- * (the sandbox has no more rights than its caller, so nothing in it is the
- * agent's) or changed by the run: creating an entry in it, or a chmod, moves
- * its ctime past the start. Only the second is worth a report. */
-static bool changed_in_run(const struct guard_run *g, int fd, const char *name)
-{
-        struct stat st;
-        if (!g->started || fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return true;
-        if (st.st_ctim.tv_sec != g->started->tv_sec)
-                return st.st_ctim.tv_sec > g->started->tv_sec;
-        return st.st_ctim.tv_nsec >= g->started->tv_nsec;
-}
-
 /* Which mount a directory is on: the walk stays on the tree's own mount
  * and does not cross into another. Not by device number: a btrfs
  * subvolume, which the agent may make without any privilege, has a device
@@ -476,8 +523,8 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
          * case-folding directory git opens .GIT as .git and direnv .ENVRC
          * as .envrc; elsewhere such a name is refused all the same. */
         bool head = false, objects = false, refs = false;
-        _cleanup_strv_ char **dotgits = NULL, **protect = NULL;
-        size_t n_dotgits = 0, n_protect = 0;
+        _cleanup_strv_ char **dotgits = NULL, **protect = NULL, **whole = NULL;
+        size_t n_dotgits = 0, n_protect = 0, n_whole = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
@@ -495,6 +542,8 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 }
                 if (gitguard_protect_match(n))
                         protect = strv_append(protect, &n_protect, n);
+                if (gitguard_worktree_read_match(n))
+                        whole = strv_append(whole, &n_whole, n);
                 if (strcasecmp(n, "HEAD") == 0)
                         head = true;
                 /* git tests objects and refs with access(X_OK), which a
@@ -533,6 +582,8 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 gitguard_protect_entry(g, fd, protect[i], rel);
         if (!g->git)
                 return;
+        for (size_t i = 0; i < n_whole; i++)
+                check_worktree_size(g, fd, whole[i], rel);
         for (size_t i = 0; i < n_dotgits; i++)
                 scan_dotgit(g, fd, dotgits[i], rel, depth);
         /* A directory git takes for a bare repository when run in it. */
@@ -576,13 +627,22 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
         gitguard_pdirs_sort(rs);
 }
 
+/* The start, on the clock file systems stamp ctimes with: the coarse one
+ * (a fine-grained stamp is never earlier). A finer clock runs up to a
+ * tick ahead of it, so that what the run (or an accept right after) wrote
+ * in its first tick would look older than the start. */
+static void started_now(struct gitguard *g)
+{
+        clock_gettime(CLOCK_REALTIME_COARSE, &g->started);
+}
+
 struct gitguard *gitguard_begin(const struct policy *p)
 {
         if (!p)
                 return NULL;
         struct gitguard *g = xcalloc(1, sizeof(*g));
         g->git = p->protect_git;
-        clock_gettime(CLOCK_REALTIME, &g->started);
+        started_now(g);
         if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_RW)
                 add_root(g, p->workspace);
         for (size_t i = 0; i < p->n_mounts; i++)
@@ -604,7 +664,7 @@ struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, c
         if (!g) {
                 g = xcalloc(1, sizeof(*g));
                 g->git = p->protect_git;
-                clock_gettime(CLOCK_REALTIME, &g->started);
+                started_now(g);
         }
         for (size_t i = 0; i < g->n_roots; i++)
                 if (STREQ(g->roots[i].path, path))
