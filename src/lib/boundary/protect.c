@@ -148,10 +148,15 @@ void mounts_plan_add_protect(struct mounts_plan *plan, const char *real, bool pi
  * settings hold hooks: commands it runs on each of its tool calls), and
  * git's config, hooks and pointers in every repository found. */
 const char *const mounts_write_protect[] = {
-    ".bashrc",       ".zshrc",           ".profile",       ".bash_profile",
-    ".zprofile",     ".gitconfig",       ".gitmodules",    ".ripgreprc",
-    ".mcp.json",     ".envrc",           ".vscode",        ".idea",
-    ".claude/hooks", ".claude/commands", ".claude/agents", ".claude/settings.json",
+    ".bashrc",        ".zshrc",
+    ".profile",       ".bash_profile",
+    ".zprofile",      ".gitconfig",
+    ".gitmodules",    ".ripgreprc",
+    ".mcp.json",      ".envrc",
+    ".vscode",        ".idea",
+    ".claude/hooks",  ".claude/commands",
+    ".claude/agents", ".claude/settings.json",
+    ".husky",         ".pre-commit-config.yaml",
 };
 const size_t mounts_n_write_protect = ARRAY_SIZE(mounts_write_protect);
 

@@ -149,3 +149,15 @@ const char *gitguard_size_reason(const struct stat *st, const char *inner, char 
  * like), whatever its case; and why such a file is too large, or NULL. */
 bool gitguard_worktree_read_match(const char *name);
 const char *gitguard_worktree_size_reason(const struct stat *st, char *buf, size_t len);
+
+/* The last value of [sec] name (no subsection) in a config file's text, or
+ * NULL when it has none or cannot be read through (gitguard-config.c). */
+char *gitguard_config_value(const char *text, size_t len, const char *sec, const char *name);
+
+/* Hooks (gitguard-hooks.c): each entry of a hooks directory hfd at hrel
+ * but git's samples, moved aside for reason when the run made or changed
+ * it; and the directory the config of git directory gfd names as
+ * core.hooksPath, when it lies in the tree (wt_rel: the working tree a
+ * relative one starts from, NULL when not known). */
+void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, const char *reason);
+void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel);

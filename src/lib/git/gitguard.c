@@ -215,7 +215,8 @@ static void check_worktree_size(struct guard_run *g, int fd, const char *name, c
         gitguard_quarantine(g, fd, name, r, reason);
 }
 
-static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool worktree, int depth);
+static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char *wt, bool worktree,
+                        int depth);
 
 /* hooks/: every hook but the samples git ships. */
 static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
@@ -232,22 +233,8 @@ static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
         if (!S_ISDIR(st.st_mode))
                 return;
         _cleanup_close_ int hfd = gitguard_open_dir(gfd, "hooks");
-        DIR *d = hfd >= 0 ? gitguard_dir_of(hfd) : NULL;
-        if (!d)
-                return;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
-                    !gitguard_count_entry(g, hrel))
-                        continue;
-                size_t len = strlen(n);
-                if (len > 7 && STREQ(n + len - 7, ".sample"))
-                        continue;
-                _cleanup_free_ char *r = gitguard_join(hrel, n);
-                gitguard_quarantine(g, hfd, n, r, "a hook (host git would run it)");
-        }
-        closedir(d);
+        if (hfd >= 0)
+                gitguard_scan_hook_entries(g, hfd, hrel, "a hook (host git would run it)");
 }
 
 /* modules/ holds one git directory per submodule, at the submodule's name,
@@ -271,7 +258,7 @@ static void scan_modules(struct guard_run *g, int fd, const char *rel, int depth
                         continue;
                 struct stat st;
                 if (fstatat(sfd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0)
-                        scan_gitdir(g, sfd, r, false, depth + 1);
+                        scan_gitdir(g, sfd, r, NULL, false, depth + 1);
                 else
                         scan_modules(g, sfd, r, depth + 1);
         }
@@ -361,7 +348,10 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
         closedir(d);
 }
 
-static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool worktree, int depth)
+/* A git directory at rel; wt: its working tree's directory (where a
+ * relative core.hooksPath starts), NULL when not known. */
+static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char *wt, bool worktree,
+                        int depth)
 {
         if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
                 return;
@@ -372,6 +362,7 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
         check_config(g, fd, "config.worktree", cwr);
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
+        gitguard_scan_hooks_path(g, fd, wt);
         /* objects/info/alternates: git reads objects from the directories
          * it names, anywhere on the host. */
         _cleanup_close_ int ofd = gitguard_open_dir(fd, "objects");
@@ -400,7 +391,7 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
                         _cleanup_free_ char *wr = gitguard_join(rel, "worktrees");
                         _cleanup_free_ char *r = gitguard_join(wr, n);
                         if (sfd >= 0)
-                                scan_gitdir(g, sfd, r, true, depth + 1);
+                                scan_gitdir(g, sfd, r, NULL, true, depth + 1);
                 }
                 if (d)
                         closedir(d);
@@ -438,12 +429,12 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                                         : "a .git the sandbox created where there was none");
                         _cleanup_close_ int qfd = gitguard_open_dir(dfd, to);
                         if (qfd >= 0)
-                                scan_gitdir(g, qfd, to, false, depth + 1);
+                                scan_gitdir(g, qfd, to, NULL, false, depth + 1);
                         return;
                 }
                 _cleanup_close_ int gfd = gitguard_open_dir(dfd, name);
                 if (gfd >= 0)
-                        scan_gitdir(g, gfd, grel, false, depth + 1);
+                        scan_gitdir(g, gfd, grel, rel, false, depth + 1);
                 return;
         }
         if (!S_ISREG(st.st_mode)) {
@@ -483,7 +474,7 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                     "symbolic link");
                 return;
         }
-        scan_gitdir(g, tfd, target, false, depth + 1);
+        scan_gitdir(g, tfd, target, rel, false, depth + 1);
 }
 
 /* Which mount a directory is on: the walk stays on the tree's own mount
@@ -588,7 +579,7 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 scan_dotgit(g, fd, dotgits[i], rel, depth);
         /* A directory git takes for a bare repository when run in it. */
         if (head && (objects || refs))
-                scan_gitdir(g, fd, rel, false, depth);
+                scan_gitdir(g, fd, rel, rel, false, depth);
 }
 
 /* ---- begin, finish ---- */

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The hooks host git runs: those in a git directory's hooks/, and those in
+ * the directory its own config names as core.hooksPath, which is often one
+ * of the working tree (`.githooks`, husky's `.husky/_`) and so an ordinary
+ * directory the agent writes. What the run put or changed in either is
+ * moved aside; the host's own, untouched, stays (gitguard_quarantine). The
+ * walk that calls this is gitguard.c. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "gitguard-internal.h"
+#include "util.h"
+
+void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, const char *reason)
+{
+        DIR *d = gitguard_dir_of(hfd);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
+                    !gitguard_count_entry(g, hrel))
+                        continue;
+                size_t len = strlen(n);
+                if (len > 7 && STREQ(n + len - 7, ".sample"))
+                        continue;
+                _cleanup_free_ char *r = gitguard_join(hrel, n);
+                gitguard_quarantine(g, hfd, n, r, reason);
+        }
+        closedir(d);
+}
+
+/* core.hooksPath as a path relative to the tree's root, or NULL when it is
+ * not in the tree (or, relative, the working tree it is relative to is not
+ * known). */
+static char *hooks_path_rel(const struct guard_run *g, const char *value, const char *wt_rel)
+{
+        _cleanup_free_ char *abs = NULL;
+        if (value[0] == '~' && value[1] == '/') {
+                const char *home = getenv("HOME");
+                if (!home || home[0] != '/')
+                        return NULL;
+                abs = xasprintf("%s/%s", home, value + 2);
+                value = abs;
+        }
+        if (value[0] != '/')
+                return wt_rel ? gitguard_pointer_target(wt_rel, value) : NULL;
+        const char *root = g->root->path;
+        size_t rl = strlen(root);
+        while (rl > 1 && root[rl - 1] == '/')
+                rl--;
+        if (strncmp(value, root, rl) != 0 || (value[rl] != '/' && value[rl] != '\0'))
+                return NULL;
+        return gitguard_pointer_target("", value[rl] ? value + rl + 1 : ".");
+}
+
+void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel)
+{
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) < 0)
+                return;
+        _cleanup_free_ char *value = gitguard_config_value(text, len, "core", "hookspath");
+        if (!value || !*value)
+                return;
+        _cleanup_free_ char *rel = hooks_path_rel(g, value, wt_rel);
+        if (!rel)
+                return;
+        /* A symbolic link on the way that the run made: git follows it to
+         * hooks the agent chose (in another tree, where this scan does not
+         * look for hooks). Moved aside; the host's own stays and is
+         * followed below, within the tree. */
+        _cleanup_close_ int dfd = fcntl(g->root_fd, F_DUPFD_CLOEXEC, 3);
+        _cleanup_free_ char *done = xstrdup("");
+        for (const char *p = STREQ(rel, ".") ? "" : rel; *p && dfd >= 0;) {
+                size_t k = strcspn(p, "/");
+                _cleanup_free_ char *name = xasprintf("%.*s", (int)k, p);
+                _cleanup_free_ char *at = gitguard_join(done, name);
+                struct stat st;
+                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return;
+                if (S_ISLNK(st.st_mode)) {
+                        gitguard_quarantine(g, dfd, name, at,
+                                            "a symbolic link on the way to core.hooksPath (host "
+                                            "git would run the hooks where it leads)");
+                        break;
+                }
+                int next = gitguard_open_dir(dfd, name);
+                close(dfd);
+                dfd = next;
+                free(done);
+                done = TAKE_PTR(at);
+                p += k + (p[k] == '/');
+        }
+        _cleanup_close_ int hfd =
+            fs_openat2(g->root_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+        if (hfd < 0)
+                return;
+        gitguard_scan_hook_entries(g, hfd, rel,
+                                   "a hook in the directory core.hooksPath names (host git would "
+                                   "run it)");
+}
