@@ -174,3 +174,30 @@ Test(gitguard_hookspath, hook_managers_files_the_run_made_are_moved_aside)
         cr_expect_not(exists("pkg/.husky"));
         fs_remove_tree(AT_FDCWD, ws, 100);
 }
+
+Test(gitguard_hookspath, the_users_own_relative_hooks_path_names_one_in_each_tree)
+{
+        workspace();
+        /* ~/.gitconfig: `core.hooksPath = .githooks` for every repository. */
+        char home[64];
+        snprintf(home, sizeof(home), "/tmp/airlock-gghome-XXXXXX");
+        cr_assert_not_null(mkdtemp(home));
+        char p[512];
+        snprintf(p, sizeof(p), "%s/.gitconfig", home);
+        FILE *f = fopen(p, "we");
+        cr_assert_not_null(f);
+        fputs("[core]\n\thooksPath = .githooks\n", f);
+        fclose(f);
+        cr_assert_eq(setenv("HOME", home, 1), 0);
+        unsetenv("XDG_CONFIG_HOME");
+        dir("sub");
+        repo_at("sub", "[core]\n\tbare = false\n");
+        struct gitguard *g = begin();
+        dir("sub/.githooks");
+        put("sub/.githooks/pre-commit", "#!/bin/sh\ntouch /tmp/airlock-pwned\n");
+        int n = gitguard_finish(g, NULL, "t", NULL, NULL);
+        cr_expect_eq(n, 1, "findings: %d", n);
+        cr_expect_not(exists("sub/.githooks/pre-commit"));
+        fs_remove_tree(AT_FDCWD, ws, 100);
+        fs_remove_tree(AT_FDCWD, home, 10);
+}

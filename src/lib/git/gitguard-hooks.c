@@ -63,13 +63,46 @@ static char *hooks_path_rel(const struct guard_run *g, const char *value, const 
         return gitguard_pointer_target("", value[rl] ? value + rl + 1 : ".");
 }
 
-void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel)
+/* core.hooksPath of the config file at dfd/name, or NULL. */
+static char *hooks_path_of(int dfd, const char *name)
 {
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        if (gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) < 0)
-                return;
-        _cleanup_free_ char *value = gitguard_config_value(text, len, "core", "hookspath");
+        if (gitguard_read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len) < 0)
+                return NULL;
+        return gitguard_config_value(text, len, "core", "hookspath");
+}
+
+/* The host user's own core.hooksPath (~/.gitconfig over
+ * $XDG_CONFIG_HOME/git/config over /etc/gitconfig), which every repository
+ * without one of its own uses: a relative one (`.githooks`) names a
+ * directory of each working tree. Read once a walk. */
+static const char *global_hooks_path(struct guard_run *g)
+{
+        if (g->global_read)
+                return g->global_hooks;
+        g->global_read = true;
+        const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+        _cleanup_free_ char *user =
+            home && home[0] == '/' ? xasprintf("%s/.gitconfig", home) : NULL;
+        _cleanup_free_ char *xdgc = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
+                                    : home && home[0] == '/'
+                                        ? xasprintf("%s/.config/git/config", home)
+                                        : NULL;
+        const char *const files[] = {user, xdgc, "/etc/gitconfig"};
+        for (size_t i = 0; i < ARRAY_SIZE(files) && !g->global_hooks; i++)
+                if (files[i])
+                        g->global_hooks = hooks_path_of(AT_FDCWD, files[i]);
+        return g->global_hooks;
+}
+
+void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel)
+{
+        _cleanup_free_ char *value = hooks_path_of(gfd, "config");
+        if (!value) {
+                const char *global = global_hooks_path(g);
+                value = global ? xstrdup(global) : NULL;
+        }
         if (!value || !*value)
                 return;
         _cleanup_free_ char *rel = hooks_path_rel(g, value, wt_rel);

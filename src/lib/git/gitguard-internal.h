@@ -83,6 +83,8 @@ struct guard_run {
         bool stopped;
         bool too_deep;
         int findings;
+        char *global_hooks; /* the host user's core.hooksPath, once read */
+        bool global_read;
         struct {
                 dev_t dev;
                 ino_t ino;

@@ -613,6 +613,7 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
         *run = (struct guard_run){
             .record = true, .git = gg->git, .start = rs, .root = rs, .root_fd = fd};
         walk(run, fd, "", mount_key(fd), 0);
+        free(run->global_hooks);
         free(run);
         gitguard_known_sort(rs);
         gitguard_pdirs_sort(rs);
@@ -691,6 +692,7 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                                                   .root_fd = fd};
                         walk(run, fd, "", mount_key(fd), 0);
                         findings += run->findings;
+                        free(run->global_hooks);
                         free(run);
                 }
         }
