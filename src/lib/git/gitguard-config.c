@@ -368,6 +368,30 @@ static bool take_reason(const char *sec, const char *sub, const char *name, cons
         return why != NULL;
 }
 
+struct cfg_paths {
+        char **v;
+        size_t n;
+};
+
+static bool take_include(const char *sec, const char *sub, const char *name, const char *value,
+                         void *userdata)
+{
+        struct cfg_paths *c = userdata;
+        if (value && *value && ieq(name, "path") &&
+            ((ieq(sec, "include") && !sub) || (ieq(sec, "includeif") && sub)))
+                c->v = strv_append(c->v, &c->n, value);
+        return false;
+}
+
+char **gitguard_config_includes(const char *text, size_t len, size_t *ret_n)
+{
+        struct cfg_parser p = {.s = text, .n = len};
+        struct cfg_paths c = {0};
+        (void)cfg_each(&p, take_include, &c); /* what was read before a bad line */
+        *ret_n = c.n;
+        return c.v;
+}
+
 int gitguard_config_check(const char *text, size_t len, char *reason, size_t reason_len)
 {
         struct cfg_parser p = {.s = text, .n = len};

@@ -39,10 +39,7 @@ void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, 
         closedir(d);
 }
 
-/* core.hooksPath as a path relative to the tree's root, or NULL when it is
- * not in the tree (or, relative, the working tree it is relative to is not
- * known). */
-static char *hooks_path_rel(const struct guard_run *g, const char *value, const char *wt_rel)
+char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel)
 {
         _cleanup_free_ char *abs = NULL;
         if (value[0] == '~' && value[1] == '/') {
@@ -53,7 +50,7 @@ static char *hooks_path_rel(const struct guard_run *g, const char *value, const 
                 value = abs;
         }
         if (value[0] != '/')
-                return wt_rel ? gitguard_pointer_target(wt_rel, value) : NULL;
+                return base_rel ? gitguard_pointer_target(base_rel, value) : NULL;
         const char *root = g->root->path;
         size_t rl = strlen(root);
         while (rl > 1 && root[rl - 1] == '/')
@@ -61,6 +58,32 @@ static char *hooks_path_rel(const struct guard_run *g, const char *value, const 
         if (strncmp(value, root, rl) != 0 || (value[rl] != '/' && value[rl] != '\0'))
                 return NULL;
         return gitguard_pointer_target("", value[rl] ? value + rl + 1 : ".");
+}
+
+int gitguard_open_in_tree(struct guard_run *g, const char *rel, const char *why)
+{
+        _cleanup_close_ int dfd = fcntl(g->root_fd, F_DUPFD_CLOEXEC, 3);
+        _cleanup_free_ char *done = xstrdup("");
+        for (const char *p = STREQ(rel, ".") ? "" : rel; *p && dfd >= 0;) {
+                size_t k = strcspn(p, "/");
+                _cleanup_free_ char *name = xasprintf("%.*s", (int)k, p);
+                _cleanup_free_ char *at = gitguard_join(done, name);
+                struct stat st;
+                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -1;
+                if (S_ISLNK(st.st_mode)) {
+                        gitguard_quarantine(g, dfd, name, at, why);
+                        break;
+                }
+                int next = gitguard_open_dir(dfd, name);
+                close(dfd);
+                dfd = next;
+                free(done);
+                done = TAKE_PTR(at);
+                p += k + (p[k] == '/');
+        }
+        return fs_openat2(g->root_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                          RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
 }
 
 /* core.hooksPath of the config file at dfd/name, or NULL. */
@@ -105,38 +128,16 @@ void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel)
         }
         if (!value || !*value)
                 return;
-        _cleanup_free_ char *rel = hooks_path_rel(g, value, wt_rel);
+        _cleanup_free_ char *rel = gitguard_tree_rel(g, value, wt_rel);
         if (!rel)
                 return;
         /* A symbolic link on the way that the run made: git follows it to
          * hooks the agent chose (in another tree, where this scan does not
-         * look for hooks). Moved aside; the host's own stays and is
-         * followed below, within the tree. */
-        _cleanup_close_ int dfd = fcntl(g->root_fd, F_DUPFD_CLOEXEC, 3);
-        _cleanup_free_ char *done = xstrdup("");
-        for (const char *p = STREQ(rel, ".") ? "" : rel; *p && dfd >= 0;) {
-                size_t k = strcspn(p, "/");
-                _cleanup_free_ char *name = xasprintf("%.*s", (int)k, p);
-                _cleanup_free_ char *at = gitguard_join(done, name);
-                struct stat st;
-                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        return;
-                if (S_ISLNK(st.st_mode)) {
-                        gitguard_quarantine(g, dfd, name, at,
-                                            "a symbolic link on the way to core.hooksPath (host "
-                                            "git would run the hooks where it leads)");
-                        break;
-                }
-                int next = gitguard_open_dir(dfd, name);
-                close(dfd);
-                dfd = next;
-                free(done);
-                done = TAKE_PTR(at);
-                p += k + (p[k] == '/');
-        }
-        _cleanup_close_ int hfd =
-            fs_openat2(g->root_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
-                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+         * look for hooks). */
+        _cleanup_close_ int hfd = gitguard_open_in_tree(
+            g, rel,
+            "a symbolic link on the way to core.hooksPath (host git would run the hooks where "
+            "it leads)");
         if (hfd < 0)
                 return;
         gitguard_scan_hook_entries(g, hfd, rel,

@@ -163,3 +163,20 @@ char *gitguard_config_value(const char *text, size_t len, const char *sec, const
  * relative one starts from, NULL when not known). */
 void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, const char *reason);
 void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel);
+/* Every include.path and includeIf.*.path of a config file's text
+ * (gitguard-config.c); a strv, *ret_n of them. */
+char **gitguard_config_includes(const char *text, size_t len, size_t *ret_n);
+
+/* A path a host config names (absolute, "~/…", or relative to base_rel),
+ * as a path relative to the tree's root, or NULL when it is outside the
+ * tree or relative with base_rel NULL (gitguard-hooks.c). */
+char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel);
+/* The directory at rel in the tree, opened as git would reach it: a
+ * symbolic link the run made on the way (git follows it to what the agent
+ * chose) is moved aside for why, the host's own followed within the tree.
+ * -1 when it cannot be reached so. */
+int gitguard_open_in_tree(struct guard_run *g, const char *rel, const char *why);
+/* The config file dfd/name (rel): moved aside when it names what runs a
+ * program (gitguard.c); then the files it includes that lie in the tree,
+ * the same way, to git's depth of includes. */
+void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel);

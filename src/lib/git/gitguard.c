@@ -99,7 +99,44 @@ static bool first_visit(struct guard_run *g, int fd)
         return true;
 }
 
-static void check_config(struct guard_run *g, int dfd, const char *name, const char *rel)
+/* Git follows includes ten deep. */
+#define INCLUDE_DEPTH_MAX 10
+
+static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
+                            int depth);
+
+/* The files a config kept in place includes (include.path,
+ * includeIf.*.path) that lie in the tree: an ordinary file there (a
+ * shared `../.gitconfig`) is the agent's to write, and git reads it as
+ * config. Each is checked as a config itself; a link the run made on the
+ * way to one is moved aside. */
+static void check_includes(struct guard_run *g, const char *text, size_t len, const char *rel,
+                           int depth)
+{
+        if (depth >= INCLUDE_DEPTH_MAX)
+                return;
+        size_t n = 0;
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *base = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *target = gitguard_tree_rel(g, inc[i], base);
+                if (!target || STREQ(target, "."))
+                        continue;
+                const char *ts = strrchr(target, '/');
+                _cleanup_free_ char *dir =
+                    ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
+                _cleanup_close_ int pfd = gitguard_open_in_tree(
+                    g, dir,
+                    "a symbolic link on the way to a file a git config includes (host git "
+                    "would read config where it leads)");
+                if (pfd >= 0)
+                        check_config_at(g, pfd, ts ? ts + 1 : target, target, depth + 1);
+        }
+}
+
+static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
+                            int depth)
 {
         struct stat st;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -122,9 +159,19 @@ static void check_config(struct guard_run *g, int dfd, const char *name, const c
                          GITGUARD_CONFIG_MAX);
         else if (r < 0)
                 snprintf(reason, sizeof(reason), "a config Airlock cannot read (%s)", strerror(-r));
-        else if (!gitguard_config_check(text, len, reason, sizeof(reason)))
+        else if (!gitguard_config_check(text, len, reason, sizeof(reason))) {
+                check_includes(g, text, len, rel, depth);
                 return;
+        }
         gitguard_quarantine(g, dfd, name, rel, reason);
+        /* The host's own, kept: what it includes is read by git still. */
+        if (r == 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                check_includes(g, text, len, rel, depth);
+}
+
+void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel)
+{
+        check_config_at(g, dfd, name, rel, 0);
 }
 
 int gitguard_open_dir(int dfd, const char *name)
@@ -309,7 +356,7 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
                 const char *n = de->d_name;
                 if (STREQ(n, ".") || STREQ(n, "..") || !gitguard_count_entry(g, rel))
                         continue;
-                /* config and config.worktree: check_config's, whatever
+                /* config and config.worktree: gitguard_check_config's, whatever
                  * they are. */
                 if (top &&
                     (gitguard_quarantined(n) || STREQ(n, "config") || STREQ(n, "config.worktree")))
@@ -358,8 +405,8 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
         scan_special(g, fd, rel, depth, fd, rel);
         _cleanup_free_ char *cr = gitguard_join(rel, "config");
         _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
-        check_config(g, fd, "config", cr);
-        check_config(g, fd, "config.worktree", cwr);
+        gitguard_check_config(g, fd, "config", cr);
+        gitguard_check_config(g, fd, "config.worktree", cwr);
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
         gitguard_scan_hooks_path(g, fd, wt);
