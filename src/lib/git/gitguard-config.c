@@ -383,6 +383,54 @@ static bool take_include(const char *sec, const char *sub, const char *name, con
         return false;
 }
 
+/* The program a command line starts with, when it is named by a path
+ * (a name alone is looked up on PATH): "! scripts/x.sh --all" gives
+ * "scripts/x.sh". */
+static char *command_path(const char *v)
+{
+        while (isspace((unsigned char)*v))
+                v++;
+        if (*v == '!')
+                v++;
+        while (isspace((unsigned char)*v))
+                v++;
+        size_t k;
+        if (*v == '"' || *v == '\'') {
+                char q = *v++;
+                k = strcspn(v, (char[]){q, '\0'});
+        } else
+                k = strcspn(v, " \t\r\n;&|<>()");
+        if (k == 0 || !memchr(v, '/', k))
+                return NULL;
+        return xasprintf("%.*s", (int)k, v);
+}
+
+static bool take_program(const char *sec, const char *sub, const char *name, const char *value,
+                         void *userdata)
+{
+        struct cfg_paths *c = userdata;
+        /* Not programs: config read from elsewhere, directories. */
+        if (!value || ieq(sec, "include") || ieq(sec, "includeif") ||
+            (ieq(sec, "core") && (ieq(name, "worktree") || ieq(name, "hookspath"))) ||
+            !gitguard_key_reason(sec, sub, name, value))
+                return false;
+        char *prog = command_path(value);
+        if (prog) {
+                c->v = strv_append(c->v, &c->n, prog);
+                free(prog);
+        }
+        return false;
+}
+
+char **gitguard_config_programs(const char *text, size_t len, size_t *ret_n)
+{
+        struct cfg_parser p = {.s = text, .n = len};
+        struct cfg_paths c = {0};
+        (void)cfg_each(&p, take_program, &c);
+        *ret_n = c.n;
+        return c.v;
+}
+
 char **gitguard_config_includes(const char *text, size_t len, size_t *ret_n)
 {
         struct cfg_parser p = {.s = text, .n = len};

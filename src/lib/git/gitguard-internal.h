@@ -166,6 +166,9 @@ void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel);
 /* Every include.path and includeIf.*.path of a config file's text
  * (gitguard-config.c); a strv, *ret_n of them. */
 char **gitguard_config_includes(const char *text, size_t len, size_t *ret_n);
+/* The programs named by a path that a config's keys run (the first word
+ * of core.fsmonitor, a filter's clean, a "!" alias, ...); a strv. */
+char **gitguard_config_programs(const char *text, size_t len, size_t *ret_n);
 
 /* A path a host config names (absolute, "~/…", or relative to base_rel),
  * as a path relative to the tree's root, or NULL when it is outside the
@@ -177,6 +180,13 @@ char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char
  * -1 when it cannot be reached so. */
 int gitguard_open_in_tree(struct guard_run *g, const char *rel, const char *why);
 /* The config file dfd/name (rel): moved aside when it names what runs a
- * program (gitguard.c); then the files it includes that lie in the tree,
- * the same way, to git's depth of includes. */
-void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel);
+ * program (gitguard.c); else the programs of the tree it runs (relative
+ * ones from wt_rel, the working tree, NULL when not known) and the files
+ * it includes that lie in the tree, the same way, to git's depth of
+ * includes. */
+void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel,
+                           const char *wt_rel);
+
+/* Whether what st describes was made or changed by the run (always while
+ * the start is noted) (gitguard.c). */
+bool gitguard_ctime_in_run(const struct guard_run *g, const struct stat *st);

@@ -99,79 +99,16 @@ static bool first_visit(struct guard_run *g, int fd)
         return true;
 }
 
-/* Git follows includes ten deep. */
-#define INCLUDE_DEPTH_MAX 10
-
-static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
-                            int depth);
-
-/* The files a config kept in place includes (include.path,
- * includeIf.*.path) that lie in the tree: an ordinary file there (a
- * shared `../.gitconfig`) is the agent's to write, and git reads it as
- * config. Each is checked as a config itself; a link the run made on the
- * way to one is moved aside. */
-static void check_includes(struct guard_run *g, const char *text, size_t len, const char *rel,
-                           int depth)
+/* Whether what st describes was changed by the run: any write, chmod or
+ * new name moves a ctime past the start, and nobody without privilege can
+ * set one back. While the start is noted, everything counts. */
+bool gitguard_ctime_in_run(const struct guard_run *g, const struct stat *st)
 {
-        if (depth >= INCLUDE_DEPTH_MAX)
-                return;
-        size_t n = 0;
-        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
-        const char *slash = strrchr(rel, '/');
-        _cleanup_free_ char *base = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *target = gitguard_tree_rel(g, inc[i], base);
-                if (!target || STREQ(target, "."))
-                        continue;
-                const char *ts = strrchr(target, '/');
-                _cleanup_free_ char *dir =
-                    ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
-                _cleanup_close_ int pfd = gitguard_open_in_tree(
-                    g, dir,
-                    "a symbolic link on the way to a file a git config includes (host git "
-                    "would read config where it leads)");
-                if (pfd >= 0)
-                        check_config_at(g, pfd, ts ? ts + 1 : target, target, depth + 1);
-        }
-}
-
-static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
-                            int depth)
-{
-        struct stat st;
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return;
-        if (S_ISLNK(st.st_mode)) {
-                gitguard_quarantine(g, dfd, name, rel,
-                                    "a config that is a symbolic link (git follows it)");
-                return;
-        }
-        if (!S_ISREG(st.st_mode)) {
-                gitguard_quarantine(g, dfd, name, rel, "a config that is not a plain file");
-                return;
-        }
-        _cleanup_free_ char *text = NULL;
-        size_t len = 0;
-        int r = gitguard_read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len);
-        char reason[256];
-        if (r == -EFBIG)
-                snprintf(reason, sizeof(reason), "a config larger than %d bytes",
-                         GITGUARD_CONFIG_MAX);
-        else if (r < 0)
-                snprintf(reason, sizeof(reason), "a config Airlock cannot read (%s)", strerror(-r));
-        else if (!gitguard_config_check(text, len, reason, sizeof(reason))) {
-                check_includes(g, text, len, rel, depth);
-                return;
-        }
-        gitguard_quarantine(g, dfd, name, rel, reason);
-        /* The host's own, kept: what it includes is read by git still. */
-        if (r == 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-                check_includes(g, text, len, rel, depth);
-}
-
-void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel)
-{
-        check_config_at(g, dfd, name, rel, 0);
+        if (!g->started)
+                return true;
+        if (st->st_ctim.tv_sec != g->started->tv_sec)
+                return st->st_ctim.tv_sec > g->started->tv_sec;
+        return st->st_ctim.tv_nsec >= g->started->tv_nsec;
 }
 
 int gitguard_open_dir(int dfd, const char *name)
@@ -205,18 +142,6 @@ bool gitguard_count_entry(struct guard_run *g, const char *rel)
         return false;
 }
 
-/* Whether what st describes was changed by the run: any write, chmod or
- * new name moves a ctime past the start, and nobody without privilege can
- * set one back. While the start is noted, everything counts. */
-static bool ctime_in_run(const struct guard_run *g, const struct stat *st)
-{
-        if (!g->started)
-                return true;
-        if (st->st_ctim.tv_sec != g->started->tv_sec)
-                return st->st_ctim.tv_sec > g->started->tv_sec;
-        return st->st_ctim.tv_nsec >= g->started->tv_nsec;
-}
-
 /* A directory the caller cannot read was either like that before the run
  * (the sandbox has no more rights than its caller, so nothing in it is the
  * agent's) or changed by the run. Only the second is worth a report. */
@@ -225,7 +150,7 @@ static bool changed_in_run(const struct guard_run *g, int fd, const char *name)
         struct stat st;
         if (!g->started || fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return true;
-        return ctime_in_run(g, &st);
+        return gitguard_ctime_in_run(g, &st);
 }
 
 /* A file git reads whole (HEAD, a ref, info/exclude) that the run made
@@ -239,7 +164,7 @@ static void check_size(struct guard_run *g, int fd, const char *name, const char
         if (gitguard_size_skips(inner))
                 return;
         struct stat st;
-        if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !ctime_in_run(g, &st))
+        if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !gitguard_ctime_in_run(g, &st))
                 return;
         char why[192];
         const char *reason = gitguard_size_reason(&st, inner, why, sizeof(why));
@@ -252,7 +177,7 @@ static void check_size(struct guard_run *g, int fd, const char *name, const char
 static void check_worktree_size(struct guard_run *g, int fd, const char *name, const char *rel)
 {
         struct stat st;
-        if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !ctime_in_run(g, &st))
+        if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !gitguard_ctime_in_run(g, &st))
                 return;
         char why[192];
         const char *reason = gitguard_worktree_size_reason(&st, why, sizeof(why));
@@ -405,8 +330,8 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
         scan_special(g, fd, rel, depth, fd, rel);
         _cleanup_free_ char *cr = gitguard_join(rel, "config");
         _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
-        gitguard_check_config(g, fd, "config", cr);
-        gitguard_check_config(g, fd, "config.worktree", cwr);
+        gitguard_check_config(g, fd, "config", cr, wt);
+        gitguard_check_config(g, fd, "config.worktree", cwr, wt);
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
         gitguard_scan_hooks_path(g, fd, wt);
