@@ -154,3 +154,15 @@ Test(gitguard_include, an_included_file_the_run_turned_into_a_link_is_moved_asid
         cr_expect_not(exists(".gitconfig-shared"), "the link to the agent's config stayed");
         fs_remove_tree(AT_FDCWD, ws, 100);
 }
+
+Test(gitguard_include, an_include_naming_a_directory_leaves_it_alone)
+{
+        repo("[include]\n\tpath = ../conf\n");
+        dir("conf");
+        put("conf/x", "data\n");
+        struct gitguard *g = begin();
+        int n = gitguard_finish(g, NULL, "t", NULL, NULL);
+        cr_expect_eq(n, 0, "findings: %d", n);
+        cr_expect(exists("conf/x"), "the host's directory was moved aside");
+        fs_remove_tree(AT_FDCWD, ws, 100);
+}

@@ -46,8 +46,12 @@ static void check_includes(struct guard_run *g, const char *text, size_t len, co
                     g, dir,
                     "a symbolic link on the way to a file a git config includes (host git "
                     "would read config where it leads)");
-                if (pfd >= 0)
-                        check_config_at(g, pfd, ts ? ts + 1 : target, target, wt, depth + 1);
+                /* A directory is no config git reads: left alone. */
+                struct stat st;
+                const char *name = ts ? ts + 1 : target;
+                if (pfd >= 0 && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    !S_ISDIR(st.st_mode))
+                        check_config_at(g, pfd, name, target, wt, depth + 1);
         }
 }
 
