@@ -144,3 +144,72 @@ void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel)
                                    "a hook in the directory core.hooksPath names (host git would "
                                    "run it)");
 }
+
+/* value as an absolute path: "~/x" from $HOME, a relative one from base
+ * (NULL: none). */
+static char *absolute(const char *value, const char *base)
+{
+        if (value[0] == '/')
+                return xstrdup(value);
+        if (value[0] == '~' && value[1] == '/') {
+                const char *home = getenv("HOME");
+                return home && home[0] == '/' ? xasprintf("%s/%s", home, value + 2) : NULL;
+        }
+        return base ? xasprintf("%s/%s", base, value) : NULL;
+}
+
+/* abs, normalized, when it lies beneath root (not root itself). */
+static void add_beneath(char ***v, size_t *n, const char *root, const char *abs)
+{
+        if (!abs)
+                return;
+        size_t rl = strlen(root);
+        while (rl > 1 && root[rl - 1] == '/')
+                rl--;
+        if (strncmp(abs, root, rl) != 0 || abs[rl] != '/')
+                return;
+        _cleanup_free_ char *rel = gitguard_pointer_target("", abs + rl + 1);
+        if (!rel || STREQ(rel, "."))
+                return;
+        _cleanup_free_ char *full = xasprintf("%.*s/%s", (int)rl, root, rel);
+        *v = strv_append(*v, n, full);
+}
+
+char **gitguard_config_targets(const char *root, const char *gitdir, const char *worktree,
+                               size_t *ret_n)
+{
+        char **v = NULL;
+        size_t n = 0;
+        *ret_n = 0;
+        _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (gfd < 0)
+                return NULL;
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) < 0)
+                return NULL;
+        _cleanup_free_ char *hooks = gitguard_config_value(text, len, "core", "hookspath");
+        if (!hooks) {
+                struct guard_run g = {0};
+                const char *global = global_hooks_path(&g);
+                hooks = global ? xstrdup(global) : NULL;
+                free(g.global_hooks);
+        }
+        if (hooks && *hooks) {
+                _cleanup_free_ char *a = absolute(hooks, worktree);
+                add_beneath(&v, &n, root, a);
+        }
+        size_t k = 0;
+        _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &k);
+        for (size_t i = 0; i < k; i++) {
+                _cleanup_free_ char *a = absolute(progs[i], worktree);
+                add_beneath(&v, &n, root, a);
+        }
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
+        for (size_t i = 0; i < k; i++) {
+                _cleanup_free_ char *a = absolute(inc[i], gitdir);
+                add_beneath(&v, &n, root, a);
+        }
+        *ret_n = n;
+        return v;
+}
