@@ -41,3 +41,20 @@ def test_config_targets_are_read_only_while_the_sandbox_runs(airlock):
     # The rest of the tree, and of the programs' directory, stays writable.
     assert (ws / "tools" / "other.txt").read_text() == "ok\n", p.stderr
     assert (ws / "other.txt").read_text() == "ok\n", p.stderr
+
+
+def test_a_target_through_a_link_out_of_the_tree_does_not_stop_the_run(airlock):
+    # The host's own config naming a program through a link that leaves
+    # the tree: not covered at the start (the end-of-run scan looks), and
+    # the sandbox starts as before.
+    ws = airlock.make_dir()
+    out = airlock.make_dir()
+    (out / "fsmonitor.sh").write_text("#!/bin/sh\nexit 1\n")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, timeout=30)
+    with open(ws / ".git" / "config", "a") as f:
+        f.write("[core]\n\tfsmonitor = tools/fsmonitor.sh\n")
+    (ws / "tools").symlink_to(out)
+    airlock.chown(ws)
+    p = airlock.sandbox("echo ok > /workspace/other.txt", workspace=ws, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert (ws / "other.txt").read_text() == "ok\n"

@@ -158,10 +158,12 @@ static char *absolute(const char *value, const char *base)
         return base ? xasprintf("%s/%s", base, value) : NULL;
 }
 
-/* abs, normalized, when it lies beneath root (not root itself). */
-static void add_beneath(char ***v, size_t *n, const char *root, const char *abs)
+/* abs, normalized, when it lies beneath root (not root itself) and its
+ * directory is reached there through no symbolic link (what a mount at
+ * the start covers: a link on the way is left to the end-of-run scan). */
+static void add_beneath(char ***v, size_t *n, int root_fd, const char *root, const char *abs)
 {
-        if (!abs)
+        if (!abs || root_fd < 0)
                 return;
         size_t rl = strlen(root);
         while (rl > 1 && root[rl - 1] == '/')
@@ -170,6 +172,13 @@ static void add_beneath(char ***v, size_t *n, const char *root, const char *abs)
                 return;
         _cleanup_free_ char *rel = gitguard_pointer_target("", abs + rl + 1);
         if (!rel || STREQ(rel, "."))
+                return;
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *dir = slash ? xasprintf("%.*s", (int)(slash - rel), rel) : NULL;
+        _cleanup_close_ int dfd = fs_openat2(
+            root_fd, dir ? dir : ".", O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+        if (dfd < 0)
                 return;
         _cleanup_free_ char *full = xasprintf("%.*s/%s", (int)rl, root, rel);
         *v = strv_append(*v, n, full);
@@ -182,7 +191,8 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
         size_t n = 0;
         *ret_n = 0;
         _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (gfd < 0)
+        _cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (gfd < 0 || rfd < 0)
                 return NULL;
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
@@ -197,18 +207,18 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
         }
         if (hooks && *hooks) {
                 _cleanup_free_ char *a = absolute(hooks, worktree);
-                add_beneath(&v, &n, root, a);
+                add_beneath(&v, &n, rfd, root, a);
         }
         size_t k = 0;
         _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &k);
         for (size_t i = 0; i < k; i++) {
                 _cleanup_free_ char *a = absolute(progs[i], worktree);
-                add_beneath(&v, &n, root, a);
+                add_beneath(&v, &n, rfd, root, a);
         }
         _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
         for (size_t i = 0; i < k; i++) {
                 _cleanup_free_ char *a = absolute(inc[i], gitdir);
-                add_beneath(&v, &n, root, a);
+                add_beneath(&v, &n, rfd, root, a);
         }
         *ret_n = n;
         return v;
