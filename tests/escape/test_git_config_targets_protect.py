@@ -58,3 +58,23 @@ def test_a_target_through_a_link_out_of_the_tree_does_not_stop_the_run(airlock):
     p = airlock.sandbox("echo ok > /workspace/other.txt", workspace=ws, timeout=60)
     assert p.returncode == 0, p.stderr
     assert (ws / "other.txt").read_text() == "ok\n"
+
+
+def test_the_enclosing_repositorys_targets_are_read_only(airlock):
+    # The workspace is a package of a host repository: that repository's
+    # hooks directory lies in it.
+    top = airlock.make_dir()
+    subprocess.run(["git", "init", "-q", str(top)], check=True, timeout=30)
+    with open(top / ".git" / "config", "a") as f:
+        f.write("[core]\n\thooksPath = pkg/hooks\n")
+    ws = top / "pkg"
+    (ws / "hooks").mkdir(parents=True)
+    (ws / "hooks" / "pre-commit").write_text("#!/bin/sh\nmake lint\n")
+    airlock.chown(top)
+    script = "; ".join([
+        "echo 'touch /tmp/x' >> /workspace/hooks/pre-commit",
+        "echo ok > /workspace/other.txt",
+    ])
+    p = airlock.sandbox(script, workspace=ws, timeout=60)
+    assert (ws / "hooks" / "pre-commit").read_text() == "#!/bin/sh\nmake lint\n"
+    assert (ws / "other.txt").read_text() == "ok\n", p.stderr

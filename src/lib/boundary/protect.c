@@ -306,5 +306,10 @@ void mounts_protect_root(struct mounts_plan *plan, const struct policy *p, const
         if (p->protect_git) {
                 size_t entries = GIT_SCAN_ENTRIES, modules = GIT_SCAN_MODULES;
                 scan_git(plan, real, fd, real, 0, &entries, &modules);
+                /* The repository the tree lies in, when it is not its top. */
+                _cleanup_free_ char *wt = NULL;
+                _cleanup_free_ char *outer = gitguard_enclosing_gitdir(real, &wt);
+                if (outer)
+                        protect_config_targets(plan, real, outer, wt);
         }
 }

@@ -21,68 +21,77 @@
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
                             const char *wt, int depth);
 
-/* The files a config kept in place includes (include.path,
- * includeIf.*.path) that lie in the tree: an ordinary file there (a
- * shared `../.gitconfig`) is the agent's to write, and git reads it as
- * config. Each is checked as a config itself; a link the run made on the
- * way to one is moved aside. */
-static void check_includes(struct guard_run *g, const char *text, size_t len, const char *rel,
-                           const char *wt, int depth)
+/* One file a config includes (value, relative to base within the tree,
+ * or absolute): when it lies in the tree, an ordinary file there (a shared
+ * `../.gitconfig`) that the agent could write, and git reads it as config.
+ * Checked as a config itself; a link the run made on the way to it is
+ * moved aside. */
+static void check_include(struct guard_run *g, const char *value, const char *base, const char *wt,
+                          int depth)
 {
         if (depth >= INCLUDE_DEPTH_MAX)
                 return;
+        _cleanup_free_ char *target = gitguard_tree_rel(g, value, base);
+        if (!target || STREQ(target, "."))
+                return;
+        const char *ts = strrchr(target, '/');
+        _cleanup_free_ char *dir =
+            ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
+        _cleanup_close_ int pfd = gitguard_open_in_tree(
+            g, dir,
+            "a symbolic link on the way to a file a git config includes (host git would read "
+            "config where it leads)");
+        /* A directory is no config git reads: left alone. */
+        struct stat st;
+        const char *name = ts ? ts + 1 : target;
+        if (pfd >= 0 && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+                check_config_at(g, pfd, name, target, wt, depth + 1);
+}
+
+static void check_includes(struct guard_run *g, const char *text, size_t len, const char *rel,
+                           const char *wt, int depth)
+{
         size_t n = 0;
         _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
         const char *slash = strrchr(rel, '/');
         _cleanup_free_ char *base = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *target = gitguard_tree_rel(g, inc[i], base);
-                if (!target || STREQ(target, "."))
-                        continue;
-                const char *ts = strrchr(target, '/');
-                _cleanup_free_ char *dir =
-                    ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
-                _cleanup_close_ int pfd = gitguard_open_in_tree(
-                    g, dir,
-                    "a symbolic link on the way to a file a git config includes (host git "
-                    "would read config where it leads)");
-                /* A directory is no config git reads: left alone. */
-                struct stat st;
-                const char *name = ts ? ts + 1 : target;
-                if (pfd >= 0 && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    !S_ISDIR(st.st_mode))
-                        check_config_at(g, pfd, name, target, wt, depth + 1);
-        }
+        for (size_t i = 0; i < n; i++)
+                check_include(g, inc[i], base, wt, depth);
 }
 
-/* The programs of the tree a config kept in place runs (a core.fsmonitor
- * of `tools/fsmonitor.sh`, a filter's `./scripts/clean.sh`): ordinary
- * files the agent writes, which host git runs from the top of the working
- * tree. What the run made or changed there is moved aside. */
+/* One program a config runs (value, relative to wt within the tree, or
+ * absolute): a file of the tree (a core.fsmonitor of `tools/fsmonitor.sh`,
+ * a filter's `./scripts/clean.sh`) is an ordinary one the agent writes,
+ * which host git runs. What the run made or changed there is moved
+ * aside. */
+static void check_program(struct guard_run *g, const char *value, const char *wt)
+{
+        _cleanup_free_ char *target = gitguard_tree_rel(g, value, wt);
+        if (!target || STREQ(target, "."))
+                return;
+        const char *ts = strrchr(target, '/');
+        _cleanup_free_ char *dir =
+            ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
+        const char *base = ts ? ts + 1 : target;
+        _cleanup_close_ int pfd = gitguard_open_in_tree(
+            g, dir,
+            "a symbolic link on the way to a program a git config runs (host git would run "
+            "what it leads to)");
+        struct stat st;
+        if (pfd < 0 || fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
+            !gitguard_ctime_in_run(g, &st))
+                return;
+        gitguard_quarantine(g, pfd, base, target,
+                            "a program the repository's own git config runs (host git would run "
+                            "the agent's version)");
+}
+
 static void check_programs(struct guard_run *g, const char *text, size_t len, const char *wt)
 {
         size_t n = 0;
         _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &n);
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *target = gitguard_tree_rel(g, progs[i], wt);
-                if (!target || STREQ(target, "."))
-                        continue;
-                const char *ts = strrchr(target, '/');
-                _cleanup_free_ char *dir =
-                    ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
-                const char *base = ts ? ts + 1 : target;
-                _cleanup_close_ int pfd = gitguard_open_in_tree(
-                    g, dir,
-                    "a symbolic link on the way to a program a git config runs (host git "
-                    "would run what it leads to)");
-                struct stat st;
-                if (pfd < 0 || fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-                    S_ISDIR(st.st_mode) || !gitguard_ctime_in_run(g, &st))
-                        continue;
-                gitguard_quarantine(g, pfd, base, target,
-                                    "a program the repository's own git config runs (host git "
-                                    "would run the agent's version)");
-        }
+        for (size_t i = 0; i < n; i++)
+                check_program(g, progs[i], wt);
 }
 
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
@@ -125,4 +134,45 @@ void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const
                            const char *wt_rel)
 {
         check_config_at(g, dfd, name, rel, wt_rel, 0);
+}
+
+void gitguard_check_enclosing(struct guard_run *g)
+{
+        _cleanup_free_ char *wt = NULL;
+        _cleanup_free_ char *gitdir = gitguard_enclosing_gitdir(g->root->path, &wt);
+        if (!gitdir)
+                return;
+        _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (gfd < 0 || gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) < 0)
+                return;
+        /* Its hooks directory, when in the tree. */
+        _cleanup_free_ char *hooks = gitguard_config_value(text, len, "core", "hookspath");
+        _cleanup_free_ char *habs = hooks && *hooks ? gitguard_absolute(hooks, wt) : NULL;
+        _cleanup_free_ char *hrel = habs ? gitguard_tree_rel(g, habs, NULL) : NULL;
+        if (hrel && !STREQ(hrel, ".")) {
+                _cleanup_close_ int hfd = gitguard_open_in_tree(
+                    g, hrel,
+                    "a symbolic link on the way to core.hooksPath (host git would run the "
+                    "hooks where it leads)");
+                if (hfd >= 0)
+                        gitguard_scan_hook_entries(g, hfd, hrel,
+                                                   "a hook in the directory core.hooksPath names "
+                                                   "(host git would run it)");
+        }
+        /* Its programs and includes, as absolute paths into the tree. */
+        size_t n = 0;
+        _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &n);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(progs[i], wt);
+                if (a)
+                        check_program(g, a, NULL);
+        }
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(inc[i], gitdir);
+                if (a)
+                        check_include(g, a, NULL, NULL, 0);
+        }
 }

@@ -39,6 +39,16 @@ void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, 
         closedir(d);
 }
 
+/* An absolute path with "." and ".." taken out ("/a/.git/../b" is
+ * "/a/b"); NULL when it climbs above "/". */
+static char *normalize_abs(const char *abs)
+{
+        _cleanup_free_ char *rel = gitguard_pointer_target("", abs + 1);
+        if (!rel)
+                return NULL;
+        return STREQ(rel, ".") ? xstrdup("/") : xasprintf("/%s", rel);
+}
+
 char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel)
 {
         _cleanup_free_ char *abs = NULL;
@@ -51,6 +61,10 @@ char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char
         }
         if (value[0] != '/')
                 return base_rel ? gitguard_pointer_target(base_rel, value) : NULL;
+        _cleanup_free_ char *norm = normalize_abs(value);
+        if (!norm)
+                return NULL;
+        value = norm;
         const char *root = g->root->path;
         size_t rl = strlen(root);
         while (rl > 1 && root[rl - 1] == '/')
@@ -145,9 +159,7 @@ void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel)
                                    "run it)");
 }
 
-/* value as an absolute path: "~/x" from $HOME, a relative one from base
- * (NULL: none). */
-static char *absolute(const char *value, const char *base)
+char *gitguard_absolute(const char *value, const char *base)
 {
         if (value[0] == '/')
                 return xstrdup(value);
@@ -163,8 +175,10 @@ static char *absolute(const char *value, const char *base)
  * the start covers: a link on the way is left to the end-of-run scan). */
 static void add_beneath(char ***v, size_t *n, int root_fd, const char *root, const char *abs)
 {
-        if (!abs || root_fd < 0)
+        _cleanup_free_ char *norm = abs && abs[0] == '/' ? normalize_abs(abs) : NULL;
+        if (!norm || root_fd < 0)
                 return;
+        abs = norm;
         size_t rl = strlen(root);
         while (rl > 1 && root[rl - 1] == '/')
                 rl--;
@@ -206,20 +220,60 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
                 free(g.global_hooks);
         }
         if (hooks && *hooks) {
-                _cleanup_free_ char *a = absolute(hooks, worktree);
+                _cleanup_free_ char *a = gitguard_absolute(hooks, worktree);
                 add_beneath(&v, &n, rfd, root, a);
         }
         size_t k = 0;
         _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &k);
         for (size_t i = 0; i < k; i++) {
-                _cleanup_free_ char *a = absolute(progs[i], worktree);
+                _cleanup_free_ char *a = gitguard_absolute(progs[i], worktree);
                 add_beneath(&v, &n, rfd, root, a);
         }
         _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
         for (size_t i = 0; i < k; i++) {
-                _cleanup_free_ char *a = absolute(inc[i], gitdir);
+                _cleanup_free_ char *a = gitguard_absolute(inc[i], gitdir);
                 add_beneath(&v, &n, rfd, root, a);
         }
         *ret_n = n;
         return v;
+}
+
+char *gitguard_enclosing_gitdir(const char *root, char **ret_worktree)
+{
+        *ret_worktree = NULL;
+        if (root[0] != '/')
+                return NULL;
+        _cleanup_free_ char *dir = xstrdup(root);
+        for (int level = 0; level < 128; level++) {
+                char *slash = strrchr(dir, '/');
+                if (!slash)
+                        return NULL;
+                if (slash == dir)
+                        slash[1] = '\0'; /* "/" itself, last */
+                else
+                        *slash = '\0';
+                _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                struct stat st;
+                if (fd >= 0 && fstatat(fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                        const char *sep = STREQ(dir, "/") ? "" : "/";
+                        if (S_ISDIR(st.st_mode)) {
+                                *ret_worktree = xstrdup(dir);
+                                return xasprintf("%s%s.git", dir, sep);
+                        }
+                        _cleanup_free_ char *text = NULL;
+                        size_t len;
+                        if (!S_ISREG(st.st_mode) ||
+                            gitguard_read_small(fd, ".git", 4096, &text, &len) < 0 ||
+                            strncmp(text, "gitdir:", 7) != 0)
+                                return NULL;
+                        char *t = text + 7;
+                        t += strspn(t, " \t");
+                        t[strcspn(t, "\r\n")] = '\0';
+                        *ret_worktree = xstrdup(dir);
+                        return t[0] == '/' ? xstrdup(t) : xasprintf("%s%s%s", dir, sep, t);
+                }
+                if (STREQ(dir, "/"))
+                        return NULL;
+        }
+        return NULL;
 }

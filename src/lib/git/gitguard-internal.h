@@ -190,3 +190,11 @@ void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const
 /* Whether what st describes was made or changed by the run (always while
  * the start is noted) (gitguard.c). */
 bool gitguard_ctime_in_run(const struct guard_run *g, const struct stat *st);
+
+/* value as an absolute path: "~/x" from $HOME, a relative one from base
+ * (NULL: none) (gitguard-hooks.c). */
+char *gitguard_absolute(const char *value, const char *base);
+/* What the config of the repository the tree lies in makes host git run or
+ * read from the tree: its hooksPath directory, programs and includes,
+ * checked as a repository's own (gitguard-configfile.c). */
+void gitguard_check_enclosing(struct guard_run *g);

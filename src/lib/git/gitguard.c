@@ -585,6 +585,8 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
         *run = (struct guard_run){
             .record = true, .git = gg->git, .start = rs, .root = rs, .root_fd = fd};
         walk(run, fd, "", mount_key(fd), 0);
+        if (gg->git)
+                gitguard_check_enclosing(run);
         free(run->global_hooks);
         free(run);
         gitguard_known_sort(rs);
@@ -663,6 +665,8 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                                                   .started = &g->started,
                                                   .root_fd = fd};
                         walk(run, fd, "", mount_key(fd), 0);
+                        if (g->git)
+                                gitguard_check_enclosing(run);
                         findings += run->findings;
                         free(run->global_hooks);
                         free(run);

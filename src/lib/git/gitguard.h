@@ -84,3 +84,8 @@ int gitguard_config_check(const char *text, size_t len, char *reason, size_t rea
  * (a strv; *ret_n of them). */
 char **gitguard_config_targets(const char *root, const char *gitdir, const char *worktree,
                                size_t *ret_n);
+
+/* The git directory of the repository root lies in without being its top
+ * (the nearest .git above it; NULL: none), its working tree in
+ * *ret_worktree. Caller frees both. */
+char *gitguard_enclosing_gitdir(const char *root, char **ret_worktree);
