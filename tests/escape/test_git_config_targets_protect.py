@@ -78,3 +78,19 @@ def test_the_enclosing_repositorys_targets_are_read_only(airlock):
     p = airlock.sandbox(script, workspace=ws, timeout=60)
     assert (ws / "hooks" / "pre-commit").read_text() == "#!/bin/sh\nmake lint\n"
     assert (ws / "other.txt").read_text() == "ok\n", p.stderr
+
+
+def test_the_script_a_hook_links_to_is_read_only(airlock):
+    ws = airlock.make_dir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True, timeout=30)
+    (ws / "scripts").mkdir()
+    (ws / "scripts" / "pre-commit.sh").write_text("#!/bin/sh\nmake lint\n")
+    (ws / ".git" / "hooks" / "pre-commit").symlink_to("../../scripts/pre-commit.sh")
+    airlock.chown(ws)
+    script = "; ".join([
+        "echo 'touch /tmp/x' >> /workspace/scripts/pre-commit.sh",
+        "echo ok > /workspace/scripts/other.sh",
+    ])
+    p = airlock.sandbox(script, workspace=ws, timeout=60)
+    assert (ws / "scripts" / "pre-commit.sh").read_text() == "#!/bin/sh\nmake lint\n"
+    assert (ws / "scripts" / "other.sh").read_text() == "ok\n", p.stderr

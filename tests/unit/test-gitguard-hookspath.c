@@ -201,3 +201,28 @@ Test(gitguard_hookspath, the_users_own_relative_hooks_path_names_one_in_each_tre
         fs_remove_tree(AT_FDCWD, ws, 100);
         fs_remove_tree(AT_FDCWD, home, 10);
 }
+
+Test(gitguard_hookspath, the_script_a_hosts_hook_links_to_is_checked)
+{
+        workspace();
+        repo_at("", "[core]\n\tbare = false\n");
+        dir("scripts");
+        put("scripts/pre-commit.sh", "#!/bin/sh\nmake lint\n");
+        put("scripts/post-merge.sh", "#!/bin/sh\nmake deps\n");
+        char p[512];
+        path(p, sizeof(p), ".git/hooks/pre-commit");
+        cr_assert_eq(symlink("../../scripts/pre-commit.sh", p), 0);
+        path(p, sizeof(p), ".git/hooks/post-merge");
+        char abs[512];
+        snprintf(abs, sizeof(abs), "%s/scripts/post-merge.sh", ws);
+        cr_assert_eq(symlink(abs, p), 0);
+        struct gitguard *g = begin();
+        put("scripts/pre-commit.sh", "#!/bin/sh\ntouch /tmp/airlock-pwned\n");
+        int n = gitguard_finish(g, NULL, "t", NULL, NULL);
+        cr_expect_eq(n, 1, "findings: %d", n);
+        cr_expect_not(exists("scripts/pre-commit.sh"), "the script the hook runs stayed");
+        /* The host's own links stay, and what they lead to untouched. */
+        cr_expect(exists(".git/hooks/pre-commit"));
+        cr_expect(exists("scripts/post-merge.sh"));
+        fs_remove_tree(AT_FDCWD, ws, 100);
+}

@@ -64,7 +64,7 @@ static void check_includes(struct guard_run *g, const char *text, size_t len, co
  * a filter's `./scripts/clean.sh`) is an ordinary one the agent writes,
  * which host git runs. What the run made or changed there is moved
  * aside. */
-static void check_program(struct guard_run *g, const char *value, const char *wt)
+void gitguard_check_program(struct guard_run *g, const char *value, const char *wt, const char *why)
 {
         _cleanup_free_ char *target = gitguard_tree_rel(g, value, wt);
         if (!target || STREQ(target, "."))
@@ -81,17 +81,19 @@ static void check_program(struct guard_run *g, const char *value, const char *wt
         if (pfd < 0 || fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
             !gitguard_ctime_in_run(g, &st))
                 return;
-        gitguard_quarantine(g, pfd, base, target,
-                            "a program the repository's own git config runs (host git would run "
-                            "the agent's version)");
+        gitguard_quarantine(g, pfd, base, target, why);
 }
+
+#define PROGRAM_REASON                                                                             \
+        "a program the repository's own git config runs (host git would run the agent's "          \
+        "version)"
 
 static void check_programs(struct guard_run *g, const char *text, size_t len, const char *wt)
 {
         size_t n = 0;
         _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &n);
         for (size_t i = 0; i < n; i++)
-                check_program(g, progs[i], wt);
+                gitguard_check_program(g, progs[i], wt, PROGRAM_REASON);
 }
 
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
@@ -167,7 +169,7 @@ void gitguard_check_enclosing(struct guard_run *g)
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *a = gitguard_absolute(progs[i], wt);
                 if (a)
-                        check_program(g, a, NULL);
+                        gitguard_check_program(g, a, NULL, PROGRAM_REASON);
         }
         _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
         for (size_t i = 0; i < n; i++) {

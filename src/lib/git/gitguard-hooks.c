@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,17 @@ void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, 
                         continue;
                 _cleanup_free_ char *r = gitguard_join(hrel, n);
                 gitguard_quarantine(g, hfd, n, r, reason);
+                /* A link kept in place (the host's own, often to a script
+                 * of the tree: `../../scripts/pre-commit.sh`) runs what it
+                 * leads to, an ordinary file the agent writes. */
+                char target[PATH_MAX];
+                ssize_t k = readlinkat(hfd, n, target, sizeof(target) - 1);
+                if (k <= 0)
+                        continue;
+                target[k] = '\0';
+                gitguard_check_program(g, target, hrel,
+                                       "the file a hook links to (host git would run the agent's "
+                                       "version)");
         }
         closedir(d);
 }
@@ -234,6 +246,23 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
                 _cleanup_free_ char *a = gitguard_absolute(inc[i], gitdir);
                 add_beneath(&v, &n, rfd, root, a);
         }
+        /* What the links in hooks/ lead to. */
+        _cleanup_close_ int hfd =
+            openat(gfd, "hooks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *d = hfd >= 0 ? gitguard_dir_of(hfd) : NULL;
+        struct dirent *de;
+        _cleanup_free_ char *hdir = xasprintf("%s/hooks", gitdir);
+        for (size_t seen = 0; d && (de = readdir(d)) && seen < 1024; seen++) {
+                char target[PATH_MAX];
+                ssize_t tk = readlinkat(hfd, de->d_name, target, sizeof(target) - 1);
+                if (tk <= 0)
+                        continue;
+                target[tk] = '\0';
+                _cleanup_free_ char *a = gitguard_absolute(target, hdir);
+                add_beneath(&v, &n, rfd, root, a);
+        }
+        if (d)
+                closedir(d);
         *ret_n = n;
         return v;
 }

@@ -198,3 +198,9 @@ char *gitguard_absolute(const char *value, const char *base);
  * read from the tree: its hooksPath directory, programs and includes,
  * checked as a repository's own (gitguard-configfile.c). */
 void gitguard_check_enclosing(struct guard_run *g);
+
+/* A program host git runs (value: absolute, or relative to wt within the
+ * tree): when it is a file of the tree the run made or changed, moved
+ * aside for why (gitguard-configfile.c). */
+void gitguard_check_program(struct guard_run *g, const char *value, const char *wt,
+                            const char *why);
