@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 
 #include "fs.h"
+#include "gitguard.h"
 #include "mounts.h"
 #include "paths.h"
 #include "util.h"
@@ -148,10 +149,15 @@ void mounts_plan_add_protect(struct mounts_plan *plan, const char *real, bool pi
  * settings hold hooks: commands it runs on each of its tool calls), and
  * git's config, hooks and pointers in every repository found. */
 const char *const mounts_write_protect[] = {
-    ".bashrc",       ".zshrc",           ".profile",       ".bash_profile",
-    ".zprofile",     ".gitconfig",       ".gitmodules",    ".ripgreprc",
-    ".mcp.json",     ".envrc",           ".vscode",        ".idea",
-    ".claude/hooks", ".claude/commands", ".claude/agents", ".claude/settings.json",
+    ".bashrc",        ".zshrc",
+    ".profile",       ".bash_profile",
+    ".zprofile",      ".gitconfig",
+    ".gitmodules",    ".ripgreprc",
+    ".mcp.json",      ".envrc",
+    ".vscode",        ".idea",
+    ".claude/hooks",  ".claude/commands",
+    ".claude/agents", ".claude/settings.json",
+    ".husky",         ".pre-commit-config.yaml",
 };
 const size_t mounts_n_write_protect = ARRAY_SIZE(mounts_write_protect);
 
@@ -222,8 +228,21 @@ static void protect_gitdir(struct mounts_plan *plan, int fd, const char *path, i
 
 /* Walk a writable root for repositories, bounded in depth and entries;
  * symbolic links are never followed. */
-static void scan_git(struct mounts_plan *plan, int fd, const char *path, int depth, size_t *entries,
-                     size_t *modules)
+/* What a repository's config makes host git run or read from the tree
+ * (its hooksPath directory, programs, included files): read-only too. */
+static void protect_config_targets(struct mounts_plan *plan, const char *root, const char *gitdir,
+                                   const char *worktree)
+{
+        size_t n = 0;
+        _cleanup_strv_ char **t = gitguard_config_targets(root, gitdir, worktree, &n);
+        struct stat st;
+        for (size_t i = 0; i < n; i++)
+                if (lstat(t[i], &st) == 0)
+                        mounts_plan_add_protect(plan, t[i], false);
+}
+
+static void scan_git(struct mounts_plan *plan, const char *root, int fd, const char *path,
+                     int depth, size_t *entries, size_t *modules)
 {
         struct stat st;
         if (fstatat(fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -233,6 +252,7 @@ static void scan_git(struct mounts_plan *plan, int fd, const char *path, int dep
                             openat(fd, ".git", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         if (g >= 0)
                                 protect_gitdir(plan, g, gp, 0, modules);
+                        protect_config_targets(plan, root, gp, path);
                 } else if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
                         /* A worktree's or submodule's "gitdir:" pointer, or
                          * a link to a git directory elsewhere. */
@@ -246,6 +266,7 @@ static void scan_git(struct mounts_plan *plan, int fd, const char *path, int dep
             fstatat(fd, "objects", &o, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(o.st_mode) &&
             fstatat(fd, "refs", &rf, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(rf.st_mode)) {
                 protect_gitdir(plan, fd, path, 0, modules);
+                protect_config_targets(plan, root, path, path);
                 return;
         }
         if (depth >= GIT_SCAN_DEPTH)
@@ -271,7 +292,7 @@ static void scan_git(struct mounts_plan *plan, int fd, const char *path, int dep
                         continue;
                 _cleanup_free_ char *sp =
                     xasprintf("%s/%s", STREQ(path, "/") ? "" : path, de->d_name);
-                scan_git(plan, sub, sp, depth + 1, entries, modules);
+                scan_git(plan, root, sub, sp, depth + 1, entries, modules);
         }
 }
 
@@ -284,6 +305,11 @@ void mounts_protect_root(struct mounts_plan *plan, const struct policy *p, const
                 protect_if_exists(plan, fd, STREQ(real, "/") ? "" : real, mounts_write_protect[i]);
         if (p->protect_git) {
                 size_t entries = GIT_SCAN_ENTRIES, modules = GIT_SCAN_MODULES;
-                scan_git(plan, fd, real, 0, &entries, &modules);
+                scan_git(plan, real, fd, real, 0, &entries, &modules);
+                /* The repository the tree lies in, when it is not its top. */
+                _cleanup_free_ char *wt = NULL;
+                _cleanup_free_ char *outer = gitguard_enclosing_gitdir(real, &wt);
+                if (outer)
+                        protect_config_targets(plan, real, outer, wt);
         }
 }

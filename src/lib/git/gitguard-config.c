@@ -277,59 +277,181 @@ static int parse_key(struct cfg_parser *p, char *name, size_t name_len, char **r
         return 0;
 }
 
-int gitguard_config_check(const char *text, size_t len, char *reason, size_t reason_len)
+/* Each key of a config file in order, to fn (which stops the walk by
+ * returning true); -1 at the first text git might read differently, with
+ * the parser where it stopped. */
+typedef bool (*cfg_key_fn)(const char *sec, const char *sub, const char *name, const char *value,
+                           void *userdata);
+
+static int cfg_each(struct cfg_parser *p, cfg_key_fn fn, void *userdata)
 {
-        struct cfg_parser p = {.s = text, .n = len};
         /* A byte-order mark is skipped by git too. */
-        if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0)
-                p.i = 3;
+        if (p->n >= 3 && memcmp(p->s, "\xef\xbb\xbf", 3) == 0)
+                p->i = 3;
         bool in_section = false;
-        while (p.i < p.n) {
-                skip_blank(&p);
-                int c = peek(&p);
+        while (p->i < p->n) {
+                skip_blank(p);
+                int c = peek(p);
                 if (c < 0)
                         break;
                 if (c == '\n') {
-                        p.i++;
+                        p->i++;
                         continue;
                 }
                 if (c == '#' || c == ';') {
-                        skip_line(&p);
+                        skip_line(p);
                         continue;
                 }
                 if (c == '[') {
-                        if (parse_header(&p) < 0)
-                                goto unreadable;
+                        if (parse_header(p) < 0)
+                                return -1;
                         in_section = true;
-                        skip_blank(&p);
-                        c = peek(&p);
+                        skip_blank(p);
+                        c = peek(p);
                         if (c < 0 || c == '\n' || c == '#' || c == ';')
                                 continue;
                         /* git takes a key on the header's line too. */
                 }
                 if (!in_section)
-                        goto unreadable;
+                        return -1;
                 char name[256];
                 _cleanup_free_ char *value = NULL;
-                if (parse_key(&p, name, sizeof(name), &value) < 0)
-                        goto unreadable;
+                if (parse_key(p, name, sizeof(name), &value) < 0)
+                        return -1;
                 if (value && memchr(value, '\0', strlen(value)))
-                        goto unreadable;
-                const char *why = gitguard_key_reason(p.sec, p.has_sub ? p.sub : NULL, name, value);
-                if (why) {
-                        snprintf(reason, reason_len, "%s", why);
+                        return -1;
+                if (fn(p->sec, p->has_sub ? p->sub : NULL, name, value, userdata))
                         return 1;
-                }
         }
         return 0;
+}
 
-unreadable : {
+struct cfg_value {
+        const char *sec, *name;
+        char *value;
+};
+
+static bool take_value(const char *sec, const char *sub, const char *name, const char *value,
+                       void *userdata)
+{
+        struct cfg_value *v = userdata;
+        if (!sub && ieq(sec, v->sec) && ieq(name, v->name)) {
+                free(v->value); /* the last one counts, as in git */
+                v->value = value ? xstrdup(value) : NULL;
+        }
+        return false;
+}
+
+char *gitguard_config_value(const char *text, size_t len, const char *sec, const char *name)
+{
+        struct cfg_parser p = {.s = text, .n = len};
+        struct cfg_value v = {.sec = sec, .name = name};
+        if (cfg_each(&p, take_value, &v) < 0) {
+                free(v.value);
+                return NULL;
+        }
+        return v.value;
+}
+
+struct cfg_reason {
+        char *buf;
+        size_t len;
+};
+
+static bool take_reason(const char *sec, const char *sub, const char *name, const char *value,
+                        void *userdata)
+{
+        struct cfg_reason *r = userdata;
+        const char *why = gitguard_key_reason(sec, sub, name, value);
+        if (why)
+                snprintf(r->buf, r->len, "%s", why);
+        return why != NULL;
+}
+
+struct cfg_paths {
+        char **v;
+        size_t n;
+};
+
+static bool take_include(const char *sec, const char *sub, const char *name, const char *value,
+                         void *userdata)
+{
+        struct cfg_paths *c = userdata;
+        if (value && *value && ieq(name, "path") &&
+            ((ieq(sec, "include") && !sub) || (ieq(sec, "includeif") && sub)))
+                c->v = strv_append(c->v, &c->n, value);
+        return false;
+}
+
+/* The program a command line starts with, when it is named by a path
+ * (a name alone is looked up on PATH): "! scripts/x.sh --all" gives
+ * "scripts/x.sh". */
+static char *command_path(const char *v)
+{
+        while (isspace((unsigned char)*v))
+                v++;
+        if (*v == '!')
+                v++;
+        while (isspace((unsigned char)*v))
+                v++;
+        size_t k;
+        if (*v == '"' || *v == '\'') {
+                char q = *v++;
+                k = strcspn(v, (char[]){q, '\0'});
+        } else
+                k = strcspn(v, " \t\r\n;&|<>()");
+        if (k == 0 || !memchr(v, '/', k))
+                return NULL;
+        return xasprintf("%.*s", (int)k, v);
+}
+
+static bool take_program(const char *sec, const char *sub, const char *name, const char *value,
+                         void *userdata)
+{
+        struct cfg_paths *c = userdata;
+        /* Not programs: config read from elsewhere, directories. */
+        if (!value || ieq(sec, "include") || ieq(sec, "includeif") ||
+            (ieq(sec, "core") && (ieq(name, "worktree") || ieq(name, "hookspath"))) ||
+            !gitguard_key_reason(sec, sub, name, value))
+                return false;
+        char *prog = command_path(value);
+        if (prog) {
+                c->v = strv_append(c->v, &c->n, prog);
+                free(prog);
+        }
+        return false;
+}
+
+char **gitguard_config_programs(const char *text, size_t len, size_t *ret_n)
+{
+        struct cfg_parser p = {.s = text, .n = len};
+        struct cfg_paths c = {0};
+        (void)cfg_each(&p, take_program, &c);
+        *ret_n = c.n;
+        return c.v;
+}
+
+char **gitguard_config_includes(const char *text, size_t len, size_t *ret_n)
+{
+        struct cfg_parser p = {.s = text, .n = len};
+        struct cfg_paths c = {0};
+        (void)cfg_each(&p, take_include, &c); /* what was read before a bad line */
+        *ret_n = c.n;
+        return c.v;
+}
+
+int gitguard_config_check(const char *text, size_t len, char *reason, size_t reason_len)
+{
+        struct cfg_parser p = {.s = text, .n = len};
+        struct cfg_reason r = {.buf = reason, .len = reason_len};
+        int k = cfg_each(&p, take_reason, &r);
+        if (k >= 0)
+                return k;
         size_t line = 1;
         for (size_t i = 0; i < p.i && i < p.n; i++)
                 line += text[i] == '\n';
         snprintf(reason, reason_len, "a config Airlock cannot read through (line %zu)", line);
         return 1;
-}
 }
 
 /* The directory a "gitdir: X" pointer in directory rel names, as a path

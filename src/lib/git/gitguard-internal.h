@@ -8,6 +8,7 @@
 #include <openssl/sha.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -82,6 +83,8 @@ struct guard_run {
         bool stopped;
         bool too_deep;
         int findings;
+        char *global_hooks; /* the host user's core.hooksPath, once read */
+        bool global_read;
         struct {
                 dev_t dev;
                 ino_t ino;
@@ -137,3 +140,67 @@ bool gitguard_count_entry(struct guard_run *g, const char *rel);
  * relative to the root ("." for the root itself), or NULL when it leaves
  * the root or is absolute (gitguard-config.c). */
 char *gitguard_pointer_target(const char *rel, const char *target);
+
+/* Sizes (gitguard-size.c). Whether a path inside a git directory (inner,
+ * relative to it) lies where git reads only headers or on demand. */
+bool gitguard_size_skips(const char *inner);
+/* Why a file at inner in a git directory is too large for git to read
+ * whole (written into buf), or NULL. */
+const char *gitguard_size_reason(const struct stat *st, const char *inner, char *buf, size_t len);
+/* Whether a working-tree name is one git reads whole (.gitignore and the
+ * like), whatever its case; and why such a file is too large, or NULL. */
+bool gitguard_worktree_read_match(const char *name);
+const char *gitguard_worktree_size_reason(const struct stat *st, char *buf, size_t len);
+
+/* The last value of [sec] name (no subsection) in a config file's text, or
+ * NULL when it has none or cannot be read through (gitguard-config.c). */
+char *gitguard_config_value(const char *text, size_t len, const char *sec, const char *name);
+
+/* Hooks (gitguard-hooks.c): each entry of a hooks directory hfd at hrel
+ * but git's samples, moved aside for reason when the run made or changed
+ * it; and the directory the config of git directory gfd names as
+ * core.hooksPath, when it lies in the tree (wt_rel: the working tree a
+ * relative one starts from, NULL when not known). */
+void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, const char *reason);
+void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel);
+/* Every include.path and includeIf.*.path of a config file's text
+ * (gitguard-config.c); a strv, *ret_n of them. */
+char **gitguard_config_includes(const char *text, size_t len, size_t *ret_n);
+/* The programs named by a path that a config's keys run (the first word
+ * of core.fsmonitor, a filter's clean, a "!" alias, ...); a strv. */
+char **gitguard_config_programs(const char *text, size_t len, size_t *ret_n);
+
+/* A path a host config names (absolute, "~/…", or relative to base_rel),
+ * as a path relative to the tree's root, or NULL when it is outside the
+ * tree or relative with base_rel NULL (gitguard-hooks.c). */
+char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel);
+/* The directory at rel in the tree, opened as git would reach it: a
+ * symbolic link the run made on the way (git follows it to what the agent
+ * chose) is moved aside for why, the host's own followed within the tree.
+ * -1 when it cannot be reached so. */
+int gitguard_open_in_tree(struct guard_run *g, const char *rel, const char *why);
+/* The config file dfd/name (rel): moved aside when it names what runs a
+ * program (gitguard.c); else the programs of the tree it runs (relative
+ * ones from wt_rel, the working tree, NULL when not known) and the files
+ * it includes that lie in the tree, the same way, to git's depth of
+ * includes. */
+void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel,
+                           const char *wt_rel);
+
+/* Whether what st describes was made or changed by the run (always while
+ * the start is noted) (gitguard.c). */
+bool gitguard_ctime_in_run(const struct guard_run *g, const struct stat *st);
+
+/* value as an absolute path: "~/x" from $HOME, a relative one from base
+ * (NULL: none) (gitguard-hooks.c). */
+char *gitguard_absolute(const char *value, const char *base);
+/* What the config of the repository the tree lies in makes host git run or
+ * read from the tree: its hooksPath directory, programs and includes,
+ * checked as a repository's own (gitguard-configfile.c). */
+void gitguard_check_enclosing(struct guard_run *g);
+
+/* A program host git runs (value: absolute, or relative to wt within the
+ * tree): when it is a file of the tree the run made or changed, moved
+ * aside for why (gitguard-configfile.c). */
+void gitguard_check_program(struct guard_run *g, const char *value, const char *wt,
+                            const char *why);

@@ -99,32 +99,16 @@ static bool first_visit(struct guard_run *g, int fd)
         return true;
 }
 
-static void check_config(struct guard_run *g, int dfd, const char *name, const char *rel)
+/* Whether what st describes was changed by the run: any write, chmod or
+ * new name moves a ctime past the start, and nobody without privilege can
+ * set one back. While the start is noted, everything counts. */
+bool gitguard_ctime_in_run(const struct guard_run *g, const struct stat *st)
 {
-        struct stat st;
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return;
-        if (S_ISLNK(st.st_mode)) {
-                gitguard_quarantine(g, dfd, name, rel,
-                                    "a config that is a symbolic link (git follows it)");
-                return;
-        }
-        if (!S_ISREG(st.st_mode)) {
-                gitguard_quarantine(g, dfd, name, rel, "a config that is not a plain file");
-                return;
-        }
-        _cleanup_free_ char *text = NULL;
-        size_t len = 0;
-        int r = gitguard_read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len);
-        char reason[256];
-        if (r == -EFBIG)
-                snprintf(reason, sizeof(reason), "a config larger than %d bytes",
-                         GITGUARD_CONFIG_MAX);
-        else if (r < 0)
-                snprintf(reason, sizeof(reason), "a config Airlock cannot read (%s)", strerror(-r));
-        else if (!gitguard_config_check(text, len, reason, sizeof(reason)))
-                return;
-        gitguard_quarantine(g, dfd, name, rel, reason);
+        if (!g->started)
+                return true;
+        if (st->st_ctim.tv_sec != g->started->tv_sec)
+                return st->st_ctim.tv_sec > g->started->tv_sec;
+        return st->st_ctim.tv_nsec >= g->started->tv_nsec;
 }
 
 int gitguard_open_dir(int dfd, const char *name)
@@ -158,7 +142,53 @@ bool gitguard_count_entry(struct guard_run *g, const char *rel)
         return false;
 }
 
-static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool worktree, int depth);
+/* A directory the caller cannot read was either like that before the run
+ * (the sandbox has no more rights than its caller, so nothing in it is the
+ * agent's) or changed by the run. Only the second is worth a report. */
+static bool changed_in_run(const struct guard_run *g, int fd, const char *name)
+{
+        struct stat st;
+        if (!g->started || fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return true;
+        return gitguard_ctime_in_run(g, &st);
+}
+
+/* A file git reads whole (HEAD, a ref, info/exclude) that the run made
+ * sparse or too large: at every command git would read all of it into
+ * memory. Moved to the top of the git directory, as a FIFO is. The host's
+ * own, untouched by the run, stays whatever its size. */
+static void check_size(struct guard_run *g, int fd, const char *name, const char *rel, int gfd,
+                       const char *grel)
+{
+        const char *inner = rel + (*grel ? strlen(grel) + 1 : 0);
+        if (gitguard_size_skips(inner))
+                return;
+        struct stat st;
+        if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !gitguard_ctime_in_run(g, &st))
+                return;
+        char why[192];
+        const char *reason = gitguard_size_reason(&st, inner, why, sizeof(why));
+        if (reason)
+                gitguard_quarantine_into(g, fd, name, rel, gfd, grel, reason);
+}
+
+/* The same for what git reads whole in the working tree (.gitignore at
+ * any depth, .mailmap, ...): moved aside where it is. */
+static void check_worktree_size(struct guard_run *g, int fd, const char *name, const char *rel)
+{
+        struct stat st;
+        if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !gitguard_ctime_in_run(g, &st))
+                return;
+        char why[192];
+        const char *reason = gitguard_worktree_size_reason(&st, why, sizeof(why));
+        if (!reason)
+                return;
+        _cleanup_free_ char *r = gitguard_join(rel, name);
+        gitguard_quarantine(g, fd, name, r, reason);
+}
+
+static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char *wt, bool worktree,
+                        int depth);
 
 /* hooks/: every hook but the samples git ships. */
 static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
@@ -175,22 +205,8 @@ static void scan_hooks(struct guard_run *g, int gfd, const char *rel)
         if (!S_ISDIR(st.st_mode))
                 return;
         _cleanup_close_ int hfd = gitguard_open_dir(gfd, "hooks");
-        DIR *d = hfd >= 0 ? gitguard_dir_of(hfd) : NULL;
-        if (!d)
-                return;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
-                    !gitguard_count_entry(g, hrel))
-                        continue;
-                size_t len = strlen(n);
-                if (len > 7 && STREQ(n + len - 7, ".sample"))
-                        continue;
-                _cleanup_free_ char *r = gitguard_join(hrel, n);
-                gitguard_quarantine(g, hfd, n, r, "a hook (host git would run it)");
-        }
-        closedir(d);
+        if (hfd >= 0)
+                gitguard_scan_hook_entries(g, hfd, hrel, "a hook (host git would run it)");
 }
 
 /* modules/ holds one git directory per submodule, at the submodule's name,
@@ -214,7 +230,7 @@ static void scan_modules(struct guard_run *g, int fd, const char *rel, int depth
                         continue;
                 struct stat st;
                 if (fstatat(sfd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0)
-                        scan_gitdir(g, sfd, r, false, depth + 1);
+                        scan_gitdir(g, sfd, r, NULL, false, depth + 1);
                 else
                         scan_modules(g, sfd, r, depth + 1);
         }
@@ -265,7 +281,7 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
                 const char *n = de->d_name;
                 if (STREQ(n, ".") || STREQ(n, "..") || !gitguard_count_entry(g, rel))
                         continue;
-                /* config and config.worktree: check_config's, whatever
+                /* config and config.worktree: gitguard_check_config's, whatever
                  * they are. */
                 if (top &&
                     (gitguard_quarantined(n) || STREQ(n, "config") || STREQ(n, "config.worktree")))
@@ -290,8 +306,12 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
                         gitguard_quarantine_into(g, fd, n, r, gfd, grel, why);
                         continue;
                 }
+                if (type == DT_REG) {
+                        check_size(g, fd, n, r, gfd, grel);
+                        continue;
+                }
                 /* Submodules' and worktrees' git directories: their own. */
-                if (type != DT_DIR || (top && (STREQ(n, "modules") || STREQ(n, "worktrees"))))
+                if (top && (STREQ(n, "modules") || STREQ(n, "worktrees")))
                         continue;
                 _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd >= 0)
@@ -300,17 +320,21 @@ static void scan_special(struct guard_run *g, int fd, const char *rel, int depth
         closedir(d);
 }
 
-static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool worktree, int depth)
+/* A git directory at rel; wt: its working tree's directory (where a
+ * relative core.hooksPath starts), NULL when not known. */
+static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char *wt, bool worktree,
+                        int depth)
 {
         if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
                 return;
         scan_special(g, fd, rel, depth, fd, rel);
         _cleanup_free_ char *cr = gitguard_join(rel, "config");
         _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
-        check_config(g, fd, "config", cr);
-        check_config(g, fd, "config.worktree", cwr);
+        gitguard_check_config(g, fd, "config", cr, wt);
+        gitguard_check_config(g, fd, "config.worktree", cwr, wt);
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
+        gitguard_scan_hooks_path(g, fd, wt);
         /* objects/info/alternates: git reads objects from the directories
          * it names, anywhere on the host. */
         _cleanup_close_ int ofd = gitguard_open_dir(fd, "objects");
@@ -339,7 +363,7 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, bool workt
                         _cleanup_free_ char *wr = gitguard_join(rel, "worktrees");
                         _cleanup_free_ char *r = gitguard_join(wr, n);
                         if (sfd >= 0)
-                                scan_gitdir(g, sfd, r, true, depth + 1);
+                                scan_gitdir(g, sfd, r, NULL, true, depth + 1);
                 }
                 if (d)
                         closedir(d);
@@ -377,12 +401,12 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                                         : "a .git the sandbox created where there was none");
                         _cleanup_close_ int qfd = gitguard_open_dir(dfd, to);
                         if (qfd >= 0)
-                                scan_gitdir(g, qfd, to, false, depth + 1);
+                                scan_gitdir(g, qfd, to, NULL, false, depth + 1);
                         return;
                 }
                 _cleanup_close_ int gfd = gitguard_open_dir(dfd, name);
                 if (gfd >= 0)
-                        scan_gitdir(g, gfd, grel, false, depth + 1);
+                        scan_gitdir(g, gfd, grel, rel, false, depth + 1);
                 return;
         }
         if (!S_ISREG(st.st_mode)) {
@@ -422,21 +446,7 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                     "symbolic link");
                 return;
         }
-        scan_gitdir(g, tfd, target, false, depth + 1);
-}
-
-/* A directory the caller cannot read was either like that before the run
- * (the sandbox has no more rights than its caller, so nothing in it is the
- * agent's) or changed by the run: creating an entry in it, or a chmod, moves
- * its ctime past the start. Only the second is worth a report. */
-static bool changed_in_run(const struct guard_run *g, int fd, const char *name)
-{
-        struct stat st;
-        if (!g->started || fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return true;
-        if (st.st_ctim.tv_sec != g->started->tv_sec)
-                return st.st_ctim.tv_sec > g->started->tv_sec;
-        return st.st_ctim.tv_nsec >= g->started->tv_nsec;
+        scan_gitdir(g, tfd, target, rel, false, depth + 1);
 }
 
 /* Which mount a directory is on: the walk stays on the tree's own mount
@@ -476,8 +486,8 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
          * case-folding directory git opens .GIT as .git and direnv .ENVRC
          * as .envrc; elsewhere such a name is refused all the same. */
         bool head = false, objects = false, refs = false;
-        _cleanup_strv_ char **dotgits = NULL, **protect = NULL;
-        size_t n_dotgits = 0, n_protect = 0;
+        _cleanup_strv_ char **dotgits = NULL, **protect = NULL, **whole = NULL;
+        size_t n_dotgits = 0, n_protect = 0, n_whole = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
                 const char *n = de->d_name;
@@ -495,6 +505,8 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 }
                 if (gitguard_protect_match(n))
                         protect = strv_append(protect, &n_protect, n);
+                if (gitguard_worktree_read_match(n))
+                        whole = strv_append(whole, &n_whole, n);
                 if (strcasecmp(n, "HEAD") == 0)
                         head = true;
                 /* git tests objects and refs with access(X_OK), which a
@@ -533,11 +545,13 @@ static void walk(struct guard_run *g, int fd, const char *rel, uint64_t mnt, int
                 gitguard_protect_entry(g, fd, protect[i], rel);
         if (!g->git)
                 return;
+        for (size_t i = 0; i < n_whole; i++)
+                check_worktree_size(g, fd, whole[i], rel);
         for (size_t i = 0; i < n_dotgits; i++)
                 scan_dotgit(g, fd, dotgits[i], rel, depth);
         /* A directory git takes for a bare repository when run in it. */
         if (head && (objects || refs))
-                scan_gitdir(g, fd, rel, false, depth);
+                scan_gitdir(g, fd, rel, rel, false, depth);
 }
 
 /* ---- begin, finish ---- */
@@ -571,9 +585,21 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
         *run = (struct guard_run){
             .record = true, .git = gg->git, .start = rs, .root = rs, .root_fd = fd};
         walk(run, fd, "", mount_key(fd), 0);
+        if (gg->git)
+                gitguard_check_enclosing(run);
+        free(run->global_hooks);
         free(run);
         gitguard_known_sort(rs);
         gitguard_pdirs_sort(rs);
+}
+
+/* The start, on the clock file systems stamp ctimes with: the coarse one
+ * (a fine-grained stamp is never earlier). A finer clock runs up to a
+ * tick ahead of it, so that what the run (or an accept right after) wrote
+ * in its first tick would look older than the start. */
+static void started_now(struct gitguard *g)
+{
+        clock_gettime(CLOCK_REALTIME_COARSE, &g->started);
 }
 
 struct gitguard *gitguard_begin(const struct policy *p)
@@ -582,7 +608,7 @@ struct gitguard *gitguard_begin(const struct policy *p)
                 return NULL;
         struct gitguard *g = xcalloc(1, sizeof(*g));
         g->git = p->protect_git;
-        clock_gettime(CLOCK_REALTIME, &g->started);
+        started_now(g);
         if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_RW)
                 add_root(g, p->workspace);
         for (size_t i = 0; i < p->n_mounts; i++)
@@ -604,7 +630,7 @@ struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, c
         if (!g) {
                 g = xcalloc(1, sizeof(*g));
                 g->git = p->protect_git;
-                clock_gettime(CLOCK_REALTIME, &g->started);
+                started_now(g);
         }
         for (size_t i = 0; i < g->n_roots; i++)
                 if (STREQ(g->roots[i].path, path))
@@ -639,7 +665,10 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                                                   .started = &g->started,
                                                   .root_fd = fd};
                         walk(run, fd, "", mount_key(fd), 0);
+                        if (g->git)
+                                gitguard_check_enclosing(run);
                         findings += run->findings;
+                        free(run->global_hooks);
                         free(run);
                 }
         }

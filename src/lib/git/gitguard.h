@@ -75,3 +75,17 @@ const char *gitguard_key_reason(const char *section, const char *subsection, con
  * one key is risky or the text is not a config this parser reads through
  * (a config git might read differently fails closed), else 0. */
 int gitguard_config_check(const char *text, size_t len, char *reason, size_t reason_len);
+
+/* What the config of the git directory gitdir (a path; worktree: its
+ * working tree's, NULL for a bare one) makes host git run or read as
+ * config from inside root: its core.hooksPath directory (or, without one,
+ * the user's own), the programs its keys name by a path, the files it
+ * includes. Absolute paths beneath root, for write protection at the start
+ * (a strv; *ret_n of them). */
+char **gitguard_config_targets(const char *root, const char *gitdir, const char *worktree,
+                               size_t *ret_n);
+
+/* The git directory of the repository root lies in without being its top
+ * (the nearest .git above it; NULL: none), its working tree in
+ * *ret_worktree. Caller frees both. */
+char *gitguard_enclosing_gitdir(const char *root, char **ret_worktree);

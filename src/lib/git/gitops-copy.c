@@ -25,6 +25,8 @@
 
 #define COPY_FILES_MAX (256 * 1024)
 #define COPY_DEPTH_MAX 32
+/* Past this a file whose blocks hold less than an eighth of it is sparse. */
+#define SPARSE_MIN (1024 * 1024)
 
 struct copy_ctx {
         const char *ws;
@@ -68,6 +70,21 @@ static int copy_file(struct copy_ctx *c, int sdir, int ddir, const char *name, c
                 return al_error_set(c->err, errno, "%s/.git/%s", c->ws, rel);
         if (!S_ISREG(st.st_mode))
                 return refuse_type(c, rel, st.st_mode);
+        /* Git never writes a sparse file: one costs the agent no disk, and
+         * the host all of its size once copied out (into $TMPDIR, often
+         * memory). Refused, and so is a file the limit cannot take, before
+         * a byte of it is copied. */
+        if (st.st_size > SPARSE_MIN && (uint64_t)st.st_blocks * 512 * 8 < (uint64_t)st.st_size)
+                return al_error_set_message(
+                    c->err, EFBIG,
+                    "%s/.git/%s is a sparse file (%lld bytes, %lld on disk), which git never "
+                    "writes; refusing to read the repository",
+                    c->ws, rel, (long long)st.st_size, (long long)st.st_blocks * 512);
+        if (c->bytes + (uint64_t)st.st_size > GITOPS_COPY_MAX)
+                return al_error_set_message(
+                    c->err, EFBIG,
+                    "%s/.git holds more than %llu MiB of objects and refs; refusing to read it",
+                    c->ws, (unsigned long long)(GITOPS_COPY_MAX >> 20));
         _cleanup_close_ int out =
             openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)

@@ -107,6 +107,69 @@ int gitops_count(const char *workspace, const char *base, size_t *ret_n,
         return 0;
 }
 
+/* libgit2's diff holds about 100 bytes per line of both versions of a
+ * file: a blob of newlines would cost the host a hundred times its size
+ * (16 MiB took 1.9 GB). A commit with a file whose versions hold more lines
+ * together goes into the mbox as binary patches instead, which git am
+ * applies the same (libgit2 shows all of a diff's files as binary or none:
+ * its size limit is not applied where binary patches are shown). */
+#define EXPORT_LINES_MAX (2u * 1000 * 1000)
+
+/* The size of blob f of a delta (0 for none), from its header only. */
+static uint64_t blob_size(git_odb *odb, const git_diff_file *f)
+{
+        size_t len = 0;
+        git_object_t type;
+        if (!(f->flags & GIT_DIFF_FLAG_VALID_ID) || git_oid_is_zero(&f->id) ||
+            git_odb_read_header(&len, &type, odb, &f->id) < 0 || type != GIT_OBJECT_BLOB)
+                return 0;
+        return len;
+}
+
+static int blob_lines(git_repository *repo, const git_diff_file *f, uint64_t *ret)
+{
+        *ret = 0;
+        if (!(f->flags & GIT_DIFF_FLAG_VALID_ID) || git_oid_is_zero(&f->id))
+                return 0;
+        _cleanup_(blob_freep) git_blob *b = NULL;
+        if (git_blob_lookup(&b, repo, &f->id) < 0)
+                return -EIO;
+        const char *p = git_blob_rawcontent(b), *end = p + git_blob_rawsize(b);
+        for (; p < end; (*ret)++) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                p = nl ? nl + 1 : end;
+        }
+        return 0;
+}
+
+/* Whether a file of diff has versions of more than EXPORT_LINES_MAX lines
+ * together. Only the blobs large enough to hold that many are read. */
+static int too_many_lines(git_repository *repo, git_diff *diff, bool *ret, struct al_error *err)
+{
+        *ret = false;
+        git_odb *odb = NULL;
+        if (git_repository_odb(&odb, repo) < 0)
+                return gitops_fail_git(err, EIO, "reading the objects");
+        size_t n = git_diff_num_deltas(diff);
+        int r = 0;
+        for (size_t i = 0; i < n && r == 0; i++) {
+                const git_diff_delta *dl = git_diff_get_delta(diff, i);
+                uint64_t os = blob_size(odb, &dl->old_file), ns = blob_size(odb, &dl->new_file);
+                if (os + ns <= EXPORT_LINES_MAX)
+                        continue;
+                uint64_t ol, nlines;
+                if (blob_lines(repo, &dl->old_file, &ol) < 0 ||
+                    blob_lines(repo, &dl->new_file, &nlines) < 0) {
+                        r = gitops_fail_git(err, EIO, "reading a file's versions");
+                        break;
+                }
+                if (ol + nlines > EXPORT_LINES_MAX)
+                        *ret = true;
+        }
+        git_odb_free(odb);
+        return r;
+}
+
 int gitops_export(const char *workspace, const char *base, FILE *out, size_t *ret_n,
                   struct al_error *err)
 {
@@ -144,8 +207,19 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                     (git_commit_parentcount(c) == 1 &&
                      (git_commit_parent(&parent, c, 0) < 0 || git_commit_tree(&ptree, parent) < 0)))
                         return gitops_fail_git(err, EIO, id);
+                eo.diff_opts.flags &= ~(uint32_t)GIT_DIFF_FORCE_BINARY;
                 if (git_diff_tree_to_tree(&diff, repo, ptree, tree, &eo.diff_opts) < 0)
                         return gitops_fail_git(err, EIO, id);
+                bool many;
+                r = too_many_lines(repo, diff, &many, err);
+                if (r < 0)
+                        return r;
+                if (many) {
+                        git_diff_free(TAKE_PTR(diff));
+                        eo.diff_opts.flags |= GIT_DIFF_FORCE_BINARY;
+                        if (git_diff_tree_to_tree(&diff, repo, ptree, tree, &eo.diff_opts) < 0)
+                                return gitops_fail_git(err, EIO, id);
+                }
                 const char *summary = git_commit_summary(c);
                 if (git_email_create_from_diff(&buf, diff, i + 1, m, &v[i], summary ? summary : "",
                                                git_commit_body(c), git_commit_author(c), &eo) < 0)

@@ -42,6 +42,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(git_tree *, git_tree_free, tree_freep)
 DEFINE_TRIVIAL_CLEANUP_FUNC(git_diff *, git_diff_free, diff_freep)
 DEFINE_TRIVIAL_CLEANUP_FUNC(git_revwalk *, git_revwalk_free, revwalk_freep)
 DEFINE_TRIVIAL_CLEANUP_FUNC(git_odb *, git_odb_free, odb_freep)
+DEFINE_TRIVIAL_CLEANUP_FUNC(git_blob *, git_blob_free, blob_freep)
 DEFINE_TRIVIAL_CLEANUP_FUNC(git_config *, git_config_free, config_freep)
 
 /* A URL split into its parts (gitops-creds.c). */

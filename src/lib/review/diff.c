@@ -14,6 +14,14 @@
 
 /* The largest file shown as text: libgit2's diff refuses larger ones. */
 #define TEXT_DIFF_MAX (1ULL << 30)
+/* The most lines two versions of a file may have between them to be
+ * compared: libgit2's diff holds about 100 bytes per line, so that a file
+ * of newlines costs the host a hundred times its size (6.4 GB for 64 MiB).
+ * A file shown whole (added or deleted) is streamed instead, whatever its
+ * lines. */
+#define TEXT_LINES_MAX (2u * 1000 * 1000)
+/* Two versions compared hold both in memory as well. */
+#define TEXT_PAIR_MAX (256ULL << 20)
 
 struct differ {
         struct review *rv;
@@ -78,24 +86,121 @@ static void put_range(FILE *out, int start, int count)
                 fprintf(out, "%d,%d", start, count);
 }
 
+static size_t count_lines(const char *s, size_t n)
+{
+        size_t lines = 0;
+        for (const char *p = s, *end = s + n; p < end; lines++) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                p = nl ? nl + 1 : end;
+        }
+        return lines;
+}
+
+/* The lines of the regular file fd (its size at open, at most
+ * TEXT_DIFF_MAX) as one hunk of additions or removals, read twice in
+ * chunks: the same text libgit2 gives for a file against nothing, in
+ * constant memory. */
+static int whole_diff(struct differ *d, int fd, const char *alabel, const char *blabel, bool added)
+{
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(d->err, errno, "reading the file to show");
+        uint64_t size = (uint64_t)st.st_size;
+        if (size > TEXT_DIFF_MAX) {
+                fprintf(d->out, "airlock: %s and %s: too large to show as text (over %llu bytes)\n",
+                        alabel, blabel, (unsigned long long)TEXT_DIFF_MAX);
+                return 0;
+        }
+        _cleanup_free_ char *buf = xcalloc(COPY_CHUNK, 1);
+        size_t lines = 0;
+        char last = '\n';
+        uint64_t got = 0;
+        for (int pass = 0; pass < 2; pass++) {
+                got = 0;
+                bool at_start = true;
+                while (got < size) {
+                        size_t want = size - got < COPY_CHUNK ? (size_t)(size - got) : COPY_CHUNK;
+                        ssize_t n = pread(fd, buf, want, (off_t)got);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n < 0)
+                                return al_error_set(d->err, errno, "reading the file to show");
+                        if (n == 0)
+                                break; /* shrunk since: shown as far as it goes */
+                        if (pass == 0) {
+                                for (const char *p = buf; p < buf + n; p++)
+                                        lines += *p == '\n';
+                                last = buf[n - 1];
+                        } else {
+                                for (const char *p = buf, *end = buf + n; p < end;) {
+                                        if (at_start)
+                                                fputc(added ? '+' : '-', d->out);
+                                        const char *nl = memchr(p, '\n', (size_t)(end - p));
+                                        const char *stop = nl ? nl + 1 : end;
+                                        fwrite(p, 1, (size_t)(stop - p), d->out);
+                                        at_start = nl != NULL;
+                                        p = stop;
+                                }
+                        }
+                        got += (uint64_t)n;
+                }
+                if (pass == 0) {
+                        size = got;
+                        if (size == 0)
+                                return 0;
+                        if (last != '\n')
+                                lines++;
+                        fprintf(d->out, "--- %s\n+++ %s\n@@ -", alabel, blabel);
+                        put_range(d->out, added ? 0 : 1, added ? 0 : (int)lines);
+                        fputs(" +", d->out);
+                        put_range(d->out, added ? 1 : 0, added ? (int)lines : 0);
+                        fputs(" @@\n", d->out);
+                }
+        }
+        if (last != '\n')
+                fputs("\n\\ No newline at end of file\n", d->out);
+        if (ferror(d->out))
+                return al_error_set(d->err, EIO, "writing the diff");
+        return 0;
+}
+
 /* The unified diff (3 lines of context) of the text files a and b (either
  * -1 for none) under the names alabel and blabel, computed in process with
  * libgit2: "--- "/"+++ " lines, then the hunks, with "\ No newline at end
  * of file" after a last line that has none. Nothing when they are equal. */
 static int text_diff(struct differ *d, int a, const char *alabel, int b, const char *blabel)
 {
+        if (a < 0 || b < 0)
+                return whole_diff(d, a < 0 ? b : a, alabel, blabel, a < 0);
         _cleanup_free_ char *abuf = NULL, *bbuf = NULL;
         size_t alen, blen;
-        int r = read_text(a, &abuf, &alen);
+        struct stat ast, bst;
+        int r = fstat(a, &ast) < 0 || fstat(b, &bst) < 0 ? -errno : 0;
+        if (r == 0 && (uint64_t)ast.st_size + (uint64_t)bst.st_size > TEXT_PAIR_MAX)
+                r = -EFBIG;
+        if (r == 0)
+                r = read_text(a, &abuf, &alen);
         if (r == 0)
                 r = read_text(b, &bbuf, &blen);
+        if (r == 0 && (uint64_t)alen + blen > TEXT_PAIR_MAX)
+                r = -EFBIG;
         if (r == -EFBIG) {
-                fprintf(d->out, "airlock: %s and %s: too large to show as text (over %llu bytes)\n",
-                        alabel, blabel, (unsigned long long)TEXT_DIFF_MAX);
+                fprintf(d->out,
+                        "airlock: %s and %s: too large to compare as text (over %llu bytes "
+                        "together)\n",
+                        alabel, blabel, (unsigned long long)TEXT_PAIR_MAX);
                 return 0;
         }
         if (r < 0)
                 return al_error_set(d->err, r, "reading the files to compare");
+        size_t al = count_lines(abuf, alen), bl = count_lines(bbuf, blen);
+        if (al + bl > TEXT_LINES_MAX) {
+                fprintf(d->out,
+                        "airlock: %s and %s: too many lines to compare as text (%zu and %zu; at "
+                        "most %u together)\n",
+                        alabel, blabel, al, bl, TEXT_LINES_MAX);
+                return 0;
+        }
         if (!d->git_up) {
                 if (git_libgit2_init() < 0)
                         return al_error_set_message(d->err, EIO, "initializing libgit2");

@@ -99,7 +99,9 @@ int review_recapture(int upper_fd, const char *state_dir, uint64_t max_bytes,
 /* Write a git-style unified diff of the workspace as it is now (a/) against
  * the result of accepting what is left (b/) to out. Files are compared in
  * process (libgit2's diff, 3 lines of context); a text file over 1 GiB gets
- * a line saying so instead of hunks. Content is written as it is: a caller
+ * a line saying so instead of hunks, and so do two versions of a file
+ * holding more than 256 MiB or 2,000,000 lines together. A file shown whole
+ * (added or deleted) is streamed. Content is written as it is: a caller
  * printing to a terminal should neutralize control characters. */
 int review_diff(const char *state_dir, FILE *out, struct al_error *err);
 

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The hooks host git runs: those in a git directory's hooks/, and those in
+ * the directory its own config names as core.hooksPath, which is often one
+ * of the working tree (`.githooks`, husky's `.husky/_`) and so an ordinary
+ * directory the agent writes. What the run put or changed in either is
+ * moved aside; the host's own, untouched, stays (gitguard_quarantine). The
+ * walk that calls this is gitguard.c. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "gitguard-internal.h"
+#include "util.h"
+
+void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, const char *reason)
+{
+        DIR *d = gitguard_dir_of(hfd);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
+                    !gitguard_count_entry(g, hrel))
+                        continue;
+                size_t len = strlen(n);
+                if (len > 7 && STREQ(n + len - 7, ".sample"))
+                        continue;
+                _cleanup_free_ char *r = gitguard_join(hrel, n);
+                gitguard_quarantine(g, hfd, n, r, reason);
+                /* A link kept in place (the host's own, often to a script
+                 * of the tree: `../../scripts/pre-commit.sh`) runs what it
+                 * leads to, an ordinary file the agent writes. */
+                char target[PATH_MAX];
+                ssize_t k = readlinkat(hfd, n, target, sizeof(target) - 1);
+                if (k <= 0)
+                        continue;
+                target[k] = '\0';
+                gitguard_check_program(g, target, hrel,
+                                       "the file a hook links to (host git would run the agent's "
+                                       "version)");
+        }
+        closedir(d);
+}
+
+/* An absolute path with "." and ".." taken out ("/a/.git/../b" is
+ * "/a/b"); NULL when it climbs above "/". */
+static char *normalize_abs(const char *abs)
+{
+        _cleanup_free_ char *rel = gitguard_pointer_target("", abs + 1);
+        if (!rel)
+                return NULL;
+        return STREQ(rel, ".") ? xstrdup("/") : xasprintf("/%s", rel);
+}
+
+char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel)
+{
+        _cleanup_free_ char *abs = NULL;
+        if (value[0] == '~' && value[1] == '/') {
+                const char *home = getenv("HOME");
+                if (!home || home[0] != '/')
+                        return NULL;
+                abs = xasprintf("%s/%s", home, value + 2);
+                value = abs;
+        }
+        if (value[0] != '/')
+                return base_rel ? gitguard_pointer_target(base_rel, value) : NULL;
+        _cleanup_free_ char *norm = normalize_abs(value);
+        if (!norm)
+                return NULL;
+        value = norm;
+        const char *root = g->root->path;
+        size_t rl = strlen(root);
+        while (rl > 1 && root[rl - 1] == '/')
+                rl--;
+        if (strncmp(value, root, rl) != 0 || (value[rl] != '/' && value[rl] != '\0'))
+                return NULL;
+        return gitguard_pointer_target("", value[rl] ? value + rl + 1 : ".");
+}
+
+int gitguard_open_in_tree(struct guard_run *g, const char *rel, const char *why)
+{
+        _cleanup_close_ int dfd = fcntl(g->root_fd, F_DUPFD_CLOEXEC, 3);
+        _cleanup_free_ char *done = xstrdup("");
+        for (const char *p = STREQ(rel, ".") ? "" : rel; *p && dfd >= 0;) {
+                size_t k = strcspn(p, "/");
+                _cleanup_free_ char *name = xasprintf("%.*s", (int)k, p);
+                _cleanup_free_ char *at = gitguard_join(done, name);
+                struct stat st;
+                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -1;
+                if (S_ISLNK(st.st_mode)) {
+                        gitguard_quarantine(g, dfd, name, at, why);
+                        break;
+                }
+                int next = gitguard_open_dir(dfd, name);
+                close(dfd);
+                dfd = next;
+                free(done);
+                done = TAKE_PTR(at);
+                p += k + (p[k] == '/');
+        }
+        return fs_openat2(g->root_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                          RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+}
+
+/* core.hooksPath of the config file at dfd/name, or NULL. */
+static char *hooks_path_of(int dfd, const char *name)
+{
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (gitguard_read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len) < 0)
+                return NULL;
+        return gitguard_config_value(text, len, "core", "hookspath");
+}
+
+/* The host user's own core.hooksPath (~/.gitconfig over
+ * $XDG_CONFIG_HOME/git/config over /etc/gitconfig), which every repository
+ * without one of its own uses: a relative one (`.githooks`) names a
+ * directory of each working tree. Read once a walk. */
+static const char *global_hooks_path(struct guard_run *g)
+{
+        if (g->global_read)
+                return g->global_hooks;
+        g->global_read = true;
+        const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+        _cleanup_free_ char *user =
+            home && home[0] == '/' ? xasprintf("%s/.gitconfig", home) : NULL;
+        _cleanup_free_ char *xdgc = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
+                                    : home && home[0] == '/'
+                                        ? xasprintf("%s/.config/git/config", home)
+                                        : NULL;
+        const char *const files[] = {user, xdgc, "/etc/gitconfig"};
+        for (size_t i = 0; i < ARRAY_SIZE(files) && !g->global_hooks; i++)
+                if (files[i])
+                        g->global_hooks = hooks_path_of(AT_FDCWD, files[i]);
+        return g->global_hooks;
+}
+
+void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel)
+{
+        _cleanup_free_ char *value = hooks_path_of(gfd, "config");
+        if (!value) {
+                const char *global = global_hooks_path(g);
+                value = global ? xstrdup(global) : NULL;
+        }
+        if (!value || !*value)
+                return;
+        _cleanup_free_ char *rel = gitguard_tree_rel(g, value, wt_rel);
+        if (!rel)
+                return;
+        /* A symbolic link on the way that the run made: git follows it to
+         * hooks the agent chose (in another tree, where this scan does not
+         * look for hooks). */
+        _cleanup_close_ int hfd = gitguard_open_in_tree(
+            g, rel,
+            "a symbolic link on the way to core.hooksPath (host git would run the hooks where "
+            "it leads)");
+        if (hfd < 0)
+                return;
+        gitguard_scan_hook_entries(g, hfd, rel,
+                                   "a hook in the directory core.hooksPath names (host git would "
+                                   "run it)");
+}
+
+char *gitguard_absolute(const char *value, const char *base)
+{
+        if (value[0] == '/')
+                return xstrdup(value);
+        if (value[0] == '~' && value[1] == '/') {
+                const char *home = getenv("HOME");
+                return home && home[0] == '/' ? xasprintf("%s/%s", home, value + 2) : NULL;
+        }
+        return base ? xasprintf("%s/%s", base, value) : NULL;
+}
+
+/* abs, normalized, when it lies beneath root (not root itself) and its
+ * directory is reached there through no symbolic link (what a mount at
+ * the start covers: a link on the way is left to the end-of-run scan). */
+static void add_beneath(char ***v, size_t *n, int root_fd, const char *root, const char *abs)
+{
+        _cleanup_free_ char *norm = abs && abs[0] == '/' ? normalize_abs(abs) : NULL;
+        if (!norm || root_fd < 0)
+                return;
+        abs = norm;
+        size_t rl = strlen(root);
+        while (rl > 1 && root[rl - 1] == '/')
+                rl--;
+        if (strncmp(abs, root, rl) != 0 || abs[rl] != '/')
+                return;
+        _cleanup_free_ char *rel = gitguard_pointer_target("", abs + rl + 1);
+        if (!rel || STREQ(rel, "."))
+                return;
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *dir = slash ? xasprintf("%.*s", (int)(slash - rel), rel) : NULL;
+        _cleanup_close_ int dfd = fs_openat2(
+            root_fd, dir ? dir : ".", O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+        if (dfd < 0)
+                return;
+        _cleanup_free_ char *full = xasprintf("%.*s/%s", (int)rl, root, rel);
+        *v = strv_append(*v, n, full);
+}
+
+char **gitguard_config_targets(const char *root, const char *gitdir, const char *worktree,
+                               size_t *ret_n)
+{
+        char **v = NULL;
+        size_t n = 0;
+        *ret_n = 0;
+        _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (gfd < 0 || rfd < 0)
+                return NULL;
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) < 0)
+                return NULL;
+        _cleanup_free_ char *hooks = gitguard_config_value(text, len, "core", "hookspath");
+        if (!hooks) {
+                struct guard_run g = {0};
+                const char *global = global_hooks_path(&g);
+                hooks = global ? xstrdup(global) : NULL;
+                free(g.global_hooks);
+        }
+        if (hooks && *hooks) {
+                _cleanup_free_ char *a = gitguard_absolute(hooks, worktree);
+                add_beneath(&v, &n, rfd, root, a);
+        }
+        size_t k = 0;
+        _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &k);
+        for (size_t i = 0; i < k; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(progs[i], worktree);
+                add_beneath(&v, &n, rfd, root, a);
+        }
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
+        for (size_t i = 0; i < k; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(inc[i], gitdir);
+                add_beneath(&v, &n, rfd, root, a);
+        }
+        /* What the links in hooks/ lead to. */
+        _cleanup_close_ int hfd =
+            openat(gfd, "hooks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *d = hfd >= 0 ? gitguard_dir_of(hfd) : NULL;
+        struct dirent *de;
+        _cleanup_free_ char *hdir = xasprintf("%s/hooks", gitdir);
+        for (size_t seen = 0; d && (de = readdir(d)) && seen < 1024; seen++) {
+                char target[PATH_MAX];
+                ssize_t tk = readlinkat(hfd, de->d_name, target, sizeof(target) - 1);
+                if (tk <= 0)
+                        continue;
+                target[tk] = '\0';
+                _cleanup_free_ char *a = gitguard_absolute(target, hdir);
+                add_beneath(&v, &n, rfd, root, a);
+        }
+        if (d)
+                closedir(d);
+        *ret_n = n;
+        return v;
+}
+
+char *gitguard_enclosing_gitdir(const char *root, char **ret_worktree)
+{
+        *ret_worktree = NULL;
+        if (root[0] != '/')
+                return NULL;
+        _cleanup_free_ char *dir = xstrdup(root);
+        for (int level = 0; level < 128; level++) {
+                char *slash = strrchr(dir, '/');
+                if (!slash)
+                        return NULL;
+                if (slash == dir)
+                        slash[1] = '\0'; /* "/" itself, last */
+                else
+                        *slash = '\0';
+                _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                struct stat st;
+                if (fd >= 0 && fstatat(fd, ".git", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                        const char *sep = STREQ(dir, "/") ? "" : "/";
+                        if (S_ISDIR(st.st_mode)) {
+                                *ret_worktree = xstrdup(dir);
+                                return xasprintf("%s%s.git", dir, sep);
+                        }
+                        _cleanup_free_ char *text = NULL;
+                        size_t len;
+                        if (!S_ISREG(st.st_mode) ||
+                            gitguard_read_small(fd, ".git", 4096, &text, &len) < 0 ||
+                            strncmp(text, "gitdir:", 7) != 0)
+                                return NULL;
+                        char *t = text + 7;
+                        t += strspn(t, " \t");
+                        t[strcspn(t, "\r\n")] = '\0';
+                        *ret_worktree = xstrdup(dir);
+                        return t[0] == '/' ? xstrdup(t) : xasprintf("%s%s%s", dir, sep, t);
+                }
+                if (STREQ(dir, "/"))
+                        return NULL;
+        }
+        return NULL;
+}
