@@ -49,7 +49,7 @@ static void on_tool_call(void *ud, const struct toolgate_record *rec)
         json_object_del(f, "sandbox");
         (void)rt_audit_fields(tool_log.audit, "tool.call", f);
         if (tool_log.calls)
-                open_calls_end(tool_log.calls, rec->call_id);
+                open_calls_end(tool_log.calls, rec->seq);
 }
 
 /* Before a host tool runs: its record on the log first, or no run; kept
@@ -62,7 +62,7 @@ static int on_tool_started(void *ud, const struct toolgate_record *rec)
                 return -ENOMEM;
         json_object_del(f, "sandbox");
         if (tool_log.calls) {
-                int r = open_calls_start(tool_log.calls, rec->call_id, rec->tool, rec->args_digest,
+                int r = open_calls_start(tool_log.calls, rec->seq, rec->call_id, rec->tool, rec->args_digest,
                                          rec->rule, now_realtime_us() / 1000);
                 if (r < 0) {
                         json_decref(f);

@@ -45,12 +45,13 @@ Test(opencalls, started_and_not_ended_are_closed)
 {
         struct open_calls *oc = open_calls_new(dir);
         cr_assert_not_null(oc);
-        cr_assert_eq(open_calls_start(oc, "c1", "t.slow", "d1", "tools.allow", 1000), 0);
-        cr_assert_eq(open_calls_start(oc, "c2", "t.fast", "d2", "tools.allow", 2000), 0);
-        cr_assert_eq(open_calls_start(oc, "c1", "t.slow", "d3", "tools.allow", 3000), 0);
-        open_calls_end(oc, "c2");
-        open_calls_end(oc, "c1");
-        open_calls_end(oc, "nothing");
+        cr_assert_eq(open_calls_start(oc, 1, "c1", "t.slow", "d1", "tools.allow", 1000), 0);
+        cr_assert_eq(open_calls_start(oc, 2, "c2", "t.fast", "d2", "tools.allow", 2000), 0);
+        cr_assert_eq(open_calls_start(oc, 3, "c1", "t.slow", "d3", "tools.allow", 3000), 0);
+        open_calls_end(oc, 2);
+        open_calls_end(oc, 1);
+        open_calls_end(oc, 0);
+        open_calls_end(oc, 99);
         json_t *calls = NULL;
         cr_assert_eq(open_calls_closing(dir, 5000, "test", &calls), 0);
         cr_assert_eq(json_array_size(calls), 1);
@@ -62,7 +63,7 @@ Test(opencalls, started_and_not_ended_are_closed)
         cr_assert_eq(json_integer_value(json_object_get(f, "durationMs")), 2000);
         cr_assert_str_eq(json_string_value(json_object_get(f, "closedBy")), "test");
         json_decref(calls);
-        open_calls_end(oc, "c1");
+        open_calls_end(oc, 3);
         /* None under way: no file, nothing to close. */
         cr_assert_eq(open_calls_closing(dir, 5000, "test", &calls), 0);
         cr_assert_eq(json_array_size(calls), 0);

@@ -336,6 +336,15 @@ static void changes_diff(struct daemon *d, struct evhttp_request *req, const str
         if (!check_reviewable(d, req, &t))
                 goto out;
         struct job_ctx *c = job_ctx_new(d, req, &t, g, "diff");
+        /* Its bound before the copy, too: a diff waiting for the
+         * supervisor's copy (up to SNAPSHOT_WAIT_MS) is held all the same,
+         * and a grant's many would push the daemon past its whole. */
+        int ar = answer_hold_admit(c->hold);
+        if (ar < 0) {
+                answer_hold_refused(d, req, c->hold, ar);
+                job_ctx_free(c);
+                goto out;
+        }
         /* Another grant's diff is a read: it shows what was last copied,
          * and never starts a copy (host disk work it could repeat at will,
          * during which the maker's own diff would be refused). */

@@ -300,6 +300,18 @@ static bool deny_ahead_take(const struct policy *p, const char *caller_home,
                     (!caller_home || STREQ(caller_home, ahead.home));
         for (size_t i = 0; same && i < p->n_deny_read; i++)
                 same = STREQ(p->deny_read[i], ahead.deny_read[i]);
+        /* The run made files meanwhile (its record and audit log under the
+         * state root, an internal entry; the git snapshot, in a workspace
+         * the user's entries may name): a path the thread found missing is
+         * masked only on a writable mount, so one of those that is there
+         * now is resolved again. The mandatory entries under the homes
+         * (most of the list, nearly all missing) are not the run's to
+         * make: an lstat of each would cost what the thread saves. */
+        struct stat st;
+        for (size_t i = ahead.part->internal_lo; same && ahead.r == 0 && i < ahead.part->n_deny;
+             i++)
+                same = ahead.part->deny_mode[i] || (lstat(ahead.part->deny[i], &st) < 0 &&
+                                                    (errno == ENOENT || errno == ENOTDIR));
         if (same) {
                 struct mounts_plan *a = ahead.part;
                 plan->deny = TAKE_PTR(a->deny);

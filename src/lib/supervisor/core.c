@@ -380,7 +380,7 @@ static void on_tool_call(void *ud, const struct toolgate_record *rec)
         c->tool_calls++;
         sv_core_record(c, "tool.call", fields);
         if (c->open_calls)
-                open_calls_end(c->open_calls, rec->call_id);
+                open_calls_end(c->open_calls, rec->seq);
 }
 
 /* Before a host tool runs: its record on the log first, or no run. */
@@ -392,7 +392,7 @@ static int on_tool_started(void *ud, const struct toolgate_record *rec)
         /* Kept as under way first: a supervisor killed once the line is
          * written leaves what its closing line needs (opencalls.h). */
         if (c->open_calls) {
-                int r = open_calls_start(c->open_calls, rec->call_id, rec->tool, rec->args_digest,
+                int r = open_calls_start(c->open_calls, rec->seq, rec->call_id, rec->tool, rec->args_digest,
                                          rec->rule, now_realtime_us() / 1000);
                 if (r < 0) {
                         json_decref(fields);

@@ -79,14 +79,16 @@ static int save(struct open_calls *oc)
         return r;
 }
 
-int open_calls_start(struct open_calls *oc, const char *call_id, const char *tool,
+int open_calls_start(struct open_calls *oc, uint64_t seq, const char *call_id, const char *tool,
                      const char *args_digest, const char *rule, uint64_t now_ms)
 {
+        if (seq == 0 || seq > (uint64_t)INT64_MAX)
+                return -EINVAL;
         if (json_array_size(oc->calls) >= OPEN_CALLS_MAX)
                 return -EMFILE;
-        json_t *o = json_pack("{s:s, s:s, s:s?, s:s?, s:I}", "callId", call_id ? call_id : "",
-                              "tool", tool ? tool : "", "argsDigest", args_digest, "rule", rule,
-                              "startedMs", (json_int_t)now_ms);
+        json_t *o = json_pack("{s:I, s:s, s:s, s:s?, s:s?, s:I}", "seq", (json_int_t)seq, "callId",
+                              call_id ? call_id : "", "tool", tool ? tool : "", "argsDigest",
+                              args_digest, "rule", rule, "startedMs", (json_int_t)now_ms);
         if (!o || json_array_append_new(oc->calls, o) < 0)
                 return -ENOMEM;
         int r = save(oc);
@@ -95,14 +97,15 @@ int open_calls_start(struct open_calls *oc, const char *call_id, const char *too
         return r;
 }
 
-void open_calls_end(struct open_calls *oc, const char *call_id)
+void open_calls_end(struct open_calls *oc, uint64_t seq)
 {
         size_t i;
         json_t *o;
+        if (seq == 0)
+                return;
         json_array_foreach(oc->calls, i, o)
         {
-                const char *id = json_string_value(json_object_get(o, "callId"));
-                if (id && STREQ(id, call_id ? call_id : "")) {
+                if ((uint64_t)json_integer_value(json_object_get(o, "seq")) == seq) {
                         json_array_remove(oc->calls, i);
                         /* A failed rewrite leaves the call in the file: at
                          * worst it is closed twice, never not at all. */

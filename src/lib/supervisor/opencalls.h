@@ -26,13 +26,16 @@ struct open_calls *open_calls_new(const char *dir);
 struct open_calls *open_calls_free(struct open_calls *oc);
 
 /* A call starts: kept, and the file rewritten, before its tool.started
- * line is written. -errno when the file could not be written (the call is
- * then not kept, and must not run). */
-int open_calls_start(struct open_calls *oc, const char *call_id, const char *tool,
+ * line is written. seq is the gateway's number for the call
+ * (toolgate_record.seq, never 0): the callId is the sandbox's, may be
+ * shared by calls under way or sent again on a refused request, so it
+ * never names which call ended. -errno when the file could not be written
+ * (the call is then not kept, and must not run). */
+int open_calls_start(struct open_calls *oc, uint64_t seq, const char *call_id, const char *tool,
                      const char *args_digest, const char *rule, uint64_t now_ms);
-/* A call ended (its tool.call line is written): one call of that id is
- * dropped. */
-void open_calls_end(struct open_calls *oc, const char *call_id);
+/* A call ended (its tool.call line is written): the call of that seq is
+ * dropped; seq 0 (a request that never started) drops nothing. */
+void open_calls_end(struct open_calls *oc, uint64_t seq);
 
 /* What a dead supervisor left in dir: the fields of one closing tool.call
  * line per call (errorCode "supervisor_died", durationMs up to now,

@@ -200,6 +200,7 @@ int toolgate_record_ahead(struct tg_call *c)
             .rule = "tools.allow",
             .clamps = c->clamps,
             .exit_status = -1,
+            .seq = c->seq = ++t->last_seq,
         };
         json_t *red = c->args ? toolgate_redact_json(toolgate_redactor(t), c->args) : NULL;
         rec.args = red;

@@ -88,6 +88,7 @@ struct tg_refusal_kind {
 
 struct toolgate {
         struct event_base *base;
+        uint64_t last_seq; /* the last call's toolgate_record.seq */
         const struct policy *policy;
         bool (*allowed)(void *ud, const char *name); /* NULL: tools.allow */
         void *allowed_ud;
@@ -140,6 +141,7 @@ struct tg_call {
         /* Held for the operator: in t->asking. */
         struct tg_call *next_asking, **prev_asking;
         uint64_t ask_token;
+        uint64_t seq; /* toolgate_record.seq, 0 until its record ahead */
 
         /* The runner's state, and how to stop it at toolgate_free (kill
          * and reap; no answer follows). */

@@ -207,6 +207,7 @@ void toolgate_call_finish(struct tg_call *c, json_t *value, const char *error_co
         }
         struct toolgate_record rec = {
             .call_id = c->call_id,
+            .seq = c->seq,
             .tool = tool->def->name,
             .args_digest = c->digest,
             .decision = "allow",

@@ -55,6 +55,11 @@ struct toolgate_record {
          * rest counted and recorded as one record with count = how many it
          * stands for when the window ends. */
         uint64_t count;
+        /* The call's number in this gateway (from 1), given when its
+         * tool.started record is asked for; 0 for a record of a request
+         * that never started. What names a call under way: callId is the
+         * sandbox's and need not be unique. */
+        uint64_t seq;
 };
 
 /* The audit event's fields for a record (kind "tool.call"). */
