@@ -36,7 +36,12 @@ struct cn_handed_set {
         /* For one run: whether the socket table was read (else the scan
          * decides what is closed), and whether the scan read everything. */
         bool table, full;
+        /* How far up a process's parents are followed to find pid 1
+         * (CN_DESCENT_MAX; smaller in tests). */
+        unsigned descent_max;
 };
+
+#define CN_DESCENT_MAX 4096
 
 #define HIDDEN_MAX 256 /* sandbox processes one scan could not read, or kills */
 
@@ -55,6 +60,7 @@ struct cn_scan {
         size_t n_hidden;
         pid_t victims[HIDDEN_MAX]; /* CN_PASS_QUEUED: could receive one in transit */
         size_t n_victims;
+        bool unsure; /* CN_PASS_QUEUED: the process read now may be the sandbox's */
 };
 
 /* The first position in by_ino whose record has inode `ino`, or s->n. */
@@ -83,5 +89,7 @@ long long cn_sock_mount_id(int sock);
  * of it was). */
 int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino);
 
-/* Kill a process that descends from pid1 (checked on its pidfd). */
-bool cn_kill_in_sandbox(pid_t pid, pid_t pid1);
+/* Kill a process that descends from pid1 (checked on its pidfd): 1; 0
+ * when it is gone; -1 when it could not be killed (its descent cannot be
+ * told, or the signal failed). */
+int cn_kill_in_sandbox(const struct cn_handed_set *s, pid_t pid, pid_t pid1);

@@ -19,6 +19,7 @@ struct cn_handed_set *cn_handed_new(void)
         struct cn_handed_set *s = xcalloc(1, sizeof(*s));
         s->h = xcalloc(CN_HANDED_MAX, sizeof(*s->h));
         s->by_ino = xcalloc(CN_HANDED_MAX, sizeof(*s->by_ino));
+        s->descent_max = CN_DESCENT_MAX;
         /* Opened now, so that it is there when no fd can be opened later. */
         s->nl = cn_sockdiag_open();
         s->sock_mnt = cn_sock_mount_id(s->nl);
@@ -149,16 +150,20 @@ static void fail_closed(struct cn_handed_set *s, struct cn_scan *sc, bool read_o
         if (count_unreached(s) == 0)
                 return;
         size_t killed = 0;
+        bool missed = false; /* one that could hold it lives on */
         if (read_ok && !sc->truncated) {
                 struct cn_scan q = {.s = s, .pid1 = sc->pid1, .pass = CN_PASS_QUEUED};
                 if (cn_scan(&q, nsdev, nsino) == 0 && !q.truncated) {
-                        for (size_t i = 0; i < q.n_victims; i++)
-                                killed += cn_kill_in_sandbox(q.victims[i], sc->pid1);
-                        for (size_t i = 0; i < sc->n_hidden; i++)
-                                killed += cn_kill_in_sandbox(sc->hidden[i], sc->pid1);
+                        for (size_t i = 0; i < q.n_victims + sc->n_hidden; i++) {
+                                pid_t pid =
+                                    i < q.n_victims ? q.victims[i] : sc->hidden[i - q.n_victims];
+                                int k = cn_kill_in_sandbox(s, pid, sc->pid1);
+                                killed += k > 0;
+                                missed |= k < 0;
+                        }
                 }
         }
-        if (killed == 0 && !kill_pid1(sc->pid1))
+        if ((killed == 0 || missed) && !kill_pid1(sc->pid1))
                 return;
         mark_killed(s);
 }
