@@ -175,3 +175,80 @@ Test(connect_handed_attacks, an_unkillable_receiver_ends_the_sandbox, .timeout =
         close(listener);
         cn_handed_free(s);
 }
+
+/* The receivers killed, the refused socket still has a file: the cut is
+ * checked in the socket table, and the sandbox ends when it is not done.
+ * Here the receiving end is also held outside the sandbox's processes
+ * (this test), standing for every place the kill does not reach: a
+ * socket passed on while the scans ran, a holder not seen. */
+Test(connect_handed_attacks, a_cut_not_done_by_the_kills_ends_the_sandbox, .timeout = 30)
+{
+        if (unshare(CLONE_NEWPID) < 0)
+                cr_skip_test("a pid namespace cannot be made here: %s", strerror(errno));
+        drop_net_admin();
+        int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t al = sizeof(a);
+        cr_assert_eq(bind(listener, (struct sockaddr *)&a, sizeof(a)), 0);
+        cr_assert_eq(listen(listener, 4), 0);
+        cr_assert_eq(getsockname(listener, (struct sockaddr *)&a, &al), 0);
+        int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_eq(connect(c, (struct sockaddr *)&a, al), 0);
+        int srv = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+        cr_assert_geq(srv, 0);
+
+        int sp[2], go[2], ready[2];
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+        cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+        cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
+        pid_t pid1 = fork();
+        cr_assert_geq(pid1, 0);
+        if (pid1 == 0) {
+                close(go[1]);
+                close(ready[0]);
+                close(listener);
+                close(srv);
+                close(c);
+                close(sp[0]);
+                if (fork() == 0) { /* the receiver: killed */
+                        close(ready[1]);
+                        linger(go[0]);
+                }
+                close(sp[1]);
+                close(ready[1]);
+                linger(go[0]);
+        }
+        close(go[0]);
+        close(ready[1]);
+        struct cn_handed_set *s = cn_handed_new();
+        struct netgate_verdict rv = {.allow = true, .port = 80};
+        snprintf(rv.host, sizeof(rv.host), "revoked.test");
+        cr_assert_eq(cn_handed_add(s, pid1, c, &rv), 0);
+        char rb;
+        cr_assert_eq(read(ready[0], &rb, 1), 0, "every process set up");
+        close(ready[0]);
+        send_fd(sp[0], c);
+        close(c);
+        close(sp[0]);
+
+        int r = cn_handed_recheck(s, pid1, refuse_revoked, on_cut, NULL);
+        int st = 0;
+        pid_t w = 0;
+        for (int i = 0; i < 200 && (w = waitpid(pid1, &st, WNOHANG)) == 0; i++)
+                usleep(10000);
+        cr_expect(w == pid1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+                  "the refused socket outlived the kills, yet the sandbox was not ended "
+                  "(recheck %d, %zu cut)",
+                  r, cuts);
+        cr_expect_eq(r, 1);
+        cr_expect_eq(cuts, 1);
+        close(sp[1]);
+        close(go[1]);
+        if (w == 0) {
+                kill(pid1, SIGKILL);
+                waitpid(pid1, NULL, 0);
+        }
+        close(srv);
+        close(listener);
+        cn_handed_free(s);
+}

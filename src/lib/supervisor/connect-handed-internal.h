@@ -17,6 +17,7 @@ struct cn_handed {
         dev_t dev;
         ino_t ino;
         bool seen, refused, cut, alive;
+        bool pending;          /* refused, open, unreached: its holders are being killed */
         const char *how;       /* the reason recorded for a cut */
         uint16_t lport, rport; /* its ports (network order), to know it there */
         int family;            /* from the socket table, to abort it there */

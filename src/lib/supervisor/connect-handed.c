@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "connect-handed-internal.h"
@@ -124,10 +125,35 @@ static bool kill_pid1(pid_t pid1)
 static void mark_killed(struct cn_handed_set *s)
 {
         for (size_t i = 0; i < s->n; i++)
-                if (unreached(s, &s->h[i])) {
+                if (s->h[i].pending) {
                         s->h[i].cut = true;
                         s->h[i].how = "revoked_killed";
                 }
+}
+
+/* Whether the processes killed took the refused sockets left (pending)
+ * with them: each is gone from the socket table within about 2.5 s (a
+ * process's files close as it exits, after its memory is freed; the last
+ * copy of a socket that was in transit to it a moment after). One still there was passed
+ * on, or is held where no kill reached. Without the table there is
+ * nothing to check against (a scan that read everything decided). */
+static bool cut_by_kills(struct cn_handed_set *s)
+{
+        if (!s->table)
+                return true;
+        for (long ms = 5; ms <= 1280; ms *= 2) {
+                struct timespec ts = {.tv_nsec = ms * 1000000L};
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+                }
+                if (read_alive(s) < 0)
+                        return false;
+                bool left = false;
+                for (size_t i = 0; i < s->n && !left; i++)
+                        left = s->h[i].pending && s->h[i].alive;
+                if (!left)
+                        return true;
+        }
+        return false;
 }
 
 /* Refused sockets open but in no fd table read: in transit inside an
@@ -149,6 +175,8 @@ static void fail_closed(struct cn_handed_set *s, struct cn_scan *sc, bool read_o
         }
         if (count_unreached(s) == 0)
                 return;
+        for (size_t i = 0; i < s->n; i++)
+                s->h[i].pending = unreached(s, &s->h[i]);
         size_t killed = 0;
         bool missed = false; /* one that could hold it lives on */
         if (read_ok && !sc->truncated) {
@@ -163,7 +191,9 @@ static void fail_closed(struct cn_handed_set *s, struct cn_scan *sc, bool read_o
                         }
                 }
         }
-        if ((killed == 0 || missed) && !kill_pid1(sc->pid1))
+        /* Nothing killed, one not killed, or the socket still there after
+         * the kills: the sandbox ends. */
+        if ((killed == 0 || missed || !cut_by_kills(s)) && !kill_pid1(sc->pid1))
                 return;
         mark_killed(s);
 }
@@ -215,7 +245,7 @@ static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused
         bool any = false;
         for (size_t i = 0; i < s->n; i++) {
                 struct cn_handed *h = &s->h[i];
-                h->seen = h->cut = false;
+                h->seen = h->cut = h->pending = false;
                 h->how = NULL;
                 h->refused = refused && refused(ud, &h->v);
                 any |= h->refused;
