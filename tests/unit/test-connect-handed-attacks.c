@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -249,6 +250,90 @@ Test(connect_handed_attacks, a_cut_not_done_by_the_kills_ends_the_sandbox, .time
                 waitpid(pid1, NULL, 0);
         }
         close(srv);
+        close(listener);
+        cn_handed_free(s);
+}
+
+/* A record's socket closed, and its inode number given again (inodes are
+ * 32-bit and wrap) to another socket with the same ports, outside the
+ * sandbox: the socket table must not take that one for the record's, or
+ * a revoke would abort (root) or kill for a stranger's connection. The
+ * record is made to name the stranger's inode and ports, as the reuse
+ * would. */
+Test(connect_handed_attacks, a_reused_inode_is_not_the_records_socket, .timeout = 30)
+{
+        if (unshare(CLONE_NEWPID) < 0)
+                cr_skip_test("a pid namespace cannot be made here: %s", strerror(errno));
+        int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t al = sizeof(a);
+        cr_assert_eq(bind(listener, (struct sockaddr *)&a, sizeof(a)), 0);
+        cr_assert_eq(listen(listener, 4), 0);
+        cr_assert_eq(getsockname(listener, (struct sockaddr *)&a, &al), 0);
+        int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_eq(connect(c, (struct sockaddr *)&a, al), 0);
+        int srv = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+        /* The stranger: a connection of this (host) process. */
+        int other = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_eq(connect(other, (struct sockaddr *)&a, al), 0);
+        int other_srv = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+        cr_assert_geq(other_srv, 0);
+
+        int go[2], ready[2];
+        cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+        cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
+        pid_t pid1 = fork();
+        cr_assert_geq(pid1, 0);
+        if (pid1 == 0) {
+                close(go[1]);
+                close(ready[0]);
+                close(other);
+                close(other_srv);
+                close(c);
+                close(srv);
+                close(listener);
+                close(ready[1]);
+                linger(go[0]);
+        }
+        close(go[0]);
+        close(ready[1]);
+        char rb;
+        cr_assert_eq(read(ready[0], &rb, 1), 0, "pid 1 set up");
+        close(ready[0]);
+        struct cn_handed_set *s = cn_handed_new();
+        struct netgate_verdict rv = {.allow = true, .port = 80};
+        snprintf(rv.host, sizeof(rv.host), "revoked.test");
+        cr_assert_eq(cn_handed_add(s, pid1, c, &rv), 0);
+        close(c); /* the record's socket is closed ... */
+        close(srv);
+        /* ... and its inode and ports are the stranger's now. */
+        struct stat st;
+        struct sockaddr_in me, peer;
+        socklen_t ml = sizeof(me), pl = sizeof(peer);
+        cr_assert_eq(fstat(other, &st), 0);
+        cr_assert_eq(getsockname(other, (struct sockaddr *)&me, &ml), 0);
+        cr_assert_eq(getpeername(other, (struct sockaddr *)&peer, &pl), 0);
+        s->h[0].dev = st.st_dev;
+        s->h[0].ino = st.st_ino;
+        s->h[0].lport = me.sin_port;
+        s->h[0].rport = peer.sin_port;
+
+        int r = cn_handed_recheck(s, pid1, refuse_revoked, on_cut, NULL);
+        cr_expect_eq(r, 0, "nothing to cut: the record's socket is closed (got %d)", r);
+        cr_expect_eq(cuts, 0);
+        cr_expect_eq(cn_handed_count(s), 0, "the record is forgotten");
+        /* The stranger's connection works on. */
+        cr_expect_eq(send(other, "y", 1, MSG_NOSIGNAL), 1);
+        char b = 0;
+        struct pollfd p = {.fd = other_srv, .events = POLLIN};
+        cr_expect(poll(&p, 1, 2000) == 1 && recv(other_srv, &b, 1, 0) == 1 && b == 'y',
+                  "the stranger's connection was cut");
+        int w = waitpid(pid1, NULL, WNOHANG);
+        cr_expect_eq(w, 0, "the sandbox was ended for a stranger's connection");
+        close(go[1]);
+        waitpid(pid1, NULL, 0);
+        close(other);
+        close(other_srv);
         close(listener);
         cn_handed_free(s);
 }

@@ -20,6 +20,7 @@ struct cn_handed {
         bool pending;          /* refused, open, unreached: its holders are being killed */
         const char *how;       /* the reason recorded for a cut */
         uint16_t lport, rport; /* its ports (network order), to know it there */
+        uint64_t cookie;       /* SO_COOKIE, never given again; 0: not known */
         int family;            /* from the socket table, to abort it there */
         struct inet_diag_sockid id;
         struct netgate_verdict v;

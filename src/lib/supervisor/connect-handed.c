@@ -65,9 +65,12 @@ static void on_socket(void *ud, ino_t ino, int family, const struct inet_diag_so
                 struct cn_handed *h = &s->h[s->by_ino[k]];
                 if (h->ino != ino)
                         break;
-                /* Its inode and its ports: this socket, not one that got
-                 * a freed inode number again. */
-                if (id->idiag_sport != h->lport || id->idiag_dport != h->rport)
+                /* Its inode, its ports and its cookie: this socket, not
+                 * one that got a freed inode number again (32-bit, they
+                 * wrap), whoever's it is. */
+                uint64_t cookie = (uint64_t)id->idiag_cookie[1] << 32 | id->idiag_cookie[0];
+                if (id->idiag_sport != h->lport || id->idiag_dport != h->rport ||
+                    (h->cookie && cookie != h->cookie))
                         continue;
                 h->alive = true;
                 h->family = family;
@@ -316,8 +319,13 @@ int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct net
                 (void)run(s, pid, NULL, NULL, NULL);
         if (s->n >= CN_HANDED_MAX)
                 return -ENOSPC;
+        uint64_t cookie = 0;
+        socklen_t cl = sizeof(cookie);
+        if (getsockopt(sock, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0)
+                cookie = 0; /* an older kernel: the inode and ports alone */
         struct cn_handed *h = &s->h[s->n++];
         memset(h, 0, sizeof(*h));
+        h->cookie = cookie;
         h->dev = st.st_dev;
         h->ino = st.st_ino;
         h->lport = lport;
