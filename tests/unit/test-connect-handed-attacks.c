@@ -337,3 +337,68 @@ Test(connect_handed_attacks, a_reused_inode_is_not_the_records_socket, .timeout 
         close(listener);
         cn_handed_free(s);
 }
+
+/* The other way round: inside the sandbox, a socket that got the inode
+ * number of a refused one still open elsewhere (the agent can wrap the
+ * 32-bit numbers) must not be taken for it: shutting the decoy down would
+ * record the refused socket cut while it lives on. The record is made to
+ * name another socket's cookie, as the reuse would look to the scan. */
+Test(connect_handed_attacks, a_socket_with_a_reused_inode_is_not_taken_for_the_record,
+     .timeout = 30)
+{
+        if (unshare(CLONE_NEWPID) < 0)
+                cr_skip_test("a pid namespace cannot be made here: %s", strerror(errno));
+        int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t al = sizeof(a);
+        cr_assert_eq(bind(listener, (struct sockaddr *)&a, sizeof(a)), 0);
+        cr_assert_eq(listen(listener, 4), 0);
+        cr_assert_eq(getsockname(listener, (struct sockaddr *)&a, &al), 0);
+        int decoy = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        cr_assert_eq(connect(decoy, (struct sockaddr *)&a, al), 0);
+        int decoy_srv = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+        cr_assert_geq(decoy_srv, 0);
+
+        int go[2], ready[2];
+        cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+        cr_assert_eq(pipe2(ready, O_CLOEXEC), 0);
+        pid_t pid1 = fork();
+        cr_assert_geq(pid1, 0);
+        if (pid1 == 0) {
+                close(go[1]);
+                close(ready[0]);
+                close(listener);
+                close(decoy_srv);
+                if (fork() == 0) { /* the agent's process, holding the decoy */
+                        close(ready[1]);
+                        linger(go[0]);
+                }
+                close(decoy);
+                close(ready[1]);
+                linger(go[0]);
+        }
+        close(go[0]);
+        close(ready[1]);
+        char rb;
+        cr_assert_eq(read(ready[0], &rb, 1), 0, "every process set up");
+        close(ready[0]);
+        struct cn_handed_set *s = cn_handed_new();
+        struct netgate_verdict rv = {.allow = true, .port = 80};
+        snprintf(rv.host, sizeof(rv.host), "revoked.test");
+        cr_assert_eq(cn_handed_add(s, pid1, decoy, &rv), 0);
+        close(decoy);
+        if (s->h[0].cookie == 0)
+                cr_skip_test("no SO_COOKIE here");
+        s->h[0].cookie++; /* the record is another socket with that inode */
+
+        (void)cn_handed_recheck(s, pid1, refuse_revoked, on_cut, NULL);
+        /* The decoy was not shut down (its peer reads no end). */
+        struct pollfd p = {.fd = decoy_srv, .events = POLLIN};
+        cr_expect_eq(poll(&p, 1, 300), 0, "the decoy was taken for the refused socket");
+        close(go[1]);
+        int st;
+        waitpid(pid1, &st, 0);
+        close(decoy_srv);
+        close(listener);
+        cn_handed_free(s);
+}

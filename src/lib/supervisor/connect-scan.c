@@ -178,6 +178,12 @@ static int take(struct cn_handed *h, pid_t pid, int fd)
         struct stat st;
         if (fstat(copy, &st) < 0 || st.st_dev != h->dev || st.st_ino != h->ino)
                 return 0;
+        /* The same inode number on another socket (they wrap): not it. */
+        uint64_t cookie = 0;
+        socklen_t cl = sizeof(cookie);
+        if (h->cookie &&
+            (getsockopt(copy, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0 || cookie != h->cookie))
+                return -ESTALE;
         if (shutdown(copy, SHUT_RDWR) == 0 || errno == ENOTCONN) {
                 h->cut = true;
                 h->how = "revoked";
@@ -230,11 +236,14 @@ static void visit(struct cn_scan *sc, pid_t pid, int fd, unsigned long long ino)
                         struct cn_handed *h = &s->h[s->by_ino[k]];
                         if ((unsigned long long)h->ino != ino)
                                 break;
+                        bool was = h->seen;
                         h->seen = true;
+                        int t = h->refused && !h->cut ? take(h, pid, fd) : 0;
+                        if (t == -ESTALE)
+                                h->seen = was; /* another socket: not seen */
                         /* Listed but not to be taken (a ptrace check
                          * the listing does not make): killed if need be. */
-                        if (h->refused && !h->cut && take(h, pid, fd) == -EPERM && !hide(sc, pid) &&
-                            pid != sc->pid1)
+                        if (t == -EPERM && !hide(sc, pid) && pid != sc->pid1)
                                 sc->truncated = true;
                 }
                 return;
