@@ -145,7 +145,7 @@ static bool cut_by_kills(struct cn_handed_set *s)
         if (!s->table)
                 return true;
         for (long ms = 5; ms <= 1280; ms *= 2) {
-                struct timespec ts = {.tv_nsec = ms * 1000000L};
+                struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L};
                 while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
                 }
                 if (read_alive(s) < 0)
