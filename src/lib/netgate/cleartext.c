@@ -6,14 +6,32 @@
  * upstream; a plain-HTTP request that would carry one to any other place
  * is refused, `cleartext_secret`, and neither the value nor the
  * placeholder is sent. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "netgate/http.h"
 #include "netgate/netgate-internal.h"
 #include "netgate/parent.h"
 #include "netgate/route.h"
 #include "netgate/sentinel.h"
+
+/* The host's own loopback: 127.0.0.0/8, ::1, or 127.0.0.0/8 IPv4-mapped
+ * (the kernel connects to it over IPv4). Not an address that only embeds
+ * one (NAT64, 6to4, IPv4-compatible or -translated): that is routed off
+ * the host, to a translator or a relay. */
+static bool is_loopback(const struct netgate_addr *a)
+{
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        static const uint8_t one[16] = {[15] = 1};
+        if (a->family == AF_INET)
+                return a->bytes[0] == 127;
+        if (a->family != AF_INET6)
+                return false;
+        return memcmp(a->bytes, one, 16) == 0 ||
+               (memcmp(a->bytes, mapped, 12) == 0 && a->bytes[12] == 127);
+}
 
 bool netgate_stays_on_host(const struct netgate *g, const struct netgate_host *h)
 {
@@ -25,8 +43,7 @@ bool netgate_stays_on_host(const struct netgate *g, const struct netgate_host *h
                 a = h->addr;
         else if (!netgate_fixed_host(g, h->name, &a))
                 return false; /* resolved: whatever the answer is, not known now */
-        const char *range = netgate_addr_private(&a);
-        return range && strncmp(range, "loopback ", 9) == 0;
+        return is_loopback(&a);
 }
 
 bool netgate_route_injects_secret(const struct netgate_route *rt)

@@ -52,59 +52,58 @@ bool netgate_sentinel_host_listed(const struct netgate_sentinel *s, const char *
         return false;
 }
 
-/* Replace every placeholder listed for `host` in [in, in+len): 1 and a
- * new buffer when one was, 0 when none, -E2BIG past RESULT_MAX. */
-static int replace(const struct netgate_sentinels *ss, const char *host, const char *in, size_t len,
-                   char **ret, size_t *ret_len)
+/* The sentinel listed for `host` whose placeholder starts at p, or NULL. */
+static const struct netgate_sentinel *placeholder_at(const struct netgate_sentinels *ss,
+                                                     const char *host, const char *p, size_t left)
 {
-        char *cur = NULL;
-        size_t cur_len = len;
-        const char *src = in;
-        int changed = 0;
         for (size_t k = 0; k < ss->n; k++) {
                 const struct netgate_sentinel *s = &ss->v[k];
                 size_t pl = strlen(s->placeholder);
-                if (!netgate_sentinel_host_listed(s, host) ||
-                    !memmem(src, cur_len, s->placeholder, pl))
-                        continue;
-                /* Count, then build within the bound. */
-                size_t hits = 0;
-                for (const char *p = src;
-                     (p = memmem(p, cur_len - (size_t)(p - src), s->placeholder, pl)); p += pl)
-                        hits++;
-                size_t out_len = cur_len - hits * pl + hits * s->value_len;
-                if (out_len > RESULT_MAX) {
-                        if (cur) {
-                                explicit_bzero(cur, cur_len);
-                                free(cur);
-                        }
-                        return -E2BIG;
+                if (pl > 0 && pl <= left && p[0] == s->placeholder[0] &&
+                    memcmp(p, s->placeholder, pl) == 0 && netgate_sentinel_host_listed(s, host))
+                        return s;
+        }
+        return NULL;
+}
+
+/* Replace every placeholder listed for `host` in [in, in+len), in one pass
+ * over the text as it came: a value put in is never read again, so one
+ * sentinel's value cannot complete (or carry) another's placeholder. 1 and
+ * a new buffer when one was, 0 when none, -E2BIG past RESULT_MAX. */
+static int replace(const struct netgate_sentinels *ss, const char *host, const char *in, size_t len,
+                   char **ret, size_t *ret_len)
+{
+        size_t out_len = 0;
+        bool any = false;
+        for (size_t i = 0; i < len;) {
+                const struct netgate_sentinel *s = placeholder_at(ss, host, in + i, len - i);
+                if (s) {
+                        out_len += s->value_len;
+                        i += strlen(s->placeholder);
+                        any = true;
+                } else {
+                        out_len++;
+                        i++;
                 }
-                char *out = xcalloc(out_len + 1, 1);
-                size_t o = 0;
-                const char *p = src, *end = src + cur_len;
-                for (const char *q; (q = memmem(p, (size_t)(end - p), s->placeholder, pl));
-                     p = q + pl) {
-                        memcpy(out + o, p, (size_t)(q - p));
-                        o += (size_t)(q - p);
+        }
+        if (!any)
+                return 0;
+        if (out_len > RESULT_MAX)
+                return -E2BIG;
+        char *out = xcalloc(out_len + 1, 1);
+        size_t o = 0;
+        for (size_t i = 0; i < len;) {
+                const struct netgate_sentinel *s = placeholder_at(ss, host, in + i, len - i);
+                if (s) {
                         memcpy(out + o, s->value, s->value_len);
                         o += s->value_len;
-                }
-                memcpy(out + o, p, (size_t)(end - p));
-                if (cur) {
-                        explicit_bzero(cur, cur_len);
-                        free(cur);
-                }
-                cur = out;
-                cur_len = out_len;
-                src = cur;
-                changed = 1;
+                        i += strlen(s->placeholder);
+                } else
+                        out[o++] = in[i++];
         }
-        if (changed) {
-                *ret = cur;
-                *ret_len = cur_len;
-        }
-        return changed;
+        *ret = out;
+        *ret_len = out_len;
+        return 1;
 }
 
 /* "Basic <base64>": the placeholder inside the decoded credentials. */

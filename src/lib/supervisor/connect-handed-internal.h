@@ -17,8 +17,10 @@ struct cn_handed {
         dev_t dev;
         ino_t ino;
         bool seen, refused, cut, alive;
+        bool pending;          /* refused, open, unreached: its holders are being killed */
         const char *how;       /* the reason recorded for a cut */
         uint16_t lport, rport; /* its ports (network order), to know it there */
+        uint64_t cookie;       /* SO_COOKIE, never given again; 0: not known */
         int family;            /* from the socket table, to abort it there */
         struct inet_diag_sockid id;
         struct netgate_verdict v;
@@ -36,7 +38,12 @@ struct cn_handed_set {
         /* For one run: whether the socket table was read (else the scan
          * decides what is closed), and whether the scan read everything. */
         bool table, full;
+        /* How far up a process's parents are followed to find pid 1
+         * (CN_DESCENT_MAX; smaller in tests). */
+        unsigned descent_max;
 };
+
+#define CN_DESCENT_MAX 4096
 
 #define HIDDEN_MAX 256 /* sandbox processes one scan could not read, or kills */
 
@@ -55,6 +62,7 @@ struct cn_scan {
         size_t n_hidden;
         pid_t victims[HIDDEN_MAX]; /* CN_PASS_QUEUED: could receive one in transit */
         size_t n_victims;
+        bool unsure; /* CN_PASS_QUEUED: the process read now may be the sandbox's */
 };
 
 /* The first position in by_ino whose record has inode `ino`, or s->n. */
@@ -83,5 +91,7 @@ long long cn_sock_mount_id(int sock);
  * of it was). */
 int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino);
 
-/* Kill a process that descends from pid1 (checked on its pidfd). */
-bool cn_kill_in_sandbox(pid_t pid, pid_t pid1);
+/* Kill a process that descends from pid1 (checked on its pidfd): 1; 0
+ * when it is gone; -1 when it could not be killed (its descent cannot be
+ * told, or the signal failed). */
+int cn_kill_in_sandbox(const struct cn_handed_set *s, pid_t pid, pid_t pid1);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "connect-handed-internal.h"
@@ -19,6 +20,7 @@ struct cn_handed_set *cn_handed_new(void)
         struct cn_handed_set *s = xcalloc(1, sizeof(*s));
         s->h = xcalloc(CN_HANDED_MAX, sizeof(*s->h));
         s->by_ino = xcalloc(CN_HANDED_MAX, sizeof(*s->by_ino));
+        s->descent_max = CN_DESCENT_MAX;
         /* Opened now, so that it is there when no fd can be opened later. */
         s->nl = cn_sockdiag_open();
         s->sock_mnt = cn_sock_mount_id(s->nl);
@@ -63,9 +65,12 @@ static void on_socket(void *ud, ino_t ino, int family, const struct inet_diag_so
                 struct cn_handed *h = &s->h[s->by_ino[k]];
                 if (h->ino != ino)
                         break;
-                /* Its inode and its ports: this socket, not one that got
-                 * a freed inode number again. */
-                if (id->idiag_sport != h->lport || id->idiag_dport != h->rport)
+                /* Its inode, its ports and its cookie: this socket, not
+                 * one that got a freed inode number again (32-bit, they
+                 * wrap), whoever's it is. */
+                uint64_t cookie = (uint64_t)id->idiag_cookie[1] << 32 | id->idiag_cookie[0];
+                if (id->idiag_sport != h->lport || id->idiag_dport != h->rport ||
+                    (h->cookie && cookie != h->cookie))
                         continue;
                 h->alive = true;
                 h->family = family;
@@ -123,10 +128,35 @@ static bool kill_pid1(pid_t pid1)
 static void mark_killed(struct cn_handed_set *s)
 {
         for (size_t i = 0; i < s->n; i++)
-                if (unreached(s, &s->h[i])) {
+                if (s->h[i].pending) {
                         s->h[i].cut = true;
                         s->h[i].how = "revoked_killed";
                 }
+}
+
+/* Whether the processes killed took the refused sockets left (pending)
+ * with them: each is gone from the socket table within about 2.5 s (a
+ * process's files close as it exits, after its memory is freed; the last
+ * copy of a socket that was in transit to it a moment after). One still there was passed
+ * on, or is held where no kill reached. Without the table there is
+ * nothing to check against (a scan that read everything decided). */
+static bool cut_by_kills(struct cn_handed_set *s)
+{
+        if (!s->table)
+                return true;
+        for (long ms = 5; ms <= 1280; ms *= 2) {
+                struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L};
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+                }
+                if (read_alive(s) < 0)
+                        return false;
+                bool left = false;
+                for (size_t i = 0; i < s->n && !left; i++)
+                        left = s->h[i].pending && s->h[i].alive;
+                if (!left)
+                        return true;
+        }
+        return false;
 }
 
 /* Refused sockets open but in no fd table read: in transit inside an
@@ -148,17 +178,25 @@ static void fail_closed(struct cn_handed_set *s, struct cn_scan *sc, bool read_o
         }
         if (count_unreached(s) == 0)
                 return;
+        for (size_t i = 0; i < s->n; i++)
+                s->h[i].pending = unreached(s, &s->h[i]);
         size_t killed = 0;
+        bool missed = false; /* one that could hold it lives on */
         if (read_ok && !sc->truncated) {
                 struct cn_scan q = {.s = s, .pid1 = sc->pid1, .pass = CN_PASS_QUEUED};
                 if (cn_scan(&q, nsdev, nsino) == 0 && !q.truncated) {
-                        for (size_t i = 0; i < q.n_victims; i++)
-                                killed += cn_kill_in_sandbox(q.victims[i], sc->pid1);
-                        for (size_t i = 0; i < sc->n_hidden; i++)
-                                killed += cn_kill_in_sandbox(sc->hidden[i], sc->pid1);
+                        for (size_t i = 0; i < q.n_victims + sc->n_hidden; i++) {
+                                pid_t pid =
+                                    i < q.n_victims ? q.victims[i] : sc->hidden[i - q.n_victims];
+                                int k = cn_kill_in_sandbox(s, pid, sc->pid1);
+                                killed += k > 0;
+                                missed |= k < 0;
+                        }
                 }
         }
-        if (killed == 0 && !kill_pid1(sc->pid1))
+        /* Nothing killed, one not killed, or the socket still there after
+         * the kills: the sandbox ends. */
+        if ((killed == 0 || missed || !cut_by_kills(s)) && !kill_pid1(sc->pid1))
                 return;
         mark_killed(s);
 }
@@ -210,7 +248,7 @@ static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused
         bool any = false;
         for (size_t i = 0; i < s->n; i++) {
                 struct cn_handed *h = &s->h[i];
-                h->seen = h->cut = false;
+                h->seen = h->cut = h->pending = false;
                 h->how = NULL;
                 h->refused = refused && refused(ud, &h->v);
                 any |= h->refused;
@@ -281,8 +319,13 @@ int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct net
                 (void)run(s, pid, NULL, NULL, NULL);
         if (s->n >= CN_HANDED_MAX)
                 return -ENOSPC;
+        uint64_t cookie = 0;
+        socklen_t cl = sizeof(cookie);
+        if (getsockopt(sock, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0)
+                cookie = 0; /* an older kernel: the inode and ports alone */
         struct cn_handed *h = &s->h[s->n++];
         memset(h, 0, sizeof(*h));
+        h->cookie = cookie;
         h->dev = st.st_dev;
         h->ino = st.st_ino;
         h->lport = lport;

@@ -122,19 +122,26 @@ static pid_t parent_of(pid_t pid)
         return -EIO;
 }
 
-/* Whether pid descends from pid1: a process of the sandbox (orphans are
- * reparented within its pid namespace, never out of it). */
-static bool descends_from(pid_t pid, pid_t pid1)
+/* Whether pid descends from pid1, a process of the sandbox (orphans are
+ * reparented within its pid namespace, never out of it): 1; 0 when it
+ * does not (or is gone); -1 when it cannot be told: its parents go deeper
+ * than are followed (s->descent_max). */
+static int descent(const struct cn_handed_set *s, pid_t pid, pid_t pid1)
 {
-        for (int depth = 0; depth < 4096 && pid > 1; depth++) {
+        for (unsigned depth = 0; depth < s->descent_max && pid > 1; depth++) {
                 pid_t pp = parent_of(pid);
                 if (pp <= 0)
-                        return false;
+                        return 0;
                 if (pp == pid1)
-                        return true;
+                        return 1;
                 pid = pp;
         }
-        return false;
+        return pid > 1 ? -1 : 0;
+}
+
+static bool descends_from(const struct cn_handed_set *s, pid_t pid, pid_t pid1)
+{
+        return descent(s, pid, pid1) > 0;
 }
 
 static bool note_pid(pid_t *set, size_t *n, pid_t pid, bool *truncated)
@@ -171,6 +178,12 @@ static int take(struct cn_handed *h, pid_t pid, int fd)
         struct stat st;
         if (fstat(copy, &st) < 0 || st.st_dev != h->dev || st.st_ino != h->ino)
                 return 0;
+        /* The same inode number on another socket (they wrap): not it. */
+        uint64_t cookie = 0;
+        socklen_t cl = sizeof(cookie);
+        if (h->cookie &&
+            (getsockopt(copy, SOL_SOCKET, SO_COOKIE, &cookie, &cl) < 0 || cookie != h->cookie))
+                return -ESTALE;
         if (shutdown(copy, SHUT_RDWR) == 0 || errno == ENOTCONN) {
                 h->cut = true;
                 h->how = "revoked";
@@ -223,11 +236,14 @@ static void visit(struct cn_scan *sc, pid_t pid, int fd, unsigned long long ino)
                         struct cn_handed *h = &s->h[s->by_ino[k]];
                         if ((unsigned long long)h->ino != ino)
                                 break;
+                        bool was = h->seen;
                         h->seen = true;
+                        int t = h->refused && !h->cut ? take(h, pid, fd) : 0;
+                        if (t == -ESTALE)
+                                h->seen = was; /* another socket: not seen */
                         /* Listed but not to be taken (a ptrace check
                          * the listing does not make): killed if need be. */
-                        if (h->refused && !h->cut && take(h, pid, fd) == -EPERM && !hide(sc, pid) &&
-                            pid != sc->pid1)
+                        if (t == -EPERM && !hide(sc, pid) && pid != sc->pid1)
                                 sc->truncated = true;
                 }
                 return;
@@ -240,7 +256,12 @@ static void visit(struct cn_scan *sc, pid_t pid, int fd, unsigned long long ino)
         if (copy < 0 || fstat(copy, &st) < 0 || !S_ISSOCK(st.st_mode) ||
             !unix_may_hold(copy, pid, fd))
                 return;
-        (void)note_pid(sc->victims, &sc->n_victims, pid, &sc->truncated);
+        /* One that could receive it but cannot be told from a process
+         * outside the sandbox cannot be killed: the sandbox ends instead. */
+        if (sc->unsure)
+                sc->truncated = true;
+        else
+                (void)note_pid(sc->victims, &sc->n_victims, pid, &sc->truncated);
 }
 
 static bool parse_fd(const char *name, int *ret)
@@ -335,7 +356,7 @@ static int scan_fdinfo(struct cn_scan *sc, pid_t pid, int fdinfodir)
  * otherwise). False when it is not the sandbox's (or is its pid 1). */
 static bool hide(struct cn_scan *sc, pid_t pid)
 {
-        if (sc->pid1 <= 0 || pid == sc->pid1 || !descends_from(pid, sc->pid1))
+        if (sc->pid1 <= 0 || pid == sc->pid1 || !descends_from(sc->s, pid, sc->pid1))
                 return false;
         (void)note_pid(sc->hidden, &sc->n_hidden, pid, &sc->truncated);
         return true;
@@ -404,10 +425,14 @@ int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino)
                 if (dev != nsdev || ino != nsino)
                         continue;
                 /* Only what pid 1 started could be killed: the others'
-                 * sockets are not even looked at. */
-                if (sc->pass == CN_PASS_QUEUED &&
-                    (pid == sc->pid1 || !descends_from(pid, sc->pid1)))
-                        continue;
+                 * sockets are not even looked at. One whose descent
+                 * cannot be told is (unsure): it may be the sandbox's. */
+                if (sc->pass == CN_PASS_QUEUED) {
+                        int dsc = pid == sc->pid1 ? 0 : descent(sc->s, pid, sc->pid1);
+                        if (dsc == 0)
+                                continue;
+                        sc->unsure = dsc < 0;
+                }
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
                 DIR *t = opendir(path);
@@ -441,10 +466,15 @@ int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino)
 
 /* Kill a process of the sandbox (descent checked again on its pidfd, so a
  * pid reused meanwhile is not). */
-bool cn_kill_in_sandbox(pid_t pid, pid_t pid1)
+int cn_kill_in_sandbox(const struct cn_handed_set *s, pid_t pid, pid_t pid1)
 {
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (pidfd < 0 || !descends_from(pid, pid1))
-                return false;
-        return syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0;
+        if (pidfd < 0)
+                return errno == ESRCH ? 0 : -1;
+        int d = descent(s, pid, pid1);
+        if (d <= 0)
+                return d; /* 0: the pid is another's now, the process gone */
+        if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
+                return 1;
+        return errno == ESRCH ? 0 : -1;
 }
