@@ -25,12 +25,8 @@ void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, 
         DIR *d = gitguard_dir_of(hfd);
         if (!d)
                 return;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
-                    !gitguard_count_entry(g, hrel))
-                        continue;
+        const char *n;
+        while ((n = gitguard_next_entry(g, d, hrel))) {
                 size_t len = strlen(n);
                 if (len > 7 && STREQ(n + len - 7, ".sample"))
                         continue;

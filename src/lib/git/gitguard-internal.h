@@ -129,6 +129,11 @@ void gitguard_root_free(struct root_start *rs);
 void gitguard_known_sort(struct root_start *rs);
 void gitguard_pdirs_sort(struct root_start *rs);
 
+/* The next entry of d worth a look: not "." or "..", not what Airlock moved
+ * aside before (not read again at each scan), and counted against the
+ * scan's bound (gitguard_count_entry). NULL at the end. */
+const char *gitguard_next_entry(struct guard_run *g, DIR *d, const char *rel);
+
 /* What the walk does at each directory: "rel/name", or name at the top. */
 char *gitguard_join(const char *rel, const char *name);
 bool gitguard_quarantined(const char *name);

@@ -78,14 +78,8 @@ static void contents(struct guard_run *g, int fd, const char *rel, int depth)
         DIR *d = gitguard_dir_of(fd);
         if (!d)
                 return;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                const char *n = de->d_name;
-                /* What Airlock moved aside before is not read again at
-                 * each start. */
-                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
-                    !gitguard_count_entry(g, rel))
-                        continue;
+        const char *n;
+        while ((n = gitguard_next_entry(g, d, rel))) {
                 _cleanup_free_ char *r = gitguard_join(rel, n);
                 struct stat st;
                 if (fstatat(fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)

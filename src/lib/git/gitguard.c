@@ -142,6 +142,19 @@ bool gitguard_count_entry(struct guard_run *g, const char *rel)
         return false;
 }
 
+const char *gitguard_next_entry(struct guard_run *g, DIR *d, const char *rel)
+{
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name;
+                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
+                    !gitguard_count_entry(g, rel))
+                        continue;
+                return n;
+        }
+        return NULL;
+}
+
 /* A directory the caller cannot read was either like that before the run
  * (the sandbox has no more rights than its caller, so nothing in it is the
  * agent's) or changed by the run. Only the second is worth a report. */
@@ -218,12 +231,8 @@ static void scan_modules(struct guard_run *g, int fd, const char *rel, int depth
         DIR *d = gitguard_dir_of(fd);
         if (!d)
                 return;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                const char *n = de->d_name;
-                if (STREQ(n, ".") || STREQ(n, "..") || gitguard_quarantined(n) ||
-                    !gitguard_count_entry(g, rel))
-                        continue;
+        const char *n;
+        while ((n = gitguard_next_entry(g, d, rel))) {
                 _cleanup_free_ char *r = gitguard_join(rel, n);
                 _cleanup_close_ int sfd = gitguard_open_dir(fd, n);
                 if (sfd < 0)
