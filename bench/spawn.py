@@ -19,6 +19,7 @@ none) the median of each step of a spawn from AIRLOCK_TRACE.
 """
 
 import os
+import random
 import re
 import statistics
 import sys
@@ -140,19 +141,21 @@ def main():
     a_times, g_times, b_times, a_rss, o_times, og_times = [], [], [], [], [], []
     CPU.clear()
     load0 = os.getloadavg()[0]
+    # Each round runs every command once, in a new random order: a run pays
+    # for what the one before it left to the kernel's asynchronous teardown
+    # (a network namespace's, a cgroup's), so a fixed order would favour
+    # whichever command always follows the cheapest one.
+    rounds = [(airlock, a_times), (BWRAP, b_times), (gated, g_times)]
+    if other:
+        rounds += [(other, o_times), (other_gated, og_times)]
+    shuffle = random.Random(RUNS)
     for _ in range(RUNS):
-        t, _, rss = run(airlock, ws)
-        a_times.append(t)
-        a_rss.append(rss)
-        t, _, _ = run(BWRAP, ws)
-        b_times.append(t)
-        t, _, _ = run(gated, ws)
-        g_times.append(t)
-        if other:
-            t, _, _ = run(other, ws)
-            o_times.append(t)
-            t, _, _ = run(other_gated, ws)
-            og_times.append(t)
+        shuffle.shuffle(rounds)
+        for argv, times in rounds:
+            t, _, rss = run(argv, ws)
+            times.append(t)
+            if argv is airlock:
+                a_rss.append(rss)
     load1 = os.getloadavg()[0]
     a, g, b = (statistics.median(x) for x in (a_times, g_times, b_times))
     a9, g9, b9 = (pct(x, 0.9) for x in (a_times, g_times, b_times))
