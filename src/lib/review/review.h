@@ -64,6 +64,15 @@ struct review_report {
  * home is not an absolute path. Caller frees. */
 char *review_state_root(uid_t uid, const char *home);
 
+/* The start time a review's accept compares host change times against
+ * (ns since the epoch). File times are not the fine clock's: mostly the
+ * coarse clock's (one tick, up to 10 ms, behind), sometimes finer. The stamp
+ * is the time the kernel gives a file changed now, returned once the coarse
+ * clock has moved past it (at most one tick's wait, bounded at 50 ms): a
+ * host change made before the call is not later than the stamp, one made
+ * after it is, and is seen as a conflict. */
+uint64_t review_start_ns(void);
+
 /* Create <state_root>/sandboxes/<id>/ (missing parents included) with
  * meta.json in state "pending", an empty manifest and changes/. id is 1 to
  * 64 of [A-Za-z0-9_-]; workspace an absolute path. -EEXIST when id is taken.

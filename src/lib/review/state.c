@@ -8,6 +8,8 @@
 #include <inttypes.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "paths.h"
@@ -86,6 +88,39 @@ int review_workspace(const char *state_dir, char **ret, struct al_error *err)
 char *review_state_root(uid_t uid, const char *home)
 {
         return paths_state_root(uid, home);
+}
+
+static uint64_t coarse_realtime_ns(void)
+{
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) < 0)
+                return 0;
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The change time the kernel gives a file changed now: a nameless file's,
+ * changed once its time was read (so a kernel that hands out fine-grained
+ * times for files being watched does, and raises the floor every later
+ * time stays at or above). The coarse clock where no such file can be
+ * made. */
+static uint64_t file_time_now_ns(void)
+{
+        _cleanup_close_ int fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && fchmod(fd, 0400) == 0 && fstat(fd, &st) == 0)
+                return (uint64_t)st.st_ctim.tv_sec * 1000000000u + (uint64_t)st.st_ctim.tv_nsec;
+        return coarse_realtime_ns();
+}
+
+uint64_t review_start_ns(void)
+{
+        uint64_t at = file_time_now_ns();
+        uint64_t deadline = now_monotonic_us() + 50000;
+        while (coarse_realtime_ns() <= at && now_monotonic_us() < deadline) {
+                struct timespec nap = {.tv_sec = 0, .tv_nsec = 200000};
+                (void)nanosleep(&nap, NULL);
+        }
+        return at;
 }
 
 int review_create(const char *state_root, const char *id, const char *workspace,

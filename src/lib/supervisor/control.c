@@ -202,7 +202,11 @@ int control_serve(const struct control_config *cfg, struct al_error *err)
             .tool_bin = tool_bin,
             .ca_bundle = c.core.ca_bundle,
         };
-        uint64_t started_ns = now_realtime_us() * 1000;
+        /* A copy-on-write workspace's review compares host change times
+         * with this. */
+        uint64_t started_ns = p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY
+                                  ? review_start_ns()
+                                  : now_realtime_us() * 1000;
         gg = gitguard_begin(p);
         r = spawn_sandbox(&sc, &c.core.sp, err);
         if (r < 0)

@@ -330,7 +330,11 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         sv.pty_fd = -1;
 
         uint64_t start = core->start_us;
-        uint64_t started_ns = now_realtime_us() * 1000;
+        /* A copy-on-write workspace's review compares host change times
+         * with this. */
+        uint64_t started_ns = p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY
+                                  ? review_start_ns()
+                                  : now_realtime_us() * 1000;
         r = sv_core_set_id(core, cfg->sandbox_id, err);
         if (r < 0)
                 return r;
