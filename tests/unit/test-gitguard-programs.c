@@ -18,37 +18,8 @@
 #include "policy.h"
 #include "util.h"
 
-static char ws[64];
-
-static void path(char *p, size_t n, const char *rel)
-{
-        snprintf(p, n, "%s/%s", ws, rel);
-}
-
-static void put(const char *rel, const char *text)
-{
-        char p[512];
-        path(p, sizeof(p), rel);
-        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-        cr_assert(fd >= 0, "%s", p);
-        cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-        close(fd);
-}
-
-static void dir(const char *rel)
-{
-        char p[512];
-        path(p, sizeof(p), rel);
-        cr_assert_eq(mkdir(p, 0755), 0, "%s", p);
-}
-
-static bool exists(const char *rel)
-{
-        char p[512];
-        struct stat st;
-        path(p, sizeof(p), rel);
-        return lstat(p, &st) == 0;
-}
+#define GG_TEST_PUT_MODE 0755
+#include "gitguard-test-util.h"
 
 static void repo(const char *config)
 {

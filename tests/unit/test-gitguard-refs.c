@@ -20,29 +20,7 @@
 #include "policy.h"
 #include "util.h"
 
-static char ws[64];
-
-static void path(char *p, size_t n, const char *rel)
-{
-        snprintf(p, n, "%s/%s", ws, rel);
-}
-
-static void put(const char *rel, const char *text)
-{
-        char p[512];
-        path(p, sizeof(p), rel);
-        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        cr_assert(fd >= 0, "%s", p);
-        cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-        close(fd);
-}
-
-static void dir(const char *rel)
-{
-        char p[512];
-        path(p, sizeof(p), rel);
-        cr_assert_eq(mkdir(p, 0755), 0, "%s", p);
-}
+#include "gitguard-test-util.h"
 
 static void fifo(const char *rel)
 {
@@ -56,14 +34,6 @@ static void link_to(const char *target, const char *rel)
         char p[512];
         path(p, sizeof(p), rel);
         cr_assert_eq(symlink(target, p), 0, "%s", p);
-}
-
-static bool exists(const char *rel)
-{
-        char p[512];
-        struct stat st;
-        path(p, sizeof(p), rel);
-        return lstat(p, &st) == 0;
 }
 
 static void repo(void)
