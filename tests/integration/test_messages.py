@@ -245,6 +245,23 @@ def test_id_inside_names_the_sandbox_user(airlock):
     assert "WROTE" not in p.stdout, "the sandbox's /etc/passwd is writable"
 
 
+def test_sandbox_passwd_leaves_no_name_in_the_root(airlock):
+    """The sandbox's own /etc/passwd and /etc/group are written in the new
+    root's tmpfs and unlinked once bound: nothing at the root names them,
+    and the bind is read-only, not executable."""
+    ws = airlock.make_dir()
+    p = airlock.run(["run", "-q", "-w", ws, "--audit", ws / "audit.jsonl", "--", "sh", "-c",
+                     "ls -a /; grep -E ' /etc/(passwd|group) ' /proc/self/mountinfo"], timeout=60)
+    assert p.returncode == 0, p.stderr
+    names = p.stdout.split("\n")
+    assert not [n for n in names if "airlock" in n and " /etc/" not in n], p.stdout
+    binds = [l for l in names if " /etc/" in l]
+    assert len(binds) == 2, p.stdout
+    for line in binds:
+        opts = line.split()[5].split(",")
+        assert {"ro", "nosuid", "nodev", "noexec"} <= set(opts), line
+
+
 def test_id_inside_as_uid_0_is_root(airlock):
     ws = airlock.make_dir()
     p = airlock.run(["run", "-q", "-w", ws, "--audit", ws / "audit.jsonl", "--uid", "0", "--",

@@ -293,19 +293,16 @@ int mounts_build_dev(struct builder *b, const int *nodes, uint64_t shm_size)
 
 /* The sandbox's own /etc/passwd and /etc/group, so that `id`, `whoami` and
  * the like name its user ("agent", or "root" with uid 0) and not whoever
- * has that uid on the host: two files on a small tmpfs, each bound
- * read-only over the host's. */
+ * has that uid on the host: each written in the new root's own tmpfs under
+ * a name of its own, bound read-only over the host's, and unlinked, so the
+ * bind is the only way to it. No file system of their own: a mount that
+ * is never attached costs an RCU grace period when its last fd closes. */
 int mounts_build_passwd(struct builder *b)
 {
         const struct mounts_config *c = b->c;
         /* A container's image brings its own users. */
         if (c->rootfs)
                 return 0;
-        const char *opts[] = {"size", "64k", "mode", "0755", NULL};
-        _cleanup_close_ int fs =
-            mounts_new_fs("tmpfs", opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-        if (fs < 0)
-                return al_error_set(b->err, fs, "mounting a tmpfs for /etc/passwd");
         char passwd[PATH_MAX + 256], group[128];
         int n = snprintf(passwd, sizeof(passwd), "root:x:0:0:root:%s:/bin/sh\n",
                          c->uid == 0 ? c->home : "/root");
@@ -336,18 +333,31 @@ int mounts_build_passwd(struct builder *b)
             {"resolv.conf", "nameserver 127.0.0.1\noptions timeout:5 attempts:2\n"}};
         for (size_t i = 0; i < ARRAY_SIZE(files) - (resolv ? 0 : 1); i++) {
                 _cleanup_free_ char *target = xasprintf("/etc/%s", files[i][0]);
-                _cleanup_close_ int fd =
-                    openat(fs, files[i][0], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                /* The root's top level holds only mount points and links
+                 * made here: no name of the host's can be in the way. */
+                _cleanup_free_ char *name = xasprintf(".airlock-%s", files[i][0]);
+                _cleanup_close_ int fd = openat(
+                    b->root, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
                 int r = fd < 0 ? -errno : write_full(fd, files[i][1], strlen(files[i][1]));
-                if (r < 0)
-                        return al_error_set(b->err, r, "writing the sandbox's %s", target);
-                _cleanup_close_ int mnt =
-                    open_tree(fs, files[i][0], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-                if (mnt < 0)
-                        return al_error_set(b->err, errno, "cloning the sandbox's %s", target);
-                if (mounts_set_attr(mnt, MOUNT_ATTR_RDONLY, false) < 0)
-                        return al_error_set(b->err, errno, "making %s read-only", target);
-                r = mounts_attach(b, mnt, target, true);
+                if (r >= 0) {
+                        _cleanup_close_ int mnt =
+                            open_tree(b->root, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                        if (mnt < 0)
+                                r = al_error_set(b->err, errno, "cloning the sandbox's %s", target);
+                        else if (mounts_set_attr(mnt,
+                                                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+                                                     MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                                                 false) < 0)
+                                r = al_error_set(b->err, errno, "making %s read-only", target);
+                        else
+                                r = mounts_attach(b, mnt, target, true);
+                } else {
+                        r = al_error_set(b->err, r, "writing the sandbox's %s", target);
+                }
+                /* Attached (a mount of an unlinked file cannot be), the
+                 * name goes: the bind is the only way to the file. */
+                if (fd >= 0 && unlinkat(b->root, name, 0) < 0 && r >= 0)
+                        r = al_error_set(b->err, errno, "writing the sandbox's %s", target);
                 if (r < 0)
                         return r;
         }
