@@ -102,3 +102,31 @@ Test(opencalls, a_link_is_not_followed)
         cr_assert_lt(open_calls_closing(dir, 1, "test", &calls), 0);
         cr_assert_null(calls);
 }
+
+/* An `airlock run` keeps its calls in a directory made at the first call
+ * only: a run without calls writes nothing; the calls a run left are read
+ * back from it, and removing it takes what is in it. */
+Test(opencalls, lazy_directory_is_made_at_the_first_call)
+{
+        char lazy[300];
+        snprintf(lazy, sizeof(lazy), "%s/run.calls", dir);
+        struct open_calls *oc = open_calls_new_lazy(lazy);
+        cr_assert_not_null(oc);
+        open_calls_end(oc, 7); /* nothing under way: nothing made */
+        struct stat st;
+        cr_assert_eq(stat(lazy, &st), -1);
+        cr_assert_eq(open_calls_start(oc, 1, "c1", "t.slow", "sha256:x", "allow", 1000), 0);
+        cr_assert_eq(stat(lazy, &st), 0);
+        cr_assert_eq(st.st_mode & 07777, 0700);
+        json_t *calls = NULL;
+        cr_assert_eq(open_calls_closing(lazy, 1500, "airlock", &calls), 0);
+        cr_assert_eq(json_array_size(calls), 1);
+        json_t *c = json_array_get(calls, 0);
+        cr_assert_str_eq(json_string_value(json_object_get(c, "closedBy")), "airlock");
+        cr_assert_eq(json_integer_value(json_object_get(c, "durationMs")), 500);
+        json_decref(calls);
+        open_calls_free(oc);
+        cr_assert_eq(open_calls_remove(lazy), 0);
+        cr_assert_eq(stat(lazy, &st), -1);
+        cr_assert_eq(open_calls_remove(lazy), 0); /* gone already */
+}

@@ -12,6 +12,7 @@
 #include "orphans.h"
 #include "quota.h"
 #include "supervisor.h"
+#include "opencalls.h"
 #include "trace.h"
 #include "util.h"
 
@@ -150,24 +151,45 @@ static bool end_recorded(const char *audit_path, const char *id)
         return memmem(buf, got, needle, strlen(needle)) != NULL;
 }
 
+/* The run's end, and first each host tool call it started and never ended
+ * (kept in calls_dir, opencalls.h): every tool.started has its tool.call. */
 static int audit_owner_died(const char *audit_path, const char *id, json_t *rec,
-                            struct al_error *err)
+                            const char *calls_dir, struct al_error *err)
 {
-        if (end_recorded(audit_path, id))
-                return 0;
-        json_int_t started = json_integer_value(json_object_get(rec, "startedUs"));
         uint64_t now = now_realtime_us();
+        json_t *calls = NULL;
+        int r = open_calls_closing(calls_dir, now / 1000, "airlock", &calls);
+        if (r < 0)
+                return al_error_set(err, r, "reading the tool calls it left in %s", calls_dir);
+        bool ended = end_recorded(audit_path, id);
+        if (ended && json_array_size(calls) == 0) {
+                json_decref(calls);
+                return 0;
+        }
+        json_int_t started = json_integer_value(json_object_get(rec, "startedUs"));
         json_int_t duration = started > 0 && (uint64_t)started < now
                                   ? (json_int_t)((now - (uint64_t)started) / 1000)
                                   : 0;
         struct audit *a = NULL;
-        int r = audit_open(audit_path, NULL, &a, err);
-        if (r < 0)
+        r = audit_open(audit_path, NULL, &a, err);
+        if (r < 0) {
+                json_decref(calls);
                 return r;
-        json_t *fields = json_pack("{s:s, s:O, s:I}", "reason", "owner_died", "ownerPid",
-                                   json_object_get(rec, "pid"), "durationMs", duration);
-        r = audit_append(a, id, "sandbox.destroyed", fields, err);
-        json_decref(fields);
+        }
+        size_t i;
+        json_t *f;
+        json_array_foreach(calls, i, f)
+        {
+                if (r >= 0)
+                        r = audit_append(a, id, "tool.call", f, err);
+        }
+        json_decref(calls);
+        if (r >= 0 && !ended) {
+                json_t *fields = json_pack("{s:s, s:O, s:I}", "reason", "owner_died", "ownerPid",
+                                           json_object_get(rec, "pid"), "durationMs", duration);
+                r = audit_append(a, id, "sandbox.destroyed", fields, err);
+                json_decref(fields);
+        }
         audit_close(a);
         return r;
 }
@@ -226,8 +248,9 @@ static int finish(int dirfd, const char *dir, const char *name, struct al_error 
 
         const char *owner = json_string_value(json_object_get(rec, "owner"));
         const char *audit_path = json_string_value(json_object_get(rec, "audit"));
+        _cleanup_free_ char *calls = xasprintf("%s/%s.calls", dir, name);
         if (owner && STREQ(owner, "run") && audit_path && audit_path[0] == '/') {
-                r = audit_owner_died(audit_path, id, rec, err);
+                r = audit_owner_died(audit_path, id, rec, calls, err);
                 if (r < 0) {
                         r = al_error_wrap(err, "recording the end of sandbox %s", id);
                         json_decref(rec);
@@ -235,6 +258,7 @@ static int finish(int dirfd, const char *dir, const char *name, struct al_error 
                 }
         }
         json_decref(rec);
+        (void)open_calls_remove(calls);
         if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
                 return al_error_set(err, errno, "run record %s/%s", dir, name);
         return 1;
@@ -319,7 +343,12 @@ int orphans_run(const struct supervisor_config *cfg, struct supervisor_result *r
         if (r < 0)
                 return r;
         al_trace_mark("orphans.record");
+        /* Beside the record, the tool calls under way: a sweep closes
+         * those a killed run left (finish()). */
+        _cleanup_free_ char *calls = xasprintf("%s.calls", rec.path);
+        c.open_calls_dir = calls;
         r = supervisor_run(&c, res, err);
+        (void)open_calls_remove(calls);
         record_drop(&rec);
         al_trace_mark("orphans.dropped");
         return r;

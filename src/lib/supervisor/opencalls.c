@@ -16,7 +16,8 @@
 
 struct open_calls {
         int dirfd;
-        json_t *calls; /* [{"callId", "tool", "argsDigest", "rule", "startedMs"}] */
+        char *lazy_dir; /* made at the first call when dirfd < 0 */
+        json_t *calls;  /* [{"callId", "tool", "argsDigest", "rule", "startedMs"}] */
 };
 
 struct open_calls *open_calls_new(const char *dir)
@@ -30,12 +31,33 @@ struct open_calls *open_calls_new(const char *dir)
         return oc;
 }
 
+struct open_calls *open_calls_new_lazy(const char *dir)
+{
+        struct open_calls *oc = xcalloc(1, sizeof(*oc));
+        oc->dirfd = -1;
+        oc->lazy_dir = xstrdup(dir);
+        oc->calls = json_array();
+        return oc;
+}
+
+int open_calls_remove(const char *dir)
+{
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if ((unlinkat(fd, OPEN_CALLS_FILE, 0) < 0 && errno != ENOENT) ||
+            (unlinkat(fd, OPEN_CALLS_TMP, 0) < 0 && errno != ENOENT))
+                return -errno;
+        return rmdir(dir) < 0 && errno != ENOENT ? -errno : 0;
+}
+
 struct open_calls *open_calls_free(struct open_calls *oc)
 {
         if (!oc)
                 return NULL;
         if (oc->dirfd >= 0)
                 close(oc->dirfd);
+        free(oc->lazy_dir);
         json_decref(oc->calls);
         free(oc);
         return NULL;
@@ -45,6 +67,17 @@ struct open_calls *open_calls_free(struct open_calls *oc)
  * removed when none is under way. */
 static int save(struct open_calls *oc)
 {
+        if (oc->dirfd < 0) {
+                if (json_array_size(oc->calls) == 0)
+                        return 0;
+                if (!oc->lazy_dir)
+                        return -EBADF;
+                if (mkdir(oc->lazy_dir, 0700) < 0 && errno != EEXIST)
+                        return -errno;
+                oc->dirfd = open(oc->lazy_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (oc->dirfd < 0)
+                        return -errno;
+        }
         if (json_array_size(oc->calls) == 0) {
                 if (unlinkat(oc->dirfd, OPEN_CALLS_FILE, 0) < 0 && errno != ENOENT)
                         return -errno;

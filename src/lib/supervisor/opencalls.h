@@ -23,6 +23,12 @@ struct open_calls;
 /* The calls of the run directory dir (which must exist). NULL on failure
  * (errno set). */
 struct open_calls *open_calls_new(const char *dir);
+/* The same for a directory made (0700) only when the first call starts,
+ * so that a run without tool calls writes nothing. */
+struct open_calls *open_calls_new_lazy(const char *dir);
+/* Remove dir and what open_calls left in it; 0 when it is gone (or was
+ * never made). */
+int open_calls_remove(const char *dir);
 struct open_calls *open_calls_free(struct open_calls *oc);
 
 /* A call starts: kept, and the file rewritten, before its tool.started

@@ -60,6 +60,9 @@ struct supervisor_config {
         const char *account;      /* ${account} in route templates */
         const char *state_root;   /* where review state is kept (overlay workspace) */
         const char *sandbox_id;   /* 16 lowercase hex digits chosen by the caller; NULL: random */
+        /* Where the host tool calls under way are kept (opencalls.h), made
+         * at the first call; NULL: not kept. */
+        const char *open_calls_dir;
         char *const *argv;
         const char *caller_home;
         const char *term;
