@@ -13,7 +13,7 @@
 
 #define POLICY_MAX_SIZE (1024 * 1024)
 
-static int parse_json_value(struct ctx *c, json_t *v, enum value_kind kind, uint64_t min,
+int policy_parse_json_value(struct ctx *c, json_t *v, enum value_kind kind, uint64_t min,
                             uint64_t max, uint64_t *ret)
 {
         const char *what = policy_kind_what(kind, min);
@@ -60,14 +60,9 @@ static int parse_json_value(struct ctx *c, json_t *v, enum value_kind kind, uint
         return 0;
 }
 
-/* Loading: one handler per key, tables per object. */
+/* Loading: one handler per key, tables per object (policy-internal.h). */
 
-struct field {
-        const char *name;
-        int (*parse)(struct ctx *c, void *target, json_t *v);
-};
-
-static int parse_fields(struct ctx *c, void *target, json_t *obj, const struct field *fields,
+int policy_parse_fields(struct ctx *c, void *target, json_t *obj, const struct policy_field *fields,
                         size_t n_fields)
 {
         const char *key;
@@ -77,7 +72,7 @@ static int parse_fields(struct ctx *c, void *target, json_t *obj, const struct f
                 return policy_fail(c, "\"%s\" must be an object", c->path);
         json_object_foreach(obj, key, v)
         {
-                const struct field *f = NULL;
+                const struct policy_field *f = NULL;
                 size_t mark = policy_path_push(c, key);
                 for (size_t i = 0; i < n_fields && !f; i++)
                         if (STREQ(fields[i].name, key))
@@ -92,7 +87,7 @@ static int parse_fields(struct ctx *c, void *target, json_t *obj, const struct f
         return 0;
 }
 
-static int get_string(struct ctx *c, json_t *v, char **field)
+int policy_get_string(struct ctx *c, json_t *v, char **field)
 {
         if (!json_is_string(v))
                 return policy_fail(c, "\"%s\" must be a string", c->path);
@@ -101,7 +96,7 @@ static int get_string(struct ctx *c, json_t *v, char **field)
         return 0;
 }
 
-static int get_string_or_null(struct ctx *c, json_t *v, char **field)
+int policy_get_string_or_null(struct ctx *c, json_t *v, char **field)
 {
         if (json_is_null(v)) {
                 free(*field);
@@ -110,10 +105,10 @@ static int get_string_or_null(struct ctx *c, json_t *v, char **field)
         }
         if (!json_is_string(v))
                 return policy_fail(c, "\"%s\" must be a string or null", c->path);
-        return get_string(c, v, field);
+        return policy_get_string(c, v, field);
 }
 
-static int get_bool(struct ctx *c, json_t *v, bool *field)
+int policy_get_bool(struct ctx *c, json_t *v, bool *field)
 {
         if (!json_is_boolean(v))
                 return policy_fail(c, "\"%s\" must be true or false", c->path);
@@ -121,7 +116,7 @@ static int get_bool(struct ctx *c, json_t *v, bool *field)
         return 0;
 }
 
-static int get_enum(struct ctx *c, json_t *v, const char *const *names, size_t n, int *ret)
+int policy_get_enum(struct ctx *c, json_t *v, const char *const *names, size_t n, int *ret)
 {
         char list[128] = "";
 
@@ -142,7 +137,7 @@ static int get_enum(struct ctx *c, json_t *v, const char *const *names, size_t n
 }
 
 /* An array of strings replaces the list it is read into. */
-static int get_strv(struct ctx *c, json_t *v, char ***field, size_t *n)
+int policy_get_strv(struct ctx *c, json_t *v, char ***field, size_t *n)
 {
         size_t i;
         json_t *e;
@@ -164,7 +159,7 @@ static int get_strv(struct ctx *c, json_t *v, char ***field, size_t *n)
 }
 
 /* An object of strings replaces the map it is read into. */
-static int get_kv(struct ctx *c, json_t *v, struct policy_kv **field, size_t *n)
+int policy_get_kv(struct ctx *c, json_t *v, struct policy_kv **field, size_t *n)
 {
         const char *key;
         json_t *e;
@@ -191,13 +186,14 @@ static int get_kv(struct ctx *c, json_t *v, struct policy_kv **field, size_t *n)
 
 static int ws_path(struct ctx *c, void *t, json_t *v)
 {
-        return get_string_or_null(c, v, &((struct policy *)t)->workspace);
+        return policy_get_string_or_null(c, v, &((struct policy *)t)->workspace);
 }
 
 static int ws_mode(struct ctx *c, void *t, json_t *v)
 {
         int m;
-        int r = get_enum(c, v, policy_workspace_modes, ARRAY_SIZE(policy_workspace_modes), &m);
+        int r =
+            policy_get_enum(c, v, policy_workspace_modes, ARRAY_SIZE(policy_workspace_modes), &m);
         if (r >= 0)
                 ((struct policy *)t)->workspace_mode = (enum policy_workspace_mode)m;
         return r;
@@ -205,15 +201,15 @@ static int ws_mode(struct ctx *c, void *t, json_t *v)
 
 static int ws_protect_git(struct ctx *c, void *t, json_t *v)
 {
-        return get_bool(c, v, &((struct policy *)t)->protect_git);
+        return policy_get_bool(c, v, &((struct policy *)t)->protect_git);
 }
 
 static int ws_allow_broad(struct ctx *c, void *t, json_t *v)
 {
-        return get_bool(c, v, &((struct policy *)t)->allow_broad);
+        return policy_get_bool(c, v, &((struct policy *)t)->allow_broad);
 }
 
-static const struct field workspace_fields[] = {
+static const struct policy_field workspace_fields[] = {
     {"path", ws_path},
     {"mode", ws_mode},
     {"protectGit", ws_protect_git},
@@ -225,7 +221,7 @@ static const struct field workspace_fields[] = {
 static int fs_read(struct ctx *c, void *t, json_t *v)
 {
         int m;
-        int r = get_enum(c, v, policy_read_modes, ARRAY_SIZE(policy_read_modes), &m);
+        int r = policy_get_enum(c, v, policy_read_modes, ARRAY_SIZE(policy_read_modes), &m);
         if (r >= 0)
                 ((struct policy *)t)->read = (enum policy_read_mode)m;
         return r;
@@ -234,48 +230,48 @@ static int fs_read(struct ctx *c, void *t, json_t *v)
 static int fs_deny_read(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
-        return get_strv(c, v, &p->deny_read, &p->n_deny_read);
+        return policy_get_strv(c, v, &p->deny_read, &p->n_deny_read);
 }
 
 static int fs_allow_write(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
-        return get_strv(c, v, &p->allow_write, &p->n_allow_write);
+        return policy_get_strv(c, v, &p->allow_write, &p->n_allow_write);
 }
 
 static int fs_deny_write(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
-        return get_strv(c, v, &p->deny_write, &p->n_deny_write);
+        return policy_get_strv(c, v, &p->deny_write, &p->n_deny_write);
 }
 
 static int fs_allow_read(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
-        return get_strv(c, v, &p->allow_read, &p->n_allow_read);
+        return policy_get_strv(c, v, &p->allow_read, &p->n_allow_read);
 }
 
 static int mount_source(struct ctx *c, void *t, json_t *v)
 {
-        return get_string(c, v, &((struct policy_mount *)t)->source);
+        return policy_get_string(c, v, &((struct policy_mount *)t)->source);
 }
 
 static int mount_volume(struct ctx *c, void *t, json_t *v)
 {
-        return get_string(c, v, &((struct policy_mount *)t)->volume);
+        return policy_get_string(c, v, &((struct policy_mount *)t)->volume);
 }
 
 static int mount_target(struct ctx *c, void *t, json_t *v)
 {
-        return get_string(c, v, &((struct policy_mount *)t)->target);
+        return policy_get_string(c, v, &((struct policy_mount *)t)->target);
 }
 
 static int mount_readonly(struct ctx *c, void *t, json_t *v)
 {
-        return get_bool(c, v, &((struct policy_mount *)t)->readonly);
+        return policy_get_bool(c, v, &((struct policy_mount *)t)->readonly);
 }
 
-static const struct field mount_fields[] = {
+static const struct policy_field mount_fields[] = {
     {"source", mount_source},
     {"volume", mount_volume},
     {"target", mount_target},
@@ -297,7 +293,8 @@ static int fs_mounts(struct ctx *c, void *t, json_t *v)
         {
                 size_t mark = policy_path_push_index(c, i);
                 p->mounts[i].readonly = true;
-                int r = parse_fields(c, &p->mounts[i], e, mount_fields, ARRAY_SIZE(mount_fields));
+                int r = policy_parse_fields(c, &p->mounts[i], e, mount_fields,
+                                            ARRAY_SIZE(mount_fields));
                 if (r < 0)
                         return r;
                 policy_path_pop(c, mark);
@@ -305,260 +302,13 @@ static int fs_mounts(struct ctx *c, void *t, json_t *v)
         return 0;
 }
 
-static const struct field filesystem_fields[] = {
+static const struct policy_field filesystem_fields[] = {
     {"read", fs_read},
     {"denyRead", fs_deny_read},
     {"allowWrite", fs_allow_write},
     {"denyWrite", fs_deny_write},
     {"allowRead", fs_allow_read},
     {"mounts", fs_mounts},
-};
-
-/* network */
-
-static int net_mode(struct ctx *c, void *t, json_t *v)
-{
-        struct policy *p = t;
-        int m;
-        int r = get_enum(c, v, policy_net_modes, ARRAY_SIZE(policy_net_modes), &m);
-        if (r >= 0) {
-                p->net_mode = (enum policy_net_mode)m;
-                p->net_mode_set = true;
-        }
-        return r;
-}
-
-static int net_allow(struct ctx *c, void *t, json_t *v)
-{
-        struct policy *p = t;
-        return get_strv(c, v, &p->net_allow, &p->n_net_allow);
-}
-
-static int net_deny(struct ctx *c, void *t, json_t *v)
-{
-        struct policy *p = t;
-        return get_strv(c, v, &p->net_deny, &p->n_net_deny);
-}
-
-static int net_allow_private(struct ctx *c, void *t, json_t *v)
-{
-        struct policy *p = t;
-        return get_strv(c, v, &p->net_allow_private, &p->n_net_allow_private);
-}
-
-static int net_hosts(struct ctx *c, void *t, json_t *v)
-{
-        struct policy *p = t;
-        return get_kv(c, v, &p->net_hosts, &p->n_net_hosts);
-}
-
-static int route_name(struct ctx *c, void *t, json_t *v)
-{
-        return get_string(c, v, &((struct policy_route *)t)->name);
-}
-
-static int route_upstream(struct ctx *c, void *t, json_t *v)
-{
-        return get_string(c, v, &((struct policy_route *)t)->upstream);
-}
-
-static int route_inject(struct ctx *c, void *t, json_t *v)
-{
-        struct policy_route *r = t;
-        return get_kv(c, v, &r->inject, &r->n_inject);
-}
-
-static int route_strip(struct ctx *c, void *t, json_t *v)
-{
-        struct policy_route *r = t;
-        return get_strv(c, v, &r->strip, &r->n_strip);
-}
-
-static int route_record(struct ctx *c, void *t, json_t *v)
-{
-        struct policy_route *r = t;
-        return get_strv(c, v, &r->record, &r->n_record);
-}
-
-static int route_ca_file(struct ctx *c, void *t, json_t *v)
-{
-        return get_string_or_null(c, v, &((struct policy_route *)t)->ca_file);
-}
-
-static int route_host_only(struct ctx *c, void *t, json_t *v)
-{
-        return get_bool(c, v, &((struct policy_route *)t)->host_only);
-}
-
-static int route_terminate(struct ctx *c, void *t, json_t *v)
-{
-        return get_bool(c, v, &((struct policy_route *)t)->terminate);
-}
-
-static int route_cleartext(struct ctx *c, void *t, json_t *v)
-{
-        return get_bool(c, v, &((struct policy_route *)t)->cleartext);
-}
-
-static const struct field route_fields[] = {
-    {"name", route_name},           {"upstream", route_upstream},  {"inject", route_inject},
-    {"strip", route_strip},         {"record", route_record},      {"caFile", route_ca_file},
-    {"terminate", route_terminate}, {"hostOnly", route_host_only}, {"cleartext", route_cleartext},
-};
-
-static int net_routes(struct ctx *c, void *t, json_t *v)
-{
-        struct policy *p = t;
-        size_t i;
-        json_t *e;
-
-        if (!json_is_array(v))
-                return policy_fail(c, "\"%s\" must be an array", c->path);
-        policy_routes_free_n(p->routes, p->n_routes);
-        p->n_routes = json_array_size(v);
-        p->routes = xcalloc(p->n_routes, sizeof(*p->routes));
-        json_array_foreach(v, i, e)
-        {
-                size_t mark = policy_path_push_index(c, i);
-                int r = parse_fields(c, &p->routes[i], e, route_fields, ARRAY_SIZE(route_fields));
-                if (r < 0)
-                        return r;
-                policy_path_pop(c, mark);
-        }
-        return 0;
-}
-
-static int sentinel_env(struct ctx *c, void *t, json_t *v)
-{
-        return get_string(c, v, &((struct policy_sentinel *)t)->env);
-}
-
-static int sentinel_secret(struct ctx *c, void *t, json_t *v)
-{
-        return get_string(c, v, &((struct policy_sentinel *)t)->secret);
-}
-
-static int sentinel_hosts(struct ctx *c, void *t, json_t *v)
-{
-        struct policy_sentinel *s = t;
-        return get_strv(c, v, &s->hosts, &s->n_hosts);
-}
-
-/* true, false, or the "HOST:PORT" list plain HTTP may carry the value to. */
-static int sentinel_cleartext(struct ctx *c, void *t, json_t *v)
-{
-        struct policy_sentinel *s = t;
-        if (json_is_array(v)) {
-                s->cleartext = false;
-                return get_strv(c, v, &s->cleartext_at, &s->n_cleartext_at);
-        }
-        if (!json_is_boolean(v))
-                return policy_fail(c, "\"%s\" must be true, false or an array of \"HOST:PORT\"",
-                                   c->path);
-        strv_free_n(s->cleartext_at, s->n_cleartext_at);
-        s->cleartext_at = NULL;
-        s->n_cleartext_at = 0;
-        return get_bool(c, v, &s->cleartext);
-}
-
-static const struct field sentinel_fields[] = {
-    {"env", sentinel_env},
-    {"secret", sentinel_secret},
-    {"hosts", sentinel_hosts},
-    {"cleartext", sentinel_cleartext},
-};
-
-static int net_sentinels(struct ctx *c, void *t, json_t *v)
-{
-        struct policy *p = t;
-        size_t i;
-        json_t *e;
-
-        if (!json_is_array(v))
-                return policy_fail(c, "\"%s\" must be an array", c->path);
-        policy_sentinels_free_n(p->sentinels, p->n_sentinels);
-        p->n_sentinels = json_array_size(v);
-        p->sentinels = xcalloc(p->n_sentinels, sizeof(*p->sentinels));
-        json_array_foreach(v, i, e)
-        {
-                size_t mark = policy_path_push_index(c, i);
-                int r = parse_fields(c, &p->sentinels[i], e, sentinel_fields,
-                                     ARRAY_SIZE(sentinel_fields));
-                if (r < 0)
-                        return r;
-                policy_path_pop(c, mark);
-        }
-        return 0;
-}
-
-static int net_parent_proxy(struct ctx *c, void *t, json_t *v)
-{
-        return get_string_or_null(c, v, &((struct policy *)t)->net_parent_proxy);
-}
-
-static int net_no_proxy(struct ctx *c, void *t, json_t *v)
-{
-        struct policy *p = t;
-        return get_strv(c, v, &p->net_no_proxy, &p->n_net_no_proxy);
-}
-
-static int net_parent_send_names(struct ctx *c, void *t, json_t *v)
-{
-        return get_bool(c, v, &((struct policy *)t)->net_parent_send_names);
-}
-
-static int budget_requests(struct ctx *c, void *t, json_t *v)
-{
-        return parse_json_value(c, v, KIND_COUNT, 0, INT64_MAX,
-                                &((struct policy *)t)->budget.requests);
-}
-
-static int budget_bytes(struct ctx *c, void *t, json_t *v)
-{
-        return parse_json_value(c, v, KIND_SIZE, 0, INT64_MAX, &((struct policy *)t)->budget.bytes);
-}
-
-static int budget_rate(struct ctx *c, void *t, json_t *v)
-{
-        struct policy *p = t;
-        int r = parse_json_value(c, v, KIND_SIZE, 0, INT64_MAX, &p->budget.rate);
-        if (r >= 0)
-                p->budget.rate_set = true;
-        return r;
-}
-
-static int budget_refusals(struct ctx *c, void *t, json_t *v)
-{
-        return parse_json_value(c, v, KIND_COUNT, 0, INT64_MAX,
-                                &((struct policy *)t)->budget.refusals);
-}
-
-static const struct field budget_fields[] = {
-    {"requests", budget_requests},
-    {"bytes", budget_bytes},
-    {"rate", budget_rate},
-    {"refusals", budget_refusals},
-};
-
-static int net_direct_path(struct ctx *c, void *t, json_t *v)
-{
-        return get_bool(c, v, &((struct policy *)t)->net_direct_path);
-}
-
-static int net_budget(struct ctx *c, void *t, json_t *v)
-{
-        return parse_fields(c, t, v, budget_fields, ARRAY_SIZE(budget_fields));
-}
-
-static const struct field network_fields[] = {
-    {"mode", net_mode},     {"allow", net_allow},
-    {"deny", net_deny},     {"allowPrivate", net_allow_private},
-    {"hosts", net_hosts},   {"routes", net_routes},
-    {"budget", net_budget}, {"sentinels", net_sentinels},
-    {"parentProxy", net_parent_proxy}, {"noProxy", net_no_proxy},
-    {"parentProxySendNames", net_parent_send_names},
-    {"onUnlisted", policy_net_on_unlisted_parse},
-    {"denyReasons", policy_deny_reasons_parse}, {"directPath", net_direct_path},
 };
 
 /* limits.io: keys and handling come from policy_io_descs. */
@@ -575,8 +325,8 @@ static int parse_io(struct ctx *c, struct policy *p, json_t *obj)
                 const struct limit_desc *d = policy_io_desc_find(key);
                 if (!d)
                         return policy_fail(c, "unknown key \"%s\"", c->path);
-                int r = parse_json_value(c, v, d->kind, d->min, d->max,
-                                         policy_io_field(&p->limits.io, d));
+                int r = policy_parse_json_value(c, v, d->kind, d->min, d->max,
+                                                policy_io_field(&p->limits.io, d));
                 if (r < 0)
                         return r;
                 p->limits_set |= d->bit;
@@ -608,7 +358,7 @@ static int parse_limits(struct ctx *c, struct policy *p, json_t *obj)
                 uint64_t x;
                 if (!d)
                         return policy_fail(c, "unknown key \"%s\"", c->path);
-                int r = parse_json_value(c, v, d->kind, d->min, d->max, &x);
+                int r = policy_parse_json_value(c, v, d->kind, d->min, d->max, &x);
                 if (r < 0)
                         return r;
                 policy_limit_store(p, d, x);
@@ -621,17 +371,12 @@ static int parse_limits(struct ctx *c, struct policy *p, json_t *obj)
 
 static int top_workspace(struct ctx *c, void *t, json_t *v)
 {
-        return parse_fields(c, t, v, workspace_fields, ARRAY_SIZE(workspace_fields));
+        return policy_parse_fields(c, t, v, workspace_fields, ARRAY_SIZE(workspace_fields));
 }
 
 static int top_filesystem(struct ctx *c, void *t, json_t *v)
 {
-        return parse_fields(c, t, v, filesystem_fields, ARRAY_SIZE(filesystem_fields));
-}
-
-static int top_network(struct ctx *c, void *t, json_t *v)
-{
-        return parse_fields(c, t, v, network_fields, ARRAY_SIZE(network_fields));
+        return policy_parse_fields(c, t, v, filesystem_fields, ARRAY_SIZE(filesystem_fields));
 }
 
 static int top_limits(struct ctx *c, void *t, json_t *v)
@@ -641,13 +386,13 @@ static int top_limits(struct ctx *c, void *t, json_t *v)
 
 static int top_class(struct ctx *c, void *t, json_t *v)
 {
-        return get_string(c, v, &((struct policy *)t)->class_name);
+        return policy_get_string(c, v, &((struct policy *)t)->class_name);
 }
 
 static int top_tier(struct ctx *c, void *t, json_t *v)
 {
         int i;
-        int r = get_enum(c, v, policy_tier_names_v, POLICY_TIER_COUNT_, &i);
+        int r = policy_get_enum(c, v, policy_tier_names_v, POLICY_TIER_COUNT_, &i);
         if (r < 0)
                 return r;
         ((struct policy *)t)->tier = (enum policy_tier)i;
@@ -656,24 +401,24 @@ static int top_tier(struct ctx *c, void *t, json_t *v)
 
 static int top_image(struct ctx *c, void *t, json_t *v)
 {
-        return get_string_or_null(c, v, &((struct policy *)t)->image);
+        return policy_get_string_or_null(c, v, &((struct policy *)t)->image);
 }
 
 static int top_trust_repo(struct ctx *c, void *t, json_t *v)
 {
-        return get_bool(c, v, &((struct policy *)t)->trust_repo_config);
+        return policy_get_bool(c, v, &((struct policy *)t)->trust_repo_config);
 }
 
 static int top_env(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
-        return get_kv(c, v, &p->env, &p->n_env);
+        return policy_get_kv(c, v, &p->env, &p->n_env);
 }
 
 static int tools_allow(struct ctx *c, void *t, json_t *v)
 {
         struct policy *p = t;
-        return get_strv(c, v, &p->tools_allow, &p->n_tools_allow);
+        return policy_get_strv(c, v, &p->tools_allow, &p->n_tools_allow);
 }
 
 static int tools_define(struct ctx *c, void *t, json_t *v)
@@ -681,7 +426,7 @@ static int tools_define(struct ctx *c, void *t, json_t *v)
         return policy_tools_parse_define(c, t, v);
 }
 
-static const struct field tools_fields[] = {
+static const struct policy_field tools_fields[] = {
     {"allow", tools_allow},
     {"define", tools_define},
     {"onUnlisted", policy_tools_on_unlisted_parse},
@@ -689,7 +434,7 @@ static const struct field tools_fields[] = {
 
 static int top_tools(struct ctx *c, void *t, json_t *v)
 {
-        return parse_fields(c, t, v, tools_fields, ARRAY_SIZE(tools_fields));
+        return policy_parse_fields(c, t, v, tools_fields, ARRAY_SIZE(tools_fields));
 }
 
 static int get_id(struct ctx *c, json_t *v, uint32_t *field)
@@ -739,10 +484,10 @@ static int top_hardware(struct ctx *c, void *t, json_t *v)
         return 0;
 }
 
-static const struct field top_fields[] = {
+static const struct policy_field top_fields[] = {
     {"workspace", top_workspace},
     {"filesystem", top_filesystem},
-    {"network", top_network},
+    {"network", policy_network_parse},
     {"limits", top_limits},
     {"class", top_class},
     {"tier", top_tier},
@@ -786,7 +531,7 @@ static int load_json(struct policy *p, const char *text, size_t len, const char 
         }
 
         _cleanup_(policy_freep) struct policy *t = policy_dup(p);
-        r = parse_fields(&c, t, doc, top_fields, ARRAY_SIZE(top_fields));
+        r = policy_parse_fields(&c, t, doc, top_fields, ARRAY_SIZE(top_fields));
         if (r >= 0 && json_object_get(doc, "uid") && !json_object_get(doc, "gid"))
                 t->gid = t->uid;
         json_decref(doc);

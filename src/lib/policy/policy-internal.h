@@ -3,8 +3,8 @@
 
 #include <jansson.h>
 
-/* Shared by the policy module's files (policy.c, load.c, check.c, json.c);
- * nothing outside src/lib/policy includes it. */
+/* Shared by the policy module's files (policy.c, load*.c, check.c,
+ * numbers.c, json.c, ...); nothing outside src/lib/policy includes it. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -92,6 +92,25 @@ size_t policy_path_push(struct ctx *c, const char *key);
 size_t policy_path_push_index(struct ctx *c, size_t i);
 void policy_path_pop(struct ctx *c, size_t mark);
 
+/* Loading (load.c): one handler per key, a table per object; unknown keys
+ * are errors naming their path. */
+struct policy_field {
+        const char *name;
+        int (*parse)(struct ctx *c, void *target, json_t *v);
+};
+int policy_parse_fields(struct ctx *c, void *target, json_t *obj, const struct policy_field *fields,
+                        size_t n_fields);
+int policy_parse_json_value(struct ctx *c, json_t *v, enum value_kind kind, uint64_t min,
+                            uint64_t max, uint64_t *ret);
+int policy_get_string(struct ctx *c, json_t *v, char **field);
+int policy_get_string_or_null(struct ctx *c, json_t *v, char **field);
+int policy_get_bool(struct ctx *c, json_t *v, bool *field);
+int policy_get_enum(struct ctx *c, json_t *v, const char *const *names, size_t n, int *ret);
+int policy_get_strv(struct ctx *c, json_t *v, char ***field, size_t *n);
+int policy_get_kv(struct ctx *c, json_t *v, struct policy_kv **field, size_t *n);
+/* The "network" section (load-network.c). */
+int policy_network_parse(struct ctx *c, void *target, json_t *v);
+
 /* health.c: the "health" section, read and written */
 int policy_health_parse(struct ctx *c, void *target, json_t *v);
 /* NULL when the section is all defaults (so older digests hold). */
@@ -105,7 +124,7 @@ int policy_ask_parse(struct ctx *c, void *target, json_t *v);
 /* Writes the keys that are not at their defaults (so older digests hold). */
 void policy_ask_json(const struct policy *p, json_t *root, json_t *network, json_t *tools);
 
-/* Numbers (check.c) */
+/* Numbers (numbers.c) */
 const char *policy_kind_what(enum value_kind kind, uint64_t min);
 int policy_check_range(struct ctx *c, const char *path, enum value_kind kind, uint64_t v,
                        uint64_t min, uint64_t max);

@@ -2,7 +2,8 @@
 /* The policy's lifetime: the defaults, the resource classes, copying and
  * committing a changed copy, messages, the setters the CLI uses, and
  * policy_finalize() (class defaults, absolute paths, the net mode). Loading
- * is in load.c, validation in check.c, the canonical JSON in json.c. */
+ * is in load.c (its network section in load-network.c), validation in
+ * check.c (numbers in numbers.c), the canonical JSON in json.c. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdarg.h>
