@@ -49,9 +49,10 @@ def _airlock_pid(top):
     return None
 
 
-def test_kill9_of_the_supervisor_takes_the_running_tool_down(airlock):
-    secs = "%d.%03d" % (30, random.randrange(1000))
-    tool_argv = ["/bin/sleep", secs]
+def _slow_tool(airlock, secs):
+    """A tools file defining t.slow, a host tool that sleeps secs.fff seconds
+    (a duration of its own, so its processes are found by command line)."""
+    tool_argv = ["/bin/sleep", "%d.%03d" % (secs, random.randrange(1000))]
     tdir = airlock.make_dir("tools")
     tools = tdir / "tools.json"
     tools.write_text(json.dumps({"define": {"t.slow": {
@@ -60,6 +61,11 @@ def test_kill9_of_the_supervisor_takes_the_running_tool_down(airlock):
         "command": tool_argv, "timeout": "60s"}}}))
     tools.chmod(0o644)
     airlock.chown(tdir)
+    return tool_argv, tools
+
+
+def test_kill9_of_the_supervisor_takes_the_running_tool_down(airlock):
+    tool_argv, tools = _slow_tool(airlock, 30)
     ws = airlock.make_dir()
     adir = airlock.make_dir("audit")
     audit = adir / "audit.jsonl"
@@ -92,15 +98,7 @@ def test_kill9_of_the_supervisor_takes_the_running_tool_down(airlock):
 
 def test_a_call_cut_by_the_runs_death_gets_its_end_from_the_next_sweep(airlock):
     audit = airlock.make_dir("audit") / "audit.jsonl"
-    d = airlock.make_dir("tools")
-    tool_argv = ["/bin/sleep", "%d.%03d" % (41, random.randrange(1000))]
-    tools = d / "tools.json"
-    tools.write_text(json.dumps({"define": {"t.slow": {
-        "description": "a slow host tool",
-        "args": {"type": "object", "properties": {}, "additionalProperties": False},
-        "command": tool_argv, "timeout": "60s"}}}))
-    tools.chmod(0o644)
-    airlock.chown(d)
+    tool_argv, tools = _slow_tool(airlock, 41)
     ws = airlock.make_dir()
     argv = airlock.cmd(["run", "-q", "--audit", audit, "-w", ws, "--timeout", "60",
                         "--tools", tools, "--tool", "t.slow", "--",
