@@ -417,6 +417,10 @@ int probe_cgroup_dynmods(const char *mounts, struct probe_dynmods *ret)
                                 } else {
                                         ret->v2++;
                                         ret->v2_favor += fav;
+                                        if (!ret->v2_at[0] && f[1] &&
+                                            strlen(f[1]) < sizeof(ret->v2_at))
+                                                snprintf(ret->v2_at, sizeof(ret->v2_at), "%s",
+                                                         f[1]);
                                 }
                         }
                 }
@@ -427,12 +431,18 @@ int probe_cgroup_dynmods(const char *mounts, struct probe_dynmods *ret)
 
 void probe_start_cost(struct probe_check *c)
 {
-        start(c, "cgroup-move");
         _cleanup_free_ char *mounts = NULL;
         if (read_file_at(AT_FDCWD, "/proc/mounts", 1 << 20, &mounts, NULL) < 0) {
+                start(c, "cgroup-move");
                 say(c->detail, "/proc/mounts cannot be read");
                 return;
         }
+        probe_start_cost_of(mounts, c);
+}
+
+void probe_start_cost_of(const char *mounts, struct probe_check *c)
+{
+        start(c, "cgroup-move");
         struct probe_dynmods d;
         probe_cgroup_dynmods(mounts, &d);
         if (d.v1 == 0) {
@@ -454,10 +464,25 @@ void probe_start_cost(struct probe_check *c)
         say(c->detail,
             "cgroup v1 without favordynmods (%zu hierarchies): each start moves the sandbox "
             "into its cgroup, which waits for an RCU grace period (a few ms, more on a busy "
-            "host); Airlock starts that wait early, beside the setup",
+            "host); Airlock run as root starts that wait early, beside the setup",
             d.v1);
-        say(c->fix,
-            "as root: mount -o remount,favordynmods /sys/fs/cgroup/memory (Linux 6.0 or later; "
-            "forks and exits cost slightly more), or boot with cgroup v2 "
-            "(systemd.unified_cgroup_hierarchy=1)");
+        /* A v1 hierarchy keeps the options it was first mounted with: a
+         * remount that adds favordynmods is refused ("option or name
+         * mismatch"). The v2 hierarchy takes it on a remount, and the lock
+         * it relaxes is the one v1 moves take too. */
+        if (d.v2_at[0])
+                say(c->fix,
+                    "as root: mount -o remount,favordynmods %s (this host's cgroup v2 "
+                    "hierarchy; the lock it relaxes is the one every move takes, v1 ones "
+                    "too; Linux 6.0 or later; forks and exits cost slightly more), or boot "
+                    "with cgroup v2 (systemd.unified_cgroup_hierarchy=1)",
+                    d.v2_at);
+        else
+                say(c->fix, "a v1 hierarchy takes favordynmods only when it is first mounted (a "
+                            "remount cannot add it); as root, mount the cgroup v2 hierarchy with "
+                            "it, which relaxes the lock every move takes (mkdir -p "
+                            "/sys/fs/cgroup/unified && mount -t cgroup2 -o favordynmods none "
+                            "/sys/fs/cgroup/unified; Linux 6.0 or later; forks and exits cost "
+                            "slightly more), or boot with cgroup v2 "
+                            "(systemd.unified_cgroup_hierarchy=1)");
 }

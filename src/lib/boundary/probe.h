@@ -38,11 +38,14 @@ void probe_workspace_io(const char *path, struct probe_check *c);
  * slows every start, nothing more): whether a move into a cgroup waits for
  * an RCU grace period (cgroup v1 without favordynmods). */
 void probe_start_cost(struct probe_check *c);
+/* The same from /proc/mounts' text. */
+void probe_start_cost_of(const char *mounts, struct probe_check *c);
 
-/* The cgroup mounts in /proc/mounts' text, and how many carry the
- * favordynmods option. */
+/* The cgroup mounts in /proc/mounts' text, how many carry the
+ * favordynmods option, and where the first cgroup v2 one is mounted. */
 struct probe_dynmods {
         size_t v1, v1_favor;
         size_t v2, v2_favor;
+        char v2_at[256]; /* "" when there is none */
 };
 int probe_cgroup_dynmods(const char *mounts, struct probe_dynmods *ret);
