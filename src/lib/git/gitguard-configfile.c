@@ -6,6 +6,7 @@
  * programs it runs from the working tree and the files it includes. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,48 +16,95 @@
 #include "gitguard-internal.h"
 #include "util.h"
 
-/* Git follows includes ten deep. */
-#define INCLUDE_DEPTH_MAX 10
-
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
                             const char *wt, int depth);
 
-/* One file a config includes (value, relative to base within the tree,
- * or absolute): when it lies in the tree, an ordinary file there (a shared
- * `../.gitconfig`) that the agent could write, and git reads it as config.
- * Checked as a config itself; a link the run made on the way to it is
- * moved aside. */
-static void check_include(struct guard_run *g, const char *value, const char *base, const char *wt,
-                          int depth)
+#define UNKNOWN_REASON                                                                             \
+        "names a path through /proc (host git would reach it from wherever it runs, maybe the "    \
+        "agent's files; Airlock cannot tell which)"
+#define DEEP_REASON                                                                                \
+        "includes or links nested deeper than git reads (10; a cycle?): git stops there, and "     \
+        "Airlock does not follow them further"
+
+/* The directory and the last name of rel: dir "." at the top. */
+static char *dir_of(const char *rel, const char **ret_base)
 {
-        if (depth >= INCLUDE_DEPTH_MAX)
+        const char *ts = strrchr(rel, '/');
+        *ret_base = ts ? ts + 1 : rel;
+        return ts ? xasprintf("%.*s", (int)(ts - rel), rel) : xstrdup(".");
+}
+
+/* The config file at target in the tree, reached from the one at
+ * dfd/name (rel) by an include or a link: checked as a config itself, to
+ * git's depth; a link the run made on the way to it is moved aside. A
+ * directory is no config git reads: left alone. */
+static void check_reached(struct guard_run *g, int dfd, const char *name, const char *rel,
+                          const char *target, const char *wt, int depth)
+{
+        if (STREQ(target, "."))
                 return;
-        _cleanup_free_ char *target = gitguard_tree_rel(g, value, base);
-        if (!target || STREQ(target, "."))
-                return;
-        const char *ts = strrchr(target, '/');
-        _cleanup_free_ char *dir =
-            ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
+        const char *base = NULL;
+        _cleanup_free_ char *dir = dir_of(target, &base);
         _cleanup_close_ int pfd = gitguard_open_in_tree(
             g, dir,
             "a symbolic link on the way to a file a git config includes (host git would read "
             "config where it leads)");
-        /* A directory is no config git reads: left alone. */
         struct stat st;
-        const char *name = ts ? ts + 1 : target;
-        if (pfd >= 0 && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
-                check_config_at(g, pfd, name, target, wt, depth + 1);
+        if (pfd < 0 || fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
+                return;
+        if (depth >= INCLUDE_DEPTH_MAX) {
+                if (dfd >= 0)
+                        gitguard_quarantine_force(g, dfd, name, rel, DEEP_REASON);
+                return;
+        }
+        check_config_at(g, pfd, base, target, wt, depth + 1);
 }
 
-static void check_includes(struct guard_run *g, const char *text, size_t len, const char *rel,
-                           const char *wt, int depth)
+/* Every file a config includes (relative to its own directory, absolute,
+ * or "~/"): one that lies in the tree, an ordinary file there (a shared
+ * `../.gitconfig`) that the agent could write, is read by git as config.
+ * One named through /proc, which Airlock cannot pin, moves the including
+ * config aside. */
+static void check_includes(struct guard_run *g, int dfd, const char *name, const char *text,
+                           size_t len, const char *rel, const char *wt, int depth)
 {
         size_t n = 0;
         _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
         const char *slash = strrchr(rel, '/');
         _cleanup_free_ char *base = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
-        for (size_t i = 0; i < n; i++)
-                check_include(g, inc[i], base, wt, depth);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *target = NULL;
+                enum gitguard_where w = gitguard_tree_where(g, inc[i], base, &target);
+                if (w == GITGUARD_UNKNOWN) {
+                        gitguard_quarantine_force(g, dfd, name, rel,
+                                                  "a config whose include " UNKNOWN_REASON);
+                        return;
+                }
+                if (w == GITGUARD_IN)
+                        check_reached(g, dfd, name, rel, target, wt, depth);
+        }
+}
+
+/* The host's own link kept as a config (`.gitconfig-shared ->
+ * conf/team.cfg`): git reads what it leads to, which may be an ordinary
+ * file of the tree. Not followed out of the tree (what is there is the
+ * host's). */
+static void check_link(struct guard_run *g, int dfd, const char *name, const char *rel,
+                       const char *wt, int depth)
+{
+        char target[PATH_MAX];
+        ssize_t k = readlinkat(dfd, name, target, sizeof(target) - 1);
+        if (k <= 0)
+                return;
+        target[k] = '\0';
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *base = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
+        _cleanup_free_ char *to = NULL;
+        enum gitguard_where w = gitguard_tree_where(g, target, base, &to);
+        if (w == GITGUARD_UNKNOWN)
+                gitguard_quarantine_force(g, dfd, name, rel, "a config link that " UNKNOWN_REASON);
+        else if (w == GITGUARD_IN)
+                check_reached(g, dfd, name, rel, to, wt, depth);
 }
 
 /* One program a config runs (value, relative to wt within the tree, or
@@ -64,15 +112,15 @@ static void check_includes(struct guard_run *g, const char *text, size_t len, co
  * a filter's `./scripts/clean.sh`) is an ordinary one the agent writes,
  * which host git runs. What the run made or changed there is moved
  * aside. */
-void gitguard_check_program(struct guard_run *g, const char *value, const char *wt, const char *why)
+enum gitguard_where gitguard_check_program(struct guard_run *g, const char *value, const char *wt,
+                                           const char *why)
 {
-        _cleanup_free_ char *target = gitguard_tree_rel(g, value, wt);
-        if (!target || STREQ(target, "."))
-                return;
-        const char *ts = strrchr(target, '/');
-        _cleanup_free_ char *dir =
-            ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
-        const char *base = ts ? ts + 1 : target;
+        _cleanup_free_ char *target = NULL;
+        enum gitguard_where w = gitguard_tree_where(g, value, wt, &target);
+        if (w != GITGUARD_IN || STREQ(target, "."))
+                return w;
+        const char *base = NULL;
+        _cleanup_free_ char *dir = dir_of(target, &base);
         _cleanup_close_ int pfd = gitguard_open_in_tree(
             g, dir,
             "a symbolic link on the way to a program a git config runs (host git would run "
@@ -80,20 +128,37 @@ void gitguard_check_program(struct guard_run *g, const char *value, const char *
         struct stat st;
         if (pfd < 0 || fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
             !gitguard_ctime_in_run(g, &st))
-                return;
+                return w;
         gitguard_quarantine(g, pfd, base, target, why);
+        return w;
 }
 
 #define PROGRAM_REASON                                                                             \
         "a program the repository's own git config runs (host git would run the agent's "          \
         "version)"
 
-static void check_programs(struct guard_run *g, const char *text, size_t len, const char *wt)
+/* The programs a config kept in place runs and the hooks directory it
+ * names; false when one is named through /proc and the config was moved
+ * aside for it. */
+static bool check_programs(struct guard_run *g, int dfd, const char *name, const char *rel,
+                           const char *text, size_t len, const char *wt)
 {
         size_t n = 0;
         _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &n);
         for (size_t i = 0; i < n; i++)
-                gitguard_check_program(g, progs[i], wt, PROGRAM_REASON);
+                if (gitguard_check_program(g, progs[i], wt, PROGRAM_REASON) == GITGUARD_UNKNOWN) {
+                        gitguard_quarantine_force(g, dfd, name, rel,
+                                                  "a config whose program " UNKNOWN_REASON);
+                        return false;
+                }
+        _cleanup_free_ char *hooks = gitguard_config_value(text, len, "core", "hookspath");
+        _cleanup_free_ char *hrel = NULL;
+        if (hooks && *hooks && gitguard_tree_where(g, hooks, wt, &hrel) == GITGUARD_UNKNOWN) {
+                gitguard_quarantine_force(g, dfd, name, rel,
+                                          "a config whose core.hooksPath " UNKNOWN_REASON);
+                return false;
+        }
+        return true;
 }
 
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
@@ -105,6 +170,8 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
         if (S_ISLNK(st.st_mode)) {
                 gitguard_quarantine(g, dfd, name, rel,
                                     "a config that is a symbolic link (git follows it)");
+                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+                        check_link(g, dfd, name, rel, wt, depth);
                 return;
         }
         if (!S_ISREG(st.st_mode)) {
@@ -121,15 +188,14 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
         else if (r < 0)
                 snprintf(reason, sizeof(reason), "a config Airlock cannot read (%s)", strerror(-r));
         else if (!gitguard_config_check(text, len, reason, sizeof(reason))) {
-                check_includes(g, text, len, rel, wt, depth);
+                check_includes(g, dfd, name, text, len, rel, wt, depth);
                 return;
         }
         gitguard_quarantine(g, dfd, name, rel, reason);
         /* The host's own, kept: what it runs and includes git uses still. */
-        if (r == 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-                check_programs(g, text, len, wt);
-                check_includes(g, text, len, rel, wt, depth);
-        }
+        if (r == 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            check_programs(g, dfd, name, rel, text, len, wt))
+                check_includes(g, dfd, name, text, len, rel, wt, depth);
 }
 
 void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel,
@@ -174,7 +240,16 @@ void gitguard_check_enclosing(struct guard_run *g)
         _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *a = gitguard_absolute(inc[i], gitdir);
-                if (a)
-                        check_include(g, a, NULL, NULL, 0);
+                _cleanup_free_ char *target = NULL;
+                enum gitguard_where w = a ? gitguard_tree_where(g, a, NULL, &target) : GITGUARD_OUT;
+                if (w == GITGUARD_IN)
+                        check_reached(g, -1, NULL, NULL, target, NULL, 0);
+                else if (w == GITGUARD_UNKNOWN)
+                        gitguard_report(g, "",
+                                        "the config of the repository the workspace lies in "
+                                        "includes a file through /proc (host git may read the "
+                                        "agent's config from it): not moved, it is outside the "
+                                        "workspace",
+                                        NULL, 0);
         }
 }

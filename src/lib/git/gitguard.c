@@ -34,6 +34,12 @@ int gitguard_read_small(int dfd, const char *name, size_t max, char **ret, size_
             openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
+        return gitguard_read_small_fd(fd, max, ret, ret_len);
+}
+
+int gitguard_read_small_fd(int fd, size_t max, char **ret, size_t *ret_len)
+{
+        struct stat st;
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))
@@ -336,6 +342,12 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
 {
         if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
                 return;
+        /* Reached with no pointer (a submodule's or a linked worktree's,
+         * from modules/ or worktrees/): its working tree, where a relative
+         * hooksPath or program starts, is found as git finds it. */
+        _cleanup_free_ char *own_wt = wt ? NULL : gitguard_gitdir_worktree(g, fd, rel, worktree);
+        if (!wt)
+                wt = own_wt;
         scan_special(g, fd, rel, depth, fd, rel);
         _cleanup_free_ char *cr = gitguard_join(rel, "config");
         _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
@@ -343,7 +355,7 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
         gitguard_check_config(g, fd, "config.worktree", cwr, wt);
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
-        gitguard_scan_hooks_path(g, fd, wt);
+        gitguard_scan_hooks_path(g, rel, wt, worktree);
         /* objects/info/alternates: git reads objects from the directories
          * it names, anywhere on the host. */
         _cleanup_close_ int ofd = gitguard_open_dir(fd, "objects");
@@ -377,6 +389,30 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
                 if (d)
                         closedir(d);
         }
+}
+
+/* The host's own pointer, kept, by an absolute path (a linked worktree's,
+ * `git init --separate-git-dir`'s): when it names a git directory of the
+ * tree, that directory is scanned with this working tree, where its
+ * relative hooksPath and programs start. A linked worktree's (in a
+ * worktrees/ directory, with a commondir) reads its repository's config. */
+static void scan_kept_pointer(struct guard_run *g, const char *t, const char *rel, int depth)
+{
+        _cleanup_free_ char *target = NULL;
+        if (gitguard_tree_where(g, t, rel, &target) != GITGUARD_IN)
+                return;
+        _cleanup_close_ int tfd = fs_openat2(
+            g->root_fd, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+        if (tfd < 0)
+                return;
+        const char *slash = strrchr(target, '/');
+        size_t dl = slash ? (size_t)(slash - target) : 0;
+        bool in_worktrees = dl >= 9 && memcmp(target + dl - 9, "worktrees", 9) == 0 &&
+                            (dl == 9 || target[dl - 10] == '/');
+        struct stat st;
+        bool linked = in_worktrees && fstatat(tfd, "commondir", &st, AT_SYMLINK_NOFOLLOW) == 0;
+        scan_gitdir(g, tfd, target, rel, linked, depth + 1);
 }
 
 /* A .git entry (named so whatever its case: a case-folding directory
@@ -453,6 +489,8 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                     g, dfd, name, grel,
                     "a .git pointer to a directory outside the workspace or through a "
                     "symbolic link");
+                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        scan_kept_pointer(g, t, rel, depth);
                 return;
         }
         scan_gitdir(g, tfd, target, rel, false, depth + 1);
@@ -570,7 +608,12 @@ static void add_root(struct gitguard *g, const char *path)
         if (!path || g->n_roots == ROOTS_MAX)
                 return;
         struct root_start *r = &g->roots[g->n_roots++];
-        r->path = xstrdup(path);
+        /* Its own path, the host's links resolved (before the sandbox
+         * runs): a root given through a link is scanned (it is opened
+         * without following one at the end), and the paths a config names
+         * are compared with it. */
+        char *real = realpath(path, NULL);
+        r->path = real ? real : xstrdup(path);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstatat(fd, ".git", &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -641,8 +684,9 @@ struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, c
                 g->git = p->protect_git;
                 started_now(g);
         }
+        _cleanup_free_ char *real = realpath(path, NULL);
         for (size_t i = 0; i < g->n_roots; i++)
-                if (STREQ(g->roots[i].path, path))
+                if (STREQ(g->roots[i].path, real ? real : path))
                         return g; /* noted at its first mount */
         size_t n = g->n_roots;
         add_root(g, path);
