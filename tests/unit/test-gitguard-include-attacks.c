@@ -397,3 +397,101 @@ Test(gitguard_include_attacks, an_include_in_the_hosts_config_worktree)
         cr_expect_not(pwned(), "host git ran the agent's program");
         cleanup();
 }
+
+/* The workspace is a linked worktree of a repository outside it (`git
+ * worktree add ../agent-ws`): that repository's config is the host's, but
+ * its relative core.hooksPath names a directory of the workspace. */
+Test(gitguard_include_attacks, a_workspace_that_is_a_linked_worktree_of_an_outside_repository)
+{
+        setup_ws();
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "git init -q -b main %s/repo && git -C %s/repo -c user.name=u "
+                 "-c user.email=u@e commit -q --allow-empty -m init && "
+                 "printf '[core]\\n\\thooksPath = .githooks\\n' >> %s/repo/.git/config && "
+                 "rm -rf %s && git -C %s/repo worktree add -q %s",
+                 home, home, home, ws, home, ws);
+        sh(cmd);
+        dir(".githooks");
+        struct gitguard *g = begin();
+        agent_hook(".githooks/pre-commit");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(exists(".githooks/pre-commit"), "the agent's hook stayed");
+        host_git(".", "commit -q --allow-empty -m x");
+        cr_expect_not(pwned(), "host git ran the agent's hook");
+        cleanup();
+}
+
+/* The same for a workspace inside a linked worktree: its config is the
+ * repository's (commondir), with the worktree's config.worktree over it. */
+Test(gitguard_include_attacks, a_workspace_inside_a_linked_worktree_of_an_outside_repository)
+{
+        setup_ws();
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "git init -q -b main %s/repo && git -C %s/repo -c user.name=u "
+                 "-c user.email=u@e commit -q --allow-empty -m init && "
+                 "printf '[core]\\n\\thooksPath = pkg/hooks\\n' >> %s/repo/.git/config && "
+                 "git -C %s/repo worktree add -q %s/wt && mkdir -p %s/wt/pkg/hooks",
+                 home, home, home, home, home, home);
+        sh(cmd);
+        /* This test's workspace is wt/pkg. */
+        char inner[64];
+        snprintf(inner, sizeof(inner), "%s", ws);
+        cr_assert_lt(snprintf(ws, sizeof(ws), "%s/wt/pkg", home), (int)sizeof(ws));
+        struct gitguard *g = begin();
+        agent_hook("hooks/pre-commit");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(exists("hooks/pre-commit"), "the agent's hook stayed");
+        host_git(".", "commit -q --allow-empty -m x");
+        cr_expect_not(pwned(), "host git ran the agent's hook");
+        fs_remove_tree(AT_FDCWD, inner, 100);
+        snprintf(ws, sizeof(ws), "%s", inner);
+        cleanup();
+}
+
+/* The host's own link to a config outside the workspace is not followed
+ * out of it, nor is what it leads to moved. */
+Test(gitguard_include_attacks, a_link_out_of_the_workspace_is_the_hosts)
+{
+        setup_ws();
+        char out[128];
+        snprintf(out, sizeof(out), "%s/outside.cfg", home);
+        FILE *f = fopen(out, "we");
+        cr_assert_not_null(f);
+        fputs("[user]\n\tname = Team\n", f);
+        fclose(f);
+        append(".git/config", "[include]\n\tpath = ../shared.cfg\n");
+        char p[512];
+        path(p, sizeof(p), "shared.cfg");
+        cr_assert_eq(symlink(out, p), 0);
+        struct gitguard *g = begin();
+        int n = finish(g);
+        cr_expect_eq(n, 0, "findings: %d", n);
+        cr_expect(exists("shared.cfg"));
+        cr_expect_eq(access(out, F_OK), 0);
+        cleanup();
+}
+
+/* A submodule's own config includes a file of the superproject's tree. */
+Test(gitguard_include_attacks, an_include_in_a_submodules_config)
+{
+        setup_ws();
+        dir(".git/modules");
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd),
+                 "git init -q -b main --separate-git-dir=%s/.git/modules/sub %s/sub", ws, ws);
+        sh(cmd);
+        append(".git/modules/sub/config", "[include]\n\tpath = ../../../shared.cfg\n");
+        put("shared.cfg", "[user]\n\tname = Team\n");
+        struct gitguard *g = begin();
+        agent_sets_fsmonitor("shared.cfg");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(exists("shared.cfg"));
+        host_git("sub", "status");
+        cr_expect_not(pwned(), "host git ran the agent's program");
+        cleanup();
+}

@@ -204,19 +204,57 @@ void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const
         check_config_at(g, dfd, name, rel, wt_rel, 0);
 }
 
-void gitguard_check_enclosing(struct guard_run *g)
+/* The programs and includes of one config file outside the tree (abs),
+ * as absolute paths into the tree. */
+static void check_outside_config(struct guard_run *g, const char *abs, const char *wt)
 {
-        _cleanup_free_ char *wt = NULL;
-        _cleanup_free_ char *gitdir = gitguard_enclosing_gitdir(g->root->path, &wt);
-        if (!gitdir)
-                return;
-        _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int fd = open(abs, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        if (gfd < 0 || gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) < 0)
+        if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)
                 return;
+        const char *slash = strrchr(abs, '/');
+        _cleanup_free_ char *dir = xasprintf("%.*s", slash ? (int)(slash - abs) : 0, abs);
+        size_t n = 0;
+        _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &n);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(progs[i], wt);
+                if (a)
+                        gitguard_check_program(g, a, NULL, PROGRAM_REASON);
+        }
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(inc[i], dir);
+                _cleanup_free_ char *target = NULL;
+                enum gitguard_where w = a ? gitguard_tree_where(g, a, NULL, &target) : GITGUARD_OUT;
+                if (w == GITGUARD_IN)
+                        check_reached(g, -1, NULL, NULL, target, NULL, 0);
+                else if (w == GITGUARD_UNKNOWN)
+                        gitguard_report(g, "",
+                                        "a host git config outside the workspace includes a file "
+                                        "through /proc (host git may read the agent's config "
+                                        "from it): not moved, it is outside the workspace",
+                                        NULL, 0);
+        }
+}
+
+void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const char *wt)
+{
+        _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (gfd < 0)
+                return;
+        /* A linked worktree's git directory: its repository's config (the
+         * commondir) with its own config.worktree over it. */
+        _cleanup_free_ char *ctext = NULL, *common = NULL;
+        size_t clen = 0;
+        if (gitguard_read_small(gfd, "commondir", PATH_MAX, &ctext, &clen) == 0) {
+                ctext[strcspn(ctext, "\r\n")] = '\0';
+                common = *ctext ? gitguard_absolute(ctext, gitdir) : NULL;
+        }
+        _cleanup_free_ char *main_cfg = xasprintf("%s/config", common ? common : gitdir);
+        _cleanup_free_ char *wt_cfg = xasprintf("%s/config.worktree", gitdir);
         /* Its hooks directory, when in the tree. */
-        _cleanup_free_ char *hooks = gitguard_config_value(text, len, "core", "hookspath");
+        _cleanup_free_ char *hooks = gitguard_hooks_path_of(g, main_cfg, wt_cfg);
         _cleanup_free_ char *habs = hooks && *hooks ? gitguard_absolute(hooks, wt) : NULL;
         _cleanup_free_ char *hrel = habs ? gitguard_tree_rel(g, habs, NULL) : NULL;
         if (hrel && !STREQ(hrel, ".")) {
@@ -229,27 +267,14 @@ void gitguard_check_enclosing(struct guard_run *g)
                                                    "a hook in the directory core.hooksPath names "
                                                    "(host git would run it)");
         }
-        /* Its programs and includes, as absolute paths into the tree. */
-        size_t n = 0;
-        _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &n);
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *a = gitguard_absolute(progs[i], wt);
-                if (a)
-                        gitguard_check_program(g, a, NULL, PROGRAM_REASON);
-        }
-        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *a = gitguard_absolute(inc[i], gitdir);
-                _cleanup_free_ char *target = NULL;
-                enum gitguard_where w = a ? gitguard_tree_where(g, a, NULL, &target) : GITGUARD_OUT;
-                if (w == GITGUARD_IN)
-                        check_reached(g, -1, NULL, NULL, target, NULL, 0);
-                else if (w == GITGUARD_UNKNOWN)
-                        gitguard_report(g, "",
-                                        "the config of the repository the workspace lies in "
-                                        "includes a file through /proc (host git may read the "
-                                        "agent's config from it): not moved, it is outside the "
-                                        "workspace",
-                                        NULL, 0);
-        }
+        check_outside_config(g, main_cfg, wt);
+        check_outside_config(g, wt_cfg, wt);
+}
+
+void gitguard_check_enclosing(struct guard_run *g)
+{
+        _cleanup_free_ char *wt = NULL;
+        _cleanup_free_ char *gitdir = gitguard_enclosing_gitdir(g->root->path, &wt);
+        if (gitdir)
+                gitguard_check_outside_repo(g, gitdir, wt);
 }

@@ -129,6 +129,15 @@ static void hooks_path_in(struct guard_run *g, const char *abs, int depth, char 
         (void)gitguard_config_each(text, len, hp_key, &walk);
 }
 
+char *gitguard_hooks_path_of(struct guard_run *g, const char *main, const char *wt_config)
+{
+        char *value = NULL;
+        hooks_path_in(g, main, 0, &value);
+        if (wt_config)
+                hooks_path_in(g, wt_config, 0, &value);
+        return value;
+}
+
 /* A path of the tree as an absolute one. */
 static char *tree_abs(const struct guard_run *g, const char *rel, const char *name)
 {

@@ -240,6 +240,15 @@ char *gitguard_absolute(const char *value, const char *base);
  * read from the tree: its hooksPath directory, programs and includes,
  * checked as a repository's own (gitguard-configfile.c). */
 void gitguard_check_enclosing(struct guard_run *g);
+/* The same for the repository at gitdir (absolute, outside the tree; a
+ * linked worktree's reads its commondir's config) whose working tree is
+ * wt (absolute): the enclosing one, or the one whose linked worktree the
+ * tree is. */
+void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const char *wt);
+/* The core.hooksPath host git reads from the config file main (absolute)
+ * and then wt_config (NULL: none) through their includes (NULL: neither
+ * sets one) (gitguard-hooks.c). */
+char *gitguard_hooks_path_of(struct guard_run *g, const char *main, const char *wt_config);
 
 /* A program host git runs (value: absolute, or relative to wt within the
  * tree): when it is a file of the tree the run made or changed, moved

@@ -465,8 +465,19 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                 gitguard_quarantine(g, dfd, name, grel, "a .git file git may read as a pointer");
                 return;
         }
-        if (same_as_start && rs->pointer && STREQ(text, rs->pointer))
-                return; /* the host's own, as it was */
+        if (same_as_start && rs->pointer && STREQ(text, rs->pointer)) {
+                /* The host's own, as it was: the tree is a linked worktree
+                 * (or a submodule) of a repository outside it, whose config
+                 * may name hooks, programs and includes in it. */
+                char *t = text + 7;
+                t += strspn(t, " \t");
+                t[strcspn(t, "\r\n")] = '\0';
+                _cleanup_free_ char *abs = gitguard_absolute(t, rs->path);
+                _cleanup_free_ char *in = NULL;
+                if (abs && gitguard_tree_where(g, abs, NULL, &in) == GITGUARD_OUT)
+                        gitguard_check_outside_repo(g, abs, rs->path);
+                return;
+        }
         if (at_root) {
                 gitguard_quarantine(
                     g, dfd, name, grel,
