@@ -495,3 +495,17 @@ Test(gitguard_include_attacks, an_include_in_a_submodules_config)
         cr_expect_not(pwned(), "host git ran the agent's program");
         cleanup();
 }
+
+/* A host config that includes one file many times over, to git's depth:
+ * the scan reads a bounded number of them and says so. */
+Test(gitguard_include_attacks, a_wide_include_tree_is_bounded, .timeout = 20)
+{
+        setup_ws();
+        append(".git/config", "[include]\n\tpath = ../a.cfg\n");
+        put("a.cfg", "[include]\n\tpath = a.cfg\n\tpath = a.cfg\n\tpath = a.cfg\n"
+                     "\tpath = a.cfg\n");
+        struct gitguard *g = begin();
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cleanup();
+}

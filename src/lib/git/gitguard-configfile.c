@@ -26,6 +26,19 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
         "includes or links nested deeper than git reads (10; a cycle?): git stops there, and "     \
         "Airlock does not follow them further"
 
+#define CYCLE_REASON                                                                               \
+        "includes that form a cycle: git stops there with an error, and Airlock does not follow "  \
+        "them around"
+
+/* A working tree's path as a key (FNV-1a; NULL: none). */
+static uint64_t wt_key(const char *wt)
+{
+        uint64_t h = 14695981039346656037ULL;
+        for (const char *c = wt ? wt : "\x01"; *c; c++)
+                h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+        return h;
+}
+
 /* The directory and the last name of rel: dir "." at the top. */
 static char *dir_of(const char *rel, const char **ret_base)
 {
@@ -43,6 +56,14 @@ static void check_reached(struct guard_run *g, int dfd, const char *name, const 
 {
         if (STREQ(target, "."))
                 return;
+        if (++g->includes > INCLUDES_MAX) {
+                if (g->includes == INCLUDES_MAX + 1)
+                        gitguard_report(g, target,
+                                        "more included config files than the scan reads "
+                                        "(4096): included files past this point were not checked",
+                                        NULL, 0);
+                return;
+        }
         const char *base = NULL;
         _cleanup_free_ char *dir = dir_of(target, &base);
         _cleanup_close_ int pfd = gitguard_open_in_tree(
@@ -52,12 +73,27 @@ static void check_reached(struct guard_run *g, int dfd, const char *name, const 
         struct stat st;
         if (pfd < 0 || fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
                 return;
-        if (depth >= INCLUDE_DEPTH_MAX) {
+        const char *why = depth >= INCLUDE_DEPTH_MAX ? DEEP_REASON : NULL;
+        for (size_t i = 0; i < g->n_chain && !why; i++)
+                if (g->inc_chain[i].dev == st.st_dev && g->inc_chain[i].ino == st.st_ino)
+                        why = CYCLE_REASON;
+        if (why) {
                 if (dfd >= 0)
-                        gitguard_quarantine_force(g, dfd, name, rel, DEEP_REASON);
+                        gitguard_quarantine_force(g, dfd, name, rel, why);
                 return;
         }
+        /* Checked already for this working tree: not again (a file
+         * included from many places, or many times). */
+        struct gitguard_file f = {.dev = st.st_dev, .ino = st.st_ino, .wt = wt_key(wt)};
+        for (size_t i = 0; i < g->n_seen; i++)
+                if (g->inc_seen[i].dev == f.dev && g->inc_seen[i].ino == f.ino &&
+                    g->inc_seen[i].wt == f.wt)
+                        return;
+        if (g->n_seen < ARRAY_SIZE(g->inc_seen))
+                g->inc_seen[g->n_seen++] = f;
+        g->inc_chain[g->n_chain++] = f;
         check_config_at(g, pfd, base, target, wt, depth + 1);
+        g->n_chain--;
 }
 
 /* Every file a config includes (relative to its own directory, absolute,
@@ -201,7 +237,14 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
 void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel,
                            const char *wt_rel)
 {
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        g->n_chain = 0;
+        g->inc_chain[g->n_chain++] =
+            (struct gitguard_file){.dev = st.st_dev, .ino = st.st_ino, .wt = wt_key(wt_rel)};
         check_config_at(g, dfd, name, rel, wt_rel, 0);
+        g->n_chain = 0;
 }
 
 /* The programs and includes of one config file outside the tree (abs),

@@ -78,28 +78,38 @@ int gitguard_open_in_tree(struct guard_run *g, const char *rel, const char *why)
 
 /* core.hooksPath as git reads it from a config file and the files it
  * includes, in order, to git's depth: the last value, left in *value. */
-struct hp_walk {
+struct hp_state {
         struct guard_run *g; /* NULL: every file read by its path */
-        const char *dir;     /* the directory of the file read */
-        int depth;
         char **value;
+        int budget; /* files read at most (a fan-out of includes) */
+        struct {
+                dev_t dev;
+                ino_t ino;
+        } chain[INCLUDE_DEPTH_MAX + 2]; /* a cycle is not followed around */
+        size_t n_chain;
 };
 
-static void hooks_path_in(struct guard_run *g, const char *abs, int depth, char **value);
+struct hp_walk {
+        struct hp_state *s;
+        const char *dir; /* the directory of the file read */
+        int depth;
+};
+
+static void hooks_path_in(struct hp_state *s, const char *abs, int depth);
 
 static bool hp_key(const char *sec, const char *sub, const char *name, const char *value,
                    void *userdata)
 {
         struct hp_walk *w = userdata;
         if (!sub && strcasecmp(sec, "core") == 0 && strcasecmp(name, "hookspath") == 0) {
-                free(*w->value);
-                *w->value = xstrdup(value ? value : "");
+                free(*w->s->value);
+                *w->s->value = xstrdup(value ? value : "");
         } else if (value && *value && strcasecmp(name, "path") == 0 &&
                    ((strcasecmp(sec, "include") == 0 && !sub) ||
                     (strcasecmp(sec, "includeif") == 0 && sub))) {
                 _cleanup_free_ char *a = gitguard_absolute(value, w->dir);
                 if (a && w->depth < INCLUDE_DEPTH_MAX)
-                        hooks_path_in(w->g, a, w->depth + 1, w->value);
+                        hooks_path_in(w->s, a, w->depth + 1);
         }
         return false;
 }
@@ -107,8 +117,12 @@ static bool hp_key(const char *sec, const char *sub, const char *name, const cha
 /* The config file at abs, as host git reads it: in the tree beneath its
  * root (a link left there is the host's: those the run made were moved
  * aside before), elsewhere by its path (the host's). */
-static void hooks_path_in(struct guard_run *g, const char *abs, int depth, char **value)
+static void hooks_path_in(struct hp_state *s, const char *abs, int depth)
 {
+        struct guard_run *g = s->g;
+        if (s->budget <= 0 || s->n_chain >= ARRAY_SIZE(s->chain))
+                return;
+        s->budget--;
         _cleanup_free_ char *rel = NULL;
         enum gitguard_where w = g ? gitguard_tree_where(g, abs, NULL, &rel) : GITGUARD_OUT;
         if (w == GITGUARD_UNKNOWN)
@@ -118,24 +132,43 @@ static void hooks_path_in(struct guard_run *g, const char *abs, int depth, char 
             w == GITGUARD_IN ? fs_openat2(g->root_fd, rel, flags, 0,
                                           RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
                              : open(abs, flags);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return;
+        for (size_t i = 0; i < s->n_chain; i++)
+                if (s->chain[i].dev == st.st_dev && s->chain[i].ino == st.st_ino)
+                        return; /* a cycle: git stops with an error */
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)
+        if (gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)
                 return;
         const char *slash = strrchr(abs, '/');
         _cleanup_free_ char *dir =
             slash && slash != abs ? xasprintf("%.*s", (int)(slash - abs), abs) : xstrdup("/");
-        struct hp_walk walk = {.g = g, .dir = dir, .depth = depth, .value = value};
+        s->chain[s->n_chain].dev = st.st_dev;
+        s->chain[s->n_chain].ino = st.st_ino;
+        s->n_chain++;
+        struct hp_walk walk = {.s = s, .dir = dir, .depth = depth};
         (void)gitguard_config_each(text, len, hp_key, &walk);
+        s->n_chain--;
+}
+
+/* The last core.hooksPath of the config files (absolute; NULL ones
+ * skipped) in order, through their includes; NULL when none sets one. */
+static char *hooks_path_files(struct guard_run *g, const char *const *files, size_t n)
+{
+        char *value = NULL;
+        struct hp_state s = {.g = g, .value = &value, .budget = 256};
+        for (size_t i = 0; i < n; i++)
+                if (files[i])
+                        hooks_path_in(&s, files[i], 0);
+        return value;
 }
 
 char *gitguard_hooks_path_of(struct guard_run *g, const char *main, const char *wt_config)
 {
-        char *value = NULL;
-        hooks_path_in(g, main, 0, &value);
-        if (wt_config)
-                hooks_path_in(g, wt_config, 0, &value);
-        return value;
+        const char *const files[] = {main, wt_config};
+        return hooks_path_files(g, files, ARRAY_SIZE(files));
 }
 
 /* A path of the tree as an absolute one. */
@@ -164,7 +197,7 @@ static const char *global_hooks_path(struct guard_run *g)
         const char *const files[] = {user, xdgc, "/etc/gitconfig"};
         for (size_t i = 0; i < ARRAY_SIZE(files) && !g->global_hooks; i++)
                 if (files[i])
-                        hooks_path_in(NULL, files[i], 0, &g->global_hooks);
+                        g->global_hooks = hooks_path_files(NULL, &files[i], 1);
         return g->global_hooks;
 }
 
@@ -173,23 +206,25 @@ void gitguard_scan_hooks_path(struct guard_run *g, const char *grel, const char 
 {
         /* A linked worktree's config is its repository's, two levels up,
          * and config.worktree (its own) is read over it. */
-        _cleanup_free_ char *value = NULL;
         _cleanup_free_ char *common =
             linked ? gitguard_pointer_target(grel, "../..") : xstrdup(grel);
-        if (common) {
-                _cleanup_free_ char *a = tree_abs(g, common, "config");
-                hooks_path_in(g, a, 0, &value);
-        }
+        _cleanup_free_ char *a = common ? tree_abs(g, common, "config") : NULL;
         _cleanup_free_ char *wa = tree_abs(g, grel, "config.worktree");
-        hooks_path_in(g, wa, 0, &value);
+        _cleanup_free_ char *value = gitguard_hooks_path_of(g, a, wa);
         if (!value) {
                 const char *global = global_hooks_path(g);
                 value = global ? xstrdup(global) : NULL;
         }
         if (!value || !*value)
                 return;
-        _cleanup_free_ char *rel = gitguard_tree_rel(g, value, wt_rel);
-        if (!rel)
+        _cleanup_free_ char *rel = NULL;
+        enum gitguard_where w = gitguard_tree_where(g, value, wt_rel, &rel);
+        if (w == GITGUARD_UNKNOWN) /* the user's own, outside: said, not moved */
+                gitguard_report(g, grel,
+                                "host git's core.hooksPath is named through /proc (it runs the "
+                                "hooks found from wherever it runs): hooks there were not checked",
+                                NULL, 0);
+        if (w != GITGUARD_IN)
                 return;
         /* A symbolic link on the way that the run made: git follows it to
          * hooks the agent chose (in another tree, where this scan does not

@@ -8,6 +8,7 @@
 #include <openssl/sha.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -24,6 +25,9 @@
 #define PROTECT_DEPTH_MAX 16
 /* Git reads includes ten deep, then stops with an error. */
 #define INCLUDE_DEPTH_MAX 10
+/* How many included files one scan of a tree reads at most (git's depth
+ * bounds a chain, not its fan-out). */
+#define INCLUDES_MAX 4096
 
 /* What a finding was at the start: the host's own hooks and settings,
  * unchanged by the run, are left where they are. */
@@ -87,6 +91,15 @@ struct guard_run {
         int findings;
         char *global_hooks; /* the host user's core.hooksPath, once read */
         bool global_read;
+        size_t includes; /* config files reached by includes and links */
+        /* The configs on the include chain being followed (a cycle), and
+         * those already checked (file and working tree: not again). */
+        struct gitguard_file {
+                dev_t dev;
+                ino_t ino;
+                uint64_t wt;
+        } inc_chain[INCLUDE_DEPTH_MAX + 2], inc_seen[256];
+        size_t n_chain, n_seen;
         struct {
                 dev_t dev;
                 ino_t ino;

@@ -141,6 +141,9 @@ enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *v
                                         const char *base_rel, char **ret_rel)
 {
         *ret_rel = NULL;
+        /* git's own installation prefix: the host's. */
+        if (strncmp(value, "%(prefix)/", 10) == 0)
+                return GITGUARD_OUT;
         _cleanup_free_ char *home = NULL, *from_root = NULL;
         if (value[0] == '~') {
                 home = gitguard_expand_home(value);
