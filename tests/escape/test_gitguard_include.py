@@ -45,7 +45,7 @@ def test_a_hooks_path_set_in_an_included_file(airlock, host):
     with open(ws / ".git" / "config", "a") as f:
         f.write("[include]\n\tpath = ../shared.cfg\n")
     (ws / "shared.cfg").write_text("[core]\n\thooksPath = .githooks\n")
-    (ws / ".githooks").mkdir()
+    # No .githooks at the start (one there is read-only): the agent makes it.
     airlock.chown(ws)
     p = airlock.sandbox(plant_hook("/workspace/.githooks/pre-commit", marker), workspace=ws,
                         timeout=60)
@@ -95,3 +95,28 @@ def test_a_workspace_given_through_a_link_named_by_its_real_path(airlock, host):
     assert g.returncode == 0, g.stderr
     assert not marker.exists(), "host git ran the agent's hook"
     assert not (ws / ".githooks" / "pre-commit").exists(), p.stderr
+
+
+def test_what_included_files_name_is_read_only_while_the_sandbox_runs(airlock, host):
+    # Host git used in the workspace during the run (a `git status` in
+    # another terminal) reads nested includes and the hooksPath an included
+    # file sets: those are read-only inside, as .git/config is.
+    ws = airlock.make_dir()
+    subprocess.run([GIT, "init", "-q", "-b", "main", str(ws)], check=True, timeout=30)
+    with open(ws / ".git" / "config", "a") as f:
+        f.write("[include]\n\tpath = ../shared.cfg\n")
+    (ws / "shared.cfg").write_text("[include]\n\tpath = conf/deep.cfg\n")
+    (ws / "conf").mkdir()
+    (ws / "conf" / "deep.cfg").write_text("[core]\n\thooksPath = .githooks\n")
+    (ws / ".githooks").mkdir()
+    (ws / ".githooks" / "pre-commit").write_text("#!/bin/sh\nmake lint\n")
+    airlock.chown(ws)
+    script = "; ".join([
+        "printf '[core]\\n\\tfsmonitor = x\\n' >> /workspace/conf/deep.cfg",
+        "echo 'touch /tmp/x' >> /workspace/.githooks/pre-commit",
+        "echo ok > /workspace/conf/other.txt",
+    ])
+    p = airlock.sandbox(script, workspace=ws, timeout=60)
+    assert (ws / "conf" / "deep.cfg").read_text() == "[core]\n\thooksPath = .githooks\n"
+    assert (ws / ".githooks" / "pre-commit").read_text() == "#!/bin/sh\nmake lint\n"
+    assert (ws / "conf" / "other.txt").read_text() == "ok\n", p.stderr

@@ -293,6 +293,38 @@ static void add_beneath(char ***v, size_t *n, int root_fd, const char *root, con
         *v = strv_append(*v, n, full);
 }
 
+/* The files a config's text (in directory dir) includes beneath root,
+ * and, to git's depth, the programs and files those include in turn. */
+static void add_includes(char ***v, size_t *n, int rfd, const char *root, const char *text,
+                         size_t len, const char *dir, const char *worktree, int depth, int *budget)
+{
+        size_t k = 0;
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
+        for (size_t i = 0; i < k; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(inc[i], dir);
+                if (!a)
+                        continue;
+                size_t before = *n;
+                add_beneath(v, n, rfd, root, a);
+                if (*n == before || depth + 1 >= INCLUDE_DEPTH_MAX || --*budget <= 0)
+                        continue;
+                _cleanup_close_ int fd = open((*v)[*n - 1], O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+                _cleanup_free_ char *t = NULL;
+                size_t tl = 0;
+                if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &t, &tl) < 0)
+                        continue;
+                size_t np = 0;
+                _cleanup_strv_ char **progs = gitguard_config_programs(t, tl, &np);
+                for (size_t j = 0; j < np; j++) {
+                        _cleanup_free_ char *pa = gitguard_absolute(progs[j], worktree);
+                        add_beneath(v, n, rfd, root, pa);
+                }
+                const char *slash = strrchr(a, '/');
+                _cleanup_free_ char *d = xasprintf("%.*s", (int)(slash - a), a);
+                add_includes(v, n, rfd, root, t, tl, d, worktree, depth + 1, budget);
+        }
+}
+
 char **gitguard_config_targets(const char *root, const char *gitdir, const char *worktree,
                                size_t *ret_n)
 {
@@ -307,7 +339,10 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
         size_t len = 0;
         if (gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) < 0)
                 return NULL;
-        _cleanup_free_ char *hooks = gitguard_config_value(text, len, "core", "hookspath");
+        /* The last value git reads, through includes and config.worktree. */
+        _cleanup_free_ char *cfg = xasprintf("%s/config", gitdir);
+        _cleanup_free_ char *wcfg = xasprintf("%s/config.worktree", gitdir);
+        _cleanup_free_ char *hooks = gitguard_hooks_path_of(NULL, cfg, wcfg);
         if (!hooks) {
                 struct guard_run g = {0};
                 const char *global = global_hooks_path(&g);
@@ -324,11 +359,8 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
                 _cleanup_free_ char *a = gitguard_absolute(progs[i], worktree);
                 add_beneath(&v, &n, rfd, root, a);
         }
-        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
-        for (size_t i = 0; i < k; i++) {
-                _cleanup_free_ char *a = gitguard_absolute(inc[i], gitdir);
-                add_beneath(&v, &n, rfd, root, a);
-        }
+        int budget = 256;
+        add_includes(&v, &n, rfd, root, text, len, gitdir, worktree, 0, &budget);
         /* What the links in hooks/ lead to. */
         _cleanup_close_ int hfd =
             openat(gfd, "hooks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
