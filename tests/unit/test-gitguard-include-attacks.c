@@ -509,3 +509,29 @@ Test(gitguard_include_attacks, a_wide_include_tree_is_bounded, .timeout = 20)
         cr_expect_geq(n, 1, "findings: %d", n);
         cleanup();
 }
+
+/* The user's own ~/.gitconfig includes a file of the workspace (an
+ * includeIf for the project's directory): git reads it as config in every
+ * repository there. */
+Test(gitguard_include_attacks, a_file_of_the_workspace_the_users_global_config_includes)
+{
+        setup_ws();
+        cr_assert_eq(setenv("HOME", home, 1), 0);
+        char p[256], cfg[512];
+        snprintf(p, sizeof(p), "%s/.gitconfig", home);
+        snprintf(cfg, sizeof(cfg), "[includeIf \"gitdir:%s/\"]\n\tpath = %s/.gitconfig-local\n", ws,
+                 ws);
+        FILE *f = fopen(p, "we");
+        cr_assert_not_null(f);
+        fputs(cfg, f);
+        fclose(f);
+        put(".gitconfig-local", "[user]\n\tname = Team\n");
+        struct gitguard *g = begin();
+        agent_sets_fsmonitor(".gitconfig-local");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(exists(".gitconfig-local"), "the file the global config includes stayed");
+        host_git(".", "status");
+        cr_expect_not(pwned(), "host git ran the agent's program");
+        cleanup();
+}

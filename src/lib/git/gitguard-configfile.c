@@ -249,8 +249,10 @@ void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const
 
 /* The programs and includes of one config file outside the tree (abs),
  * as absolute paths into the tree. */
-static void check_outside_config(struct guard_run *g, const char *abs, const char *wt)
+static void check_outside_config(struct guard_run *g, const char *abs, const char *wt, int depth)
 {
+        if (depth >= INCLUDE_DEPTH_MAX || ++g->includes > INCLUDES_MAX)
+                return;
         _cleanup_close_ int fd = open(abs, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
@@ -271,7 +273,9 @@ static void check_outside_config(struct guard_run *g, const char *abs, const cha
                 _cleanup_free_ char *target = NULL;
                 enum gitguard_where w = a ? gitguard_tree_where(g, a, NULL, &target) : GITGUARD_OUT;
                 if (w == GITGUARD_IN)
-                        check_reached(g, -1, NULL, NULL, target, NULL, 0);
+                        check_reached(g, -1, NULL, NULL, target, wt, depth);
+                else if (w == GITGUARD_OUT && a) /* the host's, and what it includes */
+                        check_outside_config(g, a, wt, depth + 1);
                 else if (w == GITGUARD_UNKNOWN)
                         gitguard_report(g, "",
                                         "a host git config outside the workspace includes a file "
@@ -310,8 +314,27 @@ void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const 
                                                    "a hook in the directory core.hooksPath names "
                                                    "(host git would run it)");
         }
-        check_outside_config(g, main_cfg, wt);
-        check_outside_config(g, wt_cfg, wt);
+        check_outside_config(g, main_cfg, wt, 0);
+        check_outside_config(g, wt_cfg, wt, 0);
+}
+
+void gitguard_check_global(struct guard_run *g)
+{
+        const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+        _cleanup_free_ char *user =
+            home && home[0] == '/' ? xasprintf("%s/.gitconfig", home) : NULL;
+        _cleanup_free_ char *xdgc = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
+                                    : home && home[0] == '/'
+                                        ? xasprintf("%s/.config/git/config", home)
+                                        : NULL;
+        const char *const files[] = {"/etc/gitconfig", xdgc, user};
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                _cleanup_free_ char *rel = NULL;
+                /* One in the tree (a home given as the workspace) is the
+                 * walk's. */
+                if (files[i] && gitguard_tree_where(g, files[i], NULL, &rel) == GITGUARD_OUT)
+                        check_outside_config(g, files[i], NULL, 0);
+        }
 }
 
 void gitguard_check_enclosing(struct guard_run *g)

@@ -253,6 +253,11 @@ char *gitguard_absolute(const char *value, const char *base);
  * read from the tree: its hooksPath directory, programs and includes,
  * checked as a repository's own (gitguard-configfile.c). */
 void gitguard_check_enclosing(struct guard_run *g);
+/* The same for the user's own configs (~/.gitconfig, $XDG_CONFIG_HOME/git/
+ * config, /etc/gitconfig): what they include from the tree (an includeIf
+ * for the project's directory) and the programs they name in it by an
+ * absolute path. */
+void gitguard_check_global(struct guard_run *g);
 /* The same for the repository at gitdir (absolute, outside the tree; a
  * linked worktree's reads its commondir's config) whose working tree is
  * wt (absolute): the enclosing one, or the one whose linked worktree the

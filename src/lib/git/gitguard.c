@@ -46,10 +46,19 @@ int gitguard_read_small_fd(int fd, size_t max, char **ret, size_t *ret_len)
                 return -EPERM;
         if ((uint64_t)st.st_size > max)
                 return -EFBIG;
-        _cleanup_free_ char *buf = xcalloc(max + 2, 1);
+        /* Sized for what the file holds (it may grow meanwhile, up to
+         * max + 1 to tell it was too large): a config is a few hundred
+         * bytes, not the megabyte allowed. */
+        size_t cap = (size_t)st.st_size + 1 < max + 1 ? (size_t)st.st_size + 1 : max + 1;
+        _cleanup_free_ char *buf = xcalloc(cap + 1, 1);
         size_t len = 0;
         for (;;) {
-                ssize_t n = read(fd, buf + len, max + 1 - len);
+                if (len == cap && cap < max + 1) {
+                        size_t more = cap * 2 < max + 1 ? cap * 2 : max + 1;
+                        buf = xrealloc(buf, more + 1, 1);
+                        cap = more;
+                }
+                ssize_t n = read(fd, buf + len, cap - len);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0)
@@ -648,8 +657,10 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
         *run = (struct guard_run){
             .record = true, .git = gg->git, .start = rs, .root = rs, .root_fd = fd};
         walk(run, fd, "", mount_key(fd), 0);
-        if (gg->git)
+        if (gg->git) {
                 gitguard_check_enclosing(run);
+                gitguard_check_global(run);
+        }
         free(run->global_hooks);
         free(run);
         gitguard_known_sort(rs);
@@ -729,8 +740,10 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                                                   .started = &g->started,
                                                   .root_fd = fd};
                         walk(run, fd, "", mount_key(fd), 0);
-                        if (g->git)
+                        if (g->git) {
                                 gitguard_check_enclosing(run);
+                                gitguard_check_global(run);
+                        }
                         findings += run->findings;
                         free(run->global_hooks);
                         free(run);
