@@ -535,3 +535,28 @@ Test(gitguard_include_attacks, a_file_of_the_workspace_the_users_global_config_i
         cr_expect_not(pwned(), "host git ran the agent's program");
         cleanup();
 }
+
+/* The repository's config includes a file of the host's outside the
+ * workspace, which includes one of the workspace in turn. */
+Test(gitguard_include_attacks, an_include_out_of_the_workspace_and_back_in)
+{
+        setup_ws();
+        char p[256], cfg[512];
+        snprintf(p, sizeof(p), "%s/team.cfg", home);
+        snprintf(cfg, sizeof(cfg), "[include]\n\tpath = %s/local.cfg\n", ws);
+        FILE *f = fopen(p, "we");
+        cr_assert_not_null(f);
+        fputs(cfg, f);
+        fclose(f);
+        snprintf(cfg, sizeof(cfg), "[include]\n\tpath = %s\n", p);
+        append(".git/config", cfg);
+        put("local.cfg", "[user]\n\tname = Team\n");
+        struct gitguard *g = begin();
+        agent_sets_fsmonitor("local.cfg");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(exists("local.cfg"), "the file included through the host's stayed");
+        host_git(".", "status");
+        cr_expect_not(pwned(), "host git ran the agent's program");
+        cleanup();
+}

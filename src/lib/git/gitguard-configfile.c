@@ -18,12 +18,13 @@
 
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
                             const char *wt, int depth);
+static void check_outside_config(struct guard_run *g, const char *abs, const char *wt, int depth);
 
 #define UNKNOWN_REASON                                                                             \
         "names a path through /proc (host git would reach it from wherever it runs, maybe the "    \
         "agent's files; Airlock cannot tell which)"
 #define DEEP_REASON                                                                                \
-        "includes or links nested deeper than git reads (10; a cycle?): git stops there, and "     \
+        "includes or links nested deeper than git reads (10): git stops there with an error, and " \
         "Airlock does not follow them further"
 
 #define CYCLE_REASON                                                                               \
@@ -116,8 +117,16 @@ static void check_includes(struct guard_run *g, int dfd, const char *name, const
                                                   "a config whose include " UNKNOWN_REASON);
                         return;
                 }
-                if (w == GITGUARD_IN)
+                if (w == GITGUARD_IN) {
                         check_reached(g, dfd, name, rel, target, wt, depth);
+                        continue;
+                }
+                /* The host's own, outside: what it includes from the tree in
+                 * turn. */
+                _cleanup_free_ char *dir = gitguard_join(g->root->path, base);
+                _cleanup_free_ char *abs = gitguard_absolute(inc[i], dir);
+                if (abs)
+                        check_outside_config(g, abs, wt, depth + 1);
         }
 }
 
