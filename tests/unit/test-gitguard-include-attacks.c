@@ -560,3 +560,47 @@ Test(gitguard_include_attacks, an_include_out_of_the_workspace_and_back_in)
         cr_expect_not(pwned(), "host git ran the agent's program");
         cleanup();
 }
+
+/* The repository's config includes a file of another read-write tree of
+ * the run (a mount the agent writes, scanned as a tree of its own, where
+ * that file is no repository's config): the config fails closed. */
+Test(gitguard_include_attacks, an_include_in_another_read_write_tree)
+{
+        setup_ws();
+        char other[128], cfg[512];
+        snprintf(other, sizeof(other), "%s/rw", home);
+        cr_assert_eq(mkdir(other, 0755), 0);
+        snprintf(cfg, sizeof(cfg), "[include]\n\tpath = %s/team.cfg\n", other);
+        append(".git/config", cfg);
+        char p[256];
+        snprintf(p, sizeof(p), "%s/team.cfg", other);
+        FILE *f = fopen(p, "we");
+        cr_assert_not_null(f);
+        fputs("[user]\n\tname = Team\n", f);
+        fclose(f);
+        usleep(30 * 1000);
+        struct policy *pol = policy_new();
+        struct al_error e = {0};
+        char json[768];
+        snprintf(json, sizeof(json),
+                 "{\"workspace\": {\"path\": \"%s\", \"mode\": \"rw\"}, \"filesystem\": "
+                 "{\"mounts\": [{\"source\": \"%s\", \"target\": \"/mnt/rw\", "
+                 "\"readonly\": false}]}}",
+                 ws, other);
+        cr_assert_eq(policy_load_string(pol, json, "policy.json", &e), 0, "%s", e.msg);
+        cr_assert_eq(policy_finalize(pol, "/", "/root", &e), 0, "%s", e.msg);
+        struct gitguard *g = gitguard_begin(pol);
+        cr_assert_not_null(g);
+        policy_free(pol);
+        f = fopen(p, "ae");
+        cr_assert_not_null(f);
+        char t[256];
+        fsmonitor_text(t, sizeof(t));
+        fputs(t, f);
+        fclose(f);
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        host_git(".", "status");
+        cr_expect_not(pwned(), "host git ran the agent's program");
+        cleanup();
+}

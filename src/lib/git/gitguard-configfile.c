@@ -21,8 +21,9 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
 static void check_outside_config(struct guard_run *g, const char *abs, const char *wt, int depth);
 
 #define UNKNOWN_REASON                                                                             \
-        "names a path through /proc (host git would reach it from wherever it runs, maybe the "    \
-        "agent's files; Airlock cannot tell which)"
+        "names a path through /proc (host git would reach it from wherever it runs) or in "        \
+        "another read-write tree of the sandbox: maybe the agent's files, which Airlock cannot "   \
+        "pin"
 #define DEEP_REASON                                                                                \
         "includes or links nested deeper than git reads (10): git stops there with an error, and " \
         "Airlock does not follow them further"
@@ -288,8 +289,9 @@ static void check_outside_config(struct guard_run *g, const char *abs, const cha
                 else if (w == GITGUARD_UNKNOWN)
                         gitguard_report(g, "",
                                         "a host git config outside the workspace includes a file "
-                                        "through /proc (host git may read the agent's config "
-                                        "from it): not moved, it is outside the workspace",
+                                        "through /proc or in another read-write tree of the "
+                                        "sandbox (host git may read the agent's config from it): "
+                                        "not moved, it is outside the workspace",
                                         NULL, 0);
         }
 }

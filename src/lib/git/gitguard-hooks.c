@@ -220,10 +220,12 @@ void gitguard_scan_hooks_path(struct guard_run *g, const char *grel, const char 
         _cleanup_free_ char *rel = NULL;
         enum gitguard_where w = gitguard_tree_where(g, value, wt_rel, &rel);
         if (w == GITGUARD_UNKNOWN) /* the user's own, outside: said, not moved */
-                gitguard_report(g, grel,
-                                "host git's core.hooksPath is named through /proc (it runs the "
-                                "hooks found from wherever it runs): hooks there were not checked",
-                                NULL, 0);
+                gitguard_report(
+                    g, grel,
+                    "host git's core.hooksPath is named through /proc (from wherever it runs) or "
+                    "in another read-write tree of the sandbox: hooks there were not "
+                    "checked",
+                    NULL, 0);
         if (w != GITGUARD_IN)
                 return;
         /* A symbolic link on the way that the run made: git follows it to

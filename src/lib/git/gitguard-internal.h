@@ -83,6 +83,8 @@ struct guard_run {
         gitguard_warn_fn warn;
         void *userdata;
         const struct root_start *root;
+        const struct root_start *roots; /* every tree of the run: root is one */
+        size_t n_roots;
         const struct timespec *started; /* NULL while recording the start */
         int root_fd;
         size_t entries;
@@ -218,7 +220,9 @@ char **gitguard_config_programs(const char *text, size_t len, size_t *ret_n);
  * outside), as host git reaches it, through the host's own links outside
  * the tree (another spelling of the workspace is the workspace). IN: at
  * *ret_rel, relative to the tree's root; UNKNOWN: through /proc
- * (/proc/self/cwd is wherever host git runs), to be failed closed. */
+ * (/proc/self/cwd is wherever host git runs) or in another read-write tree
+ * of the run (the agent's to write, and not this scan's), to be failed
+ * closed. */
 enum gitguard_where { GITGUARD_OUT, GITGUARD_IN, GITGUARD_UNKNOWN };
 enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *value,
                                         const char *base_rel, char **ret_rel);

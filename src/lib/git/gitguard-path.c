@@ -76,6 +76,19 @@ static char *beneath(const char *root, const char *abs)
         return gitguard_pointer_target("", *rest ? rest : ".");
 }
 
+/* Whether abs (normalized) lies in another tree of the run than g's. */
+static bool in_other_root(const struct guard_run *g, const char *abs)
+{
+        for (size_t i = 0; i < g->n_roots; i++) {
+                if (&g->roots[i] == g->root || !g->roots[i].path)
+                        continue;
+                _cleanup_free_ char *rel = beneath(g->roots[i].path, abs);
+                if (rel)
+                        return true;
+        }
+        return false;
+}
+
 /* The path of what fd is open on, as the kernel names it. */
 static bool fd_path(int fd, char out[PATH_MAX])
 {
@@ -122,10 +135,13 @@ static enum gitguard_where walk_in(const struct guard_run *g, const char *abs, c
                 struct stat st;
                 _cleanup_free_ char *at = NULL;
                 char real[PATH_MAX];
+                bool named = false;
                 if (fstat(fd, &st) == 0 && st.st_dev == rst.st_dev && st.st_ino == rst.st_ino)
                         at = xstrdup(".");
-                else if (fd_path(fd, real))
+                else if ((named = fd_path(fd, real)))
                         at = beneath(g->root->path, real);
+                if (!at && named && in_other_root(g, real))
+                        return GITGUARD_UNKNOWN;
                 if (!at)
                         continue;
                 const char *rest = p + strspn(p, "/");
@@ -164,6 +180,8 @@ enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *v
         _cleanup_free_ char *norm = gitguard_normalize_abs(value);
         if (norm && (*ret_rel = beneath(g->root->path, norm)))
                 return GITGUARD_IN;
+        if (norm && in_other_root(g, norm))
+                return GITGUARD_UNKNOWN;
         return walk_in(g, value, ret_rel);
 }
 

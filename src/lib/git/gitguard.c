@@ -654,8 +654,13 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
         if (fd < 0 || fstat(fd, &st) < 0)
                 return;
         struct guard_run *run = xcalloc(1, sizeof(*run));
-        *run = (struct guard_run){
-            .record = true, .git = gg->git, .start = rs, .root = rs, .root_fd = fd};
+        *run = (struct guard_run){.record = true,
+                                  .git = gg->git,
+                                  .start = rs,
+                                  .root = rs,
+                                  .roots = gg->roots,
+                                  .n_roots = gg->n_roots,
+                                  .root_fd = fd};
         walk(run, fd, "", mount_key(fd), 0);
         if (gg->git) {
                 gitguard_check_enclosing(run);
@@ -737,6 +742,8 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                                                   .warn = warn,
                                                   .userdata = userdata,
                                                   .root = rs,
+                                                  .roots = g->roots,
+                                                  .n_roots = g->n_roots,
                                                   .started = &g->started,
                                                   .root_fd = fd};
                         walk(run, fd, "", mount_key(fd), 0);
