@@ -326,6 +326,12 @@ static int cfg_each(struct cfg_parser *p, cfg_key_fn fn, void *userdata)
         return 0;
 }
 
+int gitguard_config_each(const char *text, size_t len, gitguard_key_fn fn, void *userdata)
+{
+        struct cfg_parser p = {.s = text, .n = len};
+        return cfg_each(&p, fn, userdata);
+}
+
 struct cfg_value {
         const char *sec, *name;
         char *value;

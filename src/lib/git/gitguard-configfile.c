@@ -6,6 +6,7 @@
  * programs it runs from the working tree and the files it includes. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,48 +16,141 @@
 #include "gitguard-internal.h"
 #include "util.h"
 
-/* Git follows includes ten deep. */
-#define INCLUDE_DEPTH_MAX 10
-
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
                             const char *wt, int depth);
+static void check_outside_config(struct guard_run *g, const char *abs, const char *wt, int depth);
 
-/* One file a config includes (value, relative to base within the tree,
- * or absolute): when it lies in the tree, an ordinary file there (a shared
- * `../.gitconfig`) that the agent could write, and git reads it as config.
- * Checked as a config itself; a link the run made on the way to it is
- * moved aside. */
-static void check_include(struct guard_run *g, const char *value, const char *base, const char *wt,
-                          int depth)
+#define UNKNOWN_REASON                                                                             \
+        "names a path through /proc (host git would reach it from wherever it runs) or in "        \
+        "another read-write tree of the sandbox: maybe the agent's files, which Airlock cannot "   \
+        "pin"
+#define DEEP_REASON                                                                                \
+        "includes or links nested deeper than git reads (10): git stops there with an error, and " \
+        "Airlock does not follow them further"
+
+#define CYCLE_REASON                                                                               \
+        "includes that form a cycle: git stops there with an error, and Airlock does not follow "  \
+        "them around"
+
+/* A working tree's path as a key (FNV-1a; NULL: none). */
+static uint64_t wt_key(const char *wt)
 {
-        if (depth >= INCLUDE_DEPTH_MAX)
+        uint64_t h = 14695981039346656037ULL;
+        for (const char *c = wt ? wt : "\x01"; *c; c++)
+                h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+        return h;
+}
+
+/* The directory and the last name of rel: dir "." at the top. */
+static char *dir_of(const char *rel, const char **ret_base)
+{
+        const char *ts = strrchr(rel, '/');
+        *ret_base = ts ? ts + 1 : rel;
+        return ts ? xasprintf("%.*s", (int)(ts - rel), rel) : xstrdup(".");
+}
+
+/* The config file at target in the tree, reached from the one at
+ * dfd/name (rel) by an include or a link: checked as a config itself, to
+ * git's depth; a link the run made on the way to it is moved aside. A
+ * directory is no config git reads: left alone. */
+static void check_reached(struct guard_run *g, int dfd, const char *name, const char *rel,
+                          const char *target, const char *wt, int depth)
+{
+        if (STREQ(target, "."))
                 return;
-        _cleanup_free_ char *target = gitguard_tree_rel(g, value, base);
-        if (!target || STREQ(target, "."))
+        if (++g->includes > INCLUDES_MAX) {
+                if (g->includes == INCLUDES_MAX + 1)
+                        gitguard_report(g, target,
+                                        "more included config files than the scan reads "
+                                        "(4096): included files past this point were not checked",
+                                        NULL, 0);
                 return;
-        const char *ts = strrchr(target, '/');
-        _cleanup_free_ char *dir =
-            ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
+        }
+        const char *base = NULL;
+        _cleanup_free_ char *dir = dir_of(target, &base);
         _cleanup_close_ int pfd = gitguard_open_in_tree(
             g, dir,
             "a symbolic link on the way to a file a git config includes (host git would read "
             "config where it leads)");
-        /* A directory is no config git reads: left alone. */
         struct stat st;
-        const char *name = ts ? ts + 1 : target;
-        if (pfd >= 0 && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
-                check_config_at(g, pfd, name, target, wt, depth + 1);
+        if (pfd < 0 || fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode))
+                return;
+        const char *why = depth >= INCLUDE_DEPTH_MAX ? DEEP_REASON : NULL;
+        for (size_t i = 0; i < g->n_chain && !why; i++)
+                if (g->inc_chain[i].dev == st.st_dev && g->inc_chain[i].ino == st.st_ino)
+                        why = CYCLE_REASON;
+        if (why) {
+                if (dfd >= 0)
+                        gitguard_quarantine_force(g, dfd, name, rel, why);
+                return;
+        }
+        /* Checked already for this working tree: not again (a file
+         * included from many places, or many times). */
+        struct gitguard_file f = {.dev = st.st_dev, .ino = st.st_ino, .wt = wt_key(wt)};
+        for (size_t i = 0; i < g->n_seen; i++)
+                if (g->inc_seen[i].dev == f.dev && g->inc_seen[i].ino == f.ino &&
+                    g->inc_seen[i].wt == f.wt)
+                        return;
+        if (g->n_seen < ARRAY_SIZE(g->inc_seen))
+                g->inc_seen[g->n_seen++] = f;
+        g->inc_chain[g->n_chain++] = f;
+        check_config_at(g, pfd, base, target, wt, depth + 1);
+        g->n_chain--;
 }
 
-static void check_includes(struct guard_run *g, const char *text, size_t len, const char *rel,
-                           const char *wt, int depth)
+/* Every file a config includes (relative to its own directory, absolute,
+ * or "~/"): one that lies in the tree, an ordinary file there (a shared
+ * `../.gitconfig`) that the agent could write, is read by git as config.
+ * One named through /proc, which Airlock cannot pin, moves the including
+ * config aside. */
+static void check_includes(struct guard_run *g, int dfd, const char *name, const char *text,
+                           size_t len, const char *rel, const char *wt, int depth)
 {
         size_t n = 0;
         _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
         const char *slash = strrchr(rel, '/');
         _cleanup_free_ char *base = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
-        for (size_t i = 0; i < n; i++)
-                check_include(g, inc[i], base, wt, depth);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *target = NULL;
+                enum gitguard_where w = gitguard_tree_where(g, inc[i], base, &target);
+                if (w == GITGUARD_UNKNOWN) {
+                        gitguard_quarantine_force(g, dfd, name, rel,
+                                                  "a config whose include " UNKNOWN_REASON);
+                        return;
+                }
+                if (w == GITGUARD_IN) {
+                        check_reached(g, dfd, name, rel, target, wt, depth);
+                        continue;
+                }
+                /* The host's own, outside: what it includes from the tree in
+                 * turn. */
+                _cleanup_free_ char *dir = gitguard_join(g->root->path, base);
+                _cleanup_free_ char *abs = gitguard_absolute(inc[i], dir);
+                if (abs)
+                        check_outside_config(g, abs, wt, depth + 1);
+        }
+}
+
+/* The host's own link kept as a config (`.gitconfig-shared ->
+ * conf/team.cfg`): git reads what it leads to, which may be an ordinary
+ * file of the tree. Not followed out of the tree (what is there is the
+ * host's). */
+static void check_link(struct guard_run *g, int dfd, const char *name, const char *rel,
+                       const char *wt, int depth)
+{
+        char target[PATH_MAX];
+        ssize_t k = readlinkat(dfd, name, target, sizeof(target) - 1);
+        if (k <= 0)
+                return;
+        target[k] = '\0';
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *base = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
+        _cleanup_free_ char *to = NULL;
+        enum gitguard_where w = gitguard_tree_where(g, target, base, &to);
+        if (w == GITGUARD_UNKNOWN)
+                gitguard_quarantine_force(g, dfd, name, rel, "a config link that " UNKNOWN_REASON);
+        else if (w == GITGUARD_IN)
+                check_reached(g, dfd, name, rel, to, wt, depth);
 }
 
 /* One program a config runs (value, relative to wt within the tree, or
@@ -64,15 +158,15 @@ static void check_includes(struct guard_run *g, const char *text, size_t len, co
  * a filter's `./scripts/clean.sh`) is an ordinary one the agent writes,
  * which host git runs. What the run made or changed there is moved
  * aside. */
-void gitguard_check_program(struct guard_run *g, const char *value, const char *wt, const char *why)
+enum gitguard_where gitguard_check_program(struct guard_run *g, const char *value, const char *wt,
+                                           const char *why)
 {
-        _cleanup_free_ char *target = gitguard_tree_rel(g, value, wt);
-        if (!target || STREQ(target, "."))
-                return;
-        const char *ts = strrchr(target, '/');
-        _cleanup_free_ char *dir =
-            ts ? xasprintf("%.*s", (int)(ts - target), target) : xstrdup(".");
-        const char *base = ts ? ts + 1 : target;
+        _cleanup_free_ char *target = NULL;
+        enum gitguard_where w = gitguard_tree_where(g, value, wt, &target);
+        if (w != GITGUARD_IN || STREQ(target, "."))
+                return w;
+        const char *base = NULL;
+        _cleanup_free_ char *dir = dir_of(target, &base);
         _cleanup_close_ int pfd = gitguard_open_in_tree(
             g, dir,
             "a symbolic link on the way to a program a git config runs (host git would run "
@@ -80,20 +174,37 @@ void gitguard_check_program(struct guard_run *g, const char *value, const char *
         struct stat st;
         if (pfd < 0 || fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
             !gitguard_ctime_in_run(g, &st))
-                return;
+                return w;
         gitguard_quarantine(g, pfd, base, target, why);
+        return w;
 }
 
 #define PROGRAM_REASON                                                                             \
         "a program the repository's own git config runs (host git would run the agent's "          \
         "version)"
 
-static void check_programs(struct guard_run *g, const char *text, size_t len, const char *wt)
+/* The programs a config kept in place runs and the hooks directory it
+ * names; false when one is named through /proc and the config was moved
+ * aside for it. */
+static bool check_programs(struct guard_run *g, int dfd, const char *name, const char *rel,
+                           const char *text, size_t len, const char *wt)
 {
         size_t n = 0;
         _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &n);
         for (size_t i = 0; i < n; i++)
-                gitguard_check_program(g, progs[i], wt, PROGRAM_REASON);
+                if (gitguard_check_program(g, progs[i], wt, PROGRAM_REASON) == GITGUARD_UNKNOWN) {
+                        gitguard_quarantine_force(g, dfd, name, rel,
+                                                  "a config whose program " UNKNOWN_REASON);
+                        return false;
+                }
+        _cleanup_free_ char *hooks = gitguard_config_value(text, len, "core", "hookspath");
+        _cleanup_free_ char *hrel = NULL;
+        if (hooks && *hooks && gitguard_tree_where(g, hooks, wt, &hrel) == GITGUARD_UNKNOWN) {
+                gitguard_quarantine_force(g, dfd, name, rel,
+                                          "a config whose core.hooksPath " UNKNOWN_REASON);
+                return false;
+        }
+        return true;
 }
 
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
@@ -105,6 +216,8 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
         if (S_ISLNK(st.st_mode)) {
                 gitguard_quarantine(g, dfd, name, rel,
                                     "a config that is a symbolic link (git follows it)");
+                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+                        check_link(g, dfd, name, rel, wt, depth);
                 return;
         }
         if (!S_ISREG(st.st_mode)) {
@@ -121,36 +234,85 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
         else if (r < 0)
                 snprintf(reason, sizeof(reason), "a config Airlock cannot read (%s)", strerror(-r));
         else if (!gitguard_config_check(text, len, reason, sizeof(reason))) {
-                check_includes(g, text, len, rel, wt, depth);
+                check_includes(g, dfd, name, text, len, rel, wt, depth);
                 return;
         }
         gitguard_quarantine(g, dfd, name, rel, reason);
         /* The host's own, kept: what it runs and includes git uses still. */
-        if (r == 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-                check_programs(g, text, len, wt);
-                check_includes(g, text, len, rel, wt, depth);
-        }
+        if (r == 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            check_programs(g, dfd, name, rel, text, len, wt))
+                check_includes(g, dfd, name, text, len, rel, wt, depth);
 }
 
 void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel,
                            const char *wt_rel)
 {
+        struct stat st;
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        g->n_chain = 0;
+        g->inc_chain[g->n_chain++] =
+            (struct gitguard_file){.dev = st.st_dev, .ino = st.st_ino, .wt = wt_key(wt_rel)};
         check_config_at(g, dfd, name, rel, wt_rel, 0);
+        g->n_chain = 0;
 }
 
-void gitguard_check_enclosing(struct guard_run *g)
+/* The programs and includes of one config file outside the tree (abs),
+ * as absolute paths into the tree. */
+static void check_outside_config(struct guard_run *g, const char *abs, const char *wt, int depth)
 {
-        _cleanup_free_ char *wt = NULL;
-        _cleanup_free_ char *gitdir = gitguard_enclosing_gitdir(g->root->path, &wt);
-        if (!gitdir)
+        if (depth >= INCLUDE_DEPTH_MAX || ++g->includes > INCLUDES_MAX)
                 return;
-        _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int fd = open(abs, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        if (gfd < 0 || gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) < 0)
+        if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)
                 return;
+        const char *slash = strrchr(abs, '/');
+        _cleanup_free_ char *dir = xasprintf("%.*s", slash ? (int)(slash - abs) : 0, abs);
+        size_t n = 0;
+        _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &n);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(progs[i], wt);
+                if (a)
+                        gitguard_check_program(g, a, NULL, PROGRAM_REASON);
+        }
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(inc[i], dir);
+                _cleanup_free_ char *target = NULL;
+                enum gitguard_where w = a ? gitguard_tree_where(g, a, NULL, &target) : GITGUARD_OUT;
+                if (w == GITGUARD_IN)
+                        check_reached(g, -1, NULL, NULL, target, wt, depth);
+                else if (w == GITGUARD_OUT && a) /* the host's, and what it includes */
+                        check_outside_config(g, a, wt, depth + 1);
+                else if (w == GITGUARD_UNKNOWN)
+                        gitguard_report(g, "",
+                                        "a host git config outside the workspace includes a file "
+                                        "through /proc or in another read-write tree of the "
+                                        "sandbox (host git may read the agent's config from it): "
+                                        "not moved, it is outside the workspace",
+                                        NULL, 0);
+        }
+}
+
+void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const char *wt)
+{
+        _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (gfd < 0)
+                return;
+        /* A linked worktree's git directory: its repository's config (the
+         * commondir) with its own config.worktree over it. */
+        _cleanup_free_ char *ctext = NULL, *common = NULL;
+        size_t clen = 0;
+        if (gitguard_read_small(gfd, "commondir", PATH_MAX, &ctext, &clen) == 0) {
+                ctext[strcspn(ctext, "\r\n")] = '\0';
+                common = *ctext ? gitguard_absolute(ctext, gitdir) : NULL;
+        }
+        _cleanup_free_ char *main_cfg = xasprintf("%s/config", common ? common : gitdir);
+        _cleanup_free_ char *wt_cfg = xasprintf("%s/config.worktree", gitdir);
         /* Its hooks directory, when in the tree. */
-        _cleanup_free_ char *hooks = gitguard_config_value(text, len, "core", "hookspath");
+        _cleanup_free_ char *hooks = gitguard_hooks_path_of(g, main_cfg, wt_cfg);
         _cleanup_free_ char *habs = hooks && *hooks ? gitguard_absolute(hooks, wt) : NULL;
         _cleanup_free_ char *hrel = habs ? gitguard_tree_rel(g, habs, NULL) : NULL;
         if (hrel && !STREQ(hrel, ".")) {
@@ -163,18 +325,33 @@ void gitguard_check_enclosing(struct guard_run *g)
                                                    "a hook in the directory core.hooksPath names "
                                                    "(host git would run it)");
         }
-        /* Its programs and includes, as absolute paths into the tree. */
-        size_t n = 0;
-        _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &n);
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *a = gitguard_absolute(progs[i], wt);
-                if (a)
-                        gitguard_check_program(g, a, NULL, PROGRAM_REASON);
+        check_outside_config(g, main_cfg, wt, 0);
+        check_outside_config(g, wt_cfg, wt, 0);
+}
+
+void gitguard_check_global(struct guard_run *g)
+{
+        const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+        _cleanup_free_ char *user =
+            home && home[0] == '/' ? xasprintf("%s/.gitconfig", home) : NULL;
+        _cleanup_free_ char *xdgc = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
+                                    : home && home[0] == '/'
+                                        ? xasprintf("%s/.config/git/config", home)
+                                        : NULL;
+        const char *const files[] = {"/etc/gitconfig", xdgc, user};
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                _cleanup_free_ char *rel = NULL;
+                /* One in the tree (a home given as the workspace) is the
+                 * walk's. */
+                if (files[i] && gitguard_tree_where(g, files[i], NULL, &rel) == GITGUARD_OUT)
+                        check_outside_config(g, files[i], NULL, 0);
         }
-        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *a = gitguard_absolute(inc[i], gitdir);
-                if (a)
-                        check_include(g, a, NULL, NULL, 0);
-        }
+}
+
+void gitguard_check_enclosing(struct guard_run *g)
+{
+        _cleanup_free_ char *wt = NULL;
+        _cleanup_free_ char *gitdir = gitguard_enclosing_gitdir(g->root->path, &wt);
+        if (gitdir)
+                gitguard_check_outside_repo(g, gitdir, wt);
 }

@@ -40,46 +40,14 @@ void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, 
                 if (k <= 0)
                         continue;
                 target[k] = '\0';
-                gitguard_check_program(g, target, hrel,
-                                       "the file a hook links to (host git would run the agent's "
-                                       "version)");
+                if (gitguard_check_program(g, target, hrel,
+                                           "the file a hook links to (host git would run the "
+                                           "agent's version)") == GITGUARD_UNKNOWN)
+                        gitguard_quarantine_force(g, hfd, n, r,
+                                                  "a hook linked through /proc (host git would "
+                                                  "run what it reaches from wherever it runs)");
         }
         closedir(d);
-}
-
-/* An absolute path with "." and ".." taken out ("/a/.git/../b" is
- * "/a/b"); NULL when it climbs above "/". */
-static char *normalize_abs(const char *abs)
-{
-        _cleanup_free_ char *rel = gitguard_pointer_target("", abs + 1);
-        if (!rel)
-                return NULL;
-        return STREQ(rel, ".") ? xstrdup("/") : xasprintf("/%s", rel);
-}
-
-char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel)
-{
-        _cleanup_free_ char *abs = NULL;
-        if (value[0] == '~' && value[1] == '/') {
-                const char *home = getenv("HOME");
-                if (!home || home[0] != '/')
-                        return NULL;
-                abs = xasprintf("%s/%s", home, value + 2);
-                value = abs;
-        }
-        if (value[0] != '/')
-                return base_rel ? gitguard_pointer_target(base_rel, value) : NULL;
-        _cleanup_free_ char *norm = normalize_abs(value);
-        if (!norm)
-                return NULL;
-        value = norm;
-        const char *root = g->root->path;
-        size_t rl = strlen(root);
-        while (rl > 1 && root[rl - 1] == '/')
-                rl--;
-        if (strncmp(value, root, rl) != 0 || (value[rl] != '/' && value[rl] != '\0'))
-                return NULL;
-        return gitguard_pointer_target("", value[rl] ? value + rl + 1 : ".");
 }
 
 int gitguard_open_in_tree(struct guard_run *g, const char *rel, const char *why)
@@ -108,14 +76,106 @@ int gitguard_open_in_tree(struct guard_run *g, const char *rel, const char *why)
                           RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
 }
 
-/* core.hooksPath of the config file at dfd/name, or NULL. */
-static char *hooks_path_of(int dfd, const char *name)
+/* core.hooksPath as git reads it from a config file and the files it
+ * includes, in order, to git's depth: the last value, left in *value. */
+struct hp_state {
+        struct guard_run *g; /* NULL: every file read by its path */
+        char **value;
+        int budget; /* files read at most (a fan-out of includes) */
+        struct {
+                dev_t dev;
+                ino_t ino;
+        } chain[INCLUDE_DEPTH_MAX + 2]; /* a cycle is not followed around */
+        size_t n_chain;
+};
+
+struct hp_walk {
+        struct hp_state *s;
+        const char *dir; /* the directory of the file read */
+        int depth;
+};
+
+static void hooks_path_in(struct hp_state *s, const char *abs, int depth);
+
+static bool hp_key(const char *sec, const char *sub, const char *name, const char *value,
+                   void *userdata)
 {
+        struct hp_walk *w = userdata;
+        if (!sub && strcasecmp(sec, "core") == 0 && strcasecmp(name, "hookspath") == 0) {
+                free(*w->s->value);
+                *w->s->value = xstrdup(value ? value : "");
+        } else if (value && *value && strcasecmp(name, "path") == 0 &&
+                   ((strcasecmp(sec, "include") == 0 && !sub) ||
+                    (strcasecmp(sec, "includeif") == 0 && sub))) {
+                _cleanup_free_ char *a = gitguard_absolute(value, w->dir);
+                if (a && w->depth < INCLUDE_DEPTH_MAX)
+                        hooks_path_in(w->s, a, w->depth + 1);
+        }
+        return false;
+}
+
+/* The config file at abs, as host git reads it: in the tree beneath its
+ * root (a link left there is the host's: those the run made were moved
+ * aside before), elsewhere by its path (the host's). */
+static void hooks_path_in(struct hp_state *s, const char *abs, int depth)
+{
+        struct guard_run *g = s->g;
+        if (s->budget <= 0 || s->n_chain >= ARRAY_SIZE(s->chain))
+                return;
+        s->budget--;
+        _cleanup_free_ char *rel = NULL;
+        enum gitguard_where w = g ? gitguard_tree_where(g, abs, NULL, &rel) : GITGUARD_OUT;
+        if (w == GITGUARD_UNKNOWN)
+                return; /* the config naming it was moved aside */
+        int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+        _cleanup_close_ int fd =
+            w == GITGUARD_IN ? fs_openat2(g->root_fd, rel, flags, 0,
+                                          RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+                             : open(abs, flags);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return;
+        for (size_t i = 0; i < s->n_chain; i++)
+                if (s->chain[i].dev == st.st_dev && s->chain[i].ino == st.st_ino)
+                        return; /* a cycle: git stops with an error */
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        if (gitguard_read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len) < 0)
-                return NULL;
-        return gitguard_config_value(text, len, "core", "hookspath");
+        if (gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)
+                return;
+        const char *slash = strrchr(abs, '/');
+        _cleanup_free_ char *dir =
+            slash && slash != abs ? xasprintf("%.*s", (int)(slash - abs), abs) : xstrdup("/");
+        s->chain[s->n_chain].dev = st.st_dev;
+        s->chain[s->n_chain].ino = st.st_ino;
+        s->n_chain++;
+        struct hp_walk walk = {.s = s, .dir = dir, .depth = depth};
+        (void)gitguard_config_each(text, len, hp_key, &walk);
+        s->n_chain--;
+}
+
+/* The last core.hooksPath of the config files (absolute; NULL ones
+ * skipped) in order, through their includes; NULL when none sets one. */
+static char *hooks_path_files(struct guard_run *g, const char *const *files, size_t n)
+{
+        char *value = NULL;
+        struct hp_state s = {.g = g, .value = &value, .budget = 256};
+        for (size_t i = 0; i < n; i++)
+                if (files[i])
+                        hooks_path_in(&s, files[i], 0);
+        return value;
+}
+
+char *gitguard_hooks_path_of(struct guard_run *g, const char *main, const char *wt_config)
+{
+        const char *const files[] = {main, wt_config};
+        return hooks_path_files(g, files, ARRAY_SIZE(files));
+}
+
+/* A path of the tree as an absolute one. */
+static char *tree_abs(const struct guard_run *g, const char *rel, const char *name)
+{
+        return *rel && !STREQ(rel, ".") ? xasprintf("%s/%s/%s", g->root->path, rel, name)
+                                        : xasprintf("%s/%s", g->root->path, name);
 }
 
 /* The host user's own core.hooksPath (~/.gitconfig over
@@ -137,21 +197,36 @@ static const char *global_hooks_path(struct guard_run *g)
         const char *const files[] = {user, xdgc, "/etc/gitconfig"};
         for (size_t i = 0; i < ARRAY_SIZE(files) && !g->global_hooks; i++)
                 if (files[i])
-                        g->global_hooks = hooks_path_of(AT_FDCWD, files[i]);
+                        g->global_hooks = hooks_path_files(NULL, &files[i], 1);
         return g->global_hooks;
 }
 
-void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel)
+void gitguard_scan_hooks_path(struct guard_run *g, const char *grel, const char *wt_rel,
+                              bool linked)
 {
-        _cleanup_free_ char *value = hooks_path_of(gfd, "config");
+        /* A linked worktree's config is its repository's, two levels up,
+         * and config.worktree (its own) is read over it. */
+        _cleanup_free_ char *common =
+            linked ? gitguard_pointer_target(grel, "../..") : xstrdup(grel);
+        _cleanup_free_ char *a = common ? tree_abs(g, common, "config") : NULL;
+        _cleanup_free_ char *wa = tree_abs(g, grel, "config.worktree");
+        _cleanup_free_ char *value = gitguard_hooks_path_of(g, a, wa);
         if (!value) {
                 const char *global = global_hooks_path(g);
                 value = global ? xstrdup(global) : NULL;
         }
         if (!value || !*value)
                 return;
-        _cleanup_free_ char *rel = gitguard_tree_rel(g, value, wt_rel);
-        if (!rel)
+        _cleanup_free_ char *rel = NULL;
+        enum gitguard_where w = gitguard_tree_where(g, value, wt_rel, &rel);
+        if (w == GITGUARD_UNKNOWN) /* the user's own, outside: said, not moved */
+                gitguard_report(
+                    g, grel,
+                    "host git's core.hooksPath is named through /proc (from wherever it runs) or "
+                    "in another read-write tree of the sandbox: hooks there were not "
+                    "checked",
+                    NULL, 0);
+        if (w != GITGUARD_IN)
                 return;
         /* A symbolic link on the way that the run made: git follows it to
          * hooks the agent chose (in another tree, where this scan does not
@@ -167,15 +242,29 @@ void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel)
                                    "run it)");
 }
 
-char *gitguard_absolute(const char *value, const char *base)
+char *gitguard_gitdir_worktree(struct guard_run *g, int gfd, const char *grel, bool linked)
 {
-        if (value[0] == '/')
-                return xstrdup(value);
-        if (value[0] == '~' && value[1] == '/') {
-                const char *home = getenv("HOME");
-                return home && home[0] == '/' ? xasprintf("%s/%s", home, value + 2) : NULL;
+        _cleanup_free_ char *text = NULL, *rel = NULL;
+        size_t len = 0;
+        if (linked) {
+                /* gitdir: the path of the worktree's .git file. */
+                if (gitguard_read_small(gfd, "gitdir", PATH_MAX, &text, &len) < 0)
+                        return NULL;
+                text[strcspn(text, "\r\n")] = '\0';
+                if (!*text || gitguard_tree_where(g, text, grel, &rel) != GITGUARD_IN ||
+                    STREQ(rel, "."))
+                        return NULL;
+                char *slash = strrchr(rel, '/');
+                return slash ? xasprintf("%.*s", (int)(slash - rel), rel) : xstrdup("");
         }
-        return base ? xasprintf("%s/%s", base, value) : NULL;
+        _cleanup_free_ char *wt = NULL;
+        if (gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) == 0)
+                wt = gitguard_config_value(text, len, "core", "worktree");
+        if (wt && *wt && gitguard_tree_where(g, wt, grel, &rel) == GITGUARD_IN)
+                return STREQ(rel, ".") ? xstrdup("") : TAKE_PTR(rel);
+        if (wt && *wt)
+                return NULL;
+        return xstrdup(grel);
 }
 
 /* abs, normalized, when it lies beneath root (not root itself) and its
@@ -183,7 +272,7 @@ char *gitguard_absolute(const char *value, const char *base)
  * the start covers: a link on the way is left to the end-of-run scan). */
 static void add_beneath(char ***v, size_t *n, int root_fd, const char *root, const char *abs)
 {
-        _cleanup_free_ char *norm = abs && abs[0] == '/' ? normalize_abs(abs) : NULL;
+        _cleanup_free_ char *norm = abs && abs[0] == '/' ? gitguard_normalize_abs(abs) : NULL;
         if (!norm || root_fd < 0)
                 return;
         abs = norm;
@@ -206,6 +295,38 @@ static void add_beneath(char ***v, size_t *n, int root_fd, const char *root, con
         *v = strv_append(*v, n, full);
 }
 
+/* The files a config's text (in directory dir) includes beneath root,
+ * and, to git's depth, the programs and files those include in turn. */
+static void add_includes(char ***v, size_t *n, int rfd, const char *root, const char *text,
+                         size_t len, const char *dir, const char *worktree, int depth, int *budget)
+{
+        size_t k = 0;
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
+        for (size_t i = 0; i < k; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(inc[i], dir);
+                if (!a)
+                        continue;
+                size_t before = *n;
+                add_beneath(v, n, rfd, root, a);
+                if (*n == before || depth + 1 >= INCLUDE_DEPTH_MAX || --*budget <= 0)
+                        continue;
+                _cleanup_close_ int fd = open((*v)[*n - 1], O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+                _cleanup_free_ char *t = NULL;
+                size_t tl = 0;
+                if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &t, &tl) < 0)
+                        continue;
+                size_t np = 0;
+                _cleanup_strv_ char **progs = gitguard_config_programs(t, tl, &np);
+                for (size_t j = 0; j < np; j++) {
+                        _cleanup_free_ char *pa = gitguard_absolute(progs[j], worktree);
+                        add_beneath(v, n, rfd, root, pa);
+                }
+                const char *slash = strrchr(a, '/');
+                _cleanup_free_ char *d = xasprintf("%.*s", (int)(slash - a), a);
+                add_includes(v, n, rfd, root, t, tl, d, worktree, depth + 1, budget);
+        }
+}
+
 char **gitguard_config_targets(const char *root, const char *gitdir, const char *worktree,
                                size_t *ret_n)
 {
@@ -220,7 +341,10 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
         size_t len = 0;
         if (gitguard_read_small(gfd, "config", GITGUARD_CONFIG_MAX, &text, &len) < 0)
                 return NULL;
-        _cleanup_free_ char *hooks = gitguard_config_value(text, len, "core", "hookspath");
+        /* The last value git reads, through includes and config.worktree. */
+        _cleanup_free_ char *cfg = xasprintf("%s/config", gitdir);
+        _cleanup_free_ char *wcfg = xasprintf("%s/config.worktree", gitdir);
+        _cleanup_free_ char *hooks = gitguard_hooks_path_of(NULL, cfg, wcfg);
         if (!hooks) {
                 struct guard_run g = {0};
                 const char *global = global_hooks_path(&g);
@@ -237,11 +361,8 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
                 _cleanup_free_ char *a = gitguard_absolute(progs[i], worktree);
                 add_beneath(&v, &n, rfd, root, a);
         }
-        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
-        for (size_t i = 0; i < k; i++) {
-                _cleanup_free_ char *a = gitguard_absolute(inc[i], gitdir);
-                add_beneath(&v, &n, rfd, root, a);
-        }
+        int budget = 256;
+        add_includes(&v, &n, rfd, root, text, len, gitdir, worktree, 0, &budget);
         /* What the links in hooks/ lead to. */
         _cleanup_close_ int hfd =
             openat(gfd, "hooks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -8,6 +8,7 @@
 #include <openssl/sha.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -22,6 +23,11 @@
 #define PDIRS_MAX 4096
 /* How deep a write-protected directory's contents are compared. */
 #define PROTECT_DEPTH_MAX 16
+/* Git reads includes ten deep, then stops with an error. */
+#define INCLUDE_DEPTH_MAX 10
+/* How many included files one scan of a tree reads at most (git's depth
+ * bounds a chain, not its fan-out). */
+#define INCLUDES_MAX 4096
 
 /* What a finding was at the start: the host's own hooks and settings,
  * unchanged by the run, are left where they are. */
@@ -77,6 +83,8 @@ struct guard_run {
         gitguard_warn_fn warn;
         void *userdata;
         const struct root_start *root;
+        const struct root_start *roots; /* every tree of the run: root is one */
+        size_t n_roots;
         const struct timespec *started; /* NULL while recording the start */
         int root_fd;
         size_t entries;
@@ -85,6 +93,15 @@ struct guard_run {
         int findings;
         char *global_hooks; /* the host user's core.hooksPath, once read */
         bool global_read;
+        size_t includes; /* config files reached by includes and links */
+        /* The configs on the include chain being followed (a cycle), and
+         * those already checked (file and working tree: not again). */
+        struct gitguard_file {
+                dev_t dev;
+                ino_t ino;
+                uint64_t wt;
+        } inc_chain[INCLUDE_DEPTH_MAX + 2], inc_seen[256];
+        size_t n_chain, n_seen;
         struct {
                 dev_t dev;
                 ino_t ino;
@@ -100,6 +117,8 @@ void gitguard_report(struct guard_run *g, const char *rel, const char *reason, c
 /* dfd/name when a regular file of at most max bytes: its bytes, NUL
  * terminated. */
 int gitguard_read_small(int dfd, const char *name, size_t max, char **ret, size_t *ret_len);
+/* The same from an open file (a regular one). */
+int gitguard_read_small_fd(int fd, size_t max, char **ret, size_t *ret_len);
 
 /* Move dfd/name aside to name.airlock-quarantine[.N] and report it; at the
  * start, note it instead. What is exactly as it was at the start (a file's
@@ -112,6 +131,12 @@ void gitguard_quarantine(struct guard_run *g, int dfd, const char *name, const c
  * it. */
 void gitguard_quarantine_into(struct guard_run *g, int dfd, const char *name, const char *rel,
                               int todfd, const char *to_rel_dir, const char *reason);
+
+/* The same, even when it is the host's own, unchanged: what names a path
+ * Airlock cannot pin (through /proc), or includes deeper than git reads,
+ * fails closed. */
+void gitguard_quarantine_force(struct guard_run *g, int dfd, const char *name, const char *rel,
+                               const char *reason);
 
 /* Whether a directory entry is one write protection keys on (the first
  * component of a name on its list), whatever its case. */
@@ -167,7 +192,22 @@ char *gitguard_config_value(const char *text, size_t len, const char *sec, const
  * core.hooksPath, when it lies in the tree (wt_rel: the working tree a
  * relative one starts from, NULL when not known). */
 void gitguard_scan_hook_entries(struct guard_run *g, int hfd, const char *hrel, const char *reason);
-void gitguard_scan_hooks_path(struct guard_run *g, int gfd, const char *wt_rel);
+/* grel: the git directory's path in the tree; linked: a linked worktree's
+ * (its config is the common directory's, ../.., with its own
+ * config.worktree over it). The value is the last one git reads, through
+ * the configs' includes. */
+void gitguard_scan_hooks_path(struct guard_run *g, const char *grel, const char *wt_rel,
+                              bool linked);
+/* The working tree of the git directory gfd at grel when no pointer told
+ * it: a linked worktree's from its gitdir file, another's from its
+ * core.worktree, else the git directory itself (as a bare one). "" for the
+ * root; NULL when outside the tree. */
+char *gitguard_gitdir_worktree(struct guard_run *g, int gfd, const char *grel, bool linked);
+/* Each key of a config's text in order, to fn (true stops the walk);
+ * -1 at the first text git might read differently (gitguard-config.c). */
+typedef bool (*gitguard_key_fn)(const char *sec, const char *sub, const char *name,
+                                const char *value, void *userdata);
+int gitguard_config_each(const char *text, size_t len, gitguard_key_fn fn, void *userdata);
 /* Every include.path and includeIf.*.path of a config file's text
  * (gitguard-config.c); a strv, *ret_n of them. */
 char **gitguard_config_includes(const char *text, size_t len, size_t *ret_n);
@@ -175,10 +215,24 @@ char **gitguard_config_includes(const char *text, size_t len, size_t *ret_n);
  * of core.fsmonitor, a filter's clean, a "!" alias, ...); a strv. */
 char **gitguard_config_programs(const char *text, size_t len, size_t *ret_n);
 
-/* A path a host config names (absolute, "~/…", or relative to base_rel),
- * as a path relative to the tree's root, or NULL when it is outside the
- * tree or relative with base_rel NULL (gitguard-hooks.c). */
+/* Where a path a host config names lies (gitguard-path.c): absolute,
+ * "~/…", "~user/…", or relative to base_rel (NULL: a relative one is
+ * outside), as host git reaches it, through the host's own links outside
+ * the tree (another spelling of the workspace is the workspace). IN: at
+ * *ret_rel, relative to the tree's root; UNKNOWN: through /proc
+ * (/proc/self/cwd is wherever host git runs) or in another read-write tree
+ * of the run (the agent's to write, and not this scan's), to be failed
+ * closed. */
+enum gitguard_where { GITGUARD_OUT, GITGUARD_IN, GITGUARD_UNKNOWN };
+enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *value,
+                                        const char *base_rel, char **ret_rel);
+/* The same, NULL unless IN. */
 char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel);
+/* "~/x" and "~user/x" as git expands them (NULL: it cannot); anything
+ * else copied. */
+char *gitguard_expand_home(const char *value);
+/* An absolute path with "." and ".." taken out; NULL above "/". */
+char *gitguard_normalize_abs(const char *abs);
 /* The directory at rel in the tree, opened as git would reach it: a
  * symbolic link the run made on the way (git follows it to what the agent
  * chose) is moved aside for why, the host's own followed within the tree.
@@ -196,16 +250,31 @@ void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const
  * the start is noted) (gitguard.c). */
 bool gitguard_ctime_in_run(const struct guard_run *g, const struct stat *st);
 
-/* value as an absolute path: "~/x" from $HOME, a relative one from base
- * (NULL: none) (gitguard-hooks.c). */
+/* value as an absolute path: "~/x" from $HOME, "~user/x", a relative one
+ * from base (NULL: none) (gitguard-path.c). */
 char *gitguard_absolute(const char *value, const char *base);
 /* What the config of the repository the tree lies in makes host git run or
  * read from the tree: its hooksPath directory, programs and includes,
  * checked as a repository's own (gitguard-configfile.c). */
 void gitguard_check_enclosing(struct guard_run *g);
+/* The same for the user's own configs (~/.gitconfig, $XDG_CONFIG_HOME/git/
+ * config, /etc/gitconfig): what they include from the tree (an includeIf
+ * for the project's directory) and the programs they name in it by an
+ * absolute path. */
+void gitguard_check_global(struct guard_run *g);
+/* The same for the repository at gitdir (absolute, outside the tree; a
+ * linked worktree's reads its commondir's config) whose working tree is
+ * wt (absolute): the enclosing one, or the one whose linked worktree the
+ * tree is. */
+void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const char *wt);
+/* The core.hooksPath host git reads from the config file main (absolute)
+ * and then wt_config (NULL: none) through their includes (NULL: neither
+ * sets one) (gitguard-hooks.c). */
+char *gitguard_hooks_path_of(struct guard_run *g, const char *main, const char *wt_config);
 
 /* A program host git runs (value: absolute, or relative to wt within the
  * tree): when it is a file of the tree the run made or changed, moved
- * aside for why (gitguard-configfile.c). */
-void gitguard_check_program(struct guard_run *g, const char *value, const char *wt,
-                            const char *why);
+ * aside for why (gitguard-configfile.c). Returns where it lies (UNKNOWN:
+ * the caller fails closed on what names it). */
+enum gitguard_where gitguard_check_program(struct guard_run *g, const char *value, const char *wt,
+                                           const char *why);

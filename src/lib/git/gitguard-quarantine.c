@@ -170,12 +170,12 @@ static int quarantine_name(char to[NAME_MAX + 1], const char *base, int i)
         return 0;
 }
 
-void gitguard_quarantine_into(struct guard_run *g, int dfd, const char *name, const char *rel,
-                              int todfd, const char *to_rel_dir, const char *reason)
+static void quarantine(struct guard_run *g, int dfd, const char *name, const char *rel, int todfd,
+                       const char *to_rel_dir, const char *reason, bool force)
 {
         struct fingerprint fp = {0};
-        bool have =
-            (g->record || worth_hashing(g->root, rel, dfd, name)) && fingerprint_of(dfd, name, &fp);
+        bool have = (g->record || (!force && worth_hashing(g->root, rel, dfd, name))) &&
+                    fingerprint_of(dfd, name, &fp);
         if (g->record) {
                 struct root_start *rs = g->start;
                 if (have && rs->n_known < KNOWN_MAX) {
@@ -207,6 +207,20 @@ void gitguard_quarantine_into(struct guard_run *g, int dfd, const char *name, co
         }
         _cleanup_free_ char *moved = e ? NULL : gitguard_join(to_rel_dir, to);
         gitguard_report(g, rel, reason, moved, e);
+}
+
+void gitguard_quarantine_into(struct guard_run *g, int dfd, const char *name, const char *rel,
+                              int todfd, const char *to_rel_dir, const char *reason)
+{
+        quarantine(g, dfd, name, rel, todfd, to_rel_dir, reason, false);
+}
+
+void gitguard_quarantine_force(struct guard_run *g, int dfd, const char *name, const char *rel,
+                               const char *reason)
+{
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *dir = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
+        quarantine(g, dfd, name, rel, dfd, dir, reason, true);
 }
 
 void gitguard_quarantine(struct guard_run *g, int dfd, const char *name, const char *rel,

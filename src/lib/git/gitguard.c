@@ -34,16 +34,31 @@ int gitguard_read_small(int dfd, const char *name, size_t max, char **ret, size_
             openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
+        return gitguard_read_small_fd(fd, max, ret, ret_len);
+}
+
+int gitguard_read_small_fd(int fd, size_t max, char **ret, size_t *ret_len)
+{
+        struct stat st;
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))
                 return -EPERM;
         if ((uint64_t)st.st_size > max)
                 return -EFBIG;
-        _cleanup_free_ char *buf = xcalloc(max + 2, 1);
+        /* Sized for what the file holds (it may grow meanwhile, up to
+         * max + 1 to tell it was too large): a config is a few hundred
+         * bytes, not the megabyte allowed. */
+        size_t cap = (size_t)st.st_size + 1 < max + 1 ? (size_t)st.st_size + 1 : max + 1;
+        _cleanup_free_ char *buf = xcalloc(cap + 1, 1);
         size_t len = 0;
         for (;;) {
-                ssize_t n = read(fd, buf + len, max + 1 - len);
+                if (len == cap && cap < max + 1) {
+                        size_t more = cap * 2 < max + 1 ? cap * 2 : max + 1;
+                        buf = xrealloc(buf, more + 1, 1);
+                        cap = more;
+                }
+                ssize_t n = read(fd, buf + len, cap - len);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0)
@@ -336,6 +351,12 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
 {
         if (depth > GITGUARD_DEPTH_MAX || !first_visit(g, fd))
                 return;
+        /* Reached with no pointer (a submodule's or a linked worktree's,
+         * from modules/ or worktrees/): its working tree, where a relative
+         * hooksPath or program starts, is found as git finds it. */
+        _cleanup_free_ char *own_wt = wt ? NULL : gitguard_gitdir_worktree(g, fd, rel, worktree);
+        if (!wt)
+                wt = own_wt;
         scan_special(g, fd, rel, depth, fd, rel);
         _cleanup_free_ char *cr = gitguard_join(rel, "config");
         _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
@@ -343,7 +364,7 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
         gitguard_check_config(g, fd, "config.worktree", cwr, wt);
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
-        gitguard_scan_hooks_path(g, fd, wt);
+        gitguard_scan_hooks_path(g, rel, wt, worktree);
         /* objects/info/alternates: git reads objects from the directories
          * it names, anywhere on the host. */
         _cleanup_close_ int ofd = gitguard_open_dir(fd, "objects");
@@ -377,6 +398,30 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
                 if (d)
                         closedir(d);
         }
+}
+
+/* The host's own pointer, kept, by an absolute path (a linked worktree's,
+ * `git init --separate-git-dir`'s): when it names a git directory of the
+ * tree, that directory is scanned with this working tree, where its
+ * relative hooksPath and programs start. A linked worktree's (in a
+ * worktrees/ directory, with a commondir) reads its repository's config. */
+static void scan_kept_pointer(struct guard_run *g, const char *t, const char *rel, int depth)
+{
+        _cleanup_free_ char *target = NULL;
+        if (gitguard_tree_where(g, t, rel, &target) != GITGUARD_IN)
+                return;
+        _cleanup_close_ int tfd = fs_openat2(
+            g->root_fd, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+        if (tfd < 0)
+                return;
+        const char *slash = strrchr(target, '/');
+        size_t dl = slash ? (size_t)(slash - target) : 0;
+        bool in_worktrees = dl >= 9 && memcmp(target + dl - 9, "worktrees", 9) == 0 &&
+                            (dl == 9 || target[dl - 10] == '/');
+        struct stat st;
+        bool linked = in_worktrees && fstatat(tfd, "commondir", &st, AT_SYMLINK_NOFOLLOW) == 0;
+        scan_gitdir(g, tfd, target, rel, linked, depth + 1);
 }
 
 /* A .git entry (named so whatever its case: a case-folding directory
@@ -429,8 +474,19 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                 gitguard_quarantine(g, dfd, name, grel, "a .git file git may read as a pointer");
                 return;
         }
-        if (same_as_start && rs->pointer && STREQ(text, rs->pointer))
-                return; /* the host's own, as it was */
+        if (same_as_start && rs->pointer && STREQ(text, rs->pointer)) {
+                /* The host's own, as it was: the tree is a linked worktree
+                 * (or a submodule) of a repository outside it, whose config
+                 * may name hooks, programs and includes in it. */
+                char *t = text + 7;
+                t += strspn(t, " \t");
+                t[strcspn(t, "\r\n")] = '\0';
+                _cleanup_free_ char *abs = gitguard_absolute(t, rs->path);
+                _cleanup_free_ char *in = NULL;
+                if (abs && gitguard_tree_where(g, abs, NULL, &in) == GITGUARD_OUT)
+                        gitguard_check_outside_repo(g, abs, rs->path);
+                return;
+        }
         if (at_root) {
                 gitguard_quarantine(
                     g, dfd, name, grel,
@@ -453,6 +509,8 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                     g, dfd, name, grel,
                     "a .git pointer to a directory outside the workspace or through a "
                     "symbolic link");
+                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                        scan_kept_pointer(g, t, rel, depth);
                 return;
         }
         scan_gitdir(g, tfd, target, rel, false, depth + 1);
@@ -570,7 +628,12 @@ static void add_root(struct gitguard *g, const char *path)
         if (!path || g->n_roots == ROOTS_MAX)
                 return;
         struct root_start *r = &g->roots[g->n_roots++];
-        r->path = xstrdup(path);
+        /* Its own path, the host's links resolved (before the sandbox
+         * runs): a root given through a link is scanned (it is opened
+         * without following one at the end), and the paths a config names
+         * are compared with it. */
+        char *real = realpath(path, NULL);
+        r->path = real ? real : xstrdup(path);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct stat st;
         if (fd < 0 || fstatat(fd, ".git", &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -591,11 +654,18 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
         if (fd < 0 || fstat(fd, &st) < 0)
                 return;
         struct guard_run *run = xcalloc(1, sizeof(*run));
-        *run = (struct guard_run){
-            .record = true, .git = gg->git, .start = rs, .root = rs, .root_fd = fd};
+        *run = (struct guard_run){.record = true,
+                                  .git = gg->git,
+                                  .start = rs,
+                                  .root = rs,
+                                  .roots = gg->roots,
+                                  .n_roots = gg->n_roots,
+                                  .root_fd = fd};
         walk(run, fd, "", mount_key(fd), 0);
-        if (gg->git)
+        if (gg->git) {
                 gitguard_check_enclosing(run);
+                gitguard_check_global(run);
+        }
         free(run->global_hooks);
         free(run);
         gitguard_known_sort(rs);
@@ -641,8 +711,9 @@ struct gitguard *gitguard_add_root(struct gitguard *g, const struct policy *p, c
                 g->git = p->protect_git;
                 started_now(g);
         }
+        _cleanup_free_ char *real = realpath(path, NULL);
         for (size_t i = 0; i < g->n_roots; i++)
-                if (STREQ(g->roots[i].path, path))
+                if (STREQ(g->roots[i].path, real ? real : path))
                         return g; /* noted at its first mount */
         size_t n = g->n_roots;
         add_root(g, path);
@@ -671,11 +742,15 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                                                   .warn = warn,
                                                   .userdata = userdata,
                                                   .root = rs,
+                                                  .roots = g->roots,
+                                                  .n_roots = g->n_roots,
                                                   .started = &g->started,
                                                   .root_fd = fd};
                         walk(run, fd, "", mount_key(fd), 0);
-                        if (g->git)
+                        if (g->git) {
                                 gitguard_check_enclosing(run);
+                                gitguard_check_global(run);
+                        }
                         findings += run->findings;
                         free(run->global_hooks);
                         free(run);
