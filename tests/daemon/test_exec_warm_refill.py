@@ -10,7 +10,7 @@ millisecond later, and there is one."""
 import re
 import time
 
-TRACE_LINE = re.compile(r"airlock-trace pid=\d+ at=\d+us step=(\S+) \+\d+us mono=(\d+)us")
+TRACE_LINE = re.compile(r"airlock-trace pid=(\d+) at=\d+us step=(\S+) \+\d+us mono=(\d+)us")
 
 
 def marks(path):
@@ -19,7 +19,7 @@ def marks(path):
         for line in f:
             m = TRACE_LINE.search(line)
             if m:
-                out.append((int(m.group(2)), m.group(1)))
+                out.append((int(m.group(3)), m.group(2), int(m.group(1))))
     return sorted(out)
 
 
@@ -39,17 +39,23 @@ def test_next_prepared_process_is_forked_after_an_idle_millisecond(make_daemon, 
         end = time.monotonic() + 10
         while time.monotonic() < end:
             m = marks(trace)
-            last = max((t for t, step in m if step == "init.cmd_exit"), default=None)
-            if last and any(step == "warm.ready" and u > last for u, step in m):
+            last = max((t for t, step, _ in m if step == "init.cmd_exit"), default=None)
+            if last and any(step == "warm.ready" and u > last for u, step, _ in m):
                 break
             time.sleep(0.05)
     finally:
         api.delete(sid)
     m = marks(trace)
-    exits = [t for t, step in m if step == "init.cmd_exit"]
+    exits = [t for t, step, _ in m if step == "init.cmd_exit"]
     assert len(exits) == 4, m
     for t in exits:
-        ready = [u for u, step in m if step == "warm.ready" and u > t]
+        ready = [(u, pid) for u, step, pid in m if step == "warm.ready" and u > t]
         assert ready, "no prepared process after the exit at %d: %s" % (t, m)
+        # Its first step, right after its fork. One forked while the
+        # command still ran (pid 1 idle for a millisecond meanwhile, on a
+        # loaded machine) is not the exit's business.
+        first = min(u for u, _, pid in m if pid == ready[0][1])
+        if first < t:
+            continue
         # pid 1 waited a millisecond with nothing to do before it forked.
-        assert ready[0] - t >= 1000, (ready[0] - t, m)
+        assert first - t >= 1000, (first - t, m)
