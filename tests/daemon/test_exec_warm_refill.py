@@ -10,6 +10,7 @@ millisecond later, and there is one."""
 import re
 import time
 
+RUNS = 6
 TRACE_LINE = re.compile(r"airlock-trace pid=(\d+) at=\d+us step=(\S+) \+\d+us mono=(\d+)us")
 
 
@@ -31,7 +32,7 @@ def test_next_prepared_process_is_forked_after_an_idle_millisecond(make_daemon, 
     api = d.client(d.admin)
     sid = api.create(sandbox_class="small")["id"]
     try:
-        for _ in range(4):
+        for _ in range(RUNS):
             time.sleep(0.05)
             r = api.run(sid, ["true"], timeout=20)
             assert r.exit_code == 0, r.stderr
@@ -47,7 +48,8 @@ def test_next_prepared_process_is_forked_after_an_idle_millisecond(make_daemon, 
         api.delete(sid)
     m = marks(trace)
     exits = [t for t, step, _ in m if step == "init.cmd_exit"]
-    assert len(exits) == 4, m
+    assert len(exits) == RUNS, m
+    checked = 0
     for t in exits:
         ready = [(u, pid) for u, step, pid in m if step == "warm.ready" and u > t]
         assert ready, "no prepared process after the exit at %d: %s" % (t, m)
@@ -59,3 +61,5 @@ def test_next_prepared_process_is_forked_after_an_idle_millisecond(make_daemon, 
             continue
         # pid 1 waited a millisecond with nothing to do before it forked.
         assert first - t >= 1000, (first - t, m)
+        checked += 1
+    assert checked > 0, "every command outlived a millisecond: nothing to check"
