@@ -24,7 +24,10 @@ a synced write (the process's end) on top.
             sandbox and traced warm creates on a daemon of their own, and
             print the median time of each step (AIRLOCK_TRACE, across the
             daemon, the supervisor, pid 1 and the command's process) from
-            the client's request.
+            the client's request; the trace of the first exec in a sandbox
+            just taken from the pool is printed apart ("first exec").
+  --trace-only
+            only the traces of --trace, on this build.
 """
 
 import json
@@ -325,7 +328,7 @@ def trace_steps(base, runs):
     path = os.path.join(base, "trace")
     d = Daemon(base, "--pool", "small=2", env=dict(os.environ, AIRLOCK_TRACE=path))
     conn = Conn(d.sock, d.token)
-    spans = {"exec": [], "create": []}
+    spans = {"exec": [], "create": [], "first exec": []}
     try:
         st, body = conn.request("POST", "/v1/sandboxes", {"class": "small"})
         assert st == 201, (st, body)
@@ -346,6 +349,9 @@ def trace_steps(base, runs):
             st, body = conn.request("POST", "/v1/sandboxes", {"class": "small"})
             spans["create"].append((t0, time.monotonic_ns() // 1000))
             assert st == 201, (st, body)
+            t0 = time.monotonic_ns() // 1000
+            api_exec(conn, json.loads(body)["id"])
+            spans["first exec"].append((t0, time.monotonic_ns() // 1000))
             conn.request("DELETE", "/v1/sandboxes/" + json.loads(body)["id"])
         conn.request("DELETE", "/v1/sandboxes/" + sid)
     finally:
@@ -434,6 +440,16 @@ def main():
         return 1
     if "--against" in sys.argv[1:]:
         return against(os.path.abspath(sys.argv[sys.argv.index("--against") + 1]))
+    if "--trace-only" in sys.argv[1:]:
+        base = tempfile.mkdtemp(prefix="airlock-bench-trace-",
+                                dir=os.environ.get("BENCH_STATE_DIR"))
+        try:
+            print("daemon: load average %s"
+                  % " ".join("%.2f" % x for x in os.getloadavg()))
+            trace_steps(base, max(TRACE_RUNS, 1))
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        return 0
     base = tempfile.mkdtemp(prefix="airlock-bench-daemon-", dir=os.environ.get("BENCH_STATE_DIR"))
     ws = tempfile.mkdtemp(prefix="airlock-bench-ws-")
     cold = warm = None

@@ -162,7 +162,9 @@ static void on_cloned(const char *id, const char *workspace, const char *base, i
 /* A pooled sandbox's record as the grant's (record_audit_durably_with). */
 static int save_pooled(void *sb)
 {
-        return sandbox_save(sb);
+        int r = sandbox_save(sb);
+        al_trace_mark("create.saved");
+        return r;
 }
 
 /* A create past its checks (and its host workspace's answer): how many,

@@ -289,8 +289,10 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
                 struct pollfd pfd[2] = {{.fd = sync, .events = POLLIN},
                                         {.fd = sfd, .events = POLLIN}};
                 /* The next prepared process is forked once nothing has
-                 * happened for a millisecond, or right after an exit is
-                 * reported: off the path of the answers. */
+                 * happened for a millisecond: not right after an exit is
+                 * reported, where its fork and confinement (a quarter of a
+                 * millisecond of CPU) would run beside the supervisor and
+                 * the daemon recording and answering that exit. */
                 int ready = poll(pfd, 2, warm_wanted(ctx) ? 1 : -1);
                 if (ready == 0)
                         warm_start(ctx, sync, sfd);
@@ -303,7 +305,6 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
                         int st;
                         struct rusage ru;
                         pid_t pid;
-                        bool ended = false;
                         while ((pid = wait4(-1, &st, WNOHANG, &ru)) > 0) {
                                 if (warm_reaped(pid))
                                         continue; /* died unused */
@@ -321,14 +322,11 @@ _Noreturn void spawn_init_serve(struct child_ctx *ctx)
                                                              (uint64_t)ru.ru_stime.tv_usec / 1000;
                                                 m.usage[2] = (uint64_t)ru.ru_maxrss;
                                                 spawn_send_msg(sync, &m);
-                                                ended = true;
                                         }
                                         procs[i].pid = 0;
                                 }
                         }
                         warm_check_stopped();
-                        if (ended)
-                                warm_start(ctx, sync, sfd);
                 }
                 if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
                         int fds[3];

@@ -73,7 +73,9 @@ struct proc {
         const char *error_code;
         int exit_code, signal;
         uint64_t start_us, output, oom_before;
-        uint64_t timeout_ms; /* the exec's own timeout; 0: none */
+        bool oom_known;       /* oom_before has been read */
+        struct event *ev_oom; /* reads it in the turn after "started" */
+        uint64_t timeout_ms;  /* the exec's own timeout; 0: none */
         struct spawn_event end;
 };
 

@@ -185,6 +185,8 @@ void control_proc_free(struct proc *p)
                 event_free(p->ev_linger);
         if (p->ev_stall)
                 event_free(p->ev_stall);
+        if (p->ev_oom)
+                event_free(p->ev_oom);
         if (p->kept) {
                 size_t k = evbuffer_get_length(p->kept);
                 p->ctl->kept_total -= k <= p->ctl->kept_total ? k : p->ctl->kept_total;
@@ -192,6 +194,29 @@ void control_proc_free(struct proc *p)
         }
         json_decref(p->argv);
         free(p);
+}
+
+/* The sandbox's OOM kills before the process ran, once: an exit whose
+ * count is higher and whose signal is SIGKILL is "oom_killed". Read just
+ * after "started" (or, at the latest, when the exit comes); one killed by
+ * the OOM killer within that first moment is reported as SIGKILL without
+ * "oom_killed". */
+static void proc_oom_before(struct proc *p)
+{
+        struct control *c = p->ctl;
+        if (p->oom_known || !c->core.cg)
+                return;
+        if (p->ev_oom)
+                evtimer_del(p->ev_oom);
+        struct cgroup_usage cu;
+        c->core.cg->ops->usage(c->core.cg, &cu);
+        p->oom_before = cu.oom_kills;
+        p->oom_known = true;
+}
+
+static void on_proc_oom_before(evutil_socket_t fd, short what, void *arg)
+{
+        proc_oom_before(arg);
 }
 
 /* The process is over when pid 1 has reported its end and both of its
@@ -205,6 +230,7 @@ static void proc_maybe_done(struct proc *p)
         struct cgroup_usage cu = {0};
         if (c->core.cg)
                 c->core.cg->ops->usage(c->core.cg, &cu);
+        al_trace_mark("sv.end_usage");
         if (p->exited) {
                 int st = p->end.status;
                 if (p->error_code) {
@@ -379,6 +405,17 @@ void control_on_sync(evutil_socket_t fd, short what, void *arg)
                 if (p->pty)
                         json_object_set_new(started, "pty", json_true());
                 proc_event(p, started);
+                /* The sandbox's OOM kills so far: read in the loop's next
+                 * turn, after "started" has been written to the client
+                 * (its write waits for that turn too), so that the
+                 * cgroup's files, which cost more than the rest of a
+                 * start, are off the path to pid 1 and to the client. */
+                if (c->core.cg && !p->ev_oom) {
+                        static const struct timeval now = {0, 0};
+                        p->ev_oom = evtimer_new(c->core.base, on_proc_oom_before, p);
+                        if (!p->ev_oom || evtimer_add(p->ev_oom, &now) < 0)
+                                proc_oom_before(p);
+                }
                 if (p->background)
                         detach_all(p); /* a background exec answers "started" only */
                 break;
@@ -396,6 +433,7 @@ void control_on_sync(evutil_socket_t fd, short what, void *arg)
                 break;
         case SPAWN_EVENT_EXIT:
                 al_trace_mark("sv.exited");
+                proc_oom_before(p); /* if its turn has not come yet */
                 p->exited = true;
                 p->end = ev;
                 if (p->out_fd[0] >= 0 || p->out_fd[1] >= 0) {
@@ -517,15 +555,6 @@ void control_do_exec(struct client *cl, json_t *req)
                                                       : "asking pid 1 to start it");
         }
         al_trace_mark("sv.pid1_asked");
-        /* The sandbox's OOM kills so far, read while pid 1 starts it, off
-         * the path to pid 1 (the cgroup's files cost more than the rest of
-         * this). One killed by the OOM killer within that first moment would
-         * be reported as SIGKILL without "oom_killed". */
-        if (c->core.cg) {
-                struct cgroup_usage cu;
-                c->core.cg->ops->usage(c->core.cg, &cu);
-                p->oom_before = cu.oom_kills;
-        }
         /* Synced while pid 1 forks, and before "started" is reported; a
          * sync that fails kills the process (audit_fault). */
         sv_core_commit(&c->core);
