@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gitguard-test-begin.h"
+
 #ifndef GG_TEST_PUT_MODE
 #define GG_TEST_PUT_MODE 0644
 #endif

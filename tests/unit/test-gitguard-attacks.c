@@ -17,6 +17,8 @@
 #include "policy.h"
 #include "util.h"
 
+#include "gitguard-test-begin.h"
+
 static int check(const char *text)
 {
         char reason[256];
@@ -58,16 +60,7 @@ static char *tmpdir(void)
 
 static struct gitguard *begin(const char *ws)
 {
-        struct policy *p = policy_new();
-        struct al_error e = {0};
-        char json[512];
-        snprintf(json, sizeof(json), "{\"workspace\": {\"path\": \"%s\", \"mode\": \"rw\"}}", ws);
-        cr_assert_eq(policy_load_string(p, json, "policy.json", &e), 0, "%s", e.msg);
-        cr_assert_eq(policy_finalize(p, "/", "/root", &e), 0, "%s", e.msg);
-        struct gitguard *g = gitguard_begin(p);
-        cr_assert_not_null(g);
-        policy_free(p);
-        return g;
+        return gg_begin_at(ws);
 }
 
 static void put(const char *path, const char *text, mode_t mode)

@@ -18,6 +18,8 @@
 #include "policy.h"
 #include "util.h"
 
+#include "gitguard-test-begin.h"
+
 static char top[64], ws[128];
 
 static void put(const char *rel, const char *text)
@@ -47,17 +49,7 @@ static bool exists(const char *rel)
 
 static struct gitguard *begin(void)
 {
-        usleep(30 * 1000);
-        struct policy *p = policy_new();
-        struct al_error e = {0};
-        char json[512];
-        snprintf(json, sizeof(json), "{\"workspace\": {\"path\": \"%s\", \"mode\": \"rw\"}}", ws);
-        cr_assert_eq(policy_load_string(p, json, "policy.json", &e), 0, "%s", e.msg);
-        cr_assert_eq(policy_finalize(p, "/", "/root", &e), 0, "%s", e.msg);
-        struct gitguard *g = gitguard_begin(p);
-        cr_assert_not_null(g);
-        policy_free(p);
-        return g;
+        return gg_begin_at(ws);
 }
 
 #define EVIL "#!/bin/sh\ntouch /tmp/airlock-pwned\n"

@@ -44,19 +44,7 @@ static void workspace(void)
 
 static struct gitguard *begin(void)
 {
-        /* Past the file system's clock tick: what was written in the tick
-         * the run starts in counts as the run's. */
-        usleep(30 * 1000);
-        struct policy *p = policy_new();
-        struct al_error e = {0};
-        char json[512];
-        snprintf(json, sizeof(json), "{\"workspace\": {\"path\": \"%s\", \"mode\": \"rw\"}}", ws);
-        cr_assert_eq(policy_load_string(p, json, "policy.json", &e), 0, "%s", e.msg);
-        cr_assert_eq(policy_finalize(p, "/", "/root", &e), 0, "%s", e.msg);
-        struct gitguard *g = gitguard_begin(p);
-        cr_assert_not_null(g);
-        policy_free(p);
-        return g;
+        return gg_begin_at(ws);
 }
 
 Test(gitguard_hookspath, hooks_the_run_put_in_a_relative_hooks_path_are_moved_aside)

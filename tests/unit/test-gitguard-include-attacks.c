@@ -91,26 +91,9 @@ static bool pwned(void)
         return access(marker, F_OK) == 0;
 }
 
-static struct gitguard *begin_at(const char *root)
-{
-        /* Past the file system's clock tick: what was written in the tick
-         * the run starts in counts as the run's. */
-        usleep(30 * 1000);
-        struct policy *p = policy_new();
-        struct al_error e = {0};
-        char json[512];
-        snprintf(json, sizeof(json), "{\"workspace\": {\"path\": \"%s\", \"mode\": \"rw\"}}", root);
-        cr_assert_eq(policy_load_string(p, json, "policy.json", &e), 0, "%s", e.msg);
-        cr_assert_eq(policy_finalize(p, "/", "/root", &e), 0, "%s", e.msg);
-        struct gitguard *g = gitguard_begin(p);
-        cr_assert_not_null(g);
-        policy_free(p);
-        return g;
-}
-
 static struct gitguard *begin(void)
 {
-        return begin_at(ws);
+        return gg_begin_at(ws);
 }
 
 /* The agent's program: a config setting it, and a hook running it. */
@@ -199,7 +182,7 @@ Test(gitguard_include_attacks, a_workspace_given_through_a_link_and_named_by_its
         snprintf(cfg, sizeof(cfg), "[include]\n\tpath = %s/shared.cfg\n", ws);
         append(".git/config", cfg);
         put("shared.cfg", "[user]\n\tname = Team\n");
-        struct gitguard *g = begin_at(link_path);
+        struct gitguard *g = gg_begin_at(link_path);
         agent_sets_fsmonitor("shared.cfg");
         int n = finish(g);
         cr_expect_geq(n, 1, "findings: %d", n);

@@ -51,16 +51,7 @@ static void repo(void)
 
 static struct gitguard *begin(void)
 {
-        struct policy *p = policy_new();
-        struct al_error e = {0};
-        char json[512];
-        snprintf(json, sizeof(json), "{\"workspace\": {\"path\": \"%s\", \"mode\": \"rw\"}}", ws);
-        cr_assert_eq(policy_load_string(p, json, "policy.json", &e), 0, "%s", e.msg);
-        cr_assert_eq(policy_finalize(p, "/", "/root", &e), 0, "%s", e.msg);
-        struct gitguard *g = gitguard_begin(p);
-        cr_assert_not_null(g);
-        policy_free(p);
-        return g;
+        return gg_begin_at(ws);
 }
 
 /* How many FIFOs, sockets, devices or symbolic links lie under dfd. */

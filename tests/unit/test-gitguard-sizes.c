@@ -19,6 +19,8 @@
 #include "policy.h"
 #include "util.h"
 
+#include "gitguard-test-begin.h"
+
 #define GiB (1024LL * 1024 * 1024)
 
 static char ws[64];
@@ -101,16 +103,7 @@ static void repo(void)
 
 static struct gitguard *begin(void)
 {
-        struct policy *p = policy_new();
-        struct al_error e = {0};
-        char json[512];
-        snprintf(json, sizeof(json), "{\"workspace\": {\"path\": \"%s\", \"mode\": \"rw\"}}", ws);
-        cr_assert_eq(policy_load_string(p, json, "policy.json", &e), 0, "%s", e.msg);
-        cr_assert_eq(policy_finalize(p, "/", "/root", &e), 0, "%s", e.msg);
-        struct gitguard *g = gitguard_begin(p);
-        cr_assert_not_null(g);
-        policy_free(p);
-        return g;
+        return gg_begin_at(ws);
 }
 
 Test(gitguard_sizes, a_sparse_head_or_ref_the_run_made_is_moved_aside, .timeout = 20)
