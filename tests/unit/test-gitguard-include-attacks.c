@@ -121,6 +121,28 @@ static int finish(struct gitguard *g)
         return gitguard_finish(g, NULL, "t", NULL, NULL);
 }
 
+/* A file of the host's, outside the workspace, at an absolute path. */
+static void write_host(const char *p, const char *text)
+{
+        FILE *f = fopen(p, "we");
+        cr_assert_not_null(f, "%s", p);
+        fputs(text, f);
+        fclose(f);
+}
+
+/* The end of the run: the scan found something, the agent's file `rel`
+ * was moved aside, and host git (`git ARGS` in ws/sub) then runs none of
+ * the agent's programs. */
+static void expect_caught_at(struct gitguard *g, const char *rel, const char *sub, const char *args)
+{
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(exists(rel), "the agent's %s stayed", rel);
+        host_git(sub, args);
+        cr_expect_not(pwned(), "host git %s ran the agent's program", args);
+        cleanup();
+}
+
 /* The control: without the scan, host git runs the planted program (so
  * each test below can fail). */
 Test(gitguard_include_attacks, without_the_scan_host_git_runs_an_included_program)
@@ -165,12 +187,7 @@ Test(gitguard_include_attacks, an_include_naming_the_workspace_through_a_link)
         put("shared.cfg", "[user]\n\tname = Team\n");
         struct gitguard *g = begin();
         agent_sets_fsmonitor("shared.cfg");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("shared.cfg"), "the file included through a link stayed");
-        host_git(".", "status");
-        cr_expect_not(pwned(), "host git ran the agent's program");
-        cleanup();
+        expect_caught_at(g, "shared.cfg", ".", "status");
 }
 
 Test(gitguard_include_attacks, a_workspace_given_through_a_link_and_named_by_its_real_path)
@@ -184,12 +201,7 @@ Test(gitguard_include_attacks, a_workspace_given_through_a_link_and_named_by_its
         put("shared.cfg", "[user]\n\tname = Team\n");
         struct gitguard *g = gg_begin_at(link_path);
         agent_sets_fsmonitor("shared.cfg");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("shared.cfg"), "the file included by the real path stayed");
-        host_git(".", "status");
-        cr_expect_not(pwned(), "host git ran the agent's program");
-        cleanup();
+        expect_caught_at(g, "shared.cfg", ".", "status");
 }
 
 Test(gitguard_include_attacks, an_include_through_proc_self_cwd_fails_closed)
@@ -230,12 +242,7 @@ Test(gitguard_include_attacks, an_include_through_another_users_home_spelling)
         put("shared.cfg", "[user]\n\tname = Team\n");
         struct gitguard *g = begin();
         agent_sets_fsmonitor("shared.cfg");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("shared.cfg"), "the file included by ~user/ stayed");
-        host_git(".", "status");
-        cr_expect_not(pwned(), "host git ran the agent's program");
-        cleanup();
+        expect_caught_at(g, "shared.cfg", ".", "status");
 }
 
 Test(gitguard_include_attacks, a_hooks_path_set_in_an_included_file)
@@ -246,12 +253,7 @@ Test(gitguard_include_attacks, a_hooks_path_set_in_an_included_file)
         dir(".githooks");
         struct gitguard *g = begin();
         agent_hook(".githooks/pre-commit");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists(".githooks/pre-commit"), "the agent's hook stayed");
-        host_git(".", "commit -q --allow-empty -m x");
-        cr_expect_not(pwned(), "host git ran the agent's hook");
-        cleanup();
+        expect_caught_at(g, ".githooks/pre-commit", ".", "commit -q --allow-empty -m x");
 }
 
 Test(gitguard_include_attacks, a_relative_hooks_path_in_a_linked_worktree)
@@ -264,12 +266,7 @@ Test(gitguard_include_attacks, a_relative_hooks_path_in_a_linked_worktree)
         dir("wt2/.githooks");
         struct gitguard *g = begin();
         agent_hook("wt2/.githooks/pre-commit");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("wt2/.githooks/pre-commit"), "the agent's hook stayed");
-        host_git("wt2", "commit -q --allow-empty -m x");
-        cr_expect_not(pwned(), "host git ran the agent's hook");
-        cleanup();
+        expect_caught_at(g, "wt2/.githooks/pre-commit", "wt2", "commit -q --allow-empty -m x");
 }
 
 Test(gitguard_include_attacks, a_hooks_path_in_a_linked_worktrees_config_worktree)
@@ -283,12 +280,7 @@ Test(gitguard_include_attacks, a_hooks_path_in_a_linked_worktrees_config_worktre
         dir("wt2/hooks2");
         struct gitguard *g = begin();
         agent_hook("wt2/hooks2/pre-commit");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("wt2/hooks2/pre-commit"), "the agent's hook stayed");
-        host_git("wt2", "commit -q --allow-empty -m x");
-        cr_expect_not(pwned(), "host git ran the agent's hook");
-        cleanup();
+        expect_caught_at(g, "wt2/hooks2/pre-commit", "wt2", "commit -q --allow-empty -m x");
 }
 
 Test(gitguard_include_attacks, a_relative_hooks_path_of_a_submodule_with_an_absolute_pointer)
@@ -303,12 +295,7 @@ Test(gitguard_include_attacks, a_relative_hooks_path_of_a_submodule_with_an_abso
         dir("sub/.githooks");
         struct gitguard *g = begin();
         agent_hook("sub/.githooks/pre-commit");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("sub/.githooks/pre-commit"), "the agent's hook stayed");
-        host_git("sub", "commit -q --allow-empty -m x");
-        cr_expect_not(pwned(), "host git ran the agent's hook");
-        cleanup();
+        expect_caught_at(g, "sub/.githooks/pre-commit", "sub", "commit -q --allow-empty -m x");
 }
 
 Test(gitguard_include_attacks, includes_deeper_than_git_reads_are_recorded)
@@ -356,12 +343,7 @@ Test(gitguard_include_attacks, a_program_an_included_file_names_in_the_tree)
         put("tools/fsm.sh", "#!/bin/sh\nexit 1\n");
         struct gitguard *g = begin();
         agent_hook("tools/fsm.sh");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("tools/fsm.sh"), "the agent's program stayed");
-        host_git(".", "status");
-        cr_expect_not(pwned(), "host git ran the agent's program");
-        cleanup();
+        expect_caught_at(g, "tools/fsm.sh", ".", "status");
 }
 
 Test(gitguard_include_attacks, an_include_in_the_hosts_config_worktree)
@@ -373,12 +355,7 @@ Test(gitguard_include_attacks, an_include_in_the_hosts_config_worktree)
         put("shared.cfg", "[user]\n\tname = Team\n");
         struct gitguard *g = begin();
         agent_sets_fsmonitor("shared.cfg");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("shared.cfg"));
-        host_git(".", "status");
-        cr_expect_not(pwned(), "host git ran the agent's program");
-        cleanup();
+        expect_caught_at(g, "shared.cfg", ".", "status");
 }
 
 /* The workspace is a linked worktree of a repository outside it (`git
@@ -398,12 +375,7 @@ Test(gitguard_include_attacks, a_workspace_that_is_a_linked_worktree_of_an_outsi
         dir(".githooks");
         struct gitguard *g = begin();
         agent_hook(".githooks/pre-commit");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists(".githooks/pre-commit"), "the agent's hook stayed");
-        host_git(".", "commit -q --allow-empty -m x");
-        cr_expect_not(pwned(), "host git ran the agent's hook");
-        cleanup();
+        expect_caught_at(g, ".githooks/pre-commit", ".", "commit -q --allow-empty -m x");
 }
 
 /* The same for a workspace inside a linked worktree: its config is the
@@ -471,12 +443,7 @@ Test(gitguard_include_attacks, an_include_in_a_submodules_config)
         put("shared.cfg", "[user]\n\tname = Team\n");
         struct gitguard *g = begin();
         agent_sets_fsmonitor("shared.cfg");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("shared.cfg"));
-        host_git("sub", "status");
-        cr_expect_not(pwned(), "host git ran the agent's program");
-        cleanup();
+        expect_caught_at(g, "shared.cfg", "sub", "status");
 }
 
 /* A host config that includes one file many times over, to git's depth:
@@ -504,19 +471,11 @@ Test(gitguard_include_attacks, a_file_of_the_workspace_the_users_global_config_i
         snprintf(p, sizeof(p), "%s/.gitconfig", home);
         snprintf(cfg, sizeof(cfg), "[includeIf \"gitdir:%s/\"]\n\tpath = %s/.gitconfig-local\n", ws,
                  ws);
-        FILE *f = fopen(p, "we");
-        cr_assert_not_null(f);
-        fputs(cfg, f);
-        fclose(f);
+        write_host(p, cfg);
         put(".gitconfig-local", "[user]\n\tname = Team\n");
         struct gitguard *g = begin();
         agent_sets_fsmonitor(".gitconfig-local");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists(".gitconfig-local"), "the file the global config includes stayed");
-        host_git(".", "status");
-        cr_expect_not(pwned(), "host git ran the agent's program");
-        cleanup();
+        expect_caught_at(g, ".gitconfig-local", ".", "status");
 }
 
 /* The repository's config includes a file of the host's outside the
@@ -527,21 +486,13 @@ Test(gitguard_include_attacks, an_include_out_of_the_workspace_and_back_in)
         char p[256], cfg[512];
         snprintf(p, sizeof(p), "%s/team.cfg", home);
         snprintf(cfg, sizeof(cfg), "[include]\n\tpath = %s/local.cfg\n", ws);
-        FILE *f = fopen(p, "we");
-        cr_assert_not_null(f);
-        fputs(cfg, f);
-        fclose(f);
+        write_host(p, cfg);
         snprintf(cfg, sizeof(cfg), "[include]\n\tpath = %s\n", p);
         append(".git/config", cfg);
         put("local.cfg", "[user]\n\tname = Team\n");
         struct gitguard *g = begin();
         agent_sets_fsmonitor("local.cfg");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("local.cfg"), "the file included through the host's stayed");
-        host_git(".", "status");
-        cr_expect_not(pwned(), "host git ran the agent's program");
-        cleanup();
+        expect_caught_at(g, "local.cfg", ".", "status");
 }
 
 /* The repository's config includes a file of another read-write tree of
