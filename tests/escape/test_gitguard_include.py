@@ -38,41 +38,46 @@ def plant_hook(path, marker):
             f"printf '#!/bin/sh\\ntouch {marker}\\n' > {path} && chmod 755 {path}")
 
 
+def _repo(ws, config):
+    """A repository at ws whose .git/config gets config appended."""
+    subprocess.run([GIT, "init", "-q", "-b", "main", str(ws)], check=True, timeout=30)
+    with open(ws / ".git" / "config", "a") as f:
+        f.write(config)
+
+
+def _commit_ran_no_hook(where, hook, marker, host, p):
+    """After the run: a host commit in `where` works, the agent's hook was
+    moved aside and did not run."""
+    assert p.returncode == 0, p.stderr
+    g = host_git(where, "commit", "-q", "--allow-empty", "-m", "x", home=host)
+    assert g.returncode == 0, g.stderr
+    assert not marker.exists(), "host git ran the agent's hook"
+    assert not hook.exists(), p.stderr
+
+
 def test_a_hooks_path_set_in_an_included_file(airlock, host):
     ws = airlock.make_dir()
     marker = host / "pwned"
-    subprocess.run([GIT, "init", "-q", "-b", "main", str(ws)], check=True, timeout=30)
-    with open(ws / ".git" / "config", "a") as f:
-        f.write("[include]\n\tpath = ../shared.cfg\n")
+    _repo(ws, "[include]\n\tpath = ../shared.cfg\n")
     (ws / "shared.cfg").write_text("[core]\n\thooksPath = .githooks\n")
     # No .githooks at the start (one there is read-only): the agent makes it.
     airlock.chown(ws)
     p = airlock.sandbox(plant_hook("/workspace/.githooks/pre-commit", marker), workspace=ws,
                         timeout=60)
-    assert p.returncode == 0, p.stderr
-    g = host_git(ws, "commit", "-q", "--allow-empty", "-m", "x", home=host)
-    assert g.returncode == 0, g.stderr
-    assert not marker.exists(), "host git ran the agent's hook"
-    assert not (ws / ".githooks" / "pre-commit").exists(), p.stderr
+    _commit_ran_no_hook(ws, ws / ".githooks" / "pre-commit", marker, host, p)
     assert "core.hooksPath" in p.stderr
 
 
 def test_a_relative_hooks_path_in_a_linked_worktree(airlock, host):
     ws = airlock.make_dir()
     marker = host / "pwned"
-    subprocess.run([GIT, "init", "-q", "-b", "main", str(ws)], check=True, timeout=30)
-    with open(ws / ".git" / "config", "a") as f:
-        f.write("[core]\n\thooksPath = .githooks\n")
+    _repo(ws, "[core]\n\thooksPath = .githooks\n")
     assert host_git(ws, "commit", "-q", "--allow-empty", "-m", "init", home=host).returncode == 0
     assert host_git(ws, "worktree", "add", "-q", "wt2", home=host).returncode == 0
     airlock.chown(ws)
     p = airlock.sandbox(plant_hook("/workspace/wt2/.githooks/pre-commit", marker),
                         workspace=ws, timeout=60)
-    assert p.returncode == 0, p.stderr
-    g = host_git(ws / "wt2", "commit", "-q", "--allow-empty", "-m", "x", home=host)
-    assert g.returncode == 0, g.stderr
-    assert not marker.exists(), "host git ran the agent's hook"
-    assert not (ws / "wt2" / ".githooks" / "pre-commit").exists(), p.stderr
+    _commit_ran_no_hook(ws / "wt2", ws / "wt2" / ".githooks" / "pre-commit", marker, host, p)
 
 
 def test_a_workspace_given_through_a_link_named_by_its_real_path(airlock, host):
@@ -84,17 +89,11 @@ def test_a_workspace_given_through_a_link_named_by_its_real_path(airlock, host):
     # that is itself a link, not one reached through one.
     (ldir / "up").symlink_to(ws.parent)
     link = ldir / "up" / ws.name
-    subprocess.run([GIT, "init", "-q", "-b", "main", str(ws)], check=True, timeout=30)
-    with open(ws / ".git" / "config", "a") as f:
-        f.write(f"[core]\n\thooksPath = {ws}/.githooks\n")
+    _repo(ws, f"[core]\n\thooksPath = {ws}/.githooks\n")
     airlock.chown(ws)
     p = airlock.sandbox(plant_hook("/workspace/.githooks/pre-commit", marker), workspace=link,
                         timeout=60)
-    assert p.returncode == 0, p.stderr
-    g = host_git(ws, "commit", "-q", "--allow-empty", "-m", "x", home=host)
-    assert g.returncode == 0, g.stderr
-    assert not marker.exists(), "host git ran the agent's hook"
-    assert not (ws / ".githooks" / "pre-commit").exists(), p.stderr
+    _commit_ran_no_hook(ws, ws / ".githooks" / "pre-commit", marker, host, p)
 
 
 def test_what_included_files_name_is_read_only_while_the_sandbox_runs(airlock, host):
@@ -102,9 +101,7 @@ def test_what_included_files_name_is_read_only_while_the_sandbox_runs(airlock, h
     # another terminal) reads nested includes and the hooksPath an included
     # file sets: those are read-only inside, as .git/config is.
     ws = airlock.make_dir()
-    subprocess.run([GIT, "init", "-q", "-b", "main", str(ws)], check=True, timeout=30)
-    with open(ws / ".git" / "config", "a") as f:
-        f.write("[include]\n\tpath = ../shared.cfg\n")
+    _repo(ws, "[include]\n\tpath = ../shared.cfg\n")
     (ws / "shared.cfg").write_text("[include]\n\tpath = conf/deep.cfg\n")
     (ws / "conf").mkdir()
     (ws / "conf" / "deep.cfg").write_text("[core]\n\thooksPath = .githooks\n")
