@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The commits the agent made on top of the clone's base: counted, and
  * exported as an mbox of patches. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gitops-internal.h"
 
@@ -170,6 +172,78 @@ static int too_many_lines(git_repository *repo, git_diff *diff, bool *ret, struc
         return r;
 }
 
+/* git's mail reader (git am: mailsplit, then mailinfo) ends a message's text
+ * at the first line that starts a patch, and applies every diff from there
+ * on; it starts a new message at a line that looks like an mbox separator,
+ * and takes "From:", "Subject:" and "Date:" lines at the top of the text
+ * for the mail's own. A commit message holding such lines would make
+ * `git am` apply a change that is in no commit (a diff written in the
+ * message) or another author or subject: what is exported must be what
+ * the commits hold. */
+static bool patch_break(const char *l, size_t n)
+{
+        if ((n >= 6 && memcmp(l, "diff -", 6) == 0) || (n >= 7 && memcmp(l, "Index: ", 7) == 0))
+                return true;
+        if (n < 3 || memcmp(l, "---", 3) != 0)
+                return false;
+        if (n >= 5 && l[3] == ' ' && !isspace((unsigned char)l[4]))
+                return true;
+        for (size_t i = 3; i < n; i++)
+                if (!isspace((unsigned char)l[i]))
+                        return false;
+        return true;
+}
+
+/* "From " and a time ("12:34") anywhere after it: a superset of what git's
+ * mailsplit takes for a separator. */
+static bool from_line(const char *l, size_t n)
+{
+        if (n < 5 || memcmp(l, "From ", 5) != 0)
+                return false;
+        for (size_t i = 6; i + 1 < n; i++)
+                if (l[i] == ':' && isdigit((unsigned char)l[i - 1]) &&
+                    isdigit((unsigned char)l[i + 1]))
+                        return true;
+        return false;
+}
+
+static bool inbody_header(const char *l, size_t n)
+{
+        static const char *const names[] = {"from:", "subject:", "date:", ">from ", "[patch] "};
+        for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
+                size_t m = strlen(names[k]);
+                if (n >= m && strncasecmp(l, names[k], m) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* What in body git am would read otherwise than as this commit's text
+ * (NULL: nothing), and the line's number in *ret_line. */
+static const char *misread_line(const char *body, size_t *ret_line)
+{
+        bool top = true;
+        size_t no = 0;
+        for (const char *l = body; l && *l;) {
+                const char *nl = strchr(l, '\n');
+                size_t n = nl ? (size_t)(nl - l) : strlen(l);
+                no++;
+                *ret_line = no;
+                if (patch_break(l, n))
+                        return "the start of a patch";
+                if (from_line(l, n))
+                        return "the start of another mail";
+                bool blank = true;
+                for (size_t i = 0; i < n; i++)
+                        blank = blank && isspace((unsigned char)l[i]);
+                if (top && !blank && inbody_header(l, n))
+                        return "a mail header";
+                top = top && blank;
+                l = nl ? nl + 1 : NULL;
+        }
+        return NULL;
+}
+
 int gitops_export(const char *workspace, const char *base, FILE *out, size_t *ret_n,
                   struct al_error *err)
 {
@@ -191,6 +265,26 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                         return gitops_fail_git(err, EIO, "reading a commit");
                 if (git_commit_parentcount(c) <= 1)
                         v[m++] = v[i];
+        }
+
+        /* Every message is checked before a byte is written. */
+        for (size_t i = 0; i < m; i++) {
+                _cleanup_(commit_freep) git_commit *c = NULL;
+                char id[SHORT_OID + 1];
+                short_oid(&v[i], id);
+                if (git_commit_lookup(&c, repo, &v[i]) < 0)
+                        return gitops_fail_git(err, EIO, id);
+                size_t line = 0;
+                const char *what = misread_line(git_commit_body(c), &line);
+                if (what)
+                        return al_error_set_message(
+                            err, EBADMSG,
+                            "commit %s: line %zu of its message's body would be read by git am "
+                            "as %s, which would apply or record what the commit does not hold; "
+                            "refusing to export. Reword the commit (the line must not start "
+                            "with \"diff -\", \"---\", \"Index: \", \"From \" with a time, "
+                            "or a mail header at the top), or send the commits with airlock push",
+                            id, line, what);
         }
 
         git_email_create_options eo = GIT_EMAIL_CREATE_OPTIONS_INIT;
