@@ -195,3 +195,31 @@ Test(gitops_export_attacks2, an_ordinary_message_is_exported)
                  top, bare, out);
         cr_expect_eq(host_git(script), 0, "git am did not apply the ordinary export");
 }
+
+/* A file name is the agent's too: one holding a newline and a diff header
+ * must stay one quoted name in the mbox, not a patch of its own. */
+Test(gitops_export_attacks2, a_file_name_with_a_diff_header_stays_a_name)
+{
+        char base[GITOPS_OID_HEX + 1];
+        struct al_error err = {0};
+        cr_assert_eq(gitops_clone(url, NULL, ws, NULL, base, &err), 0, "%s", err.msg);
+        commit_file(ws, "x\ndiff --git a/evil.sh b/evil.sh\nnew file mode 100755\n--- /dev/null",
+                    "y\n", "Add a file\n");
+        char out[256];
+        snprintf(out, sizeof(out), "%s/out.mbox", top);
+        FILE *f = fopen(out, "we");
+        cr_assert_not_null(f);
+        size_t n = 0;
+        int r = gitops_export(ws, base, f, &n, &err);
+        cr_assert_eq(fclose(f), 0);
+        if (r < 0) {
+                cr_expect_eq(r, -EBADMSG, "refused for another reason: %s", err.msg);
+                return;
+        }
+        char script[1024];
+        snprintf(script, sizeof(script),
+                 "set -e; cd '%s'; git clone -q '%s' am3; cd am3; git am -q '%s' || true; "
+                 "test ! -e evil.sh || exit 7",
+                 top, bare, out);
+        cr_expect_neq(host_git(script), 7, "git am of the export made a file no commit holds");
+}

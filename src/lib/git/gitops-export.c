@@ -244,6 +244,35 @@ static const char *misread_line(const char *body, size_t *ret_line)
         return NULL;
 }
 
+/* The diffstat of each patch names the files unquoted (the diff's own
+ * header quotes them): a name holding a newline would put lines of the
+ * agent's choosing into the patch text, which git am applies as a diff. */
+static int names_plain(git_diff *diff, const char *id, struct al_error *err)
+{
+        size_t n = git_diff_num_deltas(diff);
+        for (size_t i = 0; i < n; i++) {
+                const git_diff_delta *dl = git_diff_get_delta(diff, i);
+                const char *paths[] = {dl->old_file.path, dl->new_file.path};
+                for (size_t k = 0; k < 2; k++) {
+                        const char *p = paths[k];
+                        bool bad = false;
+                        for (const unsigned char *s = (const unsigned char *)p; s && *s; s++)
+                                bad = bad || *s < 0x20 || *s == 0x7f;
+                        if (!bad)
+                                continue;
+                        _cleanup_free_ char *e = gitops_escape(p, strlen(p), false);
+                        return al_error_set_message(
+                            err, EBADMSG,
+                            "commit %s: the file name \"%s\" holds a control character, which "
+                            "the patch's summary would carry raw and git am could read as "
+                            "patch text; refusing to export. Rename the file, or send the "
+                            "commits with airlock push",
+                            id, e ? e : "?");
+                }
+        }
+        return 0;
+}
+
 int gitops_export(const char *workspace, const char *base, FILE *out, size_t *ret_n,
                   struct al_error *err)
 {
@@ -314,6 +343,9 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                         if (git_diff_tree_to_tree(&diff, repo, ptree, tree, &eo.diff_opts) < 0)
                                 return gitops_fail_git(err, EIO, id);
                 }
+                r = names_plain(diff, id, err);
+                if (r < 0)
+                        return r;
                 const char *summary = git_commit_summary(c);
                 if (git_email_create_from_diff(&buf, diff, i + 1, m, &v[i], summary ? summary : "",
                                                git_commit_body(c), git_commit_author(c), &eo) < 0)
