@@ -148,3 +148,32 @@ Test(review_attacks2, a_symlinked_path_that_did_not_change_is_accepted)
         cr_expect(!exists(inner, "keep.txt"));
         free(dir);
 }
+
+/* The swap made while the sandbox runs: the identity taken at the start is
+ * what the state keeps, so the end's capture and every later accept see
+ * that the path moved. */
+Test(review_attacks2, a_workspace_swapped_during_the_run_is_not_written)
+{
+        struct review_ws_id pin;
+        cr_assert_eq(review_ws_pin(ws, &pin), 0);
+        cr_assert_neq(pin.s[0], '\0');
+        char old[160];
+        snprintf(old, sizeof(old), "%s.old", ws);
+        cr_assert_eq(rename(ws, old), 0);
+        cr_assert_eq(symlink(victim, ws), 0);
+
+        struct al_error err = {0};
+        char *dir = NULL;
+        cr_assert_eq(review_create_pinned(state_root, "abcd1234", ws, now_ns(), &pin, &dir, &err),
+                     0, "%s", err.msg);
+        int fd = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        struct review_summary sum;
+        cr_assert_eq(review_capture(fd, dir, 0, &sum, &err), 0, "%s", err.msg);
+        close(fd);
+        struct review_report rep;
+        cr_expect_eq(review_accept(dir, NULL, 0, &rep, &err), -ESTALE, "%s", err.msg);
+        cr_expect(!exists(victim, "planted.sh"));
+        cr_expect(exists(victim, "keep.txt"));
+        free(dir);
+}
