@@ -95,7 +95,7 @@ static bool add_pattern(struct redactor *r, const char *p, size_t len, bool icas
 static bool can_start(const struct pattern *p, unsigned char c)
 {
         unsigned char f = (unsigned char)p->bytes[0];
-        return c == f || c == '%' || c == '\\' || (c == '+' && f == ' ') ||
+        return c == f || c == '%' || c == '\\' || c == '&' || (c == '+' && f == ' ') ||
                (p->icase && lower(c) == f);
 }
 
@@ -142,21 +142,91 @@ static size_t json_escape(const unsigned char *d, size_t avail, unsigned char wa
         return v == want || (icase && lower((unsigned char)v) == want) ? 6 : 0;
 }
 
+/* One pattern byte spelt as an HTML character reference at d[0..avail) (an
+ * error page echoing its request escapes &, <, >, " and ' so): the input
+ * length, 0 when it is not one, MATCH_MORE when the input ends inside it.
+ * Named references of those five, in either case, and numeric ones
+ * ("&#39;", "&#039;", "&#x27;") of at most 8 digits, ';' always. */
+static size_t html_ref(const unsigned char *d, size_t avail, unsigned char want, bool icase)
+{
+        static const struct {
+                const char *name;
+                unsigned char c;
+        } named[] = {{"amp;", '&'}, {"lt;", '<'}, {"gt;", '>'}, {"quot;", '"'}, {"apos;", '\''}};
+        if (avail < 2)
+                return MATCH_MORE;
+        if (d[1] != '#') {
+                bool more = false;
+                for (size_t i = 0; i < ARRAY_SIZE(named); i++) {
+                        size_t n = strlen(named[i].name), k = 0;
+                        while (k < n && 1 + k < avail &&
+                               lower(d[1 + k]) == (unsigned char)named[i].name[k])
+                                k++;
+                        if (k == n)
+                                return named[i].c == want ? 1 + n : 0;
+                        more = more || 1 + k == avail;
+                }
+                return more ? MATCH_MORE : 0;
+        }
+        size_t k = 2;
+        bool hex = false;
+        if (k < avail && (d[k] == 'x' || d[k] == 'X')) {
+                hex = true;
+                k++;
+        }
+        unsigned v = 0;
+        size_t digits = 0;
+        for (;; k++) {
+                if (k >= avail)
+                        return MATCH_MORE;
+                int h = hex ? hexval(d[k]) : (d[k] >= '0' && d[k] <= '9' ? d[k] - '0' : -1);
+                if (h < 0)
+                        break;
+                if (++digits > 8)
+                        return 0;
+                v = v * (hex ? 16u : 10u) + (unsigned)h;
+        }
+        if (digits == 0 || d[k] != ';' || v >= 0x80)
+                return 0;
+        return v == want || (icase && lower((unsigned char)v) == want) ? k + 1 : 0;
+}
+
 /* The length of the input at d[0..avail) that spells pattern p, or 0. Each
  * byte of the pattern may appear as itself, percent-encoded ("%2F" or
  * "%2f"; "+" for a space) as URLs and form bodies carry it, or as a JSON
  * string escape ("\/", "\u002f") as a JSON echo of the request carries
- * it, so that any subset of the value's bytes may be encoded; a hex
+ * it, or as an HTML character reference ("&amp;", "&#39;") as an error
+ * page echoing it writes it, so that any subset of the value's bytes may
+ * be encoded; a hex
  * pattern matches in either case. */
 static size_t match_at(const struct pattern *p, const unsigned char *d, size_t avail)
 {
         size_t k = 0;
+        bool more = false;
 
         for (size_t j = 0; j < p->len; j++) {
                 unsigned char want = (unsigned char)p->bytes[j];
                 if (k >= avail)
                         return MATCH_MORE;
                 unsigned char c = d[k];
+                if (c == '&') {
+                        size_t m = html_ref(d + k, avail - k, want, p->icase);
+                        /* The input ends inside a reference: more decides,
+                         * unless the value's own '&' matches as it is. */
+                        if (m == MATCH_MORE && c != want)
+                                return MATCH_MORE;
+                        if (m == MATCH_MORE) {
+                                more = true;
+                                m = 0;
+                        }
+                        /* "&amp;" for a '&' of the value, unless the value
+                         * goes on with that text itself. */
+                        if (m && !(want == '&' && p->len - j >= m &&
+                                   memcmp(p->bytes + j, d + k, m) == 0)) {
+                                k += m;
+                                continue;
+                        }
+                }
                 if (c == want || (p->icase && lower(c) == want)) {
                         k++;
                         continue;
@@ -186,7 +256,7 @@ static size_t match_at(const struct pattern *p, const unsigned char *d, size_t a
                                 continue;
                         }
                 }
-                return 0;
+                return more ? MATCH_MORE : 0;
         }
         return k;
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The commits the agent made on top of the clone's base: counted, and
  * exported as an mbox of patches. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gitops-internal.h"
 
@@ -170,6 +172,107 @@ static int too_many_lines(git_repository *repo, git_diff *diff, bool *ret, struc
         return r;
 }
 
+/* git's mail reader (git am: mailsplit, then mailinfo) ends a message's text
+ * at the first line that starts a patch, and applies every diff from there
+ * on; it starts a new message at a line that looks like an mbox separator,
+ * and takes "From:", "Subject:" and "Date:" lines at the top of the text
+ * for the mail's own. A commit message holding such lines would make
+ * `git am` apply a change that is in no commit (a diff written in the
+ * message) or another author or subject: what is exported must be what
+ * the commits hold. */
+static bool patch_break(const char *l, size_t n)
+{
+        if ((n >= 6 && memcmp(l, "diff -", 6) == 0) || (n >= 7 && memcmp(l, "Index: ", 7) == 0))
+                return true;
+        if (n < 3 || memcmp(l, "---", 3) != 0)
+                return false;
+        if (n >= 5 && l[3] == ' ' && !isspace((unsigned char)l[4]))
+                return true;
+        for (size_t i = 3; i < n; i++)
+                if (!isspace((unsigned char)l[i]))
+                        return false;
+        return true;
+}
+
+/* "From " and a time ("12:34") anywhere after it: a superset of what git's
+ * mailsplit takes for a separator. */
+static bool from_line(const char *l, size_t n)
+{
+        if (n < 5 || memcmp(l, "From ", 5) != 0)
+                return false;
+        for (size_t i = 6; i + 1 < n; i++)
+                if (l[i] == ':' && isdigit((unsigned char)l[i - 1]) &&
+                    isdigit((unsigned char)l[i + 1]))
+                        return true;
+        return false;
+}
+
+static bool inbody_header(const char *l, size_t n)
+{
+        static const char *const names[] = {"from:", "subject:", "date:", ">from ", "[patch] "};
+        for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
+                size_t m = strlen(names[k]);
+                if (n >= m && strncasecmp(l, names[k], m) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/* What in body git am would read otherwise than as this commit's text
+ * (NULL: nothing), and the line's number in *ret_line. */
+static const char *misread_line(const char *body, size_t *ret_line)
+{
+        bool top = true;
+        size_t no = 0;
+        for (const char *l = body; l && *l;) {
+                const char *nl = strchr(l, '\n');
+                size_t n = nl ? (size_t)(nl - l) : strlen(l);
+                no++;
+                *ret_line = no;
+                if (patch_break(l, n))
+                        return "the start of a patch";
+                if (from_line(l, n))
+                        return "the start of another mail";
+                bool blank = true;
+                for (size_t i = 0; i < n; i++)
+                        blank = blank && isspace((unsigned char)l[i]);
+                if (top && !blank && inbody_header(l, n))
+                        return "a mail header";
+                top = top && blank;
+                l = nl ? nl + 1 : NULL;
+        }
+        return NULL;
+}
+
+/* The diffstat of each patch names the files unquoted (the diff's own
+ * header quotes them): a name holding a newline would put lines of the
+ * agent's choosing into the patch text, which git am applies as a diff. */
+static int names_plain(git_diff *diff, const char *id, struct al_error *err)
+{
+        size_t n = git_diff_num_deltas(diff);
+        for (size_t i = 0; i < n; i++) {
+                const git_diff_delta *dl = git_diff_get_delta(diff, i);
+                const char *paths[] = {dl->old_file.path, dl->new_file.path};
+                for (size_t k = 0; k < 2; k++) {
+                        const char *p = paths[k];
+                        bool bad = false;
+                        for (const unsigned char *s = (const unsigned char *)p; s && *s; s++)
+                                bad = bad || *s < 0x20 || *s == 0x7f;
+                        if (!bad)
+                                continue;
+                        _cleanup_free_ char *e = gitops_escape(p, strlen(p), false);
+                        return al_error_set_message(
+                            err, EBADMSG,
+                            "commit %s: the file name \"%s\" holds a control character, which "
+                            "the patch's summary would carry raw and git am could read as "
+                            "patch text; refusing to export. Rename the file, or send the "
+                            "commits with airlock push",
+                            id, e ? e : "?");
+                }
+        }
+        return 0;
+}
+
 int gitops_export(const char *workspace, const char *base, FILE *out, size_t *ret_n,
                   struct al_error *err)
 {
@@ -191,6 +294,26 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                         return gitops_fail_git(err, EIO, "reading a commit");
                 if (git_commit_parentcount(c) <= 1)
                         v[m++] = v[i];
+        }
+
+        /* Every message is checked before a byte is written. */
+        for (size_t i = 0; i < m; i++) {
+                _cleanup_(commit_freep) git_commit *c = NULL;
+                char id[SHORT_OID + 1];
+                short_oid(&v[i], id);
+                if (git_commit_lookup(&c, repo, &v[i]) < 0)
+                        return gitops_fail_git(err, EIO, id);
+                size_t line = 0;
+                const char *what = misread_line(git_commit_body(c), &line);
+                if (what)
+                        return al_error_set_message(
+                            err, EBADMSG,
+                            "commit %s: line %zu of its message's body would be read by git am "
+                            "as %s, which would apply or record what the commit does not hold; "
+                            "refusing to export. Reword the commit (the line must not start "
+                            "with \"diff -\", \"---\", \"Index: \", \"From \" with a time, "
+                            "or a mail header at the top), or send the commits with airlock push",
+                            id, line, what);
         }
 
         git_email_create_options eo = GIT_EMAIL_CREATE_OPTIONS_INIT;
@@ -220,6 +343,9 @@ int gitops_export(const char *workspace, const char *base, FILE *out, size_t *re
                         if (git_diff_tree_to_tree(&diff, repo, ptree, tree, &eo.diff_opts) < 0)
                                 return gitops_fail_git(err, EIO, id);
                 }
+                r = names_plain(diff, id, err);
+                if (r < 0)
+                        return r;
                 const char *summary = git_commit_summary(c);
                 if (git_email_create_from_diff(&buf, diff, i + 1, m, &v[i], summary ? summary : "",
                                                git_commit_body(c), git_commit_author(c), &eo) < 0)

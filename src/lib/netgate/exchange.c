@@ -56,6 +56,14 @@ static void write_response_head(struct netgate_exchange *x, struct evbuffer *out
                                    netgate_http_name_eq(f->name, f->name_len, "content-length");
                 if (!keep_length && netgate_http_field_is_hop(h, f->name, f->name_len))
                         continue;
+                /* A known value spelt in a field's name (an echo of the
+                 * request as fields): the field is left out, as a name
+                 * cannot carry the mask. */
+                if (x->filter && x->filter->mask &&
+                    (v = x->filter->mask(x->filter_ud, f->name, f->name_len, &vlen))) {
+                        free(v);
+                        continue;
+                }
                 const char *val = f->value;
                 size_t len = f->value_len;
                 v = NULL;
@@ -256,12 +264,21 @@ static const char *encoded_body(const struct netgate_exchange *x, const struct n
                 bool transfer = netgate_http_name_eq(f->name, f->name_len, "transfer-encoding");
                 if ((!content && !transfer) || codings_plain(f->value, f->value_len, transfer))
                         continue;
-                size_t o = 0;
-                for (size_t k = 0; k < f->value_len && o + 1 < 64; k++) {
-                        char c = f->value[k];
+                /* The message quotes the value: a known value in it is
+                 * masked whole before it is cut to fit. */
+                size_t vlen = f->value_len, o = 0;
+                char *masked = x->filter && x->filter->mask
+                                   ? x->filter->mask(x->filter_ud, f->value, f->value_len, &vlen)
+                                   : NULL;
+                const char *val = masked ? masked : f->value;
+                if (!masked)
+                        vlen = f->value_len;
+                for (size_t k = 0; k < vlen && o + 1 < 64; k++) {
+                        char c = val[k];
                         shown[o++] = c >= 0x20 && c < 0x7f ? c : '?';
                 }
                 shown[o] = '\0';
+                free(masked);
                 return shown;
         }
         return NULL;

@@ -80,6 +80,21 @@ uint64_t review_start_ns(void);
 int review_create(const char *state_root, const char *id, const char *workspace,
                   uint64_t started_ns, char **ret_dir, struct al_error *err);
 
+/* Which directory a workspace path names (its inode and file handle, or
+ * device), taken when the sandbox starts: diff and accept refuse (-ESTALE)
+ * once the path names another directory (moved, or a component replaced by
+ * a symlink), so that they never write where the sandbox did not run. */
+struct review_ws_id {
+        char s[320];
+};
+int review_ws_pin(const char *workspace, struct review_ws_id *ret);
+
+/* review_create with the workspace's identity taken earlier (at the start;
+ * NULL or empty: taken now). */
+int review_create_pinned(const char *state_root, const char *id, const char *workspace,
+                         uint64_t started_ns, const struct review_ws_id *pin, char **ret_dir,
+                         struct al_error *err);
+
 /* Copy the overlay upper directory upper_fd (any open fd of it; it is
  * neither closed nor moved) into state_dir: changes/ and manifest.json.
  * Nothing in the upper layer is trusted: no symlink is followed, depth and

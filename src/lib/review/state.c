@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -123,8 +124,71 @@ uint64_t review_start_ns(void)
         return at;
 }
 
+/* Which directory the workspace is: its inode number and its file handle
+ * (what the file system finds it by again, after a reboot too), or its
+ * device where the file system gives no handle, as "ino:h:TYPE:HEX" or
+ * "ino:d:DEV". The path is looked up again at each diff and accept; this
+ * tells whether it still names the directory the sandbox ran on. */
+static int workspace_identity(int fd, struct review_ws_id *ret)
+{
+        struct stat st;
+        ret->s[0] = '\0';
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        union {
+                struct file_handle fh;
+                char buf[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+        } h = {.fh.handle_bytes = MAX_HANDLE_SZ};
+        int mount_id;
+        if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) < 0 ||
+            h.fh.handle_bytes > MAX_HANDLE_SZ) {
+                snprintf(ret->s, sizeof(ret->s), "%" PRIu64 ":d:%" PRIu64, (uint64_t)st.st_ino,
+                         (uint64_t)st.st_dev);
+                return 0;
+        }
+        int o = snprintf(ret->s, sizeof(ret->s), "%" PRIu64 ":h:%d:", (uint64_t)st.st_ino,
+                         h.fh.handle_type);
+        static const char digits[] = "0123456789abcdef";
+        for (unsigned i = 0; i < h.fh.handle_bytes && (size_t)o + 2 < sizeof(ret->s); i++) {
+                ret->s[o++] = digits[h.fh.f_handle[i] >> 4];
+                ret->s[o++] = digits[h.fh.f_handle[i] & 15];
+        }
+        ret->s[o] = '\0';
+        return 0;
+}
+
+int review_ws_pin(const char *workspace, struct review_ws_id *ret)
+{
+        *ret = (struct review_ws_id){0};
+        _cleanup_close_ int fd = open(workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        return workspace_identity(fd, ret);
+}
+
+/* 0 when fd is the directory `want` names (or meta.json names none, as
+ * state written before it was kept does not), -ESTALE when not. */
+static int check_workspace(int fd, const char *want)
+{
+        if (!want)
+                return 0;
+        struct review_ws_id now;
+        if (workspace_identity(fd, &now) < 0 || !STREQ(now.s, want))
+                return -ESTALE;
+        return 0;
+}
+
 int review_create(const char *state_root, const char *id, const char *workspace,
                   uint64_t started_ns, char **ret_dir, struct al_error *err)
+{
+        return review_create_pinned(state_root, id, workspace, started_ns, NULL, ret_dir, err);
+}
+
+int review_create_pinned(const char *state_root, const char *id, const char *workspace,
+                         uint64_t started_ns, const struct review_ws_id *pin, char **ret_dir,
+                         struct al_error *err)
 {
         if (!state_root || state_root[0] != '/')
                 return al_error_set_message(err, EINVAL, "state directory \"%s\" is not absolute",
@@ -161,6 +225,11 @@ int review_create(const char *state_root, const char *id, const char *workspace,
                                  "startedNs", (json_int_t)started_ns, "state", "pending");
         if (!meta)
                 return al_error_set_message(err, EINVAL, "workspace path is not valid UTF-8");
+        struct review_ws_id now;
+        if (!pin || !pin->s[0])
+                pin = review_ws_pin(workspace, &now) >= 0 ? &now : NULL;
+        if (pin)
+                json_object_set_new(meta, "workspaceIdentity", json_string(pin->s));
         r = review_write_json_at(dfd, META_FILE, meta);
         json_decref(meta);
         if (r < 0)
@@ -243,5 +312,14 @@ int review_load(const char *state_dir, bool exclusive, struct review *rv, struct
         rv->ws_fd = open(rv->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (rv->ws_fd < 0)
                 return al_error_set(err, errno, "opening the workspace \"%s\"", rv->workspace);
+        if (check_workspace(rv->ws_fd,
+                            json_string_value(json_object_get(rv->meta, "workspaceIdentity"))) < 0)
+                return al_error_set_message(
+                    err, ESTALE,
+                    "the workspace path \"%s\" no longer names the directory sandbox %s ran on "
+                    "(it, or a directory on its path, was moved or replaced, perhaps by a "
+                    "symbolic link); nothing was read or changed. Put the directory back at "
+                    "that path, or discard the changes",
+                    rv->workspace, rv->id);
         return 0;
 }

@@ -336,6 +336,11 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
         uint64_t started_ns = p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY
                                   ? review_start_ns()
                                   : now_realtime_us() * 1000;
+        /* Which directory the workspace is now: accept writes there or
+         * nowhere, whatever its path names by then. */
+        struct review_ws_id ws_pin = {0};
+        if (p->workspace && p->workspace_mode == POLICY_WORKSPACE_OVERLAY)
+                (void)review_ws_pin(p->workspace, &ws_pin);
         r = sv_core_set_id(core, cfg->sandbox_id, err);
         if (r < 0)
                 return r;
@@ -619,7 +624,8 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 _cleanup_free_ char *dir = NULL;
                 struct review_summary sum = {0};
                 struct al_error re = {0};
-                r = review_create(cfg->state_root, res->sandbox, p->workspace, started_ns, &dir, &re);
+                r = review_create_pinned(cfg->state_root, res->sandbox, p->workspace, started_ns,
+                                         &ws_pin, &dir, &re);
                 if (r >= 0)
                         r = review_capture(core->sp.upper_fd, dir, p->limits.disk, &sum, &re);
                 if (r < 0) {
