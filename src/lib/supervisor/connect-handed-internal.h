@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "connect-handed.h"
+#include "connect-take.h"
 
 struct cn_handed {
         dev_t dev;
@@ -81,10 +82,6 @@ static inline size_t first_with(const struct cn_handed_set *s, unsigned long lon
 
 /* The pid namespace of `pid` (device and inode), or -errno. */
 int cn_pidns_of(pid_t pid, dev_t *dev, ino_t *ino);
-
-/* The mount id every socket shows in its fdinfo, read from `sock` (or a
- * socket made for it when `sock` < 0); -1 when it cannot be read. */
-long long cn_sock_mount_id(int sock);
 
 /* One scan (sc->pass) of every process of the pid namespace (nsdev,
  * nsino): 0, or -errno when /proc cannot be read (sc->truncated: not all

@@ -27,6 +27,7 @@
 
 #include "connect-handed.h"
 #include "connect-notify.h"
+#include "connect-take.h"
 #include "connect-unix.h"
 #include "fs.h"
 #include "netgate/transparent.h"
@@ -66,6 +67,7 @@ struct sv_connect_notify {
         struct cn_pending *pending;
         size_t n_pending;
         struct cn_handed_set *handed; /* the direct path's sockets handed over */
+        long long sock_mnt;           /* the socket file system's mount id (connect-take.h) */
 };
 
 static int respond(struct sv_connect_notify *cn, uint64_t id, int error, uint32_t flags)
@@ -93,10 +95,10 @@ static void pending_free(struct cn_pending *p)
         }
         if (p->ev)
                 event_free(p->ev);
-        if (p->sock >= 0)
-                close(p->sock);
-        if (p->dup >= 0)
-                close(p->dup);
+        /* Both may be the sandbox's (the relay's socket is its own; the
+         * direct path's is in its hands once added): cn_drop(). */
+        cn_drop(p->sock);
+        cn_drop(p->dup);
         free(p);
 }
 
@@ -136,67 +138,15 @@ static bool stays_inside(const struct sockaddr_storage *ss, size_t len)
         return true; /* AF_UNIX, AF_UNSPEC, AF_NETLINK, ...: nothing beyond */
 }
 
-/* The caller's flags for its fd, from /proc: O_NONBLOCK and O_CLOEXEC. */
-static int read_fd_flags(pid_t pid, int fd, unsigned long *ret)
-{
-        char path[64], buf[512];
-        snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
-        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-        if (f < 0)
-                return -errno;
-        ssize_t n = read(f, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = '\0';
-        const char *p = strstr(buf, "\nflags:");
-        if (!p)
-                return -EIO;
-        char *end = NULL;
-        errno = 0;
-        unsigned long v = strtoul(p + 7, &end, 8);
-        if (errno || end == p + 7)
-                return -EIO;
-        *ret = v;
-        return 0;
-}
-
-static int read_tgid(pid_t tid, pid_t *ret)
-{
-        char path[64], buf[2048];
-        snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-        if (f < 0)
-                return -errno;
-        ssize_t n = read(f, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = '\0';
-        const char *p = strstr(buf, "\nTgid:");
-        if (!p)
-                return -EIO;
-        int v = 0;
-        if (sscanf(p + 6, "%d", &v) != 1 || v <= 0)
-                return -EIO;
-        *ret = v;
-        return 0;
-}
-
 /* What the caller's socket is: type and protocol, and the options the
  * host's socket takes over. */
 static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
 {
-        pid_t tgid = 0;
-        int r = read_tgid(tid, &tgid);
+        unsigned long flags = 0;
+        int r = cn_take_socket(tid, fd, p->cn->sock_mnt, &p->dup, &flags);
         if (r < 0)
                 return r;
-        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
-        if (pidfd < 0)
-                return -errno;
-        int s = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-        if (s < 0)
-                return -errno;
-        p->dup = s;
-        int type = 0, proto = 0, on = 0;
+        int s = p->dup, type = 0, proto = 0, on = 0;
         socklen_t l = sizeof(type);
         if (getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &l) < 0)
                 return -errno; /* ENOTSOCK */
@@ -211,10 +161,6 @@ static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
         p->nodelay = *stream && getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &on, &l) == 0 && on;
         l = sizeof(on);
         p->keepalive = getsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &on, &l) == 0 && on;
-        unsigned long flags = 0;
-        r = read_fd_flags(tid, fd, &flags);
-        if (r < 0)
-                return r;
         p->nonblock = flags & O_NONBLOCK;
         p->cloexec = flags & O_CLOEXEC;
         return 0;
@@ -439,19 +385,13 @@ static void relay(struct sv_connect_notify *cn, struct cn_pending *p)
  * are the host's: connected, they stay so, because a disconnected one
  * (connect(AF_UNSPEC)) would reach whatever the host reaches. Any doubt
  * (no SIOCGSKNS, another namespace) is "not its own". */
-static int caller_socket(pid_t tid, int fd, int *dup, bool *own)
+static int caller_socket(struct sv_connect_notify *cn, pid_t tid, int fd, int *dup, bool *own)
 {
         *own = false;
-        pid_t tgid = 0;
-        int r = read_tgid(tid, &tgid);
+        unsigned long flags = 0;
+        int r = cn_take_socket(tid, fd, cn->sock_mnt, dup, &flags);
         if (r < 0)
                 return r;
-        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
-        if (pidfd < 0)
-                return -errno;
-        *dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-        if (*dup < 0)
-                return -errno;
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)tid);
         struct stat mine, its;
@@ -504,9 +444,9 @@ static void local_connect(struct sv_connect_notify *cn, const struct seccomp_not
                           const struct sockaddr_storage *ss, size_t len)
 {
         sa_family_t fam = len >= sizeof(sa_family_t) ? ss->ss_family : AF_UNSPEC;
-        _cleanup_close_ int dup = -1;
+        _cleanup_drop_ int dup = -1;
         bool own = false;
-        int r = caller_socket(req->pid, (int)req->data.args[0], &dup, &own);
+        int r = caller_socket(cn, req->pid, (int)req->data.args[0], &dup, &own);
         if (r < 0 || !id_valid(cn, req->id)) {
                 (void)respond(cn, req->id, r < 0 ? -r : ESRCH, 0);
                 return;
@@ -707,6 +647,7 @@ struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct 
                             ? sizes.seccomp_notif_resp
                             : sizeof(struct seccomp_notif_resp);
         cn->handed = cn_handed_new();
+        cn->sock_mnt = cn_sock_mount_id(-1);
         cn->ev = event_new(base, fd, EV_READ | EV_PERSIST, readable, cn);
         if (!cn->ev || event_add(cn->ev, NULL) < 0) {
                 al_error_set(err, ENOMEM, "transparent mode: watching the notifications");

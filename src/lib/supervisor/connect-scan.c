@@ -157,14 +157,17 @@ static bool note_pid(pid_t *set, size_t *n, pid_t pid, bool *truncated)
         return true;
 }
 
-/* A copy of fd `fd` of `pid`, or -errno. */
+/* A copy of fd `fd` of `pid`, listed as a socket, or -errno: taken only
+ * if it still is one (the fd may have been replaced since it was listed;
+ * anything else is let go by a closer, connect-take.h). */
 static int copy_fd(pid_t pid, int fd)
 {
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         if (pidfd < 0)
                 return -errno;
-        int copy = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-        return copy < 0 ? -errno : copy;
+        int copy = -1;
+        int r = cn_copy_socket(pidfd, fd, &copy);
+        return r < 0 ? r : copy;
 }
 
 /* The socket at `fd` of `pid` is record `h`: take it and shut it down.
@@ -172,7 +175,9 @@ static int copy_fd(pid_t pid, int fd)
  * Returns -errno when it cannot be taken (gone: -ESRCH, -EBADF). */
 static int take(struct cn_handed *h, pid_t pid, int fd)
 {
-        _cleanup_close_ int copy = copy_fd(pid, fd);
+        _cleanup_drop_ int copy = copy_fd(pid, fd);
+        if (copy == -ENOTSOCK)
+                return -ESTALE; /* another file now: not it */
         if (copy < 0)
                 return copy;
         struct stat st;
@@ -241,6 +246,8 @@ static void visit(struct cn_scan *sc, pid_t pid, int fd, unsigned long long ino)
                         int t = h->refused && !h->cut ? take(h, pid, fd) : 0;
                         if (t == -ESTALE)
                                 h->seen = was; /* another socket: not seen */
+                        if (t == -EAGAIN)
+                                sc->truncated = true; /* every closer hangs: not taken */
                         /* Listed but not to be taken (a ptrace check
                          * the listing does not make): killed if need be. */
                         if (t == -EPERM && !hide(sc, pid) && pid != sc->pid1)
@@ -251,7 +258,7 @@ static void visit(struct cn_scan *sc, pid_t pid, int fd, unsigned long long ino)
         for (size_t i = 0; i < sc->n_victims; i++)
                 if (sc->victims[i] == pid)
                         return;
-        _cleanup_close_ int copy = copy_fd(pid, fd);
+        _cleanup_drop_ int copy = copy_fd(pid, fd);
         struct stat st;
         if (copy < 0 || fstat(copy, &st) < 0 || !S_ISSOCK(st.st_mode) ||
             !unix_may_hold(copy, pid, fd))
