@@ -31,7 +31,7 @@ struct cn_handed_set {
         struct cn_handed *h;
         size_t n;
         size_t *by_ino; /* indices of h sorted by inode, for one run */
-        bool have_ns;   /* the sandbox's pid namespace, read from a caller */
+        bool have_ns;   /* the sandbox's pid namespace, read from its pid 1 */
         dev_t nsdev;
         ino_t nsino;
         int nl;             /* the socket table (connect-sockdiag.h), opened ahead */
@@ -83,8 +83,12 @@ static inline size_t first_with(const struct cn_handed_set *s, unsigned long lon
 /* The pid namespace of `pid` (device and inode), or -errno. */
 int cn_pidns_of(pid_t pid, dev_t *dev, ino_t *ino);
 
+/* Whether `pid` is in the pid namespace (dev, ino) or one nested in it
+ * (its parents, NS_GET_PARENT): 1 or 0, or -errno when it cannot be read. */
+int cn_pidns_within(pid_t pid, dev_t dev, ino_t ino);
+
 /* One scan (sc->pass) of every process of the pid namespace (nsdev,
- * nsino): 0, or -errno when /proc cannot be read (sc->truncated: not all
+ * nsino) and those nested in it: 0, or -errno when /proc cannot be read (sc->truncated: not all
  * of it was). */
 int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino);
 

@@ -295,7 +295,7 @@ static int port_of(const struct sockaddr_storage *ss, uint16_t *ret)
         return 0;
 }
 
-int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct netgate_verdict *v)
+int cn_handed_add(struct cn_handed_set *s, pid_t pid1, int sock, const struct netgate_verdict *v)
 {
         struct stat st;
         if (fstat(sock, &st) < 0)
@@ -310,13 +310,13 @@ int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct net
         if (r < 0 || (r = port_of(&peer, &rport)) < 0)
                 return r;
         if (!s->have_ns) {
-                r = cn_pidns_of(pid, &s->nsdev, &s->nsino);
+                r = cn_pidns_of(pid1, &s->nsdev, &s->nsino);
                 if (r < 0)
                         return r;
                 s->have_ns = true;
         }
         if (s->n >= CN_HANDED_MAX)
-                (void)run(s, pid, NULL, NULL, NULL);
+                (void)run(s, pid1, NULL, NULL, NULL);
         if (s->n >= CN_HANDED_MAX)
                 return -ENOSPC;
         uint64_t cookie = 0;

@@ -52,7 +52,6 @@ struct cn_pending {
         /* A blocking caller's Unix connect to a listener whose backlog is
          * full: tried again (unix_retry) until it is taken or times out. */
         pid_t tid;
-        pid_t caller; /* the thread that called connect() */
         struct sockaddr_storage addr;
         size_t addr_len;
         uint64_t deadline_us;
@@ -68,6 +67,7 @@ struct sv_connect_notify {
         size_t n_pending;
         struct cn_handed_set *handed; /* the direct path's sockets handed over */
         long long sock_mnt;           /* the socket file system's mount id (connect-take.h) */
+        pid_t pid1;                   /* the sandbox's pid 1; 0: not known, nothing handed */
 };
 
 static int respond(struct sv_connect_notify *cn, uint64_t id, int error, uint32_t flags)
@@ -204,7 +204,7 @@ static void finish(struct cn_pending *p, int error)
                 (void)fcntl(p->sock, F_SETFL, fl & ~O_NONBLOCK);
         /* Recorded before it is handed over, so a later revoke can find
          * and cut it; one that cannot be recorded is not handed over. */
-        int hr = cn_handed_add(cn->handed, p->caller, p->sock, &p->v);
+        int hr = cn->pid1 > 0 ? cn_handed_add(cn->handed, cn->pid1, p->sock, &p->v) : -ESRCH;
         if (hr < 0) {
                 netgate_transparent_record(cn->g, &p->v,
                                            hr == -ENOSPC ? "connection_limit" : "upstream_failed");
@@ -577,7 +577,6 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
         p->cn = cn;
         p->id = req->id;
         p->target_fd = target_fd;
-        p->caller = req->pid;
         p->sock = p->dup = -1;
         bool stream = false;
         int r = inspect_socket(req->pid, target_fd, p, &stream);
@@ -681,6 +680,12 @@ static bool handed_refused(void *ud, const struct netgate_verdict *v)
 static void handed_cut(void *ud, const struct netgate_verdict *v, const char *reason)
 {
         netgate_transparent_record(ud, v, reason);
+}
+
+void sv_connect_notify_set_sandbox(struct sv_connect_notify *cn, pid_t pid1)
+{
+        if (cn)
+                cn->pid1 = pid1;
 }
 
 int sv_connect_notify_recheck(struct sv_connect_notify *cn, pid_t pid1)

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <linux/sockios.h>
 #include <signal.h>
 #include <stdio.h>
@@ -86,6 +87,40 @@ int cn_pidns_of(pid_t pid, dev_t *dev, ino_t *ino)
         *dev = st.st_dev;
         *ino = st.st_ino;
         return 0;
+}
+
+/* Pid namespaces nest at most 32 deep (MAX_PID_NS_LEVEL). */
+#define PIDNS_DEPTH_MAX 33
+
+int cn_pidns_within(pid_t pid, dev_t dev, ino_t ino)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = 0;
+        for (int depth = 0; depth < PIDNS_DEPTH_MAX; depth++) {
+                struct stat st;
+                if (fstat(fd, &st) < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (st.st_dev == dev && st.st_ino == ino) {
+                        r = 1;
+                        break;
+                }
+                /* EPERM: the top (or beyond what this process sees). */
+                int parent = ioctl(fd, NS_GET_PARENT);
+                if (parent < 0) {
+                        r = errno == EPERM ? 0 : -errno;
+                        break;
+                }
+                close(fd);
+                fd = parent;
+        }
+        close(fd);
+        return r;
 }
 
 static bool parse_pid(const char *name, pid_t *ret)
@@ -400,7 +435,8 @@ static void scan_task(struct cn_scan *sc, pid_t pid, int taskdir, pid_t tid)
                 sc->truncated = true; /* there but unreadable */
 }
 
-/* Every process of the pid namespace (dev, ino), every task's fd table. */
+/* Every process of the pid namespace (dev, ino) and those nested in it,
+ * every task's fd table. */
 int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino)
 {
         _cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -415,9 +451,7 @@ int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino)
                 pid_t pid;
                 if (!parse_pid(de->d_name, &pid))
                         continue;
-                dev_t dev;
-                ino_t ino;
-                int r = cn_pidns_of(pid, &dev, &ino);
+                int r = cn_pidns_within(pid, nsdev, nsino);
                 if (r < 0) {
                         /* Not readable: another user's, or the sandbox's
                          * but closed (noted). Out of fds: not known. */
@@ -429,7 +463,7 @@ int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino)
                                 break;
                         continue;
                 }
-                if (dev != nsdev || ino != nsino)
+                if (r == 0)
                         continue;
                 /* Only what pid 1 started could be killed: the others'
                  * sockets are not even looked at. One whose descent
