@@ -128,13 +128,14 @@ static pid_t child_connect_file(int over, int report, const char *ip)
         return pid;
 }
 
-static void serve(int over)
+static void serve(int over, pid_t pid1)
 {
         int l = cnt_recv_fd(over);
         cr_assert_geq(l, 0);
         struct al_error err = {0};
         cn = sv_connect_notify_new(base, gate, l, &err);
         cr_assert_not_null(cn, "%s", err.msg);
+        sv_connect_notify_set_sandbox(cn, pid1);
 }
 
 static void a_file_gets_enotsock(const char *ip)
@@ -143,7 +144,7 @@ static void a_file_gets_enotsock(const char *ip)
         cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
         cr_assert_eq(pipe2(rep, O_CLOEXEC), 0);
         pid_t pid = child_connect_file(sp[1], rep[1], ip);
-        serve(sp[0]);
+        serve(sp[0], pid);
         int e = cnt_serve_until_report(base, rep[0], 10000);
         cr_expect_eq(e, ENOTSOCK, "connect() on a file: %s", e < 0 ? "no answer" : strerror(e));
         cr_expect_eq(marker_closed_here, 0,
@@ -225,7 +226,7 @@ Test(connect_notify_files, a_file_swapped_in_after_the_check_is_closed_elsewhere
         }
         swap_go = go[1];
         swap_done = done[0];
-        serve(sp[0]);
+        serve(sp[0], pid);
         int e = cnt_serve_until_report(base, rep[0], 10000);
         cr_expect_eq(e, ENOTSOCK, "the swapped-in file: %s", e < 0 ? "no answer" : strerror(e));
         cr_expect_eq(swap_go, -1, "the file was swapped in at the take");

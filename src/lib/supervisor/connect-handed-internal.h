@@ -83,6 +83,11 @@ static inline size_t first_with(const struct cn_handed_set *s, unsigned long lon
 /* The pid namespace of `pid` (device and inode), or -errno. */
 int cn_pidns_of(pid_t pid, dev_t *dev, ino_t *ino);
 
+/* The pid namespace on the way up from that of `pid` whose parent is this
+ * process's own (device and inode), or -errno (-EPERM: `pid`'s is not
+ * below this process's). */
+int cn_pidns_below_own(pid_t pid, dev_t *dev, ino_t *ino);
+
 /* Whether `pid` is in the pid namespace (dev, ino) or one nested in it
  * (its parents, NS_GET_PARENT): 1 or 0, or -errno when it cannot be read. */
 int cn_pidns_within(pid_t pid, dev_t dev, ino_t ino);

@@ -334,6 +334,24 @@ int cn_handed_add(struct cn_handed_set *s, pid_t pid1, int sock, const struct ne
         return 0;
 }
 
+int cn_handed_learn_ns(struct cn_handed_set *s, pid_t pid1, pid_t caller)
+{
+        if (s->have_ns)
+                return 0;
+        int r = cn_pidns_of(pid1, &s->nsdev, &s->nsino);
+        if (r < 0)
+                r = cn_pidns_below_own(caller, &s->nsdev, &s->nsino);
+        if (r < 0)
+                return r;
+        s->have_ns = true;
+        return 1;
+}
+
+void cn_handed_forget_ns(struct cn_handed_set *s)
+{
+        s->have_ns = false;
+}
+
 void cn_handed_pop(struct cn_handed_set *s)
 {
         if (s->n > 0)

@@ -45,6 +45,17 @@ size_t cn_handed_count(const struct cn_handed_set *s);
  * must not be handed over. -errno when it cannot be read. */
 int cn_handed_add(struct cn_handed_set *s, pid_t pid1, int sock, const struct netgate_verdict *v);
 
+/* Learn the sandbox's pid namespace when not known yet: that of its pid 1
+ * `pid1`, or, where its /proc is closed (an ordinary user: pid 1 is not
+ * dumpable), the one on the way up from the pid namespace of `caller` (a
+ * process of the sandbox, checked alive by the caller of this afterwards)
+ * whose parent is this process's own: the sandbox's, however deep the
+ * caller's is nested in it. 1 when learned now, 0 when known already,
+ * -errno when it cannot be read. */
+int cn_handed_learn_ns(struct cn_handed_set *s, pid_t pid1, pid_t caller);
+/* Forget what cn_handed_learn_ns just learned (its caller was gone). */
+void cn_handed_forget_ns(struct cn_handed_set *s);
+
 /* Forget the record just added (its socket was not handed over after all). */
 void cn_handed_pop(struct cn_handed_set *s);
 

@@ -123,6 +123,39 @@ int cn_pidns_within(pid_t pid, dev_t dev, ino_t ino)
         return r;
 }
 
+int cn_pidns_below_own(pid_t pid, dev_t *dev, ino_t *ino)
+{
+        struct stat own;
+        if (stat("/proc/self/ns/pid", &own) < 0)
+                return -errno;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = -EPERM;
+        for (int depth = 0; depth < PIDNS_DEPTH_MAX; depth++) {
+                struct stat st, up;
+                int parent = fstat(fd, &st) < 0 ? -1 : ioctl(fd, NS_GET_PARENT);
+                if (parent < 0) {
+                        r = -errno; /* EPERM: this process's own, or not below it */
+                        break;
+                }
+                bool found =
+                    fstat(parent, &up) == 0 && up.st_dev == own.st_dev && up.st_ino == own.st_ino;
+                close(fd);
+                fd = parent;
+                if (found) {
+                        *dev = st.st_dev;
+                        *ino = st.st_ino;
+                        r = 0;
+                        break;
+                }
+        }
+        close(fd);
+        return r;
+}
+
 static bool parse_pid(const char *name, pid_t *ret)
 {
         char *end = NULL;
