@@ -42,6 +42,12 @@ struct cn_handed_set {
         /* How far up a process's parents are followed to find pid 1
          * (CN_DESCENT_MAX; smaller in tests). */
         unsigned descent_max;
+        /* The wait for the kills to take the refused sockets along runs on
+         * the caller's timers (cn_handed_wait_step) rather than in a sleep
+         * here (async); while it runs (waiting) no recheck starts. */
+        bool async, waiting;
+        pid_t wait_pid1;  /* ended when the sockets outlive the wait */
+        unsigned wait_ms; /* the delay before the step under way */
 };
 
 #define CN_DESCENT_MAX 4096

@@ -45,6 +45,23 @@ size_t cn_handed_count(const struct cn_handed_set *s);
  * must not be handed over. -errno when it cannot be read. */
 int cn_handed_add(struct cn_handed_set *s, pid_t pid1, int sock, const struct netgate_verdict *v);
 
+/* A recheck whose kills must be seen to take the refused sockets along
+ * waits for the socket table to show them gone, up to about 2.5 s (5 ms,
+ * doubled up to 1280 ms). By default that is a sleep inside
+ * cn_handed_recheck(); after cn_handed_wait_async() the recheck returns
+ * -EINPROGRESS instead and the caller runs cn_handed_wait_step() after
+ * CN_HANDED_WAIT_FIRST_MS, then after each *ret_next_ms it gives: 1 while
+ * it waits on; when done, how many were cut (the sockets still there at
+ * the end: the sandbox's pid 1 killed, "revoked_killed"), or -errno as
+ * cn_handed_recheck() would return. Meanwhile a recheck returns
+ * -EINPROGRESS and does nothing (the caller runs it again after). */
+#define CN_HANDED_WAIT_FIRST_MS 5
+#define CN_HANDED_WAIT_LAST_MS  1280
+void cn_handed_wait_async(struct cn_handed_set *s);
+bool cn_handed_waiting(const struct cn_handed_set *s);
+int cn_handed_wait_step(struct cn_handed_set *s, cn_handed_cut_fn cut, void *ud,
+                        unsigned *ret_next_ms);
+
 /* Learn the sandbox's pid namespace when not known yet: that of its pid 1
  * `pid1`, or, where its /proc is closed (an ordinary user: pid 1 is not
  * dumpable), the one on the way up from the pid namespace of `caller` (a

@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <grp.h>
 #include <limits.h>
 #include <linux/openat2.h>
@@ -68,6 +69,9 @@ struct sv_connect_notify {
         struct cn_handed_set *handed; /* the direct path's sockets handed over */
         long long sock_mnt;           /* the socket file system's mount id (connect-take.h) */
         pid_t pid1;                   /* the sandbox's pid 1; 0: not known, nothing handed */
+        struct event *wait_ev;        /* a revoke's wait for its kills (connect-handed.h) */
+        bool recheck_again;           /* a revoke came during it: rechecked after */
+        pid_t recheck_pid1;
 };
 
 static int respond(struct sv_connect_notify *cn, uint64_t id, int error, uint32_t flags)
@@ -633,6 +637,8 @@ static void readable(evutil_socket_t fd, short what, void *ud)
         }
 }
 
+static void handed_wait(evutil_socket_t fd, short what, void *ud);
+
 struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct netgate *g, int fd,
                                                 struct al_error *err)
 {
@@ -653,9 +659,11 @@ struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct 
                             ? sizes.seccomp_notif_resp
                             : sizeof(struct seccomp_notif_resp);
         cn->handed = cn_handed_new();
+        cn_handed_wait_async(cn->handed);
         cn->sock_mnt = cn_sock_mount_id(-1);
+        cn->wait_ev = evtimer_new(base, handed_wait, cn);
         cn->ev = event_new(base, fd, EV_READ | EV_PERSIST, readable, cn);
-        if (!cn->ev || event_add(cn->ev, NULL) < 0) {
+        if (!cn->ev || !cn->wait_ev || event_add(cn->ev, NULL) < 0) {
                 al_error_set(err, ENOMEM, "transparent mode: watching the notifications");
                 return sv_connect_notify_free(cn);
         }
@@ -673,10 +681,37 @@ struct sv_connect_notify *sv_connect_notify_free(struct sv_connect_notify *cn)
         }
         if (cn->ev)
                 event_free(cn->ev);
+        if (cn->wait_ev)
+                event_free(cn->wait_ev);
         cn_handed_free(cn->handed);
         close(cn->fd);
         free(cn);
         return NULL;
+}
+
+static void handed_cut(void *ud, const struct netgate_verdict *v, const char *reason);
+
+/* A step of a revoke's wait for its kills; then a revoke that came
+ * meanwhile. */
+static void handed_wait(evutil_socket_t fd, short what, void *ud)
+{
+        struct sv_connect_notify *cn = ud;
+        (void)fd;
+        (void)what;
+        unsigned next = 0;
+        int r;
+        while ((r = cn_handed_wait_step(cn->handed, handed_cut, cn->g, &next)) > 0) {
+                struct timeval tv = {next / 1000, (suseconds_t)(next % 1000) * 1000};
+                if (event_add(cn->wait_ev, &tv) == 0)
+                        return;
+                struct timespec ts = {next / 1000, (long)(next % 1000) * 1000000L};
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+                }
+        }
+        if (cn->recheck_again) {
+                cn->recheck_again = false;
+                (void)sv_connect_notify_recheck(cn, cn->recheck_pid1);
+        }
 }
 
 static bool handed_refused(void *ud, const struct netgate_verdict *v)
@@ -695,9 +730,23 @@ void sv_connect_notify_set_sandbox(struct sv_connect_notify *cn, pid_t pid1)
                 cn->pid1 = pid1;
 }
 
+static int wait_arm(struct sv_connect_notify *cn, unsigned ms)
+{
+        struct timeval tv = {ms / 1000, (suseconds_t)(ms % 1000) * 1000};
+        return event_add(cn->wait_ev, &tv);
+}
+
 int sv_connect_notify_recheck(struct sv_connect_notify *cn, pid_t pid1)
 {
         if (!cn)
                 return 0;
-        return cn_handed_recheck(cn->handed, pid1, handed_refused, handed_cut, cn->g);
+        if (cn_handed_waiting(cn->handed)) {
+                cn->recheck_again = true;
+                cn->recheck_pid1 = pid1;
+                return -EINPROGRESS;
+        }
+        int r = cn_handed_recheck(cn->handed, pid1, handed_refused, handed_cut, cn->g);
+        if (cn_handed_waiting(cn->handed) && wait_arm(cn, CN_HANDED_WAIT_FIRST_MS) < 0)
+                handed_wait(-1, 0, cn); /* no timer: waited here */
+        return r;
 }
