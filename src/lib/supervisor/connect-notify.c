@@ -586,9 +586,10 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
         /* The sandbox's pid namespace, once: from its pid 1, or where an
          * ordinary user cannot read that (pid 1 is not dumpable) from the
          * caller's upwards (connect-handed.h). Read before the check that
-         * the caller still is (its pid not another's meanwhile). */
-        int learned = cn->pid1 > 0 ? cn_handed_learn_ns(cn->handed, cn->pid1, req->pid) : -ESRCH;
-        int r = learned < 0 ? learned : inspect_socket(req->pid, target_fd, p, &stream);
+         * the caller still is (its pid not another's meanwhile); not read, the
+         * direct path refuses (cn_handed_add tries pid 1 again). */
+        int learned = cn->pid1 > 0 ? cn_handed_learn_ns(cn->handed, cn->pid1, req->pid) : 0;
+        int r = inspect_socket(req->pid, target_fd, p, &stream);
         if (r < 0 || !id_valid(cn, req->id)) {
                 if (learned > 0)
                         cn_handed_forget_ns(cn->handed);
