@@ -89,9 +89,10 @@ static void reap(void)
         for (size_t i = 0; i < n_closers; i++) {
                 siginfo_t si;
                 memset(&si, 0, sizeof(si));
-                if (waitid((idtype_t)P_PIDFD, (id_t)closers[i], &si, WEXITED | WNOHANG | __WALL) ==
-                        0 &&
-                    si.si_pid != 0) {
+                int r =
+                    waitid((idtype_t)P_PIDFD, (id_t)closers[i], &si, WEXITED | WNOHANG | __WALL);
+                /* ECHILD: reaped by a wait of someone else's (__WALL). */
+                if ((r == 0 && si.si_pid != 0) || (r < 0 && errno == ECHILD)) {
                         close(closers[i]);
                         continue;
                 }
