@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "connect-handed.h"
+#include "connect-take.h"
 
 struct cn_handed {
         dev_t dev;
@@ -30,7 +31,7 @@ struct cn_handed_set {
         struct cn_handed *h;
         size_t n;
         size_t *by_ino; /* indices of h sorted by inode, for one run */
-        bool have_ns;   /* the sandbox's pid namespace, read from a caller */
+        bool have_ns;   /* the sandbox's pid namespace, read from its pid 1 */
         dev_t nsdev;
         ino_t nsino;
         int nl;             /* the socket table (connect-sockdiag.h), opened ahead */
@@ -41,6 +42,12 @@ struct cn_handed_set {
         /* How far up a process's parents are followed to find pid 1
          * (CN_DESCENT_MAX; smaller in tests). */
         unsigned descent_max;
+        /* The wait for the kills to take the refused sockets along runs on
+         * the caller's timers (cn_handed_wait_step) rather than in a sleep
+         * here (async); while it runs (waiting) no recheck starts. */
+        bool async, waiting;
+        pid_t wait_pid1;  /* ended when the sockets outlive the wait */
+        unsigned wait_ms; /* the delay before the step under way */
 };
 
 #define CN_DESCENT_MAX 4096
@@ -82,12 +89,17 @@ static inline size_t first_with(const struct cn_handed_set *s, unsigned long lon
 /* The pid namespace of `pid` (device and inode), or -errno. */
 int cn_pidns_of(pid_t pid, dev_t *dev, ino_t *ino);
 
-/* The mount id every socket shows in its fdinfo, read from `sock` (or a
- * socket made for it when `sock` < 0); -1 when it cannot be read. */
-long long cn_sock_mount_id(int sock);
+/* The pid namespace on the way up from that of `pid` whose parent is this
+ * process's own (device and inode), or -errno (-EPERM: `pid`'s is not
+ * below this process's). */
+int cn_pidns_below_own(pid_t pid, dev_t *dev, ino_t *ino);
+
+/* Whether `pid` is in the pid namespace (dev, ino) or one nested in it
+ * (its parents, NS_GET_PARENT): 1 or 0, or -errno when it cannot be read. */
+int cn_pidns_within(pid_t pid, dev_t dev, ino_t ino);
 
 /* One scan (sc->pass) of every process of the pid namespace (nsdev,
- * nsino): 0, or -errno when /proc cannot be read (sc->truncated: not all
+ * nsino) and those nested in it: 0, or -errno when /proc cannot be read (sc->truncated: not all
  * of it was). */
 int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino);
 

@@ -144,7 +144,7 @@ static bool cut_by_kills(struct cn_handed_set *s)
 {
         if (!s->table)
                 return true;
-        for (long ms = 5; ms <= 1280; ms *= 2) {
+        for (long ms = CN_HANDED_WAIT_FIRST_MS; ms <= CN_HANDED_WAIT_LAST_MS; ms *= 2) {
                 struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L};
                 while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
                 }
@@ -193,6 +193,14 @@ static void fail_closed(struct cn_handed_set *s, struct cn_scan *sc, bool read_o
                                 missed |= k < 0;
                         }
                 }
+        }
+        /* Whether the kills took the sockets along is seen on the caller's
+         * timers (cn_handed_wait_step), the loop free meanwhile. */
+        if (killed > 0 && !missed && s->table && s->async) {
+                s->waiting = true;
+                s->wait_pid1 = sc->pid1;
+                s->wait_ms = CN_HANDED_WAIT_FIRST_MS;
+                return;
         }
         /* Nothing killed, one not killed, or the socket still there after
          * the kills: the sandbox ends. */
@@ -273,7 +281,47 @@ static int run(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused
         /* Nothing could cut or kill for those left: kept, tried again. */
         size_t left = any ? count_unreached(s) : 0;
         int n = compact(s, cut, ud);
+        if (s->waiting)
+                return -EINPROGRESS; /* the pending ones: cn_handed_wait_step */
         return left > 0 ? -EPERM : n;
+}
+
+void cn_handed_wait_async(struct cn_handed_set *s)
+{
+        s->async = true;
+}
+
+bool cn_handed_waiting(const struct cn_handed_set *s)
+{
+        return s && s->waiting;
+}
+
+int cn_handed_wait_step(struct cn_handed_set *s, cn_handed_cut_fn cut, void *ud,
+                        unsigned *ret_next_ms)
+{
+        if (!s->waiting)
+                return 0;
+        bool left = true;
+        if (read_alive(s) == 0) {
+                left = false;
+                for (size_t i = 0; i < s->n && !left; i++)
+                        left = s->h[i].pending && s->h[i].alive;
+        } else {
+                s->table = s->full = false; /* nothing is known closed: all kept */
+        }
+        if (left && s->wait_ms * 2 <= CN_HANDED_WAIT_LAST_MS) {
+                s->wait_ms *= 2;
+                *ret_next_ms = s->wait_ms;
+                return 1;
+        }
+        s->waiting = false;
+        bool ended = !left || kill_pid1(s->wait_pid1);
+        if (ended)
+                mark_killed(s);
+        for (size_t i = 0; i < s->n; i++)
+                s->h[i].pending = false;
+        int n = compact(s, cut, ud);
+        return ended ? n : -EPERM;
 }
 
 int cn_handed_recheck(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn refused,
@@ -281,6 +329,8 @@ int cn_handed_recheck(struct cn_handed_set *s, pid_t pid1, cn_handed_refused_fn 
 {
         if (!s || s->n == 0)
                 return 0;
+        if (s->waiting)
+                return -EINPROGRESS;
         return run(s, pid1, refused, cut, ud);
 }
 
@@ -295,7 +345,7 @@ static int port_of(const struct sockaddr_storage *ss, uint16_t *ret)
         return 0;
 }
 
-int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct netgate_verdict *v)
+int cn_handed_add(struct cn_handed_set *s, pid_t pid1, int sock, const struct netgate_verdict *v)
 {
         struct stat st;
         if (fstat(sock, &st) < 0)
@@ -310,13 +360,13 @@ int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct net
         if (r < 0 || (r = port_of(&peer, &rport)) < 0)
                 return r;
         if (!s->have_ns) {
-                r = cn_pidns_of(pid, &s->nsdev, &s->nsino);
+                r = cn_pidns_of(pid1, &s->nsdev, &s->nsino);
                 if (r < 0)
                         return r;
                 s->have_ns = true;
         }
-        if (s->n >= CN_HANDED_MAX)
-                (void)run(s, pid, NULL, NULL, NULL);
+        if (s->n >= CN_HANDED_MAX && !s->waiting)
+                (void)run(s, pid1, NULL, NULL, NULL);
         if (s->n >= CN_HANDED_MAX)
                 return -ENOSPC;
         uint64_t cookie = 0;
@@ -332,6 +382,24 @@ int cn_handed_add(struct cn_handed_set *s, pid_t pid, int sock, const struct net
         h->rport = rport;
         h->v = *v;
         return 0;
+}
+
+int cn_handed_learn_ns(struct cn_handed_set *s, pid_t pid1, pid_t caller)
+{
+        if (s->have_ns)
+                return 0;
+        int r = cn_pidns_of(pid1, &s->nsdev, &s->nsino);
+        if (r < 0)
+                r = cn_pidns_below_own(caller, &s->nsdev, &s->nsino);
+        if (r < 0)
+                return r;
+        s->have_ns = true;
+        return 1;
+}
+
+void cn_handed_forget_ns(struct cn_handed_set *s)
+{
+        s->have_ns = false;
 }
 
 void cn_handed_pop(struct cn_handed_set *s)

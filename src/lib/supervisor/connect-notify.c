@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <grp.h>
 #include <limits.h>
 #include <linux/openat2.h>
@@ -27,6 +28,7 @@
 
 #include "connect-handed.h"
 #include "connect-notify.h"
+#include "connect-take.h"
 #include "connect-unix.h"
 #include "fs.h"
 #include "netgate/transparent.h"
@@ -51,7 +53,6 @@ struct cn_pending {
         /* A blocking caller's Unix connect to a listener whose backlog is
          * full: tried again (unix_retry) until it is taken or times out. */
         pid_t tid;
-        pid_t caller; /* the thread that called connect() */
         struct sockaddr_storage addr;
         size_t addr_len;
         uint64_t deadline_us;
@@ -66,6 +67,11 @@ struct sv_connect_notify {
         struct cn_pending *pending;
         size_t n_pending;
         struct cn_handed_set *handed; /* the direct path's sockets handed over */
+        long long sock_mnt;           /* the socket file system's mount id (connect-take.h) */
+        pid_t pid1;                   /* the sandbox's pid 1; 0: not known, nothing handed */
+        struct event *wait_ev;        /* a revoke's wait for its kills (connect-handed.h) */
+        bool recheck_again;           /* a revoke came during it: rechecked after */
+        pid_t recheck_pid1;
 };
 
 static int respond(struct sv_connect_notify *cn, uint64_t id, int error, uint32_t flags)
@@ -93,10 +99,10 @@ static void pending_free(struct cn_pending *p)
         }
         if (p->ev)
                 event_free(p->ev);
-        if (p->sock >= 0)
-                close(p->sock);
-        if (p->dup >= 0)
-                close(p->dup);
+        /* Both may be the sandbox's (the relay's socket is its own; the
+         * direct path's is in its hands once added): cn_drop(). */
+        cn_drop(p->sock);
+        cn_drop(p->dup);
         free(p);
 }
 
@@ -136,67 +142,15 @@ static bool stays_inside(const struct sockaddr_storage *ss, size_t len)
         return true; /* AF_UNIX, AF_UNSPEC, AF_NETLINK, ...: nothing beyond */
 }
 
-/* The caller's flags for its fd, from /proc: O_NONBLOCK and O_CLOEXEC. */
-static int read_fd_flags(pid_t pid, int fd, unsigned long *ret)
-{
-        char path[64], buf[512];
-        snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
-        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-        if (f < 0)
-                return -errno;
-        ssize_t n = read(f, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = '\0';
-        const char *p = strstr(buf, "\nflags:");
-        if (!p)
-                return -EIO;
-        char *end = NULL;
-        errno = 0;
-        unsigned long v = strtoul(p + 7, &end, 8);
-        if (errno || end == p + 7)
-                return -EIO;
-        *ret = v;
-        return 0;
-}
-
-static int read_tgid(pid_t tid, pid_t *ret)
-{
-        char path[64], buf[2048];
-        snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-        if (f < 0)
-                return -errno;
-        ssize_t n = read(f, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = '\0';
-        const char *p = strstr(buf, "\nTgid:");
-        if (!p)
-                return -EIO;
-        int v = 0;
-        if (sscanf(p + 6, "%d", &v) != 1 || v <= 0)
-                return -EIO;
-        *ret = v;
-        return 0;
-}
-
 /* What the caller's socket is: type and protocol, and the options the
  * host's socket takes over. */
 static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
 {
-        pid_t tgid = 0;
-        int r = read_tgid(tid, &tgid);
+        unsigned long flags = 0;
+        int r = cn_take_socket(tid, fd, p->cn->sock_mnt, &p->dup, &flags);
         if (r < 0)
                 return r;
-        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
-        if (pidfd < 0)
-                return -errno;
-        int s = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-        if (s < 0)
-                return -errno;
-        p->dup = s;
-        int type = 0, proto = 0, on = 0;
+        int s = p->dup, type = 0, proto = 0, on = 0;
         socklen_t l = sizeof(type);
         if (getsockopt(s, SOL_SOCKET, SO_TYPE, &type, &l) < 0)
                 return -errno; /* ENOTSOCK */
@@ -211,10 +165,6 @@ static int inspect_socket(pid_t tid, int fd, struct cn_pending *p, bool *stream)
         p->nodelay = *stream && getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &on, &l) == 0 && on;
         l = sizeof(on);
         p->keepalive = getsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &on, &l) == 0 && on;
-        unsigned long flags = 0;
-        r = read_fd_flags(tid, fd, &flags);
-        if (r < 0)
-                return r;
         p->nonblock = flags & O_NONBLOCK;
         p->cloexec = flags & O_CLOEXEC;
         return 0;
@@ -258,7 +208,7 @@ static void finish(struct cn_pending *p, int error)
                 (void)fcntl(p->sock, F_SETFL, fl & ~O_NONBLOCK);
         /* Recorded before it is handed over, so a later revoke can find
          * and cut it; one that cannot be recorded is not handed over. */
-        int hr = cn_handed_add(cn->handed, p->caller, p->sock, &p->v);
+        int hr = cn->pid1 > 0 ? cn_handed_add(cn->handed, cn->pid1, p->sock, &p->v) : -ESRCH;
         if (hr < 0) {
                 netgate_transparent_record(cn->g, &p->v,
                                            hr == -ENOSPC ? "connection_limit" : "upstream_failed");
@@ -439,19 +389,13 @@ static void relay(struct sv_connect_notify *cn, struct cn_pending *p)
  * are the host's: connected, they stay so, because a disconnected one
  * (connect(AF_UNSPEC)) would reach whatever the host reaches. Any doubt
  * (no SIOCGSKNS, another namespace) is "not its own". */
-static int caller_socket(pid_t tid, int fd, int *dup, bool *own)
+static int caller_socket(struct sv_connect_notify *cn, pid_t tid, int fd, int *dup, bool *own)
 {
         *own = false;
-        pid_t tgid = 0;
-        int r = read_tgid(tid, &tgid);
+        unsigned long flags = 0;
+        int r = cn_take_socket(tid, fd, cn->sock_mnt, dup, &flags);
         if (r < 0)
                 return r;
-        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
-        if (pidfd < 0)
-                return -errno;
-        *dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-        if (*dup < 0)
-                return -errno;
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)tid);
         struct stat mine, its;
@@ -504,9 +448,9 @@ static void local_connect(struct sv_connect_notify *cn, const struct seccomp_not
                           const struct sockaddr_storage *ss, size_t len)
 {
         sa_family_t fam = len >= sizeof(sa_family_t) ? ss->ss_family : AF_UNSPEC;
-        _cleanup_close_ int dup = -1;
+        _cleanup_drop_ int dup = -1;
         bool own = false;
-        int r = caller_socket(req->pid, (int)req->data.args[0], &dup, &own);
+        int r = caller_socket(cn, req->pid, (int)req->data.args[0], &dup, &own);
         if (r < 0 || !id_valid(cn, req->id)) {
                 (void)respond(cn, req->id, r < 0 ? -r : ESRCH, 0);
                 return;
@@ -637,11 +581,18 @@ static void handle(struct sv_connect_notify *cn, const struct seccomp_notif *req
         p->cn = cn;
         p->id = req->id;
         p->target_fd = target_fd;
-        p->caller = req->pid;
         p->sock = p->dup = -1;
         bool stream = false;
+        /* The sandbox's pid namespace, once: from its pid 1, or where an
+         * ordinary user cannot read that (pid 1 is not dumpable) from the
+         * caller's upwards (connect-handed.h). Read before the check that
+         * the caller still is (its pid not another's meanwhile); not read, the
+         * direct path refuses (cn_handed_add tries pid 1 again). */
+        int learned = cn->pid1 > 0 ? cn_handed_learn_ns(cn->handed, cn->pid1, req->pid) : 0;
         int r = inspect_socket(req->pid, target_fd, p, &stream);
         if (r < 0 || !id_valid(cn, req->id)) {
+                if (learned > 0)
+                        cn_handed_forget_ns(cn->handed);
                 (void)respond(cn, req->id, r < 0 ? -r : ESRCH, 0);
                 pending_free(p);
                 return;
@@ -687,6 +638,8 @@ static void readable(evutil_socket_t fd, short what, void *ud)
         }
 }
 
+static void handed_wait(evutil_socket_t fd, short what, void *ud);
+
 struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct netgate *g, int fd,
                                                 struct al_error *err)
 {
@@ -707,8 +660,11 @@ struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct 
                             ? sizes.seccomp_notif_resp
                             : sizeof(struct seccomp_notif_resp);
         cn->handed = cn_handed_new();
+        cn_handed_wait_async(cn->handed);
+        cn->sock_mnt = cn_sock_mount_id(-1);
+        cn->wait_ev = evtimer_new(base, handed_wait, cn);
         cn->ev = event_new(base, fd, EV_READ | EV_PERSIST, readable, cn);
-        if (!cn->ev || event_add(cn->ev, NULL) < 0) {
+        if (!cn->ev || !cn->wait_ev || event_add(cn->ev, NULL) < 0) {
                 al_error_set(err, ENOMEM, "transparent mode: watching the notifications");
                 return sv_connect_notify_free(cn);
         }
@@ -726,10 +682,37 @@ struct sv_connect_notify *sv_connect_notify_free(struct sv_connect_notify *cn)
         }
         if (cn->ev)
                 event_free(cn->ev);
+        if (cn->wait_ev)
+                event_free(cn->wait_ev);
         cn_handed_free(cn->handed);
         close(cn->fd);
         free(cn);
         return NULL;
+}
+
+static void handed_cut(void *ud, const struct netgate_verdict *v, const char *reason);
+
+/* A step of a revoke's wait for its kills; then a revoke that came
+ * meanwhile. */
+static void handed_wait(evutil_socket_t fd, short what, void *ud)
+{
+        struct sv_connect_notify *cn = ud;
+        (void)fd;
+        (void)what;
+        unsigned next = 0;
+        int r;
+        while ((r = cn_handed_wait_step(cn->handed, handed_cut, cn->g, &next)) > 0) {
+                struct timeval tv = {next / 1000, (suseconds_t)(next % 1000) * 1000};
+                if (event_add(cn->wait_ev, &tv) == 0)
+                        return;
+                struct timespec ts = {next / 1000, (long)(next % 1000) * 1000000L};
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+                }
+        }
+        if (cn->recheck_again) {
+                cn->recheck_again = false;
+                (void)sv_connect_notify_recheck(cn, cn->recheck_pid1);
+        }
 }
 
 static bool handed_refused(void *ud, const struct netgate_verdict *v)
@@ -742,9 +725,29 @@ static void handed_cut(void *ud, const struct netgate_verdict *v, const char *re
         netgate_transparent_record(ud, v, reason);
 }
 
+void sv_connect_notify_set_sandbox(struct sv_connect_notify *cn, pid_t pid1)
+{
+        if (cn)
+                cn->pid1 = pid1;
+}
+
+static int wait_arm(struct sv_connect_notify *cn, unsigned ms)
+{
+        struct timeval tv = {ms / 1000, (suseconds_t)(ms % 1000) * 1000};
+        return event_add(cn->wait_ev, &tv);
+}
+
 int sv_connect_notify_recheck(struct sv_connect_notify *cn, pid_t pid1)
 {
         if (!cn)
                 return 0;
-        return cn_handed_recheck(cn->handed, pid1, handed_refused, handed_cut, cn->g);
+        if (cn_handed_waiting(cn->handed)) {
+                cn->recheck_again = true;
+                cn->recheck_pid1 = pid1;
+                return -EINPROGRESS;
+        }
+        int r = cn_handed_recheck(cn->handed, pid1, handed_refused, handed_cut, cn->g);
+        if (cn_handed_waiting(cn->handed) && wait_arm(cn, CN_HANDED_WAIT_FIRST_MS) < 0)
+                handed_wait(-1, 0, cn); /* no timer: waited here */
+        return r;
 }

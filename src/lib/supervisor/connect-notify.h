@@ -27,6 +27,12 @@ struct sv_connect_notify *sv_connect_notify_new(struct event_base *base, struct 
 /* Answer what is pending with ECONNREFUSED, close the listener: processes
  * still inside then get ENOSYS from connect(). */
 struct sv_connect_notify *sv_connect_notify_free(struct sv_connect_notify *cn);
+/* The sandbox's pid 1 (as the host sees it): the direct path's sockets
+ * are looked for at a revoke in its pid namespace and those nested in it,
+ * whichever process connected (the agent chooses which, and it may be in
+ * a pid namespace of its own, or exiting). Until it is set nothing is
+ * handed over (the connection is refused). */
+void sv_connect_notify_set_sandbox(struct sv_connect_notify *cn, pid_t pid1);
 /* The gate's rules changed (a live revoke): each socket the direct path
  * handed over that they now refuse is shut down in the sandbox's hands
  * (pid 1 `pid1`) and recorded "revoked" (connect-handed.h). Returns how

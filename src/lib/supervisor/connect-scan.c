@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <linux/sockios.h>
 #include <signal.h>
 #include <stdio.h>
@@ -88,6 +89,73 @@ int cn_pidns_of(pid_t pid, dev_t *dev, ino_t *ino)
         return 0;
 }
 
+/* Pid namespaces nest at most 32 deep (MAX_PID_NS_LEVEL). */
+#define PIDNS_DEPTH_MAX 33
+
+int cn_pidns_within(pid_t pid, dev_t dev, ino_t ino)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = 0;
+        for (int depth = 0; depth < PIDNS_DEPTH_MAX; depth++) {
+                struct stat st;
+                if (fstat(fd, &st) < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (st.st_dev == dev && st.st_ino == ino) {
+                        r = 1;
+                        break;
+                }
+                /* EPERM: the top (or beyond what this process sees). */
+                int parent = ioctl(fd, NS_GET_PARENT);
+                if (parent < 0) {
+                        r = errno == EPERM ? 0 : -errno;
+                        break;
+                }
+                close(fd);
+                fd = parent;
+        }
+        close(fd);
+        return r;
+}
+
+int cn_pidns_below_own(pid_t pid, dev_t *dev, ino_t *ino)
+{
+        struct stat own;
+        if (stat("/proc/self/ns/pid", &own) < 0)
+                return -errno;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = -EPERM;
+        for (int depth = 0; depth < PIDNS_DEPTH_MAX; depth++) {
+                struct stat st, up;
+                int parent = fstat(fd, &st) < 0 ? -1 : ioctl(fd, NS_GET_PARENT);
+                if (parent < 0) {
+                        r = -errno; /* EPERM: this process's own, or not below it */
+                        break;
+                }
+                bool found =
+                    fstat(parent, &up) == 0 && up.st_dev == own.st_dev && up.st_ino == own.st_ino;
+                close(fd);
+                fd = parent;
+                if (found) {
+                        *dev = st.st_dev;
+                        *ino = st.st_ino;
+                        r = 0;
+                        break;
+                }
+        }
+        close(fd);
+        return r;
+}
+
 static bool parse_pid(const char *name, pid_t *ret)
 {
         char *end = NULL;
@@ -157,14 +225,17 @@ static bool note_pid(pid_t *set, size_t *n, pid_t pid, bool *truncated)
         return true;
 }
 
-/* A copy of fd `fd` of `pid`, or -errno. */
+/* A copy of fd `fd` of `pid`, listed as a socket, or -errno: taken only
+ * if it still is one (the fd may have been replaced since it was listed;
+ * anything else is let go by a closer, connect-take.h). */
 static int copy_fd(pid_t pid, int fd)
 {
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         if (pidfd < 0)
                 return -errno;
-        int copy = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
-        return copy < 0 ? -errno : copy;
+        int copy = -1;
+        int r = cn_copy_socket(pidfd, fd, &copy);
+        return r < 0 ? r : copy;
 }
 
 /* The socket at `fd` of `pid` is record `h`: take it and shut it down.
@@ -172,7 +243,9 @@ static int copy_fd(pid_t pid, int fd)
  * Returns -errno when it cannot be taken (gone: -ESRCH, -EBADF). */
 static int take(struct cn_handed *h, pid_t pid, int fd)
 {
-        _cleanup_close_ int copy = copy_fd(pid, fd);
+        _cleanup_drop_ int copy = copy_fd(pid, fd);
+        if (copy == -ENOTSOCK)
+                return -ESTALE; /* another file now: not it */
         if (copy < 0)
                 return copy;
         struct stat st;
@@ -241,6 +314,8 @@ static void visit(struct cn_scan *sc, pid_t pid, int fd, unsigned long long ino)
                         int t = h->refused && !h->cut ? take(h, pid, fd) : 0;
                         if (t == -ESTALE)
                                 h->seen = was; /* another socket: not seen */
+                        if (t == -EAGAIN)
+                                sc->truncated = true; /* every closer hangs: not taken */
                         /* Listed but not to be taken (a ptrace check
                          * the listing does not make): killed if need be. */
                         if (t == -EPERM && !hide(sc, pid) && pid != sc->pid1)
@@ -251,7 +326,7 @@ static void visit(struct cn_scan *sc, pid_t pid, int fd, unsigned long long ino)
         for (size_t i = 0; i < sc->n_victims; i++)
                 if (sc->victims[i] == pid)
                         return;
-        _cleanup_close_ int copy = copy_fd(pid, fd);
+        _cleanup_drop_ int copy = copy_fd(pid, fd);
         struct stat st;
         if (copy < 0 || fstat(copy, &st) < 0 || !S_ISSOCK(st.st_mode) ||
             !unix_may_hold(copy, pid, fd))
@@ -393,7 +468,8 @@ static void scan_task(struct cn_scan *sc, pid_t pid, int taskdir, pid_t tid)
                 sc->truncated = true; /* there but unreadable */
 }
 
-/* Every process of the pid namespace (dev, ino), every task's fd table. */
+/* Every process of the pid namespace (dev, ino) and those nested in it,
+ * every task's fd table. */
 int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino)
 {
         _cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -408,9 +484,7 @@ int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino)
                 pid_t pid;
                 if (!parse_pid(de->d_name, &pid))
                         continue;
-                dev_t dev;
-                ino_t ino;
-                int r = cn_pidns_of(pid, &dev, &ino);
+                int r = cn_pidns_within(pid, nsdev, nsino);
                 if (r < 0) {
                         /* Not readable: another user's, or the sandbox's
                          * but closed (noted). Out of fds: not known. */
@@ -422,7 +496,7 @@ int cn_scan(struct cn_scan *sc, dev_t nsdev, ino_t nsino)
                                 break;
                         continue;
                 }
-                if (dev != nsdev || ino != nsino)
+                if (r == 0)
                         continue;
                 /* Only what pid 1 started could be killed: the others'
                  * sockets are not even looked at. One whose descent

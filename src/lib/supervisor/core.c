@@ -265,6 +265,7 @@ int sv_core_start_gate(struct sv_core *c, struct secrets *s, const char *account
         if (r >= 0 && c->gate)
                 r = gates_start_transparent(c->base, c->gate, &c->sp.dns_fd, &c->sp.relay_fd,
                                             &c->sp.notify_fd, &c->connect_notify, err);
+        sv_connect_notify_set_sandbox(c->connect_notify, c->sp.pid);
         if (r >= 0 && c->gate && c->policy->net_ask) {
                 sv_core_asks_begin(c);
                 netgate_set_asker(c->gate, sv_core_net_asker(c));
