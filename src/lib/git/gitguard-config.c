@@ -229,7 +229,9 @@ static int parse_key(struct cfg_parser *p, char *name, size_t name_len, char **r
                 return -1;
         p->i++;
         skip_blank(p);
-        size_t cap = p->n - p->i + 1, j = 0, trail = 0;
+        /* Grown as the value is read: sized for the rest of the file, a
+         * megabyte of short keys cost the scan seconds (quadratic). */
+        size_t cap = 64, j = 0, trail = 0;
         _cleanup_free_ char *v = xcalloc(cap, 1);
         bool quoted = false;
         for (;;) {
@@ -238,6 +240,10 @@ static int parse_key(struct cfg_parser *p, char *name, size_t name_len, char **r
                         break;
                 if (c == '\n' || c == '\0')
                         return -1;
+                if (j + 2 > cap) {
+                        v = xrealloc(v, cap * 2, 1);
+                        cap *= 2;
+                }
                 p->i++;
                 if (!quoted && (c == '#' || c == ';')) {
                         skip_line(p);
