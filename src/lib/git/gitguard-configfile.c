@@ -263,7 +263,7 @@ static void check_outside_config(struct guard_run *g, const char *abs, const cha
 {
         if (depth >= INCLUDE_DEPTH_MAX || ++g->includes > INCLUDES_MAX)
                 return;
-        _cleanup_close_ int fd = open(abs, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        _cleanup_close_ int fd = gitguard_open_regular(AT_FDCWD, abs, 0);
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)

@@ -127,11 +127,11 @@ static void hooks_path_in(struct hp_state *s, const char *abs, int depth)
         enum gitguard_where w = g ? gitguard_tree_where(g, abs, NULL, &rel) : GITGUARD_OUT;
         if (w == GITGUARD_UNKNOWN)
                 return; /* the config naming it was moved aside */
-        int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
         _cleanup_close_ int fd =
-            w == GITGUARD_IN ? fs_openat2(g->root_fd, rel, flags, 0,
-                                          RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
-                             : open(abs, flags);
+            w == GITGUARD_IN
+                ? gitguard_open_regular(g->root_fd, rel,
+                                        RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+                : gitguard_open_regular(AT_FDCWD, abs, 0);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0)
                 return;
@@ -310,7 +310,7 @@ static void add_includes(char ***v, size_t *n, int rfd, const char *root, const 
                 add_beneath(v, n, rfd, root, a);
                 if (*n == before || depth + 1 >= INCLUDE_DEPTH_MAX || --*budget <= 0)
                         continue;
-                _cleanup_close_ int fd = open((*v)[*n - 1], O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+                _cleanup_close_ int fd = gitguard_open_regular(AT_FDCWD, (*v)[*n - 1], 0);
                 _cleanup_free_ char *t = NULL;
                 size_t tl = 0;
                 if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &t, &tl) < 0)

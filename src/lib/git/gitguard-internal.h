@@ -226,6 +226,11 @@ char **gitguard_config_programs(const char *text, size_t len, size_t *ret_n);
 enum gitguard_where { GITGUARD_OUT, GITGUARD_IN, GITGUARD_UNKNOWN };
 enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *value,
                                         const char *base_rel, char **ret_rel);
+/* path (beneath dfd by openat2 with resolve, or by the kernel's ordinary
+ * walk when resolve is 0), opened for reading only when it is a plain
+ * file: a FIFO, socket or device a config names is never opened (as root,
+ * a device's driver acts on the open alone). An fd or -errno. */
+int gitguard_open_regular(int dfd, const char *path, uint64_t resolve);
 /* The same, NULL unless IN. */
 char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel);
 /* "~/x" and "~user/x" as git expands them (NULL: it cannot); anything

@@ -18,6 +18,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "gitguard-internal.h"
 #include "util.h"
 
@@ -193,4 +194,32 @@ char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char
                 return NULL;
         }
         return rel;
+}
+
+int gitguard_open_regular(int dfd, const char *path, uint64_t resolve)
+{
+        /* O_PATH: no driver's open, no FIFO's; then the same inode again,
+         * for reading, once it is known to be a plain file. */
+        _cleanup_close_ int pfd = -1;
+        if (resolve)
+                pfd = fs_openat2(dfd, path, O_PATH | O_CLOEXEC, 0, resolve);
+        else if ((pfd = openat(dfd, path, O_PATH | O_CLOEXEC)) < 0)
+                pfd = -errno;
+        if (pfd < 0)
+                return pfd;
+        struct stat st, again;
+        if (fstat(pfd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EPERM;
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+        int fd = open(proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &again) < 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino) {
+                close(fd);
+                return -ESTALE;
+        }
+        return fd;
 }
