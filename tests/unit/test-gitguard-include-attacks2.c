@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "gitguard-internal.h"
 #include "gitguard.h"
 #include "policy.h"
 #include "util.h"
@@ -213,4 +214,109 @@ Test(gitguard_include_attacks2, a_megabyte_of_short_keys_is_read_in_linear_time)
 {
         double ref = check_time("b\n"), t = check_time("b=c\n");
         cr_expect_lt(t, 8 * ref + 0.05, "b=c: %.3f s, b: %.3f s", t, ref);
+}
+
+/* A config's bytes as real host git reads them: an include git follows
+ * is one gitguard's reader names (else the file it includes goes
+ * unchecked), and a core.fsmonitor git does not take for "false" is one
+ * the check refuses. */
+static char tmpd[64];
+
+static void put_bytes(const char *name, const char *b, size_t n)
+{
+        char p[256];
+        snprintf(p, sizeof(p), "%s/%s", tmpd, name);
+        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(write(fd, b, n), (ssize_t)n);
+        close(fd);
+}
+
+/* Whether host git, reading c.cfg, read inc.cfg too. */
+static bool git_follows(void)
+{
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd),
+                 "cd %s && env -i PATH=/usr/bin:/bin HOME=%s GIT_CONFIG_NOSYSTEM=1 timeout 10 git "
+                 "config --file c.cfg --includes --list 2>/dev/null | grep -q '^user.name=inc$'",
+                 tmpd, tmpd);
+        return system(cmd) == 0;
+}
+
+/* Whether host git reads core.fsmonitor in c.cfg as false. */
+static bool git_says_false(void)
+{
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd),
+                 "cd %s && env -i PATH=/usr/bin:/bin HOME=%s GIT_CONFIG_NOSYSTEM=1 timeout 10 git "
+                 "config --file c.cfg --type=bool core.fsmonitor 2>/dev/null | grep -q '^false$'",
+                 tmpd, tmpd);
+        return system(cmd) == 0;
+}
+
+#define B(s)                                                                                       \
+        {                                                                                          \
+                s, sizeof(s) - 1                                                                   \
+        }
+
+Test(gitguard_include_attacks2, every_include_git_follows_is_one_gitguard_reads)
+{
+        if (access("/usr/bin/git", X_OK) != 0 && access("/bin/git", X_OK) != 0)
+                cr_skip_test("git is not installed");
+        snprintf(tmpd, sizeof(tmpd), "/tmp/airlock-ggia2-git-XXXXXX");
+        cr_assert_not_null(mkdtemp(tmpd));
+        put_bytes("inc.cfg", "[user]\n\tname = inc\n", 19);
+        static const struct {
+                const char *b;
+                size_t n;
+        } cases[] = {
+            B("[include]\n\tpath = inc.cfg\n"),            /* the control */
+            B("[include]\n\tpath = inc.cfg\\"),            /* a backslash at the end */
+            B("[include]\n\tpath = inc.cfg\0zz\n"),        /* a NUL ends the value */
+            B("[include]\n\tpath = \"inc.cfg\0zz\"\n"),    /* within quotes too */
+            B("[include]\n\tpath = \\\n    inc.cfg\n"),    /* blanks after a continuation */
+            B("[include]\n\tpath = \\\r\n\t inc.cfg\r\n"), /* the same, CRLF */
+            B("[user]\n\tx = a\0b\n[include]\n\tpath = inc.cfg\n"), /* after a NUL */
+        };
+        bool control = false;
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                put_bytes("c.cfg", cases[i].b, cases[i].n);
+                if (!git_follows())
+                        continue;
+                control |= i == 0;
+                size_t n = 0;
+                char **inc = gitguard_config_includes(cases[i].b, cases[i].n, &n);
+                bool found = false;
+                for (size_t k = 0; k < n; k++)
+                        found |= STREQ(inc[k], "inc.cfg");
+                strv_free(inc);
+                cr_expect(found, "case %zu: git follows the include, gitguard does not", i);
+        }
+        cr_expect(control, "git did not follow the plain include: the test proves nothing");
+        fs_remove_tree(AT_FDCWD, tmpd, 10);
+}
+
+Test(gitguard_include_attacks2, a_fsmonitor_git_does_not_read_as_false_is_refused)
+{
+        if (access("/usr/bin/git", X_OK) != 0 && access("/bin/git", X_OK) != 0)
+                cr_skip_test("git is not installed");
+        snprintf(tmpd, sizeof(tmpd), "/tmp/airlock-ggia2-git-XXXXXX");
+        cr_assert_not_null(mkdtemp(tmpd));
+        /* Git's blanks are space, tab, CR and LF only: "false\v" is a
+         * program's name to it, run from PATH. */
+        static const char *const values[] = {"false",   "false\v",     "no\f",     "0\v",
+                                             "off \f ", "\"false\"\v", "false\\\n"};
+        for (size_t i = 0; i < ARRAY_SIZE(values); i++) {
+                char text[128];
+                int n = snprintf(text, sizeof(text), "[core]\n\tfsmonitor = %s\n", values[i]);
+                put_bytes("c.cfg", text, (size_t)n);
+                bool git_false = git_says_false();
+                if (i == 0)
+                        cr_expect(git_false, "git did not read false: the test proves nothing");
+                char reason[256] = "";
+                bool refused = gitguard_config_check(text, (size_t)n, reason, sizeof(reason)) != 0;
+                cr_expect(git_false || refused, "case %zu: git runs a program gitguard let stay",
+                          i);
+        }
+        fs_remove_tree(AT_FDCWD, tmpd, 10);
 }
