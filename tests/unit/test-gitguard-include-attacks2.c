@@ -320,3 +320,76 @@ Test(gitguard_include_attacks2, a_fsmonitor_git_does_not_read_as_false_is_refuse
         }
         fs_remove_tree(AT_FDCWD, tmpd, 10);
 }
+
+/* Host git, as the user runs it in ws after the run; whether the agent's
+ * program (touching outside/pwned) ran. */
+static bool host_git_runs_it(void)
+{
+        char cmd[1024], marker[160];
+        snprintf(marker, sizeof(marker), "%s/pwned", outside);
+        snprintf(cmd, sizeof(cmd),
+                 "cd %s && env -i PATH=/usr/bin:/bin HOME=%s GIT_CONFIG_NOSYSTEM=1 timeout 20 git "
+                 "status >/dev/null 2>&1",
+                 ws, outside);
+        if (system(cmd) < 0)
+                cr_log_warn("%s: %m", cmd);
+        return access(marker, F_OK) == 0;
+}
+
+static void agent_sets_fsmonitor(const char *rel)
+{
+        char t[256];
+        snprintf(t, sizeof(t), "[core]\n\tfsmonitor = \"touch %s/pwned\"\n", outside);
+        append(rel, t);
+}
+
+/* The host's link to a config of the tree (.gitconfig-shared ->
+ * conf/team.cfg): git resolves what that file includes from the link's
+ * directory (the path it opened), not from conf/. */
+static void layout_linked_include(void)
+{
+        append(".git/config", "[include]\n\tpath = ../.gitconfig-shared\n");
+        dir("conf");
+        put("conf/team.cfg", "[include]\n\tpath = local.cfg\n");
+        char p[512];
+        path(p, sizeof(p), ".gitconfig-shared");
+        cr_assert_eq(symlink("conf/team.cfg", p), 0);
+}
+
+Test(gitguard_include_attacks2, without_the_scan_a_linked_configs_include_runs)
+{
+        setup_ws();
+        layout_linked_include();
+        agent_sets_fsmonitor("local.cfg");
+        cr_expect(host_git_runs_it(), "host git did not run it: the test below proves nothing");
+        cleanup();
+}
+
+Test(gitguard_include_attacks2, a_linked_configs_includes_are_read_from_the_links_directory)
+{
+        setup_ws();
+        layout_linked_include();
+        struct gitguard *g = begin();
+        usleep(30 * 1000);
+        agent_sets_fsmonitor("local.cfg");
+        int n = gitguard_finish(g, NULL, "t", NULL, NULL);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(host_git_runs_it(), "host git ran the agent's program");
+        cleanup();
+}
+
+/* The same file included by its own path and through the link: its
+ * relative includes are read from both directories, each checked. */
+Test(gitguard_include_attacks2, a_config_included_by_two_paths_is_read_from_both_directories)
+{
+        setup_ws();
+        append(".git/config", "[include]\n\tpath = ../conf/team.cfg\n");
+        layout_linked_include();
+        struct gitguard *g = begin();
+        usleep(30 * 1000);
+        agent_sets_fsmonitor("local.cfg");
+        int n = gitguard_finish(g, NULL, "t", NULL, NULL);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(host_git_runs_it(), "host git ran the agent's program");
+        cleanup();
+}
