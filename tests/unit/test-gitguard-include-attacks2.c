@@ -393,3 +393,28 @@ Test(gitguard_include_attacks2, a_config_included_by_two_paths_is_read_from_both
         cr_expect_not(host_git_runs_it(), "host git ran the agent's program");
         cleanup();
 }
+
+/* Includes that make the scan open a directory per component, hundreds
+ * deep ("/usr/../usr/../…"): a megabyte of them cost the start 12 s and
+ * the end as much. Past the scan's walk (32768 directories), the config
+ * naming them is moved aside, a finding. */
+Test(gitguard_include_attacks2, includes_past_the_scans_walk_fail_closed)
+{
+        setup_ws();
+        size_t cap = 64 * 4200, n = 0;
+        char *t = xcalloc(cap, 1);
+        n += (size_t)snprintf(t, cap, "[include]\n");
+        for (int i = 0; i < 60; i++) {
+                n += (size_t)snprintf(t + n, cap - n, "\tpath = /usr");
+                for (int k = 0; k < 580; k++)
+                        n += (size_t)snprintf(t + n, cap - n, "/../usr");
+                n += (size_t)snprintf(t + n, cap - n, "/x%d.cfg\n", i);
+        }
+        append(".git/config", t);
+        free(t);
+        struct gitguard *g = begin();
+        int found = gitguard_finish(g, NULL, "t", NULL, NULL);
+        cr_expect_geq(found, 1, "findings: %d", found);
+        cr_expect_not(exists(".git/config"), "the config stayed");
+        cleanup();
+}

@@ -125,8 +125,10 @@ static void hooks_path_in(struct hp_state *s, const char *abs, int depth)
         s->budget--;
         _cleanup_free_ char *rel = NULL;
         enum gitguard_where w = g ? gitguard_tree_where(g, abs, NULL, &rel) : GITGUARD_OUT;
-        if (w == GITGUARD_UNKNOWN)
-                return; /* the config naming it was moved aside */
+        /* The config naming it was moved aside; unless the scan's walk
+         * ran out, when the file is read as host git reads it. */
+        if (w == GITGUARD_UNKNOWN && g->walk_steps <= WALK_STEPS_MAX)
+                return;
         _cleanup_close_ int fd =
             w == GITGUARD_IN
                 ? gitguard_open_regular(g->root_fd, rel,

@@ -28,6 +28,11 @@
 /* How many included files one scan of a tree reads at most (git's depth
  * bounds a chain, not its fan-out). */
 #define INCLUDES_MAX 4096
+/* How many directories one scan opens, at most, to find where the paths
+ * configs name lead (a megabyte of "/usr/../usr/../…" includes cost the
+ * start 12 s): past it, a path is one Airlock cannot place (failed
+ * closed). */
+#define WALK_STEPS_MAX (32 * 1024)
 
 /* What a finding was at the start: the host's own hooks and settings,
  * unchanged by the run, are left where they are. */
@@ -93,7 +98,8 @@ struct guard_run {
         int findings;
         char *global_hooks; /* the host user's core.hooksPath, once read */
         bool global_read;
-        size_t includes; /* config files reached by includes and links */
+        size_t includes;   /* config files reached by includes and links */
+        size_t walk_steps; /* directories opened to place a path (WALK_STEPS_MAX) */
         /* The configs on the include chain being followed (a cycle), and
          * those already checked (file and working tree: not again). */
         struct gitguard_file {
@@ -224,7 +230,7 @@ char **gitguard_config_programs(const char *text, size_t len, size_t *ret_n);
  * of the run (the agent's to write, and not this scan's), to be failed
  * closed. */
 enum gitguard_where { GITGUARD_OUT, GITGUARD_IN, GITGUARD_UNKNOWN };
-enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *value,
+enum gitguard_where gitguard_tree_where(struct guard_run *g, const char *value,
                                         const char *base_rel, char **ret_rel);
 /* path (beneath dfd by openat2 with resolve, or by the kernel's ordinary
  * walk when resolve is 0), opened for reading only when it is a plain
@@ -232,7 +238,7 @@ enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *v
  * a device's driver acts on the open alone). An fd or -errno. */
 int gitguard_open_regular(int dfd, const char *path, uint64_t resolve);
 /* The same, NULL unless IN. */
-char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel);
+char *gitguard_tree_rel(struct guard_run *g, const char *value, const char *base_rel);
 /* "~/x" and "~user/x" as git expands them (NULL: it cannot); anything
  * else copied. */
 char *gitguard_expand_home(const char *value);
