@@ -418,3 +418,73 @@ Test(gitguard_include_attacks2, includes_past_the_scans_walk_fail_closed)
         cr_expect_not(exists(".git/config"), "the config stayed");
         cleanup();
 }
+
+/* The start, with a config including the same megabyte file n times. */
+static double begin_time(int n)
+{
+        char *t = xcalloc((size_t)n * 32 + 16, 1);
+        size_t k = (size_t)snprintf(t, 16, "[include]\n");
+        for (int i = 0; i < n; i++)
+                k += (size_t)snprintf(t + k, 32, "\tpath = ../big.cfg\n");
+        put(".git/config", t);
+        free(t);
+        double best = 1e9;
+        for (int i = 0; i < 2; i++) {
+                double t0 = now();
+                struct gitguard *g = begin();
+                char gd[512];
+                snprintf(gd, sizeof(gd), "%s/.git", ws);
+                size_t nt = 0;
+                strv_free(gitguard_config_targets(ws, gd, ws, &nt));
+                double d = now() - t0;
+                gitguard_discard(g);
+                best = d < best ? d : best;
+        }
+        return best;
+}
+
+/* A file included three hundred times is read once by the start's
+ * readers (it cost the start 1.5 s, and the protected targets 7 s). */
+Test(gitguard_include_attacks2, a_file_included_many_times_is_read_once)
+{
+        setup_ws();
+        size_t max = 1024 * 1024, n = 4;
+        char *b = xcalloc(max + 1, 1);
+        memcpy(b, "[a]\n", 4);
+        while (n + 4 < max) {
+                memcpy(b + n, "b=c\n", 4);
+                n += 4;
+        }
+        put("big.cfg", b);
+        free(b);
+        double once = begin_time(1), many = begin_time(300);
+        cr_expect_lt(many, 10 * once + 0.1, "300 includes: %.3f s, one: %.3f s", many, once);
+        cleanup();
+}
+
+/* ... and each time it is included it sets what git reads from it: the
+ * last core.hooksPath is the one git reads. */
+Test(gitguard_include_attacks2, a_file_included_again_sets_its_hooks_path_again)
+{
+        setup_ws();
+        put("x.cfg", "[core]\n\thooksPath = from-x\n");
+        put("y.cfg", "[user]\n\tname = y\n");
+        put("main.cfg", "[include]\n\tpath = x.cfg\n[core]\n\thooksPath = from-main\n"
+                        "[include]\n\tpath = x.cfg\n\tpath = y.cfg\n\tpath = y.cfg\n");
+        char m[512], cmd[1024];
+        path(m, sizeof(m), "main.cfg");
+        char *v = gitguard_hooks_path_of(NULL, m, NULL);
+        snprintf(cmd, sizeof(cmd),
+                 "env -i PATH=/usr/bin:/bin HOME=%s GIT_CONFIG_NOSYSTEM=1 git config --file %s "
+                 "--includes core.hooksPath | grep -qx from-x",
+                 outside, m);
+        cr_expect_eq(system(cmd), 0, "git does not read from-x: the test proves nothing");
+        cr_expect_str_eq(v ? v : "(none)", "from-x");
+        free(v);
+        put("main.cfg", "[include]\n\tpath = x.cfg\n[core]\n\thooksPath = from-main\n"
+                        "[include]\n\tpath = y.cfg\n\tpath = y.cfg\n");
+        v = gitguard_hooks_path_of(NULL, m, NULL);
+        cr_expect_str_eq(v ? v : "(none)", "from-main");
+        free(v);
+        cleanup();
+}
