@@ -5,6 +5,7 @@
  * (a FIFO here; a device such as a watchdog, a tape or a tty in the real
  * attack, whose driver acts on open alone). */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -486,5 +487,42 @@ Test(gitguard_include_attacks2, a_file_included_again_sets_its_hooks_path_again)
         v = gitguard_hooks_path_of(NULL, m, NULL);
         cr_expect_str_eq(v ? v : "(none)", "from-main");
         free(v);
+        cleanup();
+}
+
+static int open_fds(void)
+{
+        int n = 0;
+        DIR *d = opendir("/proc/self/fd");
+        cr_assert_not_null(d);
+        while (readdir(d))
+                n++;
+        closedir(d);
+        return n;
+}
+
+/* Every path the readers take (links, outside files, FIFOs, cycles,
+ * the walk's end) closes what it opened. */
+Test(gitguard_include_attacks2, the_scan_leaks_no_descriptor)
+{
+        setup_ws();
+        char cfg[512];
+        snprintf(cfg, sizeof(cfg),
+                 "[include]\n\tpath = %s\n\tpath = /usr/../usr/nothing.cfg\n\tpath = ../self.cfg\n",
+                 fifo);
+        append(".git/config", cfg);
+        put("self.cfg", "[include]\n\tpath = self.cfg\n[core]\n\thooksPath = hooks\n");
+        layout_linked_include();
+        int before = open_fds();
+        for (int i = 0; i < 3; i++) {
+                struct gitguard *g = begin();
+                agent_sets_fsmonitor("local.cfg");
+                (void)gitguard_finish(g, NULL, "t", NULL, NULL);
+                char gd[512];
+                snprintf(gd, sizeof(gd), "%s/.git", ws);
+                size_t n = 0;
+                strv_free(gitguard_config_targets(ws, gd, ws, &n));
+        }
+        cr_expect_eq(open_fds(), before, "descriptors before: %d, after: %d", before, open_fds());
         cleanup();
 }
