@@ -526,3 +526,50 @@ Test(gitguard_include_attacks2, the_scan_leaks_no_descriptor)
         cr_expect_eq(open_fds(), before, "descriptors before: %d, after: %d", before, open_fds());
         cleanup();
 }
+
+/* Your own ~/.gitconfig naming a program by a relative path
+ * (core.fsmonitor = tools/fsmon.sh): host git runs it from each working
+ * tree, where it is an ordinary file the agent writes. */
+static void global_relative_fsmonitor(void)
+{
+        char p[256];
+        snprintf(p, sizeof(p), "%s/.gitconfig", outside);
+        FILE *f = fopen(p, "we");
+        cr_assert_not_null(f);
+        fputs("[core]\n\tfsmonitor = tools/fsmon.sh\n", f);
+        fclose(f);
+        cr_assert_eq(setenv("HOME", outside, 1), 0);
+        unsetenv("XDG_CONFIG_HOME");
+        dir("tools");
+}
+
+static void agent_writes_fsmon(void)
+{
+        char t[256], p[512];
+        snprintf(t, sizeof(t), "#!/bin/sh\ntouch %s/pwned\necho 0\n", outside);
+        put("tools/fsmon.sh", t);
+        path(p, sizeof(p), "tools/fsmon.sh");
+        cr_assert_eq(chmod(p, 0755), 0);
+}
+
+Test(gitguard_include_attacks2, without_the_scan_a_global_relative_program_runs)
+{
+        setup_ws();
+        global_relative_fsmonitor();
+        agent_writes_fsmon();
+        cr_expect(host_git_runs_it(), "host git did not run it: the test below proves nothing");
+        cleanup();
+}
+
+Test(gitguard_include_attacks2, a_program_your_own_config_names_relatively_is_checked_in_each_tree)
+{
+        setup_ws();
+        global_relative_fsmonitor();
+        struct gitguard *g = begin();
+        usleep(30 * 1000);
+        agent_writes_fsmon();
+        int n = gitguard_finish(g, NULL, "t", NULL, NULL);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(host_git_runs_it(), "host git ran the agent's program");
+        cleanup();
+}

@@ -367,3 +367,61 @@ void gitguard_check_enclosing(struct guard_run *g)
         if (gitdir)
                 gitguard_check_outside_repo(g, gitdir, wt);
 }
+
+/* The programs a config outside the tree (abs) and what it includes
+ * outside name by a relative path, added to *v. */
+static void collect_relative(struct guard_run *g, const char *abs, int depth, char ***v, size_t *n,
+                             int *budget)
+{
+        if (depth >= INCLUDE_DEPTH_MAX || --*budget < 0)
+                return;
+        _cleanup_close_ int fd = gitguard_open_regular(AT_FDCWD, abs, 0);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)
+                return;
+        size_t k = 0;
+        _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &k);
+        for (size_t i = 0; i < k; i++)
+                if (progs[i][0] != '/' && progs[i][0] != '~')
+                        *v = strv_append(*v, n, progs[i]);
+        const char *slash = strrchr(abs, '/');
+        _cleanup_free_ char *dir = xasprintf("%.*s", slash ? (int)(slash - abs) : 0, abs);
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
+        for (size_t i = 0; i < k; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(inc[i], dir);
+                _cleanup_free_ char *rel = NULL;
+                if (a && gitguard_tree_where(g, a, NULL, &rel) == GITGUARD_OUT)
+                        collect_relative(g, a, depth + 1, v, n, budget);
+        }
+}
+
+void gitguard_check_global_programs(struct guard_run *g, const char *wt)
+{
+        if (!wt)
+                return;
+        if (!g->global_progs_read) {
+                g->global_progs_read = true;
+                const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+                _cleanup_free_ char *user =
+                    home && home[0] == '/' ? xasprintf("%s/.gitconfig", home) : NULL;
+                _cleanup_free_ char *xdgc = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
+                                            : home && home[0] == '/'
+                                                ? xasprintf("%s/.config/git/config", home)
+                                                : NULL;
+                const char *const files[] = {"/etc/gitconfig", xdgc, user};
+                int budget = 64;
+                for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                        _cleanup_free_ char *rel = NULL;
+                        if (files[i] &&
+                            gitguard_tree_where(g, files[i], NULL, &rel) == GITGUARD_OUT)
+                                collect_relative(g, files[i], 0, &g->global_progs,
+                                                 &g->n_global_progs, &budget);
+                }
+        }
+        for (size_t i = 0; i < g->n_global_progs; i++)
+                gitguard_check_program(g, g->global_progs[i], wt,
+                                       "a program your own git config names by a relative path "
+                                       "(host git runs it from the working tree: the agent's "
+                                       "version)");
+}

@@ -98,6 +98,11 @@ struct guard_run {
         int findings;
         char *global_hooks; /* the host user's core.hooksPath, once read */
         bool global_read;
+        /* The programs the host user's own configs name by a relative
+         * path (run from each working tree), once read. */
+        char **global_progs;
+        size_t n_global_progs;
+        bool global_progs_read;
         size_t includes;   /* config files reached by includes and links */
         size_t walk_steps; /* directories opened to place a path (WALK_STEPS_MAX) */
         /* The configs on the include chain being followed (a cycle), and
@@ -273,6 +278,10 @@ void gitguard_check_enclosing(struct guard_run *g);
  * for the project's directory) and the programs they name in it by an
  * absolute path. */
 void gitguard_check_global(struct guard_run *g);
+/* The programs those configs (and what they include outside the tree)
+ * name by a relative path: host git runs them from the working tree wt
+ * (NULL: not known), where they are files the agent writes. */
+void gitguard_check_global_programs(struct guard_run *g, const char *wt);
 /* The same for the repository at gitdir (absolute, outside the tree; a
  * linked worktree's reads its commondir's config) whose working tree is
  * wt (absolute): the enclosing one, or the one whose linked worktree the
