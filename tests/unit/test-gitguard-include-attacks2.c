@@ -573,3 +573,39 @@ Test(gitguard_include_attacks2, a_program_your_own_config_names_relatively_is_ch
         cr_expect_not(host_git_runs_it(), "host git ran the agent's program");
         cleanup();
 }
+
+/* Repositories the agent made, each with a megabyte of config that names
+ * nothing: the scan reads 16 MiB of what the run wrote, and moves the
+ * rest aside unread (100 MiB cost the end 2.8 s). */
+Test(gitguard_include_attacks2, configs_the_run_wrote_past_the_scans_bytes_are_moved_aside)
+{
+        setup_ws();
+        struct gitguard *g = begin();
+        usleep(30 * 1000);
+        size_t max = 1024 * 1024 - 8, n = 4;
+        char *b = xcalloc(max + 1, 1);
+        memcpy(b, "[a]\n", 4);
+        while (n + 4 < max) {
+                memcpy(b + n, "b=c\n", 4);
+                n += 4;
+        }
+        for (int i = 0; i < 24; i++) {
+                char r[64];
+                snprintf(r, sizeof(r), "r%d", i);
+                dir(r);
+                snprintf(r, sizeof(r), "r%d/.git", i);
+                dir(r);
+                snprintf(r, sizeof(r), "r%d/.git/objects", i);
+                dir(r);
+                snprintf(r, sizeof(r), "r%d/.git/refs", i);
+                dir(r);
+                snprintf(r, sizeof(r), "r%d/.git/HEAD", i);
+                put(r, "ref: refs/heads/main\n");
+                snprintf(r, sizeof(r), "r%d/.git/config", i);
+                put(r, b);
+        }
+        free(b);
+        int found = gitguard_finish(g, NULL, "t", NULL, NULL);
+        cr_expect_geq(found, 8, "findings: %d", found);
+        cleanup();
+}

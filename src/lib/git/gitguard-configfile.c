@@ -236,6 +236,19 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
         }
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
+        /* What the run wrote is read up to the scan's bound; past it,
+         * moved aside unread (the host's own, unchanged, is read). */
+        if (g->started && gitguard_ctime_in_run(g, &st)) {
+                g->config_bytes +=
+                    st.st_size > GITGUARD_CONFIG_MAX ? GITGUARD_CONFIG_MAX + 1 : (size_t)st.st_size;
+                if (g->config_bytes > CONFIG_BYTES_MAX) {
+                        gitguard_quarantine(g, dfd, name, rel,
+                                            "a config past the 16 MiB of config the run wrote "
+                                            "that one scan reads (not read)");
+                        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                return;
+                }
+        }
         int r = gitguard_read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len);
         char reason[256];
         if (r == -EFBIG)
