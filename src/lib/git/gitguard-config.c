@@ -128,6 +128,9 @@ struct cfg_parser {
         char sec[256];
         char sub[1024];
         bool has_sub;
+        /* Where a value held a NUL (git reads on, the value ends there for
+         * whoever uses it), 0: none. Read on as git does, then -1. */
+        size_t nul_at;
 };
 
 static int peek(const struct cfg_parser *p)
@@ -205,6 +208,36 @@ static int parse_header(struct cfg_parser *p)
         return 0;
 }
 
+/* git's blanks (its own ctype): not \v or \f. */
+static bool git_space(int c)
+{
+        return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* The next character as git's reader gives it: CRLF as LF, the end of
+ * the file as LF (a backslash there continues an empty line). */
+static int next_char(struct cfg_parser *p)
+{
+        int c = peek(p);
+        if (c < 0)
+                return '\n';
+        p->i++;
+        if (c == '\r' && peek(p) == '\n') {
+                p->i++;
+                c = '\n';
+        }
+        return c;
+}
+
+static void add_char(char **v, size_t *cap, size_t *j, char c)
+{
+        if (*j + 2 > *cap) {
+                *v = xrealloc(*v, *cap * 2, 1);
+                *cap *= 2;
+        }
+        (*v)[(*j)++] = c;
+}
+
 /* "name [= value]", the value with quotes, escapes and continuations as git
  * reads them. */
 static int parse_key(struct cfg_parser *p, char *name, size_t name_len, char **ret_value)
@@ -228,51 +261,59 @@ static int parse_key(struct cfg_parser *p, char *name, size_t name_len, char **r
         if (peek(p) != '=')
                 return -1;
         p->i++;
-        skip_blank(p);
-        size_t cap = p->n - p->i + 1, j = 0, trail = 0;
+        /* Grown as the value is read: sized for the rest of the file, a
+         * megabyte of short keys cost the scan seconds (quadratic). */
+        size_t cap = 64, j = 0, space = 0;
         _cleanup_free_ char *v = xcalloc(cap, 1);
-        bool quoted = false;
+        bool quoted = false, comment = false;
+        /* git's own reading, step by step: its blanks are space, tab, CR
+         * and LF only (a "false\v" is a program's name to it), a run of
+         * them inside the value is kept as as many spaces, none before
+         * it (nor after a continuation), a backslash at the end of the
+         * file continues the value, and a NUL ends it for whoever uses it
+         * (git keeps reading the line). */
         for (;;) {
-                int c = peek(p);
-                if (c < 0 || (c == '\n' && !quoted))
-                        break;
-                if (c == '\n' || c == '\0')
-                        return -1;
-                p->i++;
-                if (!quoted && (c == '#' || c == ';')) {
-                        skip_line(p);
+                int c = next_char(p);
+                if (c == '\n') {
+                        if (quoted)
+                                return -1;
                         break;
                 }
+                if (comment)
+                        continue;
+                if (git_space(c) && !quoted) {
+                        if (j)
+                                space++;
+                        continue;
+                }
+                if (!quoted && (c == ';' || c == '#')) {
+                        comment = true;
+                        continue;
+                }
+                for (; space; space--)
+                        add_char(&v, &cap, &j, ' ');
                 if (c == '"') {
                         quoted = !quoted;
-                        trail = j;
                         continue;
                 }
                 if (c == '\\') {
-                        int e = peek(p);
-                        if (e < 0)
-                                return -1;
-                        p->i++;
-                        if (e == '\n')
+                        c = next_char(p);
+                        if (c == '\n')
                                 continue;
-                        if (e == '\r' && peek(p) == '\n') {
-                                p->i++;
-                                continue;
-                        }
-                        c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'b' ? '\b' : e;
-                        if (!strchr("\"\\ntb", e))
+                        if (c == 't')
+                                c = '\t';
+                        else if (c == 'b')
+                                c = '\b';
+                        else if (c == 'n')
+                                c = '\n';
+                        else if (c != '\\' && c != '"')
                                 return -1;
-                        v[j++] = (char)c;
-                        trail = j;
-                        continue;
                 }
-                v[j++] = (char)c;
-                if (quoted || !isspace(c))
-                        trail = j;
+                if (c == '\0' && !p->nul_at)
+                        p->nul_at = p->i;
+                add_char(&v, &cap, &j, (char)c);
         }
-        if (quoted)
-                return -1;
-        v[trail] = '\0';
+        v[j] = '\0';
         *ret_value = TAKE_PTR(v);
         return 0;
 }
@@ -318,10 +359,12 @@ static int cfg_each(struct cfg_parser *p, cfg_key_fn fn, void *userdata)
                 _cleanup_free_ char *value = NULL;
                 if (parse_key(p, name, sizeof(name), &value) < 0)
                         return -1;
-                if (value && memchr(value, '\0', strlen(value)))
-                        return -1;
                 if (fn(p->sec, p->has_sub ? p->sub : NULL, name, value, userdata))
                         return 1;
+        }
+        if (p->nul_at) {
+                p->i = p->nul_at;
+                return -1;
         }
         return 0;
 }

@@ -17,7 +17,7 @@
 #include "util.h"
 
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
-                            const char *wt, int depth);
+                            const char *inc_dir, const char *wt, int depth);
 static void check_outside_config(struct guard_run *g, const char *abs, const char *wt, int depth);
 
 #define UNKNOWN_REASON                                                                             \
@@ -54,7 +54,7 @@ static char *dir_of(const char *rel, const char **ret_base)
  * git's depth; a link the run made on the way to it is moved aside. A
  * directory is no config git reads: left alone. */
 static void check_reached(struct guard_run *g, int dfd, const char *name, const char *rel,
-                          const char *target, const char *wt, int depth)
+                          const char *target, const char *inc_dir, const char *wt, int depth)
 {
         if (STREQ(target, "."))
                 return;
@@ -86,7 +86,13 @@ static void check_reached(struct guard_run *g, int dfd, const char *name, const 
         }
         /* Checked already for this working tree: not again (a file
          * included from many places, or many times). */
-        struct gitguard_file f = {.dev = st.st_dev, .ino = st.st_ino, .wt = wt_key(wt)};
+        /* ... and for the directory its relative includes are read from:
+         * the same file by its own path and through a link includes two
+         * different files. */
+        struct gitguard_file f = {.dev = st.st_dev,
+                                  .ino = st.st_ino,
+                                  .wt = wt_key(wt) ^
+                                        (wt_key(inc_dir ? inc_dir : dir) * 0x9E3779B97F4A7C15ULL)};
         for (size_t i = 0; i < g->n_seen; i++)
                 if (g->inc_seen[i].dev == f.dev && g->inc_seen[i].ino == f.ino &&
                     g->inc_seen[i].wt == f.wt)
@@ -94,7 +100,7 @@ static void check_reached(struct guard_run *g, int dfd, const char *name, const 
         if (g->n_seen < ARRAY_SIZE(g->inc_seen))
                 g->inc_seen[g->n_seen++] = f;
         g->inc_chain[g->n_chain++] = f;
-        check_config_at(g, pfd, base, target, wt, depth + 1);
+        check_config_at(g, pfd, base, target, inc_dir ? inc_dir : dir, wt, depth + 1);
         g->n_chain--;
 }
 
@@ -104,12 +110,12 @@ static void check_reached(struct guard_run *g, int dfd, const char *name, const 
  * One named through /proc, which Airlock cannot pin, moves the including
  * config aside. */
 static void check_includes(struct guard_run *g, int dfd, const char *name, const char *text,
-                           size_t len, const char *rel, const char *wt, int depth)
+                           size_t len, const char *rel, const char *inc_dir, const char *wt,
+                           int depth)
 {
         size_t n = 0;
         _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &n);
-        const char *slash = strrchr(rel, '/');
-        _cleanup_free_ char *base = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
+        const char *base = inc_dir;
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *target = NULL;
                 enum gitguard_where w = gitguard_tree_where(g, inc[i], base, &target);
@@ -119,7 +125,7 @@ static void check_includes(struct guard_run *g, int dfd, const char *name, const
                         return;
                 }
                 if (w == GITGUARD_IN) {
-                        check_reached(g, dfd, name, rel, target, wt, depth);
+                        check_reached(g, dfd, name, rel, target, NULL, wt, depth);
                         continue;
                 }
                 /* The host's own, outside: what it includes from the tree in
@@ -136,7 +142,7 @@ static void check_includes(struct guard_run *g, int dfd, const char *name, const
  * file of the tree. Not followed out of the tree (what is there is the
  * host's). */
 static void check_link(struct guard_run *g, int dfd, const char *name, const char *rel,
-                       const char *wt, int depth)
+                       const char *inc_dir, const char *wt, int depth)
 {
         char target[PATH_MAX];
         ssize_t k = readlinkat(dfd, name, target, sizeof(target) - 1);
@@ -150,7 +156,9 @@ static void check_link(struct guard_run *g, int dfd, const char *name, const cha
         if (w == GITGUARD_UNKNOWN)
                 gitguard_quarantine_force(g, dfd, name, rel, "a config link that " UNKNOWN_REASON);
         else if (w == GITGUARD_IN)
-                check_reached(g, dfd, name, rel, to, wt, depth);
+                /* git reads what it includes from the directory of the
+                 * path it opened (the link's), not the target's. */
+                check_reached(g, dfd, name, rel, to, inc_dir, wt, depth);
 }
 
 /* One program a config runs (value, relative to wt within the tree, or
@@ -207,8 +215,10 @@ static bool check_programs(struct guard_run *g, int dfd, const char *name, const
         return true;
 }
 
+/* inc_dir: the directory git resolves the file's relative includes from
+ * (that of the path it opened it by, through the host's links). */
 static void check_config_at(struct guard_run *g, int dfd, const char *name, const char *rel,
-                            const char *wt, int depth)
+                            const char *inc_dir, const char *wt, int depth)
 {
         struct stat st;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -217,7 +227,7 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
                 gitguard_quarantine(g, dfd, name, rel,
                                     "a config that is a symbolic link (git follows it)");
                 if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-                        check_link(g, dfd, name, rel, wt, depth);
+                        check_link(g, dfd, name, rel, inc_dir, wt, depth);
                 return;
         }
         if (!S_ISREG(st.st_mode)) {
@@ -226,6 +236,19 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
         }
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
+        /* What the run wrote is read up to the scan's bound; past it,
+         * moved aside unread (the host's own, unchanged, is read). */
+        if (g->started && gitguard_ctime_in_run(g, &st)) {
+                g->config_bytes +=
+                    st.st_size > GITGUARD_CONFIG_MAX ? GITGUARD_CONFIG_MAX + 1 : (size_t)st.st_size;
+                if (g->config_bytes > CONFIG_BYTES_MAX) {
+                        gitguard_quarantine(g, dfd, name, rel,
+                                            "a config past the 16 MiB of config the run wrote "
+                                            "that one scan reads (not read)");
+                        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                return;
+                }
+        }
         int r = gitguard_read_small(dfd, name, GITGUARD_CONFIG_MAX, &text, &len);
         char reason[256];
         if (r == -EFBIG)
@@ -234,14 +257,14 @@ static void check_config_at(struct guard_run *g, int dfd, const char *name, cons
         else if (r < 0)
                 snprintf(reason, sizeof(reason), "a config Airlock cannot read (%s)", strerror(-r));
         else if (!gitguard_config_check(text, len, reason, sizeof(reason))) {
-                check_includes(g, dfd, name, text, len, rel, wt, depth);
+                check_includes(g, dfd, name, text, len, rel, inc_dir, wt, depth);
                 return;
         }
         gitguard_quarantine(g, dfd, name, rel, reason);
         /* The host's own, kept: what it runs and includes git uses still. */
         if (r == 0 && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
             check_programs(g, dfd, name, rel, text, len, wt))
-                check_includes(g, dfd, name, text, len, rel, wt, depth);
+                check_includes(g, dfd, name, text, len, rel, inc_dir, wt, depth);
 }
 
 void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const char *rel,
@@ -253,7 +276,9 @@ void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const
         g->n_chain = 0;
         g->inc_chain[g->n_chain++] =
             (struct gitguard_file){.dev = st.st_dev, .ino = st.st_ino, .wt = wt_key(wt_rel)};
-        check_config_at(g, dfd, name, rel, wt_rel, 0);
+        const char *slash = strrchr(rel, '/');
+        _cleanup_free_ char *dir = xasprintf("%.*s", slash ? (int)(slash - rel) : 0, rel);
+        check_config_at(g, dfd, name, rel, dir, wt_rel, 0);
         g->n_chain = 0;
 }
 
@@ -263,7 +288,7 @@ static void check_outside_config(struct guard_run *g, const char *abs, const cha
 {
         if (depth >= INCLUDE_DEPTH_MAX || ++g->includes > INCLUDES_MAX)
                 return;
-        _cleanup_close_ int fd = open(abs, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        _cleanup_close_ int fd = gitguard_open_regular(AT_FDCWD, abs, 0);
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)
@@ -283,7 +308,7 @@ static void check_outside_config(struct guard_run *g, const char *abs, const cha
                 _cleanup_free_ char *target = NULL;
                 enum gitguard_where w = a ? gitguard_tree_where(g, a, NULL, &target) : GITGUARD_OUT;
                 if (w == GITGUARD_IN)
-                        check_reached(g, -1, NULL, NULL, target, wt, depth);
+                        check_reached(g, -1, NULL, NULL, target, NULL, wt, depth);
                 else if (w == GITGUARD_OUT && a) /* the host's, and what it includes */
                         check_outside_config(g, a, wt, depth + 1);
                 else if (w == GITGUARD_UNKNOWN)
@@ -354,4 +379,62 @@ void gitguard_check_enclosing(struct guard_run *g)
         _cleanup_free_ char *gitdir = gitguard_enclosing_gitdir(g->root->path, &wt);
         if (gitdir)
                 gitguard_check_outside_repo(g, gitdir, wt);
+}
+
+/* The programs a config outside the tree (abs) and what it includes
+ * outside name by a relative path, added to *v. */
+static void collect_relative(struct guard_run *g, const char *abs, int depth, char ***v, size_t *n,
+                             int *budget)
+{
+        if (depth >= INCLUDE_DEPTH_MAX || --*budget < 0)
+                return;
+        _cleanup_close_ int fd = gitguard_open_regular(AT_FDCWD, abs, 0);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)
+                return;
+        size_t k = 0;
+        _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &k);
+        for (size_t i = 0; i < k; i++)
+                if (progs[i][0] != '/' && progs[i][0] != '~')
+                        *v = strv_append(*v, n, progs[i]);
+        const char *slash = strrchr(abs, '/');
+        _cleanup_free_ char *dir = xasprintf("%.*s", slash ? (int)(slash - abs) : 0, abs);
+        _cleanup_strv_ char **inc = gitguard_config_includes(text, len, &k);
+        for (size_t i = 0; i < k; i++) {
+                _cleanup_free_ char *a = gitguard_absolute(inc[i], dir);
+                _cleanup_free_ char *rel = NULL;
+                if (a && gitguard_tree_where(g, a, NULL, &rel) == GITGUARD_OUT)
+                        collect_relative(g, a, depth + 1, v, n, budget);
+        }
+}
+
+void gitguard_check_global_programs(struct guard_run *g, const char *wt)
+{
+        if (!wt)
+                return;
+        if (!g->global_progs_read) {
+                g->global_progs_read = true;
+                const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+                _cleanup_free_ char *user =
+                    home && home[0] == '/' ? xasprintf("%s/.gitconfig", home) : NULL;
+                _cleanup_free_ char *xdgc = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
+                                            : home && home[0] == '/'
+                                                ? xasprintf("%s/.config/git/config", home)
+                                                : NULL;
+                const char *const files[] = {"/etc/gitconfig", xdgc, user};
+                int budget = 64;
+                for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                        _cleanup_free_ char *rel = NULL;
+                        if (files[i] &&
+                            gitguard_tree_where(g, files[i], NULL, &rel) == GITGUARD_OUT)
+                                collect_relative(g, files[i], 0, &g->global_progs,
+                                                 &g->n_global_progs, &budget);
+                }
+        }
+        for (size_t i = 0; i < g->n_global_progs; i++)
+                gitguard_check_program(g, g->global_progs[i], wt,
+                                       "a program your own git config names by a relative path "
+                                       "(host git runs it from the working tree: the agent's "
+                                       "version)");
 }

@@ -87,7 +87,29 @@ struct hp_state {
                 ino_t ino;
         } chain[INCLUDE_DEPTH_MAX + 2]; /* a cycle is not followed around */
         size_t n_chain;
+        /* What a file read already set, for the same path, depth and
+         * chain: a file included three hundred times is read once (a
+         * megabyte each time cost the start 1.5 s), and each time sets
+         * what it set then, as git would by reading it again. */
+        struct hp_memo {
+                dev_t dev;
+                ino_t ino;
+                uint64_t key;
+                char *value; /* NULL: it sets none */
+        } memo[64];
+        size_t n_memo;
 };
+
+static uint64_t hp_key_of(const struct hp_state *s, const char *abs, int depth)
+{
+        uint64_t h = 14695981039346656037ULL ^ (uint64_t)depth;
+        for (const char *c = abs; *c; c++)
+                h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+        for (size_t i = 0; i < s->n_chain; i++)
+                h = (h ^ (uint64_t)s->chain[i].ino ^ ((uint64_t)s->chain[i].dev << 32)) *
+                    1099511628211ULL;
+        return h;
+}
 
 struct hp_walk {
         struct hp_state *s;
@@ -125,19 +147,31 @@ static void hooks_path_in(struct hp_state *s, const char *abs, int depth)
         s->budget--;
         _cleanup_free_ char *rel = NULL;
         enum gitguard_where w = g ? gitguard_tree_where(g, abs, NULL, &rel) : GITGUARD_OUT;
-        if (w == GITGUARD_UNKNOWN)
-                return; /* the config naming it was moved aside */
-        int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+        /* The config naming it was moved aside; unless the scan's walk
+         * ran out, when the file is read as host git reads it. */
+        if (w == GITGUARD_UNKNOWN && g->walk_steps <= WALK_STEPS_MAX)
+                return;
         _cleanup_close_ int fd =
-            w == GITGUARD_IN ? fs_openat2(g->root_fd, rel, flags, 0,
-                                          RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
-                             : open(abs, flags);
+            w == GITGUARD_IN
+                ? gitguard_open_regular(g->root_fd, rel,
+                                        RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+                : gitguard_open_regular(AT_FDCWD, abs, 0);
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0)
                 return;
         for (size_t i = 0; i < s->n_chain; i++)
                 if (s->chain[i].dev == st.st_dev && s->chain[i].ino == st.st_ino)
                         return; /* a cycle: git stops with an error */
+        uint64_t key = hp_key_of(s, abs, depth);
+        for (size_t i = 0; i < s->n_memo; i++)
+                if (s->memo[i].dev == st.st_dev && s->memo[i].ino == st.st_ino &&
+                    s->memo[i].key == key) {
+                        if (s->memo[i].value) {
+                                free(*s->value);
+                                *s->value = xstrdup(s->memo[i].value);
+                        }
+                        return;
+                }
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         if (gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &text, &len) < 0)
@@ -149,8 +183,20 @@ static void hooks_path_in(struct hp_state *s, const char *abs, int depth)
         s->chain[s->n_chain].ino = st.st_ino;
         s->n_chain++;
         struct hp_walk walk = {.s = s, .dir = dir, .depth = depth};
+        char *before = *s->value;
+        *s->value = NULL;
         (void)gitguard_config_each(text, len, hp_key, &walk);
         s->n_chain--;
+        if (s->n_memo < ARRAY_SIZE(s->memo))
+                s->memo[s->n_memo++] =
+                    (struct hp_memo){.dev = st.st_dev,
+                                     .ino = st.st_ino,
+                                     .key = key,
+                                     .value = *s->value ? xstrdup(*s->value) : NULL};
+        if (*s->value)
+                free(before);
+        else
+                *s->value = before;
 }
 
 /* The last core.hooksPath of the config files (absolute; NULL ones
@@ -162,6 +208,8 @@ static char *hooks_path_files(struct guard_run *g, const char *const *files, siz
         for (size_t i = 0; i < n; i++)
                 if (files[i])
                         hooks_path_in(&s, files[i], 0);
+        for (size_t i = 0; i < s.n_memo; i++)
+                free(s.memo[i].value);
         return value;
 }
 
@@ -308,9 +356,21 @@ static void add_includes(char ***v, size_t *n, int rfd, const char *root, const 
                         continue;
                 size_t before = *n;
                 add_beneath(v, n, rfd, root, a);
-                if (*n == before || depth + 1 >= INCLUDE_DEPTH_MAX || --*budget <= 0)
+                if (*n == before)
                         continue;
-                _cleanup_close_ int fd = open((*v)[*n - 1], O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+                /* Named before: its own targets are in already (a file
+                 * included three hundred times cost the start 7 s). */
+                bool again = false;
+                for (size_t j = 0; j < before && !again; j++)
+                        again = STREQ((*v)[j], (*v)[*n - 1]);
+                if (again) {
+                        free((*v)[--*n]);
+                        (*v)[*n] = NULL;
+                        continue;
+                }
+                if (depth + 1 >= INCLUDE_DEPTH_MAX || --*budget <= 0)
+                        continue;
+                _cleanup_close_ int fd = gitguard_open_regular(AT_FDCWD, (*v)[*n - 1], 0);
                 _cleanup_free_ char *t = NULL;
                 size_t tl = 0;
                 if (fd < 0 || gitguard_read_small_fd(fd, GITGUARD_CONFIG_MAX, &t, &tl) < 0)

@@ -28,6 +28,15 @@
 /* How many included files one scan of a tree reads at most (git's depth
  * bounds a chain, not its fan-out). */
 #define INCLUDES_MAX 4096
+/* How many directories one scan opens, at most, to find where the paths
+ * configs name lead (a megabyte of "/usr/../usr/../…" includes cost the
+ * start 12 s): past it, a path is one Airlock cannot place (failed
+ * closed). */
+#define WALK_STEPS_MAX (32 * 1024)
+/* How many bytes of config one scan reads as a repository's (28 ms a
+ * megabyte): past it, a config is moved aside unread (100 MiB of the
+ * agent's configs cost the end 2.8 s). */
+#define CONFIG_BYTES_MAX (16 * 1024 * 1024)
 
 /* What a finding was at the start: the host's own hooks and settings,
  * unchanged by the run, are left where they are. */
@@ -93,7 +102,14 @@ struct guard_run {
         int findings;
         char *global_hooks; /* the host user's core.hooksPath, once read */
         bool global_read;
-        size_t includes; /* config files reached by includes and links */
+        /* The programs the host user's own configs name by a relative
+         * path (run from each working tree), once read. */
+        char **global_progs;
+        size_t n_global_progs;
+        bool global_progs_read;
+        size_t includes;     /* config files reached by includes and links */
+        size_t walk_steps;   /* directories opened to place a path (WALK_STEPS_MAX) */
+        size_t config_bytes; /* config read as a repository's (CONFIG_BYTES_MAX) */
         /* The configs on the include chain being followed (a cycle), and
          * those already checked (file and working tree: not again). */
         struct gitguard_file {
@@ -224,10 +240,15 @@ char **gitguard_config_programs(const char *text, size_t len, size_t *ret_n);
  * of the run (the agent's to write, and not this scan's), to be failed
  * closed. */
 enum gitguard_where { GITGUARD_OUT, GITGUARD_IN, GITGUARD_UNKNOWN };
-enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *value,
+enum gitguard_where gitguard_tree_where(struct guard_run *g, const char *value,
                                         const char *base_rel, char **ret_rel);
+/* path (beneath dfd by openat2 with resolve, or by the kernel's ordinary
+ * walk when resolve is 0), opened for reading only when it is a plain
+ * file: a FIFO, socket or device a config names is never opened (as root,
+ * a device's driver acts on the open alone). An fd or -errno. */
+int gitguard_open_regular(int dfd, const char *path, uint64_t resolve);
 /* The same, NULL unless IN. */
-char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel);
+char *gitguard_tree_rel(struct guard_run *g, const char *value, const char *base_rel);
 /* "~/x" and "~user/x" as git expands them (NULL: it cannot); anything
  * else copied. */
 char *gitguard_expand_home(const char *value);
@@ -262,6 +283,10 @@ void gitguard_check_enclosing(struct guard_run *g);
  * for the project's directory) and the programs they name in it by an
  * absolute path. */
 void gitguard_check_global(struct guard_run *g);
+/* The programs those configs (and what they include outside the tree)
+ * name by a relative path: host git runs them from the working tree wt
+ * (NULL: not known), where they are files the agent writes. */
+void gitguard_check_global_programs(struct guard_run *g, const char *wt);
 /* The same for the repository at gitdir (absolute, outside the tree; a
  * linked worktree's reads its commondir's config) whose working tree is
  * wt (absolute): the enclosing one, or the one whose linked worktree the

@@ -18,6 +18,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "gitguard-internal.h"
 #include "util.h"
 
@@ -106,7 +107,7 @@ static bool fd_path(int fd, char out[PATH_MAX])
  * or beneath it), the rest is the tree's, and the caller goes on without
  * following the agent's links. A step into /proc is where Airlock cannot
  * tell. A path that never lands in the tree is outside it. */
-static enum gitguard_where walk_in(const struct guard_run *g, const char *abs, char **ret_rel)
+static enum gitguard_where walk_in(struct guard_run *g, const char *abs, char **ret_rel)
 {
         struct stat rst;
         if (fstat(g->root_fd, &rst) < 0)
@@ -120,6 +121,20 @@ static enum gitguard_where walk_in(const struct guard_run *g, const char *abs, c
                 size_t k = strcspn(p, "/");
                 if (k > NAME_MAX)
                         return GITGUARD_OUT;
+                if (k == 1 && p[0] == '.') { /* no step: not a syscall */
+                        p += k;
+                        continue;
+                }
+                if (++g->walk_steps > WALK_STEPS_MAX) {
+                        if (g->walk_steps == WALK_STEPS_MAX + 1)
+                                gitguard_report(g, "",
+                                                "the paths git configs name cost more than the "
+                                                "scan opens to place them (32768 directories): "
+                                                "configs naming paths past this point fail closed",
+                                                NULL, 0);
+                        g->walk_steps = WALK_STEPS_MAX + 2;
+                        return GITGUARD_UNKNOWN;
+                }
                 char name[NAME_MAX + 1];
                 memcpy(name, p, k);
                 name[k] = '\0';
@@ -153,7 +168,7 @@ static enum gitguard_where walk_in(const struct guard_run *g, const char *abs, c
         return GITGUARD_OUT;
 }
 
-enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *value,
+enum gitguard_where gitguard_tree_where(struct guard_run *g, const char *value,
                                         const char *base_rel, char **ret_rel)
 {
         *ret_rel = NULL;
@@ -185,7 +200,7 @@ enum gitguard_where gitguard_tree_where(const struct guard_run *g, const char *v
         return walk_in(g, value, ret_rel);
 }
 
-char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char *base_rel)
+char *gitguard_tree_rel(struct guard_run *g, const char *value, const char *base_rel)
 {
         char *rel = NULL;
         if (gitguard_tree_where(g, value, base_rel, &rel) != GITGUARD_IN) {
@@ -193,4 +208,32 @@ char *gitguard_tree_rel(const struct guard_run *g, const char *value, const char
                 return NULL;
         }
         return rel;
+}
+
+int gitguard_open_regular(int dfd, const char *path, uint64_t resolve)
+{
+        /* O_PATH: no driver's open, no FIFO's; then the same inode again,
+         * for reading, once it is known to be a plain file. */
+        _cleanup_close_ int pfd = -1;
+        if (resolve)
+                pfd = fs_openat2(dfd, path, O_PATH | O_CLOEXEC, 0, resolve);
+        else if ((pfd = openat(dfd, path, O_PATH | O_CLOEXEC)) < 0)
+                pfd = -errno;
+        if (pfd < 0)
+                return pfd;
+        struct stat st, again;
+        if (fstat(pfd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EPERM;
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+        int fd = open(proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &again) < 0 || again.st_dev != st.st_dev || again.st_ino != st.st_ino) {
+                close(fd);
+                return -ESTALE;
+        }
+        return fd;
 }

@@ -365,6 +365,7 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
         gitguard_scan_hooks_path(g, rel, wt, worktree);
+        gitguard_check_global_programs(g, wt);
         /* objects/info/alternates: git reads objects from the directories
          * it names, anywhere on the host. */
         _cleanup_close_ int ofd = gitguard_open_dir(fd, "objects");
@@ -667,6 +668,7 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
                 gitguard_check_global(run);
         }
         free(run->global_hooks);
+        strv_free(run->global_progs);
         free(run);
         gitguard_known_sort(rs);
         gitguard_pdirs_sort(rs);
@@ -753,6 +755,7 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                         }
                         findings += run->findings;
                         free(run->global_hooks);
+                        strv_free(run->global_progs);
                         free(run);
                 }
         }
