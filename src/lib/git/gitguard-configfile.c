@@ -356,21 +356,16 @@ void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const 
 
 void gitguard_check_global(struct guard_run *g)
 {
-        const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
-        _cleanup_free_ char *user =
-            home && home[0] == '/' ? xasprintf("%s/.gitconfig", home) : NULL;
-        _cleanup_free_ char *xdgc = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
-                                    : home && home[0] == '/'
-                                        ? xasprintf("%s/.config/git/config", home)
-                                        : NULL;
-        const char *const files[] = {"/etc/gitconfig", xdgc, user};
-        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+        struct gitguard_globals gl;
+        gitguard_globals_get(&gl);
+        for (size_t i = 0; i < ARRAY_SIZE(gl.files); i++) {
                 _cleanup_free_ char *rel = NULL;
                 /* One in the tree (a home given as the workspace) is the
                  * walk's. */
-                if (files[i] && gitguard_tree_where(g, files[i], NULL, &rel) == GITGUARD_OUT)
-                        check_outside_config(g, files[i], NULL, 0);
+                if (gl.files[i] && gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
+                        check_outside_config(g, gl.files[i], NULL, 0);
         }
+        gitguard_globals_free(&gl);
 }
 
 void gitguard_check_enclosing(struct guard_run *g)
@@ -415,22 +410,17 @@ void gitguard_check_global_programs(struct guard_run *g, const char *wt)
                 return;
         if (!g->global_progs_read) {
                 g->global_progs_read = true;
-                const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
-                _cleanup_free_ char *user =
-                    home && home[0] == '/' ? xasprintf("%s/.gitconfig", home) : NULL;
-                _cleanup_free_ char *xdgc = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
-                                            : home && home[0] == '/'
-                                                ? xasprintf("%s/.config/git/config", home)
-                                                : NULL;
-                const char *const files[] = {"/etc/gitconfig", xdgc, user};
+                struct gitguard_globals gl;
+                gitguard_globals_get(&gl);
                 int budget = 64;
-                for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                for (size_t i = 0; i < ARRAY_SIZE(gl.files); i++) {
                         _cleanup_free_ char *rel = NULL;
-                        if (files[i] &&
-                            gitguard_tree_where(g, files[i], NULL, &rel) == GITGUARD_OUT)
-                                collect_relative(g, files[i], 0, &g->global_progs,
+                        if (gl.files[i] &&
+                            gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
+                                collect_relative(g, gl.files[i], 0, &g->global_progs,
                                                  &g->n_global_progs, &budget);
                 }
+                gitguard_globals_free(&gl);
         }
         for (size_t i = 0; i < g->n_global_progs; i++)
                 gitguard_check_program(g, g->global_progs[i], wt,

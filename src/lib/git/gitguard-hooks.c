@@ -235,17 +235,13 @@ static const char *global_hooks_path(struct guard_run *g)
         if (g->global_read)
                 return g->global_hooks;
         g->global_read = true;
-        const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
-        _cleanup_free_ char *user =
-            home && home[0] == '/' ? xasprintf("%s/.gitconfig", home) : NULL;
-        _cleanup_free_ char *xdgc = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
-                                    : home && home[0] == '/'
-                                        ? xasprintf("%s/.config/git/config", home)
-                                        : NULL;
-        const char *const files[] = {user, xdgc, "/etc/gitconfig"};
-        for (size_t i = 0; i < ARRAY_SIZE(files) && !g->global_hooks; i++)
-                if (files[i])
-                        g->global_hooks = hooks_path_files(NULL, &files[i], 1);
+        struct gitguard_globals gl;
+        gitguard_globals_get(&gl);
+        /* The last git reads wins: looked for from there. */
+        for (size_t i = ARRAY_SIZE(gl.files); i-- > 0 && !g->global_hooks;)
+                if (gl.files[i])
+                        g->global_hooks = hooks_path_files(NULL, &gl.files[i], 1);
+        gitguard_globals_free(&gl);
         return g->global_hooks;
 }
 

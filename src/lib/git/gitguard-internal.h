@@ -274,6 +274,17 @@ bool gitguard_ctime_in_run(const struct guard_run *g, const struct stat *st);
 /* value as an absolute path: "~/x" from $HOME, "~user/x", a relative one
  * from base (NULL: none) (gitguard-path.c). */
 char *gitguard_absolute(const char *value, const char *base);
+
+/* The host user's own git configs, in the order git reads them (the last
+ * one wins): /etc/gitconfig, $XDG_CONFIG_HOME/git/config (else
+ * ~/.config/git/config), ~/.gitconfig; NULL where the environment names
+ * none (gitguard-path.c). */
+struct gitguard_globals {
+        char *xdg, *user;
+        const char *files[3];
+};
+void gitguard_globals_get(struct gitguard_globals *gl);
+void gitguard_globals_free(struct gitguard_globals *gl);
 /* What the config of the repository the tree lies in makes host git run or
  * read from the tree: its hooksPath directory, programs and includes,
  * checked as a repository's own (gitguard-configfile.c). */

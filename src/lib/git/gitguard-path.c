@@ -237,3 +237,24 @@ int gitguard_open_regular(int dfd, const char *path, uint64_t resolve)
         }
         return fd;
 }
+
+void gitguard_globals_get(struct gitguard_globals *gl)
+{
+        const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+        bool has_home = home && home[0] == '/';
+        *gl = (struct gitguard_globals){0};
+        gl->user = has_home ? xasprintf("%s/.gitconfig", home) : NULL;
+        gl->xdg = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
+                  : has_home           ? xasprintf("%s/.config/git/config", home)
+                                       : NULL;
+        gl->files[0] = "/etc/gitconfig";
+        gl->files[1] = gl->xdg;
+        gl->files[2] = gl->user;
+}
+
+void gitguard_globals_free(struct gitguard_globals *gl)
+{
+        free(gl->xdg);
+        free(gl->user);
+        *gl = (struct gitguard_globals){0};
+}
