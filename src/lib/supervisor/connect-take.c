@@ -37,19 +37,27 @@ static int fdinfo_number(const char *buf, const char *name, int base, unsigned l
         return 0;
 }
 
+int cn_read_small(const char *path, char *buf, size_t size)
+{
+        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
+        if (f < 0)
+                return -errno;
+        ssize_t n = read(f, buf, size - 1);
+        if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+        buf[n] = '\0';
+        return 0;
+}
+
 int cn_fdinfo_read(pid_t pid, int fd, struct cn_fdinfo *ret)
 {
         char path[64], buf[1024];
         snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
-        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-        if (f < 0)
-                return -errno;
-        ssize_t n = read(f, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = '\0';
+        int r = cn_read_small(path, buf, sizeof(buf));
+        if (r < 0)
+                return r;
         unsigned long long flags = 0, mnt = 0, ino = 0;
-        int r = fdinfo_number(buf, "\nflags:", 8, &flags);
+        r = fdinfo_number(buf, "\nflags:", 8, &flags);
         if (r < 0 || (r = fdinfo_number(buf, "\nmnt_id:", 10, &mnt)) < 0 ||
             (r = fdinfo_number(buf, "\nino:", 10, &ino)) < 0)
                 return r;
@@ -64,13 +72,9 @@ int cn_tgid_of(pid_t tid, pid_t *ret)
 {
         char path[64], buf[2048];
         snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-        if (f < 0)
-                return -errno;
-        ssize_t n = read(f, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = '\0';
+        int r = cn_read_small(path, buf, sizeof(buf));
+        if (r < 0)
+                return r;
         unsigned long long v = 0;
         if (fdinfo_number(buf, "\nTgid:", 10, &v) < 0 || v == 0 || v > INT32_MAX)
                 return -EIO;

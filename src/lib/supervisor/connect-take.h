@@ -30,6 +30,10 @@ struct cn_fdinfo {
         unsigned long long ino;
 };
 
+/* The start of a small /proc file (one read, at most size - 1 bytes) in
+ * buf, NUL-terminated; -errno, or -EIO when it is empty. */
+int cn_read_small(const char *path, char *buf, size_t size);
+
 /* fd `fd` of `pid` (a thread id is fine), or -errno (-ENOENT: not open). */
 int cn_fdinfo_read(pid_t pid, int fd, struct cn_fdinfo *ret);
 

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "connect-take.h"
 #include "connect-unix.h"
 #include "fs.h"
 #include "util.h"
@@ -34,13 +35,9 @@ static int read_cred(pid_t tid, struct caller_cred *c)
 {
         char path[64], buf[8192];
         snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-        _cleanup_close_ int f = open(path, O_RDONLY | O_CLOEXEC);
-        if (f < 0)
-                return -errno;
-        ssize_t n = read(f, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return n < 0 ? -errno : -EIO;
-        buf[n] = '\0';
+        int r = cn_read_small(path, buf, sizeof(buf));
+        if (r < 0)
+                return r;
         const char *u = strstr(buf, "\nUid:"), *g = strstr(buf, "\nGid:"),
                    *gs = strstr(buf, "\nGroups:");
         unsigned a, b, cc, fs, ga, gb, gc, gfs;
