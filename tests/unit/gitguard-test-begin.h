@@ -10,12 +10,9 @@
 #include "gitguard.h"
 #include "policy.h"
 
-/* The guard's start for a read-write workspace at root, past the file
- * system's clock tick: what was written in the tick the run starts in
- * counts as the run's. */
-static inline struct gitguard *gg_begin_at(const char *root)
+/* The guard's start for a read-write workspace at root. */
+static inline struct gitguard *gg_begin_now(const char *root)
 {
-        usleep(30 * 1000);
         struct policy *p = policy_new();
         struct al_error e = {0};
         char json[512];
@@ -26,4 +23,12 @@ static inline struct gitguard *gg_begin_at(const char *root)
         cr_assert_not_null(g);
         policy_free(p);
         return g;
+}
+
+/* The same past the file system's clock tick: what was written in the
+ * tick the run starts in counts as the run's. */
+static inline struct gitguard *gg_begin_at(const char *root)
+{
+        usleep(30 * 1000);
+        return gg_begin_now(root);
 }

@@ -36,6 +36,16 @@ static inline void put(const char *rel, const char *text)
         close(fd);
 }
 
+static inline void append(const char *rel, const char *text)
+{
+        char p[512];
+        path(p, sizeof(p), rel);
+        FILE *f = fopen(p, "ae");
+        cr_assert_not_null(f, "%s", p);
+        fputs(text, f);
+        fclose(f);
+}
+
 static inline void dir(const char *rel)
 {
         char p[512];

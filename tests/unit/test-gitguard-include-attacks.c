@@ -64,16 +64,6 @@ static void cleanup(void)
         fs_remove_tree(AT_FDCWD, home, 100);
 }
 
-static void append(const char *rel, const char *text)
-{
-        char p[512];
-        path(p, sizeof(p), rel);
-        FILE *f = fopen(p, "ae");
-        cr_assert_not_null(f, "%s", p);
-        fputs(text, f);
-        fclose(f);
-}
-
 /* Host git, as the user would run it after the run, in ws/sub. */
 static void host_git(const char *sub, const char *args)
 {

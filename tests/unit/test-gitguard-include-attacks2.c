@@ -97,28 +97,9 @@ static void cleanup(void)
         fs_remove_tree(AT_FDCWD, outside, 100);
 }
 
-static void append(const char *rel, const char *text)
-{
-        char p[512];
-        path(p, sizeof(p), rel);
-        FILE *f = fopen(p, "ae");
-        cr_assert_not_null(f, "%s", p);
-        fputs(text, f);
-        fclose(f);
-}
-
 static struct gitguard *begin(void)
 {
-        struct policy *p = policy_new();
-        struct al_error e = {0};
-        char json[512];
-        snprintf(json, sizeof(json), "{\"workspace\": {\"path\": \"%s\", \"mode\": \"rw\"}}", ws);
-        cr_assert_eq(policy_load_string(p, json, "policy.json", &e), 0, "%s", e.msg);
-        cr_assert_eq(policy_finalize(p, "/", "/root", &e), 0, "%s", e.msg);
-        struct gitguard *g = gitguard_begin(p);
-        cr_assert_not_null(g);
-        policy_free(p);
-        return g;
+        return gg_begin_now(ws);
 }
 
 static double now(void)
