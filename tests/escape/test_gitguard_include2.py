@@ -7,35 +7,14 @@ core.fsmonitor there; after the run, real host git is run in the
 workspace, and the program must not have run."""
 
 import os
-import subprocess
 
-import pytest
-
-GIT = "/usr/bin/git"
-
-
-def host_git(cwd, *args, home):
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1"}
-    return subprocess.run(
-        [GIT, "-c", "safe.directory=*", *args],
-        cwd=str(cwd), env=env, capture_output=True, text=True, timeout=30)
-
-
-@pytest.fixture
-def host(tmp_path):
-    if not os.access(GIT, os.X_OK):
-        pytest.skip("git is not installed")
-    home = tmp_path / "home"
-    home.mkdir()
-    return home
+from test_gitguard_include import _repo, host, host_git  # noqa: F401 (host: a fixture)
 
 
 def test_what_a_linked_config_includes_is_read_from_the_links_directory(airlock, host):
     ws = airlock.make_dir()
     marker = host / "pwned"
-    subprocess.run([GIT, "init", "-q", "-b", "main", str(ws)], check=True, timeout=30)
-    with open(ws / ".git" / "config", "a") as f:
-        f.write("[include]\n\tpath = ../.gitconfig-shared\n")
+    _repo(ws, "[include]\n\tpath = ../.gitconfig-shared\n")
     (ws / "conf").mkdir()
     (ws / "conf" / "team.cfg").write_text("[include]\n\tpath = local.cfg\n")
     os.symlink("conf/team.cfg", ws / ".gitconfig-shared")
