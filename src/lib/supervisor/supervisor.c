@@ -490,13 +490,14 @@ int supervisor_run(const struct supervisor_config *cfg, struct supervisor_result
                 goto done;
         }
 
+        /* The tool calls under way, kept before any call can start:
+         * whoever sweeps this run after its owner died closes them
+         * (orphans.c). */
+        if (cfg->open_calls_dir)
+                core->open_calls = open_calls_new_lazy(cfg->open_calls_dir);
         /* The gate accepts on listeners that live in the sandbox's network
          * namespace; the routes listener stays closed (connections refused)
          * when the policy has no routes. */
-        /* Kept before any call can start: whoever sweeps this run after
-         * its owner died closes them (orphans.c). */
-        if (cfg->open_calls_dir)
-                core->open_calls = open_calls_new_lazy(cfg->open_calls_dir);
         if (sv_core_start_gate(core, cfg->secrets, cfg->account, on_net_decision, &sv, &e) < 0 ||
             sv_core_start_tools(core, cfg->secrets, cfg->account, &e) < 0) {
                 kill_sandbox(&sv);
