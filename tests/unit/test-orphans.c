@@ -152,3 +152,24 @@ Test(orphans, no_state_root_is_no_run)
         cr_assert_eq(orphans_sweep(missing, &err), 0, "%s", err.msg);
         cr_assert_eq(orphans_sweep(NULL, &err), 0);
 }
+
+/* A calls file beside the record that is not what the supervisor writes
+ * does not keep the run's own end off the log: the run is ended without
+ * it, once, and what it left is removed. */
+Test(orphans, an_unreadable_calls_file_does_not_hold_the_end)
+{
+        struct al_error err = {0};
+        char reason[64] = "";
+        write_record("run", "[]");
+        _cleanup_free_ char *calls = xasprintf("%s/%s.calls", runs, ID);
+        cr_assert_eq(mkdir(calls, 0700), 0);
+        _cleanup_free_ char *file = xasprintf("%s/tool-calls.json", calls);
+        _cleanup_close_ int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(write_full(fd, "{not json", 9), 0);
+        cr_assert_eq(orphans_sweep(root, &err), 1, "%s", err.msg);
+        cr_assert_eq(ends(reason, sizeof(reason)), 1);
+        cr_assert_str_eq(reason, "owner_died");
+        cr_assert(!record_exists());
+        cr_assert_neq(access(calls, F_OK), 0, "the calls directory stayed");
+}
