@@ -133,6 +133,7 @@ void warm_start(struct child_ctx *ctx, int sync, int sfd)
                 warm_lost = true;
                 return;
         }
+        al_trace_mark("init.warm_fork");
         pid_t pid = fork();
         if (pid < 0) {
                 close(wp[0]);
