@@ -20,9 +20,11 @@
 #include "gitops.h"
 #include "util.h"
 
+#include "gitops-test-remote.h"
+
 #define MiB (1024LL * 1024)
 
-static char top[64], bare[128], url[160], ws[128], tmp[128];
+static char tmp[128];
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -50,20 +52,9 @@ static void commit_readme(const char *dir)
 
 static void setup(void)
 {
-        git_libgit2_init();
-        snprintf(top, sizeof(top), "/var/tmp/airlock-test-gcsparse-XXXXXX");
-        cr_assert_not_null(mkdtemp(top));
-        snprintf(bare, sizeof(bare), "%s/remote.git", top);
-        snprintf(url, sizeof(url), "file://%s", bare);
-        snprintf(ws, sizeof(ws), "%s/ws", top);
+        gitops_test_remote("/var/tmp/airlock-test-gcsparse-XXXXXX");
         snprintf(tmp, sizeof(tmp), "%s/tmp", top);
         cr_assert_eq(mkdir(tmp, 0700), 0);
-        git_repository *repo;
-        git_repository_init_options o = GIT_REPOSITORY_INIT_OPTIONS_INIT;
-        o.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH;
-        o.initial_head = "main";
-        cr_assert_eq(git_repository_init_ext(&repo, bare, &o), 0);
-        git_repository_free(repo);
         commit_readme(bare);
 }
 

@@ -20,6 +20,8 @@
 #include "gitops.h"
 #include "util.h"
 
+#include "gitops-test-remote.h"
+
 #define MiB        (1024 * 1024)
 #define MEMORY_MAX (384LL * MiB)
 
@@ -30,8 +32,6 @@
 #define ASAN 1
 #endif
 #endif
-
-static char top[64], bare[128], url[160], ws[128];
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -69,18 +69,7 @@ static void commit_blob(const char *dir, const char *path, const char *content, 
 
 static void setup(void)
 {
-        git_libgit2_init();
-        snprintf(top, sizeof(top), "/var/tmp/airlock-test-gexsize-XXXXXX");
-        cr_assert_not_null(mkdtemp(top));
-        snprintf(bare, sizeof(bare), "%s/remote.git", top);
-        snprintf(url, sizeof(url), "file://%s", bare);
-        snprintf(ws, sizeof(ws), "%s/ws", top);
-        git_repository *repo;
-        git_repository_init_options o = GIT_REPOSITORY_INIT_OPTIONS_INIT;
-        o.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH;
-        o.initial_head = "main";
-        cr_assert_eq(git_repository_init_ext(&repo, bare, &o), 0);
-        git_repository_free(repo);
+        gitops_test_remote("/var/tmp/airlock-test-gexsize-XXXXXX");
         commit_blob(bare, "README", "hello\n", 6);
 }
 

@@ -11,8 +11,8 @@
 #include "gitops.h"
 #include "util.h"
 
-static char top[64];
-static char bare[128], url[160], ws[128];
+#include "gitops-test-remote.h"
+
 static char seed[GITOPS_OID_HEX + 1];
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
@@ -60,18 +60,7 @@ static void commit_file(const char *dir, const char *path, const char *content, 
 
 static void setup(void)
 {
-        git_libgit2_init();
-        snprintf(top, sizeof(top), "/var/tmp/airlock-test-gitops-XXXXXX");
-        cr_assert_not_null(mkdtemp(top));
-        snprintf(bare, sizeof(bare), "%s/remote.git", top);
-        snprintf(url, sizeof(url), "file://%s", bare);
-        snprintf(ws, sizeof(ws), "%s/ws", top);
-        git_repository *repo;
-        git_repository_init_options o = GIT_REPOSITORY_INIT_OPTIONS_INIT;
-        o.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH;
-        o.initial_head = "main";
-        cr_assert_eq(git_repository_init_ext(&repo, bare, &o), 0);
-        git_repository_free(repo);
+        gitops_test_remote("/var/tmp/airlock-test-gitops-XXXXXX");
         commit_file(bare, "README", "hello\n", "initial\n", false, seed);
 }
 
