@@ -16,38 +16,22 @@ recognises, so the host's output redaction cannot hide a leak."""
 import html
 import json
 import socketserver
-import threading
 
 import pytest
+from reflectlib import read_request, serving
 
 # Token characters only: a valid HTTP field name.
 SECRET = "sk-tok_3c9Q.a7e1d0b5f2K8vY!x"
 MASK = 0x5A
 
 
-class Upstream(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.seen = []
-        self.port = self.server_address[1]
-
-
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
-        line = self.rfile.readline().decode(errors="replace")
-        if not line:
+        req = read_request(self.rfile)
+        if req is None:
             return
-        path = line.split(" ")[1]
-        headers = {}
-        while True:
-            h = self.rfile.readline().decode(errors="replace")
-            if h in ("\r\n", "\n", ""):
-                break
-            k, v = h.split(":", 1)
-            headers[k.strip().lower()] = v.strip()
+        _, path, fields = req
+        headers = {k.lower(): v for k, v in fields}
         key = headers.get("x-api-key", "")
         self.server.seen.append(key)
         body = b"ok\n"
@@ -82,10 +66,8 @@ class Handler(socketserver.StreamRequestHandler):
 
 @pytest.fixture(scope="module")
 def upstream():
-    srv = Upstream()
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown()
+    with serving(Handler) as srv:
+        yield srv
 
 
 CLIENT = r"""

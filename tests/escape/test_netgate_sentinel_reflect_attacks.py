@@ -15,37 +15,21 @@ import gzip
 import json
 import os
 import socketserver
-import threading
 
 import pytest
+from reflectlib import read_request, serving
 
 SECRET = "ghp_refl7c2Q9xV3kT0mB5sN8aW1yE4uR6iO"
 MASK = 0x5A
 
 
-class Upstream(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.seen = []
-        self.port = self.server_address[1]
-
-
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
-        line = self.rfile.readline().decode(errors="replace")
-        if not line:
+        req = read_request(self.rfile)
+        if req is None:
             return
-        path = line.split(" ")[1]
-        headers = []
-        while True:
-            h = self.rfile.readline().decode(errors="replace")
-            if h in ("\r\n", "\n", ""):
-                break
-            k, v = h.split(":", 1)
-            headers.append((k.strip().lower(), v.strip()))
+        _, path, fields = req
+        headers = [(k.lower(), v) for k, v in fields]
         self.server.seen.append(dict(headers))
         body = json.dumps({"headers": headers}).encode()
         wants = "gzip" in dict(headers).get("accept-encoding", "")
@@ -60,11 +44,8 @@ class Handler(socketserver.StreamRequestHandler):
 
 @pytest.fixture
 def upstream():
-    srv = Upstream()
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with serving(Handler) as srv:
+        yield srv
 
 
 CLIENT = r"""

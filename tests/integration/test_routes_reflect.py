@@ -16,11 +16,11 @@ import gzip
 import json
 import socket
 import socketserver
-import threading
 import time
 import urllib.parse
 
 import pytest
+from reflectlib import read_request, serving
 
 SECRET = "sk-refl/3c9+Q_a7e1d0b5f2=K8vY"
 MASK = 0x5A
@@ -51,16 +51,6 @@ def _forms_text(key):
     })
 
 
-class Upstream(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.seen = []
-        self.port = self.server_address[1]
-
-
 class Handler(socketserver.StreamRequestHandler):
     def _send(self, data, piece=3):
         # Tiny writes, so that the gate reads the key split across reads.
@@ -70,21 +60,11 @@ class Handler(socketserver.StreamRequestHandler):
 
     def handle(self):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        line = self.rfile.readline().decode(errors="replace")
-        if not line:
+        req = read_request(self.rfile)
+        if req is None:
             return
-        method, path, _ = line.split(" ", 2)
-        headers = []
-        while True:
-            h = self.rfile.readline().decode(errors="replace")
-            if h in ("\r\n", "\n", ""):
-                break
-            k, v = h.split(":", 1)
-            headers.append((k.strip(), v.strip()))
+        _, path, headers = req
         hd = {k.lower(): v for k, v in headers}
-        n = int(hd.get("content-length", "0"))
-        if n:
-            self.rfile.read(n)
         self.server.seen.append({"path": path, "headers": headers})
         key = hd.get("x-api-key", "")
         raw_head = "".join(f"{k}: {v}\r\n" for k, v in headers)
@@ -125,10 +105,8 @@ class Handler(socketserver.StreamRequestHandler):
 
 @pytest.fixture(scope="module")
 def upstream():
-    srv = Upstream()
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield srv
-    srv.shutdown()
+    with serving(Handler) as srv:
+        yield srv
 
 
 CLIENT = r"""
