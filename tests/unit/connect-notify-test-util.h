@@ -25,7 +25,8 @@
 #include "supervisor/connect-notify.h"
 #include "util.h"
 
-static inline void cnt_send_fd(int over, int fd)
+/* Sends fd over the socket `over` in an SCM_RIGHTS message (one byte). */
+static inline bool cnt_sendmsg_fd(int over, int fd)
 {
         char cbuf[CMSG_SPACE(sizeof(int))];
         memset(cbuf, 0, sizeof(cbuf));
@@ -37,7 +38,13 @@ static inline void cnt_send_fd(int over, int fd)
         c->cmsg_type = SCM_RIGHTS;
         c->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        if (sendmsg(over, &m, 0) != 1)
+        return sendmsg(over, &m, 0) == 1;
+}
+
+/* In a child: cnt_sendmsg_fd, or exit 90. */
+static inline void cnt_send_fd(int over, int fd)
+{
+        if (!cnt_sendmsg_fd(over, fd))
                 _exit(90);
 }
 

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "supervisor/connect-handed-internal.h"
+#include "connect-notify-test-util.h"
 #include "util.h"
 
 static size_t cuts;
@@ -54,21 +55,6 @@ static void drop_net_admin(void)
         cr_assert_eq(syscall(SYS_capget, &h, d), 0);
         d[CAP_NET_ADMIN / 32].effective &= ~(1u << (CAP_NET_ADMIN % 32));
         cr_assert_eq(syscall(SYS_capset, &h, d), 0);
-}
-
-static void send_fd(int over, int fd)
-{
-        char cbuf[CMSG_SPACE(sizeof(int))];
-        memset(cbuf, 0, sizeof(cbuf));
-        struct iovec iov = {.iov_base = "x", .iov_len = 1};
-        struct msghdr m = {
-            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        cr_assert_eq(sendmsg(over, &m, 0), 1);
 }
 
 /* Each test makes a pid namespace for its children with unshare: the leak
@@ -158,7 +144,7 @@ Test(connect_handed_attacks, an_unkillable_receiver_ends_the_sandbox, .timeout =
         char rb;
         cr_assert_eq(read(ready[0], &rb, 1), 0, "every process set up");
         close(ready[0]);
-        send_fd(sp[0], c);
+        cr_assert(cnt_sendmsg_fd(sp[0], c));
         close(c);
         close(sp[0]);
 
@@ -238,7 +224,7 @@ Test(connect_handed_attacks, a_cut_not_done_by_the_kills_ends_the_sandbox, .time
         char rb;
         cr_assert_eq(read(ready[0], &rb, 1), 0, "every process set up");
         close(ready[0]);
-        send_fd(sp[0], c);
+        cr_assert(cnt_sendmsg_fd(sp[0], c));
         close(c);
         close(sp[0]);
 

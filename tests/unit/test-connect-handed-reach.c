@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "supervisor/connect-handed.h"
+#include "connect-notify-test-util.h"
 #include "util.h"
 
 static int listener = -1;
@@ -82,21 +83,6 @@ static bool ended(int s)
         return recv(s, &c, 1, MSG_DONTWAIT) <= 0;
 }
 
-static void send_fd(int over, int fd)
-{
-        char cbuf[CMSG_SPACE(sizeof(int))];
-        memset(cbuf, 0, sizeof(cbuf));
-        struct iovec iov = {.iov_base = "x", .iov_len = 1};
-        struct msghdr m = {
-            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        cr_assert_eq(sendmsg(over, &m, 0), 1);
-}
-
 Test(connect_handed_reach, a_refused_socket_in_transit_is_cut, .init = setup, .fini = teardown,
      .timeout = 20)
 {
@@ -131,7 +117,7 @@ Test(connect_handed_reach, a_refused_socket_in_transit_is_cut, .init = setup, .f
         char rb;
         cr_assert_eq(read(ready[0], &rb, 1), 0);
         close(ready[0]);
-        send_fd(sp[0], c);
+        cr_assert(cnt_sendmsg_fd(sp[0], c));
         close(c);
         close(sp[0]);
 
@@ -193,21 +179,6 @@ Test(connect_handed_reach, proc_unreadable_fails_closed, .init = setup, .fini = 
         cn_handed_free(s);
 }
 
-static int recv_fd(int over)
-{
-        char cbuf[CMSG_SPACE(sizeof(int))], b;
-        struct iovec iov = {.iov_base = &b, .iov_len = 1};
-        struct msghdr m = {
-            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
-        if (recvmsg(over, &m, MSG_CMSG_CLOEXEC) != 1)
-                return -1;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        int fd = -1;
-        if (c && c->cmsg_type == SCM_RIGHTS)
-                memcpy(&fd, CMSG_DATA(c), sizeof(int));
-        return fd;
-}
-
 /* A change that refuses nothing must not forget a socket only because it
  * was in transit then: received later, it is cut at the next revoke. */
 Test(connect_handed_reach, a_socket_in_transit_at_a_change_is_remembered, .init = setup,
@@ -233,7 +204,7 @@ Test(connect_handed_reach, a_socket_in_transit_at_a_change_is_remembered, .init 
                 char b;
                 if (write(ready[1], "r", 1) != 1 || read(go[0], &b, 1) != 1)
                         _exit(1);
-                int got = recv_fd(sp[1]); /* held from now on */
+                int got = cnt_recv_fd(sp[1]); /* held from now on */
                 if (got < 0 || write(ready[1], "g", 1) != 1)
                         _exit(2);
                 if (read(go[0], &b, 1) < 0)
@@ -245,7 +216,7 @@ Test(connect_handed_reach, a_socket_in_transit_at_a_change_is_remembered, .init 
         close(ready[1]);
         char b;
         cr_assert_eq(read(ready[0], &b, 1), 1);
-        send_fd(sp[0], c);
+        cr_assert(cnt_sendmsg_fd(sp[0], c));
         close(c);
 
         /* Nothing refused: the one in transit is kept. */
