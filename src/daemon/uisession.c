@@ -199,6 +199,29 @@ bool ui_csrf_ok(const struct ui_session *s, const char *header)
                hex_eq(s->csrf, header, UI_SECRET_HEX);
 }
 
+int ui_ws_protocol_token(const char *header, char ret[static UI_SECRET_HEX + 1])
+{
+        const size_t plen = strlen(UI_WS_TOKEN_PREFIX);
+        for (const char *p = header; p && *p;) {
+                while (*p == ' ' || *p == '\t' || *p == ',')
+                        p++;
+                size_t len = strcspn(p, ", \t");
+                if (len > plen && strncmp(p, UI_WS_TOKEN_PREFIX, plen) == 0) {
+                        char v[UI_SECRET_HEX + 1];
+                        if (len - plen != UI_SECRET_HEX)
+                                return -EINVAL;
+                        memcpy(v, p + plen, UI_SECRET_HEX);
+                        v[UI_SECRET_HEX] = '\0';
+                        if (!is_secret(v))
+                                return -EINVAL;
+                        memcpy(ret, v, sizeof(v));
+                        return 0;
+                }
+                p += len;
+        }
+        return -ENOENT;
+}
+
 bool ui_origin_ok(const char *origin, const char *host)
 {
         if (!origin || !host || !*host)
@@ -219,8 +242,10 @@ const char *ui_request_refusal(const struct ui_session *s, bool is_get, bool is_
                        "from the dashboard's own pages";
         if ((!is_get || is_upgrade) && !origin)
                 return "a dashboard session's state change needs the Origin header";
-        if (!is_get && !ui_csrf_ok(s, csrf))
-                return "a dashboard session's state change needs the session's " UI_CSRF_HEADER
-                       " header";
+        if (!ui_csrf_ok(s, csrf))
+                return "a dashboard session's request needs the session's " UI_CSRF_HEADER
+                       " header (a WebSocket: the subprotocol " UI_WS_TOKEN_PREFIX
+                       "TOKEN), which only the dashboard's page holds: the cookie alone is no "
+                       "credential";
         return NULL;
 }

@@ -2,6 +2,7 @@
 /* The dashboard's login codes, sessions and CSRF rules (uisession.c). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "uisession.h"
@@ -143,11 +144,17 @@ Test(ui_session, csrf_and_origin_rules)
         memcpy(wrong, s->csrf, sizeof(wrong));
         wrong[5] = wrong[5] == 'a' ? 'b' : 'a';
 
-        /* Reads: no Origin needed, but a foreign one is refused. */
-        cr_assert_null(ui_request_refusal(s, true, false, NULL, host, NULL));
-        cr_assert_null(ui_request_refusal(s, true, false, origin, host, NULL));
-        cr_assert_not_null(ui_request_refusal(s, true, false, "http://evil.example", host, NULL));
-        cr_assert_not_null(ui_request_refusal(s, true, false, "null", host, NULL));
+        /* Reads: no Origin needed, but a foreign one is refused, and the
+         * token always: the cookie alone (which the browser also sends to
+         * a sandbox's forwarded port) is no credential. */
+        cr_assert_null(ui_request_refusal(s, true, false, NULL, host, s->csrf));
+        cr_assert_null(ui_request_refusal(s, true, false, origin, host, s->csrf));
+        cr_assert_not_null(ui_request_refusal(s, true, false, NULL, host, NULL));
+        cr_assert_not_null(ui_request_refusal(s, true, false, origin, host, NULL));
+        cr_assert_not_null(ui_request_refusal(s, true, false, origin, host, wrong));
+        cr_assert_not_null(
+            ui_request_refusal(s, true, false, "http://evil.example", host, s->csrf));
+        cr_assert_not_null(ui_request_refusal(s, true, false, "null", host, s->csrf));
         /* State changes: Origin and the token, both right. */
         cr_assert_null(ui_request_refusal(s, false, false, origin, host, s->csrf));
         cr_assert_not_null(ui_request_refusal(s, false, false, origin, host, NULL));
@@ -156,10 +163,13 @@ Test(ui_session, csrf_and_origin_rules)
         cr_assert_not_null(ui_request_refusal(s, false, false, NULL, host, s->csrf));
         cr_assert_not_null(
             ui_request_refusal(s, false, false, "http://127.0.0.1:7071", host, s->csrf));
-        /* A WebSocket (a terminal): its Origin must be ours. */
-        cr_assert_not_null(ui_request_refusal(s, true, true, NULL, host, NULL));
-        cr_assert_not_null(ui_request_refusal(s, true, true, "http://evil.example", host, NULL));
-        cr_assert_null(ui_request_refusal(s, true, true, origin, host, NULL));
+        /* A WebSocket (a terminal): its Origin must be ours, its token
+         * right. */
+        cr_assert_not_null(ui_request_refusal(s, true, true, NULL, host, s->csrf));
+        cr_assert_not_null(
+            ui_request_refusal(s, true, true, "http://evil.example", host, s->csrf));
+        cr_assert_not_null(ui_request_refusal(s, true, true, origin, host, NULL));
+        cr_assert_null(ui_request_refusal(s, true, true, origin, host, s->csrf));
         /* The Origin's host is the whole Host. */
         cr_assert(ui_origin_ok("https://127.0.0.1:7070", host));
         cr_assert_not(ui_origin_ok("http://127.0.0.1:7070.evil.example", host));
@@ -167,4 +177,25 @@ Test(ui_session, csrf_and_origin_rules)
         cr_assert_not(ui_origin_ok("ftp://127.0.0.1:7070", host));
         cr_assert_not(ui_origin_ok(origin, NULL));
         cr_assert_not(ui_origin_ok(origin, ""));
+}
+
+Test(ui_session, ws_protocol_token)
+{
+        char tok[UI_SECRET_HEX + 1], hex[UI_SECRET_HEX + 1], h[256];
+        memset(hex, 'a', UI_SECRET_HEX);
+        hex[UI_SECRET_HEX] = '\0';
+        snprintf(h, sizeof(h), "airlock, " UI_WS_TOKEN_PREFIX "%s", hex);
+        cr_assert_eq(ui_ws_protocol_token(h, tok), 0);
+        cr_assert_str_eq(tok, hex);
+        snprintf(h, sizeof(h), UI_WS_TOKEN_PREFIX "%s,airlock", hex);
+        cr_assert_eq(ui_ws_protocol_token(h, tok), 0);
+        cr_assert_eq(ui_ws_protocol_token("airlock", tok), -ENOENT);
+        cr_assert_eq(ui_ws_protocol_token(NULL, tok), -ENOENT);
+        /* Too short, too long, not lowercase hex: no token. */
+        cr_assert_eq(ui_ws_protocol_token(UI_WS_TOKEN_PREFIX "abc", tok), -EINVAL);
+        snprintf(h, sizeof(h), UI_WS_TOKEN_PREFIX "%sa", hex);
+        cr_assert_eq(ui_ws_protocol_token(h, tok), -EINVAL);
+        hex[3] = 'G';
+        snprintf(h, sizeof(h), UI_WS_TOKEN_PREFIX "%s", hex);
+        cr_assert_eq(ui_ws_protocol_token(h, tok), -EINVAL);
 }

@@ -191,8 +191,9 @@ static void login(struct daemon *d, struct evhttp_request *req)
          * following a link (a login CSRF: someone else's code would have
          * the user work in sandboxes that someone can read): logging out
          * comes first. The same grant's code just renews the session. */
-        char fresh_grant[GRANT_HASH_HEX + 1];
+        char fresh_grant[GRANT_HASH_HEX + 1], fresh_csrf[UI_SECRET_HEX + 1];
         memcpy(fresh_grant, fresh->grant_hash, sizeof(fresh_grant));
+        memcpy(fresh_csrf, fresh->csrf, sizeof(fresh_csrf));
         const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
         char oldval[UI_SECRET_HEX + 1];
         const struct ui_session *old =
@@ -213,7 +214,11 @@ static void login(struct daemon *d, struct evhttp_request *req)
                 set_login_cookie(req, "", 0); /* used: gone */
         set_cookie(req, cookie, UI_SESSION_TTL_MS / 1000);
         security_headers(req);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Location", "/ui/");
+        /* The session's other half, its token, goes to the page in the
+         * fragment, which the browser keeps to itself: never in a cookie,
+         * which it would send to every port of this host. */
+        _cleanup_free_ char *where = xasprintf("/ui/#csrf=%s", fresh_csrf);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Location", where);
         count_reply(d, 303);
         evhttp_send_reply(req, 303, "See Other", NULL);
 }
@@ -274,10 +279,17 @@ int ui_authenticate(struct daemon *d, struct evhttp_request *req, struct grant *
                 return -1;
         }
         const char *up = evhttp_find_header(h, "Upgrade");
-        const char *why = ui_request_refusal(
-            s, evhttp_request_get_command(req) == EVHTTP_REQ_GET,
-            up && strcasecmp(up, "websocket") == 0, evhttp_find_header(h, "Origin"),
-            evhttp_find_header(h, "Host"), evhttp_find_header(h, UI_CSRF_HEADER));
+        bool upgrade = up && strcasecmp(up, "websocket") == 0;
+        /* A browser's WebSocket sends no header of the page's: its token
+         * comes as a subprotocol. */
+        char ws_token[UI_SECRET_HEX + 1];
+        const char *csrf = evhttp_find_header(h, UI_CSRF_HEADER);
+        if (upgrade && !csrf &&
+            ui_ws_protocol_token(evhttp_find_header(h, "Sec-WebSocket-Protocol"), ws_token) == 0)
+                csrf = ws_token;
+        const char *why = ui_request_refusal(s, evhttp_request_get_command(req) == EVHTTP_REQ_GET,
+                                             upgrade, evhttp_find_header(h, "Origin"),
+                                             evhttp_find_header(h, "Host"), csrf);
         if (why) {
                 reply_error(d, req, 403, "csrf_refused", "%s", why);
                 return -1;
