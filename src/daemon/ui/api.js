@@ -36,9 +36,17 @@ export function loadCsrf() {
   }
 }
 
-export const csrfToken = () => csrf || "";
+// The kept token, read at each request: a login in another tab renews the
+// cookie and the token together for every tab.
+export function csrfToken() {
+  try {
+    return localStorage.getItem(KEY) || csrf || "";
+  } catch (e) {
+    return csrf || "";
+  }
+}
 
-const auth = () => ({ "X-Airlock-CSRF": csrf || "" });
+const auth = () => ({ "X-Airlock-CSRF": csrfToken() });
 
 export class ApiError extends Error {
   constructor(status, code, message) {
