@@ -44,7 +44,10 @@ int ui_code_new(struct ui_sessions *t, const char *grant_hash, uint64_t now_ms,
                 char ret_code[static UI_SECRET_HEX + 1])
 {
         expire(t, now_ms);
-        if (t->n_codes >= UI_CODES_MAX)
+        size_t mine = 0;
+        for (size_t i = 0; i < t->n_codes; i++)
+                mine += STREQ(t->codes[i].grant_hash, grant_hash);
+        if (t->n_codes >= UI_CODES_MAX || mine >= UI_GRANT_CODES_MAX)
                 return -EAGAIN;
         char code[UI_SECRET_HEX + 1];
         int r = random_hex(code, UI_SECRET_HEX);
@@ -80,6 +83,43 @@ int ui_code_check(struct ui_sessions *t, const char *code, uint64_t now_ms)
         return -ENOENT;
 }
 
+static size_t sessions_of(const struct ui_sessions *t, const char *grant_hash)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < t->n; i++)
+                n += STREQ(t->s[i].grant_hash, grant_hash);
+        return n;
+}
+
+/* Room for one more session of grant_hash: past its share, its own least
+ * recently used session goes; in a full table, that of the grant holding
+ * the most, so that one grant's logins never end another's sessions while
+ * it holds fewer. */
+static void make_room(struct ui_sessions *t, const char *grant_hash)
+{
+        const char *victim = NULL;
+        if (sessions_of(t, grant_hash) >= UI_GRANT_SESSIONS_MAX)
+                victim = grant_hash;
+        else if (t->n >= UI_SESSIONS_MAX) {
+                size_t most = 0;
+                for (size_t i = 0; i < t->n; i++) {
+                        size_t k = sessions_of(t, t->s[i].grant_hash);
+                        if (k > most) {
+                                most = k;
+                                victim = t->s[i].grant_hash;
+                        }
+                }
+        }
+        if (!victim)
+                return;
+        ssize_t oldest = -1;
+        for (size_t i = 0; i < t->n; i++)
+                if (STREQ(t->s[i].grant_hash, victim) &&
+                    (oldest < 0 || t->s[i].last_ms < t->s[oldest].last_ms))
+                        oldest = (ssize_t)i;
+        t->s[oldest] = t->s[--t->n];
+}
+
 int ui_code_redeem(struct ui_sessions *t, const char *code, uint64_t now_ms,
                    char ret_cookie[static UI_SECRET_HEX + 1], const struct ui_session **ret_session)
 {
@@ -99,13 +139,7 @@ int ui_code_redeem(struct ui_sessions *t, const char *code, uint64_t now_ms,
         if (c.expires_ms <= now_ms)
                 return -ETIMEDOUT;
         expire(t, now_ms);
-        if (t->n >= UI_SESSIONS_MAX) {
-                size_t oldest = 0;
-                for (size_t k = 1; k < t->n; k++)
-                        if (t->s[k].last_ms < t->s[oldest].last_ms)
-                                oldest = k;
-                t->s[oldest] = t->s[--t->n];
-        }
+        make_room(t, c.grant_hash);
         char cookie[UI_SECRET_HEX + 1];
         struct ui_session s = {0};
         int r = random_hex(cookie, UI_SECRET_HEX);

@@ -20,6 +20,9 @@
 #define UI_SESSION_IDLE_MS (3600 * 1000)     /* without a request */
 #define UI_CODES_MAX       32
 #define UI_SESSIONS_MAX    128
+/* One grant's share, so that it cannot crowd out another's users. */
+#define UI_GRANT_CODES_MAX    4
+#define UI_GRANT_SESSIONS_MAX 8
 #define UI_COOKIE_NAME     "airlock_session"
 #define UI_LOGIN_COOKIE    "airlock_login" /* the login page's nonce */
 #define UI_CSRF_HEADER     "X-Airlock-CSRF"

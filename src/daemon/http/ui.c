@@ -322,8 +322,9 @@ void route_ui_code(struct daemon *d, struct evhttp_request *req, const struct ro
         int r = ui_code_new(&sessions, a->grant->token_hash, daemon_now_ms(), code);
         if (r == -EAGAIN) {
                 reply_error(d, req, 429, "too_many_codes",
-                            "%d login codes wait to be used; try again within a minute",
-                            UI_CODES_MAX);
+                            "%d login codes of this grant (or %d in all) wait to be used; try "
+                            "again within a minute",
+                            UI_GRANT_CODES_MAX, UI_CODES_MAX);
                 return;
         }
         if (r < 0) {
