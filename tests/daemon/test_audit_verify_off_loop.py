@@ -44,13 +44,8 @@ def send(d, token, method, path, body=b""):
 
 
 def answer(s):
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-    s.close()
+    with s, s.makefile("rb") as f:
+        data = f.read()
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), body
 
