@@ -44,7 +44,10 @@ int ui_code_new(struct ui_sessions *t, const char *grant_hash, uint64_t now_ms,
                 char ret_code[static UI_SECRET_HEX + 1])
 {
         expire(t, now_ms);
-        if (t->n_codes >= UI_CODES_MAX)
+        size_t mine = 0;
+        for (size_t i = 0; i < t->n_codes; i++)
+                mine += STREQ(t->codes[i].grant_hash, grant_hash);
+        if (t->n_codes >= UI_CODES_MAX || mine >= UI_GRANT_CODES_MAX)
                 return -EAGAIN;
         char code[UI_SECRET_HEX + 1];
         int r = random_hex(code, UI_SECRET_HEX);
@@ -80,6 +83,43 @@ int ui_code_check(struct ui_sessions *t, const char *code, uint64_t now_ms)
         return -ENOENT;
 }
 
+static size_t sessions_of(const struct ui_sessions *t, const char *grant_hash)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < t->n; i++)
+                n += STREQ(t->s[i].grant_hash, grant_hash);
+        return n;
+}
+
+/* Room for one more session of grant_hash: past its share, its own least
+ * recently used session goes; in a full table, that of the grant holding
+ * the most, so that one grant's logins never end another's sessions while
+ * it holds fewer. */
+static void make_room(struct ui_sessions *t, const char *grant_hash)
+{
+        const char *victim = NULL;
+        if (sessions_of(t, grant_hash) >= UI_GRANT_SESSIONS_MAX)
+                victim = grant_hash;
+        else if (t->n >= UI_SESSIONS_MAX) {
+                size_t most = 0;
+                for (size_t i = 0; i < t->n; i++) {
+                        size_t k = sessions_of(t, t->s[i].grant_hash);
+                        if (k > most) {
+                                most = k;
+                                victim = t->s[i].grant_hash;
+                        }
+                }
+        }
+        if (!victim)
+                return;
+        ssize_t oldest = -1;
+        for (size_t i = 0; i < t->n; i++)
+                if (STREQ(t->s[i].grant_hash, victim) &&
+                    (oldest < 0 || t->s[i].last_ms < t->s[oldest].last_ms))
+                        oldest = (ssize_t)i;
+        t->s[oldest] = t->s[--t->n];
+}
+
 int ui_code_redeem(struct ui_sessions *t, const char *code, uint64_t now_ms,
                    char ret_cookie[static UI_SECRET_HEX + 1], const struct ui_session **ret_session)
 {
@@ -99,13 +139,7 @@ int ui_code_redeem(struct ui_sessions *t, const char *code, uint64_t now_ms,
         if (c.expires_ms <= now_ms)
                 return -ETIMEDOUT;
         expire(t, now_ms);
-        if (t->n >= UI_SESSIONS_MAX) {
-                size_t oldest = 0;
-                for (size_t k = 1; k < t->n; k++)
-                        if (t->s[k].last_ms < t->s[oldest].last_ms)
-                                oldest = k;
-                t->s[oldest] = t->s[--t->n];
-        }
+        make_room(t, c.grant_hash);
         char cookie[UI_SECRET_HEX + 1];
         struct ui_session s = {0};
         int r = random_hex(cookie, UI_SECRET_HEX);
@@ -199,6 +233,29 @@ bool ui_csrf_ok(const struct ui_session *s, const char *header)
                hex_eq(s->csrf, header, UI_SECRET_HEX);
 }
 
+int ui_ws_protocol_token(const char *header, char ret[static UI_SECRET_HEX + 1])
+{
+        const size_t plen = strlen(UI_WS_TOKEN_PREFIX);
+        for (const char *p = header; p && *p;) {
+                while (*p == ' ' || *p == '\t' || *p == ',')
+                        p++;
+                size_t len = strcspn(p, ", \t");
+                if (len > plen && strncmp(p, UI_WS_TOKEN_PREFIX, plen) == 0) {
+                        char v[UI_SECRET_HEX + 1];
+                        if (len - plen != UI_SECRET_HEX)
+                                return -EINVAL;
+                        memcpy(v, p + plen, UI_SECRET_HEX);
+                        v[UI_SECRET_HEX] = '\0';
+                        if (!is_secret(v))
+                                return -EINVAL;
+                        memcpy(ret, v, sizeof(v));
+                        return 0;
+                }
+                p += len;
+        }
+        return -ENOENT;
+}
+
 bool ui_origin_ok(const char *origin, const char *host)
 {
         if (!origin || !host || !*host)
@@ -219,8 +276,10 @@ const char *ui_request_refusal(const struct ui_session *s, bool is_get, bool is_
                        "from the dashboard's own pages";
         if ((!is_get || is_upgrade) && !origin)
                 return "a dashboard session's state change needs the Origin header";
-        if (!is_get && !ui_csrf_ok(s, csrf))
-                return "a dashboard session's state change needs the session's " UI_CSRF_HEADER
-                       " header";
+        if (!ui_csrf_ok(s, csrf))
+                return "a dashboard session's request needs the session's " UI_CSRF_HEADER
+                       " header (a WebSocket: the subprotocol " UI_WS_TOKEN_PREFIX
+                       "TOKEN), which only the dashboard's page holds: the cookie alone is no "
+                       "credential";
         return NULL;
 }

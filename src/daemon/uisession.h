@@ -20,9 +20,14 @@
 #define UI_SESSION_IDLE_MS (3600 * 1000)     /* without a request */
 #define UI_CODES_MAX       32
 #define UI_SESSIONS_MAX    128
+/* One grant's share, so that it cannot crowd out another's users. */
+#define UI_GRANT_CODES_MAX    4
+#define UI_GRANT_SESSIONS_MAX 8
 #define UI_COOKIE_NAME     "airlock_session"
 #define UI_LOGIN_COOKIE    "airlock_login" /* the login page's nonce */
 #define UI_CSRF_HEADER     "X-Airlock-CSRF"
+#define UI_WS_PROTOCOL     "airlock"       /* the subprotocol a terminal speaks */
+#define UI_WS_TOKEN_PREFIX "airlock.csrf." /* a subprotocol entry carrying the token */
 
 struct ui_code {
         char hash[GRANT_HASH_HEX + 1];
@@ -77,11 +82,19 @@ void ui_sessions_drop_grant(struct ui_sessions *t, const char *grant_hash);
 int ui_cookie_get(const char *header, const char *name, char *ret, size_t size);
 /* The header, in constant time, equals the session's CSRF token. */
 bool ui_csrf_ok(const struct ui_session *s, const char *header);
+/* The session's token in a WebSocket's Sec-WebSocket-Protocol list (a
+ * browser's WebSocket cannot send other headers): the entry
+ * UI_WS_TOKEN_PREFIX followed by a secret's form, copied to ret. -ENOENT
+ * when no entry has the prefix, -EINVAL when one does with another form. */
+int ui_ws_protocol_token(const char *header, char ret[static UI_SECRET_HEX + 1]);
 /* Origin is exactly http://HOST or https://HOST for the request's Host. */
 bool ui_origin_ok(const char *origin, const char *host);
-/* May a request of a cookie session go on: GET without Origin, or an Origin
- * of the daemon's own; a state change (not GET) or a WebSocket needs the
- * Origin, and a state change the CSRF header too. NULL when it may, else
- * why not. */
+/* May a request of a cookie session go on: every request needs the
+ * session's CSRF token (the browser sends the cookie to every port of the
+ * daemon's host, a page a sandbox serves through a port forward included,
+ * so the cookie alone is no credential; the token lives only in the
+ * dashboard's page), and an Origin, when given, of the daemon's own; a
+ * state change (not GET) or a WebSocket needs the Origin. NULL when it may,
+ * else why not. */
 const char *ui_request_refusal(const struct ui_session *s, bool is_get, bool is_upgrade,
                                const char *origin, const char *host, const char *csrf);

@@ -6,8 +6,10 @@ acting grant holds; reads follow the one rule for reads; a session cookie
 never mints, never acts without its CSRF token and Origin; bodies are
 bounded."""
 
+import base64
 import http.client
 import json
+import os
 import socket
 import tempfile
 
@@ -121,9 +123,14 @@ def session(d, token):
     st, h, _ = raw(d, "GET", f"/ui/login?code={code}", {"Sec-Fetch-Site": "none"})
     assert st == 303, st
     cookie = h["Set-Cookie"].split(";")[0]
-    st, _, b = raw(d, "GET", "/v1/ui/session", {"Cookie": cookie})
+    # The session's token goes to the page alone, in the redirect's fragment.
+    assert h["Location"].startswith("/ui/#csrf="), h["Location"]
+    csrf = h["Location"].split("#csrf=", 1)[1]
+    assert len(csrf) == 64, csrf
+    st, _, b = raw(d, "GET", "/v1/ui/session", {"Cookie": cookie, "X-Airlock-CSRF": csrf})
     assert st == 200, b
-    return cookie, json.loads(b)["csrf"]
+    assert json.loads(b)["csrf"] == csrf
+    return cookie, csrf
 
 
 def test_session_cookie_needs_csrf_and_origin_on_every_new_state_change(d, victim):
@@ -141,7 +148,8 @@ def test_session_cookie_needs_csrf_and_origin_on_every_new_state_change(d, victi
             assert (st, json.loads(b)["error"]) == (403, "csrf_refused"), (p, h, st, b)
     # A read from another origin is refused too (its answer is the grant's).
     for p in (f"/v1/sandboxes/{victim}/capabilities", "/v1/approvals", "/v1/runs/0123456789abcdef"):
-        st, _, b = raw(d, "GET", p, {"Cookie": cookie, "Origin": "http://evil.example"})
+        st, _, b = raw(d, "GET", p, {"Cookie": cookie, "Origin": "http://evil.example",
+                                     "X-Airlock-CSRF": csrf})
         assert st == 403, (p, st, b)
     # A session never mints what would outlive it, even with its CSRF token.
     st, _, b = raw(d, "POST", "/v1/ui/codes", {"Cookie": cookie, "Origin": origin,
@@ -149,8 +157,70 @@ def test_session_cookie_needs_csrf_and_origin_on_every_new_state_change(d, victi
     assert (st, json.loads(b)["error"]) == (403, "authz_denied"), (st, b)
     # With both the state change goes through the grant's own checks.
     st, _, b = raw(d, "GET", f"/v1/sandboxes/{victim}/capabilities",
-                   {"Cookie": cookie, "Origin": origin})
+                   {"Cookie": cookie, "Origin": origin, "X-Airlock-CSRF": csrf})
     assert st == 200, b
+
+
+def test_the_cookie_alone_reads_and_does_nothing(d):
+    """A dashboard session's cookie alone is no credential. A browser sends the
+    cookies of 127.0.0.1 to every port of 127.0.0.1: a page a sandbox serves
+    through a port forward (POST .../ports, http://127.0.0.1:HOSTPORT) gets the
+    session cookie in its request headers, HttpOnly or not, so the agent's
+    server reads it. With the cookie alone a client that is not a browser (it
+    sends whatever Origin it likes) read everything the grant may read, fetched
+    the session's CSRF token from /v1/ui/session and then acted as the grant.
+    The session's second half, its token, is handed to the dashboard's page
+    only, in the login's redirect fragment (which no server sees), and every
+    request of a session needs it: a header, or for the terminal's WebSocket
+    the subprotocol "airlock.csrf.TOKEN"."""
+    cookie, token = session(d, d.admin)
+    sb = d.client(d.admin).create(sandbox_class="small")
+    try:
+        # What a client holding only the cookie sends: the daemon's own
+        # Origin is one header among others to it.
+        only = {"Cookie": cookie, "Origin": f"http://{d.host}"}
+        for p in ("/v1/ui/session", "/v1/sandboxes", f"/v1/sandboxes/{sb['id']}",
+                  f"/v1/sandboxes/{sb['id']}/audit", "/v1/events"):
+            st, _, b = raw(d, "GET", p, only)
+            assert st == 403 and json.loads(b)["error"] == "csrf_refused", (p, st, b[:200])
+        st, _, b = raw(d, "POST", f"/v1/sandboxes/{sb['id']}/exec",
+                       dict(only, **{"Content-Type": "application/json"}),
+                       json.dumps({"cmd": ["/bin/true"]}).encode())
+        assert st == 403, (st, b)
+        key = base64.b64encode(os.urandom(16)).decode()
+        ws = dict(only, Upgrade="websocket", Connection="Upgrade",
+                  **{"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": key})
+        st, _, b = raw(d, "GET", f"/v1/sandboxes/{sb['id']}/processes/1/pty", ws)
+        assert st == 403, (st, b)
+
+        # The page's half (in the login's redirect fragment: session()).
+        with_token = dict(only, **{"X-Airlock-CSRF": token})
+        st, _, b = raw(d, "GET", "/v1/ui/session", with_token)
+        assert st == 200 and json.loads(b)["grant"] == "admin", (st, b)
+        st, _, b = raw(d, "GET", f"/v1/sandboxes/{sb['id']}", with_token)
+        assert st == 200, (st, b)
+        # A wrong token is no token.
+        st, _, b = raw(d, "GET", "/v1/sandboxes", dict(only, **{"X-Airlock-CSRF": "0" * 64}))
+        assert st == 403, (st, b)
+        # The terminal's WebSocket carries it as a subprotocol, and the
+        # daemon names the one it speaks.
+        st, h, b = raw(d, "GET", f"/v1/sandboxes/{sb['id']}/processes/1/pty",
+                       dict(ws, **{"Sec-WebSocket-Protocol": "airlock.csrf.0" + token[1:]}))
+        assert st == 403, (st, b)
+        c = http.client.HTTPConnection(d.host, timeout=20)
+        try:
+            c.request("GET", f"/v1/sandboxes/{sb['id']}/processes/1/pty",
+                      headers=dict(ws, **{"Sec-WebSocket-Protocol": f"airlock, airlock.csrf.{token}"}))
+            r = c.getresponse()
+            # Past the session's checks: the process is not the grant's
+            # terminal (no such process), or the upgrade is made.
+            assert r.status != 403, (r.status, r.read())
+            if r.status == 101:
+                assert r.getheader("Sec-WebSocket-Protocol") == "airlock"
+        finally:
+            c.close()
+    finally:
+        d.client(d.admin).delete(sb["id"])
 
 
 def test_bodies_of_new_routes_are_bounded(d, victim):

@@ -9,6 +9,7 @@ each page go to the test's tmp dir; their paths are printed."""
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -146,10 +147,17 @@ def logged_in(d, browser):
     return browser.get_cookie("airlock_session")["value"]
 
 
-def session_csrf(d, cookie):
-    st, _, body = raw(d, "GET", "/v1/ui/session", {"Cookie": f"airlock_session={cookie}"})
-    assert st == 200, body
-    return json.loads(body)["csrf"]
+def session_csrf(d, browser):
+    """The session's token, which only the dashboard's page holds (its
+    origin's storage): the cookie alone gets nothing."""
+    csrf = browser.execute_script("return localStorage.getItem('airlock.csrf')")
+    assert csrf and len(csrf) == 64, csrf
+    return csrf
+
+
+def fragment_csrf(headers):
+    """The token a login hands the page, in its redirect's fragment."""
+    return headers["Location"].split("#csrf=", 1)[1]
 
 
 def test_login_once_cookie_flags_and_headers(ui_daemon, browser, shots):
@@ -162,9 +170,16 @@ def test_login_once_cookie_flags_and_headers(ui_daemon, browser, shots):
     assert c["sameSite"] == "Strict"
     assert c["path"] == "/"
     assert c.get("secure") is False  # plain HTTP here; Secure behind TLS
-    # Tokens never reach the page's storage or script.
+    # Neither the cookie nor the grant's token reaches the page's script or
+    # storage: the page keeps the session's other half alone, its token,
+    # which a page of another port cannot read, and the login's fragment is
+    # gone from the address bar.
     assert browser.execute_script("return document.cookie") == ""
-    assert browser.execute_script("return localStorage.length + sessionStorage.length") == 0
+    assert browser.execute_script("return sessionStorage.length") == 0
+    assert browser.execute_script("return Object.keys(localStorage)") == ["airlock.csrf"]
+    stored = browser.execute_script("return localStorage.getItem('airlock.csrf')")
+    assert stored != c["value"] and stored not in d.admin
+    assert "csrf" not in browser.current_url
     # The code works once.
     path = url.split(d.host, 1)[1]
     st, _, body = raw(d, "GET", path, {"Sec-Fetch-Site": "none"})
@@ -185,7 +200,7 @@ def test_login_once_cookie_flags_and_headers(ui_daemon, browser, shots):
 def test_csrf_and_origin_refused(ui_daemon, browser):
     d = ui_daemon
     cookie = logged_in(d, browser)
-    csrf = session_csrf(d, cookie)
+    csrf = session_csrf(d, browser)
     ck = f"airlock_session={cookie}"
     origin = f"http://{d.host}"
     body = json.dumps({"class": "small"})
@@ -211,7 +226,12 @@ def test_csrf_and_origin_refused(ui_daemon, browser):
     assert st == 403
     assert len(d.client(d.admin).list()) == before
     # Reads from another site are refused too (the Origin says so).
-    st, _, _ = raw(d, "GET", "/v1/sandboxes", {"Cookie": ck, "Origin": "http://evil.example"})
+    st, _, _ = raw(d, "GET", "/v1/sandboxes", {"Cookie": ck, "Origin": "http://evil.example",
+                                               "X-Airlock-CSRF": csrf})
+    assert st == 403
+    # And a read with the cookie alone (what a sandbox's forwarded port
+    # receives from the browser): refused, the token is the page's.
+    st, _, _ = raw(d, "GET", "/v1/sandboxes", {"Cookie": ck, "Origin": origin})
     assert st == 403
     # A cookie that is no session's, however long: 401.
     for bogus in ("0" * 64, "x" * 300, ""):
@@ -237,12 +257,70 @@ def test_secure_cookie_behind_tls_and_event_stream_by_cookie(ui_daemon):
     # The live list's stream takes the session as it takes a token.
     c = http.client.HTTPConnection(d.host, timeout=10)
     try:
-        c.request("GET", "/v1/events", headers={"Cookie": flags[0]})
+        c.request("GET", "/v1/events", headers={"Cookie": flags[0],
+                                                "X-Airlock-CSRF": fragment_csrf(h)})
         r = c.getresponse()
         assert r.status == 200 and r.getheader("Content-Type").startswith("text/event-stream")
         assert r.readline().startswith(b": events after")
     finally:
         c.close()
+
+
+SPY = b"""import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open("seen.txt", "a") as f:
+            f.write((self.headers.get("Cookie") or "") + "\\n")
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
+"""
+
+
+def test_a_forwarded_port_gets_the_cookie_and_nothing_with_it(ui_daemon, browser):
+    """The user opens what a sandbox serves through a port forward in the
+    browser that holds the dashboard's session: the browser sends the
+    session cookie along (every port of 127.0.0.1 is one cookie jar), and
+    the agent's server reads it. With that cookie alone (and whatever
+    Origin it likes) the agent's side read the grant's sandboxes, took the
+    session's CSRF token from /v1/ui/session and acted as the grant."""
+    d = ui_daemon
+    api = d.client(d.admin)
+    cookie = logged_in(d, browser)
+    sb = api.create(sandbox_class="small")
+    try:
+        api.write_file(sb["id"], "spy.py", SPY)
+        api.exec_background(sb["id"], ["python3", "spy.py"])
+        fwd = api.open_port(sb["id"], 8000)
+        url = f"http://127.0.0.1:{fwd['hostPort']}/"
+        end = time.monotonic() + 20
+        seen = ""
+        while "airlock_session=" not in seen and time.monotonic() < end:
+            try:
+                browser.get(url)
+                seen = api.read_file(sb["id"], "seen.txt").decode()
+            except Exception:  # noqa: BLE001 (not serving yet)
+                time.sleep(0.3)
+        m = re.search(r"airlock_session=([0-9a-f]{64})", seen)
+        assert m and m.group(1) == cookie, seen
+        stolen = {"Cookie": f"airlock_session={m.group(1)}", "Origin": f"http://{d.host}"}
+        for p in ("/v1/ui/session", "/v1/sandboxes", f"/v1/sandboxes/{sb['id']}/audit"):
+            st, _, b = raw(d, "GET", p, stolen)
+            assert st == 403 and json.loads(b)["error"] == "csrf_refused", (p, st, b[:200])
+        # The forward's page (another origin) cannot read the token either.
+        assert browser.execute_script("return localStorage.getItem('airlock.csrf')") is None
+        # The browser's own session goes on.
+        browser.get(f"http://{d.host}/ui/")
+        find(browser, "#logout:not([hidden])")
+        st, _, _ = raw(d, "GET", "/v1/sandboxes", dict(stolen, **{"X-Airlock-CSRF":
+                                                                   session_csrf(d, browser)}))
+        assert st == 200
+    finally:
+        api.delete(sb["id"])
 
 
 def test_airlock_ui_needs_a_tcp_address(make_daemon):
@@ -264,10 +342,10 @@ def test_revoked_grant_ends_its_session(ui_daemon):
     url = login_url(d, tok)
     st, h, _ = raw(d, "GET", url.split(d.host, 1)[1], {"Sec-Fetch-Site": "none"})
     assert st == 303
-    cookie = h["Set-Cookie"].split(";")[0]
-    assert raw(d, "GET", "/v1/sandboxes", {"Cookie": cookie})[0] == 200
+    cookie = {"Cookie": h["Set-Cookie"].split(";")[0], "X-Airlock-CSRF": fragment_csrf(h)}
+    assert raw(d, "GET", "/v1/sandboxes", cookie)[0] == 200
     d.revoke("viewer")
-    st, _, b = raw(d, "GET", "/v1/sandboxes", {"Cookie": cookie})
+    st, _, b = raw(d, "GET", "/v1/sandboxes", cookie)
     assert st == 401 and b"revoked" in b
 
 
@@ -280,18 +358,20 @@ def test_no_switching_grant_by_link(ui_daemon):
     def login(url, cookie=None):
         st, h, b = raw(d, "GET", url.split(d.host, 1)[1],
                        dict({"Sec-Fetch-Site": "none"}, **({"Cookie": cookie} if cookie else {})))
-        return st, (h.get("Set-Cookie") or "").split(";")[0], b
+        ck = (h.get("Set-Cookie") or "").split(";")[0]
+        return st, ck, (fragment_csrf(h) if ck else None), b
 
-    st, mine, _ = login(login_url(d))
+    st, mine, mine_csrf, _ = login(login_url(d))
     assert st == 303
-    st, theirs, b = login(login_url(d, other), mine)
+    st, theirs, _, b = login(login_url(d, other), mine)
     assert st == 409 and b"another grant" in b and not theirs
-    st, _, b = raw(d, "GET", "/v1/ui/session", {"Cookie": mine})
+    st, _, b = raw(d, "GET", "/v1/ui/session", {"Cookie": mine, "X-Airlock-CSRF": mine_csrf})
     assert st == 200 and json.loads(b)["grant"] == "admin"
-    st, renewed, _ = login(login_url(d), mine)
-    assert st == 303 and renewed and renewed != mine
-    assert raw(d, "GET", "/v1/ui/session", {"Cookie": mine})[0] == 401
-    assert raw(d, "GET", "/v1/ui/session", {"Cookie": renewed})[0] == 200
+    st, renewed, renewed_csrf, _ = login(login_url(d), mine)
+    assert st == 303 and renewed and renewed != mine and renewed_csrf != mine_csrf
+    assert raw(d, "GET", "/v1/ui/session", {"Cookie": mine, "X-Airlock-CSRF": mine_csrf})[0] == 401
+    assert raw(d, "GET", "/v1/ui/session",
+               {"Cookie": renewed, "X-Airlock-CSRF": renewed_csrf})[0] == 200
 
 
 def test_live_list_output_terminal_stop(ui_daemon, browser, shots):

@@ -80,6 +80,11 @@ def test_tampering_is_caught(airlock):
     v = airlock.run(["audit", "verify", log])
     assert v.returncode == 1
     assert "seq 3" in v.stdout + v.stderr
+    # The same verdict as one JSON object (the dashboard's report).
+    v = airlock.run(["audit", "verify", "--json", log])
+    assert v.returncode == 1, v.stderr
+    j = json.loads(v.stdout)
+    assert j["ok"] is False and j["badSeq"] in (3, 4) and j["reason"], j
 
 
 def _secrets_file(airlock, content, mode=0o600):

@@ -34,6 +34,7 @@
 #include "httpguard.h"
 #include "routes.h"
 #include "sandbox.h"
+#include "uisession.h"
 #include "util.h"
 #include "ws.h"
 
@@ -318,6 +319,8 @@ static void on_ping(evutil_socket_t fd, short what, void *arg)
         ws_send(s, WS_PING, "airlock", 7);
 }
 
+static bool header_has_token(const char *v, const char *token);
+
 /* 101, then the connection is ours. */
 static void upgrade(struct ws_session *s)
 {
@@ -325,6 +328,13 @@ static void upgrade(struct ws_session *s)
         evhttp_add_header(h, "Upgrade", "websocket");
         evhttp_add_header(h, "Connection", "Upgrade");
         evhttp_add_header(h, "Sec-WebSocket-Accept", s->accept);
+        /* The dashboard offers its own subprotocol beside the one carrying
+         * its session's token (uisession.h): a browser closes a WebSocket
+         * whose answer names none it offered. */
+        if (header_has_token(evhttp_find_header(evhttp_request_get_input_headers(s->req),
+                                                "Sec-WebSocket-Protocol"),
+                             UI_WS_PROTOCOL))
+                evhttp_add_header(h, "Sec-WebSocket-Protocol", UI_WS_PROTOCOL);
         evhttp_send_reply_start(s->req, 101, "Switching Protocols");
         count_reply(s->d, 101);
         http_guard_upgraded(s->req);

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "audit.h"
 #include "daemon.h"
 #include "grants.h"
 #include "http.h"
@@ -191,8 +190,9 @@ static void login(struct daemon *d, struct evhttp_request *req)
          * following a link (a login CSRF: someone else's code would have
          * the user work in sandboxes that someone can read): logging out
          * comes first. The same grant's code just renews the session. */
-        char fresh_grant[GRANT_HASH_HEX + 1];
+        char fresh_grant[GRANT_HASH_HEX + 1], fresh_csrf[UI_SECRET_HEX + 1];
         memcpy(fresh_grant, fresh->grant_hash, sizeof(fresh_grant));
+        memcpy(fresh_csrf, fresh->csrf, sizeof(fresh_csrf));
         const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Cookie");
         char oldval[UI_SECRET_HEX + 1];
         const struct ui_session *old =
@@ -213,7 +213,11 @@ static void login(struct daemon *d, struct evhttp_request *req)
                 set_login_cookie(req, "", 0); /* used: gone */
         set_cookie(req, cookie, UI_SESSION_TTL_MS / 1000);
         security_headers(req);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Location", "/ui/");
+        /* The session's other half, its token, goes to the page in the
+         * fragment, which the browser keeps to itself: never in a cookie,
+         * which it would send to every port of this host. */
+        _cleanup_free_ char *where = xasprintf("/ui/#csrf=%s", fresh_csrf);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Location", where);
         count_reply(d, 303);
         evhttp_send_reply(req, 303, "See Other", NULL);
 }
@@ -274,10 +278,17 @@ int ui_authenticate(struct daemon *d, struct evhttp_request *req, struct grant *
                 return -1;
         }
         const char *up = evhttp_find_header(h, "Upgrade");
-        const char *why = ui_request_refusal(
-            s, evhttp_request_get_command(req) == EVHTTP_REQ_GET,
-            up && strcasecmp(up, "websocket") == 0, evhttp_find_header(h, "Origin"),
-            evhttp_find_header(h, "Host"), evhttp_find_header(h, UI_CSRF_HEADER));
+        bool upgrade = up && strcasecmp(up, "websocket") == 0;
+        /* A browser's WebSocket sends no header of the page's: its token
+         * comes as a subprotocol. */
+        char ws_token[UI_SECRET_HEX + 1];
+        const char *csrf = evhttp_find_header(h, UI_CSRF_HEADER);
+        if (upgrade && !csrf &&
+            ui_ws_protocol_token(evhttp_find_header(h, "Sec-WebSocket-Protocol"), ws_token) == 0)
+                csrf = ws_token;
+        const char *why = ui_request_refusal(s, evhttp_request_get_command(req) == EVHTTP_REQ_GET,
+                                             upgrade, evhttp_find_header(h, "Origin"),
+                                             evhttp_find_header(h, "Host"), csrf);
         if (why) {
                 reply_error(d, req, 403, "csrf_refused", "%s", why);
                 return -1;
@@ -311,8 +322,9 @@ void route_ui_code(struct daemon *d, struct evhttp_request *req, const struct ro
         int r = ui_code_new(&sessions, a->grant->token_hash, daemon_now_ms(), code);
         if (r == -EAGAIN) {
                 reply_error(d, req, 429, "too_many_codes",
-                            "%d login codes wait to be used; try again within a minute",
-                            UI_CODES_MAX);
+                            "%d login codes of this grant (or %d in all) wait to be used; try "
+                            "again within a minute",
+                            UI_GRANT_CODES_MAX, UI_CODES_MAX);
                 return;
         }
         if (r < 0) {
@@ -386,8 +398,46 @@ void route_ui_logout(struct daemon *d, struct evhttp_request *req, const struct 
         reply_json(d, req, 200, json_pack("{s:b}", "ok", true));
 }
 
+/* A host job's JSON answer for the page: the object the child printed,
+ * or a 500 naming what it said instead. */
+static void reply_job_json(struct daemon *d, struct evhttp_request *req,
+                           const struct job_result *res, const char *what)
+{
+        json_error_t jerr;
+        size_t len = evbuffer_get_length(res->out);
+        json_t *o = res->exit_code < 0 || res->timed_out
+                        ? NULL
+                        : json_loadb((const char *)evbuffer_pullup(res->out, -1), len, 0, &jerr);
+        if (json_is_object(o))
+                reply_json(d, req, 200, o);
+        else {
+                json_decref(o);
+                reply_error(d, req, 500, "internal", "%s gave no report: %.200s", what,
+                            res->err ? res->err : "");
+        }
+}
+
+/* One verification at a time: any grant may ask, and each reads the whole
+ * log (nine files of 64 MiB by default). It ran on the loop once, which
+ * then served no one else, the kill switch included. */
+static bool verify_running;
+
+struct host_report {
+        struct daemon *d;
+        struct evhttp_request *req;
+};
+
+static void verify_done(const struct job_result *res, void *userdata)
+{
+        struct host_report *c = userdata;
+        reply_job_json(c->d, c->req, res, "airlock audit verify");
+        verify_running = false;
+        free(c);
+}
+
 /* GET /v1/ui/audit/verify: whether the audit log's hash chain holds, as
- * `airlock audit verify` says of the same files. */
+ * `airlock audit verify` says of the same files, run by the daemon in a
+ * job (the child reads; the loop goes on). */
 void route_ui_audit_verify(struct daemon *d, struct evhttp_request *req, const struct route_args *a)
 {
         (void)a;
@@ -395,60 +445,32 @@ void route_ui_audit_verify(struct daemon *d, struct evhttp_request *req, const s
                 reply_error(d, req, 404, "not_found", "this daemon keeps no audit log");
                 return;
         }
-        char **paths = NULL;
-        size_t n = 0;
-        unsigned long missing = 0;
-        int r = audit_rotated_files(d->audit_path, &paths, &n, &missing);
-        if (r < 0) {
-                reply_error(d, req, 500, "internal", "listing the audit log's files: %s",
-                            strerror(-r));
+        if (verify_running) {
+                reply_error(d, req, 429, "busy",
+                            "the audit log is being verified for another request; "
+                            "ask again in a moment");
                 return;
         }
-        struct audit_verify_options opt = {.from_rotated = n > 1};
-        struct audit_verify_result res = {0};
+        struct host_report *c = xcalloc(1, sizeof(*c));
+        *c = (struct host_report){.d = d, .req = req};
+        char *argv[] = {d->airlock_bin, (char *)"audit", (char *)"verify", (char *)"--json",
+                        (char *)d->audit_path, NULL};
         struct al_error err = {0};
-        r = audit_verify_files((const char *const *)paths, n, &opt, &res, &err);
-        strv_free(paths);
-        if (r < 0) {
-                reply_error(d, req, 500, "internal", "verifying the audit log: %s", err.msg);
+        if (job_start(d, argv, 64 * 1024, verify_done, c, &err) < 0) {
+                reply_error(d, req, 500, "internal", "%s", err.msg);
+                free(c);
                 return;
         }
-        json_t *o =
-            json_pack("{s:b, s:I, s:I, s:I}", "ok", res.ok, "lines", (json_int_t)res.lines,
-                      "firstSeq", (json_int_t)res.first_seq, "lastSeq", (json_int_t)res.last_seq);
-        if (!res.ok) {
-                json_object_set_new(o, "badSeq", json_integer((json_int_t)res.bad_seq));
-                json_object_set_new(o, "torn", json_boolean(res.torn));
-                json_object_set_new(o, "reason", json_string(res.reason));
-        }
-        if (missing)
-                json_object_set_new(o, "missingRotated", json_integer((json_int_t)missing));
-        reply_json(d, req, 200, o);
+        verify_running = true;
 }
 
 /* One doctor at a time: each forks its probes, and any grant may ask. */
 static bool doctor_running;
 
-struct doctor_ctx {
-        struct daemon *d;
-        struct evhttp_request *req;
-};
-
 static void doctor_done(const struct job_result *res, void *userdata)
 {
-        struct doctor_ctx *c = userdata;
-        json_error_t jerr;
-        size_t len = evbuffer_get_length(res->out);
-        json_t *o = res->exit_code < 0 || res->timed_out
-                        ? NULL
-                        : json_loadb((const char *)evbuffer_pullup(res->out, -1), len, 0, &jerr);
-        if (json_is_object(o))
-                reply_json(c->d, c->req, 200, o);
-        else {
-                json_decref(o);
-                reply_error(c->d, c->req, 500, "internal", "airlock doctor gave no report: %.200s",
-                            res->err ? res->err : "");
-        }
+        struct host_report *c = userdata;
+        reply_job_json(c->d, c->req, res, "airlock doctor");
         doctor_running = false;
         free(c);
 }
@@ -464,12 +486,8 @@ void route_ui_doctor(struct daemon *d, struct evhttp_request *req, const struct 
                             "ask again in a moment");
                 return;
         }
-        struct doctor_ctx *c = calloc(1, sizeof(*c));
-        if (!c) {
-                reply_error(d, req, 500, "internal", "out of memory");
-                return;
-        }
-        *c = (struct doctor_ctx){.d = d, .req = req};
+        struct host_report *c = xcalloc(1, sizeof(*c));
+        *c = (struct host_report){.d = d, .req = req};
         char *argv[] = {d->airlock_bin, (char *)"doctor", (char *)"--json", NULL};
         struct al_error err = {0};
         if (job_start(d, argv, 256 * 1024, doctor_done, c, &err) < 0) {

@@ -1,13 +1,52 @@
 // SPDX-License-Identifier: Apache-2.0
-// The dashboard's one way to the API: the session cookie goes with every
-// request (the browser holds it, HttpOnly); state changes carry the
-// session's CSRF token in a header. No token is ever kept in storage.
+// The dashboard's one way to the API. A session has two halves: the cookie
+// (HttpOnly; the browser sends it with every request, and also to every
+// other port of this host, such as a page a sandbox serves through a port
+// forward) and the token, which only this page holds: it arrives in the
+// login's redirect fragment, is kept in this origin's localStorage (no
+// other port's page can read it) and goes with every request in a header,
+// or as a WebSocket subprotocol. The grant's own token is never here.
 
+const KEY = "airlock.csrf";
 let csrf = null;
 
 export function setCsrf(token) {
-  csrf = token;
+  csrf = token || null;
+  try {
+    if (csrf) localStorage.setItem(KEY, csrf);
+    else localStorage.removeItem(KEY);
+  } catch (e) {
+    // no storage: the token lives as long as the page
+  }
 }
+
+// The token a login just handed over (#csrf=...; the fragment is then
+// replaced so that it stays out of the address bar), else the kept one.
+export function loadCsrf() {
+  const m = location.hash.match(/^#csrf=([0-9a-f]{64})$/);
+  if (m) {
+    setCsrf(m[1]);
+    history.replaceState(null, "", `${location.pathname}#/`);
+    return;
+  }
+  try {
+    csrf = localStorage.getItem(KEY);
+  } catch (e) {
+    csrf = null;
+  }
+}
+
+// The kept token, read at each request: a login in another tab renews the
+// cookie and the token together for every tab.
+export function csrfToken() {
+  try {
+    return localStorage.getItem(KEY) || csrf || "";
+  } catch (e) {
+    return csrf || "";
+  }
+}
+
+const auth = () => ({ "X-Airlock-CSRF": csrfToken() });
 
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -29,8 +68,7 @@ async function raise(r) {
 }
 
 export async function request(method, path, body, { text = false } = {}) {
-  const headers = {};
-  if (method !== "GET") headers["X-Airlock-CSRF"] = csrf || "";
+  const headers = auth();
   const init = { method, headers, credentials: "same-origin", cache: "no-store" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
@@ -53,7 +91,7 @@ export const del = (p) => request("DELETE", p);
 const known = new Map();
 export async function hasRoute(path) {
   if (known.has(path)) return known.get(path);
-  const r = await fetch(path, { credentials: "same-origin", cache: "no-store" });
+  const r = await fetch(path, { headers: auth(), credentials: "same-origin", cache: "no-store" });
   let yes = true;
   if (r.status === 404) {
     const j = await r.json().catch(() => ({}));
@@ -66,7 +104,14 @@ export async function hasRoute(path) {
 // A JSON-lines stream (a process's events), one object per callback, until
 // it ends or the signal aborts it.
 export async function ndjson(path, onEvent, signal) {
-  const r = await fetch(path, { credentials: "same-origin", cache: "no-store", signal });
+  await lines(path, signal, (line) => {
+    if (line.trim()) onEvent(JSON.parse(line));
+  });
+}
+
+// A stream's lines, one callback each, until it ends or the signal aborts.
+async function lines(path, signal, onLine) {
+  const r = await fetch(path, { headers: auth(), credentials: "same-origin", cache: "no-store", signal });
   if (!r.ok) await raise(r);
   const reader = r.body.getReader();
   const dec = new TextDecoder();
@@ -77,9 +122,23 @@ export async function ndjson(path, onEvent, signal) {
     buf += dec.decode(value, { stream: true });
     let nl;
     while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl);
+      const line = buf.slice(0, nl).replace(/\r$/, "");
       buf = buf.slice(nl + 1);
-      if (line.trim()) onEvent(JSON.parse(line));
+      onLine(line);
     }
   }
+}
+
+// A Server-Sent Events stream (/v1/events), read with fetch so that it
+// carries the session's token (an EventSource cannot send a header): the
+// callback gets each event's data. Its errors are the caller's to ignore;
+// a stream that ends is not reopened.
+export function events(path, onData, signal) {
+  let data = [];
+  return lines(path, signal, (line) => {
+    if (line === "") {
+      if (data.length) onData(data.join("\n"));
+      data = [];
+    } else if (line.startsWith("data:")) data.push(line.slice(line[5] === " " ? 6 : 5));
+  });
 }

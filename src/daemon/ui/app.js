@@ -2,7 +2,7 @@
 // The dashboard's shell: the session, the pages by location hash, the
 // helpers every page builds its DOM with (text only: nothing from the API
 // is ever parsed as HTML).
-import { ApiError, get, post, setCsrf } from "./api.js";
+import { ApiError, get, loadCsrf, post, setCsrf } from "./api.js";
 import { sandboxesPage } from "./list.js";
 import { sandboxPage } from "./sandbox.js";
 import { grantsPage, settingsPage } from "./pages.js";
@@ -117,6 +117,7 @@ async function render() {
 }
 
 async function start() {
+  loadCsrf();
   let s;
   try {
     s = await get("/v1/ui/session");
@@ -129,12 +130,12 @@ async function start() {
     return;
   }
   Object.assign(session, s);
-  setCsrf(s.csrf);
   document.getElementById("who").textContent = `grant: ${s.grant}`;
   const out = document.getElementById("logout");
   out.hidden = false;
   out.addEventListener("click", async () => {
     await act("logging out", () => post("/v1/ui/logout"));
+    setCsrf(null);
     location.hash = "#/";
     location.reload();
   });

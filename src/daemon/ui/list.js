@@ -2,7 +2,7 @@
 // The sandboxes: a live list. The event stream (GET /v1/events, the
 // grant's own sandboxes' audit lines) says when something happened; a poll
 // every few seconds brings the usage the sparklines draw.
-import { get, post } from "./api.js";
+import { events, get, post } from "./api.js";
 import { act, bytes, el, session, stateBadge, tierBadge, toast } from "./app.js";
 
 const POLL_MS = 3000;
@@ -220,14 +220,14 @@ export function sandboxesPage() {
       // A busy log (a flood of gate decisions) brings one refresh a second,
       // not one per line.
       let soon = null;
-      es = new EventSource("/v1/events");
-      es.onmessage = () => {
+      es = new AbortController();
+      events("/v1/events", () => {
         if (!soon) soon = setTimeout(() => { soon = null; refresh(); }, 1000);
-      };
+      }, es.signal).catch(() => {});
     },
     leave() {
       clearInterval(timer);
-      if (es) es.close();
+      if (es) es.abort();
     },
   };
 }

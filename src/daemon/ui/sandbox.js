@@ -3,7 +3,7 @@
 // capabilities and pending approvals (where the daemon has them), its audit
 // timeline with the chain's verdict, its review diff, its TTL, stop and
 // e-stop. Every button is one API call, under the session's grant.
-import { del, get, hasRoute, ndjson, post } from "./api.js";
+import { del, events, get, hasRoute, ndjson, post } from "./api.js";
 import { act, bytes, el, fill, session, stateBadge, tierBadge, toast } from "./app.js";
 import { Terminal } from "./term.js";
 
@@ -339,14 +339,14 @@ export function sandboxPage(id) {
       // The e-stop is the hardware's: shown where the sandbox drives a device.
       estopButton.hidden = !tools.some((t) => t.startsWith("hw."));
       if (tools.length) capsBody.append(el("p", {}, `Tools given: ${tools.join(", ")}`));
-      es = new EventSource(`/v1/events?sandbox=${id}`);
-      es.onmessage = soon;
+      es = new AbortController();
+      events(`/v1/events?sandbox=${id}`, soon, es.signal).catch(() => {});
       timer = setInterval(() => { refresh(); loadApprovals().catch(() => {}); }, 3000);
     },
     leave() {
       clearInterval(timer);
       clearTimeout(pending);
-      if (es) es.close();
+      if (es) es.abort();
       if (outAbort) outAbort.abort();
       if (term) term.close();
     },

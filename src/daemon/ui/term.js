@@ -3,6 +3,7 @@
 // Terminals). A plain one: output is shown as text, with colour and cursor
 // sequences taken out; keys are typed into the terminal as the bytes a
 // terminal would send.
+import { csrfToken } from "./api.js";
 import { el } from "./app.js";
 
 const MAX_TEXT = 200000;
@@ -29,7 +30,10 @@ export class Terminal {
 
   connect() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(`${proto}//${location.host}/v1/sandboxes/${this.sandbox}/processes/${this.pid}/pty`);
+    // The session's token rides as a subprotocol: a WebSocket sends no
+    // other header of the page's.
+    const ws = new WebSocket(`${proto}//${location.host}/v1/sandboxes/${this.sandbox}/processes/${this.pid}/pty`,
+      ["airlock", `airlock.csrf.${csrfToken()}`]);
     ws.binaryType = "arraybuffer";
     ws.onopen = () => {
       this.status.textContent = `connected to process ${this.pid} (type in the box below)`;

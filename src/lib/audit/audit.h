@@ -198,3 +198,9 @@ struct audit_verify_result {
  * whether the chain holds, or -errno (err set) when a file cannot be read. */
 int audit_verify_files(const char *const *paths, size_t n, const struct audit_verify_options *opt,
                        struct audit_verify_result *ret, struct al_error *err);
+/* A verification as JSON (`airlock audit verify --json`, the dashboard's
+ * GET /v1/ui/audit/verify): {"ok", "lines", "firstSeq", "lastSeq"}, and
+ * "badSeq", "torn", "reason" when the chain is broken. `missing`, the
+ * number of a rotated file missing between others (audit_rotated_files),
+ * makes it not ok: lines were removed from the middle of the log. */
+json_t *audit_verify_result_json(const struct audit_verify_result *res, unsigned long missing);

@@ -302,3 +302,26 @@ int audit_verify_files(const char *const *paths, size_t n, const struct audit_ve
         *ret = res;
         return 0;
 }
+
+json_t *audit_verify_result_json(const struct audit_verify_result *res, unsigned long missing)
+{
+        bool ok = res->ok && !missing;
+        json_t *o = json_pack("{s:b, s:I, s:I, s:I}", "ok", ok, "lines", (json_int_t)res->lines,
+                              "firstSeq", (json_int_t)res->first_seq, "lastSeq",
+                              (json_int_t)res->last_seq);
+        if (!res->ok) {
+                json_object_set_new(o, "badSeq", json_integer((json_int_t)res->bad_seq));
+                json_object_set_new(o, "torn", json_boolean(res->torn));
+                json_object_set_new(o, "reason", json_string(res->reason));
+        }
+        if (missing) {
+                json_object_set_new(o, "missingRotated", json_integer((json_int_t)missing));
+                if (res->ok)
+                        json_object_set_new(
+                            o, "reason",
+                            json_sprintf("rotated file %lu is missing while older and newer ones "
+                                         "exist: lines were removed from the middle of the log",
+                                         missing));
+        }
+        return o;
+}
