@@ -133,6 +133,7 @@ struct cgroup *cgroup_free(struct cgroup *cg)
 {
         if (!cg)
                 return NULL;
+        (void)cgroup_sweep_now(cg); /* no sandbox started to sweep beside */
         if (cg->created) {
                 cg->ops->kill(cg);
                 cg->ops->destroy(cg);
@@ -372,6 +373,7 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
 {
         struct statfs sfs;
         struct cgroup *cg = NULL;
+        bool sweep = false;
         int r;
 
         if (kept) {
@@ -383,6 +385,9 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
                         *ret = cg;
                         return 0;
                 }
+                /* The sweep it was to make goes with the fresh look. */
+                sweep = STREQ(cg->name, name) && cg->sweep_pending;
+                cg->sweep_pending = false;
                 cg = cgroup_free(cg);
         }
 
@@ -483,6 +488,7 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
         if (r < 0)
                 return al_error_set(err, r, "cgroup");
         cg->limits = *l;
+        cg->sweep_pending = sweep;
         *ret = cg;
         return 0;
 }

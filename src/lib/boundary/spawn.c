@@ -375,6 +375,9 @@ static int release_child(const struct child_ctx *ctx, pid_t pid, uid_t host_uid,
                  * report is read below. */
                 (void)spawn_sync_send(sync, SYNC_CGROUP, 0, 0, NULL);
         }
+        /* While the sandbox builds its root: leaves of dead owners. */
+        if (cfg->cgroup && cgroup_sweep_now(cfg->cgroup) >= 0)
+                al_trace_mark("cgroup.sweep");
         return 0;
 }
 
