@@ -32,30 +32,41 @@ int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret)
         return -ENOENT;
 }
 
+/* A leaf this process holds locked (cgroup_lock_leaves) is open already:
+ * its files are looked up in it, not by the whole path. Its descriptor,
+ * else -1. */
+static int held_leaf(const struct cgroup *cg, const char *dir, const char *file)
+{
+        for (size_t i = 0; i < cg->n_locks && !strchr(file, '/'); i++)
+                if (cg->dirs[i] == dir || STREQ(cg->dirs[i], dir))
+                        return cg->locks[i];
+        return -1;
+}
+
 int cgroup_write(struct cgroup *cg, const char *dir, const char *file, const char *value)
 {
         int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | (cg->fake ? O_CREAT | O_TRUNC : 0);
-        /* A leaf this process holds locked (cgroup_lock_leaves) is open
-         * already: the file is looked up in it, not by the whole path. */
-        for (size_t i = 0; i < cg->n_locks && !strchr(file, '/'); i++)
-                if (cg->dirs[i] == dir || STREQ(cg->dirs[i], dir)) {
-                        _cleanup_close_ int fd = openat(cg->locks[i], file, flags, 0644);
-                        if (fd < 0)
-                                return -errno;
-                        return write_full(fd, value, strlen(value));
-                }
-        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
-        _cleanup_close_ int fd = open(path, flags, 0644);
+        int leaf = held_leaf(cg, dir, file);
+        _cleanup_free_ char *path = leaf < 0 ? xasprintf("%s/%s", dir, file) : NULL;
+        _cleanup_close_ int fd = openat(leaf < 0 ? AT_FDCWD : leaf, path ? path : file, flags, 0644);
         if (fd < 0)
                 return -errno;
         return write_full(fd, value, strlen(value));
 }
 
-int cgroup_read_u64(const char *dir, const char *file, uint64_t *ret)
+int cgroup_read(const struct cgroup *cg, const char *dir, const char *file, size_t max, char **ret)
 {
+        int leaf = held_leaf(cg, dir, file);
+        if (leaf >= 0)
+                return read_file_at(leaf, file, max, ret, NULL);
         _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        return read_file_at(AT_FDCWD, path, max, ret, NULL);
+}
+
+int cgroup_read_u64(const struct cgroup *cg, const char *dir, const char *file, uint64_t *ret)
+{
         _cleanup_free_ char *s = NULL;
-        int r = read_file_at(AT_FDCWD, path, 4096, &s, NULL);
+        int r = cgroup_read(cg, dir, file, 4096, &s);
         if (r < 0)
                 return r;
         s[strcspn(s, "\n")] = '\0';
@@ -66,11 +77,11 @@ int cgroup_read_u64(const char *dir, const char *file, uint64_t *ret)
         return safe_atou64(s, ret);
 }
 
-int cgroup_read_keyed(const char *dir, const char *file, const char *key, uint64_t *ret)
+int cgroup_read_keyed(const struct cgroup *cg, const char *dir, const char *file, const char *key,
+                      uint64_t *ret)
 {
-        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
         _cleanup_free_ char *s = NULL;
-        int r = read_file_at(AT_FDCWD, path, 64 * 1024, &s, NULL);
+        int r = cgroup_read(cg, dir, file, 64 * 1024, &s);
         if (r < 0)
                 return r;
         return cgroup_parse_keyed(s, key, ret);
