@@ -43,10 +43,7 @@ static const char *dir_with(struct cgroup *cg, const char *file)
 static bool has_file(struct cgroup *cg, const char *file)
 {
         const char *dir = dir_with(cg, file);
-        if (!dir)
-                return false;
-        _cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
-        return access(p, F_OK) == 0;
+        return dir && cgroup_has(cg, dir, file);
 }
 
 static int v1_create(struct cgroup *cg, struct al_error *err)

@@ -116,8 +116,7 @@ static int v2_apply(struct cgroup *cg, const struct cgroup_limits *l, struct al_
                 if (r < 0)
                         return r;
                 /* Without swap support the file is absent: nothing to refuse. */
-                _cleanup_free_ char *swap = xasprintf("%s/memory.swap.max", cg->dirs[0]);
-                if (cg->fake || access(swap, F_OK) == 0) {
+                if (cg->fake || cgroup_has(cg, cg->dirs[0], "memory.swap.max")) {
                         r = v2_write(cg, "memory.swap.max", "0", err);
                         if (r < 0)
                                 return r;

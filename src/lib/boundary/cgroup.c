@@ -54,6 +54,15 @@ int cgroup_write(struct cgroup *cg, const char *dir, const char *file, const cha
         return write_full(fd, value, strlen(value));
 }
 
+bool cgroup_has(const struct cgroup *cg, const char *dir, const char *file)
+{
+        int leaf = held_leaf(cg, dir, file);
+        if (leaf >= 0)
+                return faccessat(leaf, file, F_OK, 0) == 0;
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        return access(path, F_OK) == 0;
+}
+
 int cgroup_read(const struct cgroup *cg, const char *dir, const char *file, size_t max, char **ret)
 {
         int leaf = held_leaf(cg, dir, file);
