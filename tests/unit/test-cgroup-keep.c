@@ -70,3 +70,32 @@ Test(cgroup_keep, another_leaf_or_io_limits_read_it_afresh)
         }
         cgroup_keep(NULL);
 }
+
+/* The sweep beside the leaves a run asks for with its record's layout
+ * (cgroup_sweep_later) goes with the layout to the supervisor's open, kept
+ * or looked at afresh for limits.io, for the spawner to run. */
+Test(cgroup_keep, the_sweep_asked_for_goes_with_the_layout)
+{
+        struct cgroup_limits none = {0};
+        struct cgroup *first = open_or_skip("airlock-00000000000000dd", &none);
+        cgroup_sweep_later(first);
+        cgroup_keep(first);
+        struct cgroup *again = open_or_skip("airlock-00000000000000dd", &none);
+        cr_expect_eq(again, first);
+        cr_expect(again->sweep_pending, "the kept layout lost its sweep");
+        again->sweep_pending = false; /* no sweep of the host in a unit test */
+        cgroup_free(again);
+
+        first = open_or_skip("airlock-00000000000000dd", &none);
+        cgroup_sweep_later(first);
+        cgroup_keep(first);
+        struct cgroup_limits io = {.io = {.write_bps = 1, .devs = {1}, .n_devs = 1}};
+        struct cgroup *cg = NULL;
+        struct al_error err = {0};
+        if (cgroup_open("airlock-00000000000000dd", &io, &cg, &err) >= 0) {
+                cr_expect(cg->sweep_pending, "a fresh look for limits.io lost the sweep");
+                cg->sweep_pending = false;
+                cgroup_free(cg);
+        }
+        cgroup_keep(NULL);
+}

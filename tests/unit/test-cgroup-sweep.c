@@ -152,3 +152,31 @@ Test(cgroup_sweep, a_missing_parent_is_nothing_to_sweep)
         _cleanup_free_ char *p = xasprintf("%s/nothere", tmp);
         cr_assert_eq(cgroup_sweep_dir(p, 0), 0);
 }
+
+/* The sweep a run asks for at its start (cgroup_sweep_later) runs once,
+ * when the spawner gets to it (cgroup_sweep_now), or at cgroup_free when
+ * no sandbox was started; never while the start is still on its way. */
+Test(cgroup_sweep, a_sweep_asked_for_later_runs_once_when_asked_or_at_free)
+{
+        const char *dead = "airlock-00000000000000f1", *dead2 = "airlock-00000000000000f2";
+        made_by_dead_owner(dead);
+        for (int i = 0; i < 2; i++)
+                age(parents[i], dead);
+        struct cgroup *cg = NULL;
+        cr_assert_eq(cgroup_v1_new(parents, 2, "airlock-00000000000000f0", true, &cg), 0);
+        cgroup_sweep_later(cg);
+        cr_assert(exists(parents[0], dead) && exists(parents[1], dead), "swept before asked");
+        cr_assert_eq(cgroup_sweep_now(cg), 2);
+        cr_assert_not(exists(parents[0], dead));
+        cr_assert_not(exists(parents[1], dead));
+        made_by_dead_owner(dead2);
+        for (int i = 0; i < 2; i++)
+                age(parents[i], dead2);
+        cr_assert_eq(cgroup_sweep_now(cg), 0, "swept twice");
+        cr_assert(exists(parents[0], dead2));
+        /* Asked for and never run: cgroup_free sweeps. */
+        cgroup_sweep_later(cg);
+        cgroup_free(cg);
+        cr_assert_not(exists(parents[0], dead2));
+        cr_assert_not(exists(parents[1], dead2));
+}

@@ -3,7 +3,7 @@
  * cgroup_open() noted (struct cgroup.ctrls), named by the part of the file
  * name before the first dot, whatever the trees are called and without
  * looking for the file; a controller no tree holds gets nothing; a leaf
- * held locked is written through its descriptor. */
+ * held locked is written and read through its descriptor. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -58,6 +58,8 @@ Test(cgroup_v1_ctrls, limits_go_to_their_controllers_tree)
         cr_expect_str_eq(pids, "64");
         _cleanup_free_ char *quota = get(cg->dirs[1], "cpu.cfs_quota_us");
         cr_expect_str_eq(quota, "50000");
+        cr_expect(!exists(cg->dirs[1], "cpu.cfs_period_us"),
+                  "the period a new cgroup has (100 ms) was written again");
         cr_expect(!exists(cg->dirs[0], "pids.max"), "pids.max went to the memory tree");
         cr_expect(!exists(cg->dirs[1], "memory.limit_in_bytes"),
                   "memory.limit_in_bytes went to the pids tree");
@@ -82,6 +84,19 @@ Test(cgroup_v1_ctrls, usage_is_read_from_each_controllers_tree)
         cr_expect_eq(u.oom_kills, 2);
         cr_expect_eq(u.cpu_usec, 7000);
         cr_expect_eq(u.pids_current, 3);
+        /* A leaf held locked is read through its descriptor: moved, it
+         * still answers. */
+        _cleanup_free_ char *moved0 = xasprintf("%s.moved", cg->dirs[0]);
+        _cleanup_free_ char *moved1 = xasprintf("%s.moved", cg->dirs[1]);
+        cr_assert_eq(rename(cg->dirs[0], moved0), 0);
+        cr_assert_eq(rename(cg->dirs[1], moved1), 0);
+        struct cgroup_usage moved;
+        cr_assert_eq(cg->ops->usage(cg, &moved), 0);
+        cr_expect_eq(moved.memory_peak, 4096);
+        cr_expect_eq(moved.cpu_usec, 7000);
+        cr_expect_eq(moved.pids_current, 3);
+        cr_assert_eq(rename(moved0, cg->dirs[0]), 0);
+        cr_assert_eq(rename(moved1, cg->dirs[1]), 0);
         cgroup_free(cg);
 }
 
@@ -116,3 +131,4 @@ Test(cgroup_v1_ctrls, a_locked_leaf_is_written_through_its_descriptor)
         cr_assert_eq(rename(moved, cg->dirs[1]), 0);
         cgroup_free(cg);
 }
+

@@ -124,6 +124,19 @@ int cgroup_sweep_beside(char *const *leaves, size_t n, unsigned min_age_s)
         return removed;
 }
 
+void cgroup_sweep_later(struct cgroup *cg)
+{
+        cg->sweep_pending = true;
+}
+
+int cgroup_sweep_now(struct cgroup *cg)
+{
+        if (!cg || !cg->sweep_pending)
+                return 0;
+        cg->sweep_pending = false;
+        return cgroup_sweep_beside(cg->dirs, cg->n_dirs, CGROUP_SWEEP_MIN_AGE_S);
+}
+
 static bool is_cgroupfs(int fd)
 {
         struct statfs s;

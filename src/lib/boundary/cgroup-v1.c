@@ -43,10 +43,7 @@ static const char *dir_with(struct cgroup *cg, const char *file)
 static bool has_file(struct cgroup *cg, const char *file)
 {
         const char *dir = dir_with(cg, file);
-        if (!dir)
-                return false;
-        _cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
-        return access(p, F_OK) == 0;
+        return dir && cgroup_has(cg, dir, file);
 }
 
 static int v1_create(struct cgroup *cg, struct al_error *err)
@@ -134,9 +131,10 @@ static int v1_apply(struct cgroup *cg, const struct cgroup_limits *l, struct al_
                         return r;
         }
         if (l->cpus_milli) {
-                r = v1_set(cg, "cpu.cfs_period_us", 100000, true, err);
-                if (r >= 0)
-                        r = v1_set(cg, "cpu.cfs_quota_us", l->cpus_milli * 100, true, err);
+                /* Over the kernel's period for a new cgroup, 100 ms (each
+                 * write to the cpu controller's bandwidth takes its locks
+                 * across every cpu, so the period is left as it is). */
+                r = v1_set(cg, "cpu.cfs_quota_us", l->cpus_milli * 100, true, err);
                 if (r < 0)
                         return r;
         }
@@ -175,20 +173,19 @@ static int v1_usage(struct cgroup *cg, struct cgroup_usage *ret)
         const char *d;
         uint64_t v;
         memset(ret, 0, sizeof(*ret));
-        if ((d = dir_with(cg, "cpuacct.usage")) && cgroup_read_u64(d, "cpuacct.usage", &v) >= 0)
+        if ((d = dir_with(cg, "cpuacct.usage")) && cgroup_read_u64(cg, d, "cpuacct.usage", &v) >= 0)
                 ret->cpu_usec = v / 1000;
         if ((d = dir_with(cg, "memory.max_usage_in_bytes")) &&
-            cgroup_read_u64(d, "memory.max_usage_in_bytes", &v) >= 0)
+            cgroup_read_u64(cg, d, "memory.max_usage_in_bytes", &v) >= 0)
                 ret->memory_peak = v;
         if ((d = dir_with(cg, "memory.oom_control")) &&
-            cgroup_read_keyed(d, "memory.oom_control", "oom_kill", &v) >= 0)
+            cgroup_read_keyed(cg, d, "memory.oom_control", "oom_kill", &v) >= 0)
                 ret->oom_kills = v;
-        if ((d = dir_with(cg, "pids.current")) && cgroup_read_u64(d, "pids.current", &v) >= 0)
+        if ((d = dir_with(cg, "pids.current")) && cgroup_read_u64(cg, d, "pids.current", &v) >= 0)
                 ret->pids_current = v;
         if ((d = dir_with(cg, "blkio.throttle.io_service_bytes"))) {
-                _cleanup_free_ char *path = xasprintf("%s/blkio.throttle.io_service_bytes", d);
                 _cleanup_free_ char *s = NULL;
-                if (read_file_at(AT_FDCWD, path, 64 * 1024, &s, NULL) >= 0) {
+                if (cgroup_read(cg, d, "blkio.throttle.io_service_bytes", 64 * 1024, &s) >= 0) {
                         cgroup_parse_blkio_bytes(s, &ret->io_read_bytes, &ret->io_write_bytes);
                         ret->io_measured = true;
                 }
@@ -214,9 +211,8 @@ static int v1_kill(struct cgroup *cg)
         for (int round = 0; round < 100; round++) {
                 bool any = false;
                 for (size_t i = 0; i < cg->n_dirs; i++) {
-                        _cleanup_free_ char *path = xasprintf("%s/cgroup.procs", cg->dirs[i]);
                         _cleanup_free_ char *s = NULL;
-                        if (read_file_at(AT_FDCWD, path, 1 << 20, &s, NULL) < 0)
+                        if (cgroup_read(cg, cg->dirs[i], "cgroup.procs", 1 << 20, &s) < 0)
                                 continue;
                         for (char *line = s; *line;) {
                                 char *nl = strchr(line, '\n');
@@ -255,9 +251,8 @@ static int v1_freeze(struct cgroup *cg, bool frozen)
         /* FREEZING while some member has not stopped yet; FROZEN once all
          * have. */
         for (int ms = 0; ms < CGROUP_FREEZE_WAIT_MS; ms++) {
-                _cleanup_free_ char *path = xasprintf("%s/freezer.state", dir);
                 _cleanup_free_ char *s = NULL;
-                if (read_file_at(AT_FDCWD, path, 64, &s, NULL) >= 0 && strncmp(s, "FROZEN", 6) == 0)
+                if (cgroup_read(cg, dir, "freezer.state", 64, &s) >= 0 && strncmp(s, "FROZEN", 6) == 0)
                         return 0;
                 usleep(1000);
         }

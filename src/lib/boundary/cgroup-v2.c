@@ -116,8 +116,7 @@ static int v2_apply(struct cgroup *cg, const struct cgroup_limits *l, struct al_
                 if (r < 0)
                         return r;
                 /* Without swap support the file is absent: nothing to refuse. */
-                _cleanup_free_ char *swap = xasprintf("%s/memory.swap.max", cg->dirs[0]);
-                if (cg->fake || access(swap, F_OK) == 0) {
+                if (cg->fake || cgroup_has(cg, cg->dirs[0], "memory.swap.max")) {
                         r = v2_write(cg, "memory.swap.max", "0", err);
                         if (r < 0)
                                 return r;
@@ -164,18 +163,17 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
 {
         uint64_t v;
         memset(ret, 0, sizeof(*ret));
-        if (cgroup_read_keyed(cg->dirs[0], "cpu.stat", "usage_usec", &v) >= 0)
+        if (cgroup_read_keyed(cg, cg->dirs[0], "cpu.stat", "usage_usec", &v) >= 0)
                 ret->cpu_usec = v;
-        if (cgroup_read_u64(cg->dirs[0], "memory.peak", &v) >= 0 ||
-            cgroup_read_u64(cg->dirs[0], "memory.current", &v) >= 0)
+        if (cgroup_read_u64(cg, cg->dirs[0], "memory.peak", &v) >= 0 ||
+            cgroup_read_u64(cg, cg->dirs[0], "memory.current", &v) >= 0)
                 ret->memory_peak = v;
-        if (cgroup_read_keyed(cg->dirs[0], "memory.events", "oom_kill", &v) >= 0)
+        if (cgroup_read_keyed(cg, cg->dirs[0], "memory.events", "oom_kill", &v) >= 0)
                 ret->oom_kills = v;
-        if (cgroup_read_u64(cg->dirs[0], "pids.current", &v) >= 0)
+        if (cgroup_read_u64(cg, cg->dirs[0], "pids.current", &v) >= 0)
                 ret->pids_current = v;
-        _cleanup_free_ char *path = xasprintf("%s/io.stat", cg->dirs[0]);
         _cleanup_free_ char *stat = NULL;
-        if (read_file_at(AT_FDCWD, path, 64 * 1024, &stat, NULL) >= 0) {
+        if (cgroup_read(cg, cg->dirs[0], "io.stat", 64 * 1024, &stat) >= 0) {
                 cgroup_parse_io_stat(stat, &ret->io_read_bytes, &ret->io_write_bytes);
                 ret->io_measured = true;
         }
@@ -204,7 +202,7 @@ static int v2_freeze(struct cgroup *cg, bool frozen)
          * stopped (a task in the kernel stops on its way back out). */
         for (int ms = 0; ms < CGROUP_FREEZE_WAIT_MS; ms++) {
                 uint64_t v = 0;
-                if (cgroup_read_keyed(cg->dirs[0], "cgroup.events", "frozen", &v) >= 0 && v == 1)
+                if (cgroup_read_keyed(cg, cg->dirs[0], "cgroup.events", "frozen", &v) >= 0 && v == 1)
                         return 0;
                 usleep(1000);
         }

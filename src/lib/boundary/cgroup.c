@@ -32,30 +32,50 @@ int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret)
         return -ENOENT;
 }
 
+/* A leaf this process holds locked (cgroup_lock_leaves) is open already:
+ * its files are looked up in it, not by the whole path. Its descriptor,
+ * else -1. */
+static int held_leaf(const struct cgroup *cg, const char *dir, const char *file)
+{
+        for (size_t i = 0; i < cg->n_locks && !strchr(file, '/'); i++)
+                if (cg->dirs[i] == dir || STREQ(cg->dirs[i], dir))
+                        return cg->locks[i];
+        return -1;
+}
+
 int cgroup_write(struct cgroup *cg, const char *dir, const char *file, const char *value)
 {
         int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | (cg->fake ? O_CREAT | O_TRUNC : 0);
-        /* A leaf this process holds locked (cgroup_lock_leaves) is open
-         * already: the file is looked up in it, not by the whole path. */
-        for (size_t i = 0; i < cg->n_locks && !strchr(file, '/'); i++)
-                if (cg->dirs[i] == dir || STREQ(cg->dirs[i], dir)) {
-                        _cleanup_close_ int fd = openat(cg->locks[i], file, flags, 0644);
-                        if (fd < 0)
-                                return -errno;
-                        return write_full(fd, value, strlen(value));
-                }
-        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
-        _cleanup_close_ int fd = open(path, flags, 0644);
+        int leaf = held_leaf(cg, dir, file);
+        _cleanup_free_ char *path = leaf < 0 ? xasprintf("%s/%s", dir, file) : NULL;
+        _cleanup_close_ int fd = openat(leaf < 0 ? AT_FDCWD : leaf, path ? path : file, flags, 0644);
         if (fd < 0)
                 return -errno;
         return write_full(fd, value, strlen(value));
 }
 
-int cgroup_read_u64(const char *dir, const char *file, uint64_t *ret)
+bool cgroup_has(const struct cgroup *cg, const char *dir, const char *file)
 {
+        int leaf = held_leaf(cg, dir, file);
+        if (leaf >= 0)
+                return faccessat(leaf, file, F_OK, 0) == 0;
         _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        return access(path, F_OK) == 0;
+}
+
+int cgroup_read(const struct cgroup *cg, const char *dir, const char *file, size_t max, char **ret)
+{
+        int leaf = held_leaf(cg, dir, file);
+        if (leaf >= 0)
+                return read_file_at(leaf, file, max, ret, NULL);
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
+        return read_file_at(AT_FDCWD, path, max, ret, NULL);
+}
+
+int cgroup_read_u64(const struct cgroup *cg, const char *dir, const char *file, uint64_t *ret)
+{
         _cleanup_free_ char *s = NULL;
-        int r = read_file_at(AT_FDCWD, path, 4096, &s, NULL);
+        int r = cgroup_read(cg, dir, file, 4096, &s);
         if (r < 0)
                 return r;
         s[strcspn(s, "\n")] = '\0';
@@ -66,11 +86,11 @@ int cgroup_read_u64(const char *dir, const char *file, uint64_t *ret)
         return safe_atou64(s, ret);
 }
 
-int cgroup_read_keyed(const char *dir, const char *file, const char *key, uint64_t *ret)
+int cgroup_read_keyed(const struct cgroup *cg, const char *dir, const char *file, const char *key,
+                      uint64_t *ret)
 {
-        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
         _cleanup_free_ char *s = NULL;
-        int r = read_file_at(AT_FDCWD, path, 64 * 1024, &s, NULL);
+        int r = cgroup_read(cg, dir, file, 64 * 1024, &s);
         if (r < 0)
                 return r;
         return cgroup_parse_keyed(s, key, ret);
@@ -133,6 +153,7 @@ struct cgroup *cgroup_free(struct cgroup *cg)
 {
         if (!cg)
                 return NULL;
+        (void)cgroup_sweep_now(cg); /* no sandbox started to sweep beside */
         if (cg->created) {
                 cg->ops->kill(cg);
                 cg->ops->destroy(cg);
@@ -372,6 +393,7 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
 {
         struct statfs sfs;
         struct cgroup *cg = NULL;
+        bool sweep = false;
         int r;
 
         if (kept) {
@@ -383,6 +405,9 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
                         *ret = cg;
                         return 0;
                 }
+                /* The sweep it was to make goes with the fresh look. */
+                sweep = STREQ(cg->name, name) && cg->sweep_pending;
+                cg->sweep_pending = false;
                 cg = cgroup_free(cg);
         }
 
@@ -483,6 +508,7 @@ int cgroup_open(const char *name, const struct cgroup_limits *l, struct cgroup *
         if (r < 0)
                 return al_error_set(err, r, "cgroup");
         cg->limits = *l;
+        cg->sweep_pending = sweep;
         *ret = cg;
         return 0;
 }

@@ -87,6 +87,9 @@ struct cgroup {
         /* The owner's flock on each leaf, held while it lives (cgroup-sweep.c). */
         int locks[CGROUP_V1_MAX];
         size_t n_locks;
+        /* cgroup_sweep_later(): sweep beside the leaves once, off the
+         * start's path. */
+        bool sweep_pending;
 };
 
 extern const struct cgroup_ops cgroup_v1_ops;
@@ -170,6 +173,12 @@ void cgroup_unlock_leaves(struct cgroup *cg);
 int cgroup_sweep_dir(const char *parent, unsigned min_age_s);
 int cgroup_sweep_beside(char *const *leaves, size_t n, unsigned min_age_s);
 int cgroup_sweep_all(unsigned min_age_s);
+/* cgroup_sweep_beside(cg's leaves) later, once: cgroup_sweep_now() runs it
+ * where the spawner waits for the sandbox to build its root, or
+ * cgroup_free() when no sandbox was started. Each returns how many leaves
+ * the sweep removed (0 when none was pending). */
+void cgroup_sweep_later(struct cgroup *cg);
+int cgroup_sweep_now(struct cgroup *cg);
 
 /* "oom_kill N" style key lookup in a flat keyed file's contents. */
 int cgroup_parse_keyed(const char *content, const char *key, uint64_t *ret);

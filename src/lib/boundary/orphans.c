@@ -64,8 +64,9 @@ static json_t *cgroup_dirs(const char *id)
         for (size_t i = 0; i < cg->n_dirs; i++)
                 json_array_append_new(a, json_string(cg->dirs[i]));
         /* Beside them, leaves of owners that died with no record left to
-         * find them by (a state root removed since): their lock tells. */
-        (void)cgroup_sweep_beside(cg->dirs, cg->n_dirs, CGROUP_SWEEP_MIN_AGE_S);
+         * find them by (a state root removed since): their lock tells. The
+         * spawner sweeps while the sandbox builds its root (cgroup.h). */
+        cgroup_sweep_later(cg);
         /* The supervisor opens the same leaves next: the layout once. */
         cgroup_keep(cg);
         return a;

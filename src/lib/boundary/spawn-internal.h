@@ -86,6 +86,12 @@ bool spawn_watch_owner(int sync);
 _Noreturn void spawn_child_fail(int sync, enum spawn_failure kind, const struct al_error *e,
                                 int exit_code);
 
+/* spawn.c. cgroup v2: a leaf made (cgroup_realize) is entered at clone,
+ * with a cgroup namespace rooted in it: no move afterwards, so no wait for
+ * the RCU grace period a move takes. Sets args' flags and cgroup; false
+ * when cg has no leaf descriptor (v1: the spawner moves the child). */
+bool spawn_clone_into_cgroup(const struct cgroup *cg, struct clone_args *args);
+
 /* userns.c */
 extern pid_t spawn_idmap_helper;
 /* Reap the idmapped mount's namespace holder, if one is pending, and free

@@ -285,6 +285,15 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
         return 0;
 }
 
+bool spawn_clone_into_cgroup(const struct cgroup *cg, struct clone_args *args)
+{
+        if (!cg || cg->dir_fd < 0)
+                return false;
+        args->flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
+        args->cgroup = (uint64_t)cg->dir_fd;
+        return true;
+}
+
 /* clone3 into the new namespaces (and, on v2, straight into the cgroup).
  * Returns the child's pid in the parent, 0 in the child, or -errno. */
 static pid_t clone_sandbox(struct child_ctx *ctx, int *pidfd, struct al_error *err)
@@ -312,11 +321,7 @@ static pid_t clone_sandbox(struct child_ctx *ctx, int *pidfd, struct al_error *e
                         return r;
                 al_trace_mark("cgroup.create");
         }
-        if (cfg->cgroup && cfg->cgroup->dir_fd >= 0) {
-                args.flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
-                args.cgroup = (uint64_t)cfg->cgroup->dir_fd;
-                ctx->cgroup_in_clone = true;
-        }
+        ctx->cgroup_in_clone = spawn_clone_into_cgroup(cfg->cgroup, &args);
 
         pid_t pid = spawn_sys_clone3(&args);
         if (pid < 0) {
@@ -375,6 +380,9 @@ static int release_child(const struct child_ctx *ctx, pid_t pid, uid_t host_uid,
                  * report is read below. */
                 (void)spawn_sync_send(sync, SYNC_CGROUP, 0, 0, NULL);
         }
+        /* While the sandbox builds its root: leaves of dead owners. */
+        if (cfg->cgroup && cgroup_sweep_now(cfg->cgroup) >= 0)
+                al_trace_mark("cgroup.sweep");
         return 0;
 }
 
