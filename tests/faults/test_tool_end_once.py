@@ -10,11 +10,10 @@ whose own line (its callSeq) is not on the log."""
 
 import json
 import os
-import shutil
-import subprocess
 
 import pytest
 
+import shim
 from test_run_kill import audit_lines, sweep, verify
 
 SHIM = r"""
@@ -49,16 +48,7 @@ int unlinkat(int dirfd, const char *path, int flags)
 
 @pytest.fixture
 def kill_at_unlink(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler to build the unlinkat shim")
-    src = tmp_path / "killunlink.c"
-    src.write_text(SHIM)
-    so = tmp_path / "killunlink.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(so), str(src), "-ldl"], check=True,
-                   timeout=60)
-    tmp_path.chmod(0o755)
-    return so
+    return shim.build(tmp_path, "killunlink", SHIM)
 
 
 def test_a_run_killed_after_a_calls_end_line_gets_no_second_end(airlock, kill_at_unlink):

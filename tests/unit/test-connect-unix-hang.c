@@ -27,22 +27,13 @@
 static char dir[64], sock_path[96];
 static int hang_w = -1; /* told when the lookup starts to hang */
 
-long __real_syscall(long n, ...);
-long __wrap_syscall(long n, ...);
-long __wrap_syscall(long n, ...)
+CNT_SYSCALL_WRAP(n, a)
 {
-        va_list ap;
-        va_start(ap, n);
-        long a[6];
-        for (int i = 0; i < 6; i++)
-                a[i] = va_arg(ap, long);
-        va_end(ap);
         if (n == SYS_openat2 && dir[0] && strstr((const char *)a[1], dir)) {
                 char c = 'h';
                 (void)!write(hang_w, &c, 1);
                 sleep(3); /* the mount's server does not answer */
         }
-        return __real_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 static struct event_base *base;
