@@ -334,11 +334,9 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
         struct daemon *d = arg;
         if (sig == SIGCHLD) {
-                /* Supervisors' ends are seen through their pidfds; this only
-                 * reaps them and the workers that remove workspaces. */
+                /* Supervisors' ends are seen through their pidfds; this
+                 * reaps the jobs and the workers that remove workspaces. */
                 jobs_reap(d);
-                while (waitpid(-1, NULL, WNOHANG) > 0)
-                        ;
                 return;
         }
         daemon_log(d, "stopping on signal %d; sandboxes keep running", (int)sig);

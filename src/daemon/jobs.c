@@ -221,6 +221,20 @@ void jobs_reap(struct daemon *d)
 {
         for (struct job *j = d->jobs; j; j = j->next)
                 collect(j);
+        /* Then every other child that ended (the workers that remove
+         * workspaces; supervisors have no exit signal and are not taken).
+         * A job that ended since its check above is reaped here too: its
+         * status is handed to it, not dropped (it then found no child and
+         * failed with 125, and a diff that had succeeded answered 409). */
+        int st;
+        pid_t pid;
+        while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+                for (struct job *j = d->jobs; j; j = j->next)
+                        if (j->pid == pid && !j->exited) {
+                                j->exited = true;
+                                j->status = st;
+                                break;
+                        }
         /* A job whose pipes were drained first ends here; a callback may
          * start another job, so look again from the top after each. */
         bool again = true;

@@ -51,8 +51,8 @@ int job_start_charged(struct daemon *d, char *const argv[], size_t out_max, job_
  * sanitizer settings of a test build. Caller frees (strv_free). */
 char **daemon_child_env(const struct daemon *d);
 
-/* SIGCHLD: collect the exit status of the jobs that ended, before anything
- * else reaps them. */
+/* SIGCHLD: collect the exit status of the jobs that ended, and reap every
+ * other child of the daemon that ended (a job's status is never lost). */
 void jobs_reap(struct daemon *d);
 
 /* Stop the running job started with this userdata: SIGTERM, so that it

@@ -126,7 +126,8 @@ static void close_open_calls(struct daemon *d, const char *id)
 {
         _cleanup_free_ char *dir = xasprintf("%s/%s", d->run_dir, id);
         json_t *calls = NULL;
-        int r = open_calls_closing(dir, now_realtime_us() / 1000, "airlockd", &calls);
+        int r = open_calls_closing(dir, d->audit_path, id, now_realtime_us() / 1000, "airlockd",
+                                   &calls);
         if (r < 0) {
                 daemon_log(d, "sandbox %s: reading the tool calls its supervisor left (%s/%s): %s",
                            id, dir, OPEN_CALLS_FILE, strerror(-r));

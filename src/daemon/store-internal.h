@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What store.c and store-process.c share; nothing else includes it. */
+/* What store.c, store-grants.c, store-health.c and store-process.c share;
+ * nothing else includes it. */
 #pragma once
 
 #include <sqlite3.h>
@@ -7,6 +8,9 @@
 
 #include "store.h"
 #include "util.h"
+
+/* How long a statement waits for another process's lock on the file. */
+#define STORE_BUSY_MS 2000
 
 struct store {
         sqlite3 *db;

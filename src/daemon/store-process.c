@@ -167,11 +167,3 @@ int store_process_list(struct store *s, const char *sandbox, size_t limit,
         *ret_n = n;
         return 0;
 }
-
-/* The WAL */
-
-int store_checkpoint_keep(struct store *s)
-{
-        int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-        return rc == SQLITE_OK ? 0 : store_sql_error(s, rc & 0xff, NULL, "checkpointing the WAL");
-}

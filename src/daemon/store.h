@@ -24,7 +24,10 @@ struct store *store_close(struct store *s);
 /* The last failure's message ("sandbox: database or disk is full"). Writes
  * fail with -ENOSPC on a full disk, -EUCLEAN on a corrupt file, -EIO else. */
 const char *store_last_error(struct store *s);
-/* Checkpoint the WAL and truncate it, so that space it held comes back. */
+/* Checkpoint the WAL and truncate it, so that space it held comes back.
+ * It never waits for another process's reader: while one holds part of
+ * the WAL, what it can copy is copied and it fails (-EIO, "database is
+ * locked"), to be called again later. */
 int store_checkpoint(struct store *s);
 /* Checkpoint the WAL but keep its file: the next commits overwrite its
  * blocks from the start, so their syncs write data, not a growing file's

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "events.h"
 #include "gates.h"
 #include "gate.h"
@@ -47,6 +48,8 @@ static void on_tool_call(void *ud, const struct toolgate_record *rec)
                 return;
         /* The audit line names the container itself. */
         json_object_del(f, "sandbox");
+        if (tool_log.calls)
+                open_calls_ending(tool_log.calls, rec->seq);
         (void)rt_audit_fields(tool_log.audit, "tool.call", f);
         if (tool_log.calls)
                 open_calls_end(tool_log.calls, rec->seq);
@@ -81,7 +84,8 @@ void rt_gate_close_calls(pid_t gate_pid, const char *state_dir, struct rt_audit 
         while (waitpid(gate_pid, NULL, 0) < 0 && errno == EINTR)
                 ;
         json_t *calls = NULL;
-        if (open_calls_closing(state_dir, now_realtime_us() / 1000, "airlock-runtime", &calls) < 0)
+        if (open_calls_closing(state_dir, audit_file_path(audit->a), audit->sandbox,
+                               now_realtime_us() / 1000, "airlock-runtime", &calls) < 0)
                 return;
         size_t i;
         json_t *f;

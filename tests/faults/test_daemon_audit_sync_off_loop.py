@@ -8,8 +8,6 @@ while the batch's sync ran waited for it."""
 
 import os
 import pathlib
-import shutil
-import subprocess
 import sys
 import time
 
@@ -17,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "daemon"))
 from daemonlib import Daemon  # noqa: E402
+import shim  # noqa: E402
 
 SLOW_MS = 400
 
@@ -57,16 +56,7 @@ int fdatasync(int fd)
 
 @pytest.fixture
 def slow_audit_shim(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler to build the fdatasync shim")
-    src = tmp_path / "slowsync.c"
-    src.write_text(SHIM.replace("SLOW_MS", str(SLOW_MS)))
-    so = tmp_path / "slowsync.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(so), str(src), "-ldl"], check=True,
-                   timeout=60)
-    tmp_path.chmod(0o755)
-    return so
+    return shim.build(tmp_path, "slowsync", SHIM.replace("SLOW_MS", str(SLOW_MS)))
 
 
 def test_a_slow_audit_sync_does_not_stall_other_requests(airlock, slow_audit_shim,

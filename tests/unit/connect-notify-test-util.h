@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <event2/event.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -120,3 +121,23 @@ static inline int cnt_serve_until_report(struct event_base *base, int pipe_r, in
         event_free(ev);
         return w.got ? w.value : -1;
 }
+
+/* A test that wraps syscall() (-Wl,--wrap=syscall) forwards what it does
+ * not stand in for: CNT_SYSCALL_WRAP(n, a) { body } defines the wrapper,
+ * its six arguments in a[], the body run before the real call. */
+long __real_syscall(long n, ...);
+long __wrap_syscall(long n, ...);
+#define CNT_SYSCALL_WRAP(n, a)                                                                   \
+        static void cnt_syscall_before(long n, const long *a);                                   \
+        long __wrap_syscall(long n, ...)                                                          \
+        {                                                                                         \
+                va_list ap;                                                                       \
+                va_start(ap, n);                                                                  \
+                long v[6];                                                                        \
+                for (int i = 0; i < 6; i++)                                                       \
+                        v[i] = va_arg(ap, long);                                                  \
+                va_end(ap);                                                                       \
+                cnt_syscall_before(n, v);                                                         \
+                return __real_syscall(n, v[0], v[1], v[2], v[3], v[4], v[5]);                     \
+        }                                                                                         \
+        static void cnt_syscall_before(long n, const long *a)

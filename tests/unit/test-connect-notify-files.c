@@ -49,16 +49,8 @@ int __wrap_close(int fd)
         return __real_close(fd);
 }
 
-long __real_syscall(long n, ...);
-long __wrap_syscall(long n, ...);
-long __wrap_syscall(long n, ...)
+CNT_SYSCALL_WRAP(n, a)
 {
-        va_list ap;
-        va_start(ap, n);
-        long a[6];
-        for (int i = 0; i < 6; i++)
-                a[i] = va_arg(ap, long);
-        va_end(ap);
         if (n == SYS_pidfd_getfd && getpid() == self && swap_go >= 0) {
                 /* Between the supervisor's check and its take. */
                 char c = 's';
@@ -68,7 +60,6 @@ long __wrap_syscall(long n, ...)
         }
         if (n == SYS_close && getpid() != self && is_marker((int)a[0]))
                 sleep(3); /* the closer's flush hangs too */
-        return __real_syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 static struct event_base *base;

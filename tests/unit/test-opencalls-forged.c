@@ -62,7 +62,7 @@ TestSuite(opencalls_forged, .init = setup, .fini = fini, .timeout = 30);
 static json_t *left(void)
 {
         json_t *calls = NULL;
-        cr_assert_eq(open_calls_closing(rundir, 2000, "test", &calls), 0);
+        cr_assert_eq(open_calls_closing(rundir, NULL, NULL, 2000, "test", &calls), 0);
         return calls;
 }
 

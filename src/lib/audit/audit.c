@@ -551,6 +551,11 @@ const char *audit_last_hash(const struct audit *a)
         return a ? a->hash : NULL;
 }
 
+const char *audit_file_path(const struct audit *a)
+{
+        return a ? a->path : NULL;
+}
+
 struct audit *audit_close(struct audit *a)
 {
         if (!a)

@@ -138,9 +138,20 @@ bool audit_needs_flush(const struct audit *a, uint64_t now_us);
 /* The seq and hash (hex) of the last line this writer appended or found. */
 uint64_t audit_last_seq(const struct audit *a);
 const char *audit_last_hash(const struct audit *a);
+/* The path the log was opened at. */
+const char *audit_file_path(const struct audit *a);
 
 /* Flush and close; returns NULL. */
 struct audit *audit_close(struct audit *a);
+
+/* The last `max` bytes (or fewer) of the log at path, NUL-terminated, for a
+ * sweep that looks whether a line is already there (tail.c); NULL when it
+ * cannot be read or is empty. Caller frees. */
+char *audit_read_tail(const char *path, size_t max, size_t *ret_len);
+/* Whether tail has a line of sandbox's event `kind` holding `field` (a
+ * piece of its JSON, such as "\"callSeq\":3,"; NULL: any such line). */
+bool audit_tail_has(const char *tail, size_t len, const char *sandbox, const char *kind,
+                    const char *field);
 
 /* /var/lib/airlock/audit/audit.jsonl for root, else
  * <home>/.local/state/airlock/audit/audit.jsonl; NULL when home is not an

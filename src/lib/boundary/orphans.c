@@ -132,24 +132,9 @@ static int record_start(const char *state_root, const char *id, enum owner owner
 /* True when the log's tail already has this sandbox's end. */
 static bool end_recorded(const char *audit_path, const char *id)
 {
-        _cleanup_close_ int fd = open(audit_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
-                return false;
-        size_t len = st.st_size > AUDIT_TAIL ? AUDIT_TAIL : (size_t)st.st_size;
-        _cleanup_free_ char *buf = xcalloc(len + 1, 1);
-        size_t got = 0;
-        while (got < len) {
-                ssize_t n = pread(fd, buf + got, len - got, st.st_size - (off_t)len + (off_t)got);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                got += (size_t)n;
-        }
-        _cleanup_free_ char *needle =
-            xasprintf("\"sandbox\":\"%s\",\"kind\":\"sandbox.destroyed\"", id);
-        return memmem(buf, got, needle, strlen(needle)) != NULL;
+        size_t len = 0;
+        _cleanup_free_ char *tail = audit_read_tail(audit_path, AUDIT_TAIL, &len);
+        return audit_tail_has(tail, len, id, "sandbox.destroyed", NULL);
 }
 
 /* The run's end, and first each host tool call it started and never ended
@@ -162,7 +147,7 @@ static int audit_owner_died(const char *audit_path, const char *id, json_t *rec,
         /* A calls file that cannot be read (not what the supervisor
          * writes) must not keep the run's own end off the log for good:
          * the run is ended without it, as airlockd does. */
-        if (open_calls_closing(calls_dir, now / 1000, "airlock", &calls) < 0)
+        if (open_calls_closing(calls_dir, audit_path, id, now / 1000, "airlock", &calls) < 0)
                 calls = json_array();
         int r;
         bool ended = end_recorded(audit_path, id);

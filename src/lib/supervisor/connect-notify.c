@@ -50,12 +50,16 @@ struct cn_pending {
         int domain; /* its family */
         struct event *ev;
         struct netgate_verdict v;
-        /* A blocking caller's Unix connect to a listener whose backlog is
-         * full: tried again (unix_retry) until it is taken or times out. */
+        /* A Unix connect to a path: resolved and made by a helper process
+         * (connect-unix.h), whose answer comes on res.answer; a blocking
+         * caller's, to a listener whose backlog is full, is tried again
+         * (unix_retry) until it is taken or times out. */
         pid_t tid;
         struct sockaddr_storage addr;
         size_t addr_len;
         uint64_t deadline_us;
+        struct sv_unix_pending res;
+        bool resolving; /* res holds a helper */
 };
 
 struct sv_connect_notify {
@@ -99,6 +103,8 @@ static void pending_free(struct cn_pending *p)
         }
         if (p->ev)
                 event_free(p->ev);
+        if (p->resolving)
+                sv_unix_connect_stop(&p->res);
         /* Both may be the sandbox's (the relay's socket is its own; the
          * direct path's is in its hands once added): cn_drop(). */
         cn_drop(p->sock);
@@ -410,6 +416,57 @@ static int caller_socket(struct sv_connect_notify *cn, pid_t tid, int fd, int *d
         return 0;
 }
 
+static void unix_retry(evutil_socket_t fd, short what, void *ud);
+
+/* The answer of the helper resolving and connecting a Unix path, or the
+ * caller's time run out while it waits (a mount that hangs). */
+static void unix_answered(evutil_socket_t fd, short what, void *ud)
+{
+        struct cn_pending *p = ud;
+        (void)fd;
+        int r;
+        if (what & EV_TIMEOUT) {
+                sv_unix_connect_stop(&p->res);
+                r = ETIMEDOUT;
+        } else
+                r = sv_unix_connect_answer(&p->res);
+        p->resolving = false;
+        if (!id_valid(p->cn, p->id)) {
+                pending_free(p); /* the caller went away (a signal) */
+                return;
+        }
+        if (r == EAGAIN && !p->nonblock && now_monotonic_us() < p->deadline_us) {
+                event_free(p->ev);
+                p->ev = evtimer_new(p->cn->base, unix_retry, p);
+                struct timeval tv = {0, CN_UNIX_RETRY_US};
+                if (p->ev && event_add(p->ev, &tv) == 0)
+                        return;
+                r = ENOMEM;
+        }
+        finish(p, r);
+}
+
+/* A helper resolves the path and connects, off the loop: a lookup that
+ * crosses a hung mount waits there, and the loop answers everyone else. */
+static void unix_start(struct cn_pending *p)
+{
+        int r = sv_unix_connect_start(p->tid, p->sock, (const struct sockaddr_un *)&p->addr,
+                                      p->addr_len, &p->res);
+        if (r < 0) {
+                finish(p, -r);
+                return;
+        }
+        p->resolving = true;
+        if (p->ev)
+                event_free(p->ev);
+        p->ev = event_new(p->cn->base, p->res.answer, EV_READ, unix_answered, p);
+        uint64_t now = now_monotonic_us();
+        uint64_t left = p->deadline_us > now ? p->deadline_us - now : 0;
+        struct timeval tv = {(time_t)(left / 1000000), (suseconds_t)(left % 1000000)};
+        if (!p->ev || event_add(p->ev, &tv) < 0)
+                finish(p, ENOMEM);
+}
+
 static void unix_retry(evutil_socket_t fd, short what, void *ud)
 {
         struct cn_pending *p = ud;
@@ -419,20 +476,7 @@ static void unix_retry(evutil_socket_t fd, short what, void *ud)
                 pending_free(p); /* the caller went away (a signal) */
                 return;
         }
-        int fl = fcntl(p->sock, F_GETFL), r;
-        if (fl < 0 || fcntl(p->sock, F_SETFL, fl | O_NONBLOCK) < 0)
-                r = errno;
-        else {
-                r = sv_unix_connect(p->tid, p->sock, (const struct sockaddr_un *)&p->addr,
-                                    p->addr_len);
-                (void)fcntl(p->sock, F_SETFL, fl);
-        }
-        if (r == EAGAIN && now_monotonic_us() < p->deadline_us) {
-                struct timeval tv = {0, CN_UNIX_RETRY_US};
-                if (event_add(p->ev, &tv) == 0)
-                        return;
-        }
-        finish(p, r);
+        unix_start(p);
 }
 
 /* Every connect() to a local address (loopback, AF_UNSPEC, Unix, netlink,
@@ -493,6 +537,30 @@ static void local_connect(struct sv_connect_notify *cn, const struct seccomp_not
          * peer (SO_PEERCRED; runsc's control sockets check it). */
         if (fam == AF_UNIX && !netgate_transparent_host_sockets(cn->g)) {
                 (void)respond(cn, req->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                return;
+        }
+        /* A path is looked up in the file system: a helper does it (and
+         * the connect), and the answer waits for the helper's. Its connect
+         * is bounded as the loop's would be (sv_connect_bounded). */
+        if (fam == AF_UNIX && sv_unix_is_path((const struct sockaddr_un *)ss, len)) {
+                int ufl = fcntl(dup, F_GETFL);
+                if (ufl < 0 || cn->n_pending >= CN_PENDING_MAX) {
+                        (void)respond(cn, req->id, ufl < 0 ? errno : EAGAIN, 0);
+                        return;
+                }
+                struct cn_pending *p = xcalloc(1, sizeof(*p));
+                p->cn = cn;
+                p->id = req->id;
+                p->local = true;
+                p->nonblock = ufl & O_NONBLOCK;
+                p->dup = -1;
+                p->sock = TAKE_FD(dup);
+                p->tid = req->pid;
+                memcpy(&p->addr, ss, len);
+                p->addr_len = len;
+                p->deadline_us = now_monotonic_us() + CN_CONNECT_TIMEOUT * 1000000ull;
+                pending_add(cn, p);
+                unix_start(p);
                 return;
         }
         /* A blocking caller's socket is made non-blocking for this call

@@ -111,6 +111,20 @@ size_t cn_closers_live(void)
         return n_closers;
 }
 
+bool cn_helper_room(void)
+{
+        reap();
+        return n_closers < CN_CLOSERS_MAX;
+}
+
+int cn_helper_add(int pidfd)
+{
+        if (!cn_helper_room())
+                return -EAGAIN;
+        closers[n_closers++] = pidfd;
+        return 0;
+}
+
 /* A process sharing this fd table closes `fd` and exits: raw system calls
  * only (its memory is a copy taken at any point of the loop). It exits
  * with no signal to the parent, so no one else's wait() sees it. */

@@ -72,3 +72,11 @@ long long cn_sock_mount_id(int sock);
 
 /* The closers alive now (reaped first): for tests and limits. */
 size_t cn_closers_live(void);
+
+/* The other short-lived helpers of the loop (connect-unix.c's resolvers)
+ * count against the same CN_CLOSERS_MAX and are reaped the same way:
+ * whether one more may start (reaped first), and its pidfd (a process of
+ * no exit signal) handed over to be reaped once it has exited; -EAGAIN
+ * when there is no room (the pidfd is then not taken). */
+bool cn_helper_room(void);
+int cn_helper_add(int pidfd);

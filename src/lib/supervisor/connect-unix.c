@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,8 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +25,10 @@
 #include "connect-unix.h"
 #include "fs.h"
 #include "util.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
 
 /* The caller's file system identity (the fsuid, fsgid and groups in
  * /proc/TID/status, as the host sees them). */
@@ -214,6 +222,93 @@ int sv_connect_bounded(int sock, const struct sockaddr *sa, unsigned len)
         int r = connect(sock, sa, (socklen_t)len) < 0 ? errno : 0;
         (void)timer_settime(t, 0, &off, NULL);
         return r;
+}
+
+bool sv_unix_is_path(const struct sockaddr_un *su, size_t len)
+{
+        return len > offsetof(struct sockaddr_un, sun_path) && su->sun_path[0] != '\0';
+}
+
+int sv_unix_connect_start(pid_t tid, int sock, const struct sockaddr_un *su, size_t len,
+                          struct sv_unix_pending *ret)
+{
+        if (!cn_helper_room())
+                return -EAGAIN;
+        int ans[2];
+        if (pipe2(ans, O_CLOEXEC) < 0)
+                return -errno;
+        pid_t parent = getpid();
+        int pidfd = -1;
+        struct clone_args args;
+        memset(&args, 0, sizeof(args));
+        args.flags = CLONE_PIDFD;
+        args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+        args.exit_signal = 0; /* no one else's wait() sees it */
+        long pid = syscall(SYS_clone3, &args, sizeof(args));
+        if (pid < 0) {
+                int e = errno;
+                close(ans[0]);
+                close(ans[1]);
+                return -e;
+        }
+        if (pid == 0) {
+                /* A copy of the loop's process at this point; its identity
+                 * switch is its own, and it goes with it. */
+                (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+                if (getppid() != parent)
+                        _exit(0);
+                int r = sv_unix_connect(tid, sock, su, len);
+                (void)!write(ans[1], &r, sizeof(r));
+                _exit(0);
+        }
+        close(ans[1]);
+        int reaped = fcntl(pidfd, F_DUPFD_CLOEXEC, 3);
+        if (reaped < 0 || cn_helper_add(reaped) < 0) {
+                /* Not tracked: it is stopped and waited for here (a fresh
+                 * process, killable wherever it is). */
+                if (reaped >= 0)
+                        close(reaped);
+                (void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                siginfo_t si;
+                (void)waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED | __WALL);
+                close(pidfd);
+                close(ans[0]);
+                return -EAGAIN;
+        }
+        if (fcntl(ans[0], F_SETFL, O_NONBLOCK) < 0) {
+                int e = errno;
+                struct sv_unix_pending p = {ans[0], pidfd};
+                sv_unix_connect_stop(&p);
+                return -e;
+        }
+        *ret = (struct sv_unix_pending){.answer = ans[0], .pidfd = pidfd};
+        return 0;
+}
+
+static void close_reset(int *fd)
+{
+        if (*fd >= 0)
+                close(*fd);
+        *fd = -1;
+}
+
+int sv_unix_connect_answer(struct sv_unix_pending *p)
+{
+        int r;
+        ssize_t n = read(p->answer, &r, sizeof(r));
+        if (n != (ssize_t)sizeof(r) || r < 0)
+                r = EAGAIN; /* it ended without an answer: not made */
+        close_reset(&p->answer);
+        close_reset(&p->pidfd);
+        return r;
+}
+
+void sv_unix_connect_stop(struct sv_unix_pending *p)
+{
+        if (p->pidfd >= 0)
+                (void)syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+        close_reset(&p->answer);
+        close_reset(&p->pidfd);
 }
 
 /* connect() on the host's copy of the caller's own Unix socket, to `su`

@@ -379,6 +379,10 @@ static void on_tool_call(void *ud, const struct toolgate_record *rec)
         /* The audit line says whose it is itself (the same id). */
         json_object_del(fields, "sandbox");
         c->tool_calls++;
+        /* Marked as ending first: a kill between the line and the file's
+         * rewrite leaves a call whose sweep finds its line (opencalls.h). */
+        if (c->open_calls)
+                open_calls_ending(c->open_calls, rec->seq);
         sv_core_record(c, "tool.call", fields);
         if (c->open_calls)
                 open_calls_end(c->open_calls, rec->seq);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "opencalls.h"
 #include "util.h"
 
@@ -130,23 +131,48 @@ int open_calls_start(struct open_calls *oc, uint64_t seq, const char *call_id, c
         return r;
 }
 
-void open_calls_end(struct open_calls *oc, uint64_t seq)
+static json_t *find(struct open_calls *oc, uint64_t seq, size_t *ret_i)
 {
         size_t i;
         json_t *o;
         if (seq == 0)
-                return;
+                return NULL;
         json_array_foreach(oc->calls, i, o)
         {
                 if ((uint64_t)json_integer_value(json_object_get(o, "seq")) == seq) {
-                        json_array_remove(oc->calls, i);
-                        /* A failed rewrite leaves the call in the file: at
-                         * worst it is closed twice, never not at all. */
-                        (void)save(oc);
-                        return;
+                        *ret_i = i;
+                        return o;
                 }
         }
+        return NULL;
 }
+
+void open_calls_ending(struct open_calls *oc, uint64_t seq)
+{
+        size_t i;
+        json_t *o = find(oc, seq, &i);
+        if (!o)
+                return;
+        json_object_set_new(o, "ending", json_true());
+        /* A failed rewrite leaves the call as under way: a kill after its
+         * line then closes it twice, never not at all. */
+        (void)save(oc);
+}
+
+void open_calls_end(struct open_calls *oc, uint64_t seq)
+{
+        size_t i;
+        if (!find(oc, seq, &i))
+                return;
+        json_array_remove(oc->calls, i);
+        /* A failed rewrite leaves the call marked as ending: the sweep
+         * finds its line on the log and writes no second one. */
+        (void)save(oc);
+}
+
+/* How far back from the end of the audit log a sweep looks for the line
+ * of a call that was ending: the supervisor wrote it just before it died. */
+#define OPEN_CALLS_LOG_TAIL (4u * 1024 * 1024)
 
 static json_t *closing(const json_t *o, uint64_t now_ms, const char *by)
 {
@@ -155,18 +181,32 @@ static json_t *closing(const json_t *o, uint64_t now_ms, const char *by)
         const json_t *digest = json_object_get(o, "argsDigest");
         const json_t *rule = json_object_get(o, "rule");
         const json_t *at = json_object_get(o, "startedMs");
+        const json_t *seq = json_object_get(o, "seq");
         if (!json_is_string(id) || !json_is_string(tool) || (digest && !json_is_string(digest)) ||
-            (rule && !json_is_string(rule)) || !json_is_integer(at) || json_integer_value(at) < 0)
+            (rule && !json_is_string(rule)) || !json_is_integer(at) || json_integer_value(at) < 0 ||
+            !json_is_integer(seq) || json_integer_value(seq) <= 0)
                 return NULL;
         uint64_t started = (uint64_t)json_integer_value(at);
-        return json_pack("{s:O, s:O, s:n, s:O?, s:s, s:O?, s:s, s:I, s:I, s:s}", "callId", id,
+        return json_pack("{s:O, s:O, s:n, s:O?, s:s, s:O?, s:s, s:I, s:I, s:O, s:s}", "callId", id,
                          "tool", tool, "args", "argsDigest", digest, "decision", "allow", "rule",
                          rule, "errorCode", OPEN_CALLS_DIED_CODE, "durationMs",
                          (json_int_t)(now_ms > started ? now_ms - started : 0), "outputBytes",
-                         (json_int_t)0, "closedBy", by);
+                         (json_int_t)0, "callSeq", seq, "closedBy", by);
 }
 
-int open_calls_closing(const char *dir, uint64_t now_ms, const char *by, json_t **ret)
+/* Whether the call's own tool.call line made it to the log. */
+static bool end_logged(const json_t *o, const char *tail, size_t len, const char *sandbox)
+{
+        if (!json_is_true(json_object_get(o, "ending")) || !tail || !sandbox)
+                return false;
+        char field[48];
+        snprintf(field, sizeof(field), "\"callSeq\":%" JSON_INTEGER_FORMAT ",",
+                 json_integer_value(json_object_get(o, "seq")));
+        return audit_tail_has(tail, len, sandbox, "tool.call", field);
+}
+
+int open_calls_closing(const char *dir, const char *audit_path, const char *sandbox,
+                       uint64_t now_ms, const char *by, json_t **ret)
 {
         *ret = NULL;
         _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -187,8 +227,10 @@ int open_calls_closing(const char *dir, uint64_t now_ms, const char *by, json_t 
                 return -EINVAL;
         }
         json_t *out = json_array();
-        size_t i;
+        size_t i, tail_len = 0;
         json_t *o;
+        _cleanup_free_ char *tail = NULL;
+        bool tail_read = false;
         json_array_foreach(calls, i, o)
         {
                 json_t *f = closing(o, now_ms, by);
@@ -197,7 +239,14 @@ int open_calls_closing(const char *dir, uint64_t now_ms, const char *by, json_t 
                         json_decref(out);
                         return -EINVAL;
                 }
-                json_array_append_new(out, f);
+                if (json_is_true(json_object_get(o, "ending")) && audit_path && !tail_read) {
+                        tail = audit_read_tail(audit_path, OPEN_CALLS_LOG_TAIL, &tail_len);
+                        tail_read = true;
+                }
+                if (end_logged(o, tail, tail_len, sandbox))
+                        json_decref(f);
+                else
+                        json_array_append_new(out, f);
         }
         json_decref(calls);
         *ret = out;

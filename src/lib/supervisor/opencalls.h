@@ -39,13 +39,20 @@ struct open_calls *open_calls_free(struct open_calls *oc);
  * (the call is then not kept, and must not run). */
 int open_calls_start(struct open_calls *oc, uint64_t seq, const char *call_id, const char *tool,
                      const char *args_digest, const char *rule, uint64_t now_ms);
+/* A call is about to end: marked as ending in the file before its
+ * tool.call line is written, so that a sweep after a kill between the two
+ * looks for that line (by its callSeq) before it writes another. */
+void open_calls_ending(struct open_calls *oc, uint64_t seq);
 /* A call ended (its tool.call line is written): the call of that seq is
  * dropped; seq 0 (a request that never started) drops nothing. */
 void open_calls_end(struct open_calls *oc, uint64_t seq);
 
 /* What a dead supervisor left in dir: the fields of one closing tool.call
  * line per call (errorCode "supervisor_died", durationMs up to now,
- * closedBy `by`), in an array; an empty array when it left none. -errno
- * when the file is there but cannot be read, or is not what the supervisor
- * writes. */
-int open_calls_closing(const char *dir, uint64_t now_ms, const char *by, json_t **ret);
+ * closedBy `by`), in an array; an empty array when it left none. A call
+ * marked as ending whose own tool.call line (sandbox's, of its callSeq) is
+ * in the tail of the log at audit_path is left out: one end, never two.
+ * -errno when the file is there but cannot be read, or is not what the
+ * supervisor writes. */
+int open_calls_closing(const char *dir, const char *audit_path, const char *sandbox,
+                       uint64_t now_ms, const char *by, json_t **ret);

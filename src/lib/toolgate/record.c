@@ -72,6 +72,11 @@ json_t *toolgate_record_json(const struct toolgate_record *rec)
         }
         json_object_set_new(o, "durationMs", json_integer((json_int_t)rec->duration_ms));
         json_object_set_new(o, "outputBytes", json_integer((json_int_t)rec->output_bytes));
+        /* The gateway's number for a call that started: its tool.started
+         * and tool.call lines carry the same, so that a sweep finds the
+         * end a dying supervisor wrote (opencalls.h). */
+        if (rec->seq)
+                json_object_set_new(o, "callSeq", json_integer((json_int_t)rec->seq));
         if (rec->exit_status >= 0)
                 json_object_set_new(o, "exitStatus", json_integer(rec->exit_status));
         if (rec->count > 0)
