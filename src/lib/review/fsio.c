@@ -7,10 +7,12 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fs.h"
 #include "review-internal.h"
+#include "trusted.h"
 
 /* Resolve path beneath dirfd without following any symlink, the last
  * component included (with O_PATH that opens the symlink itself). */
@@ -91,6 +93,16 @@ int review_write_json_at(int dirfd, const char *name, json_t *j)
 
 int review_read_json_at(int dirfd, const char *name, json_t **ret)
 {
+        /* As root, a file another user could have written is not read: the
+         * directory is one only root or the caller can change (review_open),
+         * so what is checked here is what is read. */
+        struct stat st;
+        if (geteuid() == 0) {
+                if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                if (!S_ISREG(st.st_mode) || trusted_stat_foreign(&st, trusted_caller()))
+                        return -EPERM;
+        }
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int r = read_file_at(dirfd, name, JSON_MAX, &buf, &len);
@@ -103,6 +115,16 @@ int review_read_json_at(int dirfd, const char *name, json_t **ret)
         }
         *ret = j;
         return 0;
+}
+
+int review_foreign_json(struct al_error *err, const char *state_dir, const char *name)
+{
+        return al_error_set_message(
+            err, EPERM,
+            "%s/%s is not a regular file only root (or the user sudo runs for) can write; "
+            "Airlock, running as root, does not act on what another user could have written "
+            "there. Accept or discard it as the user who owns it",
+            state_dir, name);
 }
 
 /* Remove name beneath dirfd, a whole tree when it is a directory. Only used

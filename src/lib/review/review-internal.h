@@ -120,7 +120,10 @@ int review_host_stat(int dirfd, const char *path, struct host *ret);
 const char *review_split_path(const char *path, char dir[static PATH_MAX]);
 bool review_is_beneath(const char *path, const char *top);
 int review_write_json_at(int dirfd, const char *name, json_t *j);
+/* -EPERM, as root, for a file another user could have written (trusted.h). */
 int review_read_json_at(int dirfd, const char *name, json_t **ret);
+/* The message for review_read_json_at's -EPERM; returns -EPERM. */
+int review_foreign_json(struct al_error *err, const char *state_dir, const char *name);
 int review_remove_tree_at(int at, const char *name, unsigned depth);
 int review_copy_data(int in, int out, uint64_t max, uint64_t *ret_bytes);
 int review_files_equal(int a, int b, bool *ret);
