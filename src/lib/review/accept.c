@@ -499,7 +499,7 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         for (size_t i = p.n; i-- > 0;)
                 if (p.v[i].selected && p.v[i].op == OP_REMOVE &&
                     (r = apply_remove(&a, &p.v[i])) < 0)
-                        return al_error_wrap(err, "accept");
+                        return review_xdev_explain(al_error_wrap(err, "accept"), err);
         for (size_t i = 0; i < p.n; i++) {
                 const struct item *it = &p.v[i];
                 if (!it->selected || it->noop || it->op == OP_REMOVE)
@@ -511,11 +511,11 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
                 else
                         r = apply_symlink(&a, it);
                 if (r < 0)
-                        return al_error_wrap(err, "accept");
+                        return review_xdev_explain(al_error_wrap(err, "accept"), err);
         }
         for (size_t i = p.n; i-- > 0;)
                 if (p.v[i].selected && p.v[i].op == OP_DIR && (r = apply_dir_mode(&a, &p.v[i])) < 0)
-                        return al_error_wrap(err, "accept");
+                        return review_xdev_explain(al_error_wrap(err, "accept"), err);
         _cleanup_close_ int sync_fd = review_open_beneath(rv.ws_fd, "", O_RDONLY | O_DIRECTORY);
         if (sync_fd < 0 || syncfs(sync_fd) < 0)
                 return al_error_set(err, sync_fd < 0 ? -sync_fd : errno,

@@ -15,11 +15,29 @@
 #include "trusted.h"
 
 /* Resolve path beneath dirfd without following any symlink, the last
- * component included (with O_PATH that opens the symlink itself). */
+ * component included (with O_PATH that opens the symlink itself), and
+ * without crossing a mount point: a mount the host has inside the
+ * workspace is another file system, which review neither reads nor writes
+ * (-EXDEV, review_xdev_explain). */
 int review_open_beneath(int dirfd, const char *path, int flags)
 {
         return fs_openat2(dirfd, *path ? path : ".", flags | O_CLOEXEC | O_NOFOLLOW, 0600,
-                          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                              RESOLVE_NO_XDEV);
+}
+
+int review_xdev_explain(int r, struct al_error *err)
+{
+        if (r != -EXDEV)
+                return r;
+        char was[AL_ERROR_MAX];
+        snprintf(was, sizeof(was), "%s", err->msg);
+        return al_error_set_message(
+            err, EXDEV,
+            "%s: a mount point of the host is on that path in the workspace (another file "
+            "system); review does not read or write across it, and nothing was changed. "
+            "Unmount it and try again, or discard the changes",
+            was);
 }
 
 /* What the workspace holds at path, looked up beneath it. */

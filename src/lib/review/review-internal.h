@@ -116,6 +116,9 @@ bool review_id_valid(const char *id);
 
 /* fsio.c: file helpers */
 int review_open_beneath(int dirfd, const char *path, int flags);
+/* For r == -EXDEV (a mount point crossed): err's message, saying so;
+ * returns r. */
+int review_xdev_explain(int r, struct al_error *err);
 int review_host_stat(int dirfd, const char *path, struct host *ret);
 const char *review_split_path(const char *path, char dir[static PATH_MAX]);
 bool review_is_beneath(const char *path, const char *top);
