@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "review-internal.h"
@@ -136,11 +138,14 @@ static void applier_done(struct applier *a)
         linktab_done(&a->links);
 }
 
-/* Running as root on someone's workspace, give what is created the owner of
- * what it replaces, or of its directory. */
-static void inherit_owner(struct applier *a, int parent, const char *name, const struct host *old)
+/* Running as root on someone's workspace, give the entry this accept made
+ * (fd, opened on it) the owner of what it replaces, or of its directory.
+ * Through the descriptor, never by name: the name is in a directory the
+ * workspace's owner can rename in, and a hard link of a file of root's put
+ * there in between would be given to them. */
+static void inherit_owner(struct applier *a, int parent, int fd, const struct host *old)
 {
-        if (!a->root)
+        if (!a->root || fd < 0)
                 return;
         uid_t uid;
         gid_t gid;
@@ -153,9 +158,39 @@ static void inherit_owner(struct applier *a, int parent, const char *name, const
                 gid = st.st_gid;
         } else
                 return;
-        if (fchownat(parent, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0) {
                 /* Best effort: the content is what matters. */
         }
+}
+
+/* What this accept just made at name in parent, opened without following
+ * it, when it is still that: a directory of ours with nothing in it, or,
+ * with target, a symlink of ours holding target. -1 otherwise (the owner
+ * then stays root's). */
+static int open_made(int parent, const char *name, const char *target)
+{
+        int fd = openat(parent, name,
+                        target ? O_PATH | O_NOFOLLOW | O_CLOEXEC
+                               : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        struct stat st;
+        bool made = fstat(fd, &st) == 0 && st.st_uid == geteuid();
+        if (made && target) {
+                char now[PATH_MAX];
+                ssize_t n = S_ISLNK(st.st_mode) ? readlinkat(fd, "", now, sizeof(now) - 1) : -1;
+                made = n >= 0 && (size_t)n == strlen(target) && memcmp(now, target, (size_t)n) == 0;
+        } else if (made) {
+                char buf[256];
+                long n = S_ISDIR(st.st_mode) ? syscall(SYS_getdents64, fd, buf, sizeof(buf)) : -1;
+                /* "." and ".." only: 24 bytes each at most. */
+                made = n >= 0 && n <= 48 && st.st_nlink == 2;
+        }
+        if (!made) {
+                close(fd);
+                return -1;
+        }
+        return fd;
 }
 
 static int open_parent(struct applier *a, const char *path, char dir[static PATH_MAX],
@@ -213,7 +248,10 @@ static int apply_dir(struct applier *a, const struct item *it)
         /* Owner-writable until its contents are in place. */
         if (mkdirat(parent, name, 0700) < 0)
                 return al_error_set(a->err, errno, "creating the directory \"%s\"", it->path);
-        inherit_owner(a, parent, name, NULL);
+        if (a->root) {
+                _cleanup_close_ int made = open_made(parent, name, NULL);
+                inherit_owner(a, parent, made, NULL);
+        }
         a->rep.dirs++;
         return 0;
 }
@@ -318,7 +356,7 @@ static int apply_file(struct applier *a, const struct item *it)
         if (r >= 0 && fchmod(fd, it->mode & 0777) < 0)
                 r = -errno;
         if (r >= 0) {
-                inherit_owner(a, parent, tmp, &it->host);
+                inherit_owner(a, parent, fd, &it->host);
                 r = close(TAKE_FD(fd)) < 0 ? -errno : 0;
         }
         if (r >= 0 && renameat(parent, tmp, parent, name) < 0)
@@ -354,7 +392,10 @@ static int apply_symlink(struct applier *a, const struct item *it)
                 if (errno != EEXIST || tries >= 16)
                         return al_error_set(a->err, errno, "creating the symlink \"%s\"", it->path);
         }
-        inherit_owner(a, parent, tmp, &it->host);
+        if (a->root) {
+                _cleanup_close_ int made = open_made(parent, tmp, target);
+                inherit_owner(a, parent, made, &it->host);
+        }
         if (renameat(parent, tmp, parent, name) < 0) {
                 r = errno;
                 unlinkat(parent, tmp, 0);
