@@ -27,7 +27,7 @@ static char top[64], ws[128], upper[128], state_root[128], victim[128];
 
 /* Which call the simulated owner races: its name swapped for a hard link
  * of the victim right after the accept made it. */
-static enum { RACE_NONE, RACE_FILE, RACE_DIR, RACE_LINK } race;
+static enum { RACE_NONE, RACE_FILE, RACE_DIR, RACE_LINK, RACE_DIR_MODE } race;
 
 int __real_fchmod(int fd, mode_t mode);
 int __real_mkdirat(int dirfd, const char *name, mode_t mode);
@@ -47,6 +47,21 @@ int __wrap_fchmod(int fd, mode_t mode)
         char proc[64], path[PATH_MAX];
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
         ssize_t n = readlink(proc, path, sizeof(path) - 1);
+        if (race == RACE_DIR_MODE && n > 0) {
+                /* Before the last pass sets directory modes: the new
+                 * directory's name given to a directory of root's. */
+                path[n] = '\0';
+                const char *base = strrchr(path, '/') + 1;
+                if (strncmp(base, ".airlock-", 9) == 0) {
+                        race = RACE_NONE;
+                        char a[PATH_MAX], b[PATH_MAX], c[PATH_MAX];
+                        snprintf(a, sizeof(a), "%s/newdir", ws);
+                        snprintf(b, sizeof(b), "%s/newdir.aside", ws);
+                        snprintf(c, sizeof(c), "%s/rootdir", ws);
+                        cr_assert_eq(rename(a, b), 0);
+                        cr_assert_eq(rename(c, a), 0);
+                }
+        }
         if (race == RACE_FILE && n > 0) {
                 path[n] = '\0';
                 const char *base = strrchr(path, '/') + 1;
@@ -159,6 +174,24 @@ Test(review_attacks3, a_new_directory_swapped_for_a_hard_link_is_not_given_away)
 Test(review_attacks3, a_new_symlink_swapped_for_a_hard_link_is_not_given_away)
 {
         accept_racing(RACE_LINK);
+}
+
+/* A new directory's name given to a directory of root's before its mode
+ * is set: root's directory keeps its mode. */
+Test(review_attacks3, a_new_directory_swapped_before_its_mode_keeps_roots_mode)
+{
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/rootdir", ws);
+        cr_assert_eq(mkdir(p, 0700), 0);
+        snprintf(p, sizeof(p), "%s/newdir", upper);
+        cr_assert_eq(chmod(p, 0777), 0);
+        accept_racing(RACE_DIR_MODE);
+        snprintf(p, sizeof(p), "%s/newdir", ws);
+        struct stat st;
+        cr_assert_eq(stat(p, &st), 0);
+        cr_expect_eq(st.st_uid, 0);
+        cr_expect_eq(st.st_mode & 07777, 0700, "root's directory was made %04o",
+                     (unsigned)st.st_mode & 07777);
 }
 
 /* Without a race, what root makes still gets the workspace owner's. */

@@ -131,11 +131,21 @@ struct applier {
         struct al_error *err;
         bool root;
         struct linktab links; /* files of changes/ with several names */
+        /* As root: the directories this accept made, by plan item (from
+         * items), which the last pass gives their modes only if they are
+         * still there. */
+        const struct item *items;
+        struct made_dir {
+                bool made;
+                dev_t dev;
+                ino_t ino;
+        } *made;
 };
 
 static void applier_done(struct applier *a)
 {
         linktab_done(&a->links);
+        free(a->made);
 }
 
 /* Running as root on someone's workspace, give the entry this accept made
@@ -251,6 +261,10 @@ static int apply_dir(struct applier *a, const struct item *it)
         if (a->root) {
                 _cleanup_close_ int made = open_made(parent, name, NULL);
                 inherit_owner(a, parent, made, NULL);
+                struct stat mst;
+                if (made >= 0 && fstat(made, &mst) == 0)
+                        a->made[it - a->items] =
+                            (struct made_dir){.made = true, .dev = mst.st_dev, .ino = mst.st_ino};
         }
         a->rep.dirs++;
         return 0;
@@ -408,6 +422,14 @@ static int apply_symlink(struct applier *a, const struct item *it)
         return 0;
 }
 
+static bool dir_is_planned(const struct applier *a, const struct item *it, const struct stat *st)
+{
+        if (S_ISDIR(it->host.mode))
+                return st->st_dev == it->host.dev && st->st_ino == it->host.ino;
+        const struct made_dir *m = &a->made[it - a->items];
+        return m->made && m->dev == st->st_dev && m->ino == st->st_ino;
+}
+
 static int apply_dir_mode(struct applier *a, const struct item *it)
 {
         _cleanup_close_ int fd =
@@ -419,6 +441,12 @@ static int apply_dir_mode(struct applier *a, const struct item *it)
                 return al_error_set(a->err, errno, "inspecting \"%s\"", it->path);
         if ((st.st_mode & 0777) == (it->mode & 0777))
                 return 0;
+        /* As root, only the directory the plan saw or the one this accept
+         * made: the workspace's owner can rename in it, and a
+         * directory of root's put at that name must keep its mode. */
+        if (a->root && !dir_is_planned(a, it, &st))
+                return al_error_set_message(
+                    a->err, EBUSY, "\"%s\" changed on the host while accepting", it->path);
         /* The directory's own set-id bits stay; the agent's never apply. */
         if (fchmod(fd, (st.st_mode & 07000) | (it->mode & 0777)) < 0)
                 return al_error_set(a->err, errno, "setting the mode of \"%s\"", it->path);
@@ -534,6 +562,10 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         }
 
         _cleanup_(applier_done) struct applier a = {.rv = &rv, .err = err, .root = geteuid() == 0};
+        if (a.root) {
+                a.items = p.v;
+                a.made = xcalloc(p.n + 1, sizeof(*a.made));
+        }
         /* Removals first, deepest first; then directories before what goes
          * in them; directory modes last so that a read-only one can be
          * filled. */

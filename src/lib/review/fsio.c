@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -51,8 +52,11 @@ int review_host_stat(int dirfd, const char *path, struct host *ret)
                 return fd;
         struct statx stx;
         if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-                  STATX_TYPE | STATX_MODE | STATX_CTIME | STATX_UID | STATX_GID, &stx) < 0)
+                  STATX_TYPE | STATX_MODE | STATX_CTIME | STATX_UID | STATX_GID | STATX_INO,
+                  &stx) < 0)
                 return -errno;
+        ret->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+        ret->ino = stx.stx_ino;
         ret->mode = stx.stx_mode;
         ret->ctime_ns = (uint64_t)stx.stx_ctime.tv_sec * 1000000000ULL + stx.stx_ctime.tv_nsec;
         ret->uid = stx.stx_uid;

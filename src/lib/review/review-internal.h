@@ -71,6 +71,8 @@ struct host {
         uint64_t ctime_ns;
         uid_t uid;
         gid_t gid;
+        dev_t dev; /* which entry it is */
+        uint64_t ino;
 };
 
 enum op { OP_REMOVE, OP_DIR, OP_FILE, OP_SYMLINK };
