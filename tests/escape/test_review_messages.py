@@ -9,31 +9,19 @@ sequence in such a name drove the reviewer's terminal, and a newline forged
 a line of Airlock's own. The messages show control characters in caret
 notation, as the diff does on a terminal."""
 
-import re
-
-import pytest
-
-
-@pytest.fixture
-def root(airlock):
-    if airlock.rootless:
-        pytest.skip("the workspace's owner is the user running airlock")
-    return airlock
-
+from test_review_attacks2 import _run_review
 
 NAME = "a\x1b]0;pwned\x07\nairlock: accepted everything"
 
 
-def test_a_host_name_in_an_error_is_shown_escaped(root):
-    ws = root.make_dir()
+def test_a_host_name_in_an_error_is_shown_escaped(root_airlock):
+    ws = root_airlock.make_dir()
     (ws / "d").mkdir()
     (ws / "d" / NAME).write_text("host\n")
-    p = root.run(["run", "-q", "--review", "-w", ws, "--", "/bin/sh", "-c", "rm -rf d"],
-                 timeout=60)
-    sid = re.search(r"airlock accept (\w+)", p.stderr).group(1)
+    sid = _run_review(root_airlock, ws, "rm -rf d")
     # The host changes it after the start: accept refuses, naming it.
     (ws / "d" / NAME).write_text("changed\n")
-    p = root.run(["accept", sid], timeout=30, check_setup=False)
+    p = root_airlock.run(["accept", sid], timeout=30, check_setup=False)
     assert p.returncode != 0, p.stdout + p.stderr
     assert "changed on the host" in p.stderr, p.stderr
     assert "\x1b" not in p.stderr and "\x07" not in p.stderr, repr(p.stderr)

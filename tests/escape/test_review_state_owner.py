@@ -15,18 +15,6 @@ import os
 import pwd
 import re
 
-import pytest
-
-
-@pytest.fixture
-def root(airlock):
-    if airlock.rootless:
-        pytest.skip("the rule is root's: an ordinary user accepts with their own rights")
-    return airlock
-
-
-def _other_user():
-    return pwd.getpwnam("nobody")
 
 
 def _review(airlock, state, script="echo owned > planted"):
@@ -50,11 +38,11 @@ def _meta(state, sid):
     return state / "sandboxes" / sid / "meta.json"
 
 
-def test_meta_json_of_another_users_state_dir_is_not_trusted(root):
-    other = _other_user()
-    state = root.make_dir("state")
-    ws, sid = _review(root, state)
-    victim = root.make_dir("victim")
+def test_meta_json_of_another_users_state_dir_is_not_trusted(root_airlock):
+    other = pwd.getpwnam("nobody")
+    state = root_airlock.make_dir("state")
+    ws, sid = _review(root_airlock, state)
+    victim = root_airlock.make_dir("victim")
     (victim / "keep.txt").write_text("the victim's\n")
     # The other user's state directory: they point its meta.json at the
     # victim and drop the recorded identity.
@@ -64,54 +52,54 @@ def test_meta_json_of_another_users_state_dir_is_not_trusted(root):
     meta.pop("workspaceIdentity", None)
     _meta(state, sid).write_text(json.dumps(meta))
     for verb in ("accept", "diff"):
-        p = root.run([verb, "--state-root", state, sid], timeout=30, check_setup=False)
+        p = root_airlock.run([verb, "--state-root", state, sid], timeout=30, check_setup=False)
         assert p.returncode != 0, (verb, p.stdout + p.stderr)
         assert f"is owned by uid {other.pw_uid}" in p.stderr, p.stderr
     assert not (victim / "planted").exists()
     assert not (ws / "planted").exists()
 
 
-def test_sudo_accept_of_ones_own_state_dir(root):
-    other = _other_user()
-    state = root.make_dir("state")
-    ws, sid = _review(root, state)
+def test_sudo_accept_of_ones_own_state_dir(root_airlock):
+    other = pwd.getpwnam("nobody")
+    state = root_airlock.make_dir("state")
+    ws, sid = _review(root_airlock, state)
     _chown_tree(state, other)
-    p = root.run(["accept", "--state-root", state, sid], timeout=30, check_setup=False)
+    p = root_airlock.run(["accept", "--state-root", state, sid], timeout=30, check_setup=False)
     assert p.returncode != 0 and "owned by uid" in p.stderr, p.stdout + p.stderr
     env = dict(os.environ, SUDO_UID=str(other.pw_uid))
-    p = root.run(["accept", "--state-root", state, sid], timeout=30, env=env)
+    p = root_airlock.run(["accept", "--state-root", state, sid], timeout=30, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (ws / "planted").read_text() == "owned\n"
 
 
-def test_a_foreign_writable_meta_or_manifest_in_roots_state_dir(root):
-    other = _other_user()
-    state = root.make_dir("state")
-    ws, sid = _review(root, state)
+def test_a_foreign_writable_meta_or_manifest_in_roots_state_dir(root_airlock):
+    other = pwd.getpwnam("nobody")
+    state = root_airlock.make_dir("state")
+    ws, sid = _review(root_airlock, state)
     meta = _meta(state, sid)
     meta.chmod(0o666)
-    p = root.run(["accept", "--state-root", state, sid], timeout=30, check_setup=False)
+    p = root_airlock.run(["accept", "--state-root", state, sid], timeout=30, check_setup=False)
     assert p.returncode != 0 and "meta.json is not a regular file only root" in p.stderr, \
         p.stdout + p.stderr
     meta.chmod(0o600)
     manifest = meta.parent / "manifest.json"
     os.chown(manifest, other.pw_uid, other.pw_gid)
-    p = root.run(["accept", "--state-root", state, sid], timeout=30, check_setup=False)
+    p = root_airlock.run(["accept", "--state-root", state, sid], timeout=30, check_setup=False)
     assert p.returncode != 0 and "manifest.json is not a regular file" in p.stderr, \
         p.stdout + p.stderr
     os.chown(manifest, 0, 0)
-    p = root.run(["accept", "--state-root", state, sid], timeout=30)
+    p = root_airlock.run(["accept", "--state-root", state, sid], timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (ws / "planted").read_text() == "owned\n"
 
 
-def test_a_state_root_under_a_world_writable_directory(root):
-    top = root.make_dir("open")
+def test_a_state_root_under_a_world_writable_directory(root_airlock):
+    top = root_airlock.make_dir("open")
     state = top / "state"
     state.mkdir()
-    ws, sid = _review(root, state)
+    ws, sid = _review(root_airlock, state)
     top.chmod(0o777)
-    p = root.run(["accept", "--state-root", state, sid], timeout=30, check_setup=False)
+    p = root_airlock.run(["accept", "--state-root", state, sid], timeout=30, check_setup=False)
     assert p.returncode != 0, p.stdout + p.stderr
     assert f"{top} is world-writable" in p.stderr, p.stderr
     assert not (ws / "planted").exists()

@@ -9,29 +9,14 @@ tree), and removed what the agent deleted there. Accept and diff do not
 cross into another file system; they say which path is a mount point and
 change nothing."""
 
-import re
 import subprocess
 
 import pytest
+from test_review_attacks2 import _run_review
 
 
 @pytest.fixture
-def root(airlock):
-    if airlock.rootless:
-        pytest.skip("the test mounts on the host")
-    return airlock
-
-
-def _review(airlock, ws, script):
-    p = airlock.run(["run", "-q", "--review", "-w", ws, "--", "/bin/sh", "-c", script],
-                    timeout=60)
-    m = re.search(r"airlock accept (\w+)", p.stderr)
-    assert m, p.stderr
-    return m.group(1)
-
-
-@pytest.fixture
-def bound(root):
+def bound(root_airlock):
     made = []
 
     def bind(src, dst):
@@ -44,17 +29,17 @@ def bound(root):
             subprocess.run(["umount", "-l", str(d)], check=False)
 
 
-def test_accept_does_not_write_through_a_host_mount_point(root, bound):
-    ws = root.make_dir()
+def test_accept_does_not_write_through_a_host_mount_point(root_airlock, bound):
+    ws = root_airlock.make_dir()
     (ws / "sub").mkdir()
     (ws / "sub" / "keep.txt").write_text("mine\n")
-    victim = root.make_dir("victim")
+    victim = root_airlock.make_dir("victim")
     (victim / "keep.txt").write_text("the victim's\n")
-    sid = _review(root, ws, "echo owned > sub/planted; rm sub/keep.txt; echo top > top.txt")
+    sid = _run_review(root_airlock, ws, "echo owned > sub/planted; rm sub/keep.txt; echo top > top.txt")
     # After the run the host has another tree mounted at sub.
     bound(victim, ws / "sub")
     for verb in ("diff", "accept"):
-        p = root.run([verb, sid], timeout=30, check_setup=False)
+        p = root_airlock.run([verb, sid], timeout=30, check_setup=False)
         assert p.returncode != 0, (verb, p.stdout + p.stderr)
         assert "mount point" in p.stderr and "sub" in p.stderr, p.stderr
     assert not (victim / "planted").exists()
@@ -62,23 +47,23 @@ def test_accept_does_not_write_through_a_host_mount_point(root, bound):
     assert not (ws / "top.txt").exists()
     # Unmounted, the changes go where the sandbox made them.
     subprocess.run(["umount", str(ws / "sub")], check=True)
-    p = root.run(["accept", sid], timeout=30)
+    p = root_airlock.run(["accept", sid], timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (ws / "top.txt").read_text() == "top\n"
     assert (ws / "sub" / "planted").read_text() == "owned\n"
     assert not (ws / "sub" / "keep.txt").exists()
 
 
-def test_a_mount_point_the_run_had_too(root, bound):
+def test_a_mount_point_the_run_had_too(root_airlock, bound):
     """A mount there from the start: what the agent wrote beneath it is
     still not written through it."""
-    ws = root.make_dir()
+    ws = root_airlock.make_dir()
     (ws / "share").mkdir()
-    victim = root.make_dir("victim")
+    victim = root_airlock.make_dir("victim")
     (victim / "keep.txt").write_text("the victim's\n")
     bound(victim, ws / "share")
-    sid = _review(root, ws, "echo owned > share/planted 2>/dev/null; echo x > x.txt; true")
-    p = root.run(["accept", sid], timeout=30, check_setup=False)
+    sid = _run_review(root_airlock, ws, "echo owned > share/planted 2>/dev/null; echo x > x.txt; true")
+    p = root_airlock.run(["accept", sid], timeout=30, check_setup=False)
     if p.returncode == 0:
         # Nothing was proposed beneath the mount (the sandbox could not
         # write there): then nothing crossed it either.
