@@ -181,3 +181,12 @@ def airlock(request, test_base):
     if mode == "user" and os.geteuid() == 0 and not shutil.which("setpriv"):
         pytest.skip("needs setpriv (util-linux) to run as an ordinary user")
     return Airlock(mode, test_base)
+
+
+@pytest.fixture
+def root_airlock(airlock):
+    """`airlock` as root only, for the rules Airlock keeps when it runs as
+    root on what other users can change (the other modes skip)."""
+    if airlock.rootless:
+        pytest.skip("a rule of root's: an ordinary user acts with their own rights")
+    return airlock

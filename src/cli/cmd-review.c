@@ -95,12 +95,19 @@ static int usage_error(const char *cmd, const char *fmt, ...)
 
 /* Report a failure: {"error": code, "message": msg} on stdout with --json,
  * else a line on stderr. Returns status. */
+static void put_message(FILE *f, const char *msg);
+
 static int fail(const char *cmd, bool json, const char *code, const char *msg, int status)
 {
         if (json)
                 json_line(json_pack("{s:s, s:o}", "error", code, "message", json_text(msg)));
-        else
-                fprintf(stderr, "airlock: %s: %s\n", cmd, msg);
+        else {
+                /* Messages name workspace entries, whose names the
+                 * workspace's owner chose: one line, controls shown. */
+                fprintf(stderr, "airlock: %s: ", cmd);
+                put_message(stderr, msg);
+                putc('\n', stderr);
+        }
         return status;
 }
 
@@ -283,6 +290,22 @@ static int caret_close(void *cookie)
         return ferror(c->f) ? EOF : 0;
 }
 
+/* A message of one line: as the diff on a terminal, newlines and tabs
+ * too in caret notation. */
+static void put_message(FILE *f, const char *msg)
+{
+        struct caret c = {.f = f};
+        for (const char *s = msg; *s; s++) {
+                if (*s == '\n' || *s == '\t') {
+                        caret_close(&c);
+                        putc('^', f);
+                        putc(*s ^ 0x40, f);
+                } else
+                        caret_feed(&c, (unsigned char)*s);
+        }
+        caret_close(&c);
+}
+
 /* With --json, a failure's line follows whatever part of the diff was
  * written; this notes whether that part ended a line. */
 struct tail {
@@ -370,7 +393,8 @@ static const char *error_code(int r)
 
 static void warn_line(const char *line, void *userdata)
 {
-        fprintf(stderr, "%s\n", line);
+        put_message(stderr, line);
+        putc('\n', stderr);
 }
 
 int cmd_accept(int argc, char **argv)

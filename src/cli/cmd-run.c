@@ -28,6 +28,8 @@
 #include "util.h"
 
 #define EXIT_SETUP 125
+/* As root, a workspace another user could swap (mounts_workspace_trusted). */
+#define EXIT_UNSAFE_PATH 123
 
 static const char run_usage[] =
         "Usage: airlock run [OPTIONS] -- COMMAND [ARGS...]\n"
@@ -310,17 +312,22 @@ static int write_result(const char *path, const char *json)
         return r;
 }
 
-static int fail_setup(const struct run_args *a, const char *msg)
+static int fail_with(const struct run_args *a, int code, const char *error_code, const char *msg)
 {
         fprintf(stderr, "airlock: %s\n", msg);
         if (a->result_file) {
-                struct supervisor_result res = {.exit_code = EXIT_SETUP, .error_code = "setup_failed"};
+                struct supervisor_result res = {.exit_code = code, .error_code = error_code};
                 snprintf(res.message, sizeof(res.message), "%s", msg);
                 _cleanup_free_ char *json = supervisor_result_json(&res);
                 if (json && write_result(a->result_file, json) < 0)
                         fprintf(stderr, "airlock: writing %s: %s\n", a->result_file, strerror(errno));
         }
-        return EXIT_SETUP;
+        return code;
+}
+
+static int fail_setup(const struct run_args *a, const char *msg)
+{
+        return fail_with(a, EXIT_SETUP, "setup_failed", msg);
 }
 
 /* The workspace's .airlock/isolation.json (repo.h): its minimumTier always,
@@ -570,6 +577,15 @@ int cmd_run(int argc, char **argv)
                 return fail_setup(&a, err.msg);
         }
         al_trace_mark("cli.policy");
+        /* As root, a workspace with a directory on its path another user
+         * could change is refused before anything reads it (its
+         * .airlock/isolation.json first): they could swap it for another
+         * tree between here and the mount. */
+        r = mounts_workspace_trusted(p, &err);
+        if (r < 0) {
+                policy_free(p);
+                return fail_with(&a, EXIT_UNSAFE_PATH, "workspace_unsafe", err.msg);
+        }
         r = apply_repo_config(p, cwd, home ? home : "/", a.quiet, &err);
         if (r < 0) {
                 policy_free(p);

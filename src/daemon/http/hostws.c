@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "hostws.h"
 #include "policy/repo.h"
+#include "trusted.h"
 #include "util.h"
 
 /* The child's one message: a kind byte, then the file or a message. */
@@ -22,6 +24,7 @@ enum {
         HOSTWS_CONFIG = 'C', /* a directory; the file's bytes follow */
         HOSTWS_NOTDIR = 'X', /* not an existing directory */
         HOSTWS_ERROR = 'E',  /* the file cannot be read; the message follows */
+        HOSTWS_UNSAFE = 'U', /* another user could swap it (trusted.h); the message follows */
 };
 #define HOSTWS_MSG_MAX (64 * 1024 + 1024)
 
@@ -32,7 +35,14 @@ static void child(int fd, const char *ws)
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         struct al_error err = {0};
-        if (stat(ws, &st) < 0 || !S_ISDIR(st.st_mode))
+        char real[PATH_MAX];
+        int tfd = geteuid() == 0 ? trusted_open(ws, trusted_caller(), false, real, "workspace", &err)
+                                 : -1;
+        if (tfd == -EPERM) {
+                kind = HOSTWS_UNSAFE;
+                text = xstrdup(err.msg);
+                len = strlen(text);
+        } else if (stat(ws, &st) < 0 || !S_ISDIR(st.st_mode))
                 kind = HOSTWS_NOTDIR;
         else if (repo_config_read(ws, &text, &len, &err) < 0) {
                 kind = HOSTWS_ERROR;
@@ -189,6 +199,8 @@ int hostws_apply_answer(const struct hostws *h, struct policy *p, const char *ho
                 return al_error_set_message(err, ENOTDIR, "%s is not an existing directory", ws);
         case HOSTWS_ERROR:
                 return al_error_set_message(err, EINVAL, "%.*s", (int)(len - 1), buf + 1);
+        case HOSTWS_UNSAFE:
+                return al_error_set_message(err, EACCES, "%.*s", (int)(len - 1), buf + 1);
         case HOSTWS_CONFIG: {
                 struct repo_config *rc = NULL;
                 r = repo_config_parse(buf + 1, len - 1, &rc, err);

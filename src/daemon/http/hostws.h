@@ -27,7 +27,9 @@ int hostws_start(struct event_base *base, const char *ws, hostws_fn done, void *
                  struct al_error *err);
 /* The answer: applies the .airlock/isolation.json to p
  * (repo_config_apply_loaded). -ENOTDIR: not a directory; -ETIMEDOUT: it
- * did not answer in time; -EPERM: the repository's minimumTier refuses p;
+ * did not answer in time; -EACCES: as root, another user could swap the
+ * workspace (trusted.h; err names the directory); -EPERM: the
+ * repository's minimumTier refuses p;
  * other -errno: the file is invalid or unreadable (err says why). */
 int hostws_apply_answer(const struct hostws *h, struct policy *p, const char *home,
                         struct al_error *err);

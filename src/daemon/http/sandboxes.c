@@ -315,6 +315,9 @@ static void on_hostws(struct hostws *h, void *ud)
         hostws_free(h);
         if (rr == -ENOTDIR)
                 reply_bad_field(d, req, "workspace", "must name an existing directory");
+        else if (rr == -EACCES)
+                reply_error_fields(d, req, 403, "workspace_unsafe",
+                                   json_pack("{s:s}", "field", "workspace"), "%s", err.msg);
         else if (rr == -ETIMEDOUT)
                 reply_error_fields(d, req, 504, "workspace_unresponsive",
                                    json_pack("{s:s}", "field", "workspace"),

@@ -27,6 +27,7 @@ struct mounts_plan {
         int *allow_read_fds; /* detached clones made with the caller's view, or -1 */
         char *workspace_real;
         int workspace_ro_fd; /* read-only workspace: a detached clone, or -1 */
+        int workspace_fd;    /* root: the workspace as trusted_open walked it, or -1 */
         char **mount_reals;  /* one per policy mount */
         int *mount_ro_fds;   /* read-only mounts: detached clones, or -1 */
         int tool_bin_fd;     /* airlock-tool: a detached read-only clone, or -1 */
@@ -57,6 +58,12 @@ void mounts_deny_ahead_end(void);
  * any home in /etc/passwd or a directory holding one), with the same
  * message: for a caller that would otherwise look at the workspace's files
  * first. 0 when it cannot tell (the plan checks again, in full). */
+/* As root: refuse (-EPERM, err naming the component and what to do) a
+ * workspace with a directory on its path that another user can change
+ * (trusted.h); 0 otherwise, and for a path that cannot be walked (the plan
+ * says why). */
+int mounts_workspace_trusted(const struct policy *p, struct al_error *err);
+
 int mounts_workspace_quick_check(const struct policy *p, const char *caller_home,
                                  struct al_error *err);
 /* An O_PATH fd on a mount's source: a repository's (in_workspace) opened

@@ -25,6 +25,7 @@
 #include "paths.h"
 #include "realcache.h"
 #include "trace.h"
+#include "trusted.h"
 #include "util.h"
 #include "mounts-internal.h"
 
@@ -89,9 +90,23 @@ static int broad_refused(const struct policy *p, const char *real, const char *w
                                     p->workspace_mode == POLICY_WORKSPACE_RO ? "" : " to write");
 }
 
+int mounts_workspace_trusted(const struct policy *p, struct al_error *err)
+{
+        if (!p->workspace || geteuid() != 0)
+                return 0;
+        char real[PATH_MAX];
+        int fd = trusted_open(p->workspace, trusted_caller(), false, real, "workspace", err);
+        if (fd >= 0)
+                close(fd);
+        return fd == -EPERM ? fd : 0;
+}
+
 int mounts_workspace_quick_check(const struct policy *p, const char *caller_home,
                                  struct al_error *err)
 {
+        int r = mounts_workspace_trusted(p, err);
+        if (r < 0)
+                return r;
         char real[PATH_MAX];
         if (!p->workspace || p->allow_broad || !realpath(p->workspace, real))
                 return 0; /* the plan says why it cannot resolve it */
@@ -272,6 +287,7 @@ void mounts_deny_ahead(const struct policy *p, const char *caller_home)
                 ahead.deny_read = strv_append(ahead.deny_read, &ahead.n_deny_read, p->deny_read[i]);
         ahead.part = xcalloc(1, sizeof(*ahead.part));
         ahead.part->workspace_ro_fd = -1;
+        ahead.part->workspace_fd = -1;
         ahead.part->tool_bin_fd = -1;
         ahead.rc = realcache_new();
         ahead.err = (struct al_error){0};
@@ -351,6 +367,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
 {
         struct mounts_plan *plan = xcalloc(1, sizeof(*plan));
         plan->workspace_ro_fd = -1;
+        plan->workspace_fd = -1;
         plan->tool_bin_fd = -1;
         /* The deny entries under every home share their directories:
          * each is resolved once (realcache.h), for this plan only. */
@@ -375,7 +392,25 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                             .internal_hi = plan->internal_hi};
         char real[PATH_MAX];
         if (p->workspace) {
-                if (!realpath(p->workspace, real)) {
+                /* As root, walked by the rule trusted.h gives, and pinned:
+                 * the mounts are made from this fd, never the path again. */
+                bool found;
+                if (geteuid() == 0) {
+                        plan->workspace_fd = trusted_open(p->workspace, trusted_caller(), false,
+                                                          real, "workspace", err);
+                        if (plan->workspace_fd == -EPERM) {
+                                r = plan->workspace_fd;
+                                plan->workspace_fd = -1;
+                                goto fail;
+                        }
+                        found = plan->workspace_fd >= 0;
+                        if (!found) {
+                                errno = -plan->workspace_fd;
+                                plan->workspace_fd = -1;
+                        }
+                } else
+                        found = realpath(p->workspace, real) != NULL;
+                if (!found) {
                         r = al_error_set(err, errno,
                                          "workspace %s; give an existing directory you can read "
                                          "with -w (or workspace.path)",
@@ -392,7 +427,10 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                 if (r < 0)
                         goto fail;
                 if (p->workspace_mode == POLICY_WORKSPACE_RO) {
-                        plan->workspace_ro_fd = clone_for_sandbox(p->workspace, true, err);
+                        plan->workspace_ro_fd =
+                            plan->workspace_fd >= 0
+                                ? clone_for_sandbox_fd(plan->workspace_fd, p->workspace, true, err)
+                                : clone_for_sandbox(p->workspace, true, err);
                         if (plan->workspace_ro_fd < -1) {
                                 r = plan->workspace_ro_fd;
                                 goto fail;
@@ -515,6 +553,8 @@ struct mounts_plan *mounts_plan_free(struct mounts_plan *plan, size_t n_mounts)
         free(plan->workspace_real);
         if (plan->workspace_ro_fd >= 0)
                 close(plan->workspace_ro_fd);
+        if (plan->workspace_fd >= 0)
+                close(plan->workspace_fd);
         for (size_t i = 0; plan->mount_reals && i < n_mounts; i++)
                 free(plan->mount_reals[i]);
         free(plan->mount_reals);

@@ -257,8 +257,13 @@ static int prepare_root_caller(struct child_ctx *ctx, uid_t host_uid, gid_t host
                 const char *ws = ctx->plan && ctx->plan->workspace_real ? ctx->plan->workspace_real
                                                                         : p->workspace;
                 bool idmapped = false;
-                r = spawn_prepare_idmapped(ws, host_uid, host_gid, &ctx->workspace_fd, &idmapped,
-                                           err);
+                /* The directory the plan walked and checked, by its fd. */
+                if (ctx->plan && ctx->plan->workspace_fd >= 0)
+                        r = spawn_prepare_idmapped_fd(ctx->plan->workspace_fd, ws, host_uid,
+                                                      host_gid, &ctx->workspace_fd, &idmapped, err);
+                else
+                        r = spawn_prepare_idmapped(ws, host_uid, host_gid, &ctx->workspace_fd,
+                                                   &idmapped, err);
                 if (r < 0)
                         return r;
                 ctx->plain_writable |= !idmapped;

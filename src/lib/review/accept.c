@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "review-internal.h"
@@ -129,18 +131,31 @@ struct applier {
         struct al_error *err;
         bool root;
         struct linktab links; /* files of changes/ with several names */
+        /* As root: the directories this accept made, by plan item (from
+         * items), which the last pass gives their modes only if they are
+         * still there. */
+        const struct item *items;
+        struct made_dir {
+                bool made;
+                dev_t dev;
+                ino_t ino;
+        } *made;
 };
 
 static void applier_done(struct applier *a)
 {
         linktab_done(&a->links);
+        free(a->made);
 }
 
-/* Running as root on someone's workspace, give what is created the owner of
- * what it replaces, or of its directory. */
-static void inherit_owner(struct applier *a, int parent, const char *name, const struct host *old)
+/* Running as root on someone's workspace, give the entry this accept made
+ * (fd, opened on it) the owner of what it replaces, or of its directory.
+ * Through the descriptor, never by name: the name is in a directory the
+ * workspace's owner can rename in, and a hard link of a file of root's put
+ * there in between would be given to them. */
+static void inherit_owner(struct applier *a, int parent, int fd, const struct host *old)
 {
-        if (!a->root)
+        if (!a->root || fd < 0)
                 return;
         uid_t uid;
         gid_t gid;
@@ -153,9 +168,39 @@ static void inherit_owner(struct applier *a, int parent, const char *name, const
                 gid = st.st_gid;
         } else
                 return;
-        if (fchownat(parent, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0) {
                 /* Best effort: the content is what matters. */
         }
+}
+
+/* What this accept just made at name in parent, opened without following
+ * it, when it is still that: a directory of ours with nothing in it, or,
+ * with target, a symlink of ours holding target. -1 otherwise (the owner
+ * then stays root's). */
+static int open_made(int parent, const char *name, const char *target)
+{
+        int fd = openat(parent, name,
+                        target ? O_PATH | O_NOFOLLOW | O_CLOEXEC
+                               : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        struct stat st;
+        bool made = fstat(fd, &st) == 0 && st.st_uid == geteuid();
+        if (made && target) {
+                char now[PATH_MAX];
+                ssize_t n = S_ISLNK(st.st_mode) ? readlinkat(fd, "", now, sizeof(now) - 1) : -1;
+                made = n >= 0 && (size_t)n == strlen(target) && memcmp(now, target, (size_t)n) == 0;
+        } else if (made) {
+                char buf[256];
+                long n = S_ISDIR(st.st_mode) ? syscall(SYS_getdents64, fd, buf, sizeof(buf)) : -1;
+                /* "." and ".." only: 24 bytes each at most. */
+                made = n >= 0 && n <= 48 && st.st_nlink == 2;
+        }
+        if (!made) {
+                close(fd);
+                return -1;
+        }
+        return fd;
 }
 
 static int open_parent(struct applier *a, const char *path, char dir[static PATH_MAX],
@@ -213,7 +258,14 @@ static int apply_dir(struct applier *a, const struct item *it)
         /* Owner-writable until its contents are in place. */
         if (mkdirat(parent, name, 0700) < 0)
                 return al_error_set(a->err, errno, "creating the directory \"%s\"", it->path);
-        inherit_owner(a, parent, name, NULL);
+        if (a->root) {
+                _cleanup_close_ int made = open_made(parent, name, NULL);
+                inherit_owner(a, parent, made, NULL);
+                struct stat mst;
+                if (made >= 0 && fstat(made, &mst) == 0)
+                        a->made[it - a->items] =
+                            (struct made_dir){.made = true, .dev = mst.st_dev, .ino = mst.st_ino};
+        }
         a->rep.dirs++;
         return 0;
 }
@@ -318,7 +370,7 @@ static int apply_file(struct applier *a, const struct item *it)
         if (r >= 0 && fchmod(fd, it->mode & 0777) < 0)
                 r = -errno;
         if (r >= 0) {
-                inherit_owner(a, parent, tmp, &it->host);
+                inherit_owner(a, parent, fd, &it->host);
                 r = close(TAKE_FD(fd)) < 0 ? -errno : 0;
         }
         if (r >= 0 && renameat(parent, tmp, parent, name) < 0)
@@ -354,7 +406,10 @@ static int apply_symlink(struct applier *a, const struct item *it)
                 if (errno != EEXIST || tries >= 16)
                         return al_error_set(a->err, errno, "creating the symlink \"%s\"", it->path);
         }
-        inherit_owner(a, parent, tmp, &it->host);
+        if (a->root) {
+                _cleanup_close_ int made = open_made(parent, tmp, target);
+                inherit_owner(a, parent, made, &it->host);
+        }
         if (renameat(parent, tmp, parent, name) < 0) {
                 r = errno;
                 unlinkat(parent, tmp, 0);
@@ -365,6 +420,14 @@ static int apply_symlink(struct applier *a, const struct item *it)
         }
         a->rep.written++;
         return 0;
+}
+
+static bool dir_is_planned(const struct applier *a, const struct item *it, const struct stat *st)
+{
+        if (S_ISDIR(it->host.mode))
+                return st->st_dev == it->host.dev && st->st_ino == it->host.ino;
+        const struct made_dir *m = &a->made[it - a->items];
+        return m->made && m->dev == st->st_dev && m->ino == st->st_ino;
 }
 
 static int apply_dir_mode(struct applier *a, const struct item *it)
@@ -378,6 +441,12 @@ static int apply_dir_mode(struct applier *a, const struct item *it)
                 return al_error_set(a->err, errno, "inspecting \"%s\"", it->path);
         if ((st.st_mode & 0777) == (it->mode & 0777))
                 return 0;
+        /* As root, only the directory the plan saw or the one this accept
+         * made: the workspace's owner can rename in it, and a
+         * directory of root's put at that name must keep its mode. */
+        if (a->root && !dir_is_planned(a, it, &st))
+                return al_error_set_message(
+                    a->err, EBUSY, "\"%s\" changed on the host while accepting", it->path);
         /* The directory's own set-id bits stay; the agent's never apply. */
         if (fchmod(fd, (st.st_mode & 07000) | (it->mode & 0777)) < 0)
                 return al_error_set(a->err, errno, "setting the mode of \"%s\"", it->path);
@@ -493,13 +562,17 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
         }
 
         _cleanup_(applier_done) struct applier a = {.rv = &rv, .err = err, .root = geteuid() == 0};
+        if (a.root) {
+                a.items = p.v;
+                a.made = xcalloc(p.n + 1, sizeof(*a.made));
+        }
         /* Removals first, deepest first; then directories before what goes
          * in them; directory modes last so that a read-only one can be
          * filled. */
         for (size_t i = p.n; i-- > 0;)
                 if (p.v[i].selected && p.v[i].op == OP_REMOVE &&
                     (r = apply_remove(&a, &p.v[i])) < 0)
-                        return al_error_wrap(err, "accept");
+                        return review_xdev_explain(al_error_wrap(err, "accept"), err);
         for (size_t i = 0; i < p.n; i++) {
                 const struct item *it = &p.v[i];
                 if (!it->selected || it->noop || it->op == OP_REMOVE)
@@ -511,11 +584,11 @@ int review_accept(const char *state_dir, char *const *paths, size_t n, struct re
                 else
                         r = apply_symlink(&a, it);
                 if (r < 0)
-                        return al_error_wrap(err, "accept");
+                        return review_xdev_explain(al_error_wrap(err, "accept"), err);
         }
         for (size_t i = p.n; i-- > 0;)
                 if (p.v[i].selected && p.v[i].op == OP_DIR && (r = apply_dir_mode(&a, &p.v[i])) < 0)
-                        return al_error_wrap(err, "accept");
+                        return review_xdev_explain(al_error_wrap(err, "accept"), err);
         _cleanup_close_ int sync_fd = review_open_beneath(rv.ws_fd, "", O_RDONLY | O_DIRECTORY);
         if (sync_fd < 0 || syncfs(sync_fd) < 0)
                 return al_error_set(err, sync_fd < 0 ? -sync_fd : errno,

@@ -7,17 +7,38 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "fs.h"
 #include "review-internal.h"
+#include "trusted.h"
 
 /* Resolve path beneath dirfd without following any symlink, the last
- * component included (with O_PATH that opens the symlink itself). */
+ * component included (with O_PATH that opens the symlink itself), and
+ * without crossing a mount point: a mount the host has inside the
+ * workspace is another file system, which review neither reads nor writes
+ * (-EXDEV, review_xdev_explain). */
 int review_open_beneath(int dirfd, const char *path, int flags)
 {
         return fs_openat2(dirfd, *path ? path : ".", flags | O_CLOEXEC | O_NOFOLLOW, 0600,
-                          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                              RESOLVE_NO_XDEV);
+}
+
+int review_xdev_explain(int r, struct al_error *err)
+{
+        if (r != -EXDEV)
+                return r;
+        char was[AL_ERROR_MAX];
+        snprintf(was, sizeof(was), "%s", err->msg);
+        return al_error_set_message(
+            err, EXDEV,
+            "%s: a mount point of the host is on that path in the workspace (another file "
+            "system); review does not read or write across it, and nothing was changed. "
+            "Unmount it and try again, or discard the changes",
+            was);
 }
 
 /* What the workspace holds at path, looked up beneath it. */
@@ -31,8 +52,11 @@ int review_host_stat(int dirfd, const char *path, struct host *ret)
                 return fd;
         struct statx stx;
         if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-                  STATX_TYPE | STATX_MODE | STATX_CTIME | STATX_UID | STATX_GID, &stx) < 0)
+                  STATX_TYPE | STATX_MODE | STATX_CTIME | STATX_UID | STATX_GID | STATX_INO,
+                  &stx) < 0)
                 return -errno;
+        ret->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+        ret->ino = stx.stx_ino;
         ret->mode = stx.stx_mode;
         ret->ctime_ns = (uint64_t)stx.stx_ctime.tv_sec * 1000000000ULL + stx.stx_ctime.tv_nsec;
         ret->uid = stx.stx_uid;
@@ -91,6 +115,16 @@ int review_write_json_at(int dirfd, const char *name, json_t *j)
 
 int review_read_json_at(int dirfd, const char *name, json_t **ret)
 {
+        /* As root, a file another user could have written is not read: the
+         * directory is one only root or the caller can change (review_open),
+         * so what is checked here is what is read. */
+        struct stat st;
+        if (geteuid() == 0) {
+                if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                if (!S_ISREG(st.st_mode) || trusted_stat_foreign(&st, trusted_caller()))
+                        return -EPERM;
+        }
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int r = read_file_at(dirfd, name, JSON_MAX, &buf, &len);
@@ -103,6 +137,16 @@ int review_read_json_at(int dirfd, const char *name, json_t **ret)
         }
         *ret = j;
         return 0;
+}
+
+int review_foreign_json(struct al_error *err, const char *state_dir, const char *name)
+{
+        return al_error_set_message(
+            err, EPERM,
+            "%s/%s is not a regular file only root (or the user sudo runs for) can write; "
+            "Airlock, running as root, does not act on what another user could have written "
+            "there. Accept or discard it as the user who owns it",
+            state_dir, name);
 }
 
 /* Remove name beneath dirfd, a whole tree when it is a directory. Only used

@@ -83,6 +83,8 @@ int manifest_load(struct review *rv, const char *state_dir, struct al_error *err
 {
         json_t *j = NULL;
         int r = review_read_json_at(rv->dir_fd, MANIFEST_FILE, &j);
+        if (r == -EPERM)
+                return review_foreign_json(err, state_dir, MANIFEST_FILE);
         if (r < 0)
                 return al_error_set(err, r, "reading %s/%s", state_dir, MANIFEST_FILE);
         json_t *entries = json_object_get(j, "entries");

@@ -160,7 +160,14 @@ static enum hstate parent_state(struct planner *pl, const char *path)
         return pl->hs[e - pl->rv->m.e];
 }
 
+static int plan_items(struct review *rv, struct plan *p, struct al_error *err);
+
 int plan_build(struct review *rv, struct plan *p, struct al_error *err)
+{
+        return review_xdev_explain(plan_items(rv, p, err), err);
+}
+
+static int plan_items(struct review *rv, struct plan *p, struct al_error *err)
 {
         _cleanup_free_ enum hstate *hs = xcalloc(rv->m.n_e, sizeof(enum hstate));
         struct planner pl = {.rv = rv, .p = p, .err = err, .hs = hs};

@@ -71,6 +71,8 @@ struct host {
         uint64_t ctime_ns;
         uid_t uid;
         gid_t gid;
+        dev_t dev; /* which entry it is */
+        uint64_t ino;
 };
 
 enum op { OP_REMOVE, OP_DIR, OP_FILE, OP_SYMLINK };
@@ -116,11 +118,17 @@ bool review_id_valid(const char *id);
 
 /* fsio.c: file helpers */
 int review_open_beneath(int dirfd, const char *path, int flags);
+/* For r == -EXDEV (a mount point crossed): err's message, saying so;
+ * returns r. */
+int review_xdev_explain(int r, struct al_error *err);
 int review_host_stat(int dirfd, const char *path, struct host *ret);
 const char *review_split_path(const char *path, char dir[static PATH_MAX]);
 bool review_is_beneath(const char *path, const char *top);
 int review_write_json_at(int dirfd, const char *name, json_t *j);
+/* -EPERM, as root, for a file another user could have written (trusted.h). */
 int review_read_json_at(int dirfd, const char *name, json_t **ret);
+/* The message for review_read_json_at's -EPERM; returns -EPERM. */
+int review_foreign_json(struct al_error *err, const char *state_dir, const char *name);
 int review_remove_tree_at(int at, const char *name, unsigned depth);
 int review_copy_data(int in, int out, uint64_t max, uint64_t *ret_bytes);
 int review_files_equal(int a, int b, bool *ret);

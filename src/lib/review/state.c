@@ -15,6 +15,7 @@
 
 #include "paths.h"
 #include "review-internal.h"
+#include "trusted.h"
 
 void review_done(struct review *rv)
 {
@@ -31,7 +32,20 @@ void review_done(struct review *rv)
 int review_open(const char *state_dir, bool exclusive, struct review *rv, struct al_error *err)
 {
         *rv = (struct review){.dir_fd = -1, .changes_fd = -1, .ws_fd = -1};
-        rv->dir_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (geteuid() == 0) {
+                /* meta.json names the workspace root writes to: taken only
+                 * from a directory nobody but root or the user sudo runs
+                 * for could have written, on a path only they can change
+                 * (trusted.h); its JSON files are held to the same rule
+                 * (review_read_json_at). */
+                char real[PATH_MAX];
+                _cleanup_close_ int t =
+                    trusted_open(state_dir, trusted_caller(), true, real, "sandbox state", err);
+                if (t < 0)
+                        return t;
+                rv->dir_fd = openat(t, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        } else
+                rv->dir_fd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (rv->dir_fd < 0)
                 return al_error_set(err, errno, "opening \"%s\"", state_dir);
         if (flock(rv->dir_fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) < 0) {
@@ -42,6 +56,8 @@ int review_open(const char *state_dir, bool exclusive, struct review *rv, struct
                 return al_error_set(err, errno, "locking \"%s\"", state_dir);
         }
         int r = review_read_json_at(rv->dir_fd, META_FILE, &rv->meta);
+        if (r == -EPERM)
+                return review_foreign_json(err, state_dir, META_FILE);
         if (r < 0)
                 return al_error_set(err, r, "reading %s/%s", state_dir, META_FILE);
         json_t *started = json_object_get(rv->meta, "startedNs");
