@@ -28,6 +28,7 @@
 #include <openssl/x509v3.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,10 +53,20 @@ static void load(void)
         }
 }
 
+/* A call that failed for want of the library queues one error, as libssl
+ * queues its own: ERR_get_error hands it out once, so that the caller's
+ * message says why (ERR_error_string_n) and a loop draining the queue ends. */
+static __thread bool load_error_queued;
+#define LOAD_ERROR_CODE 1UL
+
 static void *sym(const char *name)
 {
         pthread_once(&load_once, load);
-        return lib ? dlsym(lib, name) : NULL;
+        if (!lib) {
+                load_error_queued = true;
+                return NULL;
+        }
+        return dlsym(lib, name);
 }
 
 #define LAZY_FN(ret, name, params)                                                                 \
@@ -108,9 +119,6 @@ LAZY_VOID(BIO_set_shutdown, (BIO *a0, int a1), (a0, a1))
 LAZY(BIGNUM *, BN_bin2bn, (const unsigned char *a0, int a1, BIGNUM *a2), (a0, a1, a2), NULL)
 LAZY_VOID(BN_free, (BIGNUM *a0), (a0))
 LAZY(ASN1_INTEGER *, BN_to_ASN1_INTEGER, (const BIGNUM *a0, ASN1_INTEGER *a1), (a0, a1), NULL)
-LAZY_VOID(ERR_clear_error, (void), ())
-LAZY(long unsigned int, ERR_get_error, (void), (), 0)
-LAZY(long unsigned int, ERR_peek_error, (void), (), 0)
 LAZY(int, EVP_DigestFinal_ex, (EVP_MD_CTX *a0, unsigned char *a1, unsigned int *a2), (a0, a1, a2), 0)
 LAZY(int, EVP_DigestInit_ex, (EVP_MD_CTX *a0, const EVP_MD *a1, ENGINE *a2), (a0, a1, a2), 0)
 LAZY(int, EVP_DigestUpdate, (EVP_MD_CTX *a0, const void *a1, size_t a2), (a0, a1, a2), 0)
@@ -174,10 +182,43 @@ LAZY(int, X509_set_pubkey, (X509 *a0, EVP_PKEY *a1), (a0, a1), 0)
 LAZY(int, X509_set_version, (X509 *a0, long int a1), (a0, a1), 0)
 LAZY(int, X509_sign, (X509 *a0, EVP_PKEY *a1, const EVP_MD *a2), (a0, a1, a2), 0)
 
+HIDDEN void ERR_clear_error(void);
+void ERR_clear_error(void)
+{
+        LAZY_FN(void, ERR_clear_error, (void))
+        load_error_queued = false;
+        if (g)
+                g();
+}
+
+HIDDEN unsigned long ERR_get_error(void);
+unsigned long ERR_get_error(void)
+{
+        bool queued = load_error_queued; /* before the lookup queues another */
+        LAZY_FN(unsigned long, ERR_get_error, (void))
+        if (g)
+                return g();
+        load_error_queued = false;
+        return queued ? LOAD_ERROR_CODE : 0;
+}
+
+HIDDEN unsigned long ERR_peek_error(void);
+unsigned long ERR_peek_error(void)
+{
+        bool queued = load_error_queued;
+        LAZY_FN(unsigned long, ERR_peek_error, (void))
+        load_error_queued = queued;
+        if (g)
+                return g();
+        return queued ? LOAD_ERROR_CODE : 0;
+}
+
 HIDDEN const char *X509_verify_cert_error_string(long int n);
 const char *X509_verify_cert_error_string(long int n)
 {
+        bool queued = load_error_queued;
         LAZY_FN(const char *, X509_verify_cert_error_string, (long int))
+        load_error_queued = queued;
         return g ? g(n) : load_msg;
 }
 
@@ -185,7 +226,9 @@ const char *X509_verify_cert_error_string(long int n)
 HIDDEN void ERR_error_string_n(unsigned long e, char *buf, size_t len);
 void ERR_error_string_n(unsigned long e, char *buf, size_t len)
 {
+        bool queued = load_error_queued;
         LAZY_FN(void, ERR_error_string_n, (unsigned long, char *, size_t))
+        load_error_queued = queued;
         if (g)
                 g(e, buf, len);
         else if (len)

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+"""airlock loads libssl and libcrypto only when the network gate needs TLS
+(src/cli/tlslazy.c): a run without TLS never opens them, and a run whose
+gate needs them when they cannot be loaded does not start, saying why."""
+
+import json
+import subprocess
+
+import pytest
+
+
+@pytest.fixture
+def run_without_libssl(airlock):
+    """Runs airlock with a library path whose libssl.so.3 cannot be loaded
+    (through env, which runas.sh's reset environment does not undo)."""
+    d = airlock.make_dir("lib")
+    (d / "libssl.so.3").write_bytes(b"")
+    airlock.chown(d)
+
+    def run(args):
+        argv = airlock.cmd(args)
+        i = next(i for i, a in enumerate(argv) if a.endswith("/airlock"))
+        argv[i:i] = ["env", f"LD_LIBRARY_PATH={d}"]
+        return subprocess.run(argv, cwd=str(airlock.base), capture_output=True, text=True,
+                              timeout=90)
+    return run
+
+
+def test_a_run_without_tls_does_not_load_libssl(airlock, run_without_libssl):
+    ws = airlock.make_dir()
+    p = run_without_libssl(["run", "-q", "-w", ws, "--net", "gated", "--",
+                            "sh", "-c", "echo ran"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "ran"
+
+
+def test_a_terminating_route_without_libssl_fails_closed(airlock, run_without_libssl):
+    ws = airlock.make_dir()
+    d = airlock.make_dir("tlslazy")
+    (d / "policy.json").write_text(json.dumps({"network": {"routes": [
+        {"name": "up", "upstream": "https://upstream.test:4443", "terminate": True}]}}))
+    airlock.chown(d)
+    p = run_without_libssl(["run", "-q", "-w", ws, "-p", d / "policy.json",
+                            "--host", "upstream.test=127.0.0.1", "--allow-private",
+                            "127.0.0.0/8", "--", "sh", "-c", "echo ran"])
+    assert p.returncode != 0
+    assert "ran" not in p.stdout
+    assert "loading libssl.so.3" in p.stderr, p.stderr
