@@ -32,11 +32,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lazylib.h"
+
 #ifndef AIRLOCK_LIBSSL_SONAME
 #error "AIRLOCK_LIBSSL_SONAME must name libssl's shared object (src/cli/meson.build)"
 #endif
-
-#define HIDDEN __attribute__((visibility("hidden")))
 
 static void *lib;
 static char load_msg[256];
@@ -68,31 +68,6 @@ static void *sym(const char *name)
         }
         return dlsym(lib, name);
 }
-
-#define LAZY_FN(ret, name, params)                                                                 \
-        static ret(*f) params = NULL;                                                              \
-        ret(*g) params = __atomic_load_n(&f, __ATOMIC_ACQUIRE);                                    \
-        if (!g) {                                                                                  \
-                g = (ret(*) params)sym(#name);                                                     \
-                __atomic_store_n(&f, g, __ATOMIC_RELEASE);                                         \
-        }
-
-#define LAZY(ret, name, params, args, fail)                                                        \
-        HIDDEN ret name params;                                                                    \
-        ret name params                                                                            \
-        {                                                                                          \
-                LAZY_FN(ret, name, params)                                                         \
-                return g ? g args : fail;                                                          \
-        }
-
-#define LAZY_VOID(name, params, args)                                                              \
-        HIDDEN void name params;                                                                   \
-        void name params                                                                           \
-        {                                                                                          \
-                LAZY_FN(void, name, params)                                                        \
-                if (g)                                                                             \
-                        g args;                                                                    \
-        }
 
 LAZY_VOID(BIO_clear_flags, (BIO *a0, int a1), (a0, a1))
 LAZY(long int, BIO_ctrl, (BIO *a0, int a1, long int a2, void *a3), (a0, a1, a2, a3), 0)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """airlock loads libssl and libcrypto only when the network gate needs TLS
-(src/cli/tlslazy.c): a run without TLS never opens them, and a run whose
-gate needs them when they cannot be loaded does not start, saying why."""
+(src/cli/tlslazy.c), and SQLite only when a command opens the daemon's
+database itself (src/cli/sqlitelazy.c): a run never opens them, and a command
+that needs one when it cannot be loaded fails, saying why."""
 
 import json
 import subprocess
@@ -11,10 +12,12 @@ import pytest
 
 @pytest.fixture
 def run_without_libssl(airlock):
-    """Runs airlock with a library path whose libssl.so.3 cannot be loaded
-    (through env, which runas.sh's reset environment does not undo)."""
+    """Runs airlock with a library path whose libssl.so.3 and libsqlite3.so.0
+    cannot be loaded (through env, which runas.sh's reset environment does
+    not undo)."""
     d = airlock.make_dir("lib")
     (d / "libssl.so.3").write_bytes(b"")
+    (d / "libsqlite3.so.0").write_bytes(b"")
     airlock.chown(d)
 
     def run(args):
@@ -26,7 +29,7 @@ def run_without_libssl(airlock):
     return run
 
 
-def test_a_run_without_tls_does_not_load_libssl(airlock, run_without_libssl):
+def test_a_run_without_tls_loads_neither(airlock, run_without_libssl):
     ws = airlock.make_dir()
     p = run_without_libssl(["run", "-q", "-w", ws, "--net", "gated", "--",
                             "sh", "-c", "echo ran"])
@@ -46,3 +49,10 @@ def test_a_terminating_route_without_libssl_fails_closed(airlock, run_without_li
     assert p.returncode != 0
     assert "ran" not in p.stdout
     assert "loading libssl.so.3" in p.stderr, p.stderr
+
+
+def test_a_grant_without_libsqlite_fails_closed(airlock, run_without_libssl):
+    state = airlock.make_dir("state")
+    p = run_without_libssl(["grant", "create", "--name", "t", "--state-dir", state])
+    assert p.returncode != 0
+    assert "loading libsqlite3.so.0" in p.stderr, p.stderr
