@@ -7,7 +7,21 @@
  * (which loads the library once), or returns `fail` when it cannot be found.
  * Hidden, so that the loaded libraries bind to each other, never to these. */
 
+#include <dlfcn.h>
+#include <stdio.h>
+
 #define HIDDEN __attribute__((visibility("hidden")))
+
+/* dlopen(soname) for a lazily loaded library; on failure, why, in msg. */
+static inline void *lazylib_open(const char *soname, char *msg, size_t size)
+{
+        void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+                const char *e = dlerror();
+                snprintf(msg, size, "loading %s: %s", soname, e ? e : "failed");
+        }
+        return h;
+}
 
 #define LAZY_FN(ret, name, params)                                                                 \
         static ret(*f) params = NULL;                                                              \

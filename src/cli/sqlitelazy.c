@@ -9,7 +9,6 @@
  * (AIRLOCK_LIBSQLITE_SONAME), loaded on first use. When it cannot be loaded,
  * opening fails (SQLITE_CANTOPEN, no handle) and sqlite3_errmsg says why.
  * airlockd links SQLite itself. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -26,12 +25,7 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
 static void load(void)
 {
-        lib = dlopen(AIRLOCK_LIBSQLITE_SONAME, RTLD_NOW | RTLD_LOCAL);
-        if (!lib) {
-                const char *e = dlerror();
-                snprintf(load_msg, sizeof(load_msg), "loading %s: %s", AIRLOCK_LIBSQLITE_SONAME,
-                         e ? e : "failed");
-        }
+        lib = lazylib_open(AIRLOCK_LIBSQLITE_SONAME, load_msg, sizeof(load_msg));
 }
 
 static void *sym(const char *name)

@@ -16,7 +16,6 @@
  * fails closed, and ERR_error_string_n says why. airlockd and the other
  * programs link libssl and libcrypto themselves. Hidden: the shared
  * libraries must bind to each other, never to these. */
-#include <dlfcn.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
@@ -45,12 +44,7 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static void load(void)
 {
         /* libssl brings libcrypto, which dlsym on this handle searches too. */
-        lib = dlopen(AIRLOCK_LIBSSL_SONAME, RTLD_NOW | RTLD_LOCAL);
-        if (!lib) {
-                const char *e = dlerror();
-                snprintf(load_msg, sizeof(load_msg), "loading %s: %s", AIRLOCK_LIBSSL_SONAME,
-                         e ? e : "failed");
-        }
+        lib = lazylib_open(AIRLOCK_LIBSSL_SONAME, load_msg, sizeof(load_msg));
 }
 
 /* A call that failed for want of the library queues one error, as libssl
