@@ -119,8 +119,25 @@ Test(util, base64_decode_rejects)
         cr_assert_lt(base64_decode("Zm9", &out, &n), 0);
         cr_assert_lt(base64_decode("Zm9v!A==", &out, &n), 0);
         cr_assert_lt(base64_decode("Zm*v", &out, &n), 0);
+        cr_assert_lt(base64_decode("Zm=v", &out, &n), 0, "padding only at the end");
+        cr_assert_lt(base64_decode("Z===", &out, &n), 0);
+        cr_assert_lt(base64_decode("====", &out, &n), 0);
+        cr_assert_lt(base64_decode("Zg==Zg==", &out, &n), 0);
+        cr_assert_lt(base64_decode("Zm9v\nA==", &out, &n), 0);
         cr_assert_null(out, "failure must leave the output untouched");
         cr_assert_eq(n, 7);
+}
+
+Test(util, base64_decode_n_reads_only_its_bytes)
+{
+        _cleanup_free_ unsigned char *out = NULL;
+        size_t n = 0;
+        cr_assert_eq(base64_decode_n("Zm9vYmFyXXXX", 8, &out, &n), 0);
+        cr_assert_eq(n, 6);
+        cr_assert_str_eq((const char *)out, "foobar");
+        char buf[9];
+        base64_encode_into(buf, "fooba", 5);
+        cr_assert_str_eq(buf, "Zm9vYmE=");
 }
 
 Test(util, mkdir_p)

@@ -18,7 +18,8 @@ int ws_accept_key(const char *key, char out[29])
         memcpy(buf, key, 24);
         memcpy(buf + 24, ws_guid, sizeof(ws_guid) - 1);
         unsigned char digest[SHA_DIGEST_LENGTH];
-        SHA1((const unsigned char *)buf, 24 + sizeof(ws_guid) - 1, digest);
+        if (!SHA1((const unsigned char *)buf, 24 + sizeof(ws_guid) - 1, digest))
+                return -EIO;
         _cleanup_free_ char *b64 = base64_encode(digest, sizeof(digest));
         if (!b64 || strlen(b64) != 28)
                 return -EINVAL;

@@ -2,11 +2,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
-/* The one-shot SHA-256 of libcrypto's low-level interface: the EVP path would
- * load the provider machinery first, which costs more than a short sandbox
- * run's whole setup. */
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/sha.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +11,7 @@
 
 #include "audit.h"
 #include "paths.h"
+#include "sha256.h"
 #include "util.h"
 #include "audit-internal.h"
 
@@ -25,17 +21,7 @@
 
 void audit_hash_hex(const void *buf, size_t len, char ret[static AUDIT_HASH_HEX + 1])
 {
-        static const char hex[] = "0123456789abcdef";
-        unsigned char md[SHA256_DIGEST_LENGTH];
-        SHA256_CTX c;
-
-        if (SHA256_Init(&c) != 1 || SHA256_Update(&c, buf, len) != 1 || SHA256_Final(md, &c) != 1)
-                abort(); /* SHA-256 missing from libcrypto: nothing sane to do */
-        for (unsigned i = 0; i < 32; i++) {
-                ret[2 * i] = hex[md[i] >> 4];
-                ret[2 * i + 1] = hex[md[i] & 15];
-        }
-        ret[AUDIT_HASH_HEX] = '\0';
+        sha256_hex(buf, len, ret);
 }
 
 static int mkdir_parents(const char *path)

@@ -2,11 +2,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
-/* The one-shot SHA-256 of libcrypto's low-level interface: the EVP path would
- * load the provider machinery first, which costs more than a short sandbox
- * run's whole setup. */
-#define OPENSSL_SUPPRESS_DEPRECATED
-#include <openssl/sha.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -354,29 +353,73 @@ int mkdir_p(const char *path, mode_t parent_mode, mode_t mode)
         return 0;
 }
 
+static const char b64_alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void base64_encode_into(char *out, const void *data, size_t len)
+{
+        const unsigned char *p = data;
+        size_t o = 0;
+        for (size_t i = 0; i < len; i += 3) {
+                uint32_t v = (uint32_t)p[i] << 16;
+                if (i + 1 < len)
+                        v |= (uint32_t)p[i + 1] << 8;
+                if (i + 2 < len)
+                        v |= p[i + 2];
+                out[o++] = b64_alphabet[v >> 18];
+                out[o++] = b64_alphabet[(v >> 12) & 63];
+                out[o++] = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+                out[o++] = i + 2 < len ? b64_alphabet[v & 63] : '=';
+        }
+        out[o] = '\0';
+}
+
 char *base64_encode(const void *data, size_t len)
 {
         char *out = xcalloc(4 * ((len + 2) / 3) + 1, 1);
-        EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+        base64_encode_into(out, data, len);
         return out;
+}
+
+static int b64_value(char c)
+{
+        const char *p = c ? strchr(b64_alphabet, c) : NULL;
+        return p ? (int)(p - b64_alphabet) : -1;
+}
+
+int base64_decode_n(const char *in, size_t n, unsigned char **ret, size_t *ret_len)
+{
+        if (n % 4 != 0)
+                return -EINVAL;
+        /* Padding only as the last one or two characters. */
+        size_t pad = (n >= 1 && in[n - 1] == '=') + (n >= 2 && in[n - 2] == '=');
+        unsigned char *out = xcalloc(n / 4 * 3 + 1, 1);
+        size_t o = 0;
+        for (size_t i = 0; i < n; i += 4) {
+                uint32_t v = 0;
+                for (size_t j = 0; j < 4; j++) {
+                        int d = i + j >= n - pad ? 0 : b64_value(in[i + j]);
+                        if (d < 0) {
+                                explicit_bzero(out, n / 4 * 3 + 1);
+                                free(out);
+                                return -EINVAL;
+                        }
+                        v = v << 6 | (uint32_t)d;
+                }
+                out[o++] = (unsigned char)(v >> 16);
+                out[o++] = (unsigned char)(v >> 8);
+                out[o++] = (unsigned char)v;
+        }
+        o -= pad;
+        out[o] = 0;
+        *ret = out;
+        *ret_len = o;
+        return 0;
 }
 
 int base64_decode(const char *in, unsigned char **ret, size_t *ret_len)
 {
-        size_t n = strlen(in);
-        if (n % 4 != 0)
-                return -EINVAL;
-        unsigned char *out = xcalloc(n / 4 * 3 + 1, 1);
-        int m = n ? EVP_DecodeBlock(out, (const unsigned char *)in, (int)n) : 0;
-        if (m < 0) {
-                free(out);
-                return -EINVAL;
-        }
-        /* EVP_DecodeBlock counts the padding as zero bytes of data. */
-        size_t pad = (n >= 1 && in[n - 1] == '=') + (n >= 2 && in[n - 2] == '=');
-        *ret = out;
-        *ret_len = (size_t)m - pad;
-        return 0;
+        return base64_decode_n(in, strlen(in), ret, ret_len);
 }
 
 static uint64_t clock_us(clockid_t id)

@@ -121,6 +121,10 @@ int random_hex(char *buf, size_t n);
  * with -EINVAL on a length that is not a multiple of 4 or a bad character. */
 char *base64_encode(const void *data, size_t len);
 int base64_decode(const char *in, unsigned char **ret, size_t *ret_len);
+/* The same into out, which has room for 4 * ((len + 2) / 3) + 1 bytes. */
+void base64_encode_into(char *out, const void *data, size_t len);
+/* The same of the n bytes at in (no NUL needed). */
+int base64_decode_n(const char *in, size_t n, unsigned char **ret, size_t *ret_len);
 
 /* Monotonic and wall clocks in microseconds. */
 /* Whether JSON text nests arrays and objects at most `max` deep, counted

@@ -5,7 +5,6 @@
  * gitguard-protect.c: the write-protected names). */
 
 #include <dirent.h>
-#include <openssl/sha.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +13,7 @@
 #include <time.h>
 
 #include "gitguard.h"
+#include "sha256.h"
 
 #define VISITED_MAX 4096
 #define ROOTS_MAX   64
@@ -44,7 +44,7 @@ struct fingerprint {
         char *rel;
         mode_t mode;
         off_t size;
-        unsigned char hash[SHA256_DIGEST_LENGTH];
+        unsigned char hash[SHA256_LEN];
 };
 
 struct root_start {

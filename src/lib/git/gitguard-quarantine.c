@@ -12,9 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-#include <openssl/sha.h>
-
 #include "audit.h"
 #include "gitguard-internal.h"
 #include "gitops.h"
@@ -103,8 +100,8 @@ static bool fingerprint_of(int dfd, const char *name, struct fingerprint *ret)
                 return false;
         ret->mode = st.st_mode;
         ret->size = st.st_size;
-        unsigned int hl = 0;
-        return EVP_Digest(buf, len, ret->hash, &hl, EVP_sha256(), NULL) == 1;
+        sha256(buf, len, ret->hash);
+        return true;
 }
 
 static int cmp_known(const void *a, const void *b)

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <linux/openat2.h>
 #include <openssl/evp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -80,18 +81,23 @@ static int check_blob(int dir, const char *rel, const char *digest, int *ret_fd,
                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
         if (fd < 0)
                 return al_error_set(err, -fd, "image: blob %s", rel);
+        /* Every step checked: in airlock, libcrypto is loaded on first use
+         * (src/cli/tlslazy.c) and each call fails if it cannot be. */
         EVP_MD_CTX *md = EVP_MD_CTX_new();
-        EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+        bool ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
         char buf[65536];
-        ssize_t n;
-        while ((n = read(fd, buf, sizeof(buf))) > 0)
-                EVP_DigestUpdate(md, buf, (size_t)n);
+        ssize_t n = 0;
+        while (ok && (n = read(fd, buf, sizeof(buf))) > 0)
+                ok = EVP_DigestUpdate(md, buf, (size_t)n) == 1;
         unsigned char h[32];
         unsigned hl = 0;
-        EVP_DigestFinal_ex(md, h, &hl);
+        ok = ok && n == 0 && EVP_DigestFinal_ex(md, h, &hl) == 1 && hl == sizeof(h);
+        int e = errno;
         EVP_MD_CTX_free(md);
         if (n < 0)
-                return al_error_set(err, errno, "image: blob %s", rel);
+                return al_error_set(err, e, "image: blob %s", rel);
+        if (!ok)
+                return al_error_set(err, EIO, "image: blob %s: sha256 failed", rel);
         char hex[65];
         for (int i = 0; i < 32; i++)
                 snprintf(hex + 2 * i, 3, "%02x", h[i]);

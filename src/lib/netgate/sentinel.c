@@ -4,7 +4,6 @@
 #include <strings.h>
 #include <sys/random.h>
 
-#include <openssl/evp.h>
 
 #include "netgate/http.h"
 #include "netgate/sentinel.h"
@@ -122,21 +121,14 @@ static int replace_basic(const struct netgate_sentinels *ss, const char *host, c
                 bl--;
         if (bl == 0 || bl % 4 != 0 || bl > RESULT_MAX)
                 return 0;
-        unsigned char *dec = xcalloc(bl, 1);
-        int dl = EVP_DecodeBlock(dec, (const unsigned char *)b64, (int)bl);
-        if (dl < 0) {
-                free(dec);
+        unsigned char *dec = NULL;
+        size_t dl = 0;
+        if (base64_decode_n(b64, bl, &dec, &dl) < 0)
                 return 0;
-        }
-        /* EVP_DecodeBlock counts the padding's zero bytes. */
-        if (bl >= 1 && b64[bl - 1] == '=')
-                dl--;
-        if (bl >= 2 && b64[bl - 2] == '=')
-                dl--;
         char *plain = NULL;
         size_t plain_len = 0;
-        int r = replace(ss, host, (const char *)dec, (size_t)dl, &plain, &plain_len);
-        explicit_bzero(dec, bl);
+        int r = replace(ss, host, (const char *)dec, dl, &plain, &plain_len);
+        explicit_bzero(dec, dl);
         free(dec);
         if (r <= 0)
                 return r;
@@ -148,7 +140,7 @@ static int replace_basic(const struct netgate_sentinels *ss, const char *host, c
         }
         char *out = xcalloc(6 + enc_len + 1, 1);
         memcpy(out, "Basic ", 6);
-        EVP_EncodeBlock((unsigned char *)out + 6, (const unsigned char *)plain, (int)plain_len);
+        base64_encode_into(out + 6, plain, plain_len);
         explicit_bzero(plain, plain_len);
         free(plain);
         *ret = out;

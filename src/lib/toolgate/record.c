@@ -3,12 +3,12 @@
  * size (args redacted, their digest), the aggregation of refusal floods,
  * and the redaction of what goes back to the sandbox. */
 #include <event2/event.h>
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "policy.h"
 #include "secrets.h"
+#include "sha256.h"
 #include "toolgate-internal.h"
 #include "util.h"
 
@@ -160,17 +160,10 @@ json_t *toolgate_redact_json(const struct redactor *r, const json_t *v)
 
 void toolgate_args_digest(const json_t *args, char out[65])
 {
-        static const char hex[] = "0123456789abcdef";
-        unsigned char md[SHA256_DIGEST_LENGTH];
         char *s = args ? json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 
-        SHA256((const unsigned char *)(s ? s : "null"), s ? strlen(s) : 4, md);
+        sha256_hex(s ? s : "null", s ? strlen(s) : 4, out);
         free(s);
-        for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++) {
-                out[2 * i] = hex[md[i] >> 4];
-                out[2 * i + 1] = hex[md[i] & 15];
-        }
-        out[64] = '\0';
 }
 
 void toolgate_record(struct toolgate *t, struct toolgate_record *rec, const json_t *args)
