@@ -136,6 +136,33 @@ static int open_parent(int root, char *rel, const char **ret_base)
         return fd;
 }
 
+/* How many directories `dir` lies below `root` (0: the root itself),
+ * walked up by ".." and compared by identity; -ELOOP past `max`. A
+ * directory entry's name alone does not tell: a link in the tree can lead
+ * its parent anywhere inside. */
+static int depth_below(int root, int dir, int max)
+{
+        struct stat rst;
+        if (fstat(root, &rst) < 0)
+                return -errno;
+        _cleanup_close_ int cur = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+        if (cur < 0)
+                return -errno;
+        for (int depth = 0; depth <= max; depth++) {
+                struct stat st;
+                if (fstat(cur, &st) < 0)
+                        return -errno;
+                if (st.st_dev == rst.st_dev && st.st_ino == rst.st_ino)
+                        return depth;
+                int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (up < 0)
+                        return -errno;
+                close(cur);
+                cur = up;
+        }
+        return -ELOOP;
+}
+
 /* Make `name` in dir free for a new entry (a directory stays when a
  * directory is wanted). */
 static int clear(int dir, const char *name, bool keep_dir)
@@ -259,13 +286,18 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                     openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                                 char **names = NULL;
                                 size_t n = 0;
-                                if (d >= 0 && image_sorted_entries(d, &names, &n) >= 0) {
-                                        for (size_t i = 0; i < n; i++)
-                                                fs_remove_tree(d, names[i], FS_REMOVE_DEPTH_MAX);
-                                        strv_free(names);
-                                }
+                                e = d < 0 ? -errno : image_sorted_entries(d, &names, &n);
+                                for (size_t i = 0; e >= 0 && i < n; i++)
+                                        e = fs_remove_tree(d, names[i], FS_REMOVE_DEPTH_MAX);
+                                strv_free(names);
                         } else if (base[4] && !STREQ(base + 4, ".") && !STREQ(base + 4, ".."))
-                                fs_remove_tree(dir, base + 4, FS_REMOVE_DEPTH_MAX);
+                                e = fs_remove_tree(dir, base + 4, FS_REMOVE_DEPTH_MAX);
+                        /* A whiteout not applied would keep what the image
+                         * removed: the import fails instead. */
+                        if (e < 0) {
+                                al_error_set(err, -e, "%s: whiteout \"%.200s\"", what, name);
+                                break;
+                        }
                         info->whiteouts++;
                         continue;
                 }
@@ -279,7 +311,20 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                 info->files++;
                         break;
                 case '5':
-                        e = clear(wdir, base, true);
+                        /* The tree stays as shallow as the cache takes it
+                         * (copy_tree): a deeper staging tree could not be
+                         * removed either, and would stay on the host's
+                         * disk once the import is refused. */
+                        e = depth_below(root, wdir, IMAGE_DEPTH_MAX - 1);
+                        if (e == -ELOOP) {
+                                e = al_error_set_message(err, ELOOP,
+                                                         "%s: directory \"%.200s\" is deeper than "
+                                                         "%d directories: refused",
+                                                         what, name, IMAGE_DEPTH_MAX);
+                                break;
+                        }
+                        if (e >= 0)
+                                e = clear(wdir, base, true);
                         if (e >= 0 && mkdirat(wdir, base, 0755) < 0 && errno != EEXIST)
                                 e = -errno;
                         if (e >= 0) {

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A hostile image whose tree is deeper than the cache takes, by plain
+ * names or through a symbolic link inside it. The import is refused, and
+ * what it unpacked does not stay behind on the host's disk: the staging
+ * tree must stay shallow enough to be removed. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "image-internal.h"
+#include "image.h"
+#include "util.h"
+
+static char base[64];
+static int tarfd = -1;
+
+static void setup(void)
+{
+        snprintf(base, sizeof(base), "/tmp/airlock-depth-XXXXXX");
+        cr_assert_not_null(mkdtemp(base));
+        char path[128];
+        snprintf(path, sizeof(path), "%s/layer.tar", base);
+        tarfd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        cr_assert_geq(tarfd, 0);
+}
+
+static void teardown(void)
+{
+        if (tarfd >= 0)
+                close(tarfd);
+        /* Deeper than fs_remove_tree goes when the import left it. */
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
+        cr_assert_eq(system(cmd), 0);
+}
+
+static void block(const void *b)
+{
+        cr_assert_eq(write(tarfd, b, 512), 512);
+}
+
+static void header(const char *name, char type, const char *link, size_t size)
+{
+        unsigned char h[512] = {0};
+        snprintf((char *)h, 100, "%s", name);
+        snprintf((char *)h + 100, 8, "%07o", 0755);
+        snprintf((char *)h + 108, 8, "%07o", 0);
+        snprintf((char *)h + 116, 8, "%07o", 0);
+        snprintf((char *)h + 124, 12, "%011zo", size);
+        snprintf((char *)h + 136, 12, "%011o", 0);
+        h[156] = (unsigned char)type;
+        if (link)
+                snprintf((char *)h + 157, 100, "%s", link);
+        memcpy(h + 257,
+               "ustar\0"
+               "00",
+               8);
+        memset(h + 148, ' ', 8);
+        unsigned sum = 0;
+        for (size_t i = 0; i < 512; i++)
+                sum += h[i];
+        snprintf((char *)h + 148, 8, "%06o", sum);
+        block(h);
+}
+
+static size_t pax_record(char *out, size_t cap, const char *key, const char *value)
+{
+        size_t body = 1 + strlen(key) + 1 + strlen(value) + 1, total = body + 1;
+        while (total != body + (size_t)snprintf(NULL, 0, "%zu", total))
+                total = body + (size_t)snprintf(NULL, 0, "%zu", total);
+        int n = snprintf(out, cap, "%zu %s=%s\n", total, key, value);
+        cr_assert_lt((size_t)n, cap);
+        return (size_t)n;
+}
+
+/* An entry of any name and link length: a pax header carries them. */
+static void entry(const char *name, char type, const char *link, size_t size)
+{
+        char rec[8192];
+        size_t n = pax_record(rec, sizeof(rec) - 512, "path", name);
+        if (link)
+                n += pax_record(rec + n, sizeof(rec) - 512 - n, "linkpath", link);
+        header("pax", 'x', NULL, n);
+        memset(rec + n, 0, 512);
+        for (size_t off = 0; off < n; off += 512)
+                block(rec + off);
+        header("x", type, NULL, size);
+        char zero[512] = {0};
+        for (size_t off = 0; off < size; off += 512)
+                block(zero);
+}
+
+/* "d/d/.../d" of `depth` names under `prefix`, each directory an entry. */
+static void chain(const char *prefix, int depth)
+{
+        char name[4096];
+        size_t o = (size_t)snprintf(name, sizeof(name), "%s", prefix);
+        for (int i = 0; i < depth; i++) {
+                o += (size_t)snprintf(name + o, sizeof(name) - o, "%sd", o ? "/" : "");
+                entry(name, '5', NULL, 0);
+        }
+        o += (size_t)snprintf(name + o, sizeof(name) - o, "/file");
+        entry(name, '0', NULL, 4096);
+}
+
+static void end(void)
+{
+        char zero[512] = {0};
+        block(zero);
+        block(zero);
+        close(tarfd);
+        tarfd = -1;
+}
+
+/* The cache holds nothing but its "names" directory after a refused
+ * import. */
+static void assert_cache_clean(void)
+{
+        char images[128];
+        snprintf(images, sizeof(images), "%s/images", base);
+        DIR *d = opendir(images);
+        cr_assert_not_null(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, "..") ||
+                    STREQ(de->d_name, "names"))
+                        continue;
+                char left[300];
+                snprintf(left, sizeof(left), "%s", de->d_name);
+                closedir(d);
+                cr_assert_fail("a refused import left %s/%s on the host", images, left);
+        }
+        closedir(d);
+}
+
+static int import(struct al_error *err)
+{
+        char images[128], src[128];
+        snprintf(images, sizeof(images), "%s/images", base);
+        snprintf(src, sizeof(src), "%s/layer.tar", base);
+        struct image_info info = {0};
+        return image_import(images, src, "deep", &info, err);
+}
+
+Test(image_depth, deep_names_refused_and_removed, .init = setup, .fini = teardown, .timeout = 60)
+{
+        chain("", FS_REMOVE_DEPTH_MAX + 8);
+        end();
+        struct al_error err = {0};
+        cr_assert_lt(import(&err), 0, "a tree %d directories deep was imported",
+                     FS_REMOVE_DEPTH_MAX + 8);
+        cr_assert(strstr(err.msg, "deeper than"), "%s", err.msg);
+        assert_cache_clean();
+}
+
+Test(image_depth, deep_through_a_link_refused_and_removed, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+        /* No name is deeper than 51 directories; each link leads to the
+         * bottom of the chain so far, and the chain goes on beneath it. */
+        chain("", 50);
+        char prev[4096] = "";
+        for (int hop = 0; hop < 6; hop++) {
+                char ln[16], target[4096], start[16];
+                snprintf(ln, sizeof(ln), "l%d", hop);
+                size_t o = (size_t)snprintf(target, sizeof(target), "%s", hop ? prev : "d");
+                for (int i = hop ? 0 : 1; i < 50; i++)
+                        o += (size_t)snprintf(target + o, sizeof(target) - o, "/d");
+                entry(ln, '2', target, 0);
+                snprintf(start, sizeof(start), "l%d", hop);
+                chain(start, 50);
+                snprintf(prev, sizeof(prev), "%s", ln);
+        }
+        end();
+        struct al_error err = {0};
+        cr_assert_lt(import(&err), 0, "a tree 350 directories deep was imported");
+        cr_assert(strstr(err.msg, "deeper than"), "%s", err.msg);
+        assert_cache_clean();
+}
+
+Test(image_depth, within_the_bound_imports, .init = setup, .fini = teardown, .timeout = 60)
+{
+        chain("", IMAGE_DEPTH_MAX); /* as deep as the cache takes */
+        end();
+        struct al_error err = {0};
+        cr_assert_eq(import(&err), 0, "%s", err.msg);
+}
