@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A hostile image whose tree is deeper than the cache takes, by plain
- * names or through a symbolic link inside it. The import is refused, and
- * what it unpacked does not stay behind on the host's disk: the staging
- * tree must stay shallow enough to be removed. */
+/* Hostile images against `airlock image import`:
+ * - a tree deeper than the cache takes, by plain names or through a
+ *   symbolic link inside it: refused, and what it unpacked does not stay
+ *   behind on the host's disk (the staging tree must stay shallow enough to
+ *   be removed);
+ * - an OCI layout whose blob (manifest or layer) is a FIFO: refused at
+ *   once, never waited on (a layout another user prepared could hang the
+ *   import forever). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -128,8 +132,7 @@ static void assert_cache_clean(void)
         cr_assert_not_null(d);
         struct dirent *de;
         while ((de = readdir(d))) {
-                if (STREQ(de->d_name, ".") || STREQ(de->d_name, "..") ||
-                    STREQ(de->d_name, "names"))
+                if (STREQ(de->d_name, ".") || STREQ(de->d_name, "..") || STREQ(de->d_name, "names"))
                         continue;
                 char left[300];
                 snprintf(left, sizeof(left), "%s", de->d_name);
@@ -190,4 +193,62 @@ Test(image_depth, within_the_bound_imports, .init = setup, .fini = teardown, .ti
         end();
         struct al_error err = {0};
         cr_assert_eq(import(&err), 0, "%s", err.msg);
+}
+
+/* An OCI layout in base/layout whose file `fifo` (beneath it) is a FIFO;
+ * index.json names sha256:<64 x "a"> when the FIFO is a blob. */
+static void layout_with_fifo(const char *fifo)
+{
+        char path[256];
+        snprintf(path, sizeof(path), "%s/layout", base);
+        cr_assert_eq(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/layout/blobs", base);
+        cr_assert_eq(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/layout/blobs/sha256", base);
+        cr_assert_eq(mkdir(path, 0755), 0);
+        const char *hex = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        struct {
+                const char *name, *text;
+        } files[] = {
+            {"oci-layout", "{\"imageLayoutVersion\": \"1.0.0\"}"},
+            {"index.json", NULL},
+        };
+        char index[256];
+        snprintf(index, sizeof(index),
+                 "{\"schemaVersion\": 2, \"manifests\": [{\"digest\": \"sha256:%s\"}]}", hex);
+        files[1].text = index;
+        for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+                if (STREQ(files[i].name, fifo))
+                        continue;
+                snprintf(path, sizeof(path), "%s/layout/%s", base, files[i].name);
+                int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                cr_assert_geq(fd, 0);
+                cr_assert_eq(write(fd, files[i].text, strlen(files[i].text)),
+                             (ssize_t)strlen(files[i].text));
+                close(fd);
+        }
+        if (STREQ(fifo, "blob"))
+                snprintf(path, sizeof(path), "%s/layout/blobs/sha256/%s", base, hex);
+        else
+                snprintf(path, sizeof(path), "%s/layout/%s", base, fifo);
+        cr_assert_eq(mkfifo(path, 0644), 0);
+}
+
+static int import_layout(struct al_error *err)
+{
+        char images[128], src[128];
+        snprintf(images, sizeof(images), "%s/images", base);
+        snprintf(src, sizeof(src), "%s/layout", base);
+        struct image_info info = {0};
+        return image_import(images, src, NULL, &info, err);
+}
+
+/* The test's timeout is what fails on a wait: the FIFO has no writer. */
+Test(image_special, fifo_blob_refused, .init = setup, .fini = teardown, .timeout = 20)
+{
+        layout_with_fifo("blob");
+        struct al_error err = {0};
+        cr_assert_lt(import_layout(&err), 0, "a FIFO blob was taken");
+        cr_assert(strstr(err.msg, "not a regular file"), "%s", err.msg);
+        assert_cache_clean();
 }
