@@ -125,3 +125,20 @@ Test(image_bomb, within_the_bound_unpacks, .init = setup, .fini = teardown, .tim
         close(in);
         cr_assert_eq(info.files, 4u);
 }
+
+Test(image_bomb, entries_count_over_all_layers, .init = setup, .fini = teardown, .timeout = 30)
+{
+        /* Each layer is far below the per-layer bound; together they pass
+         * the import's. */
+        struct image_info info = {.entries_max = 1000};
+        struct al_error err = {0};
+        int in = layer(0, 600, 0);
+        cr_assert_eq(image_layer_apply(root, in, "layer 1", &info, &err), 0, "%s", err.msg);
+        close(in);
+        in = layer(0, 600, 0);
+        int r = image_layer_apply(root, in, "layer 2", &info, &err);
+        close(in);
+        cr_assert_lt(r, 0, "%llu entries unpacked past a bound of 1000",
+                     (unsigned long long)info.entries);
+        cr_assert(strstr(err.msg, "entries over all its layers"), "%s", err.msg);
+}

@@ -258,6 +258,15 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                                  IMAGE_ENTRIES_MAX);
                         break;
                 }
+                uint64_t entries_max =
+                    info->entries_max ? info->entries_max : IMAGE_UNPACK_ENTRIES_MAX;
+                if (++info->entries > entries_max) {
+                        e = al_error_set_message(err, E2BIG,
+                                                 "%s: the image unpacks to more than %llu "
+                                                 "entries over all its layers: refused",
+                                                 what, (unsigned long long)entries_max);
+                        break;
+                }
                 char type = t.type;
                 uint64_t size = t.size, mode = t.mode;
                 const char *raw = t.name, *link = t.link;
