@@ -19,10 +19,11 @@
 #include "fs.h"
 #include "image-internal.h"
 #include "image.h"
+#include "image-test-tar.h"
 #include "util.h"
 
 static char base[64];
-static int tarfd = -1;
+static gzFile tar; /* the archive being written, plain */
 
 static void setup(void)
 {
@@ -30,47 +31,21 @@ static void setup(void)
         cr_assert_not_null(mkdtemp(base));
         char path[128];
         snprintf(path, sizeof(path), "%s/layer.tar", base);
-        tarfd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        cr_assert_geq(tarfd, 0);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        cr_assert_geq(fd, 0);
+        tar = gzdopen(fd, "wT");
+        cr_assert_not_null(tar);
 }
 
 static void teardown(void)
 {
-        if (tarfd >= 0)
-                close(tarfd);
+        if (tar)
+                gzclose(tar);
+        tar = NULL;
         /* Deeper than fs_remove_tree goes when the import left it. */
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", base);
         cr_assert_eq(system(cmd), 0);
-}
-
-static void block(const void *b)
-{
-        cr_assert_eq(write(tarfd, b, 512), 512);
-}
-
-static void header(const char *name, char type, const char *link, size_t size)
-{
-        unsigned char h[512] = {0};
-        snprintf((char *)h, 100, "%s", name);
-        snprintf((char *)h + 100, 8, "%07o", 0755);
-        snprintf((char *)h + 108, 8, "%07o", 0);
-        snprintf((char *)h + 116, 8, "%07o", 0);
-        snprintf((char *)h + 124, 12, "%011zo", size);
-        snprintf((char *)h + 136, 12, "%011o", 0);
-        h[156] = (unsigned char)type;
-        if (link)
-                snprintf((char *)h + 157, 100, "%s", link);
-        memcpy(h + 257,
-               "ustar\0"
-               "00",
-               8);
-        memset(h + 148, ' ', 8);
-        unsigned sum = 0;
-        for (size_t i = 0; i < 512; i++)
-                sum += h[i];
-        snprintf((char *)h + 148, 8, "%06o", sum);
-        block(h);
 }
 
 static size_t pax_record(char *out, size_t cap, const char *key, const char *value)
@@ -90,14 +65,12 @@ static void entry(const char *name, char type, const char *link, size_t size)
         size_t n = pax_record(rec, sizeof(rec) - 512, "path", name);
         if (link)
                 n += pax_record(rec + n, sizeof(rec) - 512 - n, "linkpath", link);
-        header("pax", 'x', NULL, n);
+        image_test_header(tar, "pax", 'x', NULL, n);
         memset(rec + n, 0, 512);
-        for (size_t off = 0; off < n; off += 512)
-                block(rec + off);
-        header("x", type, NULL, size);
-        char zero[512] = {0};
-        for (size_t off = 0; off < size; off += 512)
-                block(zero);
+        size_t padded = (n + 511) / 512 * 512;
+        cr_assert_eq(gzwrite(tar, rec, (unsigned)padded), (int)padded);
+        image_test_header(tar, "x", type, NULL, size);
+        image_test_zeros(tar, (size + 511) / 512 * 512);
 }
 
 /* "d/d/.../d" of `depth` names under `prefix`, each directory an entry. */
@@ -115,11 +88,9 @@ static void chain(const char *prefix, int depth)
 
 static void end(void)
 {
-        char zero[512] = {0};
-        block(zero);
-        block(zero);
-        close(tarfd);
-        tarfd = -1;
+        image_test_zeros(tar, 1024);
+        cr_assert_eq(gzclose(tar), Z_OK);
+        tar = NULL;
 }
 
 /* The cache holds nothing but its "names" directory after a refused

@@ -14,6 +14,7 @@
 
 #include "fs.h"
 #include "image-internal.h"
+#include "image-test-tar.h"
 
 static char base[64];
 static int root = -1;
@@ -32,40 +33,6 @@ static void teardown(void)
         fs_remove_tree(AT_FDCWD, base, FS_REMOVE_DEPTH_MAX);
 }
 
-static void header(gzFile gz, const char *name, char type, const char *link, size_t size)
-{
-        unsigned char h[512] = {0};
-        snprintf((char *)h, 100, "%s", name);
-        snprintf((char *)h + 100, 8, "%07o", 0644);
-        snprintf((char *)h + 108, 8, "%07o", 0);
-        snprintf((char *)h + 116, 8, "%07o", 0);
-        snprintf((char *)h + 124, 12, "%011zo", size);
-        snprintf((char *)h + 136, 12, "%011o", 0);
-        h[156] = (unsigned char)type;
-        if (link)
-                snprintf((char *)h + 157, 100, "%s", link);
-        memcpy(h + 257,
-               "ustar\0"
-               "00",
-               8);
-        memset(h + 148, ' ', 8);
-        unsigned sum = 0;
-        for (size_t i = 0; i < 512; i++)
-                sum += h[i];
-        snprintf((char *)h + 148, 8, "%06o", sum);
-        cr_assert_eq(gzwrite(gz, h, 512), 512);
-}
-
-static void zeros(gzFile gz, size_t n)
-{
-        static char z[65536];
-        while (n > 0) {
-                size_t k = n > sizeof(z) ? sizeof(z) : n;
-                cr_assert_eq(gzwrite(gz, z, (unsigned)k), (int)k);
-                n -= k;
-        }
-}
-
 /* A layer in a memfd: `n_files` files of `size` zero bytes, then `n_links`
  * hard links to the first. */
 static int layer(size_t size, int n_files, int n_links)
@@ -77,14 +44,14 @@ static int layer(size_t size, int n_files, int n_links)
         char name[32];
         for (int i = 0; i < n_files; i++) {
                 snprintf(name, sizeof(name), "f%d", i);
-                header(gz, name, '0', NULL, size);
-                zeros(gz, (size + 511) / 512 * 512);
+                image_test_header(gz, name, '0', NULL, size);
+                image_test_zeros(gz, (size + 511) / 512 * 512);
         }
         for (int i = 0; i < n_links; i++) {
                 snprintf(name, sizeof(name), "l%d", i);
-                header(gz, name, '1', "f0", 0);
+                image_test_header(gz, name, '1', "f0", 0);
         }
-        zeros(gz, 1024);
+        image_test_zeros(gz, 1024);
         cr_assert_eq(gzclose(gz), Z_OK);
         cr_assert_eq(lseek(fd, 0, SEEK_SET), 0);
         return fd;
