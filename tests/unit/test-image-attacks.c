@@ -171,12 +171,8 @@ Test(image_depth, within_the_bound_imports, .init = setup, .fini = teardown, .ti
 static void layout_with_fifo(const char *fifo)
 {
         char path[256];
-        snprintf(path, sizeof(path), "%s/layout", base);
-        cr_assert_eq(mkdir(path, 0755), 0);
-        snprintf(path, sizeof(path), "%s/layout/blobs", base);
-        cr_assert_eq(mkdir(path, 0755), 0);
         snprintf(path, sizeof(path), "%s/layout/blobs/sha256", base);
-        cr_assert_eq(mkdir(path, 0755), 0);
+        cr_assert_eq(mkdir_p(path, 0755, 0755), 0);
         const char *hex = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
         struct {
                 const char *name, *text;
