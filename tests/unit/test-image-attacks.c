@@ -6,13 +6,17 @@
  *   be removed);
  * - an OCI layout whose blob (manifest or layer) is a FIFO: refused at
  *   once, never waited on (a layout another user prepared could hang the
- *   import forever). */
+ *   import forever);
+ * - a directory whose sparse or hard-linked files copy to far more than
+ *   they hold: bounded as an archive's unpacking is. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -218,4 +222,67 @@ Test(image_special, fifo_blob_refused, .init = setup, .fini = teardown, .timeout
         cr_assert_lt(import_layout(&err), 0, "a FIFO blob was taken");
         cr_assert(strstr(err.msg, "not a regular file"), "%s", err.msg);
         assert_cache_clean();
+}
+
+/* A root file system given as a directory (one an agent made, say) whose
+ * files are far larger on copy than on disk: a sparse file, or one file
+ * under many hard links. The cache copy is bounded as an archive's
+ * unpacking is. RLIMIT_FSIZE keeps a copy that ignores the bound from
+ * filling this machine's disk: it then fails with EFBIG, not the bound. */
+static int import_dir(uint64_t bytes_max, struct al_error *err)
+{
+        struct rlimit rl = {64u << 20, 64u << 20};
+        cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+        signal(SIGXFSZ, SIG_IGN);
+        char images[128], src[128];
+        snprintf(images, sizeof(images), "%s/images", base);
+        snprintf(src, sizeof(src), "%s/rootfs", base);
+        struct image_info info = {.bytes_max = bytes_max};
+        return image_import(images, src, NULL, &info, err);
+}
+
+static void rootfs_file(const char *name, off_t size)
+{
+        char path[256];
+        snprintf(path, sizeof(path), "%s/rootfs", base);
+        mkdir(path, 0755);
+        snprintf(path, sizeof(path), "%s/rootfs/%s", base, name);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(ftruncate(fd, size), 0);
+        close(fd);
+}
+
+Test(image_bytes, sparse_file_in_a_directory_bounded, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+        rootfs_file("sparse", (off_t)1 << 30); /* 1 GiB of nothing on disk */
+        struct al_error err = {0};
+        cr_assert_lt(import_dir(8u << 20, &err), 0, "a 1 GiB sparse file was copied");
+        cr_assert(strstr(err.msg, "unpacks to more than"), "%s", err.msg);
+        assert_cache_clean();
+}
+
+Test(image_bytes, hard_links_in_a_directory_bounded, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+        rootfs_file("f", 3u << 20);
+        for (int i = 0; i < 4; i++) {
+                char from[256], to[256];
+                snprintf(from, sizeof(from), "%s/rootfs/f", base);
+                snprintf(to, sizeof(to), "%s/rootfs/l%d", base, i);
+                cr_assert_eq(link(from, to), 0);
+        }
+        struct al_error err = {0};
+        cr_assert_lt(import_dir(8u << 20, &err), 0, "15 MiB copied under an 8 MiB bound");
+        cr_assert(strstr(err.msg, "unpacks to more than"), "%s", err.msg);
+        assert_cache_clean();
+}
+
+Test(image_bytes, directory_within_the_bound_imports, .init = setup, .fini = teardown,
+     .timeout = 60)
+{
+        rootfs_file("f", 1u << 20);
+        struct al_error err = {0};
+        cr_assert_eq(import_dir(8u << 20, &err), 0, "%s", err.msg);
 }

@@ -55,7 +55,8 @@ char *image_dir(uid_t uid, const char *home);
 const char *image_name_check(const char *name);
 
 /* Import the directory `src` into the cache; `name` (may be NULL) then
- * stands for it. */
+ * stands for it. `ret`, when given, is read for bytes_max (0: the default
+ * bound) and filled. */
 int image_import(const char *images_dir, const char *src, const char *name, struct image_info *ret,
                  struct al_error *err);
 

@@ -35,26 +35,29 @@ struct reader {
         struct tar_reader tar;
 };
 
-/* `n` more bytes to write into the tree: refused past the bound, before
- * anything is written (a gzip bomb, a file copied again and again by hard
- * links, must not fill the host's disk). */
-static int take_bytes(struct reader *r, struct image_info *info, uint64_t n)
+/* A gzip bomb, a file copied again and again by hard links, must not
+ * fill the host's disk: every byte written is counted. */
+int image_take_bytes(struct image_info *info, uint64_t max, uint64_t n, const char *what,
+                     struct al_error *err)
 {
-        if (n > r->bytes_max || info->bytes > r->bytes_max - n)
-                return al_error_set_message(r->err, EFBIG,
+        if (n > max || info->bytes > max - n)
+                return al_error_set_message(err, EFBIG,
                                             "%s: the image unpacks to more than %llu bytes "
                                             "(the bound is the lesser of %llu GiB and the free "
                                             "space less %llu MiB): refused; free some space or "
                                             "import a smaller image",
-                                            r->what, (unsigned long long)r->bytes_max,
+                                            what, (unsigned long long)max,
                                             IMAGE_BYTES_MAX >> 30, IMAGE_BYTES_SPARE >> 20);
         info->bytes += n;
         return 0;
 }
 
-/* The bound for this archive: the caller's, or what the target's file
- * system can take beyond what is already unpacked, less a reserve. */
-static uint64_t bytes_bound(int root, const struct image_info *info)
+static int take_bytes(struct reader *r, struct image_info *info, uint64_t n)
+{
+        return image_take_bytes(info, r->bytes_max, n, r->what, r->err);
+}
+
+uint64_t image_bytes_bound(int root, const struct image_info *info)
 {
         if (info->bytes_max)
                 return info->bytes_max;
@@ -233,7 +236,7 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
         struct reader r = {.gz = gzdopen(fd, "rb"),
                            .err = err,
                            .what = what,
-                           .bytes_max = bytes_bound(root, info)};
+                           .bytes_max = image_bytes_bound(root, info)};
         if (!r.gz) {
                 close(fd);
                 return al_error_set(err, ENOMEM, "%s", what);
