@@ -15,6 +15,7 @@
 #include "fs.h"
 #include "image-internal.h"
 #include "image-test-tar.h"
+#include "util.h"
 
 static char base[64];
 static int root = -1;
@@ -108,4 +109,48 @@ Test(image_bomb, entries_count_over_all_layers, .init = setup, .fini = teardown,
         cr_assert_lt(r, 0, "%llu entries unpacked past a bound of 1000",
                      (unsigned long long)info.entries);
         cr_assert(strstr(err.msg, "entries over all its layers"), "%s", err.msg);
+}
+
+/* A layer of `n` entries of `type` ('2' symbolic links with 90-byte
+ * targets, or '5' directories) and nothing else. */
+static int layer_of(char type, int n)
+{
+        int fd = memfd_create("layer", MFD_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        gzFile gz = gzdopen(dup(fd), "wb9");
+        cr_assert_not_null(gz);
+        char name[32], target[91];
+        memset(target, 't', 90);
+        target[90] = '\0';
+        for (int i = 0; i < n; i++) {
+                snprintf(name, sizeof(name), "e%d", i);
+                image_test_header(gz, name, type, type == '2' ? target : NULL, 0);
+        }
+        image_test_zeros(gz, 1024);
+        cr_assert_eq(gzclose(gz), Z_OK);
+        cr_assert_eq(lseek(fd, 0, SEEK_SET), 0);
+        return fd;
+}
+
+/* Neither holds a byte of data, yet each takes the host's disk. */
+static void assert_counted(char type)
+{
+        struct image_info info = {.bytes_max = 64u << 10};
+        struct al_error err = {0};
+        int in = layer_of(type, 1000);
+        int r = image_layer_apply(root, in, "layer", &info, &err);
+        close(in);
+        cr_assert_lt(r, 0, "1000 entries of type %c counted %llu bytes under 64 KiB", type,
+                     (unsigned long long)info.bytes);
+        cr_assert(strstr(err.msg, "unpacks to more than"), "%s", err.msg);
+}
+
+Test(image_bomb, symbolic_links_count, .init = setup, .fini = teardown, .timeout = 30)
+{
+        assert_counted('2');
+}
+
+Test(image_bomb, directories_count, .init = setup, .fini = teardown, .timeout = 30)
+{
+        assert_counted('5');
 }

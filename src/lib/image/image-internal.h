@@ -14,6 +14,11 @@
 /* The entries of directory fd, sorted; caller frees with strv_free. */
 int image_sorted_entries(int fd, char ***ret, size_t *ret_n);
 
+/* What a directory counts against the bytes bound (a block of its own),
+ * as a symbolic link counts its target: a million of either is not free
+ * on the host's disk. */
+#define IMAGE_DIR_BYTES 4096
+
 /* The most bytes an import may write at directory fd `root`: info->bytes_max
  * when set, else the lesser of IMAGE_BYTES_MAX and what the file system can
  * take beyond info->bytes, less IMAGE_BYTES_SPARE. */

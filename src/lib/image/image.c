@@ -193,6 +193,10 @@ static int copy_tree(struct copy *c, int src, int dst, const char *rel, unsigned
                                 r = al_error_set(c->err, errno, "reading %s", path);
                                 break;
                         }
+                        r = image_take_bytes(c->info, c->bytes_max, IMAGE_DIR_BYTES, path,
+                                             c->err);
+                        if (r < 0)
+                                break;
                         if (mkdirat(dst, name, 0700) < 0) {
                                 r = al_error_set(c->err, errno, "creating %s in the image cache",
                                                  path);
@@ -226,6 +230,9 @@ static int copy_tree(struct copy *c, int src, int dst, const char *rel, unsigned
                                 break;
                         }
                         target[len] = '\0';
+                        r = image_take_bytes(c->info, c->bytes_max, (uint64_t)len, path, c->err);
+                        if (r < 0)
+                                break;
                         if (symlinkat(target, dst, name) < 0) {
                                 r = al_error_set(c->err, errno, "creating link %s", path);
                                 break;

@@ -336,6 +336,8 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                 break;
                         }
                         if (e >= 0)
+                                e = take_bytes(&r, info, IMAGE_DIR_BYTES);
+                        if (e >= 0)
                                 e = clear(wdir, base, true);
                         if (e >= 0 && mkdirat(wdir, base, 0755) < 0 && errno != EEXIST)
                                 e = -errno;
@@ -350,7 +352,9 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                         }
                         break;
                 case '2':
-                        e = clear(wdir, base, false);
+                        e = take_bytes(&r, info, strlen(link));
+                        if (e >= 0)
+                                e = clear(wdir, base, false);
                         if (e >= 0 && symlinkat(link, wdir, base) < 0)
                                 e = -errno;
                         if (e >= 0)
