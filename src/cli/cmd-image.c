@@ -95,7 +95,7 @@ int cmd_image(int argc, char **argv)
                                         "image import SRC [--name NAME])\n");
                         return 2;
                 }
-                struct image_info info;
+                struct image_info info = {0};
                 if (image_import(dir, src, name, &info, &err) < 0)
                         return fail(&err);
                 printf("%s\n", info.id);

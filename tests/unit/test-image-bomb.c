@@ -14,6 +14,8 @@
 
 #include "fs.h"
 #include "image-internal.h"
+#include "image-test-tar.h"
+#include "util.h"
 
 static char base[64];
 static int root = -1;
@@ -32,40 +34,6 @@ static void teardown(void)
         fs_remove_tree(AT_FDCWD, base, FS_REMOVE_DEPTH_MAX);
 }
 
-static void header(gzFile gz, const char *name, char type, const char *link, size_t size)
-{
-        unsigned char h[512] = {0};
-        snprintf((char *)h, 100, "%s", name);
-        snprintf((char *)h + 100, 8, "%07o", 0644);
-        snprintf((char *)h + 108, 8, "%07o", 0);
-        snprintf((char *)h + 116, 8, "%07o", 0);
-        snprintf((char *)h + 124, 12, "%011zo", size);
-        snprintf((char *)h + 136, 12, "%011o", 0);
-        h[156] = (unsigned char)type;
-        if (link)
-                snprintf((char *)h + 157, 100, "%s", link);
-        memcpy(h + 257,
-               "ustar\0"
-               "00",
-               8);
-        memset(h + 148, ' ', 8);
-        unsigned sum = 0;
-        for (size_t i = 0; i < 512; i++)
-                sum += h[i];
-        snprintf((char *)h + 148, 8, "%06o", sum);
-        cr_assert_eq(gzwrite(gz, h, 512), 512);
-}
-
-static void zeros(gzFile gz, size_t n)
-{
-        static char z[65536];
-        while (n > 0) {
-                size_t k = n > sizeof(z) ? sizeof(z) : n;
-                cr_assert_eq(gzwrite(gz, z, (unsigned)k), (int)k);
-                n -= k;
-        }
-}
-
 /* A layer in a memfd: `n_files` files of `size` zero bytes, then `n_links`
  * hard links to the first. */
 static int layer(size_t size, int n_files, int n_links)
@@ -77,14 +45,14 @@ static int layer(size_t size, int n_files, int n_links)
         char name[32];
         for (int i = 0; i < n_files; i++) {
                 snprintf(name, sizeof(name), "f%d", i);
-                header(gz, name, '0', NULL, size);
-                zeros(gz, (size + 511) / 512 * 512);
+                image_test_header(gz, name, '0', NULL, size);
+                image_test_zeros(gz, (size + 511) / 512 * 512);
         }
         for (int i = 0; i < n_links; i++) {
                 snprintf(name, sizeof(name), "l%d", i);
-                header(gz, name, '1', "f0", 0);
+                image_test_header(gz, name, '1', "f0", 0);
         }
-        zeros(gz, 1024);
+        image_test_zeros(gz, 1024);
         cr_assert_eq(gzclose(gz), Z_OK);
         cr_assert_eq(lseek(fd, 0, SEEK_SET), 0);
         return fd;
@@ -124,4 +92,65 @@ Test(image_bomb, within_the_bound_unpacks, .init = setup, .fini = teardown, .tim
         cr_assert_eq(image_layer_apply(root, in, "layer", &info, &err), 0, "%s", err.msg);
         close(in);
         cr_assert_eq(info.files, 4u);
+}
+
+Test(image_bomb, entries_count_over_all_layers, .init = setup, .fini = teardown, .timeout = 30)
+{
+        /* Each layer is far below the per-layer bound; together they pass
+         * the import's. */
+        struct image_info info = {.entries_max = 1000};
+        struct al_error err = {0};
+        int in = layer(0, 600, 0);
+        cr_assert_eq(image_layer_apply(root, in, "layer 1", &info, &err), 0, "%s", err.msg);
+        close(in);
+        in = layer(0, 600, 0);
+        int r = image_layer_apply(root, in, "layer 2", &info, &err);
+        close(in);
+        cr_assert_lt(r, 0, "%llu entries unpacked past a bound of 1000",
+                     (unsigned long long)info.entries);
+        cr_assert(strstr(err.msg, "entries over all its layers"), "%s", err.msg);
+}
+
+/* A layer of `n` entries of `type` ('2' symbolic links with 90-byte
+ * targets, or '5' directories) and nothing else. */
+static int layer_of(char type, int n)
+{
+        int fd = memfd_create("layer", MFD_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        gzFile gz = gzdopen(dup(fd), "wb9");
+        cr_assert_not_null(gz);
+        char name[32], target[91];
+        memset(target, 't', 90);
+        target[90] = '\0';
+        for (int i = 0; i < n; i++) {
+                snprintf(name, sizeof(name), "e%d", i);
+                image_test_header(gz, name, type, type == '2' ? target : NULL, 0);
+        }
+        image_test_zeros(gz, 1024);
+        cr_assert_eq(gzclose(gz), Z_OK);
+        cr_assert_eq(lseek(fd, 0, SEEK_SET), 0);
+        return fd;
+}
+
+/* Neither holds a byte of data, yet each takes the host's disk. */
+static void assert_counted(char type)
+{
+        struct image_info info = {.bytes_max = 64u << 10};
+        struct al_error err = {0};
+        int in = layer_of(type, 1000);
+        int r = image_layer_apply(root, in, "layer", &info, &err);
+        close(in);
+        cr_assert_lt(r, 0, "1000 entries of type %c counted %llu bytes under 64 KiB", type,
+                     (unsigned long long)info.bytes);
+        cr_assert(strstr(err.msg, "unpacks to more than"), "%s", err.msg);
+}
+
+Test(image_bomb, symbolic_links_count, .init = setup, .fini = teardown, .timeout = 30)
+{
+        assert_counted('2');
+}
+
+Test(image_bomb, directories_count, .init = setup, .fini = teardown, .timeout = 30)
+{
+        assert_counted('5');
 }

@@ -26,16 +26,36 @@
 
 static json_t *read_json_fd(int fd, const char *rel, struct al_error *err);
 
+/* A regular file, opened without waiting: a FIFO or a device a layout's
+ * author left there (a layout another user prepared) is refused, never
+ * read. Beneath dir with no link followed, or (dir AT_FDCWD) the path the
+ * caller gave as it is. The fd, blocking again, or -errno. */
+static int open_file(int dir, const char *rel, struct al_error *err)
+{
+        bool beneath = dir != AT_FDCWD;
+        _cleanup_close_ int fd = fs_openat2(
+            dir, rel, O_RDONLY | (beneath ? O_NOFOLLOW : 0) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0,
+            beneath ? RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS : 0);
+        if (fd < 0)
+                return al_error_set(err, -fd, "image: %s", rel);
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return al_error_set(err, errno, "image: %s", rel);
+        if (!S_ISREG(st.st_mode))
+                return al_error_set_message(err, EINVAL, "image: %s is not a regular file: refused",
+                                            rel);
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+                return al_error_set(err, errno, "image: %s", rel);
+        return TAKE_FD(fd);
+}
+
 /* A JSON file beneath dir, no link followed. */
 static json_t *read_json(int dir, const char *rel, struct al_error *err)
 {
-        _cleanup_close_ int fd =
-            fs_openat2(dir, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0,
-                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
-        if (fd < 0) {
-                al_error_set(err, -fd, "image: %s", rel);
+        _cleanup_close_ int fd = open_file(dir, rel, err);
+        if (fd < 0)
                 return NULL;
-        }
         return read_json_fd(fd, rel, err);
 }
 
@@ -76,11 +96,9 @@ static char *blob_path(const char *digest)
 static int check_blob(int dir, const char *rel, const char *digest, int *ret_fd,
                       struct al_error *err)
 {
-        _cleanup_close_ int fd =
-            fs_openat2(dir, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0,
-                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        _cleanup_close_ int fd = open_file(dir, rel, err);
         if (fd < 0)
-                return al_error_set(err, -fd, "image: blob %s", rel);
+                return fd;
         /* Every step checked: in airlock, libcrypto is loaded on first use
          * (src/cli/tlslazy.c) and each call fails if it cannot be. */
         EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -217,11 +235,9 @@ static int docker_archive(int dir, int rootfs, struct image_info *info, struct a
                                                          i);
                                 break;
                         }
-                        _cleanup_close_ int lfd = fs_openat2(
-                            dir, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0,
-                            RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                        _cleanup_close_ int lfd = open_file(dir, rel, err);
                         if (lfd < 0) {
-                                r = al_error_set(err, -lfd, "image: layer %s", rel);
+                                r = lfd;
                                 break;
                         }
                         if ((r = apply(lfd, rel, rootfs, info, err)) < 0)
@@ -258,9 +274,9 @@ int image_stage(const char *src, int stage, bool *ret_staged, struct image_info 
                 layout = openat(stage, "archive", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (layout < 0)
                         return al_error_set(err, errno, "staging %s", src);
-                _cleanup_close_ int fd = open(src, O_RDONLY | O_CLOEXEC);
+                _cleanup_close_ int fd = open_file(AT_FDCWD, src, err);
                 if (fd < 0)
-                        return al_error_set(err, errno, "image source %s", src);
+                        return fd;
                 int r = image_layer_apply(layout, fd, src, info, err);
                 if (r < 0)
                         return r;

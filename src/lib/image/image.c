@@ -98,6 +98,7 @@ struct copy {
         struct image_info *info;
         struct al_error *err;
         uint64_t entries;
+        uint64_t bytes_max; /* image_bytes_bound: info->bytes may not pass it */
 };
 
 static void digest(struct copy *c, const char *kind, const char *path, mode_t mode,
@@ -121,6 +122,11 @@ static int copy_file(struct copy *c, int src, int dst, const char *name, const c
         struct stat now;
         if (fstat(in, &now) < 0 || !S_ISREG(now.st_mode) || now.st_ino != st->st_ino)
                 return al_error_set(c->err, 0, "%s changed while it was imported", path);
+        /* Counted before it is written: a sparse file, or one file under
+         * many hard links, copies to far more than it holds on disk. */
+        int r = image_take_bytes(c->info, c->bytes_max, (uint64_t)now.st_size, path, c->err);
+        if (r < 0)
+                return r;
         _cleanup_close_ int out =
             openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)
@@ -154,7 +160,6 @@ static int copy_file(struct copy *c, int src, int dst, const char *name, const c
         if (fchmod(out, mode) < 0)
                 return al_error_set(c->err, errno, "writing %s into the image cache", path);
         c->info->files++;
-        c->info->bytes += (uint64_t)total;
         return 0;
 }
 
@@ -188,6 +193,10 @@ static int copy_tree(struct copy *c, int src, int dst, const char *rel, unsigned
                                 r = al_error_set(c->err, errno, "reading %s", path);
                                 break;
                         }
+                        r = image_take_bytes(c->info, c->bytes_max, IMAGE_DIR_BYTES, path,
+                                             c->err);
+                        if (r < 0)
+                                break;
                         if (mkdirat(dst, name, 0700) < 0) {
                                 r = al_error_set(c->err, errno, "creating %s in the image cache",
                                                  path);
@@ -221,6 +230,9 @@ static int copy_tree(struct copy *c, int src, int dst, const char *rel, unsigned
                                 break;
                         }
                         target[len] = '\0';
+                        r = image_take_bytes(c->info, c->bytes_max, (uint64_t)len, path, c->err);
+                        if (r < 0)
+                                break;
                         if (symlinkat(target, dst, name) < 0) {
                                 r = al_error_set(c->err, errno, "creating link %s", path);
                                 break;
@@ -359,7 +371,9 @@ int image_import(const char *images_dir, const char *src, const char *name, stru
         snprintf(stage, sizeof(stage), ".stage-%s", hex);
         if (mkdirat(cache, stage, 0700) < 0)
                 return al_error_set(err, errno, "creating %s/%s", images_dir, stage);
-        struct image_info staged_info = {0};
+        /* A caller's bound (tests), else the free space's. */
+        uint64_t bytes_max = ret ? ret->bytes_max : 0;
+        struct image_info staged_info = {.bytes_max = bytes_max};
         bool staged = false;
         _cleanup_close_ int in = -1;
         {
@@ -394,10 +408,13 @@ int image_import(const char *images_dir, const char *src, const char *name, stru
                 goto fail;
         }
 
-        struct image_info info = {0};
+        struct image_info info = {.bytes_max = bytes_max};
         unsigned char md[32];
         unsigned mdlen = 0;
-        struct copy c = {.md = EVP_MD_CTX_new(), .info = &info, .err = err};
+        struct copy c = {.md = EVP_MD_CTX_new(),
+                         .info = &info,
+                         .err = err,
+                         .bytes_max = image_bytes_bound(root, &info)};
         if (!c.md || EVP_DigestInit_ex(c.md, EVP_sha256(), NULL) != 1) {
                 EVP_MD_CTX_free(c.md);
                 r = al_error_set(err, ENOMEM, "sha256");

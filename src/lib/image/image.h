@@ -24,6 +24,10 @@
 #define IMAGE_NAME_MAX    64
 #define IMAGE_DEPTH_MAX   64
 #define IMAGE_ENTRIES_MAX 1000000
+/* Entries an import may unpack over all its layers: each layer may hold
+ * IMAGE_ENTRIES_MAX, but 256 of them must not make 256 million inodes on
+ * the host's disk before the cache copy counts the tree. */
+#define IMAGE_UNPACK_ENTRIES_MAX (4 * IMAGE_ENTRIES_MAX)
 /* What an archive may unpack to at most, and the free space an import
  * leaves on the cache's file system (image_info.bytes_max). */
 #define IMAGE_BYTES_MAX   (64ull << 30)
@@ -39,6 +43,9 @@ struct image_info {
         /* In: the most an archive may unpack to, in bytes (0: the lesser of
          * IMAGE_BYTES_MAX and the free space of the target, less a reserve). */
         uint64_t bytes_max;
+        /* In/out: archive entries unpacked so far, over every layer, and
+         * the most allowed (0: IMAGE_UNPACK_ENTRIES_MAX). */
+        uint64_t entries, entries_max;
 };
 
 /* <state root>/images for this caller; NULL when there is no state root. */
@@ -48,7 +55,8 @@ char *image_dir(uid_t uid, const char *home);
 const char *image_name_check(const char *name);
 
 /* Import the directory `src` into the cache; `name` (may be NULL) then
- * stands for it. */
+ * stands for it. `ret`, when given, is read for bytes_max (0: the default
+ * bound) and filled. */
 int image_import(const char *images_dir, const char *src, const char *name, struct image_info *ret,
                  struct al_error *err);
 

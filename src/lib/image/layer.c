@@ -35,26 +35,29 @@ struct reader {
         struct tar_reader tar;
 };
 
-/* `n` more bytes to write into the tree: refused past the bound, before
- * anything is written (a gzip bomb, a file copied again and again by hard
- * links, must not fill the host's disk). */
-static int take_bytes(struct reader *r, struct image_info *info, uint64_t n)
+/* A gzip bomb, a file copied again and again by hard links, must not
+ * fill the host's disk: every byte written is counted. */
+int image_take_bytes(struct image_info *info, uint64_t max, uint64_t n, const char *what,
+                     struct al_error *err)
 {
-        if (n > r->bytes_max || info->bytes > r->bytes_max - n)
-                return al_error_set_message(r->err, EFBIG,
+        if (n > max || info->bytes > max - n)
+                return al_error_set_message(err, EFBIG,
                                             "%s: the image unpacks to more than %llu bytes "
                                             "(the bound is the lesser of %llu GiB and the free "
                                             "space less %llu MiB): refused; free some space or "
                                             "import a smaller image",
-                                            r->what, (unsigned long long)r->bytes_max,
+                                            what, (unsigned long long)max,
                                             IMAGE_BYTES_MAX >> 30, IMAGE_BYTES_SPARE >> 20);
         info->bytes += n;
         return 0;
 }
 
-/* The bound for this archive: the caller's, or what the target's file
- * system can take beyond what is already unpacked, less a reserve. */
-static uint64_t bytes_bound(int root, const struct image_info *info)
+static int take_bytes(struct reader *r, struct image_info *info, uint64_t n)
+{
+        return image_take_bytes(info, r->bytes_max, n, r->what, r->err);
+}
+
+uint64_t image_bytes_bound(int root, const struct image_info *info)
 {
         if (info->bytes_max)
                 return info->bytes_max;
@@ -136,6 +139,33 @@ static int open_parent(int root, char *rel, const char **ret_base)
         return fd;
 }
 
+/* How many directories `dir` lies below `root` (0: the root itself),
+ * walked up by ".." and compared by identity; -ELOOP past `max`. A
+ * directory entry's name alone does not tell: a link in the tree can lead
+ * its parent anywhere inside. */
+static int depth_below(int root, int dir, int max)
+{
+        struct stat rst;
+        if (fstat(root, &rst) < 0)
+                return -errno;
+        _cleanup_close_ int cur = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+        if (cur < 0)
+                return -errno;
+        for (int depth = 0; depth <= max; depth++) {
+                struct stat st;
+                if (fstat(cur, &st) < 0)
+                        return -errno;
+                if (st.st_dev == rst.st_dev && st.st_ino == rst.st_ino)
+                        return depth;
+                int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (up < 0)
+                        return -errno;
+                close(cur);
+                cur = up;
+        }
+        return -ELOOP;
+}
+
 /* Make `name` in dir free for a new entry (a directory stays when a
  * directory is wanted). */
 static int clear(int dir, const char *name, bool keep_dir)
@@ -206,7 +236,7 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
         struct reader r = {.gz = gzdopen(fd, "rb"),
                            .err = err,
                            .what = what,
-                           .bytes_max = bytes_bound(root, info)};
+                           .bytes_max = image_bytes_bound(root, info)};
         if (!r.gz) {
                 close(fd);
                 return al_error_set(err, ENOMEM, "%s", what);
@@ -229,6 +259,15 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                 if (r.tar.index > IMAGE_ENTRIES_MAX) {
                         e = al_error_set_message(err, E2BIG, "%s: more than %d entries", what,
                                                  IMAGE_ENTRIES_MAX);
+                        break;
+                }
+                uint64_t entries_max =
+                    info->entries_max ? info->entries_max : IMAGE_UNPACK_ENTRIES_MAX;
+                if (++info->entries > entries_max) {
+                        e = al_error_set_message(err, E2BIG,
+                                                 "%s: the image unpacks to more than %llu "
+                                                 "entries over all its layers: refused",
+                                                 what, (unsigned long long)entries_max);
                         break;
                 }
                 char type = t.type;
@@ -259,13 +298,18 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                     openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                                 char **names = NULL;
                                 size_t n = 0;
-                                if (d >= 0 && image_sorted_entries(d, &names, &n) >= 0) {
-                                        for (size_t i = 0; i < n; i++)
-                                                fs_remove_tree(d, names[i], FS_REMOVE_DEPTH_MAX);
-                                        strv_free(names);
-                                }
+                                e = d < 0 ? -errno : image_sorted_entries(d, &names, &n);
+                                for (size_t i = 0; e >= 0 && i < n; i++)
+                                        e = fs_remove_tree(d, names[i], FS_REMOVE_DEPTH_MAX);
+                                strv_free(names);
                         } else if (base[4] && !STREQ(base + 4, ".") && !STREQ(base + 4, ".."))
-                                fs_remove_tree(dir, base + 4, FS_REMOVE_DEPTH_MAX);
+                                e = fs_remove_tree(dir, base + 4, FS_REMOVE_DEPTH_MAX);
+                        /* A whiteout not applied would keep what the image
+                         * removed: the import fails instead. */
+                        if (e < 0) {
+                                al_error_set(err, -e, "%s: whiteout \"%.200s\"", what, name);
+                                break;
+                        }
                         info->whiteouts++;
                         continue;
                 }
@@ -279,7 +323,22 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                                 info->files++;
                         break;
                 case '5':
-                        e = clear(wdir, base, true);
+                        /* The tree stays as shallow as the cache takes it
+                         * (copy_tree): a deeper staging tree could not be
+                         * removed either, and would stay on the host's
+                         * disk once the import is refused. */
+                        e = depth_below(root, wdir, IMAGE_DEPTH_MAX - 1);
+                        if (e == -ELOOP) {
+                                e = al_error_set_message(err, ELOOP,
+                                                         "%s: directory \"%.200s\" is deeper than "
+                                                         "%d directories: refused",
+                                                         what, name, IMAGE_DEPTH_MAX);
+                                break;
+                        }
+                        if (e >= 0)
+                                e = take_bytes(&r, info, IMAGE_DIR_BYTES);
+                        if (e >= 0)
+                                e = clear(wdir, base, true);
                         if (e >= 0 && mkdirat(wdir, base, 0755) < 0 && errno != EEXIST)
                                 e = -errno;
                         if (e >= 0) {
@@ -293,7 +352,9 @@ int image_layer_apply(int root, int in, const char *what, struct image_info *inf
                         }
                         break;
                 case '2':
-                        e = clear(wdir, base, false);
+                        e = take_bytes(&r, info, strlen(link));
+                        if (e >= 0)
+                                e = clear(wdir, base, false);
                         if (e >= 0 && symlinkat(link, wdir, base) < 0)
                                 e = -errno;
                         if (e >= 0)
