@@ -13,6 +13,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "lazylib.h"
+
 #ifndef AIRLOCK_LIBGIT2_SONAME
 #error "AIRLOCK_LIBGIT2_SONAME must name libgit2's shared object (src/cli/meson.build)"
 #endif
@@ -24,28 +26,14 @@ static char load_msg[256];
 static void *sym(const char *name)
 {
         if (!lib) {
-                lib = dlopen(AIRLOCK_LIBGIT2_SONAME, RTLD_NOW | RTLD_LOCAL);
+                lib = lazylib_open(AIRLOCK_LIBGIT2_SONAME, load_msg, sizeof(load_msg));
                 if (!lib) {
-                        const char *e = dlerror();
-                        snprintf(load_msg, sizeof(load_msg), "loading %s: %s",
-                                 AIRLOCK_LIBGIT2_SONAME, e ? e : "failed");
                         load_error.message = load_msg;
                         return NULL;
                 }
         }
         return dlsym(lib, name);
 }
-
-#define LAZY(ret, name, params, args, fail)                                                        \
-        ret name params                                                                            \
-        {                                                                                          \
-                static ret(*f) params;                                                             \
-                if (!f)                                                                            \
-                        f = (ret(*) params)sym(#name);                                             \
-                if (!f)                                                                            \
-                        return fail;                                                               \
-                return f args;                                                                     \
-        }
 
 LAZY(int, git_libgit2_init, (void), (), -1)
 LAZY(int, git_libgit2_shutdown, (void), (), -1)
