@@ -102,11 +102,29 @@ static bool fd_path(int fd, char out[PATH_MAX])
         return true;
 }
 
+/* Whether path has a ".." component: the kernel resolves a link before
+ * the ".." after it (`link/../x` is beside the link's target, not x), so
+ * such a path is walked, not read as text. */
+static bool has_dotdot(const char *path)
+{
+        for (const char *c = path; *c;) {
+                size_t k = strcspn(c, "/");
+                if (k == 2 && c[0] == '.' && c[1] == '.')
+                        return true;
+                c += k;
+                c += strspn(c, "/");
+        }
+        return false;
+}
+
 /* The kernel's walk of abs, one directory at a time, following the
  * host's links outside the tree: once a step lands in the tree (the root
- * or beneath it), the rest is the tree's, and the caller goes on without
- * following the agent's links. A step into /proc is where Airlock cannot
- * tell. A path that never lands in the tree is outside it. */
+ * or beneath it) and no ".." is left to take, the rest is the tree's, and
+ * the caller goes on without following the agent's links. Before a ".."
+ * the walk goes on in the tree too, through whatever links are there now:
+ * host git takes the ".." from where they lead. A step into /proc is where
+ * Airlock cannot tell. A path that never lands in the tree is outside
+ * it. */
 static enum gitguard_where walk_in(struct guard_run *g, const char *abs, char **ret_rel)
 {
         struct stat rst;
@@ -160,6 +178,8 @@ static enum gitguard_where walk_in(struct guard_run *g, const char *abs, char **
                 if (!at)
                         continue;
                 const char *rest = p + strspn(p, "/");
+                if (has_dotdot(rest))
+                        continue;
                 _cleanup_free_ char *joined =
                     *rest ? gitguard_join(STREQ(at, ".") ? "" : at, rest) : xstrdup(at);
                 *ret_rel = gitguard_pointer_target("", joined);
@@ -182,16 +202,20 @@ enum gitguard_where gitguard_tree_where(struct guard_run *g, const char *value,
                         return GITGUARD_OUT; /* git cannot expand it either */
                 value = home;
         }
+        /* With a "..", the kernel's walk, not the text, tells where. */
+        bool walked = has_dotdot(value);
         if (value[0] != '/') {
                 if (!base_rel)
                         return GITGUARD_OUT;
-                *ret_rel = gitguard_pointer_target(base_rel, value);
+                *ret_rel = walked ? NULL : gitguard_pointer_target(base_rel, value);
                 if (*ret_rel)
                         return GITGUARD_IN;
                 /* It climbs above the root, and may come back in. */
                 from_root = xasprintf("%s/%s/%s", g->root->path, base_rel, value);
                 value = from_root;
         }
+        if (walked)
+                return walk_in(g, value, ret_rel);
         _cleanup_free_ char *norm = gitguard_normalize_abs(value);
         if (norm && (*ret_rel = beneath(g->root->path, norm)))
                 return GITGUARD_IN;

@@ -500,8 +500,12 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                 t++;
         t[strcspn(t, "\r\n")] = '\0';
         _cleanup_free_ char *target = gitguard_pointer_target(rel, t);
+        /* The pointer as written, walked by the kernel (target is its text
+         * with the ".." taken out): a link before a ".." is refused, not
+         * read past ("a/link/../g" is where the link leads, not a/g). */
+        _cleanup_free_ char *written = target ? gitguard_join(rel, t) : NULL;
         _cleanup_close_ int tfd =
-            target ? fs_openat2(g->root_fd, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+            target ? fs_openat2(g->root_fd, written, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
                                 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
                                     RESOLVE_NO_XDEV)
                    : -1;

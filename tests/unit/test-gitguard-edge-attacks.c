@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Where the paths the host's git config names lead, as an attacker who
+ * writes every file of the workspace but not .git/config sees it: a ".."
+ * after a directory the agent turned into a symbolic link is taken by the
+ * kernel from where the link leads (`tools/../.githooks` is beside the
+ * link's target), not by text; and the user's own configs are those host
+ * git reads, GIT_CONFIG_GLOBAL and GIT_CONFIG_SYSTEM included. Each test
+ * lets the "agent" write after the start, runs the scan, then runs real
+ * host git and checks the program the agent planted did not run
+ * (lib/git). */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "gitguard.h"
+#include "policy.h"
+#include "util.h"
+
+#include "gitguard-test-hostgit.h"
+
+/* The agent turns the directory tools into a link to evil/deep: a ".."
+ * after it is then evil, for git. */
+static void agent_links_tools(void)
+{
+        char p[512];
+        path(p, sizeof(p), "tools");
+        cr_assert_eq(rmdir(p), 0);
+        dir("evil");
+        dir("evil/deep");
+        cr_assert_eq(symlink("evil/deep", p), 0);
+}
+
+static void hooks_path_through_tools(void)
+{
+        setup_ws();
+        append(".git/config", "[core]\n\thooksPath = tools/../.githooks\n");
+        dir("tools");
+        dir(".githooks");
+}
+
+/* The control: host git takes the ".." from the link's target, and runs
+ * the agent's hook there (so the test below can fail). */
+Test(gitguard_edge_attacks, without_the_scan_git_takes_dotdot_from_the_links_target)
+{
+        hooks_path_through_tools();
+        agent_links_tools();
+        dir("evil/.githooks");
+        agent_hook("evil/.githooks/pre-commit");
+        host_git(".", "commit -q --allow-empty -m x");
+        cr_expect(pwned(), "host git did not run the hook: the tests prove nothing");
+        cleanup();
+}
+
+Test(gitguard_edge_attacks, a_hooks_path_with_dotdot_after_the_agents_link)
+{
+        hooks_path_through_tools();
+        struct gitguard *g = begin();
+        agent_links_tools();
+        dir("evil/.githooks");
+        agent_hook("evil/.githooks/pre-commit");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        host_git(".", "commit -q --allow-empty -m x");
+        cr_expect_not(pwned(), "host git ran the agent's hook beside the link's target");
+        cleanup();
+}
+
+Test(gitguard_edge_attacks, an_include_with_dotdot_after_the_agents_link)
+{
+        setup_ws();
+        append(".git/config", "[include]\n\tpath = ../tools/../shared.cfg\n");
+        dir("tools");
+        struct gitguard *g = begin();
+        agent_links_tools();
+        agent_sets_fsmonitor("evil/shared.cfg");
+        expect_caught_at(g, "evil/shared.cfg", ".", "status");
+}
+
+Test(gitguard_edge_attacks, an_absolute_program_with_dotdot_after_the_agents_link)
+{
+        setup_ws();
+        char cfg[256];
+        snprintf(cfg, sizeof(cfg), "[core]\n\tfsmonitor = %s/tools/../fsm.sh\n", ws);
+        append(".git/config", cfg);
+        dir("tools");
+        struct gitguard *g = begin();
+        agent_links_tools();
+        agent_hook("evil/fsm.sh");
+        expect_caught_at(g, "evil/fsm.sh", ".", "status");
+}
+
+/* The host's own ".." with no link on the way is read as before: its
+ * hooks stay, the agent's are moved aside. */
+Test(gitguard_edge_attacks, a_hooks_path_with_dotdot_and_no_link_is_still_checked)
+{
+        hooks_path_through_tools();
+        put(".githooks/commit-msg", "#!/bin/sh\nexit 0\n");
+        struct gitguard *g = begin();
+        agent_hook(".githooks/pre-commit");
+        int n = finish(g);
+        cr_expect_eq(n, 1, "findings: %d", n);
+        cr_expect(exists(".githooks/commit-msg"), "the host's own hook was moved");
+        host_git(".", "commit -q --allow-empty -m x");
+        cr_expect_not(pwned(), "host git ran the agent's hook");
+        cleanup();
+}
+
+/* A nested .git pointer the agent wrote through its own link and a "..":
+ * git reads the repository beside the link's target. */
+Test(gitguard_edge_attacks, a_pointer_with_dotdot_after_the_agents_link_is_moved_aside)
+{
+        setup_ws();
+        dir("tools");
+        struct gitguard *g = begin();
+        agent_links_tools();
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "git init -q --bare %s/g && git init -q --bare %s/evil/g", ws,
+                 ws);
+        sh(cmd);
+        dir("sub");
+        put("sub/.git", "gitdir: ../tools/../g\n");
+        finish(g);
+        cr_expect_not(exists("sub/.git"), "a pointer read past a link by text stayed");
+        cleanup();
+}
