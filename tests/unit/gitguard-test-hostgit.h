@@ -56,16 +56,22 @@ static inline void cleanup(void)
         fs_remove_tree(AT_FDCWD, home, 100);
 }
 
-/* Host git, as the user would run it after the run, in ws/sub. */
-static inline void host_git(const char *sub, const char *args)
+/* Host git, as the user would run it after the run, in ws/sub, with env
+ * ("NAME=VALUE ...", after the defaults) in its environment. */
+static inline void host_git_env(const char *env, const char *sub, const char *args)
 {
-        char cmd[1024];
+        char cmd[1536];
         snprintf(cmd, sizeof(cmd),
-                 "cd %s/%s && env -i PATH=/usr/bin:/bin HOME=%s GIT_CONFIG_NOSYSTEM=1 "
+                 "cd %s/%s && env -i PATH=/usr/bin:/bin HOME=%s GIT_CONFIG_NOSYSTEM=1 %s "
                  "timeout 20 git -c user.name=u -c user.email=u@example.com %s >/dev/null 2>&1",
-                 ws, sub, home, args);
+                 ws, sub, home, env, args);
         if (system(cmd) < 0)
                 cr_log_warn("%s: %m", cmd);
+}
+
+static inline void host_git(const char *sub, const char *args)
+{
+        host_git_env("", sub, args);
 }
 
 static inline bool pwned(void)
@@ -115,7 +121,8 @@ static inline void write_host(const char *p, const char *text)
 /* The end of the run: the scan found something, the agent's file `rel`
  * was moved aside, and host git (`git ARGS` in ws/sub) then runs none of
  * the agent's programs. */
-static inline void expect_caught_at(struct gitguard *g, const char *rel, const char *sub, const char *args)
+static inline void expect_caught_at(struct gitguard *g, const char *rel, const char *sub,
+                                    const char *args)
 {
         int n = finish(g);
         cr_expect_geq(n, 1, "findings: %d", n);

@@ -357,12 +357,12 @@ void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const 
 void gitguard_check_global(struct guard_run *g)
 {
         struct gitguard_globals gl;
-        gitguard_globals_get(&gl);
-        for (size_t i = 0; i < ARRAY_SIZE(gl.files); i++) {
+        gitguard_globals_get(&gl, g->root->path);
+        for (size_t i = 0; i < gl.n; i++) {
                 _cleanup_free_ char *rel = NULL;
                 /* One in the tree (a home given as the workspace) is the
                  * walk's. */
-                if (gl.files[i] && gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
+                if (gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
                         check_outside_config(g, gl.files[i], NULL, 0);
         }
         gitguard_globals_free(&gl);
@@ -411,12 +411,11 @@ void gitguard_check_global_programs(struct guard_run *g, const char *wt)
         if (!g->global_progs_read) {
                 g->global_progs_read = true;
                 struct gitguard_globals gl;
-                gitguard_globals_get(&gl);
+                gitguard_globals_get(&gl, g->root->path);
                 int budget = 64;
-                for (size_t i = 0; i < ARRAY_SIZE(gl.files); i++) {
+                for (size_t i = 0; i < gl.n; i++) {
                         _cleanup_free_ char *rel = NULL;
-                        if (gl.files[i] &&
-                            gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
+                        if (gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
                                 collect_relative(g, gl.files[i], 0, &g->global_progs,
                                                  &g->n_global_progs, &budget);
                 }

@@ -100,7 +100,8 @@ struct guard_run {
         bool stopped;
         bool too_deep;
         int findings;
-        char *global_hooks; /* the host user's core.hooksPath, once read */
+        char **global_hooks; /* the host user's core.hooksPath values, once read */
+        size_t n_global_hooks;
         bool global_read;
         /* The programs the host user's own configs name by a relative
          * path (run from each working tree), once read. */
@@ -275,15 +276,19 @@ bool gitguard_ctime_in_run(const struct guard_run *g, const struct stat *st);
  * from base (NULL: none) (gitguard-path.c). */
 char *gitguard_absolute(const char *value, const char *base);
 
-/* The host user's own git configs, in the order git reads them (the last
- * one wins): /etc/gitconfig, $XDG_CONFIG_HOME/git/config (else
- * ~/.config/git/config), ~/.gitconfig; NULL where the environment names
- * none (gitguard-path.c). */
+/* The host user's own git configs, every one host git may read as the
+ * user's (gitguard-path.c): /etc/gitconfig and $GIT_CONFIG_SYSTEM,
+ * $XDG_CONFIG_HOME/git/config (else ~/.config/git/config) and ~/.gitconfig
+ * of $HOME, and of the user sudo ran as and the owner of root (NULL: none)
+ * when that is not this process's, then $GIT_CONFIG_GLOBAL. Which of them
+ * git reads depends on the environment of the git that runs, not this
+ * one's: all are read (more checked, never less). */
+#define GITGUARD_GLOBALS_MAX 12
 struct gitguard_globals {
-        char *xdg, *user;
-        const char *files[3];
+        char *files[GITGUARD_GLOBALS_MAX];
+        size_t n;
 };
-void gitguard_globals_get(struct gitguard_globals *gl);
+void gitguard_globals_get(struct gitguard_globals *gl, const char *root);
 void gitguard_globals_free(struct gitguard_globals *gl);
 /* What the config of the repository the tree lies in makes host git run or
  * read from the tree: its hooksPath directory, programs and includes,

@@ -262,23 +262,65 @@ int gitguard_open_regular(int dfd, const char *path, uint64_t resolve)
         return fd;
 }
 
-void gitguard_globals_get(struct gitguard_globals *gl)
+/* file (taken) as one of gl's, once. */
+static void globals_add(struct gitguard_globals *gl, char *file)
 {
-        const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+        bool have = !file || gl->n == ARRAY_SIZE(gl->files);
+        for (size_t i = 0; i < gl->n && !have; i++)
+                have = STREQ(gl->files[i], file);
+        if (have)
+                free(file);
+        else
+                gl->files[gl->n++] = file;
+}
+
+/* The XDG config (xdg: $XDG_CONFIG_HOME, NULL: none) and ~/.gitconfig of
+ * home. */
+static void globals_add_home(struct gitguard_globals *gl, const char *home, const char *xdg)
+{
         bool has_home = home && home[0] == '/';
+        globals_add(gl, xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
+                        : has_home           ? xasprintf("%s/.config/git/config", home)
+                                             : NULL);
+        globals_add(gl, has_home ? xasprintf("%s/.gitconfig", home) : NULL);
+}
+
+/* The same of the user uid, when another than this process's. */
+static void globals_add_user(struct gitguard_globals *gl, uid_t uid)
+{
+        if (uid == getuid() || uid == geteuid())
+                return;
+        struct passwd pw, *res = NULL;
+        char buf[4096];
+        if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res)
+                globals_add_home(gl, pw.pw_dir, NULL);
+}
+
+static void globals_add_env(struct gitguard_globals *gl, const char *name)
+{
+        const char *v = getenv(name);
+        globals_add(gl, v && v[0] == '/' ? xstrdup(v) : NULL);
+}
+
+void gitguard_globals_get(struct gitguard_globals *gl, const char *root)
+{
         *gl = (struct gitguard_globals){0};
-        gl->user = has_home ? xasprintf("%s/.gitconfig", home) : NULL;
-        gl->xdg = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
-                  : has_home           ? xasprintf("%s/.config/git/config", home)
-                                       : NULL;
-        gl->files[0] = "/etc/gitconfig";
-        gl->files[1] = gl->xdg;
-        gl->files[2] = gl->user;
+        globals_add(gl, xstrdup("/etc/gitconfig"));
+        globals_add_env(gl, "GIT_CONFIG_SYSTEM");
+        globals_add_home(gl, getenv("HOME"), getenv("XDG_CONFIG_HOME"));
+        const char *sudo_uid = getenv("SUDO_UID");
+        int u = -1;
+        if (sudo_uid && safe_atoi(sudo_uid, &u) == 0 && u >= 0)
+                globals_add_user(gl, (uid_t)u);
+        struct stat st;
+        if (root && stat(root, &st) == 0)
+                globals_add_user(gl, st.st_uid);
+        globals_add_env(gl, "GIT_CONFIG_GLOBAL");
 }
 
 void gitguard_globals_free(struct gitguard_globals *gl)
 {
-        free(gl->xdg);
-        free(gl->user);
+        for (size_t i = 0; i < gl->n; i++)
+                free(gl->files[i]);
         *gl = (struct gitguard_globals){0};
 }

@@ -671,7 +671,7 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
                 gitguard_check_enclosing(run);
                 gitguard_check_global(run);
         }
-        free(run->global_hooks);
+        strv_free(run->global_hooks);
         strv_free(run->global_progs);
         free(run);
         gitguard_known_sort(rs);
@@ -758,7 +758,7 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                                 gitguard_check_global(run);
                         }
                         findings += run->findings;
-                        free(run->global_hooks);
+                        strv_free(run->global_hooks);
                         strv_free(run->global_progs);
                         free(run);
                 }
