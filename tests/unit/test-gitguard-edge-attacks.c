@@ -170,3 +170,70 @@ Test(gitguard_edge_attacks, a_program_in_the_config_git_config_system_names)
         cr_expect_not(pwned(), "host git ran the program GIT_CONFIG_SYSTEM's config names");
         cleanup();
 }
+
+/* core.worktree in the repository's own config is its working tree even
+ * where a .git sits elsewhere: a relative core.hooksPath starts there. */
+Test(gitguard_edge_attacks, a_relative_hooks_path_under_core_worktree)
+{
+        setup_ws();
+        append(".git/config", "[core]\n\tworktree = ../tree\n\thooksPath = .githooks\n");
+        dir("tree");
+        struct gitguard *g = begin();
+        dir("tree/.githooks");
+        agent_hook("tree/.githooks/pre-commit");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        host_git("tree", "commit -q --allow-empty -m x");
+        cr_expect_not(pwned(), "host git ran the hook under core.worktree");
+        cleanup();
+}
+
+/* The workspace is the directory tools of a repository of the user's
+ * (outer): the user's own relative program or hooks directory, run from
+ * outer's working tree, lies in the workspace. */
+static char outer[64];
+
+static struct gitguard *begin_in_outer(const char *global_config)
+{
+        setup_ws();
+        snprintf(outer, sizeof(outer), "%s", ws);
+        cr_assert_lt(strlen(outer) + 6, sizeof(ws));
+        memcpy(ws + strlen(outer), "/tools", 7);
+        cr_assert_eq(mkdir(ws, 0755), 0);
+        char cfg[192];
+        snprintf(cfg, sizeof(cfg), "%s/.gitconfig", home);
+        write_host(cfg, global_config);
+        cr_assert_eq(setenv("HOME", home, 1), 0);
+        unsetenv("XDG_CONFIG_HOME");
+        return begin();
+}
+
+static void cleanup_outer(void)
+{
+        cleanup();
+        fs_remove_tree(AT_FDCWD, outer, 100);
+}
+
+Test(gitguard_edge_attacks, the_users_relative_program_in_the_enclosing_working_tree)
+{
+        struct gitguard *g = begin_in_outer("[core]\n\tfsmonitor = tools/fsm.sh\n");
+        agent_hook("fsm.sh");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(exists("fsm.sh"), "the agent's program stayed");
+        host_git("..", "status");
+        cr_expect_not(pwned(), "host git ran the agent's program from the enclosing tree");
+        cleanup_outer();
+}
+
+Test(gitguard_edge_attacks, the_users_relative_hooks_path_in_the_enclosing_working_tree)
+{
+        struct gitguard *g = begin_in_outer("[core]\n\thooksPath = tools/hooks\n");
+        dir("hooks");
+        agent_hook("hooks/pre-commit");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        host_git("..", "commit -q --allow-empty -m x");
+        cr_expect_not(pwned(), "host git ran the agent's hook from the enclosing tree");
+        cleanup_outer();
+}

@@ -321,6 +321,24 @@ static void check_outside_config(struct guard_run *g, const char *abs, const cha
         }
 }
 
+/* The hooks directory value names from the working tree wt (absolute) of
+ * a repository outside the tree, when it lies in the tree. */
+static void scan_outside_hooks(struct guard_run *g, const char *value, const char *wt)
+{
+        _cleanup_free_ char *habs = *value ? gitguard_absolute(value, wt) : NULL;
+        _cleanup_free_ char *hrel = habs ? gitguard_tree_rel(g, habs, NULL) : NULL;
+        if (!hrel || STREQ(hrel, "."))
+                return;
+        _cleanup_close_ int hfd = gitguard_open_in_tree(
+            g, hrel,
+            "a symbolic link on the way to core.hooksPath (host git would run the hooks where it "
+            "leads)");
+        if (hfd >= 0)
+                gitguard_scan_hook_entries(g, hfd, hrel,
+                                           "a hook in the directory core.hooksPath names (host "
+                                           "git would run it)");
+}
+
 void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const char *wt)
 {
         _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -336,22 +354,17 @@ void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const 
         }
         _cleanup_free_ char *main_cfg = xasprintf("%s/config", common ? common : gitdir);
         _cleanup_free_ char *wt_cfg = xasprintf("%s/config.worktree", gitdir);
-        /* Its hooks directory, when in the tree. */
+        /* Its hooks directory, when in the tree: its own, else the user's
+         * (a relative one from its working tree, which may hold the tree). */
         _cleanup_free_ char *hooks = gitguard_hooks_path_of(g, main_cfg, wt_cfg);
-        _cleanup_free_ char *habs = hooks && *hooks ? gitguard_absolute(hooks, wt) : NULL;
-        _cleanup_free_ char *hrel = habs ? gitguard_tree_rel(g, habs, NULL) : NULL;
-        if (hrel && !STREQ(hrel, ".")) {
-                _cleanup_close_ int hfd = gitguard_open_in_tree(
-                    g, hrel,
-                    "a symbolic link on the way to core.hooksPath (host git would run the "
-                    "hooks where it leads)");
-                if (hfd >= 0)
-                        gitguard_scan_hook_entries(g, hfd, hrel,
-                                                   "a hook in the directory core.hooksPath names "
-                                                   "(host git would run it)");
-        }
+        size_t n = 0;
+        char **global = hooks ? NULL : gitguard_global_hooks(g, g->root->path, &n);
+        for (size_t i = 0; i < (hooks ? 1 : n); i++)
+                scan_outside_hooks(g, hooks ? hooks : global[i], wt);
         check_outside_config(g, main_cfg, wt, 0);
         check_outside_config(g, wt_cfg, wt, 0);
+        /* The user's own relative programs, run from that working tree. */
+        gitguard_check_global_programs(g, wt);
 }
 
 void gitguard_check_global(struct guard_run *g)
@@ -421,9 +434,12 @@ void gitguard_check_global_programs(struct guard_run *g, const char *wt)
                 }
                 gitguard_globals_free(&gl);
         }
-        for (size_t i = 0; i < g->n_global_progs; i++)
-                gitguard_check_program(g, g->global_progs[i], wt,
+        for (size_t i = 0; i < g->n_global_progs; i++) {
+                _cleanup_free_ char *a =
+                    wt[0] == '/' ? gitguard_absolute(g->global_progs[i], wt) : NULL;
+                gitguard_check_program(g, a ? a : g->global_progs[i], a ? NULL : wt,
                                        "a program your own git config names by a relative path "
                                        "(host git runs it from the working tree: the agent's "
                                        "version)");
+        }
 }

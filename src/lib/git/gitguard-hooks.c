@@ -232,7 +232,7 @@ static char *tree_abs(const struct guard_run *g, const char *rel, const char *na
  * depends on the environment host git runs in (GIT_CONFIG_GLOBAL, another
  * HOME): the value each sets, through its includes, is one git may use
  * (*ret_n of them; root: the tree, NULL for none). Read once a walk. */
-static char **global_hooks_paths(struct guard_run *g, const char *root, size_t *ret_n)
+char **gitguard_global_hooks(struct guard_run *g, const char *root, size_t *ret_n)
 {
         if (!g->global_read) {
                 g->global_read = true;
@@ -275,7 +275,7 @@ void gitguard_scan_hooks_path(struct guard_run *g, const char *grel, const char 
                 return;
         }
         size_t n = 0;
-        char **global = global_hooks_paths(g, g->root->path, &n);
+        char **global = gitguard_global_hooks(g, g->root->path, &n);
         for (size_t i = 0; i < n; i++)
                 scan_hooks_dir(g, grel, wt_rel, global[i]);
 }
@@ -431,7 +431,7 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
         } else if (!hooks) {
                 struct guard_run g = {0};
                 size_t k = 0;
-                char **global = global_hooks_paths(&g, root, &k);
+                char **global = gitguard_global_hooks(&g, root, &k);
                 for (size_t i = 0; i < k; i++) {
                         _cleanup_free_ char *a = gitguard_absolute(global[i], worktree);
                         add_beneath(&v, &n, rfd, root, a);

@@ -301,13 +301,18 @@ void gitguard_check_enclosing(struct guard_run *g);
 void gitguard_check_global(struct guard_run *g);
 /* The programs those configs (and what they include outside the tree)
  * name by a relative path: host git runs them from the working tree wt
- * (NULL: not known), where they are files the agent writes. */
+ * (relative to the tree, or absolute: the enclosing repository's; NULL:
+ * not known), where they are files the agent writes. */
 void gitguard_check_global_programs(struct guard_run *g, const char *wt);
 /* The same for the repository at gitdir (absolute, outside the tree; a
  * linked worktree's reads its commondir's config) whose working tree is
  * wt (absolute): the enclosing one, or the one whose linked worktree the
  * tree is. */
 void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const char *wt);
+/* Each core.hooksPath the user's own configs set (gitguard_globals_get:
+ * which one git uses depends on its environment), *ret_n of them; root:
+ * the tree (NULL: none). Read once a walk, kept in g (gitguard-hooks.c). */
+char **gitguard_global_hooks(struct guard_run *g, const char *root, size_t *ret_n);
 /* The core.hooksPath host git reads from the config file main (absolute)
  * and then wt_config (NULL: none) through their includes (NULL: neither
  * sets one) (gitguard-hooks.c). */

@@ -354,18 +354,35 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
         /* Reached with no pointer (a submodule's or a linked worktree's,
          * from modules/ or worktrees/): its working tree, where a relative
          * hooksPath or program starts, is found as git finds it. */
+        const char *pointed = worktree ? NULL : wt;
         _cleanup_free_ char *own_wt = wt ? NULL : gitguard_gitdir_worktree(g, fd, rel, worktree);
         if (!wt)
                 wt = own_wt;
+        /* Reached by a pointer: a core.worktree in its config is its
+         * working tree all the same (git reads it over where the .git
+         * is), and relative hooks and programs start there. Both are
+         * checked: the config may be the agent's, moved aside below. */
+        _cleanup_free_ char *cfg_wt = pointed ? gitguard_gitdir_worktree(g, fd, rel, false) : NULL;
+        const char *wts[2] = {wt, NULL};
+        if (cfg_wt && !STREQ(cfg_wt, rel) && !STREQ(cfg_wt, pointed))
+                wts[1] = cfg_wt;
         scan_special(g, fd, rel, depth, fd, rel);
         _cleanup_free_ char *cr = gitguard_join(rel, "config");
         _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
-        gitguard_check_config(g, fd, "config", cr, wt);
-        gitguard_check_config(g, fd, "config.worktree", cwr, wt);
+        for (size_t i = 0; i < ARRAY_SIZE(wts); i++) {
+                if (i > 0 && !wts[i])
+                        break;
+                gitguard_check_config(g, fd, "config", cr, wts[i]);
+                gitguard_check_config(g, fd, "config.worktree", cwr, wts[i]);
+        }
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
-        gitguard_scan_hooks_path(g, rel, wt, worktree);
-        gitguard_check_global_programs(g, wt);
+        for (size_t i = 0; i < ARRAY_SIZE(wts); i++) {
+                if (i > 0 && !wts[i])
+                        break;
+                gitguard_scan_hooks_path(g, rel, wts[i], worktree);
+                gitguard_check_global_programs(g, wts[i]);
+        }
         /* objects/info/alternates: git reads objects from the directories
          * it names, anywhere on the host. */
         _cleanup_close_ int ofd = gitguard_open_dir(fd, "objects");
