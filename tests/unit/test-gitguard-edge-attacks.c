@@ -237,3 +237,26 @@ Test(gitguard_edge_attacks, the_users_relative_hooks_path_in_the_enclosing_worki
         cr_expect_not(pwned(), "host git ran the agent's hook from the enclosing tree");
         cleanup_outer();
 }
+
+/* The host's config includes more files than the scan reads (4096): the
+ * agent's program in one past that point was not looked at. The config
+ * naming them fails closed. */
+Test(gitguard_edge_attacks, includes_past_the_scans_bound_fail_closed)
+{
+        setup_ws();
+        dir("inc");
+        char line[64];
+        append(".git/config", "[include]\n");
+        for (int i = 0; i < 4100; i++) {
+                snprintf(line, sizeof(line), "\tpath = ../inc/%d.cfg\n", i);
+                append(".git/config", line);
+        }
+        put("inc/4099.cfg", "[user]\n\tname = Team\n");
+        struct gitguard *g = begin();
+        agent_sets_fsmonitor("inc/4099.cfg");
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        host_git(".", "status");
+        cr_expect_not(pwned(), "host git ran the program in an include past the bound");
+        cleanup();
+}

@@ -32,6 +32,24 @@ static void check_outside_config(struct guard_run *g, const char *abs, const cha
         "includes that form a cycle: git stops there with an error, and Airlock does not follow "  \
         "them around"
 
+#define FANOUT_REASON                                                                              \
+        "a config whose includes reach more files than the scan reads (4096): Airlock did not "    \
+        "check the rest"
+
+/* The bound reached from a config of the host's outside the tree, which
+ * is not moved: said once. */
+static void fanout_outside(struct guard_run *g)
+{
+        if (g->fanout_said)
+                return;
+        g->fanout_said = true;
+        gitguard_report(g, "",
+                        "a host git config outside the workspace includes more files than the "
+                        "scan reads (4096): files it includes in the workspace past this point "
+                        "were not checked (not moved, it is outside the workspace)",
+                        NULL, 0);
+}
+
 /* A working tree's path as a key (FNV-1a; NULL: none). */
 static uint64_t wt_key(const char *wt)
 {
@@ -59,11 +77,12 @@ static void check_reached(struct guard_run *g, int dfd, const char *name, const 
         if (STREQ(target, "."))
                 return;
         if (++g->includes > INCLUDES_MAX) {
-                if (g->includes == INCLUDES_MAX + 1)
-                        gitguard_report(g, target,
-                                        "more included config files than the scan reads "
-                                        "(4096): included files past this point were not checked",
-                                        NULL, 0);
+                /* Past the bound, the config naming what is not read
+                 * fails closed (one of the host's outside the tree: said). */
+                if (dfd >= 0)
+                        gitguard_quarantine_force(g, dfd, name, rel, FANOUT_REASON);
+                else
+                        fanout_outside(g);
                 return;
         }
         const char *base = NULL;
@@ -286,8 +305,12 @@ void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const
  * as absolute paths into the tree. */
 static void check_outside_config(struct guard_run *g, const char *abs, const char *wt, int depth)
 {
-        if (depth >= INCLUDE_DEPTH_MAX || ++g->includes > INCLUDES_MAX)
+        if (depth >= INCLUDE_DEPTH_MAX)
                 return;
+        if (++g->includes > INCLUDES_MAX) {
+                fanout_outside(g);
+                return;
+        }
         _cleanup_close_ int fd = gitguard_open_regular(AT_FDCWD, abs, 0);
         _cleanup_free_ char *text = NULL;
         size_t len = 0;

@@ -109,6 +109,7 @@ struct guard_run {
         size_t n_global_progs;
         bool global_progs_read;
         size_t includes;     /* config files reached by includes and links */
+        bool fanout_said;    /* past INCLUDES_MAX from a config outside the tree */
         size_t walk_steps;   /* directories opened to place a path (WALK_STEPS_MAX) */
         size_t config_bytes; /* config read as a repository's (CONFIG_BYTES_MAX) */
         /* The configs on the include chain being followed (a cycle), and
