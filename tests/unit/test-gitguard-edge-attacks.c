@@ -260,3 +260,50 @@ Test(gitguard_edge_attacks, includes_past_the_scans_bound_fail_closed)
         cr_expect_not(pwned(), "host git ran the program in an include past the bound");
         cleanup();
 }
+
+/* Whether the start-time protection (gitguard_config_targets) names
+ * ws/rel. */
+static bool protected_at_start(const char *rel)
+{
+        char gd[128], want[512];
+        snprintf(gd, sizeof(gd), "%s/.git", ws);
+        path(want, sizeof(want), rel);
+        size_t n = 0;
+        char **t = gitguard_config_targets(ws, gd, ws, &n);
+        bool found = false;
+        for (size_t i = 0; i < n; i++)
+                found = found || STREQ(t[i], want);
+        strv_free(t);
+        return found;
+}
+
+/* The host's config names a file of the workspace by another spelling
+ * (through the user's own link to it): protected all the same while the
+ * sandbox runs, as it is for host git. */
+Test(gitguard_edge_attacks, the_start_protects_what_another_spelling_names)
+{
+        setup_ws();
+        snprintf(link_path, sizeof(link_path), "%s-link", ws);
+        cr_assert_eq(symlink(ws, link_path), 0);
+        char cfg[256];
+        snprintf(cfg, sizeof(cfg), "[include]\n\tpath = %s/shared.cfg\n", link_path);
+        append(".git/config", cfg);
+        put("shared.cfg", "[user]\n\tname = Team\n");
+        cr_expect(protected_at_start("shared.cfg"), "an include by the link's path is writable");
+        cleanup();
+}
+
+/* ... and a ".." after a link of the tree, where the kernel takes it. */
+Test(gitguard_edge_attacks, the_start_protects_where_dotdot_after_a_link_leads)
+{
+        setup_ws();
+        dir("evil");
+        dir("evil/deep");
+        char p[512];
+        path(p, sizeof(p), "tools");
+        cr_assert_eq(symlink("evil/deep", p), 0);
+        append(".git/config", "[include]\n\tpath = ../tools/../shared.cfg\n");
+        put("evil/shared.cfg", "[user]\n\tname = Team\n");
+        cr_expect(protected_at_start("evil/shared.cfg"), "the file git includes is writable");
+        cleanup();
+}

@@ -335,15 +335,44 @@ char *gitguard_gitdir_worktree(struct guard_run *g, int gfd, const char *grel, b
         return xstrdup(grel);
 }
 
+/* abs as the kernel reaches it (its directory's real path, then its last
+ * name): through the host's links (another spelling of the workspace)
+ * and with a ".." taken after the link before it. NULL when its directory
+ * is not there. */
+static char *kernel_spelling(const char *abs)
+{
+        const char *slash = strrchr(abs, '/');
+        const char *base = slash + 1;
+        if (!*base || STREQ(base, ".") || STREQ(base, ".."))
+                return realpath(abs, NULL);
+        _cleanup_free_ char *dir =
+            slash == abs ? xstrdup("/") : xasprintf("%.*s", (int)(slash - abs), abs);
+        _cleanup_free_ char *real = realpath(dir, NULL);
+        return real ? xasprintf("%s/%s", STREQ(real, "/") ? "" : real, base) : NULL;
+}
+
 /* abs, normalized, when it lies beneath root (not root itself) and its
  * directory is reached there through no symbolic link (what a mount at
- * the start covers: a link on the way is left to the end-of-run scan). */
+ * the start covers: a link on the way is left to the end-of-run scan).
+ * Compared as the kernel spells both when it does: the path as written
+ * otherwise. Added as root spells it. */
 static void add_beneath(char ***v, size_t *n, int root_fd, const char *root, const char *abs)
 {
         _cleanup_free_ char *norm = abs && abs[0] == '/' ? gitguard_normalize_abs(abs) : NULL;
         if (!norm || root_fd < 0)
                 return;
+        _cleanup_free_ char *real = kernel_spelling(abs), *real_root = realpath(root, NULL);
         abs = norm;
+        size_t real_rl = real_root ? strlen(real_root) : 0;
+        _cleanup_free_ char *respelt = NULL;
+        if (real && real_root && real_rl > 1 && strncmp(real, real_root, real_rl) == 0 &&
+            real[real_rl] == '/') {
+                size_t rl0 = strlen(root);
+                while (rl0 > 1 && root[rl0 - 1] == '/')
+                        rl0--;
+                respelt = xasprintf("%.*s%s", (int)rl0, root, real + real_rl);
+                abs = respelt;
+        }
         size_t rl = strlen(root);
         while (rl > 1 && root[rl - 1] == '/')
                 rl--;

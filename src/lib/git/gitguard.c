@@ -358,10 +358,9 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
         _cleanup_free_ char *own_wt = wt ? NULL : gitguard_gitdir_worktree(g, fd, rel, worktree);
         if (!wt)
                 wt = own_wt;
-        /* Reached by a pointer: a core.worktree in its config is its
-         * working tree all the same (git reads it over where the .git
-         * is), and relative hooks and programs start there. Both are
-         * checked: the config may be the agent's, moved aside below. */
+        /* Reached by a pointer: a core.worktree in its config is its working
+         * tree all the same, where relative hooks and programs start. Both
+         * are checked: the config may be the agent's, moved aside below. */
         _cleanup_free_ char *cfg_wt = pointed ? gitguard_gitdir_worktree(g, fd, rel, false) : NULL;
         const char *wts[2] = {wt, NULL};
         if (cfg_wt && !STREQ(cfg_wt, rel) && !STREQ(cfg_wt, pointed))
@@ -369,17 +368,13 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
         scan_special(g, fd, rel, depth, fd, rel);
         _cleanup_free_ char *cr = gitguard_join(rel, "config");
         _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
-        for (size_t i = 0; i < ARRAY_SIZE(wts); i++) {
-                if (i > 0 && !wts[i])
-                        break;
+        for (size_t i = 0; i < ARRAY_SIZE(wts) && (i == 0 || wts[i]); i++) {
                 gitguard_check_config(g, fd, "config", cr, wts[i]);
                 gitguard_check_config(g, fd, "config.worktree", cwr, wts[i]);
         }
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
-        for (size_t i = 0; i < ARRAY_SIZE(wts); i++) {
-                if (i > 0 && !wts[i])
-                        break;
+        for (size_t i = 0; i < ARRAY_SIZE(wts) && (i == 0 || wts[i]); i++) {
                 gitguard_scan_hooks_path(g, rel, wts[i], worktree);
                 gitguard_check_global_programs(g, wts[i]);
         }
