@@ -129,46 +129,44 @@ Test(gitguard_edge_attacks, a_pointer_with_dotdot_after_the_agents_link_is_moved
         cleanup();
 }
 
+/* The config the environment variable var names, text in it, read by
+ * the scan and by host git (env: the rest of host git's environment); the
+ * agent's program at rel (in directory d), run by `git args`. */
+static void env_config_attack(const char *var, const char *text, const char *env, const char *d,
+                              const char *rel, const char *args)
+{
+        setup_ws();
+        char cfg[192], full[320];
+        snprintf(cfg, sizeof(cfg), "%s/env.cfg", home);
+        write_host(cfg, text);
+        cr_assert_eq(setenv(var, cfg, 1), 0);
+        struct gitguard *g = begin();
+        dir(d);
+        agent_hook(rel);
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(exists(rel), "the agent's %s stayed", rel);
+        snprintf(full, sizeof(full), "%s %s=%s", env, var, cfg);
+        host_git_env(full, ".", args);
+        cr_expect_not(pwned(), "host git ran the program the config %s names runs", var);
+        cleanup();
+}
+
 /* GIT_CONFIG_GLOBAL names the user's global config in place of
  * ~/.gitconfig: its relative core.hooksPath is a directory of each
  * working tree. */
 Test(gitguard_edge_attacks, a_hooks_path_in_the_config_git_config_global_names)
 {
-        setup_ws();
-        char cfg[192], env[256];
-        snprintf(cfg, sizeof(cfg), "%s/global.cfg", home);
-        write_host(cfg, "[core]\n\thooksPath = .githooks\n");
-        cr_assert_eq(setenv("GIT_CONFIG_GLOBAL", cfg, 1), 0);
-        struct gitguard *g = begin();
-        dir(".githooks");
-        agent_hook(".githooks/pre-commit");
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        snprintf(env, sizeof(env), "GIT_CONFIG_GLOBAL=%s", cfg);
-        host_git_env(env, ".", "commit -q --allow-empty -m x");
-        cr_expect_not(pwned(), "host git ran the hook GIT_CONFIG_GLOBAL's hooksPath names");
-        cleanup();
+        env_config_attack("GIT_CONFIG_GLOBAL", "[core]\n\thooksPath = .githooks\n", "", ".githooks",
+                          ".githooks/pre-commit", "commit -q --allow-empty -m x");
 }
 
 /* GIT_CONFIG_SYSTEM names the system config in place of /etc/gitconfig:
  * a program it names by a relative path runs from the working tree. */
 Test(gitguard_edge_attacks, a_program_in_the_config_git_config_system_names)
 {
-        setup_ws();
-        char cfg[192], env[256];
-        snprintf(cfg, sizeof(cfg), "%s/system.cfg", home);
-        write_host(cfg, "[core]\n\tfsmonitor = tools/fsm.sh\n");
-        cr_assert_eq(setenv("GIT_CONFIG_SYSTEM", cfg, 1), 0);
-        dir("tools");
-        struct gitguard *g = begin();
-        agent_hook("tools/fsm.sh");
-        snprintf(env, sizeof(env), "GIT_CONFIG_NOSYSTEM=0 GIT_CONFIG_SYSTEM=%s", cfg);
-        int n = finish(g);
-        cr_expect_geq(n, 1, "findings: %d", n);
-        cr_expect_not(exists("tools/fsm.sh"), "the agent's program stayed");
-        host_git_env(env, ".", "status");
-        cr_expect_not(pwned(), "host git ran the program GIT_CONFIG_SYSTEM's config names");
-        cleanup();
+        env_config_attack("GIT_CONFIG_SYSTEM", "[core]\n\tfsmonitor = tools/fsm.sh\n",
+                          "GIT_CONFIG_NOSYSTEM=0", "tools", "tools/fsm.sh", "status");
 }
 
 /* core.worktree in the repository's own config is its working tree even
