@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -303,5 +305,46 @@ Test(gitguard_edge_attacks, the_start_protects_where_dotdot_after_a_link_leads)
         append(".git/config", "[include]\n\tpath = ../tools/../shared.cfg\n");
         put("evil/shared.cfg", "[user]\n\tname = Team\n");
         cr_expect(protected_at_start("evil/shared.cfg"), "the file git includes is writable");
+        cleanup();
+}
+
+/* A repository the agent made names a file host git opens by path
+ * (core.excludesFile at every status): a FIFO (no writer: git blocks for
+ * good) or a device (as root, a watchdog's driver acts on the open). Here
+ * a FIFO outside the workspace, and a writer that gets through its open
+ * only once host git opens it. */
+Test(gitguard_edge_attacks, a_file_an_agents_config_makes_git_open_elsewhere)
+{
+        setup_ws();
+        char fifo[128], cmd[512];
+        snprintf(fifo, sizeof(fifo), "%s/fifo", home);
+        cr_assert_eq(mkfifo(fifo, 0600), 0);
+        struct gitguard *g = begin();
+        snprintf(cmd, sizeof(cmd),
+                 "git init -q -b main %s/sub && git -C %s/sub config "
+                 "core.excludesFile %s",
+                 ws, ws, fifo);
+        sh(cmd);
+        int n = finish(g);
+        cr_expect_geq(n, 1, "findings: %d", n);
+        cr_expect_not(exists("sub/.git/config"), "the agent's config stayed");
+        pid_t writer = fork();
+        cr_assert_geq(writer, 0);
+        if (writer == 0) {
+                alarm(20);
+                int fd = open(fifo, O_WRONLY | O_CLOEXEC);
+                _exit(fd >= 0 ? 0 : 1);
+        }
+        host_git("sub", "status");
+        bool opened = false;
+        for (int i = 0; i < 20 && !opened; i++) {
+                opened = waitpid(writer, NULL, WNOHANG) == writer;
+                usleep(10 * 1000);
+        }
+        if (!opened) {
+                kill(writer, SIGKILL);
+                waitpid(writer, NULL, 0);
+        }
+        cr_expect_not(opened, "host git opened the file the agent's config named");
         cleanup();
 }
