@@ -348,3 +348,24 @@ Test(gitguard_edge_attacks, a_file_an_agents_config_makes_git_open_elsewhere)
         cr_expect_not(opened, "host git opened the file the agent's config named");
         cleanup();
 }
+
+/* A repository the agent made sends host git's requests (and the user's
+ * credentials, from the user's helper) through a proxy of its choosing,
+ * with TLS verification off: moved aside. */
+Test(gitguard_edge_attacks, a_proxy_an_agents_config_names_is_moved_aside)
+{
+        setup_ws();
+        struct gitguard *g = begin();
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd),
+                 "git init -q -b main %s/sub && git -C %s/sub config http.proxy "
+                 "http://127.0.0.1:9 && git init -q -b main %s/sub2 && git -C %s/sub2 config "
+                 "http.https://example.com/.sslVerify false",
+                 ws, ws, ws, ws);
+        sh(cmd);
+        int n = finish(g);
+        cr_expect_geq(n, 2, "findings: %d", n);
+        cr_expect_not(exists("sub/.git/config"), "the agent's http.proxy stayed");
+        cr_expect_not(exists("sub2/.git/config"), "the agent's http.sslVerify false stayed");
+        cleanup();
+}

@@ -78,6 +78,12 @@ const char *gitguard_key_reason(const char *sec, const char *sub, const char *na
                         return "core.worktree points git at another directory";
                 return NULL;
         }
+        /* The user's credentials (their helper's) go through a proxy the
+         * agent chose, which with verification off reads them. */
+        if (ieq(sec, "http") && ieq(name, "proxy"))
+                return "http.proxy sends host git's requests through another host";
+        if (ieq(sec, "http") && ieq(name, "sslverify") && false_value(value))
+                return "http.sslVerify off lets anyone on the way read host git's credentials";
         if (ieq(sec, "credential") && ieq(name, "helper"))
                 return "credential.helper runs a program";
         if (ieq(sec, "filter") && sub &&
