@@ -34,11 +34,35 @@ static bool shell_alias(const char *v)
         return v && *v == '!';
 }
 
+/* Whether sec.name names a file host git opens by path (at every status:
+ * core.excludesFile; or at a commit, blame, log, fetch, or an https
+ * request), whatever its subsection. */
+static bool opens_file(const char *sec, const char *name)
+{
+        static const struct {
+                const char *sec, *name;
+        } keys[] = {{"core", "excludesfile"},      {"core", "attributesfile"},
+                    {"commit", "template"},        {"blame", "ignorerevsfile"},
+                    {"mailmap", "file"},           {"http", "cookiefile"},
+                    {"http", "sslcert"},           {"http", "sslkey"},
+                    {"http", "sslcainfo"},         {"http", "sslcapath"},
+                    {"gpg", "allowedsignersfile"}, {"gpg", "revocationfile"},
+                    {"fsck", "skiplist"},          {"receive", "skiplist"},
+                    {"fetch", "skiplist"}};
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+                if (ieq(sec, keys[i].sec) && ieq(name, keys[i].name))
+                        return true;
+        return false;
+}
+
 const char *gitguard_key_reason(const char *sec, const char *sub, const char *name,
                                 const char *value)
 {
         if (!sec || !name)
                 return NULL;
+        if (opens_file(sec, name))
+                return "a setting names a file host git opens (a FIFO there blocks git for good; "
+                       "a device's driver acts on the open)";
         if (ieq(sec, "core") && !sub) {
                 if (ieq(name, "fsmonitor"))
                         return false_value(value) ? NULL : "core.fsmonitor runs a program";
@@ -54,6 +78,12 @@ const char *gitguard_key_reason(const char *sec, const char *sub, const char *na
                         return "core.worktree points git at another directory";
                 return NULL;
         }
+        /* The user's credentials (their helper's) go through a proxy the
+         * agent chose, which with verification off reads them. */
+        if (ieq(sec, "http") && ieq(name, "proxy"))
+                return "http.proxy sends host git's requests through another host";
+        if (ieq(sec, "http") && ieq(name, "sslverify") && false_value(value))
+                return "http.sslVerify off lets anyone on the way read host git's credentials";
         if (ieq(sec, "credential") && ieq(name, "helper"))
                 return "credential.helper runs a program";
         if (ieq(sec, "filter") && sub &&
@@ -461,7 +491,7 @@ static bool take_program(const char *sec, const char *sub, const char *name, con
         /* Not programs: config read from elsewhere, directories. */
         if (!value || ieq(sec, "include") || ieq(sec, "includeif") ||
             (ieq(sec, "core") && (ieq(name, "worktree") || ieq(name, "hookspath"))) ||
-            !gitguard_key_reason(sec, sub, name, value))
+            opens_file(sec, name) || !gitguard_key_reason(sec, sub, name, value))
                 return false;
         char *prog = command_path(value);
         if (prog) {

@@ -32,6 +32,24 @@ static void check_outside_config(struct guard_run *g, const char *abs, const cha
         "includes that form a cycle: git stops there with an error, and Airlock does not follow "  \
         "them around"
 
+#define FANOUT_REASON                                                                              \
+        "a config whose includes reach more files than the scan reads (4096): Airlock did not "    \
+        "check the rest"
+
+/* The bound reached from a config of the host's outside the tree, which
+ * is not moved: said once. */
+static void fanout_outside(struct guard_run *g)
+{
+        if (g->fanout_said)
+                return;
+        g->fanout_said = true;
+        gitguard_report(g, "",
+                        "a host git config outside the workspace includes more files than the "
+                        "scan reads (4096): files it includes in the workspace past this point "
+                        "were not checked (not moved, it is outside the workspace)",
+                        NULL, 0);
+}
+
 /* A working tree's path as a key (FNV-1a; NULL: none). */
 static uint64_t wt_key(const char *wt)
 {
@@ -59,11 +77,12 @@ static void check_reached(struct guard_run *g, int dfd, const char *name, const 
         if (STREQ(target, "."))
                 return;
         if (++g->includes > INCLUDES_MAX) {
-                if (g->includes == INCLUDES_MAX + 1)
-                        gitguard_report(g, target,
-                                        "more included config files than the scan reads "
-                                        "(4096): included files past this point were not checked",
-                                        NULL, 0);
+                /* Past the bound, the config naming what is not read
+                 * fails closed (one of the host's outside the tree: said). */
+                if (dfd >= 0)
+                        gitguard_quarantine_force(g, dfd, name, rel, FANOUT_REASON);
+                else
+                        fanout_outside(g);
                 return;
         }
         const char *base = NULL;
@@ -286,8 +305,12 @@ void gitguard_check_config(struct guard_run *g, int dfd, const char *name, const
  * as absolute paths into the tree. */
 static void check_outside_config(struct guard_run *g, const char *abs, const char *wt, int depth)
 {
-        if (depth >= INCLUDE_DEPTH_MAX || ++g->includes > INCLUDES_MAX)
+        if (depth >= INCLUDE_DEPTH_MAX)
                 return;
+        if (++g->includes > INCLUDES_MAX) {
+                fanout_outside(g);
+                return;
+        }
         _cleanup_close_ int fd = gitguard_open_regular(AT_FDCWD, abs, 0);
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
@@ -321,6 +344,24 @@ static void check_outside_config(struct guard_run *g, const char *abs, const cha
         }
 }
 
+/* The hooks directory value names from the working tree wt (absolute) of
+ * a repository outside the tree, when it lies in the tree. */
+static void scan_outside_hooks(struct guard_run *g, const char *value, const char *wt)
+{
+        _cleanup_free_ char *habs = *value ? gitguard_absolute(value, wt) : NULL;
+        _cleanup_free_ char *hrel = habs ? gitguard_tree_rel(g, habs, NULL) : NULL;
+        if (!hrel || STREQ(hrel, "."))
+                return;
+        _cleanup_close_ int hfd = gitguard_open_in_tree(
+            g, hrel,
+            "a symbolic link on the way to core.hooksPath (host git would run the hooks where it "
+            "leads)");
+        if (hfd >= 0)
+                gitguard_scan_hook_entries(g, hfd, hrel,
+                                           "a hook in the directory core.hooksPath names (host "
+                                           "git would run it)");
+}
+
 void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const char *wt)
 {
         _cleanup_close_ int gfd = open(gitdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -336,33 +377,28 @@ void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const 
         }
         _cleanup_free_ char *main_cfg = xasprintf("%s/config", common ? common : gitdir);
         _cleanup_free_ char *wt_cfg = xasprintf("%s/config.worktree", gitdir);
-        /* Its hooks directory, when in the tree. */
+        /* Its hooks directory, when in the tree: its own, else the user's
+         * (a relative one from its working tree, which may hold the tree). */
         _cleanup_free_ char *hooks = gitguard_hooks_path_of(g, main_cfg, wt_cfg);
-        _cleanup_free_ char *habs = hooks && *hooks ? gitguard_absolute(hooks, wt) : NULL;
-        _cleanup_free_ char *hrel = habs ? gitguard_tree_rel(g, habs, NULL) : NULL;
-        if (hrel && !STREQ(hrel, ".")) {
-                _cleanup_close_ int hfd = gitguard_open_in_tree(
-                    g, hrel,
-                    "a symbolic link on the way to core.hooksPath (host git would run the "
-                    "hooks where it leads)");
-                if (hfd >= 0)
-                        gitguard_scan_hook_entries(g, hfd, hrel,
-                                                   "a hook in the directory core.hooksPath names "
-                                                   "(host git would run it)");
-        }
+        size_t n = 0;
+        char **global = hooks ? NULL : gitguard_global_hooks(g, g->root->path, &n);
+        for (size_t i = 0; i < (hooks ? 1 : n); i++)
+                scan_outside_hooks(g, hooks ? hooks : global[i], wt);
         check_outside_config(g, main_cfg, wt, 0);
         check_outside_config(g, wt_cfg, wt, 0);
+        /* The user's own relative programs, run from that working tree. */
+        gitguard_check_global_programs(g, wt);
 }
 
 void gitguard_check_global(struct guard_run *g)
 {
         struct gitguard_globals gl;
-        gitguard_globals_get(&gl);
-        for (size_t i = 0; i < ARRAY_SIZE(gl.files); i++) {
+        gitguard_globals_get(&gl, g->root->path);
+        for (size_t i = 0; i < gl.n; i++) {
                 _cleanup_free_ char *rel = NULL;
                 /* One in the tree (a home given as the workspace) is the
                  * walk's. */
-                if (gl.files[i] && gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
+                if (gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
                         check_outside_config(g, gl.files[i], NULL, 0);
         }
         gitguard_globals_free(&gl);
@@ -411,20 +447,22 @@ void gitguard_check_global_programs(struct guard_run *g, const char *wt)
         if (!g->global_progs_read) {
                 g->global_progs_read = true;
                 struct gitguard_globals gl;
-                gitguard_globals_get(&gl);
+                gitguard_globals_get(&gl, g->root->path);
                 int budget = 64;
-                for (size_t i = 0; i < ARRAY_SIZE(gl.files); i++) {
+                for (size_t i = 0; i < gl.n; i++) {
                         _cleanup_free_ char *rel = NULL;
-                        if (gl.files[i] &&
-                            gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
+                        if (gitguard_tree_where(g, gl.files[i], NULL, &rel) == GITGUARD_OUT)
                                 collect_relative(g, gl.files[i], 0, &g->global_progs,
                                                  &g->n_global_progs, &budget);
                 }
                 gitguard_globals_free(&gl);
         }
-        for (size_t i = 0; i < g->n_global_progs; i++)
-                gitguard_check_program(g, g->global_progs[i], wt,
+        for (size_t i = 0; i < g->n_global_progs; i++) {
+                _cleanup_free_ char *a =
+                    wt[0] == '/' ? gitguard_absolute(g->global_progs[i], wt) : NULL;
+                gitguard_check_program(g, a ? a : g->global_progs[i], a ? NULL : wt,
                                        "a program your own git config names by a relative path "
                                        "(host git runs it from the working tree: the agent's "
                                        "version)");
+        }
 }

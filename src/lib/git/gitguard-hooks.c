@@ -226,24 +226,39 @@ static char *tree_abs(const struct guard_run *g, const char *rel, const char *na
                                         : xasprintf("%s/%s", g->root->path, name);
 }
 
-/* The host user's own core.hooksPath (~/.gitconfig over
- * $XDG_CONFIG_HOME/git/config over /etc/gitconfig), which every repository
- * without one of its own uses: a relative one (`.githooks`) names a
- * directory of each working tree. Read once a walk. */
-static const char *global_hooks_path(struct guard_run *g)
+/* The host user's own core.hooksPath, which every repository without one
+ * of its own uses: a relative one (`.githooks`) names a directory of each
+ * working tree. Which of the user's configs wins (the last git reads)
+ * depends on the environment host git runs in (GIT_CONFIG_GLOBAL, another
+ * HOME): the value each sets, through its includes, is one git may use
+ * (*ret_n of them; root: the tree, NULL for none). Read once a walk. */
+char **gitguard_global_hooks(struct guard_run *g, const char *root, size_t *ret_n)
 {
-        if (g->global_read)
-                return g->global_hooks;
-        g->global_read = true;
-        struct gitguard_globals gl;
-        gitguard_globals_get(&gl);
-        /* The last git reads wins: looked for from there. */
-        for (size_t i = ARRAY_SIZE(gl.files); i-- > 0 && !g->global_hooks;)
-                if (gl.files[i])
-                        g->global_hooks = hooks_path_files(NULL, &gl.files[i], 1);
-        gitguard_globals_free(&gl);
+        if (!g->global_read) {
+                g->global_read = true;
+                struct gitguard_globals gl;
+                gitguard_globals_get(&gl, root);
+                for (size_t i = 0; i < gl.n; i++) {
+                        _cleanup_free_ char *v =
+                            hooks_path_files(NULL, (const char *const *)&gl.files[i], 1);
+                        bool have = !v || !*v;
+                        for (size_t j = 0; j < g->n_global_hooks && !have; j++)
+                                have = STREQ(g->global_hooks[j], v);
+                        if (!have)
+                                g->global_hooks =
+                                    strv_append(g->global_hooks, &g->n_global_hooks, v);
+                }
+                gitguard_globals_free(&gl);
+        }
+        *ret_n = g->n_global_hooks;
         return g->global_hooks;
 }
+
+/* The hooks directory value names (relative to the working tree wt_rel)
+ * for the git directory at grel: what the run made or changed there is
+ * moved aside. */
+static void scan_hooks_dir(struct guard_run *g, const char *grel, const char *wt_rel,
+                           const char *value);
 
 void gitguard_scan_hooks_path(struct guard_run *g, const char *grel, const char *wt_rel,
                               bool linked)
@@ -255,11 +270,20 @@ void gitguard_scan_hooks_path(struct guard_run *g, const char *grel, const char 
         _cleanup_free_ char *a = common ? tree_abs(g, common, "config") : NULL;
         _cleanup_free_ char *wa = tree_abs(g, grel, "config.worktree");
         _cleanup_free_ char *value = gitguard_hooks_path_of(g, a, wa);
-        if (!value) {
-                const char *global = global_hooks_path(g);
-                value = global ? xstrdup(global) : NULL;
+        if (value) {
+                scan_hooks_dir(g, grel, wt_rel, value);
+                return;
         }
-        if (!value || !*value)
+        size_t n = 0;
+        char **global = gitguard_global_hooks(g, g->root->path, &n);
+        for (size_t i = 0; i < n; i++)
+                scan_hooks_dir(g, grel, wt_rel, global[i]);
+}
+
+static void scan_hooks_dir(struct guard_run *g, const char *grel, const char *wt_rel,
+                           const char *value)
+{
+        if (!*value)
                 return;
         _cleanup_free_ char *rel = NULL;
         enum gitguard_where w = gitguard_tree_where(g, value, wt_rel, &rel);
@@ -311,15 +335,44 @@ char *gitguard_gitdir_worktree(struct guard_run *g, int gfd, const char *grel, b
         return xstrdup(grel);
 }
 
+/* abs as the kernel reaches it (its directory's real path, then its last
+ * name): through the host's links (another spelling of the workspace)
+ * and with a ".." taken after the link before it. NULL when its directory
+ * is not there. */
+static char *kernel_spelling(const char *abs)
+{
+        const char *slash = strrchr(abs, '/');
+        const char *base = slash + 1;
+        if (!*base || STREQ(base, ".") || STREQ(base, ".."))
+                return realpath(abs, NULL);
+        _cleanup_free_ char *dir =
+            slash == abs ? xstrdup("/") : xasprintf("%.*s", (int)(slash - abs), abs);
+        _cleanup_free_ char *real = realpath(dir, NULL);
+        return real ? xasprintf("%s/%s", STREQ(real, "/") ? "" : real, base) : NULL;
+}
+
 /* abs, normalized, when it lies beneath root (not root itself) and its
  * directory is reached there through no symbolic link (what a mount at
- * the start covers: a link on the way is left to the end-of-run scan). */
+ * the start covers: a link on the way is left to the end-of-run scan).
+ * Compared as the kernel spells both when it does: the path as written
+ * otherwise. Added as root spells it. */
 static void add_beneath(char ***v, size_t *n, int root_fd, const char *root, const char *abs)
 {
         _cleanup_free_ char *norm = abs && abs[0] == '/' ? gitguard_normalize_abs(abs) : NULL;
         if (!norm || root_fd < 0)
                 return;
+        _cleanup_free_ char *real = kernel_spelling(abs), *real_root = realpath(root, NULL);
         abs = norm;
+        size_t real_rl = real_root ? strlen(real_root) : 0;
+        _cleanup_free_ char *respelt = NULL;
+        if (real && real_root && real_rl > 1 && strncmp(real, real_root, real_rl) == 0 &&
+            real[real_rl] == '/') {
+                size_t rl0 = strlen(root);
+                while (rl0 > 1 && root[rl0 - 1] == '/')
+                        rl0--;
+                respelt = xasprintf("%.*s%s", (int)rl0, root, real + real_rl);
+                abs = respelt;
+        }
         size_t rl = strlen(root);
         while (rl > 1 && root[rl - 1] == '/')
                 rl--;
@@ -401,15 +454,18 @@ char **gitguard_config_targets(const char *root, const char *gitdir, const char 
         _cleanup_free_ char *cfg = xasprintf("%s/config", gitdir);
         _cleanup_free_ char *wcfg = xasprintf("%s/config.worktree", gitdir);
         _cleanup_free_ char *hooks = gitguard_hooks_path_of(NULL, cfg, wcfg);
-        if (!hooks) {
-                struct guard_run g = {0};
-                const char *global = global_hooks_path(&g);
-                hooks = global ? xstrdup(global) : NULL;
-                free(g.global_hooks);
-        }
         if (hooks && *hooks) {
                 _cleanup_free_ char *a = gitguard_absolute(hooks, worktree);
                 add_beneath(&v, &n, rfd, root, a);
+        } else if (!hooks) {
+                struct guard_run g = {0};
+                size_t k = 0;
+                char **global = gitguard_global_hooks(&g, root, &k);
+                for (size_t i = 0; i < k; i++) {
+                        _cleanup_free_ char *a = gitguard_absolute(global[i], worktree);
+                        add_beneath(&v, &n, rfd, root, a);
+                }
+                strv_free(g.global_hooks);
         }
         size_t k = 0;
         _cleanup_strv_ char **progs = gitguard_config_programs(text, len, &k);

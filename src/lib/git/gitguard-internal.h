@@ -100,7 +100,8 @@ struct guard_run {
         bool stopped;
         bool too_deep;
         int findings;
-        char *global_hooks; /* the host user's core.hooksPath, once read */
+        char **global_hooks; /* the host user's core.hooksPath values, once read */
+        size_t n_global_hooks;
         bool global_read;
         /* The programs the host user's own configs name by a relative
          * path (run from each working tree), once read. */
@@ -108,6 +109,7 @@ struct guard_run {
         size_t n_global_progs;
         bool global_progs_read;
         size_t includes;     /* config files reached by includes and links */
+        bool fanout_said;    /* past INCLUDES_MAX from a config outside the tree */
         size_t walk_steps;   /* directories opened to place a path (WALK_STEPS_MAX) */
         size_t config_bytes; /* config read as a repository's (CONFIG_BYTES_MAX) */
         /* The configs on the include chain being followed (a cycle), and
@@ -275,15 +277,19 @@ bool gitguard_ctime_in_run(const struct guard_run *g, const struct stat *st);
  * from base (NULL: none) (gitguard-path.c). */
 char *gitguard_absolute(const char *value, const char *base);
 
-/* The host user's own git configs, in the order git reads them (the last
- * one wins): /etc/gitconfig, $XDG_CONFIG_HOME/git/config (else
- * ~/.config/git/config), ~/.gitconfig; NULL where the environment names
- * none (gitguard-path.c). */
+/* The host user's own git configs, every one host git may read as the
+ * user's (gitguard-path.c): /etc/gitconfig and $GIT_CONFIG_SYSTEM,
+ * $XDG_CONFIG_HOME/git/config (else ~/.config/git/config) and ~/.gitconfig
+ * of $HOME, and of the user sudo ran as and the owner of root (NULL: none)
+ * when that is not this process's, then $GIT_CONFIG_GLOBAL. Which of them
+ * git reads depends on the environment of the git that runs, not this
+ * one's: all are read (more checked, never less). */
+#define GITGUARD_GLOBALS_MAX 12
 struct gitguard_globals {
-        char *xdg, *user;
-        const char *files[3];
+        char *files[GITGUARD_GLOBALS_MAX];
+        size_t n;
 };
-void gitguard_globals_get(struct gitguard_globals *gl);
+void gitguard_globals_get(struct gitguard_globals *gl, const char *root);
 void gitguard_globals_free(struct gitguard_globals *gl);
 /* What the config of the repository the tree lies in makes host git run or
  * read from the tree: its hooksPath directory, programs and includes,
@@ -296,13 +302,18 @@ void gitguard_check_enclosing(struct guard_run *g);
 void gitguard_check_global(struct guard_run *g);
 /* The programs those configs (and what they include outside the tree)
  * name by a relative path: host git runs them from the working tree wt
- * (NULL: not known), where they are files the agent writes. */
+ * (relative to the tree, or absolute: the enclosing repository's; NULL:
+ * not known), where they are files the agent writes. */
 void gitguard_check_global_programs(struct guard_run *g, const char *wt);
 /* The same for the repository at gitdir (absolute, outside the tree; a
  * linked worktree's reads its commondir's config) whose working tree is
  * wt (absolute): the enclosing one, or the one whose linked worktree the
  * tree is. */
 void gitguard_check_outside_repo(struct guard_run *g, const char *gitdir, const char *wt);
+/* Each core.hooksPath the user's own configs set (gitguard_globals_get:
+ * which one git uses depends on its environment), *ret_n of them; root:
+ * the tree (NULL: none). Read once a walk, kept in g (gitguard-hooks.c). */
+char **gitguard_global_hooks(struct guard_run *g, const char *root, size_t *ret_n);
 /* The core.hooksPath host git reads from the config file main (absolute)
  * and then wt_config (NULL: none) through their includes (NULL: neither
  * sets one) (gitguard-hooks.c). */

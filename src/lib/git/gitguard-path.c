@@ -102,11 +102,29 @@ static bool fd_path(int fd, char out[PATH_MAX])
         return true;
 }
 
+/* Whether path has a ".." component: the kernel resolves a link before
+ * the ".." after it (`link/../x` is beside the link's target, not x), so
+ * such a path is walked, not read as text. */
+static bool has_dotdot(const char *path)
+{
+        for (const char *c = path; *c;) {
+                size_t k = strcspn(c, "/");
+                if (k == 2 && c[0] == '.' && c[1] == '.')
+                        return true;
+                c += k;
+                c += strspn(c, "/");
+        }
+        return false;
+}
+
 /* The kernel's walk of abs, one directory at a time, following the
  * host's links outside the tree: once a step lands in the tree (the root
- * or beneath it), the rest is the tree's, and the caller goes on without
- * following the agent's links. A step into /proc is where Airlock cannot
- * tell. A path that never lands in the tree is outside it. */
+ * or beneath it) and no ".." is left to take, the rest is the tree's, and
+ * the caller goes on without following the agent's links. Before a ".."
+ * the walk goes on in the tree too, through whatever links are there now:
+ * host git takes the ".." from where they lead. A step into /proc is where
+ * Airlock cannot tell. A path that never lands in the tree is outside
+ * it. */
 static enum gitguard_where walk_in(struct guard_run *g, const char *abs, char **ret_rel)
 {
         struct stat rst;
@@ -160,6 +178,8 @@ static enum gitguard_where walk_in(struct guard_run *g, const char *abs, char **
                 if (!at)
                         continue;
                 const char *rest = p + strspn(p, "/");
+                if (has_dotdot(rest))
+                        continue;
                 _cleanup_free_ char *joined =
                     *rest ? gitguard_join(STREQ(at, ".") ? "" : at, rest) : xstrdup(at);
                 *ret_rel = gitguard_pointer_target("", joined);
@@ -182,16 +202,20 @@ enum gitguard_where gitguard_tree_where(struct guard_run *g, const char *value,
                         return GITGUARD_OUT; /* git cannot expand it either */
                 value = home;
         }
+        /* With a "..", the kernel's walk, not the text, tells where. */
+        bool walked = has_dotdot(value);
         if (value[0] != '/') {
                 if (!base_rel)
                         return GITGUARD_OUT;
-                *ret_rel = gitguard_pointer_target(base_rel, value);
+                *ret_rel = walked ? NULL : gitguard_pointer_target(base_rel, value);
                 if (*ret_rel)
                         return GITGUARD_IN;
                 /* It climbs above the root, and may come back in. */
                 from_root = xasprintf("%s/%s/%s", g->root->path, base_rel, value);
                 value = from_root;
         }
+        if (walked)
+                return walk_in(g, value, ret_rel);
         _cleanup_free_ char *norm = gitguard_normalize_abs(value);
         if (norm && (*ret_rel = beneath(g->root->path, norm)))
                 return GITGUARD_IN;
@@ -238,23 +262,65 @@ int gitguard_open_regular(int dfd, const char *path, uint64_t resolve)
         return fd;
 }
 
-void gitguard_globals_get(struct gitguard_globals *gl)
+/* file (taken) as one of gl's, once. */
+static void globals_add(struct gitguard_globals *gl, char *file)
 {
-        const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+        bool have = !file || gl->n == ARRAY_SIZE(gl->files);
+        for (size_t i = 0; i < gl->n && !have; i++)
+                have = STREQ(gl->files[i], file);
+        if (have)
+                free(file);
+        else
+                gl->files[gl->n++] = file;
+}
+
+/* The XDG config (xdg: $XDG_CONFIG_HOME, NULL: none) and ~/.gitconfig of
+ * home. */
+static void globals_add_home(struct gitguard_globals *gl, const char *home, const char *xdg)
+{
         bool has_home = home && home[0] == '/';
+        globals_add(gl, xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
+                        : has_home           ? xasprintf("%s/.config/git/config", home)
+                                             : NULL);
+        globals_add(gl, has_home ? xasprintf("%s/.gitconfig", home) : NULL);
+}
+
+/* The same of the user uid, when another than this process's. */
+static void globals_add_user(struct gitguard_globals *gl, uid_t uid)
+{
+        if (uid == getuid() || uid == geteuid())
+                return;
+        struct passwd pw, *res = NULL;
+        char buf[4096];
+        if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res)
+                globals_add_home(gl, pw.pw_dir, NULL);
+}
+
+static void globals_add_env(struct gitguard_globals *gl, const char *name)
+{
+        const char *v = getenv(name);
+        globals_add(gl, v && v[0] == '/' ? xstrdup(v) : NULL);
+}
+
+void gitguard_globals_get(struct gitguard_globals *gl, const char *root)
+{
         *gl = (struct gitguard_globals){0};
-        gl->user = has_home ? xasprintf("%s/.gitconfig", home) : NULL;
-        gl->xdg = xdg && xdg[0] == '/' ? xasprintf("%s/git/config", xdg)
-                  : has_home           ? xasprintf("%s/.config/git/config", home)
-                                       : NULL;
-        gl->files[0] = "/etc/gitconfig";
-        gl->files[1] = gl->xdg;
-        gl->files[2] = gl->user;
+        globals_add(gl, xstrdup("/etc/gitconfig"));
+        globals_add_env(gl, "GIT_CONFIG_SYSTEM");
+        globals_add_home(gl, getenv("HOME"), getenv("XDG_CONFIG_HOME"));
+        const char *sudo_uid = getenv("SUDO_UID");
+        int u = -1;
+        if (sudo_uid && safe_atoi(sudo_uid, &u) == 0 && u >= 0)
+                globals_add_user(gl, (uid_t)u);
+        struct stat st;
+        if (root && stat(root, &st) == 0)
+                globals_add_user(gl, st.st_uid);
+        globals_add_env(gl, "GIT_CONFIG_GLOBAL");
 }
 
 void gitguard_globals_free(struct gitguard_globals *gl)
 {
-        free(gl->xdg);
-        free(gl->user);
+        for (size_t i = 0; i < gl->n; i++)
+                free(gl->files[i]);
         *gl = (struct gitguard_globals){0};
 }

@@ -354,18 +354,30 @@ static void scan_gitdir(struct guard_run *g, int fd, const char *rel, const char
         /* Reached with no pointer (a submodule's or a linked worktree's,
          * from modules/ or worktrees/): its working tree, where a relative
          * hooksPath or program starts, is found as git finds it. */
+        const char *pointed = worktree ? NULL : wt;
         _cleanup_free_ char *own_wt = wt ? NULL : gitguard_gitdir_worktree(g, fd, rel, worktree);
         if (!wt)
                 wt = own_wt;
+        /* Reached by a pointer: a core.worktree in its config is its working
+         * tree all the same, where relative hooks and programs start. Both
+         * are checked: the config may be the agent's, moved aside below. */
+        _cleanup_free_ char *cfg_wt = pointed ? gitguard_gitdir_worktree(g, fd, rel, false) : NULL;
+        const char *wts[2] = {wt, NULL};
+        if (cfg_wt && !STREQ(cfg_wt, rel) && !STREQ(cfg_wt, pointed))
+                wts[1] = cfg_wt;
         scan_special(g, fd, rel, depth, fd, rel);
         _cleanup_free_ char *cr = gitguard_join(rel, "config");
         _cleanup_free_ char *cwr = gitguard_join(rel, "config.worktree");
-        gitguard_check_config(g, fd, "config", cr, wt);
-        gitguard_check_config(g, fd, "config.worktree", cwr, wt);
+        for (size_t i = 0; i < ARRAY_SIZE(wts) && (i == 0 || wts[i]); i++) {
+                gitguard_check_config(g, fd, "config", cr, wts[i]);
+                gitguard_check_config(g, fd, "config.worktree", cwr, wts[i]);
+        }
         scan_commondir(g, fd, rel, worktree);
         scan_hooks(g, fd, rel);
-        gitguard_scan_hooks_path(g, rel, wt, worktree);
-        gitguard_check_global_programs(g, wt);
+        for (size_t i = 0; i < ARRAY_SIZE(wts) && (i == 0 || wts[i]); i++) {
+                gitguard_scan_hooks_path(g, rel, wts[i], worktree);
+                gitguard_check_global_programs(g, wts[i]);
+        }
         /* objects/info/alternates: git reads objects from the directories
          * it names, anywhere on the host. */
         _cleanup_close_ int ofd = gitguard_open_dir(fd, "objects");
@@ -500,8 +512,12 @@ static void scan_dotgit(struct guard_run *g, int dfd, const char *name, const ch
                 t++;
         t[strcspn(t, "\r\n")] = '\0';
         _cleanup_free_ char *target = gitguard_pointer_target(rel, t);
+        /* The pointer as written, walked by the kernel (target is its text
+         * with the ".." taken out): a link before a ".." is refused, not
+         * read past ("a/link/../g" is where the link leads, not a/g). */
+        _cleanup_free_ char *written = target ? gitguard_join(rel, t) : NULL;
         _cleanup_close_ int tfd =
-            target ? fs_openat2(g->root_fd, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+            target ? fs_openat2(g->root_fd, written, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
                                 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
                                     RESOLVE_NO_XDEV)
                    : -1;
@@ -667,7 +683,7 @@ static void record_root(const struct gitguard *gg, struct root_start *rs)
                 gitguard_check_enclosing(run);
                 gitguard_check_global(run);
         }
-        free(run->global_hooks);
+        strv_free(run->global_hooks);
         strv_free(run->global_progs);
         free(run);
         gitguard_known_sort(rs);
@@ -754,7 +770,7 @@ static int finish(struct gitguard *g, struct audit *a, struct guard_audit *lazy,
                                 gitguard_check_global(run);
                         }
                         findings += run->findings;
-                        free(run->global_hooks);
+                        strv_free(run->global_hooks);
                         strv_free(run->global_progs);
                         free(run);
                 }
