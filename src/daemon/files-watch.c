@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,10 +333,15 @@ int files_watch_read(struct files_watch *w, json_t *out)
         if (n < 0)
                 return errno == EAGAIN || errno == EINTR ? 0 : -errno;
         /* A rename is a MOVED_FROM and a MOVED_TO with one cookie; the
-         * kernel queues them next to each other. */
+         * kernel queues them next to each other, one after the other: a
+         * read between the two ends on the MOVED_FROM. Then what follows
+         * is read too, after waiting at most a millisecond for it, before
+         * the MOVED_FROM counts as a move out of the tree (a delete). */
         uint32_t cookie = 0;
         char *moved_from = NULL;
         bool moved_dir = false;
+        bool read_on = false;
+more:
         for (char *p = buf; p < buf + n;) {
                 struct inotify_event *ev = (struct inotify_event *)p;
                 p += sizeof(*ev) + ev->len;
@@ -415,6 +421,12 @@ int files_watch_read(struct files_watch *w, json_t *out)
                                 emit(out, "modify", path, dir);
                 } else if (ev->mask & IN_DELETE)
                         emit(out, "delete", path, dir);
+        }
+        if (moved_from && !w->gone && !read_on) {
+                read_on = true;
+                struct pollfd pf = {.fd = w->ifd, .events = POLLIN};
+                if (poll(&pf, 1, 1) == 1 && (n = read(w->ifd, buf, sizeof(buf))) > 0)
+                        goto more;
         }
         if (moved_from) {
                 emit(out, "delete", moved_from, moved_dir);
