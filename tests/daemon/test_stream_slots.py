@@ -87,3 +87,25 @@ def test_run_streams_are_counted_per_grant(run_daemon):
                 s.close()
             for tok in (ta, tb):
                 d.client(tok).request("POST", "/v1/stop", {"all": True})
+
+
+def test_grants_that_fill_the_daemon_leave_a_newcomer_a_stream(make_daemon):
+    # Sixteen grants that make sandboxes, each opening all it may (16), held
+    # every one of the daemon's 256 event streams: a seventeenth grant got
+    # none. Some room is kept for grants that hold few streams.
+    d = make_daemon()
+    greedy = [d.grant(f"greedy{i}", "--allow-sandbox") for i in range(16)]
+    late = d.grant("late", "--allow-sandbox")
+    held = []
+    try:
+        for tok in greedy:
+            h, status = _fill(d, tok, "/v1/events", 17)
+            held += h
+            assert status == 429
+        s, status = _open(d, late, "/v1/events")
+        s.close()
+        assert status == 200, ("a grant with no stream open was refused with %d "
+                               "streams held by 16 others" % len(held))
+    finally:
+        for s in held:
+            s.close()

@@ -47,6 +47,9 @@ struct sse_stream_opts {
 #define SSE_EVENTS_MAX       256
 #define SSE_RUNS_PER_GRANT   8
 #define SSE_RUNS_MAX         64
+/* The last eighth of a kind's streams is kept for grants holding fewer
+ * than this many. */
+#define SSE_FEW 2
 
 /* Start the stream (200, text/event-stream) with ctx as its source; NULL,
  * with 429 too_many_streams sent and ctx freed, when the grant (or the

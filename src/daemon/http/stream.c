@@ -262,8 +262,13 @@ struct sse_stream *sse_start(struct daemon *d, struct evhttp_request *req, const
         unsigned mine = e ? e->n[o->kind] : 0;
         bool reader = !g->allow_sandbox && !g->allow_runs;
         bool readers_full = reader && sse_readers[o->kind] >= sse_max[o->kind] / 2;
+        /* The last eighth of the slots goes only to grants that hold fewer
+         * than SSE_FEW: grants that each open all they may cannot, together,
+         * leave another grant none. */
+        unsigned reserve = sse_max[o->kind] / 8;
+        bool reserved = mine >= SSE_FEW && sse_total[o->kind] + reserve >= sse_max[o->kind];
         if (mine >= sse_per_grant[o->kind] || sse_total[o->kind] >= sse_max[o->kind] ||
-            readers_full) {
+            readers_full || reserved) {
                 ops->free_ctx(ctx);
                 const char *what = sse_kind_name[o->kind];
                 if (mine >= sse_per_grant[o->kind])
@@ -281,6 +286,14 @@ struct sse_stream *sse_start(struct daemon *d, struct evhttp_request *req, const
                                            "open, their most at once (the rest are kept for "
                                            "the grants that do); try again later",
                                            sse_max[o->kind] / 2, what);
+                else if (reserved && sse_total[o->kind] < sse_max[o->kind])
+                        reply_error_fields(d, req, 429, "too_many_streams",
+                                           json_pack("{s:s, s:I}", "limit", "streamsReserved",
+                                                     "max", (json_int_t)reserve),
+                                           "the daemon keeps its last %u %s streams for grants "
+                                           "that hold fewer than %u; grant \"%s\" holds %u; "
+                                           "try again later",
+                                           reserve, what, SSE_FEW, g->name, mine);
                 else
                         reply_error_fields(d, req, 429, "too_many_streams",
                                            json_pack("{s:s, s:I}", "limit", "streams", "max",
