@@ -3,6 +3,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <poll.h>
@@ -216,7 +217,14 @@ int caps_socket_open(struct sv_core *c, const char *path, struct caps_socket **r
                 return al_error_set_message(err, ENAMETOOLONG,
                                             "--control %s: a socket path is at most %zu bytes",
                                             path ? path : "", sizeof(sa.sun_path) - 1);
-        memcpy(sa.sun_path, path, strlen(path) + 1);
+        /* Bound and listening under a staging name beside PATH, then renamed
+         * to it (never over anything there): a client that waits for PATH
+         * to appear is never refused for coming between bind and listen. */
+        int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.%d~", path, (int)getpid());
+        if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+                return al_error_set_message(err, ENAMETOOLONG,
+                                            "--control %s: a socket path is at most %zu bytes",
+                                            path, sizeof(sa.sun_path) - 16);
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return al_error_set(err, errno, "--control %s", path);
@@ -226,14 +234,19 @@ int caps_socket_open(struct sv_core *c, const char *path, struct caps_socket **r
         int e = errno;
         umask(old);
         if (r < 0)
-                return al_error_set_message(err, e, "--control %s: %s", path,
-                                            e == EADDRINUSE ? "the path exists; remove it or "
-                                                              "choose another"
-                                                            : strerror(e));
+                return al_error_set_message(err, e, "--control %s: %s%s", path,
+                                            e == EADDRINUSE ? "its staging name exists: remove "
+                                                            : strerror(e),
+                                            e == EADDRINUSE ? sa.sun_path : "");
         struct stat st;
-        if (lstat(path, &st) < 0 || listen(fd, 16) < 0) {
+        if (lstat(sa.sun_path, &st) < 0 || listen(fd, 16) < 0 ||
+            renameat2(AT_FDCWD, sa.sun_path, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
                 e = errno;
-                unlink(path);
+                unlink(sa.sun_path);
+                if (e == EEXIST)
+                        return al_error_set_message(
+                            err, e, "--control %s: the path exists; remove it or choose another",
+                            path);
                 return al_error_set(err, e, "--control %s", path);
         }
         struct caps_socket *s = xcalloc(1, sizeof(*s));
@@ -241,7 +254,7 @@ int caps_socket_open(struct sv_core *c, const char *path, struct caps_socket **r
         s->path = xstrdup(path);
         s->dev = st.st_dev;
         s->ino = st.st_ino;
-        s->l = evconnlistener_new(c->base, on_accept, s, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+        s->l = evconnlistener_new(c->base, on_accept, s, LEV_OPT_CLOSE_ON_FREE, 0, fd);
         if (!s->l) {
                 caps_socket_free(s);
                 return al_error_set(err, ENOMEM, "--control %s", path);
