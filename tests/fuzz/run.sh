@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-60}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
-targets=${FUZZ_TARGETS:-"http socks5 policy api-head control ws tar toolproto dns sni image-layer hwproto agent-stream gitconfig"}
+targets=${FUZZ_TARGETS:-"http socks5 policy api-head control ws tar toolproto dns sni image-layer hwproto agent-stream gitconfig base64"}
 
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT

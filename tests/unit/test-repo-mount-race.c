@@ -113,3 +113,46 @@ Test(repo_mount_race, unchanged_source_is_planned, .init = setup, .fini = teardo
         mounts_plan_free(plan, p->n_mounts);
         policy_free(p);
 }
+
+/* As root the plan walks the workspace once (trusted_open) and pins it; a
+ * repository's mount source must then be found beneath that pinned
+ * directory, not beneath whatever the workspace's path names later. An
+ * agent of another sandbox whose workspace holds this one's path (it
+ * writes there as the caller) swaps the workspace for a link to a host
+ * directory between the plan's walk and the mount. */
+Test(repo_mount_race, workspace_swapped_after_the_walk_is_not_followed, .init = setup,
+     .fini = teardown, .timeout = 20)
+{
+        if (geteuid() != 0)
+                cr_skip_test("needs root (the workspace is pinned only as root)");
+        struct policy *p = applied_policy();
+        struct mounts_plan *plan = NULL;
+        struct al_error e = {0};
+        cr_assert_eq(mounts_plan_new(p, "/root", &plan, &e), 0, "%s", e.msg);
+        cr_assert_geq(plan->workspace_fd, 0);
+
+        /* The host directory the swap points at holds sub/data too. */
+        char a[320], b[160];
+        snprintf(a, sizeof(a), "%s/sub", outside);
+        cr_assert_eq(mkdir(a, 0755), 0);
+        snprintf(a, sizeof(a), "%s/sub/data", outside);
+        put(a, "host secret\n");
+        snprintf(b, sizeof(b), "%s.old", ws);
+        cr_assert_eq(rename(ws, b), 0);
+        cr_assert_eq(symlink(outside, ws), 0);
+
+        int fd = mounts_open_source(p, plan->workspace_fd, &p->mounts[0]);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        char proc[64], real[4096];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(proc, real, sizeof(real) - 1);
+        cr_assert_gt(n, 0);
+        real[n] = '\0';
+        close(fd);
+        cr_assert(strncmp(real, outside, strlen(outside)) != 0,
+                  "the repository's mount source was found through the swapped path: %s", real);
+        snprintf(a, sizeof(a), "%s/sub/data", b);
+        cr_assert_str_eq(real, a);
+        mounts_plan_free(plan, p->n_mounts);
+        policy_free(p);
+}

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
@@ -108,6 +109,50 @@ Test(util, base64_round_trip)
                 cr_assert_eq(n, len);
                 cr_assert_eq(memcmp(out, bin, len), 0);
                 cr_assert_eq(out[len], 0, "the decoding is NUL-terminated");
+        }
+}
+
+/* Against libcrypto's EVP blocks, which Airlock's own base64 replaced:
+ * every length to 300 encoded alike; each encoding, and each with one
+ * character changed to another of the alphabet (or to one outside it), read
+ * back alike (EVP_DecodeBlock counts the padding's bytes: they are left off
+ * here, and a character outside the alphabet fails both). */
+Test(util, base64_matches_libcrypto)
+{
+        unsigned char bin[300];
+        unsigned seed = 12345;
+        static const char alpha[] =
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        for (size_t len = 0; len <= sizeof(bin); len++) {
+                for (size_t i = 0; i < len; i++)
+                        bin[i] = (unsigned char)((seed = seed * 1103515245u + 12345u) >> 16);
+                char want[4 * (sizeof(bin) + 2) / 3 + 1];
+                int wn = EVP_EncodeBlock((unsigned char *)want, bin, (int)len);
+                _cleanup_free_ char *got = base64_encode(bin, len);
+                cr_assert_eq(strlen(got), (size_t)wn, "length %zu", len);
+                cr_assert_str_eq(got, want, "length %zu", len);
+                size_t pad = (len % 3) ? 3 - len % 3 : 0;
+                for (int round = 0; round < 8 && wn > 0; round++) {
+                        char in[sizeof(want)];
+                        memcpy(in, want, (size_t)wn + 1);
+                        size_t at = (seed = seed * 1103515245u + 12345u) % (size_t)(wn - pad);
+                        bool bad = round == 7;
+                        in[at] = bad ? '*' : alpha[(seed >> 8) % 64];
+                        unsigned char ref[sizeof(bin) + 3];
+                        int rn = EVP_DecodeBlock(ref, (unsigned char *)in, wn);
+                        _cleanup_free_ unsigned char *out = NULL;
+                        size_t on = 0;
+                        int r = base64_decode(in, &out, &on);
+                        if (bad) {
+                                cr_assert_lt(rn, 0, "%s", in);
+                                cr_assert_lt(r, 0, "%s", in);
+                                continue;
+                        }
+                        cr_assert_geq(rn, 0, "%s", in);
+                        cr_assert_eq(r, 0, "%s", in);
+                        cr_assert_eq(on, (size_t)rn - pad, "%s", in);
+                        cr_assert_eq(memcmp(out, ref, on), 0, "%s", in);
+                }
         }
 }
 

@@ -337,7 +337,8 @@ static int bind_prepared(struct builder *b, int mnt, const char *host, const cha
  * bound from that fd, never by its path. */
 static int bind_in_workspace(struct builder *b, const struct policy_mount *m)
 {
-        _cleanup_close_ int fd = mounts_open_source(b->c->policy, m);
+        _cleanup_close_ int fd =
+            mounts_open_source(b->c->policy, b->c->plan ? b->c->plan->workspace_fd : -1, m);
         if (fd < 0)
                 return al_error_set(b->err, fd,
                                     "mount %s at %s: .airlock/isolation.json's source must be "

@@ -67,10 +67,12 @@ int mounts_workspace_trusted(const struct policy *p, struct al_error *err);
 int mounts_workspace_quick_check(const struct policy *p, const char *caller_home,
                                  struct al_error *err);
 /* An O_PATH fd on a mount's source: a repository's (in_workspace) opened
- * beneath the policy's workspace with no link followed on the way, so a
- * directory swapped for a link after the check cannot redirect it; any
- * other opened by path with O_NOFOLLOW. -errno on failure. */
-int mounts_open_source(const struct policy *p, const struct policy_mount *m);
+ * beneath the workspace with no link followed on the way, so a directory
+ * swapped for a link after the check cannot redirect it; any other opened
+ * by path with O_NOFOLLOW. The workspace is ws_fd when the plan pinned it
+ * (root: mounts_plan.workspace_fd, never its path again), else the
+ * policy's path. -errno on failure. */
+int mounts_open_source(const struct policy *p, int ws_fd, const struct policy_mount *m);
 /* The tool gateway's client for the endpoint (mounts_config.tool_bin):
  * checked here, as the caller, and cloned read-only when the caller can
  * (root: the sandbox user may not reach the install directory). */

@@ -120,7 +120,7 @@ int mounts_workspace_quick_check(const struct policy *p, const char *caller_home
  * (root: the sandbox user may not be able to reach it, e.g. under /root).
  * -1 when the caller cannot clone trees (rootless: the sandbox then binds
  * the path itself, with the caller's own rights). */
-int mounts_open_source(const struct policy *p, const struct policy_mount *m)
+int mounts_open_source(const struct policy *p, int ws_fd, const struct policy_mount *m)
 {
         if (!m->in_workspace) {
                 int fd = open(m->source, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -128,19 +128,23 @@ int mounts_open_source(const struct policy *p, const struct policy_mount *m)
         }
         if (!p->workspace)
                 return -ENOENT;
-        _cleanup_close_ int ws = open(p->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (ws < 0)
-                return -errno;
-        return fs_openat2(ws, m->in_workspace, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0,
+        _cleanup_close_ int ws = -1;
+        if (ws_fd < 0) {
+                ws = open(p->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (ws < 0)
+                        return -errno;
+                ws_fd = ws;
+        }
+        return fs_openat2(ws_fd, m->in_workspace, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0,
                           RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
 /* A repository's mount source, resolved as mounts_open_source opens it:
  * the real path of what lies beneath the workspace, or -errno. */
-static int repo_source_real(const struct policy *p, const struct policy_mount *m,
+static int repo_source_real(const struct policy *p, int ws_fd, const struct policy_mount *m,
                             char real[PATH_MAX], struct al_error *err)
 {
-        _cleanup_close_ int fd = mounts_open_source(p, m);
+        _cleanup_close_ int fd = mounts_open_source(p, ws_fd, m);
         if (fd < 0)
                 return al_error_set(err, -fd,
                                     "mount %s at %s: .airlock/isolation.json's source must be "
@@ -447,7 +451,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                 if (m->volume)
                         continue; /* Airlock's own state, attached by spawn.c */
                 if (m->in_workspace) {
-                        r = repo_source_real(p, m, real, err);
+                        r = repo_source_real(p, plan->workspace_fd, m, real, err);
                         if (r < 0)
                                 goto fail;
                 } else if (!realpath(m->source, real)) {
@@ -468,7 +472,7 @@ int mounts_plan_new(const struct policy *p, const char *caller_home, struct moun
                 if (m->readonly) {
                         _cleanup_close_ int sfd = -1;
                         if (m->in_workspace && geteuid() == 0) {
-                                sfd = mounts_open_source(p, m);
+                                sfd = mounts_open_source(p, plan->workspace_fd, m);
                                 if (sfd < 0) {
                                         r = al_error_set(err, -sfd, "mount %s at %s",
                                                          m->in_workspace, m->target);

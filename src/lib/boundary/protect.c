@@ -11,11 +11,13 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include "fs.h"
 #include "gitguard.h"
 #include "mounts.h"
 #include "paths.h"
+#include "trusted.h"
 #include "util.h"
 #include "mounts-internal.h"
 
@@ -101,9 +103,19 @@ int mounts_prepare_workspace(const struct policy *p, struct al_error *err)
 {
         if (!p->workspace || p->workspace_mode == POLICY_WORKSPACE_RO || !p->protect_git)
                 return 0;
-        _cleanup_close_ int ws = open(p->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (ws < 0)
-                return al_error_set(err, errno, "workspace %s", p->workspace);
+        /* As root, on a path nobody else can swap (trusted.h), as the plan
+         * mounts it: this runs before the plan's walk. */
+        _cleanup_close_ int ws = -1;
+        if (geteuid() == 0) {
+                char real[PATH_MAX];
+                ws = trusted_open(p->workspace, trusted_caller(), false, real, "workspace", err);
+                if (ws < 0)
+                        return ws;
+        } else {
+                ws = open(p->workspace, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (ws < 0)
+                        return al_error_set(err, errno, "workspace %s", p->workspace);
+        }
         _cleanup_close_ int git = openat(ws, ".git", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (git < 0)
                 return 0; /* no repository, or .git is a file or a link */

@@ -107,7 +107,8 @@ int spawn_prepare_idmapped(const char *path, uid_t host_uid, gid_t host_gid, int
                            bool *ret_idmapped, struct al_error *err);
 /* The same for the tree `fd` (O_PATH) holds, already opened and checked by
  * the caller: nothing is looked up by path again (`path` only names it in
- * messages). */
+ * messages), and a tree that cannot be cloned fails (-errno), as the mount
+ * would otherwise be made from the path. */
 int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
                               bool *ret_idmapped, struct al_error *err);
 

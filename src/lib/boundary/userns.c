@@ -239,6 +239,37 @@ static int plain_clone(int fd)
         return mnt < 0 ? -1 : mnt;
 }
 
+/* Whether this process is in the initial user namespace (its uid map the
+ * whole range, unshifted): only there is uid 0 the host's root. */
+static bool in_initial_userns(void)
+{
+        _cleanup_free_ char *map = NULL;
+        if (read_file_at(AT_FDCWD, "/proc/self/uid_map", 256, &map, NULL) < 0)
+                return true; /* cannot tell: held to root's rule */
+        unsigned a, b, n;
+        int used = 0;
+        return sscanf(map, " %u %u %u%n", &a, &b, &n, &used) == 3 && a == 0 && b == 0 &&
+               n == 4294967295u && map[used + strspn(map + used, " \n")] == '\0';
+}
+
+/* A plain clone of the pinned tree fd into *ret_fd, or -errno: there is
+ * no path to fall back on. Only the root of another user namespace (which
+ * acts with its owner's rights, and may not clone a tree of a mount
+ * namespace it does not own) gets *ret_fd -1 and 0, to bind the path. */
+static int pinned_clone(int fd, const char *path, int *ret_fd, struct al_error *err)
+{
+        *ret_fd = plain_clone(fd);
+        if (*ret_fd >= 0)
+                return 0;
+        int e = errno;
+        if (!in_initial_userns())
+                return 0;
+        return al_error_set(err, e,
+                            "mount %s: cloning the directory Airlock checked (it is not "
+                            "mounted by its path again)",
+                            path);
+}
+
 int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t host_gid, int *ret_fd,
                               bool *ret_idmapped, struct al_error *err)
 {
@@ -251,27 +282,21 @@ int spawn_prepare_idmapped_fd(int fd, const char *path, uid_t host_uid, gid_t ho
         if (S_ISLNK(st.st_mode))
                 return al_error_set(err, ELOOP, "mount %s: is a symbolic link; give its target",
                                     path);
-        if (st.st_uid == host_uid) {
-                *ret_fd = plain_clone(fd);
-                return 0;
-        }
+        if (st.st_uid == host_uid)
+                return pinned_clone(fd, path, ret_fd, err);
         _cleanup_close_ int userns = idmap_userns(st.st_uid, st.st_gid, host_uid, host_gid);
-        if (userns < 0) {
-                /* Not idmapped: the sandbox then sees the tree as not its own. */
-                *ret_fd = plain_clone(fd);
-                return 0;
-        }
+        if (userns < 0) /* Not idmapped: the sandbox then sees the tree as not its own. */
+                return pinned_clone(fd, path, ret_fd, err);
         int mnt = plain_clone(fd);
         if (mnt < 0)
-                return 0;
+                return pinned_clone(fd, path, ret_fd, err);
         struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns};
         if (mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) == 0) {
                 if (ret_idmapped)
                         *ret_idmapped = true;
         } else if (mount_setattr(mnt, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
-                close(mnt);
-                *ret_fd = plain_clone(fd); /* the filesystem cannot be idmapped */
-                return 0;
+                close(mnt); /* the filesystem cannot be idmapped */
+                return pinned_clone(fd, path, ret_fd, err);
         }
         /* Only the top idmapped: its submounts keep any id's files. */
         *ret_fd = mnt;
