@@ -41,10 +41,45 @@ static void *lib;
 static char load_msg[256];
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
+/* The stand-ins that return nothing cannot report a function the library
+ * lacks: a missing SSL_CTX_set_verify would leave a peer unverified. The
+ * library is taken only when it has every one of them. */
+#define VOID_FNS(X) \
+        X(BIO_clear_flags, (BIO *a0, int a1), (a0, a1)) \
+        X(BIO_set_data, (BIO *a0, void *a1), (a0, a1)) \
+        X(BIO_set_flags, (BIO *a0, int a1), (a0, a1)) \
+        X(BIO_set_init, (BIO *a0, int a1), (a0, a1)) \
+        X(BIO_set_shutdown, (BIO *a0, int a1), (a0, a1)) \
+        X(BN_free, (BIGNUM *a0), (a0)) \
+        X(EVP_MD_CTX_free, (EVP_MD_CTX *a0), (a0)) \
+        X(EVP_PKEY_free, (EVP_PKEY *a0), (a0)) \
+        X(SSL_CTX_free, (SSL_CTX *a0), (a0)) \
+        X(SSL_CTX_set_alpn_select_cb, (SSL_CTX *a0, SSL_CTX_alpn_select_cb_func a1, void *a2), (a0, a1, a2)) \
+        X(SSL_CTX_set_verify, (SSL_CTX *a0, int a1, SSL_verify_cb a2), (a0, a1, a2)) \
+        X(SSL_free, (SSL *a0), (a0)) \
+        X(SSL_set_accept_state, (SSL *a0), (a0)) \
+        X(SSL_set_bio, (SSL *a0, BIO *a1, BIO *a2), (a0, a1, a2)) \
+        X(SSL_set_connect_state, (SSL *a0), (a0)) \
+        X(SSL_set_hostflags, (SSL *a0, unsigned int a1), (a0, a1)) \
+        X(X509V3_set_ctx, (X509V3_CTX *a0, X509 *a1, X509 *a2, X509_REQ *a3, X509_CRL *a4, int a5), (a0, a1, a2, a3, a4, a5)) \
+        X(X509_EXTENSION_free, (X509_EXTENSION *a0), (a0)) \
+        X(X509_free, (X509 *a0), (a0))
+
+#define NAME_OF(name, params, args) #name,
+static const char *const void_fns[] = {VOID_FNS(NAME_OF)};
+#undef NAME_OF
+
 static void load(void)
 {
         /* libssl brings libcrypto, which dlsym on this handle searches too. */
         lib = lazylib_open(AIRLOCK_LIBSSL_SONAME, load_msg, sizeof(load_msg));
+        for (size_t i = 0; lib && i < sizeof(void_fns) / sizeof(void_fns[0]); i++)
+                if (!dlsym(lib, void_fns[i])) {
+                        snprintf(load_msg, sizeof(load_msg), "loading %s: it lacks %s",
+                                 AIRLOCK_LIBSSL_SONAME, void_fns[i]);
+                        dlclose(lib);
+                        lib = NULL;
+                }
 }
 
 /* A call that failed for want of the library queues one error, as libssl
@@ -63,7 +98,7 @@ static void *sym(const char *name)
         return dlsym(lib, name);
 }
 
-LAZY_VOID(BIO_clear_flags, (BIO *a0, int a1), (a0, a1))
+VOID_FNS(LAZY_VOID)
 LAZY(long int, BIO_ctrl, (BIO *a0, int a1, long int a2, void *a3), (a0, a1, a2, a3), 0)
 LAZY(int, BIO_free, (BIO *a0), (a0), 0)
 LAZY(void *, BIO_get_data, (BIO *a0), (a0), NULL)
@@ -81,39 +116,28 @@ LAZY(BIO *, BIO_new_socket, (int a0, int a1), (a0, a1), NULL)
 LAZY(uint64_t, BIO_number_read, (BIO *a0), (a0), 0)
 LAZY(uint64_t, BIO_number_written, (BIO *a0), (a0), 0)
 LAZY(const BIO_METHOD *, BIO_s_mem, (void), (), NULL)
-LAZY_VOID(BIO_set_data, (BIO *a0, void *a1), (a0, a1))
-LAZY_VOID(BIO_set_flags, (BIO *a0, int a1), (a0, a1))
-LAZY_VOID(BIO_set_init, (BIO *a0, int a1), (a0, a1))
-LAZY_VOID(BIO_set_shutdown, (BIO *a0, int a1), (a0, a1))
 LAZY(BIGNUM *, BN_bin2bn, (const unsigned char *a0, int a1, BIGNUM *a2), (a0, a1, a2), NULL)
-LAZY_VOID(BN_free, (BIGNUM *a0), (a0))
 LAZY(ASN1_INTEGER *, BN_to_ASN1_INTEGER, (const BIGNUM *a0, ASN1_INTEGER *a1), (a0, a1), NULL)
 LAZY(int, EVP_DigestFinal_ex, (EVP_MD_CTX *a0, unsigned char *a1, unsigned int *a2), (a0, a1, a2), 0)
 LAZY(int, EVP_DigestInit_ex, (EVP_MD_CTX *a0, const EVP_MD *a1, ENGINE *a2), (a0, a1, a2), 0)
 LAZY(int, EVP_DigestUpdate, (EVP_MD_CTX *a0, const void *a1, size_t a2), (a0, a1, a2), 0)
-LAZY_VOID(EVP_MD_CTX_free, (EVP_MD_CTX *a0), (a0))
 LAZY(EVP_MD_CTX *, EVP_MD_CTX_new, (void), (), NULL)
-LAZY_VOID(EVP_PKEY_free, (EVP_PKEY *a0), (a0))
 LAZY(const EVP_MD *, EVP_sha256, (void), (), NULL)
 LAZY(int, PEM_write_bio_X509, (BIO *a0, const X509 *a1), (a0, a1), 0)
 LAZY(int, RAND_bytes, (unsigned char *a0, int a1), (a0, a1), 0)
 LAZY(unsigned char *, SHA1, (const unsigned char *a0, size_t a1, unsigned char *a2), (a0, a1, a2), NULL)
 LAZY(int, SSL_CTX_check_private_key, (const SSL_CTX *a0), (a0), 0)
 LAZY(long int, SSL_CTX_ctrl, (SSL_CTX *a0, int a1, long int a2, void *a3), (a0, a1, a2, a3), 0)
-LAZY_VOID(SSL_CTX_free, (SSL_CTX *a0), (a0))
 LAZY(int, SSL_CTX_load_verify_locations, (SSL_CTX *a0, const char *a1, const char *a2), (a0, a1, a2), 0)
 LAZY(SSL_CTX *, SSL_CTX_new, (const SSL_METHOD *a0), (a0), NULL)
 LAZY(int, SSL_CTX_set_alpn_protos, (SSL_CTX *a0, const unsigned char *a1, unsigned int a2), (a0, a1, a2), 0)
-LAZY_VOID(SSL_CTX_set_alpn_select_cb, (SSL_CTX *a0, SSL_CTX_alpn_select_cb_func a1, void *a2), (a0, a1, a2))
 LAZY(int, SSL_CTX_set_default_verify_paths, (SSL_CTX *a0), (a0), 0)
 LAZY(uint64_t, SSL_CTX_set_options, (SSL_CTX *a0, uint64_t a1), (a0, a1), 0)
-LAZY_VOID(SSL_CTX_set_verify, (SSL_CTX *a0, int a1, SSL_verify_cb a2), (a0, a1, a2))
 LAZY(int, SSL_CTX_use_PrivateKey, (SSL_CTX *a0, EVP_PKEY *a1), (a0, a1), 0)
 LAZY(int, SSL_CTX_use_certificate, (SSL_CTX *a0, X509 *a1), (a0, a1), 0)
 LAZY(int, SSL_clear, (SSL *a0), (a0), 0)
 LAZY(long int, SSL_ctrl, (SSL *a0, int a1, long int a2, void *a3), (a0, a1, a2, a3), 0)
 LAZY(int, SSL_do_handshake, (SSL *a0), (a0), -1)
-LAZY_VOID(SSL_free, (SSL *a0), (a0))
 LAZY(X509_VERIFY_PARAM *, SSL_get0_param, (SSL *a0), (a0), NULL)
 LAZY(int, SSL_get_error, (const SSL *a0, int a1), (a0, a1), SSL_ERROR_SSL)
 LAZY(BIO *, SSL_get_rbio, (const SSL *a0), (a0), NULL)
@@ -126,20 +150,13 @@ LAZY(int, SSL_read, (SSL *a0, void *a1, int a2), (a0, a1, a2), -1)
 LAZY(int, SSL_renegotiate, (SSL *a0), (a0), 0)
 LAZY(int, SSL_select_next_proto, (unsigned char **a0, unsigned char *a1, const unsigned char *a2, unsigned int a3, const unsigned char *a4, unsigned int a5), (a0, a1, a2, a3, a4, a5), OPENSSL_NPN_NO_OVERLAP)
 LAZY(int, SSL_set1_host, (SSL *a0, const char *a1), (a0, a1), 0)
-LAZY_VOID(SSL_set_accept_state, (SSL *a0), (a0))
-LAZY_VOID(SSL_set_bio, (SSL *a0, BIO *a1, BIO *a2), (a0, a1, a2))
-LAZY_VOID(SSL_set_connect_state, (SSL *a0), (a0))
-LAZY_VOID(SSL_set_hostflags, (SSL *a0, unsigned int a1), (a0, a1))
 LAZY(int, SSL_write, (SSL *a0, const void *a1, int a2), (a0, a1, a2), -1)
 LAZY(const SSL_METHOD *, TLS_client_method, (void), (), NULL)
 LAZY(const SSL_METHOD *, TLS_server_method, (void), (), NULL)
 LAZY(X509_EXTENSION *, X509V3_EXT_conf_nid, (struct lhash_st_CONF_VALUE *a0, X509V3_CTX *a1, int a2, const char *a3), (a0, a1, a2, a3), NULL)
-LAZY_VOID(X509V3_set_ctx, (X509V3_CTX *a0, X509 *a1, X509 *a2, X509_REQ *a3, X509_CRL *a4, int a5), (a0, a1, a2, a3, a4, a5))
-LAZY_VOID(X509_EXTENSION_free, (X509_EXTENSION *a0), (a0))
 LAZY(int, X509_NAME_add_entry_by_txt, (X509_NAME *a0, const char *a1, int a2, const unsigned char *a3, int a4, int a5, int a6), (a0, a1, a2, a3, a4, a5, a6), 0)
 LAZY(int, X509_VERIFY_PARAM_set1_ip_asc, (X509_VERIFY_PARAM *a0, const char *a1), (a0, a1), 0)
 LAZY(int, X509_add_ext, (X509 *a0, X509_EXTENSION *a1, int a2), (a0, a1, a2), 0)
-LAZY_VOID(X509_free, (X509 *a0), (a0))
 LAZY(ASN1_INTEGER *, X509_get_serialNumber, (X509 *a0), (a0), NULL)
 LAZY(X509_NAME *, X509_get_subject_name, (const X509 *a0), (a0), NULL)
 LAZY(ASN1_TIME *, X509_getm_notAfter, (const X509 *a0), (a0), NULL)

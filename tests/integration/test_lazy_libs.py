@@ -56,3 +56,29 @@ def test_a_grant_without_libsqlite_fails_closed(airlock, run_without_libssl):
     p = run_without_libssl(["grant", "create", "--name", "t", "--state-dir", state])
     assert p.returncode != 0
     assert "loading libsqlite3.so.0" in p.stderr, p.stderr
+
+
+def test_a_libssl_that_lacks_a_function_is_not_taken(airlock):
+    # A library that loads but lacks functions: the stand-ins that return
+    # nothing (SSL_CTX_set_verify among them) could not say so, and a peer
+    # would go unverified; the library is refused whole.
+    d = airlock.make_dir("partial")
+    src = d / "empty.c"
+    src.write_text("int airlock_test_partial_libssl;\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(d / "libssl.so.3"), str(src)],
+                   check=True, timeout=60)
+    airlock.chown(d)
+    ws = airlock.make_dir()
+    p_dir = airlock.make_dir("tlspartial")
+    (p_dir / "policy.json").write_text(json.dumps({"network": {"routes": [
+        {"name": "up", "upstream": "https://upstream.test:4443", "terminate": True}]}}))
+    airlock.chown(p_dir)
+    argv = airlock.cmd(["run", "-q", "-w", ws, "-p", p_dir / "policy.json",
+                        "--host", "upstream.test=127.0.0.1", "--allow-private",
+                        "127.0.0.0/8", "--", "sh", "-c", "echo ran"])
+    i = next(i for i, a in enumerate(argv) if a.endswith("/airlock"))
+    argv[i:i] = ["env", f"LD_LIBRARY_PATH={d}"]
+    p = subprocess.run(argv, cwd=str(airlock.base), capture_output=True, text=True, timeout=90)
+    assert p.returncode != 0
+    assert "ran" not in p.stdout
+    assert "loading libssl.so.3: it lacks" in p.stderr, p.stderr
