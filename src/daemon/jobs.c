@@ -384,10 +384,14 @@ void jobs_shutdown(struct daemon *d)
 {
         while (d->jobs) {
                 struct job *j = d->jobs;
-                kill(-j->pid, SIGKILL);
-                kill(j->pid, SIGKILL);
-                while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
+                /* A job already reaped holds its pid no more: the number (and
+                 * its group's) may be another process's by now. */
+                if (!j->exited) {
+                        kill(-j->pid, SIGKILL);
+                        kill(j->pid, SIGKILL);
+                        while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                }
                 finish(j, -1);
         }
 }
